@@ -14,6 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // Config describes one embedded member.
@@ -78,7 +79,9 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	cfg.ListenPeerUrls = []url.URL{pu}
 	cfg.AdvertisePeerUrls = []url.URL{pu}
 	cfg.InitialCluster = fmt.Sprintf("%s=%s", c.Name, pu.String())
-	cfg.LogLevel = "error"
+	// etcd logs through zap; the member's own chatter (including errors
+	// it logs while shutting down) is noise in Strata's logs.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.UnsafeNoFsync = c.UnsafeNoFsync
 	// Strata batches up to 512 operations per transaction.
 	cfg.MaxTxnOps = 1024

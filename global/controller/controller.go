@@ -1,0 +1,331 @@
+// Package controller is the global tier's master: every `strata global`
+// replica runs it, and only the elected master acts. Its MainLoop pushes
+// each resource's desired state to the regions that should run it
+// (placements, idempotent on content) and pulls every region's status
+// back into one aggregated status per resource. Its MonitorLoop follows
+// region health: heartbeats, then a probe, then Down.
+//
+// Every write carries the master's leadership guard, and every placement
+// carries the master's epoch, so a deposed master can neither write here
+// nor be obeyed by a region.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/stratahq/strata/global/state"
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/store"
+	regionv1 "github.com/stratahq/strata/proto/region/v1"
+)
+
+// Regions gives the RegionService client of a region.
+type Regions interface {
+	Client(ctx context.Context, region string) (regionv1.RegionServiceClient, error)
+}
+
+// Heartbeats lists the regions' last heartbeats.
+type Heartbeats interface {
+	List(ctx context.Context) ([]heartbeat.Beat, error)
+}
+
+// Guard is the master's leadership: a store guard with the election
+// revision, which doubles as the epoch regions check.
+type Guard interface {
+	store.Guard
+}
+
+// Options configure a Controller.
+type Options struct {
+	State      *state.State
+	Caches     *state.Caches
+	Regions    Regions
+	Heartbeats Heartbeats
+	// HeartbeatInterval, SuspectAfter, DownAfter and ProbeTimeout set
+	// region liveness.
+	HeartbeatInterval time.Duration
+	SuspectAfter      time.Duration
+	DownAfter         time.Duration
+	ProbeTimeout      time.Duration
+	// Resync re-examines every resource this often.
+	Resync time.Duration
+	// SendBatch bounds the placements in one ApplyPlacements call.
+	SendBatch int
+	Logger    *slog.Logger
+	Clock     func() time.Time
+}
+
+// Controller is the global master controller.
+type Controller struct {
+	o   Options
+	log *slog.Logger
+
+	mu    sync.Mutex
+	dirty map[string]struct{}
+	all   bool
+	wake  chan struct{}
+
+	linksMu sync.Mutex
+	links   map[string]*link
+
+	// propagations counts placements a region applied (for tests,
+	// metrics and the benchmark's first-propagation time).
+	propagations   atomicCounter
+	firstPropagate chan struct{}
+	firstOnce      sync.Once
+}
+
+// New returns a controller. It subscribes to the caches' feeds at once.
+func New(o Options) *Controller {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Resync == 0 {
+		o.Resync = 5 * time.Second
+	}
+	if o.SendBatch == 0 {
+		o.SendBatch = 256
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = 2 * time.Second
+	}
+	if o.SuspectAfter == 0 {
+		o.SuspectAfter = 3 * o.HeartbeatInterval
+	}
+	if o.DownAfter == 0 {
+		o.DownAfter = 5 * o.HeartbeatInterval
+	}
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = 2 * time.Second
+	}
+	c := &Controller{
+		o:              o,
+		log:            o.Logger.With("component", "master"),
+		dirty:          map[string]struct{}{},
+		wake:           make(chan struct{}, 1),
+		links:          map[string]*link{},
+		firstPropagate: make(chan struct{}),
+	}
+	o.Caches.ResourceFeed.Subscribe(func(ch []store.Change[api.Resource]) {
+		for _, x := range ch {
+			c.mark(x.Name)
+		}
+	})
+	// A flavor, a region or a region's health changing can change any
+	// placement.
+	o.Caches.FlavorFeed.Subscribe(func([]store.Change[api.Flavor]) { c.markAll() })
+	o.Caches.RegionFeed.Subscribe(func([]store.Change[api.Region]) { c.markAll() })
+	o.Caches.RegionStatusFeed.Subscribe(func([]store.Change[api.RegionStatus]) { c.markAll() })
+	return c
+}
+
+// Propagations returns how many placements regions applied under this
+// process's mastership.
+func (c *Controller) Propagations() uint64 { return c.propagations.load() }
+
+// FirstPropagation is closed when this process, as master, first saw a
+// region apply a placement.
+func (c *Controller) FirstPropagation() <-chan struct{} { return c.firstPropagate }
+
+func (c *Controller) mark(key string) {
+	c.mu.Lock()
+	c.dirty[key] = struct{}{}
+	c.mu.Unlock()
+	c.poke()
+}
+
+func (c *Controller) markAll() {
+	c.mu.Lock()
+	c.all = true
+	c.mu.Unlock()
+	c.poke()
+}
+
+func (c *Controller) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Controller) takeDirty() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[string]struct{}{}
+	if c.all {
+		for _, it := range c.o.Caches.Resources.List() {
+			seen[it.Name] = struct{}{}
+		}
+		for _, it := range c.o.Caches.Statuses.List() {
+			seen[it.Name] = struct{}{}
+		}
+		for _, l := range c.linkList() {
+			for _, k := range l.shareKeys() {
+				seen[k] = struct{}{}
+			}
+		}
+		c.all = false
+	}
+	for k := range c.dirty {
+		seen[k] = struct{}{}
+	}
+	clear(c.dirty)
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// Lead runs the master's loops until ctx is cancelled (leadership lost
+// or shutdown); it returns when every goroutine it started has ended.
+func (c *Controller) Lead(ctx context.Context, guard Guard) error {
+	if err := c.o.Caches.WaitSynced(ctx); err != nil {
+		return err
+	}
+	c.log.Info("master leading", "epoch", guard.GuardRev())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer c.dropLinks()
+
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.monitor(ctx, guard)
+	}()
+	c.markAll()
+	resync := time.NewTicker(c.o.Resync)
+	defer resync.Stop()
+	pause := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			c.log.Info("master stopped leading")
+			return nil
+		case <-c.wake:
+		case <-resync.C:
+			c.markAll()
+			continue
+		}
+		c.syncLinks(ctx, guard, &wg)
+		keys := c.takeDirty()
+		if len(keys) == 0 {
+			continue
+		}
+		err := c.pass(ctx, guard, keys)
+		switch {
+		case err == nil:
+			pause = 0
+		case errors.Is(err, store.ErrFenced):
+			c.log.Warn("master write fenced: leadership lost", "err", err)
+			return err
+		case ctx.Err() != nil:
+			return nil
+		default:
+			pause = min(max(2*pause, 50*time.Millisecond), 2*time.Second)
+			c.log.Warn("master pass failed; retrying", "err", err, "resources", len(keys), "retryIn", pause)
+			for _, k := range keys {
+				c.mark(k)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(pause):
+			}
+		}
+	}
+}
+
+// pass reconciles keys and commits the resulting status writes and
+// finalisations in fenced transactions.
+func (c *Controller) pass(ctx context.Context, guard Guard, keys []string) error {
+	now := c.o.Clock()
+	w := newWrites(c.o.State)
+	for _, key := range keys {
+		c.reconcile(now, guard, w, key)
+	}
+	rev, err := w.commit(ctx, guard)
+	if err != nil {
+		return err
+	}
+	if rev > 0 {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := c.o.Caches.Resources.WaitForRev(wctx, rev); err != nil {
+			return err
+		}
+		return c.o.Caches.Statuses.WaitForRev(wctx, rev)
+	}
+	return nil
+}
+
+// syncLinks keeps one link per registered region, started under the
+// leader context.
+func (c *Controller) syncLinks(ctx context.Context, guard Guard, wg *sync.WaitGroup) {
+	c.linksMu.Lock()
+	defer c.linksMu.Unlock()
+	want := map[string]bool{}
+	for _, it := range c.o.Caches.Regions.List() {
+		want[it.Name] = true
+		if _, ok := c.links[it.Name]; ok {
+			continue
+		}
+		l := newLink(c, it.Name, guard.GuardRev())
+		c.links[it.Name] = l
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.run(ctx)
+		}()
+	}
+	for name, l := range c.links {
+		if !want[name] {
+			l.stop()
+			delete(c.links, name)
+		}
+	}
+}
+
+func (c *Controller) dropLinks() {
+	c.linksMu.Lock()
+	defer c.linksMu.Unlock()
+	for name, l := range c.links {
+		l.stop()
+		delete(c.links, name)
+	}
+}
+
+func (c *Controller) link(region string) *link {
+	c.linksMu.Lock()
+	defer c.linksMu.Unlock()
+	return c.links[region]
+}
+
+func (c *Controller) linkList() []*link {
+	c.linksMu.Lock()
+	defer c.linksMu.Unlock()
+	out := make([]*link, 0, len(c.links))
+	for _, l := range c.links {
+		out = append(out, l)
+	}
+	return out
+}
+
+func (c *Controller) regionClient(ctx context.Context, region string) (regionv1.RegionServiceClient, error) {
+	cl, err := c.o.Regions.Client(ctx, region)
+	if err != nil {
+		return nil, fmt.Errorf("region %s: %w", region, err)
+	}
+	return cl, nil
+}

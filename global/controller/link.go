@@ -1,0 +1,436 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	regionv1 "github.com/stratahq/strata/proto/region/v1"
+	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
+)
+
+// link is the master's connection to one region: a watch of the region's
+// shares (its status of every resource) and a sender of placements and
+// removals, batched. It remembers what the region acknowledged so that an
+// unchanged resource costs nothing; the region dedups anyway, so
+// forgetting (a reconnect) only costs a resend.
+type link struct {
+	c      *Controller
+	region string
+	epoch  int64
+	log    interface {
+		Info(string, ...any)
+		Warn(string, ...any)
+		Debug(string, ...any)
+	}
+	cancel context.CancelFunc
+	kick   chan struct{}
+
+	mu       sync.Mutex
+	shares   map[string]*share
+	synced   bool
+	sent     map[string]string // key → fingerprint the region acknowledged
+	pending  map[string]pendingPlacement
+	removals map[string]string // key → uid to remove
+	removed  map[string]bool   // removals the region acknowledged
+	retryAt  map[string]time.Time
+}
+
+type pendingPlacement struct {
+	p  *api.Placement
+	fp string
+}
+
+// share is one resource's status as a region reports it.
+type share struct {
+	UID string
+	api.RegionShare
+	Backends []api.BackendStatus
+}
+
+func newLink(c *Controller, region string, epoch int64) *link {
+	return &link{
+		c: c, region: region, epoch: epoch,
+		log:      c.log.With("region", region),
+		kick:     make(chan struct{}, 1),
+		shares:   map[string]*share{},
+		sent:     map[string]string{},
+		pending:  map[string]pendingPlacement{},
+		removals: map[string]string{},
+		removed:  map[string]bool{},
+		retryAt:  map[string]time.Time{},
+	}
+}
+
+func (l *link) run(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	l.mu.Lock()
+	l.cancel = cancel
+	l.mu.Unlock()
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l.watch(ctx)
+	}()
+	l.send(ctx)
+	wg.Wait()
+}
+
+func (l *link) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cancel != nil {
+		l.cancel()
+	}
+}
+
+func (l *link) poke() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// want asks for p to be in the region; nothing is sent when the region
+// already acknowledged the same content.
+func (l *link) want(key string, p *api.Placement) {
+	fp := fingerprint(p)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.removals, key)
+	delete(l.removed, key)
+	if l.sent[key] == fp {
+		delete(l.pending, key)
+		return
+	}
+	if cur, ok := l.pending[key]; ok && cur.fp == fp {
+		return
+	}
+	l.pending[key] = pendingPlacement{p: p, fp: fp}
+	l.poke()
+}
+
+// remove asks the region to destroy the resource.
+func (l *link) remove(key, uid string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.pending, key)
+	if l.removed[key] {
+		return
+	}
+	if _, ok := l.removals[key]; ok {
+		return
+	}
+	l.removals[key] = uid
+	l.poke()
+}
+
+// settled reports whether the region holds nothing of key and nothing is
+// on its way: the resource may be forgotten as far as this region goes.
+func (l *link) settled(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, hasShare := l.shares[key]
+	_, removing := l.removals[key]
+	_, pending := l.pending[key]
+	_, sent := l.sent[key]
+	if hasShare || removing || pending {
+		return false
+	}
+	// A region we never told about key holds nothing of it; one we did
+	// must be watched (synced) to be believed.
+	return !sent || l.synced
+}
+
+func (l *link) share(key string) *share {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shares[key]
+}
+
+func (l *link) isSynced() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.synced
+}
+
+func (l *link) shareKeys() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return keys(l.shares)
+}
+
+// watch follows the region's shares, reconnecting with backoff.
+func (l *link) watch(ctx context.Context) {
+	bo := backoff{min: 200 * time.Millisecond, max: 5 * time.Second}
+	for ctx.Err() == nil {
+		err := l.watchOnce(ctx)
+		l.mu.Lock()
+		l.synced = false
+		l.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		l.log.Debug("share stream ended; reconnecting", "err", err)
+		if !sleep(ctx, bo.next()) {
+			return
+		}
+	}
+}
+
+func (l *link) watchOnce(ctx context.Context) error {
+	cl, err := l.c.regionClient(ctx, l.region)
+	if err != nil {
+		return err
+	}
+	stream, err := cl.WatchShares(ctx, &regionv1.WatchSharesRequest{})
+	if err != nil {
+		return err
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		changed := l.applyShares(resp)
+		for _, k := range changed {
+			l.c.mark(k)
+		}
+	}
+}
+
+func (l *link) applyShares(resp *regionv1.WatchSharesResponse) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var changed []string
+	if resp.GetSnapshot() {
+		// A new stream: the region may have lost or gained anything
+		// while we were away, so forget what it acknowledged.
+		for k := range l.shares {
+			changed = append(changed, k)
+		}
+		l.shares = map[string]*share{}
+		l.sent = map[string]string{}
+		l.removed = map[string]bool{}
+		l.synced = true
+		l.poke()
+	}
+	for _, ev := range resp.GetEvents() {
+		key := ev.GetTenant() + "/" + ev.GetName()
+		changed = append(changed, key)
+		if ev.GetRemoved() {
+			delete(l.shares, key)
+			continue
+		}
+		l.shares[key] = &share{
+			UID:         ev.GetUid(),
+			RegionShare: api.RegionShareFromPB(ev.GetShare()),
+			Backends:    api.BackendStatusesFromPB(ev.GetBackends()),
+		}
+	}
+	return changed
+}
+
+// send delivers pending placements and removals in batches.
+func (l *link) send(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	bo := backoff{min: 200 * time.Millisecond, max: 5 * time.Second}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.kick:
+		case <-tick.C:
+		}
+		for ctx.Err() == nil {
+			sentAny, err := l.sendBatch(ctx)
+			if err != nil {
+				l.log.Warn("cannot reach region; will retry", "err", err)
+				if !sleep(ctx, bo.next()) {
+					return
+				}
+				continue
+			}
+			bo.reset()
+			if !sentAny {
+				break
+			}
+		}
+	}
+}
+
+// sendBatch sends one batch of placements or removals; it reports whether
+// there was anything to send.
+func (l *link) sendBatch(ctx context.Context) (bool, error) {
+	now := time.Now()
+	l.mu.Lock()
+	var batch []pendingPlacement
+	var keysOut []string
+	for k, p := range l.pending {
+		if now.Before(l.retryAt[k]) {
+			continue
+		}
+		batch = append(batch, p)
+		keysOut = append(keysOut, k)
+		if len(batch) >= l.c.o.SendBatch {
+			break
+		}
+	}
+	var refs []*regionv1.PlacementRef
+	if len(batch) == 0 {
+		for k, uid := range l.removals {
+			if now.Before(l.retryAt[k]) {
+				continue
+			}
+			tenant, name, _ := strings.Cut(k, "/")
+			refs = append(refs, &regionv1.PlacementRef{Tenant: tenant, Name: name, Uid: uid})
+			if len(refs) >= l.c.o.SendBatch {
+				break
+			}
+		}
+	}
+	l.mu.Unlock()
+	if len(batch) == 0 && len(refs) == 0 {
+		return false, nil
+	}
+	cl, err := l.c.regionClient(ctx, l.region)
+	if err != nil {
+		return true, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if len(batch) > 0 {
+		req := &regionv1.ApplyPlacementsRequest{Placements: make([]*resourcev1.Placement, 0, len(batch))}
+		for _, p := range batch {
+			p.p.Epoch = l.epoch
+			req.Placements = append(req.Placements, api.PlacementToPB(p.p))
+		}
+		resp, err := cl.ApplyPlacements(cctx, req)
+		if err != nil {
+			return true, err
+		}
+		l.ackPlacements(batch, keysOut, resp.GetResults())
+		return true, nil
+	}
+	resp, err := cl.RemovePlacements(cctx, &regionv1.RemovePlacementsRequest{Placements: refs, Epoch: l.epoch})
+	if err != nil {
+		return true, err
+	}
+	l.ackRemovals(refs, resp.GetResults())
+	return true, nil
+}
+
+func (l *link) ackPlacements(batch []pendingPlacement, keysOut []string, results []*regionv1.PlacementResult) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	byKey := map[string]*regionv1.PlacementResult{}
+	for _, r := range results {
+		byKey[r.GetKey()] = r
+	}
+	for i, p := range batch {
+		key := keysOut[i]
+		r := byKey[key]
+		if r == nil || r.GetError() != "" {
+			msg := "no result"
+			if r != nil {
+				msg = r.GetError()
+			}
+			l.log.Warn("region refused a placement; will retry", "resource", key, "err", msg)
+			l.retryAt[key] = time.Now().Add(2 * time.Second)
+			continue
+		}
+		if r.GetApplied() {
+			l.c.propagations.add(1)
+			l.c.firstOnce.Do(func() { close(l.c.firstPropagate) })
+			l.log.Debug("placement applied", "resource", key)
+		}
+		l.sent[key] = p.fp
+		delete(l.retryAt, key)
+		if cur, ok := l.pending[key]; ok && cur.fp == p.fp {
+			delete(l.pending, key)
+		}
+	}
+}
+
+func (l *link) ackRemovals(refs []*regionv1.PlacementRef, results []*regionv1.PlacementResult) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	byKey := map[string]*regionv1.PlacementResult{}
+	for _, r := range results {
+		byKey[r.GetKey()] = r
+	}
+	for _, ref := range refs {
+		key := ref.GetTenant() + "/" + ref.GetName()
+		if r := byKey[key]; r == nil || r.GetError() != "" {
+			l.retryAt[key] = time.Now().Add(2 * time.Second)
+			continue
+		}
+		delete(l.removals, key)
+		delete(l.sent, key)
+		delete(l.retryAt, key)
+		l.removed[key] = true
+	}
+	for _, ref := range refs {
+		l.c.mark(ref.GetTenant() + "/" + ref.GetName())
+	}
+}
+
+// fingerprint is a placement's content, without what changes on every
+// send (the epoch, the time).
+func fingerprint(p *api.Placement) string {
+	cp := *p
+	cp.Epoch = 0
+	cp.UpdatedAt = time.Time{}
+	b, _ := json.Marshal(&cp)
+	return string(b)
+}
+
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+type atomicCounter struct{ v atomic.Uint64 }
+
+func (c *atomicCounter) add(n uint64) { c.v.Add(n) }
+func (c *atomicCounter) load() uint64 { return c.v.Load() }
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

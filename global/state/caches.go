@@ -1,0 +1,81 @@
+package state
+
+import (
+	"context"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/store"
+)
+
+// Caches are the in-memory copies of the global collections, shared by
+// the API and the master controller of one process.
+type Caches struct {
+	Flavors      *store.Cache[api.Flavor]
+	Resources    *store.Cache[api.Resource]
+	Statuses     *store.Cache[api.ResourceStatus]
+	Regions      *store.Cache[api.Region]
+	RegionStatus *store.Cache[api.RegionStatus]
+	Tokens       *store.Cache[api.Token]
+
+	ResourceFeed     store.Feed[api.Resource]
+	FlavorFeed       store.Feed[api.Flavor]
+	RegionFeed       store.Feed[api.Region]
+	RegionStatusFeed store.Feed[api.RegionStatus]
+}
+
+// NewCaches returns the caches of st; Run fills them.
+func NewCaches(st *State) *Caches {
+	c := &Caches{}
+	c.Flavors = store.NewCache(st.Flavors, store.WithOnChange(c.FlavorFeed.Publish))
+	c.Resources = store.NewCache(st.Resources, store.WithOnChange(c.ResourceFeed.Publish))
+	c.Statuses = store.NewCache(st.Statuses)
+	c.Regions = store.NewCache(st.Regions, store.WithOnChange(c.RegionFeed.Publish))
+	c.RegionStatus = store.NewCache(st.RegionStatus, store.WithOnChange(c.RegionStatusFeed.Publish))
+	c.Tokens = store.NewCache(st.Tokens)
+	return c
+}
+
+type runner interface {
+	Run(ctx context.Context) error
+	Synced() <-chan struct{}
+}
+
+func (c *Caches) all() []runner {
+	return []runner{c.Flavors, c.Resources, c.Statuses, c.Regions, c.RegionStatus, c.Tokens}
+}
+
+// Run keeps every cache current until ctx is done.
+func (c *Caches) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, r := range c.all() {
+		g.Go(func() error { return r.Run(ctx) })
+	}
+	return g.Wait()
+}
+
+// WaitSynced blocks until every cache holds its first list.
+func (c *Caches) WaitSynced(ctx context.Context) error {
+	for _, r := range c.all() {
+		select {
+		case <-r.Synced():
+		case <-ctx.Done():
+			return fmt.Errorf("global caches not synced: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// IsSynced reports whether every cache holds its first list.
+func (c *Caches) IsSynced() bool {
+	for _, r := range c.all() {
+		select {
+		case <-r.Synced():
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,94 @@
+// Package state is the global tier's view of its etcd: one typed
+// collection per kind of object, and the key layout in one place.
+//
+//	flavors/<name>                        api.Flavor
+//	resources/<tenant>/<name>             api.Resource (spec; written by the API)
+//	status/<tenant>/<name>                api.ResourceStatus (written by the master)
+//	revisions/<tenant>/<name>/<number>    api.Revision (immutable)
+//	regions/<name>                        api.Region (registration)
+//	regionstatus/<name>                   api.RegionStatus (health transitions)
+//	tenants/<name>                        api.Tenant
+//	tokens/<id>                           api.Token (hashed)
+//	requests/<tenant>/<key>               Request (idempotency keys)
+//	election/                             the master election
+package state
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/store"
+)
+
+// ElectionPrefix is the master election's prefix under the store prefix.
+const ElectionPrefix = "election/"
+
+// State holds the global collections.
+type State struct {
+	Store        *store.Store
+	Flavors      *store.Collection[api.Flavor]
+	Resources    *store.Collection[api.Resource]
+	Statuses     *store.Collection[api.ResourceStatus]
+	Revisions    *store.Collection[api.Revision]
+	Regions      *store.Collection[api.Region]
+	RegionStatus *store.Collection[api.RegionStatus]
+	Tenants      *store.Collection[api.Tenant]
+	Tokens       *store.Collection[api.Token]
+	Requests     *store.Collection[Request]
+}
+
+// New returns the collections over s.
+func New(s *store.Store) *State {
+	return &State{
+		Store:        s,
+		Flavors:      store.NewCollection(s, "flavors/", store.JSON[api.Flavor]()),
+		Resources:    store.NewCollection(s, "resources/", store.JSON[api.Resource]()),
+		Statuses:     store.NewCollection(s, "status/", store.JSON[api.ResourceStatus]()),
+		Revisions:    store.NewCollection(s, "revisions/", store.JSON[api.Revision]()),
+		Regions:      store.NewCollection(s, "regions/", store.JSON[api.Region]()),
+		RegionStatus: store.NewCollection(s, "regionstatus/", store.JSON[api.RegionStatus]()),
+		Tenants:      store.NewCollection(s, "tenants/", store.JSON[api.Tenant]()),
+		Tokens:       store.NewCollection(s, "tokens/", store.JSON[api.Token]()),
+		Requests:     store.NewCollection(s, "requests/", store.JSON[Request]()),
+	}
+}
+
+// Request records an idempotent write so that a retry with the same key
+// returns the first result instead of acting twice.
+type Request struct {
+	Key string `json:"key"`
+	// BodyHash tells a true retry from a different request reusing a key.
+	BodyHash    string    `json:"bodyHash"`
+	Operation   string    `json:"operation"`
+	ResourceUID string    `json:"resourceUID"`
+	Resource    string    `json:"resource"`
+	CreatedAt   time.Time `json:"createdAt"`
+}
+
+// ResourceName is the collection name of a resource: tenant/name.
+func ResourceName(tenant, name string) string { return tenant + "/" + name }
+
+// SplitResourceName splits tenant/name.
+func SplitResourceName(n string) (tenant, name string) {
+	tenant, name, _ = strings.Cut(n, "/")
+	return tenant, name
+}
+
+// RevisionName is the collection name of revision number n of a resource.
+// Zero-padded so that names sort by number.
+func RevisionName(tenant, name string, n int64) string {
+	return fmt.Sprintf("%s/%s/%012d", tenant, name, n)
+}
+
+// RevisionPrefix is the name prefix of a resource's revisions.
+func RevisionPrefix(tenant, name string) string { return tenant + "/" + name + "/" }
+
+// RevisionNumber parses the number out of a revision name.
+func RevisionNumber(revName string) int64 {
+	i := strings.LastIndexByte(revName, '/')
+	n, _ := strconv.ParseInt(revName[i+1:], 10, 64)
+	return n
+}

@@ -1,0 +1,104 @@
+package api
+
+import "time"
+
+// Desired says whether an assignment's replica should exist.
+type Desired string
+
+const (
+	DesiredRunning   Desired = "running"
+	DesiredDestroyed Desired = "destroyed"
+)
+
+// Assignment (ResourceAssignment in the seeds) is one replica of a
+// resource placed on one node. The region controller writes it; the agent
+// on its node makes it real and reports an AssignmentStatus.
+type Assignment struct {
+	ID          string            `json:"id"`
+	Tenant      string            `json:"tenant"`
+	Resource    string            `json:"resource"`
+	ResourceUID string            `json:"resourceUID"`
+	Kind        ResourceKind      `json:"kind"`
+	Provider    ProviderKind      `json:"provider"`
+	Revision    int64             `json:"revision"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	// Node is empty until the scheduler places the replica.
+	Node    string  `json:"node,omitempty"`
+	Desired Desired `json:"desired"`
+	// Spec is resolved: region overrides applied.
+	Spec      ResourceSpec       `json:"spec"`
+	Flavor    FlavorSpec         `json:"flavor"`
+	Image     *ImageSpec         `json:"image,omitempty"`
+	Volumes   []VolumeAttachment `json:"volumes,omitempty"`
+	Network   *NetworkAttachment `json:"network,omitempty"`
+	Endpoints []Endpoint         `json:"endpoints,omitempty"`
+	// Generation changes whenever the agent has something new to do.
+	Generation int64     `json:"generation"`
+	CreatedAt  time.Time `json:"createdAt"`
+	// Reason says why the replica exists or why it is not placed
+	// ("unschedulable: 3 nodes cordoned, 2 nodes lack memory").
+	Reason string `json:"reason,omitempty"`
+	// Replaces names a replica this one replaces (drain, reschedule).
+	Replaces string `json:"replaces,omitempty"`
+	// ScheduledAt is when the replica was placed; its provision deadline
+	// counts from there.
+	ScheduledAt time.Time `json:"scheduledAt,omitzero"`
+	// DestroyRequestedAt is when Desired became destroyed; its destroy
+	// deadline counts from there.
+	DestroyRequestedAt time.Time `json:"destroyRequestedAt,omitzero"`
+}
+
+// ResourceKey is tenant/resource.
+func (a *Assignment) ResourceKey() string { return a.Tenant + "/" + a.Resource }
+
+// VolumeAttachment mounts a local volume into a replica.
+type VolumeAttachment struct {
+	Name string `json:"name"`
+	// VolumeID is the assignment ID of the Volume resource's replica,
+	// which names the volume on the node.
+	VolumeID string       `json:"volumeID"`
+	Path     string       `json:"path"`
+	ReadOnly bool         `json:"readOnly,omitempty"`
+	Format   VolumeFormat `json:"format,omitempty"`
+	SizeMiB  int64        `json:"sizeMiB,omitempty"`
+}
+
+// NetworkAttachment is a replica's address on a region network.
+type NetworkAttachment struct {
+	Network string `json:"network"`
+	Bridge  string `json:"bridge"`
+	Subnet  string `json:"subnet"`
+	Gateway string `json:"gateway"`
+	Address string `json:"address"`
+}
+
+// Endpoint is a backend of a load balancer: a ready replica's address.
+type Endpoint struct {
+	Replica string `json:"replica"`
+	Address string `json:"address"`
+	Port    int    `json:"port,omitempty"`
+}
+
+// AssignmentStatus is what the agent observed of a replica.
+type AssignmentStatus struct {
+	ID                 string          `json:"id"`
+	Node               string          `json:"node"`
+	ObservedGeneration int64           `json:"observedGeneration"`
+	Phase              Phase           `json:"phase"`
+	Reason             string          `json:"reason,omitempty"`
+	Since              time.Time       `json:"since,omitzero"`
+	UpdatedAt          time.Time       `json:"updatedAt,omitzero"`
+	ProviderID         string          `json:"providerID,omitempty"`
+	Address            string          `json:"address,omitempty"`
+	ExitCode           *int32          `json:"exitCode,omitempty"`
+	Restarts           int             `json:"restarts,omitempty"`
+	Backends           []BackendStatus `json:"backends,omitempty"`
+}
+
+// Replica is an assignment with its status, as the API shows it.
+type Replica struct {
+	Assignment
+	Region string            `json:"region,omitempty"`
+	Phase  Phase             `json:"phase"`
+	Status *AssignmentStatus `json:"status,omitempty"`
+}

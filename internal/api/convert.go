@@ -1,0 +1,1469 @@
+package api
+
+// Conversions between the domain types of this package and their protobuf
+// mirrors in proto/resource/v1, used wherever an object crosses tiers over
+// gRPC.
+//
+// Conventions, the same for every type:
+//
+//   - XToPB takes a *api.X and returns a *resourcev1.X; a nil pointer gives
+//     nil. XFromPB takes a *resourcev1.X and returns an api.X value; a nil
+//     message gives the zero value.
+//   - Enumerations (ResourceKind, ProviderKind, Phase, Health,
+//     ConditionStatus, Desired, VolumeFormat, RestartPolicy) travel as their
+//     string values, unchecked: validation is not the converters' job.
+//   - time.Time travels as a google.protobuf.Timestamp; the zero time is a
+//     nil Timestamp and a nil Timestamp is the zero time. A *time.Time is
+//     nil exactly when its Timestamp is nil (a non-nil pointer to the zero
+//     time stays non-nil). Times come back in UTC without a monotonic
+//     reading, so a round trip is time.Time.Equal to the original, and
+//     reflect.DeepEqual only when the original was in UTC.
+//   - Duration travels as a google.protobuf.Duration; zero is nil.
+//   - int fields that the proto declares int32 saturate at the int32 range
+//     instead of wrapping (validation keeps real values far below it).
+//   - Struct-valued Go fields (Resource.Spec, Node.Capacity, ...) are always
+//     sent as messages; a missing message reads back as the zero struct.
+//     Pointer sections (ResourceSpec.Compute, Resource.Failover,
+//     Resource.Status, Node.Status, NodeStatus.Drain, Assignment.Image,
+//     Assignment.Network, ...) are nil on one side exactly when they are
+//     nil on the other.
+//   - Protobuf does not tell an empty map or list from a missing one, so
+//     FromPB returns nil for every empty map and slice: a Go value whose
+//     maps and slices are nil (or non-empty) round-trips to a
+//     reflect.DeepEqual copy, while an empty non-nil map or slice comes
+//     back nil.
+//   - Maps and slices are copied, never shared between the Go value and
+//     the message.
+
+import (
+	"math"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
+)
+
+// ---- scalar helpers ----
+
+func timeToPB(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func timeFromPB(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
+}
+
+func timePtrToPB(t *time.Time) *timestamppb.Timestamp {
+	if t == nil {
+		return nil
+	}
+	return timestamppb.New(*t)
+}
+
+func timePtrFromPB(ts *timestamppb.Timestamp) *time.Time {
+	if ts == nil {
+		return nil
+	}
+	t := ts.AsTime()
+	return &t
+}
+
+func durationToPB(d Duration) *durationpb.Duration {
+	if d.Duration == 0 {
+		return nil
+	}
+	return durationpb.New(d.Duration)
+}
+
+func durationFromPB(d *durationpb.Duration) Duration {
+	if d == nil {
+		return Duration{}
+	}
+	return D(d.AsDuration())
+}
+
+// int32ToPB narrows n to int32, saturating instead of wrapping.
+func int32ToPB(n int) int32 {
+	switch {
+	case n > math.MaxInt32:
+		return math.MaxInt32
+	case n < math.MinInt32:
+		return math.MinInt32
+	}
+	return int32(n)
+}
+
+func int32PtrCopy(p *int32) *int32 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// ---- collection helpers ----
+
+// stringsCopy converts between string slices of any string types; empty
+// gives nil.
+func stringsCopy[To, From ~string](in []From) []To {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]To, len(in))
+	for i, s := range in {
+		out[i] = To(s)
+	}
+	return out
+}
+
+// stringMapCopy copies a map[string]string; empty gives nil.
+func stringMapCopy(in map[string]string) map[string]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// sliceToPB converts a Go slice element by element; empty gives nil.
+func sliceToPB[T, P any](in []T, f func(*T) P) []P {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]P, len(in))
+	for i := range in {
+		out[i] = f(&in[i])
+	}
+	return out
+}
+
+// sliceFromPB converts a message list element by element; empty gives nil.
+func sliceFromPB[P, T any](in []P, f func(P) T) []T {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]T, len(in))
+	for i, p := range in {
+		out[i] = f(p)
+	}
+	return out
+}
+
+// mapToPB converts a Go map value by value; empty gives nil.
+func mapToPB[T, P any](in map[string]T, f func(*T) P) map[string]P {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]P, len(in))
+	for k, v := range in {
+		out[k] = f(&v)
+	}
+	return out
+}
+
+// mapFromPB converts a message map value by value; empty gives nil.
+func mapFromPB[P, T any](in map[string]P, f func(P) T) map[string]T {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]T, len(in))
+	for k, p := range in {
+		out[k] = f(p)
+	}
+	return out
+}
+
+// ptrFromPB converts an optional message to an optional Go value: nil
+// stays nil.
+func ptrFromPB[P comparable, T any](p P, f func(P) T) *T {
+	var zero P
+	if p == zero {
+		return nil
+	}
+	v := f(p)
+	return &v
+}
+
+// ---- Flavor ----
+
+// FlavorSpecToPB converts a FlavorSpec; nil gives nil.
+func FlavorSpecToPB(s *FlavorSpec) *resourcev1.FlavorSpec {
+	if s == nil {
+		return nil
+	}
+	return &resourcev1.FlavorSpec{
+		Vcpus:     s.VCPUs,
+		MemoryMib: s.MemoryMiB,
+		DiskMib:   s.DiskMiB,
+	}
+}
+
+// FlavorSpecFromPB converts a FlavorSpec; nil gives the zero value.
+func FlavorSpecFromPB(p *resourcev1.FlavorSpec) FlavorSpec {
+	if p == nil {
+		return FlavorSpec{}
+	}
+	return FlavorSpec{
+		VCPUs:     p.GetVcpus(),
+		MemoryMiB: p.GetMemoryMib(),
+		DiskMiB:   p.GetDiskMib(),
+	}
+}
+
+// FlavorToPB converts a Flavor; nil gives nil.
+func FlavorToPB(f *Flavor) *resourcev1.Flavor {
+	if f == nil {
+		return nil
+	}
+	return &resourcev1.Flavor{
+		Name:            f.Name,
+		Kind:            string(f.Kind),
+		Spec:            FlavorSpecToPB(&f.Spec),
+		CreatedAt:       timeToPB(f.CreatedAt),
+		UpdatedAt:       timeToPB(f.UpdatedAt),
+		ResourceVersion: f.ResourceVersion,
+	}
+}
+
+// FlavorFromPB converts a Flavor; nil gives the zero value.
+func FlavorFromPB(p *resourcev1.Flavor) Flavor {
+	if p == nil {
+		return Flavor{}
+	}
+	return Flavor{
+		Name:            p.GetName(),
+		Kind:            ProviderKind(p.GetKind()),
+		Spec:            FlavorSpecFromPB(p.GetSpec()),
+		CreatedAt:       timeFromPB(p.GetCreatedAt()),
+		UpdatedAt:       timeFromPB(p.GetUpdatedAt()),
+		ResourceVersion: p.GetResourceVersion(),
+	}
+}
+
+// ---- ResourceSpec and its sections ----
+
+// ResourceSpecToPB converts a ResourceSpec; nil gives nil.
+func ResourceSpecToPB(s *ResourceSpec) *resourcev1.ResourceSpec {
+	if s == nil {
+		return nil
+	}
+	return &resourcev1.ResourceSpec{
+		Flavor:       s.Flavor,
+		Compute:      computeSpecToPB(s.Compute),
+		Volume:       volumeSpecToPB(s.Volume),
+		Image:        ImageSpecToPB(s.Image),
+		Loadbalancer: loadbalancerSpecToPB(s.Loadbalancer),
+	}
+}
+
+// ResourceSpecFromPB converts a ResourceSpec; nil gives the zero value.
+func ResourceSpecFromPB(p *resourcev1.ResourceSpec) ResourceSpec {
+	if p == nil {
+		return ResourceSpec{}
+	}
+	return ResourceSpec{
+		Flavor:       p.GetFlavor(),
+		Compute:      ptrFromPB(p.GetCompute(), computeSpecFromPB),
+		Volume:       ptrFromPB(p.GetVolume(), volumeSpecFromPB),
+		Image:        ptrFromPB(p.GetImage(), ImageSpecFromPB),
+		Loadbalancer: ptrFromPB(p.GetLoadbalancer(), loadbalancerSpecFromPB),
+	}
+}
+
+func computeSpecToPB(c *ComputeSpec) *resourcev1.ComputeSpec {
+	if c == nil {
+		return nil
+	}
+	return &resourcev1.ComputeSpec{
+		Image:           c.Image,
+		Command:         stringsCopy[string](c.Command),
+		Args:            stringsCopy[string](c.Args),
+		Env:             stringMapCopy(c.Env),
+		WorkingDir:      c.WorkingDir,
+		Ports:           sliceToPB(c.Ports, portSpecToPB),
+		Volumes:         sliceToPB(c.Volumes, volumeMountToPB),
+		Network:         c.Network,
+		RestartPolicy:   string(c.RestartPolicy),
+		StopGracePeriod: durationToPB(c.StopGracePeriod),
+		KernelArgs:      c.KernelArgs,
+	}
+}
+
+func computeSpecFromPB(p *resourcev1.ComputeSpec) ComputeSpec {
+	if p == nil {
+		return ComputeSpec{}
+	}
+	return ComputeSpec{
+		Image:           p.GetImage(),
+		Command:         stringsCopy[string](p.GetCommand()),
+		Args:            stringsCopy[string](p.GetArgs()),
+		Env:             stringMapCopy(p.GetEnv()),
+		WorkingDir:      p.GetWorkingDir(),
+		Ports:           sliceFromPB(p.GetPorts(), portSpecFromPB),
+		Volumes:         sliceFromPB(p.GetVolumes(), volumeMountFromPB),
+		Network:         p.GetNetwork(),
+		RestartPolicy:   RestartPolicy(p.GetRestartPolicy()),
+		StopGracePeriod: durationFromPB(p.GetStopGracePeriod()),
+		KernelArgs:      p.GetKernelArgs(),
+	}
+}
+
+func portSpecToPB(s *PortSpec) *resourcev1.PortSpec {
+	if s == nil {
+		return nil
+	}
+	return &resourcev1.PortSpec{
+		Name:          s.Name,
+		ContainerPort: int32ToPB(s.ContainerPort),
+		HostPort:      int32ToPB(s.HostPort),
+		Protocol:      s.Protocol,
+	}
+}
+
+func portSpecFromPB(p *resourcev1.PortSpec) PortSpec {
+	if p == nil {
+		return PortSpec{}
+	}
+	return PortSpec{
+		Name:          p.GetName(),
+		ContainerPort: int(p.GetContainerPort()),
+		HostPort:      int(p.GetHostPort()),
+		Protocol:      p.GetProtocol(),
+	}
+}
+
+func volumeMountToPB(m *VolumeMount) *resourcev1.VolumeMount {
+	if m == nil {
+		return nil
+	}
+	return &resourcev1.VolumeMount{
+		Volume:   m.Volume,
+		Path:     m.Path,
+		ReadOnly: m.ReadOnly,
+	}
+}
+
+func volumeMountFromPB(p *resourcev1.VolumeMount) VolumeMount {
+	if p == nil {
+		return VolumeMount{}
+	}
+	return VolumeMount{
+		Volume:   p.GetVolume(),
+		Path:     p.GetPath(),
+		ReadOnly: p.GetReadOnly(),
+	}
+}
+
+func volumeSpecToPB(v *VolumeSpec) *resourcev1.VolumeSpec {
+	if v == nil {
+		return nil
+	}
+	return &resourcev1.VolumeSpec{
+		SizeMib:  v.SizeMiB,
+		Format:   string(v.Format),
+		Provider: string(v.Provider),
+	}
+}
+
+func volumeSpecFromPB(p *resourcev1.VolumeSpec) VolumeSpec {
+	if p == nil {
+		return VolumeSpec{}
+	}
+	return VolumeSpec{
+		SizeMiB:  p.GetSizeMib(),
+		Format:   VolumeFormat(p.GetFormat()),
+		Provider: ProviderKind(p.GetProvider()),
+	}
+}
+
+// ImageSpecToPB converts an ImageSpec; nil gives nil.
+func ImageSpecToPB(i *ImageSpec) *resourcev1.ImageSpec {
+	if i == nil {
+		return nil
+	}
+	return &resourcev1.ImageSpec{
+		Ref:     i.Ref,
+		Archive: i.Archive,
+		Kernel:  i.Kernel,
+		Initrd:  i.Initrd,
+		Cmdline: i.Cmdline,
+		Disk:    i.Disk,
+	}
+}
+
+// ImageSpecFromPB converts an ImageSpec; nil gives the zero value.
+func ImageSpecFromPB(p *resourcev1.ImageSpec) ImageSpec {
+	if p == nil {
+		return ImageSpec{}
+	}
+	return ImageSpec{
+		Ref:     p.GetRef(),
+		Archive: p.GetArchive(),
+		Kernel:  p.GetKernel(),
+		Initrd:  p.GetInitrd(),
+		Cmdline: p.GetCmdline(),
+		Disk:    p.GetDisk(),
+	}
+}
+
+func loadbalancerSpecToPB(lb *LoadbalancerSpec) *resourcev1.LoadbalancerSpec {
+	if lb == nil {
+		return nil
+	}
+	return &resourcev1.LoadbalancerSpec{
+		Listeners:   sliceToPB(lb.Listeners, listenerToPB),
+		Selector:    stringMapCopy(lb.Selector),
+		Algorithm:   lb.Algorithm,
+		HealthCheck: healthCheckToPB(lb.HealthCheck),
+	}
+}
+
+func loadbalancerSpecFromPB(p *resourcev1.LoadbalancerSpec) LoadbalancerSpec {
+	if p == nil {
+		return LoadbalancerSpec{}
+	}
+	return LoadbalancerSpec{
+		Listeners:   sliceFromPB(p.GetListeners(), listenerFromPB),
+		Selector:    stringMapCopy(p.GetSelector()),
+		Algorithm:   p.GetAlgorithm(),
+		HealthCheck: ptrFromPB(p.GetHealthCheck(), healthCheckFromPB),
+	}
+}
+
+func listenerToPB(l *Listener) *resourcev1.Listener {
+	if l == nil {
+		return nil
+	}
+	return &resourcev1.Listener{
+		Name:       l.Name,
+		Port:       int32ToPB(l.Port),
+		Protocol:   l.Protocol,
+		TargetPort: int32ToPB(l.TargetPort),
+		Address:    l.Address,
+	}
+}
+
+func listenerFromPB(p *resourcev1.Listener) Listener {
+	if p == nil {
+		return Listener{}
+	}
+	return Listener{
+		Name:       p.GetName(),
+		Port:       int(p.GetPort()),
+		Protocol:   p.GetProtocol(),
+		TargetPort: int(p.GetTargetPort()),
+		Address:    p.GetAddress(),
+	}
+}
+
+func healthCheckToPB(h *HealthCheck) *resourcev1.HealthCheck {
+	if h == nil {
+		return nil
+	}
+	return &resourcev1.HealthCheck{
+		Type:     h.Type,
+		Path:     h.Path,
+		Interval: durationToPB(h.Interval),
+		Timeout:  durationToPB(h.Timeout),
+		Rise:     int32ToPB(h.Rise),
+		Fall:     int32ToPB(h.Fall),
+	}
+}
+
+func healthCheckFromPB(p *resourcev1.HealthCheck) HealthCheck {
+	if p == nil {
+		return HealthCheck{}
+	}
+	return HealthCheck{
+		Type:     p.GetType(),
+		Path:     p.GetPath(),
+		Interval: durationFromPB(p.GetInterval()),
+		Timeout:  durationFromPB(p.GetTimeout()),
+		Rise:     int(p.GetRise()),
+		Fall:     int(p.GetFall()),
+	}
+}
+
+// ---- Resource policies ----
+
+func scheduleRuleToPB(s *ScheduleRule) *resourcev1.ScheduleRule {
+	if s == nil {
+		return nil
+	}
+	return &resourcev1.ScheduleRule{
+		Regions:       sliceToPB(s.Regions, regionTargetToPB),
+		SpreadRegions: int32ToPB(s.SpreadRegions),
+		Zones:         stringsCopy[string](s.Zones),
+		NodeSelector:  stringMapCopy(s.NodeSelector),
+		AntiAffinity:  s.AntiAffinity,
+		Strategy:      s.Strategy,
+	}
+}
+
+func scheduleRuleFromPB(p *resourcev1.ScheduleRule) ScheduleRule {
+	if p == nil {
+		return ScheduleRule{}
+	}
+	return ScheduleRule{
+		Regions:       sliceFromPB(p.GetRegions(), regionTargetFromPB),
+		SpreadRegions: int(p.GetSpreadRegions()),
+		Zones:         stringsCopy[string](p.GetZones()),
+		NodeSelector:  stringMapCopy(p.GetNodeSelector()),
+		AntiAffinity:  p.GetAntiAffinity(),
+		Strategy:      p.GetStrategy(),
+	}
+}
+
+func regionTargetToPB(t *RegionTarget) *resourcev1.RegionTarget {
+	if t == nil {
+		return nil
+	}
+	return &resourcev1.RegionTarget{Name: t.Name, Weight: int32ToPB(t.Weight)}
+}
+
+func regionTargetFromPB(p *resourcev1.RegionTarget) RegionTarget {
+	if p == nil {
+		return RegionTarget{}
+	}
+	return RegionTarget{Name: p.GetName(), Weight: int(p.GetWeight())}
+}
+
+func specOverrideToPB(o *SpecOverride) *resourcev1.SpecOverride {
+	if o == nil {
+		return nil
+	}
+	return &resourcev1.SpecOverride{
+		Flavor: o.Flavor,
+		Image:  o.Image,
+		Env:    stringMapCopy(o.Env),
+	}
+}
+
+func specOverrideFromPB(p *resourcev1.SpecOverride) SpecOverride {
+	if p == nil {
+		return SpecOverride{}
+	}
+	return SpecOverride{
+		Flavor: p.GetFlavor(),
+		Image:  p.GetImage(),
+		Env:    stringMapCopy(p.GetEnv()),
+	}
+}
+
+func failoverPolicyToPB(f *FailoverPolicy) *resourcev1.FailoverPolicy {
+	if f == nil {
+		return nil
+	}
+	return &resourcev1.FailoverPolicy{
+		Enabled:   f.Enabled,
+		ToRegions: stringsCopy[string](f.ToRegions),
+		After:     durationToPB(f.After),
+		FailBack:  f.FailBack,
+	}
+}
+
+func failoverPolicyFromPB(p *resourcev1.FailoverPolicy) FailoverPolicy {
+	if p == nil {
+		return FailoverPolicy{}
+	}
+	return FailoverPolicy{
+		Enabled:   p.GetEnabled(),
+		ToRegions: stringsCopy[string](p.GetToRegions()),
+		After:     durationFromPB(p.GetAfter()),
+		FailBack:  p.GetFailBack(),
+	}
+}
+
+func rolloutPolicyToPB(r *RolloutPolicy) *resourcev1.RolloutPolicy {
+	if r == nil {
+		return nil
+	}
+	return &resourcev1.RolloutPolicy{
+		MaxUnavailable: int32ToPB(r.MaxUnavailable),
+		MaxSurge:       int32ToPB(r.MaxSurge),
+		MinHealthy:     int32ToPB(r.MinHealthy),
+		AutoRevert:     r.AutoRevert,
+		Paused:         r.Paused,
+	}
+}
+
+func rolloutPolicyFromPB(p *resourcev1.RolloutPolicy) RolloutPolicy {
+	if p == nil {
+		return RolloutPolicy{}
+	}
+	return RolloutPolicy{
+		MaxUnavailable: int(p.GetMaxUnavailable()),
+		MaxSurge:       int(p.GetMaxSurge()),
+		MinHealthy:     int(p.GetMinHealthy()),
+		AutoRevert:     p.GetAutoRevert(),
+		Paused:         p.GetPaused(),
+	}
+}
+
+// ---- ResourceStatus ----
+
+// ResourceStatusToPB converts a ResourceStatus; nil gives nil.
+func ResourceStatusToPB(s *ResourceStatus) *resourcev1.ResourceStatus {
+	if s == nil {
+		return nil
+	}
+	return &resourcev1.ResourceStatus{
+		Uid:                s.UID,
+		Phase:              string(s.Phase),
+		Reason:             s.Reason,
+		Since:              timeToPB(s.Since),
+		ObservedGeneration: s.ObservedGeneration,
+		Revision:           s.Revision,
+		Replicas:           int32ToPB(s.Replicas),
+		Ready:              int32ToPB(s.Ready),
+		Updated:            int32ToPB(s.Updated),
+		Regions:            RegionSharesToPB(s.Regions),
+		Backends:           BackendStatusesToPB(s.Backends),
+		UpdatedAt:          timeToPB(s.UpdatedAt),
+		Conditions:         stringMapCopy(s.Conditions),
+		Rollout:            rolloutStatusToPB(s.Rollout),
+	}
+}
+
+// ResourceStatusFromPB converts a ResourceStatus; nil gives the zero value.
+func ResourceStatusFromPB(p *resourcev1.ResourceStatus) ResourceStatus {
+	if p == nil {
+		return ResourceStatus{}
+	}
+	return ResourceStatus{
+		UID:                p.GetUid(),
+		Phase:              Phase(p.GetPhase()),
+		Reason:             p.GetReason(),
+		Since:              timeFromPB(p.GetSince()),
+		ObservedGeneration: p.GetObservedGeneration(),
+		Revision:           p.GetRevision(),
+		Replicas:           int(p.GetReplicas()),
+		Ready:              int(p.GetReady()),
+		Updated:            int(p.GetUpdated()),
+		Regions:            RegionSharesFromPB(p.GetRegions()),
+		Backends:           BackendStatusesFromPB(p.GetBackends()),
+		UpdatedAt:          timeFromPB(p.GetUpdatedAt()),
+		Conditions:         stringMapCopy(p.GetConditions()),
+		Rollout:            ptrFromPB(p.GetRollout(), rolloutStatusFromPB),
+	}
+}
+
+// RegionShareToPB converts a RegionShare; nil gives nil.
+func RegionShareToPB(s *RegionShare) *resourcev1.RegionShare {
+	if s == nil {
+		return nil
+	}
+	return &resourcev1.RegionShare{
+		Phase:              string(s.Phase),
+		Reason:             s.Reason,
+		Replicas:           int32ToPB(s.Replicas),
+		Ready:              int32ToPB(s.Ready),
+		Updated:            int32ToPB(s.Updated),
+		Revision:           s.Revision,
+		ObservedGeneration: s.ObservedGeneration,
+		UpdatedAt:          timeToPB(s.UpdatedAt),
+		FailoverFrom:       s.FailoverFrom,
+	}
+}
+
+// RegionShareFromPB converts a RegionShare; nil gives the zero value.
+func RegionShareFromPB(p *resourcev1.RegionShare) RegionShare {
+	if p == nil {
+		return RegionShare{}
+	}
+	return RegionShare{
+		Phase:              Phase(p.GetPhase()),
+		Reason:             p.GetReason(),
+		Replicas:           int(p.GetReplicas()),
+		Ready:              int(p.GetReady()),
+		Updated:            int(p.GetUpdated()),
+		Revision:           p.GetRevision(),
+		ObservedGeneration: p.GetObservedGeneration(),
+		UpdatedAt:          timeFromPB(p.GetUpdatedAt()),
+		FailoverFrom:       p.GetFailoverFrom(),
+	}
+}
+
+// RegionSharesToPB converts shares keyed by region; empty gives nil.
+func RegionSharesToPB(m map[string]RegionShare) map[string]*resourcev1.RegionShare {
+	return mapToPB(m, RegionShareToPB)
+}
+
+// RegionSharesFromPB converts shares keyed by region; empty gives nil.
+func RegionSharesFromPB(m map[string]*resourcev1.RegionShare) map[string]RegionShare {
+	return mapFromPB(m, RegionShareFromPB)
+}
+
+// BackendStatusToPB converts a BackendStatus; nil gives nil.
+func BackendStatusToPB(b *BackendStatus) *resourcev1.BackendStatus {
+	if b == nil {
+		return nil
+	}
+	return &resourcev1.BackendStatus{
+		Replica: b.Replica,
+		Address: b.Address,
+		Port:    int32ToPB(b.Port),
+		Health:  b.Health,
+	}
+}
+
+// BackendStatusFromPB converts a BackendStatus; nil gives the zero value.
+func BackendStatusFromPB(p *resourcev1.BackendStatus) BackendStatus {
+	if p == nil {
+		return BackendStatus{}
+	}
+	return BackendStatus{
+		Replica: p.GetReplica(),
+		Address: p.GetAddress(),
+		Port:    int(p.GetPort()),
+		Health:  p.GetHealth(),
+	}
+}
+
+// BackendStatusesToPB converts a list of backends; empty gives nil.
+func BackendStatusesToPB(bs []BackendStatus) []*resourcev1.BackendStatus {
+	return sliceToPB(bs, BackendStatusToPB)
+}
+
+// BackendStatusesFromPB converts a list of backends; empty gives nil.
+func BackendStatusesFromPB(ps []*resourcev1.BackendStatus) []BackendStatus {
+	return sliceFromPB(ps, BackendStatusFromPB)
+}
+
+func rolloutStatusToPB(r *RolloutStatus) *resourcev1.RolloutStatus {
+	if r == nil {
+		return nil
+	}
+	return &resourcev1.RolloutStatus{
+		Revision:     r.Revision,
+		FromRevision: r.FromRevision,
+		State:        r.State,
+		Region:       r.Region,
+		Message:      r.Message,
+		StartedAt:    timeToPB(r.StartedAt),
+	}
+}
+
+func rolloutStatusFromPB(p *resourcev1.RolloutStatus) RolloutStatus {
+	if p == nil {
+		return RolloutStatus{}
+	}
+	return RolloutStatus{
+		Revision:     p.GetRevision(),
+		FromRevision: p.GetFromRevision(),
+		State:        p.GetState(),
+		Region:       p.GetRegion(),
+		Message:      p.GetMessage(),
+		StartedAt:    timeFromPB(p.GetStartedAt()),
+	}
+}
+
+// ---- Resource, Revision ----
+
+// ResourceToPB converts a Resource, its status included; nil gives nil.
+func ResourceToPB(r *Resource) *resourcev1.Resource {
+	if r == nil {
+		return nil
+	}
+	return &resourcev1.Resource{
+		Name:                r.Name,
+		Tenant:              r.Tenant,
+		Uid:                 r.UID,
+		Kind:                string(r.Kind),
+		Labels:              stringMapCopy(r.Labels),
+		Spec:                ResourceSpecToPB(&r.Spec),
+		Replicas:            int32ToPB(r.Replicas),
+		Schedule:            scheduleRuleToPB(&r.Schedule),
+		Overrides:           mapToPB(r.Overrides, specOverrideToPB),
+		Failover:            failoverPolicyToPB(r.Failover),
+		Rollout:             rolloutPolicyToPB(&r.Rollout),
+		MaxRevisionHistory:  int32ToPB(r.MaxRevisionHistory),
+		Revision:            r.Revision,
+		Generation:          r.Generation,
+		CreatedAt:           timeToPB(r.CreatedAt),
+		UpdatedAt:           timeToPB(r.UpdatedAt),
+		DeletionRequestedAt: timePtrToPB(r.DeletionRequestedAt),
+		ResourceVersion:     r.ResourceVersion,
+		Status:              ResourceStatusToPB(r.Status),
+	}
+}
+
+// ResourceFromPB converts a Resource; nil gives the zero value.
+func ResourceFromPB(p *resourcev1.Resource) Resource {
+	if p == nil {
+		return Resource{}
+	}
+	return Resource{
+		Name:                p.GetName(),
+		Tenant:              p.GetTenant(),
+		UID:                 p.GetUid(),
+		Kind:                ResourceKind(p.GetKind()),
+		Labels:              stringMapCopy(p.GetLabels()),
+		Spec:                ResourceSpecFromPB(p.GetSpec()),
+		Replicas:            int(p.GetReplicas()),
+		Schedule:            scheduleRuleFromPB(p.GetSchedule()),
+		Overrides:           mapFromPB(p.GetOverrides(), specOverrideFromPB),
+		Failover:            ptrFromPB(p.GetFailover(), failoverPolicyFromPB),
+		Rollout:             rolloutPolicyFromPB(p.GetRollout()),
+		MaxRevisionHistory:  int(p.GetMaxRevisionHistory()),
+		Revision:            p.GetRevision(),
+		Generation:          p.GetGeneration(),
+		CreatedAt:           timeFromPB(p.GetCreatedAt()),
+		UpdatedAt:           timeFromPB(p.GetUpdatedAt()),
+		DeletionRequestedAt: timePtrFromPB(p.GetDeletionRequestedAt()),
+		ResourceVersion:     p.GetResourceVersion(),
+		Status:              ptrFromPB(p.GetStatus(), ResourceStatusFromPB),
+	}
+}
+
+// RevisionToPB converts a Revision; nil gives nil.
+func RevisionToPB(r *Revision) *resourcev1.Revision {
+	if r == nil {
+		return nil
+	}
+	return &resourcev1.Revision{
+		Resource:   r.Resource,
+		Tenant:     r.Tenant,
+		Uid:        r.UID,
+		Number:     r.Number,
+		Spec:       ResourceSpecToPB(&r.Spec),
+		FlavorSpec: FlavorSpecToPB(r.FlavorSpec),
+		Pinned:     r.Pinned,
+		Cause:      r.Cause,
+		CreatedAt:  timeToPB(r.CreatedAt),
+	}
+}
+
+// RevisionFromPB converts a Revision; nil gives the zero value.
+func RevisionFromPB(p *resourcev1.Revision) Revision {
+	if p == nil {
+		return Revision{}
+	}
+	return Revision{
+		Resource:   p.GetResource(),
+		Tenant:     p.GetTenant(),
+		UID:        p.GetUid(),
+		Number:     p.GetNumber(),
+		Spec:       ResourceSpecFromPB(p.GetSpec()),
+		FlavorSpec: ptrFromPB(p.GetFlavorSpec(), FlavorSpecFromPB),
+		Pinned:     p.GetPinned(),
+		Cause:      p.GetCause(),
+		CreatedAt:  timeFromPB(p.GetCreatedAt()),
+	}
+}
+
+// ---- Region, Placement ----
+
+// RegionToPB converts a Region; nil gives nil.
+func RegionToPB(r *Region) *resourcev1.Region {
+	if r == nil {
+		return nil
+	}
+	return &resourcev1.Region{
+		Name:            r.Name,
+		Endpoint:        r.Endpoint,
+		ConsoleUrl:      r.ConsoleURL,
+		Zones:           stringsCopy[string](r.Zones),
+		Labels:          stringMapCopy(r.Labels),
+		RegisteredAt:    timeToPB(r.RegisteredAt),
+		ResourceVersion: r.ResourceVersion,
+		Status:          RegionStatusToPB(r.Status),
+	}
+}
+
+// RegionFromPB converts a Region; nil gives the zero value.
+func RegionFromPB(p *resourcev1.Region) Region {
+	if p == nil {
+		return Region{}
+	}
+	return Region{
+		Name:            p.GetName(),
+		Endpoint:        p.GetEndpoint(),
+		ConsoleURL:      p.GetConsoleUrl(),
+		Zones:           stringsCopy[string](p.GetZones()),
+		Labels:          stringMapCopy(p.GetLabels()),
+		RegisteredAt:    timeFromPB(p.GetRegisteredAt()),
+		ResourceVersion: p.GetResourceVersion(),
+		Status:          ptrFromPB(p.GetStatus(), RegionStatusFromPB),
+	}
+}
+
+// RegionStatusToPB converts a RegionStatus; nil gives nil.
+func RegionStatusToPB(s *RegionStatus) *resourcev1.RegionStatus {
+	if s == nil {
+		return nil
+	}
+	return &resourcev1.RegionStatus{
+		Health:        string(s.Health),
+		Reason:        s.Reason,
+		Since:         timeToPB(s.Since),
+		LastHeartbeat: timeToPB(s.LastHeartbeat),
+		Leader:        s.Leader,
+		Nodes:         int32ToPB(s.Nodes),
+		NodesUp:       int32ToPB(s.NodesUp),
+		Resources:     int32ToPB(s.Resources),
+		Replicas:      int32ToPB(s.Replicas),
+		Ready:         int32ToPB(s.Ready),
+	}
+}
+
+// RegionStatusFromPB converts a RegionStatus; nil gives the zero value.
+func RegionStatusFromPB(p *resourcev1.RegionStatus) RegionStatus {
+	if p == nil {
+		return RegionStatus{}
+	}
+	return RegionStatus{
+		Health:        Health(p.GetHealth()),
+		Reason:        p.GetReason(),
+		Since:         timeFromPB(p.GetSince()),
+		LastHeartbeat: timeFromPB(p.GetLastHeartbeat()),
+		Leader:        p.GetLeader(),
+		Nodes:         int(p.GetNodes()),
+		NodesUp:       int(p.GetNodesUp()),
+		Resources:     int(p.GetResources()),
+		Replicas:      int(p.GetReplicas()),
+		Ready:         int(p.GetReady()),
+	}
+}
+
+// PlacementToPB converts a Placement; nil gives nil.
+func PlacementToPB(p *Placement) *resourcev1.Placement {
+	if p == nil {
+		return nil
+	}
+	return &resourcev1.Placement{
+		Region:       p.Region,
+		Resource:     ResourceToPB(&p.Resource),
+		Flavor:       FlavorToPB(p.Flavor),
+		Image:        ImageSpecToPB(p.Image),
+		Epoch:        p.Epoch,
+		FailoverFrom: p.FailoverFrom,
+		UpdatedAt:    timeToPB(p.UpdatedAt),
+	}
+}
+
+// PlacementFromPB converts a Placement; nil gives the zero value.
+func PlacementFromPB(p *resourcev1.Placement) Placement {
+	if p == nil {
+		return Placement{}
+	}
+	return Placement{
+		Region:       p.GetRegion(),
+		Resource:     ResourceFromPB(p.GetResource()),
+		Flavor:       ptrFromPB(p.GetFlavor(), FlavorFromPB),
+		Image:        ptrFromPB(p.GetImage(), ImageSpecFromPB),
+		Epoch:        p.GetEpoch(),
+		FailoverFrom: p.GetFailoverFrom(),
+		UpdatedAt:    timeFromPB(p.GetUpdatedAt()),
+	}
+}
+
+// ---- Node ----
+
+// CapacityToPB converts a Capacity; nil gives nil.
+func CapacityToPB(c *Capacity) *resourcev1.Capacity {
+	if c == nil {
+		return nil
+	}
+	return &resourcev1.Capacity{
+		MilliCpu:  c.MilliCPU,
+		MemoryMib: c.MemoryMiB,
+		DiskMib:   c.DiskMiB,
+	}
+}
+
+// CapacityFromPB converts a Capacity; nil gives the zero value.
+func CapacityFromPB(p *resourcev1.Capacity) Capacity {
+	if p == nil {
+		return Capacity{}
+	}
+	return Capacity{
+		MilliCPU:  p.GetMilliCpu(),
+		MemoryMiB: p.GetMemoryMib(),
+		DiskMiB:   p.GetDiskMib(),
+	}
+}
+
+// NodeProviderToPB converts a NodeProvider; nil gives nil.
+func NodeProviderToPB(n *NodeProvider) *resourcev1.NodeProvider {
+	if n == nil {
+		return nil
+	}
+	return &resourcev1.NodeProvider{
+		Name:    n.Name,
+		Kinds:   stringsCopy[string](n.Kinds),
+		Version: n.Version,
+	}
+}
+
+// NodeProviderFromPB converts a NodeProvider; nil gives the zero value.
+func NodeProviderFromPB(p *resourcev1.NodeProvider) NodeProvider {
+	if p == nil {
+		return NodeProvider{}
+	}
+	return NodeProvider{
+		Name:    p.GetName(),
+		Kinds:   stringsCopy[ProviderKind](p.GetKinds()),
+		Version: p.GetVersion(),
+	}
+}
+
+// ConditionToPB converts a Condition; nil gives nil.
+func ConditionToPB(c *Condition) *resourcev1.Condition {
+	if c == nil {
+		return nil
+	}
+	return &resourcev1.Condition{
+		Type:    c.Type,
+		Status:  string(c.Status),
+		Reason:  c.Reason,
+		Message: c.Message,
+		Since:   timeToPB(c.Since),
+	}
+}
+
+// ConditionFromPB converts a Condition; nil gives the zero value.
+func ConditionFromPB(p *resourcev1.Condition) Condition {
+	if p == nil {
+		return Condition{}
+	}
+	return Condition{
+		Type:    p.GetType(),
+		Status:  ConditionStatus(p.GetStatus()),
+		Reason:  p.GetReason(),
+		Message: p.GetMessage(),
+		Since:   timeFromPB(p.GetSince()),
+	}
+}
+
+// ConditionsToPB converts a list of conditions; empty gives nil.
+func ConditionsToPB(cs []Condition) []*resourcev1.Condition {
+	return sliceToPB(cs, ConditionToPB)
+}
+
+// ConditionsFromPB converts a list of conditions; empty gives nil.
+func ConditionsFromPB(ps []*resourcev1.Condition) []Condition {
+	return sliceFromPB(ps, ConditionFromPB)
+}
+
+// NodeStatusToPB converts a NodeStatus; nil gives nil.
+func NodeStatusToPB(s *NodeStatus) *resourcev1.NodeStatus {
+	if s == nil {
+		return nil
+	}
+	return &resourcev1.NodeStatus{
+		Health:        string(s.Health),
+		Reason:        s.Reason,
+		Since:         timeToPB(s.Since),
+		Conditions:    ConditionsToPB(s.Conditions),
+		LastHeartbeat: timeToPB(s.LastHeartbeat),
+		Allocated:     CapacityToPB(&s.Allocated),
+		Replicas:      int32ToPB(s.Replicas),
+		Drain:         DrainStatusToPB(s.Drain),
+	}
+}
+
+// NodeStatusFromPB converts a NodeStatus; nil gives the zero value.
+func NodeStatusFromPB(p *resourcev1.NodeStatus) NodeStatus {
+	if p == nil {
+		return NodeStatus{}
+	}
+	return NodeStatus{
+		Health:        Health(p.GetHealth()),
+		Reason:        p.GetReason(),
+		Since:         timeFromPB(p.GetSince()),
+		Conditions:    ConditionsFromPB(p.GetConditions()),
+		LastHeartbeat: timeFromPB(p.GetLastHeartbeat()),
+		Allocated:     CapacityFromPB(p.GetAllocated()),
+		Replicas:      int(p.GetReplicas()),
+		Drain:         ptrFromPB(p.GetDrain(), DrainStatusFromPB),
+	}
+}
+
+// NodeToPB converts a Node, its status included; nil gives nil.
+func NodeToPB(n *Node) *resourcev1.Node {
+	if n == nil {
+		return nil
+	}
+	return &resourcev1.Node{
+		Name:               n.Name,
+		Region:             n.Region,
+		Zone:               n.Zone,
+		Labels:             stringMapCopy(n.Labels),
+		Address:            n.Address,
+		Providers:          sliceToPB(n.Providers, NodeProviderToPB),
+		Capacity:           CapacityToPB(&n.Capacity),
+		Schedulable:        n.Schedulable,
+		CordonReason:       n.CordonReason,
+		CordonedBy:         n.CordonedBy,
+		CordonedAt:         timeToPB(n.CordonedAt),
+		EnableAutoCordon:   n.EnableAutoCordon,
+		AutoCordonInterval: durationToPB(n.AutoCordonInterval),
+		EnableAutoDrain:    n.EnableAutoDrain,
+		AutoDrainInterval:  durationToPB(n.AutoDrainInterval),
+		EnableAlert:        n.EnableAlert,
+		AgentVersion:       n.AgentVersion,
+		RegisteredAt:       timeToPB(n.RegisteredAt),
+		ResourceVersion:    n.ResourceVersion,
+		Status:             NodeStatusToPB(n.Status),
+	}
+}
+
+// NodeFromPB converts a Node; nil gives the zero value.
+func NodeFromPB(p *resourcev1.Node) Node {
+	if p == nil {
+		return Node{}
+	}
+	return Node{
+		Name:               p.GetName(),
+		Region:             p.GetRegion(),
+		Zone:               p.GetZone(),
+		Labels:             stringMapCopy(p.GetLabels()),
+		Address:            p.GetAddress(),
+		Providers:          sliceFromPB(p.GetProviders(), NodeProviderFromPB),
+		Capacity:           CapacityFromPB(p.GetCapacity()),
+		Schedulable:        p.GetSchedulable(),
+		CordonReason:       p.GetCordonReason(),
+		CordonedBy:         p.GetCordonedBy(),
+		CordonedAt:         timeFromPB(p.GetCordonedAt()),
+		EnableAutoCordon:   p.GetEnableAutoCordon(),
+		AutoCordonInterval: durationFromPB(p.GetAutoCordonInterval()),
+		EnableAutoDrain:    p.GetEnableAutoDrain(),
+		AutoDrainInterval:  durationFromPB(p.GetAutoDrainInterval()),
+		EnableAlert:        p.GetEnableAlert(),
+		AgentVersion:       p.GetAgentVersion(),
+		RegisteredAt:       timeFromPB(p.GetRegisteredAt()),
+		ResourceVersion:    p.GetResourceVersion(),
+		Status:             ptrFromPB(p.GetStatus(), NodeStatusFromPB),
+	}
+}
+
+// ---- Drain ----
+
+// DrainRequestToPB converts a DrainRequest; nil gives nil.
+func DrainRequestToPB(d *DrainRequest) *resourcev1.DrainRequest {
+	if d == nil {
+		return nil
+	}
+	return &resourcev1.DrainRequest{
+		Deadline:    durationToPB(d.Deadline),
+		MaxParallel: int32ToPB(d.MaxParallel),
+		Reason:      d.Reason,
+	}
+}
+
+// DrainRequestFromPB converts a DrainRequest; nil gives the zero value.
+func DrainRequestFromPB(p *resourcev1.DrainRequest) DrainRequest {
+	if p == nil {
+		return DrainRequest{}
+	}
+	return DrainRequest{
+		Deadline:    durationFromPB(p.GetDeadline()),
+		MaxParallel: int(p.GetMaxParallel()),
+		Reason:      p.GetReason(),
+	}
+}
+
+// DrainStatusToPB converts a DrainStatus; nil gives nil.
+func DrainStatusToPB(d *DrainStatus) *resourcev1.DrainStatus {
+	if d == nil {
+		return nil
+	}
+	return &resourcev1.DrainStatus{
+		Node:        d.Node,
+		State:       d.State,
+		Reason:      d.Reason,
+		StartedAt:   timeToPB(d.StartedAt),
+		Deadline:    timeToPB(d.Deadline),
+		FinishedAt:  timeToPB(d.FinishedAt),
+		MaxParallel: int32ToPB(d.MaxParallel),
+		Total:       int32ToPB(d.Total),
+		Moved:       int32ToPB(d.Moved),
+		Remaining:   int32ToPB(d.Remaining),
+		Failed:      int32ToPB(d.Failed),
+		Message:     d.Message,
+		Steps:       sliceToPB(d.Steps, DrainStepToPB),
+	}
+}
+
+// DrainStatusFromPB converts a DrainStatus; nil gives the zero value.
+func DrainStatusFromPB(p *resourcev1.DrainStatus) DrainStatus {
+	if p == nil {
+		return DrainStatus{}
+	}
+	return DrainStatus{
+		Node:        p.GetNode(),
+		State:       p.GetState(),
+		Reason:      p.GetReason(),
+		StartedAt:   timeFromPB(p.GetStartedAt()),
+		Deadline:    timeFromPB(p.GetDeadline()),
+		FinishedAt:  timeFromPB(p.GetFinishedAt()),
+		MaxParallel: int(p.GetMaxParallel()),
+		Total:       int(p.GetTotal()),
+		Moved:       int(p.GetMoved()),
+		Remaining:   int(p.GetRemaining()),
+		Failed:      int(p.GetFailed()),
+		Message:     p.GetMessage(),
+		Steps:       sliceFromPB(p.GetSteps(), DrainStepFromPB),
+	}
+}
+
+// DrainStepToPB converts a DrainStep; nil gives nil.
+func DrainStepToPB(s *DrainStep) *resourcev1.DrainStep {
+	if s == nil {
+		return nil
+	}
+	return &resourcev1.DrainStep{
+		Replica:  s.Replica,
+		Resource: s.Resource,
+		To:       s.To,
+		State:    s.State,
+		Message:  s.Message,
+		At:       timeToPB(s.At),
+	}
+}
+
+// DrainStepFromPB converts a DrainStep; nil gives the zero value.
+func DrainStepFromPB(p *resourcev1.DrainStep) DrainStep {
+	if p == nil {
+		return DrainStep{}
+	}
+	return DrainStep{
+		Replica:  p.GetReplica(),
+		Resource: p.GetResource(),
+		To:       p.GetTo(),
+		State:    p.GetState(),
+		Message:  p.GetMessage(),
+		At:       timeFromPB(p.GetAt()),
+	}
+}
+
+// ---- Assignment, Replica ----
+
+// AssignmentToPB converts an Assignment; nil gives nil.
+func AssignmentToPB(a *Assignment) *resourcev1.Assignment {
+	if a == nil {
+		return nil
+	}
+	return &resourcev1.Assignment{
+		Id:          a.ID,
+		Tenant:      a.Tenant,
+		Resource:    a.Resource,
+		ResourceUid: a.ResourceUID,
+		Kind:        string(a.Kind),
+		Provider:    string(a.Provider),
+		Revision:    a.Revision,
+		Labels:      stringMapCopy(a.Labels),
+		Node:        a.Node,
+		Desired:     string(a.Desired),
+		Spec:        ResourceSpecToPB(&a.Spec),
+		Flavor:      FlavorSpecToPB(&a.Flavor),
+		Image:       ImageSpecToPB(a.Image),
+		Volumes:     sliceToPB(a.Volumes, VolumeAttachmentToPB),
+		Network:     NetworkAttachmentToPB(a.Network),
+		Endpoints:   sliceToPB(a.Endpoints, EndpointToPB),
+		Generation:  a.Generation,
+		CreatedAt:   timeToPB(a.CreatedAt),
+		Reason:      a.Reason,
+		Replaces:    a.Replaces,
+
+		ScheduledAt:        timeToPB(a.ScheduledAt),
+		DestroyRequestedAt: timeToPB(a.DestroyRequestedAt),
+	}
+}
+
+// AssignmentFromPB converts an Assignment; nil gives the zero value.
+func AssignmentFromPB(p *resourcev1.Assignment) Assignment {
+	if p == nil {
+		return Assignment{}
+	}
+	return Assignment{
+		ID:          p.GetId(),
+		Tenant:      p.GetTenant(),
+		Resource:    p.GetResource(),
+		ResourceUID: p.GetResourceUid(),
+		Kind:        ResourceKind(p.GetKind()),
+		Provider:    ProviderKind(p.GetProvider()),
+		Revision:    p.GetRevision(),
+		Labels:      stringMapCopy(p.GetLabels()),
+		Node:        p.GetNode(),
+		Desired:     Desired(p.GetDesired()),
+		Spec:        ResourceSpecFromPB(p.GetSpec()),
+		Flavor:      FlavorSpecFromPB(p.GetFlavor()),
+		Image:       ptrFromPB(p.GetImage(), ImageSpecFromPB),
+		Volumes:     sliceFromPB(p.GetVolumes(), VolumeAttachmentFromPB),
+		Network:     ptrFromPB(p.GetNetwork(), NetworkAttachmentFromPB),
+		Endpoints:   sliceFromPB(p.GetEndpoints(), EndpointFromPB),
+		Generation:  p.GetGeneration(),
+		CreatedAt:   timeFromPB(p.GetCreatedAt()),
+		Reason:      p.GetReason(),
+		Replaces:    p.GetReplaces(),
+
+		ScheduledAt:        timeFromPB(p.GetScheduledAt()),
+		DestroyRequestedAt: timeFromPB(p.GetDestroyRequestedAt()),
+	}
+}
+
+// VolumeAttachmentToPB converts a VolumeAttachment; nil gives nil.
+func VolumeAttachmentToPB(v *VolumeAttachment) *resourcev1.VolumeAttachment {
+	if v == nil {
+		return nil
+	}
+	return &resourcev1.VolumeAttachment{
+		Name:     v.Name,
+		VolumeId: v.VolumeID,
+		Path:     v.Path,
+		ReadOnly: v.ReadOnly,
+		Format:   string(v.Format),
+		SizeMib:  v.SizeMiB,
+	}
+}
+
+// VolumeAttachmentFromPB converts a VolumeAttachment; nil gives the zero
+// value.
+func VolumeAttachmentFromPB(p *resourcev1.VolumeAttachment) VolumeAttachment {
+	if p == nil {
+		return VolumeAttachment{}
+	}
+	return VolumeAttachment{
+		Name:     p.GetName(),
+		VolumeID: p.GetVolumeId(),
+		Path:     p.GetPath(),
+		ReadOnly: p.GetReadOnly(),
+		Format:   VolumeFormat(p.GetFormat()),
+		SizeMiB:  p.GetSizeMib(),
+	}
+}
+
+// NetworkAttachmentToPB converts a NetworkAttachment; nil gives nil.
+func NetworkAttachmentToPB(n *NetworkAttachment) *resourcev1.NetworkAttachment {
+	if n == nil {
+		return nil
+	}
+	return &resourcev1.NetworkAttachment{
+		Network: n.Network,
+		Bridge:  n.Bridge,
+		Subnet:  n.Subnet,
+		Gateway: n.Gateway,
+		Address: n.Address,
+	}
+}
+
+// NetworkAttachmentFromPB converts a NetworkAttachment; nil gives the zero
+// value.
+func NetworkAttachmentFromPB(p *resourcev1.NetworkAttachment) NetworkAttachment {
+	if p == nil {
+		return NetworkAttachment{}
+	}
+	return NetworkAttachment{
+		Network: p.GetNetwork(),
+		Bridge:  p.GetBridge(),
+		Subnet:  p.GetSubnet(),
+		Gateway: p.GetGateway(),
+		Address: p.GetAddress(),
+	}
+}
+
+// EndpointToPB converts an Endpoint; nil gives nil.
+func EndpointToPB(e *Endpoint) *resourcev1.Endpoint {
+	if e == nil {
+		return nil
+	}
+	return &resourcev1.Endpoint{
+		Replica: e.Replica,
+		Address: e.Address,
+		Port:    int32ToPB(e.Port),
+	}
+}
+
+// EndpointFromPB converts an Endpoint; nil gives the zero value.
+func EndpointFromPB(p *resourcev1.Endpoint) Endpoint {
+	if p == nil {
+		return Endpoint{}
+	}
+	return Endpoint{
+		Replica: p.GetReplica(),
+		Address: p.GetAddress(),
+		Port:    int(p.GetPort()),
+	}
+}
+
+// AssignmentStatusToPB converts an AssignmentStatus; nil gives nil.
+func AssignmentStatusToPB(s *AssignmentStatus) *resourcev1.AssignmentStatus {
+	if s == nil {
+		return nil
+	}
+	return &resourcev1.AssignmentStatus{
+		Id:                 s.ID,
+		Node:               s.Node,
+		ObservedGeneration: s.ObservedGeneration,
+		Phase:              string(s.Phase),
+		Reason:             s.Reason,
+		Since:              timeToPB(s.Since),
+		UpdatedAt:          timeToPB(s.UpdatedAt),
+		ProviderId:         s.ProviderID,
+		Address:            s.Address,
+		ExitCode:           int32PtrCopy(s.ExitCode),
+		Restarts:           int32ToPB(s.Restarts),
+		Backends:           BackendStatusesToPB(s.Backends),
+	}
+}
+
+// AssignmentStatusFromPB converts an AssignmentStatus; nil gives the zero
+// value. ExitCode is nil exactly when the message does not carry one.
+func AssignmentStatusFromPB(p *resourcev1.AssignmentStatus) AssignmentStatus {
+	if p == nil {
+		return AssignmentStatus{}
+	}
+	return AssignmentStatus{
+		ID:                 p.GetId(),
+		Node:               p.GetNode(),
+		ObservedGeneration: p.GetObservedGeneration(),
+		Phase:              Phase(p.GetPhase()),
+		Reason:             p.GetReason(),
+		Since:              timeFromPB(p.GetSince()),
+		UpdatedAt:          timeFromPB(p.GetUpdatedAt()),
+		ProviderID:         p.GetProviderId(),
+		Address:            p.GetAddress(),
+		ExitCode:           int32PtrCopy(p.ExitCode),
+		Restarts:           int(p.GetRestarts()),
+		Backends:           BackendStatusesFromPB(p.GetBackends()),
+	}
+}
+
+// ReplicaToPB converts a Replica; nil gives nil.
+func ReplicaToPB(r *Replica) *resourcev1.Replica {
+	if r == nil {
+		return nil
+	}
+	return &resourcev1.Replica{
+		Assignment: AssignmentToPB(&r.Assignment),
+		Region:     r.Region,
+		Phase:      string(r.Phase),
+		Status:     AssignmentStatusToPB(r.Status),
+	}
+}
+
+// ReplicaFromPB converts a Replica; nil gives the zero value.
+func ReplicaFromPB(p *resourcev1.Replica) Replica {
+	if p == nil {
+		return Replica{}
+	}
+	return Replica{
+		Assignment: AssignmentFromPB(p.GetAssignment()),
+		Region:     p.GetRegion(),
+		Phase:      Phase(p.GetPhase()),
+		Status:     ptrFromPB(p.GetStatus(), AssignmentStatusFromPB),
+	}
+}

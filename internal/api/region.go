@@ -1,0 +1,64 @@
+package api
+
+import "time"
+
+// Health is the liveness of a node or a region, as its monitor sees it.
+type Health string
+
+const (
+	HealthUnknown Health = "Unknown"
+	HealthUp      Health = "Up"
+	HealthSuspect Health = "Suspect"
+	HealthDown    Health = "Down"
+)
+
+// Region is one independent region known to the global tier.
+type Region struct {
+	Name string `json:"name"`
+	// Endpoint is the region's gRPC address (RegionService).
+	Endpoint string `json:"endpoint"`
+	// ConsoleURL is the region's operator console.
+	ConsoleURL      string            `json:"consoleURL,omitempty"`
+	Zones           []string          `json:"zones,omitempty"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	RegisteredAt    time.Time         `json:"registeredAt,omitzero"`
+	ResourceVersion int64             `json:"resourceVersion,omitempty"`
+	Status          *RegionStatus     `json:"status,omitempty"`
+}
+
+// RegionStatus is the global monitor's view of a region.
+type RegionStatus struct {
+	Health        Health    `json:"health"`
+	Reason        string    `json:"reason,omitempty"`
+	Since         time.Time `json:"since,omitzero"`
+	LastHeartbeat time.Time `json:"lastHeartbeat,omitzero"`
+	Leader        string    `json:"leader,omitempty"`
+	Nodes         int       `json:"nodes"`
+	NodesUp       int       `json:"nodesUp"`
+	Resources     int       `json:"resources"`
+	Replicas      int       `json:"replicas"`
+	Ready         int       `json:"ready"`
+}
+
+// Placement is the global master's instruction to one region: run this
+// resource here, with this share of its replicas. The region stores it
+// and reconciles towards it even when the global tier is unreachable.
+type Placement struct {
+	Region string `json:"region"`
+	// Resource has the region's overrides applied and Replicas set to the
+	// region's share.
+	Resource Resource `json:"resource"`
+	// Flavor and Image are resolved by the global tier, so that a region
+	// needs no global catalog.
+	Flavor *Flavor    `json:"flavor,omitempty"`
+	Image  *ImageSpec `json:"image,omitempty"`
+	// Epoch is the propagating master's election revision: a region
+	// refuses placements from an older master than one it has heard from.
+	Epoch int64 `json:"epoch,omitempty"`
+	// FailoverFrom names the region this placement stands in for.
+	FailoverFrom string    `json:"failoverFrom,omitempty"`
+	UpdatedAt    time.Time `json:"updatedAt,omitzero"`
+}
+
+// Key is tenant/name.
+func (p *Placement) Key() string { return p.Resource.Key() }

@@ -1,0 +1,158 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ErrorBody is the JSON body of every REST error:
+//
+//	{"error": {"code": "InvalidArgument", "message": "...", "field": "replicas"}}
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+type errClass struct {
+	sentinel error
+	code     string
+	http     int
+	grpc     codes.Code
+}
+
+// classes maps each sentinel to its wire forms, in one place.
+var classes = []errClass{
+	{ErrInvalid, "InvalidArgument", http.StatusBadRequest, codes.InvalidArgument},
+	{ErrNotFound, "NotFound", http.StatusNotFound, codes.NotFound},
+	{ErrAlreadyExists, "AlreadyExists", http.StatusConflict, codes.AlreadyExists},
+	{ErrConflict, "Conflict", http.StatusConflict, codes.Aborted},
+	{ErrNotLeader, "NotLeader", http.StatusServiceUnavailable, codes.Unavailable},
+	{ErrUnavailable, "Unavailable", http.StatusServiceUnavailable, codes.Unavailable},
+	{ErrUnauthenticated, "Unauthenticated", http.StatusUnauthorized, codes.Unauthenticated},
+	{ErrForbidden, "Forbidden", http.StatusForbidden, codes.PermissionDenied},
+	{ErrQuotaExceeded, "QuotaExceeded", http.StatusForbidden, codes.ResourceExhausted},
+	{ErrTooLarge, "TooLarge", http.StatusRequestEntityTooLarge, codes.InvalidArgument},
+	{ErrExhausted, "Exhausted", http.StatusServiceUnavailable, codes.ResourceExhausted},
+	{context.DeadlineExceeded, "DeadlineExceeded", http.StatusGatewayTimeout, codes.DeadlineExceeded},
+	{context.Canceled, "Canceled", 499, codes.Canceled},
+}
+
+func classify(err error) (errClass, bool) {
+	for _, c := range classes {
+		if errors.Is(err, c.sentinel) {
+			return c, true
+		}
+	}
+	return errClass{code: "Internal", http: http.StatusInternalServerError, grpc: codes.Internal}, false
+}
+
+// HTTPError returns the HTTP status and body for err. Unclassified errors
+// are 500s whose message is hidden from the client (the caller logs it).
+func HTTPError(err error) (int, ErrorBody) {
+	c, known := classify(err)
+	d := ErrorDetail{Code: c.code, Message: err.Error()}
+	if !known {
+		d.Message = "internal error"
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		d.Field = fe.Field
+		d.Message = fe.Error()
+	}
+	return c.http, ErrorBody{Error: d}
+}
+
+// GRPCError converts err to a gRPC status error that FromGRPC can turn back
+// into the same sentinel (and field), so errors cross tiers intact.
+func GRPCError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok && !isSentinel(err) {
+		return err
+	}
+	c, _ := classify(err)
+	st := status.New(c.grpc, err.Error())
+	info := &errdetails.ErrorInfo{Reason: c.code, Domain: "strata"}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		info.Metadata = map[string]string{"field": fe.Field, "message": fe.Message}
+	}
+	if withInfo, derr := st.WithDetails(info); derr == nil {
+		st = withInfo
+	}
+	return st.Err()
+}
+
+func isSentinel(err error) bool {
+	_, known := classify(err)
+	return known
+}
+
+// FromGRPC turns a gRPC error back into a Strata error wrapping the right
+// sentinel. Errors that are not gRPC statuses are returned unchanged.
+func FromGRPC(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	for _, d := range st.Details() {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok || info.Domain != "strata" {
+			continue
+		}
+		if f, ok := info.Metadata["field"]; ok {
+			return &FieldError{Field: f, Message: info.Metadata["message"]}
+		}
+		for _, c := range classes {
+			if c.code == info.Reason {
+				return &remoteError{msg: st.Message(), sentinel: c.sentinel}
+			}
+		}
+	}
+	switch st.Code() {
+	case codes.InvalidArgument:
+		return &remoteError{msg: st.Message(), sentinel: ErrInvalid}
+	case codes.NotFound:
+		return &remoteError{msg: st.Message(), sentinel: ErrNotFound}
+	case codes.AlreadyExists:
+		return &remoteError{msg: st.Message(), sentinel: ErrAlreadyExists}
+	case codes.Aborted, codes.FailedPrecondition:
+		return &remoteError{msg: st.Message(), sentinel: ErrConflict}
+	case codes.Unavailable:
+		return &remoteError{msg: st.Message(), sentinel: ErrUnavailable}
+	case codes.Unauthenticated:
+		return &remoteError{msg: st.Message(), sentinel: ErrUnauthenticated}
+	case codes.PermissionDenied:
+		return &remoteError{msg: st.Message(), sentinel: ErrForbidden}
+	case codes.DeadlineExceeded:
+		return &remoteError{msg: st.Message(), sentinel: context.DeadlineExceeded}
+	case codes.Canceled:
+		return &remoteError{msg: st.Message(), sentinel: context.Canceled}
+	}
+	return err
+}
+
+// remoteError is an error that came over the wire: its message is the
+// remote's, and it wraps the local sentinel.
+type remoteError struct {
+	msg      string
+	sentinel error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.sentinel }

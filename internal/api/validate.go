@@ -1,0 +1,610 @@
+package api
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Limits that keep one object from hurting a tier.
+const (
+	MaxNameLen         = 63
+	MaxReplicas        = 10000
+	MaxLabels          = 64
+	MaxEnv             = 256
+	MaxRevisionHistory = 100
+	// DefaultRevisionHistory is kept when a resource does not say.
+	DefaultRevisionHistory = 10
+)
+
+var (
+	nameRE     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	labelKeyRE = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	labelValRE = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
+	envKeyRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// ValidateName checks a DNS-label name: lower case letters, digits and
+// dashes, at most 63 characters.
+func ValidateName(field, name string) error {
+	switch {
+	case name == "":
+		return Invalid(field, "is required")
+	case len(name) > MaxNameLen:
+		return Invalid(field, "%q is longer than %d characters", name, MaxNameLen)
+	case !nameRE.MatchString(name):
+		return Invalid(field, "%q must be lower case letters, digits and '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// ValidateLabels checks label keys and values.
+func ValidateLabels(field string, labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return Invalid(field, "has %d labels; at most %d", len(labels), MaxLabels)
+	}
+	for _, k := range sortedKeys(labels) {
+		v := labels[k]
+		if len(k) > 253 || !labelKeyRE.MatchString(k) {
+			return Invalid(field, "bad label key %q", k)
+		}
+		if len(v) > 63 || !labelValRE.MatchString(v) {
+			return Invalid(field+"."+k, "bad label value %q", v)
+		}
+	}
+	return nil
+}
+
+func oneOf[T ~string](field string, v T, allowed ...T) error {
+	if slices.Contains(allowed, v) {
+		return nil
+	}
+	as := make([]string, len(allowed))
+	for i, a := range allowed {
+		as[i] = fmt.Sprintf("%q", a)
+	}
+	return Invalid(field, "%q is not one of %s", v, strings.Join(as, ", "))
+}
+
+// Validate checks a flavor.
+func (f *Flavor) Validate() error {
+	if err := ValidateName("name", f.Name); err != nil {
+		return err
+	}
+	if err := oneOf("kind", f.Kind, ProviderKinds...); err != nil {
+		return err
+	}
+	if err := f.Spec.validate(f.Kind); err != nil {
+		return within("spec", err)
+	}
+	return nil
+}
+
+func (s *FlavorSpec) validate(kind ProviderKind) error {
+	switch {
+	case math.IsNaN(s.VCPUs) || s.VCPUs <= 0:
+		return Invalid("vcpus", "must be greater than 0")
+	case s.VCPUs > 1024:
+		return Invalid("vcpus", "%g is more than 1024", s.VCPUs)
+	case kind == ProviderVM && s.VCPUs != math.Trunc(s.VCPUs):
+		return Invalid("vcpus", "a VM needs a whole number of vCPUs, not %g", s.VCPUs)
+	case s.MemoryMiB <= 0:
+		return Invalid("memoryMiB", "must be greater than 0")
+	case s.MemoryMiB > 4<<20:
+		return Invalid("memoryMiB", "%d is more than 4 TiB", s.MemoryMiB)
+	case s.DiskMiB < 0:
+		return Invalid("diskMiB", "must not be negative")
+	}
+	return nil
+}
+
+// Validate checks a resource as a user sent it. Server-set fields are not
+// checked; the API overwrites them.
+func (r *Resource) Validate() error {
+	if err := ValidateName("name", r.Name); err != nil {
+		return err
+	}
+	if r.Tenant != "" {
+		if err := ValidateName("tenant", r.Tenant); err != nil {
+			return err
+		}
+	}
+	if err := oneOf("kind", r.Kind, ResourceKinds...); err != nil {
+		return err
+	}
+	if err := ValidateLabels("labels", r.Labels); err != nil {
+		return err
+	}
+	if r.Replicas < 0 {
+		return Invalid("replicas", "must not be negative (got %d)", r.Replicas)
+	}
+	if r.Replicas > MaxReplicas {
+		return Invalid("replicas", "%d is more than %d", r.Replicas, MaxReplicas)
+	}
+	if err := r.Spec.validate(r.Kind, r.Replicas); err != nil {
+		return within("spec", err)
+	}
+	if err := r.Schedule.validate(); err != nil {
+		return within("schedule", err)
+	}
+	for _, region := range sortedKeys(r.Overrides) {
+		if err := ValidateName("overrides", region); err != nil {
+			return err
+		}
+		o := r.Overrides[region]
+		if o.Flavor != "" {
+			if err := ValidateName("overrides."+region+".flavor", o.Flavor); err != nil {
+				return err
+			}
+		}
+		if err := validateEnv("overrides."+region+".env", o.Env); err != nil {
+			return err
+		}
+	}
+	if f := r.Failover; f != nil {
+		if f.After.Duration < 0 {
+			return Invalid("failover.after", "must not be negative")
+		}
+		for i, name := range f.ToRegions {
+			if err := ValidateName(fmt.Sprintf("failover.toRegions[%d]", i), name); err != nil {
+				return err
+			}
+		}
+	}
+	ro := r.Rollout
+	switch {
+	case ro.MaxUnavailable < 0:
+		return Invalid("rollout.maxUnavailable", "must not be negative")
+	case ro.MaxSurge < 0:
+		return Invalid("rollout.maxSurge", "must not be negative")
+	case ro.MinHealthy < 0:
+		return Invalid("rollout.minHealthy", "must not be negative")
+	case ro.MinHealthy > r.Replicas && r.Replicas > 0:
+		return Invalid("rollout.minHealthy", "%d is more than the %d replicas", ro.MinHealthy, r.Replicas)
+	}
+	if r.MaxRevisionHistory < 0 || r.MaxRevisionHistory > MaxRevisionHistory {
+		return Invalid("maxRevisionHistory", "must be between 0 and %d", MaxRevisionHistory)
+	}
+	return nil
+}
+
+// Default fills in what a resource leaves out. It runs before Validate.
+func (r *Resource) Default() {
+	if r.Tenant == "" {
+		r.Tenant = "default"
+	}
+	if r.MaxRevisionHistory == 0 {
+		r.MaxRevisionHistory = DefaultRevisionHistory
+	}
+	if c := r.Spec.Compute; c != nil {
+		if c.RestartPolicy == "" {
+			c.RestartPolicy = RestartAlways
+		}
+		for i := range c.Ports {
+			if c.Ports[i].Protocol == "" {
+				c.Ports[i].Protocol = "tcp"
+			}
+		}
+	}
+	if v := r.Spec.Volume; v != nil {
+		if v.Provider == "" {
+			v.Provider = ProviderContainer
+		}
+		if v.Format == "" {
+			if v.Provider == ProviderVM {
+				v.Format = VolumeQcow2
+			} else {
+				v.Format = VolumeDir
+			}
+		}
+	}
+	if lb := r.Spec.Loadbalancer; lb != nil {
+		if lb.Algorithm == "" {
+			lb.Algorithm = "roundrobin"
+		}
+		for i := range lb.Listeners {
+			if lb.Listeners[i].Protocol == "" {
+				lb.Listeners[i].Protocol = "tcp"
+			}
+			if lb.Listeners[i].TargetPort == 0 {
+				lb.Listeners[i].TargetPort = lb.Listeners[i].Port
+			}
+		}
+		if hc := lb.HealthCheck; hc != nil {
+			if hc.Type == "" {
+				hc.Type = "tcp"
+			}
+			if hc.Interval.Duration == 0 {
+				hc.Interval = D(2 * time.Second)
+			}
+			if hc.Rise == 0 {
+				hc.Rise = 2
+			}
+			if hc.Fall == 0 {
+				hc.Fall = 2
+			}
+		}
+	}
+	for i := range r.Schedule.Regions {
+		if r.Schedule.Regions[i].Weight == 0 {
+			r.Schedule.Regions[i].Weight = 1
+		}
+	}
+}
+
+// DefaultReplicas is the replica count of a kind when the user says none.
+func DefaultReplicas(k ResourceKind) int {
+	if k == KindImage {
+		return 0
+	}
+	return 1
+}
+
+func (s *ResourceSpec) validate(kind ResourceKind, replicas int) error {
+	sections := map[ResourceKind]bool{
+		KindCompute:      s.Compute != nil,
+		KindVolume:       s.Volume != nil,
+		KindImage:        s.Image != nil,
+		KindLoadbalancer: s.Loadbalancer != nil,
+	}
+	field := map[ResourceKind]string{
+		KindCompute: "compute", KindVolume: "volume", KindImage: "image", KindLoadbalancer: "loadbalancer",
+	}
+	for _, k := range ResourceKinds {
+		if k != kind && sections[k] {
+			return Invalid(field[k], "is set but the resource's kind is %s", kind)
+		}
+	}
+	if !sections[kind] {
+		return Invalid(field[kind], "is required for kind %s", kind)
+	}
+	if s.Flavor != "" {
+		if err := ValidateName("flavor", s.Flavor); err != nil {
+			return err
+		}
+	}
+	switch kind {
+	case KindCompute:
+		if s.Flavor == "" {
+			return Invalid("flavor", "is required for kind Compute")
+		}
+		return within("compute", s.Compute.validate())
+	case KindVolume:
+		if replicas > 1 {
+			return Invalid("replicas", "a Volume lives on one node: replicas must be 0 or 1, not %d", replicas)
+		}
+		return within("volume", s.Volume.validate())
+	case KindImage:
+		if replicas != 0 {
+			return Invalid("replicas", "an Image has no replicas (agents fetch it when needed): omit it or set 0")
+		}
+		return within("image", s.Image.validate())
+	case KindLoadbalancer:
+		return within("loadbalancer", s.Loadbalancer.validate())
+	}
+	return nil
+}
+
+func (c *ComputeSpec) validate() error {
+	if strings.TrimSpace(c.Image) == "" {
+		return Invalid("image", "is required")
+	}
+	if err := validateEnv("env", c.Env); err != nil {
+		return err
+	}
+	if c.WorkingDir != "" && !path.IsAbs(c.WorkingDir) {
+		return Invalid("workingDir", "%q must be an absolute path", c.WorkingDir)
+	}
+	seen := map[string]bool{}
+	for i, p := range c.Ports {
+		f := fmt.Sprintf("ports[%d]", i)
+		if p.ContainerPort < 1 || p.ContainerPort > 65535 {
+			return Invalid(f+".containerPort", "%d is not a port (1-65535)", p.ContainerPort)
+		}
+		if p.HostPort < 0 || p.HostPort > 65535 {
+			return Invalid(f+".hostPort", "%d is not a port (1-65535)", p.HostPort)
+		}
+		if err := oneOf(f+".protocol", p.Protocol, "", "tcp", "udp"); err != nil {
+			return err
+		}
+		key := fmt.Sprintf("%d/%s", p.ContainerPort, p.Protocol)
+		if seen[key] {
+			return Invalid(f, "port %s is listed twice", key)
+		}
+		seen[key] = true
+	}
+	paths := map[string]bool{}
+	for i, v := range c.Volumes {
+		f := fmt.Sprintf("volumes[%d]", i)
+		if err := ValidateName(f+".volume", v.Volume); err != nil {
+			return err
+		}
+		if !path.IsAbs(v.Path) || path.Clean(v.Path) == "/" {
+			return Invalid(f+".path", "%q must be an absolute path other than /", v.Path)
+		}
+		if paths[path.Clean(v.Path)] {
+			return Invalid(f+".path", "%q is mounted twice", v.Path)
+		}
+		paths[path.Clean(v.Path)] = true
+	}
+	if c.Network != "" {
+		if err := ValidateName("network", c.Network); err != nil {
+			return err
+		}
+	}
+	if err := oneOf("restartPolicy", c.RestartPolicy, "", RestartAlways, RestartOnFailure, RestartNever); err != nil {
+		return err
+	}
+	if c.StopGracePeriod.Duration < 0 {
+		return Invalid("stopGracePeriod", "must not be negative")
+	}
+	return nil
+}
+
+func validateEnv(field string, env map[string]string) error {
+	if len(env) > MaxEnv {
+		return Invalid(field, "has %d variables; at most %d", len(env), MaxEnv)
+	}
+	for _, k := range sortedKeys(env) {
+		if !envKeyRE.MatchString(k) {
+			return Invalid(field, "bad variable name %q", k)
+		}
+	}
+	return nil
+}
+
+func (v *VolumeSpec) validate() error {
+	if v.SizeMiB <= 0 {
+		return Invalid("sizeMiB", "must be greater than 0")
+	}
+	if err := oneOf("format", v.Format, "", VolumeDir, VolumeQcow2, VolumeRaw); err != nil {
+		return err
+	}
+	if err := oneOf("provider", v.Provider, "", ProviderContainer, ProviderVM); err != nil {
+		return err
+	}
+	if v.Provider == ProviderContainer && v.Format != "" && v.Format != VolumeDir {
+		return Invalid("format", "a container volume is a directory (format \"dir\"), not %q", v.Format)
+	}
+	if v.Provider == ProviderVM && v.Format == VolumeDir {
+		return Invalid("format", "a VM volume is a disk: \"qcow2\" or \"raw\"")
+	}
+	return nil
+}
+
+func (i *ImageSpec) validate() error {
+	if i.Ref == "" && i.Archive == "" && i.Kernel == "" && i.Disk == "" {
+		return Invalid("", "needs one of ref (OCI reference), archive (OCI archive file or URL), kernel (direct boot) or disk (qcow2)")
+	}
+	if i.Archive != "" && i.Ref == "" {
+		return Invalid("ref", "is required with archive: it names the image inside the archive")
+	}
+	if i.Initrd != "" && i.Kernel == "" {
+		return Invalid("kernel", "is required with initrd")
+	}
+	return nil
+}
+
+func (lb *LoadbalancerSpec) validate() error {
+	if len(lb.Listeners) == 0 {
+		return Invalid("listeners", "needs at least one listener")
+	}
+	ports := map[int]bool{}
+	for i, l := range lb.Listeners {
+		f := fmt.Sprintf("listeners[%d]", i)
+		if l.Port < 1 || l.Port > 65535 {
+			return Invalid(f+".port", "%d is not a port (1-65535)", l.Port)
+		}
+		if ports[l.Port] {
+			return Invalid(f+".port", "port %d is used by two listeners", l.Port)
+		}
+		ports[l.Port] = true
+		if l.TargetPort < 0 || l.TargetPort > 65535 {
+			return Invalid(f+".targetPort", "%d is not a port (1-65535)", l.TargetPort)
+		}
+		if err := oneOf(f+".protocol", l.Protocol, "", "tcp", "http"); err != nil {
+			return err
+		}
+		if l.Address != "" {
+			if _, err := netip.ParseAddr(l.Address); err != nil {
+				return Invalid(f+".address", "%q is not an IP address", l.Address)
+			}
+		}
+	}
+	if len(lb.Selector) == 0 {
+		return Invalid("selector", "is required: the labels of the compute resources to balance over")
+	}
+	if err := ValidateLabels("selector", lb.Selector); err != nil {
+		return err
+	}
+	if err := oneOf("algorithm", lb.Algorithm, "", "roundrobin", "leastconn", "source"); err != nil {
+		return err
+	}
+	if hc := lb.HealthCheck; hc != nil {
+		if err := oneOf("healthCheck.type", hc.Type, "", "tcp", "http"); err != nil {
+			return err
+		}
+		if hc.Type == "http" && !strings.HasPrefix(hc.Path, "/") {
+			return Invalid("healthCheck.path", "an http check needs a path starting with /")
+		}
+		if hc.Interval.Duration != 0 && hc.Interval.Duration < 100*time.Millisecond {
+			return Invalid("healthCheck.interval", "%s is shorter than 100ms", hc.Interval)
+		}
+		if hc.Rise < 0 || hc.Fall < 0 {
+			return Invalid("healthCheck", "rise and fall must not be negative")
+		}
+	}
+	return nil
+}
+
+func (s *ScheduleRule) validate() error {
+	seen := map[string]bool{}
+	for i, r := range s.Regions {
+		f := fmt.Sprintf("regions[%d]", i)
+		if err := ValidateName(f+".name", r.Name); err != nil {
+			return err
+		}
+		if seen[r.Name] {
+			return Invalid(f+".name", "region %q is listed twice", r.Name)
+		}
+		seen[r.Name] = true
+		if r.Weight < 0 {
+			return Invalid(f+".weight", "must not be negative")
+		}
+	}
+	if s.SpreadRegions < 0 {
+		return Invalid("spreadRegions", "must not be negative")
+	}
+	if len(s.Regions) > 0 && s.SpreadRegions > len(s.Regions) {
+		return Invalid("spreadRegions", "%d is more than the %d regions listed", s.SpreadRegions, len(s.Regions))
+	}
+	for i, z := range s.Zones {
+		if err := ValidateName(fmt.Sprintf("zones[%d]", i), z); err != nil {
+			return err
+		}
+	}
+	if err := ValidateLabels("nodeSelector", s.NodeSelector); err != nil {
+		return err
+	}
+	if err := oneOf("antiAffinity", s.AntiAffinity, "", "soft", "hard"); err != nil {
+		return err
+	}
+	return oneOf("strategy", s.Strategy, "", "spread", "binpack")
+}
+
+// Validate checks a region registration.
+func (r *Region) Validate() error {
+	if err := ValidateName("name", r.Name); err != nil {
+		return err
+	}
+	if r.Endpoint == "" {
+		return Invalid("endpoint", "is required: the region's gRPC address (host:port)")
+	}
+	if _, _, err := splitHostPort(r.Endpoint); err != nil {
+		return Invalid("endpoint", "%q is not host:port", r.Endpoint)
+	}
+	for i, z := range r.Zones {
+		if err := ValidateName(fmt.Sprintf("zones[%d]", i), z); err != nil {
+			return err
+		}
+	}
+	return ValidateLabels("labels", r.Labels)
+}
+
+// Validate checks a node registration.
+func (n *Node) Validate() error {
+	if err := ValidateName("name", n.Name); err != nil {
+		return err
+	}
+	if err := ValidateName("region", n.Region); err != nil {
+		return err
+	}
+	if n.Zone != "" {
+		if err := ValidateName("zone", n.Zone); err != nil {
+			return err
+		}
+	}
+	if err := ValidateLabels("labels", n.Labels); err != nil {
+		return err
+	}
+	if n.Capacity.MilliCPU <= 0 || n.Capacity.MemoryMiB <= 0 {
+		return Invalid("capacity", "milliCPU and memoryMiB must be greater than 0")
+	}
+	if len(n.Providers) == 0 {
+		return Invalid("providers", "a node needs at least one provider")
+	}
+	for i, p := range n.Providers {
+		if p.Name == "" {
+			return Invalid(fmt.Sprintf("providers[%d].name", i), "is required")
+		}
+		for _, k := range p.Kinds {
+			if err := oneOf(fmt.Sprintf("providers[%d].kinds", i), k, ProviderKinds...); err != nil {
+				return err
+			}
+		}
+	}
+	if n.AutoCordonInterval.Duration < 0 || n.AutoDrainInterval.Duration < 0 {
+		return Invalid("autoCordonInterval", "intervals must not be negative")
+	}
+	return nil
+}
+
+// Validate checks a drain request.
+func (d *DrainRequest) Validate() error {
+	if d.Deadline.Duration < 0 {
+		return Invalid("deadline", "must not be negative")
+	}
+	if d.MaxParallel < 0 {
+		return Invalid("maxParallel", "must not be negative")
+	}
+	return nil
+}
+
+// Validate checks a network.
+func (n *Network) Validate() error {
+	if err := ValidateName("name", n.Name); err != nil {
+		return err
+	}
+	pfx, err := netip.ParsePrefix(n.Subnet)
+	if err != nil || !pfx.Addr().Is4() {
+		return Invalid("subnet", "%q is not an IPv4 CIDR", n.Subnet)
+	}
+	if pfx.Bits() > 30 {
+		return Invalid("subnet", "%q is too small (at most /30)", n.Subnet)
+	}
+	if pfx.Masked() != pfx {
+		return Invalid("subnet", "%q has host bits set (did you mean %s?)", n.Subnet, pfx.Masked())
+	}
+	gw, err := netip.ParseAddr(n.Gateway)
+	if err != nil || !pfx.Contains(gw) {
+		return Invalid("gateway", "%q is not an address in %s", n.Gateway, n.Subnet)
+	}
+	for i, r := range n.Reserved {
+		if _, _, err := ParseRange(r); err != nil {
+			return Invalid(fmt.Sprintf("reserved[%d]", i), "%v", err)
+		}
+	}
+	if n.Bridge == "" || len(n.Bridge) > 15 {
+		return Invalid("bridge", "is required, at most 15 characters (a Linux interface name)")
+	}
+	return nil
+}
+
+// ParseRange parses "a.b.c.d" or "a.b.c.d-e.f.g.h".
+func ParseRange(s string) (netip.Addr, netip.Addr, error) {
+	lo, hi, found := strings.Cut(s, "-")
+	a, err := netip.ParseAddr(strings.TrimSpace(lo))
+	if err != nil {
+		return netip.Addr{}, netip.Addr{}, fmt.Errorf("%q is not an address or a range", s)
+	}
+	if !found {
+		return a, a, nil
+	}
+	b, err := netip.ParseAddr(strings.TrimSpace(hi))
+	if err != nil || b.Less(a) {
+		return netip.Addr{}, netip.Addr{}, fmt.Errorf("%q is not a range low-high", s)
+	}
+	return a, b, nil
+}
+
+func splitHostPort(s string) (string, string, error) {
+	i := strings.LastIndexByte(s, ':')
+	if i <= 0 || i == len(s)-1 {
+		return "", "", fmt.Errorf("missing port")
+	}
+	return s[:i], s[i+1:], nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,132 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "strata.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRegionPrecedence(t *testing.T) {
+	file := writeFile(t, `
+name: from-file
+listen:
+  http: 127.0.0.1:7001
+nodes:
+  downAfter: 20s
+network:
+  subnet: 10.99.0.0/16
+  gateway: 10.99.0.1
+`)
+	t.Setenv("STRATA_LISTEN_HTTP", "127.0.0.1:7002")
+	t.Setenv("STRATA_ETCD_ENDPOINTS", "http://a:2379,http://b:2379")
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	fs.String("name", "", "")
+	fs.String("listen-grpc", "", "")
+	if err := fs.Parse([]string{"--name", "from-flag"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultRegion()
+	err := Load(cfg, Source{File: file, Flags: fs, FlagKeys: map[string]string{"name": "name", "listen-grpc": "listen.grpc"}})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"flag beats file", cfg.Name, "from-flag"},
+		{"env beats file", cfg.Listen.HTTP, "127.0.0.1:7002"},
+		{"unset flag keeps default", cfg.Listen.GRPC, "127.0.0.1:9091"},
+		{"file beats default", cfg.Nodes.DownAfter, 20 * time.Second},
+		{"default kept", cfg.Nodes.SuspectAfter, 6 * time.Second},
+		{"env list", strings.Join(cfg.Etcd.Endpoints, " "), "http://a:2379 http://b:2379"},
+		{"advertise defaults to listen", cfg.Advertise.HTTP, "127.0.0.1:7002"},
+		{"file network", cfg.Network.Subnet, "10.99.0.0/16"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v; want %v", c.what, c.got, c.want)
+		}
+	}
+}
+
+func TestBadConfigNamesKey(t *testing.T) {
+	cases := []struct {
+		name    string
+		file    string
+		wantKey string
+	}{
+		{"unknown key", "name: r\nlistne:\n  http: x\n", "listne"},
+		{"bad duration", "name: r\nnodes:\n  downAfter: soon\n", "nodes.downAfter"},
+		{"down before suspect", "name: r\nnodes:\n  downAfter: 1s\n", "nodes.downAfter"},
+		{"missing name", "listen:\n  http: 127.0.0.1:1\n", "name"},
+		{"bad listen", "name: r\nlisten:\n  http: nope\n", "listen.http"},
+		{"bad subnet", "name: r\nnetwork:\n  subnet: 300.1.0.0/16\n", "network.subnet"},
+		{"gateway outside", "name: r\nnetwork:\n  gateway: 10.1.0.1\n", "network.gateway"},
+		{"bad log level", "name: r\nlog:\n  level: loud\n", "log.level"},
+		{"tls half set", "name: r\ntls:\n  ca: /nonexistent\n", "tls."},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := Load(DefaultRegion(), Source{File: writeFile(t, c.file)})
+			if err == nil {
+				t.Fatalf("Load: got nil error; want one naming %q", c.wantKey)
+			}
+			if !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(c.wantKey)) {
+				t.Errorf("Load: got %q; want it to name %q", err, c.wantKey)
+			}
+		})
+	}
+}
+
+func TestAgentProviders(t *testing.T) {
+	file := writeFile(t, `
+node:
+  name: n1
+  labels: {disk: ssd}
+providers:
+  - name: fake
+    options:
+      applyLatency: 10ms
+  - name: libvirt
+    plugin: /usr/bin/strata-provider-libvirt
+`)
+	cfg := DefaultAgent()
+	if err := Load(cfg, Source{File: file}); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if got := len(cfg.Providers); got != 2 {
+		t.Fatalf("providers: got %d; want 2", got)
+	}
+	// Viper folds keys to lower case; providers decode options with
+	// mapstructure, which matches field names case-insensitively.
+	if got := cfg.Providers[0].Options["applylatency"]; got != "10ms" {
+		t.Errorf("fake options: got %v; want 10ms", got)
+	}
+	if got := cfg.Node.Labels["disk"]; got != "ssd" {
+		t.Errorf("labels: got %q; want ssd", got)
+	}
+	dup := writeFile(t, "node:\n  name: n1\nproviders:\n  - name: fake\n  - name: fake\n")
+	if err := Load(DefaultAgent(), Source{File: dup}); err == nil || !strings.Contains(err.Error(), "providers[1].name") {
+		t.Errorf("duplicate provider: got %v; want an error naming providers[1].name", err)
+	}
+}
+
+func TestGlobalDefaultsValid(t *testing.T) {
+	if err := Load(DefaultGlobal(), Source{}); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+}

@@ -1,0 +1,414 @@
+package config
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Etcd is how a tier reaches its etcd cluster.
+type Etcd struct {
+	// Endpoints of the cluster; empty with Embedded set runs a member in
+	// the process (strata dev).
+	Endpoints   []string      `mapstructure:"endpoints"`
+	Prefix      string        `mapstructure:"prefix"`
+	DialTimeout time.Duration `mapstructure:"dialTimeout"`
+	// Embedded runs a single-member etcd inside the process in DataDir.
+	Embedded bool   `mapstructure:"embedded"`
+	DataDir  string `mapstructure:"dataDir"`
+}
+
+func (e *Etcd) validate(key string) error {
+	if !e.Embedded && len(e.Endpoints) == 0 {
+		return keyError(key+".endpoints", "is required (or set %s.embedded: true)", key)
+	}
+	if e.Embedded && e.DataDir == "" {
+		return keyError(key+".dataDir", "is required with %s.embedded", key)
+	}
+	if e.Prefix == "" || e.Prefix[0] != '/' || e.Prefix[len(e.Prefix)-1] != '/' {
+		return keyError(key+".prefix", "%q must start and end with /", e.Prefix)
+	}
+	return positive(key+".dialTimeout", e.DialTimeout)
+}
+
+// Redis is where hot data lives (heartbeats, events). Addr empty means an
+// in-memory store: fine for one process, lost on restart.
+type Redis struct {
+	Addr     string `mapstructure:"addr"`
+	Password string `mapstructure:"password"`
+	DB       int    `mapstructure:"db"`
+}
+
+// TLS holds the files for mutual TLS on gRPC links. All empty means
+// plaintext (logged as a warning).
+type TLS struct {
+	CA   string `mapstructure:"ca"`
+	Cert string `mapstructure:"cert"`
+	Key  string `mapstructure:"key"`
+}
+
+// Enabled reports whether TLS is configured.
+func (t TLS) Enabled() bool { return t.CA != "" || t.Cert != "" || t.Key != "" }
+
+func (t *TLS) validate(key string) error {
+	if !t.Enabled() {
+		return nil
+	}
+	for k, f := range map[string]string{"ca": t.CA, "cert": t.Cert, "key": t.Key} {
+		if f == "" {
+			return keyError(key+"."+k, "is required when any of %s.ca/cert/key is set", key)
+		}
+		if _, err := os.Stat(f); err != nil {
+			return keyError(key+"."+k, "%v", err)
+		}
+	}
+	return nil
+}
+
+// Log sets up the structured logger.
+type Log struct {
+	Level  string `mapstructure:"level"`
+	Format string `mapstructure:"format"`
+}
+
+func (l *Log) validate() error {
+	switch l.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return keyError("log.level", "%q is not one of debug, info, warn, error", l.Level)
+	}
+	switch l.Format {
+	case "text", "json":
+	default:
+		return keyError("log.format", "%q is not text or json", l.Format)
+	}
+	return nil
+}
+
+// Liveness sets how a monitor turns missed heartbeats into Suspect and Down.
+type Liveness struct {
+	HeartbeatInterval time.Duration `mapstructure:"heartbeatInterval"`
+	// SuspectAfter without a heartbeat: probe the peer's Status RPC.
+	SuspectAfter time.Duration `mapstructure:"suspectAfter"`
+	// DownAfter without a heartbeat and a failed probe: Down.
+	DownAfter    time.Duration `mapstructure:"downAfter"`
+	ProbeTimeout time.Duration `mapstructure:"probeTimeout"`
+}
+
+func (l *Liveness) validate(key string) error {
+	return first(
+		positive(key+".heartbeatInterval", l.HeartbeatInterval),
+		positive(key+".probeTimeout", l.ProbeTimeout),
+		func() error {
+			if l.SuspectAfter <= l.HeartbeatInterval {
+				return keyError(key+".suspectAfter", "%s must be longer than heartbeatInterval %s", l.SuspectAfter, l.HeartbeatInterval)
+			}
+			if l.DownAfter <= l.SuspectAfter {
+				return keyError(key+".downAfter", "%s must be longer than suspectAfter %s", l.DownAfter, l.SuspectAfter)
+			}
+			return nil
+		}(),
+	)
+}
+
+// Global configures `strata global`.
+type Global struct {
+	ID     string `mapstructure:"id"`
+	Listen struct {
+		HTTP string `mapstructure:"http"`
+		GRPC string `mapstructure:"grpc"`
+	} `mapstructure:"listen"`
+	Etcd  Etcd  `mapstructure:"etcd"`
+	Redis Redis `mapstructure:"redis"`
+	TLS   TLS   `mapstructure:"tls"`
+	Log   Log   `mapstructure:"log"`
+	// LeaseTTL bounds failover after the master dies.
+	LeaseTTL time.Duration `mapstructure:"leaseTTL"`
+	// Regions is the liveness of regions as the global monitor sees it.
+	Regions Liveness `mapstructure:"regions"`
+	API     struct {
+		MaxBodyBytes int64 `mapstructure:"maxBodyBytes"`
+		// BootstrapToken is an admin token created at start if no
+		// token exists yet.
+		BootstrapToken string `mapstructure:"bootstrapToken"`
+		// AuthDisabled turns off bearer-token checks (tests, dev).
+		AuthDisabled bool `mapstructure:"authDisabled"`
+	} `mapstructure:"api"`
+}
+
+// DefaultGlobal returns the defaults of `strata global`.
+func DefaultGlobal() *Global {
+	g := &Global{ID: hostname()}
+	g.Listen.HTTP = "127.0.0.1:8080"
+	g.Listen.GRPC = "127.0.0.1:9090"
+	g.Etcd = Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/strata/global/", DialTimeout: 5 * time.Second}
+	g.Log = Log{Level: "info", Format: "text"}
+	g.LeaseTTL = 3 * time.Second
+	g.Regions = Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: 2 * time.Second}
+	g.API.MaxBodyBytes = 1 << 20
+	return g
+}
+
+// Validate implements Config.
+func (g *Global) Validate() error {
+	return first(
+		required("id", g.ID),
+		validAddr("listen.http", g.Listen.HTTP),
+		validAddr("listen.grpc", g.Listen.GRPC),
+		g.Etcd.validate("etcd"),
+		g.TLS.validate("tls"),
+		g.Log.validate(),
+		positive("leaseTTL", g.LeaseTTL),
+		g.Regions.validate("regions"),
+		func() error {
+			if g.API.MaxBodyBytes < 1024 {
+				return keyError("api.maxBodyBytes", "%d is too small (at least 1024)", g.API.MaxBodyBytes)
+			}
+			return nil
+		}(),
+	)
+}
+
+// Network is a region network (see api.Network) in configuration form.
+type Network struct {
+	Name     string   `mapstructure:"name"`
+	Subnet   string   `mapstructure:"subnet"`
+	Gateway  string   `mapstructure:"gateway"`
+	Bridge   string   `mapstructure:"bridge"`
+	Reserved []string `mapstructure:"reserved"`
+}
+
+// Region configures `strata region`.
+type Region struct {
+	Name   string   `mapstructure:"name"`
+	ID     string   `mapstructure:"id"`
+	Zones  []string `mapstructure:"zones"`
+	Listen struct {
+		HTTP string `mapstructure:"http"`
+		GRPC string `mapstructure:"grpc"`
+	} `mapstructure:"listen"`
+	// Advertise is how others reach this region (defaults to Listen).
+	Advertise struct {
+		HTTP string `mapstructure:"http"`
+		GRPC string `mapstructure:"grpc"`
+	} `mapstructure:"advertise"`
+	Etcd  Etcd  `mapstructure:"etcd"`
+	Redis Redis `mapstructure:"redis"`
+	TLS   TLS   `mapstructure:"tls"`
+	Log   Log   `mapstructure:"log"`
+	// Global is the global tier's gRPC address; empty runs the region
+	// stand-alone.
+	Global struct {
+		Endpoint string `mapstructure:"endpoint"`
+	} `mapstructure:"global"`
+	LeaseTTL time.Duration `mapstructure:"leaseTTL"`
+	// Nodes is the liveness of agents as the node monitor sees it.
+	Nodes      Liveness `mapstructure:"nodes"`
+	Controller struct {
+		// ProvisionTimeout bounds created/provision → ready.
+		ProvisionTimeout time.Duration `mapstructure:"provisionTimeout"`
+		// DestroyTimeout bounds destroy → destroyed.
+		DestroyTimeout time.Duration `mapstructure:"destroyTimeout"`
+		// RetryBackoff is the first delay before re-placing a failed
+		// replica; it doubles up to a minute.
+		RetryBackoff time.Duration `mapstructure:"retryBackoff"`
+		// DrainDeadline is the default for drains that name none.
+		DrainDeadline time.Duration `mapstructure:"drainDeadline"`
+	} `mapstructure:"controller"`
+	Network Network `mapstructure:"network"`
+	API     struct {
+		MaxBodyBytes int64 `mapstructure:"maxBodyBytes"`
+		// Token protects the operator REST API and console; empty
+		// disables the check.
+		Token string `mapstructure:"token"`
+	} `mapstructure:"api"`
+}
+
+// DefaultRegion returns the defaults of `strata region`.
+func DefaultRegion() *Region {
+	r := &Region{ID: hostname()}
+	r.Listen.HTTP = "127.0.0.1:8081"
+	r.Listen.GRPC = "127.0.0.1:9091"
+	r.Etcd = Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/strata/region/", DialTimeout: 5 * time.Second}
+	r.Log = Log{Level: "info", Format: "text"}
+	r.LeaseTTL = 3 * time.Second
+	r.Nodes = Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: time.Second}
+	r.Controller.ProvisionTimeout = 5 * time.Minute
+	r.Controller.DestroyTimeout = 2 * time.Minute
+	r.Controller.RetryBackoff = time.Second
+	r.Controller.DrainDeadline = 10 * time.Minute
+	r.Network = Network{Name: "default", Subnet: "10.88.0.0/16", Gateway: "10.88.0.1", Bridge: "strata0"}
+	r.API.MaxBodyBytes = 1 << 20
+	return r
+}
+
+// Default implements Defaulter.
+func (r *Region) Default() {
+	if r.Advertise.HTTP == "" {
+		r.Advertise.HTTP = r.Listen.HTTP
+	}
+	if r.Advertise.GRPC == "" {
+		r.Advertise.GRPC = r.Listen.GRPC
+	}
+}
+
+// Validate implements Config.
+func (r *Region) Validate() error {
+	return first(
+		required("name", r.Name),
+		required("id", r.ID),
+		validAddr("listen.http", r.Listen.HTTP),
+		validAddr("listen.grpc", r.Listen.GRPC),
+		r.Etcd.validate("etcd"),
+		r.TLS.validate("tls"),
+		r.Log.validate(),
+		positive("leaseTTL", r.LeaseTTL),
+		r.Nodes.validate("nodes"),
+		positive("controller.provisionTimeout", r.Controller.ProvisionTimeout),
+		positive("controller.destroyTimeout", r.Controller.DestroyTimeout),
+		positive("controller.retryBackoff", r.Controller.RetryBackoff),
+		positive("controller.drainDeadline", r.Controller.DrainDeadline),
+		r.validateNetwork(),
+	)
+}
+
+func (r *Region) validateNetwork() error {
+	n := r.Network
+	pfx, err := netip.ParsePrefix(n.Subnet)
+	if err != nil || !pfx.Addr().Is4() {
+		return keyError("network.subnet", "%q is not an IPv4 CIDR", n.Subnet)
+	}
+	gw, err := netip.ParseAddr(n.Gateway)
+	if err != nil || !pfx.Contains(gw) {
+		return keyError("network.gateway", "%q is not an address in %s", n.Gateway, n.Subnet)
+	}
+	if n.Bridge == "" || len(n.Bridge) > 15 {
+		return keyError("network.bridge", "%q must be a Linux interface name (1-15 characters)", n.Bridge)
+	}
+	return required("network.name", n.Name)
+}
+
+// Provider is one provider an agent runs: in-process (Plugin and Socket
+// empty), as a plugin binary the agent starts and supervises (Plugin), or
+// an already-running plugin (Socket). Options are the provider's own
+// settings, decoded by the provider.
+type Provider struct {
+	Name    string         `mapstructure:"name"`
+	Plugin  string         `mapstructure:"plugin"`
+	Socket  string         `mapstructure:"socket"`
+	Options map[string]any `mapstructure:"options"`
+}
+
+// Agent configures `strata agent`.
+type Agent struct {
+	Node struct {
+		Name   string            `mapstructure:"name"`
+		Zone   string            `mapstructure:"zone"`
+		Labels map[string]string `mapstructure:"labels"`
+		// Capacity zero means detected from the machine.
+		MilliCPU  int64 `mapstructure:"milliCPU"`
+		MemoryMiB int64 `mapstructure:"memoryMiB"`
+		DiskMiB   int64 `mapstructure:"diskMiB"`
+		// Auto-cordon and auto-drain on conditions in Error.
+		EnableAutoCordon   bool          `mapstructure:"enableAutoCordon"`
+		AutoCordonInterval time.Duration `mapstructure:"autoCordonInterval"`
+		EnableAutoDrain    bool          `mapstructure:"enableAutoDrain"`
+		AutoDrainInterval  time.Duration `mapstructure:"autoDrainInterval"`
+	} `mapstructure:"node"`
+	// Region is the region's gRPC address (AgentService).
+	Region struct {
+		Endpoint string `mapstructure:"endpoint"`
+	} `mapstructure:"region"`
+	Listen struct {
+		// GRPC serves NodeService (probes, logs).
+		GRPC string `mapstructure:"grpc"`
+	} `mapstructure:"listen"`
+	Advertise struct {
+		GRPC string `mapstructure:"grpc"`
+	} `mapstructure:"advertise"`
+	DataDir   string     `mapstructure:"dataDir"`
+	TLS       TLS        `mapstructure:"tls"`
+	Log       Log        `mapstructure:"log"`
+	Providers []Provider `mapstructure:"providers"`
+	// StatusInterval is how often providers are polled for status and
+	// health between events.
+	StatusInterval time.Duration `mapstructure:"statusInterval"`
+	// Concurrency bounds provider calls in flight.
+	Concurrency int `mapstructure:"concurrency"`
+}
+
+// DefaultAgent returns the defaults of `strata agent`.
+func DefaultAgent() *Agent {
+	a := &Agent{}
+	a.Node.Name = hostname()
+	a.Node.AutoCordonInterval = time.Minute
+	a.Node.AutoDrainInterval = 5 * time.Minute
+	a.Region.Endpoint = "127.0.0.1:9091"
+	a.Listen.GRPC = "127.0.0.1:9092"
+	a.DataDir = "/var/lib/strata/agent"
+	a.Log = Log{Level: "info", Format: "text"}
+	a.Providers = []Provider{{Name: "fake"}}
+	a.StatusInterval = 5 * time.Second
+	a.Concurrency = 8
+	return a
+}
+
+// Default implements Defaulter.
+func (a *Agent) Default() {
+	if a.Advertise.GRPC == "" {
+		a.Advertise.GRPC = a.Listen.GRPC
+	}
+}
+
+// Validate implements Config.
+func (a *Agent) Validate() error {
+	err := first(
+		required("node.name", a.Node.Name),
+		required("region.endpoint", a.Region.Endpoint),
+		validAddr("listen.grpc", a.Listen.GRPC),
+		required("dataDir", a.DataDir),
+		a.TLS.validate("tls"),
+		a.Log.validate(),
+		positive("statusInterval", a.StatusInterval),
+	)
+	if err != nil {
+		return err
+	}
+	if a.Concurrency < 1 {
+		return keyError("concurrency", "must be at least 1")
+	}
+	if len(a.Providers) == 0 {
+		return keyError("providers", "an agent needs at least one provider")
+	}
+	seen := map[string]bool{}
+	for i, p := range a.Providers {
+		if p.Name == "" {
+			return keyError("providers["+strconv.Itoa(i)+"].name", "is required")
+		}
+		if seen[p.Name] {
+			return keyError("providers["+strconv.Itoa(i)+"].name", "provider %q is configured twice", p.Name)
+		}
+		seen[p.Name] = true
+		if p.Plugin != "" && p.Socket != "" {
+			return keyError("providers["+strconv.Itoa(i)+"]", "set plugin or socket, not both")
+		}
+	}
+	return nil
+}
+
+func validAddr(key, addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return keyError(key, "%q is not host:port", addr)
+	}
+	return nil
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return h
+}

@@ -1,0 +1,83 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/events/eventstest"
+	"github.com/stratahq/strata/internal/redistest"
+)
+
+func TestRedisConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	cli := srv.Client(t)
+	var n atomic.Int64
+	eventstest.Run(t, func(t *testing.T, capacity int) events.Store {
+		// One server for the suite; a stream per store keeps subtests apart.
+		stream := fmt.Sprintf("events:t%d:%s", n.Add(1), strings.ReplaceAll(t.Name(), "/", "."))
+		return events.NewRedis(cli, stream, int64(capacity))
+	})
+}
+
+// TestRedisEntryLayout pins what an event looks like in the stream, for
+// operators reading it with redis-cli and for the XADD cap.
+func TestRedisEntryLayout(t *testing.T) {
+	srv := redistest.Start(t)
+	cli := srv.Client(t)
+	ctx := t.Context()
+	s := events.NewRedis(cli, "strata:events:dev-1", 0)
+	ids, err := s.Append(ctx, events.Event{
+		Reason: "NodeDown", Object: "node/n1", Region: "dev-1", Type: events.TypeWarning,
+		Message: "no heartbeat for 30s", Fields: map[string]string{"last_seq": "41"},
+	})
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	msgs, err := cli.XRange(ctx, "strata:events:dev-1", "-", "+").Result()
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("XRANGE = %v, %v; want one entry", msgs, err)
+	}
+	if msgs[0].ID != ids[0] {
+		t.Errorf("entry id = %s; want %s", msgs[0].ID, ids[0])
+	}
+	v := msgs[0].Values
+	for k, want := range map[string]string{
+		"type": "Warning", "reason": "NodeDown", "object": "node/n1", "region": "dev-1",
+		"msg": "no heartbeat for 30s", "f:last_seq": "41",
+	} {
+		if v[k] != want {
+			t.Errorf("field %s = %v; want %q", k, v[k], want)
+		}
+	}
+	if _, ok := v["time"]; !ok {
+		t.Errorf("entry has no time field: %v", v)
+	}
+}
+
+// TestRedisTailServerGone: when Redis dies under a blocked Tail, Tail
+// returns an error (not ctx's) in bounded time, so the caller can resume
+// from its last ID instead of hanging.
+func TestRedisTailServerGone(t *testing.T) {
+	srv := redistest.Start(t)
+	cli := srv.Client(t)
+	s := events.NewRedis(cli, "gone", 0)
+	done := make(chan error, 1)
+	go func() { done <- s.Tail(t.Context(), events.TailNew, func([]events.Event) error { return nil }) }()
+	time.Sleep(100 * time.Millisecond) // let it block in XREAD
+	srv.Kill()
+	select {
+	case err := <-done:
+		if err == nil || errors.Is(err, context.Canceled) {
+			t.Fatalf("Tail after server death = %v; want a store error", err)
+		}
+		t.Logf("Tail returned: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Tail still blocked 20s after the server died")
+	}
+}

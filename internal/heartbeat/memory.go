@@ -1,0 +1,128 @@
+package heartbeat
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Memory is a Store in process memory, for `strata dev` and tests.
+type Memory struct {
+	cfg config
+
+	mu    sync.RWMutex
+	beats map[string]Beat
+}
+
+var _ Store = (*Memory)(nil)
+
+// NewMemory returns an empty in-memory store.
+func NewMemory(opts ...Option) *Memory {
+	return &Memory{cfg: newConfig(opts), beats: make(map[string]Beat)}
+}
+
+// Record implements Store.
+func (m *Memory) Record(ctx context.Context, b Beat) error {
+	return m.RecordBatch(ctx, []Beat{b})
+}
+
+// RecordBatch implements Store. Unlike Redis it is atomic, which no caller
+// may rely on.
+func (m *Memory) RecordBatch(ctx context.Context, beats []Beat) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	norm := make([]Beat, len(beats))
+	for i, b := range beats {
+		nb, err := normalize(b, m.cfg.now)
+		if err != nil {
+			return err
+		}
+		// Copy so the caller may reuse its map.
+		nb.Metrics = cloneMetrics(nb.Metrics)
+		norm[i] = nb
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range norm {
+		if cur, ok := m.beats[b.ID]; ok && cur.At.After(b.At) {
+			continue
+		}
+		m.beats[b.ID] = b
+	}
+	return nil
+}
+
+// Get implements Store.
+func (m *Memory) Get(ctx context.Context, id string) (Beat, error) {
+	if err := ctx.Err(); err != nil {
+		return Beat{}, err
+	}
+	m.mu.RLock()
+	b, ok := m.beats[id]
+	m.mu.RUnlock()
+	if !ok {
+		return Beat{}, ErrNotFound
+	}
+	b.Metrics = cloneMetrics(b.Metrics)
+	return b, nil
+}
+
+// List implements Store.
+func (m *Memory) List(ctx context.Context) ([]Beat, error) {
+	return m.collect(ctx, func(Beat) bool { return true })
+}
+
+// Stale implements Store.
+func (m *Memory) Stale(ctx context.Context, olderThan time.Time) ([]Beat, error) {
+	return m.collect(ctx, func(b Beat) bool { return b.At.Before(olderThan) })
+}
+
+// Forget implements Store.
+func (m *Memory) Forget(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.beats, id)
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *Memory) collect(ctx context.Context, keep func(Beat) bool) ([]Beat, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	out := make([]Beat, 0, len(m.beats))
+	for _, b := range m.beats {
+		if keep(b) {
+			b.Metrics = cloneMetrics(b.Metrics)
+			out = append(out, b)
+		}
+	}
+	m.mu.RUnlock()
+	sortBeats(out)
+	return out, nil
+}
+
+// sortBeats orders oldest first, ties by ID: the order of a Redis sorted
+// set scored by At.
+func sortBeats(bs []Beat) {
+	slices.SortFunc(bs, func(a, b Beat) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+func cloneMetrics(m map[string]float64) map[string]float64 {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
+}

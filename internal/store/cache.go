@@ -1,0 +1,343 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// progressRetry is how often WaitForRev asks again for a progress
+// notification: etcd skips the request while the watch is catching up.
+const progressRetry = 200 * time.Millisecond
+
+// Change is one object's change as seen by a Cache. Old is nil for an
+// addition, New is nil for a deletion.
+type Change[T any] struct {
+	Name     string
+	Old, New *Item[T]
+}
+
+// CacheOption configures a Cache.
+type CacheOption func(*cacheOptions)
+
+type cacheOptions struct {
+	onChange []any // func([]Change[T]) for the cache's T
+}
+
+// WithOnChange subscribes fn to a cache's changes. fn is called from the
+// goroutine running Cache.Run, outside the cache lock, after each watch
+// batch and after each relist (with the difference from the previous
+// contents); several changes of one object in one batch are merged into one.
+// fn must not block for long: the cache stops applying events meanwhile.
+//
+// T must be the cache's type; NewCache panics otherwise.
+func WithOnChange[T any](fn func(changes []Change[T])) CacheOption {
+	return func(o *cacheOptions) { o.onChange = append(o.onChange, fn) }
+}
+
+// Cache is an in-memory copy of a collection fed by Reflect: it lists, then
+// watches, resumes after disconnects and relists after compaction.
+//
+// Items and their values are shared between the cache and every caller that
+// reads them, without copying. Callers must treat them as read-only and copy
+// a value before modifying it.
+type Cache[T any] struct {
+	coll     *Collection[T]
+	log      *slog.Logger
+	onChange []func([]Change[T])
+	synced   chan struct{}
+	progress chan struct{}
+	running  atomic.Bool
+
+	mu sync.RWMutex
+	// items and rev change only in the Run goroutine (under mu), which may
+	// therefore read them without the lock.
+	items map[string]*Item[T]
+	rev   int64
+	// names are the sorted names of items, nil when they must be rebuilt;
+	// readers rebuild them under the write lock.
+	names []string
+	revc  chan struct{} // closed and replaced whenever rev advances
+}
+
+// NewCache returns a cache of c; call Run to fill it.
+func NewCache[T any](c *Collection[T], opts ...CacheOption) *Cache[T] {
+	var o cacheOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cache := &Cache[T]{
+		coll:     c,
+		log:      c.s.log.With("collection", c.s.prefix+c.prefix),
+		synced:   make(chan struct{}),
+		progress: make(chan struct{}, 1),
+		items:    map[string]*Item[T]{},
+		revc:     make(chan struct{}),
+	}
+	for _, fn := range o.onChange {
+		f, ok := fn.(func([]Change[T]))
+		if !ok {
+			panic(fmt.Sprintf("store: WithOnChange callback %T used with a Cache[%T]", fn, *new(T)))
+		}
+		cache.onChange = append(cache.onChange, f)
+	}
+	return cache
+}
+
+// Run fills the cache and keeps it current until ctx is done, then returns
+// ctx.Err(). Only one Run may be active at a time; the cache keeps its
+// contents after Run returns and a later Run picks up from a fresh list.
+func (c *Cache[T]) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("store: cache is already running")
+	}
+	defer c.running.Store(false)
+	return c.coll.s.reflect(ctx, c.coll.prefix, cacheHandler[T]{c}, c.progress)
+}
+
+// Synced is closed once the cache holds its first full list.
+func (c *Cache[T]) Synced() <-chan struct{} { return c.synced }
+
+// Get returns an object; see Cache for sharing rules.
+func (c *Cache[T]) Get(name string) (Item[T], bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	it, ok := c.items[name]
+	if !ok {
+		return Item[T]{}, false
+	}
+	return *it, true
+}
+
+// List returns a snapshot of every object, sorted by name.
+func (c *Cache[T]) List() []Item[T] { return c.ListPrefix("") }
+
+// ListPrefix returns a snapshot of the objects whose names start with
+// namePrefix, sorted by name.
+func (c *Cache[T]) ListPrefix(namePrefix string) []Item[T] {
+	c.mu.RLock()
+	if c.names != nil {
+		defer c.mu.RUnlock()
+		return c.collectLocked(namePrefix)
+	}
+	c.mu.RUnlock()
+	// The sorted names are rebuilt lazily, so that a burst of additions
+	// costs one sort, at the first read after it.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.names == nil {
+		c.names = slices.Sorted(maps.Keys(c.items))
+	}
+	return c.collectLocked(namePrefix)
+}
+
+// collectLocked copies the items whose names start with namePrefix, in name
+// order. c.mu must be held and c.names current.
+func (c *Cache[T]) collectLocked(namePrefix string) []Item[T] {
+	names := c.names
+	if namePrefix != "" {
+		i := sort.SearchStrings(names, namePrefix)
+		j := i
+		for j < len(names) && strings.HasPrefix(names[j], namePrefix) {
+			j++
+		}
+		names = names[i:j]
+	}
+	out := make([]Item[T], len(names))
+	for i, n := range names {
+		out[i] = *c.items[n]
+	}
+	return out
+}
+
+// Len returns the number of objects.
+func (c *Cache[T]) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.items)
+}
+
+// Rev returns the revision the cache is current at; 0 before the first list.
+func (c *Cache[T]) Rev() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.rev
+}
+
+// WaitForRev blocks until the cache is current at rev or later, for
+// read-your-writes: pass the revision a write returned. rev may come from a
+// write outside the collection; the cache then asks etcd to confirm its
+// progress rather than wait for a change of its own.
+func (c *Cache[T]) WaitForRev(ctx context.Context, rev int64) error {
+	var tick *time.Ticker
+	for {
+		c.mu.RLock()
+		cur, revc := c.rev, c.revc
+		c.mu.RUnlock()
+		if cur >= rev {
+			return nil
+		}
+		select {
+		case c.progress <- struct{}{}:
+		default: // a request is pending already
+		}
+		if tick == nil {
+			tick = time.NewTicker(progressRetry)
+			defer tick.Stop()
+		}
+		select {
+		case <-revc:
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("store: wait for revision %d (cache at %d): %w", rev, cur, ctx.Err())
+		}
+	}
+}
+
+// cacheHandler keeps Replace and Apply off the Cache's exported API.
+type cacheHandler[T any] struct{ c *Cache[T] }
+
+func (h cacheHandler[T]) Replace(items []KV, rev int64)   { h.c.replace(items, rev) }
+func (h cacheHandler[T]) Apply(events []Event, rev int64) { h.c.apply(events, rev) }
+
+func (c *Cache[T]) replace(kvs []KV, rev int64) {
+	next := make(map[string]*Item[T], len(kvs))
+	for _, kv := range kvs {
+		name := c.coll.Name(kv.Key)
+		if old, ok := c.items[name]; ok && old.ModRevision == kv.ModRevision {
+			// Unchanged: keep the decoded item, which also keeps it out of
+			// the diff.
+			next[name] = old
+			continue
+		}
+		if it, ok := c.decode(kv); ok {
+			next[name] = it
+		}
+	}
+
+	var changes []Change[T]
+	if len(c.onChange) > 0 {
+		for name, old := range c.items {
+			if nw, ok := next[name]; !ok {
+				changes = append(changes, Change[T]{Name: name, Old: old})
+			} else if nw != old {
+				changes = append(changes, Change[T]{Name: name, Old: old, New: nw})
+			}
+		}
+		for name, nw := range next {
+			if _, ok := c.items[name]; !ok {
+				changes = append(changes, Change[T]{Name: name, New: nw})
+			}
+		}
+		slices.SortFunc(changes, func(a, b Change[T]) int { return cmp.Compare(a.Name, b.Name) })
+	}
+
+	c.mu.Lock()
+	c.items = next
+	c.names = nil
+	c.advanceLocked(rev)
+	c.mu.Unlock()
+
+	select {
+	case <-c.synced:
+	default:
+		close(c.synced)
+	}
+	c.notify(changes)
+}
+
+func (c *Cache[T]) apply(events []Event, rev int64) {
+	type update struct {
+		name string
+		item *Item[T] // nil deletes
+	}
+	// Decode before taking the lock, so readers never wait on the codec.
+	updates := make([]update, 0, len(events))
+	for _, ev := range events {
+		u := update{name: c.coll.Name(ev.KV.Key)}
+		if ev.Type == EventPut {
+			// An object that no longer decodes leaves the cache, as it
+			// would on a relist: keeping the old value would claim a
+			// revision that is no longer current.
+			u.item, _ = c.decode(ev.KV)
+		}
+		updates = append(updates, u)
+	}
+
+	track := len(c.onChange) > 0
+	var (
+		changes []Change[T]
+		index   map[string]int // name -> position in changes
+	)
+	if track {
+		index = make(map[string]int, len(updates))
+	}
+	c.mu.Lock()
+	for _, u := range updates {
+		old, had := c.items[u.name]
+		switch {
+		case u.item != nil:
+			if !had {
+				c.names = nil
+			}
+			c.items[u.name] = u.item
+		case had:
+			delete(c.items, u.name)
+			c.names = nil
+		default:
+			continue // deleting what is not there
+		}
+		if !track {
+			continue
+		}
+		if i, ok := index[u.name]; ok {
+			changes[i].New = u.item // merge into the batch's first change
+		} else {
+			index[u.name] = len(changes)
+			changes = append(changes, Change[T]{Name: u.name, Old: old, New: u.item})
+		}
+	}
+	c.advanceLocked(rev)
+	c.mu.Unlock()
+
+	// Created and deleted within the batch: nothing to report.
+	changes = slices.DeleteFunc(changes, func(ch Change[T]) bool { return ch.Old == nil && ch.New == nil })
+	c.notify(changes)
+}
+
+func (c *Cache[T]) decode(kv KV) (*Item[T], bool) {
+	it, err := c.coll.Decode(kv)
+	if err != nil {
+		c.log.Error("store: skipping undecodable object", "key", c.coll.s.prefix+kv.Key,
+			"mod_revision", kv.ModRevision, "err", err)
+		return nil, false
+	}
+	return &it, true
+}
+
+func (c *Cache[T]) advanceLocked(rev int64) {
+	if rev <= c.rev {
+		return
+	}
+	c.rev = rev
+	close(c.revc)
+	c.revc = make(chan struct{})
+}
+
+func (c *Cache[T]) notify(changes []Change[T]) {
+	if len(changes) == 0 {
+		return
+	}
+	for _, fn := range c.onChange {
+		fn(changes)
+	}
+}

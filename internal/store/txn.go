@@ -1,0 +1,286 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TxnError reports which condition of a transaction failed. Err is
+// ErrExists, ErrConflict, ErrNotFound or ErrFenced; Key is the key relative
+// to the store prefix, or the absolute guard key for ErrFenced.
+type TxnError struct {
+	Key string
+	Err error
+}
+
+func (e *TxnError) Error() string { return "store: " + e.Key + ": " + e.Err.Error() }
+
+func (e *TxnError) Unwrap() error { return e.Err }
+
+type opKind uint8
+
+const (
+	opCreate opKind = iota
+	opUpdate
+	opPut
+	opDelete
+	opDeletePrefix
+)
+
+type txnOp struct {
+	kind   opKind
+	key    string // relative to the store prefix
+	value  []byte
+	modRev int64
+}
+
+// Txn builds one atomic etcd transaction of many operations: either all of
+// them apply at one revision or none does. Build it with the chaining methods
+// and send it with Commit. A Txn is meant for one Commit and is not safe for
+// concurrent use.
+//
+// etcd caps the operations in one transaction (--max-txn-ops, 1024 for
+// Strata's clusters; each operation with a condition also counts one
+// comparison), so batch in chunks of a few hundred.
+type Txn struct {
+	s      *Store
+	ops    []txnOp
+	guards []Guard
+	err    error // first error found while building; Commit returns it
+}
+
+// Txn starts an empty transaction.
+func (s *Store) Txn() *Txn { return &Txn{s: s} }
+
+// Create adds a write of key that requires the key to be absent.
+func (t *Txn) Create(key string, val []byte) *Txn {
+	return t.add(txnOp{kind: opCreate, key: key, value: val})
+}
+
+// Update adds a write of key that requires its ModRevision to be modRev,
+// which must be positive (use Put for an unconditional write).
+func (t *Txn) Update(key string, val []byte, modRev int64) *Txn {
+	if modRev <= 0 {
+		t.fail(fmt.Errorf("store: update %s: mod revision %d is not positive", key, modRev))
+	}
+	return t.add(txnOp{kind: opUpdate, key: key, value: val, modRev: modRev})
+}
+
+// Put adds an unconditional write of key.
+func (t *Txn) Put(key string, val []byte) *Txn {
+	return t.add(txnOp{kind: opPut, key: key, value: val})
+}
+
+// Delete adds a deletion of key. With modRev > 0 it requires the key to be
+// at that ModRevision; with 0 it deletes the key if present and is a no-op
+// otherwise (unlike Store.Delete, which reports the absence).
+func (t *Txn) Delete(key string, modRev int64) *Txn {
+	if modRev < 0 {
+		t.fail(fmt.Errorf("store: delete %s: negative mod revision %d", key, modRev))
+	}
+	return t.add(txnOp{kind: opDelete, key: key, modRev: modRev})
+}
+
+// DeletePrefix adds an unconditional deletion of every key under prefix.
+// No other operation of the transaction may touch a key under it.
+func (t *Txn) DeletePrefix(prefix string) *Txn {
+	t.ops = append(t.ops, txnOp{kind: opDeletePrefix, key: prefix})
+	return t
+}
+
+// Guard adds conditions that must hold for the transaction to apply; if one
+// fails, Commit returns ErrFenced, whatever else failed.
+func (t *Txn) Guard(g ...Guard) *Txn {
+	for _, g := range g {
+		if g == nil {
+			t.fail(errors.New("store: nil guard"))
+			continue
+		}
+		t.guards = append(t.guards, g)
+	}
+	return t
+}
+
+// Len returns the number of operations, so callers can cut batches.
+func (t *Txn) Len() int { return len(t.ops) }
+
+// Commit sends the transaction and returns the revision it applied at. A
+// transaction without operations sends nothing and returns (0, nil).
+//
+// When a condition fails, nothing is applied and the error is a *TxnError
+// naming the first failing condition: a guard (ErrFenced) before any
+// operation, then operations in the order they were added.
+func (t *Txn) Commit(ctx context.Context) (int64, error) {
+	resp, err := t.commit(ctx)
+	if err != nil || resp == nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
+}
+
+func (t *Txn) add(op txnOp) *Txn {
+	if op.key == "" {
+		t.fail(errEmptyKey)
+	}
+	t.ops = append(t.ops, op)
+	return t
+}
+
+func (t *Txn) fail(err error) {
+	if t.err == nil {
+		t.err = err
+	}
+}
+
+// check is one compared key: when the transaction fails, the Else branch
+// reads every compared key, and check decides locally whether its condition
+// was the one that failed. That classifies the failure in the same round trip
+// instead of a second read that could race with other writers.
+type check struct {
+	key    string // as reported in TxnError
+	kind   opKind
+	guard  bool
+	expect int64 // CreateRevision for guards, ModRevision for updates and deletes
+}
+
+func (c check) eval(kv *mvccpb.KeyValue) error {
+	switch {
+	case c.guard:
+		if kv == nil || kv.CreateRevision != c.expect {
+			return ErrFenced
+		}
+	case c.kind == opCreate:
+		if kv != nil {
+			return ErrExists
+		}
+	default: // update, or delete at a revision
+		if kv == nil {
+			return ErrNotFound
+		}
+		if kv.ModRevision != c.expect {
+			return ErrConflict
+		}
+	}
+	return nil
+}
+
+// commit sends the transaction; it returns (nil, nil) for an empty one.
+// Store.Delete needs the raw response to see whether a key was deleted.
+func (t *Txn) commit(ctx context.Context) (*clientv3.TxnResponse, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
+	if len(t.ops) == 0 {
+		return nil, nil
+	}
+	if err := t.checkOverlap(); err != nil {
+		return nil, err
+	}
+
+	var (
+		cmps   []clientv3.Cmp
+		checks []check
+		then   = make([]clientv3.Op, 0, len(t.ops))
+		els    []clientv3.Op
+	)
+	compare := func(c check, abs string, cmp clientv3.Cmp) {
+		cmps = append(cmps, cmp)
+		checks = append(checks, c)
+		// Keys only: classification needs revisions, not values.
+		els = append(els, clientv3.OpGet(abs, clientv3.WithKeysOnly()))
+	}
+	// Guards go first so that a fenced writer always learns it is fenced,
+	// not that its data was stale.
+	for _, g := range t.guards {
+		key, rev := g.GuardKey(), g.GuardRev()
+		if key == "" || rev <= 0 {
+			return nil, fmt.Errorf("store: invalid guard %q at create revision %d", key, rev)
+		}
+		compare(check{key: key, guard: true, expect: rev}, key,
+			clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
+	}
+	for _, op := range t.ops {
+		abs := t.s.prefix + op.key
+		switch op.kind {
+		case opCreate:
+			compare(check{key: op.key, kind: op.kind}, abs,
+				clientv3.Compare(clientv3.CreateRevision(abs), "=", 0))
+			then = append(then, clientv3.OpPut(abs, string(op.value)))
+		case opUpdate:
+			compare(check{key: op.key, kind: op.kind, expect: op.modRev}, abs,
+				clientv3.Compare(clientv3.ModRevision(abs), "=", op.modRev))
+			then = append(then, clientv3.OpPut(abs, string(op.value)))
+		case opPut:
+			then = append(then, clientv3.OpPut(abs, string(op.value)))
+		case opDelete:
+			if op.modRev > 0 {
+				compare(check{key: op.key, kind: op.kind, expect: op.modRev}, abs,
+					clientv3.Compare(clientv3.ModRevision(abs), "=", op.modRev))
+			}
+			then = append(then, clientv3.OpDelete(abs))
+		case opDeletePrefix:
+			key, end := t.s.prefixRange(op.key)
+			then = append(then, clientv3.OpDelete(key, clientv3.WithRange(end)))
+		}
+	}
+
+	txn := t.s.cli.Txn(ctx).If(cmps...).Then(then...)
+	if len(els) > 0 {
+		txn = txn.Else(els...)
+	}
+	resp, err := txn.Commit()
+	if err != nil {
+		return nil, wrapErr(fmt.Sprintf("txn of %d ops", len(t.ops)), err)
+	}
+	if resp.Succeeded {
+		return resp, nil
+	}
+	for i, c := range checks {
+		var kv *mvccpb.KeyValue
+		if rr := resp.Responses[i].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+			kv = rr.Kvs[0]
+		}
+		if err := c.eval(kv); err != nil {
+			return nil, &TxnError{Key: c.key, Err: err}
+		}
+	}
+	// The Else reads run at the revision the conditions were evaluated at,
+	// so one of them must explain the failure.
+	return nil, fmt.Errorf("store: txn of %d ops failed but every condition holds", len(t.ops))
+}
+
+// checkOverlap rejects two operations on one key before sending, because
+// etcd refuses the whole transaction with an error that does not say which
+// key was duplicated.
+func (t *Txn) checkOverlap() error {
+	keys := make(map[string]struct{}, len(t.ops))
+	var prefixes []string
+	for _, op := range t.ops {
+		if op.kind == opDeletePrefix {
+			prefixes = append(prefixes, op.key)
+			continue
+		}
+		if _, dup := keys[op.key]; dup {
+			return fmt.Errorf("store: txn: key %s appears in more than one operation", op.key)
+		}
+		keys[op.key] = struct{}{}
+	}
+	for i, p := range prefixes {
+		for k := range keys {
+			if strings.HasPrefix(k, p) {
+				return fmt.Errorf("store: txn: key %s is under deleted prefix %q", k, p)
+			}
+		}
+		for j, q := range prefixes {
+			if i != j && strings.HasPrefix(q, p) {
+				return fmt.Errorf("store: txn: deleted prefixes %q and %q overlap", p, q)
+			}
+		}
+	}
+	return nil
+}

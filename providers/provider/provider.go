@@ -1,0 +1,161 @@
+// Package provider is the contract between an agent and the providers that
+// make assignments real on a node: containerd for containers, libvirt for
+// VMs, HAProxy for load balancers, and an in-memory fake.
+//
+// The Go interface mirrors proto/provider/v1's ProviderService, so that a
+// provider runs in the agent's process or as a plugin binary behind a unix
+// socket with the same behaviour; the conformance suite in providertest
+// checks both. Every call is idempotent on the assignment id.
+package provider
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+)
+
+// ErrNotFound is returned by Status for a replica the provider does not
+// hold. It wraps api.ErrNotFound so that it survives the gRPC edge.
+var ErrNotFound = api.ErrNotFound
+
+// ErrUnsupported is returned for an assignment kind the provider does not
+// serve, or by optional capabilities a provider lacks.
+var ErrUnsupported = errors.New("unsupported by this provider")
+
+// Provider makes assignments real on a node.
+type Provider interface {
+	// Info says who the provider is and which kinds it serves.
+	Info(ctx context.Context) (Info, error)
+	// Health reports the provider's conditions (CRI, CNI, CSI,
+	// provider/<name>), which feed the node's conditions.
+	Health(ctx context.Context) ([]api.Condition, error)
+	// Apply converges the replica towards a and returns what it observed.
+	// It may return before the replica is ready (phase provision); the
+	// agent then polls Status. Applying the same assignment again changes
+	// nothing; a higher Generation updates what changed (endpoints of a
+	// load balancer, for example). A failure of the replica itself (bad
+	// image, exit) is reported in the status (phase error, reason), not as
+	// an error: the error return is for calls that could not be made.
+	Apply(ctx context.Context, a *api.Assignment) (api.AssignmentStatus, error)
+	// Delete stops the replica and removes everything it holds on the
+	// node (volumes are removed only for Volume assignments). grace bounds
+	// a graceful stop before a forced one. A replica that does not exist
+	// is not an error. a may carry only the ID (an orphan found by List).
+	Delete(ctx context.Context, a *api.Assignment, grace time.Duration) error
+	// Status returns the replica's current state, or ErrNotFound.
+	Status(ctx context.Context, id string) (api.AssignmentStatus, error)
+	// List returns every replica the provider holds for this agent, for
+	// restart recovery and orphan clean-up.
+	List(ctx context.Context) ([]Listed, error)
+}
+
+// ConditionType is the type of the condition a provider called name
+// reports about itself in Health: "provider/<name>".
+func ConditionType(name string) string { return "provider/" + name }
+
+// Info describes a provider.
+type Info struct {
+	Name    string
+	Version string
+	Kinds   []api.ProviderKind
+	// Capacity is what the provider contributes to the node when it
+	// knows better than the agent; nil means unknown.
+	Capacity *api.Capacity
+}
+
+// Listed is one replica found by List.
+type Listed struct {
+	ID   string
+	Kind api.ResourceKind
+	// Generation is the assignment generation the replica was last
+	// applied with.
+	Generation int64
+	Status     api.AssignmentStatus
+}
+
+// LogOptions selects what Logs writes.
+type LogOptions struct {
+	Follow bool
+	// TailLines limits the output to the last lines; 0 means all.
+	TailLines int
+}
+
+// Logger is an optional capability: providers that keep a replica's
+// output implement it. Logs writes to w until the output ends or, when
+// following, until ctx is done; following that ends because ctx is done
+// is not a failure and returns nil.
+type Logger interface {
+	Logs(ctx context.Context, id string, opts LogOptions, w io.Writer) error
+}
+
+// Watcher is an optional capability: providers that learn of state changes
+// (a container exiting, a domain crashing) push them instead of waiting
+// for the agent's next poll. The channel closes when ctx is done.
+type Watcher interface {
+	Watch(ctx context.Context) (<-chan api.AssignmentStatus, error)
+}
+
+// Closer is an optional capability for providers holding connections or
+// processes.
+type Closer interface {
+	Close() error
+}
+
+// Options is what an agent gives a provider factory.
+type Options struct {
+	// Name is the provider's configured name.
+	Name string
+	// Node is the agent's node name; providers scope what they own by it
+	// (a containerd namespace, a libvirt domain name prefix).
+	Node string
+	// DataDir is a directory private to this provider on this node.
+	DataDir string
+	// Config is the provider's own settings from the agent's config file
+	// (decode it with Decode).
+	Config map[string]any
+	Logger *slog.Logger
+}
+
+// Factory makes a provider.
+type Factory func(ctx context.Context, o Options) (Provider, error)
+
+// Registry maps provider names to factories. The binary that embeds
+// providers fills one explicitly (no init-time globals), so that which
+// providers a binary carries is visible in its main.
+type Registry struct {
+	factories map[string]Factory
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{factories: map[string]Factory{}} }
+
+// Register adds a factory; registering a name twice panics (a programming
+// error in a main function).
+func (r *Registry) Register(name string, f Factory) {
+	if _, dup := r.factories[name]; dup {
+		panic("provider: " + name + " registered twice")
+	}
+	r.factories[name] = f
+}
+
+// New makes the provider called name.
+func (r *Registry) New(ctx context.Context, name string, o Options) (Provider, error) {
+	f, ok := r.factories[name]
+	if !ok {
+		return nil, errors.New("provider: no provider named " + name + " in this binary (run it as a plugin?)")
+	}
+	return f(ctx, o)
+}
+
+// Names lists the registered providers.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.factories))
+	for n := range r.factories {
+		names = append(names, n)
+	}
+	return names
+}

@@ -1,0 +1,280 @@
+// Package controller is a region's leader-elected control loop. It turns
+// placements (desired state from the global tier) into assignments (one
+// per replica, placed on a node by the scheduler), replaces replicas that
+// fail, miss a deadline or lose their node, rolls out new revisions, drains
+// nodes, and writes each resource's status (a share) for the global tier.
+//
+// It never writes a replica's phase: phases follow from the assignment
+// (what the controller asked) and the status (what the agent saw), see
+// state.ReplicaPhase. It reads only its caches, batches every write of a
+// pass into a few fenced transactions, and waits for its caches to see
+// its own writes before the next pass, so that it never acts twice on a
+// stale view.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/region/state"
+)
+
+// Emitter records events; it must not block.
+type Emitter interface {
+	Emit(ev events.Event)
+}
+
+// Options configure a Controller.
+type Options struct {
+	Region string
+	State  *state.State
+	Caches *state.Caches
+	Events Emitter
+	// ProvisionTimeout bounds created/provision → ready of one replica.
+	ProvisionTimeout time.Duration
+	// DestroyTimeout bounds destroy → destroyed; past it the record is
+	// removed (the agent, if it ever returns, removes the orphan).
+	DestroyTimeout time.Duration
+	// RetryBackoff is the first delay before replacing a failed replica
+	// again; it doubles up to MaxBackoff.
+	RetryBackoff time.Duration
+	MaxBackoff   time.Duration
+	// Resync re-examines every resource this often (deadlines, backoffs).
+	Resync time.Duration
+	Logger *slog.Logger
+	Clock  func() time.Time
+}
+
+// Controller is a region's control loop. Lead runs it while this process
+// holds the region's leadership.
+type Controller struct {
+	o   Options
+	log *slog.Logger
+
+	mu    sync.Mutex
+	dirty map[string]struct{}
+	all   bool
+	wake  chan struct{}
+
+	// index maps resource keys and nodes to assignment ids; it follows
+	// the assignment cache through its feed.
+	index *index
+
+	// backoff per resource key, in memory: a new leader starts afresh.
+	backoff map[string]*retry
+}
+
+type retry struct {
+	failures int
+	next     time.Time
+}
+
+// New returns a controller; it subscribes to the caches' feeds at once so
+// that its index is complete when the caches sync.
+func New(o Options) *Controller {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.ProvisionTimeout == 0 {
+		o.ProvisionTimeout = 5 * time.Minute
+	}
+	if o.DestroyTimeout == 0 {
+		o.DestroyTimeout = 2 * time.Minute
+	}
+	if o.RetryBackoff == 0 {
+		o.RetryBackoff = time.Second
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = time.Minute
+	}
+	if o.Resync == 0 {
+		o.Resync = 2 * time.Second
+	}
+	c := &Controller{
+		o:       o,
+		log:     o.Logger.With("component", "controller", "region", o.Region),
+		dirty:   map[string]struct{}{},
+		wake:    make(chan struct{}, 1),
+		index:   newIndex(),
+		backoff: map[string]*retry{},
+	}
+	o.Caches.AssignmentFeed.Subscribe(c.onAssignments)
+	o.Caches.PlacementFeed.Subscribe(func(ch []store.Change[api.Placement]) {
+		for _, x := range ch {
+			c.mark(x.Name)
+		}
+	})
+	o.Caches.StatusFeed.Subscribe(func(ch []store.Change[api.AssignmentStatus]) {
+		for _, x := range ch {
+			if key, ok := c.index.resourceOf(x.Name); ok {
+				c.mark(key)
+			}
+		}
+	})
+	// Node changes (health, cordon, capacity) can make unplaced replicas
+	// placeable or placed ones lost: look at everything.
+	o.Caches.NodeFeed.Subscribe(func([]store.Change[api.Node]) { c.markAll() })
+	o.Caches.NodeStatusFeed.Subscribe(func([]store.Change[api.NodeStatus]) { c.markAll() })
+	o.Caches.DrainFeed.Subscribe(func([]store.Change[api.DrainStatus]) { c.markAll() })
+	return c
+}
+
+func (c *Controller) onAssignments(changes []store.Change[api.Assignment]) {
+	for _, ch := range changes {
+		var key string
+		if ch.New != nil {
+			key = ch.New.Value.ResourceKey()
+			c.index.put(ch.New.Value)
+		} else if ch.Old != nil {
+			key = ch.Old.Value.ResourceKey()
+			c.index.remove(ch.Old.Value)
+		}
+		c.mark(key)
+	}
+}
+
+func (c *Controller) mark(key string) {
+	c.mu.Lock()
+	c.dirty[key] = struct{}{}
+	c.mu.Unlock()
+	c.poke()
+}
+
+func (c *Controller) markAll() {
+	c.mu.Lock()
+	c.all = true
+	c.mu.Unlock()
+	c.poke()
+}
+
+func (c *Controller) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Controller) takeDirty() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var keys []string
+	if c.all {
+		seen := map[string]struct{}{}
+		for _, it := range c.o.Caches.Placements.List() {
+			seen[it.Name] = struct{}{}
+		}
+		for _, k := range c.index.resources() {
+			seen[k] = struct{}{}
+		}
+		for _, it := range c.o.Caches.Shares.List() {
+			seen[it.Name] = struct{}{}
+		}
+		for k := range c.dirty {
+			seen[k] = struct{}{}
+		}
+		keys = make([]string, 0, len(seen))
+		for k := range seen {
+			keys = append(keys, k)
+		}
+		c.all = false
+	} else {
+		keys = make([]string, 0, len(c.dirty))
+		for k := range c.dirty {
+			keys = append(keys, k)
+		}
+	}
+	clear(c.dirty)
+	return keys
+}
+
+// Lead runs the control loop until ctx is cancelled (leadership lost or
+// shutdown). Every write carries guard, so a deposed leader's writes fail.
+func (c *Controller) Lead(ctx context.Context, guard store.Guard) error {
+	if err := c.o.Caches.WaitSynced(ctx); err != nil {
+		return err
+	}
+	c.log.Info("controller leading")
+	c.backoff = map[string]*retry{}
+	c.markAll()
+	resync := time.NewTicker(c.o.Resync)
+	defer resync.Stop()
+	pause := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			c.log.Info("controller stopped leading")
+			return nil
+		case <-c.wake:
+		case <-resync.C:
+			c.markAll()
+			continue
+		}
+		keys := c.takeDirty()
+		if len(keys) == 0 {
+			continue
+		}
+		err := c.pass(ctx, guard, keys)
+		switch {
+		case err == nil:
+			pause = 0
+		case errors.Is(err, store.ErrFenced):
+			c.log.Warn("controller write fenced: leadership lost", "err", err)
+			return err
+		case ctx.Err() != nil:
+			return nil
+		default:
+			// A conflict or an etcd hiccup: look again after the
+			// caches catch up, backing off while it persists.
+			pause = min(max(2*pause, 50*time.Millisecond), 2*time.Second)
+			c.log.Warn("controller pass failed; retrying", "err", err, "resources", len(keys), "retryIn", pause)
+			for _, k := range keys {
+				c.mark(k)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(pause):
+			}
+		}
+	}
+}
+
+// pass reconciles keys against one consistent view and commits the result.
+func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string) error {
+	now := c.o.Clock()
+	p := newPlan(c.o.State)
+	view := c.newView(now)
+	seen := make(map[string]bool, len(keys))
+	for _, key := range append(keys, c.drainKeys(view)...) {
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		c.reconcile(view, p, key)
+	}
+	c.reconcileDrains(view, p)
+	if p.empty() {
+		return nil
+	}
+	rev, err := p.commit(ctx, guard)
+	for _, ev := range p.committedEvents() {
+		c.o.Events.Emit(ev)
+	}
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	// Read our own writes before the next pass decides anything.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return p.waitCaches(wctx, c.o.Caches, rev)
+}

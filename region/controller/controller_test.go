@@ -1,0 +1,506 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
+	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/region/state"
+)
+
+// harness runs a controller against embedded etcd, with a simulated agent
+// that reports what the test lets it report.
+type harness struct {
+	t      *testing.T
+	st     *state.State
+	caches *state.Caches
+	ctrl   *Controller
+	guard  testGuard
+	ev     *events.Memory
+
+	mu sync.Mutex
+	// hold keeps replicas of these resources from becoming ready.
+	hold map[string]bool
+	// fail makes replicas of these resources report error.
+	fail map[string]bool
+	// down nodes never report.
+	down map[string]bool
+}
+
+type testGuard struct {
+	key string
+	rev int64
+}
+
+func (g testGuard) GuardKey() string { return g.key }
+func (g testGuard) GuardRev() int64  { return g.rev }
+
+func newHarness(t *testing.T, opts ...func(*Options)) *harness {
+	t.Helper()
+	cli := etcdtest.Client(t, etcdtest.Embedded(t))
+	s := store.New(cli, "/strata/region/")
+	h := &harness{t: t, st: state.New(s), hold: map[string]bool{}, fail: map[string]bool{}, down: map[string]bool{}}
+	h.caches = state.NewCaches(h.st)
+	h.ev = events.NewMemory(10000)
+	resp, err := cli.Put(context.Background(), "/test/leader", "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.guard = testGuard{key: "/test/leader", rev: resp.Header.Revision}
+	o := Options{
+		Region:           "r1",
+		State:            h.st,
+		Caches:           h.caches,
+		Events:           emitFunc(func(ev events.Event) { _, _ = h.ev.Append(context.Background(), ev) }),
+		ProvisionTimeout: time.Minute,
+		DestroyTimeout:   time.Minute,
+		RetryBackoff:     50 * time.Millisecond,
+		Resync:           200 * time.Millisecond,
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	h.ctrl = New(o)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 3)
+	go func() { _ = h.caches.Run(ctx); done <- struct{}{} }()
+	go func() { _ = h.ctrl.Lead(ctx, h.guard); done <- struct{}{} }()
+	go func() { h.simulateAgents(ctx); done <- struct{}{} }()
+	t.Cleanup(func() {
+		cancel()
+		for range 3 {
+			<-done
+		}
+	})
+	if err := h.caches.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+type emitFunc func(events.Event)
+
+func (f emitFunc) Emit(ev events.Event) { f(ev) }
+
+// simulateAgents plays every node's agent: it reports running replicas
+// ready (unless held or failing) and destroyed ones destroyed.
+func (h *harness) simulateAgents(ctx context.Context) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		h.mu.Lock()
+		t := h.st.Store.Txn()
+		for _, it := range h.caches.Assignments.List() {
+			a := it.Value
+			if a.Node == "" || h.down[a.Node] {
+				continue
+			}
+			phase := api.PhaseReady
+			reason := ""
+			switch {
+			case a.Desired == api.DesiredDestroyed:
+				phase = api.PhaseDestroyed
+			case h.fail[a.ResourceKey()]:
+				phase, reason = api.PhaseError, "exit code 1"
+			case h.hold[a.ResourceKey()]:
+				phase = api.PhaseProvision
+			}
+			if cur, ok := h.caches.Statuses.Get(a.ID); ok && cur.Value.Phase == phase && cur.Value.ObservedGeneration == a.Generation && cur.Value.Node == a.Node {
+				continue
+			}
+			st := &api.AssignmentStatus{ID: a.ID, Node: a.Node, ObservedGeneration: a.Generation, Phase: phase, Reason: reason, Since: time.Now()}
+			_ = h.st.Statuses.TxnPut(t, a.ID, st)
+			if t.Len() >= 400 {
+				break
+			}
+		}
+		h.mu.Unlock()
+		if t.Len() > 0 {
+			if _, err := t.Commit(ctx); err != nil && ctx.Err() == nil {
+				h.t.Logf("simulated agents: %v", err)
+			}
+		}
+	}
+}
+
+func (h *harness) set(m map[string]bool, k string, v bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m[k] = v
+}
+
+func (h *harness) addNode(name, zone string, health api.Health) {
+	h.t.Helper()
+	ctx := context.Background()
+	n := &api.Node{
+		Name: name, Region: "r1", Zone: zone, Schedulable: true,
+		Providers: []api.NodeProvider{{Name: "fake", Kinds: []api.ProviderKind{api.ProviderContainer}}},
+		Capacity:  api.Capacity{MilliCPU: 8000, MemoryMiB: 16384, DiskMiB: 100000},
+	}
+	if _, err := h.st.Nodes.Put(ctx, name, n); err != nil {
+		h.t.Fatal(err)
+	}
+	h.setHealth(name, health)
+}
+
+func (h *harness) setHealth(name string, health api.Health) {
+	h.t.Helper()
+	if _, err := h.st.NodeStatus.Put(context.Background(), name, &api.NodeStatus{Health: health, Since: time.Now()}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) place(name string, replicas int, revision int64, mutate ...func(*api.Placement)) {
+	h.t.Helper()
+	pl := &api.Placement{
+		Region: "r1",
+		Resource: api.Resource{
+			Name: name, Tenant: "t", UID: "uid-" + name, Kind: api.KindCompute, Replicas: replicas,
+			Revision: revision, Generation: revision,
+			Spec: api.ResourceSpec{Flavor: "small", Compute: &api.ComputeSpec{Image: "busybox"}},
+		},
+		Flavor: &api.Flavor{Name: "small", Kind: api.ProviderContainer, Spec: api.FlavorSpec{VCPUs: 1, MemoryMiB: 512}},
+	}
+	for _, f := range mutate {
+		f(pl)
+	}
+	if _, err := h.st.Placements.Put(context.Background(), "t/"+name, pl); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) share(name string) *state.Share {
+	it, ok := h.caches.Shares.Get("t/" + name)
+	if !ok {
+		return nil
+	}
+	return it.Value
+}
+
+func (h *harness) replicas(name string) (running, destroying []*api.Assignment) {
+	for _, it := range h.caches.Assignments.List() {
+		a := it.Value
+		if a.Resource != name {
+			continue
+		}
+		if a.Desired == api.DesiredRunning {
+			running = append(running, a)
+		} else {
+			destroying = append(destroying, a)
+		}
+	}
+	return running, destroying
+}
+
+func (h *harness) eventually(what string, cond func() error) {
+	h.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.t.Fatalf("%s: %v", what, err)
+}
+
+func (h *harness) readyWith(name string, n int) func() error {
+	return func() error {
+		s := h.share(name)
+		if s == nil {
+			return fmt.Errorf("no share")
+		}
+		run, dying := h.replicas(name)
+		if s.Phase != api.PhaseReady || s.Ready != n || len(run) != n || len(dying) != 0 {
+			return fmt.Errorf("share %s %d/%d ready (%s); running %d, destroying %d; want ready %d/%d, none destroying",
+				s.Phase, s.Ready, s.Replicas, s.Reason, len(run), len(dying), n, n)
+		}
+		return nil
+	}
+}
+
+func TestCreateScaleDelete(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1", "a", api.HealthUp)
+	h.addNode("n2", "b", api.HealthUp)
+	h.place("web", 3, 1)
+	h.eventually("3 ready", h.readyWith("web", 3))
+
+	run, _ := h.replicas("web")
+	perNode := map[string]int{}
+	for _, a := range run {
+		perNode[a.Node]++
+	}
+	if perNode["n1"] == 0 || perNode["n2"] == 0 {
+		t.Errorf("placement: got %v; want replicas on both nodes (zone spread)", perNode)
+	}
+
+	h.place("web", 1, 1)
+	h.eventually("scaled to 1", h.readyWith("web", 1))
+
+	pl, _ := h.caches.Placements.Get("t/web")
+	del := *pl.Value
+	now := time.Now()
+	del.Resource.DeletionRequestedAt = &now
+	if _, err := h.st.Placements.Put(context.Background(), "t/web", &del); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("placement, share and replicas gone", func() error {
+		run, dying := h.replicas("web")
+		_, havePl := h.caches.Placements.Get("t/web")
+		if len(run)+len(dying) > 0 || havePl || h.share("web") != nil {
+			return fmt.Errorf("running %d, destroying %d, placement %v, share %v", len(run), len(dying), havePl, h.share("web") != nil)
+		}
+		if n := h.caches.Statuses.Len(); n != 0 {
+			return fmt.Errorf("%d statuses left", n)
+		}
+		return nil
+	})
+}
+
+func TestUnschedulableThenNodeArrives(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1", "a", api.HealthUp)
+	h.place("big", 2, 1, func(p *api.Placement) { p.Flavor.Spec.MemoryMiB = 10000 })
+	h.eventually("unschedulable reason", func() error {
+		s := h.share("big")
+		if s == nil || s.Phase != api.PhaseCreated || s.Reason != "unschedulable: 0/1 nodes fit: 1 insufficient memory" {
+			return fmt.Errorf("share %+v; want phase created with the filter's reason", s)
+		}
+		return nil
+	})
+	h.addNode("n2", "b", api.HealthUp)
+	h.eventually("both placed", h.readyWith("big", 2))
+}
+
+func TestRollingUpdateKeepsReplicasReady(t *testing.T) {
+	h := newHarness(t)
+	for i := range 3 {
+		h.addNode(fmt.Sprintf("n%d", i), "a", api.HealthUp)
+	}
+	h.place("web", 4, 1)
+	h.eventually("4 ready", h.readyWith("web", 4))
+
+	// Watch readiness through the rollout: never fewer than 4 ready.
+	stop := make(chan struct{})
+	minReady := make(chan int, 1)
+	go func() {
+		low := 4
+		for {
+			select {
+			case <-stop:
+				minReady <- low
+				return
+			default:
+			}
+			if s := h.share("web"); s != nil && s.Ready < low {
+				low = s.Ready
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	h.place("web", 4, 2)
+	h.eventually("rolled to revision 2", func() error {
+		if err := h.readyWith("web", 4)(); err != nil {
+			return err
+		}
+		run, _ := h.replicas("web")
+		for _, a := range run {
+			if a.Revision != 2 {
+				return fmt.Errorf("replica %s still at revision %d", a.ID, a.Revision)
+			}
+		}
+		return nil
+	})
+	close(stop)
+	if low := <-minReady; low < 4 {
+		t.Errorf("ready replicas during the rollout: got a low of %d; want never below 4", low)
+	}
+}
+
+func TestNodeDownReschedules(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1", "a", api.HealthUp)
+	h.addNode("n2", "a", api.HealthUp)
+	h.place("web", 4, 1)
+	h.eventually("4 ready", h.readyWith("web", 4))
+
+	h.set(h.down, "n1", true)
+	h.setHealth("n1", api.HealthDown)
+	h.eventually("all running on n2", func() error {
+		run, _ := h.replicas("web")
+		for _, a := range run {
+			if a.Node != "n2" {
+				return fmt.Errorf("replica %s on %s", a.ID, a.Node)
+			}
+		}
+		if s := h.share("web"); s == nil || s.Ready != 4 {
+			return fmt.Errorf("share %+v; want 4 ready", s)
+		}
+		return nil
+	})
+	// The lost replicas wait in destroy for the node: it returns, its
+	// agent reports them destroyed, and they are gone.
+	_, dying := h.replicas("web")
+	if len(dying) == 0 {
+		t.Fatalf("destroying: got 0; want the lost replicas waiting for n1")
+	}
+	h.set(h.down, "n1", false)
+	h.setHealth("n1", api.HealthUp)
+	h.eventually("stale replicas removed", h.readyWith("web", 4))
+}
+
+func TestFailedReplicaReplacedWithBackoff(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1", "a", api.HealthUp)
+	h.set(h.fail, "t/crash", true)
+	h.place("crash", 1, 1)
+	h.eventually("error with reason", func() error {
+		s := h.share("crash")
+		if s == nil || s.Phase != api.PhaseError {
+			return fmt.Errorf("share %+v; want phase error", s)
+		}
+		return nil
+	})
+	h.eventually("replaced at least twice", func() error {
+		got, _ := h.ev.Range(context.Background(), events.Query{Reason: "ReplicaReplaced"})
+		if len(got) < 2 {
+			return fmt.Errorf("%d replacements", len(got))
+		}
+		return nil
+	})
+	h.set(h.fail, "t/crash", false)
+	h.eventually("recovered", h.readyWith("crash", 1))
+}
+
+func TestProvisionDeadline(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.ProvisionTimeout = 300 * time.Millisecond })
+	h.addNode("n1", "a", api.HealthUp)
+	h.set(h.hold, "t/slow", true)
+	h.place("slow", 1, 1)
+	h.eventually("deadline event", func() error {
+		got, _ := h.ev.Range(context.Background(), events.Query{Reason: "DeadlineExceeded"})
+		if len(got) == 0 {
+			return fmt.Errorf("no DeadlineExceeded event")
+		}
+		return nil
+	})
+	h.set(h.hold, "t/slow", false)
+	h.eventually("ready after release", h.readyWith("slow", 1))
+}
+
+func TestDrainMovesEverythingMakeBeforeBreak(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1", "a", api.HealthUp)
+	h.addNode("n2", "a", api.HealthUp)
+	for i := range 5 {
+		h.place(fmt.Sprintf("app%d", i), 2, 1, func(p *api.Placement) {
+			p.Flavor.Spec.VCPUs = 0.5
+		})
+	}
+	// Put all 10 replicas on n1 first: cordon n2 while they are placed.
+	n2, _ := h.st.Nodes.Get(context.Background(), "n2")
+	n2.Value.Schedulable = false
+	if _, err := h.st.Nodes.Put(context.Background(), "n2", n2.Value); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		h.eventually("app ready", h.readyWith(fmt.Sprintf("app%d", i), 2))
+	}
+	n2.Value.Schedulable = true
+	if _, err := h.st.Nodes.Put(context.Background(), "n2", n2.Value); err != nil {
+		t.Fatal(err)
+	}
+
+	// Watch every resource's ready count while the drain runs.
+	stop := make(chan struct{})
+	low := make(chan int, 1)
+	go func() {
+		m := 2
+		for {
+			select {
+			case <-stop:
+				low <- m
+				return
+			default:
+			}
+			for i := range 5 {
+				if s := h.share(fmt.Sprintf("app%d", i)); s != nil && s.Ready < m {
+					m = s.Ready
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	n1, _ := h.st.Nodes.Get(context.Background(), "n1")
+	n1.Value.Schedulable = false
+	if _, err := h.st.Nodes.Put(context.Background(), "n1", n1.Value); err != nil {
+		t.Fatal(err)
+	}
+	d := &api.DrainStatus{Node: "n1", State: api.DrainRunning, StartedAt: time.Now(), Deadline: time.Now().Add(time.Minute), MaxParallel: 2}
+	if _, err := h.st.Drains.Create(context.Background(), "n1", d); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("drain succeeded", func() error {
+		it, ok := h.caches.Drains.Get("n1")
+		if !ok || it.Value.State != api.DrainSucceeded {
+			return fmt.Errorf("drain %+v", it.Value)
+		}
+		if it.Value.Moved != 10 || it.Value.Total != 10 || it.Value.Remaining != 0 {
+			return fmt.Errorf("drain counts total %d moved %d remaining %d; want 10, 10, 0", it.Value.Total, it.Value.Moved, it.Value.Remaining)
+		}
+		return nil
+	})
+	close(stop)
+	if m := <-low; m < 2 {
+		t.Errorf("ready replicas of a resource during the drain: got a low of %d; want never below 2", m)
+	}
+	for i := range 5 {
+		h.eventually("app ready on n2", func() error {
+			run, _ := h.replicas(fmt.Sprintf("app%d", i))
+			for _, a := range run {
+				if a.Node != "n2" {
+					return fmt.Errorf("replica %s on %s", a.ID, a.Node)
+				}
+			}
+			return h.readyWith(fmt.Sprintf("app%d", i), 2)()
+		})
+	}
+	it, _ := h.caches.Drains.Get("n1")
+	moved := 0
+	for _, s := range it.Value.Steps {
+		if s.State == "moved" {
+			moved++
+		}
+	}
+	if moved != 10 {
+		t.Errorf("drain steps: got %d moved steps; want 10 (one per replica)", moved)
+	}
+}
+
+func TestDeposedLeaderIsFenced(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1", "a", api.HealthUp)
+	// Lose leadership: the guard key is replaced.
+	if _, err := h.st.Store.Client().Delete(context.Background(), "/test/leader"); err != nil {
+		t.Fatal(err)
+	}
+	p := newPlan(h.st)
+	p.putShare("t/x", &state.Share{Tenant: "t", Name: "x"})
+	_, err := p.commit(context.Background(), h.guard)
+	if err == nil || !isFenced(err) {
+		t.Fatalf("commit after losing leadership: got %v; want ErrFenced", err)
+	}
+}

@@ -1,0 +1,211 @@
+package controller
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/store"
+)
+
+// maxDrainSteps bounds the steps a drain status keeps (the newest).
+const maxDrainSteps = 200
+
+// drainRun is one running drain as a pass sees it. Moves are
+// make-before-break: a replacement is created elsewhere, and the replica
+// on the draining node is destroyed only once its replacement is ready,
+// so a resource never has fewer ready replicas than before. At most
+// MaxParallel moves are in flight. Past the deadline the remaining
+// replicas are destroyed without waiting. Replicas bound to a local
+// volume on the node are not moved (their data would not follow): they
+// count as failed and stay.
+type drainRun struct {
+	item   store.Item[api.DrainStatus]
+	budget int
+	forced bool
+	steps  []api.DrainStep
+	// moved and stopped count this pass's destroys; unmovable names the
+	// replicas that cannot move.
+	moved, stopped int
+	unmovable      map[string]string
+}
+
+// drains returns the running drains, computing each one's budget of new
+// moves from the moves already in flight.
+func (v *view) drains() map[string]*drainRun {
+	if v.drainRuns != nil {
+		return v.drainRuns
+	}
+	v.drainRuns = map[string]*drainRun{}
+	for _, it := range v.c.o.Caches.Drains.List() {
+		d := it.Value
+		if d.State != api.DrainRunning {
+			continue
+		}
+		run := &drainRun{item: it, forced: !d.Deadline.IsZero() && v.now.After(d.Deadline), unmovable: map[string]string{}}
+		inflight := 0
+		for _, id := range v.c.index.onNode(d.Node) {
+			if v.c.hasReplacement(id) {
+				inflight++
+			}
+		}
+		run.budget = max(d.MaxParallel, 1) - inflight
+		v.drainRuns[d.Node] = run
+	}
+	return v.drainRuns
+}
+
+// hasReplacement reports whether a running replica replaces id.
+func (c *Controller) hasReplacement(id string) bool {
+	key, ok := c.index.resourceOf(id)
+	if !ok {
+		return false
+	}
+	for _, other := range c.index.ofResource(key) {
+		if it, ok := c.o.Caches.Assignments.Get(other); ok && it.Value.Replaces == id && it.Value.Desired == api.DesiredRunning {
+			return true
+		}
+	}
+	return false
+}
+
+// drainKeys are the resources with replicas on draining nodes: every pass
+// looks at them so that drains progress without waiting for a resync.
+func (c *Controller) drainKeys(v *view) []string {
+	var out []string
+	for node := range v.drains() {
+		for _, id := range c.index.onNode(node) {
+			if key, ok := c.index.resourceOf(id); ok {
+				out = append(out, key)
+			}
+		}
+	}
+	return out
+}
+
+// moveOffDrainingNodes starts, completes or forces the moves of a
+// resource's replicas that sit on draining nodes.
+func (c *Controller) moveOffDrainingNodes(v *view, p *plan, key string, pl *api.Placement, live []*replica) []*replica {
+	runs := v.drains()
+	if len(runs) == 0 {
+		return live
+	}
+	replacement := map[string]*replica{}
+	for _, r := range live {
+		if r.a.Replaces != "" {
+			replacement[r.a.Replaces] = r
+		}
+	}
+	for _, r := range append([]*replica(nil), live...) {
+		run := runs[r.a.Node]
+		if run == nil || r.a.Desired != api.DesiredRunning {
+			continue
+		}
+		if why := unmovable(r); why != "" {
+			run.unmovable[r.a.ID] = why
+			continue
+		}
+		repl := replacement[r.a.ID]
+		switch {
+		case run.forced:
+			c.destroy(v, p, key, r, "drain deadline passed")
+			run.stopped++
+			run.step(v, r, "", "forced", "deadline passed before a replacement was ready")
+		case repl == nil:
+			if run.budget <= 0 {
+				continue
+			}
+			run.budget--
+			n := c.create(v, p, key, pl, r.a.ID)
+			live = append(live, n)
+			run.step(v, r, "", "moving", "replacement "+n.a.ID+" created")
+		case repl.phase == api.PhaseReady:
+			c.destroy(v, p, key, r, fmt.Sprintf("moved to %s by the drain of %s", repl.a.Node, r.a.Node))
+			run.moved++
+			run.step(v, r, repl.a.Node, "moved", "replacement "+repl.a.ID+" is ready")
+		}
+	}
+	return alive(live)
+}
+
+// unmovable says why a replica cannot be moved by a drain, or "".
+func unmovable(r *replica) string {
+	if r.a.Kind == api.KindVolume {
+		return "a local volume: its data stays on the node"
+	}
+	if len(r.a.Volumes) > 0 {
+		return "bound to local volume " + r.a.Volumes[0].Name + " on the node"
+	}
+	return ""
+}
+
+func (run *drainRun) step(v *view, r *replica, to, state, msg string) {
+	run.steps = append(run.steps, api.DrainStep{
+		Replica: r.a.ID, Resource: r.a.ResourceKey(), To: to, State: state, Message: msg, At: v.now,
+	})
+}
+
+// reconcileDrains updates every running drain's progress after the
+// resources had their pass, and finishes drains with nothing left to move.
+func (c *Controller) reconcileDrains(v *view, p *plan) {
+	for node, run := range v.drains() {
+		d := *run.item.Value
+		// What still runs on the node, minus this pass's destroys.
+		running := 0
+		for _, id := range c.index.onNode(node) {
+			if it, ok := c.o.Caches.Assignments.Get(id); ok && it.Value.Desired == api.DesiredRunning {
+				running++
+			}
+		}
+		running -= run.moved + run.stopped
+		if d.Total == 0 && d.Moved == 0 && d.Failed == 0 && len(d.Steps) == 0 {
+			d.Total = running + run.moved + run.stopped
+		}
+		d.Moved += run.moved
+		d.Failed = len(run.unmovable) + countForced(d.Steps) + run.stopped
+		d.Remaining = max(running-len(run.unmovable), 0)
+		d.Steps = append(append([]api.DrainStep(nil), d.Steps...), run.steps...)
+		if len(d.Steps) > maxDrainSteps {
+			d.Steps = d.Steps[len(d.Steps)-maxDrainSteps:]
+		}
+		d.Message = fmt.Sprintf("%d moved, %d remaining, %d failed", d.Moved, d.Remaining, d.Failed)
+		if len(run.unmovable) > 0 {
+			ids := make([]string, 0, len(run.unmovable))
+			for id := range run.unmovable {
+				ids = append(ids, id)
+			}
+			sort.Strings(ids)
+			d.Message += fmt.Sprintf("; not moved: %s (%s)", ids[0], run.unmovable[ids[0]])
+			if len(ids) > 1 {
+				d.Message += fmt.Sprintf(" and %d more", len(ids)-1)
+			}
+		}
+		unit := p.unit("drain/" + node)
+		if d.Remaining == 0 {
+			d.FinishedAt = v.now
+			d.State = api.DrainSucceeded
+			if d.Failed > 0 {
+				d.State = api.DrainFailed
+			}
+			unit.event(c.event(events.TypeNormal, "DrainFinished", "node/"+node, d.State+": "+d.Message))
+		} else if len(run.steps) > 0 {
+			unit.event(c.event(events.TypeNormal, "DrainProgress", "node/"+node, d.Message))
+		}
+		if reflect.DeepEqual(&d, run.item.Value) {
+			continue
+		}
+		p.updateDrain(&d, run.item.ModRevision)
+	}
+}
+
+func countForced(steps []api.DrainStep) int {
+	n := 0
+	for _, s := range steps {
+		if s.State == "forced" {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,570 @@
+package controller
+
+import (
+	"crypto/rand"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/region/scheduler"
+	"github.com/stratahq/strata/region/state"
+)
+
+// reconcile brings one resource's replicas towards its placement. It reads
+// the view, and records writes and events in the plan.
+func (c *Controller) reconcile(v *view, p *plan, key string) {
+	pl, havePlacement := c.o.Caches.Placements.Get(key)
+	var live []*replica
+	dying := 0
+	for _, r := range v.replicas(key) {
+		if r.a.Desired == api.DesiredDestroyed {
+			if !c.finishDestroy(v, p, key, r) {
+				dying++
+			}
+			continue
+		}
+		live = append(live, r)
+	}
+
+	if !havePlacement || pl.Value.Resource.Deleting() {
+		why := "resource removed from the region"
+		if havePlacement {
+			why = "resource deleted"
+		}
+		for _, r := range live {
+			c.destroy(v, p, key, r, why)
+		}
+		remaining := dying + len(live)
+		if remaining == 0 {
+			if havePlacement {
+				p.deletePlacement(key, pl.ModRevision)
+				p.unit(key).event(c.event(events.TypeNormal, "ResourceDestroyed", "resource/"+key, "every replica is gone"))
+			}
+			if _, ok := c.o.Caches.Shares.Get(key); ok {
+				p.deleteShare(key)
+			}
+			return
+		}
+		if havePlacement {
+			c.writeShare(v, p, key, pl.Value, nil, api.PhaseDestroy, fmt.Sprintf("%d replicas left to destroy", remaining))
+		}
+		return
+	}
+
+	pr := &pl.Value.Resource
+	// Replicas of an earlier incarnation (deleted and re-created under
+	// the same name) are not this resource's.
+	live = c.keep(live, func(r *replica) bool {
+		if r.a.ResourceUID == pr.UID {
+			return true
+		}
+		c.destroy(v, p, key, r, "belongs to an earlier incarnation of the resource")
+		return false
+	})
+	if pr.Kind == api.KindImage {
+		c.writeShare(v, p, key, pl.Value, nil, api.PhaseReady, "")
+		return
+	}
+
+	// Replace what is lost, failed or stuck.
+	live = c.keep(live, func(r *replica) bool {
+		if lost, why := v.lost(r.a.Node); lost {
+			c.destroy(v, p, key, r, why)
+			p.unit(key).event(c.event(events.TypeWarning, "ReplicaLost", "replica/"+r.a.ID, why+"; replacing it"))
+			return false
+		}
+		if r.phase == api.PhaseError {
+			if !c.allowRetry(key, v.now) {
+				return true
+			}
+			why := "failed: " + reasonOf(r)
+			c.destroy(v, p, key, r, why)
+			p.unit(key).event(c.event(events.TypeWarning, "ReplicaReplaced", "replica/"+r.a.ID, why))
+			return false
+		}
+		if late, why := c.overdue(v, r); late {
+			c.allowRetry(key, v.now)
+			c.destroy(v, p, key, r, why)
+			p.unit(key).event(c.event(events.TypeWarning, "DeadlineExceeded", "replica/"+r.a.ID, why+"; replacing it"))
+			return false
+		}
+		return true
+	})
+
+	live = c.moveOffDrainingNodes(v, p, key, pl.Value, live)
+	live = c.rollout(v, p, key, pl.Value, live)
+	unplaced := c.schedule(v, p, key, pl.Value, live)
+	c.writeShare(v, p, key, pl.Value, live, "", unplaced)
+}
+
+// finishDestroy removes the records of a replica being destroyed once the
+// agent confirms, its node is gone, or its deadline has passed. It reports
+// whether the records go.
+func (c *Controller) finishDestroy(v *view, p *plan, key string, r *replica) bool {
+	_, nodeExists := v.node(r.a.Node)
+	since := r.a.DestroyRequestedAt
+	switch {
+	case r.phase == api.PhaseDestroyed, r.a.Node == "", !nodeExists:
+	case !since.IsZero() && v.now.Sub(since) > c.o.DestroyTimeout:
+		p.unit(key).event(c.event(events.TypeWarning, "DestroyTimedOut", "replica/"+r.a.ID,
+			fmt.Sprintf("node %s did not confirm within %s; forgetting the replica (its agent removes it when it returns)", r.a.Node, c.o.DestroyTimeout)))
+	default:
+		return false
+	}
+	p.deleteAssignment(key, r.a, r.modRev, r.st != nil)
+	return true
+}
+
+// destroy asks the agent to remove a replica; a replica never placed is
+// simply forgotten.
+func (c *Controller) destroy(v *view, p *plan, key string, r *replica, why string) {
+	if r.a.Node == "" {
+		if r.modRev != 0 {
+			p.deleteAssignment(key, r.a, r.modRev, r.st != nil)
+		}
+		a := *r.a
+		a.Desired = api.DesiredDestroyed
+		r.a = &a
+		return
+	}
+	a := *r.a
+	a.Desired = api.DesiredDestroyed
+	a.DestroyRequestedAt = v.now
+	a.Reason = why
+	a.Generation++
+	p.updateAssignment(key, &a, r.modRev)
+	r.a = &a
+	p.unit(key).event(c.event(events.TypeNormal, "Destroying", "replica/"+a.ID, fmt.Sprintf("on %s: %s", a.Node, why)))
+}
+
+// overdue reports a replica stuck in created (placed, not started) or
+// provision past the provision deadline.
+func (c *Controller) overdue(v *view, r *replica) (bool, string) {
+	var since time.Time
+	switch r.phase {
+	case api.PhaseCreated:
+		if r.a.Node == "" {
+			return false, ""
+		}
+		since = r.a.ScheduledAt
+	case api.PhaseProvision:
+		if r.st != nil {
+			since = r.st.Since
+		}
+	default:
+		return false, ""
+	}
+	if since.IsZero() || v.now.Sub(since) <= c.o.ProvisionTimeout {
+		return false, ""
+	}
+	return true, fmt.Sprintf("not ready on %s within the provision deadline (%s, phase %s)", r.a.Node, c.o.ProvisionTimeout, r.phase)
+}
+
+func (c *Controller) allowRetry(key string, now time.Time) bool {
+	r := c.backoff[key]
+	if r == nil {
+		c.backoff[key] = &retry{failures: 1, next: now.Add(c.o.RetryBackoff)}
+		return true
+	}
+	if now.Before(r.next) {
+		return false
+	}
+	r.failures++
+	d := c.o.RetryBackoff << min(r.failures, 16)
+	r.next = now.Add(min(d, c.o.MaxBackoff))
+	return true
+}
+
+// rollout creates and destroys replicas so that the resource converges to
+// its replica count at its current revision, replacing replicas of older
+// revisions make-before-break: at most MaxSurge extra replicas exist, and
+// the ready ones never drop below Replicas - MaxUnavailable.
+func (c *Controller) rollout(v *view, p *plan, key string, pl *api.Placement, live []*replica) []*replica {
+	pr := &pl.Resource
+	n := pr.Replicas
+	surge, unavailable := pr.Rollout.MaxSurge, pr.Rollout.MaxUnavailable
+	if surge == 0 && unavailable == 0 {
+		surge = 1
+	}
+	slots := slotsOf(live)
+	var cur, old []*replica
+	for _, r := range slots {
+		if r.a.Revision == pr.Revision {
+			cur = append(cur, r)
+		} else {
+			old = append(old, r)
+		}
+	}
+	total := len(slots)
+
+	if len(old) > 0 && !pr.Rollout.Paused {
+		for len(cur) < n && total < n+surge {
+			r := c.create(v, p, key, pl, "")
+			live, cur = append(live, r), append(cur, r)
+			total++
+		}
+		ready := 0
+		for _, r := range slots {
+			if r.phase == api.PhaseReady {
+				ready++
+			}
+		}
+		minReady := max(n-unavailable, pr.Rollout.MinHealthy, 0)
+		// Old replicas that are not ready hold nothing up: go first.
+		sortForRemoval(v, old)
+		for _, r := range old {
+			if r.phase != api.PhaseReady {
+				c.destroy(v, p, key, r, fmt.Sprintf("replaced by revision %d", pr.Revision))
+				total--
+				continue
+			}
+			if ready-1 < minReady {
+				continue
+			}
+			c.destroy(v, p, key, r, fmt.Sprintf("replaced by revision %d", pr.Revision))
+			ready--
+			total--
+		}
+		return alive(live)
+	}
+
+	for total < n {
+		r := c.create(v, p, key, pl, "")
+		live = append(live, r)
+		total++
+	}
+	if total > n {
+		extra := slotsOf(alive(live))
+		sortForRemoval(v, extra)
+		for _, r := range extra[:total-n] {
+			c.destroy(v, p, key, r, fmt.Sprintf("scaled down to %d", n))
+		}
+	}
+	return alive(live)
+}
+
+// slotsOf returns the replicas that count towards the replica count: a
+// replacement whose original is still running shares its original's slot.
+func slotsOf(live []*replica) []*replica {
+	running := map[string]bool{}
+	for _, r := range live {
+		running[r.a.ID] = true
+	}
+	out := make([]*replica, 0, len(live))
+	for _, r := range live {
+		if r.a.Replaces != "" && running[r.a.Replaces] {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// alive drops replicas this pass has asked to destroy.
+func alive(rs []*replica) []*replica {
+	out := rs[:0]
+	for _, r := range rs {
+		if r.a.Desired == api.DesiredRunning {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// sortForRemoval orders replicas by how little removing them costs:
+// unplaced, then not ready, then on cordoned nodes, then newest first.
+func sortForRemoval(v *view, rs []*replica) {
+	rank := func(r *replica) int {
+		switch {
+		case r.a.Node == "":
+			return 0
+		case r.phase != api.PhaseReady:
+			return 1
+		}
+		if nv, ok := v.node(r.a.Node); ok && !nv.node.Schedulable {
+			return 2
+		}
+		return 3
+	}
+	sort.SliceStable(rs, func(i, j int) bool {
+		ri, rj := rank(rs[i]), rank(rs[j])
+		if ri != rj {
+			return ri < rj
+		}
+		return rs[i].a.CreatedAt.After(rs[j].a.CreatedAt)
+	})
+}
+
+// create makes a new replica of the placement's current revision; the
+// scheduler places it later in the pass.
+func (c *Controller) create(v *view, p *plan, key string, pl *api.Placement, replaces string) *replica {
+	pr := &pl.Resource
+	a := &api.Assignment{
+		ID:          newID(pr.Name),
+		Tenant:      pr.Tenant,
+		Resource:    pr.Name,
+		ResourceUID: pr.UID,
+		Kind:        pr.Kind,
+		Provider:    providerOf(pl),
+		Revision:    pr.Revision,
+		Labels:      pr.Labels,
+		Desired:     api.DesiredRunning,
+		Spec:        pr.Spec,
+		Image:       pl.Image,
+		Generation:  1,
+		CreatedAt:   v.now,
+		Replaces:    replaces,
+	}
+	if pl.Flavor != nil {
+		a.Flavor = pl.Flavor.Spec
+	}
+	if replaces != "" {
+		a.Reason = "replaces " + replaces
+	}
+	return &replica{a: a, phase: api.PhaseCreated}
+}
+
+// schedule places every unplaced replica of the resource in one batch.
+// New replicas are created (placed or not); existing ones are updated
+// when they get a node or their reason changes. It returns the reason of
+// the replicas that stay unplaced ("" when all are placed).
+func (c *Controller) schedule(v *view, p *plan, key string, pl *api.Placement, live []*replica) string {
+	var pending []*replica
+	for _, r := range live {
+		if r.a.Node == "" {
+			pending = append(pending, r)
+		}
+	}
+	if len(pending) == 0 {
+		return ""
+	}
+	snap := v.snapshot()
+	reqs := make([]scheduler.Request, 0, len(pending))
+	ready := make([]*replica, 0, len(pending))
+	unplacedReason := ""
+	for _, r := range pending {
+		a := *r.a
+		r.a = &a
+		req, why := c.request(v, key, pl, r)
+		if why != "" {
+			c.leaveUnplaced(v, p, key, r, why)
+			unplacedReason = why
+			continue
+		}
+		reqs = append(reqs, req)
+		ready = append(ready, r)
+	}
+	for i, d := range snap.Place(reqs) {
+		r := ready[i]
+		if d.Node == "" {
+			c.leaveUnplaced(v, p, key, r, "unschedulable: "+d.Reason)
+			unplacedReason = "unschedulable: " + d.Reason
+			continue
+		}
+		a := *r.a
+		a.Node = d.Node
+		a.ScheduledAt = v.now
+		if a.Replaces == "" {
+			a.Reason = ""
+		}
+		if r.modRev == 0 {
+			p.createAssignment(key, &a)
+		} else {
+			a.Generation++
+			p.updateAssignment(key, &a, r.modRev)
+		}
+		r.a = &a
+		p.unit(key).event(c.event(events.TypeNormal, "Scheduled", "replica/"+a.ID, "placed on "+d.Node))
+	}
+	return unplacedReason
+}
+
+// request builds the scheduler request of a replica, or says why it cannot
+// be placed yet.
+func (c *Controller) request(v *view, key string, pl *api.Placement, r *replica) (scheduler.Request, string) {
+	req := scheduler.Request{
+		Resource: key,
+		Provider: r.a.Provider,
+		Need:     r.a.Flavor.Capacity(),
+		Rule:     pl.Resource.Schedule,
+	}
+	if r.a.Replaces != "" {
+		if it, ok := c.o.Caches.Assignments.Get(r.a.Replaces); ok {
+			req.Avoid = it.Value.Node
+		}
+	}
+	if c := r.a.Spec.Compute; c != nil && len(c.Volumes) > 0 {
+		atts, node, why := v.c.volumes(key, c.Volumes)
+		if why != "" {
+			return req, why
+		}
+		r.a.Volumes = atts
+		req.Pin = node
+	}
+	return req, ""
+}
+
+// volumes resolves a replica's volume mounts to the Volume resources'
+// replicas in this region, and the node they all live on.
+func (c *Controller) volumes(key string, mounts []api.VolumeMount) ([]api.VolumeAttachment, string, string) {
+	tenant, _, _ := strings.Cut(key, "/")
+	var out []api.VolumeAttachment
+	node := ""
+	for _, m := range mounts {
+		vkey := tenant + "/" + m.Volume
+		pl, ok := c.o.Caches.Placements.Get(vkey)
+		if !ok || pl.Value.Resource.Kind != api.KindVolume || pl.Value.Resource.Deleting() {
+			return nil, "", fmt.Sprintf("waiting for volume %q in this region", m.Volume)
+		}
+		var vol *api.Assignment
+		for _, id := range c.index.ofResource(vkey) {
+			if it, ok := c.o.Caches.Assignments.Get(id); ok && it.Value.Desired == api.DesiredRunning && it.Value.Node != "" {
+				vol = it.Value
+				break
+			}
+		}
+		if vol == nil {
+			return nil, "", fmt.Sprintf("waiting for volume %q to be placed", m.Volume)
+		}
+		if node != "" && vol.Node != node {
+			return nil, "", fmt.Sprintf("volumes %q and others live on different nodes (%s, %s)", m.Volume, vol.Node, node)
+		}
+		node = vol.Node
+		spec := pl.Value.Resource.Spec.Volume
+		out = append(out, api.VolumeAttachment{
+			Name: m.Volume, VolumeID: vol.ID, Path: m.Path, ReadOnly: m.ReadOnly,
+			Format: spec.Format, SizeMiB: spec.SizeMiB,
+		})
+	}
+	return out, node, ""
+}
+
+// leaveUnplaced records why a replica is not placed; the write happens
+// only when the reason changes, so an unschedulable resource costs no
+// writes per pass.
+func (c *Controller) leaveUnplaced(v *view, p *plan, key string, r *replica, why string) {
+	if r.modRev != 0 && r.a.Reason == why {
+		return
+	}
+	a := *r.a
+	a.Reason = why
+	if r.modRev == 0 {
+		p.createAssignment(key, &a)
+	} else {
+		p.updateAssignment(key, &a, r.modRev)
+	}
+	r.a = &a
+	p.unit(key).event(c.event(events.TypeWarning, "FailedScheduling", "replica/"+a.ID, why))
+}
+
+// writeShare computes the resource's status in this region and writes it
+// when it changed. phase and reason, when set, override the computed ones.
+func (c *Controller) writeShare(v *view, p *plan, key string, pl *api.Placement, live []*replica, phase api.Phase, reason string) {
+	pr := &pl.Resource
+	s := &state.Share{Tenant: pr.Tenant, Name: pr.Name, UID: pr.UID}
+	s.Replicas = pr.Replicas
+	s.Revision = pr.Revision
+	s.ObservedGeneration = pr.Generation
+	s.FailoverFrom = pl.FailoverFrom
+	if pr.Kind == api.KindImage {
+		s.Replicas = 0
+	}
+	var firstErr *replica
+	for _, r := range slotsOf(live) {
+		if r.phase == api.PhaseReady {
+			s.Ready++
+		}
+		if r.a.Revision == pr.Revision {
+			s.Updated++
+		}
+		if r.phase == api.PhaseError && firstErr == nil {
+			firstErr = r
+		}
+	}
+	for _, r := range live {
+		if r.st != nil {
+			s.Backends = append(s.Backends, r.st.Backends...)
+		}
+	}
+	switch {
+	case phase != "":
+		s.Phase, s.Reason = phase, reason
+	case s.Ready == s.Replicas && s.Updated == s.Replicas && len(slotsOf(live)) == s.Replicas:
+		s.Phase = api.PhaseReady
+		delete(c.backoff, key)
+	case firstErr != nil:
+		s.Phase = api.PhaseError
+		s.Reason = fmt.Sprintf("replica %s on %s: %s", firstErr.a.ID, firstErr.a.Node, reasonOf(firstErr))
+	case reason != "":
+		s.Phase, s.Reason = api.PhaseCreated, reason
+	default:
+		s.Phase = api.PhaseProvision
+		s.Reason = fmt.Sprintf("%d/%d ready", s.Ready, s.Replicas)
+	}
+	if cur, ok := c.o.Caches.Shares.Get(key); ok {
+		old := *cur.Value
+		old.UpdatedAt = time.Time{}
+		if reflect.DeepEqual(&old, s) {
+			return
+		}
+	}
+	s.UpdatedAt = v.now
+	p.putShare(key, s)
+}
+
+func (c *Controller) keep(rs []*replica, fn func(*replica) bool) []*replica {
+	out := rs[:0]
+	for _, r := range rs {
+		if fn(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (c *Controller) event(typ, reason, object, msg string) events.Event {
+	return events.Event{Type: typ, Reason: reason, Object: object, Region: c.o.Region, Message: msg}
+}
+
+func reasonOf(r *replica) string {
+	if r.st != nil && r.st.Reason != "" {
+		return r.st.Reason
+	}
+	return string(r.phase)
+}
+
+// providerOf says which provider kind serves a placement's replicas.
+func providerOf(pl *api.Placement) api.ProviderKind {
+	switch pl.Resource.Kind {
+	case api.KindVolume:
+		if v := pl.Resource.Spec.Volume; v != nil && v.Provider != "" {
+			return v.Provider
+		}
+		return api.ProviderContainer
+	case api.KindLoadbalancer:
+		return api.ProviderLoadbalancer
+	}
+	if pl.Flavor != nil {
+		return pl.Flavor.Kind
+	}
+	return api.ProviderContainer
+}
+
+// newID names a replica: its resource's name and a random suffix, short
+// enough for container, domain and interface names.
+func newID(name string) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return name + "-" + string(b[:])
+}

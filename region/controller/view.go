@@ -1,0 +1,130 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/region/scheduler"
+	"github.com/stratahq/strata/region/state"
+)
+
+// view is what one pass decides against: the caches at the start of the
+// pass plus the pass's own decisions (the scheduler snapshot books every
+// placement it makes).
+type view struct {
+	c     *Controller
+	now   time.Time
+	nodes map[string]nodeView
+	snap  *scheduler.Snapshot
+	// drainRuns are the running drains, built on first use.
+	drainRuns map[string]*drainRun
+}
+
+type nodeView struct {
+	node   *api.Node
+	status *api.NodeStatus
+}
+
+func (v nodeView) health() api.Health {
+	if v.status == nil {
+		return api.HealthUnknown
+	}
+	return v.status.Health
+}
+
+func (c *Controller) newView(now time.Time) *view {
+	v := &view{c: c, now: now, nodes: map[string]nodeView{}}
+	for _, it := range c.o.Caches.Nodes.List() {
+		nv := nodeView{node: it.Value}
+		if st, ok := c.o.Caches.NodeStatus.Get(it.Name); ok {
+			nv.status = st.Value
+		}
+		v.nodes[it.Name] = nv
+	}
+	return v
+}
+
+// node returns a node and whether it exists.
+func (v *view) node(name string) (nodeView, bool) {
+	nv, ok := v.nodes[name]
+	return nv, ok
+}
+
+// lost reports whether a replica on node can no longer run there: the
+// node is gone or Down.
+func (v *view) lost(node string) (bool, string) {
+	if node == "" {
+		return false, ""
+	}
+	nv, ok := v.nodes[node]
+	if !ok {
+		return true, "node " + node + " was removed"
+	}
+	if nv.health() == api.HealthDown {
+		return true, "node " + node + " is down"
+	}
+	return false, ""
+}
+
+// snapshot builds the scheduler's snapshot on first use in a pass: every
+// node with what its replicas take, counting replicas still being
+// destroyed (they hold their resources until they are gone).
+func (v *view) snapshot() *scheduler.Snapshot {
+	if v.snap != nil {
+		return v.snap
+	}
+	infos := make(map[string]*scheduler.NodeInfo, len(v.nodes))
+	list := make([]*scheduler.NodeInfo, 0, len(v.nodes))
+	for name, nv := range v.nodes {
+		ni := &scheduler.NodeInfo{Node: nv.node, Health: nv.health(), Placed: map[string]int{}}
+		if nv.status != nil {
+			ni.Errored = api.WorstCondition(nv.status.Conditions) == api.ConditionError
+		}
+		infos[name] = ni
+		list = append(list, ni)
+	}
+	for _, it := range v.c.o.Caches.Assignments.List() {
+		a := it.Value
+		ni := infos[a.Node]
+		if ni == nil {
+			continue
+		}
+		if a.Desired == api.DesiredDestroyed {
+			if st, ok := v.c.o.Caches.Statuses.Get(a.ID); ok && st.Value.Phase == api.PhaseDestroyed {
+				continue
+			}
+		}
+		ni.Allocated = ni.Allocated.Add(a.Flavor.Capacity())
+		if a.Desired == api.DesiredRunning {
+			ni.Placed[a.ResourceKey()]++
+		}
+	}
+	v.snap = scheduler.NewSnapshot(list)
+	return v.snap
+}
+
+// replica is one assignment with what the pass knows of it.
+type replica struct {
+	a      *api.Assignment
+	modRev int64
+	st     *api.AssignmentStatus
+	phase  api.Phase
+}
+
+func (v *view) replicas(key string) []*replica {
+	ids := v.c.index.ofResource(key)
+	out := make([]*replica, 0, len(ids))
+	for _, id := range ids {
+		it, ok := v.c.o.Caches.Assignments.Get(id)
+		if !ok {
+			continue
+		}
+		r := &replica{a: it.Value, modRev: it.ModRevision}
+		if st, ok := v.c.o.Caches.Statuses.Get(id); ok {
+			r.st = st.Value
+		}
+		r.phase = state.ReplicaPhase(r.a, r.st)
+		out = append(out, r)
+	}
+	return out
+}

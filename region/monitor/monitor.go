@@ -1,0 +1,315 @@
+// Package monitor turns heartbeats into node health, following the seed:
+// a node quiet for SuspectAfter is Suspect and its NodeService.Status is
+// probed; if it answers it is refreshed (Up). A node quiet for DownAfter
+// whose probe fails is Down, and the controller reschedules its replicas.
+// Only transitions are written to etcd: steady heartbeats cost nothing
+// there.
+//
+// It also applies each node's automatic policies: auto-cordon when a
+// condition stays in Error for AutoCordonInterval, auto-drain when it stays
+// for AutoDrainInterval, each recorded as an event with its reason.
+package monitor
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/internal/transport"
+	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	"github.com/stratahq/strata/region/state"
+)
+
+// Heartbeats lists the nodes' last heartbeats.
+type Heartbeats interface {
+	List(ctx context.Context) ([]heartbeat.Beat, error)
+}
+
+// Emitter records events without blocking.
+type Emitter interface {
+	Emit(ev events.Event)
+}
+
+// Prober asks a node's agent whether it is alive.
+type Prober interface {
+	Probe(ctx context.Context, node *api.Node) error
+}
+
+// Options configure a Monitor.
+type Options struct {
+	Region            string
+	State             *state.State
+	Caches            *state.Caches
+	Heartbeats        Heartbeats
+	Events            Emitter
+	Prober            Prober
+	HeartbeatInterval time.Duration
+	SuspectAfter      time.Duration
+	DownAfter         time.Duration
+	ProbeTimeout      time.Duration
+	// DrainDeadline bounds automatic drains.
+	DrainDeadline time.Duration
+	Logger        *slog.Logger
+	Clock         func() time.Time
+}
+
+// Monitor watches a region's nodes while its process leads the region.
+type Monitor struct {
+	o   Options
+	log *slog.Logger
+}
+
+// New returns a monitor.
+func New(o Options) *Monitor {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = time.Second
+	}
+	if o.DrainDeadline == 0 {
+		o.DrainDeadline = 10 * time.Minute
+	}
+	return &Monitor{o: o, log: o.Logger.With("component", "monitor", "region", o.Region)}
+}
+
+// Lead checks every node each half heartbeat interval until ctx is done.
+func (m *Monitor) Lead(ctx context.Context, guard store.Guard) error {
+	if err := m.o.Caches.WaitSynced(ctx); err != nil {
+		return err
+	}
+	tick := time.NewTicker(m.o.HeartbeatInterval / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if err := m.check(ctx, guard); err != nil && ctx.Err() == nil {
+			m.log.Warn("node monitor pass failed", "err", err)
+			if isFenced(err) {
+				return err
+			}
+		}
+	}
+}
+
+// check is one pass over every node: probes run concurrently, so one
+// hung agent does not delay the verdict on the others.
+func (m *Monitor) check(ctx context.Context, guard store.Guard) error {
+	beats, err := m.o.Heartbeats.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list heartbeats: %w", err)
+	}
+	last := make(map[string]time.Time, len(beats))
+	for _, b := range beats {
+		last[b.ID] = b.At
+	}
+	now := m.o.Clock()
+	type verdict struct {
+		node   *api.Node
+		health api.Health
+		reason string
+		seen   time.Time
+	}
+	var mu sync.Mutex
+	var verdicts []verdict
+	var wg sync.WaitGroup
+	for _, it := range m.o.Caches.Nodes.List() {
+		n := it.Value
+		seen, ok := last[n.Name]
+		if !ok {
+			seen = n.RegisteredAt
+		}
+		quiet := now.Sub(seen)
+		if quiet < m.o.SuspectAfter {
+			mu.Lock()
+			verdicts = append(verdicts, verdict{n, api.HealthUp, "", seen})
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, m.o.ProbeTimeout)
+			perr := m.o.Prober.Probe(pctx, n)
+			cancel()
+			v := verdict{node: n, seen: seen}
+			q := quiet.Round(100 * time.Millisecond)
+			switch {
+			case perr == nil:
+				v.health, v.reason = api.HealthUp, fmt.Sprintf("no heartbeat for %s, but it answered its probe", q)
+			case quiet >= m.o.DownAfter:
+				v.health, v.reason = api.HealthDown, fmt.Sprintf("no heartbeat for %s and its probe failed: %v", q, perr)
+			default:
+				v.health, v.reason = api.HealthSuspect, fmt.Sprintf("no heartbeat for %s; probe failed: %v", q, perr)
+			}
+			mu.Lock()
+			verdicts = append(verdicts, v)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, v := range verdicts {
+		if err := m.transition(ctx, guard, v.node, v.health, v.reason, v.seen, now); err != nil {
+			return err
+		}
+		if v.health == api.HealthUp {
+			if err := m.autoPolicies(ctx, guard, v.node, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// transition writes a node's health when it changes.
+func (m *Monitor) transition(ctx context.Context, guard store.Guard, n *api.Node, health api.Health, reason string, seen, now time.Time) error {
+	cur, ok := m.o.Caches.NodeStatus.Get(n.Name)
+	if ok && cur.Value.Health == health {
+		return nil
+	}
+	from := api.HealthUnknown
+	_, err := m.o.State.NodeStatus.Modify(ctx, n.Name, func(s *api.NodeStatus) error {
+		if s.Health == health {
+			return store.ErrNoChange
+		}
+		from = s.Health
+		s.Health, s.Reason, s.Since, s.LastHeartbeat = health, reason, now, seen
+		return nil
+	}, guard)
+	if err != nil {
+		return fmt.Errorf("node %s → %s: %w", n.Name, health, err)
+	}
+	typ, level := events.TypeNormal, m.log.Info
+	if health != api.HealthUp {
+		typ, level = events.TypeWarning, m.log.Warn
+	}
+	level("node health changed", "node", n.Name, "from", from, "to", health, "reason", reason)
+	m.o.Events.Emit(events.Event{
+		Type: typ, Reason: "Node" + string(health), Object: "node/" + n.Name, Region: m.o.Region,
+		Message: fmt.Sprintf("%s → %s: %s", from, health, reason),
+	})
+	return nil
+}
+
+// autoPolicies cordons and drains a node whose conditions stayed in Error
+// for the intervals it asks for.
+func (m *Monitor) autoPolicies(ctx context.Context, guard store.Guard, n *api.Node, now time.Time) error {
+	if !n.EnableAutoCordon && !n.EnableAutoDrain {
+		return nil
+	}
+	st, ok := m.o.Caches.NodeStatus.Get(n.Name)
+	if !ok {
+		return nil
+	}
+	// The longest-standing Error condition decides.
+	var worst *api.Condition
+	for i := range st.Value.Conditions {
+		c := &st.Value.Conditions[i]
+		if c.Status == api.ConditionError && (worst == nil || c.Since.Before(worst.Since)) {
+			worst = c
+		}
+	}
+	if worst == nil {
+		return nil
+	}
+	inError := now.Sub(worst.Since)
+	why := fmt.Sprintf("condition %s in Error for %s: %s", worst.Type, inError.Round(time.Second), worst.Reason)
+	if n.EnableAutoCordon && n.Schedulable && inError >= n.AutoCordonInterval.Or(time.Minute) {
+		_, err := m.o.State.Nodes.Modify(ctx, n.Name, func(x *api.Node) error {
+			if !x.Schedulable {
+				return store.ErrNoChange
+			}
+			x.Schedulable, x.CordonReason, x.CordonedBy, x.CordonedAt = false, "auto-cordon: "+why, "auto-cordon", now
+			return nil
+		}, guard)
+		if err != nil {
+			return fmt.Errorf("auto-cordon %s: %w", n.Name, err)
+		}
+		m.log.Warn("node auto-cordoned", "node", n.Name, "reason", why)
+		m.o.Events.Emit(events.Event{Type: events.TypeWarning, Reason: "AutoCordoned", Object: "node/" + n.Name, Region: m.o.Region, Message: why})
+	}
+	if n.EnableAutoDrain && inError >= n.AutoDrainInterval.Or(5*time.Minute) {
+		if d, ok := m.o.Caches.Drains.Get(n.Name); ok && (d.Value.State == api.DrainRunning || d.Value.StartedAt.After(worst.Since)) {
+			return nil
+		}
+		d := &api.DrainStatus{
+			Node: n.Name, State: api.DrainRunning, Reason: "auto-drain: " + why,
+			StartedAt: now, Deadline: now.Add(m.o.DrainDeadline), MaxParallel: 1,
+		}
+		if _, err := m.o.State.Drains.Put(ctx, n.Name, d, guard); err != nil {
+			return fmt.Errorf("auto-drain %s: %w", n.Name, err)
+		}
+		if n.Schedulable {
+			_, _ = m.o.State.Nodes.Modify(ctx, n.Name, func(x *api.Node) error {
+				if !x.Schedulable {
+					return store.ErrNoChange
+				}
+				x.Schedulable, x.CordonReason, x.CordonedBy, x.CordonedAt = false, "auto-drain: "+why, "auto-drain", now
+				return nil
+			}, guard)
+		}
+		m.log.Warn("node auto-drained", "node", n.Name, "reason", why)
+		m.o.Events.Emit(events.Event{Type: events.TypeWarning, Reason: "AutoDrainStarted", Object: "node/" + n.Name, Region: m.o.Region, Message: why})
+	}
+	return nil
+}
+
+// GRPCProber probes agents over NodeService.Status, keeping one
+// connection per agent address.
+type GRPCProber struct {
+	tls   *tls.Config
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// NewGRPCProber returns a prober dialing agents with tlsCfg (nil for
+// plaintext).
+func NewGRPCProber(tlsCfg *tls.Config) *GRPCProber {
+	return &GRPCProber{tls: tlsCfg, conns: map[string]*grpc.ClientConn{}}
+}
+
+// Probe calls the node's NodeService.Status.
+func (p *GRPCProber) Probe(ctx context.Context, n *api.Node) error {
+	if n.Address == "" {
+		return fmt.Errorf("node %s has no address to probe", n.Name)
+	}
+	p.mu.Lock()
+	cc, ok := p.conns[n.Address]
+	if !ok {
+		var err error
+		cc, err = transport.Dial(n.Address, p.tls)
+		if err != nil {
+			p.mu.Unlock()
+			return err
+		}
+		p.conns[n.Address] = cc
+	}
+	p.mu.Unlock()
+	_, err := agentv1.NewNodeServiceClient(cc).Status(ctx, &agentv1.NodeStatusRequest{})
+	return err
+}
+
+// Close closes the agent connections.
+func (p *GRPCProber) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for addr, cc := range p.conns {
+		cc.Close()
+		delete(p.conns, addr)
+	}
+}

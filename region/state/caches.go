@@ -1,0 +1,122 @@
+package state
+
+import (
+	"context"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/store"
+)
+
+// Caches are the in-memory copies of a region's collections, shared by
+// every component of one region process (API, controller, monitor): one
+// list+watch per collection, however many readers.
+type Caches struct {
+	Placements  *store.Cache[api.Placement]
+	Shares      *store.Cache[Share]
+	Assignments *store.Cache[api.Assignment]
+	Statuses    *store.Cache[api.AssignmentStatus]
+	Nodes       *store.Cache[api.Node]
+	NodeStatus  *store.Cache[api.NodeStatus]
+	Drains      *store.Cache[api.DrainStatus]
+	Networks    *store.Cache[api.Network]
+	Ports       *store.Cache[api.Port]
+	Meta        *store.Cache[Epoch]
+
+	// Feeds deliver each cache's changes to subscribers.
+	PlacementFeed  store.Feed[api.Placement]
+	ShareFeed      store.Feed[Share]
+	AssignmentFeed store.Feed[api.Assignment]
+	StatusFeed     store.Feed[api.AssignmentStatus]
+	NodeFeed       store.Feed[api.Node]
+	NodeStatusFeed store.Feed[api.NodeStatus]
+	DrainFeed      store.Feed[api.DrainStatus]
+}
+
+// NewCaches returns the caches of st; Run fills them.
+func NewCaches(st *State) *Caches {
+	c := &Caches{}
+	c.Placements = store.NewCache(st.Placements, store.WithOnChange(c.PlacementFeed.Publish))
+	c.Shares = store.NewCache(st.Shares, store.WithOnChange(c.ShareFeed.Publish))
+	c.Assignments = store.NewCache(st.Assignments, store.WithOnChange(c.AssignmentFeed.Publish))
+	c.Statuses = store.NewCache(st.Statuses, store.WithOnChange(c.StatusFeed.Publish))
+	c.Nodes = store.NewCache(st.Nodes, store.WithOnChange(c.NodeFeed.Publish))
+	c.NodeStatus = store.NewCache(st.NodeStatus, store.WithOnChange(c.NodeStatusFeed.Publish))
+	c.Drains = store.NewCache(st.Drains, store.WithOnChange(c.DrainFeed.Publish))
+	c.Networks = store.NewCache(st.Networks)
+	c.Ports = store.NewCache(st.Ports)
+	c.Meta = store.NewCache(st.Meta)
+	return c
+}
+
+type runner interface {
+	Run(ctx context.Context) error
+	Synced() <-chan struct{}
+}
+
+func (c *Caches) all() []runner {
+	return []runner{c.Placements, c.Shares, c.Assignments, c.Statuses, c.Nodes, c.NodeStatus, c.Drains, c.Networks, c.Ports, c.Meta}
+}
+
+// Run keeps every cache current until ctx is done.
+func (c *Caches) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, r := range c.all() {
+		g.Go(func() error { return r.Run(ctx) })
+	}
+	return g.Wait()
+}
+
+// WaitSynced blocks until every cache holds its first list.
+func (c *Caches) WaitSynced(ctx context.Context) error {
+	for _, r := range c.all() {
+		select {
+		case <-r.Synced():
+		case <-ctx.Done():
+			return fmt.Errorf("region caches not synced: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// IsSynced reports whether every cache holds its first list.
+func (c *Caches) IsSynced() bool {
+	for _, r := range c.all() {
+		select {
+		case <-r.Synced():
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ReplicaPhase is the lifecycle phase of a replica, derived from what the
+// controller asked (the assignment) and what the agent saw (its status).
+// The controller never writes phases itself: they follow from these two.
+func ReplicaPhase(a *api.Assignment, st *api.AssignmentStatus) api.Phase {
+	if a.Desired == api.DesiredDestroyed {
+		if st != nil && st.Phase == api.PhaseDestroyed {
+			return api.PhaseDestroyed
+		}
+		return api.PhaseDestroy
+	}
+	if a.Node == "" || st == nil || st.Node != a.Node {
+		return api.PhaseCreated
+	}
+	switch st.Phase {
+	case api.PhaseDestroyed, api.PhaseDestroy, "":
+		// The agent removed it (an orphan clean-up raced a new
+		// assignment); it will apply it again.
+		return api.PhaseCreated
+	}
+	// A ready replica stays ready while the agent applies a newer
+	// generation: generations change in place only for load balancer
+	// endpoints; a new revision is a new replica.
+	return st.Phase
+}
+
+// Feed is the change feed of a cache (see store.Feed).
+type Feed[T any] = store.Feed[T]
