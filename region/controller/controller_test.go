@@ -405,16 +405,22 @@ func TestDrainMovesEverythingMakeBeforeBreak(t *testing.T) {
 	h := newHarness(t)
 	h.addNode("n1", "a", api.HealthUp)
 	h.addNode("n2", "a", api.HealthUp)
-	for i := range 5 {
-		h.place(fmt.Sprintf("app%d", i), 2, 1, func(p *api.Placement) {
-			p.Flavor.Spec.VCPUs = 0.5
-		})
-	}
 	// Put all 10 replicas on n1 first: cordon n2 while they are placed.
 	n2, _ := h.st.Nodes.Get(context.Background(), "n2")
 	n2.Value.Schedulable = false
 	if _, err := h.st.Nodes.Put(context.Background(), "n2", n2.Value); err != nil {
 		t.Fatal(err)
+	}
+	h.eventually("n2 cordoned in the cache", func() error {
+		if it, ok := h.caches.Nodes.Get("n2"); !ok || it.Value.Schedulable {
+			return fmt.Errorf("n2 still schedulable")
+		}
+		return nil
+	})
+	for i := range 5 {
+		h.place(fmt.Sprintf("app%d", i), 2, 1, func(p *api.Placement) {
+			p.Flavor.Spec.VCPUs = 0.5
+		})
 	}
 	for i := range 5 {
 		h.eventually("app ready", h.readyWith(fmt.Sprintf("app%d", i), 2))
