@@ -1,0 +1,395 @@
+// Package agent is Strata's node agent. It belongs to one region: it
+// registers its node with the region's AgentService, heartbeats, watches the
+// node's assignments and drives the node's providers to make them real,
+// reports what the providers observe in batches, and serves NodeService
+// (the region monitor's Status probe, and logs).
+//
+// Two rules shape the code. An agent restart changes nothing that is
+// already right: providers are listed before anything is done, and a
+// replica that already runs at the assignment's generation is adopted, not
+// applied again. And nothing is deleted for lack of news: only a snapshot
+// from the region (or an explicit removal) makes a local replica an
+// orphan; an unreachable region or a shutdown deletes nothing.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/transport"
+	"github.com/stratahq/strata/internal/version"
+	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	"github.com/stratahq/strata/providers/provider"
+)
+
+// Defaults for configuration values left at zero.
+const (
+	defaultStatusInterval = 5 * time.Second
+	defaultConcurrency    = 8
+)
+
+// Options configures an Agent.
+type Options struct {
+	// Config is the agent's configuration; it is copied by New.
+	Config *config.Agent
+	// Registry builds in-process providers by name.
+	Registry *provider.Registry
+	// Providers are pre-built providers by name (tests, benchmarks that
+	// run many agents in one process). When set they replace
+	// Config.Providers; the agent does not close them, their owner does.
+	Providers map[string]provider.Provider
+	// RegionConn is an optional connection to the region, which many
+	// agents may share; without it the agent dials Config.Region.Endpoint
+	// with Config.TLS.
+	RegionConn grpc.ClientConnInterface
+	// Listener is an optional listener for NodeService; without it the
+	// agent listens on Config.Listen.GRPC.
+	Listener net.Listener
+	// DisableNodeService skips NodeService (benchmarks with many agents).
+	DisableNodeService bool
+	Logger             *slog.Logger
+	// Clock stamps statuses and conditions; timers use real time.
+	Clock func() time.Time
+}
+
+// timings are the agent's delays. They are fields rather than constants
+// so that tests in this package can shorten them.
+type timings struct {
+	// registerMin/Max bound the jittered backoff of Register and of the
+	// assignment stream.
+	registerMin, registerMax time.Duration
+	// retryMin/Max bound the per-assignment backoff of failed provider
+	// calls.
+	retryMin, retryMax time.Duration
+	// heartbeat is used when the region does not say.
+	heartbeat time.Duration
+	// flushDelay coalesces status reports; flushBatch caps one report.
+	flushDelay time.Duration
+	flushBatch int
+	// reportMax caps the backoff of failed status reports.
+	reportMax time.Duration
+	// fastPoll is the first poll delay after an Apply returned provision.
+	fastPoll time.Duration
+	// orphanSettle is how long the assignment stream must be quiet after
+	// a snapshot before its orphans are deleted: a snapshot too large for
+	// one message may continue in the next batches, and deleting a
+	// replica that the next batch names would kill a healthy container.
+	// Batches that keep coming extend the wait up to orphanSettleMax
+	// after the snapshot, so that a busy stream still deletes orphans.
+	orphanSettle, orphanSettleMax time.Duration
+	// warnEvery rate-limits repeated warnings (heartbeat failures).
+	warnEvery time.Duration
+	// shutdownFlush bounds the last status flush.
+	shutdownFlush time.Duration
+	// regionCall bounds one unary call to the region.
+	regionCall time.Duration
+	// providerCall bounds Info, Health, Status and List; applyCall bounds
+	// Apply; Delete gets its grace period on top of applyCall.
+	providerCall, applyCall time.Duration
+	// listThreshold: above this many replicas a poller calls List once
+	// instead of Status per replica.
+	listThreshold int
+}
+
+func defaultTimings() timings {
+	return timings{
+		registerMin:     200 * time.Millisecond,
+		registerMax:     5 * time.Second,
+		retryMin:        time.Second,
+		retryMax:        time.Minute,
+		heartbeat:       2 * time.Second,
+		flushDelay:      100 * time.Millisecond,
+		flushBatch:      500,
+		reportMax:       5 * time.Second,
+		fastPoll:        200 * time.Millisecond,
+		orphanSettle:    time.Second,
+		orphanSettleMax: 10 * time.Second,
+		warnEvery:       30 * time.Second,
+		shutdownFlush:   2 * time.Second,
+		regionCall:      10 * time.Second,
+		providerCall:    30 * time.Second,
+		applyCall:       10 * time.Minute,
+		listThreshold:   16,
+	}
+}
+
+// Agent runs one node. Build it with New and call Run once.
+type Agent struct {
+	cfg       config.Agent
+	registry  *provider.Registry
+	prebuilt  map[string]provider.Provider
+	conn      grpc.ClientConnInterface
+	listener  net.Listener
+	serveNode bool
+	log       *slog.Logger
+	clock     func() time.Time
+	t         timings
+
+	started   atomic.Bool
+	startedAt time.Time
+	addr      atomic.Pointer[string]
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	// Set by Run before the goroutines that use them start, read-only
+	// afterwards.
+	provs    *providerSet
+	capacity api.Capacity
+	queue    *workQueue
+	reporter *reporter
+
+	// mu guards the replica table and what goes with it.
+	mu       sync.Mutex
+	replicas map[string]*replica
+	// snapshotSeen is set by the first snapshot; readyWait holds the ids
+	// of that snapshot not yet reconciled once (nil once Ready closed).
+	snapshotSeen bool
+	readyWait    map[string]bool
+	// epoch numbers assignment streams; liveEpoch is the stream being
+	// read (0: none). snapshotAt is when its last snapshot began and
+	// settleFrom when the batches that may continue it last arrived.
+	epoch      int64
+	liveEpoch  int64
+	snapshotAt time.Time
+	settleFrom time.Time
+	// conditions are the latest provider health conditions.
+	conditions []api.Condition
+}
+
+// New checks o and returns an agent; nothing that blocks happens before
+// Run.
+func New(o Options) (*Agent, error) {
+	if o.Config == nil {
+		return nil, errors.New("agent: options: config is required")
+	}
+	cfg := *o.Config
+	if cfg.Node.Name == "" {
+		return nil, errors.New("agent: options: config node.name is required")
+	}
+	if cfg.StatusInterval < 0 || cfg.Concurrency < 0 {
+		return nil, errors.New("agent: options: statusInterval and concurrency must not be negative")
+	}
+	if cfg.StatusInterval == 0 {
+		cfg.StatusInterval = defaultStatusInterval
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = defaultConcurrency
+	}
+	if len(o.Providers) == 0 {
+		if len(cfg.Providers) == 0 {
+			return nil, errors.New("agent: options: no providers (set Providers or config providers)")
+		}
+		for _, p := range cfg.Providers {
+			if p.Name == "" {
+				return nil, errors.New("agent: options: a configured provider has no name")
+			}
+			if p.Plugin == "" && p.Socket == "" && o.Registry == nil {
+				return nil, fmt.Errorf("agent: options: provider %q is in-process but no registry was given", p.Name)
+			}
+		}
+	}
+	for name, p := range o.Providers {
+		if p == nil {
+			return nil, fmt.Errorf("agent: options: provider %q is nil", name)
+		}
+	}
+	if o.RegionConn == nil && cfg.Region.Endpoint == "" {
+		return nil, errors.New("agent: options: config region.endpoint is required without a region connection")
+	}
+	if !o.DisableNodeService && o.Listener == nil && cfg.Listen.GRPC == "" {
+		return nil, errors.New("agent: options: config listen.grpc is required without a listener")
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	clock := o.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Agent{
+		cfg:       cfg,
+		registry:  o.Registry,
+		prebuilt:  o.Providers,
+		conn:      o.RegionConn,
+		listener:  o.Listener,
+		serveNode: !o.DisableNodeService,
+		log:       log.With("node", cfg.Node.Name),
+		clock:     clock,
+		t:         defaultTimings(),
+		ready:     make(chan struct{}),
+		replicas:  map[string]*replica{},
+	}, nil
+}
+
+// Addr returns the NodeService address the region is told: the advertised
+// address when one is configured, else the listener's, once listening.
+func (a *Agent) Addr() string {
+	if p := a.addr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Ready is closed once the first assignment snapshot has been reconciled
+// once: every assignment in it was adopted or had one attempt.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// Run runs the agent until ctx is done and returns nil on a clean
+// shutdown, a cancellation during start-up included. Every goroutine it
+// starts has ended when it returns. Replicas are never deleted on
+// shutdown.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.started.CompareAndSwap(false, true) {
+		return errors.New("agent: run called twice")
+	}
+	a.startedAt = a.clock()
+	err := a.run(ctx)
+	if err != nil && ctx.Err() != nil {
+		a.log.Info("agent stopped during start-up", "err", err)
+		return nil
+	}
+	return err
+}
+
+func (a *Agent) run(ctx context.Context) error {
+	if a.listener != nil && a.serveNode {
+		// Serving takes the listener over; until then it is ours to close
+		// if start-up fails.
+		lis := a.listener
+		defer func() {
+			if a.Addr() == "" {
+				lis.Close()
+			}
+		}()
+	}
+	provs, err := a.openProviders(ctx)
+	if err != nil {
+		return err
+	}
+	a.provs = provs
+	defer a.closeProviders()
+	a.capacity = a.nodeCapacity()
+
+	conn := a.conn
+	if conn == nil {
+		tlsCfg, err := transport.ClientTLS(a.cfg.TLS)
+		if err != nil {
+			return fmt.Errorf("agent: region tls: %w", err)
+		}
+		cc, err := transport.Dial(a.cfg.Region.Endpoint, tlsCfg)
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		defer cc.Close()
+		conn = cc
+	}
+	client := agentv1.NewAgentServiceClient(conn)
+
+	var node *nodeServer
+	if a.serveNode {
+		node, err = a.startNodeService()
+		if err != nil {
+			return err
+		}
+		defer node.stop(a.t.shutdownFlush)
+	} else {
+		addr := a.cfg.Advertise.GRPC
+		a.addr.Store(&addr)
+	}
+
+	a.queue = newWorkQueue(a.t.retryMin, a.t.retryMax)
+	a.reporter = newReporter(a.t.flushBatch)
+	a.refreshHealth(ctx)
+
+	// Workers block in queue.get, which knows no context: shut the queue
+	// down when ctx ends so that they return.
+	stopQueue := context.AfterFunc(ctx, a.queue.shutDown)
+	defer stopQueue()
+
+	registered := make(chan struct{})
+	var wg sync.WaitGroup
+	start := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	start(func() { a.queue.runDelays(ctx) })
+	for range a.cfg.Concurrency {
+		start(func() { a.work(ctx) })
+	}
+	start(func() { a.runSession(ctx, client, registered) })
+	start(func() { a.runAssignments(ctx, client, registered) })
+	start(func() { a.runReporter(ctx, client, registered) })
+	start(func() { a.runHealth(ctx) })
+	for _, p := range a.provs.list {
+		start(func() { a.runPoller(ctx, p) })
+		if w, ok := p.p.(provider.Watcher); ok {
+			start(func() { a.runWatcher(ctx, p, w) })
+		}
+	}
+	<-ctx.Done()
+	wg.Wait()
+
+	// Statuses observed last are still worth sending: the region sees
+	// them before it notices the agent is gone. Bounded, best effort.
+	select {
+	case <-registered:
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.t.shutdownFlush)
+		a.flushAll(fctx, client)
+		cancel()
+	default:
+	}
+	a.log.Info("agent stopped")
+	return nil
+}
+
+// work is one worker: it reconciles assignment ids, one at a time per id.
+func (a *Agent) work(ctx context.Context) {
+	for {
+		id, ok := a.queue.get()
+		if !ok {
+			return
+		}
+		attempted := a.reconcile(ctx, id)
+		a.queue.done(id)
+		if attempted {
+			a.reconciledOnce(id)
+		}
+	}
+}
+
+// reconciledOnce counts id towards Ready.
+func (a *Agent) reconciledOnce(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.readyWait == nil {
+		return
+	}
+	delete(a.readyWait, id)
+	a.maybeReadyLocked()
+}
+
+func (a *Agent) maybeReadyLocked() {
+	if a.snapshotSeen && len(a.readyWait) == 0 {
+		a.readyWait = nil
+		a.readyOnce.Do(func() {
+			close(a.ready)
+			a.log.Info("first assignment snapshot reconciled")
+		})
+	}
+}
+
+func (a *Agent) agentVersion() string { return version.String() }

@@ -1,0 +1,196 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// workQueue is a keyed work queue: an id is queued at most once and handed
+// to one worker at a time; an id added while a worker holds it runs again
+// after. Ids carry nothing: the worker reads the desired state when it
+// runs, so that repeated adds coalesce into one reconcile of the latest
+// state (level-based, as the design asks).
+type workQueue struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	ready    []string
+	queued   map[string]bool
+	active   map[string]bool
+	dirty    map[string]bool
+	delayed  map[string]time.Time
+	failures map[string]int
+	shutdown bool
+	// wake tells the delay loop that an earlier deadline arrived.
+	wake chan struct{}
+
+	retryMin, retryMax time.Duration
+}
+
+func newWorkQueue(retryMin, retryMax time.Duration) *workQueue {
+	q := &workQueue{
+		queued:   map[string]bool{},
+		active:   map[string]bool{},
+		dirty:    map[string]bool{},
+		delayed:  map[string]time.Time{},
+		failures: map[string]int{},
+		wake:     make(chan struct{}, 1),
+		retryMin: retryMin,
+		retryMax: retryMax,
+	}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+// add queues id now; a pending delayed run of id is superseded, so new
+// information from the region is acted on at once even while the id
+// waits out a retry backoff.
+func (q *workQueue) add(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.addLocked(id)
+}
+
+func (q *workQueue) addLocked(id string) {
+	if q.shutdown {
+		return
+	}
+	delete(q.delayed, id)
+	if q.active[id] {
+		q.dirty[id] = true
+		return
+	}
+	if q.queued[id] {
+		return
+	}
+	q.queued[id] = true
+	q.ready = append(q.ready, id)
+	q.cond.Signal()
+}
+
+// addAfter queues id after d, unless it is already due sooner.
+func (q *workQueue) addAfter(id string, d time.Duration) {
+	if d <= 0 {
+		q.add(id)
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.addAfterLocked(id, d)
+}
+
+func (q *workQueue) addAfterLocked(id string, d time.Duration) {
+	if q.shutdown || q.queued[id] || q.dirty[id] {
+		return
+	}
+	at := time.Now().Add(d)
+	if cur, ok := q.delayed[id]; ok && !cur.After(at) {
+		return
+	}
+	q.delayed[id] = at
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// retry queues id after its backoff, which doubles with each failure.
+func (q *workQueue) retry(id string) time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := q.failures[id]
+	q.failures[id] = n + 1
+	d := q.retryMin
+	for range n {
+		d *= 2
+		if d >= q.retryMax {
+			d = q.retryMax
+			break
+		}
+	}
+	q.addAfterLocked(id, d)
+	return d
+}
+
+// forget resets id's backoff.
+func (q *workQueue) forget(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.failures, id)
+}
+
+// drop forgets everything about id except a run in progress.
+func (q *workQueue) drop(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.failures, id)
+	delete(q.delayed, id)
+}
+
+// get blocks until an id is ready or the queue is shut down.
+func (q *workQueue) get() (string, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.ready) == 0 && !q.shutdown {
+		q.cond.Wait()
+	}
+	if q.shutdown {
+		return "", false
+	}
+	id := q.ready[0]
+	q.ready[0] = ""
+	q.ready = q.ready[1:]
+	delete(q.queued, id)
+	q.active[id] = true
+	return id, true
+}
+
+// done releases id; if it was added meanwhile it is queued again.
+func (q *workQueue) done(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.active, id)
+	if q.dirty[id] {
+		delete(q.dirty, id)
+		q.addLocked(id)
+	}
+}
+
+func (q *workQueue) shutDown() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.shutdown = true
+	q.cond.Broadcast()
+}
+
+// runDelays moves delayed ids to the ready list when they are due, until
+// ctx is done.
+func (q *workQueue) runDelays(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		q.mu.Lock()
+		now := time.Now()
+		next := time.Duration(-1)
+		for id, at := range q.delayed {
+			if !at.After(now) {
+				q.addLocked(id)
+				continue
+			}
+			if d := at.Sub(now); next < 0 || d < next {
+				next = d
+			}
+		}
+		q.mu.Unlock()
+		if next < 0 {
+			next = time.Hour
+		}
+		timer.Reset(next)
+		select {
+		case <-ctx.Done():
+			return
+		case <-q.wake:
+		case <-timer.C:
+		}
+	}
+}

@@ -1,0 +1,222 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+)
+
+// getWithin gets the next id or fails after timeout.
+func getWithin(t *testing.T, q *workQueue, timeout time.Duration) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		id, ok := q.get()
+		if ok {
+			got <- id
+		}
+		close(got)
+	}()
+	select {
+	case id := <-got:
+		return id
+	case <-time.After(timeout):
+		q.shutDown()
+		<-got
+		t.Fatalf("no id within %s", timeout)
+		return ""
+	}
+}
+
+func TestWorkQueueCoalescesAndSerializes(t *testing.T) {
+	q := newWorkQueue(time.Millisecond, time.Millisecond)
+	q.add("a")
+	q.add("a")
+	q.add("b")
+	if got := getWithin(t, q, time.Second); got != "a" {
+		t.Fatalf("first: got %q; want a", got)
+	}
+	// a is being worked on: adding it again must not hand it to a second
+	// worker, only re-run it after done.
+	q.add("a")
+	if got := getWithin(t, q, time.Second); got != "b" {
+		t.Fatalf("second: got %q; want b (a is in flight)", got)
+	}
+	q.mu.Lock()
+	n := len(q.ready)
+	q.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("ready while a is in flight: got %d; want 0", n)
+	}
+	q.done("a")
+	if got := getWithin(t, q, time.Second); got != "a" {
+		t.Fatalf("after done: got %q; want a again", got)
+	}
+	q.done("a")
+	q.done("b")
+	q.mu.Lock()
+	n = len(q.ready)
+	q.mu.Unlock()
+	if n != 0 {
+		t.Errorf("ready at the end: got %d; want 0 (duplicates coalesced)", n)
+	}
+}
+
+func TestWorkQueueRetryBackoff(t *testing.T) {
+	tests := []struct {
+		failures int
+		want     time.Duration
+	}{
+		{1, time.Second},
+		{2, 2 * time.Second},
+		{3, 4 * time.Second},
+		{7, time.Minute},
+		{20, time.Minute},
+	}
+	for _, tc := range tests {
+		q := newWorkQueue(time.Second, time.Minute)
+		var got time.Duration
+		for range tc.failures {
+			got = q.retry("a")
+		}
+		if got != tc.want {
+			t.Errorf("delay after %d failures: got %s; want %s", tc.failures, got, tc.want)
+		}
+		q.forget("a")
+		if got := q.retry("a"); got != time.Second {
+			t.Errorf("delay after forget: got %s; want 1s", got)
+		}
+	}
+}
+
+func TestWorkQueueDelays(t *testing.T) {
+	q := newWorkQueue(time.Millisecond, time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		q.runDelays(ctx)
+	}()
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+
+	start := time.Now()
+	q.addAfter("late", time.Hour)
+	q.addAfter("soon", 30*time.Millisecond)
+	if got := getWithin(t, q, 5*time.Second); got != "soon" {
+		t.Fatalf("got %q; want soon", got)
+	}
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Errorf("soon came after %s; want >= 30ms", d)
+	}
+	// add supersedes a delayed run: new information is acted on at once.
+	q.add("late")
+	if got := getWithin(t, q, time.Second); got != "late" {
+		t.Fatalf("got %q; want late at once", got)
+	}
+	q.mu.Lock()
+	_, still := q.delayed["late"]
+	q.mu.Unlock()
+	if still {
+		t.Errorf("late still delayed after add")
+	}
+}
+
+func TestMergeConditions(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Minute)
+	prev := []api.Condition{
+		{Type: "CRI", Status: api.ConditionReady, Since: t0},
+		{Type: "CNI", Status: api.ConditionReady, Since: t0},
+	}
+	next := []api.Condition{
+		{Type: "CRI", Status: api.ConditionReady},
+		{Type: "CNI", Status: api.ConditionWarning, Message: "slow"},
+		{Type: "CNI", Status: api.ConditionError, Message: "down"},
+		{Type: "provider/x", Status: api.ConditionReady},
+	}
+	got := mergeConditions(prev, next, t1)
+	want := []api.Condition{
+		{Type: "CNI", Status: api.ConditionError, Message: "down", Since: t1},
+		{Type: "CRI", Status: api.ConditionReady, Since: t0},
+		{Type: "provider/x", Status: api.ConditionReady, Since: t1},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d conditions %+v; want %d", len(got), got, len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("condition %d: got %+v; want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestMemTotal(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		want    int64
+		wantErr bool
+	}{
+		{"normal", "MemTotal:       16318412 kB\nMemFree:  1 kB\n", 15935, false},
+		{"missing", "MemFree:  1 kB\n", 0, true},
+		{"garbage", "MemTotal: lots kB\n", 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "meminfo")
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := memTotalMiB(path)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("memTotalMiB: got %d, %v; want %d, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestFreeDiskOfMissingDir(t *testing.T) {
+	got, err := freeDiskMiB(filepath.Join(t.TempDir(), "not", "yet"))
+	if err != nil || got <= 0 {
+		t.Errorf("freeDiskMiB: got %d, %v; want the parent's free space", got, err)
+	}
+}
+
+func TestSameStatus(t *testing.T) {
+	code := int32(1)
+	other := int32(2)
+	base := api.AssignmentStatus{ID: "a", Phase: api.PhaseReady, ObservedGeneration: 1}
+	tests := []struct {
+		name   string
+		change func(*api.AssignmentStatus)
+		want   bool
+	}{
+		{"timestamps only", func(s *api.AssignmentStatus) { s.Since, s.UpdatedAt = time.Now(), time.Now() }, true},
+		{"phase", func(s *api.AssignmentStatus) { s.Phase = api.PhaseError }, false},
+		{"reason", func(s *api.AssignmentStatus) { s.Reason = "x" }, false},
+		{"generation", func(s *api.AssignmentStatus) { s.ObservedGeneration = 2 }, false},
+		{"exit code set", func(s *api.AssignmentStatus) { s.ExitCode = &code }, false},
+		{"backends", func(s *api.AssignmentStatus) { s.Backends = []api.BackendStatus{{Address: "10.0.0.1"}} }, false},
+	}
+	for _, tc := range tests {
+		s := base
+		tc.change(&s)
+		if got := sameStatus(base, s); got != tc.want {
+			t.Errorf("%s: got %v; want %v", tc.name, got, tc.want)
+		}
+	}
+	a, b := base, base
+	a.ExitCode, b.ExitCode = &code, &other
+	if sameStatus(a, b) {
+		t.Errorf("different exit codes: got same; want different")
+	}
+}

@@ -1,0 +1,315 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/transport"
+	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
+)
+
+// fakeRegion is an AgentService over real gRPC: it records what agents
+// send, keeps the node's current assignment set, sends it as a snapshot
+// when a stream opens and forwards pushed batches to open streams.
+type fakeRegion struct {
+	agentv1.UnimplementedAgentServiceServer
+
+	mu            sync.Mutex
+	addr          string
+	srv           *grpc.Server
+	served        chan struct{}
+	assignments   map[string]*resourcev1.Assignment
+	registrations []*resourcev1.Node
+	heartbeats    []*agentv1.HeartbeatRequest
+	reports       [][]*resourcev1.AssignmentStatus
+	latest        map[string]*resourcev1.AssignmentStatus
+	streams       map[*regionStream]bool
+	streamsOpened int
+	// hold, when set, keeps new streams waiting before their snapshot.
+	hold chan struct{}
+	// split > 0 sends snapshots in batches of split assignments, only the
+	// first marked snapshot (a snapshot too large for one message).
+	split       int
+	reregister  bool
+	heartbeatMS int64
+	reportErr   error
+}
+
+type regionStream struct {
+	node string
+	ch   chan *agentv1.AssignmentBatch
+	quit chan struct{}
+}
+
+func newFakeRegion(t *testing.T) *fakeRegion {
+	t.Helper()
+	r := &fakeRegion{
+		assignments: map[string]*resourcev1.Assignment{},
+		latest:      map[string]*resourcev1.AssignmentStatus{},
+		streams:     map[*regionStream]bool{},
+		heartbeatMS: 50,
+	}
+	r.start(t)
+	t.Cleanup(r.stop)
+	return r
+}
+
+// start serves on the region's address (a new port the first time).
+func (r *fakeRegion) start(t *testing.T) {
+	t.Helper()
+	addr := r.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("region listen: %v", err)
+	}
+	srv := transport.NewServer(nil, slog.New(slog.DiscardHandler))
+	agentv1.RegisterAgentServiceServer(srv, r)
+	served := make(chan struct{})
+	r.mu.Lock()
+	r.addr, r.srv, r.served = lis.Addr().String(), srv, served
+	r.mu.Unlock()
+	go func() {
+		defer close(served)
+		_ = srv.Serve(lis)
+	}()
+}
+
+// stop kills the server and its streams at once (an outage).
+func (r *fakeRegion) stop() {
+	r.mu.Lock()
+	srv, served := r.srv, r.served
+	r.srv = nil
+	r.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	srv.Stop()
+	<-served
+}
+
+func (r *fakeRegion) Register(_ context.Context, req *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.registrations = append(r.registrations, req.GetNode())
+	return &agentv1.RegisterResponse{Node: req.GetNode(), HeartbeatIntervalMs: r.heartbeatMS}, nil
+}
+
+func (r *fakeRegion) Heartbeat(_ context.Context, req *agentv1.HeartbeatRequest) (*agentv1.HeartbeatResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.heartbeats = append(r.heartbeats, req)
+	resp := &agentv1.HeartbeatResponse{HeartbeatIntervalMs: r.heartbeatMS, Reregister: r.reregister}
+	r.reregister = false
+	return resp, nil
+}
+
+func (r *fakeRegion) ReportStatus(_ context.Context, req *agentv1.ReportStatusRequest) (*agentv1.ReportStatusResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reportErr != nil {
+		return nil, r.reportErr
+	}
+	r.reports = append(r.reports, req.GetStatuses())
+	for _, st := range req.GetStatuses() {
+		r.latest[st.GetId()] = st
+	}
+	return &agentv1.ReportStatusResponse{}, nil
+}
+
+func (r *fakeRegion) WatchAssignments(req *agentv1.WatchAssignmentsRequest, stream grpc.ServerStreamingServer[agentv1.AssignmentBatch]) error {
+	ctx := stream.Context()
+	r.mu.Lock()
+	hold := r.hold
+	r.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	rs := &regionStream{node: req.GetNode(), ch: make(chan *agentv1.AssignmentBatch, 1024), quit: make(chan struct{})}
+	r.mu.Lock()
+	// The snapshot and the registration happen under one lock so that no
+	// push falls between them.
+	snap := make([]*resourcev1.Assignment, 0, len(r.assignments))
+	for _, a := range r.assignments {
+		if a.GetNode() == rs.node {
+			snap = append(snap, a)
+		}
+	}
+	slices.SortFunc(snap, func(x, y *resourcev1.Assignment) int {
+		switch {
+		case x.GetId() < y.GetId():
+			return -1
+		case x.GetId() > y.GetId():
+			return 1
+		}
+		return 0
+	})
+	split := r.split
+	r.streams[rs] = true
+	r.streamsOpened++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.streams, rs)
+		r.mu.Unlock()
+	}()
+
+	batches := []*agentv1.AssignmentBatch{{Snapshot: true, Upserts: snap}}
+	if split > 0 && len(snap) > split {
+		batches = nil
+		for i := 0; i < len(snap); i += split {
+			batches = append(batches, &agentv1.AssignmentBatch{Snapshot: i == 0, Upserts: snap[i:min(i+split, len(snap))]})
+		}
+	}
+	for _, b := range batches {
+		if err := stream.Send(b); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-rs.quit:
+			return fmt.Errorf("stream closed by test: %w", api.ErrUnavailable)
+		case b := <-rs.ch:
+			if err := stream.Send(b); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// configure changes the region's behaviour under its lock.
+func (r *fakeRegion) configure(f func(r *fakeRegion)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(r)
+}
+
+// set replaces the node's assignments without telling open streams (the
+// next snapshot carries them).
+func (r *fakeRegion) set(asgs ...*api.Assignment) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.assignments = map[string]*resourcev1.Assignment{}
+	for _, a := range asgs {
+		r.assignments[a.ID] = api.AssignmentToPB(a)
+	}
+}
+
+// push updates the set and sends a batch to every open stream, whatever
+// its node (so that a test can send a node what the region would not).
+func (r *fakeRegion) push(upserts []*api.Assignment, removed ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := &agentv1.AssignmentBatch{Removed: removed}
+	for _, a := range upserts {
+		p := api.AssignmentToPB(a)
+		r.assignments[a.ID] = p
+		b.Upserts = append(b.Upserts, p)
+	}
+	for _, id := range removed {
+		delete(r.assignments, id)
+	}
+	for s := range r.streams {
+		s.ch <- b
+	}
+}
+
+// closeStreams ends every open stream with an error.
+func (r *fakeRegion) closeStreams() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for s := range r.streams {
+		close(s.quit)
+		delete(r.streams, s)
+	}
+}
+
+func (r *fakeRegion) endpoint() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.addr
+}
+
+func (r *fakeRegion) status(id string) (*resourcev1.AssignmentStatus, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, ok := r.latest[id]
+	return st, ok
+}
+
+func (r *fakeRegion) reportCalls() [][]*resourcev1.AssignmentStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reports)
+}
+
+func (r *fakeRegion) reportedIDs() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := map[string]int{}
+	for _, b := range r.reports {
+		for _, st := range b {
+			n[st.GetId()]++
+		}
+	}
+	return n
+}
+
+func (r *fakeRegion) registered() []*resourcev1.Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.registrations)
+}
+
+func (r *fakeRegion) beats() []*agentv1.HeartbeatRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.heartbeats)
+}
+
+func (r *fakeRegion) openStreams() (open, opened int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.streams), r.streamsOpened
+}
+
+// waitPhases checks that the region's latest status of each id has the
+// wanted phase.
+func (r *fakeRegion) wantPhases(want map[string]api.Phase) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for id, p := range want {
+		st, ok := r.latest[id]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: got no status; want %s", id, p))
+		case api.Phase(st.GetPhase()) != p:
+			errs = append(errs, fmt.Errorf("%s: got phase %s (%q); want %s", id, st.GetPhase(), st.GetReason(), p))
+		}
+		if len(errs) > 3 {
+			errs = append(errs, errors.New("..."))
+			break
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+)
+
+// runAssignments recovers the table from the providers, then follows the
+// node's assignment stream, reconnecting with backoff, until ctx is done.
+func (a *Agent) runAssignments(ctx context.Context, client agentv1.AgentServiceClient, registered <-chan struct{}) {
+	if err := a.recover(ctx); err != nil {
+		return
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-registered:
+	}
+	b := backoff{min: a.t.registerMin, max: a.t.registerMax}
+	warn := warnLimiter{every: a.t.warnEvery}
+	for {
+		got, err := a.watchOnce(ctx, client)
+		if ctx.Err() != nil {
+			return
+		}
+		if got > 0 {
+			b.reset()
+		}
+		if err == nil || errors.Is(err, io.EOF) {
+			a.log.Info("assignment stream ended; reconnecting", "batches", got)
+		} else {
+			warn.fail(a.log, "assignment stream failed; reconnecting", err, "batches", got)
+		}
+		if !sleepCtx(ctx, b.next()) {
+			return
+		}
+	}
+}
+
+// watchOnce reads one assignment stream until it fails and returns how
+// many batches it delivered.
+func (a *Agent) watchOnce(ctx context.Context, client agentv1.AgentServiceClient) (int, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := client.WatchAssignments(sctx, &agentv1.WatchAssignmentsRequest{Node: a.cfg.Node.Name})
+	if err != nil {
+		return 0, err
+	}
+	epoch := a.beginStream()
+	defer a.endStream(epoch)
+	n := 0
+	for {
+		b, err := stream.Recv()
+		if err != nil {
+			return n, err
+		}
+		n++
+		a.applyBatch(epoch, b)
+	}
+}
+
+// beginStream numbers a new stream. Orphans found by its snapshots may be
+// deleted only while it lives.
+func (a *Agent) beginStream() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.epoch++
+	a.liveEpoch = a.epoch
+	return a.epoch
+}
+
+func (a *Agent) endStream(epoch int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.liveEpoch == epoch {
+		a.liveEpoch = 0
+	}
+}

@@ -1,0 +1,154 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/stratahq/strata/internal/api"
+	providerv1 "github.com/stratahq/strata/proto/provider/v1"
+	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
+)
+
+// NewServer serves p over gRPC, for a plugin binary (see Serve) or a test.
+// Register it on a server made by transport.NewServer, whose interceptors
+// turn api sentinels into gRPC codes.
+//
+// Logs streams through p's Logger capability; a provider without one
+// answers codes.Unimplemented, which NewClient turns back into
+// ErrUnsupported. ErrUnsupported from any call travels the same way.
+//
+// A Watcher is not exposed over the wire: ProviderService v1 has no Watch
+// call, so an agent talking to a plugin learns of state changes by
+// polling Status and List. Adding a streaming Watch to the proto is the
+// way to lift this.
+func NewServer(p Provider) providerv1.ProviderServiceServer {
+	return &server{p: p}
+}
+
+type server struct {
+	providerv1.UnimplementedProviderServiceServer
+	p Provider
+}
+
+func (s *server) Info(ctx context.Context, _ *providerv1.InfoRequest) (*providerv1.InfoResponse, error) {
+	info, err := s.p.Info(ctx)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	kinds := make([]string, len(info.Kinds))
+	for i, k := range info.Kinds {
+		kinds[i] = string(k)
+	}
+	return &providerv1.InfoResponse{
+		Name:     info.Name,
+		Version:  info.Version,
+		Kinds:    kinds,
+		Capacity: api.CapacityToPB(info.Capacity),
+	}, nil
+}
+
+func (s *server) Health(ctx context.Context, _ *providerv1.HealthRequest) (*providerv1.HealthResponse, error) {
+	cs, err := s.p.Health(ctx)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return &providerv1.HealthResponse{Conditions: api.ConditionsToPB(cs)}, nil
+}
+
+func (s *server) Apply(ctx context.Context, req *providerv1.ApplyRequest) (*providerv1.ApplyResponse, error) {
+	if req.GetAssignment() == nil {
+		return nil, api.Invalid("assignment", "is required")
+	}
+	a := api.AssignmentFromPB(req.GetAssignment())
+	st, err := s.p.Apply(ctx, &a)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return &providerv1.ApplyResponse{Status: api.AssignmentStatusToPB(&st)}, nil
+}
+
+func (s *server) Delete(ctx context.Context, req *providerv1.DeleteRequest) (*providerv1.DeleteResponse, error) {
+	a := api.Assignment{ID: req.GetId()}
+	if req.GetAssignment() != nil {
+		a = api.AssignmentFromPB(req.GetAssignment())
+		if a.ID == "" {
+			a.ID = req.GetId()
+		}
+	}
+	if a.ID == "" {
+		return nil, api.Invalid("id", "is required")
+	}
+	var grace time.Duration
+	if g := req.GetGracePeriod(); g != nil {
+		grace = g.AsDuration()
+	}
+	if err := s.p.Delete(ctx, &a, grace); err != nil {
+		return nil, wireError(err)
+	}
+	return &providerv1.DeleteResponse{}, nil
+}
+
+func (s *server) Status(ctx context.Context, req *providerv1.StatusRequest) (*providerv1.StatusResponse, error) {
+	st, err := s.p.Status(ctx, req.GetId())
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return &providerv1.StatusResponse{Status: api.AssignmentStatusToPB(&st)}, nil
+}
+
+func (s *server) List(ctx context.Context, _ *providerv1.ListRequest) (*providerv1.ListResponse, error) {
+	ls, err := s.p.List(ctx)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	items := make([]*providerv1.ListedReplica, len(ls))
+	for i := range ls {
+		items[i] = &providerv1.ListedReplica{
+			Id:         ls[i].ID,
+			Kind:       string(ls[i].Kind),
+			Generation: ls[i].Generation,
+			Status:     api.AssignmentStatusToPB(&ls[i].Status),
+		}
+	}
+	return &providerv1.ListResponse{Items: items}, nil
+}
+
+func (s *server) Logs(req *providerv1.LogsRequest, stream grpc.ServerStreamingServer[resourcev1.LogChunk]) error {
+	l, ok := s.p.(Logger)
+	if !ok {
+		return status.Error(codes.Unimplemented, "this provider keeps no logs")
+	}
+	opts := LogOptions{Follow: req.GetFollow(), TailLines: int(req.GetTailLines())}
+	return wireError(l.Logs(stream.Context(), req.GetId(), opts, chunkWriter{stream}))
+}
+
+// chunkWriter sends every Write as one LogChunk.
+type chunkWriter struct {
+	stream grpc.ServerStreamingServer[resourcev1.LogChunk]
+}
+
+func (w chunkWriter) Write(b []byte) (int, error) {
+	// Copied because a Writer must not keep b, and Send's encoding is the
+	// transport's business.
+	data := append([]byte(nil), b...)
+	if err := w.stream.Send(&resourcev1.LogChunk{Data: data, Time: timestamppb.Now()}); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// wireError turns ErrUnsupported into codes.Unimplemented, the code the
+// proto reserves for it, so that the client can turn it back. Every other
+// error is left to the transport's interceptor.
+func wireError(err error) error {
+	if err != nil && errors.Is(err, ErrUnsupported) {
+		return status.Error(codes.Unimplemented, err.Error())
+	}
+	return err
+}
