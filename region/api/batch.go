@@ -1,0 +1,251 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/heartbeat"
+)
+
+// maxBeatBatch bounds one RecordBatch (one Redis pipeline).
+const maxBeatBatch = 1000
+
+// beatQueue holds the newest unwritten beat of each node. Keeping one per
+// node bounds it by the number of nodes however far the store falls behind.
+type beatQueue struct {
+	mu    sync.Mutex
+	beats map[string]heartbeat.Beat
+}
+
+func (q *beatQueue) add(b heartbeat.Beat) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.beats == nil {
+		q.beats = make(map[string]heartbeat.Beat)
+	}
+	q.beats[b.ID] = b
+}
+
+// drop forgets a queued beat of a deleted node, which would otherwise bring
+// it back into the heartbeat store.
+func (q *beatQueue) drop(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.beats, id)
+}
+
+func (q *beatQueue) take() []heartbeat.Beat {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.beats) == 0 {
+		return nil
+	}
+	out := make([]heartbeat.Beat, 0, len(q.beats))
+	for _, b := range q.beats {
+		out = append(out, b)
+	}
+	clear(q.beats)
+	return out
+}
+
+// beatWarnEvery rate-limits the warning about lost heartbeats: while the
+// store is down every flush fails, ten times a second.
+const beatWarnEvery = 10 * time.Second
+
+// runBeats writes queued heartbeats every beatWindow: 1,000 agents beating
+// every 2 s cost ten RecordBatch calls a second, not 500 Record calls.
+func (s *Server) runBeats(ctx context.Context) {
+	t := time.NewTicker(s.tune.beatWindow)
+	defer t.Stop()
+	var (
+		lost     int
+		lastWarn time.Time
+	)
+	for {
+		select {
+		case <-t.C:
+			n, err := s.flushBeats(ctx)
+			lost += n
+			if err != nil && time.Since(lastWarn) >= beatWarnEvery {
+				s.log.Warn("recording heartbeats failed; beats are lost until the store recovers", "lost", lost, "err", err)
+				lost, lastWarn = 0, time.Now()
+			}
+		case <-ctx.Done():
+			// The beats already received are written on the way out, so
+			// that a restart of this process does not look like missed
+			// beats to the node monitor.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownFlush)
+			if n, err := s.flushBeats(fctx); err != nil {
+				s.log.Warn("recording the last heartbeats failed", "lost", n, "err", err)
+			}
+			cancel()
+			return
+		}
+	}
+}
+
+// flushBeats records the queued beats and returns how many were lost. A
+// lost beat is not retried: its agent beats again within its interval.
+func (s *Server) flushBeats(ctx context.Context) (lost int, err error) {
+	for chunk := range slices.Chunk(s.beats.take(), maxBeatBatch) {
+		if e := s.heartbeats.RecordBatch(ctx, chunk); e != nil {
+			lost, err = lost+len(chunk), e
+		}
+	}
+	return lost, err
+}
+
+// statusQueue collects agents' status reports for the status writer.
+type statusQueue struct {
+	kick chan struct{} // capacity 1: "something is queued"
+
+	mu     sync.Mutex
+	writes []*statusWrite
+	closed error // set when the writer stopped
+}
+
+// statusWrite is one ReportStatus call's statuses and where its result
+// goes: done receives exactly one value, after the transactions holding
+// the statuses committed or failed.
+type statusWrite struct {
+	statuses []api.AssignmentStatus
+	done     chan error
+}
+
+// write queues statuses and waits until they are committed.
+func (q *statusQueue) write(ctx context.Context, statuses []api.AssignmentStatus) error {
+	w := &statusWrite{statuses: statuses, done: make(chan error, 1)}
+	q.mu.Lock()
+	if q.closed != nil {
+		q.mu.Unlock()
+		return q.closed
+	}
+	q.writes = append(q.writes, w)
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default: // the writer is already due
+	}
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+		// The writer still writes them; the agent reports again anyway.
+		return ctx.Err()
+	}
+}
+
+func (q *statusQueue) take() []*statusWrite {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ws := q.writes
+	q.writes = nil
+	return ws
+}
+
+// close fails every queued write and refuses new ones with err.
+func (q *statusQueue) close(err error) {
+	q.mu.Lock()
+	q.closed = err
+	ws := q.writes
+	q.writes = nil
+	q.mu.Unlock()
+	for _, w := range ws {
+		w.done <- err
+	}
+}
+
+// runStatusWriter writes queued statuses until ctx is done. It waits
+// statusWindow after the first report of a batch so that reports of many
+// agents share transactions; while it writes, new reports queue up, so a
+// slower etcd makes for bigger batches rather than a longer queue of small
+// ones.
+func (s *Server) runStatusWriter(ctx context.Context) {
+	defer s.statuses.close(fmt.Errorf("region api is shutting down: %w", api.ErrUnavailable))
+	for {
+		select {
+		case <-s.statuses.kick:
+		case <-ctx.Done():
+			return
+		}
+		t := time.NewTimer(s.tune.statusWindow)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		s.writeStatuses(ctx, s.statuses.take())
+	}
+}
+
+// writeStatuses commits ws in transactions of at most maxTxnOps puts and
+// tells each write its outcome. Two reports of one replica in a batch are
+// one put of the later; both callers learn that put's outcome.
+func (s *Server) writeStatuses(ctx context.Context, ws []*statusWrite) {
+	if len(ws) == 0 {
+		return
+	}
+	type put struct {
+		status api.AssignmentStatus
+		from   []*statusWrite
+	}
+	var (
+		puts  []put
+		index = make(map[string]int)
+	)
+	for _, w := range ws {
+		for _, st := range w.statuses {
+			if i, ok := index[st.ID]; ok {
+				puts[i].status = st
+				puts[i].from = append(puts[i].from, w)
+				continue
+			}
+			index[st.ID] = len(puts)
+			puts = append(puts, put{status: st, from: []*statusWrite{w}})
+		}
+	}
+
+	failed := make(map[*statusWrite]error)
+	var rev int64
+	txns := 0
+	for chunk := range slices.Chunk(puts, maxTxnOps) {
+		txn := s.st.Store.Txn()
+		for i := range chunk {
+			s.st.Statuses.TxnPut(txn, chunk[i].status.ID, &chunk[i].status)
+		}
+		cctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		r, err := txn.Commit(cctx)
+		cancel()
+		txns++
+		if err != nil {
+			err = fmt.Errorf("write %d replica statuses: %w", len(chunk), err)
+			for _, p := range chunk {
+				for _, w := range p.from {
+					if failed[w] == nil {
+						failed[w] = err
+					}
+				}
+			}
+			continue
+		}
+		rev = r
+	}
+	s.log.Debug("wrote replica statuses", "statuses", len(puts), "reports", len(ws), "txns", txns, "failed", len(failed))
+	if rev > 0 {
+		// Agents compare their next report with the cache: let it see
+		// this one first, or an unchanged report would be written again.
+		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		if err := s.caches.Statuses.WaitForRev(wctx, rev); err != nil {
+			s.log.Debug("status cache is behind", "rev", rev, "err", err)
+		}
+		cancel()
+	}
+	for _, w := range ws {
+		w.done <- failed[w]
+	}
+}

@@ -1,0 +1,261 @@
+package api
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/transport"
+	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	regionv1 "github.com/stratahq/strata/proto/region/v1"
+	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
+)
+
+// regionService is RegionService: protobuf in, domain calls, protobuf
+// out. On TLS links only the global tier may call it.
+type regionService struct {
+	regionv1.UnimplementedRegionServiceServer
+	s *Server
+}
+
+func authorizeGlobal(ctx context.Context) error { return transport.AuthorizeKind(ctx, "global") }
+
+func (r regionService) ApplyPlacements(ctx context.Context, req *regionv1.ApplyPlacementsRequest) (*regionv1.ApplyPlacementsResponse, error) {
+	if err := authorizeGlobal(ctx); err != nil {
+		return nil, err
+	}
+	ps := make([]api.Placement, len(req.GetPlacements()))
+	for i, p := range req.GetPlacements() {
+		ps[i] = api.PlacementFromPB(p)
+	}
+	results, err := r.s.applyPlacements(ctx, ps)
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return &regionv1.ApplyPlacementsResponse{Results: resultsToPB(results)}, nil
+}
+
+func (r regionService) RemovePlacements(ctx context.Context, req *regionv1.RemovePlacementsRequest) (*regionv1.RemovePlacementsResponse, error) {
+	if err := authorizeGlobal(ctx); err != nil {
+		return nil, err
+	}
+	refs := make([]placementRef, len(req.GetPlacements()))
+	for i, p := range req.GetPlacements() {
+		refs[i] = placementRef{Tenant: p.GetTenant(), Name: p.GetName(), UID: p.GetUid()}
+	}
+	results, err := r.s.removePlacements(ctx, refs, req.GetEpoch())
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return &regionv1.RemovePlacementsResponse{Results: resultsToPB(results)}, nil
+}
+
+func resultsToPB(results []placementResult) []*regionv1.PlacementResult {
+	out := make([]*regionv1.PlacementResult, len(results))
+	for i, res := range results {
+		out[i] = &regionv1.PlacementResult{Key: res.Key, Applied: res.Applied}
+		if res.Err != nil {
+			out[i].Error = res.Err.Error()
+		}
+	}
+	return out
+}
+
+func (r regionService) WatchShares(_ *regionv1.WatchSharesRequest, stream grpc.ServerStreamingServer[regionv1.WatchSharesResponse]) error {
+	ctx := stream.Context()
+	if err := authorizeGlobal(ctx); err != nil {
+		return err
+	}
+	return apiErr(r.s.watchShares(ctx, stream.Send))
+}
+
+func (r regionService) ListNodes(ctx context.Context, req *regionv1.ListNodesRequest) (*regionv1.ListNodesResponse, error) {
+	if err := authorizeGlobal(ctx); err != nil {
+		return nil, err
+	}
+	nodes, err := r.s.listNodes(req.GetSelector())
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	out := &regionv1.ListNodesResponse{Items: make([]*resourcev1.Node, len(nodes))}
+	for i := range nodes {
+		out.Items[i] = api.NodeToPB(&nodes[i])
+	}
+	return out, nil
+}
+
+func (r regionService) GetNode(ctx context.Context, req *regionv1.NodeRef) (*resourcev1.Node, error) {
+	if err := authorizeGlobal(ctx); err != nil {
+		return nil, err
+	}
+	n, err := r.s.getNode(req.GetName())
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return api.NodeToPB(&n), nil
+}
+
+func (r regionService) DeleteNode(ctx context.Context, req *regionv1.NodeRef) (*regionv1.DeleteNodeResponse, error) {
+	if err := authorizeGlobal(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.s.deleteNode(ctx, req.GetName()); err != nil {
+		return nil, apiErr(err)
+	}
+	return &regionv1.DeleteNodeResponse{}, nil
+}
+
+func (r regionService) CordonNode(ctx context.Context, req *regionv1.CordonNodeRequest) (*resourcev1.Node, error) {
+	if err := authorizeGlobal(ctx); err != nil {
+		return nil, err
+	}
+	n, err := r.s.cordon(ctx, req.GetName(), req.GetReason())
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return api.NodeToPB(&n), nil
+}
+
+func (r regionService) UncordonNode(ctx context.Context, req *regionv1.NodeRef) (*resourcev1.Node, error) {
+	if err := authorizeGlobal(ctx); err != nil {
+		return nil, err
+	}
+	n, err := r.s.uncordon(ctx, req.GetName())
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return api.NodeToPB(&n), nil
+}
+
+func (r regionService) DrainNode(ctx context.Context, req *regionv1.DrainNodeRequest) (*resourcev1.DrainStatus, error) {
+	if err := authorizeGlobal(ctx); err != nil {
+		return nil, err
+	}
+	d, err := r.s.drain(ctx, req.GetName(), api.DrainRequestFromPB(req.GetDrain()))
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return api.DrainStatusToPB(&d), nil
+}
+
+func (r regionService) GetDrain(ctx context.Context, req *regionv1.NodeRef) (*resourcev1.DrainStatus, error) {
+	if err := authorizeGlobal(ctx); err != nil {
+		return nil, err
+	}
+	d, err := r.s.getDrain(req.GetName())
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return api.DrainStatusToPB(&d), nil
+}
+
+func (r regionService) ListReplicas(ctx context.Context, req *regionv1.ListReplicasRequest) (*regionv1.ListReplicasResponse, error) {
+	if err := authorizeGlobal(ctx); err != nil {
+		return nil, err
+	}
+	reps, err := r.s.listReplicas(req.GetTenant(), req.GetResource(), req.GetNode())
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	out := &regionv1.ListReplicasResponse{Items: make([]*resourcev1.Replica, len(reps))}
+	for i := range reps {
+		out.Items[i] = api.ReplicaToPB(&reps[i])
+	}
+	return out, nil
+}
+
+func (r regionService) Logs(req *resourcev1.LogsRequest, stream grpc.ServerStreamingServer[resourcev1.LogChunk]) error {
+	ctx := stream.Context()
+	if err := authorizeGlobal(ctx); err != nil {
+		return err
+	}
+	return apiErr(r.s.logs(ctx, req, stream.Send))
+}
+
+func (r regionService) ListEvents(ctx context.Context, req *regionv1.ListEventsRequest) (*regionv1.ListEventsResponse, error) {
+	if err := authorizeGlobal(ctx); err != nil {
+		return nil, err
+	}
+	evs, err := r.s.listEvents(ctx, req.GetAfter(), int(req.GetLimit()), req.GetObject())
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	out := &regionv1.ListEventsResponse{Items: make([]*resourcev1.Event, len(evs))}
+	for i := range evs {
+		out.Items[i] = eventToPB(&evs[i])
+	}
+	return out, nil
+}
+
+func (r regionService) Status(ctx context.Context, _ *regionv1.StatusRequest) (*resourcev1.RegionStatus, error) {
+	if err := authorizeGlobal(ctx); err != nil {
+		return nil, err
+	}
+	st, err := r.s.Summary()
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return api.RegionStatusToPB(&st), nil
+}
+
+// agentService is AgentService. On TLS links an agent may act only for
+// its own node.
+type agentService struct {
+	agentv1.UnimplementedAgentServiceServer
+	s *Server
+}
+
+func (a agentService) Register(ctx context.Context, req *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error) {
+	n := api.NodeFromPB(req.GetNode())
+	if err := transport.AuthorizeNode(ctx, n.Name); err != nil {
+		return nil, err
+	}
+	stored, err := a.s.register(ctx, n)
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return &agentv1.RegisterResponse{Node: api.NodeToPB(&stored), HeartbeatIntervalMs: a.s.hbInterval.Milliseconds()}, nil
+}
+
+func (a agentService) Heartbeat(ctx context.Context, req *agentv1.HeartbeatRequest) (*agentv1.HeartbeatResponse, error) {
+	if err := authorizeAgent(ctx, req.GetNode()); err != nil {
+		return nil, err
+	}
+	reregister, err := a.s.heartbeat(ctx, req.GetNode(), req.GetSeq(), api.ConditionsFromPB(req.GetConditions()), req.GetMetrics())
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return &agentv1.HeartbeatResponse{HeartbeatIntervalMs: a.s.hbInterval.Milliseconds(), Reregister: reregister}, nil
+}
+
+func (a agentService) WatchAssignments(req *agentv1.WatchAssignmentsRequest, stream grpc.ServerStreamingServer[agentv1.AssignmentBatch]) error {
+	ctx := stream.Context()
+	if err := authorizeAgent(ctx, req.GetNode()); err != nil {
+		return err
+	}
+	return apiErr(a.s.watchAssignments(ctx, req.GetNode(), stream.Send))
+}
+
+func (a agentService) ReportStatus(ctx context.Context, req *agentv1.ReportStatusRequest) (*agentv1.ReportStatusResponse, error) {
+	if err := authorizeAgent(ctx, req.GetNode()); err != nil {
+		return nil, err
+	}
+	statuses := make([]api.AssignmentStatus, len(req.GetStatuses()))
+	for i, st := range req.GetStatuses() {
+		statuses[i] = api.AssignmentStatusFromPB(st)
+	}
+	if err := a.s.reportStatus(ctx, req.GetNode(), statuses); err != nil {
+		return nil, apiErr(err)
+	}
+	return &agentv1.ReportStatusResponse{}, nil
+}
+
+// authorizeAgent checks that a call names a node and, on TLS links, that
+// the caller is that node.
+func authorizeAgent(ctx context.Context, node string) error {
+	if node == "" {
+		return api.Invalid("node", "is required")
+	}
+	return transport.AuthorizeNode(ctx, node)
+}

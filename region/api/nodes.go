@@ -1,0 +1,421 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/store"
+)
+
+// register creates or refreshes an agent's node. The agent owns the
+// description (labels, capacity, providers, address); the operator owns
+// the cordon, which a re-registration never lifts. Nothing is written when
+// nothing changed, so agents may register as often as they reconnect.
+func (s *Server) register(ctx context.Context, n api.Node) (api.Node, error) {
+	if n.Region == "" {
+		n.Region = s.region
+	}
+	if n.Region != s.region {
+		return api.Node{}, api.Invalid("region", "node %s registers with region %q but this is region %q", n.Name, n.Region, s.region)
+	}
+	if err := n.Validate(); err != nil {
+		return api.Node{}, err
+	}
+	now := time.Now()
+	n.Status, n.ResourceVersion = nil, 0
+
+	created := false
+	it, err := s.st.Nodes.Modify(ctx, n.Name, func(cur *api.Node) error {
+		next := n
+		next.Schedulable, next.CordonReason, next.CordonedBy, next.CordonedAt = cur.Schedulable, cur.CordonReason, cur.CordonedBy, cur.CordonedAt
+		next.RegisteredAt = cur.RegisteredAt
+		if sameJSON(cur, &next) {
+			return store.ErrNoChange
+		}
+		*cur = next
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		n.Schedulable, n.CordonReason, n.CordonedBy, n.CordonedAt = true, "", "", time.Time{}
+		n.RegisteredAt = now
+		txn := s.st.Store.Txn()
+		s.st.Nodes.TxnCreate(txn, n.Name, &n)
+		// A status left over from an earlier life of the name is stale.
+		s.st.NodeStatus.TxnPut(txn, n.Name, &api.NodeStatus{Health: api.HealthUp, Since: now})
+		var rev int64
+		rev, err = txn.Commit(ctx)
+		it, created = store.Item[api.Node]{Name: n.Name, Value: &n, ModRevision: rev}, true
+	}
+	if err != nil {
+		return api.Node{}, fmt.Errorf("register node %s: %w", n.Name, err)
+	}
+	if !created {
+		if err := s.ensureNodeStatus(ctx, n.Name, now); err != nil {
+			return api.Node{}, err
+		}
+	}
+	// A node that was Down stays Down until the monitor sees this beat.
+	s.beats.add(heartbeat.Beat{ID: n.Name, At: now})
+	if err := s.waitNodes(ctx, it.ModRevision); err != nil {
+		return api.Node{}, err
+	}
+	if created {
+		s.log.Info("node registered", "node", n.Name, "address", n.Address)
+		s.emit(events.TypeNormal, "NodeRegistered", "node/"+n.Name,
+			fmt.Sprintf("node registered with %d mCPU, %d MiB", n.Capacity.MilliCPU, n.Capacity.MemoryMiB),
+			map[string]string{"address": n.Address, "agentVersion": n.AgentVersion})
+	}
+	out := *it.Value
+	out.ResourceVersion = it.ModRevision
+	return out, nil
+}
+
+// ensureNodeStatus creates a missing node status (Up). An existing one is
+// the monitor's and is left alone.
+func (s *Server) ensureNodeStatus(ctx context.Context, name string, now time.Time) error {
+	if _, ok := s.caches.NodeStatus.Get(name); ok {
+		return nil
+	}
+	rev, err := s.st.NodeStatus.Create(ctx, name, &api.NodeStatus{Health: api.HealthUp, Since: now})
+	switch {
+	case errors.Is(err, store.ErrExists):
+		return nil
+	case err != nil:
+		return fmt.Errorf("create status of node %s: %w", name, err)
+	}
+	return s.caches.NodeStatus.WaitForRev(ctx, rev)
+}
+
+// waitNodes waits until the node caches have seen rev: the next heartbeat
+// and the next operator read then see what was just written.
+func (s *Server) waitNodes(ctx context.Context, rev int64) error {
+	if err := s.caches.Nodes.WaitForRev(ctx, rev); err != nil {
+		return fmt.Errorf("node cache: %w", err)
+	}
+	if err := s.caches.NodeStatus.WaitForRev(ctx, rev); err != nil {
+		return fmt.Errorf("node status cache: %w", err)
+	}
+	return nil
+}
+
+// heartbeat records a beat (through the batcher) and writes the node's
+// conditions only when their (type, status, reason) changed: steady beats
+// cost no etcd write at all. reregister asks the agent to register again.
+func (s *Server) heartbeat(ctx context.Context, node string, seq uint64, conds []api.Condition, metrics map[string]float64) (reregister bool, err error) {
+	if _, ok := s.caches.Nodes.Get(node); !ok {
+		// Not recorded: the beat would bring a deleted node back into
+		// the heartbeat store. Register records one.
+		return true, nil
+	}
+	now := time.Now()
+	s.beats.add(heartbeat.Beat{ID: node, At: now, Seq: seq, Metrics: metrics})
+	cur, ok := s.caches.NodeStatus.Get(node)
+	if !ok {
+		return true, nil // Register creates it
+	}
+	if _, changed := mergeConditions(cur.Value.Conditions, conds, now); len(changed) == 0 {
+		return false, nil
+	}
+
+	var changed []api.Condition
+	it, err := s.st.NodeStatus.Modify(ctx, node, func(st *api.NodeStatus) error {
+		st.Conditions, changed = mergeConditions(st.Conditions, conds, now)
+		if len(changed) == 0 {
+			return store.ErrNoChange // the cache was behind
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("update conditions of node %s: %w", node, err)
+	}
+	if err := s.caches.NodeStatus.WaitForRev(ctx, it.ModRevision); err != nil {
+		return false, fmt.Errorf("node status cache: %w", err)
+	}
+	for _, c := range changed {
+		typ, msg := events.TypeNormal, fmt.Sprintf("condition %s is %s", c.Type, c.Status)
+		switch c.Status {
+		case api.ConditionError, api.ConditionWarning:
+			typ = events.TypeWarning
+		case "":
+			msg = fmt.Sprintf("condition %s is no longer reported", c.Type)
+		}
+		if c.Reason != "" {
+			msg += ": " + c.Reason
+		}
+		s.emit(typ, "ConditionChanged", "node/"+node, msg,
+			map[string]string{"condition": c.Type, "status": string(c.Status), "reason": c.Reason})
+	}
+	return false, nil
+}
+
+// mergeConditions returns the reported conditions (sorted by type) as they
+// should be stored, and the ones whose (status, reason) changed, appeared
+// or disappeared (with an empty status). An unchanged condition keeps its
+// Since; a changed one starts now. Messages alone do not count as change.
+func mergeConditions(stored, reported []api.Condition, now time.Time) (next, changed []api.Condition) {
+	old := make(map[string]api.Condition, len(stored))
+	for _, c := range stored {
+		old[c.Type] = c
+	}
+	byType := make(map[string]api.Condition, len(reported))
+	for _, c := range reported {
+		byType[c.Type] = c // the last report of a type wins
+	}
+	next = make([]api.Condition, 0, len(byType))
+	for _, c := range byType {
+		if o, ok := old[c.Type]; ok && o.Status == c.Status && o.Reason == c.Reason {
+			c.Since = o.Since
+		} else {
+			c.Since = now
+			changed = append(changed, c)
+		}
+		next = append(next, c)
+	}
+	for _, o := range stored {
+		if _, ok := byType[o.Type]; !ok {
+			changed = append(changed, api.Condition{Type: o.Type, Since: now})
+		}
+	}
+	byTypeName := func(a, b api.Condition) int { return cmp.Compare(a.Type, b.Type) }
+	slices.SortFunc(next, byTypeName)
+	slices.SortFunc(changed, byTypeName)
+	if len(next) == 0 {
+		next = nil // as stored: omitted
+	}
+	return next, changed
+}
+
+// listNodes returns the nodes whose labels match selector, by name.
+func (s *Server) listNodes(selector string) ([]api.Node, error) {
+	sel, err := api.ParseSelector(selector)
+	if err != nil {
+		return nil, err
+	}
+	items := s.caches.Nodes.List()
+	out := make([]api.Node, 0, len(items))
+	for _, it := range items {
+		if sel.Matches(it.Value.Labels) {
+			out = append(out, s.nodeView(it))
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) getNode(name string) (api.Node, error) {
+	it, ok := s.caches.Nodes.Get(name)
+	if !ok {
+		return api.Node{}, api.NotFound("node", name)
+	}
+	return s.nodeView(it), nil
+}
+
+// nodeView joins a cached node with its status and drain. It copies what
+// it changes: cache values are shared.
+func (s *Server) nodeView(it store.Item[api.Node]) api.Node {
+	n := *it.Value
+	n.ResourceVersion = it.ModRevision
+	if st, ok := s.caches.NodeStatus.Get(n.Name); ok {
+		status := *st.Value
+		if d, ok := s.caches.Drains.Get(n.Name); ok {
+			drain := *d.Value
+			status.Drain = &drain
+		}
+		n.Status = &status
+	}
+	return n
+}
+
+// deleteNode removes a node and its status, and forgets its heartbeat. Its
+// assignments stay: rescheduling them is the controller's job.
+func (s *Server) deleteNode(ctx context.Context, name string) error {
+	it, err := s.st.Nodes.Get(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return api.NotFound("node", name)
+	}
+	if err != nil {
+		return fmt.Errorf("delete node %s: %w", name, err)
+	}
+	txn := s.st.Store.Txn()
+	s.st.Nodes.TxnDelete(txn, name, it.ModRevision)
+	s.st.NodeStatus.TxnDelete(txn, name, 0)
+	rev, err := txn.Commit(ctx)
+	if err != nil {
+		return fmt.Errorf("delete node %s: %w", name, err)
+	}
+	s.beats.drop(name)
+	if err := s.heartbeats.Forget(ctx, name); err != nil {
+		// The monitor filters beats by the node list; a leftover beat
+		// is untidy, not wrong.
+		s.log.Warn("forgetting the heartbeat of a deleted node failed", "node", name, "err", err)
+	}
+	s.log.Info("node deleted", "node", name)
+	s.emit(events.TypeNormal, "NodeDeleted", "node/"+name, "node deleted by an operator", nil)
+	return s.waitNodes(ctx, rev)
+}
+
+// cordon makes a node unschedulable. Cordoning a node the operator already
+// cordoned for the same reason writes nothing.
+func (s *Server) cordon(ctx context.Context, name, reason string) (api.Node, error) {
+	now := time.Now()
+	changed := false
+	it, err := s.st.Nodes.Modify(ctx, name, func(n *api.Node) error {
+		changed = false
+		if !n.Schedulable && n.CordonedBy == cordonedByOperator && n.CordonReason == reason {
+			return store.ErrNoChange
+		}
+		if n.Schedulable {
+			n.CordonedAt = now
+		}
+		n.Schedulable, n.CordonReason, n.CordonedBy = false, reason, cordonedByOperator
+		changed = true
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return api.Node{}, api.NotFound("node", name)
+	}
+	if err != nil {
+		return api.Node{}, fmt.Errorf("cordon node %s: %w", name, err)
+	}
+	if err := s.waitNodes(ctx, it.ModRevision); err != nil {
+		return api.Node{}, err
+	}
+	if changed {
+		s.log.Info("node cordoned", "node", name, "reason", reason)
+		s.emit(events.TypeNormal, "Cordoned", "node/"+name, "node cordoned by an operator"+suffix(reason),
+			map[string]string{"reason": reason, "by": cordonedByOperator})
+	}
+	return s.nodeView(it), nil
+}
+
+// uncordon makes a node schedulable again, unless a drain of it is running:
+// the drain needs the node empty, and lifting its cordon would let the
+// scheduler refill it.
+func (s *Server) uncordon(ctx context.Context, name string) (api.Node, error) {
+	changed := false
+	it, err := s.st.Nodes.Modify(ctx, name, func(n *api.Node) error {
+		changed = false
+		// Checked on every attempt, against etcd: a drain started since
+		// the last attempt moved the node too, which is why we retried.
+		d, err := s.st.Drains.Get(ctx, name)
+		switch {
+		case err == nil && !d.Value.Done():
+			return fmt.Errorf("node %s is being drained (since %s); it stays cordoned until the drain finishes: %w",
+				name, d.Value.StartedAt.UTC().Format(time.RFC3339), api.ErrConflict)
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return fmt.Errorf("read drain of node %s: %w", name, err)
+		}
+		if n.Schedulable {
+			return store.ErrNoChange
+		}
+		n.Schedulable, n.CordonReason, n.CordonedBy, n.CordonedAt = true, "", "", time.Time{}
+		changed = true
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return api.Node{}, api.NotFound("node", name)
+	}
+	if err != nil {
+		return api.Node{}, fmt.Errorf("uncordon node %s: %w", name, err)
+	}
+	if err := s.waitNodes(ctx, it.ModRevision); err != nil {
+		return api.Node{}, err
+	}
+	if changed {
+		s.log.Info("node uncordoned", "node", name)
+		s.emit(events.TypeNormal, "Uncordoned", "node/"+name, "node uncordoned by an operator", nil)
+	}
+	return s.nodeView(it), nil
+}
+
+// drain cordons a node and starts a drain of it, which the controller
+// executes. A running drain is returned unchanged; a finished one is
+// replaced.
+func (s *Server) drain(ctx context.Context, name string, req api.DrainRequest) (api.DrainStatus, error) {
+	if err := req.Validate(); err != nil {
+		return api.DrainStatus{}, err
+	}
+	for attempt := 1; ; attempt++ {
+		node, err := s.st.Nodes.Get(ctx, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return api.DrainStatus{}, api.NotFound("node", name)
+		}
+		if err != nil {
+			return api.DrainStatus{}, fmt.Errorf("drain node %s: %w", name, err)
+		}
+		cur, err := s.st.Drains.Get(ctx, name)
+		exists := err == nil
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return api.DrainStatus{}, fmt.Errorf("drain node %s: %w", name, err)
+		}
+		if exists && !cur.Value.Done() {
+			return *cur.Value, nil
+		}
+
+		now := time.Now()
+		d := api.DrainStatus{
+			Node:        name,
+			State:       api.DrainRunning,
+			Reason:      req.Reason,
+			StartedAt:   now,
+			Deadline:    now.Add(req.Deadline.Or(s.drainDeadline)),
+			MaxParallel: cmpOr(req.MaxParallel, 1),
+		}
+		n := *node.Value
+		if n.Schedulable {
+			n.Schedulable, n.CordonReason, n.CordonedBy, n.CordonedAt = false, cmpOr(req.Reason, "drain"), cordonedByOperator, now
+		}
+		txn := s.st.Store.Txn()
+		if exists {
+			s.st.Drains.TxnUpdate(txn, name, &d, cur.ModRevision)
+		} else {
+			s.st.Drains.TxnCreate(txn, name, &d)
+		}
+		// Written even when already cordoned: an uncordon racing with
+		// this drain then conflicts, retries, and sees the drain.
+		s.st.Nodes.TxnUpdate(txn, name, &n, node.ModRevision)
+		rev, err := txn.Commit(ctx)
+		if err != nil {
+			if retryable(err) && attempt < planAttempts {
+				continue
+			}
+			return api.DrainStatus{}, fmt.Errorf("drain node %s: %w", name, err)
+		}
+		if err := s.waitNodes(ctx, rev); err != nil {
+			return api.DrainStatus{}, err
+		}
+		if err := s.caches.Drains.WaitForRev(ctx, rev); err != nil {
+			return api.DrainStatus{}, fmt.Errorf("drain cache: %w", err)
+		}
+		s.log.Info("drain started", "node", name, "deadline", d.Deadline, "maxParallel", d.MaxParallel)
+		s.emit(events.TypeNormal, "DrainStarted", "node/"+name,
+			fmt.Sprintf("drain started: deadline %s, %d at a time", d.Deadline.UTC().Format(time.RFC3339), d.MaxParallel)+suffix(req.Reason),
+			map[string]string{"deadline": d.Deadline.UTC().Format(time.RFC3339), "maxParallel": strconv.Itoa(d.MaxParallel)})
+		return d, nil
+	}
+}
+
+func (s *Server) getDrain(name string) (api.DrainStatus, error) {
+	it, ok := s.caches.Drains.Get(name)
+	if !ok {
+		return api.DrainStatus{}, api.NotFound("drain of node", name)
+	}
+	return *it.Value, nil
+}
+
+func suffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return ": " + reason
+}

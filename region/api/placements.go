@@ -1,0 +1,281 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/region/state"
+)
+
+// planAttempts bounds how often a placement call starts over after losing
+// a race (another call moved meta/epoch, or a placement changed under it).
+const planAttempts = 5
+
+// placementResult is the outcome of one placement of a call.
+type placementResult struct {
+	Key     string
+	Applied bool
+	Err     error // refused; the rest of the call goes on
+}
+
+// placementRef names a placement to remove; an empty UID matches any.
+type placementRef struct {
+	Tenant, Name, UID string
+}
+
+// epochState is meta/epoch as read before a call's writes.
+type epochState struct {
+	state.Epoch
+	modRev int64 // 0 while meta/epoch does not exist
+}
+
+// placementWrite is one placement to store: at modRev (> 0) or whatever
+// is there (0).
+type placementWrite struct {
+	idx    int // in the request
+	p      api.Placement
+	modRev int64
+}
+
+// Per-placement refusals travel as strings in the result, not as RPC
+// errors, so they carry no api sentinel.
+
+func staleEpoch(got, newest int64) error {
+	return fmt.Errorf("stale master epoch %d < %d", got, newest)
+}
+
+// applyPlacements stores the placements that differ from what the region
+// has. Each transaction also writes meta/epoch at the revision read at the
+// start, which fences the call: if a newer master raised the epoch in
+// between, the write fails and the call starts over and refuses what is
+// now stale.
+func (s *Server) applyPlacements(ctx context.Context, ps []api.Placement) ([]placementResult, error) {
+	applied := make([]bool, len(ps)) // survives attempts: a retry sees earlier writes as unchanged
+	for attempt := 1; ; attempt++ {
+		ep, err := s.readEpoch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		results, writes, newest := s.planApply(ps, ep.Epoch.Epoch)
+		if len(writes) > 0 || newest > ep.Epoch.Epoch {
+			ep.Epoch.Epoch = max(newest, ep.Epoch.Epoch)
+			err = s.writePlacements(ctx, &ep, writes, func(done []placementWrite) {
+				for _, w := range done {
+					applied[w.idx] = true
+					s.applied.Add(1)
+					key := w.p.Key()
+					s.log.Debug("placement applied", "key", key, "uid", w.p.Resource.UID, "epoch", w.p.Epoch, "replicas", w.p.Resource.Replicas)
+					s.emit(events.TypeNormal, "PlacementApplied", "resource/"+key,
+						fmt.Sprintf("placement applied: %d replicas, epoch %d", w.p.Resource.Replicas, w.p.Epoch),
+						map[string]string{"uid": w.p.Resource.UID, "epoch": strconv.FormatInt(w.p.Epoch, 10)})
+				}
+			})
+			if err != nil {
+				if retryable(err) && attempt < planAttempts {
+					continue
+				}
+				return nil, fmt.Errorf("apply placements: %w", err)
+			}
+		}
+		for i := range results {
+			results[i].Applied = applied[i]
+		}
+		return results, nil
+	}
+}
+
+// planApply decides, against the cache, what to do with each placement,
+// and returns the results, the writes, and the newest epoch among the
+// accepted placements.
+func (s *Server) planApply(ps []api.Placement, epoch int64) ([]placementResult, []placementWrite, int64) {
+	now := time.Now()
+	results := make([]placementResult, len(ps))
+	var (
+		writes []placementWrite
+		byKey  = make(map[string]int) // key -> index in writes
+		newest int64
+	)
+	for i, p := range ps {
+		key := p.Key()
+		results[i].Key = key
+		switch {
+		case p.Region != s.region:
+			results[i].Err = fmt.Errorf("placement for region %q sent to region %q", p.Region, s.region)
+			continue
+		case p.Resource.Name == "" || p.Resource.Tenant == "" || p.Resource.UID == "":
+			results[i].Err = errors.New("resource tenant, name and uid are required")
+			continue
+		case p.Epoch < epoch:
+			results[i].Err = staleEpoch(p.Epoch, epoch)
+			continue
+		}
+		newest = max(newest, p.Epoch)
+		// The global tier's aggregated status is not the region's to
+		// keep; storing it would turn every status change into a write.
+		p.Resource.Status = nil
+		if cur, ok := s.caches.Placements.Get(key); ok && samePlacement(cur.Value, &p) {
+			continue
+		}
+		p.UpdatedAt = now
+		if j, dup := byKey[key]; dup {
+			// One transaction cannot hold a key twice; the later wins.
+			prev := writes[j].idx
+			results[prev].Err = fmt.Errorf("%s is superseded by a later placement in the same request", key)
+			writes[j] = placementWrite{idx: i, p: p}
+			continue
+		}
+		byKey[key] = len(writes)
+		writes = append(writes, placementWrite{idx: i, p: p})
+	}
+	return results, writes, newest
+}
+
+// samePlacement compares placements as stored, ignoring when and by which
+// master they were sent.
+func samePlacement(a, b *api.Placement) bool {
+	x, y := *a, *b
+	x.UpdatedAt, y.UpdatedAt = time.Time{}, time.Time{}
+	x.Epoch, y.Epoch = 0, 0
+	return sameJSON(&x, &y)
+}
+
+// removePlacements marks placements deleting; the controller destroys
+// their replicas and removes them.
+func (s *Server) removePlacements(ctx context.Context, refs []placementRef, epoch int64) ([]placementResult, error) {
+	applied := make([]bool, len(refs))
+	for attempt := 1; ; attempt++ {
+		ep, err := s.readEpoch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		results := make([]placementResult, len(refs))
+		for i, r := range refs {
+			results[i].Key = r.Tenant + "/" + r.Name
+		}
+		if epoch < ep.Epoch.Epoch {
+			for i := range results {
+				results[i].Err = staleEpoch(epoch, ep.Epoch.Epoch)
+			}
+			return results, nil
+		}
+		writes := s.planRemove(refs, results)
+		if len(writes) > 0 || epoch > ep.Epoch.Epoch {
+			ep.Epoch.Epoch = epoch
+			err = s.writePlacements(ctx, &ep, writes, func(done []placementWrite) {
+				for _, w := range done {
+					applied[w.idx] = true
+					key := w.p.Key()
+					s.log.Debug("placement marked for deletion", "key", key, "uid", w.p.Resource.UID, "epoch", epoch)
+					s.emit(events.TypeNormal, "PlacementRemoved", "resource/"+key, "placement removed by the global tier; replicas will be destroyed",
+						map[string]string{"uid": w.p.Resource.UID, "epoch": strconv.FormatInt(epoch, 10)})
+				}
+			})
+			if err != nil {
+				if retryable(err) && attempt < planAttempts {
+					continue
+				}
+				return nil, fmt.Errorf("remove placements: %w", err)
+			}
+		}
+		for i := range results {
+			results[i].Applied = applied[i]
+		}
+		return results, nil
+	}
+}
+
+// planRemove returns the placements to mark deleting, each to be written
+// at the revision it was read at. A placement that is gone, already
+// deleting, or of another uid (a newer resource of the same name) needs
+// nothing: the master's intent already holds.
+func (s *Server) planRemove(refs []placementRef, results []placementResult) []placementWrite {
+	now := time.Now()
+	var writes []placementWrite
+	seen := make(map[string]bool)
+	for i, r := range refs {
+		key := results[i].Key
+		if r.Tenant == "" || r.Name == "" {
+			results[i].Err = errors.New("tenant and name are required")
+			continue
+		}
+		cur, ok := s.caches.Placements.Get(key)
+		if !ok || seen[key] || (r.UID != "" && r.UID != cur.Value.Resource.UID) || cur.Value.Resource.Deleting() {
+			continue
+		}
+		seen[key] = true
+		p := *cur.Value // a copy: cache values are shared
+		p.Resource.DeletionRequestedAt = &now
+		p.UpdatedAt = now
+		writes = append(writes, placementWrite{idx: i, p: p, modRev: cur.ModRevision})
+	}
+	return writes
+}
+
+// readEpoch reads meta/epoch and makes sure the placement cache is at
+// least as new as that read, so that a placement written just before (by
+// an earlier call, maybe through another region API process) is compared
+// with, not written again.
+func (s *Server) readEpoch(ctx context.Context) (epochState, error) {
+	items, rev, err := s.st.Meta.ListPrefix(ctx, state.EpochName)
+	if err != nil {
+		return epochState{}, fmt.Errorf("read master epoch: %w", err)
+	}
+	var ep epochState
+	for _, it := range items {
+		if it.Name == state.EpochName {
+			ep = epochState{Epoch: *it.Value, modRev: it.ModRevision}
+		}
+	}
+	if err := s.caches.Placements.WaitForRev(ctx, rev); err != nil {
+		return epochState{}, fmt.Errorf("placement cache: %w", err)
+	}
+	return ep, nil
+}
+
+// writePlacements writes ws (none: the epoch only) in transactions of at
+// most maxTxnOps operations, each also writing ep at the revision last
+// seen; done is called after each commit with its placements.
+func (s *Server) writePlacements(ctx context.Context, ep *epochState, ws []placementWrite, done func([]placementWrite)) error {
+	chunks := slices.Collect(slices.Chunk(ws, maxTxnOps-1))
+	if len(chunks) == 0 {
+		chunks = [][]placementWrite{nil}
+	}
+	var rev int64
+	for _, chunk := range chunks {
+		txn := s.st.Store.Txn()
+		if ep.modRev == 0 {
+			s.st.Meta.TxnCreate(txn, state.EpochName, &ep.Epoch)
+		} else {
+			s.st.Meta.TxnUpdate(txn, state.EpochName, &ep.Epoch, ep.modRev)
+		}
+		for i := range chunk {
+			w := &chunk[i]
+			if w.modRev > 0 {
+				s.st.Placements.TxnUpdate(txn, w.p.Key(), &w.p, w.modRev)
+			} else {
+				s.st.Placements.TxnPut(txn, w.p.Key(), &w.p)
+			}
+		}
+		r, err := txn.Commit(ctx)
+		if err != nil {
+			return err
+		}
+		rev, ep.modRev = r, r
+		done(chunk)
+	}
+	// Read-your-writes for the operator views and the next call.
+	return s.caches.Placements.WaitForRev(ctx, rev)
+}
+
+// retryable reports whether a failed transaction lost a race and is worth
+// planning again from a fresh read.
+func retryable(err error) bool {
+	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrNotFound)
+}

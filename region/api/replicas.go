@@ -1,0 +1,317 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/transport"
+	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
+	"github.com/stratahq/strata/region/state"
+)
+
+// listReplicas returns the replicas of one resource (tenant and resource)
+// or of one node, sorted by resource then id.
+func (s *Server) listReplicas(tenant, resource, node string) ([]api.Replica, error) {
+	byNode := node != ""
+	switch {
+	case byNode && (tenant != "" || resource != ""):
+		return nil, api.Invalid("node", "give either a node or a tenant and resource, not both")
+	case !byNode && (tenant == "" || resource == ""):
+		return nil, api.Invalid("resource", "give a tenant and a resource, or a node")
+	}
+	out := []api.Replica{}
+	for _, it := range s.caches.Assignments.List() {
+		a := it.Value
+		if byNode && a.Node != node || !byNode && (a.Tenant != tenant || a.Resource != resource) {
+			continue
+		}
+		out = append(out, s.replica(a))
+	}
+	if len(out) == 0 {
+		// Distinguish "nothing there yet" from a typo.
+		if _, ok := s.caches.Nodes.Get(node); byNode && !ok {
+			return nil, api.NotFound("node", node)
+		}
+		if _, ok := s.caches.Placements.Get(tenant + "/" + resource); !byNode && !ok {
+			return nil, api.NotFound("resource", tenant+"/"+resource)
+		}
+	}
+	slices.SortFunc(out, func(a, b api.Replica) int {
+		return cmp.Or(cmp.Compare(a.ResourceKey(), b.ResourceKey()), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// replica joins an assignment with its status.
+func (s *Server) replica(a *api.Assignment) api.Replica {
+	r := api.Replica{Assignment: *a, Region: s.region}
+	if st, ok := s.caches.Statuses.Get(a.ID); ok {
+		status := *st.Value
+		r.Status = &status
+	}
+	r.Phase = state.ReplicaPhase(a, r.Status)
+	return r
+}
+
+// findReplica returns the assignment a logs request names: the replica
+// given, or the resource's first replica placed on a node.
+func (s *Server) findReplica(tenant, resource, id string) (*api.Assignment, error) {
+	if id != "" {
+		it, ok := s.caches.Assignments.Get(id)
+		if !ok || tenant != "" && it.Value.Tenant != tenant || resource != "" && it.Value.Resource != resource {
+			return nil, api.NotFound("replica", id)
+		}
+		return it.Value, nil
+	}
+	if tenant == "" || resource == "" {
+		return nil, api.Invalid("replica", "give a replica, or a tenant and resource")
+	}
+	for _, it := range s.caches.Assignments.List() { // sorted by id
+		a := it.Value
+		if a.Tenant == tenant && a.Resource == resource && a.Node != "" && a.Desired == api.DesiredRunning {
+			return a, nil
+		}
+	}
+	return nil, api.NotFound("running replica of resource", tenant+"/"+resource)
+}
+
+// logs streams a replica's logs from the agent of its node until either
+// side ends.
+func (s *Server) logs(ctx context.Context, req *resourcev1.LogsRequest, send func(*resourcev1.LogChunk) error) error {
+	a, err := s.findReplica(req.GetTenant(), req.GetResource(), req.GetReplica())
+	if err != nil {
+		return err
+	}
+	if a.Node == "" {
+		return fmt.Errorf("replica %s is not placed on a node: %w", a.ID, api.ErrConflict)
+	}
+	node, ok := s.caches.Nodes.Get(a.Node)
+	if !ok {
+		return fmt.Errorf("node %s of replica %s is not registered: %w", a.Node, a.ID, api.ErrUnavailable)
+	}
+	if node.Value.Address == "" {
+		return fmt.Errorf("node %s has no address to fetch logs from: %w", a.Node, api.ErrUnavailable)
+	}
+	cc, release, err := s.agents.get(node.Value.Address)
+	if err != nil {
+		return err
+	}
+	defer release()
+	stream, err := agentv1.NewNodeServiceClient(cc).Logs(ctx, &agentv1.NodeLogsRequest{
+		AssignmentId: a.ID,
+		Follow:       req.GetFollow(),
+		TailLines:    req.GetTailLines(),
+	})
+	if err != nil {
+		return fmt.Errorf("logs of replica %s from node %s: %w", a.ID, a.Node, err)
+	}
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("logs of replica %s from node %s: %w", a.ID, a.Node, err)
+		}
+		if err := send(chunk); err != nil {
+			return err
+		}
+	}
+}
+
+// agentPool keeps connections to agents' NodeService by address, so that
+// repeated log requests do not each pay a TLS handshake. Connections in
+// use are never closed; idle ones are, least recently used first, beyond
+// max.
+type agentPool struct {
+	tls *tls.Config
+	max int
+
+	mu     sync.Mutex
+	conns  map[string]*agentConn
+	closed bool
+}
+
+type agentConn struct {
+	cc       *grpc.ClientConn
+	users    int
+	lastUsed time.Time
+}
+
+func newAgentPool(tlsCfg *tls.Config, max int) *agentPool {
+	return &agentPool{tls: tlsCfg, max: max, conns: make(map[string]*agentConn)}
+}
+
+// get returns a connection to addr; call release when done with it.
+func (p *agentPool) get(addr string) (cc *grpc.ClientConn, release func(), err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, nil, fmt.Errorf("region api is shutting down: %w", api.ErrUnavailable)
+	}
+	c, ok := p.conns[addr]
+	if !ok {
+		conn, err := transport.Dial(addr, p.tls)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dial agent at %s: %w", addr, api.ErrUnavailable)
+		}
+		c = &agentConn{cc: conn}
+		p.conns[addr] = c
+	}
+	c.users++
+	return c.cc, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		c.users--
+		c.lastUsed = time.Now()
+		p.evictLocked()
+	}, nil
+}
+
+func (p *agentPool) evictLocked() {
+	for len(p.conns) > p.max {
+		var (
+			oldest string
+			at     time.Time
+		)
+		for addr, c := range p.conns {
+			if c.users == 0 && (oldest == "" || c.lastUsed.Before(at)) {
+				oldest, at = addr, c.lastUsed
+			}
+		}
+		if oldest == "" {
+			return // all in use
+		}
+		p.conns[oldest].cc.Close()
+		delete(p.conns, oldest)
+	}
+}
+
+// close closes every connection, ending streams still using them.
+func (p *agentPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for addr, c := range p.conns {
+		c.cc.Close()
+		delete(p.conns, addr)
+	}
+}
+
+// Summary is the region's status from the caches, as RegionService.Status
+// answers the global monitor's probe (and the region's heartbeats to the
+// global tier carry it). It fails with ErrUnavailable until the caches
+// hold their first list.
+func (s *Server) Summary() (api.RegionStatus, error) {
+	if !s.caches.IsSynced() {
+		return api.RegionStatus{}, fmt.Errorf("region caches are still loading: %w", api.ErrUnavailable)
+	}
+	st := api.RegionStatus{
+		Health:    api.HealthUp,
+		Leader:    s.leader(),
+		Nodes:     s.caches.Nodes.Len(),
+		Resources: s.caches.Placements.Len(),
+	}
+	for _, it := range s.caches.NodeStatus.List() {
+		if _, ok := s.caches.Nodes.Get(it.Name); ok && it.Value.Health == api.HealthUp {
+			st.NodesUp++
+		}
+	}
+	for _, it := range s.caches.Assignments.List() {
+		if it.Value.Desired != api.DesiredRunning {
+			continue
+		}
+		st.Replicas++
+		var status *api.AssignmentStatus
+		if sit, ok := s.caches.Statuses.Get(it.Name); ok {
+			status = sit.Value
+		}
+		if state.ReplicaPhase(it.Value, status) == api.PhaseReady {
+			st.Ready++
+		}
+	}
+	return st, nil
+}
+
+// Event list bounds.
+const (
+	defaultEventLimit = 100
+	maxEventLimit     = 1000
+)
+
+// listEvents returns events after a cursor, oldest first; without a cursor
+// the newest limit events (what an operator looking at a region wants).
+func (s *Server) listEvents(ctx context.Context, after string, limit int, object string) ([]events.Event, error) {
+	if limit < 0 {
+		return nil, api.Invalid("limit", "must not be negative")
+	}
+	if limit == 0 {
+		limit = defaultEventLimit
+	}
+	evs, err := s.events.Range(ctx, events.Query{
+		After:  after,
+		Limit:  min(limit, maxEventLimit),
+		Object: object,
+		Newest: after == "",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return evs, nil
+}
+
+func eventToPB(ev *events.Event) *resourcev1.Event {
+	pb := &resourcev1.Event{
+		Id:      ev.ID,
+		Type:    ev.Type,
+		Reason:  ev.Reason,
+		Object:  ev.Object,
+		Region:  ev.Region,
+		Message: ev.Message,
+		Fields:  ev.Fields,
+	}
+	if !ev.Time.IsZero() {
+		pb.Time = timestamppb.New(ev.Time)
+	}
+	return pb
+}
+
+// listResources returns the placements with the region's share of each as
+// its status.
+func (s *Server) listResources() []api.Placement {
+	items := s.caches.Placements.List()
+	out := make([]api.Placement, 0, len(items))
+	for _, it := range items {
+		p := *it.Value
+		if sh, ok := s.caches.Shares.Get(it.Name); ok && sh.Value.UID == p.Resource.UID {
+			p.Resource.Status = &api.ResourceStatus{
+				UID:                sh.Value.UID,
+				Phase:              sh.Value.Phase,
+				Reason:             sh.Value.Reason,
+				ObservedGeneration: sh.Value.ObservedGeneration,
+				Revision:           sh.Value.Revision,
+				Replicas:           sh.Value.Replicas,
+				Ready:              sh.Value.Ready,
+				Updated:            sh.Value.Updated,
+				Regions:            map[string]api.RegionShare{s.region: sh.Value.RegionShare},
+				Backends:           sh.Value.Backends,
+				UpdatedAt:          sh.Value.UpdatedAt,
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}

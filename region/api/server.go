@@ -1,0 +1,291 @@
+// Package api is a region's API server: RegionService for the global tier,
+// AgentService for the region's agents, and the operator REST API.
+//
+// Reads are served from the region's shared caches (state.Caches); writes go
+// to etcd through the typed collections of state.State, and a handler that
+// wrote waits for the cache to catch up before it answers, so that callers
+// read their own writes. Heartbeats go to the heartbeat store and never to
+// etcd: of everything an agent reports on each beat, only changes of its
+// conditions are written.
+//
+// Two background loops run in Server.Run: the heartbeat batcher (one
+// RecordBatch per ~100 ms for all agents) and the status writer (the
+// reports of all agents coalesced into few transactions). Watches
+// (WatchShares, WatchAssignments) live exactly as long as their streams.
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/store"
+	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	regionv1 "github.com/stratahq/strata/proto/region/v1"
+	"github.com/stratahq/strata/region/state"
+)
+
+// Heartbeats is what the API needs of the heartbeat store
+// (heartbeat.Store implements it).
+type Heartbeats interface {
+	RecordBatch(ctx context.Context, beats []heartbeat.Beat) error
+	// Forget drops a deleted node's last beat.
+	Forget(ctx context.Context, id string) error
+}
+
+// Emitter records events without blocking (events.Emitter).
+type Emitter interface {
+	Emit(ev events.Event)
+}
+
+// EventLog reads the region's event stream (events.Store).
+type EventLog interface {
+	Range(ctx context.Context, q events.Query) ([]events.Event, error)
+}
+
+// Events is what the API needs of the region's event stream: Emit for hot
+// paths and Range for ListEvents. JoinEvents makes one from an
+// events.Emitter and the events.Store it writes to.
+type Events interface {
+	Emitter
+	EventLog
+}
+
+// JoinEvents pairs an emitter with the log operators read from.
+func JoinEvents(e Emitter, l EventLog) Events {
+	return struct {
+		Emitter
+		EventLog
+	}{e, l}
+}
+
+// Options configure a Server. Region, State, Caches, Heartbeats and Events
+// are required; zero durations and sizes take the defaults of
+// config.DefaultRegion.
+type Options struct {
+	Region     string
+	State      *state.State
+	Caches     *state.Caches
+	Heartbeats Heartbeats
+	Events     Events
+	// HeartbeatInterval is what agents are told to beat at.
+	HeartbeatInterval time.Duration
+	// DrainDeadline is the deadline of drains that name none.
+	DrainDeadline time.Duration
+	// MaxBodyBytes bounds REST request bodies.
+	MaxBodyBytes int64
+	// Token protects the REST API (bearer); empty leaves it open.
+	Token string
+	// AgentTLS is the client TLS for dialing agents' NodeService; nil
+	// dials in plaintext.
+	AgentTLS *tls.Config
+	// Leader returns the current controller leader's id, for Status.
+	Leader func() string
+	Logger *slog.Logger
+}
+
+// Defaults for zero Options.
+const (
+	DefaultHeartbeatInterval = 2 * time.Second
+	DefaultDrainDeadline     = 10 * time.Minute
+	DefaultMaxBodyBytes      = 1 << 20
+)
+
+const (
+	// maxTxnOps keeps transactions well under etcd's --max-txn-ops (1024;
+	// conditional operations also count a comparison each).
+	maxTxnOps = 500
+	// writeTimeout bounds one background transaction, so that a hung etcd
+	// fails the waiting RPCs (agents retry) instead of stalling forever.
+	writeTimeout = 10 * time.Second
+	// shutdownFlush bounds the last heartbeat flush after Run's ctx ends.
+	shutdownFlush = 2 * time.Second
+	// maxAgentConns is how many idle agent connections Logs keeps.
+	maxAgentConns = 32
+	// cordonedByOperator marks cordons made through the API.
+	cordonedByOperator = "operator"
+)
+
+// tuning holds the batching windows; tests shorten or shrink them.
+type tuning struct {
+	beatWindow   time.Duration // heartbeats per RecordBatch
+	statusWindow time.Duration // agents' reports per transaction
+	shareWindow  time.Duration // WatchShares coalescing
+	assignWindow time.Duration // WatchAssignments coalescing
+	watchBuffer  int           // change batches a watcher may lag behind
+	maxBatch     int           // changes per watch message
+}
+
+func defaultTuning() tuning {
+	return tuning{
+		beatWindow:   100 * time.Millisecond,
+		statusWindow: 20 * time.Millisecond,
+		shareWindow:  50 * time.Millisecond,
+		assignWindow: 20 * time.Millisecond,
+		watchBuffer:  1024,
+		maxBatch:     500,
+	}
+}
+
+// Server is a region's API. Create it with New, start Run, and serve
+// RegisterGRPC and Handler.
+type Server struct {
+	region        string
+	st            *state.State
+	caches        *state.Caches
+	heartbeats    Heartbeats
+	events        Events
+	hbInterval    time.Duration
+	drainDeadline time.Duration
+	maxBody       int64
+	token         string
+	leader        func() string
+	log           *slog.Logger
+	tune          tuning
+
+	applied  atomic.Uint64
+	beats    beatQueue
+	statuses statusQueue
+	hub      *assignmentHub
+	agents   *agentPool
+}
+
+// New checks opts and returns a Server.
+func New(opts Options) (*Server, error) {
+	switch {
+	case opts.Region == "":
+		return nil, errors.New("region api: region name is required")
+	case opts.State == nil || opts.Caches == nil:
+		return nil, errors.New("region api: state and caches are required")
+	case opts.Heartbeats == nil:
+		return nil, errors.New("region api: heartbeat store is required")
+	case opts.Events == nil:
+		return nil, errors.New("region api: events are required")
+	}
+	s := &Server{
+		region:        opts.Region,
+		st:            opts.State,
+		caches:        opts.Caches,
+		heartbeats:    opts.Heartbeats,
+		events:        opts.Events,
+		hbInterval:    cmpOr(opts.HeartbeatInterval, DefaultHeartbeatInterval),
+		drainDeadline: cmpOr(opts.DrainDeadline, DefaultDrainDeadline),
+		maxBody:       cmpOr(opts.MaxBodyBytes, DefaultMaxBodyBytes),
+		token:         opts.Token,
+		leader:        opts.Leader,
+		log:           opts.Logger,
+		tune:          defaultTuning(),
+		statuses:      statusQueue{kick: make(chan struct{}, 1)},
+		hub:           newAssignmentHub(&opts.Caches.AssignmentFeed),
+		agents:        newAgentPool(opts.AgentTLS, maxAgentConns),
+	}
+	if s.leader == nil {
+		s.leader = func() string { return "" }
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s, nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Run runs the heartbeat batcher and the status writer until ctx is done,
+// then closes the agent connections and returns ctx.Err(). Heartbeat and
+// ReportStatus need it running; call it once.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.runBeats(ctx) })
+	wg.Go(func() { s.runStatusWriter(ctx) })
+	wg.Wait()
+	s.agents.close()
+	return ctx.Err()
+}
+
+// RegisterGRPC registers RegionService and AgentService on g, which should
+// come from transport.NewServer: its interceptors turn the api sentinels
+// returned here into gRPC codes.
+func (s *Server) RegisterGRPC(g *grpc.Server) {
+	regionv1.RegisterRegionServiceServer(g, regionService{s: s})
+	agentv1.RegisterAgentServiceServer(g, agentService{s: s})
+}
+
+// AppliedPlacements counts the placements ApplyPlacements has written
+// since the server started; a placement sent again unchanged is not
+// written and not counted.
+func (s *Server) AppliedPlacements() uint64 { return s.applied.Load() }
+
+// emit records an event; Emit never blocks.
+func (s *Server) emit(typ, reason, object, msg string, fields map[string]string) {
+	s.events.Emit(events.Event{Type: typ, Reason: reason, Object: object, Region: s.region, Message: msg, Fields: fields})
+}
+
+// waitSynced waits for one cache's first list: a watch's snapshot taken
+// before it would be empty, and its receiver deletes what a snapshot lacks.
+func waitSynced(ctx context.Context, synced <-chan struct{}) error {
+	select {
+	case <-synced:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the region caches: %w", ctx.Err())
+	}
+}
+
+// sameJSON reports whether a and b encode alike: values read back from
+// etcd and values converted from protobuf differ in ways (time locations,
+// monotonic readings) that reflect.DeepEqual sees and the store does not.
+func sameJSON(a, b any) bool {
+	ja, err := json.Marshal(a)
+	if err != nil {
+		return false
+	}
+	jb, err := json.Marshal(b)
+	return err == nil && bytes.Equal(ja, jb)
+}
+
+// apiErr is the one place where store sentinels become api sentinels, at
+// the edge (gRPC and REST), keeping the store's message.
+func apiErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, m := range []struct{ from, to error }{
+		{store.ErrNotFound, api.ErrNotFound},
+		{store.ErrExists, api.ErrAlreadyExists},
+		{store.ErrConflict, api.ErrConflict},
+		{store.ErrFenced, api.ErrConflict},
+		{store.ErrInvalidContinue, api.ErrInvalid},
+		{events.ErrInvalidCursor, api.ErrInvalid},
+	} {
+		if errors.Is(err, m.from) && !errors.Is(err, m.to) {
+			return &mappedError{err: err, sentinel: m.to}
+		}
+	}
+	return err
+}
+
+type mappedError struct {
+	err      error
+	sentinel error
+}
+
+func (e *mappedError) Error() string   { return e.err.Error() }
+func (e *mappedError) Unwrap() []error { return []error{e.err, e.sentinel} }

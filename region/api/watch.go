@@ -1,0 +1,261 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/store"
+	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	regionv1 "github.com/stratahq/strata/proto/region/v1"
+	"github.com/stratahq/strata/region/state"
+)
+
+// watch carries one stream's changes from a cache's goroutine, which must
+// never block, to the stream's goroutine. A stream that falls a whole
+// buffer behind is closed (the receiver reconnects and gets a fresh
+// snapshot) rather than slowing the cache or growing without bound.
+type watch[T any] struct {
+	ch       chan []store.Change[T]
+	overflow chan struct{} // closed once the buffer was full
+	once     sync.Once
+}
+
+func newWatch[T any](buffer int) *watch[T] {
+	return &watch[T]{ch: make(chan []store.Change[T], buffer), overflow: make(chan struct{})}
+}
+
+// offer queues changes without blocking.
+func (w *watch[T]) offer(changes []store.Change[T]) {
+	select {
+	case w.ch <- changes:
+	default:
+		w.once.Do(func() { close(w.overflow) })
+	}
+}
+
+// pump coalesces a watch's changes by name (first Old, last New) and
+// hands them to send once window has passed since the first of them, or
+// as soon as max are pending, until ctx is done or the watch overflowed.
+// Changes that created and deleted an object within one window are not
+// sent: the receiver never saw it.
+func pump[T any](ctx context.Context, w *watch[T], window time.Duration, max int, send func([]store.Change[T]) error) error {
+	var (
+		batch   []store.Change[T]
+		pending = make(map[string]int) // name -> index in batch
+		timer   *time.Timer
+		due     <-chan time.Time // nil while nothing is pending
+	)
+	flush := func() error {
+		if timer != nil {
+			timer.Stop()
+		}
+		due = nil
+		out := slices.DeleteFunc(batch, func(c store.Change[T]) bool { return c.Old == nil && c.New == nil })
+		batch = nil
+		clear(pending)
+		for chunk := range slices.Chunk(out, max) {
+			if err := send(chunk); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.overflow:
+			return fmt.Errorf("watcher fell %d change batches behind; too slow, reconnect: %w", cap(w.ch), api.ErrUnavailable)
+		case changes := <-w.ch:
+			for _, c := range changes {
+				if i, ok := pending[c.Name]; ok {
+					batch[i].New = c.New
+					continue
+				}
+				pending[c.Name] = len(batch)
+				batch = append(batch, c)
+			}
+			switch {
+			case len(batch) >= max:
+				if err := flush(); err != nil {
+					return err
+				}
+			case due == nil && len(batch) > 0:
+				timer = time.NewTimer(window)
+				due = timer.C
+			}
+		case <-due:
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// watchShares streams the region's shares: one snapshot, then changes.
+func (s *Server) watchShares(ctx context.Context, send func(*regionv1.WatchSharesResponse) error) error {
+	if err := waitSynced(ctx, s.caches.Shares.Synced()); err != nil {
+		return err
+	}
+	// Subscribe before the snapshot: a change after the snapshot is then
+	// sent, and one before it at worst twice.
+	w := newWatch[state.Share](s.tune.watchBuffer)
+	unsubscribe := s.caches.ShareFeed.Subscribe(w.offer)
+	defer unsubscribe()
+
+	items := s.caches.Shares.List()
+	snap := &regionv1.WatchSharesResponse{Snapshot: true, Events: make([]*regionv1.ShareEvent, 0, len(items))}
+	for _, it := range items {
+		snap.Events = append(snap.Events, shareEvent(it.Value))
+	}
+	if err := send(snap); err != nil {
+		return err
+	}
+	return pump(ctx, w, s.tune.shareWindow, s.tune.maxBatch, func(changes []store.Change[state.Share]) error {
+		msg := &regionv1.WatchSharesResponse{Events: make([]*regionv1.ShareEvent, 0, len(changes))}
+		for _, c := range changes {
+			if c.New != nil {
+				msg.Events = append(msg.Events, shareEvent(c.New.Value))
+				continue
+			}
+			tenant, name, _ := strings.Cut(c.Name, "/")
+			msg.Events = append(msg.Events, &regionv1.ShareEvent{Tenant: tenant, Name: name, Uid: c.Old.Value.UID, Removed: true})
+		}
+		return send(msg)
+	})
+}
+
+func shareEvent(sh *state.Share) *regionv1.ShareEvent {
+	return &regionv1.ShareEvent{
+		Tenant:   sh.Tenant,
+		Name:     sh.Name,
+		Uid:      sh.UID,
+		Share:    api.RegionShareToPB(&sh.RegionShare),
+		Backends: api.BackendStatusesToPB(sh.Backends),
+	}
+}
+
+// watchAssignments streams one node's assignments: a snapshot in one
+// message (the agent deletes whatever it lacks, so it must never be
+// split), then changes.
+func (s *Server) watchAssignments(ctx context.Context, node string, send func(*agentv1.AssignmentBatch) error) error {
+	if err := waitSynced(ctx, s.caches.Assignments.Synced()); err != nil {
+		return err
+	}
+	w := newWatch[api.Assignment](s.tune.watchBuffer)
+	leave := s.hub.join(node, w)
+	defer leave()
+
+	snap := &agentv1.AssignmentBatch{Snapshot: true}
+	for _, it := range s.caches.Assignments.List() {
+		if it.Value.Node == node {
+			snap.Upserts = append(snap.Upserts, api.AssignmentToPB(it.Value))
+		}
+	}
+	if err := send(snap); err != nil {
+		return err
+	}
+	return pump(ctx, w, s.tune.assignWindow, s.tune.maxBatch, func(changes []store.Change[api.Assignment]) error {
+		msg := &agentv1.AssignmentBatch{}
+		for _, c := range changes {
+			if c.New != nil {
+				msg.Upserts = append(msg.Upserts, api.AssignmentToPB(c.New.Value))
+			} else {
+				msg.Removed = append(msg.Removed, c.Name)
+			}
+		}
+		return send(msg)
+	})
+}
+
+// assignmentHub routes assignment changes to the watches of the nodes they
+// concern, so that each cache batch is sorted once rather than filtered by
+// every agent's stream. It is subscribed to the feed while it has watches.
+type assignmentHub struct {
+	feed *state.Feed[api.Assignment]
+
+	// subMu guards the subscription. It is never held with mu, and
+	// publish (called under the feed's lock) takes only mu, so Subscribe
+	// and unsubscribe cannot deadlock with publish.
+	subMu       sync.Mutex
+	watches     int
+	unsubscribe func()
+
+	mu     sync.RWMutex
+	byNode map[string]map[*watch[api.Assignment]]struct{}
+}
+
+func newAssignmentHub(feed *state.Feed[api.Assignment]) *assignmentHub {
+	return &assignmentHub{feed: feed, byNode: make(map[string]map[*watch[api.Assignment]]struct{})}
+}
+
+// join adds w as a watch of node; call leave when the stream ends.
+func (h *assignmentHub) join(node string, w *watch[api.Assignment]) (leave func()) {
+	h.subMu.Lock()
+	if h.watches == 0 {
+		h.unsubscribe = h.feed.Subscribe(h.publish)
+	}
+	h.watches++
+	h.subMu.Unlock()
+
+	h.mu.Lock()
+	if h.byNode[node] == nil {
+		h.byNode[node] = make(map[*watch[api.Assignment]]struct{})
+	}
+	h.byNode[node][w] = struct{}{}
+	h.mu.Unlock()
+
+	return func() {
+		h.mu.Lock()
+		delete(h.byNode[node], w)
+		if len(h.byNode[node]) == 0 {
+			delete(h.byNode, node)
+		}
+		h.mu.Unlock()
+
+		h.subMu.Lock()
+		h.watches--
+		if h.watches == 0 {
+			h.unsubscribe()
+			h.unsubscribe = nil
+		}
+		h.subMu.Unlock()
+	}
+}
+
+// publish is the feed subscriber. An assignment whose node changes is a
+// removal for the node it left.
+func (h *assignmentHub) publish(changes []store.Change[api.Assignment]) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if len(h.byNode) == 0 {
+		return
+	}
+	perNode := make(map[string][]store.Change[api.Assignment])
+	for _, c := range changes {
+		from, to := nodeOf(c.Old), nodeOf(c.New)
+		if to != "" && h.byNode[to] != nil {
+			perNode[to] = append(perNode[to], c)
+		}
+		if from != "" && from != to && h.byNode[from] != nil {
+			perNode[from] = append(perNode[from], store.Change[api.Assignment]{Name: c.Name, Old: c.Old})
+		}
+	}
+	for node, cs := range perNode {
+		for w := range h.byNode[node] {
+			w.offer(cs)
+		}
+	}
+}
+
+func nodeOf(it *store.Item[api.Assignment]) string {
+	if it == nil {
+		return ""
+	}
+	return it.Value.Node
+}

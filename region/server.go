@@ -1,0 +1,382 @@
+// Package region runs one region: its API (RegionService for the global
+// tier, AgentService for agents, REST for operators), and, on the elected
+// leader, its controller and node monitor. Everything a region needs to
+// keep working lives in its own etcd: a region cut off from the global
+// tier keeps reconciling what it has.
+package region
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/election"
+	"github.com/stratahq/strata/internal/etcdserver"
+	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/internal/transport"
+	globalv1 "github.com/stratahq/strata/proto/global/v1"
+	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
+	regionapi "github.com/stratahq/strata/region/api"
+	"github.com/stratahq/strata/region/controller"
+	"github.com/stratahq/strata/region/monitor"
+	"github.com/stratahq/strata/region/state"
+)
+
+// Options are what a region needs beyond its configuration.
+type Options struct {
+	Config *config.Region
+	Logger *slog.Logger
+	// Etcd, when set, is used instead of the configured etcd.
+	Etcd *clientv3.Client
+	// Heartbeats and Events, when set, replace the configured stores
+	// (Redis, or in-memory when no Redis address is configured).
+	Heartbeats heartbeat.Store
+	Events     events.Store
+	// GRPCListener and HTTPListener, when set, replace listening on the
+	// configured addresses.
+	GRPCListener, HTTPListener net.Listener
+}
+
+// Server is a running region.
+type Server struct {
+	o      Options
+	cfg    *config.Region
+	log    *slog.Logger
+	grpcL  net.Listener
+	httpL  net.Listener
+	ready  chan struct{}
+	api    *regionapi.Server
+	apiMu  sync.Mutex
+	leader string
+}
+
+// New checks the options and listens; Run serves.
+func New(o Options) (*Server, error) {
+	if o.Config == nil {
+		return nil, errors.New("region: no configuration")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("region", o.Config.Name), ready: make(chan struct{})}
+	var err error
+	if s.grpcL = o.GRPCListener; s.grpcL == nil {
+		if s.grpcL, err = net.Listen("tcp", s.cfg.Listen.GRPC); err != nil {
+			return nil, fmt.Errorf("region: listen grpc: %w", err)
+		}
+	}
+	if s.httpL = o.HTTPListener; s.httpL == nil {
+		if s.httpL, err = net.Listen("tcp", s.cfg.Listen.HTTP); err != nil {
+			s.grpcL.Close()
+			return nil, fmt.Errorf("region: listen http: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// GRPCAddr is where RegionService and AgentService listen.
+func (s *Server) GRPCAddr() string { return s.grpcL.Addr().String() }
+
+// HTTPAddr is where the operator REST API listens.
+func (s *Server) HTTPAddr() string { return s.httpL.Addr().String() }
+
+// advertised returns the configured advertise address, or the listener's
+// address when the configuration has none or names port 0.
+func advertised(configured string, l net.Listener) string {
+	if configured == "" {
+		return l.Addr().String()
+	}
+	if _, port, err := net.SplitHostPort(configured); err == nil && port == "0" {
+		return l.Addr().String()
+	}
+	return configured
+}
+
+// Ready is closed once the region serves.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// API returns the region's API server once Run has built it.
+func (s *Server) API() *regionapi.Server {
+	s.apiMu.Lock()
+	defer s.apiMu.Unlock()
+	return s.api
+}
+
+// Run serves until ctx is done.
+func (s *Server) Run(ctx context.Context) error {
+	cfg := s.cfg
+	cli := s.o.Etcd
+	if cli == nil {
+		c, closeEtcd, err := etcdserver.Open(ctx, "region-"+cfg.Name, cfg.Etcd)
+		if err != nil {
+			return fmt.Errorf("region: %w", err)
+		}
+		defer closeEtcd()
+		cli = c
+	}
+	st := state.New(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log)))
+	caches := state.NewCaches(st)
+
+	hb, evs, closeHot := s.hotStores()
+	defer closeHot()
+	emitter := events.NewEmitter(evs, cfg.Name, s.log)
+
+	serverTLS, err := transport.ServerTLS(cfg.TLS)
+	if err != nil {
+		return fmt.Errorf("region: tls: %w", err)
+	}
+	clientTLS, err := transport.ClientTLS(cfg.TLS)
+	if err != nil {
+		return fmt.Errorf("region: tls: %w", err)
+	}
+	if serverTLS == nil {
+		s.log.Warn("gRPC without TLS: set tls.ca/cert/key for mutual TLS")
+	}
+
+	elector, err := election.New(election.Config{
+		Client: cli, Prefix: st.Store.Prefix() + state.ElectionPrefix, ID: cfg.ID, TTL: cfg.LeaseTTL, Logger: s.log,
+	})
+	if err != nil {
+		return fmt.Errorf("region: %w", err)
+	}
+
+	apiSrv, err := regionapi.New(regionapi.Options{
+		Region:            cfg.Name,
+		State:             st,
+		Caches:            caches,
+		Heartbeats:        hb,
+		Events:            regionapi.JoinEvents(emitter, evs),
+		HeartbeatInterval: cfg.Nodes.HeartbeatInterval,
+		DrainDeadline:     cfg.Controller.DrainDeadline,
+		MaxBodyBytes:      cfg.API.MaxBodyBytes,
+		Token:             cfg.API.Token,
+		AgentTLS:          clientTLS,
+		Leader:            s.leaderID,
+		Logger:            s.log,
+	})
+	if err != nil {
+		return fmt.Errorf("region: %w", err)
+	}
+	s.apiMu.Lock()
+	s.api = apiSrv
+	s.apiMu.Unlock()
+
+	ctrl := controller.New(controller.Options{
+		Region:           cfg.Name,
+		State:            st,
+		Caches:           caches,
+		Events:           emitter,
+		ProvisionTimeout: cfg.Controller.ProvisionTimeout,
+		DestroyTimeout:   cfg.Controller.DestroyTimeout,
+		RetryBackoff:     cfg.Controller.RetryBackoff,
+		Logger:           s.log,
+	})
+	prober := monitor.NewGRPCProber(clientTLS)
+	defer prober.Close()
+	mon := monitor.New(monitor.Options{
+		Region:            cfg.Name,
+		State:             st,
+		Caches:            caches,
+		Heartbeats:        hb,
+		Events:            emitter,
+		Prober:            prober,
+		HeartbeatInterval: cfg.Nodes.HeartbeatInterval,
+		SuspectAfter:      cfg.Nodes.SuspectAfter,
+		DownAfter:         cfg.Nodes.DownAfter,
+		ProbeTimeout:      cfg.Nodes.ProbeTimeout,
+		DrainDeadline:     cfg.Controller.DrainDeadline,
+		Logger:            s.log,
+	})
+
+	grpcSrv := transport.NewServer(serverTLS, s.log)
+	apiSrv.RegisterGRPC(grpcSrv)
+	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ignoreCanceled(caches.Run(gctx)) })
+	g.Go(func() error { emitter.Run(gctx); return nil })
+	g.Go(func() error { return ignoreCanceled(apiSrv.Run(gctx)) })
+	g.Go(func() error {
+		if err := caches.WaitSynced(gctx); err != nil {
+			return nil
+		}
+		if err := s.ensureNetwork(gctx, st); err != nil {
+			return err
+		}
+		return ignoreCanceled(elector.Run(gctx, func(leaderCtx context.Context, l *election.Leadership) {
+			s.log.Info("leading the region", "id", cfg.ID)
+			lg, lctx := errgroup.WithContext(leaderCtx)
+			lg.Go(func() error { return ctrl.Lead(lctx, l) })
+			lg.Go(func() error { return mon.Lead(lctx, l) })
+			if err := lg.Wait(); err != nil && leaderCtx.Err() == nil {
+				s.log.Warn("region leadership work ended", "err", err)
+			}
+		}))
+	})
+	g.Go(func() error { return s.watchLeader(gctx, elector) })
+	g.Go(func() error {
+		if err := grpcSrv.Serve(s.grpcL); err != nil && !errors.Is(err, net.ErrClosed) {
+			return fmt.Errorf("region: grpc: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := httpSrv.Serve(s.httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("region: http: %w", err)
+		}
+		return nil
+	})
+	if cfg.Global.Endpoint != "" {
+		g.Go(func() error { return s.federate(gctx, caches, clientTLS) })
+	}
+	g.Go(func() error {
+		if err := caches.WaitSynced(gctx); err == nil {
+			s.log.Info("region serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr())
+			close(s.ready)
+		}
+		<-gctx.Done()
+		shutdown(grpcSrv, httpSrv)
+		return nil
+	})
+	return g.Wait()
+}
+
+func (s *Server) hotStores() (heartbeat.Store, events.Store, func()) {
+	hb, evs := s.o.Heartbeats, s.o.Events
+	closeFn := func() {}
+	if (hb == nil || evs == nil) && s.cfg.Redis.Addr != "" {
+		rc := redis.NewClient(&redis.Options{Addr: s.cfg.Redis.Addr, Password: s.cfg.Redis.Password, DB: s.cfg.Redis.DB})
+		closeFn = func() { rc.Close() }
+		if hb == nil {
+			hb = heartbeat.NewRedis(rc, "strata:region:"+s.cfg.Name)
+		}
+		if evs == nil {
+			evs = events.NewRedis(rc, "strata:region:"+s.cfg.Name+":events", 100000)
+		}
+	}
+	if hb == nil {
+		hb = heartbeat.NewMemory()
+	}
+	if evs == nil {
+		evs = events.NewMemory(events.DefaultCapacity)
+	}
+	return hb, evs, closeFn
+}
+
+// ensureNetwork records the configured default network when the region
+// has none yet.
+func (s *Server) ensureNetwork(ctx context.Context, st *state.State) error {
+	n := s.cfg.Network
+	nw := &api.Network{Name: n.Name, Subnet: n.Subnet, Gateway: n.Gateway, Bridge: n.Bridge, Reserved: n.Reserved, Default: true, CreatedAt: time.Now()}
+	if err := nw.Validate(); err != nil {
+		return fmt.Errorf("region: network: %w", err)
+	}
+	_, err := st.Networks.Create(ctx, n.Name, nw)
+	if err != nil && !errors.Is(err, store.ErrExists) {
+		return fmt.Errorf("region: network %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+func (s *Server) watchLeader(ctx context.Context, e *election.Elector) error {
+	for info := range e.Observe(ctx) {
+		s.apiMu.Lock()
+		s.leader = info.ID
+		s.apiMu.Unlock()
+	}
+	return nil
+}
+
+func (s *Server) leaderID() string {
+	s.apiMu.Lock()
+	defer s.apiMu.Unlock()
+	return s.leader
+}
+
+// federate heartbeats the global tier, which registers the region on the
+// first beat and follows its health from then on.
+func (s *Server) federate(ctx context.Context, caches *state.Caches, tlsCfg *tls.Config) error {
+	cc, err := transport.Dial(s.cfg.Global.Endpoint, tlsCfg)
+	if err != nil {
+		return fmt.Errorf("region: dial global: %w", err)
+	}
+	defer cc.Close()
+	cl := globalv1.NewFederationServiceClient(cc)
+	interval := 2 * time.Second
+	var seq uint64
+	failing := false
+	for {
+		seq++
+		region := &resourcev1.Region{
+			Name:       s.cfg.Name,
+			Endpoint:   advertised(s.cfg.Advertise.GRPC, s.grpcL),
+			ConsoleUrl: "http://" + advertised(s.cfg.Advertise.HTTP, s.httpL) + "/console",
+			Zones:      s.cfg.Zones,
+		}
+		var status *resourcev1.RegionStatus
+		if a := s.API(); a != nil {
+			if rs, err := a.Summary(); err == nil {
+				status = api.RegionStatusToPB(&rs)
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := cl.RegionHeartbeat(cctx, &globalv1.RegionHeartbeatRequest{Region: region, Seq: seq, Status: status})
+		cancel()
+		switch {
+		case err != nil && !failing:
+			failing = true
+			s.log.Warn("cannot heartbeat the global tier; the region keeps running on its own", "global", s.cfg.Global.Endpoint, "err", err)
+		case err == nil && failing:
+			failing = false
+			s.log.Info("heartbeats to the global tier resumed")
+		}
+		if err == nil && resp.GetIntervalMs() > 0 {
+			interval = time.Duration(resp.GetIntervalMs()) * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(interval):
+		}
+	}
+}
+
+func shutdown(g interface {
+	GracefulStop()
+	Stop()
+}, h *http.Server) {
+	done := make(chan struct{})
+	go func() {
+		g.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		g.Stop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = h.Shutdown(ctx)
+}
+
+func ignoreCanceled(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
