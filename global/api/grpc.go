@@ -1,0 +1,475 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/transport"
+	globalv1 "github.com/stratahq/strata/proto/global/v1"
+	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
+)
+
+// RegisterGRPC serves ResourceService and FederationService on srv, which
+// should come from transport.NewServer: its interceptor converts the
+// Service's errors to gRPC statuses.
+func (s *Service) RegisterGRPC(srv *grpc.Server) {
+	globalv1.RegisterResourceServiceServer(srv, &resourceServer{svc: s})
+	globalv1.RegisterFederationServiceServer(srv, &federationServer{svc: s})
+}
+
+// grpcCaller puts the caller's Identity in ctx: the other tiers (mTLS peers
+// "global:*" and "region:*") act as admins; anyone else needs a bearer
+// token in the "authorization" metadata, unless auth is disabled.
+func (s *Service) grpcCaller(ctx context.Context) (context.Context, error) {
+	if s.noAuth {
+		return WithIdentity(ctx, adminIdentity()), nil
+	}
+	if peer, ok := transport.PeerIdentity(ctx); ok && (peer.Kind == "global" || peer.Kind == "region") {
+		return WithIdentity(ctx, adminIdentity()), nil
+	}
+	var header string
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get("authorization"); len(v) > 0 {
+			header = v[0]
+		}
+	}
+	bearer, err := bearerToken(header)
+	if err != nil {
+		return nil, err
+	}
+	id, err := s.Authenticate(ctx, bearer)
+	if err != nil {
+		return nil, err
+	}
+	return WithIdentity(ctx, id), nil
+}
+
+// resourceServer is ResourceService over the Service. gRPC has no field
+// presence for replicas: 0 there means "not given" (the kind's default on
+// create, unchanged on update); ScaleResource sets 0.
+type resourceServer struct {
+	globalv1.UnimplementedResourceServiceServer
+	svc *Service
+}
+
+func (g *resourceServer) CreateFlavor(ctx context.Context, req *globalv1.CreateFlavorRequest) (*resourcev1.Flavor, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f, err := g.svc.CreateFlavor(ctx, api.FlavorFromPB(req.GetFlavor()))
+	if err != nil {
+		return nil, err
+	}
+	return api.FlavorToPB(&f), nil
+}
+
+func (g *resourceServer) GetFlavor(ctx context.Context, req *globalv1.GetFlavorRequest) (*resourcev1.Flavor, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f, err := g.svc.GetFlavor(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return api.FlavorToPB(&f), nil
+}
+
+func (g *resourceServer) ListFlavors(ctx context.Context, _ *globalv1.ListFlavorsRequest) (*globalv1.ListFlavorsResponse, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	items, err := g.svc.ListFlavors(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := &globalv1.ListFlavorsResponse{}
+	for i := range items {
+		resp.Items = append(resp.Items, api.FlavorToPB(&items[i]))
+	}
+	return resp, nil
+}
+
+func (g *resourceServer) UpdateFlavor(ctx context.Context, req *globalv1.UpdateFlavorRequest) (*resourcev1.Flavor, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f, err := g.svc.UpdateFlavor(ctx, api.FlavorFromPB(req.GetFlavor()))
+	if err != nil {
+		return nil, err
+	}
+	return api.FlavorToPB(&f), nil
+}
+
+func (g *resourceServer) DeleteFlavor(ctx context.Context, req *globalv1.DeleteFlavorRequest) (*globalv1.DeleteFlavorResponse, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := g.svc.DeleteFlavor(ctx, req.GetName()); err != nil {
+		return nil, err
+	}
+	return &globalv1.DeleteFlavorResponse{}, nil
+}
+
+func (g *resourceServer) CreateResource(ctx context.Context, req *globalv1.CreateResourceRequest) (*resourcev1.Resource, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := api.ResourceFromPB(req.GetResource())
+	o := WriteOptions{IdempotencyKey: req.GetRequestId(), ReplicasUnset: r.Replicas == 0}
+	out, err := g.svc.CreateResource(ctx, "", r, o)
+	if err != nil {
+		return nil, err
+	}
+	return api.ResourceToPB(&out), nil
+}
+
+func (g *resourceServer) GetResource(ctx context.Context, req *globalv1.ResourceRef) (*resourcev1.Resource, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := g.svc.GetResource(ctx, req.GetTenant(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return api.ResourceToPB(&out), nil
+}
+
+func (g *resourceServer) ListResources(ctx context.Context, req *globalv1.ListResourcesRequest) (*globalv1.ListResourcesResponse, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	page, err := g.svc.ListResources(ctx, req.GetTenant(), ListQuery{
+		Selector: req.GetSelector(), Kind: req.GetKind(), Limit: int(req.GetLimit()), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp := &globalv1.ListResourcesResponse{Continue: page.Continue}
+	for i := range page.Items {
+		resp.Items = append(resp.Items, api.ResourceToPB(&page.Items[i]))
+	}
+	return resp, nil
+}
+
+func (g *resourceServer) UpdateResource(ctx context.Context, req *globalv1.UpdateResourceRequest) (*resourcev1.Resource, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := api.ResourceFromPB(req.GetResource())
+	o := WriteOptions{IdempotencyKey: req.GetRequestId(), ReplicasUnset: r.Replicas == 0}
+	out, err := g.svc.UpdateResource(ctx, "", r, o)
+	if err != nil {
+		return nil, err
+	}
+	return api.ResourceToPB(&out), nil
+}
+
+func (g *resourceServer) DeleteResource(ctx context.Context, req *globalv1.ResourceRef) (*resourcev1.Resource, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := g.svc.DeleteResource(ctx, req.GetTenant(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return api.ResourceToPB(&out), nil
+}
+
+func (g *resourceServer) ScaleResource(ctx context.Context, req *globalv1.ScaleResourceRequest) (*resourcev1.Resource, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := g.svc.ScaleResource(ctx, req.GetTenant(), req.GetName(), int(req.GetReplicas()))
+	if err != nil {
+		return nil, err
+	}
+	return api.ResourceToPB(&out), nil
+}
+
+func (g *resourceServer) RollbackResource(ctx context.Context, req *globalv1.RollbackResourceRequest) (*resourcev1.Resource, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := g.svc.RollbackResource(ctx, req.GetTenant(), req.GetName(), req.GetToRevision())
+	if err != nil {
+		return nil, err
+	}
+	return api.ResourceToPB(&out), nil
+}
+
+func (g *resourceServer) ListRevisions(ctx context.Context, req *globalv1.ResourceRef) (*globalv1.ListRevisionsResponse, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	revs, err := g.svc.ListRevisions(ctx, req.GetTenant(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	resp := &globalv1.ListRevisionsResponse{}
+	for i := range revs {
+		resp.Items = append(resp.Items, api.RevisionToPB(&revs[i]))
+	}
+	return resp, nil
+}
+
+// ListReplicas has no field for unreachable regions; the Service logs them.
+func (g *resourceServer) ListReplicas(ctx context.Context, req *globalv1.ResourceRef) (*globalv1.ListReplicasResponse, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reps, err := g.svc.ListReplicas(ctx, req.GetTenant(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	resp := &globalv1.ListReplicasResponse{}
+	for i := range reps.Items {
+		resp.Items = append(resp.Items, api.ReplicaToPB(&reps.Items[i]))
+	}
+	return resp, nil
+}
+
+func (g *resourceServer) RegisterRegion(ctx context.Context, req *globalv1.RegisterRegionRequest) (*resourcev1.Region, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, _, err := g.svc.RegisterRegion(ctx, api.RegionFromPB(req.GetRegion()))
+	if err != nil {
+		return nil, err
+	}
+	return api.RegionToPB(&r), nil
+}
+
+func (g *resourceServer) GetRegion(ctx context.Context, req *globalv1.RegionRef) (*resourcev1.Region, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := g.svc.GetRegion(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return api.RegionToPB(&r), nil
+}
+
+func (g *resourceServer) ListRegions(ctx context.Context, _ *globalv1.ListRegionsRequest) (*globalv1.ListRegionsResponse, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	regions, err := g.svc.ListRegions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &globalv1.ListRegionsResponse{Items: regionsToPB(regions)}, nil
+}
+
+func (g *resourceServer) DeleteRegion(ctx context.Context, req *globalv1.RegionRef) (*globalv1.DeleteRegionResponse, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := g.svc.DeleteRegion(ctx, req.GetName()); err != nil {
+		return nil, err
+	}
+	return &globalv1.DeleteRegionResponse{}, nil
+}
+
+func (g *resourceServer) ListNodes(ctx context.Context, req *globalv1.ListNodesRequest) (*globalv1.ListNodesResponse, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := g.svc.ListNodes(ctx, req.GetRegion(), req.GetSelector())
+	if err != nil {
+		return nil, err
+	}
+	resp := &globalv1.ListNodesResponse{Unreachable: nodes.Unreachable}
+	for i := range nodes.Items {
+		resp.Items = append(resp.Items, api.NodeToPB(&nodes.Items[i]))
+	}
+	return resp, nil
+}
+
+func (g *resourceServer) GetNode(ctx context.Context, req *globalv1.NodeRef) (*resourcev1.Node, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, err := g.svc.GetNode(ctx, req.GetRegion(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return api.NodeToPB(&n), nil
+}
+
+func (g *resourceServer) DeleteNode(ctx context.Context, req *globalv1.NodeRef) (*globalv1.DeleteNodeResponse, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.svc.DeleteNode(ctx, req.GetRegion(), req.GetName()); err != nil {
+		return nil, err
+	}
+	return &globalv1.DeleteNodeResponse{}, nil
+}
+
+func (g *resourceServer) CordonNode(ctx context.Context, req *globalv1.CordonNodeRequest) (*resourcev1.Node, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, err := g.svc.CordonNode(ctx, req.GetRegion(), req.GetName(), req.GetReason())
+	if err != nil {
+		return nil, err
+	}
+	return api.NodeToPB(&n), nil
+}
+
+func (g *resourceServer) UncordonNode(ctx context.Context, req *globalv1.NodeRef) (*resourcev1.Node, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, err := g.svc.UncordonNode(ctx, req.GetRegion(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return api.NodeToPB(&n), nil
+}
+
+func (g *resourceServer) DrainNode(ctx context.Context, req *globalv1.DrainNodeRequest) (*resourcev1.DrainStatus, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d, err := g.svc.DrainNode(ctx, req.GetRegion(), req.GetName(), api.DrainRequestFromPB(req.GetDrain()))
+	if err != nil {
+		return nil, err
+	}
+	return api.DrainStatusToPB(&d), nil
+}
+
+func (g *resourceServer) GetDrain(ctx context.Context, req *globalv1.NodeRef) (*resourcev1.DrainStatus, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d, err := g.svc.GetDrain(ctx, req.GetRegion(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return api.DrainStatusToPB(&d), nil
+}
+
+func (g *resourceServer) GetStatus(ctx context.Context, _ *globalv1.GetStatusRequest) (*globalv1.GlobalStatus, error) {
+	ctx, err := g.svc.grpcCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := g.svc.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := &globalv1.GlobalStatus{
+		Id: st.ID, Leader: st.Leader, IsLeader: st.IsLeader, Version: st.Version, Regions: regionsToPB(st.Regions),
+	}
+	if !st.LeaderSince.IsZero() {
+		resp.LeaderSince = timestamppb.New(st.LeaderSince)
+	}
+	return resp, nil
+}
+
+func regionsToPB(regions []api.Region) []*resourcev1.Region {
+	out := make([]*resourcev1.Region, len(regions))
+	for i := range regions {
+		out[i] = api.RegionToPB(&regions[i])
+	}
+	return out
+}
+
+// federationServer is FederationService: regions report in.
+type federationServer struct {
+	globalv1.UnimplementedFederationServiceServer
+	svc *Service
+}
+
+// RegionHeartbeat lets a region speak only for itself when the link is
+// mTLS. Plaintext links (dev without TLS) are not checked, as for nodes
+// (transport.AuthorizeNode).
+func (f *federationServer) RegionHeartbeat(ctx context.Context, req *globalv1.RegionHeartbeatRequest) (*globalv1.RegionHeartbeatResponse, error) {
+	r := api.RegionFromPB(req.GetRegion())
+	if peer, ok := transport.PeerIdentity(ctx); ok && (peer.Kind != "region" || peer.Name != r.Name) {
+		return nil, fmt.Errorf("%s may not heartbeat for region %q: %w", peer, r.Name, api.ErrForbidden)
+	}
+	var st *api.RegionStatus
+	if req.GetStatus() != nil {
+		s := api.RegionStatusFromPB(req.GetStatus())
+		st = &s
+	}
+	every, err := f.svc.RegionHeartbeat(ctx, r, req.GetSeq(), st)
+	if err != nil {
+		return nil, err
+	}
+	return &globalv1.RegionHeartbeatResponse{IntervalMs: every.Milliseconds()}, nil
+}
+
+// RegionHeartbeat records that region r is alive (in the heartbeat store,
+// not etcd) and registers it, or updates its endpoint, console URL and
+// zones, when they are new or changed: a steady heartbeat writes nothing to
+// etcd. It returns the interval the region should beat at. The caller has
+// established that r is who is calling.
+func (s *Service) RegionHeartbeat(ctx context.Context, r api.Region, seq uint64, st *api.RegionStatus) (time.Duration, error) {
+	if err := r.Validate(); err != nil {
+		return 0, err
+	}
+	if s.heartbeats == nil {
+		return 0, fmt.Errorf("no heartbeat store is configured: %w", api.ErrUnavailable)
+	}
+	beat := heartbeat.Beat{ID: r.Name, At: now(), Seq: seq, Metrics: regionMetrics(st)}
+	if err := s.heartbeats.Record(ctx, beat); err != nil {
+		return 0, fmt.Errorf("record heartbeat of region %q: %w", r.Name, err)
+	}
+	if !s.registeredAs(r) {
+		if _, _, err := s.saveRegion(ctx, r, false); err != nil {
+			return 0, err
+		}
+	}
+	return s.beatEvery, nil
+}
+
+// regionMetrics are the numbers a region reports about itself, kept with
+// its beat for the console.
+func regionMetrics(st *api.RegionStatus) map[string]float64 {
+	if st == nil {
+		return nil
+	}
+	return map[string]float64{
+		"nodes":     float64(st.Nodes),
+		"nodes_up":  float64(st.NodesUp),
+		"resources": float64(st.Resources),
+		"replicas":  float64(st.Replicas),
+		"ready":     float64(st.Ready),
+	}
+}

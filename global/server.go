@@ -1,0 +1,262 @@
+// Package global runs one replica of the global tier: the REST and gRPC
+// API (every replica serves it) and the master controller (every replica
+// runs it; only the elected master acts).
+package global
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
+
+	globalapi "github.com/stratahq/strata/global/api"
+	"github.com/stratahq/strata/global/controller"
+	"github.com/stratahq/strata/global/regions"
+	"github.com/stratahq/strata/global/state"
+	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/election"
+	"github.com/stratahq/strata/internal/etcdserver"
+	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/internal/transport"
+	"github.com/stratahq/strata/internal/version"
+)
+
+// Options are what a global replica needs beyond its configuration.
+type Options struct {
+	Config *config.Global
+	Logger *slog.Logger
+	// Etcd, when set, is used instead of the configured etcd.
+	Etcd *clientv3.Client
+	// Heartbeats, when set, replaces the configured store (Redis, or
+	// in-memory when no Redis address is configured; several replicas
+	// need Redis to share region heartbeats).
+	Heartbeats heartbeat.Store
+	// GRPCListener and HTTPListener, when set, replace listening on the
+	// configured addresses.
+	GRPCListener, HTTPListener net.Listener
+}
+
+// Server is a running global replica.
+type Server struct {
+	o     Options
+	cfg   *config.Global
+	log   *slog.Logger
+	grpcL net.Listener
+	httpL net.Listener
+	ready chan struct{}
+
+	mu      sync.Mutex
+	service *globalapi.Service
+	ctrl    *controller.Controller
+}
+
+// New checks the options and listens; Run serves.
+func New(o Options) (*Server, error) {
+	if o.Config == nil {
+		return nil, errors.New("global: no configuration")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "global", "id", o.Config.ID), ready: make(chan struct{})}
+	var err error
+	if s.grpcL = o.GRPCListener; s.grpcL == nil {
+		if s.grpcL, err = net.Listen("tcp", s.cfg.Listen.GRPC); err != nil {
+			return nil, fmt.Errorf("global: listen grpc: %w", err)
+		}
+	}
+	if s.httpL = o.HTTPListener; s.httpL == nil {
+		if s.httpL, err = net.Listen("tcp", s.cfg.Listen.HTTP); err != nil {
+			s.grpcL.Close()
+			return nil, fmt.Errorf("global: listen http: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// GRPCAddr is where ResourceService and FederationService listen.
+func (s *Server) GRPCAddr() string { return s.grpcL.Addr().String() }
+
+// HTTPAddr is where the REST API listens.
+func (s *Server) HTTPAddr() string { return s.httpL.Addr().String() }
+
+// Ready is closed once the replica serves.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Service returns the API service once Run has built it.
+func (s *Server) Service() *globalapi.Service {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.service
+}
+
+// Controller returns the master controller once Run has built it.
+func (s *Server) Controller() *controller.Controller {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ctrl
+}
+
+// Run serves until ctx is done.
+func (s *Server) Run(ctx context.Context) error {
+	cfg := s.cfg
+	cli := s.o.Etcd
+	if cli == nil {
+		c, closeEtcd, err := etcdserver.Open(ctx, "global", cfg.Etcd)
+		if err != nil {
+			return fmt.Errorf("global: %w", err)
+		}
+		defer closeEtcd()
+		cli = c
+	}
+	st := state.New(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log)))
+	caches := state.NewCaches(st)
+
+	hb := s.o.Heartbeats
+	if hb == nil {
+		if cfg.Redis.Addr != "" {
+			rc := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB})
+			defer rc.Close()
+			hb = heartbeat.NewRedis(rc, "strata:global")
+		} else {
+			hb = heartbeat.NewMemory()
+		}
+	}
+
+	serverTLS, err := transport.ServerTLS(cfg.TLS)
+	if err != nil {
+		return fmt.Errorf("global: tls: %w", err)
+	}
+	clientTLS, err := transport.ClientTLS(cfg.TLS)
+	if err != nil {
+		return fmt.Errorf("global: tls: %w", err)
+	}
+	if serverTLS == nil {
+		s.log.Warn("gRPC without TLS: set tls.ca/cert/key for mutual TLS")
+	}
+
+	pool, err := regions.New(regions.Options{Lookup: regions.CacheLookup(caches.Regions), TLS: clientTLS, Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("global: %w", err)
+	}
+	defer pool.Close()
+
+	elector, err := election.New(election.Config{
+		Client: cli, Prefix: st.Store.Prefix() + state.ElectionPrefix, ID: cfg.ID, TTL: cfg.LeaseTTL, Logger: s.log,
+	})
+	if err != nil {
+		return fmt.Errorf("global: %w", err)
+	}
+
+	svc, err := globalapi.New(globalapi.Options{
+		State:             st,
+		Caches:            caches,
+		Regions:           pool,
+		Heartbeats:        hb,
+		Leader:            elector,
+		ID:                cfg.ID,
+		MaxBodyBytes:      cfg.API.MaxBodyBytes,
+		AuthDisabled:      cfg.API.AuthDisabled,
+		HeartbeatInterval: cfg.Regions.HeartbeatInterval,
+		Version:           version.String(),
+		Logger:            s.log,
+	})
+	if err != nil {
+		return fmt.Errorf("global: %w", err)
+	}
+	ctrl := controller.New(controller.Options{
+		State:             st,
+		Caches:            caches,
+		Regions:           pool,
+		Heartbeats:        hb,
+		HeartbeatInterval: cfg.Regions.HeartbeatInterval,
+		SuspectAfter:      cfg.Regions.SuspectAfter,
+		DownAfter:         cfg.Regions.DownAfter,
+		ProbeTimeout:      cfg.Regions.ProbeTimeout,
+		Logger:            s.log,
+	})
+	s.mu.Lock()
+	s.service, s.ctrl = svc, ctrl
+	s.mu.Unlock()
+
+	grpcSrv := transport.NewServer(serverTLS, s.log)
+	svc.RegisterGRPC(grpcSrv)
+	httpSrv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ignoreCanceled(caches.Run(gctx)) })
+	g.Go(func() error { return ignoreCanceled(svc.Run(gctx)) })
+	g.Go(func() error {
+		if err := caches.WaitSynced(gctx); err != nil {
+			return nil
+		}
+		if cfg.API.BootstrapToken != "" {
+			if err := svc.EnsureBootstrapToken(gctx, cfg.API.BootstrapToken); err != nil {
+				return fmt.Errorf("global: bootstrap token: %w", err)
+			}
+		}
+		return ignoreCanceled(elector.Run(gctx, func(leaderCtx context.Context, l *election.Leadership) {
+			s.log.Info("this replica is the master")
+			if err := ctrl.Lead(leaderCtx, l); err != nil && leaderCtx.Err() == nil {
+				s.log.Warn("master work ended", "err", err)
+			}
+		}))
+	})
+	g.Go(func() error {
+		if err := grpcSrv.Serve(s.grpcL); err != nil && !errors.Is(err, net.ErrClosed) {
+			return fmt.Errorf("global: grpc: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := httpSrv.Serve(s.httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("global: http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := caches.WaitSynced(gctx); err == nil {
+			s.log.Info("global serving", "http", s.HTTPAddr(), "grpc", s.GRPCAddr())
+			close(s.ready)
+		}
+		<-gctx.Done()
+		shutdown(grpcSrv, httpSrv)
+		return nil
+	})
+	return g.Wait()
+}
+
+func shutdown(g interface {
+	GracefulStop()
+	Stop()
+}, h *http.Server) {
+	done := make(chan struct{})
+	go func() {
+		g.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		g.Stop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = h.Shutdown(ctx)
+}
+
+func ignoreCanceled(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
