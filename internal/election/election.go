@@ -26,6 +26,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc/metadata"
 )
 
 // DefaultTTL is the session lease TTL used when Config.TTL is zero.
@@ -567,7 +568,10 @@ func (e *Elector) watchKey(ctx context.Context, l *Leadership, fromRev int64) er
 func (e *Elector) watchKeyOnce(ctx context.Context, l *Leadership, fromRev int64) (lost, err error) {
 	// RequireLeader: a member cut off from its cluster's quorum would
 	// otherwise keep the watch open and silent.
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	// Its own watch stream: a watch from a future revision holds back
+	// etcd's progress notifications for every watch sharing its stream.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(
+		metadata.AppendToOutgoingContext(ctx, "strata-watch", "election:"+l.key)))
 	defer cancel()
 	for wr := range e.cli.Watch(wctx, l.key, clientv3.WithRev(fromRev)) {
 		if err := wr.Err(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 )
 
 const (
@@ -105,7 +106,15 @@ func (r *reflector) watch(ctx context.Context, bo *backoff) error {
 	// WithRequireLeader makes etcd cancel the watch when its member loses
 	// the leader, instead of leaving it silently stalled on a partitioned
 	// member; the retry then finds a healthy one.
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	//
+	// Each reflector gets a gRPC watch stream of its own (the client
+	// shares one stream among watches with the same metadata): etcd
+	// answers a progress request only when every watcher on the stream
+	// has reached its start revision, so one watch started at "current
+	// revision + 1" in a quiet store would starve every other watch on
+	// its stream of progress, and WaitForRev would hang.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(
+		metadata.AppendToOutgoingContext(ctx, "strata-watch", r.s.prefix+r.prefix)))
 	defer cancel() // releases the watch substream
 	key, end := r.s.prefixRange(r.prefix)
 	start := r.rev + 1
