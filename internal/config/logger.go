@@ -15,3 +15,6 @@ func (l Log) Logger(w io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
+
+// Validate checks the level and format.
+func (l Log) Validate() error { return l.validate() }

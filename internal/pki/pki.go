@@ -123,10 +123,10 @@ func (ca *CA) WriteCA(dir string) (certFile, keyFile string, err error) {
 		return "", "", err
 	}
 	certFile, keyFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem")
-	if err := os.WriteFile(certFile, ca.CertPEM, 0o644); err != nil {
+	if err := writeAtomic(keyFile, ca.KeyPEM, 0o600); err != nil {
 		return "", "", err
 	}
-	return certFile, keyFile, os.WriteFile(keyFile, ca.KeyPEM, 0o600)
+	return certFile, keyFile, writeAtomic(certFile, ca.CertPEM, 0o644)
 }
 
 // WriteIdentity issues a certificate for identity and writes it into dir
@@ -140,13 +140,37 @@ func (ca *CA) WriteIdentity(dir, file, identity string, hosts []string) (Files, 
 		return Files{}, err
 	}
 	f := Files{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, file+".pem"), Key: filepath.Join(dir, file+"-key.pem")}
-	if err := os.WriteFile(f.CA, ca.CertPEM, 0o644); err != nil {
+	if cur, err := os.ReadFile(f.CA); err != nil || string(cur) != string(ca.CertPEM) {
+		if err := writeAtomic(f.CA, ca.CertPEM, 0o644); err != nil {
+			return Files{}, err
+		}
+	}
+	if err := writeAtomic(f.Key, keyPEM, 0o600); err != nil {
 		return Files{}, err
 	}
-	if err := os.WriteFile(f.Cert, certPEM, 0o644); err != nil {
-		return Files{}, err
+	return f, writeAtomic(f.Cert, certPEM, 0o644)
+}
+
+// writeAtomic replaces path in one step, so that a server reading its
+// certificate while another identity is issued never sees half a file.
+func writeAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err != nil {
+		return err
 	}
-	return f, os.WriteFile(f.Key, keyPEM, 0o600)
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // LoadOrCreateCA loads dir/ca.pem, or makes and writes a new CA there.

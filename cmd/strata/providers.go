@@ -1,0 +1,14 @@
+package main
+
+import (
+	"github.com/stratahq/strata/providers/fake"
+	"github.com/stratahq/strata/providers/provider"
+)
+
+// providers are the providers built into this binary; libvirt runs as its
+// own plugin binary (it needs cgo).
+func providers() *provider.Registry {
+	r := provider.NewRegistry()
+	r.Register("fake", fake.Factory)
+	return r
+}

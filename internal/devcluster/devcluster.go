@@ -1,0 +1,355 @@
+// Package devcluster runs a whole Strata cluster in one process on
+// embedded defaults: an embedded etcd per tier, in-memory heartbeats and
+// events, a dev CA for mutual TLS, one global replica, regions with
+// agents. `strata dev` runs it; end-to-end tests and benchmarks use it too.
+// Its data lives in one directory, so a restart resumes.
+package devcluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/stratahq/strata/agent"
+	"github.com/stratahq/strata/global"
+	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/providers/provider"
+	"github.com/stratahq/strata/region"
+)
+
+// Options shape a dev cluster.
+type Options struct {
+	DataDir string
+	// Host is the address every tier binds to.
+	Host string
+	// HTTPPort is the global REST port; regions take the next ports.
+	// GRPCPort likewise. Zero picks free ports.
+	HTTPPort, GRPCPort int
+	Regions            []string
+	AgentsPerRegion    int
+	// Providers configure every agent (default: the fake provider).
+	Providers []config.Provider
+	Registry  *provider.Registry
+	// TLS turns on mutual TLS between tiers with a generated dev CA.
+	TLS bool
+	// Tune lets callers adjust each tier's configuration before start.
+	TuneGlobal func(*config.Global)
+	TuneRegion func(*config.Region)
+	TuneAgent  func(*config.Agent)
+	Logger     *slog.Logger
+}
+
+// Cluster is a running dev cluster.
+type Cluster struct {
+	o       Options
+	log     *slog.Logger
+	Token   string
+	Global  *global.Server
+	Regions map[string]*region.Server
+
+	mu     sync.Mutex
+	agents map[string]*agentRun
+	g      *errgroup.Group
+	ctx    context.Context
+}
+
+type agentRun struct {
+	agent  *agent.Agent
+	cancel context.CancelFunc
+	done   chan error
+	cfg    *config.Agent
+}
+
+// Node names the agents of region r: r-a, r-b, ...
+func NodeName(region string, i int) string {
+	return fmt.Sprintf("%s-%c", region, 'a'+i)
+}
+
+// Start builds and starts the cluster; it returns once every tier serves.
+// The cluster stops when ctx is done; Wait returns then.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	if o.DataDir == "" {
+		return nil, errors.New("devcluster: data dir is required")
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if len(o.Regions) == 0 {
+		o.Regions = []string{"dev-1", "dev-2"}
+	}
+	if o.AgentsPerRegion == 0 {
+		o.AgentsPerRegion = 2
+	}
+	if len(o.Providers) == 0 {
+		o.Providers = []config.Provider{{Name: "fake"}}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	c := &Cluster{o: o, log: o.Logger, Regions: map[string]*region.Server{}, agents: map[string]*agentRun{}}
+	token, err := loadOrCreateToken(filepath.Join(o.DataDir, "admin-token"))
+	if err != nil {
+		return nil, err
+	}
+	c.Token = token
+
+	var ca *pki.CA
+	if o.TLS {
+		if ca, err = pki.LoadOrCreateCA(filepath.Join(o.DataDir, "pki"), "strata dev CA"); err != nil {
+			return nil, fmt.Errorf("devcluster: %w", err)
+		}
+	}
+	tlsFor := func(file, identity string) (config.TLS, error) {
+		if ca == nil {
+			return config.TLS{}, nil
+		}
+		f, err := ca.WriteIdentity(filepath.Join(o.DataDir, "pki"), file, identity, []string{"127.0.0.1", "localhost", o.Host})
+		if err != nil {
+			return config.TLS{}, err
+		}
+		return config.TLS{CA: f.CA, Cert: f.Cert, Key: f.Key}, nil
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	c.g, c.ctx = g, gctx
+
+	// Global tier.
+	gcfg := config.DefaultGlobal()
+	gcfg.ID = "global"
+	gcfg.Listen.HTTP = addr(o.Host, o.HTTPPort, 0)
+	gcfg.Listen.GRPC = addr(o.Host, o.GRPCPort, 0)
+	gcfg.Etcd = config.Etcd{Embedded: true, DataDir: filepath.Join(o.DataDir, "etcd", "global"), Prefix: "/strata/global/", DialTimeout: 5 * time.Second}
+	gcfg.API.BootstrapToken = token
+	if gcfg.TLS, err = tlsFor("global", "global:global"); err != nil {
+		return nil, err
+	}
+	if o.TuneGlobal != nil {
+		o.TuneGlobal(gcfg)
+	}
+	gsrv, err := global.New(global.Options{Config: gcfg, Logger: o.Logger.With("tier", "global")})
+	if err != nil {
+		return nil, fmt.Errorf("devcluster: %w", err)
+	}
+	c.Global = gsrv
+	g.Go(func() error { return gsrv.Run(gctx) })
+
+	// Regions.
+	for i, name := range o.Regions {
+		rcfg := config.DefaultRegion()
+		rcfg.Name, rcfg.ID = name, name
+		rcfg.Listen.HTTP = addr(o.Host, o.HTTPPort, i+1)
+		rcfg.Listen.GRPC = addr(o.Host, o.GRPCPort, i+1)
+		rcfg.Etcd = config.Etcd{Embedded: true, DataDir: filepath.Join(o.DataDir, "etcd", name), Prefix: "/strata/region/", DialTimeout: 5 * time.Second}
+		rcfg.Global.Endpoint = gsrv.GRPCAddr()
+		rcfg.Zones = []string{"a", "b"}
+		rcfg.Network.Subnet = fmt.Sprintf("10.%d.0.0/16", 88+i)
+		rcfg.Network.Gateway = fmt.Sprintf("10.%d.0.1", 88+i)
+		rcfg.Network.Bridge = "strata" + fmt.Sprint(i)
+		if rcfg.TLS, err = tlsFor(name, "region:"+name); err != nil {
+			return nil, err
+		}
+		if o.TuneRegion != nil {
+			o.TuneRegion(rcfg)
+		}
+		rsrv, err := region.New(region.Options{Config: rcfg, Logger: o.Logger.With("tier", "region")})
+		if err != nil {
+			return nil, fmt.Errorf("devcluster: %w", err)
+		}
+		c.Regions[name] = rsrv
+		g.Go(func() error { return rsrv.Run(gctx) })
+	}
+
+	// Agents.
+	for _, name := range o.Regions {
+		for i := range o.AgentsPerRegion {
+			node := NodeName(name, i)
+			acfg := config.DefaultAgent()
+			acfg.Node.Name = node
+			acfg.Node.Zone = []string{"a", "b"}[i%2]
+			acfg.Node.Labels = map[string]string{"strata.io/dev": "true"}
+			acfg.Region.Endpoint = c.Regions[name].GRPCAddr()
+			acfg.Listen.GRPC = o.Host + ":0"
+			acfg.DataDir = filepath.Join(o.DataDir, "agents", node)
+			acfg.Providers = o.Providers
+			acfg.Node.MilliCPU, acfg.Node.MemoryMiB, acfg.Node.DiskMiB = 8000, 16384, 100000
+			if acfg.TLS, err = tlsFor("node-"+node, "node:"+node); err != nil {
+				return nil, err
+			}
+			if o.TuneAgent != nil {
+				o.TuneAgent(acfg)
+			}
+			if err := c.startAgent(acfg); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	// Wait until every tier serves.
+	wait := func(ch <-chan struct{}, what string) error {
+		select {
+		case <-ch:
+			return nil
+		case <-gctx.Done():
+			if err := g.Wait(); err != nil {
+				return fmt.Errorf("devcluster: %s: %w", what, err)
+			}
+			return fmt.Errorf("devcluster: stopped before %s was ready", what)
+		case <-time.After(60 * time.Second):
+			return fmt.Errorf("devcluster: %s not ready after 60s", what)
+		}
+	}
+	if err := wait(gsrv.Ready(), "global"); err != nil {
+		return nil, err
+	}
+	for name, r := range c.Regions {
+		if err := wait(r.Ready(), "region "+name); err != nil {
+			return nil, err
+		}
+	}
+	for node, a := range c.agentList() {
+		if err := wait(a.agent.Ready(), "agent "+node); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Cluster) agentList() map[string]*agentRun {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]*agentRun, len(c.agents))
+	for k, v := range c.agents {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *Cluster) startAgent(cfg *config.Agent) error {
+	a, err := agent.New(agent.Options{Config: cfg, Registry: c.o.Registry, Logger: c.o.Logger.With("tier", "agent", "node", cfg.Node.Name)})
+	if err != nil {
+		return fmt.Errorf("devcluster: agent %s: %w", cfg.Node.Name, err)
+	}
+	actx, cancel := context.WithCancel(c.ctx)
+	run := &agentRun{agent: a, cancel: cancel, done: make(chan error, 1), cfg: cfg}
+	c.mu.Lock()
+	c.agents[cfg.Node.Name] = run
+	c.mu.Unlock()
+	c.g.Go(func() error {
+		err := a.Run(actx)
+		run.done <- err
+		if c.ctx.Err() == nil && actx.Err() != nil {
+			return nil // stopped on purpose (StopAgent)
+		}
+		return err
+	})
+	return nil
+}
+
+// StopAgent stops one agent as a crash would look to its region: its
+// replicas stay with its providers.
+func (c *Cluster) StopAgent(node string) error {
+	c.mu.Lock()
+	run, ok := c.agents[node]
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("devcluster: no agent %s", node)
+	}
+	run.cancel()
+	<-run.done
+	return nil
+}
+
+// RestartAgent starts a stopped agent again with the same configuration.
+func (c *Cluster) RestartAgent(node string) error {
+	c.mu.Lock()
+	run, ok := c.agents[node]
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("devcluster: no agent %s", node)
+	}
+	if err := c.startAgent(run.cfg); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	a := c.agents[node].agent
+	c.mu.Unlock()
+	select {
+	case <-a.Ready():
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("devcluster: agent %s not ready after restart", node)
+	}
+}
+
+// Wait blocks until the cluster has stopped and returns the first error.
+func (c *Cluster) Wait() error { return c.g.Wait() }
+
+// GlobalURL is the REST API's base URL.
+func (c *Cluster) GlobalURL() string { return "http://" + c.Global.HTTPAddr() }
+
+// Summary describes the running cluster for people.
+func (c *Cluster) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Strata dev cluster is up (data in %s)\n\n", c.o.DataDir)
+	fmt.Fprintf(&b, "  global REST API   %s/v1\n", c.GlobalURL())
+	fmt.Fprintf(&b, "  global gRPC       %s\n", c.Global.GRPCAddr())
+	for _, name := range c.o.Regions {
+		r := c.Regions[name]
+		fmt.Fprintf(&b, "  region %-10s http://%s  (console /console, gRPC %s)\n", name, r.HTTPAddr(), r.GRPCAddr())
+	}
+	fmt.Fprintf(&b, "  agents            %d per region (", c.o.AgentsPerRegion)
+	var provs []string
+	for _, p := range c.o.Providers {
+		provs = append(provs, p.Name)
+	}
+	fmt.Fprintf(&b, "%s)\n", strings.Join(provs, ", "))
+	fmt.Fprintf(&b, "\n  admin token       %s\n\n", c.Token)
+	fmt.Fprintf(&b, "  export STRATA_URL=%s STRATA_TOKEN=%s\n", c.GlobalURL(), c.Token)
+	fmt.Fprintf(&b, "  curl -H \"Authorization: Bearer $STRATA_TOKEN\" $STRATA_URL/v1/regions\n")
+	return b.String()
+}
+
+func addr(host string, base, offset int) string {
+	if base == 0 {
+		return net.JoinHostPort(host, "0")
+	}
+	return net.JoinHostPort(host, fmt.Sprint(base+offset))
+}
+
+// loadOrCreateToken keeps the admin token across restarts of the dev
+// cluster, so the printed token stays valid.
+func loadOrCreateToken(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+	}
+	var id [4]byte
+	var secret [20]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return "", err
+	}
+	if _, err := rand.Read(secret[:]); err != nil {
+		return "", err
+	}
+	t := "strata_" + hex.EncodeToString(id[:]) + "_" + hex.EncodeToString(secret[:])
+	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return t, nil
+}
