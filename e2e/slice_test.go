@@ -160,6 +160,7 @@ func TestSliceDev(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	framework.WaitHTTP(t, base+"/readyz", 60*time.Second)
 	token := readToken(t, filepath.Join(dir, "admin-token"))
+	waitRegions(t, framework.NewClient(base, token), 2)
 	c := sliceCluster{
 		global: framework.NewClient(base, token),
 		regions: map[string]*framework.Client{
@@ -173,9 +174,26 @@ func TestSliceDev(t *testing.T) {
 			t.Logf("%s: restarting strata dev", stage)
 			dev.Restart()
 			framework.WaitHTTP(t, base+"/readyz", 60*time.Second)
+			waitRegions(t, framework.NewClient(base, token), 2)
 		},
 	}
 	runSlice(t, c)
+}
+
+// waitRegions waits until the global tier knows n regions: they register
+// with their first heartbeat, shortly after the global API answers.
+func waitRegions(t *testing.T, g *framework.Client, n int) {
+	t.Helper()
+	framework.Eventually(t, 60*time.Second, fmt.Sprintf("%d regions registered", n), func() error {
+		var regions struct{ Items []api.Region }
+		if _, err := g.Get("/v1/regions", &regions); err != nil {
+			return err
+		}
+		if len(regions.Items) != n {
+			return fmt.Errorf("%d regions", len(regions.Items))
+		}
+		return nil
+	})
 }
 
 func readToken(t *testing.T, path string) string {

@@ -226,6 +226,21 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	// The cluster is usable once the global tier knows every region
+	// (their first heartbeat registers them).
+	deadline := time.Now().Add(60 * time.Second)
+	for _, name := range o.Regions {
+		for {
+			_, err := gsrv.Service().GetRegion(gctx, name)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) || gctx.Err() != nil {
+				return nil, fmt.Errorf("devcluster: region %s did not register with the global tier: %w", name, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	return c, nil
 }
 
