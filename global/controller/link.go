@@ -156,12 +156,6 @@ func (l *link) share(key string) *share {
 	return l.shares[key]
 }
 
-func (l *link) isSynced() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.synced
-}
-
 func (l *link) shareKeys() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

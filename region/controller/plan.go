@@ -117,13 +117,6 @@ func (p *plan) deletePlacement(key string, modRev int64) {
 	})
 }
 
-func (p *plan) createPort(key string, port *api.Port) {
-	p.touchedPorts = true
-	p.unit(key).ops = append(p.unit(key).ops, func(t *store.Txn) error {
-		return p.st.Ports.TxnCreate(t, state.PortName(port.Network, port.Address), port)
-	})
-}
-
 func (p *plan) updateDrain(d *api.DrainStatus, modRev int64) {
 	p.touchedDrains = true
 	key := "drain/" + d.Node
