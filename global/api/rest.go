@@ -25,6 +25,8 @@ func (s *Service) Handler() http.Handler {
 	for _, rt := range h.routes() {
 		mux.Handle(rt.pattern, h.endpoint(rt.fn))
 	}
+	mux.HandleFunc("GET /v1/resources/{name}/logs", h.logs)
+	mux.HandleFunc("GET /v1/events", h.events)
 	mux.HandleFunc("GET /healthz", h.healthz)
 	mux.HandleFunc("GET /readyz", h.readyz)
 	return h.recoverPanics(h.logRequests(h.authenticate(h.routed(mux))))
