@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -69,6 +70,8 @@ type Controller struct {
 
 	// backoff per resource key, in memory: a new leader starts afresh.
 	backoff map[string]*retry
+	// ipamNext is where each network's round-robin allocation resumes.
+	ipamNext map[string]netip.Addr
 }
 
 type retry struct {
@@ -106,7 +109,8 @@ func New(o Options) *Controller {
 		dirty:   map[string]struct{}{},
 		wake:    make(chan struct{}, 1),
 		index:   newIndex(),
-		backoff: map[string]*retry{},
+		backoff:  map[string]*retry{},
+		ipamNext: map[string]netip.Addr{},
 	}
 	o.Caches.AssignmentFeed.Subscribe(c.onAssignments)
 	o.Caches.PlacementFeed.Subscribe(func(ch []store.Change[api.Placement]) {
@@ -267,6 +271,11 @@ func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string)
 		return nil
 	}
 	rev, err := p.commit(ctx, guard)
+	if err == nil {
+		for name, pool := range view.pools {
+			c.ipamNext[name] = pool.Next()
+		}
+	}
 	for _, ev := range p.committedEvents() {
 		c.o.Events.Emit(ev)
 	}

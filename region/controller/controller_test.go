@@ -510,3 +510,62 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 		t.Fatalf("commit after losing leadership: got %v; want ErrFenced", err)
 	}
 }
+
+// Two controllers that both believe they lead (a leader change caught in
+// the middle, before fencing catches up) must still never hand one
+// address to two replicas: the address is the Port record's key, created
+// only if absent.
+func TestIPAMNeverDuplicatesAcrossLeaders(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if _, err := h.st.Networks.Put(ctx, "default", &api.Network{
+		Name: "default", Subnet: "10.77.0.0/24", Gateway: "10.77.0.1", Bridge: "st0", Default: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("network cached", func() error {
+		if _, ok := h.caches.Networks.Get("default"); !ok {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	for i := range 4 {
+		h.addNode(fmt.Sprintf("n%d", i), "a", api.HealthUp)
+	}
+	// A second controller over the same store, leading at the same time.
+	second := New(Options{Region: "r1", State: h.st, Caches: h.caches, Events: emitFunc(func(events.Event) {}), Resync: 100 * time.Millisecond})
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = second.Lead(cctx, h.guard); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	for i := range 5 {
+		h.place(fmt.Sprintf("app%d", i), 20, 1, func(p *api.Placement) { p.Flavor.Spec.VCPUs = 0.1; p.Flavor.Spec.MemoryMiB = 64 })
+	}
+	h.eventually("every replica addressed and recorded", func() error {
+		byAddr := map[string]string{}
+		n := 0
+		for _, it := range h.caches.Assignments.List() {
+			a := it.Value
+			if a.Node == "" {
+				return fmt.Errorf("replica %s not placed yet", a.ID)
+			}
+			if a.Network == nil {
+				return fmt.Errorf("replica %s has no address", a.ID)
+			}
+			if other, dup := byAddr[a.Network.Address]; dup {
+				t.Fatalf("address %s given to both %s and %s", a.Network.Address, other, a.ID)
+			}
+			byAddr[a.Network.Address] = a.ID
+			port, ok := h.caches.Ports.Get(state.PortName("default", a.Network.Address))
+			if !ok || port.Value.Assignment != a.ID {
+				return fmt.Errorf("replica %s: no port record naming it for %s", a.ID, a.Network.Address)
+			}
+			n++
+		}
+		if n < 100 {
+			return fmt.Errorf("%d replicas", n)
+		}
+		return nil
+	})
+}

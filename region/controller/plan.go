@@ -117,6 +117,16 @@ func (p *plan) deletePlacement(key string, modRev int64) {
 	})
 }
 
+// createPort records an address taken by a replica. It is created only if
+// absent: the address is the key, so two replicas can never hold one
+// address, whoever writes first.
+func (p *plan) createPort(key string, port *api.Port) {
+	p.touchedPorts = true
+	p.unit(key).ops = append(p.unit(key).ops, func(t *store.Txn) error {
+		return p.st.Ports.TxnCreate(t, state.PortName(port.Network, port.Address), port)
+	})
+}
+
 func (p *plan) updateDrain(d *api.DrainStatus, modRev int64) {
 	p.touchedDrains = true
 	key := "drain/" + d.Node

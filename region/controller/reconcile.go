@@ -359,13 +359,26 @@ func (c *Controller) schedule(v *view, p *plan, key string, pl *api.Placement, l
 		ready = append(ready, r)
 	}
 	for i, d := range snap.Place(reqs) {
-		r := ready[i]
+		r, req := ready[i], reqs[i]
 		if d.Node == "" {
 			c.leaveUnplaced(v, p, key, r, "unschedulable: "+d.Reason)
 			unplacedReason = "unschedulable: " + d.Reason
 			continue
 		}
 		a := *r.a
+		if a.Kind == api.KindCompute && a.Network == nil {
+			att, port, err := c.address(v, &a)
+			if err != nil {
+				snap.Release(d.Node, key, req.Need)
+				c.leaveUnplaced(v, p, key, r, "no address: "+err.Error())
+				unplacedReason = "no address: " + err.Error()
+				continue
+			}
+			if att != nil {
+				a.Network = att
+				p.createPort(key, port)
+			}
+		}
 		a.Node = d.Node
 		a.ScheduledAt = v.now
 		if a.Replaces == "" {
@@ -381,6 +394,25 @@ func (c *Controller) schedule(v *view, p *plan, key string, pl *api.Placement, l
 		p.unit(key).event(c.event(events.TypeNormal, "Scheduled", "replica/"+a.ID, "placed on "+d.Node))
 	}
 	return unplacedReason
+}
+
+// address takes a replica's address on its network from the region's
+// IPAM; no network configured in the region means no address.
+func (c *Controller) address(v *view, a *api.Assignment) (*api.NetworkAttachment, *api.Port, error) {
+	network := ""
+	if a.Spec.Compute != nil {
+		network = a.Spec.Compute.Network
+	}
+	pool, err := v.pool(network)
+	if err != nil || pool == nil {
+		return nil, nil, err
+	}
+	addr, err := pool.Allocate(a.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	att := pool.Attachment(addr)
+	return att, &api.Port{Network: att.Network, Address: att.Address, Assignment: a.ID, CreatedAt: v.now}, nil
 }
 
 // request builds the scheduler request of a replica, or says why it cannot

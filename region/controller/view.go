@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/region/ipam"
 	"github.com/stratahq/strata/region/scheduler"
 	"github.com/stratahq/strata/region/state"
 )
@@ -18,6 +20,8 @@ type view struct {
 	snap  *scheduler.Snapshot
 	// drainRuns are the running drains, built on first use.
 	drainRuns map[string]*drainRun
+	// pools are the IPAM pools of the networks this pass allocates on.
+	pools map[string]*ipam.Pool
 }
 
 type nodeView struct {
@@ -101,6 +105,42 @@ func (v *view) snapshot() *scheduler.Snapshot {
 	}
 	v.snap = scheduler.NewSnapshot(list)
 	return v.snap
+}
+
+// pool returns the IPAM pool of a network ("" is the default network),
+// built on first use from the network's ports.
+func (v *view) pool(name string) (*ipam.Pool, error) {
+	if name == "" {
+		for _, it := range v.c.o.Caches.Networks.List() {
+			if it.Value.Default {
+				name = it.Name
+				break
+			}
+		}
+		if name == "" {
+			return nil, nil
+		}
+	}
+	if p, ok := v.pools[name]; ok {
+		return p, nil
+	}
+	it, ok := v.c.o.Caches.Networks.Get(name)
+	if !ok {
+		return nil, fmt.Errorf("network %q does not exist in this region", name)
+	}
+	var ports []api.Port
+	for _, pt := range v.c.o.Caches.Ports.ListPrefix(name + "/") {
+		ports = append(ports, *pt.Value)
+	}
+	p, err := ipam.NewPool(*it.Value, ports, v.c.ipamNext[name])
+	if err != nil {
+		return nil, err
+	}
+	if v.pools == nil {
+		v.pools = map[string]*ipam.Pool{}
+	}
+	v.pools[name] = p
+	return p, nil
 }
 
 // replica is one assignment with what the pass knows of it.
