@@ -104,11 +104,11 @@ func New(o Options) *Controller {
 		o.Resync = 2 * time.Second
 	}
 	c := &Controller{
-		o:       o,
-		log:     o.Logger.With("component", "controller", "region", o.Region),
-		dirty:   map[string]struct{}{},
-		wake:    make(chan struct{}, 1),
-		index:   newIndex(),
+		o:        o,
+		log:      o.Logger.With("component", "controller", "region", o.Region),
+		dirty:    map[string]struct{}{},
+		wake:     make(chan struct{}, 1),
+		index:    newIndex(),
 		backoff:  map[string]*retry{},
 		ipamNext: map[string]netip.Addr{},
 	}
