@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/version"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
@@ -57,7 +59,10 @@ type Options struct {
 	Listener net.Listener
 	// DisableNodeService skips NodeService (benchmarks with many agents).
 	DisableNodeService bool
-	Logger             *slog.Logger
+	// Metrics, when set, times and counts every provider call, and is
+	// served over HTTP on Config.Listen.Metrics when that is set.
+	Metrics *metrics.Registry
+	Logger  *slog.Logger
 	// Clock stamps statuses and conditions; timers use real time.
 	Clock func() time.Time
 }
@@ -125,15 +130,17 @@ func defaultTimings() timings {
 
 // Agent runs one node. Build it with New and call Run once.
 type Agent struct {
-	cfg       config.Agent
-	registry  *provider.Registry
-	prebuilt  map[string]provider.Provider
-	conn      grpc.ClientConnInterface
-	listener  net.Listener
-	serveNode bool
-	log       *slog.Logger
-	clock     func() time.Time
-	t         timings
+	metrics    *metrics.Providers
+	metricsReg *metrics.Registry
+	cfg        config.Agent
+	registry   *provider.Registry
+	prebuilt   map[string]provider.Provider
+	conn       grpc.ClientConnInterface
+	listener   net.Listener
+	serveNode  bool
+	log        *slog.Logger
+	clock      func() time.Time
+	t          timings
 
 	started   atomic.Bool
 	startedAt time.Time
@@ -218,17 +225,19 @@ func New(o Options) (*Agent, error) {
 		clock = time.Now
 	}
 	return &Agent{
-		cfg:       cfg,
-		registry:  o.Registry,
-		prebuilt:  o.Providers,
-		conn:      o.RegionConn,
-		listener:  o.Listener,
-		serveNode: !o.DisableNodeService,
-		log:       log.With("node", cfg.Node.Name),
-		clock:     clock,
-		t:         defaultTimings(),
-		ready:     make(chan struct{}),
-		replicas:  map[string]*replica{},
+		cfg:        cfg,
+		registry:   o.Registry,
+		prebuilt:   o.Providers,
+		metrics:    providerMetrics(o.Metrics),
+		metricsReg: o.Metrics,
+		conn:       o.RegionConn,
+		listener:   o.Listener,
+		serveNode:  !o.DisableNodeService,
+		log:        log.With("node", cfg.Node.Name),
+		clock:      clock,
+		t:          defaultTimings(),
+		ready:      make(chan struct{}),
+		replicas:   map[string]*replica{},
 	}, nil
 }
 
@@ -308,6 +317,14 @@ func (a *Agent) run(ctx context.Context) error {
 		a.addr.Store(&addr)
 	}
 
+	if a.metricsReg != nil && a.cfg.Listen.Metrics != "" {
+		stop, err := serveMetrics(a.cfg.Listen.Metrics, a.metricsReg)
+		if err != nil {
+			return fmt.Errorf("agent: metrics: %w", err)
+		}
+		defer stop()
+	}
+
 	a.queue = newWorkQueue(a.t.retryMin, a.t.retryMax)
 	a.reporter = newReporter(a.t.flushBatch)
 	a.refreshHealth(ctx)
@@ -354,6 +371,28 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	a.log.Info("agent stopped")
 	return nil
+}
+
+func providerMetrics(r *metrics.Registry) *metrics.Providers {
+	if r == nil {
+		return nil
+	}
+	return r.Providers()
+}
+
+// serveMetrics serves /metrics on addr until stop is called.
+func serveMetrics(addr string, r *metrics.Registry) (stop func(), err error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: r.HTTP(http.NotFoundHandler()), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 // work is one worker: it reconciles assignment ids, one at a time per id.

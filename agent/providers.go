@@ -64,6 +64,7 @@ func (a *Agent) openProviders(ctx context.Context) (*providerSet, error) {
 		}
 	}
 	for _, e := range set.list {
+		e.p = a.metrics.Instrument(e.name, e.p)
 		ictx, cancel := context.WithTimeout(ctx, a.t.providerCall)
 		info, err := e.p.Info(ictx)
 		cancel()

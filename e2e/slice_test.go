@@ -277,12 +277,12 @@ log: {level: debug}
   milliCPU: 4000
   memoryMiB: 8192
 region: {endpoint: %q}
-listen: {grpc: %q}
+listen: {grpc: %q, metrics: %q}
 dataDir: %s
 providers:
   - name: fake
 log: {level: debug}
-`, node, []string{"a", "b"}[i], regionGRPC[name], framework.FreeAddr(t), filepath.Join(dir, node))+tlsYAML("node-"+node, "node:"+node))
+`, node, []string{"a", "b"}[i], regionGRPC[name], framework.FreeAddr(t), framework.FreeAddr(t), filepath.Join(dir, node))+tlsYAML("node-"+node, "node:"+node))
 			procs[node] = framework.Start(t, "agent-"+node, bin, []string{"agent", "--config", cfg})
 		}
 	}

@@ -21,10 +21,12 @@ import (
 	"github.com/stratahq/strata/global/controller"
 	"github.com/stratahq/strata/global/regions"
 	"github.com/stratahq/strata/global/state"
+	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/version"
@@ -173,6 +175,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("global: %w", err)
 	}
+	reg := metrics.New("global")
 	ctrl := controller.New(controller.Options{
 		State:             st,
 		Caches:            caches,
@@ -182,15 +185,19 @@ func (s *Server) Run(ctx context.Context) error {
 		SuspectAfter:      cfg.Regions.SuspectAfter,
 		DownAfter:         cfg.Regions.DownAfter,
 		ProbeTimeout:      cfg.Regions.ProbeTimeout,
+		Reverter:          svc,
+		Metrics:           reg.Controller(),
+		MonitorMetrics:    reg.Monitor(),
 		Logger:            s.log,
 	})
+	registerGlobalGauges(reg, caches, elector, ctrl)
 	s.mu.Lock()
 	s.service, s.ctrl = svc, ctrl
 	s.mu.Unlock()
 
-	grpcSrv := transport.NewServer(serverTLS, s.log)
+	grpcSrv := transport.NewServer(serverTLS, s.log, reg.GRPC()...)
 	svc.RegisterGRPC(grpcSrv)
-	httpSrv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: reg.HTTP(svc.Handler()), ReadHeaderTimeout: 10 * time.Second}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ignoreCanceled(caches.Run(gctx)) })
@@ -233,6 +240,42 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	})
 	return g.Wait()
+}
+
+// registerGlobalGauges exposes the master's state and what the global
+// tier holds, counted from its caches when scraped.
+func registerGlobalGauges(reg *metrics.Registry, caches *state.Caches, e *election.Elector, ctrl *controller.Controller) {
+	reg.GaugeFunc("strata_global_is_master", "1 when this replica is the elected master.", func() float64 {
+		if e.IsLeader() {
+			return 1
+		}
+		return 0
+	})
+	reg.CounterFunc("strata_global_propagations_total", "Placements regions applied under this replica's mastership.", func() float64 {
+		return float64(ctrl.Propagations())
+	})
+	reg.GaugeSet("strata_global_regions", "Regions by health.", "health", func() map[string]float64 {
+		out := map[string]float64{}
+		for _, it := range caches.Regions.List() {
+			h := api.HealthUnknown
+			if st, ok := caches.RegionStatus.Get(it.Name); ok {
+				h = st.Value.Health
+			}
+			out[string(h)]++
+		}
+		return out
+	})
+	reg.GaugeSet("strata_global_resources", "Resources by phase.", "phase", func() map[string]float64 {
+		out := map[string]float64{}
+		for _, it := range caches.Resources.List() {
+			p := api.PhaseCreated
+			if st, ok := caches.Statuses.Get(it.Name); ok && st.Value.UID == it.Value.UID {
+				p = st.Value.Phase
+			}
+			out[string(p)]++
+		}
+		return out
+	})
 }
 
 func shutdown(g interface {

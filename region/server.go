@@ -26,6 +26,7 @@ import (
 	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
@@ -175,6 +176,9 @@ func (s *Server) Run(ctx context.Context) error {
 	s.api = apiSrv
 	s.apiMu.Unlock()
 
+	reg := metrics.New("region")
+	registerRegionGauges(reg, caches, apiSrv)
+
 	ctrl := controller.New(controller.Options{
 		Region:           cfg.Name,
 		State:            st,
@@ -183,6 +187,8 @@ func (s *Server) Run(ctx context.Context) error {
 		ProvisionTimeout: cfg.Controller.ProvisionTimeout,
 		DestroyTimeout:   cfg.Controller.DestroyTimeout,
 		RetryBackoff:     cfg.Controller.RetryBackoff,
+		Metrics:          reg.Controller(),
+		SchedulerMetrics: reg.Scheduler(),
 		Logger:           s.log,
 	})
 	prober := monitor.NewGRPCProber(clientTLS)
@@ -199,12 +205,13 @@ func (s *Server) Run(ctx context.Context) error {
 		DownAfter:         cfg.Nodes.DownAfter,
 		ProbeTimeout:      cfg.Nodes.ProbeTimeout,
 		DrainDeadline:     cfg.Controller.DrainDeadline,
+		Metrics:           reg.Monitor(),
 		Logger:            s.log,
 	})
 
-	grpcSrv := transport.NewServer(serverTLS, s.log)
+	grpcSrv := transport.NewServer(serverTLS, s.log, reg.GRPC()...)
 	apiSrv.RegisterGRPC(grpcSrv)
-	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: reg.HTTP(apiSrv.Handler()), ReadHeaderTimeout: 10 * time.Second}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ignoreCanceled(caches.Run(gctx)) })
@@ -253,6 +260,45 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	})
 	return g.Wait()
+}
+
+// registerRegionGauges exposes what the region holds, counted from its
+// caches when scraped.
+func registerRegionGauges(reg *metrics.Registry, caches *state.Caches, a *regionapi.Server) {
+	reg.GaugeSet("strata_region_nodes", "Nodes by health.", "health", func() map[string]float64 {
+		out := map[string]float64{}
+		for _, h := range []api.Health{api.HealthUp, api.HealthSuspect, api.HealthDown, api.HealthUnknown} {
+			out[string(h)] = 0
+		}
+		for _, it := range caches.Nodes.List() {
+			h := api.HealthUnknown
+			if st, ok := caches.NodeStatus.Get(it.Name); ok {
+				h = st.Value.Health
+			}
+			out[string(h)]++
+		}
+		return out
+	})
+	reg.GaugeSet("strata_region_replicas", "Replicas by phase.", "phase", func() map[string]float64 {
+		out := map[string]float64{}
+		for _, p := range api.Phases {
+			out[string(p)] = 0
+		}
+		for _, it := range caches.Assignments.List() {
+			var st *api.AssignmentStatus
+			if s, ok := caches.Statuses.Get(it.Name); ok {
+				st = s.Value
+			}
+			out[string(state.ReplicaPhase(it.Value, st))]++
+		}
+		return out
+	})
+	reg.GaugeFunc("strata_region_placements", "Resources placed in the region.", func() float64 {
+		return float64(caches.Placements.Len())
+	})
+	reg.CounterFunc("strata_region_placements_applied_total", "Placements from the global tier that changed the region's desired state.", func() float64 {
+		return float64(a.AppliedPlacements())
+	})
 }
 
 func (s *Server) hotStores() (heartbeat.Store, events.Store, func()) {

@@ -8,6 +8,7 @@ import (
 	"github.com/stratahq/strata/agent"
 	"github.com/stratahq/strata/global"
 	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/region"
 )
 
@@ -23,7 +24,7 @@ var (
 		"log-level": "log.level",
 	}
 	agentFlags = map[string]string{
-		"node": "node.name", "region": "region.endpoint", "listen-grpc": "listen.grpc",
+		"node": "node.name", "region": "region.endpoint", "listen-grpc": "listen.grpc", "listen-metrics": "listen.metrics",
 		"data-dir": "dataDir", "log-level": "log.level",
 	}
 )
@@ -113,7 +114,7 @@ region's probes. Restarting it changes nothing that is already right.`,
 			if err := config.Load(cfg, config.Source{File: file, Flags: cmd.Flags(), FlagKeys: agentFlags}); err != nil {
 				return err
 			}
-			a, err := agent.New(agent.Options{Config: cfg, Registry: providers(), Logger: cfg.Log.Logger(os.Stderr)})
+			a, err := agent.New(agent.Options{Config: cfg, Registry: providers(), Metrics: metrics.New("agent"), Logger: cfg.Log.Logger(os.Stderr)})
 			if err != nil {
 				return err
 			}
@@ -125,6 +126,7 @@ region's probes. Restarting it changes nothing that is already right.`,
 	f.String("node", "", "the node's name (default: hostname)")
 	f.String("region", "", "the region's gRPC address (default 127.0.0.1:9091)")
 	f.String("listen-grpc", "", "NodeService address (default 127.0.0.1:9092)")
+	f.String("listen-metrics", "", "Prometheus /metrics address, e.g. 127.0.0.1:9093 (default: off)")
 	f.String("data-dir", "", "the agent's state directory (default /var/lib/strata/agent)")
 	f.String("log-level", "", "debug, info, warn or error")
 	return cmd

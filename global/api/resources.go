@@ -388,7 +388,7 @@ type change func(r *api.Resource, txn *store.Txn) error
 // in one transaction conditional on the version read, bumping its
 // generation. When another writer won in between it starts over, unless the
 // client pinned the version it read (expect), which is then a conflict.
-func (s *Service) writeResource(ctx context.Context, tenant, name string, expect int64, fn change) (api.Resource, error) {
+func (s *Service) writeResource(ctx context.Context, tenant, name string, expect int64, fn change, guards ...store.Guard) (api.Resource, error) {
 	key := state.ResourceName(tenant, name)
 	for attempt := 1; ; attempt++ {
 		it, st, err := s.getResource(ctx, tenant, name)
@@ -399,7 +399,7 @@ func (s *Service) writeResource(ctx context.Context, tenant, name string, expect
 			return api.Resource{}, fmt.Errorf("resource %q: resourceVersion %d is stale (it is now %d); read it again: %w",
 				name, expect, it.ModRevision, api.ErrConflict)
 		}
-		txn := s.st.Store.Txn()
+		txn := s.st.Store.Txn().Guard(guards...)
 		r := it.Value
 		if err := fn(r, txn); errors.Is(err, store.ErrNoChange) {
 			return view(it, st), nil

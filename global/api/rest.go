@@ -63,6 +63,11 @@ func (h *rest) routes() []route {
 		{"POST /v1/resources/{name}/rollback", h.rollbackResource},
 		{"GET /v1/resources/{name}/revisions", h.listRevisions},
 		{"GET /v1/resources/{name}/replicas", h.listReplicas},
+		{"POST /v1/resources/{name}/revisions/{number}/pin", h.pinRevision(true)},
+		{"POST /v1/resources/{name}/revisions/{number}/unpin", h.pinRevision(false)},
+		{"POST /v1/resources/{name}/rollout/pause", h.pauseRollout(true)},
+		{"POST /v1/resources/{name}/rollout/resume", h.pauseRollout(false)},
+		{"POST /v1/resources/{name}/rollout/cancel", h.cancelRollout},
 
 		{"POST /v1/regions", h.registerRegion},
 		{"GET /v1/regions", h.listRegions},

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
-	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
+	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
 // LogOptions select a replica's output.

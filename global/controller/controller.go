@@ -21,6 +21,7 @@ import (
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/store"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 )
@@ -57,8 +58,14 @@ type Options struct {
 	Resync time.Duration
 	// SendBatch bounds the placements in one ApplyPlacements call.
 	SendBatch int
-	Logger    *slog.Logger
-	Clock     func() time.Time
+	// Reverter performs auto-reverts of failed rollouts; nil disables
+	// them.
+	Reverter Reverter
+	// Metrics and MonitorMetrics may be nil.
+	Metrics        *metrics.Controller
+	MonitorMetrics *metrics.Monitor
+	Logger   *slog.Logger
+	Clock    func() time.Time
 }
 
 // Controller is the global master controller.
@@ -249,15 +256,27 @@ func (c *Controller) Lead(ctx context.Context, guard Guard) error {
 
 // pass reconciles keys and commits the resulting status writes and
 // finalisations in fenced transactions.
-func (c *Controller) pass(ctx context.Context, guard Guard, keys []string) error {
+func (c *Controller) pass(ctx context.Context, guard Guard, keys []string) (err error) {
 	now := c.o.Clock()
+	start := time.Now()
 	w := newWrites(c.o.State)
+	defer func() { c.o.Metrics.Pass(start, len(keys), len(w.ops), err) }()
 	for _, key := range keys {
 		c.reconcile(now, guard, w, key)
 	}
 	rev, err := w.commit(ctx, guard)
 	if err != nil {
 		return err
+	}
+	for _, rv := range w.reverts {
+		if c.o.Reverter == nil {
+			break
+		}
+		if err := c.o.Reverter.AutoRevert(ctx, rv.tenant, rv.name, rv.uid, rv.failed, rv.to, rv.why, guard); err != nil {
+			c.log.Warn("auto-revert failed", "resource", rv.tenant+"/"+rv.name, "err", err)
+			continue
+		}
+		c.log.Warn("rollout failed; reverted", "resource", rv.tenant+"/"+rv.name, "failed", rv.failed, "to", rv.to, "why", rv.why)
 	}
 	if rev > 0 {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)

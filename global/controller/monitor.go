@@ -46,6 +46,7 @@ func (c *Controller) checkRegions(ctx context.Context, guard Guard) error {
 			seen = it.Value.RegisteredAt
 		}
 		quiet := now.Sub(seen)
+		c.o.MonitorMetrics.Lag(quiet)
 		health, reason := api.HealthUp, ""
 		if quiet >= c.o.SuspectAfter {
 			perr := c.probe(ctx, name)
@@ -66,6 +67,7 @@ func (c *Controller) checkRegions(ctx context.Context, guard Guard) error {
 		if _, err := c.o.State.RegionStatus.Put(ctx, name, st, guard); err != nil {
 			return fmt.Errorf("region %s: %w", name, err)
 		}
+		c.o.MonitorMetrics.Transition(string(health))
 		level := c.log.Info
 		if health != api.HealthUp {
 			level = c.log.Warn

@@ -53,14 +53,18 @@ func (c *Controller) reconcile(now time.Time, guard Guard, w *writes, key string
 			return
 		}
 		sort.Strings(waiting)
-		c.writeStatus(now, w, r, nil, api.PhaseDestroy, "waiting for "+strings.Join(waiting, ", ")+" to destroy it")
+		c.writeStatus(now, w, r, nil, api.PhaseDestroy, "waiting for "+strings.Join(waiting, ", ")+" to destroy it", nil)
 		return
 	}
 
-	desired, reason := c.split(r)
+	desired, from, reason := c.split(now, r)
+	send, ro, revert := c.rollout(r, desired)
+	if revert != nil {
+		w.revert(*revert)
+	}
 	for region, n := range desired {
 		l := c.link(region)
-		if l == nil {
+		if l == nil || !send[region] {
 			continue
 		}
 		p, err := c.placement(r, region, n)
@@ -68,6 +72,7 @@ func (c *Controller) reconcile(now time.Time, guard Guard, w *writes, key string
 			reason = err.Error()
 			continue
 		}
+		p.FailoverFrom = from[region]
 		l.want(key, p)
 	}
 	for _, l := range links {
@@ -78,15 +83,17 @@ func (c *Controller) reconcile(now time.Time, guard Guard, w *writes, key string
 			l.remove(key, sh.UID)
 		}
 	}
-	c.writeStatus(now, w, r, desired, "", reason)
+	c.writeStatus(now, w, r, desired, "", reason, ro)
 }
 
 // split divides a resource's replicas over regions: the regions its
 // schedule lists, weighted (largest remainder, ties to the first listed),
 // or, when it lists none, every registered region. Images go to every
-// candidate region (they have no replicas). It also returns why a region
-// could not be used.
-func (c *Controller) split(r *api.Resource) (map[string]int, string) {
+// candidate region (they have no replicas). With a failover policy, the
+// share of a region that is Down moves to the failover regions (from
+// names, per receiving region, the region it stands in for). It also
+// returns why a region could not be used.
+func (c *Controller) split(now time.Time, r *api.Resource) (map[string]int, map[string]string, string) {
 	var targets []api.RegionTarget
 	var reason string
 	if len(r.Schedule.Regions) > 0 {
@@ -106,13 +113,146 @@ func (c *Controller) split(r *api.Resource) (map[string]int, string) {
 		targets = c.spreadOver(targets, n)
 	}
 	out := make(map[string]int, len(targets))
+	from := map[string]string{}
 	if r.Kind == api.KindImage {
 		for _, t := range targets {
 			out[t.Name] = 0
 		}
-		return out, reason
+		return out, from, reason
 	}
-	return weighted(r.Replicas, targets), reason
+	out = weighted(r.Replicas, targets)
+	if f := r.Failover; f != nil && f.Enabled {
+		if why := c.failover(now, r, f, out, from); why != "" {
+			reason = why
+		}
+	}
+	return out, from, reason
+}
+
+// failover moves the share of every region that has been Down for
+// f.After to the failover regions that are not Down. When the region
+// returns, its share goes back to it if f.FailBack (make-before-break:
+// the stand-ins keep their extra replicas until the region is ready
+// again), else the stand-ins keep it and the region's stale copies are
+// removed.
+func (c *Controller) failover(now time.Time, r *api.Resource, f *api.FailoverPolicy, out map[string]int, from map[string]string) string {
+	status := c.status(r)
+	reason := ""
+	for _, region := range slices.Sorted(maps.Keys(out)) {
+		n := out[region]
+		if n == 0 {
+			continue
+		}
+		health, since := c.regionState(region)
+		down := health == api.HealthDown && now.Sub(since) >= f.After.Duration
+		movedBefore := failedOverFrom(status, region)
+		back := !down && movedBefore
+		switch {
+		case down:
+		case back && !f.FailBack:
+			// Stay where the replicas went; the region's copies go.
+		case back && f.FailBack:
+			if sh := c.regionShare(region, r); sh != nil && sh.Phase == api.PhaseReady && sh.ObservedGeneration == r.Generation {
+				continue // home again and ready: the stand-ins give it back
+			}
+			// Home but not ready yet: keep the stand-ins too.
+			stand := c.standIns(r, f, region)
+			for t, k := range weighted(n, stand) {
+				if k > 0 {
+					out[t] += k
+					from[t] = region
+				}
+			}
+			continue
+		default:
+			continue
+		}
+		stand := c.standIns(r, f, region)
+		if len(stand) == 0 {
+			reason = fmt.Sprintf("region %s is down and no failover region is up", region)
+			continue
+		}
+		delete(out, region)
+		for t, k := range weighted(n, stand) {
+			if k > 0 {
+				out[t] += k
+				from[t] = region
+			}
+		}
+	}
+	return reason
+}
+
+// standIns are the regions that may take over region's share: the
+// policy's toRegions, else the schedule's other regions, else every other
+// registered region; never one that is Down.
+func (c *Controller) standIns(r *api.Resource, f *api.FailoverPolicy, region string) []api.RegionTarget {
+	var names []string
+	switch {
+	case len(f.ToRegions) > 0:
+		names = f.ToRegions
+	case len(r.Schedule.Regions) > 1:
+		for _, t := range r.Schedule.Regions {
+			names = append(names, t.Name)
+		}
+	default:
+		for _, it := range c.o.Caches.Regions.List() {
+			names = append(names, it.Name)
+		}
+	}
+	var out []api.RegionTarget
+	for _, n := range names {
+		if n == region {
+			continue
+		}
+		if _, ok := c.o.Caches.Regions.Get(n); !ok {
+			continue
+		}
+		if h, _ := c.regionState(n); h == api.HealthDown {
+			continue
+		}
+		out = append(out, api.RegionTarget{Name: n, Weight: 1})
+	}
+	return out
+}
+
+func (c *Controller) regionState(region string) (api.Health, time.Time) {
+	if it, ok := c.o.Caches.RegionStatus.Get(region); ok {
+		return it.Value.Health, it.Value.Since
+	}
+	return api.HealthUnknown, time.Time{}
+}
+
+func (c *Controller) status(r *api.Resource) *api.ResourceStatus {
+	if it, ok := c.o.Caches.Statuses.Get(r.Key()); ok && it.Value.UID == r.UID {
+		return it.Value
+	}
+	return nil
+}
+
+// regionShare is what region reports of r, if anything.
+func (c *Controller) regionShare(region string, r *api.Resource) *share {
+	l := c.link(region)
+	if l == nil {
+		return nil
+	}
+	if sh := l.share(r.Key()); sh != nil && sh.UID == r.UID {
+		return sh
+	}
+	return nil
+}
+
+// failedOverFrom reports whether some region stands in for region.
+func failedOverFrom(st *api.ResourceStatus, region string) bool {
+	if st == nil {
+		return false
+	}
+	for _, sh := range st.Regions {
+		if sh.FailoverFrom == region {
+			return true
+		}
+	}
+	return false
 }
 
 // spreadOver picks n regions, healthy ones first, in the given order, and
@@ -233,7 +373,7 @@ func copySpec(s api.ResourceSpec) api.ResourceSpec {
 // writeStatus aggregates the regions' shares into the resource's status
 // and writes it when it changed. phase and reason, when set, override the
 // computed ones (deletion); reason alone explains a placement problem.
-func (c *Controller) writeStatus(now time.Time, w *writes, r *api.Resource, desired map[string]int, phase api.Phase, reason string) {
+func (c *Controller) writeStatus(now time.Time, w *writes, r *api.Resource, desired map[string]int, phase api.Phase, reason string, ro *api.RolloutStatus) {
 	st := &api.ResourceStatus{
 		UID:                r.UID,
 		Replicas:           r.Replicas,
@@ -313,6 +453,10 @@ func (c *Controller) writeStatus(now time.Time, w *writes, r *api.Resource, desi
 	if len(st.Regions) == 0 {
 		st.Regions = nil
 	}
+	st.Rollout = ro
+	if ro != nil && ro.State == api.RolloutProgressing && st.Phase == api.PhaseProvision && ro.Region != "" {
+		st.Reason = fmt.Sprintf("rolling out revision %d: %s", ro.Revision, ro.Region)
+	}
 	cur, ok := c.o.Caches.Statuses.Get(r.Key())
 	st.Since = now
 	if ok && cur.Value.Phase == st.Phase && !cur.Value.Since.IsZero() {
@@ -331,9 +475,12 @@ func (c *Controller) writeStatus(now time.Time, w *writes, r *api.Resource, desi
 
 // writes collects a pass's writes.
 type writes struct {
-	st  *state.State
-	ops []func(t *store.Txn) error
+	st      *state.State
+	ops     []func(t *store.Txn) error
+	reverts []revertRequest
 }
+
+func (w *writes) revert(r revertRequest) { w.reverts = append(w.reverts, r) }
 
 func newWrites(st *state.State) *writes { return &writes{st: st} }
 

@@ -752,6 +752,7 @@ func rolloutStatusToPB(r *RolloutStatus) *resourcev1.RolloutStatus {
 		Region:       r.Region,
 		Message:      r.Message,
 		StartedAt:    timeToPB(r.StartedAt),
+		Revert:       r.Revert,
 	}
 }
 
@@ -766,6 +767,7 @@ func rolloutStatusFromPB(p *resourcev1.RolloutStatus) RolloutStatus {
 		Region:       p.GetRegion(),
 		Message:      p.GetMessage(),
 		StartedAt:    timeFromPB(p.GetStartedAt()),
+		Revert:       p.GetRevert(),
 	}
 }
 

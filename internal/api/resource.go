@@ -303,6 +303,15 @@ type BackendStatus struct {
 	Health  string `json:"health"`
 }
 
+// Rollout states.
+const (
+	RolloutProgressing = "progressing"
+	RolloutPaused      = "paused"
+	RolloutSucceeded   = "succeeded"
+	RolloutFailed      = "failed"
+	RolloutReverted    = "reverted"
+)
+
 // RolloutStatus follows a new revision through regions and batches.
 type RolloutStatus struct {
 	Revision     int64     `json:"revision"`
@@ -311,6 +320,9 @@ type RolloutStatus struct {
 	Region       string    `json:"region,omitempty"`
 	Message      string    `json:"message,omitempty"`
 	StartedAt    time.Time `json:"startedAt,omitzero"`
+	// Revert marks a rollout that undoes a failed one: it is never
+	// reverted itself.
+	Revert bool `json:"revert,omitempty"`
 }
 
 // Revision is an immutable snapshot of a resource's spec.

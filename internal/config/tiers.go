@@ -324,6 +324,8 @@ type Agent struct {
 	Listen struct {
 		// GRPC serves NodeService (probes, logs).
 		GRPC string `mapstructure:"grpc"`
+		// Metrics serves Prometheus metrics over HTTP; empty disables.
+		Metrics string `mapstructure:"metrics"`
 	} `mapstructure:"listen"`
 	Advertise struct {
 		GRPC string `mapstructure:"grpc"`

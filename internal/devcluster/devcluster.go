@@ -24,6 +24,7 @@ import (
 	"github.com/stratahq/strata/agent"
 	"github.com/stratahq/strata/global"
 	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/providers/provider"
 	"github.com/stratahq/strata/region"
@@ -184,6 +185,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			acfg.Node.Labels = map[string]string{"strata.io/dev": "true"}
 			acfg.Region.Endpoint = c.Regions[name].GRPCAddr()
 			acfg.Listen.GRPC = o.Host + ":0"
+			acfg.Listen.Metrics = o.Host + ":0"
 			acfg.DataDir = filepath.Join(o.DataDir, "agents", node)
 			acfg.Providers = o.Providers
 			acfg.Node.MilliCPU, acfg.Node.MemoryMiB, acfg.Node.DiskMiB = 8000, 16384, 100000
@@ -255,7 +257,7 @@ func (c *Cluster) agentList() map[string]*agentRun {
 }
 
 func (c *Cluster) startAgent(cfg *config.Agent) error {
-	a, err := agent.New(agent.Options{Config: cfg, Registry: c.o.Registry, Logger: c.o.Logger.With("tier", "agent", "node", cfg.Node.Name)})
+	a, err := agent.New(agent.Options{Config: cfg, Registry: c.o.Registry, Metrics: metrics.New("agent"), Logger: c.o.Logger.With("tier", "agent", "node", cfg.Node.Name)})
 	if err != nil {
 		return fmt.Errorf("devcluster: agent %s: %w", cfg.Node.Name, err)
 	}

@@ -62,7 +62,9 @@ func NewServer(tlsCfg *tls.Config, log *slog.Logger, opts ...grpc.ServerOption) 
 		grpc.ChainUnaryInterceptor(unaryServer(log)),
 		grpc.ChainStreamInterceptor(streamServer(log)),
 	}
-	return grpc.NewServer(append(base, opts...)...)
+	// The caller's options go first so that its interceptors (metrics)
+	// wrap Strata's and see errors as the client will.
+	return grpc.NewServer(append(opts, base...)...)
 }
 
 // Dial returns a client connection to target (host:port). The connection

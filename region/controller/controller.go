@@ -23,6 +23,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/region/state"
 )
@@ -49,8 +50,11 @@ type Options struct {
 	MaxBackoff   time.Duration
 	// Resync re-examines every resource this often (deadlines, backoffs).
 	Resync time.Duration
-	Logger *slog.Logger
-	Clock  func() time.Time
+	// Metrics and SchedulerMetrics may be nil.
+	Metrics          *metrics.Controller
+	SchedulerMetrics *metrics.Scheduler
+	Logger           *slog.Logger
+	Clock            func() time.Time
 }
 
 // Controller is a region's control loop. Lead runs it while this process
@@ -254,8 +258,11 @@ func (c *Controller) Lead(ctx context.Context, guard store.Guard) error {
 }
 
 // pass reconciles keys against one consistent view and commits the result.
-func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string) error {
+func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string) (err error) {
 	now := c.o.Clock()
+	start := time.Now()
+	ops := 0
+	defer func() { c.o.Metrics.Pass(start, len(keys), ops, err) }()
 	p := newPlan(c.o.State)
 	view := c.newView(now)
 	seen := make(map[string]bool, len(keys))
@@ -270,6 +277,7 @@ func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string)
 	if p.empty() {
 		return nil
 	}
+	ops = p.ops()
 	rev, err := p.commit(ctx, guard)
 	if err == nil {
 		for name, pool := range view.pools {

@@ -44,6 +44,15 @@ func (p *plan) unit(key string) *unit {
 	return u
 }
 
+// ops counts the operations the plan writes.
+func (p *plan) ops() int {
+	n := 0
+	for _, u := range p.units {
+		n += len(u.ops)
+	}
+	return n
+}
+
 func (p *plan) empty() bool {
 	for _, u := range p.units {
 		if len(u.ops) > 0 {

@@ -193,6 +193,17 @@ func (c *Controller) rollout(v *view, p *plan, key string, pl *api.Placement, li
 	slots := slotsOf(live)
 	var cur, old []*replica
 	for _, r := range slots {
+		if r.a.Revision != pr.Revision && r.modRev != 0 && sameWorkload(r.a, pl) {
+			// A new revision with the spec this replica already runs (a
+			// rollback, a revert): relabel it in place instead of
+			// replacing it. The generation stays: the agent has
+			// nothing to do.
+			a := *r.a
+			a.Revision = pr.Revision
+			a.Labels = pr.Labels
+			p.updateAssignment(key, &a, r.modRev)
+			r.a = &a
+		}
 		if r.a.Revision == pr.Revision {
 			cur = append(cur, r)
 		} else {
@@ -245,6 +256,15 @@ func (c *Controller) rollout(v *view, p *plan, key string, pl *api.Placement, li
 		}
 	}
 	return alive(live)
+}
+
+// sameWorkload reports whether replica a runs exactly what pl asks for.
+func sameWorkload(a *api.Assignment, pl *api.Placement) bool {
+	var flavor api.FlavorSpec
+	if pl.Flavor != nil {
+		flavor = pl.Flavor.Spec
+	}
+	return a.Flavor == flavor && reflect.DeepEqual(a.Spec, pl.Resource.Spec) && reflect.DeepEqual(a.Image, pl.Image)
 }
 
 // slotsOf returns the replicas that count towards the replica count: a
@@ -358,7 +378,16 @@ func (c *Controller) schedule(v *view, p *plan, key string, pl *api.Placement, l
 		reqs = append(reqs, req)
 		ready = append(ready, r)
 	}
-	for i, d := range snap.Place(reqs) {
+	placeStart := time.Now()
+	decisions := snap.Place(reqs)
+	placed := 0
+	for _, d := range decisions {
+		if d.Node != "" {
+			placed++
+		}
+	}
+	c.o.SchedulerMetrics.Batch(placeStart, placed, len(decisions)-placed)
+	for i, d := range decisions {
 		r, req := ready[i], reqs[i]
 		if d.Node == "" {
 			c.leaveUnplaced(v, p, key, r, "unschedulable: "+d.Reason)

@@ -23,6 +23,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
@@ -58,6 +59,8 @@ type Options struct {
 	ProbeTimeout      time.Duration
 	// DrainDeadline bounds automatic drains.
 	DrainDeadline time.Duration
+	// Metrics may be nil.
+	Metrics *metrics.Monitor
 	Logger        *slog.Logger
 	Clock         func() time.Time
 }
@@ -135,6 +138,7 @@ func (m *Monitor) check(ctx context.Context, guard store.Guard) error {
 			seen = n.RegisteredAt
 		}
 		quiet := now.Sub(seen)
+		m.o.Metrics.Lag(quiet)
 		if quiet < m.o.SuspectAfter {
 			mu.Lock()
 			verdicts = append(verdicts, verdict{n, api.HealthUp, "", seen})
@@ -198,6 +202,7 @@ func (m *Monitor) transition(ctx context.Context, guard store.Guard, n *api.Node
 	if health != api.HealthUp {
 		typ, level = events.TypeWarning, m.log.Warn
 	}
+	m.o.Metrics.Transition(string(health))
 	level("node health changed", "node", n.Name, "from", from, "to", health, "reason", reason)
 	m.o.Events.Emit(events.Event{
 		Type: typ, Reason: "Node" + string(health), Object: "node/" + n.Name, Region: m.o.Region,

@@ -126,7 +126,9 @@ func filter(n *NodeInfo, r *Request) string {
 		return reasonAvoid
 	}
 	for k, v := range r.Rule.NodeSelector {
-		if node.Labels[k] != v {
+		// A label asked with an empty value must still be there, as
+		// with api.Selector's "k=".
+		if lv, ok := node.Labels[k]; !ok || lv != v {
 			return reasonSelector
 		}
 	}

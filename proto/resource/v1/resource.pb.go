@@ -1395,6 +1395,7 @@ type RolloutStatus struct {
 	Region        string                 `protobuf:"bytes,4,opt,name=region,proto3" json:"region,omitempty"`
 	Message       string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	Revert        bool                   `protobuf:"varint,7,opt,name=revert,proto3" json:"revert,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1469,6 +1470,13 @@ func (x *RolloutStatus) GetStartedAt() *timestamppb.Timestamp {
 		return x.StartedAt
 	}
 	return nil
+}
+
+func (x *RolloutStatus) GetRevert() bool {
+	if x != nil {
+		return x.Revert
+	}
+	return false
 }
 
 type ResourceStatus struct {
@@ -4004,7 +4012,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12\x16\n" +
-	"\x06health\x18\x04 \x01(\tR\x06health\"\xd3\x01\n" +
+	"\x06health\x18\x04 \x01(\tR\x06health\"\xeb\x01\n" +
 	"\rRolloutStatus\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12#\n" +
 	"\rfrom_revision\x18\x02 \x01(\x03R\ffromRevision\x12\x14\n" +
@@ -4012,7 +4020,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x06region\x18\x04 \x01(\tR\x06region\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x129\n" +
 	"\n" +
-	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"\x8d\x06\n" +
+	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x16\n" +
+	"\x06revert\x18\a \x01(\bR\x06revert\"\x8d\x06\n" +
 	"\x0eResourceStatus\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x16\n" +

@@ -1,0 +1,9 @@
+package metrics
+
+import (
+	"errors"
+
+	"github.com/stratahq/strata/internal/api"
+)
+
+func isNotFound(err error) bool { return errors.Is(err, api.ErrNotFound) }
