@@ -550,8 +550,12 @@ func fakeIDs(t *testing.T, f *fake.Fake) []string {
 // TestRegionPause stops an agent (SIGSTOP) for less than downAfter: the
 // node may turn Suspect but never Down, and none of its replicas moves.
 func TestRegionPause(t *testing.T) {
-	lv := liveness{heartbeat: time.Second, suspect: 2 * time.Second, down: 7 * time.Second, probe: 500 * time.Millisecond}
-	const pause = 4 * time.Second
+	// Suspect comes at most suspectAfter + a heartbeat interval + a probe
+	// timeout + a monitor tick (3.5s) after the stop, Down at the earliest
+	// downAfter - a heartbeat interval (5s): a 3.5s pause is Suspect and
+	// resumes well before Down could be decided.
+	lv := liveness{heartbeat: time.Second, suspect: 1500 * time.Millisecond, down: 6 * time.Second, probe: 500 * time.Millisecond}
+	const pause = 3500 * time.Millisecond
 	c := startRegion(t, lv)
 	c.startAgents(agentOpts{}, "n-a", "n-b", "n-c")
 	c.apply("steady", 6)

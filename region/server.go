@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -356,12 +357,19 @@ func (s *Server) leaderID() string {
 // federate heartbeats the global tier, which registers the region on the
 // first beat and follows its health from then on.
 func (s *Server) federate(ctx context.Context, caches *state.Caches, tlsCfg *tls.Config) error {
-	cc, err := transport.Dial(s.cfg.Global.Endpoint, tlsCfg)
-	if err != nil {
-		return fmt.Errorf("region: dial global: %w", err)
+	var clients []globalv1.FederationServiceClient
+	for _, ep := range strings.Split(s.cfg.Global.Endpoint, ",") {
+		if ep = strings.TrimSpace(ep); ep == "" {
+			continue
+		}
+		cc, err := transport.Dial(ep, tlsCfg)
+		if err != nil {
+			return fmt.Errorf("region: dial global %s: %w", ep, err)
+		}
+		defer cc.Close()
+		clients = append(clients, globalv1.NewFederationServiceClient(cc))
 	}
-	defer cc.Close()
-	cl := globalv1.NewFederationServiceClient(cc)
+	current := 0
 	interval := 2 * time.Second
 	var seq uint64
 	failing := false
@@ -379,9 +387,19 @@ func (s *Server) federate(ctx context.Context, caches *state.Caches, tlsCfg *tls
 				status = api.RegionStatusToPB(&rs)
 			}
 		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := cl.RegionHeartbeat(cctx, &globalv1.RegionHeartbeatRequest{Region: region, Seq: seq, Status: status})
-		cancel()
+		// Any global replica records heartbeats (in a shared Redis), so
+		// the next one is tried when the current one does not answer.
+		var resp *globalv1.RegionHeartbeatResponse
+		var err error
+		for range clients {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			resp, err = clients[current].RegionHeartbeat(cctx, &globalv1.RegionHeartbeatRequest{Region: region, Seq: seq, Status: status})
+			cancel()
+			if err == nil {
+				break
+			}
+			current = (current + 1) % len(clients)
+		}
 		switch {
 		case err != nil && !failing:
 			failing = true

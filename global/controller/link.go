@@ -156,6 +156,14 @@ func (l *link) share(key string) *share {
 	return l.shares[key]
 }
 
+// live reports whether the region's share stream is up: its shares are
+// current, not what it last said before it became unreachable.
+func (l *link) live() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.synced
+}
+
 func (l *link) shareKeys() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -394,10 +394,20 @@ func (c *Controller) writeStatus(now time.Time, w *writes, r *api.Resource, desi
 	var errRegion, createdRegion, missing string
 	for _, name := range slices.Sorted(maps.Keys(regions)) {
 		var sh *share
+		live := false
 		if l := c.link(name); l != nil {
 			sh = l.share(r.Key())
+			live = l.live()
 		}
 		want, isDesired := desired[name]
+		if !isDesired && !live && sh != nil && sh.UID == r.UID {
+			// What an unreachable region last said of a share it no
+			// longer has (failed over): shown, but not counted.
+			rs := sh.RegionShare
+			rs.Reason = "region unreachable; last known state"
+			st.Regions[name] = rs
+			continue
+		}
 		if sh == nil || sh.UID != r.UID {
 			if isDesired {
 				st.Regions[name] = api.RegionShare{Phase: api.PhaseCreated, Replicas: want, Reason: "not yet reported by the region"}

@@ -200,6 +200,9 @@ type Region struct {
 	Log   Log   `mapstructure:"log"`
 	// Global is the global tier's gRPC address; empty runs the region
 	// stand-alone.
+	// Global names the global tier's gRPC addresses: one, or several
+	// replicas separated by commas (heartbeats go to the first that
+	// answers). Empty runs the region stand-alone.
 	Global struct {
 		Endpoint string `mapstructure:"endpoint"`
 	} `mapstructure:"global"`

@@ -448,6 +448,19 @@ func genBatch(rng *rand.Rand, resources []genResource, names []string) []Request
 	for i := range out {
 		gr := resources[rng.IntN(len(resources))]
 		r := Request{Resource: gr.key, Provider: gr.provider, Need: gr.need, Rule: gr.rule}
+		// Now and then a replica of the resource that differs from the
+		// others (a new flavor or rule half rolled out): whatever the
+		// scheduler shares between replicas of a resource must notice.
+		// Anti-affinity stays, which checkInvariants reads per resource.
+		if rng.IntN(10) == 0 {
+			r.Need.MilliCPU += 250
+			r.Rule.Strategy = pick(rng, "", "binpack")
+			r.Rule.NodeSelector = map[string]string{"disk": pick(rng, "", "a")}
+			r.Rule.Zones = nil
+		}
+		if rng.IntN(20) == 0 {
+			r.Provider = pick(rng, api.ProviderContainer, api.ProviderVM)
+		}
 		if rng.IntN(8) == 0 {
 			r.Pin = pick(rng, append([]string{"gone"}, names...)...)
 		}
