@@ -64,8 +64,8 @@ type Options struct {
 	// Metrics and MonitorMetrics may be nil.
 	Metrics        *metrics.Controller
 	MonitorMetrics *metrics.Monitor
-	Logger   *slog.Logger
-	Clock    func() time.Time
+	Logger         *slog.Logger
+	Clock          func() time.Time
 }
 
 // Controller is the global master controller.

@@ -10,10 +10,14 @@ package fake
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -36,7 +40,8 @@ const (
 
 // Config is the fake's behaviour; its zero value is an instant, reliable
 // provider of every kind. Factory reads it from the agent's config with
-// the keys applyLatency, deleteLatency, failureRate, kinds and seed.
+// the keys applyLatency, deleteLatency, failureRate, kinds, seed and
+// healthFile.
 type Config struct {
 	// ApplyLatency is how long an Apply that changes something takes.
 	ApplyLatency time.Duration
@@ -50,6 +55,15 @@ type Config struct {
 	Kinds []api.ProviderKind
 	// Seed seeds the random failures, so that a run can be replayed.
 	Seed int64
+	// HealthFile, when set, injects health conditions into a fake running
+	// inside another process (an agent under test), as SetHealth does
+	// in-process: every Health call reads the file, a JSON array of
+	// api.Condition, and reports it. While the file does not exist Health
+	// reports the default Ready condition. A file that cannot be read or
+	// decoded makes Health fail (the agent reports provider/<name> in
+	// Error), so writers should replace it atomically (write, rename).
+	// SetHealth, when used, takes precedence.
+	HealthFile string
 }
 
 // Validate reports a config that makes no sense, wrapping api.ErrInvalid.
@@ -198,17 +212,41 @@ func (f *Fake) SetHealth(cs []api.Condition) {
 	f.health = slices.Clone(cs)
 }
 
+// readHealthFile returns the conditions in path, or nil, nil when it does
+// not exist. An empty array is an empty, non-nil list: no conditions.
+func readHealthFile(path string) ([]api.Condition, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fake: health file: %w", err)
+	}
+	cs := []api.Condition{}
+	if err := json.Unmarshal(b, &cs); err != nil {
+		return nil, fmt.Errorf("fake: health file %s: %w", path, err)
+	}
+	return cs, nil
+}
+
 // Info implements provider.Provider.
 func (f *Fake) Info(context.Context) (provider.Info, error) {
 	return provider.Info{Name: f.name, Version: version.String(), Kinds: slices.Clone(f.cfg.Kinds)}, nil
 }
 
-// Health implements provider.Provider.
+// Health implements provider.Provider: the conditions SetHealth injected,
+// else those of Config.HealthFile when it exists, else Ready.
 func (f *Fake) Health(context.Context) ([]api.Condition, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.health != nil {
 		return slices.Clone(f.health), nil
+	}
+	if f.cfg.HealthFile != "" {
+		cs, err := readHealthFile(f.cfg.HealthFile)
+		if err != nil || cs != nil {
+			return cs, err
+		}
 	}
 	return []api.Condition{{
 		Type:   provider.ConditionType(f.name),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -561,4 +562,66 @@ func BenchmarkFakeApply(b *testing.B) {
 			}
 		})
 	})
+}
+
+// TestHealthFile injects conditions through the healthFile option, as a
+// test does into a fake running inside an agent process.
+func TestHealthFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "health.json")
+	p, err := fake.Factory(t.Context(), provider.Options{Name: "fake-h", Node: "n1", Config: map[string]any{"healthFile": path}})
+	if err != nil {
+		t.Fatalf("Factory: %v", err)
+	}
+	f := p.(*fake.Fake)
+	ready := []api.Condition{{Type: "provider/fake-h", Status: api.ConditionReady}}
+	injected := []api.Condition{{Type: "CRI", Status: api.ConditionError, Reason: "RuntimeDown", Message: "injected"}}
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		prepare func()
+		want    []api.Condition
+		wantErr bool
+	}{
+		{"no file", func() {}, ready, false},
+		{"conditions", func() {
+			write(`[{"type":"CRI","status":"Error","reason":"RuntimeDown","message":"injected"}]`)
+		}, injected, false},
+		{"read on every call", func() { write(`[{"type":"CNI","status":"Warning"}]`) },
+			[]api.Condition{{Type: "CNI", Status: api.ConditionWarning}}, false},
+		{"empty array", func() { write(`[]`) }, []api.Condition{}, false},
+		{"SetHealth wins", func() { f.SetHealth(injected) }, injected, false},
+		{"SetHealth reset", func() { f.SetHealth(nil) }, []api.Condition{}, false},
+		{"malformed", func() { write(`[{"type":`) }, nil, true},
+		{"removed", func() {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}, ready, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.prepare()
+			got, err := f.Health(t.Context())
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), path) {
+					t.Fatalf("Health: got %v, %v; want an error naming %s", got, err, path)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Health: %v", err)
+			}
+			for i := range got {
+				got[i].Since = time.Time{}
+			}
+			if got == nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("Health: got %#v; want %#v", got, tc.want)
+			}
+		})
+	}
 }

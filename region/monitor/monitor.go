@@ -61,8 +61,8 @@ type Options struct {
 	DrainDeadline time.Duration
 	// Metrics may be nil.
 	Metrics *metrics.Monitor
-	Logger        *slog.Logger
-	Clock         func() time.Time
+	Logger  *slog.Logger
+	Clock   func() time.Time
 }
 
 // Monitor watches a region's nodes while its process leads the region.
