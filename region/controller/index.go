@@ -14,6 +14,26 @@ type index struct {
 	byNode     map[string]map[string]struct{}
 	resource   map[string]string // id → resource key
 	node       map[string]string // id → node
+	// usage is what each node's assignment records take, kept as the
+	// records change so that a pass need not sum 20,000 replicas: a
+	// replica counts until its record is deleted, destroy included
+	// (conservative: it holds its resources until it is gone).
+	usage map[string]*nodeUsage
+	// counted remembers what each assignment added to usage.
+	counted map[string]counted
+}
+
+type nodeUsage struct {
+	allocated api.Capacity
+	// running counts running replicas per resource key.
+	running map[string]int
+}
+
+type counted struct {
+	node     string
+	resource string
+	need     api.Capacity
+	running  bool
 }
 
 func newIndex() *index {
@@ -22,7 +42,36 @@ func newIndex() *index {
 		byNode:     map[string]map[string]struct{}{},
 		resource:   map[string]string{},
 		node:       map[string]string{},
+		usage:      map[string]*nodeUsage{},
+		counted:    map[string]counted{},
 	}
+}
+
+// account replaces what assignment id adds to its node's usage.
+func (x *index) account(id string, now *counted) {
+	if old, ok := x.counted[id]; ok {
+		u := x.usage[old.node]
+		u.allocated = u.allocated.Sub(old.need)
+		if old.running {
+			if u.running[old.resource]--; u.running[old.resource] <= 0 {
+				delete(u.running, old.resource)
+			}
+		}
+		delete(x.counted, id)
+	}
+	if now == nil || now.node == "" {
+		return
+	}
+	u := x.usage[now.node]
+	if u == nil {
+		u = &nodeUsage{running: map[string]int{}}
+		x.usage[now.node] = u
+	}
+	u.allocated = u.allocated.Add(now.need)
+	if now.running {
+		u.running[now.resource]++
+	}
+	x.counted[id] = *now
 }
 
 func (x *index) put(a *api.Assignment) {
@@ -38,6 +87,7 @@ func (x *index) put(a *api.Assignment) {
 		add(x.byNode, a.Node, a.ID)
 		x.node[a.ID] = a.Node
 	}
+	x.account(a.ID, &counted{node: a.Node, resource: key, need: a.Flavor.Capacity(), running: a.Desired == api.DesiredRunning})
 }
 
 func (x *index) remove(a *api.Assignment) {
@@ -51,6 +101,22 @@ func (x *index) remove(a *api.Assignment) {
 	}
 	delete(x.resource, a.ID)
 	delete(x.node, a.ID)
+	x.account(a.ID, nil)
+}
+
+// nodeUsage returns a copy of what a node's replicas take.
+func (x *index) nodeUsage(node string) (api.Capacity, map[string]int) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	u := x.usage[node]
+	if u == nil {
+		return api.Capacity{}, map[string]int{}
+	}
+	running := make(map[string]int, len(u.running))
+	for k, v := range u.running {
+		running[k] = v
+	}
+	return u.allocated, running
 }
 
 func (x *index) resourceOf(id string) (string, bool) {

@@ -71,37 +71,21 @@ func (v *view) lost(node string) (bool, string) {
 }
 
 // snapshot builds the scheduler's snapshot on first use in a pass: every
-// node with what its replicas take, counting replicas still being
-// destroyed (they hold their resources until they are gone).
+// node with what its replicas take (kept current by the index), counting
+// replicas still being destroyed: they hold their resources until their
+// records go.
 func (v *view) snapshot() *scheduler.Snapshot {
 	if v.snap != nil {
 		return v.snap
 	}
-	infos := make(map[string]*scheduler.NodeInfo, len(v.nodes))
 	list := make([]*scheduler.NodeInfo, 0, len(v.nodes))
 	for name, nv := range v.nodes {
-		ni := &scheduler.NodeInfo{Node: nv.node, Health: nv.health(), Placed: map[string]int{}}
+		allocated, running := v.c.index.nodeUsage(name)
+		ni := &scheduler.NodeInfo{Node: nv.node, Health: nv.health(), Allocated: allocated, Placed: running}
 		if nv.status != nil {
 			ni.Errored = api.WorstCondition(nv.status.Conditions) == api.ConditionError
 		}
-		infos[name] = ni
 		list = append(list, ni)
-	}
-	for _, it := range v.c.o.Caches.Assignments.List() {
-		a := it.Value
-		ni := infos[a.Node]
-		if ni == nil {
-			continue
-		}
-		if a.Desired == api.DesiredDestroyed {
-			if st, ok := v.c.o.Caches.Statuses.Get(a.ID); ok && st.Value.Phase == api.PhaseDestroyed {
-				continue
-			}
-		}
-		ni.Allocated = ni.Allocated.Add(a.Flavor.Capacity())
-		if a.Desired == api.DesiredRunning {
-			ni.Placed[a.ResourceKey()]++
-		}
 	}
 	v.snap = scheduler.NewSnapshot(list)
 	return v.snap
