@@ -113,7 +113,7 @@ func defaultTimings() timings {
 		retryMin:        time.Second,
 		retryMax:        time.Minute,
 		heartbeat:       2 * time.Second,
-		flushDelay:      100 * time.Millisecond,
+		flushDelay:      10 * time.Millisecond,
 		flushBatch:      500,
 		reportMax:       5 * time.Second,
 		fastPoll:        200 * time.Millisecond,

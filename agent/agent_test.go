@@ -920,8 +920,11 @@ func TestManyAssignmentsReportedInBatches(t *testing.T) {
 			eventually(t, 20*time.Second, "all ready", func() error { return region.wantPhases(phases(api.PhaseReady, ids...)) })
 			elapsed := time.Since(start)
 			calls := region.reportCalls()
-			if len(calls) > n/100 {
-				t.Errorf("ReportStatus calls: got %d; want <= %d", len(calls), n/100)
+			// Reports go out as soon as the previous one is sent, so
+			// their number follows how fast replicas become ready; what
+			// must hold is that they carry many statuses each.
+			if len(calls) > n/40 {
+				t.Errorf("ReportStatus calls: got %d; want <= %d (batches of 40 or more on average)", len(calls), n/40)
 			}
 			for i, c := range calls {
 				if len(c) > 500 {

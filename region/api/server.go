@@ -131,9 +131,9 @@ type tuning struct {
 func defaultTuning() tuning {
 	return tuning{
 		beatWindow:   100 * time.Millisecond,
-		statusWindow: 20 * time.Millisecond,
-		shareWindow:  50 * time.Millisecond,
-		assignWindow: 20 * time.Millisecond,
+		statusWindow: 5 * time.Millisecond,
+		shareWindow:  10 * time.Millisecond,
+		assignWindow: 5 * time.Millisecond,
 		watchBuffer:  1024,
 		maxBatch:     500,
 	}
