@@ -12,8 +12,12 @@ import (
 
 // TestPlaceProperties places random batches on random nodes and checks
 // every decision against an oracle written apart from the scheduler: a
-// model of the nodes that replays the decisions in order. Each seed is a
-// subtest, so a failure names the seed and
+// model of the nodes that replays the decisions in order. Beyond the
+// invariants (capacity, hard anti-affinity, a placed replica passes every
+// filter, an unplaced one had no node, reasons count every node), the
+// oracle scores the plain way, node after node, and wants the same node:
+// Place's shortcuts must not change a decision. Each seed is a subtest,
+// so a failure names the seed and
 // go test -run 'TestPlaceProperties/seed=N$' replays it.
 func TestPlaceProperties(t *testing.T) {
 	const iterations = 500
@@ -349,13 +353,13 @@ func genResources(rng *rand.Rand) []genResource {
 			AntiAffinity: pick(rng, "", "soft", "hard"),
 			Strategy:     pick(rng, "", "spread", "binpack"),
 		}
-		if rng.IntN(3) == 0 {
+		if rng.IntN(4) == 0 {
 			rule.NodeSelector = map[string]string{}
 			for range 1 + rng.IntN(2) {
 				rule.NodeSelector[pick(rng, "disk", "gpu", "tier")] = pick(rng, "", "a", "b")
 			}
 		}
-		if rng.IntN(3) == 0 {
+		if rng.IntN(4) == 0 {
 			for _, z := range []string{"z1", "z2", "z3", "z4"} {
 				if rng.IntN(2) == 0 {
 					rule.Zones = append(rule.Zones, z)
@@ -373,7 +377,7 @@ func genResources(rng *rand.Rand) []genResource {
 }
 
 func genNodes(rng *rand.Rand, resources []genResource) []*NodeInfo {
-	out := make([]*NodeInfo, rng.IntN(13))
+	out := make([]*NodeInfo, rng.IntN(17))
 	for i := range out {
 		node := &api.Node{
 			Name:        fmt.Sprintf("n%02d", i),
@@ -395,7 +399,7 @@ func genNodes(rng *rand.Rand, resources []genResource) []*NodeInfo {
 		}
 		var kinds []api.ProviderKind
 		for _, k := range api.ProviderKinds {
-			if rng.IntN(5) < 3 {
+			if rng.IntN(5) < 4 {
 				kinds = append(kinds, k)
 			}
 		}
@@ -441,10 +445,10 @@ func genNodes(rng *rand.Rand, resources []genResource) []*NodeInfo {
 	return out
 }
 
-// genBatch returns up to 15 requests, grouped by resource as the
+// genBatch returns up to 20 requests, grouped by resource as the
 // controller sends them or mixed.
 func genBatch(rng *rand.Rand, resources []genResource, names []string) []Request {
-	out := make([]Request, rng.IntN(16))
+	out := make([]Request, rng.IntN(21))
 	for i := range out {
 		gr := resources[rng.IntN(len(resources))]
 		r := Request{Resource: gr.key, Provider: gr.provider, Need: gr.need, Rule: gr.rule}
@@ -452,13 +456,19 @@ func genBatch(rng *rand.Rand, resources []genResource, names []string) []Request
 		// others (a new flavor or rule half rolled out): whatever the
 		// scheduler shares between replicas of a resource must notice.
 		// Anti-affinity stays, which checkInvariants reads per resource.
-		if rng.IntN(10) == 0 {
+		if rng.IntN(12) == 0 {
 			r.Need.MilliCPU += 250
-			r.Rule.Strategy = pick(rng, "", "binpack")
-			r.Rule.NodeSelector = map[string]string{"disk": pick(rng, "", "a")}
-			r.Rule.Zones = nil
 		}
-		if rng.IntN(20) == 0 {
+		if rng.IntN(12) == 0 {
+			r.Rule.Strategy = pick(rng, "", "binpack")
+		}
+		if rng.IntN(12) == 0 {
+			r.Rule.NodeSelector = map[string]string{"disk": pick(rng, "", "a")}
+		}
+		if rng.IntN(12) == 0 {
+			r.Rule.Zones = []string{pick(rng, "z1", "z2")}
+		}
+		if rng.IntN(12) == 0 {
 			r.Provider = pick(rng, api.ProviderContainer, api.ProviderVM)
 		}
 		if rng.IntN(8) == 0 {

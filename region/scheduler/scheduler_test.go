@@ -421,6 +421,25 @@ func TestScores(t *testing.T) {
 			want:  []string{"vol", "vol"},
 		},
 		{
+			// Replicas of one resource are placed together; one asking
+			// for something else (half through a change) is decided on
+			// its own terms.
+			name:  "a replica of the resource with another strategy",
+			nodes: []*NodeInfo{mk("a", alloc(2000, 4096, 0)), mk("b")},
+			reqs:  []Request{req(), req(binpack), req()},
+			want:  []string{"b", "a", "b"},
+		},
+		{
+			// x, the emptier, has room for the first replica only.
+			name: "a replica of the resource with another need",
+			nodes: []*NodeInfo{
+				mk("x", capacity(2000, 8192, 102400)),
+				mk("y", capacity(16000, 8192, 102400), alloc(8000, 6144, 0)),
+			},
+			reqs: []Request{req(need(1000, 1024, 0)), req(need(3000, 1024, 0))},
+			want: []string{"x", "y"},
+		},
+		{
 			name:  "avoid sends the replica to a worse node",
 			nodes: []*NodeInfo{mk("a"), mk("b", alloc(2000, 4096, 0))},
 			reqs:  reqs(1, func(r *Request) { r.Avoid = "a" }),
@@ -579,6 +598,9 @@ func TestRelease(t *testing.T) {
 		release func(s *Snapshot)
 		after   []Request
 		want    []string // nodes of after
+		// then is placed in a call of its own, after after.
+		then     []Request
+		wantThen []string
 	}{
 		{
 			name:    "capacity",
@@ -622,6 +644,19 @@ func TestRelease(t *testing.T) {
 			want:    []string{"a"},
 		},
 		{
+			// A node emptied of a resource then given a replica again
+			// counts once in its zone: a on its own in z1, not twice,
+			// against b in z2.
+			name:     "a node emptied then refilled",
+			nodes:    []*NodeInfo{mk("a"), mk("b", zone("z2"), placed(res, 1), alloc(2000, 2048, 0))},
+			before:   reqs(1),
+			release:  func(s *Snapshot) { s.Release("a", res, oneCPU) },
+			after:    reqs(1),
+			want:     []string{"a"},
+			then:     reqs(1),
+			wantThen: []string{"a"},
+		},
+		{
 			name:    "an unknown node changes nothing",
 			nodes:   []*NodeInfo{mk("a")},
 			before:  reqs(4),
@@ -641,6 +676,9 @@ func TestRelease(t *testing.T) {
 			tt.release(s)
 			if got := nodesOf(s.Place(tt.after)); !slices.Equal(got, tt.want) {
 				t.Errorf("got %q; want %q", got, tt.want)
+			}
+			if got := nodesOf(s.Place(tt.then)); !slices.Equal(got, tt.wantThen) && len(tt.then) > 0 {
+				t.Errorf("then: got %q; want %q", got, tt.wantThen)
 			}
 		})
 	}
