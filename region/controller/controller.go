@@ -76,6 +76,8 @@ type Controller struct {
 	backoff map[string]*retry
 	// ipamNext is where each network's round-robin allocation resumes.
 	ipamNext map[string]netip.Addr
+	// balancers are the load balancers' resource keys (guarded by mu).
+	balancers map[string]struct{}
 }
 
 type retry struct {
@@ -108,14 +110,16 @@ func New(o Options) *Controller {
 		o.Resync = 2 * time.Second
 	}
 	c := &Controller{
-		o:        o,
-		log:      o.Logger.With("component", "controller", "region", o.Region),
-		dirty:    map[string]struct{}{},
-		wake:     make(chan struct{}, 1),
-		index:    newIndex(),
-		backoff:  map[string]*retry{},
-		ipamNext: map[string]netip.Addr{},
+		o:         o,
+		log:       o.Logger.With("component", "controller", "region", o.Region),
+		dirty:     map[string]struct{}{},
+		wake:      make(chan struct{}, 1),
+		index:     newIndex(),
+		backoff:   map[string]*retry{},
+		ipamNext:  map[string]netip.Addr{},
+		balancers: map[string]struct{}{},
 	}
+	c.watchEndpoints()
 	o.Caches.AssignmentFeed.Subscribe(c.onAssignments)
 	o.Caches.PlacementFeed.Subscribe(func(ch []store.Change[api.Placement]) {
 		for _, x := range ch {

@@ -569,3 +569,70 @@ func TestIPAMNeverDuplicatesAcrossLeaders(t *testing.T) {
 		return nil
 	})
 }
+
+func TestLoadbalancerEndpointsFollowReadyReplicas(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if _, err := h.st.Networks.Put(ctx, "default", &api.Network{Name: "default", Subnet: "10.66.0.0/24", Gateway: "10.66.0.1", Bridge: "st0", Default: true}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("network cached", func() error {
+		if _, ok := h.caches.Networks.Get("default"); !ok {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	n := &api.Node{
+		Name: "n1", Region: "r1", Zone: "a", Schedulable: true,
+		Providers: []api.NodeProvider{{Name: "fake", Kinds: []api.ProviderKind{api.ProviderContainer, api.ProviderLoadbalancer}}},
+		Capacity:  api.Capacity{MilliCPU: 8000, MemoryMiB: 16384},
+	}
+	if _, err := h.st.Nodes.Put(ctx, "n1", n); err != nil {
+		t.Fatal(err)
+	}
+	h.setHealth("n1", api.HealthUp)
+	h.place("web", 3, 1, func(p *api.Placement) { p.Resource.Labels = map[string]string{"app": "web"} })
+	lb := &api.Placement{Region: "r1", Resource: api.Resource{
+		Name: "front", Tenant: "t", UID: "uid-front", Kind: api.KindLoadbalancer, Replicas: 1, Revision: 1, Generation: 1,
+		Spec: api.ResourceSpec{Loadbalancer: &api.LoadbalancerSpec{
+			Listeners: []api.Listener{{Port: 8080, Protocol: "http", TargetPort: 80}}, Selector: map[string]string{"app": "web"},
+		}},
+	}}
+	if _, err := h.st.Placements.Put(ctx, "t/front", lb); err != nil {
+		t.Fatal(err)
+	}
+	backends := func(want int) func() error {
+		return func() error {
+			run, _ := h.replicas("front")
+			if len(run) != 1 {
+				return fmt.Errorf("%d load balancer replicas", len(run))
+			}
+			webRun, _ := h.replicas("web")
+			addrs := map[string]bool{}
+			for _, a := range webRun {
+				if a.Network != nil {
+					addrs[a.Network.Address] = true
+				}
+			}
+			eps := run[0].Endpoints
+			if len(eps) != want {
+				return fmt.Errorf("endpoints %v; want %d", eps, want)
+			}
+			for _, e := range eps {
+				if !addrs[e.Address] {
+					return fmt.Errorf("endpoint %s is not a web replica's address (%v)", e.Address, addrs)
+				}
+			}
+			return nil
+		}
+	}
+	h.eventually("3 backends", backends(3))
+	first, _ := h.replicas("front")
+	gen := first[0].Generation
+	h.place("web", 4, 1, func(p *api.Placement) { p.Resource.Labels = map[string]string{"app": "web"} })
+	h.eventually("4 backends", backends(4))
+	now, _ := h.replicas("front")
+	if now[0].ID != first[0].ID || now[0].Generation <= gen {
+		t.Errorf("load balancer replica: got %s generation %d; want the same replica %s at a generation above %d", now[0].ID, now[0].Generation, first[0].ID, gen)
+	}
+}

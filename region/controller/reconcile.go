@@ -97,6 +97,7 @@ func (c *Controller) reconcile(v *view, p *plan, key string) {
 
 	live = c.moveOffDrainingNodes(v, p, key, pl.Value, live)
 	live = c.rollout(v, p, key, pl.Value, live)
+	c.updateEndpoints(p, key, pl.Value, live)
 	unplaced := c.schedule(v, p, key, pl.Value, live)
 	c.writeShare(v, p, key, pl.Value, live, "", unplaced)
 }
