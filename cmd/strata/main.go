@@ -43,7 +43,7 @@ Every tier reads a YAML file (--config), STRATA_* environment variables
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newGlobalCmd(), newRegionCmd(), newAgentCmd(), newDevCmd())
+	root.AddCommand(newVersionCmd(), newGlobalCmd(), newRegionCmd(), newAgentCmd(), newDevCmd(), newSimAgentsCmd())
 	return root
 }
 

@@ -1,32 +1,21 @@
-// Command stratactl is the operator's CLI for Strata's global REST API.
+// Command stratactl is the operator's CLI for Strata's global REST API; it
+// lives in internal/cli.
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 
-	"github.com/spf13/cobra"
-
-	"github.com/stratahq/strata/internal/version"
+	"github.com/stratahq/strata/internal/cli"
 )
 
 func main() {
-	root := &cobra.Command{
-		Use:           "stratactl",
-		Short:         "Drive a Strata cluster through its global REST API",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(&cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "stratactl", version.String())
-		},
-	})
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "stratactl:", err)
-		os.Exit(1)
-	}
+	// Ctrl-C cancels the context: watches and follows end cleanly, waits
+	// say that the operation goes on without them.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], cli.Stdio())
+	stop()
+	os.Exit(code)
 }

@@ -679,6 +679,12 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// Flush lets streaming responses (logs, server-sent events) through the
+// logging middleware.
+func (w *statusWriter) Flush() {
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
 func (w *statusWriter) status() int {
 	if w.code == 0 {
 		return http.StatusOK

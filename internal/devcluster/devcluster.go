@@ -22,6 +22,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stratahq/strata/agent"
+	globalapi "github.com/stratahq/strata/global/api"
+	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/global"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/metrics"
@@ -231,9 +233,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	// The cluster is usable once the global tier knows every region
 	// (their first heartbeat registers them).
 	deadline := time.Now().Add(60 * time.Second)
+	admin := globalapi.WithIdentity(gctx, globalapi.Identity{Tenant: globalapi.DefaultTenant, Role: api.RoleAdmin})
 	for _, name := range o.Regions {
 		for {
-			_, err := gsrv.Service().GetRegion(gctx, name)
+			_, err := gsrv.Service().GetRegion(admin, name)
 			if err == nil {
 				break
 			}

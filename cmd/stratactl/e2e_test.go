@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratahq/strata/e2e/framework"
+	"github.com/stratahq/strata/internal/api"
+)
+
+// ctl runs bin/stratactl in a private home, against one config file.
+type ctl struct {
+	t      *testing.T
+	bin    string
+	config string
+	home   string
+}
+
+type run struct {
+	code           int
+	stdout, stderr string
+}
+
+func (c *ctl) run(stdin string, args ...string) run {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, append([]string{"--config", c.config}, args...)...)
+	// Nothing of the developer's environment leaks in: no STRATA_URL, no
+	// ~/.config/strata.
+	cmd.Env = []string{"HOME=" + c.home, "XDG_CONFIG_HOME=" + filepath.Join(c.home, "xdg"), "PATH=" + os.Getenv("PATH")}
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		c.t.Fatalf("stratactl %s: %v", strings.Join(args, " "), err)
+	}
+	return run{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// must runs stratactl and fails the test unless it exits 0.
+func (c *ctl) must(stdin string, args ...string) string {
+	c.t.Helper()
+	r := c.run(stdin, args...)
+	if r.code != 0 {
+		c.t.Fatalf("stratactl %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// TestE2E drives a real `strata dev` with the real stratactl: the example
+// manifests applied, ready, applied again without a change, a node drained
+// (and one whose drain must fail), errors with their exit codes, and
+// everything deleted.
+func TestE2E(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the dev cluster (not with -short)")
+	}
+	strata, bin := framework.Bin(t, "strata"), framework.Bin(t, "stratactl")
+	dir := t.TempDir()
+	// Region i serves on the ports after the global ones: keep them apart.
+	httpPort, grpcPort := framework.FreePort(t), framework.FreePort(t)
+	for d := httpPort - grpcPort; d >= -2 && d <= 2; d = httpPort - grpcPort {
+		grpcPort = framework.FreePort(t)
+	}
+	dev := framework.Start(t, "strata-dev", strata, []string{"dev", "--data-dir", dir,
+		"--http-port", fmt.Sprint(httpPort), "--grpc-port", fmt.Sprint(grpcPort)})
+	url := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	framework.WaitHTTP(t, url+"/readyz", 90*time.Second)
+	token, err := os.ReadFile(filepath.Join(dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	home := t.TempDir()
+	c := &ctl{t: t, bin: bin, config: filepath.Join(home, "stratactl.yaml"), home: home}
+	c.must("", "config", "set-context", "e2e", "--url", url, "--token", strings.TrimSpace(string(token)))
+	framework.Eventually(t, 60*time.Second, "both regions registered", func() error {
+		var regions struct{ Items []api.Region }
+		if err := decode(c.run("", "get", "regions", "-o", "json"), &regions); err != nil {
+			return err
+		}
+		if len(regions.Items) != 2 {
+			return fmt.Errorf("%d regions", len(regions.Items))
+		}
+		return nil
+	})
+
+	examples := filepath.Join("..", "..", "deploy", "examples")
+	applied := c.must("", "apply", "-f", examples)
+	for _, want := range []string{"flavor/small created", "image/busybox created", "volume/scratch created", "compute/web created", "loadbalancer/web-lb created"} {
+		if !strings.Contains(applied, want+"\n") {
+			t.Errorf("apply: got\n%s\nwant a line %q", applied, want)
+		}
+	}
+
+	framework.Eventually(t, 90*time.Second, "every resource ready", func() error {
+		var list struct{ Items []api.Resource }
+		if err := decode(c.run("", "get", "resources", "-o", "json"), &list); err != nil {
+			return err
+		}
+		if len(list.Items) != 4 {
+			return fmt.Errorf("%d resources", len(list.Items))
+		}
+		for _, r := range list.Items {
+			if s := r.Status; s == nil || s.Phase != api.PhaseReady || s.Ready != r.Replicas {
+				return fmt.Errorf("%s %s is not ready: %+v", r.Kind, r.Name, s)
+			}
+		}
+		return nil
+	})
+
+	again := c.must("", "apply", "-f", examples)
+	for _, line := range strings.Split(strings.TrimSpace(again), "\n") {
+		if !strings.HasSuffix(line, " unchanged") {
+			t.Errorf("a second apply: got %q; want only unchanged", line)
+		}
+	}
+	exported := c.must("", "get", "resources", "-o", "yaml")
+	if got := c.must(exported, "apply", "-f", "-"); strings.Count(got, " unchanged\n") != 4 {
+		t.Errorf("get -o yaml | apply -f -: got\n%s\nwant four unchanged", got)
+	}
+
+	drained := c.run("", "nodes", "drain", "dev-1/dev-1-a", "--deadline", "2m", "--wait")
+	if drained.code != 0 || !strings.Contains(drained.stdout, "drain of dev-1/dev-1-a succeeded in ") {
+		t.Fatalf("drain: got exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 0 and a summary", drained.code, drained.stdout, drained.stderr)
+	}
+	if !strings.Contains(drained.stderr, "moved ") {
+		t.Errorf("drain: got stderr %q; want progress lines (stderr is not a terminal)", drained.stderr)
+	}
+	c.must("", "nodes", "uncordon", "dev-1/dev-1-a")
+	// dev-1-b holds the volume, whose data cannot move: that drain fails.
+	failed := c.run("", "nodes", "drain", "dev-1/dev-1-b", "--deadline", "1m", "--wait")
+	if failed.code != 1 || !strings.Contains(failed.stdout, "drain of dev-1/dev-1-b failed in ") {
+		t.Errorf("a drain that must fail: got exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1 and a summary", failed.code, failed.stdout, failed.stderr)
+	}
+	c.must("", "nodes", "uncordon", "dev-1/dev-1-b")
+	framework.Eventually(t, 60*time.Second, "web ready again after the drains", func() error {
+		var r api.Resource
+		if err := decode(c.run("", "get", "resources", "web", "-o", "json"), &r); err != nil {
+			return err
+		}
+		if r.Status == nil || r.Status.Ready != 3 {
+			return fmt.Errorf("status %+v", r.Status)
+		}
+		return nil
+	})
+	if out := c.must("", "describe", "resource", "web"); !strings.Contains(out, "Replicas:") || !strings.Contains(out, "dev-2") {
+		t.Errorf("describe: got\n%s", out)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"a server-side refusal names the field", []string{"scale", "web", "--replicas", "-1"}, 1, "error: replicas: must not be negative (got -1) (field replicas)\n"},
+		{"not found", []string{"get", "resources", "nope"}, 3, "error: resource \"nope\" not found\n"},
+		{"a wrong token", []string{"--token", "strata_00000000_00", "get", "resources"}, 4, "unauthenticated"},
+		{"nothing listens", []string{"--url", fmt.Sprintf("http://127.0.0.1:%d", framework.FreePort(t)), "get", "resources"}, 5, "cannot connect"},
+		{"usage", []string{"get", "resources", "--kind"}, 2, "flag needs an argument"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := c.run("", tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) {
+				t.Errorf("got exit %d, stderr %q; want %d and %q", r.code, r.stderr, tc.code, tc.msg)
+			}
+		})
+	}
+
+	deleted := c.must("", "delete", "-f", examples)
+	if !strings.Contains(deleted, "compute/web deleted\n") || !strings.Contains(deleted, "flavor/small deleted\n") {
+		t.Errorf("delete -f: got\n%s", deleted)
+	}
+	if out := c.must("", "get", "resources", "-o", "json"); !strings.Contains(out, `"items": []`) {
+		t.Errorf("after delete: got %s; want no resources", out)
+	}
+	if dev.Exited() {
+		t.Errorf("strata dev exited during the test (see its log)")
+	}
+}
+
+func decode(r run, v any) error {
+	if r.code != 0 {
+		return fmt.Errorf("exit %d: %s", r.code, r.stderr)
+	}
+	return json.Unmarshal([]byte(r.stdout), v)
+}

@@ -1,0 +1,282 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+)
+
+// List is the shape of every list reply.
+type List[T any] struct {
+	Items    []T    `json:"items"`
+	Continue string `json:"continue,omitempty"`
+	// Unreachable names the regions that did not answer a fan-out (nodes,
+	// replicas): the list is partial.
+	Unreachable []string `json:"unreachable,omitempty"`
+}
+
+// Status is the global tier's overview (GET /v1/status).
+type Status struct {
+	ID          string       `json:"id"`
+	Leader      string       `json:"leader,omitempty"`
+	LeaderSince time.Time    `json:"leaderSince,omitzero"`
+	IsLeader    bool         `json:"isLeader"`
+	Version     string       `json:"version"`
+	Regions     []api.Region `json:"regions"`
+}
+
+// ResourceQuery selects resources.
+type ResourceQuery struct {
+	Selector string
+	Kind     string
+}
+
+// ---- flavors ----
+
+// ListFlavors returns every flavor.
+func (c *Client) ListFlavors(ctx context.Context) ([]api.Flavor, error) {
+	var l List[api.Flavor]
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/flavors"}, &l)
+	return l.Items, err
+}
+
+// GetFlavor returns one flavor.
+func (c *Client) GetFlavor(ctx context.Context, name string) (api.Flavor, error) {
+	var f api.Flavor
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/flavors/" + escape(name)}, &f)
+	return f, err
+}
+
+// CreateFlavor creates a flavor.
+func (c *Client) CreateFlavor(ctx context.Context, f api.Flavor) (api.Flavor, error) {
+	var out api.Flavor
+	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/flavors", body: f}, &out)
+	return out, err
+}
+
+// UpdateFlavor replaces a flavor's spec.
+func (c *Client) UpdateFlavor(ctx context.Context, f api.Flavor) (api.Flavor, error) {
+	var out api.Flavor
+	err := c.do(ctx, request{method: http.MethodPut, path: "/v1/flavors/" + escape(f.Name), body: f}, &out)
+	return out, err
+}
+
+// DeleteFlavor deletes a flavor.
+func (c *Client) DeleteFlavor(ctx context.Context, name string) (api.Flavor, error) {
+	var out api.Flavor
+	err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/flavors/" + escape(name)}, &out)
+	return out, err
+}
+
+// ---- resources ----
+
+// ResourceWrite is a resource as a client writes it: Replicas nil leaves
+// the count to the server (the kind's default on create, the current count
+// on update), as the API distinguishes an absent count from 0.
+type ResourceWrite struct {
+	api.Resource
+	Replicas *int `json:"replicas,omitempty"`
+}
+
+// ListResources returns every resource that q selects, following the
+// pages.
+func (c *Client) ListResources(ctx context.Context, q ResourceQuery) ([]api.Resource, error) {
+	var out []api.Resource
+	query := c.tenantQuery()
+	if q.Selector != "" {
+		query.Set("selector", q.Selector)
+	}
+	if q.Kind != "" {
+		query.Set("kind", q.Kind)
+	}
+	query.Set("limit", "500")
+	for {
+		var l List[api.Resource]
+		if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/resources", query: query}, &l); err != nil {
+			return nil, err
+		}
+		out = append(out, l.Items...)
+		if l.Continue == "" {
+			return out, nil
+		}
+		query.Set("continue", l.Continue)
+	}
+}
+
+// GetResource returns a resource with its status.
+func (c *Client) GetResource(ctx context.Context, name string) (api.Resource, error) {
+	var r api.Resource
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/resources/" + escape(name), query: c.tenantQuery()}, &r)
+	return r, err
+}
+
+// CreateResource creates a resource; the write carries an Idempotency-Key,
+// so that a retry after a lost reply cannot create it twice.
+func (c *Client) CreateResource(ctx context.Context, r ResourceWrite) (api.Resource, error) {
+	var out api.Resource
+	err := c.do(ctx, request{
+		method: http.MethodPost, path: "/v1/resources", query: c.tenantQuery(), body: r,
+		idempotencyKey: NewIdempotencyKey(),
+	}, &out)
+	return out, err
+}
+
+// UpdateResource replaces the user-settable fields of a resource.
+func (c *Client) UpdateResource(ctx context.Context, r ResourceWrite) (api.Resource, error) {
+	var out api.Resource
+	err := c.do(ctx, request{
+		method: http.MethodPut, path: "/v1/resources/" + escape(r.Name), query: c.tenantQuery(), body: r,
+		idempotencyKey: NewIdempotencyKey(),
+	}, &out)
+	return out, err
+}
+
+// DeleteResource requests a resource's deletion; the master finishes it.
+func (c *Client) DeleteResource(ctx context.Context, name string) (api.Resource, error) {
+	var out api.Resource
+	err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/resources/" + escape(name), query: c.tenantQuery()}, &out)
+	return out, err
+}
+
+// ScaleResource sets a resource's replica count.
+func (c *Client) ScaleResource(ctx context.Context, name string, replicas int) (api.Resource, error) {
+	var out api.Resource
+	err := c.do(ctx, request{
+		method: http.MethodPost, path: "/v1/resources/" + escape(name) + "/scale", query: c.tenantQuery(),
+		body: map[string]int{"replicas": replicas},
+	}, &out)
+	return out, err
+}
+
+// RollbackResource makes a new revision with the spec of revision to.
+func (c *Client) RollbackResource(ctx context.Context, name string, to int64) (api.Resource, error) {
+	var out api.Resource
+	err := c.do(ctx, request{
+		method: http.MethodPost, path: "/v1/resources/" + escape(name) + "/rollback", query: c.tenantQuery(),
+		body: map[string]int64{"revision": to},
+	}, &out)
+	return out, err
+}
+
+// ListRevisions returns a resource's revisions, oldest first.
+func (c *Client) ListRevisions(ctx context.Context, name string) ([]api.Revision, error) {
+	var l List[api.Revision]
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/resources/" + escape(name) + "/revisions", query: c.tenantQuery()}, &l)
+	return l.Items, err
+}
+
+// ListReplicas returns a resource's replicas in every region it runs in.
+func (c *Client) ListReplicas(ctx context.Context, name string) (List[api.Replica], error) {
+	var l List[api.Replica]
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/resources/" + escape(name) + "/replicas", query: c.tenantQuery()}, &l)
+	return l, err
+}
+
+// ---- regions ----
+
+// ListRegions returns every region with its status.
+func (c *Client) ListRegions(ctx context.Context) ([]api.Region, error) {
+	var l List[api.Region]
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/regions"}, &l)
+	return l.Items, err
+}
+
+// GetRegion returns one region.
+func (c *Client) GetRegion(ctx context.Context, name string) (api.Region, error) {
+	var r api.Region
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/regions/" + escape(name)}, &r)
+	return r, err
+}
+
+// RegisterRegion registers a region or replaces its registration.
+func (c *Client) RegisterRegion(ctx context.Context, r api.Region) (api.Region, error) {
+	var out api.Region
+	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/regions", body: r}, &out)
+	return out, err
+}
+
+// DeleteRegion removes a region no resource names.
+func (c *Client) DeleteRegion(ctx context.Context, name string) (api.Region, error) {
+	var out api.Region
+	err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/regions/" + escape(name)}, &out)
+	return out, err
+}
+
+// ---- nodes ----
+
+// ListNodes returns the nodes of region, or of every region for "".
+func (c *Client) ListNodes(ctx context.Context, region, selector string) (List[api.Node], error) {
+	q := url.Values{}
+	if region != "" {
+		q.Set("region", region)
+	}
+	if selector != "" {
+		q.Set("selector", selector)
+	}
+	var l List[api.Node]
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/nodes", query: q}, &l)
+	return l, err
+}
+
+func nodePath(region, node string) string {
+	return "/v1/regions/" + escape(region) + "/nodes/" + escape(node)
+}
+
+// GetNode returns a node as its region sees it.
+func (c *Client) GetNode(ctx context.Context, region, node string) (api.Node, error) {
+	var n api.Node
+	err := c.do(ctx, request{method: http.MethodGet, path: nodePath(region, node)}, &n)
+	return n, err
+}
+
+// DeleteNode removes a node from its region.
+func (c *Client) DeleteNode(ctx context.Context, region, node string) error {
+	return c.do(ctx, request{method: http.MethodDelete, path: nodePath(region, node)}, nil)
+}
+
+// CordonNode stops new replicas from landing on a node.
+func (c *Client) CordonNode(ctx context.Context, region, node, reason string) (api.Node, error) {
+	var n api.Node
+	var body any
+	if reason != "" {
+		body = map[string]string{"reason": reason}
+	}
+	err := c.do(ctx, request{method: http.MethodPost, path: nodePath(region, node) + "/cordon", body: body}, &n)
+	return n, err
+}
+
+// UncordonNode makes a node schedulable again.
+func (c *Client) UncordonNode(ctx context.Context, region, node string) (api.Node, error) {
+	var n api.Node
+	err := c.do(ctx, request{method: http.MethodPost, path: nodePath(region, node) + "/uncordon"}, &n)
+	return n, err
+}
+
+// DrainNode starts moving a node's replicas elsewhere.
+func (c *Client) DrainNode(ctx context.Context, region, node string, d api.DrainRequest) (api.DrainStatus, error) {
+	var ds api.DrainStatus
+	err := c.do(ctx, request{method: http.MethodPost, path: nodePath(region, node) + "/drain", body: d}, &ds)
+	return ds, err
+}
+
+// GetDrain returns the progress of a node's drain.
+func (c *Client) GetDrain(ctx context.Context, region, node string) (api.DrainStatus, error) {
+	var ds api.DrainStatus
+	err := c.do(ctx, request{method: http.MethodGet, path: nodePath(region, node) + "/drain"}, &ds)
+	return ds, err
+}
+
+// ---- status ----
+
+// Status returns the global tier's overview, with the server's version.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var s Status
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/status"}, &s)
+	return s, err
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

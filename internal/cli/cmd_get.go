@@ -1,0 +1,382 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/cli/client"
+	"github.com/stratahq/strata/internal/cli/manifest"
+	"github.com/stratahq/strata/internal/cli/printers"
+)
+
+// objType is a type of object get, describe and delete name.
+type objType string
+
+const (
+	typeFlavors   objType = "flavors"
+	typeResources objType = "resources"
+	typeRegions   objType = "regions"
+	typeNodes     objType = "nodes"
+	typeReplicas  objType = "replicas"
+	typeRevisions objType = "revisions"
+)
+
+// parseType accepts the plural, the singular and the short name.
+func parseType(s string) (objType, error) {
+	switch strings.ToLower(s) {
+	case "flavors", "flavor", "fl":
+		return typeFlavors, nil
+	case "resources", "resource", "res":
+		return typeResources, nil
+	case "regions", "region", "rg":
+		return typeRegions, nil
+	case "nodes", "node", "no":
+		return typeNodes, nil
+	case "replicas", "replica", "rep":
+		return typeReplicas, nil
+	case "revisions", "revision", "rev":
+		return typeRevisions, nil
+	}
+	return "", usageErrorf("unknown type %q (want flavors|fl, resources|res, regions|rg, nodes|no, replicas|rep or revisions|rev)", s)
+}
+
+const typesHelp = `Types (plural, singular or short name):
+  flavors    fl    [NAME]
+  resources  res   [NAME]          -l SELECTOR, --kind KIND
+  regions    rg    [NAME]          -l SELECTOR
+  nodes      no    [REGION/NODE]   -l SELECTOR, --region REGION
+  replicas   rep   RESOURCE        -l SELECTOR, --region REGION
+  revisions  rev   RESOURCE`
+
+// getOptions are get's flags.
+type getOptions struct {
+	output   string
+	selector string
+	kind     string
+	region   string
+	watch    bool
+}
+
+func (o *getOptions) addFlags(cmd *cobra.Command, withType bool) {
+	f := cmd.Flags()
+	addOutputFlag(cmd, &o.output)
+	f.StringVarP(&o.selector, "selector", "l", "", "label selector: k=v, k!=v, k in (a,b), k, !k; comma-separated")
+	f.BoolVarP(&o.watch, "watch", "w", false, "render again on every change (polls every second) until Ctrl-C")
+	f.StringVar(&o.region, "region", "", "only this region (nodes, replicas)")
+	if withType {
+		f.StringVar(&o.kind, "kind", "", "only this kind of resource: Compute, Volume, Image, Loadbalancer")
+	}
+}
+
+func addOutputFlag(cmd *cobra.Command, out *string) {
+	cmd.Flags().StringVarP(out, "output", "o", "table", "output format: table, wide, json or yaml")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(
+		[]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// check refuses flags that mean nothing for typ, rather than ignoring
+// them: a script that filters must not get everything.
+func (o *getOptions) check(cmd *cobra.Command, typ objType, name string) error {
+	flags := cmd.Flags()
+	if flags.Changed("kind") && typ != typeResources {
+		return usageErrorf("--kind applies to resources, not %s", typ)
+	}
+	if flags.Changed("region") && typ != typeNodes && typ != typeReplicas {
+		return usageErrorf("--region applies to nodes and replicas, not %s", typ)
+	}
+	if flags.Changed("selector") {
+		if typ == typeFlavors || typ == typeRevisions {
+			return usageErrorf("--selector does not apply to %s", typ)
+		}
+		if _, err := api.ParseSelector(o.selector); err != nil {
+			return usageErrorf("--selector: %v", err)
+		}
+	}
+	if o.kind != "" && !slices.Contains(api.ResourceKinds, api.ResourceKind(o.kind)) {
+		return usageErrorf("--kind %q is not one of Compute, Volume, Image, Loadbalancer", o.kind)
+	}
+	needName := typ == typeReplicas || typ == typeRevisions
+	switch {
+	case needName && name == "":
+		return usageErrorf("get %s needs the resource's name", typ)
+	case name != "" && !needName && (flags.Changed("selector") || flags.Changed("kind") || flags.Changed("region")):
+		return usageErrorf("a name and a filter (-l, --kind, --region) do not go together")
+	}
+	return nil
+}
+
+func (a *App) getCommand() *cobra.Command {
+	var o getOptions
+	cmd := &cobra.Command{
+		Use:   "get TYPE [NAME]",
+		Short: "List objects, or show one, as a table, JSON or YAML",
+		Long: "List objects, or show one, as a table (-o wide for more columns), JSON or YAML.\n" +
+			"JSON and YAML are manifests that `stratactl apply -f` takes back.\n\n" + typesHelp,
+		Example: `  stratactl get resources
+  stratactl get res web -o yaml
+  stratactl get resources -l app=web --kind Compute -w
+  stratactl get nodes --region dev-1 -o wide
+  stratactl get replicas web
+  stratactl get revisions web`,
+		Args:      args(cobra.RangeArgs(1, 2)),
+		ValidArgs: []string{"flavors", "resources", "regions", "nodes", "replicas", "revisions"},
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			typ, err := parseType(argv[0])
+			if err != nil {
+				return err
+			}
+			name := ""
+			if len(argv) == 2 {
+				name = argv[1]
+			}
+			return a.runGet(cmd, typ, name, o)
+		},
+	}
+	o.addFlags(cmd, true)
+	return cmd
+}
+
+// regionsCommand is `get regions`.
+func (a *App) regionsCommand() *cobra.Command {
+	var o getOptions
+	cmd := &cobra.Command{
+		Use:   "regions [NAME]",
+		Short: "List the regions (get regions)",
+		Args:  args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			name := ""
+			if len(argv) == 1 {
+				name = argv[0]
+			}
+			return a.runGet(cmd, typeRegions, name, o)
+		},
+	}
+	f := cmd.Flags()
+	addOutputFlag(cmd, &o.output)
+	f.StringVarP(&o.selector, "selector", "l", "", "label selector")
+	f.BoolVarP(&o.watch, "watch", "w", false, "render again on every change until Ctrl-C")
+	return cmd
+}
+
+// runGet checks get's flags for typ, then shows what they select.
+func (a *App) runGet(cmd *cobra.Command, typ objType, name string, o getOptions) error {
+	format, err := printers.ParseFormat(o.output)
+	if err != nil {
+		return &usageError{err: err}
+	}
+	if err := o.check(cmd, typ, name); err != nil {
+		return err
+	}
+	return a.get(cmd.Context(), typ, name, o, format)
+}
+
+// get shows objects once, or with --watch until ctx is done.
+func (a *App) get(ctx context.Context, typ objType, name string, o getOptions, format printers.Format) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	fetch := func(ctx context.Context) (view, error) { return a.fetch(ctx, c, typ, name, o) }
+	if o.watch {
+		return a.watch(ctx, format, fetch)
+	}
+	v, err := fetch(ctx)
+	if err != nil {
+		return err
+	}
+	return a.render(a.io.Out, a.io.Err, format, v, a.now())
+}
+
+// fetch reads what get shows.
+func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name string, o getOptions) (view, error) {
+	sel, _ := api.ParseSelector(o.selector) // checked by getOptions.check
+	switch typ {
+	case typeFlavors:
+		items, err := a.flavors(ctx, c, name)
+		if err != nil {
+			return view{}, err
+		}
+		return view{
+			table: func(wide bool, now time.Time) printers.Table { return printers.Flavors(items, wide, now) },
+			data:  one(name, items, func(f api.Flavor) any { return manifest.FromFlavor(f) }),
+			empty: "no flavors found",
+		}, nil
+
+	case typeResources:
+		var items []api.Resource
+		if name != "" {
+			r, err := c.GetResource(ctx, name)
+			if err != nil {
+				return view{}, err
+			}
+			items = []api.Resource{r}
+		} else {
+			var err error
+			if items, err = c.ListResources(ctx, client.ResourceQuery{Selector: o.selector, Kind: o.kind}); err != nil {
+				return view{}, err
+			}
+		}
+		return view{
+			table: func(wide bool, now time.Time) printers.Table { return printers.Resources(items, wide, now) },
+			data:  one(name, items, nil),
+			empty: "no resources found",
+		}, nil
+
+	case typeRegions:
+		var items []api.Region
+		if name != "" {
+			r, err := c.GetRegion(ctx, name)
+			if err != nil {
+				return view{}, err
+			}
+			items = []api.Region{r}
+		} else {
+			all, err := c.ListRegions(ctx)
+			if err != nil {
+				return view{}, err
+			}
+			for _, r := range all {
+				if sel.Matches(r.Labels) {
+					items = append(items, r)
+				}
+			}
+		}
+		return view{
+			table: func(wide bool, now time.Time) printers.Table { return printers.Regions(items, wide, now) },
+			data:  one(name, items, func(r api.Region) any { return manifest.FromRegion(r) }),
+			empty: "no regions found",
+		}, nil
+
+	case typeNodes:
+		var items []api.Node
+		var warnings []string
+		if name != "" {
+			region, node, err := a.resolveNode(ctx, c, name)
+			if err != nil {
+				return view{}, err
+			}
+			n, err := c.GetNode(ctx, region, node)
+			if err != nil {
+				return view{}, err
+			}
+			items = []api.Node{n}
+		} else {
+			l, err := c.ListNodes(ctx, o.region, o.selector)
+			if err != nil {
+				return view{}, err
+			}
+			items, warnings = l.Items, unreachable(l.Unreachable)
+		}
+		return view{
+			table:    func(wide bool, now time.Time) printers.Table { return printers.Nodes(items, wide, now) },
+			data:     one(name, items, nil),
+			empty:    "no nodes found",
+			warnings: warnings,
+		}, nil
+
+	case typeReplicas:
+		l, err := c.ListReplicas(ctx, name)
+		if err != nil {
+			return view{}, err
+		}
+		var items []api.Replica
+		for _, r := range l.Items {
+			if (o.region == "" || r.Region == o.region) && sel.Matches(r.Labels) {
+				items = append(items, r)
+			}
+		}
+		return view{
+			table:    func(wide bool, now time.Time) printers.Table { return printers.Replicas(items, wide, now) },
+			data:     listOf(items, nil),
+			empty:    fmt.Sprintf("resource %q has no replicas", name),
+			warnings: unreachable(l.Unreachable),
+		}, nil
+
+	case typeRevisions:
+		r, err := c.GetResource(ctx, name)
+		if err != nil {
+			return view{}, err
+		}
+		items, err := c.ListRevisions(ctx, name)
+		if err != nil {
+			return view{}, err
+		}
+		return view{
+			table: func(wide bool, now time.Time) printers.Table {
+				return printers.Revisions(items, r.Revision, wide, now)
+			},
+			data:  listOf(items, nil),
+			empty: fmt.Sprintf("resource %q has no revisions", name),
+		}, nil
+	}
+	return view{}, fmt.Errorf("unknown type %q", typ)
+}
+
+func (a *App) flavors(ctx context.Context, c *client.Client, name string) ([]api.Flavor, error) {
+	if name == "" {
+		return c.ListFlavors(ctx)
+	}
+	f, err := c.GetFlavor(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return []api.Flavor{f}, nil
+}
+
+// one is the structured output of get: the object itself when it was
+// named, else a List.
+func one[T any](name string, items []T, doc func(T) any) any {
+	if name != "" && len(items) == 1 {
+		if doc != nil {
+			return doc(items[0])
+		}
+		return items[0]
+	}
+	return listOf(items, doc)
+}
+
+func unreachable(regions []string) []string {
+	if len(regions) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("regions that did not answer, so the list is partial: %s", strings.Join(regions, ", "))}
+}
+
+// resolveNode reads REGION/NODE, or a bare NODE whose region it looks up
+// (node names are usually unique across regions).
+func (a *App) resolveNode(ctx context.Context, c *client.Client, arg string) (string, string, error) {
+	if region, node, ok := splitRef(arg); ok {
+		return region, node, nil
+	}
+	if strings.Contains(arg, "/") || arg == "" {
+		return "", "", usageErrorf("node %q: want REGION/NODE, e.g. dev-1/dev-1-a", arg)
+	}
+	l, err := c.ListNodes(ctx, "", "")
+	if err != nil {
+		return "", "", err
+	}
+	var regions []string
+	for _, n := range l.Items {
+		if n.Name == arg {
+			regions = append(regions, n.Region)
+		}
+	}
+	switch len(regions) {
+	case 1:
+		return regions[0], arg, nil
+	case 0:
+		msg := fmt.Sprintf("node %q is in no region", arg)
+		if len(l.Unreachable) > 0 {
+			msg += fmt.Sprintf(" that answered (%s did not): name it REGION/NODE", strings.Join(l.Unreachable, ", "))
+		}
+		return "", "", &exitError{code: ExitNotFound, err: errors.New(msg)}
+	}
+	return "", "", usageErrorf("node %q is in several regions (%s): name it REGION/NODE", arg, strings.Join(regions, ", "))
+}
