@@ -8,6 +8,7 @@ import (
 
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/store"
 )
 
@@ -62,14 +63,48 @@ func (s *Service) listRegions(ctx context.Context) ([]api.Region, error) {
 		return nil, err
 	}
 	items := s.regionCache.List()
+	beats := s.regionBeats(ctx)
 	out := make([]api.Region, len(items))
 	for i, it := range items {
 		out[i] = regionView(it)
-		if st, ok := s.regionStatus.Get(it.Name); ok {
-			out[i].Status = st.Value
+		st := api.RegionStatus{Health: api.HealthUnknown}
+		if cur, ok := s.regionStatus.Get(it.Name); ok {
+			st = *cur.Value
 		}
+		// Health comes from the monitor (etcd, transitions only); the
+		// numbers and the last heartbeat from the heartbeat itself.
+		if b, ok := beats[it.Name]; ok {
+			st.LastHeartbeat = b.At
+			st.Nodes = int(b.Metrics["nodes"])
+			st.NodesUp = int(b.Metrics["nodes_up"])
+			st.Resources = int(b.Metrics["resources"])
+			st.Replicas = int(b.Metrics["replicas"])
+			st.Ready = int(b.Metrics["ready"])
+		}
+		out[i].Status = &st
 	}
 	return out, nil
+}
+
+// regionBeats are the regions' last heartbeats, when the heartbeat store
+// can list them; without them regions show their health only.
+func (s *Service) regionBeats(ctx context.Context) map[string]heartbeat.Beat {
+	lister, ok := s.heartbeats.(interface {
+		List(ctx context.Context) ([]heartbeat.Beat, error)
+	})
+	if !ok {
+		return nil
+	}
+	beats, err := lister.List(ctx)
+	if err != nil {
+		s.log.Warn("cannot read region heartbeats", "err", err)
+		return nil
+	}
+	out := make(map[string]heartbeat.Beat, len(beats))
+	for _, b := range beats {
+		out[b.ID] = b
+	}
+	return out
 }
 
 // DeleteRegion removes a region no resource names, with its status, and

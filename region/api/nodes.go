@@ -203,10 +203,11 @@ func (s *Server) listNodes(selector string) ([]api.Node, error) {
 		return nil, err
 	}
 	items := s.caches.Nodes.List()
+	usage := s.nodeUsage()
 	out := make([]api.Node, 0, len(items))
 	for _, it := range items {
 		if sel.Matches(it.Value.Labels) {
-			out = append(out, s.nodeView(it))
+			out = append(out, s.nodeView(it, usage))
 		}
 	}
 	return out, nil
@@ -217,22 +218,47 @@ func (s *Server) getNode(name string) (api.Node, error) {
 	if !ok {
 		return api.Node{}, api.NotFound("node", name)
 	}
-	return s.nodeView(it), nil
+	return s.nodeView(it, s.nodeUsage()), nil
 }
 
-// nodeView joins a cached node with its status and drain. It copies what
-// it changes: cache values are shared.
-func (s *Server) nodeView(it store.Item[api.Node]) api.Node {
+type usage struct {
+	allocated api.Capacity
+	replicas  int
+}
+
+// nodeUsage sums what the running replicas take on each node, in one
+// pass over the assignments.
+func (s *Server) nodeUsage() map[string]usage {
+	out := map[string]usage{}
+	for _, it := range s.caches.Assignments.List() {
+		a := it.Value
+		if a.Node == "" || a.Desired != api.DesiredRunning {
+			continue
+		}
+		u := out[a.Node]
+		u.allocated = u.allocated.Add(a.Flavor.Capacity())
+		u.replicas++
+		out[a.Node] = u
+	}
+	return out
+}
+
+// nodeView joins a cached node with its status, drain and usage. It
+// copies what it changes: cache values are shared.
+func (s *Server) nodeView(it store.Item[api.Node], use map[string]usage) api.Node {
 	n := *it.Value
 	n.ResourceVersion = it.ModRevision
+	status := api.NodeStatus{Health: api.HealthUnknown}
 	if st, ok := s.caches.NodeStatus.Get(n.Name); ok {
-		status := *st.Value
-		if d, ok := s.caches.Drains.Get(n.Name); ok {
-			drain := *d.Value
-			status.Drain = &drain
-		}
-		n.Status = &status
+		status = *st.Value
 	}
+	if d, ok := s.caches.Drains.Get(n.Name); ok {
+		drain := *d.Value
+		status.Drain = &drain
+	}
+	status.Allocated = use[n.Name].allocated
+	status.Replicas = use[n.Name].replicas
+	n.Status = &status
 	return n
 }
 
@@ -295,7 +321,7 @@ func (s *Server) cordon(ctx context.Context, name, reason string) (api.Node, err
 		s.emit(events.TypeNormal, "Cordoned", "node/"+name, "node cordoned by an operator"+suffix(reason),
 			map[string]string{"reason": reason, "by": cordonedByOperator})
 	}
-	return s.nodeView(it), nil
+	return s.nodeView(it, s.nodeUsage()), nil
 }
 
 // uncordon makes a node schedulable again, unless a drain of it is running:
@@ -335,7 +361,7 @@ func (s *Server) uncordon(ctx context.Context, name string) (api.Node, error) {
 		s.log.Info("node uncordoned", "node", name)
 		s.emit(events.TypeNormal, "Uncordoned", "node/"+name, "node uncordoned by an operator", nil)
 	}
-	return s.nodeView(it), nil
+	return s.nodeView(it, s.nodeUsage()), nil
 }
 
 // drain cordons a node and starts a drain of it, which the controller
