@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/stratahq/strata/providers/fake"
+	"github.com/stratahq/strata/providers/haproxy"
 	"github.com/stratahq/strata/providers/provider"
 )
 
@@ -10,5 +11,6 @@ import (
 func providers() *provider.Registry {
 	r := provider.NewRegistry()
 	r.Register("fake", fake.Factory)
+	r.Register("haproxy", haproxy.Factory)
 	return r
 }

@@ -1,0 +1,276 @@
+package haproxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// cliTimeout bounds one command on a CLI socket when ctx has no earlier
+// deadline: haproxy answers in microseconds, so a silent socket means a
+// stuck or dying process.
+const cliTimeout = 5 * time.Second
+
+// cli sends one command to an haproxy CLI socket (the worker's admin
+// socket or the master socket) and returns the whole answer. The write
+// side is closed after the command, as socat does: the master CLI only
+// answers a client that is done talking.
+func cli(ctx context.Context, socket, cmd string) (string, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return "", fmt.Errorf("haproxy cli %s: %w", cmd, err)
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(cliTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := conn.SetDeadline(deadline); err != nil {
+		return "", fmt.Errorf("haproxy cli %s: %w", cmd, err)
+	}
+	// A command cancelled mid-way unblocks at once.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if _, err := io.WriteString(conn, cmd+"\n"); err != nil {
+		return "", fmt.Errorf("haproxy cli %s: %w", cmd, err)
+	}
+	if uc, ok := conn.(*net.UnixConn); ok {
+		_ = uc.CloseWrite()
+	}
+	out, err := io.ReadAll(conn)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return string(out), fmt.Errorf("haproxy cli %s: %w", cmd, err)
+	}
+	return string(out), nil
+}
+
+// errCommand is an answer of the runtime API that reports a failure.
+type errCommand struct {
+	Cmd    string
+	Answer string
+}
+
+func (e *errCommand) Error() string {
+	return fmt.Sprintf("haproxy: %s: %s", e.Cmd, strings.TrimSpace(e.Answer))
+}
+
+// runCommand runs a state-changing runtime command on the admin socket.
+// haproxy answers such commands with nothing, or with a fixed sentence
+// on success (want); anything else is its error message.
+func runCommand(ctx context.Context, socket, cmd, want string) error {
+	out, err := cli(ctx, socket, cmd)
+	if err != nil {
+		return err
+	}
+	got := strings.TrimSpace(out)
+	if got == want || (want != "" && strings.HasPrefix(got, want)) {
+		return nil
+	}
+	return &errCommand{Cmd: cmd, Answer: got}
+}
+
+// stats is a snapshot of "show stat": frontend status by name, and
+// servers by backend and name.
+type stats struct {
+	Frontends map[string]string
+	Servers   map[string]map[string]serverStat
+	At        time.Time
+}
+
+// serverStat is a server's line of "show stat".
+type serverStat struct {
+	Status string
+	// Sessions is scur: requests in flight (HTTP) or open connections
+	// (TCP) on the server.
+	Sessions int
+}
+
+// parseStat reads the CSV of "show stat".
+func parseStat(out string) (stats, error) {
+	s := stats{Frontends: map[string]string{}, Servers: map[string]map[string]serverStat{}}
+	out = strings.TrimPrefix(strings.TrimLeft(out, "\n"), "# ")
+	r := csv.NewReader(strings.NewReader(out))
+	r.FieldsPerRecord = -1
+	header, err := r.Read()
+	if err != nil {
+		return s, fmt.Errorf("show stat: no header: %w", err)
+	}
+	col := map[string]int{}
+	for i, h := range header {
+		col[h] = i
+	}
+	px, sv, st, cur := col["pxname"], col["svname"], col["status"], col["scur"]
+	if _, ok := col["status"]; !ok || len(header) < 3 {
+		return s, fmt.Errorf("show stat: unexpected header %q", strings.Join(header, ","))
+	}
+	for {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return s, fmt.Errorf("show stat: %w", err)
+		}
+		if len(rec) <= st || len(rec) <= px || len(rec) <= sv {
+			continue
+		}
+		switch rec[sv] {
+		case "FRONTEND":
+			s.Frontends[rec[px]] = rec[st]
+		case "BACKEND":
+		default:
+			if s.Servers[rec[px]] == nil {
+				s.Servers[rec[px]] = map[string]serverStat{}
+			}
+			ss := serverStat{Status: rec[st]}
+			if _, ok := col["scur"]; ok && cur < len(rec) {
+				ss.Sessions, _ = strconv.Atoi(rec[cur])
+			}
+			s.Servers[rec[px]][rec[sv]] = ss
+		}
+	}
+	return s, nil
+}
+
+// health maps a server status of "show stat" to a BackendStatus health.
+// A server going down ("UP 1/2") still takes traffic, so it is up; one
+// coming back ("DOWN 1/2") does not yet.
+func health(status string) string {
+	switch {
+	case status == "no check", strings.HasPrefix(status, "UP"):
+		return "up"
+	case strings.HasPrefix(status, "MAINT"), strings.HasPrefix(status, "DRAIN"):
+		return "maint"
+	default:
+		return "down"
+	}
+}
+
+// runtimeServer is a server of "show servers state".
+type runtimeServer struct {
+	Backend string
+	Name    string
+	Addr    string
+	Port    int
+	Admin   int // srv_admin_state, a mask; 0x01 is forced maintenance
+}
+
+// adminForcedMaint is SRV_ADMF_FMAINT: put in maintenance by the CLI.
+const adminForcedMaint = 0x01
+
+// parseServersState reads "show servers state" (format version 1).
+func parseServersState(out string) ([]runtimeServer, error) {
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	var col map[string]int
+	var servers []runtimeServer
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || line == "1":
+			continue
+		case strings.HasPrefix(line, "#"):
+			fields := strings.Fields(strings.TrimPrefix(line, "#"))
+			col = map[string]int{}
+			for i, f := range fields {
+				col[f] = i
+			}
+			continue
+		}
+		if col == nil {
+			return nil, fmt.Errorf("show servers state: data before the header: %q", line)
+		}
+		f := strings.Fields(line)
+		get := func(name string) string {
+			i, ok := col[name]
+			if !ok || i >= len(f) {
+				return ""
+			}
+			return f[i]
+		}
+		port, _ := strconv.Atoi(get("srv_port"))
+		admin, _ := strconv.Atoi(get("srv_admin_state"))
+		servers = append(servers, runtimeServer{
+			Backend: get("be_name"),
+			Name:    get("srv_name"),
+			Addr:    get("srv_addr"),
+			Port:    port,
+			Admin:   admin,
+		})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("show servers state: %w", err)
+	}
+	return servers, nil
+}
+
+// procInfo is what "show proc" on the master socket says.
+type procInfo struct {
+	MasterPID int
+	Reloads   int
+	Failed    int
+	// Worker is the newest worker, and WorkerReloads the reloads it
+	// survived: 0 for the worker of the current configuration, more
+	// while a reload has not forked its new worker yet.
+	Worker        int
+	WorkerReloads int
+}
+
+// parseShowProc reads the master CLI's "show proc":
+//
+//	#<PID>          <type>          <reloads>       <uptime>        <version>
+//	1162            master          5 [failed: 0]   0d00h02m07s     2.6.12
+//	# workers
+//	1271            worker          0               0d00h00m00s     2.6.12
+func parseShowProc(out string) (procInfo, error) {
+	var pi procInfo
+	newest := -1
+	for line := range strings.SplitSeq(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		pid, err := strconv.Atoi(f[0])
+		if err != nil {
+			continue
+		}
+		reloads, _ := strconv.Atoi(f[2])
+		switch f[1] {
+		case "master":
+			pi.MasterPID, pi.Reloads = pid, reloads
+			if len(f) >= 5 && f[3] == "[failed:" {
+				pi.Failed, _ = strconv.Atoi(strings.TrimSuffix(f[4], "]"))
+			}
+		case "worker":
+			if newest < 0 || reloads < newest {
+				pi.Worker, pi.WorkerReloads, newest = pid, reloads, reloads
+			}
+		}
+	}
+	if pi.MasterPID == 0 {
+		return pi, fmt.Errorf("show proc: no master in %q", strings.TrimSpace(out))
+	}
+	return pi, nil
+}
+
+// parseInfoPID returns the Pid line of "show info".
+func parseInfoPID(out string) int {
+	for line := range strings.SplitSeq(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "Pid: "); ok {
+			pid, _ := strconv.Atoi(strings.TrimSpace(v))
+			return pid
+		}
+	}
+	return 0
+}

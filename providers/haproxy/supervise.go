@@ -1,0 +1,153 @@
+package haproxy
+
+import (
+	"context"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+)
+
+// watchBuffer is how many changes a watcher may fall behind before
+// changes are dropped for it; a Watcher is a hint on top of polling.
+const watchBuffer = 64
+
+// Watch implements provider.Watcher: while load balancers exist, their
+// statuses are polled every second and changes (a backend going down,
+// a frontend lost) are sent, as are the results of Apply and Delete.
+func (p *Provider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, error) {
+	ch := make(chan api.AssignmentStatus, watchBuffer)
+	p.mu.Lock()
+	p.watchers[ch] = struct{}{}
+	p.mu.Unlock()
+	// The channel is closed under the lock publishLocked sends under.
+	context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		delete(p.watchers, ch)
+		close(ch)
+	})
+	return ch, nil
+}
+
+// publishLocked sends st to the watchers if it differs from what they
+// were last sent for its replica.
+func (p *Provider) publishLocked(st api.AssignmentStatus) {
+	if prev, ok := p.pushed[st.ID]; ok && sameStatus(prev, st) {
+		return
+	}
+	p.pushed[st.ID] = st
+	for ch := range p.watchers {
+		c := st
+		c.Backends = slices.Clone(st.Backends)
+		select {
+		case ch <- c:
+		default:
+		}
+	}
+}
+
+func sameStatus(a, b api.AssignmentStatus) bool {
+	return a.Phase == b.Phase && a.Reason == b.Reason && a.ObservedGeneration == b.ObservedGeneration &&
+		slices.Equal(a.Backends, b.Backends)
+}
+
+// supervise runs until Close: it restarts haproxy when it dies, retries
+// what failed to converge, and polls statuses for watchers.
+func (p *Provider) supervise(ctx context.Context) {
+	defer close(p.done)
+	tick := time.NewTicker(superviseEvery)
+	defer tick.Stop()
+	nextPoll := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			p.checkProcess()
+			if p.needsConverge(now) {
+				if err := p.lockOp(ctx); err != nil {
+					return
+				}
+				err := p.converge(ctx, stopGrace)
+				p.unlockOp()
+				if err != nil && ctx.Err() == nil {
+					p.log.Warn("haproxy did not converge; retrying", "err", err)
+				}
+			}
+			if !now.Before(nextPoll) {
+				nextPoll = now.Add(watchEvery)
+				p.pollWatchers(ctx)
+			}
+		}
+	}
+}
+
+// checkProcess notices a master that died without being asked to. A
+// start, reload or stop in progress owns the process: it is left alone.
+func (p *Provider) checkProcess() {
+	select {
+	case p.op <- struct{}{}:
+	default:
+		return
+	}
+	defer p.unlockOp()
+	p.mu.Lock()
+	pr := p.proc
+	p.mu.Unlock()
+	if pr == nil || procAlive(pr.pid, p.paths.Config) {
+		return
+	}
+	exit := cmpOr(reap(pr), "exited")
+	now := time.Now()
+	p.mu.Lock()
+	p.proc = nil
+	p.loaded = runningState{}
+	p.restarts++
+	p.crashes = append(p.crashes, now)
+	p.lastExit = exit
+	p.dirty = true
+	// The first crash restarts at once; a crash loop backs off.
+	p.retryAt = now.Add(backoff(p.recentCrashesLocked(now) - 1))
+	restarts := p.restarts
+	p.mu.Unlock()
+	_ = os.Remove(p.paths.Running)
+	p.log.Warn("haproxy exited unexpectedly; restarting it", "pid", pr.pid, "exit", exit, "restarts", restarts)
+}
+
+// backoff is the pause after n failures: none, then 1s, 2s, 4s... up to
+// maxBackoff.
+func backoff(n int) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return min(time.Second<<min(n-1, 10), maxBackoff)
+}
+
+func (p *Provider) needsConverge(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.Before(p.retryAt) {
+		return false
+	}
+	want := p.activeCountLocked() > 0
+	return p.dirty || want != (p.proc != nil)
+}
+
+// pollWatchers sends the statuses that changed since the last poll.
+func (p *Provider) pollWatchers(ctx context.Context) {
+	p.mu.Lock()
+	idle := len(p.watchers) == 0 || len(p.lbs) == 0
+	p.mu.Unlock()
+	if idle {
+		return
+	}
+	snap, snapErr := p.stats(ctx)
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.lbs {
+		p.publishLocked(p.statusLocked(l, snap, snapErr, now))
+	}
+}
