@@ -569,14 +569,21 @@ func (s *Service) fittingFlavor(ctx context.Context, r *api.Resource, field, nam
 	if name == "" {
 		return nil, nil
 	}
-	it, err := s.st.Flavors.Get(ctx, name)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, api.Invalid(field, "flavor %q does not exist", name)
+	// The cache answers the common case without an etcd round trip; a
+	// miss may be a flavor another replica just wrote, so etcd decides.
+	var f *api.Flavor
+	if it, ok := s.flavors.Get(name); ok {
+		f = it.Value
+	} else {
+		it, err := s.st.Flavors.Get(ctx, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, api.Invalid(field, "flavor %q does not exist", name)
+		}
+		if err != nil {
+			return nil, storeErr(err, "flavor", name)
+		}
+		f = it.Value
 	}
-	if err != nil {
-		return nil, storeErr(err, "flavor", name)
-	}
-	f := it.Value
 	var fits bool
 	want := ""
 	switch r.Kind {
@@ -599,12 +606,20 @@ func (s *Service) fittingFlavor(ctx context.Context, r *api.Resource, field, nam
 // anything that can be an OCI reference; the region resolves it.
 func (s *Service) checkImage(ctx context.Context, tenant, field, image string, flavor *api.Flavor) error {
 	if api.ValidateName(field, image) == nil {
-		it, err := s.st.Resources.Get(ctx, state.ResourceName(tenant, image))
-		switch {
-		case err == nil && it.Value.Kind == api.KindImage:
+		if it, ok := s.resources.Get(state.ResourceName(tenant, image)); ok && it.Value.Kind == api.KindImage {
 			return nil
-		case err != nil && !errors.Is(err, store.ErrNotFound):
-			return storeErr(err, "image", image)
+		}
+		// A container accepts an OCI reference anyway, so only a VM
+		// needs etcd's word that no Image of that name exists (another
+		// replica may have just created it).
+		if flavor != nil && flavor.Kind == api.ProviderVM {
+			it, err := s.st.Resources.Get(ctx, state.ResourceName(tenant, image))
+			switch {
+			case err == nil && it.Value.Kind == api.KindImage:
+				return nil
+			case err != nil && !errors.Is(err, store.ErrNotFound):
+				return storeErr(err, "image", image)
+			}
 		}
 	}
 	if flavor != nil && flavor.Kind == api.ProviderVM {

@@ -113,6 +113,7 @@ type Service struct {
 	log        *slog.Logger
 
 	resources    *store.Cache[api.Resource]
+	flavors      *store.Cache[api.Flavor]
 	statuses     *store.Cache[api.ResourceStatus]
 	regionCache  *store.Cache[api.Region]
 	regionStatus *store.Cache[api.RegionStatus]
@@ -152,11 +153,12 @@ func New(o Options) (*Service, error) {
 		log:        o.Logger,
 	}
 	if c := o.Caches; c != nil {
-		s.resources, s.statuses, s.tokens = c.Resources, c.Statuses, c.Tokens
+		s.resources, s.statuses, s.tokens, s.flavors = c.Resources, c.Statuses, c.Tokens, c.Flavors
 		s.regionCache, s.regionStatus = c.Regions, c.RegionStatus
 	} else {
 		s.ownCaches = true
 		s.resources = store.NewCache(o.State.Resources)
+		s.flavors = store.NewCache(o.State.Flavors)
 		s.statuses = store.NewCache(o.State.Statuses)
 		s.regionCache = store.NewCache(o.State.Regions)
 		s.regionStatus = store.NewCache(o.State.RegionStatus)
@@ -186,7 +188,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	runs := []func(context.Context) error{
-		s.resources.Run, s.statuses.Run, s.regionCache.Run, s.regionStatus.Run, s.tokens.Run,
+		s.resources.Run, s.flavors.Run, s.statuses.Run, s.regionCache.Run, s.regionStatus.Run, s.tokens.Run,
 	}
 	var wg sync.WaitGroup
 	for _, run := range runs {

@@ -1,0 +1,81 @@
+// Command bench runs Strata's benchmark suite on this machine and writes
+// docs/benchmarks.md: every figure with its target and, where there is
+// one, its ratio to a baseline measured in the same run.
+//
+//	go run ./bench            (what `make bench` does)
+//	go run ./bench -only B0,B2 -out /tmp/b.md
+//
+// Tiers run as real processes (bin/strata, bin/etcd from `make build`), so
+// that memory is measured per tier and a master can be SIGKILLed.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	out       string
+	only      map[string]bool
+	agents    int
+	resources int
+	replicas  int
+	bin       string
+	keep      bool
+	profiles  string
+}
+
+func main() {
+	var o options
+	var only string
+	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "where to write the results")
+	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (B0..B7, C1, V1); empty runs all")
+	flag.IntVar(&o.agents, "agents", 1000, "simulated agents for B1")
+	flag.IntVar(&o.resources, "resources", 2000, "resources created in B1")
+	flag.IntVar(&o.replicas, "replicas", 10, "replicas per resource in B1")
+	flag.StringVar(&o.bin, "bin", "bin", "directory with strata and etcd")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
+	flag.StringVar(&o.profiles, "profiles", "", "directory to write CPU profiles of the tiers taken during B1 (empty: none)")
+	flag.Parse()
+	o.only = map[string]bool{}
+	for _, b := range strings.Split(only, ",") {
+		if b = strings.TrimSpace(strings.ToUpper(b)); b != "" {
+			o.only[b] = true
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 14*time.Minute)
+	defer cancel()
+
+	dir, err := os.MkdirTemp("", "strata-bench-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !o.keep {
+		defer os.RemoveAll(dir)
+	}
+	r := &report{started: time.Now()}
+	s := &suite{o: o, dir: dir, r: r}
+	if err := s.run(ctx); err != nil {
+		log.Printf("bench: %v", err)
+		r.note("The run stopped early: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(o.out, []byte(r.markdown(o)), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("wrote %s (%s)\n", o.out, time.Since(r.started).Round(time.Second))
+}
+
+func (o options) wants(id string) bool { return len(o.only) == 0 || o.only[id] }

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+type row struct {
+	id     string
+	what   string
+	figure string
+	target string
+	ratio  string
+	met    string // "yes", "no", or "" when there is no target
+	notes  string
+}
+
+type report struct {
+	started time.Time
+	rows    []row
+	notes   []string
+}
+
+func (r *report) add(x row) {
+	r.rows = append(r.rows, x)
+	fmt.Printf("%-4s %-58s %-28s target %-22s %s\n", x.id, x.what, x.figure, x.target, x.met)
+}
+
+func (r *report) note(format string, args ...any) {
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+func (r *report) markdown(o options) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Benchmarks\n\n")
+	fmt.Fprintf(&b, "Measured by `make bench` (`go run ./bench`) on %s, in %s.\n\n", r.started.UTC().Format("2006-01-02 15:04 MST"), time.Since(r.started).Round(time.Second))
+	fmt.Fprintf(&b, "Machine: %s. Absolute times on a shared machine are noise; the ratios to baselines measured in the same run are what to compare.\n\n", machine())
+	fmt.Fprintf(&b, "| | Benchmark | Result | Target | Ratio to baseline | Met |\n|---|---|---|---|---|---|\n")
+	rows := append([]row(nil), r.rows...)
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].id < rows[j].id })
+	for _, x := range rows {
+		met := x.met
+		if met == "" {
+			met = "—"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", x.id, x.what, x.figure, orDash(x.target), orDash(x.ratio), met)
+	}
+	fmt.Fprintf(&b, "\n")
+	for _, x := range rows {
+		if x.notes != "" {
+			fmt.Fprintf(&b, "- **%s**: %s\n", x.id, x.notes)
+		}
+	}
+	if len(r.notes) > 0 {
+		fmt.Fprintf(&b, "\n## Notes\n\n")
+		for _, n := range r.notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	fmt.Fprintf(&b, "\n## How each figure is measured\n\n%s", methods)
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				cpu = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int
+		fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb)
+		mem = fmt.Sprintf(", %.0f GiB", float64(kb)/(1<<20))
+	}
+	kernel, _ := exec.Command("uname", "-r").Output()
+	return fmt.Sprintf("%d × %s%s, Linux %s, %s", runtime.NumCPU(), cpu, mem, strings.TrimSpace(string(kernel)), runtime.Version())
+}
+
+const methods = `- **B0** raw etcd: a fresh ` + "`bin/etcd`" + ` server (the same build and flags as the tiers' etcd in B1), puts of 512-byte values to distinct keys by 1, 16 and 128 concurrent clients for a few seconds each.
+- **B1** throughput: ` + "`strata global`" + `, ` + "`strata region`" + ` (each on its own ` + "`bin/etcd`" + `) and one ` + "`strata sim-agents`" + ` process running 1,000 agents with the fake provider (zero latency), each with its own node, heartbeats and assignment stream over one shared gRPC connection. The resources are created through the global REST API by 32 concurrent clients; the clock runs from the first POST to the moment every resource reads ` + "`ready`" + ` with all its replicas at the global API. Ratio: replicas/s over B0's 128-client put rate.
+- **B2** latency: the same cluster, idle; one resource of one replica at a time, POST then GET every 2 ms until ` + "`ready`" + `.
+- **B3** API under load: latencies of the B1 POSTs, and of GETs of single resources issued every 5 ms by another client while B1 runs.
+- **B4** node loss: a real ` + "`strata agent`" + ` process holding 100 replicas is SIGKILLed; the clock stops when the resource reads 100 ready replicas again (default settings: suspect after 6 s, down after 10 s).
+- **B5** master failover: two ` + "`strata global`" + ` processes; the master is SIGKILLed and a resource is created through the other; the clock stops when the new master's first propagation is applied by the region (its ` + "`strata_global_propagations_total`" + ` moves).
+- **B6** memory: resident set size (VmRSS) of the ` + "`strata region`" + ` process holding 1,000 nodes and the B1 replicas, and of the ` + "`strata agent`" + ` process of B4 with its 100 replicas.
+- **B7** scheduler: ` + "`go test -bench BenchmarkPlace1000On10000Nodes ./region/scheduler`" + `, one batch of 1,000 replicas of 100 resources on 10,000 nodes.
+- **C1** containers: ` + "`go test -bench`" + ` in providers/containerd: create+start+delete of a busybox container through the containerd client directly (baseline) and through the provider's Apply→ready→Delete.
+- **V1** VMs: the libvirt provider's Apply until the guest prints its init marker, against raw ` + "`virsh create`" + ` of the same domain XML until the same marker.
+`
