@@ -10,6 +10,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -62,7 +63,6 @@ type regionCluster struct {
 	t      *testing.T
 	dir    string
 	bin    string
-	lv     liveness
 	etcd   *etcdtest.Process
 	kv     *clientv3.Client
 	redis  *redistest.Server
@@ -94,11 +94,14 @@ type agentOpts struct {
 	// socket serves the fake from the test process instead of inside
 	// the agent.
 	socket bool
+	// fake is extra options of the in-process fake, as YAML flow
+	// entries ("applyLatency: 300ms").
+	fake string
 }
 
 func startRegion(t *testing.T, lv liveness) *regionCluster {
 	t.Helper()
-	c := &regionCluster{t: t, dir: t.TempDir(), bin: framework.Bin(t, "strata"), lv: lv, agents: map[string]*regionAgent{}}
+	c := &regionCluster{t: t, dir: t.TempDir(), bin: framework.Bin(t, "strata"), agents: map[string]*regionAgent{}}
 	c.etcd = etcdtest.StartProcess(t)
 	c.kv = etcdtest.Client(t, c.etcd.Endpoints())
 	c.redis = redistest.Start(t)
@@ -131,7 +134,11 @@ func (c *regionCluster) addAgent(name string, o agentOpts) *regionAgent {
 	t := c.t
 	t.Helper()
 	a := &regionAgent{name: name, zone: o.zone, addr: framework.FreeAddr(t), healthFile: filepath.Join(c.dir, name+"-health.json")}
-	prov := fmt.Sprintf("  - name: fake\n    options: {healthFile: %q}\n", a.healthFile)
+	opts := fmt.Sprintf("healthFile: %q", a.healthFile)
+	if o.fake != "" {
+		opts += ", " + o.fake
+	}
+	prov := fmt.Sprintf("  - name: fake\n    options: {%s}\n", opts)
 	if o.socket {
 		a.fake = fake.New(fake.Config{}, fake.WithNode(name))
 		sock := filepath.Join(c.dir, name+".sock")
@@ -178,16 +185,21 @@ func (c *regionCluster) startAgents(o agentOpts, names ...string) {
 	c.waitUp(names...)
 }
 
+// waitUp waits until GET /v1/nodes lists every node of names Up.
 func (c *regionCluster) waitUp(names ...string) {
 	c.t.Helper()
 	framework.Eventually(c.t, 60*time.Second, fmt.Sprintf("nodes %v registered and Up", names), func() error {
+		var l regionapi.List[api.Node]
+		if err := c.get("/v1/nodes", &l); err != nil {
+			return err
+		}
+		up := map[string]api.Health{}
+		for _, n := range l.Items {
+			up[n.Name] = health(n)
+		}
 		for _, n := range names {
-			node, err := c.node(n)
-			if err != nil {
-				return err
-			}
-			if h := health(node); h != api.HealthUp {
-				return fmt.Errorf("node %s is %s", n, h)
+			if h := up[n]; h != api.HealthUp {
+				return fmt.Errorf("node %s is %q", n, h)
 			}
 		}
 		return nil
@@ -267,6 +279,22 @@ func (c *regionCluster) firstEvent(object, reason string, since time.Time) (regi
 		}
 	}
 	return regionapi.Event{}, false
+}
+
+// countEvents counts the events of object with reason at or after since.
+func (c *regionCluster) countEvents(object, reason string, since time.Time) int {
+	c.t.Helper()
+	evs, err := c.events(object)
+	if err != nil {
+		c.t.Fatalf("events of %s: %v", object, err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.Reason == reason && !ev.Time.Before(since) {
+			n++
+		}
+	}
+	return n
 }
 
 func (c *regionCluster) waitEvent(object, reason string, since time.Time) regionapi.Event {
@@ -359,6 +387,70 @@ func (c *regionCluster) rev() int64 {
 	return resp.Header.Revision
 }
 
+// write is one change in the region's etcd.
+type write struct {
+	rev   int64
+	typ   string // PUT or DELETE
+	key   string
+	value []byte
+}
+
+func (w write) String() string { return fmt.Sprintf("rev %d %s %s", w.rev, w.typ, w.key) }
+
+// history replays the writes of revisions from..to (inclusive) from etcd.
+func (c *regionCluster) history(from, to int64) []write {
+	c.t.Helper()
+	if from > to {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []write
+	for wr := range c.kv.Watch(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(from)) {
+		if err := wr.Err(); err != nil {
+			c.t.Fatalf("etcd history from %d: %v", from, err)
+		}
+		for _, ev := range wr.Events {
+			if ev.Kv.ModRevision > to {
+				return out
+			}
+			out = append(out, write{rev: ev.Kv.ModRevision, typ: ev.Type.String(), key: string(ev.Kv.Key), value: ev.Kv.Value})
+		}
+		if len(out) > 0 && out[len(out)-1].rev >= to {
+			return out
+		}
+	}
+	c.t.Fatalf("etcd history %d..%d: incomplete after 10s (%d writes)", from, to, len(out))
+	return nil
+}
+
+// healthWrites returns the health each write of a node's status set.
+func healthWrites(ws []write, node string) []api.Health {
+	var out []api.Health
+	for _, w := range ws {
+		if !strings.HasSuffix(w.key, "/nodestatus/"+node) {
+			continue
+		}
+		var st api.NodeStatus
+		if w.typ == "PUT" {
+			_ = json.Unmarshal(w.value, &st)
+		}
+		out = append(out, st.Health)
+	}
+	return out
+}
+
+// keysUnder returns the writes of keys under /<collection>/.
+func keysUnder(ws []write, collection string) []write {
+	var out []write
+	for _, w := range ws {
+		if strings.Contains(w.key, "/"+collection+"/") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 func running(reps []api.Replica) []api.Replica {
 	var out []api.Replica
 	for _, r := range reps {
@@ -433,6 +525,7 @@ func TestRegionNodeLoss(t *testing.T) {
 	}
 	t.Logf("killing the agent of %s, which runs %v", victim, old)
 
+	revKill := c.rev()
 	killedAt := time.Now()
 	v.proc.Signal(syscall.SIGKILL)
 	var suspectSeen, downSeen time.Time
@@ -493,6 +586,29 @@ func TestRegionNodeLoss(t *testing.T) {
 			t.Errorf("replica %s on the dead node: desired %s; want destroyed", r.ID, r.Desired)
 		}
 	}
+	// In etcd: the node's status was written twice (Suspect, Down), and
+	// no replica was touched before the Down verdict.
+	time.Sleep(500 * time.Millisecond)
+	settled := c.rev()
+	ws := c.history(revKill+1, settled)
+	if hs := healthWrites(ws, victim); !slices.Equal(hs, []api.Health{api.HealthSuspect, api.HealthDown}) {
+		t.Errorf("status writes of %s from the kill to the failover: %v; want [Suspect Down] (only transitions)", victim, hs)
+	}
+	var downRev int64
+	for _, w := range keysUnder(ws, "nodestatus") {
+		downRev = w.rev
+	}
+	for _, w := range keysUnder(ws, "assignments") {
+		if w.rev < downRev {
+			t.Errorf("replica written at %s, before %s was Down (rev %d): replicas of a Suspect node must stay", w, victim, downRev)
+		}
+	}
+	// A Down node costs nothing while it stays down: its replicas wait
+	// for their destroy to be confirmed, without writes.
+	time.Sleep(2 * time.Second)
+	if ws := c.history(settled+1, c.rev()); len(ws) != 0 {
+		t.Errorf("etcd writes while %s stayed Down:\n%s", victim, joinWrites(ws))
+	}
 
 	restartedAt := time.Now()
 	v.proc.Restart()
@@ -527,10 +643,23 @@ func TestRegionNodeLoss(t *testing.T) {
 		}
 		return nil
 	})
+	for _, reason := range []string{"NodeSuspect", "NodeDown", "NodeUp"} {
+		if n := c.countEvents(object, reason, killedAt); n != 1 {
+			t.Errorf("%d %s events for %s since the kill; want 1", n, reason, victim)
+		}
+	}
 	final := c.waitReady("web", 6, victim)
 	if !slices.Equal(ids(final), ids(after)) {
 		t.Errorf("replicas after the node returned %v; want those of the failover %v (nothing moves back)", ids(final), ids(after))
 	}
+}
+
+func joinWrites(ws []write) string {
+	lines := make([]string, len(ws))
+	for i, w := range ws {
+		lines[i] = w.String()
+	}
+	return strings.Join(lines, "\n")
 }
 
 // fakeIDs lists what a fake provider holds.
@@ -567,6 +696,7 @@ func TestRegionPause(t *testing.T) {
 	}
 	v := c.agents[victim]
 
+	revStop := c.rev()
 	stoppedAt := time.Now()
 	v.proc.Signal(syscall.SIGSTOP)
 	t.Cleanup(func() { v.proc.Signal(syscall.SIGCONT) })
@@ -606,6 +736,11 @@ func TestRegionPause(t *testing.T) {
 		t.Errorf("no NodeSuspect event: a %v pause with suspectAfter %v went unnoticed", pause, lv.suspect)
 	}
 
+	for _, reason := range []string{"NodeSuspect", "NodeUp"} {
+		if n := c.countEvents(object, reason, stoppedAt); n != 1 {
+			t.Errorf("%d %s events for %s since the pause; want 1", n, reason, victim)
+		}
+	}
 	after, err := c.readyCheck("steady", 6)
 	if err != nil {
 		t.Fatal(err)
@@ -623,6 +758,13 @@ func TestRegionPause(t *testing.T) {
 	if len(all) != 6 {
 		t.Errorf("%d replica records; want 6 (nothing destroyed or replaced)", len(all))
 	}
+	ws := c.history(revStop+1, c.rev())
+	if hs := healthWrites(ws, victim); !slices.Equal(hs, []api.Health{api.HealthSuspect, api.HealthUp}) {
+		t.Errorf("status writes of %s during and after the pause: %v; want [Suspect Up]", victim, hs)
+	}
+	if aw := keysUnder(ws, "assignments"); len(aw) != 0 {
+		t.Errorf("replicas written during the pause:\n%s", joinWrites(aw))
+	}
 }
 
 // TestRegionDrain drains a node holding 10 replicas of 5 resources with
@@ -631,7 +773,10 @@ func TestRegionPause(t *testing.T) {
 func TestRegionDrain(t *testing.T) {
 	lv := liveness{heartbeat: time.Second, suspect: 3 * time.Second, down: 6 * time.Second, probe: 500 * time.Millisecond}
 	c := startRegion(t, lv)
-	c.startAgents(agentOpts{}, "n-a", "n-b", "n-c")
+	// Replicas take a while to start and to stop, as real ones do: a
+	// replacement is not ready at once, which make-before-break must wait
+	// for.
+	c.startAgents(agentOpts{fake: "applyLatency: 300ms, deleteLatency: 200ms"}, "n-a", "n-b", "n-c")
 	const target = "n-a"
 	for _, n := range []string{"n-b", "n-c"} {
 		c.rest.Must(t, http.MethodPost, "/v1/nodes/"+n+"/cordon", map[string]string{"reason": "e2e: fill " + target}, http.StatusOK, nil)
@@ -656,15 +801,31 @@ func TestRegionDrain(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		minReady = map[string]int{}
-		samples  int
-		seq      []progress
-		last     *api.DrainStatus
-		sampErr  error
+		// minRunning counts, from the replicas themselves, the ready
+		// replicas that are meant to run.
+		minRunning = map[string]int{}
+		samples    int
+		seq        []progress
+		last       *api.DrainStatus
+		sampErr    error
 	)
 	for _, n := range names {
-		minReady[n] = 2
+		minReady[n], minRunning[n] = 2, 2
 	}
 	sample := func() {
+		readyRunning := map[string]int{}
+		var rerr error
+		for _, n := range []string{"n-a", "n-b", "n-c"} {
+			reps, err := c.nodeReplicas(n)
+			if err != nil {
+				rerr = err
+			}
+			for _, r := range reps {
+				if r.Desired == api.DesiredRunning && r.Phase == api.PhaseReady {
+					readyRunning[r.Resource]++
+				}
+			}
+		}
 		sh, err := c.shares()
 		var d api.DrainStatus
 		var derr error
@@ -679,8 +840,8 @@ func TestRegionDrain(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if err != nil || derr != nil {
-			sampErr = fmt.Errorf("sample: %v %v", err, derr)
+		if err != nil || derr != nil || rerr != nil {
+			sampErr = fmt.Errorf("sample: %v %v %v", err, derr, rerr)
 			return
 		}
 		samples++
@@ -690,6 +851,7 @@ func TestRegionDrain(t *testing.T) {
 				ready = s.Ready
 			}
 			minReady[n] = min(minReady[n], ready)
+			minRunning[n] = min(minRunning[n], readyRunning[n])
 		}
 		if d.Node != "" {
 			p := progress{d.State, d.Total, d.Moved, d.Remaining}
@@ -728,14 +890,14 @@ func TestRegionDrain(t *testing.T) {
 	d := *last
 	t.Logf("drain: %s in %v (startedAt→finishedAt %v) over %d samples; progress %v",
 		d.State, wall.Round(time.Millisecond), d.FinishedAt.Sub(d.StartedAt).Round(time.Millisecond), samples, seq)
-	t.Logf("min ready during the drain: %v", minReady)
+	t.Logf("min ready during the drain: %v in the shares, %v counting the replicas", minReady, minRunning)
 	if d.State != api.DrainSucceeded || d.Total != 10 || d.Moved != 10 || d.Remaining != 0 || d.Failed != 0 {
 		t.Errorf("drain ended %s: total %d moved %d remaining %d failed %d (%s); want succeeded, 10 moved",
 			d.State, d.Total, d.Moved, d.Remaining, d.Failed, d.Message)
 	}
 	for _, n := range names {
-		if minReady[n] < 2 {
-			t.Errorf("%s had %d ready replicas during the drain; want never fewer than 2", n, minReady[n])
+		if minReady[n] < 2 || minRunning[n] < 2 {
+			t.Errorf("%s had %d ready replicas during the drain (%d by its replicas); want never fewer than 2", n, minReady[n], minRunning[n])
 		}
 	}
 	// Progress step by step: moved never goes back, moved+remaining is
@@ -909,6 +1071,11 @@ func TestRegionAutoCordonDrain(t *testing.T) {
 	if run := running(left); len(run) != 0 {
 		t.Errorf("running replicas left on %s: %v", target, ids(run))
 	}
+	for _, reason := range []string{"AutoCordoned", "AutoDrainStarted"} {
+		if n := c.countEvents(object, reason, injectedAt); n != 1 {
+			t.Errorf("%d %s events for %s; want 1", n, reason, target)
+		}
+	}
 	if n, err := c.node(target); err != nil || n.Schedulable || n.CordonedBy != "auto-cordon" {
 		t.Errorf("%s after the auto-drain: schedulable %v by %q (%v); want cordoned by auto-cordon", target, n.Schedulable, n.CordonedBy, err)
 	}
@@ -948,24 +1115,9 @@ func TestRegionHeartbeatsNoEtcdWrites(t *testing.T) {
 	rev1 := c.rev()
 	seq1 := seqs()
 
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var writes []string
-	if rev1 > rev0 {
-		for wr := range c.kv.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(rev0+1)) {
-			for _, ev := range wr.Events {
-				if ev.Kv.ModRevision <= rev1 {
-					writes = append(writes, fmt.Sprintf("rev %d %s %s", ev.Kv.ModRevision, ev.Type, ev.Kv.Key))
-				}
-			}
-			if wr.Header.Revision >= rev1 || len(writes) >= int(rev1-rev0) {
-				break
-			}
-		}
-	}
 	t.Logf("etcd revision %d → %d over %v idle; heartbeat seq %v → %v", rev0, rev1, idle, seq0, seq1)
 	if rev1 != rev0 {
-		t.Errorf("etcd revision grew by %d while the region was idle; want 0. Writes:\n%s", rev1-rev0, strings.Join(writes, "\n"))
+		t.Errorf("etcd revision grew by %d while the region was idle; want 0. Writes:\n%s", rev1-rev0, joinWrites(c.history(rev0+1, rev1)))
 	}
 
 	now := time.Now()

@@ -187,16 +187,22 @@ func (m *Monitor) transition(ctx context.Context, guard store.Guard, n *api.Node
 		return nil
 	}
 	from := api.HealthUnknown
+	changed := false
 	_, err := m.o.State.NodeStatus.Modify(ctx, n.Name, func(s *api.NodeStatus) error {
+		changed = false
 		if s.Health == health {
 			return store.ErrNoChange
 		}
 		from = s.Health
 		s.Health, s.Reason, s.Since, s.LastHeartbeat = health, reason, now, seen
+		changed = true
 		return nil
 	}, guard)
 	if err != nil {
 		return fmt.Errorf("node %s → %s: %w", n.Name, health, err)
+	}
+	if !changed {
+		return nil // our cache was behind our own earlier write
 	}
 	typ, level := events.TypeNormal, m.log.Info
 	if health != api.HealthUp {
@@ -235,18 +241,23 @@ func (m *Monitor) autoPolicies(ctx context.Context, guard store.Guard, n *api.No
 	inError := now.Sub(worst.Since)
 	why := fmt.Sprintf("condition %s in Error for %s: %s", worst.Type, inError.Round(time.Second), worst.Reason)
 	if n.EnableAutoCordon && n.Schedulable && inError >= n.AutoCordonInterval.Or(time.Minute) {
+		cordoned := false
 		_, err := m.o.State.Nodes.Modify(ctx, n.Name, func(x *api.Node) error {
+			cordoned = false
 			if !x.Schedulable {
 				return store.ErrNoChange
 			}
 			x.Schedulable, x.CordonReason, x.CordonedBy, x.CordonedAt = false, "auto-cordon: "+why, "auto-cordon", now
+			cordoned = true
 			return nil
 		}, guard)
 		if err != nil {
 			return fmt.Errorf("auto-cordon %s: %w", n.Name, err)
 		}
-		m.log.Warn("node auto-cordoned", "node", n.Name, "reason", why)
-		m.o.Events.Emit(events.Event{Type: events.TypeWarning, Reason: "AutoCordoned", Object: "node/" + n.Name, Region: m.o.Region, Message: why})
+		if cordoned {
+			m.log.Warn("node auto-cordoned", "node", n.Name, "reason", why)
+			m.o.Events.Emit(events.Event{Type: events.TypeWarning, Reason: "AutoCordoned", Object: "node/" + n.Name, Region: m.o.Region, Message: why})
+		}
 	}
 	if n.EnableAutoDrain && inError >= n.AutoDrainInterval.Or(5*time.Minute) {
 		if d, ok := m.o.Caches.Drains.Get(n.Name); ok && (d.Value.State == api.DrainRunning || d.Value.StartedAt.After(worst.Since)) {
