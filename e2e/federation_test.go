@@ -238,3 +238,66 @@ func TestRegionIndependence(t *testing.T) {
 	framework.WaitHTTP(t, "http://"+c.globalHTTP[0]+"/readyz", 60*time.Second)
 	waitShares(t, g, "web", map[string]int{"dev-1": 2}, 60*time.Second)
 }
+
+// TestRolloutAutoRevert: a new revision goes region by region; when its
+// replicas fail in the first region, the rollout stops there (the second
+// region never runs it) and, with autoRevert, a new revision with the old
+// spec is rolled out.
+func TestRolloutAutoRevert(t *testing.T) {
+	c := startCluster(t, clusterOpts{globals: 1, regions: []string{"dev-1", "dev-2"}, agentsPerRegion: 2})
+	g := c.global(0)
+	createFlavor(t, g)
+	regions := []map[string]any{{"name": "dev-1", "weight": 1}, {"name": "dev-2", "weight": 1}}
+	web := compute("web", 4, regions, map[string]any{"rollout": map[string]any{"autoRevert": true, "maxSurge": 1}})
+	g.Must(t, http.MethodPost, "/v1/resources", web, http.StatusCreated, nil)
+	waitShares(t, g, "web", map[string]int{"dev-1": 2, "dev-2": 2}, 60*time.Second)
+
+	// Revision 2 fails on every replica (the fake provider fails on purpose).
+	web["spec"].(map[string]any)["compute"].(map[string]any)["env"] = map[string]string{"STRATA_FAKE_FAIL": "apply"}
+	g.Must(t, http.MethodPut, "/v1/resources/web", web, http.StatusOK, nil)
+
+	framework.Eventually(t, 60*time.Second, "auto-revert to a revision 3 with the spec of revision 1", func() error {
+		var revs struct{ Items []api.Revision }
+		if _, err := g.Get("/v1/resources/web/revisions", &revs); err != nil {
+			return err
+		}
+		for _, rv := range revs.Items {
+			if rv.Number == 3 && strings.HasPrefix(rv.Cause, "auto-revert") && rv.Spec.Compute.Env == nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("revisions: %+v", revs.Items)
+	})
+	framework.Eventually(t, 60*time.Second, "ready again at revision 3", func() error {
+		r, err := resourceStatus(g, "web")
+		if err != nil {
+			return err
+		}
+		if r.Status.Phase != api.PhaseReady || r.Status.Revision != 3 || r.Status.Ready != 4 {
+			return fmt.Errorf("phase %s (%s) revision %d ready %d", r.Status.Phase, r.Status.Reason, r.Status.Revision, r.Status.Ready)
+		}
+		return nil
+	})
+	// The failing revision never reached dev-2: its replicas kept running
+	// (same ids, relabelled to revision 3 in place).
+	var reps struct{ Items []api.Replica }
+	g.Must(t, http.MethodGet, "/v1/resources/web/replicas", nil, http.StatusOK, &reps)
+	for _, r := range reps.Items {
+		if r.Region == "dev-2" && r.Desired == api.DesiredRunning && r.Spec.Compute != nil && r.Spec.Compute.Env["STRATA_FAKE_FAIL"] != "" {
+			t.Errorf("replica %s in dev-2 runs the failing revision", r.ID)
+		}
+	}
+	evs, err := g.Do(ctxT(t), http.MethodGet, "/v1/events?region=dev-2&limit=1000", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct{ Items []api.Event }
+	if err := evs.JSON(&list); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Reason == "ReplicaFailed" {
+			t.Errorf("dev-2 saw a replica fail (%s): the failing revision reached it", e.Message)
+		}
+	}
+}

@@ -34,6 +34,10 @@ import (
 // FailExit makes the replica ready, then exit with code 1 shortly after.
 const (
 	LabelFail = "strata.io/fake-fail"
+	// EnvFail in a compute spec's environment does what LabelFail does,
+	// but as part of the spec: a new revision can fail while the one
+	// before it did not (rollout tests).
+	EnvFail = "STRATA_FAKE_FAIL"
 	FailApply = "apply"
 	FailExit  = "exit"
 )
@@ -313,8 +317,12 @@ func (f *Fake) Apply(ctx context.Context, a *api.Assignment) (api.AssignmentStat
 	if a.Provider == api.ProviderLoadbalancer || a.Kind == api.KindLoadbalancer {
 		st.Backends = backends(a.Endpoints)
 	}
+	fail := a.Labels[LabelFail]
+	if c := a.Spec.Compute; c != nil && c.Env[EnvFail] != "" {
+		fail = c.Env[EnvFail]
+	}
 	switch {
-	case a.Labels[LabelFail] == FailApply:
+	case fail == FailApply:
 		st.Phase, st.Reason = api.PhaseError, "fake: apply failed on purpose ("+LabelFail+"="+FailApply+")"
 	case f.cfg.FailureRate > 0 && f.rng.Float64() < f.cfg.FailureRate:
 		st.Phase, st.Reason = api.PhaseError, fmt.Sprintf("fake: injected failure (failureRate %v)", f.cfg.FailureRate)
@@ -324,7 +332,7 @@ func (f *Fake) Apply(ctx context.Context, a *api.Assignment) (api.AssignmentStat
 		st.Since = prev.Since
 	}
 	r.status = st
-	if st.Phase == api.PhaseReady && a.Labels[LabelFail] == FailExit {
+	if st.Phase == api.PhaseReady && fail == FailExit {
 		r.exitSeq++
 		id, seq := a.ID, r.exitSeq
 		r.exit = time.AfterFunc(f.exitDelay, func() { f.exited(id, r, seq) })
