@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	globalapi "github.com/stratahq/strata/global/api"
+	globalconsole "github.com/stratahq/strata/global/console"
 	"github.com/stratahq/strata/global/controller"
 	"github.com/stratahq/strata/global/regions"
 	"github.com/stratahq/strata/global/state"
@@ -197,7 +198,12 @@ func (s *Server) Run(ctx context.Context) error {
 
 	grpcSrv := transport.NewServer(serverTLS, s.log, reg.GRPC()...)
 	svc.RegisterGRPC(grpcSrv)
-	httpSrv := &http.Server{Handler: reg.HTTP(svc.Handler()), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	// The console authenticates in the browser with the user's token;
+	// it sits beside the API, whose handler requires a token everywhere.
+	mux.Handle("/console/", globalconsole.Handler(globalconsole.Options{Logger: s.log}))
+	mux.Handle("/", svc.Handler())
+	httpSrv := &http.Server{Handler: reg.HTTP(mux), ReadHeaderTimeout: 10 * time.Second}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ignoreCanceled(caches.Run(gctx)) })

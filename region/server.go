@@ -33,6 +33,7 @@ import (
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 	regionapi "github.com/stratahq/strata/region/api"
+	"github.com/stratahq/strata/region/console"
 	"github.com/stratahq/strata/region/controller"
 	"github.com/stratahq/strata/region/monitor"
 	"github.com/stratahq/strata/region/state"
@@ -212,9 +213,14 @@ func (s *Server) Run(ctx context.Context) error {
 
 	grpcSrv := transport.NewServer(serverTLS, s.log, reg.GRPC()...)
 	apiSrv.RegisterGRPC(grpcSrv)
-	httpSrv := &http.Server{Handler: reg.HTTP(apiSrv.Handler()), ReadHeaderTimeout: 10 * time.Second}
-
 	g, gctx := errgroup.WithContext(ctx)
+	mux := http.NewServeMux()
+	mux.Handle("/console/", console.Handler(console.Options{
+		Region: cfg.Name, Logger: s.log, Events: evs, Token: cfg.API.Token, Done: gctx.Done(),
+	}))
+	mux.Handle("/", apiSrv.Handler())
+	httpSrv := &http.Server{Handler: reg.HTTP(mux), ReadHeaderTimeout: 10 * time.Second}
+
 	g.Go(func() error { return ignoreCanceled(caches.Run(gctx)) })
 	g.Go(func() error { emitter.Run(gctx); return nil })
 	g.Go(func() error { return ignoreCanceled(apiSrv.Run(gctx)) })

@@ -19,6 +19,7 @@ PACKAGES=(
   redis-server haproxy
   libvirt-daemon-system libvirt-dev qemu-system-x86 qemu-utils
   cpio protobuf-compiler libprotobuf-dev iproute2 iptables
+  chromium
   ca-certificates curl git
 )
 

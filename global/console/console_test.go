@@ -1,0 +1,50 @@
+package console
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestOverview(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle("/console/", Handler(Options{}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	get := func(path string) (*http.Response, string) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := get("/console/")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /console/: %d", resp.StatusCode)
+	}
+	for _, want := range []string{`data-page="overview"`, `static/global.js`, `id="regions"`, `id="login"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %q in the overview", want)
+		}
+	}
+	if !strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") {
+		t.Errorf("no CSP")
+	}
+	// Its own script and the region console's shared files.
+	for _, f := range []string{"global.js", "common.js", "console.css", "logo.svg"} {
+		if resp, body := get("/console/static/" + f); resp.StatusCode != http.StatusOK || body == "" {
+			t.Errorf("GET /console/static/%s: %d", f, resp.StatusCode)
+		}
+	}
+	if resp, _ := get("/console/nodes"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /console/nodes: %d; want 404", resp.StatusCode)
+	}
+	if resp, _ := get("/console"); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /console (redirected): %d", resp.StatusCode)
+	}
+}

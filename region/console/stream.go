@@ -1,0 +1,261 @@
+package console
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratahq/strata/internal/events"
+)
+
+const (
+	// ticketTTL is how long a stream ticket opens streams. A stream, once
+	// open, lives on; a page reconnecting asks for a new ticket.
+	ticketTTL = time.Minute
+	// maxBacklog caps ?backlog=.
+	maxBacklog = 1000
+	// pollBatch is the most events one poll reads; a full batch is
+	// followed by another poll at once.
+	pollBatch = 500
+	// keepAlive is how often an idle stream sends a comment, so that
+	// proxies and the browser see a live connection.
+	keepAlive = 15 * time.Second
+)
+
+// wireEvent is an event as the REST API (GET /v1/events) shows it.
+type wireEvent struct {
+	ID      string            `json:"id"`
+	Time    time.Time         `json:"time"`
+	Type    string            `json:"type"`
+	Reason  string            `json:"reason"`
+	Object  string            `json:"object,omitempty"`
+	Region  string            `json:"region,omitempty"`
+	Message string            `json:"message,omitempty"`
+	Fields  map[string]string `json:"fields,omitempty"`
+}
+
+// ticketResponse is the body of POST /console/events/ticket.
+type ticketResponse struct {
+	// Ticket is "" when the region has no token: open the stream without.
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+}
+
+// ticket trades the bearer token for a stream ticket. Tickets are signed,
+// not stored (HMAC keyed by the token), so any replica of the region with
+// the same token accepts them, and rotating the token voids them.
+func (c *console) ticket(w http.ResponseWriter, r *http.Request) {
+	if c.o.Token == "" {
+		writeJSON(w, http.StatusOK, ticketResponse{})
+		return
+	}
+	if !c.bearerOK(r) {
+		unauthorized(w, "a valid bearer token is required")
+		return
+	}
+	exp := time.Now().Add(ticketTTL).Truncate(time.Second)
+	writeJSON(w, http.StatusOK, ticketResponse{Ticket: c.signTicket(exp), ExpiresAt: exp.UTC()})
+}
+
+func (c *console) signTicket(exp time.Time) string {
+	e := strconv.FormatInt(exp.Unix(), 10)
+	return e + "." + base64.RawURLEncoding.EncodeToString(c.ticketMAC(e))
+}
+
+func (c *console) ticketMAC(exp string) []byte {
+	m := hmac.New(sha256.New, []byte(c.o.Token))
+	fmt.Fprintf(m, "strata-console-stream\x00%s\x00%s", c.o.Region, exp)
+	return m.Sum(nil)
+}
+
+func (c *console) ticketOK(t string, now time.Time) bool {
+	e, sig, ok := strings.Cut(t, ".")
+	if !ok {
+		return false
+	}
+	unix, err := strconv.ParseInt(e, 10, 64)
+	if err != nil || now.After(time.Unix(unix, 0)) {
+		return false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	return err == nil && hmac.Equal(got, c.ticketMAC(e))
+}
+
+func (c *console) bearerOK(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(c.o.Token)) == 1
+}
+
+func unauthorized(w http.ResponseWriter, msg string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="strata-region"`)
+	writeError(w, http.StatusUnauthorized, "Unauthenticated", msg)
+}
+
+// stream serves the region's events as server-sent events:
+//
+//	event: event   data: <wireEvent>, id: <event ID>      each event, oldest first
+//	event: ready   data: {"region": ..., "cursor": ...}   once, after the backlog
+//
+// The cursor is Last-Event-ID (a browser reconnecting), else ?after=; with
+// neither the stream starts at the newest event, after sending the newest
+// ?backlog= events (at most 1000).
+func (c *console) stream(w http.ResponseWriter, r *http.Request) {
+	if c.o.Events == nil {
+		writeError(w, http.StatusServiceUnavailable, "Unavailable", "this console has no event log to stream")
+		return
+	}
+	if c.o.Token != "" && !c.ticketOK(r.URL.Query().Get("ticket"), time.Now()) && !c.bearerOK(r) {
+		unauthorized(w, "a valid stream ticket (POST /console/events/ticket) or bearer token is required")
+		return
+	}
+	q := r.URL.Query()
+	after := r.Header.Get("Last-Event-ID")
+	if after == "" {
+		after = q.Get("after")
+	}
+	if after != "" {
+		if _, err := events.CompareID(after, after); err != nil {
+			writeError(w, http.StatusBadRequest, "InvalidArgument", fmt.Sprintf("after: %q is not an event ID", after))
+			return
+		}
+	}
+	backlog := 0
+	if b := q.Get("backlog"); b != "" {
+		n, err := strconv.Atoi(b)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "InvalidArgument", fmt.Sprintf("backlog: %q is not a count", b))
+			return
+		}
+		backlog = min(n, maxBacklog)
+	}
+
+	ctx := r.Context()
+	var first []events.Event
+	if after == "" {
+		// The newest events: the backlog, and in any case the cursor.
+		evs, err := c.o.Events.Range(ctx, events.Query{Limit: max(backlog, 1), Newest: true})
+		if err != nil {
+			c.log.Warn("console: reading events failed", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "Unavailable", "the event log cannot be read: "+err.Error())
+			return
+		}
+		if backlog > 0 {
+			first = evs
+		}
+		if len(evs) > 0 {
+			after = evs[len(evs)-1].ID
+		}
+	}
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	s := &sseWriter{w: w, rc: rc}
+	s.raw("retry: 3000\n\n")
+	for _, ev := range first {
+		s.sendEvent(ev)
+	}
+	s.send("ready", "", map[string]string{"region": c.o.Region, "cursor": after})
+	if s.flush() != nil {
+		return
+	}
+
+	tick := time.NewTicker(c.o.PollInterval)
+	defer tick.Stop()
+	lastWrite := time.Now()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.o.Done:
+			return
+		case <-tick.C:
+		}
+		for {
+			evs, err := c.o.Events.Range(ctx, events.Query{After: after, Limit: pollBatch})
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if !failing {
+					c.log.Warn("console: polling events failed; retrying", "err", err)
+					failing = true
+				}
+				break
+			}
+			failing = false
+			for _, ev := range evs {
+				s.sendEvent(ev)
+				after = ev.ID
+			}
+			if len(evs) > 0 {
+				lastWrite = time.Now()
+			}
+			if len(evs) < pollBatch {
+				break
+			}
+		}
+		if time.Since(lastWrite) >= keepAlive {
+			s.raw(": keep-alive\n\n")
+			lastWrite = time.Now()
+		}
+		if s.flush() != nil {
+			return // the browser left
+		}
+	}
+}
+
+// sseWriter writes server-sent events and remembers the first error.
+type sseWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	err error
+}
+
+func (s *sseWriter) raw(text string) {
+	if s.err == nil {
+		_, s.err = s.w.Write([]byte(text))
+	}
+}
+
+func (s *sseWriter) send(event, id string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.err = errors.Join(s.err, err)
+		return
+	}
+	var sb strings.Builder
+	if id != "" {
+		sb.WriteString("id: " + id + "\n")
+	}
+	sb.WriteString("event: " + event + "\n")
+	// JSON has no raw newlines, so one data line suffices.
+	sb.WriteString("data: ")
+	sb.Write(b)
+	sb.WriteString("\n\n")
+	s.raw(sb.String())
+}
+
+func (s *sseWriter) sendEvent(ev events.Event) {
+	s.send("event", ev.ID, wireEvent(ev))
+}
+
+func (s *sseWriter) flush() error {
+	if s.err != nil {
+		return s.err
+	}
+	s.err = s.rc.Flush()
+	return s.err
+}
