@@ -187,6 +187,7 @@ func (s *Server) Run(ctx context.Context) error {
 		DownAfter:         cfg.Regions.DownAfter,
 		ProbeTimeout:      cfg.Regions.ProbeTimeout,
 		Reverter:          svc,
+		Pruner:            svc,
 		Metrics:           reg.Controller(),
 		MonitorMetrics:    reg.Monitor(),
 		Logger:            s.log,

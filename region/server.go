@@ -380,6 +380,16 @@ func (s *Server) federate(ctx context.Context, caches *state.Caches, tlsCfg *tls
 	var seq uint64
 	failing := false
 	for {
+		// Only the leading replica speaks for the region, so that the
+		// registered endpoint does not flip between replicas.
+		if s.leaderID() != s.cfg.ID {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(interval / 4):
+			}
+			continue
+		}
 		seq++
 		region := &resourcev1.Region{
 			Name:       s.cfg.Name,

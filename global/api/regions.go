@@ -37,12 +37,27 @@ func (s *Service) GetRegion(ctx context.Context, name string) (api.Region, error
 		return api.Region{}, storeErr(err, "region", name)
 	}
 	r := regionView(it)
-	if st, err := s.st.RegionStatus.Get(ctx, name); err == nil {
-		r.Status = st.Value
+	st := api.RegionStatus{Health: api.HealthUnknown}
+	if cur, err := s.st.RegionStatus.Get(ctx, name); err == nil {
+		st = *cur.Value
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return api.Region{}, storeErr(err, "region status", name)
 	}
+	if b, ok := s.regionBeats(ctx)[name]; ok {
+		withBeat(&st, b)
+	}
+	r.Status = &st
 	return r, nil
+}
+
+// withBeat fills a region status with the numbers of its last heartbeat.
+func withBeat(st *api.RegionStatus, b heartbeat.Beat) {
+	st.LastHeartbeat = b.At
+	st.Nodes = int(b.Metrics["nodes"])
+	st.NodesUp = int(b.Metrics["nodes_up"])
+	st.Resources = int(b.Metrics["resources"])
+	st.Replicas = int(b.Metrics["replicas"])
+	st.Ready = int(b.Metrics["ready"])
 }
 
 // ListRegions returns every region, by name, from the caches.
@@ -74,12 +89,7 @@ func (s *Service) listRegions(ctx context.Context) ([]api.Region, error) {
 		// Health comes from the monitor (etcd, transitions only); the
 		// numbers and the last heartbeat from the heartbeat itself.
 		if b, ok := beats[it.Name]; ok {
-			st.LastHeartbeat = b.At
-			st.Nodes = int(b.Metrics["nodes"])
-			st.NodesUp = int(b.Metrics["nodes_up"])
-			st.Resources = int(b.Metrics["resources"])
-			st.Replicas = int(b.Metrics["replicas"])
-			st.Ready = int(b.Metrics["ready"])
+			withBeat(&st, b)
 		}
 		out[i].Status = &st
 	}

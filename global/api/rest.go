@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/metrics"
 )
 
 // Handler returns the REST API: JSON in and out, every error as an
@@ -25,11 +26,20 @@ func (s *Service) Handler() http.Handler {
 	for _, rt := range h.routes() {
 		mux.Handle(rt.pattern, h.endpoint(rt.fn))
 	}
-	mux.HandleFunc("GET /v1/resources/{name}/logs", h.logs)
-	mux.HandleFunc("GET /v1/events", h.events)
+	mux.HandleFunc("GET /v1/resources/{name}/logs", noted(h.logs))
+	mux.HandleFunc("GET /v1/events", noted(h.events))
+	mux.Handle("GET /v1/openapi.json", s.OpenAPIHandler())
 	mux.HandleFunc("GET /healthz", h.healthz)
 	mux.HandleFunc("GET /readyz", h.readyz)
 	return h.recoverPanics(h.logRequests(h.authenticate(h.routed(mux))))
+}
+
+// noted records a streaming handler's route for the metrics.
+func noted(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		metrics.NoteRoute(r)
+		h(w, r)
+	}
 }
 
 type rest struct {
@@ -81,6 +91,10 @@ func (h *rest) routes() []route {
 		{"POST /v1/regions/{region}/nodes/{node}/uncordon", h.uncordonNode},
 		{"POST /v1/regions/{region}/nodes/{node}/drain", h.drainNode},
 		{"GET /v1/regions/{region}/nodes/{node}/drain", h.getDrain},
+
+		{"POST /v1/tokens", h.createToken},
+		{"GET /v1/tokens", h.listTokens},
+		{"DELETE /v1/tokens/{id}", h.deleteToken},
 
 		{"GET /v1/status", h.status},
 	}
@@ -434,6 +448,7 @@ func (l list[T]) MarshalJSON() ([]byte, error) {
 // and JSON body (or error) on the way out.
 func (h *rest) endpoint(fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		metrics.NoteRoute(r)
 		r.Body = http.MaxBytesReader(w, r.Body, h.svc.maxBody)
 		code, body, err := fn(r)
 		if err != nil {
@@ -614,7 +629,7 @@ func (c *captured) Write(b []byte) (int, error) {
 // are open: a load balancer has no token.
 func (h *rest) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/v1/openapi.json" {
 			next.ServeHTTP(w, r)
 			return
 		}

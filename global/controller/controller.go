@@ -61,6 +61,8 @@ type Options struct {
 	// Reverter performs auto-reverts of failed rollouts; nil disables
 	// them.
 	Reverter Reverter
+	// Pruner forgets old idempotency keys; nil keeps them.
+	Pruner Pruner
 	// Metrics and MonitorMetrics may be nil.
 	Metrics        *metrics.Controller
 	MonitorMetrics *metrics.Monitor
@@ -133,6 +135,29 @@ func New(o Options) *Controller {
 	o.Caches.RegionFeed.Subscribe(func([]store.Change[api.Region]) { c.markAll() })
 	o.Caches.RegionStatusFeed.Subscribe(func([]store.Change[api.RegionStatus]) { c.markAll() })
 	return c
+}
+
+// Pruner forgets the idempotency keys older than a day.
+type Pruner interface {
+	PruneRequests(ctx context.Context, olderThan time.Duration) (int, error)
+}
+
+// prune forgets old idempotency keys every ten minutes while leading.
+func (c *Controller) prune(ctx context.Context) {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := c.o.Pruner.PruneRequests(ctx, 24*time.Hour); err != nil {
+			c.log.Warn("pruning idempotency keys failed", "err", err)
+		} else if n > 0 {
+			c.log.Info("pruned idempotency keys", "count", n)
+		}
+	}
 }
 
 // Propagations returns how many placements regions applied under this
@@ -211,6 +236,13 @@ func (c *Controller) Lead(ctx context.Context, guard Guard) error {
 		defer wg.Done()
 		c.monitor(ctx, guard)
 	}()
+	if c.o.Pruner != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.prune(ctx)
+		}()
+	}
 	c.markAll()
 	resync := time.NewTicker(c.o.Resync)
 	defer resync.Stop()

@@ -96,7 +96,7 @@ server picks a ready one. -f follows new output until Ctrl-C.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&q.Replica, "replica", "", "replica id (see `stratactl get replicas RESOURCE`)")
+	f.StringVar(&q.Replica, "replica", "", "replica id, as listed by \"stratactl get replicas RESOURCE\" (default: the first ready one)")
 	f.BoolVarP(&q.Follow, "follow", "f", false, "keep printing new output until Ctrl-C")
 	f.IntVar(&q.Tail, "tail", 0, "start with the last N lines (default: everything the node kept)")
 	return cmd

@@ -22,9 +22,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stratahq/strata/agent"
+	"github.com/stratahq/strata/global"
 	globalapi "github.com/stratahq/strata/global/api"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/global"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"

@@ -113,14 +113,31 @@ func (r *Registry) HTTP(next http.Handler) http.Handler {
 		}
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		holder := new(string)
+		req = req.WithContext(context.WithValue(req.Context(), routeKey{}, holder))
 		next.ServeHTTP(rec, req)
-		route := req.Pattern
+		route := *holder
+		if route == "" {
+			route = req.Pattern
+		}
 		if route == "" {
 			route = "unmatched"
 		}
 		r.httpRequests.WithLabelValues(req.Method, route, strconv.Itoa(rec.code)).Inc()
 		r.httpDuration.WithLabelValues(req.Method, route).Observe(time.Since(start).Seconds())
 	})
+}
+
+type routeKey struct{}
+
+// NoteRoute records the route pattern that matched r for the HTTP
+// metrics. Handlers behind middleware that copies the request (to add an
+// identity to its context) call it, since the metrics middleware never
+// sees the copy the mux marked.
+func NoteRoute(r *http.Request) {
+	if h, ok := r.Context().Value(routeKey{}).(*string); ok && r.Pattern != "" {
+		*h = r.Pattern
+	}
 }
 
 type statusRecorder struct {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/metrics"
 )
 
 // CordonRequest is the body of POST /v1/nodes/{name}/cordon (optional).
@@ -171,6 +172,7 @@ func (s *Server) endpoint(h func(r *http.Request) (any, error)) http.Handler {
 // MaxBodyBytes, unknown fields rejected, nothing after the object.
 func (s *Server) endpointBody(h func(r *http.Request, dec decodeFunc) (any, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		metrics.NoteRoute(r)
 		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
 		v, err := h(r, func(v any) error { return decodeBody(r.Body, v) })
 		if err != nil {
