@@ -19,6 +19,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/testenv"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	"github.com/stratahq/strata/providers/fake"
@@ -975,7 +976,7 @@ func buildFakePlugin(t *testing.T) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go tool to build the plugin")
+		testenv.Missing(t, "the go tool (to build the fake plugin)", err)
 	}
 	bin := filepath.Join(t.TempDir(), "fakeplugin")
 	cmd := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, "github.com/stratahq/strata/providers/fake/fakeplugin")

@@ -12,7 +12,9 @@ import (
 
 type netDialer struct{}
 
-func (netDialer) dial(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
+func (netDialer) dial(addr string) (net.Conn, error) {
+	return net.DialTimeout("tcp", addr, time.Second)
+}
 
 // goBench runs one Go benchmark and returns the value of a metric it
 // reports ("ns/op", "ns/replica", ...).

@@ -42,7 +42,7 @@ type suite struct {
 	token   string
 }
 
-func (s *suite) strata() string { return filepath.Join(s.o.bin, "strata") }
+func (s *suite) strata() string  { return filepath.Join(s.o.bin, "strata") }
 func (s *suite) etcdBin() string { return filepath.Join(s.o.bin, "etcd") }
 
 func (s *suite) run(ctx context.Context) error {

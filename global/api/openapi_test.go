@@ -637,7 +637,7 @@ func TestOpenAPIHandler(t *testing.T) {
 // properties of its schema.
 func TestOpenAPIStatusCodes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("needs an embedded etcd")
+		t.Skip("-short: needs an embedded etcd")
 	}
 	doc := loadOpenAPI(t)
 	served := handlerRoutes(t)

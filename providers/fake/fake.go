@@ -37,7 +37,7 @@ const (
 	// EnvFail in a compute spec's environment does what LabelFail does,
 	// but as part of the spec: a new revision can fail while the one
 	// before it did not (rollout tests).
-	EnvFail = "STRATA_FAKE_FAIL"
+	EnvFail   = "STRATA_FAKE_FAIL"
 	FailApply = "apply"
 	FailExit  = "exit"
 )

@@ -349,7 +349,7 @@ const (
 func TestHelperAgent(t *testing.T) {
 	bin := os.Getenv(helperPluginEnv)
 	if bin == "" {
-		t.Skip("helper process of TestPlugin/DiesWithAgent")
+		t.Skip("not a test on its own: the helper process of TestPlugin/DiesWithAgent, which CI runs")
 	}
 	p, err := provider.StartPlugin(t.Context(), provider.PluginConfig{Name: "orphan", Binary: bin, DataDir: os.Getenv(helperDirEnv)}, nil)
 	if err != nil {
