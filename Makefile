@@ -19,15 +19,16 @@ STATICCHECK        := honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build dev deps tools proto proto-check lint test test-unit bench clean
+.PHONY: all build dev deps tools proto proto-check lint test test-unit bench clean images
 
 all: build
 
-## build: the strata and stratactl binaries, and a real etcd server for tests
+## build: strata, stratactl, the libvirt provider plugin (cgo), and a real etcd server for tests
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/strata ./cmd/strata
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/stratactl ./cmd/stratactl
+	CGO_ENABLED=1 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/strata-provider-libvirt ./cmd/strata-provider-libvirt
 	$(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
 
 ## dev: build and run the all-in-one cluster (Ctrl-C stops it; data stays in $(DEV_DIR))
@@ -37,6 +38,11 @@ dev: build
 ## deps: install the Debian packages and start the daemons the tests need
 deps:
 	./deploy/dev/deps.sh
+
+## images: the busybox OCI archive (containers) and the kernel + initramfs (VMs), built offline
+images:
+	./deploy/dev/images.sh .cache/images
+	./deploy/dev/vm-image.sh .cache/vm
 
 ## tools: protoc plugins and staticcheck, from the Go module proxy
 tools:
@@ -64,7 +70,7 @@ lint: proto-check
 	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed; skipped"; fi
 
 ## test: everything CI runs (installs dependencies first, idempotently)
-test: deps tools build lint
+test: deps tools build images lint
 	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./...
 
 ## test-unit: the fast tests only (no real daemons)

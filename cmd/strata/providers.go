@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/stratahq/strata/providers/containerd"
 	"github.com/stratahq/strata/providers/fake"
 	"github.com/stratahq/strata/providers/haproxy"
 	"github.com/stratahq/strata/providers/provider"
@@ -10,6 +11,7 @@ import (
 // own plugin binary (it needs cgo).
 func providers() *provider.Registry {
 	r := provider.NewRegistry()
+	r.Register("containerd", containerd.Factory)
 	r.Register("fake", fake.Factory)
 	r.Register("haproxy", haproxy.Factory)
 	return r

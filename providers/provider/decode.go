@@ -37,7 +37,7 @@ func Decode(cfg map[string]any, out any) error {
 		return fmt.Errorf("provider options: %w", err)
 	}
 	if err := d.Decode(cfg); err != nil {
-		return fmt.Errorf("provider options: %s: %w", describe(err), api.ErrInvalid)
+		return fmt.Errorf("provider options: %s: %w", describe(err, typeName(out)), api.ErrInvalid)
 	}
 	return nil
 }
@@ -45,7 +45,7 @@ func Decode(cfg map[string]any, out any) error {
 // describe rewrites mapstructure's multi-line report into one line in the
 // words of a config file ("unknown option foo; option ApplyLatency: ..."),
 // because it ends up in the agent's start-up error.
-func describe(err error) string {
+func describe(err error, root string) string {
 	errs := []error{err}
 	var joined interface{ Unwrap() []error }
 	if errors.As(err, &joined) {
@@ -59,18 +59,41 @@ func describe(err error) string {
 			continue
 		}
 		inner := de.Unwrap().Error()
+		name := optionPath(de.Name(), root)
 		if keys, ok := strings.CutPrefix(inner, "has invalid keys: "); ok {
 			for k := range strings.SplitSeq(keys, ", ") {
-				if de.Name() != "" {
-					k = de.Name() + "." + k
+				if name != "" {
+					k = name + "." + k
 				}
 				msgs = append(msgs, "unknown option "+k)
 			}
 			continue
 		}
-		msgs = append(msgs, "option "+de.Name()+": "+inner)
+		msgs = append(msgs, "option "+name+": "+inner)
 	}
 	return strings.Join(msgs, "; ")
+}
+
+// optionPath drops the Go type mapstructure (v2.5 and later) puts in
+// front of a field's path ("fake.Config.applyLatency" → "applyLatency"):
+// a config file knows option names, not Go types.
+func optionPath(name, root string) string {
+	if name == root {
+		return ""
+	}
+	return strings.TrimPrefix(name, root+".")
+}
+
+// typeName is the name mapstructure gives the decoding target.
+func typeName(out any) string {
+	t := reflect.TypeOf(out)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return ""
+	}
+	return t.String()
 }
 
 // stringToDuration parses Go duration strings into time.Duration and

@@ -311,6 +311,14 @@ func (s *suite) testConcurrentApply(t *testing.T, kind api.ProviderKind) {
 	as := make([]*api.Assignment, n)
 	for i := range as {
 		as[i] = s.assignment(t, kind, newID(t, "conc"))
+		id := as[i].ID
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), callTimeout)
+			defer cancel()
+			if err := p.Delete(ctx, &api.Assignment{ID: id}, time.Second); err != nil {
+				t.Errorf("clean-up: Delete %s: %v", id, err)
+			}
+		})
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, n)

@@ -1,0 +1,188 @@
+package containerd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+
+	"github.com/stratahq/strata/internal/api"
+)
+
+// Delete implements provider.Provider: the container (stopped with
+// SIGTERM, then SIGKILL after grace), its snapshot, network namespace,
+// CNI attachment, hosts and log files; for a Volume replica, the volume.
+// A Compute replica's volumes are never touched. With only an id, the
+// replica is whatever holds that id.
+func (p *Provider) Delete(ctx context.Context, a *api.Assignment, grace time.Duration) error {
+	if a == nil || a.ID == "" {
+		return api.Invalid("id", "is required")
+	}
+	if err := validIdentifier(a.ID); err != nil {
+		// No replica can have this id.
+		return nil
+	}
+	ctx = p.nsCtx(ctx)
+	unlock, err := p.replicaLocks.lock(ctx, a.ID)
+	if err != nil {
+		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
+	}
+	defer unlock()
+	p.cancelRestart(a.ID)
+
+	c, err := p.container(ctx, a.ID)
+	if err != nil {
+		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
+	}
+	if c == nil || a.Kind == api.KindVolume {
+		v, err := p.readVolume(a.ID)
+		if err != nil {
+			return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
+		}
+		if v != nil {
+			if err := p.deleteVolume(v); err != nil {
+				return fmt.Errorf("containerd: delete: %w", err)
+			}
+			p.log.Info("volume deleted", "id", a.ID)
+			return nil
+		}
+		if a.Kind == api.KindVolume {
+			// A directory whose record was never written.
+			if err := os.RemoveAll(p.volumeDir(a.ID)); err != nil {
+				return fmt.Errorf("containerd: delete volume %s: %w", a.ID, err)
+			}
+			return nil
+		}
+	}
+	// Without a container, this still clears what a crashed Apply may
+	// have left: snapshot, network namespace, CNI attachment.
+	if grace <= 0 {
+		var labels map[string]string
+		if c != nil {
+			labels = c.Labels
+		}
+		grace = graceOf(a, labels)
+	}
+	if err := p.removeCompute(ctx, a.ID, grace); err != nil {
+		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
+	}
+	p.forgetCrashes(a.ID)
+	if err := removeFiles(p.logPath(a.ID)); err != nil {
+		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
+	}
+	if c != nil {
+		now := time.Now()
+		p.notify(api.AssignmentStatus{
+			ID: a.ID, Node: p.node, ObservedGeneration: labelInt(c.Labels, LabelGeneration),
+			Phase: api.PhaseDestroyed, ProviderID: p.providerID(a.ID), Since: now, UpdatedAt: now,
+		})
+		p.log.Info("container deleted", "id", a.ID)
+	}
+	return nil
+}
+
+// removeCompute stops and removes everything of a Compute replica but
+// its log file and volumes: task, container, snapshot, network, hosts
+// file. The caller holds the replica's lock. Absent parts are fine, so
+// that it also finishes what a crashed Apply or Delete left.
+func (p *Provider) removeCompute(ctx context.Context, id string, grace time.Duration) error {
+	var errs []error
+	c, err := p.client.LoadContainer(ctx, id)
+	switch {
+	case isNotFound(err):
+	case err != nil:
+		return err
+	default:
+		t, err := c.Task(ctx, nil)
+		switch {
+		case isNotFound(err):
+		case err != nil:
+			return fmt.Errorf("task: %w", err)
+		default:
+			if err := p.stopTask(ctx, t, grace); err != nil {
+				return err
+			}
+			if _, err := t.Delete(ctx, client.WithProcessKill); err != nil && !isNotFound(err) {
+				return fmt.Errorf("delete task: %w", err)
+			}
+		}
+		if err := c.Delete(ctx, client.WithSnapshotCleanup); err != nil && !isNotFound(err) {
+			return fmt.Errorf("delete container: %w", err)
+		}
+	}
+	// A container that failed to be created may have left its snapshot.
+	p.removeSnapshot(ctx, id)
+	if err := p.teardownNetwork(ctx, id); err != nil {
+		errs = append(errs, fmt.Errorf("network: %w", err))
+	}
+	if err := removeFiles(p.hostsPath(id)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// stopTask sends SIGTERM and waits up to grace for the task to exit, then
+// kills it.
+func (p *Provider) stopTask(ctx context.Context, t client.Task, grace time.Duration) error {
+	st, err := t.Status(ctx)
+	if err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("task status: %w", err)
+	}
+	if st.Status != client.Running && st.Status != client.Paused && st.Status != client.Pausing {
+		return nil
+	}
+	// Wait before Kill: an exit between the two would be missed.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	exited, err := t.Wait(wctx)
+	if err != nil {
+		return fmt.Errorf("wait task: %w", err)
+	}
+	if err := t.Kill(ctx, syscall.SIGTERM); err != nil && !isNotFound(err) {
+		return fmt.Errorf("stop task: %w", err)
+	}
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+	}
+	p.log.Info("task ignored SIGTERM; killing it", "id", t.ID(), "grace", grace)
+	if err := t.Kill(ctx, syscall.SIGKILL, client.WithKillAll); err != nil && !isNotFound(err) {
+		return fmt.Errorf("kill task: %w", err)
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// removeSnapshot removes the snapshot named id, if any.
+func (p *Provider) removeSnapshot(ctx context.Context, id string) {
+	err := p.client.SnapshotService(p.cfg.Snapshotter).Remove(ctx, id)
+	if err != nil && !isNotFound(err) {
+		p.log.Warn("remove snapshot", "id", id, "err", err)
+	}
+}
+
+func removeFiles(paths ...string) error {
+	var errs []error
+	for _, path := range paths {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,371 @@
+package containerd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+
+	"github.com/stratahq/strata/internal/api"
+)
+
+// TestBridgeNetwork runs two web servers on a bridge, fetches each one's
+// page from a third container, and checks that deleting them leaves
+// nothing: no container, task, snapshot, network namespace, CNI cached
+// address or NAT rule, and no bridge.
+func TestBridgeNetwork(t *testing.T) {
+	e := newEnv(t)
+	const (
+		bridge   = "st-test0"
+		subnet   = "10.213.0.0/24"
+		hostPort = 18081
+	)
+	freshBridge(t, bridge)
+	attach := func(host int) *api.NetworkAttachment {
+		return &api.NetworkAttachment{Network: "test", Bridge: bridge, Subnet: subnet, Gateway: "10.213.0.1", Address: fmt.Sprintf("10.213.0.%d", host)}
+	}
+	// Each server serves its own hostname; the shell stays pid 1 so that
+	// SIGTERM stops it at once.
+	serve := []string{"sh", "-c", `mkdir -p /www && hostname > /www/index.html && httpd -f -v -p 80 -h /www & trap 'exit 0' TERM; wait`}
+	servers := []string{"web-a-" + randomSuffix(t), "web-b-" + randomSuffix(t)}
+	var all []string
+	for i, id := range servers {
+		a := e.assignment(id, serve...)
+		a.Network = attach(11 + i)
+		if i == 0 {
+			a.Spec.Compute.Ports = []api.PortSpec{{Name: "http", ContainerPort: 80, HostPort: hostPort, Protocol: "tcp"}}
+		}
+		st := e.apply(t, a)
+		if st.Phase != api.PhaseReady {
+			t.Fatalf("Apply %s: got phase %s (%s); want ready", id, st.Phase, st.Reason)
+		}
+		if st.Address != a.Network.Address {
+			t.Errorf("Apply %s: got address %q; want %q", id, st.Address, a.Network.Address)
+		}
+		all = append(all, id)
+	}
+
+	// httpd may take a moment to listen: the client retries.
+	client := "wget-" + randomSuffix(t)
+	a := e.assignment(client, "sh", "-c",
+		`for ip in 10.213.0.11 10.213.0.12; do
+		   n=0; until timeout 5 wget -q -O - http://$ip/; do n=$((n+1)); [ $n -ge 50 ] && exit 1; sleep 0.1; done
+		 done`)
+	a.Network = attach(13)
+	a.Spec.Compute.RestartPolicy = api.RestartNever
+	e.apply(t, a)
+	all = append(all, client)
+	st := e.waitStatus(t, client, "exits", func(st api.AssignmentStatus) bool { return st.ExitCode != nil })
+	if *st.ExitCode != 0 {
+		t.Fatalf("client exited with %d (%s); want 0; its output:\n%s", *st.ExitCode, st.Reason, e.logs(t, client))
+	}
+	// Each page is its server's hostname.
+	e.waitLogs(t, client, servers...)
+	for _, id := range servers {
+		// busybox httpd -v logs every response.
+		e.waitLogs(t, id, "response:200")
+	}
+
+	// The first server's port is published on the host (portmap).
+	for _, host := range hostAddresses(t) {
+		url := fmt.Sprintf("http://%s/", net.JoinHostPort(host, strconv.Itoa(hostPort)))
+		page, err := httpGet(url)
+		if err != nil || strings.TrimSpace(page) != servers[0] {
+			t.Errorf("GET %s: got %q (%v); want %q", url, page, err, servers[0])
+		}
+	}
+
+	ports, err := readBridge(bridge)
+	if err != nil || len(ports) != 3 {
+		t.Errorf("bridge %s: got ports %v (%v); want 3", bridge, ports, err)
+	}
+	for _, id := range all {
+		if err := e.p.Delete(e.ctx(t), &api.Assignment{ID: id}, time.Second); err != nil {
+			t.Fatalf("Delete %s: %v", id, err)
+		}
+	}
+	for _, id := range all {
+		e.checkGone(t, id)
+		if rules := natRules(t, id); rules != "" {
+			t.Errorf("NAT rules of %s: got %s; want none", id, rules)
+		}
+	}
+	if snaps := e.activeSnapshots(t); len(snaps) > 0 {
+		t.Errorf("snapshots: got %v; want none but image layers", snaps)
+	}
+	if _, err := readBridge(bridge); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("bridge %s: got %v; want it removed with its last replica", bridge, err)
+	}
+}
+
+// TestBridgeSharedByReplicas checks that the bridge stays while a
+// replica uses it, and that a replica without a network gets loopback
+// only.
+func TestBridgeSharedByReplicas(t *testing.T) {
+	e := newEnv(t)
+	const bridge = "st-test1"
+	freshBridge(t, bridge)
+	attach := func(host int) *api.NetworkAttachment {
+		return &api.NetworkAttachment{Network: "shared", Bridge: bridge, Subnet: "10.213.2.0/24", Address: fmt.Sprintf("10.213.2.%d", host)}
+	}
+	first, second := e.assignment("shared-1-"+randomSuffix(t)), e.assignment("shared-2-"+randomSuffix(t))
+	first.Network, second.Network = attach(11), attach(12)
+	e.apply(t, first)
+	e.apply(t, second)
+	if err := e.p.Delete(e.ctx(t), first, time.Second); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if ports, err := readBridge(bridge); err != nil || len(ports) != 1 {
+		t.Errorf("bridge %s after deleting one of two replicas: got ports %v (%v); want 1", bridge, ports, err)
+	}
+
+	lo := e.assignment("lo-"+randomSuffix(t), "sh", "-c", `ip -o addr; echo done`)
+	lo.Spec.Compute.RestartPolicy = api.RestartNever
+	e.apply(t, lo)
+	e.waitStatus(t, lo.ID, "exits", func(st api.AssignmentStatus) bool { return st.ExitCode != nil })
+	out := e.waitLogs(t, lo.ID, "done")
+	if !strings.Contains(out, "127.0.0.1") || strings.Contains(out, "eth0") {
+		t.Errorf("interfaces without a network: got %q; want loopback (up, 127.0.0.1) only", out)
+	}
+
+	if err := e.p.Delete(e.ctx(t), second, time.Second); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := readBridge(bridge); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("bridge %s after its last replica: got %v; want it removed", bridge, err)
+	}
+}
+
+// freshBridge makes sure bridge does not exist before a test that checks
+// its removal: an unused one left by an interrupted run is removed, one
+// in use means another run is on it.
+func freshBridge(t *testing.T, bridge string) {
+	t.Helper()
+	ports, err := readBridge(bridge)
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err != nil || len(ports) > 0 {
+		t.Fatalf("bridge %s is in use (ports %v, %v): is another run of these tests on this host?", bridge, ports, err)
+	}
+	t.Logf("removing bridge %s left by an interrupted run", bridge)
+	if err := deleteLink(bridge); err != nil {
+		t.Fatalf("remove bridge %s: %v", bridge, err)
+	}
+}
+
+// hostAddresses are the host's own IPv4 addresses to reach a published
+// port on: loopback and the first other interface's.
+func hostAddresses(t *testing.T) []string {
+	t.Helper()
+	out := []string{"127.0.0.1"}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatalf("interfaces: %v", err)
+	}
+	for _, ifi := range ifs {
+		if ifi.Flags&net.FlagUp == 0 || ifi.Flags&net.FlagLoopback != 0 || strings.HasPrefix(ifi.Name, "st-") || strings.HasPrefix(ifi.Name, "veth") {
+			continue
+		}
+		addrs, _ := ifi.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+				return append(out, ipn.IP.String())
+			}
+		}
+	}
+	return out
+}
+
+// httpGet fetches url, retrying briefly while the server starts.
+func httpGet(url string) (string, error) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	var err error
+	for range 20 {
+		var resp *http.Response
+		resp, err = c.Get(url)
+		if err == nil {
+			b, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return string(b), fmt.Errorf("status %s", resp.Status)
+			}
+			return string(b), rerr
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return "", err
+}
+
+// natRules returns the iptables NAT rules mentioning id (the bridge
+// plugin's masquerading, portmap's forwards); "" without iptables.
+func natRules(t *testing.T, id string) string {
+	t.Helper()
+	out, err := exec.Command("iptables", "-t", "nat", "-S").Output()
+	if err != nil {
+		t.Logf("iptables: %v; NAT rules not checked", err)
+		return ""
+	}
+	var hits []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, id) {
+			hits = append(hits, l)
+		}
+	}
+	return strings.Join(hits, "; ")
+}
+
+func TestBuildConflist(t *testing.T) {
+	base := func() *api.Assignment {
+		return &api.Assignment{
+			ID:      "r1",
+			Spec:    api.ResourceSpec{Compute: &api.ComputeSpec{}},
+			Network: &api.NetworkAttachment{Network: "prod", Bridge: "st-prod", Subnet: "10.1.0.0/16", Gateway: "10.1.0.1", Address: "10.1.2.3"},
+		}
+	}
+	tests := []struct {
+		name    string
+		change  func(a *api.Assignment)
+		want    string // conflist JSON; "" when an error is wanted
+		wantErr string
+	}{
+		{
+			name: "bridge with static address",
+			want: `{"cniVersion":"1.0.0","name":"prod","plugins":[` +
+				`{"bridge":"st-prod","hairpinMode":true,"ipMasq":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
+				`{"type":"loopback"}]}`,
+		},
+		{
+			name: "host ports add portmap",
+			change: func(a *api.Assignment) {
+				a.Spec.Compute.Ports = []api.PortSpec{{ContainerPort: 80, HostPort: 8080}, {ContainerPort: 53, HostPort: 5353, Protocol: "UDP"}, {ContainerPort: 9000}}
+			},
+			want: `{"cniVersion":"1.0.0","name":"prod","plugins":[` +
+				`{"bridge":"st-prod","hairpinMode":true,"ipMasq":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
+				`{"type":"loopback"},` +
+				`{"runtimeConfig":{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"},{"hostPort":5353,"containerPort":53,"protocol":"udp"}]},"snat":true,"type":"portmap"}]}`,
+		},
+		{
+			name:   "no gateway takes the subnet's first host",
+			change: func(a *api.Assignment) { a.Network.Gateway = "" },
+			want: `{"cniVersion":"1.0.0","name":"prod","plugins":[` +
+				`{"bridge":"st-prod","hairpinMode":true,"ipMasq":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
+				`{"type":"loopback"}]}`,
+		},
+		{
+			name:   "no network is loopback only",
+			change: func(a *api.Assignment) { a.Network = nil },
+			want:   `{"cniVersion":"1.0.0","name":"strata-loopback","plugins":[{"type":"loopback"}]}`,
+		},
+		{name: "address outside the subnet", change: func(a *api.Assignment) { a.Network.Address = "10.2.0.1" }, wantErr: "outside subnet"},
+		{name: "bad subnet", change: func(a *api.Assignment) { a.Network.Subnet = "10.1.0.0" }, wantErr: "subnet"},
+		{name: "bad address", change: func(a *api.Assignment) { a.Network.Address = "ten" }, wantErr: "not an IP"},
+		{name: "no bridge", change: func(a *api.Assignment) { a.Network.Bridge = "" }, wantErr: "no bridge"},
+		{name: "bridge name too long", change: func(a *api.Assignment) { a.Network.Bridge = "strata-bridge-prod" }, wantErr: "longer than 15"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := base()
+			if tc.change != nil {
+				tc.change(a)
+			}
+			cl, err := buildConflist(a)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("buildConflist: got %v; want an error containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("buildConflist: %v", err)
+			}
+			b, err := json.Marshal(cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(b) != tc.want {
+				t.Errorf("conflist:\ngot  %s\nwant %s", b, tc.want)
+			}
+		})
+	}
+}
+
+// TestNetworkRestored checks that a replica whose network namespace and
+// bridge vanished with its task (a reboot) gets them back when the
+// supervisor of the next provider restarts it.
+func TestNetworkRestored(t *testing.T) {
+	e := newEnv(t)
+	const bridge = "st-test2"
+	freshBridge(t, bridge)
+	a := e.assignment("restored-"+randomSuffix(t), "sh", "-c", `ip -o -4 addr show eth0; trap 'exit 0' TERM; sleep 3600 & wait`)
+	a.Network = &api.NetworkAttachment{Network: "restore", Bridge: bridge, Subnet: "10.213.4.0/24", Address: "10.213.4.11"}
+	e.apply(t, a)
+	e.waitLogs(t, a.ID, "inet 10.213.4.11/24")
+	pid := e.pid(t, a.ID)
+	if err := e.p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	// The reboot: the task, the namespace's mount and the bridge go;
+	// containerd keeps the container.
+	ctx := e.p.nsCtx(e.ctx(t))
+	c, err := client.New(DefaultAddress, client.WithDefaultNamespace(e.ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctr, err := c.LoadContainer(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := ctr.Task(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := task.Delete(ctx, client.WithProcessKill); err != nil {
+		t.Fatalf("delete task: %v", err)
+	}
+	if err := removeNetNS(e.p.netnsPath(a.ID)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "veth gone with its namespace", func() (bool, string) {
+		ports, err := readBridge(bridge)
+		return err == nil && len(ports) == 0, fmt.Sprintf("ports %v, %v", ports, err)
+	})
+	if err := deleteLink(bridge); err != nil {
+		t.Fatal(err)
+	}
+
+	e.p = e.open(t, e.p.cfg)
+	st := e.waitStatus(t, a.ID, "restarted", func(st api.AssignmentStatus) bool { return st.Phase == api.PhaseReady && st.Restarts == 1 })
+	if st.Address != "10.213.4.11" {
+		t.Errorf("restarted: got address %q; want 10.213.4.11", st.Address)
+	}
+	if e.pid(t, a.ID) == pid {
+		t.Errorf("restarted: got the old task's pid; want a new task")
+	}
+	eventually(t, "the new task reports its address", func() (bool, string) {
+		logs := e.logs(t, a.ID)
+		return strings.Count(logs, "inet 10.213.4.11/24") == 2, logs
+	})
+	if ports, err := readBridge(bridge); err != nil || len(ports) != 1 {
+		t.Errorf("bridge %s: got ports %v, %v; want the replica's veth", bridge, ports, err)
+	}
+	if err := e.p.Delete(e.ctx(t), a, time.Second); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	e.checkGone(t, a.ID)
+	if _, err := readBridge(bridge); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("bridge %s: got %v; want it removed", bridge, err)
+	}
+}

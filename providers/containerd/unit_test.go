@@ -1,0 +1,297 @@
+package containerd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/providers/provider"
+)
+
+func TestFactoryConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		config  map[string]any
+		check   func(t *testing.T, c Config)
+		wantErr string
+	}{
+		{
+			name:   "defaults",
+			config: nil,
+			check: func(t *testing.T, c Config) {
+				want := Config{
+					Address: DefaultAddress, Namespace: "strata-node-1", Snapshotter: "overlayfs", Runtime: DefaultRuntime,
+					CNIBinDir: "/usr/lib/cni", NetNSDir: "/var/run/netns", LockDir: DefaultLockDir, LogDriver: LogDriverBinary,
+					RestartBackoff: DefaultRestartBackoff, RestartBackoffMax: DefaultRestartBackoffMax,
+				}
+				got := c
+				got.CNIConfDir, got.StateDir, got.VolumeRoot, got.LogRoot = "", "", "", ""
+				if got != want {
+					t.Errorf("config: got %+v; want %+v", got, want)
+				}
+				for _, d := range []string{c.CNIConfDir, c.StateDir, c.VolumeRoot, c.LogRoot} {
+					if !strings.HasPrefix(d, "/data/") {
+						t.Errorf("directory %s: want it under the data directory", d)
+					}
+				}
+			},
+		},
+		{
+			// viper lowercases the keys of the agent's config file.
+			name:   "keys in any case",
+			config: map[string]any{"namespace": "mine", "volumeroot": "/srv/volumes", "LogRoot": "/srv/logs", "restartBackoff": "1s"},
+			check: func(t *testing.T, c Config) {
+				if c.Namespace != "mine" || c.VolumeRoot != "/srv/volumes" || c.LogRoot != "/srv/logs" || c.RestartBackoff != time.Second {
+					t.Errorf("config: got %+v; want namespace mine, volume root /srv/volumes, log root /srv/logs, restart back-off 1s", c)
+				}
+			},
+		},
+		{name: "unknown key", config: map[string]any{"sockett": "/x"}, wantErr: "sockett"},
+		{name: "relative directory", config: map[string]any{"volumeRoot": "volumes"}, wantErr: "volumeRoot"},
+		{name: "bad namespace", config: map[string]any{"namespace": "no/slash"}, wantErr: "namespace"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var cfg Config
+			err := provider.Decode(tc.config, &cfg)
+			if err == nil {
+				cfg = cfg.withDefaults("node-1", "/data")
+				err = cfg.Validate()
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, api.ErrInvalid) {
+					t.Fatalf("got %v; want an invalid-config error about %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("config: %v", err)
+			}
+			tc.check(t, cfg)
+		})
+	}
+
+	t.Run("Factory", func(t *testing.T) {
+		// New does not need containerd: the client connects lazily.
+		p, err := Factory(context.Background(), provider.Options{Name: "ctr", Node: "n1", DataDir: t.TempDir(),
+			Config: map[string]any{"address": filepath.Join(t.TempDir(), "none.sock")}})
+		if err != nil {
+			t.Fatalf("Factory: %v", err)
+		}
+		defer p.(provider.Closer).Close()
+		info, err := p.Info(context.Background())
+		if err != nil || info.Name != "ctr" || len(info.Kinds) != 1 || info.Kinds[0] != api.ProviderContainer {
+			t.Errorf("Info: got %+v, %v; want name ctr serving container", info, err)
+		}
+		if _, err := Factory(context.Background(), provider.Options{Config: map[string]any{"bogus": 1}}); !errors.Is(err, api.ErrInvalid) {
+			t.Errorf("Factory with an unknown option: got %v; want api.ErrInvalid", err)
+		}
+	})
+}
+
+func TestNamespaceFor(t *testing.T) {
+	tests := []struct{ node, want string }{
+		{"node-1", "strata-node-1"},
+		{"", "strata-default"},
+		{"rack2/node 7", "strata-rack2-node-7"},
+		{strings.Repeat("n", 100), "strata-" + strings.Repeat("n", maxIdentifier-len("strata-"))},
+	}
+	for _, tc := range tests {
+		t.Run(tc.node, func(t *testing.T) {
+			got := namespaceFor(tc.node)
+			if got != tc.want {
+				t.Errorf("namespaceFor(%q): got %q; want %q", tc.node, got, tc.want)
+			}
+			if err := validIdentifier(got); err != nil {
+				t.Errorf("namespaceFor(%q) = %q: %v", tc.node, got, err)
+			}
+		})
+	}
+}
+
+func TestSpecHash(t *testing.T) {
+	base := func() *api.Assignment {
+		return &api.Assignment{
+			ID: "r", Generation: 1,
+			Spec: api.ResourceSpec{Compute: &api.ComputeSpec{Image: "busybox", Command: []string{"sh"},
+				Env: map[string]string{"A": "1"}, RestartPolicy: api.RestartAlways}},
+			Flavor: api.FlavorSpec{VCPUs: 1, MemoryMiB: 64},
+		}
+	}
+	tests := []struct {
+		name     string
+		change   func(a *api.Assignment)
+		recreate bool
+	}{
+		{"generation", func(a *api.Assignment) { a.Generation = 7 }, false},
+		{"labels", func(a *api.Assignment) { a.Labels = map[string]string{"x": "y"} }, false},
+		{"restart policy", func(a *api.Assignment) { a.Spec.Compute.RestartPolicy = api.RestartNever }, false},
+		{"grace period", func(a *api.Assignment) { a.Spec.Compute.StopGracePeriod = api.D(time.Minute) }, false},
+		{"env", func(a *api.Assignment) { a.Spec.Compute.Env["A"] = "2" }, true},
+		{"command", func(a *api.Assignment) { a.Spec.Compute.Command = []string{"sleep"} }, true},
+		{"memory", func(a *api.Assignment) { a.Flavor.MemoryMiB = 128 }, true},
+		{"image", func(a *api.Assignment) { a.Image = &api.ImageSpec{Ref: "x"} }, true},
+		{"network", func(a *api.Assignment) { a.Network = &api.NetworkAttachment{Address: "10.0.0.2"} }, true},
+		{"volumes", func(a *api.Assignment) { a.Volumes = []api.VolumeAttachment{{VolumeID: "v", Path: "/v"}} }, true},
+	}
+	want, err := specHash(base())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := base()
+			tc.change(a)
+			got, err := specHash(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got != want) != tc.recreate {
+				t.Errorf("digest after changing %s: got changed=%v; want %v", tc.name, got != want, tc.recreate)
+			}
+		})
+	}
+}
+
+func TestExitReason(t *testing.T) {
+	tests := []struct {
+		code uint32
+		oom  bool
+		mem  int64
+		want string
+	}{
+		{3, false, 0, "exited with code 3"},
+		{0, false, 64, "exited with code 0"},
+		{137, true, 64, "OOM-killed (memory limit 64 MiB)"},
+		{137, true, 0, "OOM-killed"},
+		{137, false, 64, "exited with code 137 (SIGKILL)"},
+		{143, false, 0, "exited with code 143 (SIGTERM)"},
+		{255, false, 0, "exited with code 255"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.want, func(t *testing.T) {
+			if got := exitReason(tc.code, tc.oom, tc.mem); got != tc.want {
+				t.Errorf("exitReason(%d, %v, %d): got %q; want %q", tc.code, tc.oom, tc.mem, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWillRestart(t *testing.T) {
+	tests := []struct {
+		policy api.RestartPolicy
+		code   uint32
+		want   bool
+	}{
+		{api.RestartAlways, 0, true},
+		{api.RestartAlways, 1, true},
+		{"", 0, true},
+		{api.RestartOnFailure, 0, false},
+		{api.RestartOnFailure, 137, true},
+		{api.RestartNever, 1, false},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			if got := willRestart(tc.policy, tc.code); got != tc.want {
+				t.Errorf("willRestart(%q, %d): got %v; want %v", tc.policy, tc.code, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCopyTail(t *testing.T) {
+	long := strings.Repeat("x", tailBlock+10) + "\n"
+	tests := []struct {
+		name    string
+		content string
+		lines   int
+		want    string
+	}{
+		{"all", "a\nb\nc\n", 0, "a\nb\nc\n"},
+		{"last two", "a\nb\nc\n", 2, "b\nc\n"},
+		{"no final newline", "a\nb\nc", 2, "b\nc"},
+		{"more than there are", "a\nb\n", 5, "a\nb\n"},
+		{"empty", "", 3, ""},
+		{"lines across blocks", "first\n" + long + long + "last\n", 2, long + "last\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "log")
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var b bytes.Buffer
+			end, err := copyTail(f, tc.lines, &b)
+			if err != nil {
+				t.Fatalf("copyTail: %v", err)
+			}
+			if b.String() != tc.want {
+				t.Errorf("copyTail(%d): got %q; want %q", tc.lines, b.String(), tc.want)
+			}
+			if end != int64(len(tc.content)) {
+				t.Errorf("copyTail offset: got %d; want %d (the end)", end, len(tc.content))
+			}
+		})
+	}
+}
+
+func TestKeyedLocks(t *testing.T) {
+	k := newKeyedLocks()
+	unlock, err := k.lock(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k.held("a") || k.held("b") {
+		t.Errorf("held: got a=%v b=%v; want true, false", k.held("a"), k.held("b"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := k.lock(ctx, "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("second lock of a held key: got %v; want the context's error", err)
+	}
+	other, err := k.lock(context.Background(), "b")
+	if err != nil {
+		t.Fatalf("lock of another key: %v", err)
+	}
+	other()
+	unlock()
+	if k.held("a") {
+		t.Errorf("held after unlock: got true; want false")
+	}
+	again, err := k.lock(context.Background(), "a")
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	again()
+}
+
+// TestQuotaABI checks the layouts of the kernel structures the quota
+// code passes by pointer (linux/quota.h, linux/fs.h).
+func TestQuotaABI(t *testing.T) {
+	if got := unsafe.Sizeof(ifDqblk{}); got != 72 {
+		t.Errorf("struct if_dqblk: got %d bytes; want 72", got)
+	}
+	if got := unsafe.Sizeof(fsxattr{}); got != 28 {
+		t.Errorf("struct fsxattr: got %d bytes; want 28", got)
+	}
+	// _IOR('X', 31, struct fsxattr) and _IOW('X', 32, struct fsxattr).
+	ioc := func(dir, nr, size uintptr) uintptr { return dir<<30 | size<<16 | 'X'<<8 | nr }
+	if got, want := uintptr(fsIocFsGetXattr), ioc(2, 31, unsafe.Sizeof(fsxattr{})); got != want {
+		t.Errorf("FS_IOC_FSGETXATTR: got %#x; want %#x", got, want)
+	}
+	if got, want := uintptr(fsIocFsSetXattr), ioc(1, 32, unsafe.Sizeof(fsxattr{})); got != want {
+		t.Errorf("FS_IOC_FSSETXATTR: got %#x; want %#x", got, want)
+	}
+}

@@ -1,0 +1,145 @@
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/stratahq/strata/internal/api"
+)
+
+// bridger makes sure the Linux bridge a VM's NIC joins exists. It is the
+// bridge of the region network, the same one containers join; whichever
+// provider comes first creates it.
+type bridger interface {
+	// Ensure creates the bridge when missing, with the gateway (CIDR) on
+	// it, and brings it up.
+	Ensure(ctx context.Context, name, gatewayCIDR string) error
+	// Check reports a bridge that is missing or down.
+	Check(name string) error
+}
+
+// noBridges is the bridger of libvirt's test driver, which starts nothing
+// on the host.
+type noBridges struct{}
+
+func (noBridges) Ensure(context.Context, string, string) error { return nil }
+func (noBridges) Check(string) error                           { return nil }
+
+// ipBridges manages bridges with iproute2.
+type ipBridges struct {
+	log *slog.Logger
+	// mu serialises creation, so that concurrent Applies do not race to
+	// add the same bridge.
+	mu sync.Mutex
+}
+
+func (b *ipBridges) Ensure(ctx context.Context, name, gatewayCIDR string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	gw, err := netip.ParsePrefix(gatewayCIDR)
+	if err != nil {
+		return fmt.Errorf("bridge %s: gateway %q: %w", name, gatewayCIDR, err)
+	}
+	iface, err := net.InterfaceByName(name)
+	if err != nil {
+		b.log.Info("creating bridge", "bridge", name, "gateway", gatewayCIDR)
+		if err := ip(ctx, "link", "add", "name", name, "type", "bridge"); err != nil && !strings.Contains(err.Error(), "File exists") {
+			return fmt.Errorf("create bridge %s: %w", name, err)
+		}
+		if iface, err = net.InterfaceByName(name); err != nil {
+			return fmt.Errorf("bridge %s: %w", name, err)
+		}
+	}
+	addrs, err := iface.Addrs()
+	if err != nil {
+		return fmt.Errorf("bridge %s: addresses: %w", name, err)
+	}
+	has := slices.ContainsFunc(addrs, func(a net.Addr) bool {
+		p, err := netip.ParsePrefix(a.String())
+		return err == nil && p.Addr() == gw.Addr()
+	})
+	if !has {
+		// Without the gateway on the bridge the host cannot reach the
+		// guests, nor route for them.
+		if err := ip(ctx, "addr", "add", gatewayCIDR, "dev", name); err != nil && !strings.Contains(err.Error(), "File exists") {
+			return fmt.Errorf("bridge %s: add %s: %w", name, gatewayCIDR, err)
+		}
+	}
+	if iface.Flags&net.FlagUp == 0 {
+		if err := ip(ctx, "link", "set", name, "up"); err != nil {
+			return fmt.Errorf("bridge %s: set up: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (b *ipBridges) Check(name string) error {
+	iface, err := net.InterfaceByName(name)
+	if err != nil {
+		return fmt.Errorf("bridge %s: %w", name, err)
+	}
+	if iface.Flags&net.FlagUp == 0 {
+		return fmt.Errorf("bridge %s is down", name)
+	}
+	return nil
+}
+
+func ip(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// useBridge ensures a VM's bridge and remembers it for Health.
+func (p *Provider) useBridge(ctx context.Context, n *api.NetworkAttachment) error {
+	if n.Bridge == "" {
+		return badSpec("network %q has no bridge", n.Network)
+	}
+	gw, err := gatewayCIDR(n)
+	if err != nil {
+		return err
+	}
+	if err := p.bridges.Ensure(ctx, n.Bridge, gw); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.inUse[n.Bridge] = struct{}{}
+	p.mu.Unlock()
+	return nil
+}
+
+// bridgeCondition is the CNI condition: the bridges VMs were attached to
+// exist and are up. There is none before a VM joined a bridge.
+func (p *Provider) bridgeCondition() (api.Condition, bool) {
+	p.mu.Lock()
+	names := make([]string, 0, len(p.inUse))
+	for n := range p.inUse {
+		names = append(names, n)
+	}
+	p.mu.Unlock()
+	if len(names) == 0 {
+		return api.Condition{}, false
+	}
+	sort.Strings(names)
+	c := api.Condition{Type: api.ConditionCNI, Status: api.ConditionReady, Message: "VM bridges up: " + strings.Join(names, ", ")}
+	var bad []string
+	for _, n := range names {
+		if err := p.bridges.Check(n); err != nil {
+			bad = append(bad, err.Error())
+		}
+	}
+	if len(bad) > 0 {
+		c.Status, c.Reason, c.Message = api.ConditionError, "BridgeDown", strings.Join(bad, "; ")
+	}
+	return c, true
+}
