@@ -19,7 +19,7 @@ STATICCHECK        := honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build dev deps tools proto proto-check lint test test-unit bench clean images
+.PHONY: all build dev dev-clean deps tools proto proto-check lint test test-unit bench clean images
 
 all: build
 
@@ -31,9 +31,15 @@ build:
 	CGO_ENABLED=1 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/strata-provider-libvirt ./cmd/strata-provider-libvirt
 	$(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
 
-## dev: build and run the all-in-one cluster (Ctrl-C stops it; data stays in $(DEV_DIR))
-dev: build
+## dev: build and run the all-in-one cluster (Ctrl-C stops it; data stays in $(DEV_DIR)); real
+##      containers, load balancers and VMs where this machine runs containerd, haproxy and libvirtd
+##      (`make test` installs them), the fake provider otherwise
+dev: build images
 	./$(BIN)/strata dev --data-dir $(DEV_DIR)
+
+## dev-clean: stop what the dev cluster left running (containers, VMs, haproxy) and remove $(DEV_DIR)
+dev-clean:
+	./deploy/dev/clean.sh $(DEV_DIR)
 
 ## deps: install the Debian packages and start the daemons the tests need
 deps:

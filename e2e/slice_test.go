@@ -155,7 +155,7 @@ func TestSliceDev(t *testing.T) {
 	for httpPort+2 == grpcPort || grpcPort+2 == httpPort {
 		grpcPort = framework.FreePort(t)
 	}
-	args := []string{"dev", "--data-dir", dir, "--http-port", fmt.Sprint(httpPort), "--grpc-port", fmt.Sprint(grpcPort), "--log-level", "debug"}
+	args := []string{"dev", "--data-dir", dir, "--http-port", fmt.Sprint(httpPort), "--grpc-port", fmt.Sprint(grpcPort), "--log-level", "debug", "--providers", "fake"}
 	dev := framework.Start(t, "strata-dev", bin, args)
 	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	framework.WaitHTTP(t, base+"/readyz", 60*time.Second)

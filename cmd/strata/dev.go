@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -44,10 +46,7 @@ data stays in --data-dir, so running it again resumes where it stopped.`,
 				return err
 			}
 			log := logCfg.Logger(os.Stderr)
-			var pcs []config.Provider
-			for _, p := range provs {
-				pcs = append(pcs, config.Provider{Name: strings.TrimSpace(p)})
-			}
+			pcs := devProviders(provs, cmd.ErrOrStderr())
 			abs, err := filepath.Abs(dataDir)
 			if err != nil {
 				return err
@@ -82,11 +81,61 @@ data stays in --data-dir, so running it again resumes where it stopped.`,
 	f.IntVar(&grpcPort, "grpc-port", 9090, "global gRPC port; region i serves on grpc-port+i")
 	f.StringSliceVar(&regions, "regions", []string{"dev-1", "dev-2"}, "regions to run")
 	f.IntVar(&agents, "agents", 2, "agents per region")
-	f.StringSliceVar(&provs, "providers", []string{"fake"}, "providers every agent runs (fake, containerd, haproxy)")
+	f.StringSliceVar(&provs, "providers", []string{"auto"}, "providers every agent runs: auto (containerd and haproxy when this machine has them, libvirt when its plugin and libvirtd are there, then fake), or a list of fake, containerd, haproxy, libvirt")
 	f.BoolVar(&tls, "tls", true, "mutual TLS between tiers with a generated dev CA")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
+}
+
+// devProviders turns --providers into agent provider configurations. In
+// "auto", real providers come first where the machine has them (as root,
+// with containerd, haproxy, libvirtd running), so that each kind goes to
+// the real thing; the fake provider serves whatever is left.
+func devProviders(names []string, w io.Writer) []config.Provider {
+	if len(names) == 1 && names[0] == "auto" {
+		names = nil
+		root := os.Geteuid() == 0
+		if _, err := os.Stat("/run/containerd/containerd.sock"); err == nil && root {
+			names = append(names, "containerd")
+		}
+		if _, err := exec.LookPath("haproxy"); err == nil {
+			names = append(names, "haproxy")
+		}
+		if libvirtPlugin() != "" && root {
+			if _, err := os.Stat("/var/run/libvirt/libvirt-sock"); err == nil {
+				names = append(names, "libvirt")
+			}
+		}
+		names = append(names, "fake")
+		fmt.Fprintf(w, "providers: %s\n", strings.Join(names, ", "))
+	}
+	var out []config.Provider
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		pc := config.Provider{Name: n}
+		switch n {
+		case "haproxy":
+			pc.Options = map[string]any{"bindAddress": "127.0.0.1"}
+		case "libvirt":
+			pc.Plugin = libvirtPlugin()
+		}
+		out = append(out, pc)
+	}
+	return out
+}
+
+// libvirtPlugin finds strata-provider-libvirt next to this binary.
+func libvirtPlugin() string {
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(self), "strata-provider-libvirt")
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
 }
 
 func defaultDevDir() string {

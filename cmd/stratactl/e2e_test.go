@@ -78,7 +78,7 @@ func TestE2E(t *testing.T) {
 	for d := httpPort - grpcPort; d >= -2 && d <= 2; d = httpPort - grpcPort {
 		grpcPort = framework.FreePort(t)
 	}
-	dev := framework.Start(t, "strata-dev", strata, []string{"dev", "--data-dir", dir,
+	dev := framework.Start(t, "strata-dev", strata, []string{"dev", "--data-dir", dir, "--providers", "fake",
 		"--http-port", fmt.Sprint(httpPort), "--grpc-port", fmt.Sprint(grpcPort)})
 	url := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	framework.WaitHTTP(t, url+"/readyz", 90*time.Second)

@@ -189,7 +189,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			acfg.Listen.GRPC = o.Host + ":0"
 			acfg.Listen.Metrics = o.Host + ":0"
 			acfg.DataDir = filepath.Join(o.DataDir, "agents", node)
-			acfg.Providers = o.Providers
+			acfg.Providers = perNode(o.Providers, node)
 			acfg.Node.MilliCPU, acfg.Node.MemoryMiB, acfg.Node.DiskMiB = 8000, 16384, 100000
 			if acfg.TLS, err = tlsFor("node-"+node, "node:"+node); err != nil {
 				return nil, err
@@ -342,6 +342,23 @@ func (c *Cluster) Summary() string {
 	fmt.Fprintf(&b, "  export STRATA_URL=%s STRATA_TOKEN=%s\n", c.GlobalURL(), c.Token)
 	fmt.Fprintf(&b, "  curl -H \"Authorization: Bearer $STRATA_TOKEN\" $STRATA_URL/v1/regions\n")
 	return b.String()
+}
+
+// perNode gives each agent what must not be shared on one machine: its
+// own libvirt storage pool.
+func perNode(ps []config.Provider, node string) []config.Provider {
+	out := make([]config.Provider, len(ps))
+	for i, p := range ps {
+		out[i] = p
+		if p.Name == "libvirt" {
+			opts := map[string]any{"pool": "strata-" + node}
+			for k, v := range p.Options {
+				opts[k] = v
+			}
+			out[i].Options = opts
+		}
+	}
+	return out
 }
 
 func addr(host string, base, offset int) string {
