@@ -397,6 +397,16 @@ func (s *Server) drain(ctx context.Context, name string, req api.DrainRequest) (
 			Deadline:    now.Add(req.Deadline.Or(s.drainDeadline)),
 			MaxParallel: cmpOr(req.MaxParallel, 1),
 		}
+		// Count what is to move now, so that a client polling the drain
+		// before the controller's first pass does not read "0 remaining"
+		// as done.
+		for _, it := range s.caches.Assignments.List() {
+			if a := it.Value; a.Node == name && a.Desired == api.DesiredRunning {
+				d.Total++
+			}
+		}
+		d.Remaining = d.Total
+		d.Message = fmt.Sprintf("starting: %d replicas to move", d.Total)
 		n := *node.Value
 		if n.Schedulable {
 			n.Schedulable, n.CordonReason, n.CordonedBy, n.CordonedAt = false, cmpOr(req.Reason, "drain"), cordonedByOperator, now
