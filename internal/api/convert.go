@@ -393,12 +393,13 @@ func ImageSpecToPB(i *ImageSpec) *resourcev1.ImageSpec {
 		return nil
 	}
 	return &resourcev1.ImageSpec{
-		Ref:     i.Ref,
-		Archive: i.Archive,
-		Kernel:  i.Kernel,
-		Initrd:  i.Initrd,
-		Cmdline: i.Cmdline,
-		Disk:    i.Disk,
+		Ref:         i.Ref,
+		Archive:     i.Archive,
+		Kernel:      i.Kernel,
+		Initrd:      i.Initrd,
+		Cmdline:     i.Cmdline,
+		Disk:        i.Disk,
+		ReadyMarker: i.ReadyMarker,
 	}
 }
 
@@ -414,6 +415,8 @@ func ImageSpecFromPB(p *resourcev1.ImageSpec) ImageSpec {
 		Initrd:  p.GetInitrd(),
 		Cmdline: p.GetCmdline(),
 		Disk:    p.GetDisk(),
+
+		ReadyMarker: p.GetReadyMarker(),
 	}
 }
 

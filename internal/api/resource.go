@@ -180,6 +180,11 @@ type ImageSpec struct {
 	Cmdline string `json:"cmdline,omitempty"`
 	// Disk is a qcow2 image a VM boots from (copied on write).
 	Disk string `json:"disk,omitempty"`
+	// ReadyMarker is text a VM's guest prints on its console once it is
+	// up. With it, a VM is ready only when the marker appears after its
+	// latest start (so drains and rollouts wait for the guest, not just
+	// the domain); without it, a running domain is ready.
+	ReadyMarker string `json:"readyMarker,omitempty"`
 }
 
 // LoadbalancerSpec is an HAProxy frontend in front of the ready replicas of

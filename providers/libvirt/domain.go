@@ -103,6 +103,9 @@ type replicaMeta struct {
 	Address string    `xml:"address,omitempty"`
 	// Error is why the last start failed, for Status.
 	Error string `xml:"error,omitempty"`
+	// ReadyMarker is the console text that says the guest is up (the
+	// image's); empty means a running domain is ready.
+	ReadyMarker string `xml:"readyMarker,omitempty"`
 }
 
 // marshal renders m as the metadata element; ns is set in domain XML and

@@ -1,6 +1,7 @@
 package libvirt
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,37 @@ func (p *Provider) consoleMark(spec domainSpec, meta replicaMeta) {
 	defer f.Close()
 	fmt.Fprintf(f, "[strata] %s starting domain %s: generation %d, type %s, restarts %d\n",
 		meta.Started.Format(time.RFC3339), domainName(meta.ID), meta.Generation, spec.Type, meta.Restarts)
+}
+
+// guestUp reports whether the guest of a running domain is up: its image
+// names no ready marker, or the marker appears on the console after the
+// domain's latest start (consoleMark's line). Only the end of the log is
+// read: a boot's output follows its start line closely.
+func (p *Provider) guestUp(meta replicaMeta) bool {
+	if meta.ReadyMarker == "" {
+		return true
+	}
+	f, err := os.Open(p.consolePath(meta.ID))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	const window = 1 << 20
+	if fi, err := f.Stat(); err == nil && fi.Size() > window {
+		if _, err := f.Seek(fi.Size()-window, io.SeekStart); err != nil {
+			return false
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, window))
+	if err != nil {
+		return false
+	}
+	start := []byte(fmt.Sprintf("[strata] %s starting domain %s:", meta.Started.Format(time.RFC3339), domainName(meta.ID)))
+	i := bytes.LastIndex(b, start)
+	if i < 0 {
+		return false
+	}
+	return bytes.Contains(b[i:], []byte(meta.ReadyMarker))
 }
 
 // Logs implements provider.Logger: the replica's serial console. Following

@@ -161,6 +161,7 @@ func TestQEMU(t *testing.T) {
 	t.Run("Boot", e.testBoot)
 	t.Run("StoppedAndCrashed", e.testStoppedAndCrashed)
 	t.Run("Volume", e.testVolume)
+	t.Run("ReadyMarker", e.testReadyMarker)
 	t.Run("BootTime", e.testBootTime)
 	t.Run("Conformance", func(t *testing.T) {
 		providertest.Run(t, providertest.Harness{
@@ -333,6 +334,32 @@ func (e *qemuEnv) testVolume(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("volume file after deleting the volume: got %v; want it gone", err)
+	}
+}
+
+// testReadyMarker: with the image's ready marker, a running domain is
+// provisioning until its guest prints the marker, then ready.
+func (e *qemuEnv) testReadyMarker(t *testing.T) {
+	a := e.vm(t, "marker")
+	a.Image.ReadyMarker = markerPrefix
+	t.Cleanup(func() { _ = e.p.Delete(context.WithoutCancel(t.Context()), &api.Assignment{ID: a.ID}, 0) })
+	st, err := e.p.Apply(t.Context(), a)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if st.Phase != api.PhaseProvision || !strings.Contains(st.Reason, markerPrefix) {
+		t.Fatalf("Apply: got phase %s (%s); want provision, waiting for %s", st.Phase, st.Reason, markerPrefix)
+	}
+	eventually(t, 3*time.Minute, "ready once the guest printed its marker", func() (bool, string) {
+		st, err := e.p.Status(t.Context(), a.ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Phase == api.PhaseReady, string(st.Phase) + ": " + st.Reason
+	})
+	log, _ := os.ReadFile(e.p.consolePath(a.ID))
+	if !strings.Contains(string(log), markerPrefix) {
+		t.Errorf("ready before the marker appeared in the console")
 	}
 }
 

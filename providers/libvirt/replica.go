@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"time"
 
 	"libvirt.org/go/libvirt"
@@ -79,6 +80,9 @@ func (p *Provider) applyDomain(ctx context.Context, c *libvirt.Connect, a *api.A
 	}
 	if a.Network != nil {
 		meta.Address = a.Network.Address
+	}
+	if a.Image != nil {
+		meta.ReadyMarker = a.Image.ReadyMarker
 	}
 
 	dom, err := c.LookupDomainByName(domainName(a.ID))
@@ -363,6 +367,9 @@ func (p *Provider) domainStatus(dom *libvirt.Domain, meta replicaMeta) api.Assig
 	}
 	switch state {
 	case libvirt.DOMAIN_RUNNING, libvirt.DOMAIN_BLOCKED:
+		if !p.guestUp(meta) {
+			return p.observe(st, api.PhaseProvision, "booting: waiting for the guest to print "+strconv.Quote(meta.ReadyMarker))
+		}
 		st.Phase, st.Since = api.PhaseReady, meta.Started
 		p.forget(meta.ID)
 		return st

@@ -491,6 +491,7 @@ type ImageSpec struct {
 	Initrd        string                 `protobuf:"bytes,4,opt,name=initrd,proto3" json:"initrd,omitempty"`
 	Cmdline       string                 `protobuf:"bytes,5,opt,name=cmdline,proto3" json:"cmdline,omitempty"`
 	Disk          string                 `protobuf:"bytes,6,opt,name=disk,proto3" json:"disk,omitempty"`
+	ReadyMarker   string                 `protobuf:"bytes,7,opt,name=ready_marker,json=readyMarker,proto3" json:"ready_marker,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -563,6 +564,13 @@ func (x *ImageSpec) GetCmdline() string {
 func (x *ImageSpec) GetDisk() string {
 	if x != nil {
 		return x.Disk
+	}
+	return ""
+}
+
+func (x *ImageSpec) GetReadyMarker() string {
+	if x != nil {
+		return x.ReadyMarker
 	}
 	return ""
 }
@@ -3927,14 +3935,15 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"VolumeSpec\x12\x19\n" +
 	"\bsize_mib\x18\x01 \x01(\x03R\asizeMib\x12\x16\n" +
 	"\x06format\x18\x02 \x01(\tR\x06format\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider\"\x95\x01\n" +
+	"\bprovider\x18\x03 \x01(\tR\bprovider\"\xb8\x01\n" +
 	"\tImageSpec\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\tR\x03ref\x12\x18\n" +
 	"\aarchive\x18\x02 \x01(\tR\aarchive\x12\x16\n" +
 	"\x06kernel\x18\x03 \x01(\tR\x06kernel\x12\x16\n" +
 	"\x06initrd\x18\x04 \x01(\tR\x06initrd\x12\x18\n" +
 	"\acmdline\x18\x05 \x01(\tR\acmdline\x12\x12\n" +
-	"\x04disk\x18\x06 \x01(\tR\x04disk\"\x89\x01\n" +
+	"\x04disk\x18\x06 \x01(\tR\x04disk\x12!\n" +
+	"\fready_marker\x18\a \x01(\tR\vreadyMarker\"\x89\x01\n" +
 	"\bListener\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x1a\n" +
