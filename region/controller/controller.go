@@ -83,6 +83,10 @@ type Controller struct {
 type retry struct {
 	failures int
 	next     time.Time
+	// readySince is when the resource was first seen ready again after
+	// its last failure: the back-off is forgotten only once it has stayed
+	// ready for MaxBackoff (see readyAgain).
+	readySince time.Time
 }
 
 // New returns a controller; it subscribes to the caches' feeds at once so

@@ -167,17 +167,38 @@ func (c *Controller) overdue(v *view, r *replica) (bool, string) {
 
 func (c *Controller) allowRetry(key string, now time.Time) bool {
 	r := c.backoff[key]
+	if r != nil && !r.readySince.IsZero() && now.Sub(r.readySince) >= c.o.MaxBackoff {
+		// Ready for long enough since the last failure: start afresh.
+		r = nil
+	}
 	if r == nil {
 		c.backoff[key] = &retry{failures: 1, next: now.Add(c.o.RetryBackoff)}
 		return true
 	}
+	r.readySince = time.Time{}
 	if now.Before(r.next) {
 		return false
 	}
 	r.failures++
-	d := c.o.RetryBackoff << min(r.failures, 16)
+	d := c.o.RetryBackoff << min(r.failures-1, 16)
 	r.next = now.Add(min(d, c.o.MaxBackoff))
 	return true
+}
+
+// readyAgain notes that key's resource is ready. Its back-off is
+// forgotten only once it has stayed ready for MaxBackoff: a replacement
+// becomes ready for a moment before it fails the same way (an OOM kill or
+// a crash soon after start), and forgetting the back-off then would
+// replace it again at once, in a tight loop, and hide the error.
+func (c *Controller) readyAgain(key string, now time.Time) {
+	r := c.backoff[key]
+	switch {
+	case r == nil:
+	case r.readySince.IsZero():
+		r.readySince = now
+	case now.Sub(r.readySince) >= c.o.MaxBackoff:
+		delete(c.backoff, key)
+	}
 }
 
 // rollout creates and destroys replicas so that the resource converges to
@@ -557,7 +578,7 @@ func (c *Controller) writeShare(v *view, p *plan, key string, pl *api.Placement,
 		s.Phase, s.Reason = phase, reason
 	case s.Ready == s.Replicas && s.Updated == s.Replicas && len(slotsOf(live)) == s.Replicas:
 		s.Phase = api.PhaseReady
-		delete(c.backoff, key)
+		c.readyAgain(key, v.now)
 	case firstErr != nil:
 		s.Phase = api.PhaseError
 		s.Reason = fmt.Sprintf("replica %s on %s: %s", firstErr.a.ID, firstErr.a.Node, reasonOf(firstErr))
