@@ -83,9 +83,9 @@ test: deps tools build images lint
 test-unit:
 	$(GO) test -short -count=1 ./...
 
-## bench: the benchmark suite; writes docs/benchmarks.md
-bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/... 
+## bench: the benchmark suite (B0-B7, containers, VMs); writes docs/benchmarks.md and CPU profiles of B1
+bench: deps build images
+	$(GO) run ./bench -out docs/benchmarks.md -profiles .cache/profiles
 
 clean:
 	rm -rf $(BIN)

@@ -28,6 +28,7 @@ import (
 	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
+	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/version"
@@ -207,8 +208,8 @@ func (s *Server) Run(ctx context.Context) error {
 	httpSrv := &http.Server{Handler: reg.HTTP(mux), ReadHeaderTimeout: 10 * time.Second}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return ignoreCanceled(caches.Run(gctx)) })
-	g.Go(func() error { return ignoreCanceled(svc.Run(gctx)) })
+	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
+	g.Go(func() error { return serving.IgnoreCanceled(svc.Run(gctx)) })
 	g.Go(func() error {
 		if err := caches.WaitSynced(gctx); err != nil {
 			return nil
@@ -218,7 +219,7 @@ func (s *Server) Run(ctx context.Context) error {
 				return fmt.Errorf("global: bootstrap token: %w", err)
 			}
 		}
-		return ignoreCanceled(elector.Run(gctx, func(leaderCtx context.Context, l *election.Leadership) {
+		return serving.IgnoreCanceled(elector.Run(gctx, func(leaderCtx context.Context, l *election.Leadership) {
 			s.log.Info("this replica is the master")
 			if err := ctrl.Lead(leaderCtx, l); err != nil && leaderCtx.Err() == nil {
 				s.log.Warn("master work ended", "err", err)
@@ -243,7 +244,7 @@ func (s *Server) Run(ctx context.Context) error {
 			close(s.ready)
 		}
 		<-gctx.Done()
-		shutdown(grpcSrv, httpSrv)
+		serving.Shutdown(grpcSrv, httpSrv, 5*time.Second)
 		return nil
 	})
 	return g.Wait()
@@ -283,30 +284,4 @@ func registerGlobalGauges(reg *metrics.Registry, caches *state.Caches, e *electi
 		}
 		return out
 	})
-}
-
-func shutdown(g interface {
-	GracefulStop()
-	Stop()
-}, h *http.Server) {
-	done := make(chan struct{})
-	go func() {
-		g.GracefulStop()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		g.Stop()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = h.Shutdown(ctx)
-}
-
-func ignoreCanceled(err error) error {
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
+	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
@@ -221,9 +222,9 @@ func (s *Server) Run(ctx context.Context) error {
 	mux.Handle("/", apiSrv.Handler())
 	httpSrv := &http.Server{Handler: reg.HTTP(mux), ReadHeaderTimeout: 10 * time.Second}
 
-	g.Go(func() error { return ignoreCanceled(caches.Run(gctx)) })
+	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
 	g.Go(func() error { emitter.Run(gctx); return nil })
-	g.Go(func() error { return ignoreCanceled(apiSrv.Run(gctx)) })
+	g.Go(func() error { return serving.IgnoreCanceled(apiSrv.Run(gctx)) })
 	g.Go(func() error {
 		if err := caches.WaitSynced(gctx); err != nil {
 			return nil
@@ -231,7 +232,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if err := s.ensureNetwork(gctx, st); err != nil {
 			return err
 		}
-		return ignoreCanceled(elector.Run(gctx, func(leaderCtx context.Context, l *election.Leadership) {
+		return serving.IgnoreCanceled(elector.Run(gctx, func(leaderCtx context.Context, l *election.Leadership) {
 			s.log.Info("leading the region", "id", cfg.ID)
 			lg, lctx := errgroup.WithContext(leaderCtx)
 			lg.Go(func() error { return ctrl.Lead(lctx, l) })
@@ -263,7 +264,7 @@ func (s *Server) Run(ctx context.Context) error {
 			close(s.ready)
 		}
 		<-gctx.Done()
-		shutdown(grpcSrv, httpSrv)
+		serving.Shutdown(grpcSrv, httpSrv, 5*time.Second)
 		return nil
 	})
 	return g.Wait()
@@ -433,30 +434,4 @@ func (s *Server) federate(ctx context.Context, caches *state.Caches, tlsCfg *tls
 		case <-time.After(interval):
 		}
 	}
-}
-
-func shutdown(g interface {
-	GracefulStop()
-	Stop()
-}, h *http.Server) {
-	done := make(chan struct{})
-	go func() {
-		g.GracefulStop()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		g.Stop()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = h.Shutdown(ctx)
-}
-
-func ignoreCanceled(err error) error {
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
 }

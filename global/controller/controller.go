@@ -22,6 +22,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
+	"github.com/stratahq/strata/internal/reconcile"
 	"github.com/stratahq/strata/internal/store"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 )
@@ -75,10 +76,7 @@ type Controller struct {
 	o   Options
 	log *slog.Logger
 
-	mu    sync.Mutex
-	dirty map[string]struct{}
-	all   bool
-	wake  chan struct{}
+	dirty *reconcile.Dirty
 
 	linksMu sync.Mutex
 	links   map[string]*link
@@ -119,8 +117,7 @@ func New(o Options) *Controller {
 	c := &Controller{
 		o:              o,
 		log:            o.Logger.With("component", "master"),
-		dirty:          map[string]struct{}{},
-		wake:           make(chan struct{}, 1),
+		dirty:          reconcile.NewDirty(),
 		links:          map[string]*link{},
 		firstPropagate: make(chan struct{}),
 	}
@@ -168,54 +165,24 @@ func (c *Controller) Propagations() uint64 { return c.propagations.load() }
 // region apply a placement.
 func (c *Controller) FirstPropagation() <-chan struct{} { return c.firstPropagate }
 
-func (c *Controller) mark(key string) {
-	c.mu.Lock()
-	c.dirty[key] = struct{}{}
-	c.mu.Unlock()
-	c.poke()
-}
+func (c *Controller) mark(key string) { c.dirty.Mark(key) }
 
-func (c *Controller) markAll() {
-	c.mu.Lock()
-	c.all = true
-	c.mu.Unlock()
-	c.poke()
-}
+func (c *Controller) markAll() { c.dirty.MarkAll() }
 
-func (c *Controller) poke() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+// every lists every resource key the master knows of: in the store, with
+// a status, or reported by a region.
+func (c *Controller) every() []string {
+	var out []string
+	for _, it := range c.o.Caches.Resources.List() {
+		out = append(out, it.Name)
 	}
-}
-
-func (c *Controller) takeDirty() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	seen := map[string]struct{}{}
-	if c.all {
-		for _, it := range c.o.Caches.Resources.List() {
-			seen[it.Name] = struct{}{}
-		}
-		for _, it := range c.o.Caches.Statuses.List() {
-			seen[it.Name] = struct{}{}
-		}
-		for _, l := range c.linkList() {
-			for _, k := range l.shareKeys() {
-				seen[k] = struct{}{}
-			}
-		}
-		c.all = false
+	for _, it := range c.o.Caches.Statuses.List() {
+		out = append(out, it.Name)
 	}
-	for k := range c.dirty {
-		seen[k] = struct{}{}
+	for _, l := range c.linkList() {
+		out = append(out, l.shareKeys()...)
 	}
-	clear(c.dirty)
-	keys := make([]string, 0, len(seen))
-	for k := range seen {
-		keys = append(keys, k)
-	}
-	return keys
+	return out
 }
 
 // Lead runs the master's loops until ctx is cancelled (leadership lost
@@ -252,13 +219,13 @@ func (c *Controller) Lead(ctx context.Context, guard Guard) error {
 		case <-ctx.Done():
 			c.log.Info("master stopped leading")
 			return nil
-		case <-c.wake:
+		case <-c.dirty.Wake():
 		case <-resync.C:
 			c.markAll()
 			continue
 		}
 		c.syncLinks(ctx, guard, &wg)
-		keys := c.takeDirty()
+		keys := c.dirty.Take(c.every)
 		if len(keys) == 0 {
 			continue
 		}

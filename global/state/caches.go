@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/store"
 )
@@ -38,44 +36,20 @@ func NewCaches(st *State) *Caches {
 	return c
 }
 
-type runner interface {
-	Run(ctx context.Context) error
-	Synced() <-chan struct{}
-}
-
-func (c *Caches) all() []runner {
-	return []runner{c.Flavors, c.Resources, c.Statuses, c.Regions, c.RegionStatus, c.Tokens}
+func (c *Caches) all() []store.Runner {
+	return []store.Runner{c.Flavors, c.Resources, c.Statuses, c.Regions, c.RegionStatus, c.Tokens}
 }
 
 // Run keeps every cache current until ctx is done.
-func (c *Caches) Run(ctx context.Context) error {
-	g, ctx := errgroup.WithContext(ctx)
-	for _, r := range c.all() {
-		g.Go(func() error { return r.Run(ctx) })
-	}
-	return g.Wait()
-}
+func (c *Caches) Run(ctx context.Context) error { return store.RunAll(ctx, c.all()...) }
 
 // WaitSynced blocks until every cache holds its first list.
 func (c *Caches) WaitSynced(ctx context.Context) error {
-	for _, r := range c.all() {
-		select {
-		case <-r.Synced():
-		case <-ctx.Done():
-			return fmt.Errorf("global caches not synced: %w", ctx.Err())
-		}
+	if err := store.WaitSynced(ctx, c.all()...); err != nil {
+		return fmt.Errorf("global %w", err)
 	}
 	return nil
 }
 
 // IsSynced reports whether every cache holds its first list.
-func (c *Caches) IsSynced() bool {
-	for _, r := range c.all() {
-		select {
-		case <-r.Synced():
-		default:
-			return false
-		}
-	}
-	return true
-}
+func (c *Caches) IsSynced() bool { return store.AllSynced(c.all()...) }

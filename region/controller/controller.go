@@ -24,6 +24,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/metrics"
+	"github.com/stratahq/strata/internal/reconcile"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/region/state"
 )
@@ -63,10 +64,7 @@ type Controller struct {
 	o   Options
 	log *slog.Logger
 
-	mu    sync.Mutex
-	dirty map[string]struct{}
-	all   bool
-	wake  chan struct{}
+	dirty *reconcile.Dirty
 
 	// index maps resource keys and nodes to assignment ids; it follows
 	// the assignment cache through its feed.
@@ -76,8 +74,9 @@ type Controller struct {
 	backoff map[string]*retry
 	// ipamNext is where each network's round-robin allocation resumes.
 	ipamNext map[string]netip.Addr
-	// balancers are the load balancers' resource keys (guarded by mu).
-	balancers map[string]struct{}
+	// balancers are the load balancers' resource keys.
+	balancersMu sync.Mutex
+	balancers   map[string]struct{}
 }
 
 type retry struct {
@@ -116,8 +115,7 @@ func New(o Options) *Controller {
 	c := &Controller{
 		o:         o,
 		log:       o.Logger.With("component", "controller", "region", o.Region),
-		dirty:     map[string]struct{}{},
-		wake:      make(chan struct{}, 1),
+		dirty:     reconcile.NewDirty(),
 		index:     newIndex(),
 		backoff:   map[string]*retry{},
 		ipamNext:  map[string]netip.Addr{},
@@ -159,58 +157,22 @@ func (c *Controller) onAssignments(changes []store.Change[api.Assignment]) {
 	}
 }
 
-func (c *Controller) mark(key string) {
-	c.mu.Lock()
-	c.dirty[key] = struct{}{}
-	c.mu.Unlock()
-	c.poke()
-}
+func (c *Controller) mark(key string) { c.dirty.Mark(key) }
 
-func (c *Controller) markAll() {
-	c.mu.Lock()
-	c.all = true
-	c.mu.Unlock()
-	c.poke()
-}
+func (c *Controller) markAll() { c.dirty.MarkAll() }
 
-func (c *Controller) poke() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+// every lists every resource key the region knows of: placed, with
+// replicas, or with a share.
+func (c *Controller) every() []string {
+	var out []string
+	for _, it := range c.o.Caches.Placements.List() {
+		out = append(out, it.Name)
 	}
-}
-
-func (c *Controller) takeDirty() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var keys []string
-	if c.all {
-		seen := map[string]struct{}{}
-		for _, it := range c.o.Caches.Placements.List() {
-			seen[it.Name] = struct{}{}
-		}
-		for _, k := range c.index.resources() {
-			seen[k] = struct{}{}
-		}
-		for _, it := range c.o.Caches.Shares.List() {
-			seen[it.Name] = struct{}{}
-		}
-		for k := range c.dirty {
-			seen[k] = struct{}{}
-		}
-		keys = make([]string, 0, len(seen))
-		for k := range seen {
-			keys = append(keys, k)
-		}
-		c.all = false
-	} else {
-		keys = make([]string, 0, len(c.dirty))
-		for k := range c.dirty {
-			keys = append(keys, k)
-		}
+	out = append(out, c.index.resources()...)
+	for _, it := range c.o.Caches.Shares.List() {
+		out = append(out, it.Name)
 	}
-	clear(c.dirty)
-	return keys
+	return out
 }
 
 // Lead runs the control loop until ctx is cancelled (leadership lost or
@@ -230,12 +192,12 @@ func (c *Controller) Lead(ctx context.Context, guard store.Guard) error {
 		case <-ctx.Done():
 			c.log.Info("controller stopped leading")
 			return nil
-		case <-c.wake:
+		case <-c.dirty.Wake():
 		case <-resync.C:
 			c.markAll()
 			continue
 		}
-		keys := c.takeDirty()
+		keys := c.dirty.Take(c.every)
 		if len(keys) == 0 {
 			continue
 		}

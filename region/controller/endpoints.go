@@ -21,7 +21,7 @@ func (c *Controller) watchEndpoints() {
 	c.o.Caches.StatusFeed.Subscribe(func([]store.Change[api.AssignmentStatus]) { c.markBalancers() })
 	c.o.Caches.AssignmentFeed.Subscribe(func([]store.Change[api.Assignment]) { c.markBalancers() })
 	c.o.Caches.PlacementFeed.Subscribe(func(changes []store.Change[api.Placement]) {
-		c.mu.Lock()
+		c.balancersMu.Lock()
 		for _, ch := range changes {
 			if ch.New != nil && ch.New.Value.Resource.Kind == api.KindLoadbalancer {
 				c.balancers[ch.Name] = struct{}{}
@@ -29,20 +29,20 @@ func (c *Controller) watchEndpoints() {
 				delete(c.balancers, ch.Name)
 			}
 		}
-		c.mu.Unlock()
+		c.balancersMu.Unlock()
 		c.markBalancers()
 	})
 }
 
 func (c *Controller) markBalancers() {
-	c.mu.Lock()
-	n := len(c.balancers)
+	c.balancersMu.Lock()
+	keys := make([]string, 0, len(c.balancers))
 	for key := range c.balancers {
-		c.dirty[key] = struct{}{}
+		keys = append(keys, key)
 	}
-	c.mu.Unlock()
-	if n > 0 {
-		c.poke()
+	c.balancersMu.Unlock()
+	if len(keys) > 0 {
+		c.dirty.Mark(keys...)
 	}
 }
 
