@@ -161,17 +161,30 @@ func TestRegionFailover(t *testing.T) {
 	// home: the replicas go back to dev-2 and dev-1 returns to its share.
 	waitShares(t, g, "home", map[string]int{"dev-1": 2, "dev-2": 2}, 60*time.Second)
 	for _, name := range []string{"stay", "home"} {
-		var reps struct{ Items []api.Replica }
-		g.Must(t, http.MethodGet, "/v1/resources/"+name+"/replicas", nil, http.StatusOK, &reps)
-		running := 0
-		for _, r := range reps.Items {
-			if r.Desired == api.DesiredRunning {
-				running++
+		// Both regions must answer (a region just back may not yet), and
+		// the resource must have exactly its 4 replicas running.
+		framework.Eventually(t, 30*time.Second, name+": 4 running replicas, no duplicates", func() error {
+			var reps struct {
+				Items       []api.Replica
+				Unreachable []string
 			}
-		}
-		if running != 4 {
-			t.Errorf("%s: %d running replicas; want 4 (no duplicates)", name, running)
-		}
+			if _, err := g.Get("/v1/resources/"+name+"/replicas", &reps); err != nil {
+				return err
+			}
+			if len(reps.Unreachable) > 0 {
+				return fmt.Errorf("regions %v did not answer", reps.Unreachable)
+			}
+			running := 0
+			for _, r := range reps.Items {
+				if r.Desired == api.DesiredRunning {
+					running++
+				}
+			}
+			if running != 4 {
+				return fmt.Errorf("%d running replicas", running)
+			}
+			return nil
+		})
 	}
 }
 
