@@ -198,6 +198,9 @@ func (s *Service) ListReplicas(ctx context.Context, tenant, name string) (Replic
 	var mu sync.Mutex
 	list.Unreachable = s.fanOut(ctx, names, func(ctx context.Context, region string, c regionv1.RegionServiceClient) error {
 		resp, err := c.ListReplicas(ctx, &regionv1.ListReplicasRequest{Tenant: tenant, Resource: name})
+		if errors.Is(err, api.ErrNotFound) {
+			return nil // the region answered: it holds none of it (failed over, removed)
+		}
 		if err != nil {
 			return err
 		}
