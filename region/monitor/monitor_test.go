@@ -1,0 +1,261 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
+	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/region/state"
+)
+
+type guard struct {
+	key string
+	rev int64
+}
+
+func (g guard) GuardKey() string { return g.key }
+func (g guard) GuardRev() int64  { return g.rev }
+
+type prober struct {
+	mu   sync.Mutex
+	errs map[string]error
+}
+
+func (p *prober) Probe(_ context.Context, n *api.Node) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.errs[n.Name]
+}
+
+type emitted struct {
+	mu  sync.Mutex
+	evs []events.Event
+}
+
+func (e *emitted) Emit(ev events.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.evs = append(e.evs, ev)
+}
+
+func (e *emitted) count(reason string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, ev := range e.evs {
+		if ev.Reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
+type env struct {
+	st     *state.State
+	caches *state.Caches
+	hb     *heartbeat.Memory
+	probe  *prober
+	events *emitted
+	m      *Monitor
+	g      guard
+	now    time.Time
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	cli := etcdtest.Client(t, etcdtest.Embedded(t))
+	e := &env{
+		st: state.New(store.New(cli, "/strata/region/")), hb: heartbeat.NewMemory(),
+		probe: &prober{errs: map[string]error{}}, events: &emitted{}, now: time.Now(),
+	}
+	e.caches = state.NewCaches(e.st)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = e.caches.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if err := e.caches.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Put(ctx, "/test/leader", "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.g = guard{"/test/leader", resp.Header.Revision}
+	e.m = New(Options{
+		Region: "r1", State: e.st, Caches: e.caches, Heartbeats: e.hb, Events: e.events, Prober: e.probe,
+		HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second,
+		Clock: func() time.Time { return e.now },
+	})
+	return e
+}
+
+func (e *env) node(t *testing.T, n *api.Node, conds ...api.Condition) {
+	t.Helper()
+	ctx := context.Background()
+	if n.Capacity.MilliCPU == 0 {
+		n.Capacity = api.Capacity{MilliCPU: 1000, MemoryMiB: 1024}
+	}
+	if _, err := e.st.Nodes.Put(ctx, n.Name, n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.NodeStatus.Put(ctx, n.Name, &api.NodeStatus{Health: api.HealthUp, Conditions: conds}); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(t, n.Name)
+}
+
+func (e *env) beat(t *testing.T, node string, ago time.Duration) {
+	t.Helper()
+	if err := e.hb.Record(context.Background(), heartbeat.Beat{ID: node, At: e.now.Add(-ago)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// settle waits until the caches have the node and its status.
+func (e *env) settle(t *testing.T, node string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		_, a := e.caches.Nodes.Get(node)
+		_, b := e.caches.NodeStatus.Get(node)
+		if a && b {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("node %s not cached", node)
+}
+
+func (e *env) check(t *testing.T) {
+	t.Helper()
+	if err := e.m.check(context.Background(), e.g); err != nil {
+		t.Fatalf("check: %v", err)
+	}
+}
+
+func (e *env) health(t *testing.T, node string) api.Health {
+	t.Helper()
+	it, err := e.st.NodeStatus.Get(context.Background(), node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return it.Value.Health
+}
+
+func TestHealthTransitions(t *testing.T) {
+	down := errors.New("connection refused")
+	cases := []struct {
+		name  string
+		quiet time.Duration
+		probe error
+		want  api.Health
+	}{
+		{"fresh heartbeat", time.Second, nil, api.HealthUp},
+		{"quiet, probe fails: suspect", 7 * time.Second, down, api.HealthSuspect},
+		{"quiet, probe answers: up", 7 * time.Second, nil, api.HealthUp},
+		{"long quiet, probe fails: down", 11 * time.Second, down, api.HealthDown},
+		{"long quiet, probe answers: up", 11 * time.Second, nil, api.HealthUp},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.node(t, &api.Node{Name: "n1", Region: "r1", Schedulable: true, Address: "x"})
+			e.beat(t, "n1", c.quiet)
+			e.probe.errs["n1"] = c.probe
+			e.check(t)
+			if got := e.health(t, "n1"); got != c.want {
+				t.Errorf("health: got %s; want %s", got, c.want)
+			}
+		})
+	}
+}
+
+func TestOnlyTransitionsAreWritten(t *testing.T) {
+	e := newEnv(t)
+	e.node(t, &api.Node{Name: "n1", Region: "r1", Schedulable: true})
+	e.beat(t, "n1", time.Second)
+	before, err := e.st.Store.Client().Get(context.Background(), "/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		e.check(t)
+	}
+	after, err := e.st.Store.Client().Get(context.Background(), "/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after.Header.Revision - before.Header.Revision; d != 0 {
+		t.Errorf("steady Up node: %d etcd writes; want 0", d)
+	}
+	e.probe.errs["n1"] = errors.New("refused")
+	// The node goes quiet: time passes, no beat comes.
+	e.now = e.now.Add(12 * time.Second)
+	e.check(t)
+	e.settleHealth(t, "n1", api.HealthDown)
+	e.check(t)
+	if got := e.events.count("NodeDown"); got != 1 {
+		t.Errorf("NodeDown events: got %d; want 1", got)
+	}
+}
+
+func (e *env) settleHealth(t *testing.T, node string, h api.Health) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if it, ok := e.caches.NodeStatus.Get(node); ok && it.Value.Health == h {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("cache never saw %s %s", node, h)
+}
+
+func TestAutoCordonAndDrain(t *testing.T) {
+	e := newEnv(t)
+	failing := api.Condition{Type: api.ConditionCRI, Status: api.ConditionError, Reason: "containerd down", Since: e.now.Add(-2 * time.Minute)}
+	e.node(t, &api.Node{
+		Name: "n1", Region: "r1", Schedulable: true,
+		EnableAutoCordon: true, AutoCordonInterval: api.D(time.Minute),
+		EnableAutoDrain: true, AutoDrainInterval: api.D(90 * time.Second),
+	}, failing)
+	e.beat(t, "n1", time.Second)
+	e.check(t)
+	n, err := e.st.Nodes.Get(context.Background(), "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Value.Schedulable || n.Value.CordonedBy != "auto-cordon" || !strings.Contains(n.Value.CordonReason, "CRI") {
+		t.Errorf("node: schedulable %v, by %q, reason %q; want cordoned by auto-cordon naming CRI", n.Value.Schedulable, n.Value.CordonedBy, n.Value.CordonReason)
+	}
+	d, err := e.st.Drains.Get(context.Background(), "n1")
+	if err != nil {
+		t.Fatalf("drain: %v; want one started", err)
+	}
+	if d.Value.State != api.DrainRunning || !strings.Contains(d.Value.Reason, "auto-drain") {
+		t.Errorf("drain: %+v; want running, reason auto-drain", d.Value)
+	}
+	if e.events.count("AutoCordoned") != 1 || e.events.count("AutoDrainStarted") != 1 {
+		t.Errorf("events: %+v; want one AutoCordoned and one AutoDrainStarted", e.events.evs)
+	}
+}
+
+func TestConditionNotLongEnoughDoesNothing(t *testing.T) {
+	e := newEnv(t)
+	fresh := api.Condition{Type: api.ConditionCNI, Status: api.ConditionError, Reason: "bridge missing", Since: e.now.Add(-10 * time.Second)}
+	e.node(t, &api.Node{Name: "n1", Region: "r1", Schedulable: true, EnableAutoCordon: true, AutoCordonInterval: api.D(time.Minute)}, fresh)
+	e.beat(t, "n1", time.Second)
+	e.check(t)
+	n, _ := e.st.Nodes.Get(context.Background(), "n1")
+	if !n.Value.Schedulable {
+		t.Errorf("node cordoned after 10s of a condition with a 1m interval")
+	}
+}
