@@ -17,7 +17,7 @@ import (
 // agent runs it, on libvirt's test driver.
 func TestPlugin(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the plugin binary")
+		t.Skip("-short: builds the plugin binary")
 	}
 	goTool := testenv.LookPath(t, "go")
 	bin := filepath.Join(t.TempDir(), "strata-provider-libvirt")
