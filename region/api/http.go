@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/metrics"
@@ -20,17 +19,8 @@ type CordonRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Event is an events.Event as the REST API shows it.
-type Event struct {
-	ID      string            `json:"id"`
-	Time    time.Time         `json:"time"`
-	Type    string            `json:"type"`
-	Reason  string            `json:"reason"`
-	Object  string            `json:"object,omitempty"`
-	Region  string            `json:"region,omitempty"`
-	Message string            `json:"message,omitempty"`
-	Fields  map[string]string `json:"fields,omitempty"`
-}
+// Event is an event as the REST API shows it.
+type Event = api.Event
 
 // List is the body of every REST list response.
 type List[T any] struct {
