@@ -12,7 +12,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -210,47 +209,16 @@ func (c *Controller) Lead(ctx context.Context, guard Guard) error {
 			c.prune(ctx)
 		}()
 	}
-	c.markAll()
-	resync := time.NewTicker(c.o.Resync)
-	defer resync.Stop()
-	pause := time.Duration(0)
-	for {
-		select {
-		case <-ctx.Done():
-			c.log.Info("master stopped leading")
-			return nil
-		case <-c.dirty.Wake():
-		case <-resync.C:
-			c.markAll()
-			continue
-		}
-		c.syncLinks(ctx, guard, &wg)
-		keys := c.dirty.Take(c.every)
-		if len(keys) == 0 {
-			continue
-		}
-		err := c.pass(ctx, guard, keys)
-		switch {
-		case err == nil:
-			pause = 0
-		case errors.Is(err, store.ErrFenced):
-			c.log.Warn("master write fenced: leadership lost", "err", err)
-			return err
-		case ctx.Err() != nil:
-			return nil
-		default:
-			pause = min(max(2*pause, 50*time.Millisecond), 2*time.Second)
-			c.log.Warn("master pass failed; retrying", "err", err, "resources", len(keys), "retryIn", pause)
-			for _, k := range keys {
-				c.mark(k)
-			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(pause):
-			}
-		}
-	}
+	err := reconcile.Loop{
+		Dirty:  c.dirty,
+		Resync: c.o.Resync,
+		Every:  c.every,
+		Before: func() { c.syncLinks(ctx, guard, &wg) },
+		Pass:   func(ctx context.Context, keys []string) error { return c.pass(ctx, guard, keys) },
+		Log:    c.log,
+	}.Run(ctx)
+	c.log.Info("master stopped leading")
+	return err
 }
 
 // pass reconciles keys and commits the resulting status writes and

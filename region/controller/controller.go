@@ -14,7 +14,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -183,48 +182,15 @@ func (c *Controller) Lead(ctx context.Context, guard store.Guard) error {
 	}
 	c.log.Info("controller leading")
 	c.backoff = map[string]*retry{}
-	c.markAll()
-	resync := time.NewTicker(c.o.Resync)
-	defer resync.Stop()
-	pause := time.Duration(0)
-	for {
-		select {
-		case <-ctx.Done():
-			c.log.Info("controller stopped leading")
-			return nil
-		case <-c.dirty.Wake():
-		case <-resync.C:
-			c.markAll()
-			continue
-		}
-		keys := c.dirty.Take(c.every)
-		if len(keys) == 0 {
-			continue
-		}
-		err := c.pass(ctx, guard, keys)
-		switch {
-		case err == nil:
-			pause = 0
-		case errors.Is(err, store.ErrFenced):
-			c.log.Warn("controller write fenced: leadership lost", "err", err)
-			return err
-		case ctx.Err() != nil:
-			return nil
-		default:
-			// A conflict or an etcd hiccup: look again after the
-			// caches catch up, backing off while it persists.
-			pause = min(max(2*pause, 50*time.Millisecond), 2*time.Second)
-			c.log.Warn("controller pass failed; retrying", "err", err, "resources", len(keys), "retryIn", pause)
-			for _, k := range keys {
-				c.mark(k)
-			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(pause):
-			}
-		}
-	}
+	err := reconcile.Loop{
+		Dirty:  c.dirty,
+		Resync: c.o.Resync,
+		Every:  c.every,
+		Pass:   func(ctx context.Context, keys []string) error { return c.pass(ctx, guard, keys) },
+		Log:    c.log,
+	}.Run(ctx)
+	c.log.Info("controller stopped leading")
+	return err
 }
 
 // pass reconciles keys against one consistent view and commits the result.

@@ -1,0 +1,72 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/stratahq/strata/internal/store"
+)
+
+// Loop is a leader's control loop: it waits for marked keys (or a
+// resync), runs a pass over them, and on a failed pass marks them again
+// and backs off while the failures last. A pass whose writes are fenced
+// ends the loop: leadership is gone.
+type Loop struct {
+	Dirty *Dirty
+	// Resync marks every key this often (deadlines, backoffs).
+	Resync time.Duration
+	// Every lists every key, for a full pass.
+	Every func() []string
+	// Before runs before each pass (optional).
+	Before func()
+	Pass   func(ctx context.Context, keys []string) error
+	Log    *slog.Logger
+}
+
+// Run loops until ctx is done (nil) or a pass is fenced (that error).
+func (l Loop) Run(ctx context.Context) error {
+	l.Dirty.MarkAll()
+	resync := time.NewTicker(l.Resync)
+	defer resync.Stop()
+	pause := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.Dirty.Wake():
+		case <-resync.C:
+			l.Dirty.MarkAll()
+			continue
+		}
+		if l.Before != nil {
+			l.Before()
+		}
+		keys := l.Dirty.Take(l.Every)
+		if len(keys) == 0 {
+			continue
+		}
+		err := l.Pass(ctx, keys)
+		switch {
+		case err == nil:
+			pause = 0
+		case errors.Is(err, store.ErrFenced):
+			l.Log.Warn("write fenced: leadership lost", "err", err)
+			return err
+		case ctx.Err() != nil:
+			return nil
+		default:
+			// A conflict or an etcd hiccup: look again after the caches
+			// catch up, backing off while it persists.
+			pause = min(max(2*pause, 50*time.Millisecond), 2*time.Second)
+			l.Log.Warn("pass failed; retrying", "err", err, "keys", len(keys), "retryIn", pause)
+			l.Dirty.Mark(keys...)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(pause):
+			}
+		}
+	}
+}
