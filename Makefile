@@ -19,23 +19,31 @@ STATICCHECK        := honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build dev dev-clean deps tools proto proto-check lint test test-unit bench clean images
+.PHONY: all build build-core build-libvirt dev dev-clean deps tools proto proto-check lint test test-unit bench clean images
 
 all: build
 
 ## build: strata, stratactl, the libvirt provider plugin (cgo), and a real etcd server for tests
-build:
+build: build-core build-libvirt
+	$(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
+
+## build-core: strata and stratactl (pure Go, statically linked)
+build-core:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/strata ./cmd/strata
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/stratactl ./cmd/stratactl
-	CGO_ENABLED=1 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/strata-provider-libvirt ./cmd/strata-provider-libvirt
-	$(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
 
-## dev: build and run the all-in-one cluster (Ctrl-C stops it; data stays in $(DEV_DIR)); real
-##      containers, load balancers and VMs where this machine runs containerd, haproxy and libvirtd
-##      (`make test` installs them), the fake provider otherwise
-dev: build images
-	./$(BIN)/strata dev --data-dir $(DEV_DIR)
+## build-libvirt: the libvirt provider plugin (cgo; needs libvirt-dev)
+build-libvirt:
+	@mkdir -p $(BIN)
+	CGO_ENABLED=1 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/strata-provider-libvirt ./cmd/strata-provider-libvirt
+
+## dev: the first command on a fresh machine: as root, install what the real providers need
+##      (deploy/dev/deps.sh dev), build, and run the all-in-one cluster (Ctrl-C stops it; data stays
+##      in $(DEV_DIR)). Real containers, load balancers and VMs where the machine has them, the fake
+##      provider for the rest; never fails for a missing package (deploy/dev/up.sh)
+dev:
+	./deploy/dev/up.sh $(DEV_DIR)
 
 ## dev-clean: stop what the dev cluster left running (containers, VMs, haproxy) and remove $(DEV_DIR)
 dev-clean:

@@ -91,24 +91,17 @@ data stays in --data-dir, so running it again resumes where it stopped.`,
 // devProviders turns --providers into agent provider configurations. In
 // "auto", real providers come first where the machine has them (as root,
 // with containerd, haproxy, libvirtd running), so that each kind goes to
-// the real thing; the fake provider serves whatever is left.
+// the real thing; the fake provider serves whatever is left. One line says
+// which providers run and why each real one that does not is missing.
 func devProviders(names []string, w io.Writer) []config.Provider {
 	if len(names) == 1 && names[0] == "auto" {
-		names = nil
-		root := os.Geteuid() == 0
-		if _, err := os.Stat("/run/containerd/containerd.sock"); err == nil && root {
-			names = append(names, "containerd")
+		var missing []string
+		names, missing = detectProviders(os.Geteuid() == 0, libvirtPlugin(), exec.LookPath, os.Stat)
+		line := "providers: " + strings.Join(names, ", ")
+		if len(missing) > 0 {
+			line += " (the fake provider serves what these would: " + strings.Join(missing, "; ") + ")"
 		}
-		if _, err := exec.LookPath("haproxy"); err == nil {
-			names = append(names, "haproxy")
-		}
-		if libvirtPlugin() != "" && root {
-			if _, err := os.Stat("/var/run/libvirt/libvirt-sock"); err == nil {
-				names = append(names, "libvirt")
-			}
-		}
-		names = append(names, "fake")
-		fmt.Fprintf(w, "providers: %s\n", strings.Join(names, ", "))
+		fmt.Fprintln(w, line)
 	}
 	var out []config.Provider
 	for _, n := range names {
@@ -123,6 +116,36 @@ func devProviders(names []string, w io.Writer) []config.Provider {
 		out = append(out, pc)
 	}
 	return out
+}
+
+// detectProviders picks the real providers this machine can run and
+// explains each one it cannot.
+func detectProviders(root bool, plugin string, lookPath func(string) (string, error), stat func(string) (os.FileInfo, error)) (names, missing []string) {
+	has := func(path string) bool { _, err := stat(path); return err == nil }
+	switch {
+	case !root:
+		missing = append(missing, "containerd: not root")
+	case !has("/run/containerd/containerd.sock"):
+		missing = append(missing, "containerd: not running (/run/containerd/containerd.sock)")
+	default:
+		names = append(names, "containerd")
+	}
+	if _, err := lookPath("haproxy"); err != nil {
+		missing = append(missing, "haproxy: not installed")
+	} else {
+		names = append(names, "haproxy")
+	}
+	switch {
+	case plugin == "":
+		missing = append(missing, "libvirt: no strata-provider-libvirt next to strata (building it needs libvirt-dev)")
+	case !root:
+		missing = append(missing, "libvirt: not root")
+	case !has("/var/run/libvirt/libvirt-sock"):
+		missing = append(missing, "libvirt: libvirtd not running")
+	default:
+		names = append(names, "libvirt")
+	}
+	return append(names, "fake"), missing
 }
 
 // libvirtPlugin finds strata-provider-libvirt next to this binary.

@@ -2,7 +2,21 @@
 # Installs what Strata's tests and `strata dev` need on Debian, and starts
 # the daemons the tests use when they are not running. Idempotent: a second
 # run changes nothing. Needs root.
+#
+#   deploy/dev/deps.sh          # everything `make test` needs
+#   deploy/dev/deps.sh dev      # only what the real providers of `make dev` need
 set -euo pipefail
+
+PROFILE=${1:-test}
+case $PROFILE in test | dev) ;; *) echo "usage: $0 [test|dev]" >&2; exit 2 ;; esac
+
+# fail: the tests need everything (a missing piece fails them, never skips
+# them under CI), while `make dev` starts with whatever this machine has
+# and says what it lacks.
+fail() {
+  if [ "$PROFILE" = dev ]; then printf '[deps] warning: %s; going on without it\n' "$*" >&2; return 0; fi
+  die "$@"
+}
 
 log() { printf '[deps] %s\n' "$*"; }
 die() { printf '[deps] error: %s\n' "$*" >&2; exit 1; }
@@ -14,25 +28,34 @@ STATE_DIR=${STRATA_DEPS_DIR:-/var/lib/strata-dev}
 LOG_DIR=$STATE_DIR/log
 mkdir -p "$STATE_DIR" "$LOG_DIR"
 
+# The providers' packages: containers (containerd, runc, CNI, the busybox
+# image), load balancers (haproxy), VMs (libvirt, QEMU, the plugin's cgo
+# library, cpio for the initramfs).
 PACKAGES=(
-  containerd runc containernetworking-plugins busybox-static
-  redis-server haproxy
-  libvirt-daemon-system libvirt-dev qemu-system-x86 qemu-utils
-  cpio protobuf-compiler libprotobuf-dev iproute2 iptables
-  chromium
-  ca-certificates curl git
+  containerd runc containernetworking-plugins busybox-static iproute2 iptables
+  haproxy
+  libvirt-daemon-system libvirt-dev qemu-system-x86 qemu-utils cpio
 )
+# What only the tests need: Redis, protoc for the stale-code check,
+# Chromium for the console tests.
+if [ "$PROFILE" = test ]; then
+  PACKAGES+=(redis-server protobuf-compiler libprotobuf-dev chromium ca-certificates curl git)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  log "installing: ${missing[*]}"
+  log "installing ${#missing[@]} Debian packages (a few minutes the first time): ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$LOG_DIR/apt.log" 2>&1 \
-    || { tail -20 "$LOG_DIR/apt.log"; die "apt-get install failed (log: $LOG_DIR/apt.log)"; }
+  if ! apt-get update -qq >"$LOG_DIR/apt-update.log" 2>&1; then
+    tail -5 "$LOG_DIR/apt-update.log" >&2
+    fail "apt-get update failed (log: $LOG_DIR/apt-update.log)"
+  elif ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$LOG_DIR/apt.log" 2>&1; then
+    tail -20 "$LOG_DIR/apt.log" >&2
+    fail "apt-get install failed (log: $LOG_DIR/apt.log)"
+  fi
 else
   log "packages present"
 fi
@@ -41,11 +64,13 @@ fi
 # some images; the checks below only start what is not answering.
 
 # containerd: the Debian unit is not run (no systemd), so start it.
-if ! ctr --timeout 2s version >/dev/null 2>&1; then
+if ! command -v containerd >/dev/null; then
+  fail "containerd is not installed"
+elif ! ctr --timeout 2s version >/dev/null 2>&1; then
   log "starting containerd"
   nohup containerd >"$LOG_DIR/containerd.log" 2>&1 &
   for _ in $(seq 1 100); do ctr --timeout 1s version >/dev/null 2>&1 && break; sleep 0.1; done
-  ctr --timeout 2s version >/dev/null 2>&1 || { tail -20 "$LOG_DIR/containerd.log"; die "containerd did not start"; }
+  ctr --timeout 2s version >/dev/null 2>&1 || { tail -20 "$LOG_DIR/containerd.log" >&2; fail "containerd did not start"; }
 else
   log "containerd running"
 fi
@@ -66,11 +91,15 @@ kvm_works() {
   grep -q 'Linux version' "$out" 2>/dev/null
 }
 
-if ! pgrep -x virtlogd >/dev/null; then
-  log "starting virtlogd"
-  virtlogd -d
-fi
-if ! virsh -c qemu:///system version >/dev/null 2>&1; then
+start_libvirtd() {
+  if ! pgrep -x virtlogd >/dev/null; then
+    log "starting virtlogd"
+    virtlogd -d
+  fi
+  if virsh -c qemu:///system version >/dev/null 2>&1; then
+    log "libvirtd running"
+    return 0
+  fi
   if kvm_works; then
     log "starting libvirtd (KVM works)"
     libvirtd -d
@@ -90,9 +119,12 @@ if ! virsh -c qemu:///system version >/dev/null 2>&1; then
     fi
   fi
   for _ in $(seq 1 100); do virsh -c qemu:///system version >/dev/null 2>&1 && break; sleep 0.1; done
-  virsh -c qemu:///system version >/dev/null 2>&1 || die "libvirtd did not answer on qemu:///system"
+  virsh -c qemu:///system version >/dev/null 2>&1 || fail "libvirtd did not answer on qemu:///system"
+}
+if command -v libvirtd >/dev/null && command -v virsh >/dev/null; then
+  start_libvirtd
 else
-  log "libvirtd running"
+  fail "libvirtd is not installed"
 fi
 
 log "ready"

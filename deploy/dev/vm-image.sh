@@ -35,14 +35,23 @@ META=linux-image-cloud-amd64
 # pvpanic tells QEMU of a kernel panic, which libvirt reports as a crash.
 MODULES=(virtio_pci virtio_net virtio_blk button evdev pvpanic_mmio)
 
-for c in apt-get apt-cache dpkg-deb cpio gzip; do
-  command -v "$c" >/dev/null || die "$c is missing"
-done
-[ -x "$BUSYBOX" ] || die "$BUSYBOX is missing (apt-get install busybox-static)"
-[ "$(uname -m)" = x86_64 ] || die "only x86_64 hosts are supported ($META is amd64)"
-
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
+
+# cached: an offline machine keeps using what an earlier run built.
+cached() {
+  if [ -f "$DIR/vmlinuz" ] && [ -f "$DIR/initramfs.gz" ]; then
+    log "$1; using the kernel built before ($(cat "$DIR/kernel-version" 2>/dev/null || echo unknown))"
+    echo "$DIR"
+    exit 0
+  fi
+  die "$1"
+}
+for c in apt-get apt-cache dpkg-deb cpio gzip; do
+  command -v "$c" >/dev/null || cached "$c is missing"
+done
+[ -x "$BUSYBOX" ] || cached "$BUSYBOX is missing (apt-get install busybox-static)"
+[ "$(uname -m)" = x86_64 ] || die "only x86_64 hosts are supported ($META is amd64)"
 
 # Serialise concurrent runs (tests of several packages may build at once),
 # so that the second finds the first's result.
@@ -56,9 +65,9 @@ resolve() { apt-cache depends "$META" 2>/dev/null | awk '$1 == "Depends:" && $2 
 PKG=$(resolve || true)
 if [ -z "$PKG" ]; then
   log "apt does not know $META; running apt-get update"
-  apt-get update -qq || die "apt-get update failed"
+  apt-get update -qq >/dev/null 2>&1 || cached "apt-get update failed (offline?)"
   PKG=$(resolve || true)
-  [ -n "$PKG" ] || die "cannot resolve the kernel package $META depends on"
+  [ -n "$PKG" ] || cached "cannot resolve the kernel package $META depends on"
 fi
 KVER=${PKG#linux-image-}
 VERSION=$(apt-cache policy "$PKG" | awk '$1 == "Candidate:" { print $2; exit }')
@@ -87,7 +96,7 @@ if [ -z "$DEB" ]; then
   # apt's sandbox user cannot write to an arbitrary directory: download
   # as root (apt verifies the package all the same).
   (cd "$DEBS" && apt-get download -qq -o APT::Sandbox::User=root "$PKG=$VERSION") \
-    || die "apt-get download $PKG=$VERSION failed"
+    || cached "apt-get download $PKG=$VERSION failed (offline?)"
   DEB=$(ls "$DEBS"/"$PKG"_*.deb)
 fi
 dpkg-deb -x "$DEB" "$WORK/pkg"
