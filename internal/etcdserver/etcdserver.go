@@ -83,8 +83,6 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	// it logs while shutting down) is noise in Strata's logs.
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.UnsafeNoFsync = c.UnsafeNoFsync
-	// Strata batches up to 512 operations per transaction.
-	cfg.MaxTxnOps = 1024
 	cfg.QuotaBackendBytes = 8 << 30
 	cfg.AutoCompactionMode = "revision"
 	cfg.AutoCompactionRetention = "10000"

@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -35,6 +37,9 @@ var (
 	ErrConflict  = errors.New("conflict: object was modified") // mod revision mismatch
 	ErrFenced    = errors.New("fenced: leadership lost")       // a Guard no longer holds
 	ErrCompacted = errors.New("revision compacted")
+	// ErrTooManyOps reports a transaction over the operation limit: the
+	// store's own (checked before sending) or etcd's --max-txn-ops.
+	ErrTooManyOps = errors.New("too many operations in one transaction")
 	// ErrInvalidContinue reports a continue token that this store did not
 	// issue for this prefix; API servers map it to a client error.
 	ErrInvalidContinue = errors.New("invalid continue token")
@@ -71,6 +76,20 @@ type Store struct {
 	cli    *clientv3.Client
 	prefix string
 	log    *slog.Logger
+	limit  *txnLimit
+}
+
+// DefaultMaxTxnOps is stock etcd's --max-txn-ops, the store's limit unless
+// WithMaxTxnOps says otherwise.
+const DefaultMaxTxnOps = 128
+
+// txnLimit is the most operations one transaction may hold, as etcd counts
+// them (see Txn.Size). It starts at the configured value and only goes
+// down: when etcd refuses a transaction under it, the configuration is
+// wrong for this etcd, and Batch lowers it for the rest of the process.
+type txnLimit struct {
+	n      atomic.Int64
+	warned sync.Once
 }
 
 // Option configures a Store.
@@ -85,13 +104,25 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithMaxTxnOps sets the most operations one transaction may hold, as etcd
+// counts them: it must not exceed the etcd server's --max-txn-ops (tiers
+// take it from etcd.maxTxnOps). Zero or less keeps DefaultMaxTxnOps.
+func WithMaxTxnOps(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.limit.n.Store(int64(n))
+		}
+	}
+}
+
 // New returns a Store for keys under prefix. A non-empty prefix that lacks a
 // trailing "/" gets one, so that "/strata/a" cannot see "/strata/ab/...".
 func New(cli *clientv3.Client, prefix string, opts ...Option) *Store {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	s := &Store{cli: cli, prefix: prefix, log: slog.New(slog.DiscardHandler)}
+	s := &Store{cli: cli, prefix: prefix, log: slog.New(slog.DiscardHandler), limit: &txnLimit{}}
+	s.limit.n.Store(DefaultMaxTxnOps)
 	for _, o := range opts {
 		o(s)
 	}
@@ -285,10 +316,14 @@ func (s *Store) kv(kv *mvccpb.KeyValue) KV {
 var errEmptyKey = errors.New("store: empty key")
 
 // wrapErr adds context to an etcd error and maps compaction onto
-// ErrCompacted, keeping the etcd error in the chain too.
+// ErrCompacted and an oversized transaction onto ErrTooManyOps, keeping
+// the etcd error in the chain too.
 func wrapErr(op string, err error) error {
 	if errors.Is(err, rpctypes.ErrCompacted) {
 		return fmt.Errorf("store: %s: %w: %w", op, ErrCompacted, err)
+	}
+	if errors.Is(err, rpctypes.ErrTooManyOps) {
+		return fmt.Errorf("store: %s: %w: %w", op, ErrTooManyOps, err)
 	}
 	return fmt.Errorf("store: %s: %w", op, err)
 }
@@ -318,4 +353,57 @@ func decodeContinue(s string) (continueToken, error) {
 		return t, errors.New("incomplete token")
 	}
 	return t, nil
+}
+
+// MaxTxnOps is the most operations one transaction may hold now: the
+// configured limit, or lower once etcd refused a transaction under it.
+func (s *Store) MaxTxnOps() int { return s.maxTxnOps() }
+
+func (s *Store) maxTxnOps() int { return int(s.limit.n.Load()) }
+
+// lowerTxnLimit halves the limit below a transaction of size ops that etcd
+// refused as too large, and returns the new limit. The limit is shared by
+// every user of the store and never goes back up: the server will refuse
+// that size again.
+func (s *Store) lowerTxnLimit(size int) int {
+	want := int64(max(size/2, 1))
+	for {
+		cur := s.limit.n.Load()
+		if cur <= want {
+			return int(cur)
+		}
+		if s.limit.n.CompareAndSwap(cur, want) {
+			s.limit.warned.Do(func() {
+				s.log.Warn("etcd refused a transaction as too large: the configured etcd.maxTxnOps is above the server's --max-txn-ops; using a lower limit from now on",
+					"refused", size, "limit", want)
+			})
+			s.log.Debug("store: transaction limit lowered", "refused", size, "limit", want)
+			return int(want)
+		}
+	}
+}
+
+// CheckTxnLimit sends a harmless transaction of exactly the store's limit
+// (comparisons and reads of one key under the prefix, no writes), so that a
+// limit above the etcd server's --max-txn-ops fails at start rather than on
+// the first large write. It checks the member the client talks to; a
+// member with a lower limit found later makes Batch lower the limit.
+func (s *Store) CheckTxnLimit(ctx context.Context) error {
+	n := s.maxTxnOps()
+	key := s.prefix + "txn-limit-probe"
+	cmps := make([]clientv3.Cmp, n)
+	reads := make([]clientv3.Op, n)
+	for i := range n {
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(key), ">", -1)
+		reads[i] = clientv3.OpGet(key, clientv3.WithCountOnly())
+	}
+	_, err := s.cli.Txn(ctx).If(cmps...).Then(reads...).Else(reads...).Commit()
+	if errors.Is(err, rpctypes.ErrTooManyOps) {
+		return fmt.Errorf("store: etcd refuses a transaction of %d operations, the configured limit: it must not exceed the server's --max-txn-ops: %w: %w",
+			n, ErrTooManyOps, err)
+	}
+	if err != nil {
+		return wrapErr("probe transaction limit", err)
+	}
+	return nil
 }

@@ -39,14 +39,25 @@ type txnOp struct {
 	modRev int64
 }
 
+// conditional reports whether the operation adds a comparison.
+func (op txnOp) conditional() bool {
+	switch op.kind {
+	case opCreate, opUpdate:
+		return true
+	case opDelete:
+		return op.modRev > 0
+	}
+	return false
+}
+
 // Txn builds one atomic etcd transaction of many operations: either all of
 // them apply at one revision or none does. Build it with the chaining methods
 // and send it with Commit. A Txn is meant for one Commit and is not safe for
 // concurrent use.
 //
-// etcd caps the operations in one transaction (--max-txn-ops, 1024 for
-// Strata's clusters; each operation with a condition also counts one
-// comparison), so batch in chunks of a few hundred.
+// etcd caps the size of one transaction (--max-txn-ops, see Size), and so
+// does the store: Commit refuses a transaction over the store's limit
+// before sending it. Writes that may be larger go through a Batch.
 type Txn struct {
 	s      *Store
 	ops    []txnOp
@@ -106,8 +117,38 @@ func (t *Txn) Guard(g ...Guard) *Txn {
 	return t
 }
 
-// Len returns the number of operations, so callers can cut batches.
+// Len returns the number of operations.
 func (t *Txn) Len() int { return len(t.ops) }
+
+// Size is the transaction's size as etcd counts it against --max-txn-ops:
+// the longest of its three lists. Compare holds one comparison per guard
+// and per conditional operation, Success one request per operation, and
+// Failure (the reads that classify a failure) one per comparison, so Size
+// is the larger of the comparisons and the operations.
+func (t *Txn) Size() int { return max(t.compares(), len(t.ops)) }
+
+// Room is how many more operations, each with a condition, fit under the
+// store's limit; it may be negative.
+func (t *Txn) Room() int { return t.s.maxTxnOps() - t.Size() }
+
+func (t *Txn) compares() int {
+	n := len(t.guards)
+	for _, op := range t.ops {
+		if op.conditional() {
+			n++
+		}
+	}
+	return n
+}
+
+// bytes approximates the request's size: keys and values.
+func (t *Txn) bytes() int {
+	n := 0
+	for _, op := range t.ops {
+		n += len(op.key) + len(op.value)
+	}
+	return n
+}
 
 // Commit sends the transaction and returns the revision it applied at. A
 // transaction without operations sends nothing and returns (0, nil).
@@ -180,6 +221,9 @@ func (t *Txn) commit(ctx context.Context) (*clientv3.TxnResponse, error) {
 	}
 	if err := t.checkOverlap(); err != nil {
 		return nil, err
+	}
+	if size, limit := t.Size(), t.s.maxTxnOps(); size > limit {
+		return nil, &limitError{size: size, limit: limit}
 	}
 
 	var (
@@ -284,3 +328,13 @@ func (t *Txn) checkOverlap() error {
 	}
 	return nil
 }
+
+// limitError is a transaction the store refused to send: it is over the
+// store's limit, not (as far as the store knows) over etcd's.
+type limitError struct{ size, limit int }
+
+func (e *limitError) Error() string {
+	return fmt.Sprintf("store: txn of size %d is over the limit of %d operations per transaction", e.size, e.limit)
+}
+
+func (e *limitError) Unwrap() error { return ErrTooManyOps }

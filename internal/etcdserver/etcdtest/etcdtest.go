@@ -88,7 +88,6 @@ func (p *Process) start() error {
 		"--initial-cluster", "test="+p.peerURL,
 		"--heartbeat-interval", "10",
 		"--election-timeout", "100",
-		"--max-txn-ops", "1024",
 		"--unsafe-no-fsync",
 		"--log-level", "error",
 	)

@@ -9,26 +9,22 @@ import (
 	"github.com/stratahq/strata/internal/store"
 )
 
-// fill writes n keys "<prefix>NNNN" = "v" in batched transactions and
-// returns their keys and the last revision.
+// fill writes n keys "<prefix>NNNN" = "v" in one batch and returns their
+// keys and the last revision.
 func fill(t testing.TB, s *store.Store, prefix string, n int) ([]string, int64) {
 	t.Helper()
-	const batch = 500
-	var (
-		ks  []string
-		rev int64
-	)
-	txn := s.Txn()
+	var ks []string
+	b := s.Batch()
 	for i := range n {
 		k := fmt.Sprintf("%s%04d", prefix, i)
 		ks = append(ks, k)
-		txn.Create(k, []byte("v"))
-		if txn.Len() == batch || i == n-1 {
-			rev = mustCommit(t, txn)
-			txn = s.Txn()
-		}
+		b.Step(k).Create(k, []byte("v"))
 	}
-	return ks, rev
+	res, err := b.Commit(testCtx(t))
+	if err != nil {
+		t.Fatalf("fill %s: %v", prefix, err)
+	}
+	return ks, res.Revision
 }
 
 // listPages lists prefix page by page and checks that every page has the
