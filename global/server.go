@@ -122,7 +122,7 @@ func (s *Server) Run(ctx context.Context) error {
 		defer closeEtcd()
 		cli = c
 	}
-	st := state.New(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log)))
+	st := state.New(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)))
 	caches := state.NewCaches(st)
 
 	hb := s.o.Heartbeats
@@ -211,7 +211,9 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
 	g.Go(func() error { return serving.IgnoreCanceled(svc.Run(gctx)) })
 	g.Go(func() error {
-		if err := caches.WaitSynced(gctx); err != nil {
+		select {
+		case <-s.ready: // caches synced, transaction limit checked
+		case <-gctx.Done():
 			return nil
 		}
 		if cfg.API.BootstrapToken != "" {
@@ -239,13 +241,22 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
+		// Ready once the caches hold etcd's state and etcd takes
+		// transactions as large as configured; a limit above the
+		// server's stops the global here.
+		var startErr error
 		if err := caches.WaitSynced(gctx); err == nil {
+			if startErr = etcdserver.CheckTxnLimit(gctx, st.Store, s.log); startErr != nil {
+				startErr = fmt.Errorf("global: %w", startErr)
+			}
+		}
+		if startErr == nil && gctx.Err() == nil {
 			s.log.Info("global serving", "http", s.HTTPAddr(), "grpc", s.GRPCAddr())
 			close(s.ready)
+			<-gctx.Done()
 		}
-		<-gctx.Done()
 		serving.Shutdown(grpcSrv, httpSrv, 5*time.Second)
-		return nil
+		return startErr
 	})
 	return g.Wait()
 }

@@ -132,7 +132,7 @@ func (s *Server) Run(ctx context.Context) error {
 		defer closeEtcd()
 		cli = c
 	}
-	st := state.New(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log)))
+	st := state.New(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)))
 	caches := state.NewCaches(st)
 
 	hb, evs, closeHot := s.hotStores()
@@ -226,7 +226,9 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { emitter.Run(gctx); return nil })
 	g.Go(func() error { return serving.IgnoreCanceled(apiSrv.Run(gctx)) })
 	g.Go(func() error {
-		if err := caches.WaitSynced(gctx); err != nil {
+		select {
+		case <-s.ready: // caches synced, transaction limit checked
+		case <-gctx.Done():
 			return nil
 		}
 		if err := s.ensureNetwork(gctx, st); err != nil {
@@ -259,13 +261,22 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return s.federate(gctx, caches, clientTLS) })
 	}
 	g.Go(func() error {
+		// Ready once the caches hold etcd's state and etcd takes
+		// transactions as large as configured; a limit above the
+		// server's stops the region here.
+		var startErr error
 		if err := caches.WaitSynced(gctx); err == nil {
+			if startErr = etcdserver.CheckTxnLimit(gctx, st.Store, s.log); startErr != nil {
+				startErr = fmt.Errorf("region: %w", startErr)
+			}
+		}
+		if startErr == nil && gctx.Err() == nil {
 			s.log.Info("region serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr())
 			close(s.ready)
+			<-gctx.Done()
 		}
-		<-gctx.Done()
 		serving.Shutdown(grpcSrv, httpSrv, 5*time.Second)
-		return nil
+		return startErr
 	})
 	return g.Wait()
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/stratahq/strata/internal/store"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -77,6 +79,7 @@ func TestBadConfigNamesKey(t *testing.T) {
 		{"bad subnet", "name: r\nnetwork:\n  subnet: 300.1.0.0/16\n", "network.subnet"},
 		{"gateway outside", "name: r\nnetwork:\n  gateway: 10.1.0.1\n", "network.gateway"},
 		{"bad log level", "name: r\nlog:\n  level: loud\n", "log.level"},
+		{"txn limit too small", "name: r\netcd:\n  maxTxnOps: 8\n", "etcd.maxTxnOps"},
 		{"tls half set", "name: r\ntls:\n  ca: /nonexistent\n", "tls."},
 	}
 	for _, c := range cases {
@@ -128,5 +131,21 @@ providers:
 func TestGlobalDefaultsValid(t *testing.T) {
 	if err := Load(DefaultGlobal(), Source{}); err != nil {
 		t.Fatalf("defaults: %v", err)
+	}
+}
+
+// TestMaxTxnOpsDefault keeps the tiers' default transaction limit equal to
+// the store's (stock etcd's --max-txn-ops).
+func TestMaxTxnOpsDefault(t *testing.T) {
+	for name, got := range map[string]int{"global": DefaultGlobal().Etcd.MaxTxnOps, "region": DefaultRegion().Etcd.MaxTxnOps} {
+		if got != store.DefaultMaxTxnOps {
+			t.Errorf("%s etcd.maxTxnOps default: got %d; want store.DefaultMaxTxnOps %d", name, got, store.DefaultMaxTxnOps)
+		}
+	}
+	t.Setenv("STRATA_ETCD_MAXTXNOPS", "64")
+	cfg := DefaultRegion()
+	cfg.Name = "r"
+	if err := Load(cfg, Source{}); err != nil || cfg.Etcd.MaxTxnOps != 64 {
+		t.Errorf("etcd.maxTxnOps from the environment: got %d, %v; want 64", cfg.Etcd.MaxTxnOps, err)
 	}
 }

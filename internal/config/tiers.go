@@ -18,7 +18,20 @@ type Etcd struct {
 	// Embedded runs a single-member etcd inside the process in DataDir.
 	Embedded bool   `mapstructure:"embedded"`
 	DataDir  string `mapstructure:"dataDir"`
+	// MaxTxnOps is the most operations the tier puts in one etcd
+	// transaction; larger writes are split. It must not exceed the etcd
+	// server's --max-txn-ops (stock etcd: 128, the default here), which the
+	// tier checks at start.
+	MaxTxnOps int `mapstructure:"maxTxnOps"`
 }
+
+// defaultMaxTxnOps is stock etcd's --max-txn-ops (store.DefaultMaxTxnOps;
+// config does not import the store, which would bring the etcd client
+// into the agent).
+const defaultMaxTxnOps = 128
+
+// minMaxTxnOps leaves room for the largest write that must be atomic.
+const minMaxTxnOps = 16
 
 func (e *Etcd) validate(key string) error {
 	if !e.Embedded && len(e.Endpoints) == 0 {
@@ -29,6 +42,9 @@ func (e *Etcd) validate(key string) error {
 	}
 	if e.Prefix == "" || e.Prefix[0] != '/' || e.Prefix[len(e.Prefix)-1] != '/' {
 		return keyError(key+".prefix", "%q must start and end with /", e.Prefix)
+	}
+	if e.MaxTxnOps < minMaxTxnOps {
+		return keyError(key+".maxTxnOps", "%d is too small (at least %d; etcd's --max-txn-ops defaults to %d)", e.MaxTxnOps, minMaxTxnOps, defaultMaxTxnOps)
 	}
 	return positive(key+".dialTimeout", e.DialTimeout)
 }
@@ -143,7 +159,7 @@ func DefaultGlobal() *Global {
 	g := &Global{ID: hostname()}
 	g.Listen.HTTP = "127.0.0.1:8080"
 	g.Listen.GRPC = "127.0.0.1:9090"
-	g.Etcd = Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/strata/global/", DialTimeout: 5 * time.Second}
+	g.Etcd = Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/strata/global/", DialTimeout: 5 * time.Second, MaxTxnOps: defaultMaxTxnOps}
 	g.Log = Log{Level: "info", Format: "text"}
 	g.LeaseTTL = 3 * time.Second
 	g.Regions = Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: 2 * time.Second}
@@ -234,7 +250,7 @@ func DefaultRegion() *Region {
 	r := &Region{ID: hostname()}
 	r.Listen.HTTP = "127.0.0.1:8081"
 	r.Listen.GRPC = "127.0.0.1:9091"
-	r.Etcd = Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/strata/region/", DialTimeout: 5 * time.Second}
+	r.Etcd = Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/strata/region/", DialTimeout: 5 * time.Second, MaxTxnOps: defaultMaxTxnOps}
 	r.Log = Log{Level: "info", Format: "text"}
 	r.LeaseTTL = 3 * time.Second
 	r.Nodes = Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: time.Second}

@@ -215,19 +215,62 @@ func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string)
 	}
 	ops = p.ops()
 	rev, err := p.commit(ctx, guard)
-	if err == nil {
-		for name, pool := range view.pools {
-			c.ipamNext[name] = pool.Next()
-		}
+	for name, pool := range view.pools {
+		c.ipamNext[name] = pool.Next()
 	}
 	for _, ev := range p.committedEvents() {
 		c.o.Events.Emit(ev)
 	}
+	if failed := batchFailures(err); failed != nil {
+		if r, serr := c.surface(ctx, guard, now, failed); serr != nil {
+			c.log.Warn("could not record why resources were not written", "err", serr)
+		} else if r > 0 {
+			rev = r
+		}
+	}
+	// Read our own writes before the next pass decides anything, also
+	// those of a commit that stopped half-way: they stay.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if werr := p.waitCaches(wctx, c.o.Caches, rev); werr != nil && err == nil {
+		err = werr
+	}
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	// Read our own writes before the next pass decides anything.
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return p.waitCaches(wctx, c.o.Caches, rev)
+	return nil
+}
+
+// surface writes onto the share of each resource whose writes did not
+// all apply why, so that the failure reaches the resource's status (and
+// the global tier) rather than only the log. The share keeps the phase it
+// had; the next pass that writes the resource replaces the reason. A
+// resource that is gone from the region has nobody to tell: its work
+// simply ends.
+func (c *Controller) surface(ctx context.Context, guard store.Guard, now time.Time, failed map[string]error) (int64, error) {
+	p := newPlan(c.o.State)
+	for key, ferr := range failed {
+		c.log.Warn("resource not written", "resource", key, "err", ferr)
+		pl, ok := c.o.Caches.Placements.Get(key)
+		if !ok {
+			continue
+		}
+		pr := &pl.Value.Resource
+		reason := "the region could not store its changes (retrying): " + ferr.Error()
+		s := &state.Share{Tenant: pr.Tenant, Name: pr.Name, UID: pr.UID}
+		s.Phase, s.Replicas, s.Revision = api.PhaseCreated, pr.Replicas, pr.Revision
+		if cur, ok := c.o.Caches.Shares.Get(key); ok && cur.Value.UID == pr.UID {
+			if cur.Value.Reason == reason {
+				continue // already said
+			}
+			cp := *cur.Value
+			s = &cp
+		}
+		s.Reason, s.UpdatedAt = reason, now
+		p.putShare(key, s)
+	}
+	if p.empty() {
+		return 0, nil
+	}
+	return p.commit(ctx, guard)
 }

@@ -43,8 +43,15 @@ func (g testGuard) GuardRev() int64  { return g.rev }
 
 func newHarness(t *testing.T, opts ...func(*Options)) *harness {
 	t.Helper()
-	cli := etcdtest.Client(t, etcdtest.Embedded(t))
-	s := store.New(cli, "/strata/region/")
+	return newHarnessWith(t, etcdtest.Embedded(t), nil, opts...)
+}
+
+// newHarnessWith runs the harness on the etcd at endpoints, with a store
+// built with storeOpts.
+func newHarnessWith(t *testing.T, endpoints []string, storeOpts []store.Option, opts ...func(*Options)) *harness {
+	t.Helper()
+	cli := etcdtest.Client(t, endpoints)
+	s := store.New(cli, "/strata/region/", storeOpts...)
 	h := &harness{t: t, st: state.New(s), hold: map[string]bool{}, fail: map[string]bool{}, down: map[string]bool{}}
 	h.caches = state.NewCaches(h.st)
 	h.ev = events.NewMemory(10000)
@@ -100,7 +107,7 @@ func (h *harness) simulateAgents(ctx context.Context) {
 		case <-tick.C:
 		}
 		h.mu.Lock()
-		t := h.st.Store.Txn()
+		b := h.st.Store.Batch()
 		for _, it := range h.caches.Assignments.List() {
 			a := it.Value
 			if a.Node == "" || h.down[a.Node] {
@@ -120,16 +127,11 @@ func (h *harness) simulateAgents(ctx context.Context) {
 				continue
 			}
 			st := &api.AssignmentStatus{ID: a.ID, Node: a.Node, ObservedGeneration: a.Generation, Phase: phase, Reason: reason, Since: time.Now()}
-			_ = h.st.Statuses.TxnPut(t, a.ID, st)
-			if t.Len() >= 400 {
-				break
-			}
+			_ = h.st.Statuses.TxnPut(b.Step(a.ID), a.ID, st)
 		}
 		h.mu.Unlock()
-		if t.Len() > 0 {
-			if _, err := t.Commit(ctx); err != nil && ctx.Err() == nil {
-				h.t.Logf("simulated agents: %v", err)
-			}
+		if _, err := b.Commit(ctx); err != nil && ctx.Err() == nil {
+			h.t.Logf("simulated agents: %v", err)
 		}
 	}
 }

@@ -182,21 +182,23 @@ func (c *Controller) reconcileDrains(v *view, p *plan) {
 				d.Message += fmt.Sprintf(" and %d more", len(ids)-1)
 			}
 		}
-		unit := p.unit("drain/" + node)
+		var ev *events.Event
 		if d.Remaining == 0 {
 			d.FinishedAt = v.now
 			d.State = api.DrainSucceeded
 			if d.Failed > 0 {
 				d.State = api.DrainFailed
 			}
-			unit.event(c.event(events.TypeNormal, "DrainFinished", "node/"+node, d.State+": "+d.Message))
+			e := c.event(events.TypeNormal, "DrainFinished", "node/"+node, d.State+": "+d.Message)
+			ev = &e
 		} else if len(run.steps) > 0 {
-			unit.event(c.event(events.TypeNormal, "DrainProgress", "node/"+node, d.Message))
+			e := c.event(events.TypeNormal, "DrainProgress", "node/"+node, d.Message)
+			ev = &e
 		}
 		if reflect.DeepEqual(&d, run.item.Value) {
 			continue
 		}
-		p.updateDrain(&d, run.item.ModRevision)
+		p.updateDrain(&d, run.item.ModRevision, ev)
 	}
 }
 

@@ -42,7 +42,7 @@ func (c *Controller) reconcile(v *view, p *plan, key string) {
 		if remaining == 0 {
 			if havePlacement {
 				p.deletePlacement(key, pl.ModRevision)
-				p.unit(key).event(c.event(events.TypeNormal, "ResourceDestroyed", "resource/"+key, "every replica is gone"))
+				p.event(key, c.event(events.TypeNormal, "ResourceDestroyed", "resource/"+key, "every replica is gone"))
 			}
 			if _, ok := c.o.Caches.Shares.Get(key); ok {
 				p.deleteShare(key)
@@ -74,7 +74,7 @@ func (c *Controller) reconcile(v *view, p *plan, key string) {
 	live = c.keep(live, func(r *replica) bool {
 		if lost, why := v.lost(r.a.Node); lost {
 			c.destroy(v, p, key, r, why)
-			p.unit(key).event(c.event(events.TypeWarning, "ReplicaLost", "replica/"+r.a.ID, why+"; replacing it"))
+			p.event(key, c.event(events.TypeWarning, "ReplicaLost", "replica/"+r.a.ID, why+"; replacing it"))
 			return false
 		}
 		if r.phase == api.PhaseError {
@@ -83,13 +83,13 @@ func (c *Controller) reconcile(v *view, p *plan, key string) {
 			}
 			why := "failed: " + reasonOf(r)
 			c.destroy(v, p, key, r, why)
-			p.unit(key).event(c.event(events.TypeWarning, "ReplicaReplaced", "replica/"+r.a.ID, why))
+			p.event(key, c.event(events.TypeWarning, "ReplicaReplaced", "replica/"+r.a.ID, why))
 			return false
 		}
 		if late, why := c.overdue(v, r); late {
 			c.allowRetry(key, v.now)
 			c.destroy(v, p, key, r, why)
-			p.unit(key).event(c.event(events.TypeWarning, "DeadlineExceeded", "replica/"+r.a.ID, why+"; replacing it"))
+			p.event(key, c.event(events.TypeWarning, "DeadlineExceeded", "replica/"+r.a.ID, why+"; replacing it"))
 			return false
 		}
 		return true
@@ -111,8 +111,10 @@ func (c *Controller) finishDestroy(v *view, p *plan, key string, r *replica) boo
 	switch {
 	case r.phase == api.PhaseDestroyed, r.a.Node == "", !nodeExists:
 	case !since.IsZero() && v.now.Sub(since) > c.o.DestroyTimeout:
-		p.unit(key).event(c.event(events.TypeWarning, "DestroyTimedOut", "replica/"+r.a.ID,
+		p.deleteAssignment(key, r.a, r.modRev, r.st != nil)
+		p.event(key, c.event(events.TypeWarning, "DestroyTimedOut", "replica/"+r.a.ID,
 			fmt.Sprintf("node %s did not confirm within %s; forgetting the replica (its agent removes it when it returns)", r.a.Node, c.o.DestroyTimeout)))
+		return true
 	default:
 		return false
 	}
@@ -139,7 +141,7 @@ func (c *Controller) destroy(v *view, p *plan, key string, r *replica, why strin
 	a.Generation++
 	p.updateAssignment(key, &a, r.modRev)
 	r.a = &a
-	p.unit(key).event(c.event(events.TypeNormal, "Destroying", "replica/"+a.ID, fmt.Sprintf("on %s: %s", a.Node, why)))
+	p.event(key, c.event(events.TypeNormal, "Destroying", "replica/"+a.ID, fmt.Sprintf("on %s: %s", a.Node, why)))
 }
 
 // overdue reports a replica stuck in created (placed, not started) or
@@ -417,8 +419,9 @@ func (c *Controller) schedule(v *view, p *plan, key string, pl *api.Placement, l
 			continue
 		}
 		a := *r.a
+		var port *api.Port
 		if a.Kind == api.KindCompute && a.Network == nil {
-			att, port, err := c.address(v, &a)
+			att, pt, err := c.address(v, &a)
 			if err != nil {
 				snap.Release(d.Node, key, req.Need)
 				c.leaveUnplaced(v, p, key, r, "no address: "+err.Error())
@@ -426,8 +429,7 @@ func (c *Controller) schedule(v *view, p *plan, key string, pl *api.Placement, l
 				continue
 			}
 			if att != nil {
-				a.Network = att
-				p.createPort(key, port)
+				a.Network, port = att, pt
 			}
 		}
 		a.Node = d.Node
@@ -435,14 +437,13 @@ func (c *Controller) schedule(v *view, p *plan, key string, pl *api.Placement, l
 		if a.Replaces == "" {
 			a.Reason = ""
 		}
-		if r.modRev == 0 {
-			p.createAssignment(key, &a)
-		} else {
+		if r.modRev != 0 {
 			a.Generation++
-			p.updateAssignment(key, &a, r.modRev)
 		}
+		// The address and the assignment naming it apply together.
+		p.placeReplica(key, &a, r.modRev, port)
 		r.a = &a
-		p.unit(key).event(c.event(events.TypeNormal, "Scheduled", "replica/"+a.ID, "placed on "+d.Node))
+		p.event(key, c.event(events.TypeNormal, "Scheduled", "replica/"+a.ID, "placed on "+d.Node))
 	}
 	return unplacedReason
 }
@@ -541,7 +542,7 @@ func (c *Controller) leaveUnplaced(v *view, p *plan, key string, r *replica, why
 		p.updateAssignment(key, &a, r.modRev)
 	}
 	r.a = &a
-	p.unit(key).event(c.event(events.TypeWarning, "FailedScheduling", "replica/"+a.ID, why))
+	p.event(key, c.event(events.TypeWarning, "FailedScheduling", "replica/"+a.ID, why))
 }
 
 // writeShare computes the resource's status in this region and writes it
