@@ -3,7 +3,11 @@ package controller
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +35,8 @@ type harness struct {
 	fail map[string]bool
 	// down nodes never report.
 	down map[string]bool
+	// failed counts the controller's failed passes.
+	failed atomic.Int64
 }
 
 type testGuard struct {
@@ -69,6 +75,7 @@ func newHarnessWith(t *testing.T, endpoints []string, storeOpts []store.Option, 
 		DestroyTimeout:   time.Minute,
 		RetryBackoff:     50 * time.Millisecond,
 		Resync:           200 * time.Millisecond,
+		Logger:           slog.New(&passFailures{n: &h.failed}),
 	}
 	for _, f := range opts {
 		f(&o)
@@ -89,6 +96,50 @@ func newHarnessWith(t *testing.T, endpoints []string, storeOpts []store.Option, 
 		t.Fatal(err)
 	}
 	return h
+}
+
+// passFailures counts the control loop's "pass failed" warnings.
+type passFailures struct {
+	n *atomic.Int64
+}
+
+func (p *passFailures) Enabled(context.Context, slog.Level) bool { return true }
+func (p *passFailures) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "pass failed; retrying" {
+		p.n.Add(1)
+	}
+	return nil
+}
+func (p *passFailures) WithAttrs([]slog.Attr) slog.Handler { return p }
+func (p *passFailures) WithGroup(string) slog.Handler      { return p }
+
+func (h *harness) failedPasses() int64 { return h.failed.Load() }
+
+// addNetwork makes subnet the region's default network.
+func (h *harness) addNetwork(subnet string) {
+	h.t.Helper()
+	pfx := netip.MustParsePrefix(subnet)
+	gw := pfx.Addr().Next()
+	if _, err := h.st.Networks.Put(context.Background(), "default", &api.Network{
+		Name: "default", Subnet: subnet, Gateway: gw.String(), Bridge: "st0", Default: true,
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	h.eventually("network cached", func() error {
+		if _, ok := h.caches.Networks.Get("default"); !ok {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+}
+
+// shareReady reports nil once name's share reads ready with n ready.
+func (h *harness) shareReady(name string, n int) error {
+	s := h.share(name)
+	if s == nil || s.Phase != api.PhaseReady || s.Ready != n {
+		return fmt.Errorf("share %+v; want ready %d/%d", s, n, n)
+	}
+	return nil
 }
 
 type emitFunc func(events.Event)
@@ -636,5 +687,117 @@ func TestLoadbalancerEndpointsFollowReadyReplicas(t *testing.T) {
 	now, _ := h.replicas("front")
 	if now[0].ID != first[0].ID || now[0].Generation <= gen {
 		t.Errorf("load balancer replica: got %s generation %d; want the same replica %s at a generation above %d", now[0].ID, now[0].Generation, first[0].ID, gen)
+	}
+}
+
+// TestPassLargerThanOneTransaction is the agent that comes back from an
+// outage: its node's replicas were replaced elsewhere, and it reports all
+// of them destroyed at once, so one pass removes three records for each
+// (assignment, status, address), well over etcd's --max-txn-ops. The
+// limits are the stock one and one configured above etcd's, which the
+// store lowers after the first refusal.
+func TestPassLargerThanOneTransaction(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		limit int
+	}{
+		{"stock limit", 0},
+		{"limit above the server's", 1000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const n = 60 // 60 × 3 records, and 60 × (port + assignment) to replace them
+			h := newHarnessWith(t, etcdtest.Embedded(t), []store.Option{store.WithMaxTxnOps(c.limit)})
+			h.addNetwork("10.55.0.0/22")
+			h.addNode("n1", "a", api.HealthUp)
+			h.place("web", n, 1, func(p *api.Placement) { p.Flavor.Spec.VCPUs = 0.1; p.Flavor.Spec.MemoryMiB = 64 })
+			h.eventually("all on n1", h.readyWith("web", n))
+
+			h.addNode("n2", "a", api.HealthUp)
+			h.set(h.down, "n1", true)
+			h.setHealth("n1", api.HealthDown)
+			h.eventually("replaced on n2", func() error {
+				run, dying := h.replicas("web")
+				for _, a := range run {
+					if a.Node != "n2" {
+						return fmt.Errorf("replica %s on %s", a.ID, a.Node)
+					}
+				}
+				if len(dying) != n {
+					return fmt.Errorf("%d replicas waiting for n1; want %d", len(dying), n)
+				}
+				return h.shareReady("web", n)
+			})
+			// n1 returns and reports its 60 replicas destroyed in one
+			// batch: one pass deletes 180 records.
+			h.set(h.down, "n1", false)
+			h.setHealth("n1", api.HealthUp)
+			h.eventually("n1's records removed", h.readyWith("web", n))
+			if got := h.caches.Ports.Len(); got != n {
+				t.Errorf("ports: got %d; want %d (one per running replica)", got, n)
+			}
+			if got := h.caches.Statuses.Len(); got != n {
+				t.Errorf("statuses: got %d; want %d", got, n)
+			}
+			if c.limit > 0 {
+				if got := h.st.Store.MaxTxnOps(); got > store.DefaultMaxTxnOps {
+					t.Errorf("store limit after etcd refused: got %d; want at most %d", got, store.DefaultMaxTxnOps)
+				}
+			}
+		})
+	}
+}
+
+// TestUnwritableResourceSurfacesAndStops gives the store a limit too small
+// for a replica's step (guard, address, assignment): the resource's share
+// says why nothing is written, and once the resource is deleted the
+// controller's passes stop failing.
+func TestUnwritableResourceSurfacesAndStops(t *testing.T) {
+	var passes atomic.Int64
+	h := newHarnessWith(t, etcdtest.Embedded(t), []store.Option{store.WithMaxTxnOps(2)}, func(o *Options) {
+		o.Clock = func() time.Time { passes.Add(1); return time.Now() }
+	})
+	h.addNetwork("10.56.0.0/24")
+	h.addNode("n1", "a", api.HealthUp)
+	// An image has only a share to write: it keeps the passes going.
+	h.place("img", 0, 1, func(p *api.Placement) { p.Resource.Kind = api.KindImage })
+	h.place("web", 3, 1)
+	h.eventually("reason on the share", func() error {
+		s := h.share("web")
+		if s == nil || !strings.Contains(s.Reason, "could not store") || !strings.Contains(s.Reason, "limit of 2 operations") {
+			return fmt.Errorf("share %+v; want a reason naming the failed write", s)
+		}
+		return nil
+	})
+	if run, _ := h.replicas("web"); len(run) != 0 {
+		t.Fatalf("replicas written: got %d; want 0", len(run))
+	}
+
+	pl, _ := h.caches.Placements.Get("t/web")
+	del := *pl.Value
+	now := time.Now()
+	del.Resource.DeletionRequestedAt = &now
+	if _, err := h.st.Placements.Put(context.Background(), "t/web", &del); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("placement and share gone", func() error {
+		if _, ok := h.caches.Placements.Get("t/web"); ok || h.share("web") != nil {
+			return fmt.Errorf("placement %v, share %+v", ok, h.share("web"))
+		}
+		return nil
+	})
+	if err := h.shareReady("img", 0); err != nil {
+		t.Errorf("image: %v", err)
+	}
+	// Let a few resyncs pass: none may fail.
+	failures := h.failedPasses()
+	start := passes.Load()
+	h.eventually("three more passes", func() error {
+		if got := passes.Load(); got < start+3 {
+			return fmt.Errorf("%d passes since the deletion", got-start)
+		}
+		return nil
+	})
+	if got := h.failedPasses(); got != failures {
+		t.Errorf("failed passes after the deletion: got %d more; want none", got-failures)
 	}
 }
