@@ -227,12 +227,19 @@ func (c *Controller) pass(ctx context.Context, guard Guard, keys []string) (err 
 	now := c.o.Clock()
 	start := time.Now()
 	w := newWrites(c.o.State)
-	defer func() { c.o.Metrics.Pass(start, len(keys), len(w.ops), err) }()
+	defer func() { c.o.Metrics.Pass(start, len(keys), w.ops(), err) }()
 	for _, key := range keys {
 		c.reconcile(now, guard, w, key)
 	}
 	rev, err := w.commit(ctx, guard)
 	if err != nil {
+		// What applied stays: read it before the next pass decides.
+		if rev > 0 {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_ = c.o.Caches.Resources.WaitForRev(wctx, rev)
+			_ = c.o.Caches.Statuses.WaitForRev(wctx, rev)
+		}
 		return err
 	}
 	for _, rv := range w.reverts {

@@ -483,59 +483,44 @@ func (c *Controller) writeStatus(now time.Time, w *writes, r *api.Resource, desi
 	w.putStatus(r.Key(), st)
 }
 
-// writes collects a pass's writes.
+// writes collects a pass's writes as the steps of a store.Batch, one
+// group per resource, so that a pass over any number of resources (a
+// failover moving hundreds) commits in fenced transactions that each fit
+// under etcd.maxTxnOps, and a resource whose write fails stops alone.
 type writes struct {
 	st      *state.State
-	ops     []func(t *store.Txn) error
+	batch   *store.Batch
 	reverts []revertRequest
 }
 
 func (w *writes) revert(r revertRequest) { w.reverts = append(w.reverts, r) }
 
-func newWrites(st *state.State) *writes { return &writes{st: st} }
+func newWrites(st *state.State) *writes { return &writes{st: st, batch: st.Store.Batch()} }
 
 func (w *writes) putStatus(key string, s *api.ResourceStatus) {
-	w.ops = append(w.ops, func(t *store.Txn) error { return w.st.Statuses.TxnPut(t, key, s) })
+	_ = w.st.Statuses.TxnPut(w.batch.Step(key), key, s) // build errors fail the step
 }
 
 func (w *writes) deleteStatus(key string) {
-	w.ops = append(w.ops, func(t *store.Txn) error {
-		w.st.Statuses.TxnDelete(t, key, 0)
-		return nil
-	})
+	w.st.Statuses.TxnDelete(w.batch.Step(key), key, 0)
 }
 
 // finalize forgets a deleted resource once no region holds anything of
-// it: its record, its status and its revisions, in one transaction.
+// it: its record, its status and its revisions, in one step.
 func (w *writes) finalize(key string, modRev int64) {
-	w.ops = append(w.ops, func(t *store.Txn) error {
-		tenant, name := state.SplitResourceName(key)
-		w.st.Resources.TxnDelete(t, key, modRev)
-		w.st.Statuses.TxnDelete(t, key, 0)
-		t.DeletePrefix(w.st.Revisions.Key(state.RevisionPrefix(tenant, name)))
-		return nil
-	})
+	t := w.batch.Step(key)
+	tenant, name := state.SplitResourceName(key)
+	w.st.Resources.TxnDelete(t, key, modRev)
+	w.st.Statuses.TxnDelete(t, key, 0)
+	t.DeletePrefix(w.st.Revisions.Key(state.RevisionPrefix(tenant, name)))
 }
 
-const maxOpsPerTxn = 300
+// ops counts the operations of the pass.
+func (w *writes) ops() int { return w.batch.Ops() }
 
-// commit writes in fenced transactions; each op may add up to three
-// operations, hence the margin below etcd's limit.
+// commit writes every step, fenced by guard. It returns the revision of
+// the last transaction that applied, also on error.
 func (w *writes) commit(ctx context.Context, guard Guard) (int64, error) {
-	var rev int64
-	for start := 0; start < len(w.ops); start += maxOpsPerTxn {
-		end := min(start+maxOpsPerTxn, len(w.ops))
-		t := w.st.Store.Txn().Guard(guard)
-		for _, op := range w.ops[start:end] {
-			if err := op(t); err != nil {
-				return rev, err
-			}
-		}
-		r, err := t.Commit(ctx)
-		if err != nil {
-			return rev, err
-		}
-		rev = r
-	}
-	return rev, nil
+	res, err := w.batch.Guard(guard).Commit(ctx)
+	return res.Revision, err
 }
