@@ -123,7 +123,7 @@ func (s *suite) startEtcd(ctx context.Context, name string) (*proc, string, erro
 		"--listen-client-urls", c, "--advertise-client-urls", c,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", name+"="+peer,
-		"--max-txn-ops", "1024", "--quota-backend-bytes", fmt.Sprint(8<<30),
+		"--quota-backend-bytes", fmt.Sprint(8<<30),
 		"--auto-compaction-mode", "revision", "--auto-compaction-retention", "100000",
 		"--log-level", "error")
 	if err != nil {

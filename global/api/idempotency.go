@@ -19,9 +19,6 @@ import (
 // removes older ones.
 const RequestTTL = 24 * time.Hour
 
-// pruneBatch keeps a prune transaction well under etcd's operation cap.
-const pruneBatch = 256
-
 // idempotencyKeyRE allows UUIDs, ULIDs and the like; the key becomes part
 // of an etcd key, so '/' is out.
 var idempotencyKeyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
@@ -96,8 +93,9 @@ func (s *Service) addRequest(txn *store.Txn, tenant, key, hash, op string, r *ap
 
 // PruneRequests removes idempotency records older than olderThan
 // (RequestTTL in production) and returns how many it removed. The master
-// calls it periodically. A batch that fails (another replica pruning at the
-// same time) is logged and left for the next run.
+// calls it periodically, in one store.Batch whatever the number. A record
+// that changed meanwhile (another replica pruning at the same time) is
+// left for the next run.
 func (s *Service) PruneRequests(ctx context.Context, olderThan time.Duration) (int, error) {
 	reqs, _, err := s.st.Requests.ListAll(ctx)
 	if err != nil {
@@ -110,22 +108,23 @@ func (s *Service) PruneRequests(ctx context.Context, olderThan time.Duration) (i
 			old = append(old, it)
 		}
 	}
+	b := s.st.Store.Batch()
+	for _, it := range old {
+		// At the revision listed: a key reused since is not this record.
+		s.st.Requests.TxnDelete(b.Step(it.Name), it.Name, it.ModRevision)
+	}
+	res, err := b.Commit(ctx)
 	pruned := 0
-	for start := 0; start < len(old); start += pruneBatch {
-		batch := old[start:min(start+pruneBatch, len(old))]
-		txn := s.st.Store.Txn()
-		for _, it := range batch {
-			// At the revision listed: a key reused since is not this record.
-			s.st.Requests.TxnDelete(txn, it.Name, it.ModRevision)
+	for _, ok := range res.Applied {
+		if ok {
+			pruned++
 		}
-		if _, err := txn.Commit(ctx); err != nil {
-			if ctx.Err() != nil {
-				return pruned, ctx.Err()
-			}
-			s.log.Warn("pruning idempotency keys", "batch", len(batch), "err", err)
-			continue
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return pruned, ctx.Err()
 		}
-		pruned += len(batch)
+		s.log.Warn("pruning idempotency keys", "keys", len(old), "pruned", pruned, "err", err)
 	}
 	return pruned, nil
 }

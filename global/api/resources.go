@@ -500,7 +500,10 @@ func (s *Service) pruneRevisions(ctx context.Context, txn *store.Txn, r *api.Res
 			unpinned = append(unpinned, rv)
 		}
 	}
-	for i := 0; i < len(unpinned)-max(keep, 0); i++ {
+	// Within what the transaction can still hold (the resource's own
+	// update needs one more): a history cut by much more than that
+	// shrinks over the next writes.
+	for i := 0; i < len(unpinned)-max(keep, 0) && txn.Room() > 1; i++ {
 		s.st.Revisions.TxnDelete(txn, unpinned[i].Name, unpinned[i].ModRevision)
 	}
 	return nil

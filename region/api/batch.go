@@ -183,9 +183,10 @@ func (s *Server) runStatusWriter(ctx context.Context) {
 	}
 }
 
-// writeStatuses commits ws in transactions of at most maxTxnOps puts and
-// tells each write its outcome. Two reports of one replica in a batch are
-// one put of the later; both callers learn that put's outcome.
+// writeStatuses commits ws in one batch, in transactions that each fit
+// under etcd.maxTxnOps, and tells each write its outcome. Two reports of
+// one replica in a batch are one put of the later; both callers learn that
+// put's outcome.
 func (s *Server) writeStatuses(ctx context.Context, ws []*statusWrite) {
 	if len(ws) == 0 {
 		return
@@ -210,30 +211,27 @@ func (s *Server) writeStatuses(ctx context.Context, ws []*statusWrite) {
 		}
 	}
 
+	b := s.st.Store.Batch()
+	for i := range puts {
+		_ = s.st.Statuses.TxnPut(b.Step(puts[i].status.ID), puts[i].status.ID, &puts[i].status)
+	}
+	cctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	res, err := b.Commit(cctx)
+	cancel()
+	rev, txns := res.Revision, res.Txns
 	failed := make(map[*statusWrite]error)
-	var rev int64
-	txns := 0
-	for chunk := range slices.Chunk(puts, maxTxnOps) {
-		txn := s.st.Store.Txn()
-		for i := range chunk {
-			s.st.Statuses.TxnPut(txn, chunk[i].status.ID, &chunk[i].status)
-		}
-		cctx, cancel := context.WithTimeout(ctx, writeTimeout)
-		r, err := txn.Commit(cctx)
-		cancel()
-		txns++
-		if err != nil {
-			err = fmt.Errorf("write %d replica statuses: %w", len(chunk), err)
-			for _, p := range chunk {
-				for _, w := range p.from {
-					if failed[w] == nil {
-						failed[w] = err
-					}
+	if err != nil {
+		err = fmt.Errorf("write %d replica statuses: %w", len(puts), err)
+		for i, p := range puts {
+			if res.Applied[i] {
+				continue
+			}
+			for _, w := range p.from {
+				if failed[w] == nil {
+					failed[w] = err
 				}
 			}
-			continue
 		}
-		rev = r
 	}
 	s.log.Debug("wrote replica statuses", "statuses", len(puts), "reports", len(ws), "txns", txns, "failed", len(failed))
 	if rev > 0 {

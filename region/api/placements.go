@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -239,39 +238,53 @@ func (s *Server) readEpoch(ctx context.Context) (epochState, error) {
 	return ep, nil
 }
 
-// writePlacements writes ws (none: the epoch only) in transactions of at
-// most maxTxnOps operations, each also writing ep at the revision last
-// seen; done is called after each commit with its placements.
+// writePlacements writes ws (none: the epoch only) in one batch, in
+// transactions that each fit under etcd.maxTxnOps, each also writing ep at
+// the revision of the previous one (the epoch read, for the first): a
+// newer master raising the epoch in between stops the batch. done is
+// called with the placements that applied, also when an error stopped
+// the batch half-way.
 func (s *Server) writePlacements(ctx context.Context, ep *epochState, ws []placementWrite, done func([]placementWrite)) error {
-	chunks := slices.Collect(slices.Chunk(ws, maxTxnOps-1))
-	if len(chunks) == 0 {
-		chunks = [][]placementWrite{nil}
-	}
-	var rev int64
-	for _, chunk := range chunks {
-		txn := s.st.Store.Txn()
+	b := s.st.Store.Batch().Every(func(txn *store.Txn, prev int64) {
+		if prev > 0 {
+			ep.modRev = prev
+		}
 		if ep.modRev == 0 {
-			s.st.Meta.TxnCreate(txn, state.EpochName, &ep.Epoch)
+			_ = s.st.Meta.TxnCreate(txn, state.EpochName, &ep.Epoch)
 		} else {
-			s.st.Meta.TxnUpdate(txn, state.EpochName, &ep.Epoch, ep.modRev)
+			_ = s.st.Meta.TxnUpdate(txn, state.EpochName, &ep.Epoch, ep.modRev)
 		}
-		for i := range chunk {
-			w := &chunk[i]
-			if w.modRev > 0 {
-				s.st.Placements.TxnUpdate(txn, w.p.Key(), &w.p, w.modRev)
-			} else {
-				s.st.Placements.TxnPut(txn, w.p.Key(), &w.p)
-			}
+	})
+	if len(ws) == 0 {
+		b.Step("epoch") // the epoch alone
+	}
+	for i := range ws {
+		w := &ws[i]
+		txn := b.Step(w.p.Key())
+		if w.modRev > 0 {
+			_ = s.st.Placements.TxnUpdate(txn, w.p.Key(), &w.p, w.modRev)
+		} else {
+			_ = s.st.Placements.TxnPut(txn, w.p.Key(), &w.p)
 		}
-		r, err := txn.Commit(ctx)
-		if err != nil {
-			return err
+	}
+	res, err := b.Commit(ctx)
+	if res.Revision > 0 {
+		ep.modRev = res.Revision
+	}
+	var applied []placementWrite
+	for i := range ws {
+		if res.Applied[i] {
+			applied = append(applied, ws[i])
 		}
-		rev, ep.modRev = r, r
-		done(chunk)
+	}
+	if len(applied) > 0 {
+		done(applied)
+	}
+	if err != nil {
+		return err
 	}
 	// Read-your-writes for the operator views and the next call.
-	return s.caches.Placements.WaitForRev(ctx, rev)
+	return s.caches.Placements.WaitForRev(ctx, res.Revision)
 }
 
 // retryable reports whether a failed transaction lost a race and is worth

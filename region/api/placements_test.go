@@ -83,7 +83,8 @@ func TestApplyPlacements(t *testing.T) {
 }
 
 // TestApplyPlacementsBatches checks that a big call is written in
-// transactions of at most maxTxnOps operations (meta/epoch included).
+// transactions of at most the store's limit (stock etcd's --max-txn-ops),
+// meta/epoch included.
 func TestApplyPlacementsBatches(t *testing.T) {
 	e := newEnv(t)
 	const n = 1200
@@ -103,7 +104,8 @@ func TestApplyPlacementsBatches(t *testing.T) {
 			applied++
 		}
 	}
-	wantTxns := int64((n + maxTxnOps - 2) / (maxTxnOps - 1))
+	limit := e.st.Store.MaxTxnOps()
+	wantTxns := int64((n + limit - 2) / (limit - 1))
 	if got := e.rev() - before; applied != n || got != wantTxns {
 		t.Errorf("got %d applied in %d transactions; want %d in %d", applied, got, n, wantTxns)
 	}

@@ -104,9 +104,6 @@ const (
 )
 
 const (
-	// maxTxnOps keeps transactions well under etcd's --max-txn-ops (1024;
-	// conditional operations also count a comparison each).
-	maxTxnOps = 500
 	// writeTimeout bounds one background transaction, so that a hung etcd
 	// fails the waiting RPCs (agents retry) instead of stalling forever.
 	writeTimeout = 10 * time.Second
