@@ -399,8 +399,7 @@ func (s *Store) CheckTxnLimit(ctx context.Context) error {
 	}
 	_, err := s.cli.Txn(ctx).If(cmps...).Then(reads...).Else(reads...).Commit()
 	if errors.Is(err, rpctypes.ErrTooManyOps) {
-		return fmt.Errorf("store: etcd refuses a transaction of %d operations, the configured limit: it must not exceed the server's --max-txn-ops: %w: %w",
-			n, ErrTooManyOps, err)
+		return fmt.Errorf("store: etcd refused a transaction of %d operations (the store's limit): %w: %w", n, ErrTooManyOps, err)
 	}
 	if err != nil {
 		return wrapErr("probe transaction limit", err)
