@@ -118,6 +118,7 @@ const methods = `- **B0** raw etcd: a fresh ` + "`bin/etcd`" + ` server (the sam
 - **B5** master failover: two ` + "`strata global`" + ` processes; the master is SIGKILLed and a resource is created through the other; the clock stops when the new master's first propagation is applied by the region (its ` + "`strata_global_propagations_total`" + ` moves).
 - **B6** memory: resident set size (VmRSS) of the ` + "`strata region`" + ` process holding 1,000 nodes and the B1 replicas, and of the ` + "`strata agent`" + ` process of B4 with its 100 replicas.
 - **B7** scheduler: ` + "`go test -bench BenchmarkPlace1000On10000Nodes ./region/scheduler`" + `, one batch of 1,000 replicas of 100 resources on 10,000 nodes.
+- **B8** one big resource: the B1 cluster (etcds with stock ` + "`--max-txn-ops`" + `, 128); one resource of 10,000 replicas in the one region, through the global REST API: POST until it reads ` + "`ready`" + ` with 10,000 ready; PUT with 0 replicas until it reads ` + "`ready`" + ` with none; scaled back up (not timed), then DELETE until the global API answers 404 (the region destroyed every replica and forgot the resource). Three runs; median with the range.
 - **C1** containers: ` + "`go test -bench`" + ` in providers/containerd: create+start+delete of a busybox container through the containerd client directly (baseline) and through the provider's Apply→ready→Delete.
 - **V1** VMs: the libvirt provider's Apply until the guest prints its init marker, against raw ` + "`virsh create`" + ` of the same domain XML until the same marker.
 `

@@ -53,7 +53,7 @@ func (s *suite) run(ctx context.Context) error {
 		}
 	}
 	needCluster := false
-	for _, id := range []string{"B1", "B2", "B3", "B4", "B5", "B6"} {
+	for _, id := range []string{"B1", "B2", "B3", "B4", "B5", "B6", "B8"} {
 		needCluster = needCluster || s.o.wants(id)
 	}
 	if needCluster {
@@ -73,6 +73,11 @@ func (s *suite) run(ctx context.Context) error {
 		if s.o.wants("B4") || s.o.wants("B6") {
 			if err := s.b4(ctx); err != nil {
 				return fmt.Errorf("B4: %w", err)
+			}
+		}
+		if s.o.wants("B8") {
+			if err := s.b8(ctx); err != nil {
+				return fmt.Errorf("B8: %w", err)
 			}
 		}
 		if s.o.wants("B5") {
@@ -636,6 +641,83 @@ func (s *suite) b5(ctx context.Context) error {
 	s.r.add(row{id: "B5", what: "master failover: SIGKILL the master → new master's first propagation", figure: secs(took),
 		target: "≤ 5 s", met: verdict(took <= 5*time.Second), notes: "Election lease TTL 3 s (the default)."})
 	return nil
+}
+
+// b8 times one resource of 10,000 replicas in one region through the
+// global API, on etcds with stock --max-txn-ops: create → all ready, scale
+// to 0 → ready with none, delete → gone (the region has destroyed every
+// replica and forgotten the resource). Three runs.
+func (s *suite) b8(ctx context.Context) error {
+	const n, runs = 10000, 3
+	var up, down, gone []time.Duration
+	status := func(name string, cond func(statusView) bool) func() error {
+		return func() error {
+			var v statusView
+			if _, err := s.g.do(ctx, http.MethodGet, "/v1/resources/"+name, nil, &v); err != nil {
+				return err
+			}
+			if !cond(v) {
+				return fmt.Errorf("status %+v", v.Status)
+			}
+			return nil
+		}
+	}
+	for i := range runs {
+		name := fmt.Sprintf("big-%d", i)
+		start := time.Now()
+		if _, err := s.g.do(ctx, http.MethodPost, "/v1/resources", resource(name, n, nil), nil); err != nil {
+			return err
+		}
+		if err := waitFor(ctx, 100*time.Millisecond, name+" ready", status(name, func(v statusView) bool { return v.ready(n) })); err != nil {
+			return fmt.Errorf("%w\nregion log:\n%s", err, s.region.tail(10))
+		}
+		up = append(up, time.Since(start))
+
+		start = time.Now()
+		if _, err := s.g.do(ctx, http.MethodPut, "/v1/resources/"+name, resource(name, 0, nil), nil); err != nil {
+			return err
+		}
+		if err := waitFor(ctx, 100*time.Millisecond, name+" scaled to 0", status(name, func(v statusView) bool {
+			return v.ready(0) && v.Status.Replicas == 0
+		})); err != nil {
+			return err
+		}
+		down = append(down, time.Since(start))
+
+		// Delete from 10,000 replicas: scale up again first (untimed).
+		if _, err := s.g.do(ctx, http.MethodPut, "/v1/resources/"+name, resource(name, n, nil), nil); err != nil {
+			return err
+		}
+		if err := waitFor(ctx, 100*time.Millisecond, name+" ready again", status(name, func(v statusView) bool { return v.ready(n) })); err != nil {
+			return err
+		}
+		start = time.Now()
+		if _, err := s.g.do(ctx, http.MethodDelete, "/v1/resources/"+name, nil, nil); err != nil {
+			return err
+		}
+		if err := waitFor(ctx, 100*time.Millisecond, name+" gone", func() error {
+			code, err := s.g.do(ctx, http.MethodGet, "/v1/resources/"+name, nil, nil)
+			if code == http.StatusNotFound {
+				return nil
+			}
+			return fmt.Errorf("still there (%d, %v)", code, err)
+		}); err != nil {
+			return err
+		}
+		gone = append(gone, time.Since(start))
+	}
+	note := fmt.Sprintf("One resource of %d replicas in one region on %d simulated agents; %d runs, median (min–max); etcd with stock --max-txn-ops (128).", n, s.o.agents, runs)
+	s.r.add(row{id: "B8", what: "one resource of 10,000 replicas: create → all ready", figure: spread(up)})
+	s.r.add(row{id: "B8", what: "one resource of 10,000 replicas: scale to 0 → ready with none", figure: spread(down)})
+	s.r.add(row{id: "B8", what: "one resource of 10,000 replicas: delete → gone", figure: spread(gone), notes: note})
+	return nil
+}
+
+// spread is the median of d with its range: "1.20 s (1.10–1.35 s)".
+func spread(d []time.Duration) string {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return fmt.Sprintf("%s (%.2f–%.2f s)", secs(pct(s, 50)), s[0].Seconds(), s[len(s)-1].Seconds())
 }
 
 func pct(d []time.Duration, p int) time.Duration {
