@@ -28,6 +28,8 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/metrics"
+	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/version"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
@@ -52,7 +54,7 @@ type Options struct {
 	Providers map[string]provider.Provider
 	// RegionConn is an optional connection to the region, which many
 	// agents may share; without it the agent dials Config.Region.Endpoint
-	// with Config.TLS.
+	// with Config.TLS (or plaintext with Config.Insecure).
 	RegionConn grpc.ClientConnInterface
 	// Listener is an optional listener for NodeService; without it the
 	// agent listens on Config.Listen.GRPC.
@@ -136,6 +138,8 @@ type Agent struct {
 	registry   *provider.Registry
 	prebuilt   map[string]provider.Provider
 	conn       grpc.ClientConnInterface
+	sec        *transport.Security
+	region     string
 	listener   net.Listener
 	serveNode  bool
 	log        *slog.Logger
@@ -220,6 +224,24 @@ func New(o Options) (*Agent, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// The agent dials its region and serves NodeService with its node
+	// identity, node:<region>/<node.name>: the region it belongs to is
+	// the one its certificate names.
+	var sec *transport.Security
+	region := ""
+	if o.RegionConn == nil || !o.DisableNodeService {
+		var err error
+		if sec, err = transport.NewSecurity(cfg.TLS, cfg.Insecure); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		self := sec.Self()
+		if !sec.IsInsecure() {
+			if self.Kind != pki.KindNode || self.Name != cfg.Node.Name {
+				return nil, fmt.Errorf("agent: tls.cert names %s; node %q needs node:<region>/%s", self, cfg.Node.Name, cfg.Node.Name)
+			}
+			region = self.Region
+		}
+	}
 	clock := o.Clock
 	if clock == nil {
 		clock = time.Now
@@ -231,6 +253,8 @@ func New(o Options) (*Agent, error) {
 		metrics:    providerMetrics(o.Metrics),
 		metricsReg: o.Metrics,
 		conn:       o.RegionConn,
+		sec:        sec,
+		region:     region,
 		listener:   o.Listener,
 		serveNode:  !o.DisableNodeService,
 		log:        log.With("node", cfg.Node.Name),
@@ -290,13 +314,15 @@ func (a *Agent) run(ctx context.Context) error {
 	defer a.closeProviders()
 	a.capacity = a.nodeCapacity()
 
+	if a.sec != nil && a.sec.IsInsecure() {
+		serving.WarnInsecure(a.log, serving.InsecureGRPC)
+	}
 	conn := a.conn
 	if conn == nil {
-		tlsCfg, err := transport.ClientTLS(a.cfg.TLS)
-		if err != nil {
-			return fmt.Errorf("agent: region tls: %w", err)
-		}
-		cc, err := transport.Dial(a.cfg.Region.Endpoint, tlsCfg)
+		// The region's certificate must be its own: a node certificate
+		// (any agent's) must not pass for the region that hands out
+		// assignments and their secrets.
+		cc, err := transport.Dial(a.cfg.Region.Endpoint, a.sec, transport.ServerIs(pki.Region(a.region)))
 		if err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}
@@ -386,12 +412,18 @@ func serveMetrics(addr string, r *metrics.Registry) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: r.HTTP(http.NotFoundHandler()), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(lis) }()
+	// Metrics are read-only numbers, served without a token like the
+	// tiers' /metrics; the configuration decides who reaches the address.
+	srv, err := serving.NewHTTP(lis, r.HTTP(http.NotFoundHandler()), serving.HTTPOptions{Insecure: true, AnyHost: true})
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	go func() { _ = srv.Serve() }()
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(ctx)
+		_ = srv.Server.Shutdown(ctx)
 	}, nil
 }
 

@@ -56,6 +56,10 @@ func testConfig(t *testing.T, endpoint string) *config.Agent {
 	cfg.StatusInterval = 50 * time.Millisecond
 	cfg.Concurrency = 4
 	cfg.Providers = nil
+	// These tests are about what the agent does with its assignments;
+	// its links to the fake region are plaintext on loopback. Who may
+	// call what over mutual TLS is TestSecurityNodeService's.
+	cfg.Insecure = true
 	cfg.Default()
 	return cfg
 }
@@ -664,7 +668,7 @@ func TestNodeService(t *testing.T) {
 	ta.waitReady(t)
 	eventually(t, waitLong, "ready", func() error { return region.wantPhases(phases(api.PhaseReady, "a", "b", "v")) })
 
-	cc, err := transport.Dial(ta.Addr(), nil)
+	cc, err := transport.Dial(ta.Addr(), transport.Insecure(), transport.AnyServer())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -802,7 +806,7 @@ func TestUnreachableRegionRetriesAndStopsPromptly(t *testing.T) {
 	}
 	dead := lis.Addr().String()
 	lis.Close()
-	cc, err := transport.Dial(dead, nil)
+	cc, err := transport.Dial(dead, transport.Insecure(), transport.AnyServer())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -860,6 +864,7 @@ func TestNewValidates(t *testing.T) {
 	cfg := func(f func(*config.Agent)) *config.Agent {
 		c := config.DefaultAgent()
 		c.Node.Name = "n"
+		c.Insecure = true
 		f(c)
 		return c
 	}
@@ -1032,7 +1037,7 @@ func TestConfiguredWireProviders(t *testing.T) {
 				t.Errorf("registered providers: got %+v; want %s serving container", n.Providers, pc.Name)
 			}
 
-			cc, err := transport.Dial(ta.Addr(), nil)
+			cc, err := transport.Dial(ta.Addr(), transport.Insecure(), transport.AnyServer())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1076,7 +1081,7 @@ func TestManyAgentsShareOneConnection(t *testing.T) {
 		}
 	}
 	region.set(asgs...)
-	cc, err := transport.Dial(region.endpoint(), nil)
+	cc, err := transport.Dial(region.endpoint(), transport.Insecure(), transport.AnyServer())
 	if err != nil {
 		t.Fatal(err)
 	}

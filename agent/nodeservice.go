@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -24,7 +25,8 @@ import (
 const logChunkBytes = 32 << 10
 
 // nodeServer serves NodeService for the region: the monitor's Status probe
-// and replica logs. Only regions may call it.
+// and replica logs. Only the agent's own region may call it
+// (region:<region>); no global or other region's identity.
 type nodeServer struct {
 	agentv1.UnimplementedNodeServiceServer
 	a    *Agent
@@ -34,15 +36,23 @@ type nodeServer struct {
 
 // startNodeService listens and serves until stop.
 func (a *Agent) startNodeService() (*nodeServer, error) {
-	tlsCfg, err := transport.ServerTLS(a.cfg.TLS)
-	if err != nil {
-		return nil, fmt.Errorf("agent: node service tls: %w", err)
-	}
 	lis := a.listener
 	if lis == nil {
+		var err error
 		if lis, err = net.Listen("tcp", a.cfg.Listen.GRPC); err != nil {
 			return nil, fmt.Errorf("agent: node service: %w", err)
 		}
+	}
+	if err := a.sec.CheckListener(lis); err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("agent: listen.grpc: %w", err)
+	}
+	srv, err := transport.NewServer(a.sec, transport.Policy{
+		agentv1.NodeService_ServiceDesc.ServiceName: {Kinds: []pki.Kind{pki.KindRegion}, Region: a.region},
+	}, a.log)
+	if err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("agent: node service: %w", err)
 	}
 	addr := a.cfg.Advertise.GRPC
 	// An advertised address that merely repeats the listen address (the
@@ -53,7 +63,7 @@ func (a *Agent) startNodeService() (*nodeServer, error) {
 	}
 	a.addr.Store(&addr)
 
-	s := &nodeServer{a: a, srv: transport.NewServer(tlsCfg, a.log), done: make(chan struct{})}
+	s := &nodeServer{a: a, srv: srv, done: make(chan struct{})}
 	agentv1.RegisterNodeServiceServer(s.srv, s)
 	go func() {
 		defer close(s.done)
@@ -85,9 +95,6 @@ func (s *nodeServer) stop(timeout time.Duration) {
 }
 
 func (s *nodeServer) Status(ctx context.Context, _ *agentv1.NodeStatusRequest) (*agentv1.NodeStatusResponse, error) {
-	if err := transport.AuthorizeKind(ctx, "region"); err != nil {
-		return nil, err
-	}
 	a := s.a
 	a.mu.Lock()
 	sts := make([]*resourcev1.AssignmentStatus, 0, len(a.replicas))
@@ -110,9 +117,6 @@ func (s *nodeServer) Status(ctx context.Context, _ *agentv1.NodeStatusRequest) (
 
 func (s *nodeServer) Logs(req *agentv1.NodeLogsRequest, stream grpc.ServerStreamingServer[resourcev1.LogChunk]) error {
 	ctx := stream.Context()
-	if err := transport.AuthorizeKind(ctx, "region"); err != nil {
-		return err
-	}
 	id := req.GetAssignmentId()
 	if id == "" {
 		return api.Invalid("assignment_id", "is required")

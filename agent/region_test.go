@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -43,6 +44,17 @@ type fakeRegion struct {
 	reregister  bool
 	heartbeatMS int64
 	reportErr   error
+	// name is the region's; sec its transport security (nil: insecure
+	// mode, plaintext on loopback).
+	name string
+	sec  *transport.Security
+}
+
+func (r *fakeRegion) security() *transport.Security {
+	if r.sec == nil {
+		return transport.Insecure()
+	}
+	return r.sec
 }
 
 type regionStream struct {
@@ -51,13 +63,17 @@ type regionStream struct {
 	quit chan struct{}
 }
 
-func newFakeRegion(t *testing.T) *fakeRegion {
+func newFakeRegion(t *testing.T, opts ...func(*fakeRegion)) *fakeRegion {
 	t.Helper()
 	r := &fakeRegion{
 		assignments: map[string]*resourcev1.Assignment{},
 		latest:      map[string]*resourcev1.AssignmentStatus{},
 		streams:     map[*regionStream]bool{},
 		heartbeatMS: 50,
+		name:        "r1",
+	}
+	for _, o := range opts {
+		o(r)
 	}
 	r.start(t)
 	t.Cleanup(r.stop)
@@ -75,7 +91,13 @@ func (r *fakeRegion) start(t *testing.T) {
 	if err != nil {
 		t.Fatalf("region listen: %v", err)
 	}
-	srv := transport.NewServer(nil, slog.New(slog.DiscardHandler))
+	// Plaintext on loopback, as testConfig's agents speak.
+	srv, err := transport.NewServer(r.security(), transport.Policy{
+		agentv1.AgentService_ServiceDesc.ServiceName: {Kinds: []pki.Kind{pki.KindNode}, Region: r.name},
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
 	agentv1.RegisterAgentServiceServer(srv, r)
 	served := make(chan struct{})
 	r.mu.Lock()

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"io"
 
+	"google.golang.org/grpc"
+
+	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 )
 
@@ -45,7 +48,10 @@ func (a *Agent) runAssignments(ctx context.Context, client agentv1.AgentServiceC
 func (a *Agent) watchOnce(ctx context.Context, client agentv1.AgentServiceClient) (int, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := client.WatchAssignments(sctx, &agentv1.WatchAssignmentsRequest{Node: a.cfg.Node.Name})
+	// A snapshot of the node's assignments is one message, larger than
+	// the default limit on a busy node; it comes from the region, whose
+	// certificate the connection checked.
+	stream, err := client.WatchAssignments(sctx, &agentv1.WatchAssignmentsRequest{Node: a.cfg.Node.Name}, grpc.MaxCallRecvMsgSize(transport.LargeMessageBytes))
 	if err != nil {
 		return 0, err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
@@ -51,12 +52,14 @@ type Options struct {
 
 // Server is a running global replica.
 type Server struct {
-	o     Options
-	cfg   *config.Global
-	log   *slog.Logger
-	grpcL net.Listener
-	httpL net.Listener
-	ready chan struct{}
+	o        Options
+	cfg      *config.Global
+	log      *slog.Logger
+	grpcL    net.Listener
+	httpL    net.Listener
+	sec      *transport.Security
+	httpOpts serving.HTTPOptions
+	ready    chan struct{}
 
 	mu      sync.Mutex
 	service *globalapi.Service
@@ -84,7 +87,42 @@ func New(o Options) (*Server, error) {
 			return nil, fmt.Errorf("global: listen http: %w", err)
 		}
 	}
+	// Refuse to start a replica that would answer without an identity.
+	if err := s.secure(); err != nil {
+		s.grpcL.Close()
+		s.httpL.Close()
+		return nil, fmt.Errorf("global: %w", err)
+	}
 	return s, nil
+}
+
+// secure builds the replica's gRPC security (its certificate must be
+// global:<id>; insecure mode only on loopback) and its REST server's
+// options (HTTPS with api.tls; plain HTTP on loopback or in insecure
+// mode).
+func (s *Server) secure() error {
+	sec, err := transport.NewSecurity(s.cfg.TLS, s.cfg.Insecure)
+	if err != nil {
+		return err
+	}
+	if err := sec.Expect(pki.Global(s.cfg.ID)); err != nil {
+		return err
+	}
+	if err := sec.CheckListener(s.grpcL); err != nil {
+		return fmt.Errorf("listen.grpc: %w", err)
+	}
+	a := s.cfg.API
+	o := serving.HTTPOptions{Insecure: s.cfg.Insecure, AllowedHosts: a.AllowedHosts, ReadTimeout: a.ReadTimeout}
+	if a.TLS.Enabled() {
+		if o.TLS, err = pki.ServingConfig(a.TLS.Cert, a.TLS.Key); err != nil {
+			return fmt.Errorf("api.tls: %w", err)
+		}
+	}
+	if err := serving.CheckListener(s.httpL, o); err != nil {
+		return fmt.Errorf("listen.http: %w", err)
+	}
+	s.sec, s.httpOpts = sec, o
+	return nil
 }
 
 // GRPCAddr is where ResourceService and FederationService listen.
@@ -136,19 +174,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 
-	serverTLS, err := transport.ServerTLS(cfg.TLS)
-	if err != nil {
-		return fmt.Errorf("global: tls: %w", err)
-	}
-	clientTLS, err := transport.ClientTLS(cfg.TLS)
-	if err != nil {
-		return fmt.Errorf("global: tls: %w", err)
-	}
-	if serverTLS == nil {
-		s.log.Warn("gRPC without TLS: set tls.ca/cert/key for mutual TLS")
-	}
-
-	pool, err := regions.New(regions.Options{Lookup: regions.CacheLookup(caches.Regions), TLS: clientTLS, Logger: s.log})
+	pool, err := regions.New(regions.Options{Lookup: regions.CacheLookup(caches.Regions), Security: s.sec, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("global: %w", err)
 	}
@@ -169,7 +195,6 @@ func (s *Server) Run(ctx context.Context) error {
 		Leader:            elector,
 		ID:                cfg.ID,
 		MaxBodyBytes:      cfg.API.MaxBodyBytes,
-		AuthDisabled:      cfg.API.AuthDisabled,
 		HeartbeatInterval: cfg.Regions.HeartbeatInterval,
 		Version:           version.String(),
 		Logger:            s.log,
@@ -198,14 +223,25 @@ func (s *Server) Run(ctx context.Context) error {
 	s.service, s.ctrl = svc, ctrl
 	s.mu.Unlock()
 
-	grpcSrv := transport.NewServer(serverTLS, s.log, reg.GRPC()...)
+	grpcSrv, err := transport.NewServer(s.sec, svc.GRPCPolicy(), s.log, reg.GRPC()...)
+	if err != nil {
+		return fmt.Errorf("global: %w", err)
+	}
 	svc.RegisterGRPC(grpcSrv)
 	mux := http.NewServeMux()
 	// The console authenticates in the browser with the user's token;
 	// it sits beside the API, whose handler requires a token everywhere.
 	mux.Handle("/console/", globalconsole.Handler(globalconsole.Options{Logger: s.log}))
 	mux.Handle("/", svc.Handler())
-	httpSrv := &http.Server{Handler: reg.HTTP(mux), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv, err := serving.NewHTTP(s.httpL, reg.HTTP(mux), s.httpOpts)
+	if err != nil {
+		return fmt.Errorf("global: listen.http: %w", err)
+	}
+	var weak []string
+	if s.sec.IsInsecure() {
+		weak = append(weak, serving.InsecureGRPC)
+	}
+	serving.WarnInsecure(s.log, append(weak, httpSrv.Warnings()...)...)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
@@ -235,7 +271,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
-		if err := httpSrv.Serve(s.httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := httpSrv.Serve(); err != nil {
 			return fmt.Errorf("global: http: %w", err)
 		}
 		return nil
@@ -255,7 +291,7 @@ func (s *Server) Run(ctx context.Context) error {
 			close(s.ready)
 			<-gctx.Done()
 		}
-		serving.Shutdown(grpcSrv, httpSrv, 5*time.Second)
+		serving.Shutdown(grpcSrv, httpSrv.Server, 5*time.Second)
 		return startErr
 	})
 	return g.Wait()

@@ -7,7 +7,6 @@ package region
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +27,7 @@ import (
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
@@ -57,15 +57,19 @@ type Options struct {
 
 // Server is a running region.
 type Server struct {
-	o      Options
-	cfg    *config.Region
-	log    *slog.Logger
-	grpcL  net.Listener
-	httpL  net.Listener
-	ready  chan struct{}
-	api    *regionapi.Server
-	apiMu  sync.Mutex
-	leader string
+	o        Options
+	cfg      *config.Region
+	log      *slog.Logger
+	grpcL    net.Listener
+	httpL    net.Listener
+	ready    chan struct{}
+	sec      *transport.Security
+	httpOpts serving.HTTPOptions
+	api      *regionapi.Server
+	apiMu    sync.Mutex
+	leader   string
+	// consoleURL is what federate registers, set before it starts.
+	consoleURL string
 }
 
 // New checks the options and listens; Run serves.
@@ -88,6 +92,17 @@ func New(o Options) (*Server, error) {
 			s.grpcL.Close()
 			return nil, fmt.Errorf("region: listen http: %w", err)
 		}
+	}
+	// Refuse to start a region that would answer without an identity.
+	if s.cfg.API.Token == "" {
+		err = errors.New("region: api.token is required: the region REST API and console have no anonymous mode")
+	} else if s.sec, err = s.security(); err == nil {
+		s.httpOpts, err = s.httpOptions()
+	}
+	if err != nil {
+		s.grpcL.Close()
+		s.httpL.Close()
+		return nil, err
 	}
 	return s, nil
 }
@@ -139,17 +154,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer closeHot()
 	emitter := events.NewEmitter(evs, cfg.Name, s.log)
 
-	serverTLS, err := transport.ServerTLS(cfg.TLS)
-	if err != nil {
-		return fmt.Errorf("region: tls: %w", err)
-	}
-	clientTLS, err := transport.ClientTLS(cfg.TLS)
-	if err != nil {
-		return fmt.Errorf("region: tls: %w", err)
-	}
-	if serverTLS == nil {
-		s.log.Warn("gRPC without TLS: set tls.ca/cert/key for mutual TLS")
-	}
+	sec := s.sec
 
 	elector, err := election.New(election.Config{
 		Client: cli, Prefix: st.Store.Prefix() + state.ElectionPrefix, ID: cfg.ID, TTL: cfg.LeaseTTL, Logger: s.log,
@@ -168,7 +173,7 @@ func (s *Server) Run(ctx context.Context) error {
 		DrainDeadline:     cfg.Controller.DrainDeadline,
 		MaxBodyBytes:      cfg.API.MaxBodyBytes,
 		Token:             cfg.API.Token,
-		AgentTLS:          clientTLS,
+		Security:          sec,
 		Leader:            s.leaderID,
 		Logger:            s.log,
 	})
@@ -194,7 +199,7 @@ func (s *Server) Run(ctx context.Context) error {
 		SchedulerMetrics: reg.Scheduler(),
 		Logger:           s.log,
 	})
-	prober := monitor.NewGRPCProber(clientTLS)
+	prober := monitor.NewGRPCProber(cfg.Name, sec)
 	defer prober.Close()
 	mon := monitor.New(monitor.Options{
 		Region:            cfg.Name,
@@ -212,7 +217,10 @@ func (s *Server) Run(ctx context.Context) error {
 		Logger:            s.log,
 	})
 
-	grpcSrv := transport.NewServer(serverTLS, s.log, reg.GRPC()...)
+	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, reg.GRPC()...)
+	if err != nil {
+		return fmt.Errorf("region: %w", err)
+	}
 	apiSrv.RegisterGRPC(grpcSrv)
 	g, gctx := errgroup.WithContext(ctx)
 	mux := http.NewServeMux()
@@ -220,7 +228,12 @@ func (s *Server) Run(ctx context.Context) error {
 		Region: cfg.Name, Logger: s.log, Events: evs, Token: cfg.API.Token, Done: gctx.Done(),
 	}))
 	mux.Handle("/", apiSrv.Handler())
-	httpSrv := &http.Server{Handler: reg.HTTP(mux), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv, err := serving.NewHTTP(s.httpL, reg.HTTP(mux), s.httpOpts)
+	if err != nil {
+		return fmt.Errorf("region: listen.http: %w", err)
+	}
+	serving.WarnInsecure(s.log, append(grpcWarnings(sec), httpSrv.Warnings()...)...)
+	s.consoleURL = httpSrv.Scheme() + "://" + advertised(cfg.Advertise.HTTP, s.httpL) + "/console"
 
 	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
 	g.Go(func() error { emitter.Run(gctx); return nil })
@@ -252,13 +265,13 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
-		if err := httpSrv.Serve(s.httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := httpSrv.Serve(); err != nil {
 			return fmt.Errorf("region: http: %w", err)
 		}
 		return nil
 	})
 	if cfg.Global.Endpoint != "" {
-		g.Go(func() error { return s.federate(gctx, caches, clientTLS) })
+		g.Go(func() error { return s.federate(gctx, caches, sec) })
 	}
 	g.Go(func() error {
 		// Ready once the caches hold etcd's state and etcd takes
@@ -275,10 +288,53 @@ func (s *Server) Run(ctx context.Context) error {
 			close(s.ready)
 			<-gctx.Done()
 		}
-		serving.Shutdown(grpcSrv, httpSrv, 5*time.Second)
+		serving.Shutdown(grpcSrv, httpSrv.Server, 5*time.Second)
 		return startErr
 	})
 	return g.Wait()
+}
+
+// security is the region's gRPC security: its certificate must be
+// region:<name>, and in insecure mode its gRPC listener must be loopback.
+func (s *Server) security() (*transport.Security, error) {
+	sec, err := transport.NewSecurity(s.cfg.TLS, s.cfg.Insecure)
+	if err != nil {
+		return nil, fmt.Errorf("region: %w", err)
+	}
+	if err := sec.Expect(pki.Region(s.cfg.Name)); err != nil {
+		return nil, fmt.Errorf("region: %w", err)
+	}
+	if err := sec.CheckListener(s.grpcL); err != nil {
+		return nil, fmt.Errorf("region: listen.grpc: %w", err)
+	}
+	return sec, nil
+}
+
+// httpOptions shape the operator REST API and console server.
+func (s *Server) httpOptions() (serving.HTTPOptions, error) {
+	a := s.cfg.API
+	o := serving.HTTPOptions{Insecure: s.cfg.Insecure, AllowedHosts: a.AllowedHosts, ReadTimeout: a.ReadTimeout}
+	if host, _, err := net.SplitHostPort(s.cfg.Advertise.HTTP); err == nil && host != "" {
+		o.AllowedHosts = append(o.AllowedHosts, host)
+	}
+	if a.TLS.Enabled() {
+		cfg, err := pki.ServingConfig(a.TLS.Cert, a.TLS.Key)
+		if err != nil {
+			return o, fmt.Errorf("region: api.tls: %w", err)
+		}
+		o.TLS = cfg
+	}
+	if err := serving.CheckListener(s.httpL, o); err != nil {
+		return o, fmt.Errorf("region: listen.http: %w", err)
+	}
+	return o, nil
+}
+
+func grpcWarnings(sec *transport.Security) []string {
+	if sec.IsInsecure() {
+		return []string{serving.InsecureGRPC}
+	}
+	return nil
 }
 
 // registerRegionGauges exposes what the region holds, counted from its
@@ -374,13 +430,13 @@ func (s *Server) leaderID() string {
 
 // federate heartbeats the global tier, which registers the region on the
 // first beat and follows its health from then on.
-func (s *Server) federate(ctx context.Context, caches *state.Caches, tlsCfg *tls.Config) error {
+func (s *Server) federate(ctx context.Context, caches *state.Caches, sec *transport.Security) error {
 	var clients []globalv1.FederationServiceClient
 	for _, ep := range strings.Split(s.cfg.Global.Endpoint, ",") {
 		if ep = strings.TrimSpace(ep); ep == "" {
 			continue
 		}
-		cc, err := transport.Dial(ep, tlsCfg)
+		cc, err := transport.Dial(ep, sec, transport.ServerKind(pki.KindGlobal))
 		if err != nil {
 			return fmt.Errorf("region: dial global %s: %w", ep, err)
 		}
@@ -406,7 +462,7 @@ func (s *Server) federate(ctx context.Context, caches *state.Caches, tlsCfg *tls
 		region := &resourcev1.Region{
 			Name:       s.cfg.Name,
 			Endpoint:   advertised(s.cfg.Advertise.GRPC, s.grpcL),
-			ConsoleUrl: "http://" + advertised(s.cfg.Advertise.HTTP, s.httpL) + "/console",
+			ConsoleUrl: s.consoleURL,
 			Zones:      s.cfg.Zones,
 		}
 		var status *resourcev1.RegionStatus

@@ -82,7 +82,7 @@ data stays in --data-dir, so running it again resumes where it stopped.`,
 	f.StringSliceVar(&regions, "regions", []string{"dev-1", "dev-2"}, "regions to run")
 	f.IntVar(&agents, "agents", 2, "agents per region")
 	f.StringSliceVar(&provs, "providers", []string{"auto"}, "providers every agent runs: auto (containerd and haproxy when this machine has them, libvirt when its plugin and libvirtd are there, then fake), or a list of fake, containerd, haproxy, libvirt")
-	f.BoolVar(&tls, "tls", true, "mutual TLS between tiers with a generated dev CA")
+	f.BoolVar(&tls, "tls", true, "mutual TLS between tiers with a generated dev CA (--tls=false: insecure mode, plaintext gRPC on loopback only)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd

@@ -15,8 +15,12 @@ import (
 )
 
 // newSimAgentsCmd runs many agents with the fake provider in one process,
-// each with its own node identity, heartbeats and assignment stream: the
-// load generator of the scale benchmarks. Hidden: it is not for operators.
+// each with its own node, heartbeats and assignment stream: the load
+// generator of the scale benchmarks. Hidden: it is not for operators.
+//
+// Its agents share one connection, as a multiplexing proxy would, which
+// one node certificate cannot carry (it acts for one node): it runs
+// against a region in insecure mode only (--insecure), on loopback.
 func newSimAgentsCmd() *cobra.Command {
 	var (
 		count    int
@@ -24,6 +28,7 @@ func newSimAgentsCmd() *cobra.Command {
 		prefix   string
 		logLevel string
 		zones    int
+		insec    bool
 	)
 	cmd := &cobra.Command{
 		Use:    "sim-agents",
@@ -34,10 +39,13 @@ func newSimAgentsCmd() *cobra.Command {
 			if count < 1 {
 				return fmt.Errorf("--count must be at least 1")
 			}
+			if !insec {
+				return fmt.Errorf("--insecure is required: the simulated agents share one plaintext connection to a region in insecure mode on loopback")
+			}
 			log := config.Log{Level: logLevel, Format: "text"}.Logger(os.Stderr)
 			// One connection carries every agent's streams, as a
 			// multiplexing proxy would.
-			cc, err := transport.Dial(region, nil)
+			cc, err := transport.Dial(region, transport.Insecure(), transport.AnyServer())
 			if err != nil {
 				return err
 			}
@@ -78,7 +86,8 @@ func newSimAgentsCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.IntVar(&count, "count", 1000, "number of agents")
-	f.StringVar(&region, "region", "127.0.0.1:9091", "the region's gRPC address (plaintext)")
+	f.StringVar(&region, "region", "127.0.0.1:9091", "the region's gRPC address (plaintext, loopback)")
+	f.BoolVar(&insec, "insecure", false, "speak plaintext to a region in insecure mode (required)")
 	f.StringVar(&prefix, "prefix", "sim", "node name prefix")
 	f.IntVar(&zones, "zones", 3, "availability zones to spread the nodes over")
 	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")

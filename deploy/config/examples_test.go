@@ -36,9 +36,11 @@ var examples = []example{
 
 // withTLSFiles points tls.ca/cert/key at files that exist, through the
 // environment: the examples name /etc/strata/tls/..., which a test machine
-// lacks, and the loader checks that they exist.
+// lacks, and the loader checks that they exist. It also gives the region
+// the API token its example leaves to the environment.
 func withTLSFiles(t *testing.T) {
 	t.Helper()
+	t.Setenv("STRATA_API_TOKEN", "example-region-token-0123456789")
 	dir := t.TempDir()
 	for _, k := range []string{"CA", "CERT", "KEY"} {
 		p := filepath.Join(dir, strings.ToLower(k)+".pem")
@@ -91,6 +93,10 @@ func leafKeys(t reflect.Type, prefix string) []string {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name := f.Tag.Get("mapstructure")
+		if name == ",squash" {
+			out = append(out, leafKeys(f.Type, prefix)...)
+			continue
+		}
 		if name == "" || name == "-" {
 			continue
 		}

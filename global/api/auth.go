@@ -53,16 +53,9 @@ func IdentityFrom(ctx context.Context) (Identity, bool) {
 	return id, ok
 }
 
-// adminIdentity is every caller when auth is disabled, and trusted peers.
-func adminIdentity() Identity { return Identity{Tenant: DefaultTenant, Role: api.RoleAdmin} }
-
 // Authenticate resolves a bearer token (the text after "Bearer ") to an
-// identity. With auth disabled every caller, token or not, is an admin of
-// tenant "default".
+// identity.
 func (s *Service) Authenticate(ctx context.Context, bearer string) (Identity, error) {
-	if s.noAuth {
-		return adminIdentity(), nil
-	}
 	if bearer == "" {
 		return Identity{}, fmt.Errorf("a bearer token is required (Authorization: Bearer strata_...): %w", api.ErrUnauthenticated)
 	}

@@ -139,16 +139,6 @@ func TestTokens(t *testing.T) {
 	})
 }
 
-func TestAuthDisabled(t *testing.T) {
-	e := newEnv(t, envConfig{authDisabled: true})
-	e.fixtures(t, nil)
-	r := decodeAs[api.Resource](t, e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", computeBody("app"), withToken(""))))
-	if r.Tenant != DefaultTenant {
-		t.Fatalf("got tenant %q; want default", r.Tenant)
-	}
-	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/app", nil, withHeader("Authorization", "Basic Zm9vOmJhcg==")))
-}
-
 func TestFlavorsAndRegions(t *testing.T) {
 	e := newEnv(t, envConfig{})
 	e.fixtures(t, map[string]string{"eu": "127.0.0.1:1", "us": "127.0.0.1:2"})

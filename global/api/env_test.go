@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -17,14 +16,19 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/stratahq/strata/global/regions"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
+	"github.com/stratahq/strata/internal/transport/transporttest"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
@@ -37,13 +41,14 @@ type testEnv struct {
 	srv   *httptest.Server
 	admin string
 	beats *recordedBeats
+	// pki is the CA of the tiers' certificates.
+	pki *transporttest.PKI
 }
 
 type envConfig struct {
 	// sharedCaches wires the Service as global.Server does: caches shared
 	// with the region pool and run by their owner.
 	sharedCaches bool
-	authDisabled bool
 	leader       LeaderSource
 	logger       *slog.Logger
 }
@@ -63,7 +68,8 @@ func newEnv(t *testing.T, cfg envConfig) *testEnv {
 		caches = state.NewCaches(st)
 		regionCache, runCaches = caches.Regions, caches.Run
 	}
-	pool, err := regions.New(regions.Options{Lookup: regions.CacheLookup(regionCache)})
+	ca := transporttest.NewPKI(t)
+	pool, err := regions.New(regions.Options{Lookup: regions.CacheLookup(regionCache), Security: ca.Security(t, pki.Global("global-1"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +80,7 @@ func newEnv(t *testing.T, cfg envConfig) *testEnv {
 	beats := &recordedBeats{}
 	svc, err := New(Options{
 		State: st, Caches: caches, Regions: pool, Heartbeats: beats, Leader: cfg.leader,
-		ID: "global-1", Version: "test", AuthDisabled: cfg.authDisabled,
+		ID: "global-1", Version: "test",
 		RegionTimeout: time.Second, Logger: log,
 	})
 	if err != nil {
@@ -83,7 +89,8 @@ func newEnv(t *testing.T, cfg envConfig) *testEnv {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = svc.Run(ctx) })
 	wg.Go(func() { _ = runCaches(ctx) })
-	srv := httptest.NewServer(svc.Handler())
+	// As global.Server serves it: behind the checks of every HTTP API.
+	srv := httptest.NewServer(serving.Guard(svc.Handler(), nil))
 	t.Cleanup(func() {
 		srv.Close()
 		cancel()
@@ -91,7 +98,7 @@ func newEnv(t *testing.T, cfg envConfig) *testEnv {
 		_ = pool.Close()
 	})
 
-	e := &testEnv{st: st, svc: svc, srv: srv, beats: beats}
+	e := &testEnv{st: st, svc: svc, srv: srv, beats: beats, pki: ca}
 	poll(t, "service ready", func() error { return svc.Ready(ctx) })
 	e.admin = e.token(t, DefaultTenant, api.RoleAdmin)
 	return e
@@ -296,18 +303,14 @@ func newFakeRegion(name string, nodes ...string) *fakeRegion {
 	return f
 }
 
-// serve runs f on a loopback port and returns its address.
-func (f *fakeRegion) serve(t *testing.T) string {
+// serve runs f on a loopback port, over mutual TLS with a certificate
+// of region:<name> from ca, and returns its address.
+func (f *fakeRegion) serve(t *testing.T, ca *transporttest.PKI) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := transport.NewServer(nil, slog.New(slog.DiscardHandler))
-	regionv1.RegisterRegionServiceServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
+	policy := transport.Policy{regionv1.RegionService_ServiceDesc.ServiceName: {Kinds: []pki.Kind{pki.KindGlobal}}}
+	return transporttest.Serve(t, ca.Security(t, pki.Region(f.name)), policy, nil, func(s *grpc.Server) {
+		regionv1.RegisterRegionServiceServer(s, f)
+	})
 }
 
 func (f *fakeRegion) record(call string) {

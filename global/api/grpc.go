@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -24,26 +24,21 @@ func (s *Service) RegisterGRPC(srv *grpc.Server) {
 	globalv1.RegisterFederationServiceServer(srv, &federationServer{svc: s})
 }
 
-// grpcCaller puts the caller's Identity in ctx: the other tiers (mTLS peers
-// "global:*" and "region:*") act as admins; anyone else needs a bearer
-// token in the "authorization" metadata, unless auth is disabled.
-func (s *Service) grpcCaller(ctx context.Context) (context.Context, error) {
-	if s.noAuth {
-		return WithIdentity(ctx, adminIdentity()), nil
+// GRPCPolicy says who may call the global tier's gRPC services:
+// FederationService is the regions' (region:*, each speaking for itself
+// only, checked per call); ResourceService is the tenants', who
+// authenticate with bearer tokens like REST callers: a tier certificate
+// (region, node or global) grants nothing there.
+func (s *Service) GRPCPolicy() transport.Policy {
+	return transport.Policy{
+		globalv1.FederationService_ServiceDesc.ServiceName: {Kinds: []pki.Kind{pki.KindRegion}},
+		globalv1.ResourceService_ServiceDesc.ServiceName:   {Token: s.tokenContext},
 	}
-	if peer, ok := transport.PeerIdentity(ctx); ok && (peer.Kind == "global" || peer.Kind == "region") {
-		return WithIdentity(ctx, adminIdentity()), nil
-	}
-	var header string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("authorization"); len(v) > 0 {
-			header = v[0]
-		}
-	}
-	bearer, err := bearerToken(header)
-	if err != nil {
-		return nil, err
-	}
+}
+
+// tokenContext is ResourceService's authentication: the bearer token's
+// Identity goes into the handler's context.
+func (s *Service) tokenContext(ctx context.Context, bearer string) (context.Context, error) {
 	id, err := s.Authenticate(ctx, bearer)
 	if err != nil {
 		return nil, err
@@ -60,10 +55,6 @@ type resourceServer struct {
 }
 
 func (g *resourceServer) CreateFlavor(ctx context.Context, req *globalv1.CreateFlavorRequest) (*resourcev1.Flavor, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	f, err := g.svc.CreateFlavor(ctx, api.FlavorFromPB(req.GetFlavor()))
 	if err != nil {
 		return nil, err
@@ -72,10 +63,6 @@ func (g *resourceServer) CreateFlavor(ctx context.Context, req *globalv1.CreateF
 }
 
 func (g *resourceServer) GetFlavor(ctx context.Context, req *globalv1.GetFlavorRequest) (*resourcev1.Flavor, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	f, err := g.svc.GetFlavor(ctx, req.GetName())
 	if err != nil {
 		return nil, err
@@ -84,10 +71,6 @@ func (g *resourceServer) GetFlavor(ctx context.Context, req *globalv1.GetFlavorR
 }
 
 func (g *resourceServer) ListFlavors(ctx context.Context, _ *globalv1.ListFlavorsRequest) (*globalv1.ListFlavorsResponse, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	items, err := g.svc.ListFlavors(ctx)
 	if err != nil {
 		return nil, err
@@ -100,10 +83,6 @@ func (g *resourceServer) ListFlavors(ctx context.Context, _ *globalv1.ListFlavor
 }
 
 func (g *resourceServer) UpdateFlavor(ctx context.Context, req *globalv1.UpdateFlavorRequest) (*resourcev1.Flavor, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	f, err := g.svc.UpdateFlavor(ctx, api.FlavorFromPB(req.GetFlavor()))
 	if err != nil {
 		return nil, err
@@ -112,10 +91,6 @@ func (g *resourceServer) UpdateFlavor(ctx context.Context, req *globalv1.UpdateF
 }
 
 func (g *resourceServer) DeleteFlavor(ctx context.Context, req *globalv1.DeleteFlavorRequest) (*globalv1.DeleteFlavorResponse, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	if _, err := g.svc.DeleteFlavor(ctx, req.GetName()); err != nil {
 		return nil, err
 	}
@@ -123,10 +98,6 @@ func (g *resourceServer) DeleteFlavor(ctx context.Context, req *globalv1.DeleteF
 }
 
 func (g *resourceServer) CreateResource(ctx context.Context, req *globalv1.CreateResourceRequest) (*resourcev1.Resource, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	r := api.ResourceFromPB(req.GetResource())
 	o := WriteOptions{IdempotencyKey: req.GetRequestId(), ReplicasUnset: r.Replicas == 0}
 	out, err := g.svc.CreateResource(ctx, "", r, o)
@@ -137,10 +108,6 @@ func (g *resourceServer) CreateResource(ctx context.Context, req *globalv1.Creat
 }
 
 func (g *resourceServer) GetResource(ctx context.Context, req *globalv1.ResourceRef) (*resourcev1.Resource, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	out, err := g.svc.GetResource(ctx, req.GetTenant(), req.GetName())
 	if err != nil {
 		return nil, err
@@ -149,10 +116,6 @@ func (g *resourceServer) GetResource(ctx context.Context, req *globalv1.Resource
 }
 
 func (g *resourceServer) ListResources(ctx context.Context, req *globalv1.ListResourcesRequest) (*globalv1.ListResourcesResponse, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	page, err := g.svc.ListResources(ctx, req.GetTenant(), ListQuery{
 		Selector: req.GetSelector(), Kind: req.GetKind(), Limit: int(req.GetLimit()), Continue: req.GetContinue(),
 	})
@@ -167,10 +130,6 @@ func (g *resourceServer) ListResources(ctx context.Context, req *globalv1.ListRe
 }
 
 func (g *resourceServer) UpdateResource(ctx context.Context, req *globalv1.UpdateResourceRequest) (*resourcev1.Resource, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	r := api.ResourceFromPB(req.GetResource())
 	o := WriteOptions{IdempotencyKey: req.GetRequestId(), ReplicasUnset: r.Replicas == 0}
 	out, err := g.svc.UpdateResource(ctx, "", r, o)
@@ -181,10 +140,6 @@ func (g *resourceServer) UpdateResource(ctx context.Context, req *globalv1.Updat
 }
 
 func (g *resourceServer) DeleteResource(ctx context.Context, req *globalv1.ResourceRef) (*resourcev1.Resource, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	out, err := g.svc.DeleteResource(ctx, req.GetTenant(), req.GetName())
 	if err != nil {
 		return nil, err
@@ -193,10 +148,6 @@ func (g *resourceServer) DeleteResource(ctx context.Context, req *globalv1.Resou
 }
 
 func (g *resourceServer) ScaleResource(ctx context.Context, req *globalv1.ScaleResourceRequest) (*resourcev1.Resource, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	out, err := g.svc.ScaleResource(ctx, req.GetTenant(), req.GetName(), int(req.GetReplicas()))
 	if err != nil {
 		return nil, err
@@ -205,10 +156,6 @@ func (g *resourceServer) ScaleResource(ctx context.Context, req *globalv1.ScaleR
 }
 
 func (g *resourceServer) RollbackResource(ctx context.Context, req *globalv1.RollbackResourceRequest) (*resourcev1.Resource, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	out, err := g.svc.RollbackResource(ctx, req.GetTenant(), req.GetName(), req.GetToRevision())
 	if err != nil {
 		return nil, err
@@ -217,10 +164,6 @@ func (g *resourceServer) RollbackResource(ctx context.Context, req *globalv1.Rol
 }
 
 func (g *resourceServer) ListRevisions(ctx context.Context, req *globalv1.ResourceRef) (*globalv1.ListRevisionsResponse, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	revs, err := g.svc.ListRevisions(ctx, req.GetTenant(), req.GetName())
 	if err != nil {
 		return nil, err
@@ -234,10 +177,6 @@ func (g *resourceServer) ListRevisions(ctx context.Context, req *globalv1.Resour
 
 // ListReplicas has no field for unreachable regions; the Service logs them.
 func (g *resourceServer) ListReplicas(ctx context.Context, req *globalv1.ResourceRef) (*globalv1.ListReplicasResponse, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	reps, err := g.svc.ListReplicas(ctx, req.GetTenant(), req.GetName())
 	if err != nil {
 		return nil, err
@@ -250,10 +189,6 @@ func (g *resourceServer) ListReplicas(ctx context.Context, req *globalv1.Resourc
 }
 
 func (g *resourceServer) RegisterRegion(ctx context.Context, req *globalv1.RegisterRegionRequest) (*resourcev1.Region, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	r, _, err := g.svc.RegisterRegion(ctx, api.RegionFromPB(req.GetRegion()))
 	if err != nil {
 		return nil, err
@@ -262,10 +197,6 @@ func (g *resourceServer) RegisterRegion(ctx context.Context, req *globalv1.Regis
 }
 
 func (g *resourceServer) GetRegion(ctx context.Context, req *globalv1.RegionRef) (*resourcev1.Region, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	r, err := g.svc.GetRegion(ctx, req.GetName())
 	if err != nil {
 		return nil, err
@@ -274,10 +205,6 @@ func (g *resourceServer) GetRegion(ctx context.Context, req *globalv1.RegionRef)
 }
 
 func (g *resourceServer) ListRegions(ctx context.Context, _ *globalv1.ListRegionsRequest) (*globalv1.ListRegionsResponse, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	regions, err := g.svc.ListRegions(ctx)
 	if err != nil {
 		return nil, err
@@ -286,10 +213,6 @@ func (g *resourceServer) ListRegions(ctx context.Context, _ *globalv1.ListRegion
 }
 
 func (g *resourceServer) DeleteRegion(ctx context.Context, req *globalv1.RegionRef) (*globalv1.DeleteRegionResponse, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	if _, err := g.svc.DeleteRegion(ctx, req.GetName()); err != nil {
 		return nil, err
 	}
@@ -297,10 +220,6 @@ func (g *resourceServer) DeleteRegion(ctx context.Context, req *globalv1.RegionR
 }
 
 func (g *resourceServer) ListNodes(ctx context.Context, req *globalv1.ListNodesRequest) (*globalv1.ListNodesResponse, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	nodes, err := g.svc.ListNodes(ctx, req.GetRegion(), req.GetSelector())
 	if err != nil {
 		return nil, err
@@ -313,10 +232,6 @@ func (g *resourceServer) ListNodes(ctx context.Context, req *globalv1.ListNodesR
 }
 
 func (g *resourceServer) GetNode(ctx context.Context, req *globalv1.NodeRef) (*resourcev1.Node, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	n, err := g.svc.GetNode(ctx, req.GetRegion(), req.GetName())
 	if err != nil {
 		return nil, err
@@ -325,10 +240,6 @@ func (g *resourceServer) GetNode(ctx context.Context, req *globalv1.NodeRef) (*r
 }
 
 func (g *resourceServer) DeleteNode(ctx context.Context, req *globalv1.NodeRef) (*globalv1.DeleteNodeResponse, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	if err := g.svc.DeleteNode(ctx, req.GetRegion(), req.GetName()); err != nil {
 		return nil, err
 	}
@@ -336,10 +247,6 @@ func (g *resourceServer) DeleteNode(ctx context.Context, req *globalv1.NodeRef) 
 }
 
 func (g *resourceServer) CordonNode(ctx context.Context, req *globalv1.CordonNodeRequest) (*resourcev1.Node, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	n, err := g.svc.CordonNode(ctx, req.GetRegion(), req.GetName(), req.GetReason())
 	if err != nil {
 		return nil, err
@@ -348,10 +255,6 @@ func (g *resourceServer) CordonNode(ctx context.Context, req *globalv1.CordonNod
 }
 
 func (g *resourceServer) UncordonNode(ctx context.Context, req *globalv1.NodeRef) (*resourcev1.Node, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	n, err := g.svc.UncordonNode(ctx, req.GetRegion(), req.GetName())
 	if err != nil {
 		return nil, err
@@ -360,10 +263,6 @@ func (g *resourceServer) UncordonNode(ctx context.Context, req *globalv1.NodeRef
 }
 
 func (g *resourceServer) DrainNode(ctx context.Context, req *globalv1.DrainNodeRequest) (*resourcev1.DrainStatus, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	d, err := g.svc.DrainNode(ctx, req.GetRegion(), req.GetName(), api.DrainRequestFromPB(req.GetDrain()))
 	if err != nil {
 		return nil, err
@@ -372,10 +271,6 @@ func (g *resourceServer) DrainNode(ctx context.Context, req *globalv1.DrainNodeR
 }
 
 func (g *resourceServer) GetDrain(ctx context.Context, req *globalv1.NodeRef) (*resourcev1.DrainStatus, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	d, err := g.svc.GetDrain(ctx, req.GetRegion(), req.GetName())
 	if err != nil {
 		return nil, err
@@ -384,10 +279,6 @@ func (g *resourceServer) GetDrain(ctx context.Context, req *globalv1.NodeRef) (*
 }
 
 func (g *resourceServer) GetStatus(ctx context.Context, _ *globalv1.GetStatusRequest) (*globalv1.GlobalStatus, error) {
-	ctx, err := g.svc.grpcCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	st, err := g.svc.Status(ctx)
 	if err != nil {
 		return nil, err
@@ -415,13 +306,12 @@ type federationServer struct {
 	svc *Service
 }
 
-// RegionHeartbeat lets a region speak only for itself when the link is
-// mTLS. Plaintext links (dev without TLS) are not checked, as for nodes
-// (transport.AuthorizeNode).
+// RegionHeartbeat lets a region speak only for itself: the caller must
+// be region:<name> of the region it registers.
 func (f *federationServer) RegionHeartbeat(ctx context.Context, req *globalv1.RegionHeartbeatRequest) (*globalv1.RegionHeartbeatResponse, error) {
 	r := api.RegionFromPB(req.GetRegion())
-	if peer, ok := transport.PeerIdentity(ctx); ok && (peer.Kind != "region" || peer.Name != r.Name) {
-		return nil, fmt.Errorf("%s may not heartbeat for region %q: %w", peer, r.Name, api.ErrForbidden)
+	if err := transport.AuthorizeRegion(ctx, r.Name); err != nil {
+		return nil, err
 	}
 	var st *api.RegionStatus
 	if req.GetStatus() != nil {

@@ -2,10 +2,7 @@ package api
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"testing"
@@ -16,33 +13,33 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
+	"github.com/stratahq/strata/internal/transport/transporttest"
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
-// serveGRPC serves the env's Service over gRPC (TLS if tlsCfg is set) and
-// returns the address.
-func (e *testEnv) serveGRPC(t *testing.T, tlsCfg *tls.Config) string {
+// serveGRPC serves the env's Service over gRPC, mutual TLS with the
+// certificate of global:global-1, and returns the address.
+func (e *testEnv) serveGRPC(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := transport.NewServer(tlsCfg, slog.New(slog.DiscardHandler))
-	e.svc.RegisterGRPC(srv)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
+	return transporttest.Serve(t, e.pki.Security(t, pki.Global("global-1")), e.svc.GRPCPolicy(), nil, e.svc.RegisterGRPC)
 }
 
-func dial(t *testing.T, addr string, tlsCfg *tls.Config) *grpc.ClientConn {
+// dialAs connects to addr as id (a tier certificate of the env's CA).
+func (e *testEnv) dialAs(t *testing.T, addr string, id pki.Identity) *grpc.ClientConn {
 	t.Helper()
-	cc, err := transport.Dial(addr, tlsCfg)
+	return transporttest.Dial(t, addr, e.pki.Security(t, id), transport.ServerIs(pki.Global("global-1")))
+}
+
+// dialTenant connects to addr as a tenant's program: it trusts the CA
+// and holds no certificate (its bearer token is its identity).
+func (e *testEnv) dialTenant(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	sec, err := transport.TokenClient(e.pki.TLS(t, pki.Global("global-1")).CA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cc.Close() })
-	return cc
+	return transporttest.Dial(t, addr, sec, transport.ServerIs(pki.Global("global-1")))
 }
 
 func bearer(ctx context.Context, tok string) context.Context {
@@ -53,7 +50,7 @@ func bearer(ctx context.Context, tok string) context.Context {
 func TestGRPCParity(t *testing.T) {
 	e := newEnv(t, envConfig{})
 	e.fixtures(t, nil)
-	client := globalv1.NewResourceServiceClient(dial(t, e.serveGRPC(t, nil), nil))
+	client := globalv1.NewResourceServiceClient(e.dialTenant(t, e.serveGRPC(t)))
 	ctx := bearer(waitFor(t), e.admin)
 
 	res := &resourcev1.Resource{
@@ -152,7 +149,7 @@ func TestGRPCParity(t *testing.T) {
 
 func TestRegionHeartbeat(t *testing.T) {
 	e := newEnv(t, envConfig{})
-	fed := globalv1.NewFederationServiceClient(dial(t, e.serveGRPC(t, nil), nil))
+	fed := globalv1.NewFederationServiceClient(e.dialAs(t, e.serveGRPC(t), pki.Region("eu")))
 	ctx := waitFor(t)
 	beat := func(t *testing.T, seq uint64, endpoint string) {
 		t.Helper()
@@ -232,37 +229,17 @@ func TestRegionHeartbeat(t *testing.T) {
 	})
 }
 
-// TestMTLSPeers checks who may do what over mutual TLS.
-func TestMTLSPeers(t *testing.T) {
+// TestSecurityGlobalPeers checks who may call the global tier's gRPC
+// services over mutual TLS: regions may only heartbeat, each for itself;
+// tier certificates grant nothing on ResourceService, which takes bearer
+// tokens only; and nobody calls anything anonymously.
+func TestSecurityGlobalPeers(t *testing.T) {
 	e := newEnv(t, envConfig{})
-	dir := t.TempDir()
-	ca, err := pki.NewCA("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	identity := func(file, id string) pki.Files {
-		f, err := ca.WriteIdentity(dir, file, id, []string{"127.0.0.1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
-	srvFiles := identity("global", "global:global-1")
-	srvTLS, err := pki.ServerConfig(srvFiles.CA, srvFiles.Cert, srvFiles.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := e.serveGRPC(t, srvTLS)
-	connect := func(file, id string) *grpc.ClientConn {
-		f := identity(file, id)
-		cfg, err := pki.ClientConfig(f.CA, f.Cert, f.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return dial(t, addr, cfg)
-	}
-	eu := connect("region-eu", "region:eu")
-	node := connect("node-n1", "node:n1")
+	addr := e.serveGRPC(t)
+	eu := e.dialAs(t, addr, pki.Region("eu"))
+	node := e.dialAs(t, addr, pki.Node("eu", "n1"))
+	peerGlobal := e.dialAs(t, addr, pki.Global("global-2"))
+	anonymous := e.dialTenant(t, addr)
 	ctx := waitFor(t)
 
 	heartbeat := func(cc *grpc.ClientConn, region string) error {
@@ -271,8 +248,8 @@ func TestMTLSPeers(t *testing.T) {
 		})
 		return err
 	}
-	listRegions := func(cc *grpc.ClientConn) error {
-		_, err := globalv1.NewResourceServiceClient(cc).ListRegions(ctx, &globalv1.ListRegionsRequest{})
+	listResources := func(cc *grpc.ClientConn, ctx context.Context) error {
+		_, err := globalv1.NewResourceServiceClient(cc).ListResources(ctx, &globalv1.ListResourcesRequest{})
 		return err
 	}
 	tests := []struct {
@@ -281,10 +258,16 @@ func TestMTLSPeers(t *testing.T) {
 		want error // nil for success
 	}{
 		{"region beats for itself", func() error { return heartbeat(eu, "eu") }, nil},
-		{"region beats for another", func() error { return heartbeat(eu, "us") }, api.ErrForbidden},
+		{"region beats for another", func() error { return heartbeat(eu, "rogue") }, api.ErrForbidden},
 		{"node beats for a region", func() error { return heartbeat(node, "eu") }, api.ErrForbidden},
-		{"region peer is admin", func() error { return listRegions(eu) }, nil},
-		{"node peer needs a token", func() error { return listRegions(node) }, api.ErrUnauthenticated},
+		{"global peer beats for a region", func() error { return heartbeat(peerGlobal, "eu") }, api.ErrForbidden},
+		{"anonymous beat", func() error { return heartbeat(anonymous, "rogue") }, api.ErrUnauthenticated},
+		{"region certificate on ResourceService", func() error { return listResources(eu, ctx) }, api.ErrUnauthenticated},
+		{"node certificate on ResourceService", func() error { return listResources(node, ctx) }, api.ErrUnauthenticated},
+		{"global certificate on ResourceService", func() error { return listResources(peerGlobal, ctx) }, api.ErrUnauthenticated},
+		{"anonymous on ResourceService", func() error { return listResources(anonymous, ctx) }, api.ErrUnauthenticated},
+		{"bad token on ResourceService", func() error { return listResources(anonymous, bearer(ctx, "strata_00000000_nope")) }, api.ErrUnauthenticated},
+		{"token on ResourceService", func() error { return listResources(anonymous, bearer(ctx, e.admin)) }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -294,7 +277,9 @@ func TestMTLSPeers(t *testing.T) {
 			}
 		})
 	}
-	if _, err := e.st.Regions.Get(ctx, "us"); err == nil {
-		t.Fatal("got region us registered by eu's refused heartbeat; want none")
+	for _, name := range []string{"rogue"} {
+		if _, err := e.st.Regions.Get(ctx, name); err == nil {
+			t.Fatalf("got region %s registered by a refused heartbeat; want none", name)
+		}
 	}
 }

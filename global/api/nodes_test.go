@@ -30,7 +30,7 @@ func TestNodeForwarding(t *testing.T) {
 	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	e := newEnv(t, envConfig{leader: fixedLeader{info: election.LeaderInfo{ID: "global-2", Since: since}}})
 	eu, us := newFakeRegion("eu", "n1", "n2"), newFakeRegion("us", "n3")
-	e.fixtures(t, map[string]string{"eu": eu.serve(t), "us": us.serve(t)})
+	e.fixtures(t, map[string]string{"eu": eu.serve(t, e.pki), "us": us.serve(t, e.pki)})
 	operator := e.token(t, DefaultTenant, api.RoleOperator)
 	op := withToken(operator)
 
@@ -164,7 +164,7 @@ func TestNodeForwarding(t *testing.T) {
 	t.Run("a region that hangs is cut off by the per-region timeout", func(t *testing.T) {
 		slow := newFakeRegion("slow", "n9")
 		slow.hang = true
-		e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/regions", `{"name":"slow","endpoint":"`+slow.serve(t)+`"}`))
+		e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/regions", `{"name":"slow","endpoint":"`+slow.serve(t, e.pki)+`"}`))
 		poll(t, "slow known to the pool", func() error {
 			start := time.Now()
 			nodes := decodeAs[NodeList](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/nodes", nil, op)))
@@ -252,7 +252,7 @@ func TestStatusLeader(t *testing.T) {
 			go func() { _ = svc.Run(ctx); close(done) }()
 			defer func() { cancel(); <-done }()
 
-			st, err := svc.Status(WithIdentity(ctx, adminIdentity()))
+			st, err := svc.Status(WithIdentity(ctx, Identity{Tenant: DefaultTenant, Role: api.RoleAdmin}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -642,7 +642,7 @@ func TestOpenAPIStatusCodes(t *testing.T) {
 	doc := loadOpenAPI(t)
 	served := handlerRoutes(t)
 	e := newEnv(t, envConfig{})
-	e.fixtures(t, map[string]string{"eu": newFakeRegion("eu", "n1").serve(t)})
+	e.fixtures(t, map[string]string{"eu": newFakeRegion("eu", "n1").serve(t, e.pki)})
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", computeBody("web")))
 
 	bodies := map[string]string{

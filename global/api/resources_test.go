@@ -478,7 +478,7 @@ func TestSharedCaches(t *testing.T) {
 	var logs syncBuffer
 	e := newEnv(t, envConfig{sharedCaches: true, logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))})
 	eu := newFakeRegion("eu", "n1")
-	e.fixtures(t, map[string]string{"eu": eu.serve(t)})
+	e.fixtures(t, map[string]string{"eu": eu.serve(t, e.pki)})
 
 	member := e.token(t, "acme", api.RoleMember) // usable at once
 	for i := range 5 {

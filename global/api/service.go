@@ -80,9 +80,6 @@ type Options struct {
 	ID string
 	// MaxBodyBytes bounds a REST request body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// AuthDisabled makes every caller an admin of tenant "default" (tests,
-	// dev).
-	AuthDisabled bool
 	// RegionTimeout bounds each region's answer in a fan-out (all nodes,
 	// replicas); 0 means DefaultRegionTimeout.
 	RegionTimeout time.Duration
@@ -107,7 +104,6 @@ type Service struct {
 	id         string
 	version    string
 	maxBody    int64
-	noAuth     bool
 	regionWait time.Duration
 	beatEvery  time.Duration
 	log        *slog.Logger
@@ -147,7 +143,6 @@ func New(o Options) (*Service, error) {
 		id:         o.ID,
 		version:    o.Version,
 		maxBody:    o.MaxBodyBytes,
-		noAuth:     o.AuthDisabled,
 		regionWait: o.RegionTimeout,
 		beatEvery:  o.HeartbeatInterval,
 		log:        o.Logger,

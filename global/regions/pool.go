@@ -9,7 +9,6 @@ package regions
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
@@ -50,9 +50,8 @@ func CacheLookup(c *store.Cache[api.Region]) Lookup {
 type Options struct {
 	// Lookup resolves a region name to its registration; required.
 	Lookup Lookup
-	// TLS is the client side of mutual TLS (transport.ClientTLS); nil dials
-	// in plaintext.
-	TLS *tls.Config
+	// Security secures the links (transport.NewSecurity); required.
+	Security *transport.Security
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 	// DialOptions are added to transport.Dial's (tests, interceptors).
@@ -63,7 +62,7 @@ type Options struct {
 // concurrent use.
 type Pool struct {
 	lookup Lookup
-	tls    *tls.Config
+	sec    *transport.Security
 	log    *slog.Logger
 	dial   []grpc.DialOption
 
@@ -83,11 +82,14 @@ func New(o Options) (*Pool, error) {
 	if o.Lookup == nil {
 		return nil, errors.New("regions: Options.Lookup is required")
 	}
+	if o.Security == nil {
+		return nil, errors.New("regions: Options.Security is required")
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{lookup: o.Lookup, tls: o.TLS, log: log, dial: o.DialOptions, conns: map[string]*conn{}}, nil
+	return &Pool{lookup: o.Lookup, sec: o.Security, log: log, dial: o.DialOptions, conns: map[string]*conn{}}, nil
 }
 
 // Client returns a RegionService client for region. An unregistered region
@@ -121,7 +123,10 @@ func (p *Pool) Client(ctx context.Context, region string) (regionv1.RegionServic
 		p.log.Info("region endpoint changed; redialling", "region", region, "from", c.endpoint, "to", reg.Endpoint)
 		p.closeConn(region, c)
 	}
-	cc, err := transport.Dial(reg.Endpoint, p.tls, p.dial...)
+	// The endpoint is what the region registered; the certificate
+	// there must be the region's own, whatever the endpoint says.
+	opts := append([]grpc.DialOption{transport.WithLargeMessages()}, p.dial...)
+	cc, err := transport.Dial(reg.Endpoint, p.sec, transport.ServerIs(pki.Region(region)), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("region %q: %w", region, err)
 	}

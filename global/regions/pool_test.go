@@ -3,17 +3,21 @@ package regions_test
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"net"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/global/regions"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
+	"github.com/stratahq/strata/internal/transport/transporttest"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
@@ -29,17 +33,13 @@ func (f *fakeRegion) Status(context.Context, *regionv1.StatusRequest) (*resource
 	return &resourcev1.RegionStatus{Leader: f.name}, nil
 }
 
-func serve(t *testing.T, name string) string {
+// serve runs a fake region called name with the certificate of id.
+func serve(t *testing.T, ca *transporttest.PKI, id pki.Identity, name string) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := transport.NewServer(nil, slog.New(slog.DiscardHandler))
-	regionv1.RegisterRegionServiceServer(srv, &fakeRegion{name: name})
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
+	policy := transport.Policy{regionv1.RegionService_ServiceDesc.ServiceName: {Kinds: []pki.Kind{pki.KindGlobal}}}
+	return transporttest.Serve(t, ca.Security(t, id), policy, nil, func(s *grpc.Server) {
+		regionv1.RegisterRegionServiceServer(s, &fakeRegion{name: name})
+	})
 }
 
 // poll retries cond until it holds or the deadline passes.
@@ -66,13 +66,19 @@ func TestPool(t *testing.T) {
 	cache := store.NewCache(st.Regions)
 	go func() { _ = cache.Run(ctx) }()
 
-	pool, err := regions.New(regions.Options{Lookup: regions.CacheLookup(cache)})
+	ca := transporttest.NewPKI(t)
+	pool, err := regions.New(regions.Options{Lookup: regions.CacheLookup(cache), Security: ca.Security(t, pki.Global("g1"))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pool.Close()
 
-	first, second := serve(t, "first"), serve(t, "second")
+	first, second := serve(t, ca, pki.Region("eu"), "first"), serve(t, ca, pki.Region("eu"), "second")
+	// Servers with certificates of the CA that are not region eu's.
+	impostors := map[string]string{
+		"another region": serve(t, ca, pki.Region("us"), "us"),
+		"a node of eu":   serve(t, ca, pki.Node("eu", "n1"), "n1"),
+	}
 	register := func(endpoint string) {
 		t.Helper()
 		if _, err := st.Regions.Put(ctx, "eu", &api.Region{Name: "eu", Endpoint: endpoint}); err != nil {
@@ -131,6 +137,27 @@ func TestPool(t *testing.T) {
 			register(second)
 			answeredBy("second")
 		}},
+		{"an endpoint serving another identity is refused", func(t *testing.T) {
+			for what, addr := range impostors {
+				register(addr)
+				poll(t, "eu redialled to "+what, func() error {
+					c, err := pool.Client(ctx, "eu")
+					if err != nil {
+						return err
+					}
+					callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					defer cancel()
+					got, err := c.Status(callCtx, &regionv1.StatusRequest{})
+					if err == nil {
+						return fmt.Errorf("got an answer from %s (%s); want the connection refused", what, got.GetLeader())
+					}
+					if !strings.Contains(err.Error(), "want region:eu") {
+						return fmt.Errorf("got %v; want a refusal naming region:eu", err)
+					}
+					return nil
+				})
+			}
+		}},
 		{"deregistered region is not found", func(t *testing.T) {
 			if _, err := st.Regions.Delete(ctx, "eu", 0); err != nil {
 				t.Fatal(err)
@@ -160,8 +187,12 @@ func TestPool(t *testing.T) {
 	}
 }
 
-func TestNewRequiresLookup(t *testing.T) {
-	if _, err := regions.New(regions.Options{}); err == nil {
+func TestNewRequiresLookupAndSecurity(t *testing.T) {
+	if _, err := regions.New(regions.Options{Security: transport.Insecure()}); err == nil {
 		t.Fatal("got no error without a Lookup; want one")
+	}
+	lookup := func(context.Context, string) (api.Region, error) { return api.Region{}, nil }
+	if _, err := regions.New(regions.Options{Lookup: lookup}); err == nil {
+		t.Fatal("got no error without Security; want one")
 	}
 }

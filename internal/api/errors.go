@@ -19,6 +19,8 @@ var (
 	ErrQuotaExceeded   = errors.New("quota exceeded")
 	ErrTooLarge        = errors.New("request too large")
 	ErrExhausted       = errors.New("exhausted")
+	// ErrUnsupportedMedia is a request body in another format than JSON.
+	ErrUnsupportedMedia = errors.New("unsupported media type")
 )
 
 // FieldError is a validation failure that names the field at fault, in the

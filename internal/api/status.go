@@ -44,6 +44,7 @@ var classes = []errClass{
 	{ErrQuotaExceeded, "QuotaExceeded", http.StatusForbidden, codes.ResourceExhausted},
 	{ErrTooLarge, "TooLarge", http.StatusRequestEntityTooLarge, codes.InvalidArgument},
 	{ErrExhausted, "Exhausted", http.StatusServiceUnavailable, codes.ResourceExhausted},
+	{ErrUnsupportedMedia, "UnsupportedMediaType", http.StatusUnsupportedMediaType, codes.InvalidArgument},
 	{context.DeadlineExceeded, "DeadlineExceeded", http.StatusGatewayTimeout, codes.DeadlineExceeded},
 	{context.Canceled, "Canceled", 499, codes.Canceled},
 }

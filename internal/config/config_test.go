@@ -24,6 +24,8 @@ func writeFile(t *testing.T, body string) string {
 func TestRegionPrecedence(t *testing.T) {
 	file := writeFile(t, `
 name: from-file
+api:
+  token: 0123456789abcdef
 listen:
   http: 127.0.0.1:7001
 nodes:
@@ -81,6 +83,15 @@ func TestBadConfigNamesKey(t *testing.T) {
 		{"bad log level", "name: r\nlog:\n  level: loud\n", "log.level"},
 		{"txn limit too small", "name: r\netcd:\n  maxTxnOps: 8\n", "etcd.maxTxnOps"},
 		{"tls half set", "name: r\ntls:\n  ca: /nonexistent\n", "tls."},
+		{"no region token", "name: r\n", "api.token"},
+		{"short region token", "name: r\napi: {token: abc}\n", "api.token"},
+		{"authDisabled is gone", "name: r\napi: {token: 0123456789abcdef, authDisabled: true}\n", "authdisabled"},
+		{"allowed host with a port", "name: r\napi: {token: 0123456789abcdef, allowedHosts: [\"a.example:8081\"]}\n", "api.allowedHosts[0]"},
+		{"api tls half set", "name: r\napi: {token: 0123456789abcdef, tls: {cert: /nonexistent}}\n", "api.tls."},
+		{"etcd cert without ca", "name: r\napi: {token: 0123456789abcdef}\netcd: {tls: {cert: /x, key: /y}}\n", "etcd.tls.ca"},
+		{"etcd password without user", "name: r\napi: {token: 0123456789abcdef}\netcd: {password: p}\n", "etcd.username"},
+		{"etcd password twice", "name: r\napi: {token: 0123456789abcdef}\netcd: {username: u, password: p, passwordFile: /f}\n", "etcd.password"},
+		{"etcd password file missing", "name: r\napi: {token: 0123456789abcdef}\netcd: {username: u, passwordFile: /nonexistent}\n", "etcd.passwordFile"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -143,9 +154,22 @@ func TestMaxTxnOpsDefault(t *testing.T) {
 		}
 	}
 	t.Setenv("STRATA_ETCD_MAXTXNOPS", "64")
+	t.Setenv("STRATA_API_TOKEN", "0123456789abcdef")
 	cfg := DefaultRegion()
 	cfg.Name = "r"
 	if err := Load(cfg, Source{}); err != nil || cfg.Etcd.MaxTxnOps != 64 {
 		t.Errorf("etcd.maxTxnOps from the environment: got %d, %v; want 64", cfg.Etcd.MaxTxnOps, err)
+	}
+}
+
+func TestEtcdPasswordFile(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\nignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := Etcd{Username: "strata", PasswordFile: pw}
+	got, err := e.EtcdPassword()
+	if err != nil || got != "s3cret" {
+		t.Fatalf("got %q, %v; want the file's first line", got, err)
 	}
 }

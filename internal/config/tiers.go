@@ -1,10 +1,12 @@
 package config
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -23,6 +25,15 @@ type Etcd struct {
 	// server's --max-txn-ops (stock etcd: 128, the default here), which the
 	// tier checks at start.
 	MaxTxnOps int `mapstructure:"maxTxnOps"`
+	// TLS is the client side of TLS to etcd (https:// endpoints): CA
+	// alone to verify the members, with cert and key to present a
+	// client certificate (etcd --client-cert-auth).
+	TLS TLS `mapstructure:"tls"`
+	// Username and Password (or PasswordFile, read at start) log in to
+	// an etcd with authentication enabled. The password is never logged.
+	Username     string `mapstructure:"username"`
+	Password     string `mapstructure:"password"`
+	PasswordFile string `mapstructure:"passwordFile"`
 }
 
 // defaultMaxTxnOps is stock etcd's --max-txn-ops (store.DefaultMaxTxnOps;
@@ -46,7 +57,56 @@ func (e *Etcd) validate(key string) error {
 	if e.MaxTxnOps < minMaxTxnOps {
 		return keyError(key+".maxTxnOps", "%d is too small (at least %d; etcd's --max-txn-ops defaults to %d)", e.MaxTxnOps, minMaxTxnOps, defaultMaxTxnOps)
 	}
+	if err := e.validateAuth(key); err != nil {
+		return err
+	}
 	return positive(key+".dialTimeout", e.DialTimeout)
+}
+
+func (e *Etcd) validateAuth(key string) error {
+	t := e.TLS
+	if t.Enabled() {
+		if t.CA == "" {
+			return keyError(key+".tls.ca", "is required when %s.tls.cert or key is set", key)
+		}
+		if (t.Cert == "") != (t.Key == "") {
+			return keyError(key+".tls.cert", "and %s.tls.key go together", key)
+		}
+		for k, f := range map[string]string{"ca": t.CA, "cert": t.Cert, "key": t.Key} {
+			if f == "" {
+				continue
+			}
+			if _, err := os.Stat(f); err != nil {
+				return keyError(key+".tls."+k, "%v", err)
+			}
+		}
+	}
+	if e.Password != "" && e.PasswordFile != "" {
+		return keyError(key+".password", "set %s.password or %s.passwordFile, not both", key, key)
+	}
+	if (e.Password != "" || e.PasswordFile != "") && e.Username == "" {
+		return keyError(key+".username", "is required with a password")
+	}
+	if e.PasswordFile != "" {
+		if _, err := os.Stat(e.PasswordFile); err != nil {
+			return keyError(key+".passwordFile", "%v", err)
+		}
+	}
+	return nil
+}
+
+// EtcdPassword returns the configured password, reading PasswordFile
+// (its first line) when that is set.
+func (e *Etcd) EtcdPassword() (string, error) {
+	if e.PasswordFile == "" {
+		return e.Password, nil
+	}
+	b, err := os.ReadFile(e.PasswordFile)
+	if err != nil {
+		return "", fmt.Errorf("etcd.passwordFile: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimRight(line, "\r"), nil
 }
 
 // Redis is where hot data lives (heartbeats, events). Addr empty means an
@@ -57,8 +117,8 @@ type Redis struct {
 	DB       int    `mapstructure:"db"`
 }
 
-// TLS holds the files for mutual TLS on gRPC links. All empty means
-// plaintext (logged as a warning).
+// TLS holds the files for mutual TLS on gRPC links. All empty is refused
+// at start unless the tier's `insecure` is set.
 type TLS struct {
 	CA   string `mapstructure:"ca"`
 	Cert string `mapstructure:"cert"`
@@ -81,6 +141,62 @@ func (t *TLS) validate(key string) error {
 		}
 	}
 	return nil
+}
+
+// ServingTLS is the certificate an HTTPS server presents (the REST APIs);
+// the files are read again when they change.
+type ServingTLS struct {
+	Cert string `mapstructure:"cert"`
+	Key  string `mapstructure:"key"`
+}
+
+// Enabled reports whether HTTPS is configured.
+func (t ServingTLS) Enabled() bool { return t.Cert != "" || t.Key != "" }
+
+func (t *ServingTLS) validate(key string) error {
+	if !t.Enabled() {
+		return nil
+	}
+	for k, f := range map[string]string{"cert": t.Cert, "key": t.Key} {
+		if f == "" {
+			return keyError(key+"."+k, "is required when %s.cert or key is set", key)
+		}
+		if _, err := os.Stat(f); err != nil {
+			return keyError(key+"."+k, "%v", err)
+		}
+	}
+	return nil
+}
+
+// HTTPAPI is what the global and region REST APIs share.
+type HTTPAPI struct {
+	MaxBodyBytes int64 `mapstructure:"maxBodyBytes"`
+	// TLS serves the API over HTTPS. Without it the API is plain HTTP,
+	// which a tier allows only on a loopback address or in insecure mode.
+	TLS ServingTLS `mapstructure:"tls"`
+	// AllowedHosts are the host names the API answers to (the Host
+	// header), besides loopback names and IP addresses: a page on
+	// another name that resolves to this server (DNS rebinding) is
+	// refused.
+	AllowedHosts []string `mapstructure:"allowedHosts"`
+	// ReadTimeout bounds reading one request, headers and body.
+	ReadTimeout time.Duration `mapstructure:"readTimeout"`
+}
+
+func (h *HTTPAPI) validate(key string) error {
+	if h.MaxBodyBytes < 1024 {
+		return keyError(key+".maxBodyBytes", "%d is too small (at least 1024)", h.MaxBodyBytes)
+	}
+	for i, host := range h.AllowedHosts {
+		if host == "" || strings.ContainsAny(host, ":/ ") {
+			return keyError(fmt.Sprintf("%s.allowedHosts[%d]", key, i), "%q is not a host name (no port, no scheme)", host)
+		}
+	}
+	return first(h.TLS.validate(key+".tls"), positive(key+".readTimeout", h.ReadTimeout))
+}
+
+func defaultHTTPAPI() HTTPAPI {
+	return HTTPAPI{MaxBodyBytes: 1 << 20, ReadTimeout: 30 * time.Second}
 }
 
 // Log sets up the structured logger.
@@ -139,18 +255,19 @@ type Global struct {
 	Etcd  Etcd  `mapstructure:"etcd"`
 	Redis Redis `mapstructure:"redis"`
 	TLS   TLS   `mapstructure:"tls"`
-	Log   Log   `mapstructure:"log"`
+	// Insecure allows plaintext gRPC (no tls) and plain HTTP off
+	// loopback: a test cluster on one machine only (see docs/operations.md).
+	Insecure bool `mapstructure:"insecure"`
+	Log      Log  `mapstructure:"log"`
 	// LeaseTTL bounds failover after the master dies.
 	LeaseTTL time.Duration `mapstructure:"leaseTTL"`
 	// Regions is the liveness of regions as the global monitor sees it.
 	Regions Liveness `mapstructure:"regions"`
 	API     struct {
-		MaxBodyBytes int64 `mapstructure:"maxBodyBytes"`
+		HTTPAPI `mapstructure:",squash"`
 		// BootstrapToken is an admin token created at start if no
 		// token exists yet.
 		BootstrapToken string `mapstructure:"bootstrapToken"`
-		// AuthDisabled turns off bearer-token checks (tests, dev).
-		AuthDisabled bool `mapstructure:"authDisabled"`
 	} `mapstructure:"api"`
 }
 
@@ -163,7 +280,7 @@ func DefaultGlobal() *Global {
 	g.Log = Log{Level: "info", Format: "text"}
 	g.LeaseTTL = 3 * time.Second
 	g.Regions = Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: 2 * time.Second}
-	g.API.MaxBodyBytes = 1 << 20
+	g.API.HTTPAPI = defaultHTTPAPI()
 	return g
 }
 
@@ -178,12 +295,7 @@ func (g *Global) Validate() error {
 		g.Log.validate(),
 		positive("leaseTTL", g.LeaseTTL),
 		g.Regions.validate("regions"),
-		func() error {
-			if g.API.MaxBodyBytes < 1024 {
-				return keyError("api.maxBodyBytes", "%d is too small (at least 1024)", g.API.MaxBodyBytes)
-			}
-			return nil
-		}(),
+		g.API.validate("api"),
 	)
 }
 
@@ -213,9 +325,10 @@ type Region struct {
 	Etcd  Etcd  `mapstructure:"etcd"`
 	Redis Redis `mapstructure:"redis"`
 	TLS   TLS   `mapstructure:"tls"`
-	Log   Log   `mapstructure:"log"`
-	// Global is the global tier's gRPC address; empty runs the region
-	// stand-alone.
+	// Insecure allows plaintext gRPC (no tls) and plain HTTP off
+	// loopback: a test cluster on one machine only (see docs/operations.md).
+	Insecure bool `mapstructure:"insecure"`
+	Log      Log  `mapstructure:"log"`
 	// Global names the global tier's gRPC addresses: one, or several
 	// replicas separated by commas (heartbeats go to the first that
 	// answers). Empty runs the region stand-alone.
@@ -238,9 +351,9 @@ type Region struct {
 	} `mapstructure:"controller"`
 	Network Network `mapstructure:"network"`
 	API     struct {
-		MaxBodyBytes int64 `mapstructure:"maxBodyBytes"`
-		// Token protects the operator REST API and console; empty
-		// disables the check.
+		HTTPAPI `mapstructure:",squash"`
+		// Token protects the operator REST API and console. It is
+		// required: the region's REST API has no anonymous mode.
 		Token string `mapstructure:"token"`
 	} `mapstructure:"api"`
 }
@@ -259,7 +372,7 @@ func DefaultRegion() *Region {
 	r.Controller.RetryBackoff = time.Second
 	r.Controller.DrainDeadline = 10 * time.Minute
 	r.Network = Network{Name: "default", Subnet: "10.88.0.0/16", Gateway: "10.88.0.1", Bridge: "strata0"}
-	r.API.MaxBodyBytes = 1 << 20
+	r.API.HTTPAPI = defaultHTTPAPI()
 	return r
 }
 
@@ -290,6 +403,13 @@ func (r *Region) Validate() error {
 		positive("controller.retryBackoff", r.Controller.RetryBackoff),
 		positive("controller.drainDeadline", r.Controller.DrainDeadline),
 		r.validateNetwork(),
+		r.API.validate("api"),
+		func() error {
+			if len(r.API.Token) < 16 {
+				return keyError("api.token", "is required and at least 16 characters (the region REST API and console have no anonymous mode; e.g. STRATA_API_TOKEN=$(openssl rand -hex 32))")
+			}
+			return nil
+		}(),
 	)
 }
 
@@ -349,8 +469,13 @@ type Agent struct {
 	Advertise struct {
 		GRPC string `mapstructure:"grpc"`
 	} `mapstructure:"advertise"`
-	DataDir   string     `mapstructure:"dataDir"`
-	TLS       TLS        `mapstructure:"tls"`
+	DataDir string `mapstructure:"dataDir"`
+	// TLS is the agent's node identity, node:<region>/<node.name>: the
+	// region it serves is read from the certificate.
+	TLS TLS `mapstructure:"tls"`
+	// Insecure allows plaintext gRPC without tls: a test cluster on one
+	// machine only (see docs/operations.md).
+	Insecure  bool       `mapstructure:"insecure"`
 	Log       Log        `mapstructure:"log"`
 	Providers []Provider `mapstructure:"providers"`
 	// StatusInterval is how often providers are polled for status and

@@ -45,7 +45,9 @@ type Options struct {
 	// Providers configure every agent (default: the fake provider).
 	Providers []config.Provider
 	Registry  *provider.Registry
-	// TLS turns on mutual TLS between tiers with a generated dev CA.
+	// TLS turns on mutual TLS between tiers with a generated dev CA;
+	// without it every tier runs in insecure mode (plaintext gRPC on
+	// loopback only).
 	TLS bool
 	// Tune lets callers adjust each tier's configuration before start.
 	TuneGlobal func(*config.Global)
@@ -56,9 +58,15 @@ type Options struct {
 
 // Cluster is a running dev cluster.
 type Cluster struct {
-	o       Options
-	log     *slog.Logger
-	Token   string
+	o   Options
+	log *slog.Logger
+	// Token is the global tier's admin token.
+	Token string
+	// RegionToken is every region's REST and console token (api.token).
+	RegionToken string
+	// CA is the dev CA's certificate file ("" without TLS).
+	CA      string
+	scheme  string
 	Global  *global.Server
 	Regions map[string]*region.Server
 
@@ -104,28 +112,43 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	c := &Cluster{o: o, log: o.Logger, Regions: map[string]*region.Server{}, agents: map[string]*agentRun{}}
+	c := &Cluster{o: o, log: o.Logger, Regions: map[string]*region.Server{}, agents: map[string]*agentRun{}, scheme: "http"}
 	token, err := loadOrCreateToken(filepath.Join(o.DataDir, "admin-token"))
 	if err != nil {
 		return nil, err
 	}
 	c.Token = token
+	if c.RegionToken, err = loadOrCreateToken(filepath.Join(o.DataDir, "region-token")); err != nil {
+		return nil, err
+	}
 
+	pkiDir := filepath.Join(o.DataDir, "pki")
 	var ca *pki.CA
 	if o.TLS {
-		if ca, err = pki.LoadOrCreateCA(filepath.Join(o.DataDir, "pki"), "strata dev CA"); err != nil {
+		if ca, err = pki.LoadOrCreateCA(pkiDir, "strata dev CA"); err != nil {
 			return nil, fmt.Errorf("devcluster: %w", err)
 		}
+		c.CA = filepath.Join(pkiDir, "ca.pem")
 	}
-	tlsFor := func(file, identity string) (config.TLS, error) {
+	hosts := []string{"127.0.0.1", "localhost", o.Host}
+	// secure gives a tier its identity (mutual TLS with the dev CA) or,
+	// without TLS, insecure mode; off loopback its REST API is HTTPS
+	// with a certificate of the dev CA.
+	secure := func(file string, id pki.Identity, tlsCfg *config.TLS, insecure *bool, apiTLS *config.ServingTLS) error {
 		if ca == nil {
-			return config.TLS{}, nil
+			*insecure = true
+			return nil
 		}
-		f, err := ca.WriteIdentity(filepath.Join(o.DataDir, "pki"), file, identity, []string{"127.0.0.1", "localhost", o.Host})
+		f, err := ca.WriteIdentity(pkiDir, file, id.String(), hosts)
 		if err != nil {
-			return config.TLS{}, err
+			return err
 		}
-		return config.TLS{CA: f.CA, Cert: f.Cert, Key: f.Key}, nil
+		*tlsCfg = config.TLS{CA: f.CA, Cert: f.Cert, Key: f.Key}
+		if apiTLS != nil && !isLoopback(o.Host) {
+			*apiTLS = config.ServingTLS{Cert: f.Cert, Key: f.Key}
+			c.scheme = "https"
+		}
+		return nil
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -138,7 +161,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	gcfg.Listen.GRPC = addr(o.Host, o.GRPCPort, 0)
 	gcfg.Etcd = config.Etcd{Embedded: true, DataDir: filepath.Join(o.DataDir, "etcd", "global"), Prefix: "/strata/global/", DialTimeout: 5 * time.Second}
 	gcfg.API.BootstrapToken = token
-	if gcfg.TLS, err = tlsFor("global", "global:global"); err != nil {
+	if err := secure("global", pki.Global(gcfg.ID), &gcfg.TLS, &gcfg.Insecure, &gcfg.API.TLS); err != nil {
 		return nil, err
 	}
 	if o.TuneGlobal != nil {
@@ -163,7 +186,8 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		rcfg.Network.Subnet = fmt.Sprintf("10.%d.0.0/16", 88+i)
 		rcfg.Network.Gateway = fmt.Sprintf("10.%d.0.1", 88+i)
 		rcfg.Network.Bridge = "strata" + fmt.Sprint(i)
-		if rcfg.TLS, err = tlsFor(name, "region:"+name); err != nil {
+		rcfg.API.Token = c.RegionToken
+		if err := secure(name, pki.Region(name), &rcfg.TLS, &rcfg.Insecure, &rcfg.API.TLS); err != nil {
 			return nil, err
 		}
 		if o.TuneRegion != nil {
@@ -191,7 +215,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			acfg.DataDir = filepath.Join(o.DataDir, "agents", node)
 			acfg.Providers = perNode(o.Providers, node)
 			acfg.Node.MilliCPU, acfg.Node.MemoryMiB, acfg.Node.DiskMiB = 8000, 16384, 100000
-			if acfg.TLS, err = tlsFor("node-"+node, "node:"+node); err != nil {
+			if err := secure("node-"+node, pki.Node(name, node), &acfg.TLS, &acfg.Insecure, nil); err != nil {
 				return nil, err
 			}
 			if o.TuneAgent != nil {
@@ -320,7 +344,12 @@ func (c *Cluster) RestartAgent(node string) error {
 func (c *Cluster) Wait() error { return c.g.Wait() }
 
 // GlobalURL is the REST API's base URL.
-func (c *Cluster) GlobalURL() string { return "http://" + c.Global.HTTPAddr() }
+func (c *Cluster) GlobalURL() string { return c.scheme + "://" + c.Global.HTTPAddr() }
+
+// RegionURL is region name's REST API base URL.
+func (c *Cluster) RegionURL(name string) string {
+	return c.scheme + "://" + c.Regions[name].HTTPAddr()
+}
 
 // Summary describes the running cluster for people.
 func (c *Cluster) Summary() string {
@@ -329,8 +358,7 @@ func (c *Cluster) Summary() string {
 	fmt.Fprintf(&b, "  global REST API   %s/v1\n", c.GlobalURL())
 	fmt.Fprintf(&b, "  global gRPC       %s\n", c.Global.GRPCAddr())
 	for _, name := range c.o.Regions {
-		r := c.Regions[name]
-		fmt.Fprintf(&b, "  region %-10s http://%s  (console /console, gRPC %s)\n", name, r.HTTPAddr(), r.GRPCAddr())
+		fmt.Fprintf(&b, "  region %-10s %s  (console /console, gRPC %s)\n", name, c.RegionURL(name), c.Regions[name].GRPCAddr())
 	}
 	fmt.Fprintf(&b, "  agents            %d per region (", c.o.AgentsPerRegion)
 	var provs []string
@@ -338,9 +366,20 @@ func (c *Cluster) Summary() string {
 		provs = append(provs, p.Name)
 	}
 	fmt.Fprintf(&b, "%s)\n", strings.Join(provs, ", "))
-	fmt.Fprintf(&b, "\n  admin token       %s\n\n", c.Token)
-	fmt.Fprintf(&b, "  export STRATA_URL=%s STRATA_TOKEN=%s\n", c.GlobalURL(), c.Token)
-	fmt.Fprintf(&b, "  curl -H \"Authorization: Bearer $STRATA_TOKEN\" $STRATA_URL/v1/regions\n")
+	fmt.Fprintf(&b, "\n  admin token       %s   (global API and console)\n", c.Token)
+	fmt.Fprintf(&b, "  region token      %s   (every region's API and console)\n", c.RegionToken)
+	if c.CA != "" {
+		fmt.Fprintf(&b, "  dev CA            %s   (mutual TLS between the tiers)\n", c.CA)
+	} else {
+		fmt.Fprintf(&b, "  INSECURE MODE     plaintext gRPC on loopback: every local process may act as any tier\n")
+	}
+	curl := "curl"
+	if c.scheme == "https" {
+		curl += " --cacert " + c.CA
+	}
+	fmt.Fprintf(&b, "\n  export STRATA_URL=%s STRATA_TOKEN=%s\n", c.GlobalURL(), c.Token)
+	fmt.Fprintf(&b, "  %s -H \"Authorization: Bearer $STRATA_TOKEN\" $STRATA_URL/v1/regions\n", curl)
+	fmt.Fprintf(&b, "  %s -H \"Authorization: Bearer %s\" %s/v1/nodes\n", curl, c.RegionToken, c.RegionURL(c.o.Regions[0]))
 	return b.String()
 }
 
@@ -359,6 +398,14 @@ func perNode(ps []config.Provider, node string) []config.Provider {
 		}
 	}
 	return out
+}
+
+// isLoopback reports whether host is a loopback address or name.
+func isLoopback(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return host == "localhost"
 }
 
 func addr(host string, base, offset int) string {

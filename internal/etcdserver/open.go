@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stratahq/strata/internal/config"
@@ -27,7 +28,7 @@ func Open(ctx context.Context, name string, c config.Etcd) (cli *clientv3.Client
 		endpoints = srv.Endpoints()
 		stop = srv.Close
 	}
-	cli, err = clientv3.New(clientv3.Config{
+	cc := clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: c.DialTimeout,
 		// Keepalives notice a dead member within seconds, so watches
@@ -35,9 +36,19 @@ func Open(ctx context.Context, name string, c config.Etcd) (cli *clientv3.Client
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
 		MaxCallSendMsgSize:   32 << 20,
-	})
+	}
+	// An embedded member lives in this process on loopback: it has
+	// neither TLS nor users.
+	if !c.Embedded {
+		if err := clientAuth(&cc, c); err != nil {
+			stop()
+			return nil, nil, err
+		}
+	}
+	cli, err = clientv3.New(cc)
 	if err != nil {
 		stop()
+		// clientv3's errors name endpoints and users, never passwords.
 		return nil, nil, fmt.Errorf("etcd %v: %w", endpoints, err)
 	}
 	return cli, func() { cli.Close(); stop() }, nil
@@ -56,6 +67,27 @@ func CheckTxnLimit(ctx context.Context, s *store.Store, log *slog.Logger) error 
 			s.MaxTxnOps(), err)
 	case err != nil && ctx.Err() == nil:
 		log.Warn("could not check etcd.maxTxnOps against etcd", "maxTxnOps", s.MaxTxnOps(), "err", err)
+	}
+	return nil
+}
+
+// clientAuth sets TLS (etcd.tls) and the user (etcd.username and
+// password) of a client.
+func clientAuth(cc *clientv3.Config, c config.Etcd) error {
+	if c.TLS.Enabled() {
+		info := transport.TLSInfo{TrustedCAFile: c.TLS.CA, CertFile: c.TLS.Cert, KeyFile: c.TLS.Key}
+		tlsCfg, err := info.ClientConfig()
+		if err != nil {
+			return fmt.Errorf("etcd.tls: %w", err)
+		}
+		cc.TLS = tlsCfg
+	}
+	if c.Username != "" {
+		password, err := c.EtcdPassword()
+		if err != nil {
+			return err
+		}
+		cc.Username, cc.Password = c.Username, password
 	}
 	return nil
 }

@@ -190,48 +190,66 @@ func LoadOrCreateCA(dir, name string) (*CA, error) {
 }
 
 // ServerConfig is a TLS config for a server that requires client
-// certificates signed by the CA.
-func ServerConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
-	pool, pair, err := load(caFile, certFile, keyFile)
+// certificates signed by the CA. Its own certificate is re-read when the
+// files change (KeyPair).
+func ServerConfig(f Files) (*tls.Config, error) {
+	pool, err := LoadPool(f.CA)
+	if err != nil {
+		return nil, err
+	}
+	kp, err := LoadKeyPair(f.Cert, f.Key)
 	if err != nil {
 		return nil, err
 	}
 	return &tls.Config{
-		Certificates: []tls.Certificate{pair},
-		ClientCAs:    pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		MinVersion:   tls.VersionTLS13,
+		GetCertificate: kp.GetCertificate,
+		ClientCAs:      pool,
+		ClientAuth:     tls.RequireAndVerifyClientCert,
+		MinVersion:     tls.VersionTLS13,
 	}, nil
 }
 
-// ClientConfig is a TLS config for a client presenting its certificate and
-// trusting only the CA.
-func ClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
-	pool, pair, err := load(caFile, certFile, keyFile)
+// ClientConfig is a TLS config for a client presenting its certificate
+// (re-read when the files change) and trusting only the CA.
+func ClientConfig(f Files) (*tls.Config, error) {
+	pool, err := LoadPool(f.CA)
+	if err != nil {
+		return nil, err
+	}
+	kp, err := LoadKeyPair(f.Cert, f.Key)
 	if err != nil {
 		return nil, err
 	}
 	return &tls.Config{
-		Certificates: []tls.Certificate{pair},
-		RootCAs:      pool,
-		MinVersion:   tls.VersionTLS13,
+		GetClientCertificate: kp.GetClientCertificate,
+		RootCAs:              pool,
+		MinVersion:           tls.VersionTLS13,
 	}, nil
 }
 
-func load(caFile, certFile, keyFile string) (*x509.CertPool, tls.Certificate, error) {
+// ServingConfig is a TLS config for an HTTPS server (the REST APIs):
+// no client certificates (callers bring bearer tokens), TLS 1.2 and up
+// for the tools and load balancers in front of it, the certificate
+// re-read when its files change.
+func ServingConfig(certFile, keyFile string) (*tls.Config, error) {
+	kp, err := LoadKeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{GetCertificate: kp.GetCertificate, MinVersion: tls.VersionTLS12}, nil
+}
+
+// LoadPool reads the CA certificates of caFile.
+func LoadPool(caFile string) (*x509.CertPool, error) {
 	caPEM, err := os.ReadFile(caFile)
 	if err != nil {
-		return nil, tls.Certificate{}, fmt.Errorf("pki: read ca: %w", err)
+		return nil, fmt.Errorf("pki: read ca: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, tls.Certificate{}, fmt.Errorf("pki: %s holds no certificate", caFile)
+		return nil, fmt.Errorf("pki: %s holds no certificate", caFile)
 	}
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, tls.Certificate{}, fmt.Errorf("pki: load %s: %w", certFile, err)
-	}
-	return pool, pair, nil
+	return pool, nil
 }
 
 func serial() *big.Int {

@@ -5,7 +5,9 @@ package serving
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -39,4 +41,22 @@ func IgnoreCanceled(err error) error {
 		return nil
 	}
 	return err
+}
+
+// WarnInsecure logs, once per start, what a tier in insecure mode serves
+// without the protection it would have in production (nothing when what
+// is empty).
+func WarnInsecure(log *slog.Logger, what ...string) {
+	if len(what) == 0 {
+		return
+	}
+	log.Warn("INSECURE MODE (insecure: true): " + strings.Join(what, "; ") + ". This is for a test cluster on one machine only, never for production: configure tls (and api.tls) instead.")
+}
+
+// InsecureGRPC is WarnInsecure's line for plaintext gRPC.
+const InsecureGRPC = "gRPC is plaintext, answered for loopback peers only, and any process on this machine may call as any identity (node, region or global)"
+
+// InsecureHTTP is WarnInsecure's line for plain HTTP off loopback.
+func InsecureHTTP(addr string) string {
+	return "the REST API is plain HTTP on " + addr + ", which other machines reach: tokens cross the network in clear"
 }

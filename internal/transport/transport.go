@@ -1,8 +1,10 @@
-// Package transport sets up Strata's gRPC links: mutual TLS when
-// configured, keepalives that notice a dead peer in seconds, errors
-// converted to and from gRPC status codes at the edge (so every tier's
-// code speaks api sentinels), panics turned into Internal errors, and the
-// peer's identity taken from its certificate.
+// Package transport sets up Strata's gRPC links: mutual TLS (plaintext
+// only in an explicit insecure mode, on loopback), one interceptor that
+// refuses every call whose caller it cannot identify or whose identity the
+// server's Policy does not admit, per-method message limits, keepalives
+// that notice a dead peer in seconds, errors converted to and from gRPC
+// status codes at the edge (so every tier's code speaks api sentinels),
+// and panics turned into Internal errors.
 package transport
 
 import (
@@ -11,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,63 +24,121 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/pki"
 )
 
-// MaxMessageBytes bounds one gRPC message; snapshots of many assignments
-// are sent in batches below it.
-const MaxMessageBytes = 64 << 20
-
-// ServerTLS builds the server side of mutual TLS, or nil for plaintext.
-func ServerTLS(c config.TLS) (*tls.Config, error) {
-	if !c.Enabled() {
-		return nil, nil
+// NewServer returns a gRPC server with Strata's interceptors: every call
+// is refused unless sec establishes who the caller is and policy admits
+// that caller for the method (no handler runs for an anonymous caller);
+// errors become gRPC statuses; panics become Internal errors.
+func NewServer(sec *Security, policy Policy, log *slog.Logger, opts ...grpc.ServerOption) (*grpc.Server, error) {
+	if sec == nil || sec.mode == modeTLS && sec.server == nil {
+		return nil, ErrNoTLS
 	}
-	return pki.ServerConfig(c.CA, c.Cert, c.Key)
-}
-
-// ClientTLS builds the client side of mutual TLS, or nil for plaintext.
-func ClientTLS(c config.TLS) (*tls.Config, error) {
-	if !c.Enabled() {
-		return nil, nil
-	}
-	return pki.ClientConfig(c.CA, c.Cert, c.Key)
-}
-
-// NewServer returns a gRPC server with Strata's interceptors.
-func NewServer(tlsCfg *tls.Config, log *slog.Logger, opts ...grpc.ServerOption) *grpc.Server {
-	creds := insecure.NewCredentials()
-	if tlsCfg != nil {
-		creds = credentials.NewTLS(tlsCfg)
+	var creds credentials.TransportCredentials
+	switch sec.mode {
+	case modeTLS:
+		// A certificate that is given must verify against the CA; one
+		// that is missing is refused by the interceptor, per call, with
+		// a status that says which identity was expected (a handshake
+		// failure would say nothing). Token-authenticated callers
+		// (tenants) hold no Strata certificate at all.
+		cfg := sec.server.Clone()
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		creds = credentials.NewTLS(cfg)
+	case modeLocal:
+		creds = localCreds{}
+	default:
+		creds = insecure.NewCredentials()
 	}
 	base := []grpc.ServerOption{
 		grpc.Creds(creds),
-		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.MaxRecvMsgSize(policy.maxRecv()),
+		grpc.MaxSendMsgSize(LargeMessageBytes),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 2 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(unaryServer(log)),
-		grpc.ChainStreamInterceptor(streamServer(log)),
+		grpc.ChainUnaryInterceptor(unaryServer(sec, policy, log)),
+		grpc.ChainStreamInterceptor(streamServer(sec, policy, log)),
 	}
 	// The caller's options go first so that its interceptors (metrics)
-	// wrap Strata's and see errors as the client will.
-	return grpc.NewServer(append(opts, base...)...)
+	// wrap Strata's and see errors (refusals included) as the client will.
+	return grpc.NewServer(append(opts, base...)...), nil
 }
 
-// Dial returns a client connection to target (host:port). The connection
-// is lazy: it connects on first use and reconnects by itself.
-func Dial(target string, tlsCfg *tls.Config, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	creds := insecure.NewCredentials()
-	if tlsCfg != nil {
-		creds = credentials.NewTLS(tlsCfg)
+// WithLargeMessages lets every call on a connection send and receive
+// messages up to LargeMessageBytes: the global tier's links to regions,
+// whose lists and batches grow with the region. For one call, pass
+// grpc.MaxCallRecvMsgSize(LargeMessageBytes).
+func WithLargeMessages() grpc.DialOption {
+	return grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(LargeMessageBytes), grpc.MaxCallSendMsgSize(LargeMessageBytes))
+}
+
+// Server is the identity a client expects the server it dials to have:
+// a certificate signed by the CA is not enough, it must be the right
+// holder (a node certificate must not pass for a region).
+type Server struct {
+	kind pki.Kind
+	id   pki.Identity
+}
+
+// ServerIs expects exactly id.
+func ServerIs(id pki.Identity) Server { return Server{kind: id.Kind, id: id} }
+
+// ServerKind expects any identity of kind k (global replicas).
+func ServerKind(k pki.Kind) Server { return Server{kind: k} }
+
+// AnyServer expects nothing beyond the transport (Local security).
+func AnyServer() Server { return Server{} }
+
+func (want Server) String() string {
+	if want.id.Kind != "" {
+		return want.id.String()
+	}
+	return string(want.kind) + ":*"
+}
+
+// verify checks the server's certificate chain, already verified against
+// the CA, for the expected identity.
+func (want Server) verify(cs tls.ConnectionState) error {
+	if want.kind == "" {
+		return nil
+	}
+	if len(cs.PeerCertificates) == 0 {
+		return fmt.Errorf("the server presented no certificate; want %s", want)
+	}
+	got, err := pki.IdentityOf(cs.PeerCertificates[0])
+	switch {
+	case err != nil:
+		return fmt.Errorf("the server's certificate: %w; want %s", err, want)
+	case got.Kind != want.kind, want.id.Kind != "" && got != want.id:
+		return fmt.Errorf("the server is %s; want %s", got, want)
+	}
+	return nil
+}
+
+// Dial returns a client connection to target (host:port, or unix:// with
+// Local security) whose server must be server. The connection is lazy:
+// it connects on first use and reconnects by itself. Without TLS
+// (insecure mode) it connects to loopback addresses only.
+func Dial(target string, sec *Security, server Server, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	if sec == nil {
+		return nil, fmt.Errorf("transport: dial %s: %w", target, ErrNoTLS)
 	}
 	base := []grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(DefaultMaxMessageBytes), grpc.MaxCallSendMsgSize(DefaultMaxMessageBytes)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
 		grpc.WithChainUnaryInterceptor(unaryClient),
 		grpc.WithChainStreamInterceptor(streamClient),
+	}
+	switch sec.mode {
+	case modeTLS:
+		cfg := sec.client.Clone()
+		cfg.VerifyConnection = server.verify
+		base = append(base, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	case modeLocal:
+		base = append(base, grpc.WithTransportCredentials(localCreds{}))
+	default:
+		base = append(base, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(loopbackOnly))
 	}
 	cc, err := grpc.NewClient(target, append(base, opts...)...)
 	if err != nil {
@@ -88,7 +147,7 @@ func Dial(target string, tlsCfg *tls.Config, opts ...grpc.DialOption) (*grpc.Cli
 	return cc, nil
 }
 
-func unaryServer(log *slog.Logger) grpc.UnaryServerInterceptor {
+func unaryServer(sec *Security, policy Policy, log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -96,7 +155,15 @@ func unaryServer(log *slog.Logger) grpc.UnaryServerInterceptor {
 				err = status.Error(codes.Internal, "internal error")
 			}
 		}()
-		resp, err = h(ctx, req)
+		actx, rule, err := sec.authenticate(ctx, policy, info.FullMethod)
+		if err == nil {
+			err = checkSize(rule, info.FullMethod, req)
+		}
+		if err != nil {
+			logRefusal(ctx, log, info.FullMethod, err)
+			return nil, api.GRPCError(err)
+		}
+		resp, err = h(actx, req)
 		if err != nil {
 			logFailure(log, info.FullMethod, err)
 			return resp, api.GRPCError(err)
@@ -105,7 +172,7 @@ func unaryServer(log *slog.Logger) grpc.UnaryServerInterceptor {
 	}
 }
 
-func streamServer(log *slog.Logger) grpc.StreamServerInterceptor {
+func streamServer(sec *Security, policy Policy, log *slog.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -113,12 +180,27 @@ func streamServer(log *slog.Logger) grpc.StreamServerInterceptor {
 				err = status.Error(codes.Internal, "internal error")
 			}
 		}()
-		if err = h(srv, ss); err != nil {
+		actx, rule, err := sec.authenticate(ss.Context(), policy, info.FullMethod)
+		if err != nil {
+			logRefusal(ss.Context(), log, info.FullMethod, err)
+			return api.GRPCError(err)
+		}
+		if err = h(srv, &authStream{ServerStream: ss, ctx: actx, rule: rule, method: info.FullMethod}); err != nil {
 			logFailure(log, info.FullMethod, err)
 			return api.GRPCError(err)
 		}
 		return nil
 	}
+}
+
+// logRefusal notes a refused caller: at Info, since a refusal is either
+// a misconfigured peer an operator must hear about or an attack.
+func logRefusal(ctx context.Context, log *slog.Logger, method string, err error) {
+	from := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		from = p.Addr.String()
+	}
+	log.Info("gRPC call refused", "method", method, "peer", from, "err", err)
 }
 
 func logFailure(log *slog.Logger, method string, err error) {
@@ -146,55 +228,3 @@ type clientStream struct{ grpc.ClientStream }
 
 func (s *clientStream) RecvMsg(m any) error { return api.FromGRPC(s.ClientStream.RecvMsg(m)) }
 func (s *clientStream) SendMsg(m any) error { return api.FromGRPC(s.ClientStream.SendMsg(m)) }
-
-// Identity is who a peer is, from its certificate's common name
-// "<kind>:<name>".
-type Identity struct {
-	Kind string // "node", "region", "global"
-	Name string
-}
-
-func (i Identity) String() string { return i.Kind + ":" + i.Name }
-
-// PeerIdentity returns the TLS identity of the caller; ok is false on a
-// plaintext link.
-func PeerIdentity(ctx context.Context) (Identity, bool) {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.AuthInfo == nil {
-		return Identity{}, false
-	}
-	ti, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(ti.State.PeerCertificates) == 0 {
-		return Identity{}, false
-	}
-	cn := ti.State.PeerCertificates[0].Subject.CommonName
-	kind, name, _ := strings.Cut(cn, ":")
-	return Identity{Kind: kind, Name: name}, true
-}
-
-// AuthorizeNode lets a node act for itself only: on a TLS link the caller
-// must be node:<node>. Plaintext links (dev without TLS) are not checked.
-func AuthorizeNode(ctx context.Context, node string) error {
-	id, ok := PeerIdentity(ctx)
-	if !ok {
-		return nil
-	}
-	if id.Kind == "node" && id.Name == node {
-		return nil
-	}
-	return fmt.Errorf("%s may not act for node %q: %w", id, node, api.ErrForbidden)
-}
-
-// AuthorizeKind requires the TLS caller to be of one of kinds.
-func AuthorizeKind(ctx context.Context, kinds ...string) error {
-	id, ok := PeerIdentity(ctx)
-	if !ok {
-		return nil
-	}
-	for _, k := range kinds {
-		if id.Kind == k {
-			return nil
-		}
-	}
-	return fmt.Errorf("%s may not call this: %w", id, api.ErrForbidden)
-}

@@ -59,7 +59,15 @@ func Serve(ctx context.Context, p Provider, socket string, log *slog.Logger) err
 		return fmt.Errorf("serve provider: %w", err)
 	}
 
-	srv := transport.NewServer(nil, log)
+	// The socket's mode keeps other users out; the server also checks
+	// each caller's uid (Local security).
+	srv, err := transport.NewServer(transport.Local(), transport.Policy{
+		providerv1.ProviderService_ServiceDesc.ServiceName: {Local: true, MaxRecvBytes: transport.LargeMessageBytes},
+	}, log)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("serve provider: %w", err)
+	}
 	providerv1.RegisterProviderServiceServer(srv, NewServer(p))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
@@ -125,7 +133,7 @@ func dialSocket(socket string) (*grpc.ClientConn, error) {
 	// A local socket is either there or not: retry it quickly instead of
 	// with gRPC's network back-off (1s doubling to 2m), so that a restarted
 	// plugin is reachable again within a fraction of a second.
-	cc, err := transport.Dial("unix://"+abs, nil, grpc.WithConnectParams(grpc.ConnectParams{
+	cc, err := transport.Dial("unix://"+abs, transport.Local(), transport.AnyServer(), transport.WithLargeMessages(), grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 		MinConnectTimeout: time.Second,
 	}))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -20,9 +19,11 @@ import (
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/store/storetest"
 	"github.com/stratahq/strata/internal/transport"
+	"github.com/stratahq/strata/internal/transport/transporttest"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -31,6 +32,7 @@ import (
 
 const (
 	testRegion = "r1"
+	testToken  = "s3cret-region-token"
 	// waitFor bounds every poll; generous for -race on a small machine.
 	waitFor = 15 * time.Second
 )
@@ -91,6 +93,12 @@ func newEnv(t *testing.T, configure ...func(*Options, *tuning)) *testEnv {
 		Events:     JoinEvents(emitter, evStore),
 		Leader:     func() string { return "controller-1" },
 		Logger:     log,
+		Token:      testToken,
+		// These tests are about the API's behaviour: one loopback
+		// connection plays the global tier and every agent, which only
+		// insecure mode allows. Who may call what over mutual TLS is
+		// TestSecurityRegionPeers'.
+		Security: transport.Insecure(),
 	}
 	tune := defaultTuning()
 	for _, c := range configure {
@@ -103,21 +111,11 @@ func newEnv(t *testing.T, configure ...func(*Options, *tuning)) *testEnv {
 	srv.tune = tune
 	storetest.Go(t, srv.Run)
 
-	g := transport.NewServer(nil, log)
-	srv.RegisterGRPC(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go g.Serve(lis)
-	t.Cleanup(g.Stop)
-	conn, err := transport.Dial(lis.Addr().String(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	addr := transporttest.Serve(t, opts.Security, srv.GRPCPolicy(), log, srv.RegisterGRPC)
+	conn := transporttest.Dial(t, addr, opts.Security, transport.AnyServer())
 
-	hs := httptest.NewServer(srv.Handler())
+	// As region.Server serves it: behind the checks of every HTTP API.
+	hs := httptest.NewServer(serving.Guard(srv.Handler(), nil))
 	t.Cleanup(hs.Close)
 
 	return &testEnv{

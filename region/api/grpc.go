@@ -6,25 +6,33 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
+// GRPCPolicy says who may call the region's gRPC services: RegionService
+// is the global tier's (global:*), with room for its large batches;
+// AgentService is this region's agents' (node:<region>/*), each acting
+// for its own node only (checked per call, agentService.authorize), with small
+// messages.
+func (s *Server) GRPCPolicy() transport.Policy {
+	return transport.Policy{
+		regionv1.RegionService_ServiceDesc.ServiceName: {Kinds: []pki.Kind{pki.KindGlobal}, MaxRecvBytes: transport.LargeMessageBytes},
+		agentv1.AgentService_ServiceDesc.ServiceName:   {Kinds: []pki.Kind{pki.KindNode}, Region: s.region},
+	}
+}
+
 // regionService is RegionService: protobuf in, domain calls, protobuf
-// out. On TLS links only the global tier may call it.
+// out. Only the global tier may call it (GRPCPolicy).
 type regionService struct {
 	regionv1.UnimplementedRegionServiceServer
 	s *Server
 }
 
-func authorizeGlobal(ctx context.Context) error { return transport.AuthorizeKind(ctx, "global") }
-
 func (r regionService) ApplyPlacements(ctx context.Context, req *regionv1.ApplyPlacementsRequest) (*regionv1.ApplyPlacementsResponse, error) {
-	if err := authorizeGlobal(ctx); err != nil {
-		return nil, err
-	}
 	ps := make([]api.Placement, len(req.GetPlacements()))
 	for i, p := range req.GetPlacements() {
 		ps[i] = api.PlacementFromPB(p)
@@ -37,9 +45,6 @@ func (r regionService) ApplyPlacements(ctx context.Context, req *regionv1.ApplyP
 }
 
 func (r regionService) RemovePlacements(ctx context.Context, req *regionv1.RemovePlacementsRequest) (*regionv1.RemovePlacementsResponse, error) {
-	if err := authorizeGlobal(ctx); err != nil {
-		return nil, err
-	}
 	refs := make([]placementRef, len(req.GetPlacements()))
 	for i, p := range req.GetPlacements() {
 		refs[i] = placementRef{Tenant: p.GetTenant(), Name: p.GetName(), UID: p.GetUid()}
@@ -64,16 +69,10 @@ func resultsToPB(results []placementResult) []*regionv1.PlacementResult {
 
 func (r regionService) WatchShares(_ *regionv1.WatchSharesRequest, stream grpc.ServerStreamingServer[regionv1.WatchSharesResponse]) error {
 	ctx := stream.Context()
-	if err := authorizeGlobal(ctx); err != nil {
-		return err
-	}
 	return apiErr(r.s.watchShares(ctx, stream.Send))
 }
 
 func (r regionService) ListNodes(ctx context.Context, req *regionv1.ListNodesRequest) (*regionv1.ListNodesResponse, error) {
-	if err := authorizeGlobal(ctx); err != nil {
-		return nil, err
-	}
 	nodes, err := r.s.listNodes(req.GetSelector())
 	if err != nil {
 		return nil, apiErr(err)
@@ -86,9 +85,6 @@ func (r regionService) ListNodes(ctx context.Context, req *regionv1.ListNodesReq
 }
 
 func (r regionService) GetNode(ctx context.Context, req *regionv1.NodeRef) (*resourcev1.Node, error) {
-	if err := authorizeGlobal(ctx); err != nil {
-		return nil, err
-	}
 	n, err := r.s.getNode(req.GetName())
 	if err != nil {
 		return nil, apiErr(err)
@@ -97,9 +93,6 @@ func (r regionService) GetNode(ctx context.Context, req *regionv1.NodeRef) (*res
 }
 
 func (r regionService) DeleteNode(ctx context.Context, req *regionv1.NodeRef) (*regionv1.DeleteNodeResponse, error) {
-	if err := authorizeGlobal(ctx); err != nil {
-		return nil, err
-	}
 	if err := r.s.deleteNode(ctx, req.GetName()); err != nil {
 		return nil, apiErr(err)
 	}
@@ -107,9 +100,6 @@ func (r regionService) DeleteNode(ctx context.Context, req *regionv1.NodeRef) (*
 }
 
 func (r regionService) CordonNode(ctx context.Context, req *regionv1.CordonNodeRequest) (*resourcev1.Node, error) {
-	if err := authorizeGlobal(ctx); err != nil {
-		return nil, err
-	}
 	n, err := r.s.cordon(ctx, req.GetName(), req.GetReason())
 	if err != nil {
 		return nil, apiErr(err)
@@ -118,9 +108,6 @@ func (r regionService) CordonNode(ctx context.Context, req *regionv1.CordonNodeR
 }
 
 func (r regionService) UncordonNode(ctx context.Context, req *regionv1.NodeRef) (*resourcev1.Node, error) {
-	if err := authorizeGlobal(ctx); err != nil {
-		return nil, err
-	}
 	n, err := r.s.uncordon(ctx, req.GetName())
 	if err != nil {
 		return nil, apiErr(err)
@@ -129,9 +116,6 @@ func (r regionService) UncordonNode(ctx context.Context, req *regionv1.NodeRef) 
 }
 
 func (r regionService) DrainNode(ctx context.Context, req *regionv1.DrainNodeRequest) (*resourcev1.DrainStatus, error) {
-	if err := authorizeGlobal(ctx); err != nil {
-		return nil, err
-	}
 	d, err := r.s.drain(ctx, req.GetName(), api.DrainRequestFromPB(req.GetDrain()))
 	if err != nil {
 		return nil, apiErr(err)
@@ -140,9 +124,6 @@ func (r regionService) DrainNode(ctx context.Context, req *regionv1.DrainNodeReq
 }
 
 func (r regionService) GetDrain(ctx context.Context, req *regionv1.NodeRef) (*resourcev1.DrainStatus, error) {
-	if err := authorizeGlobal(ctx); err != nil {
-		return nil, err
-	}
 	d, err := r.s.getDrain(req.GetName())
 	if err != nil {
 		return nil, apiErr(err)
@@ -151,9 +132,6 @@ func (r regionService) GetDrain(ctx context.Context, req *regionv1.NodeRef) (*re
 }
 
 func (r regionService) ListReplicas(ctx context.Context, req *regionv1.ListReplicasRequest) (*regionv1.ListReplicasResponse, error) {
-	if err := authorizeGlobal(ctx); err != nil {
-		return nil, err
-	}
 	reps, err := r.s.listReplicas(req.GetTenant(), req.GetResource(), req.GetNode())
 	if err != nil {
 		return nil, apiErr(err)
@@ -167,16 +145,10 @@ func (r regionService) ListReplicas(ctx context.Context, req *regionv1.ListRepli
 
 func (r regionService) Logs(req *resourcev1.LogsRequest, stream grpc.ServerStreamingServer[resourcev1.LogChunk]) error {
 	ctx := stream.Context()
-	if err := authorizeGlobal(ctx); err != nil {
-		return err
-	}
 	return apiErr(r.s.logs(ctx, req, stream.Send))
 }
 
 func (r regionService) ListEvents(ctx context.Context, req *regionv1.ListEventsRequest) (*regionv1.ListEventsResponse, error) {
-	if err := authorizeGlobal(ctx); err != nil {
-		return nil, err
-	}
 	evs, err := r.s.listEvents(ctx, req.GetAfter(), int(req.GetLimit()), req.GetObject())
 	if err != nil {
 		return nil, apiErr(err)
@@ -189,9 +161,6 @@ func (r regionService) ListEvents(ctx context.Context, req *regionv1.ListEventsR
 }
 
 func (r regionService) Status(ctx context.Context, _ *regionv1.StatusRequest) (*resourcev1.RegionStatus, error) {
-	if err := authorizeGlobal(ctx); err != nil {
-		return nil, err
-	}
 	st, err := r.s.Summary()
 	if err != nil {
 		return nil, apiErr(err)
@@ -199,8 +168,8 @@ func (r regionService) Status(ctx context.Context, _ *regionv1.StatusRequest) (*
 	return api.RegionStatusToPB(&st), nil
 }
 
-// agentService is AgentService. On TLS links an agent may act only for
-// its own node.
+// agentService is AgentService. An agent may act only for its own node
+// of this region.
 type agentService struct {
 	agentv1.UnimplementedAgentServiceServer
 	s *Server
@@ -208,7 +177,7 @@ type agentService struct {
 
 func (a agentService) Register(ctx context.Context, req *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error) {
 	n := api.NodeFromPB(req.GetNode())
-	if err := transport.AuthorizeNode(ctx, n.Name); err != nil {
+	if err := a.authorize(ctx, n.Name); err != nil {
 		return nil, err
 	}
 	stored, err := a.s.register(ctx, n)
@@ -219,7 +188,7 @@ func (a agentService) Register(ctx context.Context, req *agentv1.RegisterRequest
 }
 
 func (a agentService) Heartbeat(ctx context.Context, req *agentv1.HeartbeatRequest) (*agentv1.HeartbeatResponse, error) {
-	if err := authorizeAgent(ctx, req.GetNode()); err != nil {
+	if err := a.authorize(ctx, req.GetNode()); err != nil {
 		return nil, err
 	}
 	reregister, err := a.s.heartbeat(ctx, req.GetNode(), req.GetSeq(), api.ConditionsFromPB(req.GetConditions()), req.GetMetrics())
@@ -231,14 +200,14 @@ func (a agentService) Heartbeat(ctx context.Context, req *agentv1.HeartbeatReque
 
 func (a agentService) WatchAssignments(req *agentv1.WatchAssignmentsRequest, stream grpc.ServerStreamingServer[agentv1.AssignmentBatch]) error {
 	ctx := stream.Context()
-	if err := authorizeAgent(ctx, req.GetNode()); err != nil {
+	if err := a.authorize(ctx, req.GetNode()); err != nil {
 		return err
 	}
 	return apiErr(a.s.watchAssignments(ctx, req.GetNode(), stream.Send))
 }
 
 func (a agentService) ReportStatus(ctx context.Context, req *agentv1.ReportStatusRequest) (*agentv1.ReportStatusResponse, error) {
-	if err := authorizeAgent(ctx, req.GetNode()); err != nil {
+	if err := a.authorize(ctx, req.GetNode()); err != nil {
 		return nil, err
 	}
 	statuses := make([]api.AssignmentStatus, len(req.GetStatuses()))
@@ -251,11 +220,11 @@ func (a agentService) ReportStatus(ctx context.Context, req *agentv1.ReportStatu
 	return &agentv1.ReportStatusResponse{}, nil
 }
 
-// authorizeAgent checks that a call names a node and, on TLS links, that
-// the caller is that node.
-func authorizeAgent(ctx context.Context, node string) error {
+// authorize checks that a call names a node and that the caller is that
+// node of this region: node:<region>/<node>.
+func (a agentService) authorize(ctx context.Context, node string) error {
 	if node == "" {
 		return api.Invalid("node", "is required")
 	}
-	return transport.AuthorizeNode(ctx, node)
+	return transport.AuthorizeNode(ctx, a.s.region, node)
 }

@@ -43,8 +43,8 @@ type List[T any] struct {
 //	GET    /v1/status
 //	GET    /healthz, /readyz              unauthenticated probes
 //
-// With a token configured, /v1 requires "Authorization: Bearer <token>".
-// Errors are api.ErrorBody.
+// /v1 requires "Authorization: Bearer <token>" (api.token; there is no
+// anonymous mode). Errors are api.ErrorBody.
 func (s *Server) Handler() http.Handler {
 	v1 := http.NewServeMux()
 	v1.Handle("GET /v1/nodes", s.endpoint(func(r *http.Request) (any, error) {
@@ -133,11 +133,8 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// authenticate checks the bearer token when one is configured.
+// authenticate checks the bearer token.
 func (s *Server) authenticate(next http.Handler) http.Handler {
-	if s.token == "" {
-		return next
-	}
 	want := []byte(s.token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

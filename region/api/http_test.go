@@ -12,7 +12,6 @@ import (
 
 func TestREST(t *testing.T) {
 	e := newEnv(t, func(o *Options, _ *tuning) {
-		o.Token = "s3cret"
 		o.MaxBodyBytes = 1024
 	})
 	e.register(testNode("n1"))
@@ -21,7 +20,7 @@ func TestREST(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	const auth = "Bearer s3cret"
+	const auth = "Bearer " + testToken
 	tests := []struct {
 		name     string
 		method   string
@@ -77,6 +76,9 @@ func TestREST(t *testing.T) {
 			if tt.auth != "" {
 				req.Header.Set("Authorization", tt.auth)
 			}
+			if tt.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -97,6 +99,70 @@ func TestREST(t *testing.T) {
 			}
 			if !strings.Contains(string(raw), tt.wantBody) {
 				t.Errorf("got body %s; want it to contain %s", raw, tt.wantBody)
+			}
+		})
+	}
+}
+
+// TestSecurityRegionREST replays the browser-borne attacks on the
+// operator REST API: every route needs the token, and a request from a
+// page elsewhere (cross-site, a form's content type, another host name)
+// is refused before any handler, token or not.
+func TestSecurityRegionREST(t *testing.T) {
+	e := newEnv(t)
+	e.register(testNode("n1"))
+	tests := []struct {
+		name     string
+		method   string
+		path     string
+		body     string
+		header   map[string]string
+		host     string
+		wantCode int
+	}{
+		{"anonymous read", "GET", "/v1/nodes", "", nil, "", 401},
+		{"anonymous cordon", "POST", "/v1/nodes/n1/cordon", "", nil, "", 401},
+		{"cross-site text/plain cordon", "POST", "/v1/nodes/n1/cordon", `{"reason":"x"}`,
+			map[string]string{"Content-Type": "text/plain", "Origin": "http://evil.example"}, "", 403},
+		{"cross-site cordon with the token", "POST", "/v1/nodes/n1/cordon", "",
+			map[string]string{"Authorization": "Bearer " + testToken, "Sec-Fetch-Site": "cross-site"}, "", 403},
+		{"foreign origin drain with the token", "POST", "/v1/nodes/n1/drain", "",
+			map[string]string{"Authorization": "Bearer " + testToken, "Origin": "http://evil.example"}, "", 403},
+		{"text/plain body with the token", "POST", "/v1/nodes/n1/cordon", `{"reason":"x"}`,
+			map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "text/plain"}, "", 415},
+		{"form body with the token", "POST", "/v1/nodes/n1/cordon", `reason=x`,
+			map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "application/x-www-form-urlencoded"}, "", 415},
+		{"rebound host name", "GET", "/v1/nodes", "",
+			map[string]string{"Authorization": "Bearer " + testToken}, "evil.example", 403},
+		{"rebound host name on a probe", "GET", "/readyz", "", nil, "evil.example:8081", 403},
+		{"loopback name", "GET", "/v1/nodes", "", map[string]string{"Authorization": "Bearer " + testToken}, "localhost", 200},
+		{"same-origin cordon", "POST", "/v1/nodes/n1/cordon", `{"reason":"x"}`,
+			map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "application/json", "Sec-Fetch-Site": "same-origin"}, "", 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body io.Reader
+			if tt.body != "" {
+				body = strings.NewReader(tt.body)
+			}
+			req, err := http.NewRequestWithContext(e.ctx(), tt.method, e.http.URL+tt.path, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			if tt.host != "" {
+				req.Host = tt.host
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.wantCode {
+				t.Fatalf("got %d %s; want %d", resp.StatusCode, raw, tt.wantCode)
 			}
 		})
 	}

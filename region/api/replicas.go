@@ -3,7 +3,6 @@ package api
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -105,7 +105,7 @@ func (s *Server) logs(ctx context.Context, req *resourcev1.LogsRequest, send fun
 	if node.Value.Address == "" {
 		return fmt.Errorf("node %s has no address to fetch logs from: %w", a.Node, api.ErrUnavailable)
 	}
-	cc, release, err := s.agents.get(node.Value.Address)
+	cc, release, err := s.agents.get(a.Node, node.Value.Address)
 	if err != nil {
 		return err
 	}
@@ -132,13 +132,14 @@ func (s *Server) logs(ctx context.Context, req *resourcev1.LogsRequest, send fun
 	}
 }
 
-// agentPool keeps connections to agents' NodeService by address, so that
-// repeated log requests do not each pay a TLS handshake. Connections in
-// use are never closed; idle ones are, least recently used first, beyond
-// max.
+// agentPool keeps connections to agents' NodeService by node and
+// address, so that repeated log requests do not each pay a TLS handshake.
+// Connections in use are never closed; idle ones are, least recently used
+// first, beyond max.
 type agentPool struct {
-	tls *tls.Config
-	max int
+	region string
+	sec    *transport.Security
+	max    int
 
 	mu     sync.Mutex
 	conns  map[string]*agentConn
@@ -151,25 +152,28 @@ type agentConn struct {
 	lastUsed time.Time
 }
 
-func newAgentPool(tlsCfg *tls.Config, max int) *agentPool {
-	return &agentPool{tls: tlsCfg, max: max, conns: make(map[string]*agentConn)}
+func newAgentPool(region string, sec *transport.Security, max int) *agentPool {
+	return &agentPool{region: region, sec: sec, max: max, conns: make(map[string]*agentConn)}
 }
 
-// get returns a connection to addr; call release when done with it.
-func (p *agentPool) get(addr string) (cc *grpc.ClientConn, release func(), err error) {
+// get returns a connection to node's agent at addr, which must present
+// node:<region>/<node> (an address registered by one agent must not lead
+// the region to another); call release when done with it.
+func (p *agentPool) get(node, addr string) (cc *grpc.ClientConn, release func(), err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, nil, fmt.Errorf("region api is shutting down: %w", api.ErrUnavailable)
 	}
-	c, ok := p.conns[addr]
+	key := node + "@" + addr
+	c, ok := p.conns[key]
 	if !ok {
-		conn, err := transport.Dial(addr, p.tls)
+		conn, err := transport.Dial(addr, p.sec, transport.ServerIs(pki.Node(p.region, node)))
 		if err != nil {
 			return nil, nil, fmt.Errorf("dial agent at %s: %w", addr, api.ErrUnavailable)
 		}
 		c = &agentConn{cc: conn}
-		p.conns[addr] = c
+		p.conns[key] = c
 	}
 	c.users++
 	return c.cc, func() {

@@ -17,7 +17,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +31,7 @@ import (
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	"github.com/stratahq/strata/region/state"
@@ -86,11 +86,11 @@ type Options struct {
 	DrainDeadline time.Duration
 	// MaxBodyBytes bounds REST request bodies.
 	MaxBodyBytes int64
-	// Token protects the REST API (bearer); empty leaves it open.
+	// Token protects the REST API (bearer); required: there is no
+	// anonymous mode.
 	Token string
-	// AgentTLS is the client TLS for dialing agents' NodeService; nil
-	// dials in plaintext.
-	AgentTLS *tls.Config
+	// Security secures the links to agents' NodeService (logs); required.
+	Security *transport.Security
 	// Leader returns the current controller leader's id, for Status.
 	Leader func() string
 	Logger *slog.Logger
@@ -170,6 +170,10 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("region api: heartbeat store is required")
 	case opts.Events == nil:
 		return nil, errors.New("region api: events are required")
+	case opts.Token == "":
+		return nil, errors.New("region api: a REST token is required")
+	case opts.Security == nil:
+		return nil, errors.New("region api: transport security is required")
 	}
 	s := &Server{
 		region:        opts.Region,
@@ -186,7 +190,7 @@ func New(opts Options) (*Server, error) {
 		tune:          defaultTuning(),
 		statuses:      statusQueue{kick: make(chan struct{}, 1)},
 		hub:           newAssignmentHub(&opts.Caches.AssignmentFeed),
-		agents:        newAgentPool(opts.AgentTLS, maxAgentConns),
+		agents:        newAgentPool(opts.Region, opts.Security, maxAgentConns),
 	}
 	if s.leader == nil {
 		s.leader = func() string { return "" }

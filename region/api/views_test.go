@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +12,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
+	"github.com/stratahq/strata/internal/transport/transporttest"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -139,17 +140,13 @@ func (fakeNode) Logs(req *agentv1.NodeLogsRequest, stream grpc.ServerStreamingSe
 
 func TestLogs(t *testing.T) {
 	e := newEnv(t)
-	g := transport.NewServer(nil, testLogger(t))
-	agentv1.RegisterNodeServiceServer(g, fakeNode{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go g.Serve(lis)
-	t.Cleanup(g.Stop)
+	// Insecure as the env's agent links are (see newEnv).
+	addr := transporttest.Serve(t, transport.Insecure(), transport.Policy{
+		agentv1.NodeService_ServiceDesc.ServiceName: {Kinds: []pki.Kind{pki.KindRegion}},
+	}, testLogger(t), func(g *grpc.Server) { agentv1.RegisterNodeServiceServer(g, fakeNode{}) })
 
 	n1 := testNode("n1")
-	n1.Address = lis.Addr().String()
+	n1.Address = addr
 	e.register(n1)
 	e.putAssignments(testAssignment("a2", "acme", "web", "n1"), testAssignment("a1", "acme", "web", "n1"),
 		testAssignment("gone", "acme", "old", "n1"))

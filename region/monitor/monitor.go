@@ -12,7 +12,6 @@ package monitor
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -24,6 +23,7 @@ import (
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
@@ -286,17 +286,18 @@ func (m *Monitor) autoPolicies(ctx context.Context, guard store.Guard, n *api.No
 }
 
 // GRPCProber probes agents over NodeService.Status, keeping one
-// connection per agent address.
+// connection per agent (node and address).
 type GRPCProber struct {
-	tls   *tls.Config
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	region string
+	sec    *transport.Security
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
 }
 
-// NewGRPCProber returns a prober dialing agents with tlsCfg (nil for
-// plaintext).
-func NewGRPCProber(tlsCfg *tls.Config) *GRPCProber {
-	return &GRPCProber{tls: tlsCfg, conns: map[string]*grpc.ClientConn{}}
+// NewGRPCProber returns a prober dialing the agents of region with sec;
+// each agent must present its own node identity.
+func NewGRPCProber(region string, sec *transport.Security) *GRPCProber {
+	return &GRPCProber{region: region, sec: sec, conns: map[string]*grpc.ClientConn{}}
 }
 
 // Probe calls the node's NodeService.Status.
@@ -304,16 +305,17 @@ func (p *GRPCProber) Probe(ctx context.Context, n *api.Node) error {
 	if n.Address == "" {
 		return fmt.Errorf("node %s has no address to probe", n.Name)
 	}
+	key := n.Name + "@" + n.Address
 	p.mu.Lock()
-	cc, ok := p.conns[n.Address]
+	cc, ok := p.conns[key]
 	if !ok {
 		var err error
-		cc, err = transport.Dial(n.Address, p.tls)
+		cc, err = transport.Dial(n.Address, p.sec, transport.ServerIs(pki.Node(p.region, n.Name)))
 		if err != nil {
 			p.mu.Unlock()
 			return err
 		}
-		p.conns[n.Address] = cc
+		p.conns[key] = cc
 	}
 	p.mu.Unlock()
 	_, err := agentv1.NewNodeServiceClient(cc).Status(ctx, &agentv1.NodeStatusRequest{})
