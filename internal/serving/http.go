@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -42,8 +41,8 @@ type HTTPOptions struct {
 	// nothing from, scraped by whatever name the operator uses.
 	AnyHost bool
 	// ReadTimeout bounds reading one request, headers and body
-	// (default DefaultReadTimeout). Streams that answer a request
-	// without a body (logs, events) are not cut by it.
+	// (default DefaultReadTimeout). net/http lifts it once the body has
+	// been read, so a long response (logs, events) is not cut by it.
 	ReadTimeout time.Duration
 }
 
@@ -127,10 +126,7 @@ func (h *HTTP) Warnings() []string {
 //     browser's Sec-Fetch-Site or Origin): a page elsewhere cannot make
 //     a browser send it (cross-site request forgery);
 //   - a request body is JSON (application/json): the one content type a
-//     cross-site form cannot send without a preflight;
-//   - a request's read deadline (the server's ReadTimeout) is lifted once
-//     its body has been read, so that a stream answering it (logs,
-//     events) is not cut.
+//     cross-site form cannot send without a preflight.
 func Guard(h http.Handler, allowedHosts []string) http.Handler {
 	return guard(h, allowedHosts, false)
 }
@@ -150,9 +146,6 @@ func guard(h http.Handler, allowedHosts []string, anyHost bool) http.Handler {
 				writeError(w, err)
 				return
 			}
-			r.Body = &liftOnEOF{ReadCloser: r.Body, rc: http.NewResponseController(w)}
-		} else {
-			_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 		}
 		h.ServeHTTP(w, r)
 	}))
@@ -194,22 +187,6 @@ func jsonBody(r *http.Request) error {
 		return fmt.Errorf("content type %q is not application/json: %w", ct, api.ErrUnsupportedMedia)
 	}
 	return nil
-}
-
-// liftOnEOF lifts the request's read deadline once the body is read.
-type liftOnEOF struct {
-	io.ReadCloser
-	rc     *http.ResponseController
-	lifted bool
-}
-
-func (b *liftOnEOF) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if errors.Is(err, io.EOF) && !b.lifted {
-		b.lifted = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
 }
 
 func writeError(w http.ResponseWriter, err error) {

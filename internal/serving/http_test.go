@@ -1,0 +1,238 @@
+package serving
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratahq/strata/internal/pki"
+)
+
+// serve runs NewHTTP(h, o) on a loopback port until the test ends.
+func serve(t *testing.T, h http.Handler, o HTTPOptions) (addr string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewHTTP(lis, h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	t.Cleanup(func() {
+		_ = srv.Server.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return lis.Addr().String()
+}
+
+// TestSecuritySlowBodyCut sends a request whose body trickles in, a byte
+// at a time, and checks that the server cuts the connection once its read
+// timeout has passed.
+func TestSecuritySlowBodyCut(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}), HTTPOptions{ReadTimeout: timeout})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST /v1/nodes/n1/cordon HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+	// Trickle until a write fails or the server answers or closes;
+	// a reader notices the close.
+	closed := make(chan time.Time, 1)
+	go func() {
+		_, _ = io.Copy(io.Discard, conn)
+		closed <- time.Now()
+	}()
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case at := <-closed:
+			if took := at.Sub(start); took < timeout {
+				t.Fatalf("connection closed after %s; want no earlier than the read timeout %s", took, timeout)
+			}
+			return
+		case <-deadline:
+			t.Fatalf("a body trickling for 20s is still being read; want it cut after %s", timeout)
+		case <-tick.C:
+			if _, err := conn.Write([]byte("x")); err != nil {
+				select {
+				case <-closed:
+				case <-time.After(5 * time.Second):
+				}
+				return
+			}
+		}
+	}
+}
+
+// TestStreamOutlivesReadTimeout checks that a response streaming to a
+// request without a body (logs, events) is not cut by the read timeout.
+func TestStreamOutlivesReadTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := range 10 {
+			if r.Context().Err() != nil {
+				return
+			}
+			fmt.Fprintf(w, "line %d\n", i)
+			_ = http.NewResponseController(w).Flush()
+			time.Sleep(timeout / 3)
+		}
+	}), HTTPOptions{ReadTimeout: timeout})
+	resp, err := http.Get("http://" + addr + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n := 0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		n++
+	}
+	if n != 10 {
+		t.Fatalf("got %d lines over %s; want all 10 (the read timeout is %s)", n, 10*timeout/3, timeout)
+	}
+}
+
+// TestSecurityGuard checks the requests every HTTP API refuses before its
+// handlers run.
+func TestSecurityGuard(t *testing.T) {
+	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}), HTTPOptions{AllowedHosts: []string{"Strata.Example.net"}})
+	tests := []struct {
+		name   string
+		method string
+		host   string
+		body   string
+		header map[string]string
+		want   int
+	}{
+		{"IP address", "GET", "127.0.0.1", "", nil, 204},
+		{"IP address and port", "GET", "127.0.0.1:8080", "", nil, 204},
+		{"IPv6 address", "GET", "[::1]:8080", "", nil, 204},
+		{"localhost", "GET", "localhost:8080", "", nil, 204},
+		{"a .localhost name", "GET", "app.localhost", "", nil, 204},
+		{"an allowed name", "GET", "strata.example.net:443", "", nil, 204},
+		{"an allowed name, trailing dot", "GET", "strata.example.net.", "", nil, 204},
+		{"another name", "GET", "evil.example", "", nil, 403},
+		{"a suffix of an allowed name", "GET", "example.net", "", nil, 403},
+		{"JSON body", "POST", "127.0.0.1", `{}`, map[string]string{"Content-Type": "application/json; charset=utf-8"}, 204},
+		{"no content type", "POST", "127.0.0.1", `{}`, nil, 415},
+		{"text/plain", "POST", "127.0.0.1", `{}`, map[string]string{"Content-Type": "text/plain"}, 415},
+		{"a form", "PUT", "127.0.0.1", `a=b`, map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, 415},
+		{"cross-site POST", "POST", "127.0.0.1", "", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403},
+		{"same-site POST", "POST", "127.0.0.1", "", map[string]string{"Sec-Fetch-Site": "same-site"}, 403},
+		{"foreign Origin DELETE", "DELETE", "127.0.0.1", "", map[string]string{"Origin": "https://evil.example"}, 403},
+		{"same-origin POST", "POST", "127.0.0.1", "", map[string]string{"Sec-Fetch-Site": "same-origin"}, 204},
+		{"POST by a tool (no Origin)", "POST", "127.0.0.1", "", nil, 204},
+		{"cross-site GET", "GET", "127.0.0.1", "", map[string]string{"Sec-Fetch-Site": "cross-site"}, 204},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body io.Reader
+			if tt.body != "" {
+				body = strings.NewReader(tt.body)
+			}
+			req, err := http.NewRequest(tt.method, "http://"+addr+"/v1/x", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = tt.host
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Fatalf("got %d %s; want %d", resp.StatusCode, raw, tt.want)
+			}
+		})
+	}
+}
+
+// otherMachine is a listener on an address other machines reach.
+type otherMachine struct{ net.Listener }
+
+func (otherMachine) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 8080} }
+
+func TestSecurityPlainHTTPOffLoopbackRefused(t *testing.T) {
+	if err := CheckListener(otherMachine{}, HTTPOptions{}); err == nil || !strings.Contains(err.Error(), "api.tls") {
+		t.Errorf("plain HTTP on 10.1.2.3: got %v; want it refused, naming api.tls", err)
+	}
+	if err := CheckListener(otherMachine{}, HTTPOptions{Insecure: true}); err != nil {
+		t.Errorf("plain HTTP on 10.1.2.3 in insecure mode: got %v; want it allowed", err)
+	}
+	if err := CheckListener(otherMachine{}, HTTPOptions{TLS: &tls.Config{}}); err != nil {
+		t.Errorf("HTTPS on 10.1.2.3: got %v; want it allowed", err)
+	}
+}
+
+// TestHTTPSReloadsCertificate serves HTTPS and renews the certificate in
+// place: new connections get the new one without a restart.
+func TestHTTPSReloadsCertificate(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ca.WriteIdentity(dir, "api", "region:r1", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pki.ServingConfig(f.Cert, f.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), HTTPOptions{TLS: cfg})
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.CertPEM)
+	serial := func() string {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr}).Get("https://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.TLS.PeerCertificates[0].SerialNumber.String()
+	}
+	first := serial()
+	if _, err := ca.WriteIdentity(dir, "api", "region:r1", []string{"127.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for serial() == first {
+		if time.Now().After(deadline) {
+			t.Fatal("still the old certificate 10s after renewal; want the new one")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "api.pem")); err != nil {
+		t.Fatal(err)
+	}
+}
