@@ -19,7 +19,7 @@ STATICCHECK        := honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build build-core build-libvirt dev dev-clean deps tools proto proto-check lint test test-unit bench clean images
+.PHONY: all build build-core build-libvirt dev dev-clean deps tools proto proto-check lint test test-unit test-security bench clean images
 
 all: build
 
@@ -86,6 +86,11 @@ lint: proto-check
 ## test: everything CI runs (installs dependencies first, idempotently)
 test: deps tools build images lint
 	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./...
+
+## test-security: the security suite: every TestSecurity* test, the attacks of e2e/security
+##      replayed on real processes included (make test runs them too)
+test-security: build
+	$(GO) test -count=1 -p $(TEST_P) -run 'TestSecurity' ./...
 
 ## test-unit: the fast tests only (no real daemons)
 test-unit:

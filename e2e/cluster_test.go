@@ -28,7 +28,7 @@ type procCluster struct {
 	dir   string
 	bin   string
 	token string
-	ca    *pki.CA
+	pki   *framework.PKI
 
 	globals    []*framework.Proc
 	globalHTTP []string
@@ -59,10 +59,7 @@ func startCluster(t *testing.T, o clusterOpts) *procCluster {
 	t.Helper()
 	c := &procCluster{t: t, dir: t.TempDir(), bin: framework.Bin(t, "strata"), regions: map[string]*regionProcs{}, order: o.regions,
 		token: "strata_e2e00002_0123456789abcdef0123456789abcdef01234567"}
-	var err error
-	if c.ca, err = pki.NewCA("e2e CA"); err != nil {
-		t.Fatal(err)
-	}
+	c.pki = framework.NewPKI(t)
 	redisLine := ""
 	if o.globals > 1 {
 		redisLine = fmt.Sprintf("redis: {addr: %q}\n", redistest.Start(t).Addr())
@@ -77,7 +74,7 @@ listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 api: {bootstrapToken: %q}
 log: {level: debug}
-`, id, h, g, etcd.Endpoints()[0], c.token)+redisLine+o.globalYAML+c.tls(id, "global:"+id))
+`, id, h, g, etcd.Endpoints()[0], c.token)+redisLine+o.globalYAML+c.pki.YAML(pki.Global(id)))
 		c.globals = append(c.globals, framework.Start(t, "global-"+id, c.bin, []string{"global", "--config", cfg}))
 	}
 	for i, name := range o.regions {
@@ -91,7 +88,7 @@ global: {endpoint: %q}
 zones: [a, b]
 network: {subnet: 10.%d.0.0/16, gateway: 10.%d.0.1, bridge: e2e%d}
 log: {level: debug}
-`, name, name, h, g, e.Endpoints()[0], strings.Join(c.globalGRPC, ","), 90+i, 90+i, i)+o.regionYAML+c.tls(name, "region:"+name))
+`, name, name, h, g, e.Endpoints()[0], strings.Join(c.globalGRPC, ","), 90+i, 90+i, i)+framework.RegionAPIYAML+o.regionYAML+c.pki.YAML(pki.Region(name)))
 		rp := &regionProcs{name: name, http: h, agents: map[string]*framework.Proc{}, agentMetrics: map[string]string{}}
 		rp.proc = framework.Start(t, "region-"+name, c.bin, []string{"region", "--config", cfg})
 		c.regions[name] = rp
@@ -110,7 +107,7 @@ dataDir: %s
 providers:
   - name: fake
 log: {level: debug}
-`, node, []string{"a", "b"}[j%2], g, framework.FreeAddr(t), m, filepath.Join(c.dir, node))+o.agentYAML+c.tls("node-"+node, "node:"+node))
+`, node, []string{"a", "b"}[j%2], g, framework.FreeAddr(t), m, filepath.Join(c.dir, node))+o.agentYAML+c.pki.YAML(pki.Node(name, node)))
 			rp.agents[node] = framework.Start(t, "agent-"+node, c.bin, []string{"agent", "--config", acfg})
 		}
 	}
@@ -139,20 +136,12 @@ func (c *procCluster) write(name, body string) string {
 	return p
 }
 
-func (c *procCluster) tls(file, identity string) string {
-	f, err := c.ca.WriteIdentity(filepath.Join(c.dir, "pki"), file, identity, []string{"127.0.0.1", "localhost"})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return fmt.Sprintf("tls:\n  ca: %s\n  cert: %s\n  key: %s\n", f.CA, f.Cert, f.Key)
-}
-
 func (c *procCluster) global(i int) *framework.Client {
 	return framework.NewClient("http://"+c.globalHTTP[i], c.token)
 }
 
 func (c *procCluster) region(name string) *framework.Client {
-	return framework.NewClient("http://"+c.regions[name].http, "")
+	return framework.NewClient("http://"+c.regions[name].http, framework.RegionToken)
 }
 
 // killRegion SIGKILLs a region's process and its agents.

@@ -71,7 +71,7 @@ type hostCluster struct {
 	dir     string
 	bin     string
 	token   string
-	ca      *pki.CA
+	pki     *framework.PKI
 	archive string
 
 	global     *framework.Client
@@ -171,9 +171,7 @@ func startHostCluster(t *testing.T, o hostClusterOpts) *hostCluster {
 	}
 	// Runs last, once every process is killed.
 	t.Cleanup(c.scrubHost)
-	if c.ca, err = pki.NewCA("e2e CA"); err != nil {
-		t.Fatal(err)
-	}
+	c.pki = framework.NewPKI(t)
 
 	globalEtcd := etcdtest.StartProcess(t)
 	gHTTP, gGRPC := framework.FreeAddr(t), framework.FreeAddr(t)
@@ -182,7 +180,7 @@ listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 api: {bootstrapToken: %q}
 log: {level: debug}
-`, gHTTP, gGRPC, globalEtcd.Endpoints()[0], c.token)+c.tls("global", "global:g1"))})
+`, gHTTP, gGRPC, globalEtcd.Endpoints()[0], c.token)+c.pki.YAML(pki.Global("g1")))})
 	c.global = framework.NewClient("http://"+gHTTP, c.token)
 
 	regionEtcd := etcdtest.StartProcess(t)
@@ -197,8 +195,8 @@ global: {endpoint: %q}
 zones: [a, b]
 network: {name: %s, subnet: %s, gateway: %s, bridge: %s}
 log: {level: debug}
-`, o.region, o.region, rHTTP, rGRPC, regionEtcd.Endpoints()[0], gGRPC, n.Name, n.Subnet, n.Gateway, n.Bridge)+o.regionYAML+c.tls("region", "region:"+o.region))})
-	c.regionAPI = framework.NewClient("http://"+rHTTP, "")
+`, o.region, o.region, rHTTP, rGRPC, regionEtcd.Endpoints()[0], gGRPC, n.Name, n.Subnet, n.Gateway, n.Bridge)+framework.RegionAPIYAML+o.regionYAML+c.pki.YAML(pki.Region(o.region)))})
+	c.regionAPI = framework.NewClient("http://"+rHTTP, framework.RegionToken)
 
 	for j, node := range c.nodes {
 		providers := fmt.Sprintf(`providers:
@@ -217,7 +215,7 @@ region: {endpoint: %q}
 listen: {grpc: %q, metrics: %q}
 dataDir: %s
 log: {level: debug}
-`, node, []string{"a", "b"}[j%2], rGRPC, framework.FreeAddr(t), framework.FreeAddr(t), c.dataDir[node])+providers+c.tls("node-"+node, "node:"+node))
+`, node, []string{"a", "b"}[j%2], rGRPC, framework.FreeAddr(t), framework.FreeAddr(t), c.dataDir[node])+providers+c.pki.YAML(pki.Node(o.region, node)))
 		c.agents[node] = framework.Start(t, "agent-"+node, c.bin, []string{"agent", "--config", cfg})
 	}
 
@@ -247,14 +245,6 @@ log: {level: debug}
 
 func (c *hostCluster) write(name, body string) string {
 	return framework.WriteFile(c.t, c.dir, name, body)
-}
-
-func (c *hostCluster) tls(file, identity string) string {
-	f, err := c.ca.WriteIdentity(filepath.Join(c.dir, "pki"), file, identity, []string{"127.0.0.1", "localhost"})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return fmt.Sprintf("tls:\n  ca: %s\n  cert: %s\n  key: %s\n", f.CA, f.Cert, f.Key)
 }
 
 // create posts a resource (its schedule defaults to the cluster's

@@ -28,6 +28,7 @@ import (
 	"github.com/stratahq/strata/e2e/framework"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/redistest"
 	"github.com/stratahq/strata/internal/testenv"
 	"github.com/stratahq/strata/internal/transport"
@@ -71,6 +72,9 @@ type regionCluster struct {
 	grpc   string
 	rs     regionv1.RegionServiceClient
 	agents map[string]*regionAgent
+	// pki issues the tiers' certificates; the test speaks to the region
+	// as the global tier and to agents as the region.
+	pki *framework.PKI
 }
 
 // regionAgent is one `strata agent` process.
@@ -101,7 +105,7 @@ type agentOpts struct {
 
 func startRegion(t *testing.T, lv liveness) *regionCluster {
 	t.Helper()
-	c := &regionCluster{t: t, dir: t.TempDir(), bin: framework.Bin(t, "strata"), agents: map[string]*regionAgent{}}
+	c := &regionCluster{t: t, dir: t.TempDir(), bin: framework.Bin(t, "strata"), agents: map[string]*regionAgent{}, pki: framework.NewPKI(t)}
 	c.etcd = etcdtest.StartProcess(t)
 	c.kv = etcdtest.Client(t, c.etcd.Endpoints())
 	c.redis = redistest.Start(t)
@@ -116,11 +120,12 @@ redis: {addr: %q}
 nodes: {heartbeatInterval: %s, suspectAfter: %s, downAfter: %s, probeTimeout: %s}
 network: {subnet: 10.97.0.0/16, gateway: 10.97.0.1, bridge: e2ereg0}
 log: {level: debug}
-`, regionName, regionName, httpAddr, c.grpc, c.etcd.Endpoints()[0], c.redis.Addr(), lv.heartbeat, lv.suspect, lv.down, lv.probe))
+`, regionName, regionName, httpAddr, c.grpc, c.etcd.Endpoints()[0], c.redis.Addr(), lv.heartbeat, lv.suspect, lv.down, lv.probe)+
+		framework.RegionAPIYAML+c.pki.YAML(pki.Region(regionName)))
 	c.proc = framework.Start(t, "region", c.bin, []string{"region", "--config", cfg})
 	framework.WaitHTTP(t, "http://"+httpAddr+"/readyz", 60*time.Second)
-	c.rest = framework.NewClient("http://"+httpAddr, "")
-	cc, err := transport.Dial(c.grpc, nil)
+	c.rest = framework.NewClient("http://"+httpAddr, framework.RegionToken)
+	cc, err := transport.Dial(c.grpc, c.pki.Security(pki.Global("e2e")), transport.ServerIs(pki.Region(regionName)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +173,7 @@ dataDir: %s
 statusInterval: 500ms
 providers:
 %slog: {level: debug}
-`, name, o.zone, o.node, c.grpc, a.addr, filepath.Join(c.dir, name), prov))
+`, name, o.zone, o.node, c.grpc, a.addr, filepath.Join(c.dir, name), prov)+c.pki.YAML(pki.Node(regionName, name)))
 	a.proc = framework.Start(t, "agent-"+name, c.bin, []string{"agent", "--config", cfg})
 	c.agents[name] = a
 	return a
@@ -480,10 +485,10 @@ func onNode(reps []api.Replica, node string) []api.Replica {
 	return out
 }
 
-// nodeStatus calls an agent's NodeService.Status, as the region's probe
-// does.
-func nodeStatus(t *testing.T, addr string) (*agentv1.NodeStatusResponse, error) {
-	cc, err := transport.Dial(addr, nil)
+// nodeStatus calls an agent's NodeService.Status as the region's probe
+// does, with the region's identity.
+func (c *regionCluster) nodeStatus(node, addr string) (*agentv1.NodeStatusResponse, error) {
+	cc, err := transport.Dial(addr, c.pki.Security(pki.Region(regionName)), transport.ServerIs(pki.Node(regionName, node)))
 	if err != nil {
 		return nil, err
 	}
@@ -632,7 +637,7 @@ func TestRegionNodeLoss(t *testing.T) {
 		if held := fakeIDs(t, v.fake); len(held) != 0 {
 			return fmt.Errorf("fake provider of %s still holds %v", victim, held)
 		}
-		st, err := nodeStatus(t, v.addr)
+		st, err := c.nodeStatus(v.name, v.addr)
 		if err != nil {
 			return err
 		}

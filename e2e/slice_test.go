@@ -160,12 +160,13 @@ func TestSliceDev(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	framework.WaitHTTP(t, base+"/readyz", 60*time.Second)
 	token := readToken(t, filepath.Join(dir, "admin-token"))
+	regionToken := readToken(t, filepath.Join(dir, "region-token"))
 	waitRegions(t, framework.NewClient(base, token), 2)
 	c := sliceCluster{
 		global: framework.NewClient(base, token),
 		regions: map[string]*framework.Client{
-			"dev-1": framework.NewClient(fmt.Sprintf("http://127.0.0.1:%d", httpPort+1), ""),
-			"dev-2": framework.NewClient(fmt.Sprintf("http://127.0.0.1:%d", httpPort+2), ""),
+			"dev-1": framework.NewClient(fmt.Sprintf("http://127.0.0.1:%d", httpPort+1), regionToken),
+			"dev-2": framework.NewClient(fmt.Sprintf("http://127.0.0.1:%d", httpPort+2), regionToken),
 		},
 		restart: func(t *testing.T, stage string) {
 			if stage == "after-delete" {
@@ -219,17 +220,7 @@ func readToken(t *testing.T, path string) string {
 func TestSliceProcesses(t *testing.T) {
 	bin := framework.Bin(t, "strata")
 	dir := t.TempDir()
-	ca, err := pki.NewCA("e2e CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsYAML := func(file, identity string) string {
-		f, err := ca.WriteIdentity(filepath.Join(dir, "pki"), file, identity, []string{"127.0.0.1", "localhost"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fmt.Sprintf("tls:\n  ca: %s\n  cert: %s\n  key: %s\n", f.CA, f.Cert, f.Key)
-	}
+	ca := framework.NewPKI(t)
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
@@ -246,7 +237,7 @@ listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 api: {bootstrapToken: %q}
 log: {level: debug}
-`, gHTTP, gGRPC, globalEtcd.Endpoints()[0], token)+tlsYAML("global", "global:g1"))
+`, gHTTP, gGRPC, globalEtcd.Endpoints()[0], token)+ca.YAML(pki.Global("g1")))
 	procs := map[string]*framework.Proc{}
 	procs["global"] = framework.Start(t, "global", bin, []string{"global", "--config", gcfg})
 
@@ -264,9 +255,9 @@ global: {endpoint: %q}
 zones: [a, b]
 network: {subnet: 10.%d.0.0/16, gateway: 10.%d.0.1, bridge: e2e%d}
 log: {level: debug}
-`, name, name, h, g, e.Endpoints()[0], gGRPC, 90+i, 90+i, i)+tlsYAML(name, "region:"+name))
+`, name, name, h, g, e.Endpoints()[0], gGRPC, 90+i, 90+i, i)+framework.RegionAPIYAML+ca.YAML(pki.Region(name)))
 		procs[name] = framework.Start(t, "region-"+name, bin, []string{"region", "--config", cfg})
-		regions[name] = framework.NewClient("http://"+h, "")
+		regions[name] = framework.NewClient("http://"+h, framework.RegionToken)
 	}
 	for _, name := range []string{"dev-1", "dev-2"} {
 		for i := range 2 {
@@ -282,7 +273,7 @@ dataDir: %s
 providers:
   - name: fake
 log: {level: debug}
-`, node, []string{"a", "b"}[i], regionGRPC[name], framework.FreeAddr(t), framework.FreeAddr(t), filepath.Join(dir, node))+tlsYAML("node-"+node, "node:"+node))
+`, node, []string{"a", "b"}[i], regionGRPC[name], framework.FreeAddr(t), framework.FreeAddr(t), filepath.Join(dir, node))+ca.YAML(pki.Node(name, node)))
 			procs[node] = framework.Start(t, "agent-"+node, bin, []string{"agent", "--config", cfg})
 		}
 	}

@@ -134,10 +134,7 @@ func startVMCluster(t *testing.T, h vmHost, bridge, subnet string, nodes ...stri
 	}
 	t.Cleanup(c.cleanUp)
 
-	var err error
-	if c.ca, err = pki.NewCA("e2e CA"); err != nil {
-		t.Fatal(err)
-	}
+	c.pki = framework.NewPKI(t)
 	etcd := etcdtest.StartProcess(t)
 	gh, gg := framework.FreeAddr(t), framework.FreeAddr(t)
 	c.globalHTTP, c.globalGRPC = []string{gh}, []string{gg}
@@ -146,7 +143,7 @@ listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 api: {bootstrapToken: %q}
 log: {level: debug}
-`, gh, gg, etcd.Endpoints()[0], c.token)+c.tls("g1", "global:g1"))
+`, gh, gg, etcd.Endpoints()[0], c.token)+c.pki.YAML(pki.Global("g1")))
 	c.globals = []*framework.Proc{framework.Start(t, "global-g1", c.bin, []string{"global", "--config", cfg})}
 
 	re := etcdtest.StartProcess(t)
@@ -160,7 +157,7 @@ global: {endpoint: %q}
 zones: [a, b]
 network: {subnet: %s, gateway: %s, bridge: %s}
 log: {level: debug}
-`, vmRegion, vmRegion, rh, rg, re.Endpoints()[0], gg, subnet, gw, bridge)+c.tls(vmRegion, "region:"+vmRegion))
+`, vmRegion, vmRegion, rh, rg, re.Endpoints()[0], gg, subnet, gw, bridge)+framework.RegionAPIYAML+c.pki.YAML(pki.Region(vmRegion)))
 	rp := &regionProcs{name: vmRegion, http: rh, agents: map[string]*framework.Proc{}, agentMetrics: map[string]string{}}
 	rp.proc = framework.Start(t, "region-"+vmRegion, c.bin, []string{"region", "--config", cfg})
 	c.regions[vmRegion] = rp
@@ -183,7 +180,7 @@ providers:
     plugin: %s
     options: {uri: %q, pool: %q, logDir: %q, domainType: qemu}
 log: {level: debug}
-`, n, vn.zone, rg, framework.FreeAddr(t), m, vn.dataDir, h.plugin, vmURI, vn.pool, vn.logDir)+c.tls("node-"+n, "node:"+n))
+`, n, vn.zone, rg, framework.FreeAddr(t), m, vn.dataDir, h.plugin, vmURI, vn.pool, vn.logDir)+c.pki.YAML(pki.Node(vmRegion, n)))
 		vn.proc = framework.Start(t, "agent-"+n, c.bin, []string{"agent", "--config", acfg})
 		rp.agents[n] = vn.proc
 	}

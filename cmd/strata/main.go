@@ -50,13 +50,14 @@ func newRoot() *cobra.Command {
   strata region   one region: its API, controller, scheduler and node monitor
   strata agent    a node agent driving containerd, libvirt and HAProxy
   strata dev      everything on one machine, on embedded defaults
+  strata certs    a CA and the certificates of global, region and node identities
 
 Every tier reads a YAML file (--config), STRATA_* environment variables
 (STRATA_ETCD_ENDPOINTS=...) and flags, in rising precedence.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newGlobalCmd(), newRegionCmd(), newAgentCmd(), newDevCmd(), newSimAgentsCmd())
+	root.AddCommand(newVersionCmd(), newGlobalCmd(), newRegionCmd(), newAgentCmd(), newDevCmd(), newCertsCmd(), newSimAgentsCmd())
 	return root
 }
 

@@ -74,3 +74,14 @@ func (p *PKI) Security(id pki.Identity) *transport.Security {
 func (p *PKI) CAFile() string { return filepath.Join(p.dir, "ca.pem") }
 
 func configTLS(f pki.Files) config.TLS { return config.TLS{CA: f.CA, Cert: f.Cert, Key: f.Key} }
+
+// FilesFor issues a certificate whose common name is cn as it is, valid
+// or not (a test of what a tier refuses), into file.pem and file-key.pem.
+func (p *PKI) FilesFor(t testing.TB, file, cn string) pki.Files {
+	t.Helper()
+	f, err := p.ca.WriteIdentity(p.dir, file, cn, []string{"127.0.0.1", "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
