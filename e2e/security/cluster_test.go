@@ -7,7 +7,6 @@ package security
 import (
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -136,14 +135,4 @@ func (c *cluster) node(t *testing.T, region, name string) api.Node {
 		t.Fatalf("GET %s /v1/nodes/%s: %d %v", region, name, code, err)
 	}
 	return n
-}
-
-// contains reports whether s holds every part.
-func contains(s string, parts ...string) bool {
-	for _, p := range parts {
-		if !strings.Contains(s, p) {
-			return false
-		}
-	}
-	return true
 }

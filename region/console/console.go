@@ -4,15 +4,15 @@
 // embedded static files (CSS, plain JavaScript modules): no build step and
 // nothing loaded from outside the region, so it works on a closed network.
 // The pages call the region's REST API (/v1) from the browser with the
-// operator's bearer token, kept in the tab's sessionStorage; a region
-// without a token (a 200 to an anonymous probe) skips the login.
+// operator's bearer token (the region's api.token), kept in the tab's
+// sessionStorage.
 //
 // The REST API has no push channel, so the console adds one of its own:
 // GET /console/events/stream streams the region's events as server-sent
 // events, by polling the event log (Options.Events). EventSource cannot
-// send an Authorization header, so when the region has a token the page
-// first trades its token for a short-lived ticket (POST
-// /console/events/ticket) and opens the stream with it.
+// send an Authorization header, so the page first trades its token for a
+// short-lived ticket (POST /console/events/ticket) and opens the stream
+// with it.
 //
 // Routes, relative to where the handler is mounted (/console/):
 //
@@ -58,9 +58,9 @@ type Options struct {
 	// Events is the region's event log, which the live stream polls.
 	// Without it the stream answers 503 and the pages poll the REST API.
 	Events EventLog
-	// Token is the region's REST token (api.token); when set, the event
-	// stream requires a ticket obtained with it. Leave it empty when the
-	// REST API is open.
+	// Token is the region's REST token (api.token): the event stream
+	// requires it, or a ticket obtained with it. Without one the stream
+	// and the tickets are refused to everyone.
 	Token string
 	// PollInterval is how often an open stream polls Events; default 1s.
 	PollInterval time.Duration

@@ -16,8 +16,15 @@ import (
 	"github.com/stratahq/strata/internal/events"
 )
 
+// testToken is the region token of newServer's consoles, which openStream
+// presents.
+const testToken = "test-region-token"
+
 func newServer(t *testing.T, o Options) *httptest.Server {
 	t.Helper()
+	if o.Token == "" {
+		o.Token = testToken
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/console/", Handler(o))
 	srv := httptest.NewServer(mux)
@@ -139,10 +146,12 @@ type sse struct {
 	event, id, data string
 }
 
-// openStream opens the stream and returns its events as they come.
+// openStream opens the stream with testToken and returns its events as
+// they come.
 func openStream(t *testing.T, ctx context.Context, url string) (*http.Response, <-chan sse) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -239,12 +248,12 @@ func TestStreamErrors(t *testing.T) {
 	}
 	srv = newServer(t, Options{Region: "r", Events: &memLog{}})
 	for _, q := range []string{"after=nope", "backlog=-1", "backlog=x"} {
-		if resp, body := get(t, srv.URL+"/console/events/stream?"+q); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "InvalidArgument") {
+		if resp, body := get(t, srv.URL+"/console/events/stream?"+q, "Authorization", "Bearer "+testToken); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "InvalidArgument") {
 			t.Errorf("?%s: %d %s; want 400", q, resp.StatusCode, body)
 		}
 	}
 	srv = newServer(t, Options{Region: "r", Events: &memLog{err: fmt.Errorf("redis is down")}})
-	if resp, _ := get(t, srv.URL+"/console/events/stream"); resp.StatusCode != http.StatusServiceUnavailable {
+	if resp, _ := get(t, srv.URL+"/console/events/stream", "Authorization", "Bearer "+testToken); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("a failing log: %d; want 503", resp.StatusCode)
 	}
 }
@@ -301,16 +310,25 @@ func TestTickets(t *testing.T) {
 		t.Error("another region's ticket is accepted")
 	}
 
-	// Without a token there is nothing to trade.
-	open := newServer(t, Options{Region: "r", Events: log})
-	req, _ := http.NewRequest(http.MethodPost, open.URL+"/console/events/ticket", nil)
+	// A console without a token lets nobody in: no ticket, no stream,
+	// not even with a ticket signed with the empty token.
+	mux := http.NewServeMux()
+	mux.Handle("/console/", Handler(Options{Region: "r", Events: log}))
+	closed := httptest.NewServer(mux)
+	t.Cleanup(closed.Close)
+	req, _ := http.NewRequest(http.MethodPost, closed.URL+"/console/events/ticket", nil)
+	req.Header.Set("Authorization", "Bearer ")
 	r2, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(r2.Body)
 	r2.Body.Close()
-	if r2.StatusCode != http.StatusOK || !strings.Contains(string(b), `"ticket":""`) {
-		t.Errorf("ticket without a token: %d %s", r2.StatusCode, b)
+	if r2.StatusCode != http.StatusUnauthorized {
+		t.Errorf("ticket from a console without a token: %d %s; want 401", r2.StatusCode, b)
+	}
+	forged := (&console{o: Options{Region: "r"}}).signTicket(time.Now().Add(time.Minute))
+	if resp, _ := get(t, closed.URL+"/console/events/stream?ticket="+forged, "Authorization", "Bearer "); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("stream of a console without a token: %d; want 401", resp.StatusCode)
 	}
 }
