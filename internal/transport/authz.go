@@ -167,7 +167,7 @@ func AuthorizeNode(ctx context.Context, region, node string) error {
 	case c.Identity == pki.Node(region, node):
 		return nil
 	}
-	return fmt.Errorf("%s may not act for node %s: %w", c, pki.Node(region, node), api.ErrForbidden)
+	return fmt.Errorf("%s may not act for %s: %w", c, pki.Node(region, node), api.ErrForbidden)
 }
 
 // AuthorizeRegion lets a region speak for itself only: the caller must
