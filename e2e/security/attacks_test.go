@@ -314,12 +314,13 @@ func TestSecurityAttacks(t *testing.T) {
 // 100 ms to a handler that reads its body, and returns how long the
 // server kept reading it; an error if it still did after limit.
 func trickle(addr, path, token string, limit time.Duration) (time.Duration, error) {
+	// Before the connection: the server's clock cannot start earlier.
+	start := time.Now()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close()
-	start := time.Now()
 	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n", path, addr, token)
 	closed := make(chan struct{})
 	go func() {

@@ -47,12 +47,13 @@ func TestSecuritySlowBodyCut(t *testing.T) {
 	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}), HTTPOptions{ReadTimeout: timeout})
+	// Before the connection: the server's clock cannot start earlier.
+	start := time.Now()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	start := time.Now()
 	fmt.Fprintf(conn, "POST /v1/nodes/n1/cordon HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
 	// Trickle until a write fails or the server answers or closes;
 	// a reader notices the close.
