@@ -87,7 +87,8 @@ func ServerIs(id pki.Identity) Server { return Server{kind: id.Kind, id: id} }
 // ServerKind expects any identity of kind k (global replicas).
 func ServerKind(k pki.Kind) Server { return Server{kind: k} }
 
-// AnyServer expects nothing beyond the transport (Local security).
+// AnyServer expects nothing beyond the transport: for Local and insecure
+// security only (Dial refuses it with TLS).
 func AnyServer() Server { return Server{} }
 
 func (want Server) String() string {
@@ -132,6 +133,9 @@ func Dial(target string, sec *Security, server Server, opts ...grpc.DialOption) 
 	}
 	switch sec.mode {
 	case modeTLS:
+		if server.kind == "" {
+			return nil, fmt.Errorf("transport: dial %s: a TLS client must say which identity it expects there", target)
+		}
 		cfg := sec.client.Clone()
 		cfg.VerifyConnection = server.verify
 		base = append(base, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))

@@ -120,6 +120,11 @@ func TestSecurityPolicy(t *testing.T) {
 			t.Fatalf("got %v; want no connection (unavailable)", err)
 		}
 	})
+	t.Run("a TLS client that expects nobody in particular", func(t *testing.T) {
+		if _, err := transport.Dial(addr, ca.Security(t, pki.Node("r1", "n1")), transport.AnyServer()); err == nil {
+			t.Fatal("got a connection; want Dial to refuse a TLS client without an expected server identity")
+		}
+	})
 	t.Run("the server is not who the client expects", func(t *testing.T) {
 		cc := transporttest.Dial(t, addr, ca.Security(t, pki.Node("r1", "n1")), transport.ServerIs(pki.Region("r2")))
 		err := check(ctx(t), cc, "")
