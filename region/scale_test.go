@@ -15,8 +15,10 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
+	"github.com/stratahq/strata/internal/transport/transporttest"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 	"github.com/stratahq/strata/providers/fake"
@@ -246,6 +248,8 @@ func TestStartRefusesTxnLimitAboveEtcd(t *testing.T) {
 	cfg.Listen.HTTP, cfg.Listen.GRPC = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Etcd.Endpoints = etcdtest.Embedded(t)
 	cfg.Etcd.MaxTxnOps = 129
+	cfg.API.Token = "txn-limit-test-region-token"
+	cfg.TLS = transporttest.NewPKI(t).TLS(t, pki.Region("r1"))
 	srv, err := region.New(region.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
