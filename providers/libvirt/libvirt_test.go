@@ -376,7 +376,7 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("Delete: %v", err)
 	}
 	if st := next(t, ch, a.ID); st.Phase != api.PhaseDestroyed {
-		t.Errorf("after Delete: got phase %q; want destroyed", st.Phase)
+		t.Errorf("after Delete: got phase %q (%s); want destroyed", st.Phase, st.Reason)
 	}
 }
 

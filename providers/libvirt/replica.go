@@ -98,7 +98,7 @@ func (p *Provider) applyDomain(ctx context.Context, c *libvirt.Connect, a *api.A
 		return p.rejected(a, fmt.Errorf("domain %s exists but is not this node's replica (node %q)", domainName(a.ID), have.Node)), nil
 	}
 	if a.Generation < have.Generation {
-		return p.domainStatus(dom, have), nil // a stale Apply
+		return p.domainStatus(dom, have) // a stale Apply
 	}
 	active, err := dom.IsActive()
 	if err != nil {
@@ -116,7 +116,7 @@ func (p *Provider) applyDomain(ctx context.Context, c *libvirt.Connect, a *api.A
 			}
 			p.kick(a.ID)
 		}
-		return p.domainStatus(dom, have), nil
+		return p.domainStatus(dom, have)
 	}
 	if sameSpec {
 		// Stopped (shut down by the guest, crashed, failed to start):
@@ -265,7 +265,7 @@ func (p *Provider) start(dom *libvirt.Domain, spec domainSpec, meta replicaMeta)
 		}
 	}
 	p.kick(meta.ID)
-	return p.domainStatus(dom, meta), nil
+	return p.domainStatus(dom, meta)
 }
 
 // rejected is the status of an assignment the provider cannot run.
@@ -332,7 +332,11 @@ func (p *Provider) status(c *libvirt.Connect, id string) (api.AssignmentStatus, 
 	case err == nil:
 		defer dom.Free()
 		if meta, ok := p.readMeta(dom); ok {
-			return p.domainStatus(dom, meta), nil
+			st, err := p.domainStatus(dom, meta)
+			if !errors.Is(err, provider.ErrNotFound) {
+				return st, err
+			}
+			// Undefined since the lookup: a Delete ran meanwhile.
 		}
 	case !hasCode(err, libvirt.ERR_NO_DOMAIN):
 		return api.AssignmentStatus{}, err
@@ -349,7 +353,12 @@ func (p *Provider) status(c *libvirt.Connect, id string) (api.AssignmentStatus, 
 
 // domainStatus maps the domain's state to a phase: running is ready;
 // shut off and crashed are errors whose reason is libvirt's reason.
-func (p *Provider) domainStatus(dom *libvirt.Domain, meta replicaMeta) api.AssignmentStatus {
+//
+// A domain undefined after dom was looked up (a Delete racing a Status or
+// a watcher's look) is ErrNotFound, not a replica in error: reporting it
+// as "domain state: Domain not found" would tell a watcher that a replica
+// being deleted failed, just before telling it that it is gone.
+func (p *Provider) domainStatus(dom *libvirt.Domain, meta replicaMeta) (api.AssignmentStatus, error) {
 	st := api.AssignmentStatus{
 		ID:                 meta.ID,
 		Node:               p.node,
@@ -362,36 +371,39 @@ func (p *Provider) domainStatus(dom *libvirt.Domain, meta replicaMeta) api.Assig
 		st.ProviderID = uuid
 	}
 	state, reason, err := dom.GetState()
+	if hasCode(err, libvirt.ERR_NO_DOMAIN) {
+		return api.AssignmentStatus{}, fmt.Errorf("replica %q: domain undefined: %w", meta.ID, provider.ErrNotFound)
+	}
 	if err != nil {
-		return p.observe(st, api.PhaseError, "domain state: "+message(err))
+		return p.observe(st, api.PhaseError, "domain state: "+message(err)), nil
 	}
 	switch state {
 	case libvirt.DOMAIN_RUNNING, libvirt.DOMAIN_BLOCKED:
 		if !p.guestUp(meta) {
-			return p.observe(st, api.PhaseProvision, "booting: waiting for the guest to print "+strconv.Quote(meta.ReadyMarker))
+			return p.observe(st, api.PhaseProvision, "booting: waiting for the guest to print "+strconv.Quote(meta.ReadyMarker)), nil
 		}
 		st.Phase, st.Since = api.PhaseReady, meta.Started
 		p.forget(meta.ID)
-		return st
+		return st, nil
 	case libvirt.DOMAIN_PAUSED:
 		if libvirt.DomainPausedReason(reason) == libvirt.DOMAIN_PAUSED_STARTING_UP {
-			return p.observe(st, api.PhaseProvision, "starting")
+			return p.observe(st, api.PhaseProvision, "starting"), nil
 		}
-		return p.observe(st, api.PhaseError, "paused: "+pausedReason(libvirt.DomainPausedReason(reason)))
+		return p.observe(st, api.PhaseError, "paused: "+pausedReason(libvirt.DomainPausedReason(reason))), nil
 	case libvirt.DOMAIN_SHUTDOWN:
-		return p.observe(st, api.PhaseError, "shutting down")
+		return p.observe(st, api.PhaseError, "shutting down"), nil
 	case libvirt.DOMAIN_SHUTOFF:
 		why := shutoffReason(libvirt.DomainShutoffReason(reason))
 		if meta.Error != "" {
 			why = meta.Error
 		}
-		return p.observe(st, api.PhaseError, why)
+		return p.observe(st, api.PhaseError, why), nil
 	case libvirt.DOMAIN_CRASHED:
-		return p.observe(st, api.PhaseError, "crashed")
+		return p.observe(st, api.PhaseError, "crashed"), nil
 	case libvirt.DOMAIN_PMSUSPENDED:
-		return p.observe(st, api.PhaseError, "suspended by the guest")
+		return p.observe(st, api.PhaseError, "suspended by the guest"), nil
 	default:
-		return p.observe(st, api.PhaseProvision, "no state yet")
+		return p.observe(st, api.PhaseProvision, "no state yet"), nil
 	}
 }
 
@@ -476,12 +488,15 @@ func (p *Provider) List(context.Context) ([]provider.Listed, error) {
 		name, err := dom.GetName()
 		if _, ours := idFromDomainName(name); err == nil && ours {
 			if meta, ok := p.readMeta(dom); ok {
-				out = append(out, provider.Listed{
-					ID:         meta.ID,
-					Kind:       api.KindCompute,
-					Generation: meta.Generation,
-					Status:     p.domainStatus(dom, meta),
-				})
+				// A domain undefined since it was listed is left out.
+				if st, err := p.domainStatus(dom, meta); err == nil {
+					out = append(out, provider.Listed{
+						ID:         meta.ID,
+						Kind:       api.KindCompute,
+						Generation: meta.Generation,
+						Status:     st,
+					})
+				}
 			}
 		}
 		dom.Free()
