@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Desired says whether an assignment's replica should exist.
 type Desired string
@@ -93,6 +96,16 @@ type AssignmentStatus struct {
 	ExitCode           *int32          `json:"exitCode,omitempty"`
 	Restarts           int             `json:"restarts,omitempty"`
 	Backends           []BackendStatus `json:"backends,omitempty"`
+}
+
+// Clone returns a copy of s that shares nothing with it.
+func (s AssignmentStatus) Clone() AssignmentStatus {
+	s.Backends = slices.Clone(s.Backends)
+	if s.ExitCode != nil {
+		code := *s.ExitCode
+		s.ExitCode = &code
+	}
+	return s
 }
 
 // Replica is an assignment with its status, as the API shows it.

@@ -20,7 +20,6 @@ package containerd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -107,7 +106,7 @@ type Provider struct {
 	imported map[string]string // image source key → image name in containerd
 	imports  int               // archives imported, for tests
 	crashes  map[string]*crashState
-	watchers map[chan api.AssignmentStatus]struct{}
+	watchers *provider.Watchers
 	health   map[string]healthMark
 	// eventsUp says the supervisor is subscribed to containerd's events;
 	// while it is not, exits are noticed by polls and the next sweep.
@@ -157,7 +156,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 		imageLocks:   newKeyedLocks(),
 		imported:     map[string]string{},
 		crashes:      map[string]*crashState{},
-		watchers:     map[chan api.AssignmentStatus]struct{}{},
+		watchers:     provider.NewWatchers(provider.DefaultWatchBuffer),
 		health:       map[string]healthMark{},
 	}
 	// The supervisor lives as long as the provider, not as the ctx of
@@ -200,12 +199,7 @@ func (p *Provider) Close() error {
 	p.mu.Unlock()
 	p.stop()
 	p.wg.Wait()
-	p.mu.Lock()
-	for ch := range p.watchers {
-		delete(p.watchers, ch)
-		close(ch)
-	}
-	p.mu.Unlock()
+	p.watchers.Close()
 	if err := p.client.Close(); err != nil {
 		return fmt.Errorf("containerd: close: %w", err)
 	}
@@ -227,42 +221,29 @@ func (p *Provider) nsCtx(ctx context.Context) context.Context {
 // providerID is what statuses report as the replica's id in containerd.
 func (p *Provider) providerID(id string) string { return p.cfg.Namespace + "/" + id }
 
-// notify sends st to every watcher without blocking: a Watcher is a hint
-// on top of polling, so a watcher that falls behind misses changes.
-func (p *Provider) notify(st api.AssignmentStatus) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for ch := range p.watchers {
-		select {
-		case ch <- st:
-		default:
-		}
-	}
-}
-
-// watchBuffer is how many changes a watcher may fall behind.
-const watchBuffer = 256
+// notify sends st to every watcher without blocking (see
+// provider.Watchers).
+func (p *Provider) notify(st api.AssignmentStatus) { p.watchers.Send(st) }
 
 // Watch implements provider.Watcher: exits (with their restart), OOM
-// kills and deletions are pushed as they happen. The channel closes when
+// kills and deletions are pushed as they happen. A watch is only as good
+// as the containerd event stream behind it: while the supervisor does
+// not follow it, Watch fails with api.ErrUnavailable (the agent polls
+// meanwhile), and when the stream breaks every watcher is closed, to
+// watch again and relist once it is back. The channel also closes when
 // ctx is done or the provider closes.
 func (p *Provider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, error) {
-	ch := make(chan api.AssignmentStatus, watchBuffer)
+	// Under p.mu, which setEventsUp holds too: a watch never starts
+	// between the stream breaking and its watchers being closed.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return nil, errors.New("containerd: watch: provider closed")
+	switch {
+	case p.closed:
+		return nil, fmt.Errorf("containerd: watch: provider closed: %w", api.ErrUnavailable)
+	case !p.eventsUp:
+		return nil, fmt.Errorf("containerd: watch: not following containerd's task events (yet): %w", api.ErrUnavailable)
 	}
-	p.watchers[ch] = struct{}{}
-	context.AfterFunc(ctx, func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if _, ok := p.watchers[ch]; ok {
-			delete(p.watchers, ch)
-			close(ch)
-		}
-	})
-	return ch, nil
+	return p.watchers.Watch(ctx)
 }
 
 // keyedLocks is a mutex per key that a waiter can give up on when its

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +43,14 @@ func TestConformance(t *testing.T) {
 		},
 		ReadyTimeout: time.Minute,
 		SupportsLogs: true,
+		Watches:      true,
+		// SIGKILL to the container's process, as the OOM killer or an
+		// operator would: only containerd's exit event can tell.
+		Kill: func(t *testing.T, id string) {
+			if err := syscall.Kill(int(e.pid(t, id)), syscall.SIGKILL); err != nil {
+				t.Fatalf("kill %s: %v", id, err)
+			}
+		},
 	})
 	// The suite's ConcurrentApply leaves its replicas to the provider's
 	// test: delete whatever remains.

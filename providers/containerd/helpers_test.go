@@ -190,6 +190,23 @@ func (e *testEnv) assignment(id string, command ...string) *api.Assignment {
 	}
 }
 
+// watch watches e's provider, waiting for its supervisor to follow
+// containerd's events (until then Watch is unavailable).
+func (e *testEnv) watch(t testing.TB, ctx context.Context) <-chan api.AssignmentStatus {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		ch, err := e.p.Watch(ctx)
+		if err == nil {
+			return ch
+		}
+		if !errors.Is(err, api.ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("Watch: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (e *testEnv) ctx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	t.Cleanup(cancel)

@@ -53,10 +53,7 @@ func TestExits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			pushed, err := e.p.Watch(ctx)
-			if err != nil {
-				t.Fatalf("Watch: %v", err)
-			}
+			pushed := e.watch(t, ctx)
 			a := e.assignment("exit-"+randomSuffix(t), "sh", "-c", tc.command)
 			a.Spec.Compute.RestartPolicy = tc.policy
 			if tc.memMiB > 0 {

@@ -120,9 +120,15 @@ func (p *Provider) spawn(fn func()) {
 	}()
 }
 
+// setEventsUp records whether the supervisor follows containerd's task
+// events. When it stops, watchers may miss exits: they are closed (see
+// Watch).
 func (p *Provider) setEventsUp(up bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.eventsUp && !up {
+		p.watchers.Reset()
+	}
 	p.eventsUp = up
 }
 

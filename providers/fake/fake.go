@@ -133,7 +133,7 @@ type Fake struct {
 	replicas map[string]*replica
 	health   []api.Condition // nil: the default Ready condition
 	rng      *rand.Rand
-	watchers map[chan api.AssignmentStatus]struct{}
+	watchers *provider.Watchers
 }
 
 var (
@@ -171,7 +171,7 @@ func New(cfg Config, opts ...Option) *Fake {
 		started:     time.Now(),
 		replicas:    map[string]*replica{},
 		rng:         rand.New(rand.NewPCG(uint64(cfg.Seed), 0)),
-		watchers:    map[chan api.AssignmentStatus]struct{}{},
+		watchers:    provider.NewWatchers(provider.DefaultWatchBuffer),
 	}
 	for _, o := range opts {
 		o(f)
@@ -273,7 +273,7 @@ func (f *Fake) Apply(ctx context.Context, a *api.Assignment) (api.AssignmentStat
 	}
 	f.mu.Lock()
 	if r, ok := f.replicas[a.ID]; ok && a.Generation <= r.generation && r.status.Phase != api.PhaseError {
-		st := cloneStatus(r.status)
+		st := r.status.Clone()
 		f.mu.Unlock()
 		return st, nil
 	}
@@ -289,7 +289,7 @@ func (f *Fake) Apply(ctx context.Context, a *api.Assignment) (api.AssignmentStat
 	r, existed := f.replicas[a.ID]
 	if existed && a.Generation < r.generation {
 		// A newer generation was applied while this one slept.
-		return cloneStatus(r.status), nil
+		return r.status.Clone(), nil
 	}
 	if !existed {
 		r = &replica{created: now}
@@ -340,7 +340,7 @@ func (f *Fake) Apply(ctx context.Context, a *api.Assignment) (api.AssignmentStat
 	if !existed || prev.Phase != st.Phase || prev.ObservedGeneration != st.ObservedGeneration {
 		f.notify(st)
 	}
-	return cloneStatus(st), nil
+	return st.Clone(), nil
 }
 
 // exited turns a FailExit replica to phase error, as a process exiting
@@ -351,14 +351,36 @@ func (f *Fake) exited(id string, r *replica, seq uint64) {
 	if f.replicas[id] != r || r.exitSeq != seq {
 		return
 	}
-	now := time.Now()
-	code := int32(1)
 	r.exit = nil
+	f.log.Info("fake replica exited", "id", id)
+	f.failLocked(r, 1, "fake: process exited with code 1 ("+LabelFail+"="+FailExit+")")
+}
+
+// Kill stops replica id as if its process had been killed behind the
+// provider's back (what `kill -9` or `virsh destroy` do to real ones):
+// phase error with exit code 137, pushed to watchers. It reports whether
+// the fake held the replica.
+func (f *Fake) Kill(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.replicas[id]
+	if !ok {
+		return false
+	}
+	r.stopExit()
+	f.log.Info("fake replica killed", "id", id)
+	f.failLocked(r, 137, "fake: killed (exit code 137)")
+	return true
+}
+
+// failLocked puts r in phase error as an exit with code would; f.mu is
+// held.
+func (f *Fake) failLocked(r *replica, code int32, reason string) {
+	now := time.Now()
 	r.status.Phase = api.PhaseError
-	r.status.Reason = "fake: process exited with code 1 (" + LabelFail + "=" + FailExit + ")"
+	r.status.Reason = reason
 	r.status.ExitCode = &code
 	r.status.Since, r.status.UpdatedAt = now, now
-	f.log.Info("fake replica exited", "id", id)
 	f.notify(r.status)
 }
 
@@ -409,7 +431,7 @@ func (f *Fake) Status(_ context.Context, id string) (api.AssignmentStatus, error
 	if !ok {
 		return api.AssignmentStatus{}, fmt.Errorf("fake: replica %q: %w", id, provider.ErrNotFound)
 	}
-	return cloneStatus(r.status), nil
+	return r.status.Clone(), nil
 }
 
 // List implements provider.Provider, sorted by id.
@@ -417,7 +439,7 @@ func (f *Fake) List(context.Context) ([]provider.Listed, error) {
 	f.mu.Lock()
 	out := make([]provider.Listed, 0, len(f.replicas))
 	for id, r := range f.replicas {
-		out = append(out, provider.Listed{ID: id, Kind: r.kind, Generation: r.generation, Status: cloneStatus(r.status)})
+		out = append(out, provider.Listed{ID: id, Kind: r.kind, Generation: r.generation, Status: r.status.Clone()})
 	}
 	f.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -481,39 +503,17 @@ func (f *Fake) logLines(id string) ([]string, error) {
 	return lines, nil
 }
 
-// watchBuffer is how many changes a watcher may fall behind before
-// changes are dropped for it; a Watcher is a hint on top of polling.
-const watchBuffer = 256
-
 // Watch implements provider.Watcher: every change of phase or generation
-// (an exit, a deletion) is sent. A watcher that falls more than
-// watchBuffer changes behind misses changes instead of blocking the fake;
-// its agent's next poll catches up.
+// (an exit, a kill, a deletion) is sent. A watcher that falls
+// provider.DefaultWatchBuffer changes behind is closed instead of
+// blocking the fake.
 func (f *Fake) Watch(ctx context.Context) (<-chan api.AssignmentStatus, error) {
-	ch := make(chan api.AssignmentStatus, watchBuffer)
-	f.mu.Lock()
-	f.watchers[ch] = struct{}{}
-	f.mu.Unlock()
-	// No goroutine per watcher: the channel is closed when ctx ends, under
-	// the lock that notify sends under.
-	context.AfterFunc(ctx, func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		delete(f.watchers, ch)
-		close(ch)
-	})
-	return ch, nil
+	return f.watchers.Watch(ctx)
 }
 
-// notify sends st to every watcher; f.mu is held.
-func (f *Fake) notify(st api.AssignmentStatus) {
-	for ch := range f.watchers {
-		select {
-		case ch <- cloneStatus(st):
-		default:
-		}
-	}
-}
+// notify sends st to every watcher; f.mu is held, so that watchers see
+// changes in the order they happened.
+func (f *Fake) notify(st api.AssignmentStatus) { f.watchers.Send(st) }
 
 func backends(eps []api.Endpoint) []api.BackendStatus {
 	if len(eps) == 0 {
@@ -524,16 +524,6 @@ func backends(eps []api.Endpoint) []api.BackendStatus {
 		out[i] = api.BackendStatus{Replica: e.Replica, Address: e.Address, Port: e.Port, Health: "up"}
 	}
 	return out
-}
-
-// cloneStatus copies what a caller could otherwise change under the fake.
-func cloneStatus(st api.AssignmentStatus) api.AssignmentStatus {
-	st.Backends = slices.Clone(st.Backends)
-	if st.ExitCode != nil {
-		code := *st.ExitCode
-		st.ExitCode = &code
-	}
-	return st
 }
 
 // sleep waits d or until ctx is done.

@@ -20,14 +20,26 @@ import (
 
 const waitFor = 10 * time.Second
 
-func harness(newProvider func(t *testing.T) provider.Provider, logs bool) providertest.Harness {
-	return providertest.Harness{
+// harness runs the suite against newProvider, which serves f; kills go
+// to f, behind the provider's back. Without logs, f is served hiding its
+// Logger and Watcher (noLogs).
+func harness(f *fake.Fake, newProvider func(t *testing.T) provider.Provider, logs bool) providertest.Harness {
+	h := providertest.Harness{
 		New:          newProvider,
 		Kinds:        api.ProviderKinds,
 		Assignment:   assignment,
 		ReadyTimeout: waitFor,
 		SupportsLogs: logs,
+		Watches:      logs,
 	}
+	if logs {
+		h.Kill = func(t *testing.T, id string) {
+			if !f.Kill(id) {
+				t.Fatalf("Kill %s: the fake does not hold it", id)
+			}
+		}
+	}
+	return h
 }
 
 // assignment is a valid assignment of kind for the fake: anything goes,
@@ -53,7 +65,7 @@ func assignment(_ *testing.T, kind api.ProviderKind, id string) *api.Assignment 
 
 func TestConformance(t *testing.T) {
 	f := fake.New(fake.Config{ApplyLatency: 5 * time.Millisecond, DeleteLatency: time.Millisecond})
-	providertest.Run(t, harness(func(*testing.T) provider.Provider { return f }, true))
+	providertest.Run(t, harness(f, func(*testing.T) provider.Provider { return f }, true))
 }
 
 // TestConformanceOverWire runs the same suite against the fake served on
@@ -61,15 +73,16 @@ func TestConformance(t *testing.T) {
 func TestConformanceOverWire(t *testing.T) {
 	f := fake.New(fake.Config{ApplyLatency: 5 * time.Millisecond, DeleteLatency: time.Millisecond})
 	c := serve(t, f)
-	providertest.Run(t, harness(func(*testing.T) provider.Provider { return c }, true))
+	providertest.Run(t, harness(f, func(*testing.T) provider.Provider { return c }, true))
 }
 
 // noLogs hides the fake's Logger and Watcher, as a provider without them.
 type noLogs struct{ provider.Provider }
 
 func TestConformanceOverWireWithoutLogs(t *testing.T) {
-	c := serve(t, noLogs{fake.New(fake.Config{})})
-	providertest.Run(t, harness(func(*testing.T) provider.Provider { return c }, false))
+	f := fake.New(fake.Config{})
+	c := serve(t, noLogs{f})
+	providertest.Run(t, harness(f, func(*testing.T) provider.Provider { return c }, false))
 }
 
 // serve serves p on a unix socket until the test ends and returns a client

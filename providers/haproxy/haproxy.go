@@ -172,7 +172,7 @@ type Provider struct {
 	retryAt  time.Time
 	snapshot stats
 	health   api.Condition
-	watchers map[chan api.AssignmentStatus]struct{}
+	watchers *provider.Watchers
 	pushed   map[string]api.AssignmentStatus
 
 	stop      context.CancelFunc
@@ -233,7 +233,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 		log:      slog.New(slog.DiscardHandler),
 		op:       make(chan struct{}, 1),
 		lbs:      map[string]*lb{},
-		watchers: map[chan api.AssignmentStatus]struct{}{},
+		watchers: provider.NewWatchers(watchBuffer),
 		pushed:   map[string]api.AssignmentStatus{},
 		done:     make(chan struct{}),
 	}
@@ -369,6 +369,8 @@ func (p *Provider) Close() error {
 	p.closeOnce.Do(func() {
 		p.stop()
 		<-p.done
+		// Nothing polls for them any more.
+		p.watchers.Close()
 	})
 	return nil
 }

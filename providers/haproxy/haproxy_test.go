@@ -279,6 +279,9 @@ func TestConformance(t *testing.T) {
 			return lbAssignment(id, 1, ls, endpoints(bs...))
 		},
 		ReadyTimeout: waitLong,
+		// No Kill: a load balancer is a frontend of the one haproxy, and
+		// what a dead haproxy does to it is TestCrashedHAProxyIsRestarted's business.
+		Watches: true,
 	})
 }
 

@@ -9,43 +9,26 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// watchBuffer is how many changes a watcher may fall behind before
-// changes are dropped for it; a Watcher is a hint on top of polling.
+// watchBuffer is how many changes a watcher may fall behind before it is
+// closed (see provider.Watchers).
 const watchBuffer = 64
 
 // Watch implements provider.Watcher: while load balancers exist, their
 // statuses are polled every second and changes (a backend going down,
 // a frontend lost) are sent, as are the results of Apply and Delete.
 func (p *Provider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, error) {
-	ch := make(chan api.AssignmentStatus, watchBuffer)
-	p.mu.Lock()
-	p.watchers[ch] = struct{}{}
-	p.mu.Unlock()
-	// The channel is closed under the lock publishLocked sends under.
-	context.AfterFunc(ctx, func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		delete(p.watchers, ch)
-		close(ch)
-	})
-	return ch, nil
+	return p.watchers.Watch(ctx)
 }
 
 // publishLocked sends st to the watchers if it differs from what they
-// were last sent for its replica.
+// were last sent for its replica; p.mu is held, so that watchers see
+// changes in order.
 func (p *Provider) publishLocked(st api.AssignmentStatus) {
 	if prev, ok := p.pushed[st.ID]; ok && sameStatus(prev, st) {
 		return
 	}
 	p.pushed[st.ID] = st
-	for ch := range p.watchers {
-		c := st
-		c.Backends = slices.Clone(st.Backends)
-		select {
-		case ch <- c:
-		default:
-		}
-	}
+	p.watchers.Send(st)
 }
 
 func sameStatus(a, b api.AssignmentStatus) bool {
@@ -138,7 +121,7 @@ func (p *Provider) needsConverge(now time.Time) bool {
 // pollWatchers sends the statuses that changed since the last poll.
 func (p *Provider) pollWatchers(ctx context.Context) {
 	p.mu.Lock()
-	idle := len(p.watchers) == 0 || len(p.lbs) == 0
+	idle := p.watchers.Len() == 0 || len(p.lbs) == 0
 	p.mu.Unlock()
 	if idle {
 		return

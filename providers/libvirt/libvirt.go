@@ -44,7 +44,8 @@ const (
 )
 
 // Config is the provider's settings; Factory reads them from the agent's
-// config with the keys uri, pool, logDir, domainType and kvmProbeKernel.
+// config with the keys uri, pool, logDir, domainType, kvmProbeKernel and
+// rescanInterval.
 type Config struct {
 	// URI is libvirtd's connection URI (default qemu:///system; the tests
 	// use test:///default, which needs no daemon).
@@ -63,6 +64,9 @@ type Config struct {
 	// provider starts, to decide; without it, the kernel of the first VM
 	// applied is tried (a boot sector alone is no proof: see accel.go).
 	KVMProbeKernel string `mapstructure:"kvmProbeKernel"`
+	// RescanInterval is how often a watch rescans the domains (default
+	// 5s; see WithRescanInterval).
+	RescanInterval time.Duration `mapstructure:"rescanInterval"`
 }
 
 // withDefaults fills in what cfg leaves empty.
@@ -95,6 +99,9 @@ func (c Config) Validate() error {
 	if c.KVMProbeKernel != "" && !filepath.IsAbs(c.KVMProbeKernel) {
 		return api.Invalid("kvmProbeKernel", "%q must be an absolute path", c.KVMProbeKernel)
 	}
+	if c.RescanInterval < 0 {
+		return api.Invalid("rescanInterval", "must not be negative (got %s)", c.RescanInterval)
+	}
 	if strings.ContainsAny(c.Pool, "/ ") {
 		return api.Invalid("pool", "%q is not a pool name", c.Pool)
 	}
@@ -126,9 +133,11 @@ func WithLogger(log *slog.Logger) Option {
 	}
 }
 
-// WithPollInterval sets how often a Watch rescans the domains, catching
-// what lifecycle events missed (default 5s).
-func WithPollInterval(d time.Duration) Option { return func(p *Provider) { p.pollInterval = d } }
+// WithRescanInterval sets how often a Watch rescans the domains (default
+// 5s; Config.RescanInterval). Lifecycle events make a watch look at a
+// domain at once; the rescan catches what they cannot tell: a guest
+// printing its ready marker, events lost while libvirtd restarted.
+func WithRescanInterval(d time.Duration) Option { return func(p *Provider) { p.rescanInterval = d } }
 
 // WithKVMProbeTimeout bounds how long the automatic domain type choice
 // waits for a KVM test guest to run (default 5s; a working KVM runs it in
@@ -138,14 +147,14 @@ func WithKVMProbeTimeout(d time.Duration) Option { return func(p *Provider) { p.
 // Provider is the libvirt provider. It implements provider.Provider,
 // Logger, Watcher and Closer.
 type Provider struct {
-	cfg          Config
-	name         string
-	node         string
-	dataDir      string
-	log          *slog.Logger
-	pollInterval time.Duration
-	probeTimeout time.Duration
-	bridges      bridger
+	cfg            Config
+	name           string
+	node           string
+	dataDir        string
+	log            *slog.Logger
+	rescanInterval time.Duration
+	probeTimeout   time.Duration
+	bridges        bridger
 
 	// replicas serialises Apply and Delete of one replica.
 	replicas keyedMutex
@@ -164,6 +173,8 @@ type Provider struct {
 	poolMu sync.Mutex
 
 	mu       sync.Mutex
+	closed   bool
+	closing  chan struct{} // closed by Close: watches end
 	watchers map[*watcher]struct{}
 	// errorSince is when each replica was first seen in its current error
 	// phase: libvirt keeps no time of a domain's state change.
@@ -200,6 +211,9 @@ func Factory(ctx context.Context, o provider.Options) (provider.Provider, error)
 	if o.Name != "" {
 		opts = append(opts, WithName(o.Name))
 	}
+	if cfg.RescanInterval > 0 {
+		opts = append(opts, WithRescanInterval(cfg.RescanInterval))
+	}
 	return New(ctx, cfg, opts...)
 }
 
@@ -212,15 +226,16 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 		return nil, fmt.Errorf("libvirt: %w", err)
 	}
 	p := &Provider{
-		name:         "libvirt",
-		log:          slog.New(slog.DiscardHandler),
-		pollInterval: 5 * time.Second,
-		probeTimeout: 5 * time.Second,
-		lifecycle:    -1,
-		accelDone:    make(chan struct{}),
-		watchers:     map[*watcher]struct{}{},
-		errorSince:   map[string]phaseSince{},
-		inUse:        map[string]struct{}{},
+		name:           "libvirt",
+		log:            slog.New(slog.DiscardHandler),
+		rescanInterval: 5 * time.Second,
+		probeTimeout:   5 * time.Second,
+		lifecycle:      -1,
+		accelDone:      make(chan struct{}),
+		closing:        make(chan struct{}),
+		watchers:       map[*watcher]struct{}{},
+		errorSince:     map[string]phaseSince{},
+		inUse:          map[string]struct{}{},
 	}
 	for _, o := range opts {
 		o(p)
@@ -262,8 +277,15 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 	return p, nil
 }
 
-// Close stops the background work and closes the connection.
+// Close stops the background work (watches included) and closes the
+// connection.
 func (p *Provider) Close() error {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.closing)
+	}
+	p.mu.Unlock()
 	p.cancel()
 	p.bg.Wait()
 	p.connMu.Lock()

@@ -25,7 +25,7 @@ const testURI = "test:///default"
 // ends.
 func newTestProvider(t *testing.T, node string, opts ...Option) *Provider {
 	t.Helper()
-	opts = append([]Option{WithNode(t.Name() + "/" + node), WithDataDir(t.TempDir()), WithPollInterval(100 * time.Millisecond)}, opts...)
+	opts = append([]Option{WithNode(t.Name() + "/" + node), WithDataDir(t.TempDir()), WithRescanInterval(100 * time.Millisecond)}, opts...)
 	p, err := New(t.Context(), Config{URI: testURI}, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -66,7 +66,8 @@ func volumeAssignment(id string, sizeMiB int64) *api.Assignment {
 }
 
 func TestConformance(t *testing.T) {
-	p := newTestProvider(t, "node-a")
+	// An hour between rescans: a kill must be reported by its event.
+	p := newTestProvider(t, "node-a", WithRescanInterval(time.Hour))
 	// The suite leaves the replicas of its concurrent Applies.
 	t.Cleanup(func() { deleteAll(t, p) })
 	providertest.Run(t, providertest.Harness{
@@ -77,6 +78,8 @@ func TestConformance(t *testing.T) {
 		},
 		ReadyTimeout: 10 * time.Second,
 		SupportsLogs: true,
+		Watches:      true,
+		Kill:         func(t *testing.T, id string) { destroyDomain(t, testURI, id) },
 	})
 }
 
@@ -361,7 +364,7 @@ func TestVolumes(t *testing.T) {
 // provider's back and a deletion.
 func TestWatch(t *testing.T) {
 	// A long poll interval: only lifecycle events can be this quick.
-	p := newTestProvider(t, "node-a", WithPollInterval(time.Hour))
+	p := newTestProvider(t, "node-a", WithRescanInterval(time.Hour))
 	a := vmAssignment("watched")
 	applyReady(t, p, a)
 	ch, err := p.Watch(t.Context())
@@ -477,6 +480,25 @@ func withDomain(t *testing.T, p *Provider, id string, fn func(*libvirt.Domain) e
 	defer d.Free()
 	if err := fn(d); err != nil {
 		t.Fatalf("domain of %s: %v", id, err)
+	}
+}
+
+// destroyDomain destroys replica id's domain on its own connection to
+// uri, as `virsh destroy` does: nothing of the provider is involved.
+func destroyDomain(t *testing.T, uri, id string) {
+	t.Helper()
+	c, err := libvirt.NewConnect(uri)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", uri, err)
+	}
+	defer c.Close()
+	d, err := c.LookupDomainByName(domainName(id))
+	if err != nil {
+		t.Fatalf("domain of %s: %v", id, err)
+	}
+	defer d.Free()
+	if err := d.Destroy(); err != nil {
+		t.Fatalf("destroy domain of %s: %v", id, err)
 	}
 }
 

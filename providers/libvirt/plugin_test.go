@@ -52,5 +52,10 @@ func TestPlugin(t *testing.T) {
 		},
 		ReadyTimeout: 10 * time.Second,
 		SupportsLogs: true,
+		// The test driver's domains live in the plugin's process, out of
+		// the test's reach: TestConformance kills them in process, and
+		// e2e's TestVMFailureReportedByPush with virsh on the real
+		// libvirtd through this binary.
+		Watches: true,
 	})
 }

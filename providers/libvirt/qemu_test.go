@@ -98,8 +98,11 @@ func newQEMUEnv(t *testing.T) *qemuEnv {
 		subnet: fmt.Sprintf("10.213.%d", 1+int(suffix[0])%250),
 	}
 	pool := "strata-test-" + suffix
+	// An hour between rescans: what watches see comes from lifecycle
+	// events.
 	p, err := New(t.Context(), Config{URI: uri, Pool: pool},
-		WithNode("test-"+suffix), WithDataDir(filepath.Join(dir, "data")), WithLogger(testLogger(t)))
+		WithNode("test-"+suffix), WithDataDir(filepath.Join(dir, "data")), WithLogger(testLogger(t)),
+		WithRescanInterval(time.Hour))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -172,6 +175,8 @@ func TestQEMU(t *testing.T) {
 			},
 			ReadyTimeout: time.Minute,
 			SupportsLogs: true,
+			Watches:      true,
+			Kill:         func(t *testing.T, id string) { destroyDomain(t, e.uri, id) },
 		})
 	})
 }

@@ -3,35 +3,43 @@ package libvirt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/providers/provider"
 )
 
-// watchBuffer is how many changes a watcher may fall behind before changes
-// are dropped for it; the next rescan sends them again.
-const watchBuffer = 256
-
-// watcher is one Watch: kicks name the replicas to look at now.
+// watcher is one Watch: kicks name the replicas to look at now; rescan
+// asks for a rescan at once, when kicks were lost to a full buffer.
 type watcher struct {
-	kicks chan string
+	kicks  chan string
+	rescan chan struct{}
 }
 
 // Watch implements provider.Watcher. libvirt's lifecycle events (a guest
-// shutting down, crashing, a domain undefined) make it look at a replica
-// at once; a rescan every poll interval catches whatever events missed (a
-// reconnect to a restarted libvirtd, a full buffer). Only changes of phase,
-// reason or generation are sent; a deleted replica is sent once as
-// destroyed.
+// shutting down, crashing, a domain destroyed or undefined) make it look
+// at a replica at once; a rescan every rescan interval catches what
+// events cannot tell (a guest printing its ready marker) or missed (a
+// reconnect to a restarted libvirtd). Only changes of phase, reason,
+// generation or restarts are sent; a deleted replica is sent once as
+// destroyed. A watcher that falls provider.DefaultWatchBuffer changes
+// behind is closed, as is every watcher when the provider closes.
 func (p *Provider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, error) {
-	out := make(chan api.AssignmentStatus, watchBuffer)
-	w := &watcher{kicks: make(chan string, watchBuffer)}
+	out := make(chan api.AssignmentStatus, provider.DefaultWatchBuffer)
+	w := &watcher{kicks: make(chan string, provider.DefaultWatchBuffer), rescan: make(chan struct{}, 1)}
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("libvirt: watch: provider closed: %w", api.ErrUnavailable)
+	}
 	p.watchers[w] = struct{}{}
+	// Counted under p.mu, which Close takes before it waits: no watch
+	// starts once Close is waiting for them.
+	p.bg.Add(1)
 	p.mu.Unlock()
 	// What exists when Watch returns is the baseline, not a change; it is
-	// taken before returning so that no change after it is missed.
+	// taken after registering, so that no change after it is missed.
 	baseline := map[string]api.AssignmentStatus{}
 	if ls, err := p.List(ctx); err == nil {
 		for _, l := range ls {
@@ -41,6 +49,7 @@ func (p *Provider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, erro
 		p.log.Debug("watch baseline", "err", err)
 	}
 	go func() {
+		defer p.bg.Done()
 		defer close(out)
 		defer func() {
 			p.mu.Lock()
@@ -52,63 +61,88 @@ func (p *Provider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, erro
 	return out, nil
 }
 
+// watch looks at what kicks name and rescans, sending what changed, until
+// ctx ends, the provider closes, or out is full: a change that cannot be
+// sent ends the watch rather than going missing (see provider.Watcher).
 func (p *Provider) watch(ctx context.Context, w *watcher, sent map[string]api.AssignmentStatus, out chan<- api.AssignmentStatus) {
-	send := func(st api.AssignmentStatus) {
+	// send reports false when out is full.
+	send := func(st api.AssignmentStatus) bool {
 		if prev, ok := sent[st.ID]; ok && !changed(prev, st) {
-			return
+			return true
 		}
 		select {
 		case out <- st:
 			sent[st.ID] = st
-		default: // full: the next rescan tries again
+			return true
+		default:
+			return false
 		}
 	}
-	gone := func(id string) {
+	gone := func(id string) bool {
 		prev, ok := sent[id]
 		if !ok {
-			return
+			return true
 		}
 		now := time.Now()
 		prev.Phase, prev.Reason, prev.Since, prev.UpdatedAt = api.PhaseDestroyed, "", now, now
 		select {
 		case out <- prev:
 			delete(sent, id)
+			return true
 		default:
+			return false
 		}
 	}
-	rescan := func() {
+	look := func(id string) bool {
+		st, err := p.Status(ctx, id)
+		switch {
+		case err == nil:
+			return send(st)
+		case errors.Is(err, provider.ErrNotFound):
+			return gone(id)
+		}
+		// libvirtd unreachable: the next rescan looks again.
+		return true
+	}
+	rescan := func() bool {
 		ls, err := p.List(ctx)
 		if err != nil {
 			p.log.Debug("watch rescan", "err", err)
-			return
+			return true
 		}
 		seen := make(map[string]bool, len(ls))
 		for _, l := range ls {
 			seen[l.ID] = true
-			send(l.Status)
-		}
-		for id := range sent {
-			if !seen[id] {
-				gone(id)
+			if !send(l.Status) {
+				return false
 			}
 		}
+		for id := range sent {
+			if !seen[id] && !gone(id) {
+				return false
+			}
+		}
+		return true
 	}
-	tick := time.NewTicker(p.pollInterval)
+	tick := time.NewTicker(p.rescanInterval)
 	defer tick.Stop()
 	for {
+		ok := true
 		select {
 		case <-ctx.Done():
 			return
+		case <-p.closing:
+			return
 		case id := <-w.kicks:
-			st, err := p.Status(ctx, id)
-			switch {
-			case err == nil:
-				send(st)
-			case errors.Is(err, provider.ErrNotFound):
-				gone(id)
-			}
+			ok = look(id)
+		case <-w.rescan:
+			ok = rescan()
 		case <-tick.C:
-			rescan()
+			ok = rescan()
+		}
+		if !ok {
+			p.log.Warn("watcher fell behind; closing it (it watches again and relists)")
+			return
 		}
 	}
 }
@@ -118,7 +152,8 @@ func changed(a, b api.AssignmentStatus) bool {
 }
 
 // kick tells every watcher to look at replica id now; it never blocks (it
-// runs on libvirt's event loop).
+// runs on libvirt's event loop). A watcher whose kicks are full rescans
+// instead.
 func (p *Provider) kick(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -126,6 +161,10 @@ func (p *Provider) kick(id string) {
 		select {
 		case w.kicks <- id:
 		default:
+			select {
+			case w.rescan <- struct{}{}:
+			default: // a rescan is pending already
+			}
 		}
 	}
 }

@@ -22,8 +22,8 @@ import (
 // returned (ErrNotFound, ErrInvalid, ...); a remote that cannot be reached
 // gives api.ErrUnavailable and codes.Unimplemented gives ErrUnsupported.
 //
-// Client implements Logger; it does not implement Watcher, which the wire
-// protocol does not carry (see NewServer).
+// Client implements Logger and Watcher, whichever of them the remote
+// provider offers; the others give ErrUnsupported.
 type Client struct {
 	rpc providerv1.ProviderServiceClient
 }
@@ -31,6 +31,7 @@ type Client struct {
 var (
 	_ Provider = (*Client)(nil)
 	_ Logger   = (*Client)(nil)
+	_ Watcher  = (*Client)(nil)
 )
 
 // NewClient returns a Provider that calls cc. The caller owns cc; use a
@@ -150,6 +151,52 @@ func (c *Client) Logs(ctx context.Context, id string, opts LogOptions, w io.Writ
 			return fmt.Errorf("logs %s: write: %w", id, err)
 		}
 	}
+}
+
+// watchBuffer bounds the statuses a Client holds for a slow consumer of
+// its Watch. Behind it the stream stops being read, gRPC's flow control
+// holds back the remote, and the remote provider, which never blocks,
+// ends the watch: the consumer sees the channel close, not a gap.
+const watchBuffer = 64
+
+// Watch implements Watcher: it returns once the remote's watch is in
+// place (its first message), and the channel closes when the stream ends
+// for any reason: ctx done, the remote provider ending the watch, the
+// plugin exiting or restarting. A remote provider that does not watch
+// gives ErrUnsupported.
+func (c *Client) Watch(ctx context.Context) (<-chan api.AssignmentStatus, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := c.rpc.Watch(sctx, &providerv1.WatchRequest{})
+	if err == nil {
+		// Errors of a server stream (Unimplemented among them) come with
+		// the first Recv: wait for the message that says the watch is in
+		// place.
+		_, err = stream.Recv()
+	}
+	if err != nil {
+		cancel()
+		return nil, callError("watch", err)
+	}
+	out := make(chan api.AssignmentStatus, watchBuffer)
+	go func() {
+		defer close(out)
+		defer cancel()
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if resp.GetStatus() == nil {
+				continue
+			}
+			select {
+			case out <- api.AssignmentStatusFromPB(resp.GetStatus()):
+			case <-sctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
 }
 
 // callError names the call and turns a gRPC status into an api sentinel,

@@ -79,8 +79,9 @@ func WithRestartBackoff(first, most time.Duration) PluginOption {
 // Replicas are the plugin's business: a restarted plugin finds the ones
 // it still holds through List.
 //
-// Plugin implements Provider, Logger and Closer, not Watcher (see
-// NewServer).
+// Plugin implements Provider, Logger, Watcher and Closer. A watch ends
+// when the plugin exits; watching again fails with api.ErrUnavailable
+// until the restarted plugin answers.
 type Plugin struct {
 	name   string
 	socket string
@@ -105,6 +106,7 @@ type Plugin struct {
 var (
 	_ Provider = (*Plugin)(nil)
 	_ Logger   = (*Plugin)(nil)
+	_ Watcher  = (*Plugin)(nil)
 	_ Closer   = (*Plugin)(nil)
 )
 
@@ -472,6 +474,13 @@ func (p *Plugin) List(ctx context.Context) ([]Listed, error) {
 func (p *Plugin) Logs(ctx context.Context, id string, opts LogOptions, w io.Writer) error {
 	_, err := pluginCall(ctx, p, func(c *Client) (struct{}, error) { return struct{}{}, c.Logs(ctx, id, opts, w) })
 	return err
+}
+
+// Watch implements Watcher through the running plugin (see
+// Client.Watch); a plugin whose provider does not watch gives
+// ErrUnsupported.
+func (p *Plugin) Watch(ctx context.Context) (<-chan api.AssignmentStatus, error) {
+	return pluginCall(ctx, p, func(c *Client) (<-chan api.AssignmentStatus, error) { return c.Watch(ctx) })
 }
 
 // Close stops supervising and stops the plugin: SIGTERM, then SIGKILL

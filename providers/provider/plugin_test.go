@@ -86,10 +86,15 @@ func TestPlugin(t *testing.T) {
 			Assignment:   pluginAssignment,
 			ReadyTimeout: waitFor,
 			SupportsLogs: true,
+			// The fake lives in the plugin's process, out of the test's
+			// reach: testPluginWatch has its replica exit instead.
+			Watches: true,
 		})
 	})
 
 	t.Run("Crash", func(t *testing.T) { testPluginCrash(t, bin, dir) })
+
+	t.Run("Watch", func(t *testing.T) { testPluginWatch(t, bin, dir) })
 
 	t.Run("DiesWithAgent", func(t *testing.T) { testPluginDiesWithAgent(t, bin) })
 

@@ -93,8 +93,20 @@ type Logger interface {
 }
 
 // Watcher is an optional capability: providers that learn of state changes
-// (a container exiting, a domain crashing) push them instead of waiting
-// for the agent's next poll. The channel closes when ctx is done.
+// (a container exiting, a domain crashing) push them, and an agent stops
+// polling the replicas of a provider whose watch is in place.
+//
+// Watch returns once the watch is in place: every change of a replica's
+// status after that is sent, in order, until the channel closes (a
+// replica deleted is sent as phase destroyed). The channel is bounded and
+// the provider never blocks on it: a watcher that falls behind is closed
+// (Watchers does this). The channel closes when ctx is done, when the
+// provider closes, or when a change could not be delivered (the watcher
+// fell behind, a plugin's stream broke): the caller then watches again
+// and, once that watch is in place, relists what it holds (Status or
+// List), since changes in between may be lost. A provider that does not
+// watch returns ErrUnsupported; so does the client of a plugin whose
+// provider does not.
 type Watcher interface {
 	Watch(ctx context.Context) (<-chan api.AssignmentStatus, error)
 }

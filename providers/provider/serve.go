@@ -20,7 +20,7 @@ import (
 )
 
 // stopGrace bounds how long Serve waits for calls in flight when its
-// context ends; a following Logs stream would otherwise hold it forever.
+// context ends (streams are ended first: see server.stop).
 const stopGrace = 5 * time.Second
 
 // Serve serves p on the unix socket at path socket until ctx is done, then
@@ -68,7 +68,8 @@ func Serve(ctx context.Context, p Provider, socket string, log *slog.Logger) err
 		l.Close()
 		return fmt.Errorf("serve provider: %w", err)
 	}
-	providerv1.RegisterProviderServiceServer(srv, NewServer(p))
+	ps := newServer(p)
+	providerv1.RegisterProviderServiceServer(srv, ps)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	log.Info("provider serving", "socket", socket)
@@ -78,6 +79,9 @@ func Serve(ctx context.Context, p Provider, socket string, log *slog.Logger) err
 		return fmt.Errorf("serve provider: %w", err)
 	case <-ctx.Done():
 	}
+	// Watches and following Logs end now; their clients see the stream
+	// break and come back once a plugin serves again.
+	ps.stop()
 	stopped := make(chan struct{})
 	go func() {
 		srv.GracefulStop()

@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,21 +21,43 @@ import (
 // Register it on a server made by transport.NewServer, whose interceptors
 // turn api sentinels into gRPC codes.
 //
-// Logs streams through p's Logger capability; a provider without one
-// answers codes.Unimplemented, which NewClient turns back into
-// ErrUnsupported. ErrUnsupported from any call travels the same way.
-//
-// A Watcher is not exposed over the wire: ProviderService v1 has no Watch
-// call, so an agent talking to a plugin learns of state changes by
-// polling Status and List. Adding a streaming Watch to the proto is the
-// way to lift this.
+// Logs streams through p's Logger capability and Watch through its
+// Watcher capability; a provider without one answers codes.Unimplemented,
+// which NewClient turns back into ErrUnsupported. ErrUnsupported from any
+// call travels the same way.
 func NewServer(p Provider) providerv1.ProviderServiceServer {
-	return &server{p: p}
+	return newServer(p)
+}
+
+func newServer(p Provider) *server {
+	return &server{p: p, stopping: make(chan struct{})}
 }
 
 type server struct {
 	providerv1.UnimplementedProviderServiceServer
 	p Provider
+
+	// stopping is closed by stop.
+	stopping chan struct{}
+	stopOnce sync.Once
+}
+
+// stop ends the streams in flight and those that start after (Watch, a
+// following Logs), so that a graceful stop of the gRPC server does not
+// wait for them: they would otherwise last as long as their client.
+func (s *server) stop() { s.stopOnce.Do(func() { close(s.stopping) }) }
+
+// streamContext returns ctx, also cancelled when the server stops.
+func (s *server) streamContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 func (s *server) Info(ctx context.Context, _ *providerv1.InfoRequest) (*providerv1.InfoResponse, error) {
@@ -124,8 +148,57 @@ func (s *server) Logs(req *providerv1.LogsRequest, stream grpc.ServerStreamingSe
 	if !ok {
 		return status.Error(codes.Unimplemented, "this provider keeps no logs")
 	}
+	ctx, cancel := s.streamContext(stream.Context())
+	defer cancel()
 	opts := LogOptions{Follow: req.GetFollow(), TailLines: int(req.GetTailLines())}
-	return wireError(l.Logs(stream.Context(), req.GetId(), opts, chunkWriter{stream}))
+	err := l.Logs(ctx, req.GetId(), opts, chunkWriter{stream})
+	select {
+	case <-s.stopping:
+		// Cut short, not at its end: the client must not take it for one.
+		return fmt.Errorf("logs: the provider is stopping: %w", api.ErrUnavailable)
+	default:
+		return wireError(err)
+	}
+}
+
+// Watch sends an empty message once p's watch is in place, then every
+// status p pushes. The stream ends with api.ErrUnavailable when p ends
+// the watch (its watcher fell behind, it closed) or the server stops: the
+// client then watches again and relists. A client that went away is no
+// failure.
+func (s *server) Watch(_ *providerv1.WatchRequest, stream grpc.ServerStreamingServer[providerv1.WatchResponse]) error {
+	w, ok := s.p.(Watcher)
+	if !ok {
+		return status.Error(codes.Unimplemented, "this provider does not watch")
+	}
+	ctx, cancel := s.streamContext(stream.Context())
+	defer cancel()
+	ch, err := w.Watch(ctx)
+	if err != nil {
+		return wireError(err)
+	}
+	// Returning cancels ctx, which ends p's watch.
+	if err := stream.Send(&providerv1.WatchResponse{}); err != nil {
+		return s.watchEnded(stream, err)
+	}
+	for st := range ch {
+		if err := stream.Send(&providerv1.WatchResponse{Status: api.AssignmentStatusToPB(&st)}); err != nil {
+			return s.watchEnded(stream, err)
+		}
+	}
+	return s.watchEnded(stream, fmt.Errorf("watch: the provider ended it (the watcher fell behind, or the provider closed): %w", api.ErrUnavailable))
+}
+
+// watchEnded is what a Watch that ended with err returns.
+func (s *server) watchEnded(stream grpc.ServerStream, err error) error {
+	select {
+	case <-stream.Context().Done():
+		return nil // the client went away: nobody reads what we would say
+	case <-s.stopping:
+		return fmt.Errorf("watch: the provider is stopping: %w", api.ErrUnavailable)
+	default:
+		return err
+	}
 }
 
 // chunkWriter sends every Write as one LogChunk.

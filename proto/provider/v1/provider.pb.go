@@ -695,6 +695,88 @@ func (x *LogsRequest) GetTailLines() int32 {
 	return 0
 }
 
+type WatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_provider_v1_provider_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1_provider_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{14}
+}
+
+type WatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status is a replica's new status; unset in the first message, which
+	// says that the watch is in place.
+	Status        *v1.AssignmentStatus `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_provider_v1_provider_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1_provider_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *WatchResponse) GetStatus() *v1.AssignmentStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 var File_provider_v1_provider_proto protoreflect.FileDescriptor
 
 const file_provider_v1_provider_proto_rawDesc = "" +
@@ -742,7 +824,10 @@ const file_provider_v1_provider_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\x12\x1d\n" +
 	"\n" +
-	"tail_lines\x18\x03 \x01(\x05R\ttailLines2\xb1\x04\n" +
+	"tail_lines\x18\x03 \x01(\x05R\ttailLines\"\x0e\n" +
+	"\fWatchRequest\"M\n" +
+	"\rWatchResponse\x12<\n" +
+	"\x06status\x18\x01 \x01(\v2$.strata.resource.v1.AssignmentStatusR\x06status2\x81\x05\n" +
 	"\x0fProviderService\x12I\n" +
 	"\x04Info\x12\x1f.strata.provider.v1.InfoRequest\x1a .strata.provider.v1.InfoResponse\x12O\n" +
 	"\x06Health\x12!.strata.provider.v1.HealthRequest\x1a\".strata.provider.v1.HealthResponse\x12L\n" +
@@ -750,7 +835,8 @@ const file_provider_v1_provider_proto_rawDesc = "" +
 	"\x06Delete\x12!.strata.provider.v1.DeleteRequest\x1a\".strata.provider.v1.DeleteResponse\x12O\n" +
 	"\x06Status\x12!.strata.provider.v1.StatusRequest\x1a\".strata.provider.v1.StatusResponse\x12I\n" +
 	"\x04List\x12\x1f.strata.provider.v1.ListRequest\x1a .strata.provider.v1.ListResponse\x12G\n" +
-	"\x04Logs\x12\x1f.strata.provider.v1.LogsRequest\x1a\x1c.strata.resource.v1.LogChunk0\x01B9Z7github.com/stratahq/strata/proto/provider/v1;providerv1b\x06proto3"
+	"\x04Logs\x12\x1f.strata.provider.v1.LogsRequest\x1a\x1c.strata.resource.v1.LogChunk0\x01\x12N\n" +
+	"\x05Watch\x12 .strata.provider.v1.WatchRequest\x1a!.strata.provider.v1.WatchResponse0\x01B9Z7github.com/stratahq/strata/proto/provider/v1;providerv1b\x06proto3"
 
 var (
 	file_provider_v1_provider_proto_rawDescOnce sync.Once
@@ -764,7 +850,7 @@ func file_provider_v1_provider_proto_rawDescGZIP() []byte {
 	return file_provider_v1_provider_proto_rawDescData
 }
 
-var file_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_provider_v1_provider_proto_goTypes = []any{
 	(*InfoRequest)(nil),         // 0: strata.provider.v1.InfoRequest
 	(*InfoResponse)(nil),        // 1: strata.provider.v1.InfoResponse
@@ -780,42 +866,47 @@ var file_provider_v1_provider_proto_goTypes = []any{
 	(*ListedReplica)(nil),       // 11: strata.provider.v1.ListedReplica
 	(*ListResponse)(nil),        // 12: strata.provider.v1.ListResponse
 	(*LogsRequest)(nil),         // 13: strata.provider.v1.LogsRequest
-	(*v1.Capacity)(nil),         // 14: strata.resource.v1.Capacity
-	(*v1.Condition)(nil),        // 15: strata.resource.v1.Condition
-	(*v1.Assignment)(nil),       // 16: strata.resource.v1.Assignment
-	(*v1.AssignmentStatus)(nil), // 17: strata.resource.v1.AssignmentStatus
-	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
-	(*v1.LogChunk)(nil),         // 19: strata.resource.v1.LogChunk
+	(*WatchRequest)(nil),        // 14: strata.provider.v1.WatchRequest
+	(*WatchResponse)(nil),       // 15: strata.provider.v1.WatchResponse
+	(*v1.Capacity)(nil),         // 16: strata.resource.v1.Capacity
+	(*v1.Condition)(nil),        // 17: strata.resource.v1.Condition
+	(*v1.Assignment)(nil),       // 18: strata.resource.v1.Assignment
+	(*v1.AssignmentStatus)(nil), // 19: strata.resource.v1.AssignmentStatus
+	(*durationpb.Duration)(nil), // 20: google.protobuf.Duration
+	(*v1.LogChunk)(nil),         // 21: strata.resource.v1.LogChunk
 }
 var file_provider_v1_provider_proto_depIdxs = []int32{
-	14, // 0: strata.provider.v1.InfoResponse.capacity:type_name -> strata.resource.v1.Capacity
-	15, // 1: strata.provider.v1.HealthResponse.conditions:type_name -> strata.resource.v1.Condition
-	16, // 2: strata.provider.v1.ApplyRequest.assignment:type_name -> strata.resource.v1.Assignment
-	17, // 3: strata.provider.v1.ApplyResponse.status:type_name -> strata.resource.v1.AssignmentStatus
-	16, // 4: strata.provider.v1.DeleteRequest.assignment:type_name -> strata.resource.v1.Assignment
-	18, // 5: strata.provider.v1.DeleteRequest.grace_period:type_name -> google.protobuf.Duration
-	17, // 6: strata.provider.v1.StatusResponse.status:type_name -> strata.resource.v1.AssignmentStatus
-	17, // 7: strata.provider.v1.ListedReplica.status:type_name -> strata.resource.v1.AssignmentStatus
+	16, // 0: strata.provider.v1.InfoResponse.capacity:type_name -> strata.resource.v1.Capacity
+	17, // 1: strata.provider.v1.HealthResponse.conditions:type_name -> strata.resource.v1.Condition
+	18, // 2: strata.provider.v1.ApplyRequest.assignment:type_name -> strata.resource.v1.Assignment
+	19, // 3: strata.provider.v1.ApplyResponse.status:type_name -> strata.resource.v1.AssignmentStatus
+	18, // 4: strata.provider.v1.DeleteRequest.assignment:type_name -> strata.resource.v1.Assignment
+	20, // 5: strata.provider.v1.DeleteRequest.grace_period:type_name -> google.protobuf.Duration
+	19, // 6: strata.provider.v1.StatusResponse.status:type_name -> strata.resource.v1.AssignmentStatus
+	19, // 7: strata.provider.v1.ListedReplica.status:type_name -> strata.resource.v1.AssignmentStatus
 	11, // 8: strata.provider.v1.ListResponse.items:type_name -> strata.provider.v1.ListedReplica
-	0,  // 9: strata.provider.v1.ProviderService.Info:input_type -> strata.provider.v1.InfoRequest
-	2,  // 10: strata.provider.v1.ProviderService.Health:input_type -> strata.provider.v1.HealthRequest
-	4,  // 11: strata.provider.v1.ProviderService.Apply:input_type -> strata.provider.v1.ApplyRequest
-	6,  // 12: strata.provider.v1.ProviderService.Delete:input_type -> strata.provider.v1.DeleteRequest
-	8,  // 13: strata.provider.v1.ProviderService.Status:input_type -> strata.provider.v1.StatusRequest
-	10, // 14: strata.provider.v1.ProviderService.List:input_type -> strata.provider.v1.ListRequest
-	13, // 15: strata.provider.v1.ProviderService.Logs:input_type -> strata.provider.v1.LogsRequest
-	1,  // 16: strata.provider.v1.ProviderService.Info:output_type -> strata.provider.v1.InfoResponse
-	3,  // 17: strata.provider.v1.ProviderService.Health:output_type -> strata.provider.v1.HealthResponse
-	5,  // 18: strata.provider.v1.ProviderService.Apply:output_type -> strata.provider.v1.ApplyResponse
-	7,  // 19: strata.provider.v1.ProviderService.Delete:output_type -> strata.provider.v1.DeleteResponse
-	9,  // 20: strata.provider.v1.ProviderService.Status:output_type -> strata.provider.v1.StatusResponse
-	12, // 21: strata.provider.v1.ProviderService.List:output_type -> strata.provider.v1.ListResponse
-	19, // 22: strata.provider.v1.ProviderService.Logs:output_type -> strata.resource.v1.LogChunk
-	16, // [16:23] is the sub-list for method output_type
-	9,  // [9:16] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	19, // 9: strata.provider.v1.WatchResponse.status:type_name -> strata.resource.v1.AssignmentStatus
+	0,  // 10: strata.provider.v1.ProviderService.Info:input_type -> strata.provider.v1.InfoRequest
+	2,  // 11: strata.provider.v1.ProviderService.Health:input_type -> strata.provider.v1.HealthRequest
+	4,  // 12: strata.provider.v1.ProviderService.Apply:input_type -> strata.provider.v1.ApplyRequest
+	6,  // 13: strata.provider.v1.ProviderService.Delete:input_type -> strata.provider.v1.DeleteRequest
+	8,  // 14: strata.provider.v1.ProviderService.Status:input_type -> strata.provider.v1.StatusRequest
+	10, // 15: strata.provider.v1.ProviderService.List:input_type -> strata.provider.v1.ListRequest
+	13, // 16: strata.provider.v1.ProviderService.Logs:input_type -> strata.provider.v1.LogsRequest
+	14, // 17: strata.provider.v1.ProviderService.Watch:input_type -> strata.provider.v1.WatchRequest
+	1,  // 18: strata.provider.v1.ProviderService.Info:output_type -> strata.provider.v1.InfoResponse
+	3,  // 19: strata.provider.v1.ProviderService.Health:output_type -> strata.provider.v1.HealthResponse
+	5,  // 20: strata.provider.v1.ProviderService.Apply:output_type -> strata.provider.v1.ApplyResponse
+	7,  // 21: strata.provider.v1.ProviderService.Delete:output_type -> strata.provider.v1.DeleteResponse
+	9,  // 22: strata.provider.v1.ProviderService.Status:output_type -> strata.provider.v1.StatusResponse
+	12, // 23: strata.provider.v1.ProviderService.List:output_type -> strata.provider.v1.ListResponse
+	21, // 24: strata.provider.v1.ProviderService.Logs:output_type -> strata.resource.v1.LogChunk
+	15, // 25: strata.provider.v1.ProviderService.Watch:output_type -> strata.provider.v1.WatchResponse
+	18, // [18:26] is the sub-list for method output_type
+	10, // [10:18] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_provider_v1_provider_proto_init() }
@@ -829,7 +920,7 @@ func file_provider_v1_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_v1_provider_proto_rawDesc), len(file_provider_v1_provider_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

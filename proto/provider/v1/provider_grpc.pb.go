@@ -31,6 +31,7 @@ const (
 	ProviderService_Status_FullMethodName = "/strata.provider.v1.ProviderService/Status"
 	ProviderService_List_FullMethodName   = "/strata.provider.v1.ProviderService/List"
 	ProviderService_Logs_FullMethodName   = "/strata.provider.v1.ProviderService/Logs"
+	ProviderService_Watch_FullMethodName  = "/strata.provider.v1.ProviderService/Watch"
 )
 
 // ProviderServiceClient is the client API for ProviderService service.
@@ -54,6 +55,18 @@ type ProviderServiceClient interface {
 	// Logs streams a replica's output; providers without logs return
 	// UNIMPLEMENTED.
 	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.LogChunk], error)
+	// Watch streams replica statuses as they change, for providers that
+	// learn of changes by themselves (a container exiting, a domain
+	// destroyed); providers that do not return UNIMPLEMENTED, and the agent
+	// polls them instead.
+	//
+	// The first message carries no status: it says the watch is in place.
+	// From then on every change of a replica's status is sent, in order. A
+	// provider never blocks on a slow client: it ends the stream instead
+	// (an error), as it does when it shuts down. Whenever the stream ends
+	// the client may have missed changes: it watches again, and once the
+	// new watch is in place it relists what it holds (Status or List).
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 }
 
 type providerServiceClient struct {
@@ -143,6 +156,25 @@ func (c *providerServiceClient) Logs(ctx context.Context, in *LogsRequest, opts 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ProviderService_LogsClient = grpc.ServerStreamingClient[v1.LogChunk]
 
+func (c *providerServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ProviderService_ServiceDesc.Streams[1], ProviderService_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProviderService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
+
 // ProviderServiceServer is the server API for ProviderService service.
 // All implementations must embed UnimplementedProviderServiceServer
 // for forward compatibility.
@@ -164,6 +196,18 @@ type ProviderServiceServer interface {
 	// Logs streams a replica's output; providers without logs return
 	// UNIMPLEMENTED.
 	Logs(*LogsRequest, grpc.ServerStreamingServer[v1.LogChunk]) error
+	// Watch streams replica statuses as they change, for providers that
+	// learn of changes by themselves (a container exiting, a domain
+	// destroyed); providers that do not return UNIMPLEMENTED, and the agent
+	// polls them instead.
+	//
+	// The first message carries no status: it says the watch is in place.
+	// From then on every change of a replica's status is sent, in order. A
+	// provider never blocks on a slow client: it ends the stream instead
+	// (an error), as it does when it shuts down. Whenever the stream ends
+	// the client may have missed changes: it watches again, and once the
+	// new watch is in place it relists what it holds (Status or List).
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	mustEmbedUnimplementedProviderServiceServer()
 }
 
@@ -194,6 +238,9 @@ func (UnimplementedProviderServiceServer) List(context.Context, *ListRequest) (*
 }
 func (UnimplementedProviderServiceServer) Logs(*LogsRequest, grpc.ServerStreamingServer[v1.LogChunk]) error {
 	return status.Error(codes.Unimplemented, "method Logs not implemented")
+}
+func (UnimplementedProviderServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedProviderServiceServer) mustEmbedUnimplementedProviderServiceServer() {}
 func (UnimplementedProviderServiceServer) testEmbeddedByValue()                         {}
@@ -335,6 +382,17 @@ func _ProviderService_Logs_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ProviderService_LogsServer = grpc.ServerStreamingServer[v1.LogChunk]
 
+func _ProviderService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProviderServiceServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProviderService_WatchServer = grpc.ServerStreamingServer[WatchResponse]
+
 // ProviderService_ServiceDesc is the grpc.ServiceDesc for ProviderService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -371,6 +429,11 @@ var ProviderService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Logs",
 			Handler:       _ProviderService_Logs_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Watch",
+			Handler:       _ProviderService_Watch_Handler,
 			ServerStreams: true,
 		},
 	},

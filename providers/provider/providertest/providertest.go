@@ -17,10 +17,10 @@
 // The suite checks the contract documented on provider.Provider: Apply
 // converges and is idempotent, generations are observed, Status and
 // Delete of unknown replicas, List for recovery, orphan deletion by ID
-// alone, concurrent Applies, and Logs. Every subtest uses its own replica
-// ids (random, prefixed "ct-") and deletes its replicas in t.Cleanup, so
-// subtests are independent of each other and of other runs against the
-// same daemon.
+// alone, concurrent Applies, Logs, and Watch through the plugin boundary.
+// Every subtest uses its own replica ids (random, prefixed "ct-") and
+// deletes its replicas in t.Cleanup, so subtests are independent of each
+// other and of other runs against the same daemon.
 package providertest
 
 import (
@@ -31,6 +31,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -61,6 +63,20 @@ type Harness struct {
 	// implements provider.Logger anyway (a client of a remote provider
 	// without logs) must return provider.ErrUnsupported.
 	SupportsLogs bool
+	// Watches says the provider pushes status changes (provider.Watcher).
+	// The Watch subtest serves the provider on a unix socket and watches
+	// through the plugin client, as an agent watches a plugin: a ready
+	// replica killed behind the provider's back (Kill) and its deletion
+	// must be pushed, with no Status or List call meanwhile. Without
+	// Watches, Watch through the socket must give provider.ErrUnsupported.
+	Watches bool
+	// Kill kills replica id behind the provider's back, as `kill -9`,
+	// `virsh destroy` or a crash do: its status must then leave ready
+	// (phase error, or a restart counted). Without it the Watch subtest
+	// checks the deletion only, and says so in the test log. The
+	// provider's own rescans, if it has any, should be set far apart
+	// (an hour), so that only its events can report the kill in time.
+	Kill func(t *testing.T, id string)
 }
 
 // callTimeout bounds one call to the provider (beyond ReadyTimeout for
@@ -94,6 +110,7 @@ func Run(t *testing.T, h Harness) {
 		{"DeleteOrphan", s.testDeleteOrphan},
 		{"ConcurrentApply", s.testConcurrentApply},
 		{"Logs", s.testLogs},
+		{"Watch", s.testWatch},
 	}
 	for _, kind := range h.Kinds {
 		t.Run(string(kind), func(t *testing.T) {
@@ -391,6 +408,118 @@ func (s *suite) testLogs(t *testing.T, kind api.ProviderKind) {
 			t.Fatalf("following Logs did not return within %v of its context ending", callTimeout)
 		}
 	})
+}
+
+// testWatch watches through the plugin boundary: the provider served on
+// a unix socket by provider.Serve, watched through provider.Dial's client.
+func (s *suite) testWatch(t *testing.T, kind api.ProviderKind) {
+	p := s.h.New(t)
+	c := serveOnSocket(t, p)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch, err := c.Watch(ctx)
+	if !s.h.Watches {
+		if !errors.Is(err, provider.ErrUnsupported) {
+			t.Fatalf("Watch of a provider that does not watch: got %v; want provider.ErrUnsupported", err)
+		}
+		return
+	}
+	// A provider may need a moment to follow its own events (containerd's
+	// supervisor subscribing): until then it answers unavailable.
+	if errors.Is(err, api.ErrUnavailable) {
+		s.eventually(t, "Watch in place", func() (bool, string) {
+			ch, err = c.Watch(ctx)
+			return !errors.Is(err, api.ErrUnavailable), fmt.Sprint(err)
+		})
+	}
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	a := s.assignment(t, kind, newID(t, "watch"))
+	s.apply(t, c, a)
+	ready := s.waitReady(t, c, a)
+
+	// From here on the suite calls neither Status nor List: what it
+	// learns comes through the watch.
+	if s.h.Kill == nil {
+		t.Log("the harness has no Kill: a replica killed behind the provider's back is not checked")
+	} else {
+		s.h.Kill(t, a.ID)
+		st := s.pushed(t, ch, a.ID, "the kill", func(st api.AssignmentStatus) bool {
+			return st.Phase != api.PhaseReady || st.Restarts > ready.Restarts
+		})
+		if st.Phase == api.PhaseDestroyed {
+			t.Errorf("after the kill: got phase destroyed; want error (or a restart): the replica is still the provider's")
+		}
+	}
+	if err := c.Delete(callCtx(t), clone(a), time.Second); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	s.pushed(t, ch, a.ID, "the deletion", func(st api.AssignmentStatus) bool { return st.Phase == api.PhaseDestroyed })
+}
+
+// pushed waits, up to ReadyTimeout, for a status of id on ch that done
+// accepts, and returns it.
+func (s *suite) pushed(t *testing.T, ch <-chan api.AssignmentStatus, id, what string, done func(api.AssignmentStatus) bool) api.AssignmentStatus {
+	t.Helper()
+	deadline := time.After(s.h.ReadyTimeout)
+	var last []string
+	for {
+		select {
+		case st, ok := <-ch:
+			if !ok {
+				t.Fatalf("%s: watch closed before it was pushed (seen: %v)", what, last)
+			}
+			if st.ID != id {
+				continue
+			}
+			if done(st) {
+				return st
+			}
+			last = append(last, fmt.Sprintf("%s (%s) restarts %d", st.Phase, st.Reason, st.Restarts))
+		case <-deadline:
+			t.Fatalf("%s: not pushed within %v (seen for %s: %v)", what, s.h.ReadyTimeout, id, last)
+		}
+	}
+}
+
+// serveOnSocket serves p on a unix socket until the test ends and returns
+// the plugin client of it, as an agent configured with the socket has.
+func serveOnSocket(t *testing.T, p provider.Provider) *provider.Client {
+	t.Helper()
+	// t.TempDir's path can outgrow a socket address (108 bytes).
+	dir, err := os.MkdirTemp("", "providertest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "p.sock")
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	served := make(chan error, 1)
+	go func() { served <- provider.Serve(ctx, p, socket, nil) }()
+	c, conn, err := provider.Dial(socket)
+	if err != nil {
+		cancel()
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	deadline := time.Now().Add(callTimeout)
+	for {
+		_, err := c.Info(callCtx(t))
+		if err == nil {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("provider served on %s does not answer: %v", socket, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // ---- helpers ----
