@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -622,17 +623,114 @@ func TestProvisionPolledFast(t *testing.T) {
 func TestWatcherPushesStatus(t *testing.T) {
 	region := newFakeRegion(t)
 	region.set(running("a", 1))
-	p := &watchProvider{memProvider: newMemProvider("mem"), events: make(chan api.AssignmentStatus)}
+	p := newWatchProvider(newMemProvider("mem"))
+	// An hour between polls: only a push can report in time.
 	ta := startAgent(t, region.endpoint(), withProviders(map[string]provider.Provider{"mem": p}),
-		withConfig(func(c *config.Agent) { c.StatusInterval = time.Minute }))
+		withConfig(func(c *config.Agent) { c.StatusInterval = time.Hour }))
 	ta.waitReady(t)
 	eventually(t, waitLong, "ready", func() error { return region.wantPhases(phases(api.PhaseReady, "a")) })
-	select {
-	case p.events <- api.AssignmentStatus{ID: "a", Phase: api.PhaseError, Reason: "oom killed"}:
-	case <-time.After(waitLong):
-		t.Fatal("agent does not consume the provider's watch channel")
-	}
+	p.push(t, api.AssignmentStatus{ID: "a", Phase: api.PhaseError, Reason: "oom killed"})
 	eventually(t, waitLong, "pushed status", func() error { return region.wantPhases(phases(api.PhaseError, "a")) })
+}
+
+// TestWatchedProviderIsNotPolled checks that the poller stands by while
+// the provider's watch is in place, and takes over when the watch ends.
+func TestWatchedProviderIsNotPolled(t *testing.T) {
+	region := newFakeRegion(t)
+	region.set(running("a", 1))
+	m := newMemProvider("mem")
+	p := newWatchProvider(m)
+	ta := startAgent(t, region.endpoint(), withProviders(map[string]provider.Provider{"mem": p}),
+		withConfig(func(c *config.Agent) { c.StatusInterval = 20 * time.Millisecond }))
+	ta.waitReady(t)
+	// Taken only once the relist that starts a watch is done.
+	p.push(t, api.AssignmentStatus{ID: "a", Phase: api.PhaseReady, Reason: "pushed"})
+	eventually(t, waitLong, "pushed status", func() error {
+		if st, _ := region.status("a"); st.GetReason() != "pushed" {
+			return fmt.Errorf("status: got %v; want the pushed one", st)
+		}
+		return nil
+	})
+
+	// Health is refreshed every status interval, as the poller would
+	// poll: five refreshes are five polls the poller stood by for.
+	polls := m.count("status") + m.count("list")
+	health := m.count("health")
+	eventually(t, waitLong, "five status intervals", func() error {
+		if got := m.count("health"); got < health+5 {
+			return fmt.Errorf("health calls: got %d; want %d", got, health+5)
+		}
+		return nil
+	})
+	if got := m.count("status") + m.count("list"); got != polls {
+		t.Errorf("status and list calls while watched: got %d; want %d (no polling)", got, polls)
+	}
+
+	// The watch ends and cannot be made again (a plugin down): polling
+	// reports what nobody pushes.
+	p.end(true)
+	m.setPhase("a", api.PhaseError, "exit code 137")
+	eventually(t, waitLong, "error seen by polling", func() error {
+		if st, _ := region.status("a"); st.GetPhase() != string(api.PhaseError) || st.GetReason() != "exit code 137" {
+			return fmt.Errorf("status: got %v; want error exit code 137", st)
+		}
+		return nil
+	})
+}
+
+// TestWatchRelistsAfterBreak checks that what changed while there was no
+// watch is found by the relist that starts the next one: nothing is
+// missed, without polling.
+func TestWatchRelistsAfterBreak(t *testing.T) {
+	region := newFakeRegion(t)
+	region.set(running("a", 1))
+	m := newMemProvider("mem")
+	p := newWatchProvider(m)
+	ta := startAgent(t, region.endpoint(), withProviders(map[string]provider.Provider{"mem": p}),
+		withConfig(func(c *config.Agent) { c.StatusInterval = time.Hour }))
+	ta.waitReady(t)
+	eventually(t, waitLong, "ready", func() error { return region.wantPhases(phases(api.PhaseReady, "a")) })
+
+	p.end(true)
+	// Changed while the agent cannot watch, so never pushed.
+	m.setPhase("a", api.PhaseError, "exit code 137")
+	p.setUnavailable(false)
+	eventually(t, waitLong, "the change found by the relist of the next watch", func() error {
+		if st, _ := region.status("a"); st.GetPhase() != string(api.PhaseError) || st.GetReason() != "exit code 137" {
+			return fmt.Errorf("status: got %v; want error exit code 137", st)
+		}
+		return nil
+	})
+}
+
+// TestPushDuringApplyRechecked checks that a push the agent cannot take,
+// because the replica is being applied, makes it ask for the status once
+// the Apply is done: the Apply's answer may be older than the push.
+func TestPushDuringApplyRechecked(t *testing.T) {
+	region := newFakeRegion(t)
+	m := newMemProvider("mem")
+	m.applyGate = make(chan struct{})
+	m.diesAfterApply = "exit code 137"
+	p := newWatchProvider(m)
+	ta := startAgent(t, region.endpoint(), withProviders(map[string]provider.Provider{"mem": p}),
+		withConfig(func(c *config.Agent) { c.StatusInterval = time.Hour }))
+	ta.waitReady(t)
+	// The second push is taken once the agent took the first, which is
+	// after the relist that starts a watch: "a" comes after it, so that
+	// only the push below can tell the agent to look again.
+	p.push(t, api.AssignmentStatus{ID: "unknown-1"})
+	p.push(t, api.AssignmentStatus{ID: "unknown-2"})
+	region.push([]*api.Assignment{running("a", 1)})
+	eventually(t, waitLong, "Apply called", wantCount(m, "apply", 1))
+	p.push(t, api.AssignmentStatus{ID: "a", Phase: api.PhaseError, Reason: "exit code 137"})
+	p.push(t, api.AssignmentStatus{ID: "unknown-3"}) // the agent took the one above
+	close(m.applyGate)                               // Apply answers ready
+	eventually(t, waitLong, "the status after the Apply", func() error {
+		if st, _ := region.status("a"); st.GetPhase() != string(api.PhaseError) || st.GetReason() != "exit code 137" {
+			return fmt.Errorf("status: got %v; want error exit code 137", st)
+		}
+		return nil
+	})
 }
 
 func TestNoProviderForKind(t *testing.T) {
@@ -1065,6 +1163,53 @@ func TestConfiguredWireProviders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPluginPushes runs the fake as a plugin binary with an hour between
+// polls: a replica that fails after it was ready is reported by the
+// plugin's push, and after the plugin is killed (and restarted empty by
+// the agent) the relist of the next watch finds the replica gone and
+// applies it again.
+func TestPluginPushes(t *testing.T) {
+	region := newFakeRegion(t)
+	exits := running("exits", 1)
+	exits.Labels = map[string]string{fake.LabelFail: fake.FailExit}
+	region.set(running("stays", 1), exits)
+	pc := config.Provider{Name: "fake", Plugin: buildFakePlugin(t), Options: map[string]any{"applyLatency": "1ms"}}
+	ta := startAgent(t, region.endpoint(), withConfig(func(c *config.Agent) {
+		c.Providers = []config.Provider{pc}
+		c.StatusInterval = time.Hour
+	}))
+	ta.waitReady(t)
+	eventually(t, waitLong, "the exit pushed through the plugin", func() error {
+		return region.wantPhases(map[string]api.Phase{"stays": api.PhaseReady, "exits": api.PhaseError})
+	})
+
+	pl, ok := ta.provs.list[0].closer.(*provider.Plugin)
+	if !ok {
+		t.Fatalf("provider closer: got %T; want *provider.Plugin", ta.provs.list[0].closer)
+	}
+	first := pl.PID()
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill plugin: %v", err)
+	}
+	// The restarted fake holds nothing: "stays" is lost, found so by the
+	// relist, and applied again.
+	eventually(t, waitLong, "stays applied again in the restarted plugin", func() error {
+		if pid := pl.PID(); pid == 0 || pid == first {
+			return fmt.Errorf("plugin pid %d; want a restarted one", pid)
+		}
+		ls, err := pl.List(t.Context())
+		if err != nil {
+			return err
+		}
+		for _, l := range ls {
+			if l.ID == "stays" && l.Status.Phase == api.PhaseReady {
+				return region.wantPhases(map[string]api.Phase{"stays": api.PhaseReady})
+			}
+		}
+		return fmt.Errorf("replicas of the restarted plugin: %+v", ls)
+	})
 }
 
 func TestManyAgentsShareOneConnection(t *testing.T) {

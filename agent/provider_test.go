@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
@@ -25,6 +26,11 @@ type memProvider struct {
 	// provisionPolls > 0: Apply answers provision, and the replica is
 	// ready after that many Status calls.
 	provisionPolls int
+	// applyGate, when set, holds every Apply until it is closed.
+	applyGate chan struct{}
+	// diesAfterApply, when set, is the reason of a replica that dies
+	// right after Apply answered ready: Status says error.
+	diesAfterApply string
 	calls          map[string]int
 	applyTimes     []time.Time
 	graces         map[string]time.Duration
@@ -76,8 +82,14 @@ func (m *memProvider) Health(context.Context) ([]api.Condition, error) {
 
 func (m *memProvider) Apply(_ context.Context, a *api.Assignment) (api.AssignmentStatus, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.calls["apply"]++
+	gate := m.applyGate
+	m.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.applyTimes = append(m.applyTimes, time.Now())
 	if m.applyErr != nil {
 		return api.AssignmentStatus{}, m.applyErr
@@ -88,7 +100,11 @@ func (m *memProvider) Apply(_ context.Context, a *api.Assignment) (api.Assignmen
 	}
 	r := &memReplica{kind: a.Kind, gen: a.Generation, st: api.AssignmentStatus{ID: a.ID, Phase: phase, ProviderID: "mem-" + a.ID}}
 	m.replicas[a.ID] = r
-	return r.st, nil
+	answer := r.st
+	if m.diesAfterApply != "" {
+		r.st.Phase, r.st.Reason = api.PhaseError, m.diesAfterApply
+	}
+	return answer, nil
 }
 
 func (m *memProvider) Delete(_ context.Context, a *api.Assignment, grace time.Duration) error {
@@ -221,19 +237,40 @@ func (p *errLogProvider) Logs(context.Context, string, provider.LogOptions, io.W
 	return fmt.Errorf("logs: %w", provider.ErrUnsupported)
 }
 
-// watchProvider pushes statuses through a channel the test feeds.
+// watchProvider pushes statuses through a channel the test feeds. end
+// ends the watches in place; while it is unavailable, Watch fails as the
+// client of a plugin that is down does.
 type watchProvider struct {
 	*memProvider
 	events chan api.AssignmentStatus
+
+	wmu         sync.Mutex
+	ended       chan struct{} // closed by end
+	unavailable bool
+	watches     int
+}
+
+func newWatchProvider(m *memProvider) *watchProvider {
+	return &watchProvider{memProvider: m, events: make(chan api.AssignmentStatus), ended: make(chan struct{})}
 }
 
 func (p *watchProvider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, error) {
+	p.wmu.Lock()
+	if p.unavailable {
+		p.wmu.Unlock()
+		return nil, fmt.Errorf("watch: plugin down: %w", api.ErrUnavailable)
+	}
+	p.watches++
+	ended := p.ended
+	p.wmu.Unlock()
 	out := make(chan api.AssignmentStatus)
 	go func() {
 		defer close(out)
 		for {
 			select {
 			case <-ctx.Done():
+				return
+			case <-ended:
 				return
 			case st := <-p.events:
 				select {
@@ -245,4 +282,30 @@ func (p *watchProvider) Watch(ctx context.Context) (<-chan api.AssignmentStatus,
 		}
 	}()
 	return out, nil
+}
+
+// push sends st into the agent's watch.
+func (p *watchProvider) push(t *testing.T, st api.AssignmentStatus) {
+	t.Helper()
+	select {
+	case p.events <- st:
+	case <-time.After(waitLong):
+		t.Fatal("the agent does not consume the provider's watch")
+	}
+}
+
+// end closes the watches in place; Watch fails from then on while
+// unavailable is set.
+func (p *watchProvider) end(unavailable bool) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	close(p.ended)
+	p.ended = make(chan struct{})
+	p.unavailable = unavailable
+}
+
+func (p *watchProvider) setUnavailable(u bool) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	p.unavailable = u
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/providers/provider"
@@ -21,6 +22,9 @@ type providerEntry struct {
 	// closer is set for providers the agent opened (and so closes);
 	// pre-built providers belong to whoever built them.
 	closer io.Closer
+	// watching is true while the provider's watch is in place: its
+	// changes are pushed and its poller stands by.
+	watching atomic.Bool
 }
 
 // providerSet is the node's providers in configuration order.

@@ -56,7 +56,11 @@ type replica struct {
 	orphanEpoch int64
 	// pollDelay is the current fast-poll delay while provisioning.
 	pollDelay time.Duration
-	status    api.AssignmentStatus
+	// recheck: the provider pushed a status the replica could not take
+	// (it was being applied, or not yet adopted); its status is asked for
+	// once it can take it, since no other push may follow.
+	recheck bool
+	status  api.AssignmentStatus
 }
 
 // needsApply reports whether a running assignment must be applied.
@@ -225,10 +229,13 @@ func (a *Agent) upsertLocked(asg *api.Assignment) bool {
 	case api.DesiredRunning:
 		if r.prov != nil && r.exists && r.appliedGen == asg.Generation && !r.forceApply && r.status.Phase != api.PhaseError {
 			a.setStatusLocked(r, r.status, asg.Generation, true)
-			if r.status.Phase == "" || r.status.Phase == api.PhaseProvision || r.status.Phase == api.PhaseCreated {
+			switch {
+			case r.status.Phase == "" || r.status.Phase == api.PhaseProvision || r.status.Phase == api.PhaseCreated:
 				// Not known to be ready: watch it closely.
 				r.pollDelay = a.t.fastPoll
 				a.queue.addAfter(r.id, r.pollDelay)
+			case r.recheck:
+				a.queue.add(r.id)
 			}
 			return false
 		}
@@ -367,7 +374,8 @@ func (a *Agent) reconcileRunning(ctx context.Context, r *replica) {
 		return
 	}
 	if !r.needsApply() {
-		if p := r.status.Phase; p == "" || p == api.PhaseCreated || p == api.PhaseProvision {
+		if p := r.status.Phase; p == "" || p == api.PhaseCreated || p == api.PhaseProvision || r.recheck {
+			r.recheck = false
 			a.mu.Unlock()
 			a.fastPoll(ctx, r, e)
 			return
@@ -401,9 +409,13 @@ func (a *Agent) reconcileRunning(ctx context.Context, r *replica) {
 		r.forceApply = false
 	}
 	a.setStatusLocked(r, st, asg.Generation, false)
-	if st.Phase == api.PhaseProvision || st.Phase == api.PhaseCreated {
+	switch {
+	case st.Phase == api.PhaseProvision || st.Phase == api.PhaseCreated:
 		r.pollDelay = a.t.fastPoll
 		a.queue.addAfter(r.id, r.pollDelay)
+	case r.recheck && r.pollable():
+		// Pushed during the Apply: what changed may be newer than st.
+		a.queue.add(r.id)
 	}
 }
 
