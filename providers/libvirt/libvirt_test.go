@@ -94,6 +94,8 @@ func TestFactory(t *testing.T) {
 		{"unknown key", map[string]any{"uri": testURI, "bridge": "br0"}, true},
 		{"bad domain type", map[string]any{"uri": testURI, "domainType": "xen"}, true},
 		{"relative log dir", map[string]any{"uri": testURI, "logDir": "console"}, true},
+		{"rescan interval", map[string]any{"uri": testURI, "rescanInterval": "1h"}, false},
+		{"negative rescan interval", map[string]any{"uri": testURI, "rescanInterval": "-1s"}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
