@@ -133,6 +133,12 @@ func New(o Options) *Controller {
 	return c
 }
 
+// Reverter makes a new revision from an old one on the master's behalf
+// (the API service implements it), fenced by the master's leadership.
+type Reverter interface {
+	AutoRevert(ctx context.Context, tenant, name, uid string, failed, to int64, why string, guard store.Guard) error
+}
+
 // Pruner forgets the idempotency keys older than a day.
 type Pruner interface {
 	PruneRequests(ctx context.Context, olderThan time.Duration) (int, error)
@@ -229,7 +235,7 @@ func (c *Controller) pass(ctx context.Context, guard Guard, keys []string) (err 
 	w := newWrites(c.o.State)
 	defer func() { c.o.Metrics.Pass(start, len(keys), w.ops(), err) }()
 	for _, key := range keys {
-		c.reconcile(now, guard, w, key)
+		c.reconcile(now, w, key)
 	}
 	rev, err := w.commit(ctx, guard)
 	if err != nil {
@@ -246,11 +252,11 @@ func (c *Controller) pass(ctx context.Context, guard Guard, keys []string) (err 
 		if c.o.Reverter == nil {
 			break
 		}
-		if err := c.o.Reverter.AutoRevert(ctx, rv.tenant, rv.name, rv.uid, rv.failed, rv.to, rv.why, guard); err != nil {
-			c.log.Warn("auto-revert failed", "resource", rv.tenant+"/"+rv.name, "err", err)
+		if err := c.o.Reverter.AutoRevert(ctx, rv.Tenant, rv.Name, rv.UID, rv.Failed, rv.To, rv.Why, guard); err != nil {
+			c.log.Warn("auto-revert failed", "resource", rv.Tenant+"/"+rv.Name, "err", err)
 			continue
 		}
-		c.log.Warn("rollout failed; reverted", "resource", rv.tenant+"/"+rv.name, "failed", rv.failed, "to", rv.to, "why", rv.why)
+		c.log.Warn("rollout failed; reverted", "resource", rv.Tenant+"/"+rv.Name, "failed", rv.Failed, "to", rv.To, "why", rv.Why)
 	}
 	if rev > 0 {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)

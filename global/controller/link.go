@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratahq/strata/global/placement"
 	"github.com/stratahq/strata/internal/api"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -48,11 +49,7 @@ type pendingPlacement struct {
 }
 
 // share is one resource's status as a region reports it.
-type share struct {
-	UID string
-	api.RegionShare
-	Backends []api.BackendStatus
-}
+type share = placement.Share
 
 func newLink(c *Controller, region string, epoch int64) *link {
 	return &link{
@@ -133,35 +130,28 @@ func (l *link) remove(key, uid string) {
 	l.poke()
 }
 
-// settled reports whether the region holds nothing of key and nothing is
-// on its way: the resource may be forgotten as far as this region goes.
-func (l *link) settled(key string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, hasShare := l.shares[key]
-	_, removing := l.removals[key]
-	_, pending := l.pending[key]
-	_, sent := l.sent[key]
-	if hasShare || removing || pending {
-		return false
-	}
-	// A region we never told about key holds nothing of it; one we did
-	// must be watched (synced) to be believed.
-	return !sent || l.synced
-}
-
 func (l *link) share(key string) *share {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.shares[key]
 }
 
-// live reports whether the region's share stream is up: its shares are
-// current, not what it last said before it became unreachable.
-func (l *link) live() bool {
+// view is, in one look, what the region reports of key; whether that is
+// live (the share stream is up, so the share is current rather than what
+// the region said before it became unreachable); and whether the region
+// is settled for key: it holds nothing of it and nothing is on its way,
+// so the resource may be forgotten as far as this region goes.
+func (l *link) view(key string) (sh *share, live, settled bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.synced
+	sh, live = l.shares[key], l.synced
+	_, removing := l.removals[key]
+	_, pending := l.pending[key]
+	_, sent := l.sent[key]
+	// A region we never told about key holds nothing of it; one we did
+	// must be watched (synced) to be believed.
+	settled = sh == nil && !removing && !pending && (!sent || l.synced)
+	return sh, live, settled
 }
 
 func (l *link) shareKeys() []string {

@@ -1,0 +1,124 @@
+package placement
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/stratahq/strata/internal/api"
+)
+
+// fate is what failover does with one region's share.
+type fate int
+
+const (
+	// stay: the region keeps its share.
+	stay fate = iota
+	// move: the share goes to the stand-ins (the region is Down, or it
+	// returned and the policy does not fail back).
+	move
+	// lend: the region keeps its share and the stand-ins keep a copy
+	// (fail-back, make-before-break: the region is home but not ready).
+	lend
+)
+
+// failover moves the share of every region that has been Down for
+// f.After to the failover regions that are not Down. When the region
+// returns, its share goes back to it if f.FailBack (make-before-break:
+// the stand-ins keep their extra replicas until the region is ready
+// again), else the stand-ins keep it and the region's stale copies are
+// removed. It returns the new split, per receiving region the region it stands in
+// for, and why a share could not move.
+func (v *view) failover(f *api.FailoverPolicy, base map[string]int) (map[string]int, map[string]string, string) {
+	out := maps.Clone(base)
+	from := map[string]string{}
+	reason := ""
+	for _, region := range slices.Sorted(maps.Keys(base)) {
+		n := out[region]
+		if n == 0 {
+			continue
+		}
+		fa := v.fate(f, region)
+		if fa == stay {
+			continue
+		}
+		stand := v.standIns(f, region)
+		if len(stand) == 0 {
+			if fa == move {
+				reason = fmt.Sprintf("region %s is down and no failover region is up", region)
+			}
+			continue
+		}
+		if fa == move {
+			delete(out, region)
+		}
+		for t, k := range weighted(n, stand) {
+			if k > 0 {
+				out[t] += k
+				from[t] = region
+			}
+		}
+	}
+	return out, from, reason
+}
+
+// fate decides what happens to region's share.
+func (v *view) fate(f *api.FailoverPolicy, region string) fate {
+	health, since := v.health(region)
+	down := health == api.HealthDown && v.in.Now.Sub(since) >= f.After.Duration
+	back := !down && failedOverFrom(v.stored(), region)
+	switch {
+	case down:
+		return move
+	case back && !f.FailBack:
+		return move // stay where the replicas went; the region's copies go
+	case back:
+		if sh := v.share(region); sh != nil && sh.Phase == api.PhaseReady && sh.ObservedGeneration == v.r.Generation {
+			return stay // home again and ready: the stand-ins give it back
+		}
+		return lend
+	default:
+		return stay
+	}
+}
+
+// standIns are the regions that may take over region's share:
+// the policy's toRegions, else the schedule's other regions, else every
+// other registered region; never one that is Down or not registered.
+func (v *view) standIns(f *api.FailoverPolicy, region string) []api.RegionTarget {
+	var names []string
+	switch {
+	case len(f.ToRegions) > 0:
+		names = f.ToRegions
+	case len(v.r.Schedule.Regions) > 1:
+		for _, t := range v.r.Schedule.Regions {
+			names = append(names, t.Name)
+		}
+	default:
+		names = v.registeredNames()
+	}
+	var out []api.RegionTarget
+	for _, n := range names {
+		if n == region || !v.registered(n) {
+			continue
+		}
+		if h, _ := v.health(n); h == api.HealthDown {
+			continue
+		}
+		out = append(out, api.RegionTarget{Name: n, Weight: 1})
+	}
+	return out
+}
+
+// failedOverFrom reports whether some region stands in for region.
+func failedOverFrom(st *api.ResourceStatus, region string) bool {
+	if st == nil {
+		return false
+	}
+	for _, sh := range st.Regions {
+		if sh.FailoverFrom == region {
+			return true
+		}
+	}
+	return false
+}
