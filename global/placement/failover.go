@@ -27,14 +27,16 @@ const (
 // returns, its share goes back to it if f.FailBack (make-before-break:
 // the stand-ins keep their extra replicas until the region is ready
 // again), else the stand-ins keep it and the region's stale copies are
-// removed. It returns the new split, per receiving region the region it stands in
+// removed. Every region's fate is decided on its own share of base, so
+// what one region receives as a stand-in never moves on with another's.
+// It returns the new split, per receiving region the region it stands in
 // for, and why a share could not move.
 func (v *view) failover(f *api.FailoverPolicy, base map[string]int) (map[string]int, map[string]string, string) {
 	out := maps.Clone(base)
 	from := map[string]string{}
 	reason := ""
 	for _, region := range slices.Sorted(maps.Keys(base)) {
-		n := out[region]
+		n := base[region]
 		if n == 0 {
 			continue
 		}
@@ -50,7 +52,9 @@ func (v *view) failover(f *api.FailoverPolicy, base map[string]int) (map[string]
 			continue
 		}
 		if fa == move {
-			delete(out, region)
+			if out[region] -= n; out[region] == 0 {
+				delete(out, region)
+			}
 		}
 		for t, k := range weighted(n, stand) {
 			if k > 0 {

@@ -223,6 +223,20 @@ func TestFailover(t *testing.T) {
 			newWorld(policy(resource(4, rt("a", 1), rt("b", 1)), api.FailoverPolicy{FailBack: true})).
 				region("a", reports("u1", api.PhaseReady, 2, 1, 1, "")).region("b").status(stoodIn),
 			map[string]int{"a": 2, "b": 2}, map[string]string{}, ""},
+		// Bug fixed: a region that came back lent (or moved) its share
+		// as it stood after it had received another region's as a
+		// stand-in: failing back, the stand-ins got a copy of that too
+		// (9 replicas where 8 were due).
+		{"failing back lends only the region's own share",
+			newWorld(policy(resource(6, rt("a", 1), rt("b", 1), rt("c", 1)), api.FailoverPolicy{ToRegions: []string{"b", "c"}, FailBack: true})).
+				region("a", down(time.Hour)).region("b", reports("u1", api.PhaseProvision, 2, 1, 1, "")).region("c").
+				status(&api.ResourceStatus{UID: "u1", Revision: 1, Regions: map[string]api.RegionShare{"c": {FailoverFrom: "b"}}}),
+			map[string]int{"b": 3, "c": 5}, map[string]string{"b": "a", "c": "b"}, ""},
+		{"a region that came back keeps what it stands in for",
+			newWorld(policy(resource(6, rt("a", 1), rt("b", 1), rt("c", 1)), api.FailoverPolicy{ToRegions: []string{"b", "c"}})).
+				region("a", down(time.Hour)).region("b").region("c").
+				status(&api.ResourceStatus{UID: "u1", Revision: 1, Regions: map[string]api.RegionShare{"c": {FailoverFrom: "b"}}}),
+			map[string]int{"b": 1, "c": 5}, map[string]string{"b": "a", "c": "b"}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
