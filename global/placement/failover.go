@@ -86,7 +86,7 @@ func (v *view) fate(f *api.FailoverPolicy, region string) fate {
 	}
 }
 
-// standIns are the regions that may take over region's share:
+// standIns are the regions that may take over region's share, each once:
 // the policy's toRegions, else the schedule's other regions, else every
 // other registered region; never one that is Down or not registered.
 func (v *view) standIns(f *api.FailoverPolicy, region string) []api.RegionTarget {
@@ -102,10 +102,12 @@ func (v *view) standIns(f *api.FailoverPolicy, region string) []api.RegionTarget
 		names = v.registeredNames()
 	}
 	var out []api.RegionTarget
+	seen := map[string]bool{}
 	for _, n := range names {
-		if n == region || !v.registered(n) {
+		if n == region || seen[n] || !v.registered(n) {
 			continue
 		}
+		seen[n] = true
 		if h, _ := v.health(n); h == api.HealthDown {
 			continue
 		}

@@ -121,6 +121,7 @@ func TestWeighted(t *testing.T) {
 		{"fewer replicas than regions", 1, r(1, 1, 1), map[string]int{"r1": 1, "r2": 0, "r3": 0}},
 		{"weights 3:1 of 8", 8, r(3, 1), map[string]int{"r1": 6, "r2": 2}},
 		{"no positive weight", 4, r(0, 0), map[string]int{"r1": 0, "r2": 0}},
+		{"a name listed twice adds up", 3, []api.RegionTarget{rt("a", 1), rt("a", 1)}, map[string]int{"a": 3}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -200,8 +201,10 @@ func TestFailover(t *testing.T) {
 			newWorld(policy(resource(4, rt("a", 1), rt("b", 1)), api.FailoverPolicy{})).
 				region("a", health(api.HealthSuspect)).region("b"),
 			map[string]int{"a": 2, "b": 2}, map[string]string{}, ""},
-		{"toRegions, never a down one",
-			newWorld(policy(resource(6, rt("a", 1)), api.FailoverPolicy{ToRegions: []string{"c", "b", "d"}})).
+		// Bug fixed: a region listed twice in toRegions lost replicas
+		// (4 of 6 placed).
+		{"toRegions, never a down one, a duplicate once",
+			newWorld(policy(resource(6, rt("a", 1)), api.FailoverPolicy{ToRegions: []string{"c", "b", "c", "d"}})).
 				region("a", down(time.Hour)).region("b").region("c").region("d", down(time.Hour)),
 			map[string]int{"b": 3, "c": 3}, map[string]string{"b": "a", "c": "a"}, ""},
 		{"no stand-in up: the share stays, with a reason",

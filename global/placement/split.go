@@ -92,13 +92,14 @@ func (v *view) spreadOver(targets []api.RegionTarget, n int) []api.RegionTarget 
 // weighted splits total by weights with the largest-remainder method, ties
 // to the first listed; every listed region appears in the result (possibly
 // with 0). Each region gets its exact share rounded down or up, and the
-// shares add up to total unless no weight is positive.
+// shares add up to total unless no weight is positive. A region listed
+// twice gets the sum of its entries.
 func weighted(total int, targets []api.RegionTarget) map[string]int {
 	out := make(map[string]int, len(targets))
 	sum := 0
 	for _, t := range targets {
 		sum += max(t.Weight, 0)
-		out[t.Name] = 0
+		out[t.Name] += 0
 	}
 	if sum == 0 || total <= 0 {
 		return out
@@ -111,7 +112,7 @@ func weighted(total int, targets []api.RegionTarget) map[string]int {
 	given := 0
 	for i, t := range targets {
 		share := total * max(t.Weight, 0)
-		out[t.Name] = share / sum
+		out[t.Name] += share / sum
 		given += share / sum
 		rems[i] = rem{i, share % sum}
 	}
