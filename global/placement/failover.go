@@ -46,7 +46,9 @@ func (v *view) failover(f *api.FailoverPolicy, base map[string]int) (map[string]
 		}
 		stand := v.standIns(f, region)
 		if len(stand) == 0 {
-			if fa == move {
+			// The share stays. That is a problem only when the region
+			// is down; one that came back simply runs it again.
+			if h, _ := v.health(region); fa == move && h == api.HealthDown {
 				reason = fmt.Sprintf("region %s is down and no failover region is up", region)
 			}
 			continue

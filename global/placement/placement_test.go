@@ -240,6 +240,13 @@ func TestFailover(t *testing.T) {
 				region("a", down(time.Hour)).region("b").region("c").
 				status(&api.ResourceStatus{UID: "u1", Revision: 1, Regions: map[string]api.RegionShare{"c": {FailoverFrom: "b"}}}),
 			map[string]int{"b": 1, "c": 5}, map[string]string{"b": "a", "c": "b"}, ""},
+		// Bug fixed: a region that came back (no failBack) while every
+		// stand-in was down said it was down itself, and the resource
+		// never showed ready.
+		{"back, no stand-in up: it runs its share without complaint",
+			newWorld(policy(resource(4, rt("a", 1)), api.FailoverPolicy{ToRegions: []string{"b"}})).
+				region("a", reports("u1", api.PhaseReady, 4, 1, 1, "")).region("b", down(time.Hour)).status(stoodIn),
+			map[string]int{"a": 4}, map[string]string{}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
