@@ -525,6 +525,14 @@ func TestRollout(t *testing.T) {
 		{"paused where it is: the rolling region gets the pause", api.RolloutPolicy{Paused: true},
 			map[string]shareAt{"a": {1, api.PhaseReady}, "b": {1, api.PhaseReady}, "c": {2, api.PhaseProvision}}, rolling,
 			[]string{"c"}, api.RolloutPaused, "c", "paused in c", false},
+		// Bug fixed: a region finishing while paused let the next one
+		// start the new revision.
+		{"paused: the next region does not start", api.RolloutPolicy{Paused: true},
+			map[string]shareAt{"a": {1, api.PhaseReady}, "b": {1, api.PhaseReady}, "c": {2, api.PhaseReady}}, rolling,
+			[]string{"c"}, api.RolloutPaused, "a", "paused in a", false},
+		{"paused before it started: no region gets it", api.RolloutPolicy{Paused: true},
+			map[string]shareAt{"a": {1, api.PhaseReady}, "b": {1, api.PhaseReady}, "c": {1, api.PhaseReady}}, nil,
+			nil, api.RolloutPaused, "c", "paused in c", false},
 		{"a failure stops it", api.RolloutPolicy{},
 			map[string]shareAt{"a": {1, api.PhaseReady}, "b": {1, api.PhaseReady}, "c": {2, api.PhaseError}}, rolling,
 			[]string{"c"}, api.RolloutFailed, "c", "revision 2 failed in c: boom", false},

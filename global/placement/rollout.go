@@ -12,7 +12,9 @@ import (
 // stand-ins by name): the next region gets it only once the previous one
 // runs it ready; regions after the one rolling keep what they have.
 // Within a region the region's controller rolls in batches (maxSurge,
-// maxUnavailable). A region whose new replicas fail stops the rollout; with
+// maxUnavailable). A paused rollout stays where it is: no region that
+// does not run the new revision yet gets it, and the ones that do get the
+// pause. A region whose new replicas fail stops the rollout; with
 // autoRevert the master asks for a new revision with the spec the
 // rollout started from. It returns, per desired region, whether to send
 // it the placement.
@@ -31,6 +33,9 @@ func (v *view) rollout(desired map[string]int) (map[string]bool, *api.RolloutSta
 		sh := v.share(region)
 		if sh == nil || v.rolledOut(sh) {
 			continue // a region new to the resource starts at the new revision
+		}
+		if v.r.Rollout.Paused && sh.Revision != v.r.Revision {
+			send[region] = false // paused before it reached this region
 		}
 		if current != "" {
 			send[region] = false // waits for the region rolling now
