@@ -1,0 +1,176 @@
+// Package liveness is the one verdict on a sender's health that both
+// monitors give: the region's node monitor (agents) and the global
+// master's region monitor (regions).
+//
+// A sender heartbeats into a heartbeat store (Redis), which may lose
+// every beat at once: a restart without persistence, a flush, a failover
+// to an empty replica. A missing beat is therefore not taken to mean
+// "quiet since the last thing etcd knows" (that may be minutes ago):
+// the quiet clock starts at the newest evidence there is, which includes
+// the moment this monitor first found the beat missing. So a lost
+// heartbeat store costs a sender its grace period again, never its
+// Suspect step, and a monitor that just became leader starts that clock
+// at its own start rather than judging everyone at once.
+//
+// The verdict is pure: the monitor gathers the evidence (Tracker keeps
+// the part that lives in its memory), asks NeedsProbe, probes if so, and
+// asks Judge.
+package liveness
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+)
+
+// Thresholds are a monitor's intervals.
+type Thresholds struct {
+	// SuspectAfter: a sender quiet this long is probed, and Suspect if
+	// the probe fails.
+	SuspectAfter time.Duration
+	// DownAfter: a sender quiet this long whose probe fails is Down.
+	DownAfter time.Duration
+}
+
+// Evidence is what a monitor knows of one sender's life.
+type Evidence struct {
+	// Beat is the newest beat of the sender the monitor has seen in the
+	// heartbeat store (zero: none).
+	Beat time.Time
+	// Missing: the heartbeat store holds no beat of the sender now.
+	Missing bool
+	// MissingSince is when the monitor first found the beat missing, in
+	// its memory: no earlier than its own start as leader.
+	MissingSince time.Time
+	// Recorded is the last beat recorded in etcd with the sender's last
+	// health transition.
+	Recorded time.Time
+	// Registered is the sender's last (re-)registration.
+	Registered time.Time
+	// Current is the health recorded now (HealthUnknown or "" without a
+	// record).
+	Current api.Health
+}
+
+// LastAlive is the newest sign of life: a beat, a recorded beat, a
+// registration. Zero when there is none.
+func (e Evidence) LastAlive() time.Time {
+	return newest(e.Beat, e.Recorded, e.Registered)
+}
+
+// quietSince is when the quiet clock started: the last sign of life, or,
+// for a missing beat, the moment the monitor found it missing if that is
+// newer.
+func (e Evidence) quietSince() time.Time {
+	if e.Missing {
+		return newest(e.LastAlive(), e.MissingSince)
+	}
+	return e.LastAlive()
+}
+
+// Probe is the outcome of a probe: Err nil when the sender answered.
+type Probe struct {
+	Done bool
+	Err  error
+}
+
+// Answered is a probe the sender answered.
+var Answered = Probe{Done: true}
+
+// Failed is a probe that failed with err.
+func Failed(err error) Probe { return Probe{Done: true, Err: err} }
+
+// NeedsProbe reports whether the verdict at now depends on a probe: the
+// sender has been quiet for SuspectAfter.
+func NeedsProbe(now time.Time, e Evidence, th Thresholds) bool {
+	return now.Sub(e.quietSince()) >= th.SuspectAfter
+}
+
+// Verdict is a monitor's judgement of one sender.
+type Verdict struct {
+	Health api.Health
+	// Reason explains a verdict other than a plain Up.
+	Reason string
+	// Quiet is how long the sender has been quiet, by the quiet clock.
+	Quiet time.Duration
+	// LastAlive is the newest sign of life, to record with a transition.
+	LastAlive time.Time
+}
+
+// Judge gives the verdict at now. Only fresh evidence (a sign of life
+// within SuspectAfter) or an answered probe makes a sender Up; without
+// it, health never improves on what is recorded: a Down sender stays Down
+// while its grace runs, it is not raised to Suspect or Up by a clock.
+// Quiet for SuspectAfter with a failed probe is Suspect, for DownAfter
+// Down. A probe that was needed but not made counts as failed.
+func Judge(now time.Time, e Evidence, th Thresholds, p Probe) Verdict {
+	v := Verdict{Health: api.HealthUp, LastAlive: e.LastAlive(), Quiet: now.Sub(e.quietSince())}
+	if !v.LastAlive.IsZero() && now.Sub(v.LastAlive) < th.SuspectAfter {
+		return v // fresh
+	}
+	quiet := v.describe(e)
+	switch {
+	case p.Done && p.Err == nil:
+		if v.Quiet >= th.SuspectAfter {
+			v.Reason = quiet + ", but it answered its probe"
+		}
+		return v
+	case v.Quiet < th.SuspectAfter:
+		v.Health = worst(e.Current, api.HealthUp) // the grace runs: nothing new either way
+		return v
+	}
+	perr := p.Err
+	if !p.Done {
+		perr = errNotProbed
+	}
+	if v.Quiet >= th.DownAfter {
+		v.Health, v.Reason = api.HealthDown, fmt.Sprintf("%s and its probe failed: %v", quiet, perr)
+		return v
+	}
+	v.Health, v.Reason = worst(e.Current, api.HealthSuspect), fmt.Sprintf("%s; probe failed: %v", quiet, perr)
+	return v
+}
+
+var errNotProbed = errors.New("not probed")
+
+// describe says how long the sender has been quiet, and whether its beat
+// is missing from the heartbeat store (which then may have lost it).
+func (v Verdict) describe(e Evidence) string {
+	q := v.Quiet.Round(100 * time.Millisecond)
+	if !e.Missing {
+		return fmt.Sprintf("no heartbeat for %s", q)
+	}
+	return fmt.Sprintf("no heartbeat for %s (none in the heartbeat store)", q)
+}
+
+// rank orders healths from best to worst.
+func rank(h api.Health) int {
+	switch h {
+	case api.HealthSuspect:
+		return 1
+	case api.HealthDown:
+		return 2
+	default:
+		return 0
+	}
+}
+
+// worst is the worse of a recorded health and a new one.
+func worst(cur, next api.Health) api.Health {
+	if rank(cur) > rank(next) {
+		return cur
+	}
+	return next
+}
+
+func newest(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
+}
