@@ -7,16 +7,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/events"
-	"github.com/stratahq/strata/internal/pki"
-	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 	"github.com/stratahq/strata/region/state"
@@ -105,11 +101,18 @@ func (s *Server) logs(ctx context.Context, req *resourcev1.LogsRequest, send fun
 	if node.Value.Address == "" {
 		return fmt.Errorf("node %s has no address to fetch logs from: %w", a.Node, api.ErrUnavailable)
 	}
-	cc, release, err := s.agents.get(a.Node, node.Value.Address)
+	cc, release, err := s.agents.Get(a.Node, node.Value.Address)
 	if err != nil {
 		return err
 	}
-	defer release()
+	err = streamLogs(ctx, cc, a, req, send)
+	// An unreachable agent may have restarted: the next request dials
+	// again instead of waiting out the connection's backoff.
+	release(errors.Is(err, api.ErrUnavailable))
+	return err
+}
+
+func streamLogs(ctx context.Context, cc grpc.ClientConnInterface, a *api.Assignment, req *resourcev1.LogsRequest, send func(*resourcev1.LogChunk) error) error {
 	stream, err := agentv1.NewNodeServiceClient(cc).Logs(ctx, &agentv1.NodeLogsRequest{
 		AssignmentId: a.ID,
 		Follow:       req.GetFollow(),
@@ -129,89 +132,6 @@ func (s *Server) logs(ctx context.Context, req *resourcev1.LogsRequest, send fun
 		if err := send(chunk); err != nil {
 			return err
 		}
-	}
-}
-
-// agentPool keeps connections to agents' NodeService by node and
-// address, so that repeated log requests do not each pay a TLS handshake.
-// Connections in use are never closed; idle ones are, least recently used
-// first, beyond max.
-type agentPool struct {
-	region string
-	sec    *transport.Security
-	max    int
-
-	mu     sync.Mutex
-	conns  map[string]*agentConn
-	closed bool
-}
-
-type agentConn struct {
-	cc       *grpc.ClientConn
-	users    int
-	lastUsed time.Time
-}
-
-func newAgentPool(region string, sec *transport.Security, max int) *agentPool {
-	return &agentPool{region: region, sec: sec, max: max, conns: make(map[string]*agentConn)}
-}
-
-// get returns a connection to node's agent at addr, which must present
-// node:<region>/<node> (an address registered by one agent must not lead
-// the region to another); call release when done with it.
-func (p *agentPool) get(node, addr string) (cc *grpc.ClientConn, release func(), err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, nil, fmt.Errorf("region api is shutting down: %w", api.ErrUnavailable)
-	}
-	key := node + "@" + addr
-	c, ok := p.conns[key]
-	if !ok {
-		conn, err := transport.Dial(addr, p.sec, transport.ServerIs(pki.Node(p.region, node)))
-		if err != nil {
-			return nil, nil, fmt.Errorf("dial agent at %s: %w", addr, api.ErrUnavailable)
-		}
-		c = &agentConn{cc: conn}
-		p.conns[key] = c
-	}
-	c.users++
-	return c.cc, func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		c.users--
-		c.lastUsed = time.Now()
-		p.evictLocked()
-	}, nil
-}
-
-func (p *agentPool) evictLocked() {
-	for len(p.conns) > p.max {
-		var (
-			oldest string
-			at     time.Time
-		)
-		for addr, c := range p.conns {
-			if c.users == 0 && (oldest == "" || c.lastUsed.Before(at)) {
-				oldest, at = addr, c.lastUsed
-			}
-		}
-		if oldest == "" {
-			return // all in use
-		}
-		p.conns[oldest].cc.Close()
-		delete(p.conns, oldest)
-	}
-}
-
-// close closes every connection, ending streams still using them.
-func (p *agentPool) close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.closed = true
-	for addr, c := range p.conns {
-		c.cc.Close()
-		delete(p.conns, addr)
 	}
 }
 

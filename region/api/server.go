@@ -34,6 +34,7 @@ import (
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
+	"github.com/stratahq/strata/region/agentconn"
 	"github.com/stratahq/strata/region/state"
 )
 
@@ -156,7 +157,7 @@ type Server struct {
 	beats    beatQueue
 	statuses statusQueue
 	hub      *assignmentHub
-	agents   *agentPool
+	agents   *agentconn.Pool
 }
 
 // New checks opts and returns a Server.
@@ -190,7 +191,7 @@ func New(opts Options) (*Server, error) {
 		tune:          defaultTuning(),
 		statuses:      statusQueue{kick: make(chan struct{}, 1)},
 		hub:           newAssignmentHub(&opts.Caches.AssignmentFeed),
-		agents:        newAgentPool(opts.Region, opts.Security, maxAgentConns),
+		agents:        agentconn.New(opts.Region, opts.Security, maxAgentConns),
 	}
 	if s.leader == nil {
 		s.leader = func() string { return "" }
@@ -217,7 +218,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.runBeats(ctx) })
 	wg.Go(func() { s.runStatusWriter(ctx) })
 	wg.Wait()
-	s.agents.close()
+	s.agents.Close()
 	return ctx.Err()
 }
 

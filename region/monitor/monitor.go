@@ -23,10 +23,10 @@ import (
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
-	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	"github.com/stratahq/strata/region/agentconn"
 	"github.com/stratahq/strata/region/state"
 )
 
@@ -285,19 +285,22 @@ func (m *Monitor) autoPolicies(ctx context.Context, guard store.Guard, n *api.No
 	return nil
 }
 
-// GRPCProber probes agents over NodeService.Status, keeping one
-// connection per agent (node and address).
+// GRPCProber probes agents over NodeService.Status through a pool of
+// agent connections. A failed probe drops its connection, so that the
+// next probe of an agent that restarted on the same address dials it
+// again rather than failing on the old connection's reconnect backoff.
 type GRPCProber struct {
-	region string
-	sec    *transport.Security
-	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	pool *agentconn.Pool
 }
+
+// maxProbeConns bounds the idle connections the prober keeps: probes go
+// to quiet nodes only.
+const maxProbeConns = 64
 
 // NewGRPCProber returns a prober dialing the agents of region with sec;
 // each agent must present its own node identity.
-func NewGRPCProber(region string, sec *transport.Security) *GRPCProber {
-	return &GRPCProber{region: region, sec: sec, conns: map[string]*grpc.ClientConn{}}
+func NewGRPCProber(region string, sec *transport.Security, opts ...grpc.DialOption) *GRPCProber {
+	return &GRPCProber{pool: agentconn.New(region, sec, maxProbeConns, opts...)}
 }
 
 // Probe calls the node's NodeService.Status.
@@ -305,29 +308,14 @@ func (p *GRPCProber) Probe(ctx context.Context, n *api.Node) error {
 	if n.Address == "" {
 		return fmt.Errorf("node %s has no address to probe", n.Name)
 	}
-	key := n.Name + "@" + n.Address
-	p.mu.Lock()
-	cc, ok := p.conns[key]
-	if !ok {
-		var err error
-		cc, err = transport.Dial(n.Address, p.sec, transport.ServerIs(pki.Node(p.region, n.Name)))
-		if err != nil {
-			p.mu.Unlock()
-			return err
-		}
-		p.conns[key] = cc
+	cc, release, err := p.pool.Get(n.Name, n.Address)
+	if err != nil {
+		return err
 	}
-	p.mu.Unlock()
-	_, err := agentv1.NewNodeServiceClient(cc).Status(ctx, &agentv1.NodeStatusRequest{})
+	_, err = agentv1.NewNodeServiceClient(cc).Status(ctx, &agentv1.NodeStatusRequest{})
+	release(err != nil)
 	return err
 }
 
 // Close closes the agent connections.
-func (p *GRPCProber) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for addr, cc := range p.conns {
-		cc.Close()
-		delete(p.conns, addr)
-	}
-}
+func (p *GRPCProber) Close() { p.pool.Close() }
