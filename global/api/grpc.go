@@ -326,10 +326,12 @@ func (f *federationServer) RegionHeartbeat(ctx context.Context, req *globalv1.Re
 }
 
 // RegionHeartbeat records that region r is alive (in the heartbeat store,
-// not etcd) and registers it, or updates its endpoint, console URL and
-// zones, when they are new or changed: a steady heartbeat writes nothing to
-// etcd. It returns the interval the region should beat at. The caller has
-// established that r is who is calling.
+// not etcd) and registers it when its registration (endpoint, console URL,
+// zones) is new or changed, or when the beat is the first of the region's
+// process (seq 1): a region that restarted registers again, refreshing
+// registeredAt. A steady heartbeat writes nothing to etcd. It returns the
+// interval the region should beat at. The caller has established that r
+// is who is calling.
 func (s *Service) RegionHeartbeat(ctx context.Context, r api.Region, seq uint64, st *api.RegionStatus) (time.Duration, error) {
 	if err := r.Validate(); err != nil {
 		return 0, err
@@ -341,8 +343,8 @@ func (s *Service) RegionHeartbeat(ctx context.Context, r api.Region, seq uint64,
 	if err := s.heartbeats.Record(ctx, beat); err != nil {
 		return 0, fmt.Errorf("record heartbeat of region %q: %w", r.Name, err)
 	}
-	if !s.registeredAs(r) {
-		if _, _, err := s.saveRegion(ctx, r, false); err != nil {
+	if seq == 1 || !s.registeredAs(r) {
+		if _, _, err := s.saveRegion(ctx, r, false, seq == 1); err != nil {
 			return 0, err
 		}
 	}

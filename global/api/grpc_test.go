@@ -220,6 +220,25 @@ func TestRegionHeartbeat(t *testing.T) {
 			t.Fatalf("got %+v; want the new endpoint and the admin's labels", got)
 		}
 	})
+	t.Run("a restarted region registers again: its first beat refreshes registeredAt", func(t *testing.T) {
+		before, err := e.st.Regions.Get(ctx, "eu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		beat(t, 5, "10.0.0.2:9091")
+		if same, _ := e.st.Regions.Get(ctx, "eu"); !same.Value.RegisteredAt.Equal(before.Value.RegisteredAt) {
+			t.Fatalf("steady beat: registeredAt %v; want it kept, %v", same.Value.RegisteredAt, before.Value.RegisteredAt)
+		}
+		beat(t, 1, "10.0.0.2:9091")
+		after, err := e.st.Regions.Get(ctx, "eu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !after.Value.RegisteredAt.After(before.Value.RegisteredAt) || after.Value.Labels["tier"] != "gold" {
+			t.Fatalf("beat 1 of a new process: registeredAt %v, labels %v; want later than %v, labels kept",
+				after.Value.RegisteredAt, after.Value.Labels, before.Value.RegisteredAt)
+		}
+	})
 	t.Run("an invalid registration is refused", func(t *testing.T) {
 		_, err := fed.RegionHeartbeat(ctx, &globalv1.RegionHeartbeatRequest{Region: &resourcev1.Region{Name: "eu", Endpoint: "no-port"}})
 		var fe *api.FieldError

@@ -21,7 +21,7 @@ func (s *Service) RegisterRegion(ctx context.Context, r api.Region) (reg api.Reg
 	if err := r.Validate(); err != nil {
 		return api.Region{}, false, err
 	}
-	return s.saveRegion(ctx, r, true)
+	return s.saveRegion(ctx, r, true, true)
 }
 
 // GetRegion returns a region with the monitor's view of it.
@@ -154,9 +154,12 @@ func (s *Service) DeleteRegion(ctx context.Context, name string) (api.Region, er
 }
 
 // saveRegion creates r's registration or brings a stored one in line with
-// it, writing only when something differs. Labels are an operator's and
-// only replaced when withLabels (a registration, not a heartbeat).
-func (s *Service) saveRegion(ctx context.Context, in api.Region, withLabels bool) (api.Region, bool, error) {
+// it. A registration (register: by hand, or a region process's first
+// heartbeat) or a change refreshes registeredAt, which the region monitor
+// takes as evidence of life that survives the heartbeat store losing its
+// beats; otherwise nothing is written when nothing differs. Labels are an
+// operator's and only replaced when withLabels (not from a heartbeat).
+func (s *Service) saveRegion(ctx context.Context, in api.Region, withLabels, register bool) (api.Region, bool, error) {
 	for attempt := 1; ; attempt++ {
 		it, err := s.st.Regions.Get(ctx, in.Name)
 		if errors.Is(err, store.ErrNotFound) {
@@ -179,15 +182,15 @@ func (s *Service) saveRegion(ctx context.Context, in api.Region, withLabels bool
 		if err != nil {
 			return api.Region{}, false, storeErr(err, "region", in.Name)
 		}
-		cur := it.Value
-		next := *cur
+		next := *it.Value
 		next.Endpoint, next.ConsoleURL, next.Zones = in.Endpoint, in.ConsoleURL, in.Zones
 		if withLabels {
 			next.Labels = in.Labels
 		}
-		if sameJSON(cur, &next) {
+		if !register && sameJSON(it.Value, &next) {
 			return regionView(it), false, nil
 		}
+		next.RegisteredAt = now()
 		rev, err := s.st.Regions.Update(ctx, in.Name, &next, it.ModRevision)
 		if errors.Is(err, store.ErrConflict) && attempt < writeAttempts {
 			continue

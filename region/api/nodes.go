@@ -17,8 +17,10 @@ import (
 
 // register creates or refreshes an agent's node. The agent owns the
 // description (labels, capacity, providers, address); the operator owns
-// the cordon, which a re-registration never lifts. Nothing is written when
-// nothing changed, so agents may register as often as they reconnect.
+// the cordon, which a re-registration never lifts. Every registration
+// refreshes registeredAt, one write per agent session: it is the node
+// monitor's evidence of life that survives a heartbeat store losing its
+// beats (a node that just registered is alive, whatever Redis says).
 func (s *Server) register(ctx context.Context, n api.Node) (api.Node, error) {
 	if n.Region == "" {
 		n.Region = s.region
@@ -36,10 +38,7 @@ func (s *Server) register(ctx context.Context, n api.Node) (api.Node, error) {
 	it, err := s.st.Nodes.Modify(ctx, n.Name, func(cur *api.Node) error {
 		next := n
 		next.Schedulable, next.CordonReason, next.CordonedBy, next.CordonedAt = cur.Schedulable, cur.CordonReason, cur.CordonedBy, cur.CordonedAt
-		next.RegisteredAt = cur.RegisteredAt
-		if sameJSON(cur, &next) {
-			return store.ErrNoChange
-		}
+		next.RegisteredAt = now
 		*cur = next
 		return nil
 	})

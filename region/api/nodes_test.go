@@ -31,24 +31,33 @@ func TestRegister(t *testing.T) {
 		wantSched   bool
 		wantReason  string
 		wantZoneTag string
+		registers   bool
 	}{
 		{"a new node is schedulable", func() (*resourcev1.Node, error) { return e.registerErr(testNode("n1")) },
-			nil, true, true, "", "a"},
-		{"registering again unchanged writes nothing", func() (*resourcev1.Node, error) { return e.registerErr(testNode("n1")) },
-			nil, false, true, "", "a"},
+			nil, true, true, "", "a", true},
+		{"registering again refreshes registeredAt", func() (*resourcev1.Node, error) { return e.registerErr(testNode("n1")) },
+			nil, true, true, "", "a", true},
 		{"an operator cordons it", func() (*resourcev1.Node, error) {
 			return e.region.CordonNode(e.ctx(), &regionv1.CordonNodeRequest{Name: "n1", Reason: "disk swap"})
-		}, nil, true, false, "disk swap", "a"},
+		}, nil, true, false, "disk swap", "a", false},
 		{"re-registering with new labels keeps the cordon", func() (*resourcev1.Node, error) { return e.registerErr(relabeled) },
-			nil, true, false, "disk swap", "b"},
+			nil, true, false, "disk swap", "b", true},
 		{"a node of another region is refused", func() (*resourcev1.Node, error) { return e.registerErr(wrongRegion) },
-			api.ErrInvalid, false, false, "", ""},
+			api.ErrInvalid, false, false, "", "", false},
 		{"an invalid node is refused", func() (*resourcev1.Node, error) { return e.registerErr(noCapacity) },
-			api.ErrInvalid, false, false, "", ""},
+			api.ErrInvalid, false, false, "", "", false},
 	}
+	var registered time.Time
 	for _, step := range steps {
 		before := e.rev()
 		n, err := step.do()
+		// Every registration is evidence of life: registeredAt moves on.
+		if at := n.GetRegisteredAt().AsTime(); err == nil && step.registers && !at.After(registered) {
+			t.Errorf("%s: registeredAt %v; want it later than the previous registration's %v", step.name, at, registered)
+		}
+		if err == nil {
+			registered = n.GetRegisteredAt().AsTime()
+		}
 		wantErr(t, step.name, err, step.wantErr)
 		if wrote := e.rev() != before; wrote != step.wantWrite {
 			t.Errorf("%s: got an etcd write %v; want %v", step.name, wrote, step.wantWrite)

@@ -601,9 +601,10 @@ func (s *Server) registerRegion(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	cur, ok := s.Regions[reg.Name]
+	// Every registration refreshes registeredAt, as the global API does.
 	reg.RegisteredAt, reg.Status = s.now(), nil
 	if ok {
-		reg.RegisteredAt, reg.Status = cur.RegisteredAt, cur.Status
+		reg.Status = cur.Status
 	}
 	reg.ResourceVersion = s.version()
 	s.Regions[reg.Name] = reg
