@@ -26,9 +26,11 @@ import (
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 )
 
-// Regions gives the RegionService client of a region.
+// Regions gives the RegionService client of a region, and drops the
+// connection to one that stopped answering.
 type Regions interface {
 	Client(ctx context.Context, region string) (regionv1.RegionServiceClient, error)
+	Forget(region string)
 }
 
 // Heartbeats lists the regions' last heartbeats.

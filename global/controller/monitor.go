@@ -6,15 +6,21 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/liveness"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 )
 
 // monitor is the MonitorLoop of the seed: it follows every region's
 // heartbeats. A region quiet for SuspectAfter is Suspect and probed
 // (RegionService.Status); one quiet for DownAfter whose probe fails is
-// Down. A region that answers its probe stays Up. Only transitions are
-// written to etcd.
+// Down. A region that answers its probe stays Up. The verdict is
+// internal/liveness's, the same as the region's node monitor: a beat
+// missing from the heartbeat store is measured from the newest evidence
+// (this master's own start included), so losing Redis never makes a
+// region Down at once. Only transitions are written to etcd.
 func (c *Controller) monitor(ctx context.Context, guard Guard) {
+	// What this master remembers of the heartbeat store starts now.
+	tr := liveness.NewTracker()
 	tick := time.NewTicker(c.o.HeartbeatInterval / 2)
 	defer tick.Stop()
 	for {
@@ -23,13 +29,13 @@ func (c *Controller) monitor(ctx context.Context, guard Guard) {
 			return
 		case <-tick.C:
 		}
-		if err := c.checkRegions(ctx, guard); err != nil && ctx.Err() == nil {
+		if err := c.checkRegions(ctx, guard, tr); err != nil && ctx.Err() == nil {
 			c.log.Warn("region monitor pass failed", "err", err)
 		}
 	}
 }
 
-func (c *Controller) checkRegions(ctx context.Context, guard Guard) error {
+func (c *Controller) checkRegions(ctx context.Context, guard Guard, tr *liveness.Tracker) error {
 	beats, err := c.o.Heartbeats.List(ctx)
 	if err != nil {
 		return fmt.Errorf("list heartbeats: %w", err)
@@ -39,44 +45,43 @@ func (c *Controller) checkRegions(ctx context.Context, guard Guard) error {
 		last[b.ID] = b.At
 	}
 	now := c.o.Clock()
+	th := liveness.Thresholds{SuspectAfter: c.o.SuspectAfter, DownAfter: c.o.DownAfter}
+	tr.Retain(func(id string) bool { _, ok := c.o.Caches.Regions.Get(id); return ok })
 	for _, it := range c.o.Caches.Regions.List() {
 		name := it.Name
-		seen, ok := last[name]
-		if !ok {
-			seen = it.Value.RegisteredAt
-		}
-		quiet := now.Sub(seen)
-		c.o.MonitorMetrics.Lag(quiet)
-		health, reason := api.HealthUp, ""
-		if quiet >= c.o.SuspectAfter {
-			perr := c.probe(ctx, name)
-			switch {
-			case perr == nil:
-				health, reason = api.HealthUp, fmt.Sprintf("no heartbeat for %s but its probe answered", quiet.Round(time.Second))
-			case quiet >= c.o.DownAfter:
-				health, reason = api.HealthDown, fmt.Sprintf("no heartbeat for %s and its probe failed: %v", quiet.Round(time.Second), perr)
-			default:
-				health, reason = api.HealthSuspect, fmt.Sprintf("no heartbeat for %s; probe failed: %v", quiet.Round(time.Second), perr)
-			}
-		}
+		e := liveness.Evidence{Registered: it.Value.RegisteredAt, Current: api.HealthUnknown}
 		cur, have := c.o.Caches.RegionStatus.Get(name)
-		if have && cur.Value.Health == health {
+		if have {
+			e.Recorded, e.Current = cur.Value.LastHeartbeat, cur.Value.Health
+		}
+		at, ok := last[name]
+		tr.Observe(name, at, ok, now, &e)
+		p := liveness.Probe{}
+		if liveness.NeedsProbe(now, e, th) {
+			p = liveness.Failed(c.probe(ctx, name))
+		}
+		v := liveness.Judge(now, e, th, p)
+		c.o.MonitorMetrics.Lag(v.Quiet)
+		if have && cur.Value.Health == v.Health {
 			continue
 		}
-		st := &api.RegionStatus{Health: health, Reason: reason, Since: now, LastHeartbeat: seen}
+		st := &api.RegionStatus{Health: v.Health, Reason: v.Reason, Since: now, LastHeartbeat: v.LastAlive}
 		if _, err := c.o.State.RegionStatus.Put(ctx, name, st, guard); err != nil {
 			return fmt.Errorf("region %s: %w", name, err)
 		}
-		c.o.MonitorMetrics.Transition(string(health))
+		c.o.MonitorMetrics.Transition(string(v.Health))
 		level := c.log.Info
-		if health != api.HealthUp {
+		if v.Health != api.HealthUp {
 			level = c.log.Warn
 		}
-		level("region health changed", "region", name, "health", health, "reason", reason)
+		level("region health changed", "region", name, "health", v.Health, "reason", v.Reason)
 	}
 	return nil
 }
 
+// probe calls the region's Status. A failed probe drops the connection
+// to the region, so that the next call dials again instead of failing on
+// the old connection's reconnect backoff after the region restarted.
 func (c *Controller) probe(ctx context.Context, region string) error {
 	cl, err := c.regionClient(ctx, region)
 	if err != nil {
@@ -84,6 +89,8 @@ func (c *Controller) probe(ctx context.Context, region string) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, c.o.ProbeTimeout)
 	defer cancel()
-	_, err = cl.Status(pctx, &regionv1.StatusRequest{})
+	if _, err = cl.Status(pctx, &regionv1.StatusRequest{}); err != nil {
+		c.o.Regions.Forget(region)
+	}
 	return err
 }

@@ -2,8 +2,10 @@
 // a node quiet for SuspectAfter is Suspect and its NodeService.Status is
 // probed; if it answers it is refreshed (Up). A node quiet for DownAfter
 // whose probe fails is Down, and the controller reschedules its replicas.
-// Only transitions are written to etcd: steady heartbeats cost nothing
-// there.
+// The verdict is internal/liveness's, shared with the global tier's region
+// monitor: a beat missing from Redis (restarted, flushed) is measured from
+// the newest evidence, never from a registration minutes ago. Only
+// transitions are written to etcd: steady heartbeats cost nothing there.
 //
 // It also applies each node's automatic policies: auto-cordon when a
 // condition stays in Error for AutoCordonInterval, auto-drain when it stays
@@ -22,6 +24,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/liveness"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
@@ -93,6 +96,9 @@ func (m *Monitor) Lead(ctx context.Context, guard store.Guard) error {
 	if err := m.o.Caches.WaitSynced(ctx); err != nil {
 		return err
 	}
+	// What this leader remembers of the heartbeat store starts now: a
+	// beat missing at its first look has been missing since its start.
+	tr := liveness.NewTracker()
 	tick := time.NewTicker(m.o.HeartbeatInterval / 2)
 	defer tick.Stop()
 	for {
@@ -101,7 +107,7 @@ func (m *Monitor) Lead(ctx context.Context, guard store.Guard) error {
 			return nil
 		case <-tick.C:
 		}
-		if err := m.check(ctx, guard); err != nil && ctx.Err() == nil {
+		if err := m.check(ctx, guard, tr); err != nil && ctx.Err() == nil {
 			m.log.Warn("node monitor pass failed", "err", err)
 			if isFenced(err) {
 				return err
@@ -110,9 +116,15 @@ func (m *Monitor) Lead(ctx context.Context, guard store.Guard) error {
 	}
 }
 
+// verdict is the monitor's judgement of one node in one pass.
+type verdict struct {
+	node *api.Node
+	liveness.Verdict
+}
+
 // check is one pass over every node: probes run concurrently, so one
 // hung agent does not delay the verdict on the others.
-func (m *Monitor) check(ctx context.Context, guard store.Guard) error {
+func (m *Monitor) check(ctx context.Context, guard store.Guard, tr *liveness.Tracker) error {
 	beats, err := m.o.Heartbeats.List(ctx)
 	if err != nil {
 		return fmt.Errorf("list heartbeats: %w", err)
@@ -122,56 +134,31 @@ func (m *Monitor) check(ctx context.Context, guard store.Guard) error {
 		last[b.ID] = b.At
 	}
 	now := m.o.Clock()
-	type verdict struct {
-		node   *api.Node
-		health api.Health
-		reason string
-		seen   time.Time
-	}
-	var mu sync.Mutex
-	var verdicts []verdict
+	th := liveness.Thresholds{SuspectAfter: m.o.SuspectAfter, DownAfter: m.o.DownAfter}
+	nodes := m.o.Caches.Nodes.List()
+	tr.Retain(func(id string) bool { _, ok := m.o.Caches.Nodes.Get(id); return ok })
+	verdicts := make([]verdict, len(nodes))
 	var wg sync.WaitGroup
-	for _, it := range m.o.Caches.Nodes.List() {
+	for i, it := range nodes {
 		n := it.Value
-		seen, ok := last[n.Name]
-		if !ok {
-			seen = n.RegisteredAt
-		}
-		quiet := now.Sub(seen)
-		m.o.Metrics.Lag(quiet)
-		if quiet < m.o.SuspectAfter {
-			mu.Lock()
-			verdicts = append(verdicts, verdict{n, api.HealthUp, "", seen})
-			mu.Unlock()
+		e := m.evidence(n, now, last, tr)
+		if !liveness.NeedsProbe(now, e, th) {
+			verdicts[i] = verdict{n, liveness.Judge(now, e, th, liveness.Probe{})}
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, m.o.ProbeTimeout)
-			perr := m.o.Prober.Probe(pctx, n)
-			cancel()
-			v := verdict{node: n, seen: seen}
-			q := quiet.Round(100 * time.Millisecond)
-			switch {
-			case perr == nil:
-				v.health, v.reason = api.HealthUp, fmt.Sprintf("no heartbeat for %s, but it answered its probe", q)
-			case quiet >= m.o.DownAfter:
-				v.health, v.reason = api.HealthDown, fmt.Sprintf("no heartbeat for %s and its probe failed: %v", q, perr)
-			default:
-				v.health, v.reason = api.HealthSuspect, fmt.Sprintf("no heartbeat for %s; probe failed: %v", q, perr)
-			}
-			mu.Lock()
-			verdicts = append(verdicts, v)
-			mu.Unlock()
-		}()
+			defer cancel()
+			verdicts[i] = verdict{n, liveness.Judge(now, e, th, liveness.Failed(m.o.Prober.Probe(pctx, n)))}
+		})
 	}
 	wg.Wait()
 	for _, v := range verdicts {
-		if err := m.transition(ctx, guard, v.node, v.health, v.reason, v.seen, now); err != nil {
+		m.o.Metrics.Lag(v.Quiet)
+		if err := m.transition(ctx, guard, v, now); err != nil {
 			return err
 		}
-		if v.health == api.HealthUp {
+		if v.Health == api.HealthUp {
 			if err := m.autoPolicies(ctx, guard, v.node, now); err != nil {
 				return err
 			}
@@ -180,8 +167,22 @@ func (m *Monitor) check(ctx context.Context, guard store.Guard) error {
 	return nil
 }
 
+// evidence gathers what is known of n's life: its beat in the heartbeat
+// store (through tr, which remembers what the store lost), the beat and
+// health recorded in etcd, its last registration.
+func (m *Monitor) evidence(n *api.Node, now time.Time, last map[string]time.Time, tr *liveness.Tracker) liveness.Evidence {
+	e := liveness.Evidence{Registered: n.RegisteredAt, Current: api.HealthUnknown}
+	if st, ok := m.o.Caches.NodeStatus.Get(n.Name); ok {
+		e.Recorded, e.Current = st.Value.LastHeartbeat, st.Value.Health
+	}
+	at, ok := last[n.Name]
+	tr.Observe(n.Name, at, ok, now, &e)
+	return e
+}
+
 // transition writes a node's health when it changes.
-func (m *Monitor) transition(ctx context.Context, guard store.Guard, n *api.Node, health api.Health, reason string, seen, now time.Time) error {
+func (m *Monitor) transition(ctx context.Context, guard store.Guard, v verdict, now time.Time) error {
+	n, health, reason := v.node, v.Health, v.Reason
 	cur, ok := m.o.Caches.NodeStatus.Get(n.Name)
 	if ok && cur.Value.Health == health {
 		return nil
@@ -194,7 +195,7 @@ func (m *Monitor) transition(ctx context.Context, guard store.Guard, n *api.Node
 			return store.ErrNoChange
 		}
 		from = s.Health
-		s.Health, s.Reason, s.Since, s.LastHeartbeat = health, reason, now, seen
+		s.Health, s.Reason, s.Since, s.LastHeartbeat = health, reason, now, v.LastAlive
 		changed = true
 		return nil
 	}, guard)
@@ -223,11 +224,29 @@ func (m *Monitor) autoPolicies(ctx context.Context, guard store.Guard, n *api.No
 	if !n.EnableAutoCordon && !n.EnableAutoDrain {
 		return nil
 	}
-	st, ok := m.o.Caches.NodeStatus.Get(n.Name)
+	worst := m.worstCondition(n.Name)
+	if worst == nil {
+		return nil
+	}
+	inError := now.Sub(worst.Since)
+	why := fmt.Sprintf("condition %s in Error for %s: %s", worst.Type, inError.Round(time.Second), worst.Reason)
+	if n.EnableAutoCordon && n.Schedulable && inError >= n.AutoCordonInterval.Or(time.Minute) {
+		if err := m.autoCordon(ctx, guard, n, why, now); err != nil {
+			return err
+		}
+	}
+	if n.EnableAutoDrain && inError >= n.AutoDrainInterval.Or(5*time.Minute) {
+		return m.autoDrain(ctx, guard, n, worst, why, now)
+	}
+	return nil
+}
+
+// worstCondition is node's longest-standing condition in Error, if any.
+func (m *Monitor) worstCondition(node string) *api.Condition {
+	st, ok := m.o.Caches.NodeStatus.Get(node)
 	if !ok {
 		return nil
 	}
-	// The longest-standing Error condition decides.
 	var worst *api.Condition
 	for i := range st.Value.Conditions {
 		c := &st.Value.Conditions[i]
@@ -235,54 +254,56 @@ func (m *Monitor) autoPolicies(ctx context.Context, guard store.Guard, n *api.No
 			worst = c
 		}
 	}
-	if worst == nil {
-		return nil
+	return worst
+}
+
+func (m *Monitor) autoCordon(ctx context.Context, guard store.Guard, n *api.Node, why string, now time.Time) error {
+	cordoned, err := m.cordon(ctx, guard, n.Name, "auto-cordon", why, now)
+	if err != nil {
+		return fmt.Errorf("auto-cordon %s: %w", n.Name, err)
 	}
-	inError := now.Sub(worst.Since)
-	why := fmt.Sprintf("condition %s in Error for %s: %s", worst.Type, inError.Round(time.Second), worst.Reason)
-	if n.EnableAutoCordon && n.Schedulable && inError >= n.AutoCordonInterval.Or(time.Minute) {
-		cordoned := false
-		_, err := m.o.State.Nodes.Modify(ctx, n.Name, func(x *api.Node) error {
-			cordoned = false
-			if !x.Schedulable {
-				return store.ErrNoChange
-			}
-			x.Schedulable, x.CordonReason, x.CordonedBy, x.CordonedAt = false, "auto-cordon: "+why, "auto-cordon", now
-			cordoned = true
-			return nil
-		}, guard)
-		if err != nil {
-			return fmt.Errorf("auto-cordon %s: %w", n.Name, err)
-		}
-		if cordoned {
-			m.log.Warn("node auto-cordoned", "node", n.Name, "reason", why)
-			m.o.Events.Emit(events.Event{Type: events.TypeWarning, Reason: "AutoCordoned", Object: "node/" + n.Name, Region: m.o.Region, Message: why})
-		}
-	}
-	if n.EnableAutoDrain && inError >= n.AutoDrainInterval.Or(5*time.Minute) {
-		if d, ok := m.o.Caches.Drains.Get(n.Name); ok && (d.Value.State == api.DrainRunning || d.Value.StartedAt.After(worst.Since)) {
-			return nil
-		}
-		d := &api.DrainStatus{
-			Node: n.Name, State: api.DrainRunning, Reason: "auto-drain: " + why,
-			StartedAt: now, Deadline: now.Add(m.o.DrainDeadline), MaxParallel: 1,
-		}
-		if _, err := m.o.State.Drains.Put(ctx, n.Name, d, guard); err != nil {
-			return fmt.Errorf("auto-drain %s: %w", n.Name, err)
-		}
-		if n.Schedulable {
-			_, _ = m.o.State.Nodes.Modify(ctx, n.Name, func(x *api.Node) error {
-				if !x.Schedulable {
-					return store.ErrNoChange
-				}
-				x.Schedulable, x.CordonReason, x.CordonedBy, x.CordonedAt = false, "auto-drain: "+why, "auto-drain", now
-				return nil
-			}, guard)
-		}
-		m.log.Warn("node auto-drained", "node", n.Name, "reason", why)
-		m.o.Events.Emit(events.Event{Type: events.TypeWarning, Reason: "AutoDrainStarted", Object: "node/" + n.Name, Region: m.o.Region, Message: why})
+	if cordoned {
+		m.log.Warn("node auto-cordoned", "node", n.Name, "reason", why)
+		m.o.Events.Emit(events.Event{Type: events.TypeWarning, Reason: "AutoCordoned", Object: "node/" + n.Name, Region: m.o.Region, Message: why})
 	}
 	return nil
+}
+
+// autoDrain starts a drain of n, unless one runs or one started since the
+// condition went into Error.
+func (m *Monitor) autoDrain(ctx context.Context, guard store.Guard, n *api.Node, worst *api.Condition, why string, now time.Time) error {
+	if d, ok := m.o.Caches.Drains.Get(n.Name); ok && (d.Value.State == api.DrainRunning || d.Value.StartedAt.After(worst.Since)) {
+		return nil
+	}
+	d := &api.DrainStatus{
+		Node: n.Name, State: api.DrainRunning, Reason: "auto-drain: " + why,
+		StartedAt: now, Deadline: now.Add(m.o.DrainDeadline), MaxParallel: 1,
+	}
+	if _, err := m.o.State.Drains.Put(ctx, n.Name, d, guard); err != nil {
+		return fmt.Errorf("auto-drain %s: %w", n.Name, err)
+	}
+	if n.Schedulable {
+		_, _ = m.cordon(ctx, guard, n.Name, "auto-drain", why, now)
+	}
+	m.log.Warn("node auto-drained", "node", n.Name, "reason", why)
+	m.o.Events.Emit(events.Event{Type: events.TypeWarning, Reason: "AutoDrainStarted", Object: "node/" + n.Name, Region: m.o.Region, Message: why})
+	return nil
+}
+
+// cordon makes node unschedulable on by's behalf; it reports whether it
+// did (false when it already was).
+func (m *Monitor) cordon(ctx context.Context, guard store.Guard, node, by, why string, now time.Time) (bool, error) {
+	cordoned := false
+	_, err := m.o.State.Nodes.Modify(ctx, node, func(x *api.Node) error {
+		cordoned = false
+		if !x.Schedulable {
+			return store.ErrNoChange
+		}
+		x.Schedulable, x.CordonReason, x.CordonedBy, x.CordonedAt = false, by+": "+why, by, now
+		cordoned = true
+		return nil
+	}, guard)
+	return cordoned, err
 }
 
 // GRPCProber probes agents over NodeService.Status through a pool of

@@ -12,6 +12,7 @@ import (
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/liveness"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/region/state"
 )
@@ -65,6 +66,7 @@ type env struct {
 	probe  *prober
 	events *emitted
 	m      *Monitor
+	tr     *liveness.Tracker
 	g      guard
 	now    time.Time
 }
@@ -74,7 +76,7 @@ func newEnv(t *testing.T) *env {
 	cli := etcdtest.Client(t, etcdtest.Embedded(t))
 	e := &env{
 		st: state.New(store.New(cli, "/strata/region/")), hb: heartbeat.NewMemory(),
-		probe: &prober{errs: map[string]error{}}, events: &emitted{}, now: time.Now(),
+		probe: &prober{errs: map[string]error{}}, events: &emitted{}, now: time.Now(), tr: liveness.NewTracker(),
 	}
 	e.caches = state.NewCaches(e.st)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -136,7 +138,7 @@ func (e *env) settle(t *testing.T, node string) {
 
 func (e *env) check(t *testing.T) {
 	t.Helper()
-	if err := e.m.check(context.Background(), e.g); err != nil {
+	if err := e.m.check(context.Background(), e.g, e.tr); err != nil {
 		t.Fatalf("check: %v", err)
 	}
 }

@@ -1,0 +1,243 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
+	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/redistest"
+	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/region/state"
+)
+
+// failingProber fails every probe, as an overloaded region does when a
+// one-second probe times out: only heartbeats keep nodes Up.
+type failingProber struct{}
+
+func (failingProber) Probe(context.Context, *api.Node) error {
+	return errors.New("probe timed out")
+}
+
+// fakeAgent heartbeats into the heartbeat store every interval, as the
+// region API records agents' beats, until stopped; a failed record (Redis
+// restarting) is retried at the next interval.
+type fakeAgent struct {
+	stop   chan struct{}
+	done   chan struct{}
+	paused atomic.Bool
+}
+
+func startAgent(hb heartbeat.Store, node string, every time.Duration) *fakeAgent {
+	a := &fakeAgent{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		var seq uint64
+		for {
+			if !a.paused.Load() {
+				seq++
+				ctx, cancel := context.WithTimeout(context.Background(), every)
+				_ = hb.Record(ctx, heartbeat.Beat{ID: node, Seq: seq}) // stamped by the store's clock
+				cancel()
+			}
+			select {
+			case <-a.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return a
+}
+
+func (a *fakeAgent) halt() {
+	select {
+	case <-a.stop:
+	default:
+		close(a.stop)
+	}
+	<-a.done
+}
+
+// Short thresholds for a region on a real Redis.
+const (
+	rInterval = 200 * time.Millisecond
+	rSuspect  = time.Second
+	rDown     = 3 * time.Second
+	rWindow   = rDown + time.Second // longer than any grace
+)
+
+// redisRegion is a region's node monitor on a real Redis and an embedded
+// etcd, with nodes registered twenty minutes ago whose agents heartbeat
+// and whose probes all fail.
+type redisRegion struct {
+	t      *testing.T
+	ctx    context.Context
+	srv    *redistest.Server
+	caches *state.Caches
+	m      *Monitor
+	g      guard
+	evs    *emitted
+	nodes  []string
+	agents map[string]*fakeAgent
+	stop   func() // stops the current leader
+}
+
+func newRedisRegion(t *testing.T, nodes ...string) *redisRegion {
+	srv := redistest.Start(t)
+	hb := heartbeat.NewRedis(srv.Client(t), "strata:region:r1")
+	cli := etcdtest.Client(t, etcdtest.Embedded(t))
+	st := state.New(store.New(cli, "/strata/region/"))
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &redisRegion{t: t, ctx: ctx, srv: srv, caches: state.NewCaches(st), evs: &emitted{}, nodes: nodes, agents: map[string]*fakeAgent{}}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() { _ = r.caches.Run(ctx) })
+	if err := r.caches.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Put(ctx, "/test/leader", "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.g = guard{"/test/leader", resp.Header.Revision}
+	registered := time.Now().Add(-20 * time.Minute)
+	for _, name := range nodes {
+		r.addNode(st, name, registered)
+		r.agents[name] = startAgent(hb, name, rInterval)
+	}
+	t.Cleanup(func() {
+		for _, a := range r.agents {
+			a.halt()
+		}
+	})
+	r.m = New(Options{
+		Region: "r1", State: st, Caches: r.caches, Heartbeats: hb, Events: r.evs, Prober: failingProber{},
+		HeartbeatInterval: rInterval, SuspectAfter: rSuspect, DownAfter: rDown, ProbeTimeout: 100 * time.Millisecond,
+	})
+	r.lead()
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+func (r *redisRegion) addNode(st *state.State, name string, registered time.Time) {
+	n := &api.Node{Name: name, Region: "r1", Schedulable: true, Address: "127.0.0.1:1", RegisteredAt: registered,
+		Capacity: api.Capacity{MilliCPU: 1000, MemoryMiB: 1024}}
+	if _, err := st.Nodes.Put(r.ctx, name, n); err != nil {
+		r.t.Fatal(err)
+	}
+	rev, err := st.NodeStatus.Put(r.ctx, name, &api.NodeStatus{Health: api.HealthUp, Since: registered})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.caches.NodeStatus.WaitForRev(r.ctx, rev); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// lead starts a new leader (a new Lead, with a memory of its own).
+func (r *redisRegion) lead() {
+	ctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.m.Lead(ctx, r.g) }()
+	r.stop = func() { cancel(); <-done }
+}
+
+func (r *redisRegion) pauseAgents(paused bool) {
+	for _, a := range r.agents {
+		a.paused.Store(paused)
+	}
+}
+
+func (r *redisRegion) health(node string) api.Health {
+	if it, ok := r.caches.NodeStatus.Get(node); ok {
+		return it.Value.Health
+	}
+	return api.HealthUnknown
+}
+
+// noneLeavesUp watches every node for rWindow and fails on the first
+// that is not Up.
+func (r *redisRegion) noneLeavesUp(what string) {
+	r.t.Helper()
+	deadline := time.Now().Add(rWindow)
+	for time.Now().Before(deadline) {
+		for _, n := range r.nodes {
+			if h := r.health(n); h != api.HealthUp {
+				r.t.Fatalf("%s: node %s is %s (%v); want every node Up", what, n, h, r.evs.reasons())
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRedisLossMakesNoNodeDown: Redis is flushed, then restarted (losing
+// every beat, and refusing connections for a while), then restarted
+// again while the leader changes and the agents are held back for a
+// moment, so that the new leader finds no beat at all. No node may leave
+// Up, over windows longer than DownAfter, although every probe fails. A
+// node whose agent really stops still goes Suspect, then Down.
+func TestRedisLossMakesNoNodeDown(t *testing.T) {
+	r := newRedisRegion(t, "n1", "n2", "n3", "n4")
+	r.noneLeavesUp("steady")
+
+	if err := r.srv.Client(t).FlushAll(r.ctx).Err(); err != nil {
+		t.Fatalf("FLUSHALL: %v", err)
+	}
+	r.noneLeavesUp("after FLUSHALL")
+
+	// Redis refuses connections while it is down (the monitor cannot
+	// list, the agents cannot record), and comes back empty.
+	r.srv.Kill()
+	time.Sleep(rDown)
+	r.srv.Restart(t)
+	r.noneLeavesUp("after a restart")
+
+	// The new leader knows no beat of anyone.
+	r.pauseAgents(true)
+	r.stop()
+	r.srv.Restart(t)
+	r.lead()
+	time.Sleep(rSuspect / 2)
+	r.pauseAgents(false)
+	r.noneLeavesUp("after a leader change over an empty Redis")
+	if n := r.evs.count("NodeDown") + r.evs.count("NodeSuspect"); n != 0 {
+		t.Fatalf("%d NodeSuspect/NodeDown events; want none (%v)", n, r.evs.reasons())
+	}
+
+	// The control: an agent that stops is Suspect first, then Down.
+	r.agents["n4"].halt()
+	deadline := time.Now().Add(rDown + 5*time.Second)
+	for r.health("n4") != api.HealthDown {
+		if time.Now().After(deadline) {
+			t.Fatalf("n4 stopped beating: health %s after %v; want Down", r.health("n4"), rDown+5*time.Second)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r.evs.count("NodeSuspect") != 1 {
+		t.Errorf("n4 went Down without being Suspect first (%v)", r.evs.reasons())
+	}
+	for _, n := range r.nodes[:3] {
+		if h := r.health(n); h != api.HealthUp {
+			t.Errorf("node %s is %s; want Up", n, h)
+		}
+	}
+}
+
+func (e *emitted) reasons() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, ev := range e.evs {
+		out = append(out, fmt.Sprintf("%s %s: %s", ev.Reason, ev.Object, ev.Message))
+	}
+	return out
+}
