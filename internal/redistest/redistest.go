@@ -1,8 +1,10 @@
 // Package redistest runs a real redis-server process for tests.
 //
-// The server listens on 127.0.0.1 with a free port and keeps no data on
-// disk (`--save "" --appendonly no`), so Restart behaves like a production
-// restart of a cache-style Redis: every key is gone afterwards. A missing
+// The server listens on 127.0.0.1 on a port reserved for the test (see
+// package ports: no other process can take it, also across Restart) and
+// keeps no data on disk (`--save "" --appendonly no`), so Restart behaves
+// like a production restart of a cache-style Redis: every key is gone
+// afterwards. A missing
 // redis-server skips the test on a laptop and fails it under CI=true.
 package redistest
 
@@ -24,14 +26,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/internal/testenv/ports"
 )
 
 // readyTimeout bounds how long a fresh redis-server may take to answer PING.
 const readyTimeout = 15 * time.Second
-
-// portAttempts is how often Start retries when the free port it picked was
-// taken by someone else between probing and redis-server binding it.
-const portAttempts = 5
 
 // Server is a running redis-server process owned by one test.
 type Server struct {
@@ -56,24 +55,13 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatalf("redistest: temp dir: %v", err)
 	}
-	s := &Server{bin: bin, dir: dir}
+	s := &Server{bin: bin, dir: dir, port: ports.Get(t)}
 	s.logPath = filepath.Join(s.dir, "redis.log")
 	t.Cleanup(s.Kill)
-
-	var lastErr error
-	for range portAttempts {
-		port, err := freePort()
-		if err != nil {
-			t.Fatalf("redistest: pick a port: %v", err)
-		}
-		s.port = port
-		if lastErr = s.start(); lastErr == nil {
-			return s
-		}
-		s.Kill()
+	if err := s.start(); err != nil {
+		t.Fatalf("redistest: %v", err)
 	}
-	t.Fatalf("redistest: %v", lastErr)
-	return nil
+	return s
 }
 
 // Addr is the host:port clients dial.
@@ -100,20 +88,8 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Kill()
-	// The port was just released by the killed process; SO_REUSEADDR in
-	// redis-server lets it bind again at once, but retry briefly in case
-	// the kernel is slow to let go.
-	var err error
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if err = s.start(); err == nil {
-			return
-		}
-		s.Kill()
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: restart: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := s.start(); err != nil {
+		t.Fatalf("redistest: restart: %v", err)
 	}
 }
 
@@ -196,8 +172,8 @@ func (s *Server) waitReady(exited <-chan struct{}) error {
 }
 
 // probe asks the server for its working directory: an answer proves it is
-// up, and the directory (unique per Server) proves it is our process and
-// not another test's server that grabbed the port while we restarted.
+// up, and the directory (unique per Server) proves it is our process, not
+// one that holds the port without a reservation.
 func probe(addr, dir string) error {
 	conn, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
 	if err != nil {
@@ -238,13 +214,4 @@ func (s *Server) tail() string {
 		lines = lines[len(lines)-20:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
