@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 
@@ -29,6 +28,7 @@ import (
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/redisclient"
 	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
@@ -165,10 +165,13 @@ func (s *Server) Run(ctx context.Context) error {
 
 	hb := s.o.Heartbeats
 	if hb == nil {
-		if cfg.Redis.Addr != "" {
-			rc := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB})
+		if cfg.Redis.Configured() {
+			rc, err := redisclient.New(cfg.Redis)
+			if err != nil {
+				return fmt.Errorf("global: %w", err)
+			}
 			defer rc.Close()
-			hb = heartbeat.NewRedis(rc, "strata:global")
+			hb = heartbeat.NewRedis(rc, "strata:global", heartbeat.WithLogger(s.log))
 		} else {
 			hb = heartbeat.NewMemory()
 		}

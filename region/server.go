@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/redisclient"
 	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
@@ -150,7 +150,10 @@ func (s *Server) Run(ctx context.Context) error {
 	st := state.New(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)))
 	caches := state.NewCaches(st)
 
-	hb, evs, closeHot := s.hotStores()
+	hb, evs, closeHot, err := s.hotStores()
+	if err != nil {
+		return err
+	}
 	defer closeHot()
 	emitter := events.NewEmitter(evs, cfg.Name, s.log)
 
@@ -376,17 +379,20 @@ func registerRegionGauges(reg *metrics.Registry, caches *state.Caches, a *region
 	})
 }
 
-func (s *Server) hotStores() (heartbeat.Store, events.Store, func()) {
+func (s *Server) hotStores() (heartbeat.Store, events.Store, func(), error) {
 	hb, evs := s.o.Heartbeats, s.o.Events
 	closeFn := func() {}
-	if (hb == nil || evs == nil) && s.cfg.Redis.Addr != "" {
-		rc := redis.NewClient(&redis.Options{Addr: s.cfg.Redis.Addr, Password: s.cfg.Redis.Password, DB: s.cfg.Redis.DB})
+	if (hb == nil || evs == nil) && s.cfg.Redis.Configured() {
+		rc, err := redisclient.New(s.cfg.Redis)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("region: %w", err)
+		}
 		closeFn = func() { rc.Close() }
 		if hb == nil {
-			hb = heartbeat.NewRedis(rc, "strata:region:"+s.cfg.Name)
+			hb = heartbeat.NewRedis(rc, "strata:region:"+s.cfg.Name, heartbeat.WithLogger(s.log))
 		}
 		if evs == nil {
-			evs = events.NewRedis(rc, "strata:region:"+s.cfg.Name+":events", 100000)
+			evs = events.NewRedis(rc, "strata:region:"+s.cfg.Name+":events", 100000, events.WithLogger(s.log))
 		}
 	}
 	if hb == nil {
@@ -395,7 +401,7 @@ func (s *Server) hotStores() (heartbeat.Store, events.Store, func()) {
 	if evs == nil {
 		evs = events.NewMemory(events.DefaultCapacity)
 	}
-	return hb, evs, closeFn
+	return hb, evs, closeFn, nil
 }
 
 // ensureNetwork records the configured default network when the region

@@ -98,23 +98,7 @@ func (e *Etcd) validateAuth(key string) error {
 // EtcdPassword returns the configured password, reading PasswordFile
 // (its first line) when that is set.
 func (e *Etcd) EtcdPassword() (string, error) {
-	if e.PasswordFile == "" {
-		return e.Password, nil
-	}
-	b, err := os.ReadFile(e.PasswordFile)
-	if err != nil {
-		return "", fmt.Errorf("etcd.passwordFile: %w", err)
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	return strings.TrimRight(line, "\r"), nil
-}
-
-// Redis is where hot data lives (heartbeats, events). Addr empty means an
-// in-memory store: fine for one process, lost on restart.
-type Redis struct {
-	Addr     string `mapstructure:"addr"`
-	Password string `mapstructure:"password"`
-	DB       int    `mapstructure:"db"`
+	return secret(e.Password, e.PasswordFile, "etcd.passwordFile")
 }
 
 // TLS holds the files for mutual TLS on gRPC links. All empty is refused
@@ -277,6 +261,7 @@ func DefaultGlobal() *Global {
 	g.Listen.HTTP = "127.0.0.1:8080"
 	g.Listen.GRPC = "127.0.0.1:9090"
 	g.Etcd = Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/strata/global/", DialTimeout: 5 * time.Second, MaxTxnOps: defaultMaxTxnOps}
+	g.Redis = Redis{Mode: RedisModeSingle}
 	g.Log = Log{Level: "info", Format: "text"}
 	g.LeaseTTL = 3 * time.Second
 	g.Regions = Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: 2 * time.Second}
@@ -291,6 +276,7 @@ func (g *Global) Validate() error {
 		validAddr("listen.http", g.Listen.HTTP),
 		validAddr("listen.grpc", g.Listen.GRPC),
 		g.Etcd.validate("etcd"),
+		g.Redis.validate("redis"),
 		g.TLS.validate("tls"),
 		g.Log.validate(),
 		positive("leaseTTL", g.LeaseTTL),
@@ -364,6 +350,7 @@ func DefaultRegion() *Region {
 	r.Listen.HTTP = "127.0.0.1:8081"
 	r.Listen.GRPC = "127.0.0.1:9091"
 	r.Etcd = Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/strata/region/", DialTimeout: 5 * time.Second, MaxTxnOps: defaultMaxTxnOps}
+	r.Redis = Redis{Mode: RedisModeSingle}
 	r.Log = Log{Level: "info", Format: "text"}
 	r.LeaseTTL = 3 * time.Second
 	r.Nodes = Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: time.Second}
@@ -394,6 +381,7 @@ func (r *Region) Validate() error {
 		validAddr("listen.http", r.Listen.HTTP),
 		validAddr("listen.grpc", r.Listen.GRPC),
 		r.Etcd.validate("etcd"),
+		r.Redis.validate("redis"),
 		r.TLS.validate("tls"),
 		r.Log.validate(),
 		positive("leaseTTL", r.LeaseTTL),

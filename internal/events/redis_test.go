@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/events/eventstest"
+	"github.com/stratahq/strata/internal/redisclient"
 	"github.com/stratahq/strata/internal/redistest"
 )
 
@@ -79,5 +80,26 @@ func TestRedisTailServerGone(t *testing.T) {
 		t.Logf("Tail returned: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("Tail still blocked 20s after the server died")
+	}
+}
+
+// TestRedisModesConformance runs the suite against every deployment a tier
+// can be configured for (single over TLS, Sentinel, Cluster), through the
+// client the tiers build from their configuration, as an ACL user with
+// exactly the rules docs/operations.md gives.
+func TestRedisModesConformance(t *testing.T) {
+	for _, m := range redistest.Modes() {
+		t.Run(m.Name, func(t *testing.T) {
+			cfg := m.Start(t, "strata", "strata-secret", redisclient.ACLRules...)
+			cli, err := redisclient.New(cfg)
+			if err != nil {
+				t.Fatalf("redisclient.New: %v", err)
+			}
+			t.Cleanup(func() { _ = cli.Close() })
+			var n atomic.Int64
+			eventstest.Run(t, func(t *testing.T, capacity int) events.Store {
+				return events.NewRedis(cli, fmt.Sprintf("strata:t%d:events", n.Add(1)), int64(capacity))
+			})
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/heartbeat/heartbeattest"
+	"github.com/stratahq/strata/internal/redisclient"
 	"github.com/stratahq/strata/internal/redistest"
 )
 
@@ -197,5 +198,26 @@ func TestRedisCanceledDuringBlockedServer(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("List against a dead server took %v; want it bounded", d)
+	}
+}
+
+// TestRedisModesConformance runs the suite against every deployment a tier
+// can be configured for (single over TLS, Sentinel, Cluster), through the
+// client the tiers build from their configuration, as an ACL user with
+// exactly the rules docs/operations.md gives.
+func TestRedisModesConformance(t *testing.T) {
+	for _, m := range redistest.Modes() {
+		t.Run(m.Name, func(t *testing.T) {
+			cfg := m.Start(t, "strata", "strata-secret", redisclient.ACLRules...)
+			cli, err := redisclient.New(cfg)
+			if err != nil {
+				t.Fatalf("redisclient.New: %v", err)
+			}
+			t.Cleanup(func() { _ = cli.Close() })
+			var n atomic.Int64
+			heartbeattest.Run(t, func(t *testing.T) heartbeat.Store {
+				return heartbeat.NewRedis(cli, fmt.Sprintf("strata:t%d", n.Add(1)))
+			})
+		})
 	}
 }

@@ -1,17 +1,23 @@
-// Package redistest runs a real redis-server process for tests.
+// Package redistest runs real redis-server processes for tests: a single
+// server (optionally over TLS, with ACL users), a master with a replica
+// and three sentinels (StartSentinel), or a Redis Cluster (StartCluster).
 //
-// The server listens on 127.0.0.1 on a port reserved for the test (see
+// Every server listens on 127.0.0.1 on a port reserved for the test (see
 // package ports: no other process can take it, also across Restart) and
-// keeps no data on disk (`--save "" --appendonly no`), so Restart behaves
+// keeps no data on disk (`save ""`, `appendonly no`), so Restart behaves
 // like a production restart of a cache-style Redis: every key is gone
-// afterwards. A missing
-// redis-server skips the test on a laptop and fails it under CI=true.
+// afterwards. A missing redis-server skips the test on a laptop and fails
+// it under CI=true.
 package redistest
 
 import (
 	"bufio"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -29,8 +35,37 @@ import (
 	"github.com/stratahq/strata/internal/testenv/ports"
 )
 
-// readyTimeout bounds how long a fresh redis-server may take to answer PING.
+// readyTimeout bounds how long a fresh redis-server may take to answer.
 const readyTimeout = 15 * time.Second
+
+// AdminUser is the ACL user the harness itself logs in as when a server
+// has users (WithUser): its probes, Client, replication and the sentinels.
+const AdminUser = "admin"
+
+// Option configures the servers a Start function starts.
+type Option func(*settings)
+
+type settings struct {
+	tls   *TLS
+	users []user
+}
+
+type user struct {
+	name, password string
+	rules          []string
+}
+
+// WithTLS serves TLS only (no plaintext port), requiring client
+// certificates signed by x's CA; replication, the cluster bus and the
+// sentinels use TLS too.
+func WithTLS(x *TLS) Option { return func(s *settings) { s.tls = x } }
+
+// WithUser adds an ACL user with a password and ACL rules (e.g. "~*",
+// "+@all"). A server with users turns the default user off; the harness
+// logs in as AdminUser.
+func WithUser(name, password string, rules ...string) Option {
+	return func(s *settings) { s.users = append(s.users, user{name, password, rules}) }
+}
 
 // Server is a running redis-server process owned by one test.
 type Server struct {
@@ -38,6 +73,13 @@ type Server struct {
 	dir     string
 	port    int
 	logPath string
+	// conf holds the server's directives; written on the first start and
+	// kept across restarts (Sentinel rewrites it, as in production).
+	conf     []string
+	sentinel bool
+	set      settings
+	adminPW  string // empty without users
+	authArgs []string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -45,7 +87,20 @@ type Server struct {
 }
 
 // Start starts redis-server for the test and kills it when the test ends.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	var set settings
+	for _, o := range opts {
+		o(&set)
+	}
+	s := newServer(t, set, false)
+	s.mustStart(t)
+	return s
+}
+
+// newServer prepares a server (directory, port, credentials) without
+// starting it.
+func newServer(t testing.TB, set settings, sentinel bool) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -55,13 +110,68 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatalf("redistest: temp dir: %v", err)
 	}
-	s := &Server{bin: bin, dir: dir, port: ports.Get(t)}
+	s := &Server{bin: bin, dir: dir, port: ports.Get(t), set: set, sentinel: sentinel}
 	s.logPath = filepath.Join(s.dir, "redis.log")
+	if len(set.users) > 0 && !sentinel {
+		s.adminPW = randomPassword()
+		s.authArgs = []string{"AUTH", AdminUser, s.adminPW}
+	}
 	t.Cleanup(s.Kill)
+	return s
+}
+
+func (s *Server) mustStart(t testing.TB) {
+	t.Helper()
 	if err := s.start(); err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
-	return s
+}
+
+// baseConf is what every data node runs with.
+func (s *Server) baseConf() []string {
+	c := []string{
+		"bind 127.0.0.1",
+		`save ""`,
+		"appendonly no",
+		"loglevel warning",
+		// A replica's first sync starts at once instead of waiting 5 s
+		// for more replicas to share the transfer.
+		"repl-diskless-sync-delay 0",
+	}
+	c = append(c, s.listenConf()...)
+	if len(s.set.users) > 0 {
+		c = append(c,
+			"user default off",
+			fmt.Sprintf("user %s on >%s ~* &* +@all", AdminUser, s.adminPW),
+			// The replica of a Sentinel group logs in to its master as
+			// the admin, like an operator's replication user would.
+			"masteruser "+AdminUser,
+			"masterauth "+s.adminPW,
+		)
+		for _, u := range s.set.users {
+			c = append(c, fmt.Sprintf("user %s on >%s %s", u.name, u.password, strings.Join(u.rules, " ")))
+		}
+	}
+	return c
+}
+
+// listenConf is the port (plaintext or TLS) of any server.
+func (s *Server) listenConf() []string {
+	port := strconv.Itoa(s.port)
+	x := s.set.tls
+	if x == nil {
+		return []string{"port " + port}
+	}
+	return []string{
+		"port 0",
+		"tls-port " + port,
+		"tls-cert-file " + x.ServerCert,
+		"tls-key-file " + x.ServerKey,
+		"tls-ca-cert-file " + x.CA,
+		"tls-auth-clients yes",
+		"tls-replication yes",
+		"tls-cluster yes",
+	}
 }
 
 // Addr is the host:port clients dial.
@@ -69,15 +179,36 @@ func (s *Server) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 }
 
-// Client returns a client for the server, closed when the test ends.
-func (s *Server) Client(t testing.TB) *redis.Client {
-	t.Helper()
-	cli := redis.NewClient(&redis.Options{
+// Port is the port clients dial.
+func (s *Server) Port() int { return s.port }
+
+// AdminPassword is AdminUser's password, empty when the server has no
+// users.
+func (s *Server) AdminPassword() string { return s.adminPW }
+
+// Options are go-redis options for a client of the server logged in as the
+// harness's admin (if the server has users), over TLS if it serves TLS.
+func (s *Server) Options() *redis.Options {
+	o := &redis.Options{
 		Addr: s.Addr(),
 		// Short dial timeout: while the server restarts, a dial either
 		// succeeds at once or is refused; waiting 5 s helps nobody.
 		DialTimeout: time.Second,
-	})
+	}
+	if s.adminPW != "" {
+		o.Username, o.Password = AdminUser, s.adminPW
+	}
+	if s.set.tls != nil {
+		o.TLSConfig = s.set.tls.ClientConfig()
+	}
+	return o
+}
+
+// Client returns a client for the server (see Options), closed when the
+// test ends.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	cli := redis.NewClient(s.Options())
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
 }
@@ -107,22 +238,39 @@ func (s *Server) Kill() {
 	<-exited
 }
 
+func (s *Server) confPath() string {
+	if s.sentinel {
+		return filepath.Join(s.dir, "sentinel.conf")
+	}
+	return filepath.Join(s.dir, "redis.conf")
+}
+
 func (s *Server) start() error {
+	if s.conf == nil {
+		s.conf = s.baseConf()
+	}
+	conf := s.confPath()
+	if _, err := os.Stat(conf); errors.Is(err, os.ErrNotExist) {
+		body := append([]string{
+			"dir " + s.dir,
+			"daemonize no",
+			`logfile ""`,
+		}, s.conf...)
+		if err := os.WriteFile(conf, []byte(strings.Join(body, "\n")+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", conf, err)
+		}
+	}
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
 	}
 	defer logf.Close()
 
-	cmd := exec.Command(s.bin,
-		"--bind", "127.0.0.1",
-		"--port", strconv.Itoa(s.port),
-		"--save", "",
-		"--appendonly", "no",
-		"--dir", s.dir,
-		"--daemonize", "no",
-		"--loglevel", "warning",
-	)
+	args := []string{conf}
+	if s.sentinel {
+		args = append(args, "--sentinel")
+	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	// If the test binary dies without running its cleanups, the server must
@@ -161,7 +309,7 @@ func (s *Server) waitReady(exited <-chan struct{}) error {
 			return errExited
 		default:
 		}
-		if lastErr = probe(s.Addr(), s.dir); lastErr == nil {
+		if lastErr = s.probe(); lastErr == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -171,37 +319,101 @@ func (s *Server) waitReady(exited <-chan struct{}) error {
 	}
 }
 
-// probe asks the server for its working directory: an answer proves it is
-// up, and the directory (unique per Server) proves it is our process, not
-// one that holds the port without a reservation.
-func probe(addr, dir string) error {
-	conn, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+// probe asks the server which configuration file it runs: an answer proves
+// it is up, and the file (unique per Server) proves it is our process,
+// not one that holds the port without a reservation.
+func (s *Server) probe() error {
+	var cmds [][]string
+	if s.authArgs != nil {
+		cmds = append(cmds, s.authArgs)
+	}
+	info, err := Command(s.Addr(), s.tlsConfig(), append(cmds, []string{"INFO", "server"})...)
 	if err != nil {
 		return err
 	}
+	want := "config_file:" + s.confPath()
+	for _, line := range strings.Split(info, "\n") {
+		if strings.TrimRight(line, "\r") == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("port %s is served by another redis-server (no %q in INFO server)", s.Addr(), want)
+}
+
+// Command sends cmds over one fresh connection (TLS when tlsCfg is set) and
+// returns the last reply, which must be a status or bulk string; an error
+// reply to any command is an error.
+func Command(addr string, tlsCfg *tls.Config, cmds ...[]string) (string, error) {
+	d := &net.Dialer{Timeout: 500 * time.Millisecond}
+	var conn net.Conn
+	var err error
+	if tlsCfg != nil {
+		conn, err = tls.DialWithDialer(d, "tcp", addr, tlsCfg)
+	} else {
+		conn, err = d.Dial("tcp", addr)
+	}
+	if err != nil {
+		return "", err
+	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := conn.Write([]byte("CONFIG GET dir\r\n")); err != nil {
-		return err
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	var b strings.Builder
+	for _, c := range cmds {
+		fmt.Fprintf(&b, "*%d\r\n", len(c))
+		for _, a := range c {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
 	}
-	// RESP2 reply: *2 $3 dir $N <dir>, or an error line such as -LOADING.
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		return "", err
+	}
 	r := bufio.NewReader(conn)
-	var lines []string
-	for len(lines) < 5 {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return err
+	var last string
+	for range cmds {
+		if last, err = readReply(r); err != nil {
+			return "", err
 		}
-		line = strings.TrimRight(line, "\r\n")
-		if len(lines) == 0 && !strings.HasPrefix(line, "*") {
-			return fmt.Errorf("probe answered %q", line)
+	}
+	return last, nil
+}
+
+// readReply reads one RESP2 status, error or bulk string reply.
+func readReply(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", errors.New("empty reply")
+	}
+	switch line[0] {
+	case '+':
+		return line[1:], nil
+	case '-':
+		return "", fmt.Errorf("redis replied %q", line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("reply %q", line)
 		}
-		lines = append(lines, line)
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	default:
+		return "", fmt.Errorf("unexpected reply %q", line)
 	}
-	if lines[4] != dir {
-		return fmt.Errorf("port %s is served by another redis-server (dir %q)", addr, lines[4])
+}
+
+// tlsConfig is the client TLS configuration for the server, nil without
+// TLS.
+func (s *Server) tlsConfig() *tls.Config {
+	if s.set.tls == nil {
+		return nil
 	}
-	return nil
+	return s.set.tls.ClientConfig()
 }
 
 func (s *Server) tail() string {
@@ -214,4 +426,10 @@ func (s *Server) tail() string {
 		lines = lines[len(lines)-20:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+func randomPassword() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -202,7 +202,7 @@ func testConcurrentWriters(t *testing.T, s heartbeat.Store) {
 	ctx := ctxT(t)
 	const writers, each = 8, 50
 	var wg sync.WaitGroup
-	errs := make(chan error, writers)
+	errs := make(chan error, writers+1) // the writers and the newest beat
 	for w := range writers {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(w), 1))
