@@ -133,7 +133,9 @@ func (s *Server) baseConf() []string {
 		"bind 127.0.0.1",
 		`save ""`,
 		"appendonly no",
-		"loglevel warning",
+		// notice: replication and failover steps are in the log that a
+		// failing test shows (LogTail).
+		"loglevel notice",
 		// A replica's first sync starts at once instead of waiting 5 s
 		// for more replicas to share the transfer.
 		"repl-diskless-sync-delay 0",
@@ -407,6 +409,9 @@ func readReply(r *bufio.Reader) (string, error) {
 	}
 }
 
+// LogTail is the end of the server's log, for a failing test to show.
+func (s *Server) LogTail() string { return s.tail() }
+
 // tlsConfig is the client TLS configuration for the server, nil without
 // TLS.
 func (s *Server) tlsConfig() *tls.Config {
@@ -422,8 +427,8 @@ func (s *Server) tail() string {
 		return ""
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
 	}
 	return strings.Join(lines, "\n")
 }

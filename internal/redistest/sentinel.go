@@ -94,6 +94,7 @@ func StartSentinel(t testing.TB, opts ...SentinelOption) *Sentinel {
 		s.conf = append(s.listenConf(),
 			"sentinel myid "+ids[i],
 			"bind 127.0.0.1",
+			"loglevel notice",
 			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2", MasterName, g.Master.port),
 			fmt.Sprintf("sentinel down-after-milliseconds %s %d", MasterName, DownAfter.Milliseconds()),
 			fmt.Sprintf("sentinel failover-timeout %s %d", MasterName, FailoverTimeout.Milliseconds()),
@@ -194,8 +195,17 @@ func (g *Sentinel) WaitFailover(t testing.TB, old string, timeout time.Duration)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("redistest: no failover from %s within %s: sentinels say %q, %v", old, timeout, last, lastErr)
+	t.Fatalf("redistest: no failover from %s within %s: sentinels say %q, %v\n%s", old, timeout, last, lastErr, g.Logs())
 	return ""
+}
+
+// Logs are the ends of every process's log, for a failing test to show.
+func (g *Sentinel) Logs() string {
+	var b strings.Builder
+	for _, s := range append([]*Server{g.Master, g.Replica}, g.Sentinels...) {
+		fmt.Fprintf(&b, "--- %s (%s)\n%s\n", s.Addr(), s.confPath(), s.LogTail())
+	}
+	return b.String()
 }
 
 func (g *Sentinel) server(addr string) *Server {
@@ -240,9 +250,14 @@ func (s *Server) info(section string) string {
 
 func (g *Sentinel) waitReplicaInSync(t testing.TB) {
 	t.Helper()
+	// The replica's link is up once it loaded the master's snapshot, but
+	// the master streams writes to it only after its first REPLCONF ACK
+	// (up to a second later): until then a killed master takes every
+	// write with it.
 	poll(t, readyTimeout, "replica in sync with its master", func() (bool, string) {
-		info := g.Replica.info("replication")
-		return strings.Contains(info, "master_link_status:up"), info
+		info := g.Master.info("replication")
+		return strings.Contains(g.Replica.info("replication"), "master_link_status:up") &&
+			strings.Contains(info, fmt.Sprintf("port=%d,state=online", g.Replica.port)), info
 	})
 }
 
