@@ -2,7 +2,9 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -315,6 +317,35 @@ func TestRESTPlumbing(t *testing.T) {
 		}
 		if !strings.Contains(logs.String(), "database password") || !strings.Contains(logs.String(), "level=ERROR") {
 			t.Fatalf("got logs %q; want the cause at Error", logs.String())
+		}
+	})
+	t.Run("a client that went away is no error", func(t *testing.T) {
+		// A load balancer's /readyz probe that timed out, a CLI stopped
+		// with Ctrl-C: whatever the handler fails with then is logged at
+		// debug, an unavailable answer included.
+		for _, err := range []error{
+			errors.New("etcdserver: request canceled"),
+			fmt.Errorf("etcd: %w: %w", api.ErrUnavailable, context.Canceled),
+		} {
+			logs.Reset()
+			srv := h.endpoint(func(*http.Request) (int, any, error) { return 0, nil, err })
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			srv.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/readyz", nil).WithContext(ctx))
+			if strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "level=DEBUG") {
+				t.Errorf("error %q after the client left: got logs %q; want it at DEBUG", err, logs.String())
+			}
+		}
+	})
+	t.Run("unavailable is no error", func(t *testing.T) {
+		logs.Reset()
+		srv := h.endpoint(func(*http.Request) (int, any, error) {
+			return 0, nil, fmt.Errorf("resources cache not loaded yet: %w", api.ErrUnavailable)
+		})
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		if rec.Code != http.StatusServiceUnavailable || strings.Contains(logs.String(), "level=ERROR") {
+			t.Errorf("got %d and logs %q; want 503 and nothing at ERROR", rec.Code, logs.String())
 		}
 	})
 	t.Run("requests are logged at debug", func(t *testing.T) {

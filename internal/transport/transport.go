@@ -25,6 +25,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/serving"
 )
 
 // NewServer returns a gRPC server with Strata's interceptors: every call
@@ -169,7 +170,7 @@ func unaryServer(sec *Security, policy Policy, log *slog.Logger) grpc.UnaryServe
 		}
 		resp, err = h(actx, req)
 		if err != nil {
-			logFailure(log, info.FullMethod, err)
+			logFailure(actx, log, info.FullMethod, err)
 			return resp, api.GRPCError(err)
 		}
 		return resp, nil
@@ -190,7 +191,7 @@ func streamServer(sec *Security, policy Policy, log *slog.Logger) grpc.StreamSer
 			return api.GRPCError(err)
 		}
 		if err = h(srv, &authStream{ServerStream: ss, ctx: actx, rule: rule, method: info.FullMethod}); err != nil {
-			logFailure(log, info.FullMethod, err)
+			logFailure(actx, log, info.FullMethod, err)
 			return api.GRPCError(err)
 		}
 		return nil
@@ -207,13 +208,9 @@ func logRefusal(ctx context.Context, log *slog.Logger, method string, err error)
 	log.Info("gRPC call refused", "method", method, "peer", from, "err", err)
 }
 
-func logFailure(log *slog.Logger, method string, err error) {
+func logFailure(ctx context.Context, log *slog.Logger, method string, err error) {
 	code, _ := api.HTTPError(err)
-	if code >= 500 && code != 503 {
-		log.Error("gRPC call failed", "method", method, "err", err)
-		return
-	}
-	log.Debug("gRPC call refused", "method", method, "err", err)
+	log.Log(ctx, serving.FailureLevel(ctx, code), "gRPC call failed", "method", method, "err", err)
 }
 
 func unaryClient(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/metrics"
+	"github.com/stratahq/strata/internal/serving"
 )
 
 // CordonRequest is the body of POST /v1/nodes/{name}/cordon (optional).
@@ -199,9 +200,7 @@ func decodeBody(body io.Reader, v any) error {
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code, body := api.HTTPError(apiErr(err))
-	if code >= http.StatusInternalServerError && code != http.StatusServiceUnavailable {
-		s.log.Error("REST request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	}
+	s.log.Log(r.Context(), serving.FailureLevel(r.Context(), code), "REST request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
 	writeJSON(w, code, body)
 }
 
