@@ -64,7 +64,8 @@ type Options struct {
 	// Metrics, when set, times and counts every provider call, and is
 	// served over HTTP on Config.Listen.Metrics when that is set.
 	Metrics *metrics.Registry
-	Logger  *slog.Logger
+	// Logger is the process's; the agent adds tier=agent and node=<name>.
+	Logger *slog.Logger
 	// Clock stamps statuses and conditions; timers use real time.
 	Clock func() time.Time
 }
@@ -257,7 +258,7 @@ func New(o Options) (*Agent, error) {
 		region:     region,
 		listener:   o.Listener,
 		serveNode:  !o.DisableNodeService,
-		log:        log.With("node", cfg.Node.Name),
+		log:        log.With("tier", "agent", "node", cfg.Node.Name),
 		clock:      clock,
 		t:          defaultTimings(),
 		ready:      make(chan struct{}),

@@ -38,6 +38,8 @@ import (
 // Options are what a global replica needs beyond its configuration.
 type Options struct {
 	Config *config.Global
+	// Logger is the process's; the server adds tier=global and
+	// instance=<id>, its components their component=…, each once.
 	Logger *slog.Logger
 	// Etcd, when set, is used instead of the configured etcd.
 	Etcd *clientv3.Client
@@ -74,7 +76,7 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "global", "id", o.Config.ID), ready: make(chan struct{})}
+	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "global", "instance", o.Config.ID), ready: make(chan struct{})}
 	var err error
 	if s.grpcL = o.GRPCListener; s.grpcL == nil {
 		if s.grpcL, err = net.Listen("tcp", s.cfg.Listen.GRPC); err != nil {

@@ -43,6 +43,8 @@ import (
 // Options are what a region needs beyond its configuration.
 type Options struct {
 	Config *config.Region
+	// Logger is the process's; the server adds tier=region, region=<name>
+	// and instance=<id>, its components their component=…, each once.
 	Logger *slog.Logger
 	// Etcd, when set, is used instead of the configured etcd.
 	Etcd *clientv3.Client
@@ -80,7 +82,7 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("region", o.Config.Name), ready: make(chan struct{})}
+	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "region", "region", o.Config.Name, "instance", o.Config.ID), ready: make(chan struct{})}
 	var err error
 	if s.grpcL = o.GRPCListener; s.grpcL == nil {
 		if s.grpcL, err = net.Listen("tcp", s.cfg.Listen.GRPC); err != nil {
@@ -251,7 +253,7 @@ func (s *Server) Run(ctx context.Context) error {
 			return err
 		}
 		return serving.IgnoreCanceled(elector.Run(gctx, func(leaderCtx context.Context, l *election.Leadership) {
-			s.log.Info("leading the region", "id", cfg.ID)
+			s.log.Info("leading the region")
 			lg, lctx := errgroup.WithContext(leaderCtx)
 			lg.Go(func() error { return ctrl.Lead(lctx, l) })
 			lg.Go(func() error { return mon.Lead(lctx, l) })

@@ -45,7 +45,7 @@ data stays in --data-dir, so running it again resumes where it stopped.`,
 			if err := logCfg.Validate(); err != nil {
 				return err
 			}
-			log := logCfg.Logger(os.Stderr)
+			log := processLogger(logCfg)
 			pcs := devProviders(provs, cmd.ErrOrStderr())
 			abs, err := filepath.Abs(dataDir)
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -9,8 +10,20 @@ import (
 	"github.com/stratahq/strata/global"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/metrics"
+	"github.com/stratahq/strata/internal/redisclient"
 	"github.com/stratahq/strata/region"
 )
+
+// processLogger builds the process's logger and hands it to go-redis too,
+// whose logger is one package variable for the whole process: set here,
+// once, before any tier builds a Redis client, and never in library code
+// (see redisclient.SetLogger). Without it go-redis prints plain
+// "redis: …" lines into a JSON log whenever Redis is down.
+func processLogger(c config.Log) *slog.Logger {
+	log := c.Logger(os.Stderr)
+	redisclient.SetLogger(log)
+	return log
+}
 
 // flagKeys maps each tier's common flags to configuration keys.
 var (
@@ -38,15 +51,15 @@ func newGlobalCmd() *cobra.Command {
 (/v1/...) and the gRPC ResourceService; the replicas elect a master through
 etcd, and only the master propagates resources to regions.
 
-Several replicas need a shared Redis (redis.addr) so that any of them can
-take region heartbeats.`,
+Several replicas need a shared Redis (redis.*: one server, Sentinel or a
+Cluster) so that any of them can take region heartbeats.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := config.DefaultGlobal()
 			if err := config.Load(cfg, config.Source{File: file, Flags: cmd.Flags(), FlagKeys: globalFlags}); err != nil {
 				return err
 			}
-			srv, err := global.New(global.Options{Config: cfg, Logger: cfg.Log.Logger(os.Stderr)})
+			srv, err := global.New(global.Options{Config: cfg, Logger: processLogger(cfg.Log)})
 			if err != nil {
 				return err
 			}
@@ -59,7 +72,7 @@ take region heartbeats.`,
 	f.String("listen-http", "", "REST API address (default 127.0.0.1:8080)")
 	f.String("listen-grpc", "", "gRPC address (default 127.0.0.1:9090)")
 	f.StringSlice("etcd-endpoints", nil, "etcd client URLs (default http://127.0.0.1:2379)")
-	f.String("redis", "", "Redis address for region heartbeats (default: in memory)")
+	f.String("redis", "", "Redis host:port for region heartbeats, mode single (default: in memory; redis.* in the file for Sentinel, Cluster, TLS, an ACL user)")
 	f.String("log-level", "", "debug, info, warn or error")
 	return cmd
 }
@@ -79,7 +92,7 @@ region keeps working when the global tier is unreachable.`,
 			if err := config.Load(cfg, config.Source{File: file, Flags: cmd.Flags(), FlagKeys: regionFlags}); err != nil {
 				return err
 			}
-			srv, err := region.New(region.Options{Config: cfg, Logger: cfg.Log.Logger(os.Stderr)})
+			srv, err := region.New(region.Options{Config: cfg, Logger: processLogger(cfg.Log)})
 			if err != nil {
 				return err
 			}
@@ -93,7 +106,7 @@ region keeps working when the global tier is unreachable.`,
 	f.String("listen-http", "", "operator REST address (default 127.0.0.1:8081)")
 	f.String("listen-grpc", "", "gRPC address for the global tier and agents (default 127.0.0.1:9091)")
 	f.StringSlice("etcd-endpoints", nil, "the region's etcd client URLs")
-	f.String("redis", "", "Redis address for heartbeats and events (default: in memory)")
+	f.String("redis", "", "Redis host:port for heartbeats and events, mode single (default: in memory; redis.* in the file for Sentinel, Cluster, TLS, an ACL user)")
 	f.String("global", "", "the global tier's gRPC address; empty runs the region stand-alone")
 	f.String("log-level", "", "debug, info, warn or error")
 	return cmd

@@ -53,7 +53,10 @@ type Options struct {
 	TuneGlobal func(*config.Global)
 	TuneRegion func(*config.Region)
 	TuneAgent  func(*config.Agent)
-	Logger     *slog.Logger
+	// Logger is passed to every tier as it is: each tier's server adds
+	// its own tier=… and identity, so adding them here too would repeat
+	// them in every record.
+	Logger *slog.Logger
 }
 
 // Cluster is a running dev cluster.
@@ -167,7 +170,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.TuneGlobal != nil {
 		o.TuneGlobal(gcfg)
 	}
-	gsrv, err := global.New(global.Options{Config: gcfg, Logger: o.Logger.With("tier", "global")})
+	gsrv, err := global.New(global.Options{Config: gcfg, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("devcluster: %w", err)
 	}
@@ -193,7 +196,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		if o.TuneRegion != nil {
 			o.TuneRegion(rcfg)
 		}
-		rsrv, err := region.New(region.Options{Config: rcfg, Logger: o.Logger.With("tier", "region")})
+		rsrv, err := region.New(region.Options{Config: rcfg, Logger: o.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("devcluster: %w", err)
 		}
@@ -284,7 +287,7 @@ func (c *Cluster) agentList() map[string]*agentRun {
 }
 
 func (c *Cluster) startAgent(cfg *config.Agent) error {
-	a, err := agent.New(agent.Options{Config: cfg, Registry: c.o.Registry, Metrics: metrics.New("agent"), Logger: c.o.Logger.With("tier", "agent", "node", cfg.Node.Name)})
+	a, err := agent.New(agent.Options{Config: cfg, Registry: c.o.Registry, Metrics: metrics.New("agent"), Logger: c.o.Logger})
 	if err != nil {
 		return fmt.Errorf("devcluster: agent %s: %w", cfg.Node.Name, err)
 	}

@@ -123,8 +123,11 @@ func (e *Emitter) Emit(ev Event) {
 	}
 }
 
+// logDebug logs ev as one group, "event": its region (and, in its
+// object, often a node) are also attributes of the logger the region
+// passes in, and must not appear twice at the top of the record.
 func (e *Emitter) logDebug(ev Event) {
-	attrs := []slog.Attr{
+	attrs := []any{
 		slog.String("type", ev.Type),
 		slog.String("reason", ev.Reason),
 		slog.String("object", ev.Object),
@@ -138,7 +141,7 @@ func (e *Emitter) logDebug(ev Event) {
 		}
 		attrs = append(attrs, slog.Group("fields", fields...))
 	}
-	e.logger.LogAttrs(context.Background(), slog.LevelDebug, "event", attrs...)
+	e.logger.LogAttrs(context.Background(), slog.LevelDebug, "event", slog.Group("event", attrs...))
 }
 
 // Dropped returns how many events never reached the store: dropped on a

@@ -53,8 +53,10 @@ type Options struct {
 	// Metrics and SchedulerMetrics may be nil.
 	Metrics          *metrics.Controller
 	SchedulerMetrics *metrics.Scheduler
-	Logger           *slog.Logger
-	Clock            func() time.Time
+	// Logger is the region's (it names the region); the controller adds
+	// component=controller.
+	Logger *slog.Logger
+	Clock  func() time.Time
 }
 
 // Controller is a region's control loop. Lead runs it while this process
@@ -113,7 +115,7 @@ func New(o Options) *Controller {
 	}
 	c := &Controller{
 		o:         o,
-		log:       o.Logger.With("component", "controller", "region", o.Region),
+		log:       o.Logger.With("component", "controller"),
 		dirty:     reconcile.NewDirty(),
 		index:     newIndex(),
 		backoff:   map[string]*retry{},

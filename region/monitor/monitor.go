@@ -64,8 +64,10 @@ type Options struct {
 	DrainDeadline time.Duration
 	// Metrics may be nil.
 	Metrics *metrics.Monitor
-	Logger  *slog.Logger
-	Clock   func() time.Time
+	// Logger is the region's (it names the region); the monitor adds
+	// component=monitor.
+	Logger *slog.Logger
+	Clock  func() time.Time
 }
 
 // Monitor watches a region's nodes while its process leads the region.
@@ -88,7 +90,7 @@ func New(o Options) *Monitor {
 	if o.DrainDeadline == 0 {
 		o.DrainDeadline = 10 * time.Minute
 	}
-	return &Monitor{o: o, log: o.Logger.With("component", "monitor", "region", o.Region)}
+	return &Monitor{o: o, log: o.Logger.With("component", "monitor")}
 }
 
 // Lead checks every node each half heartbeat interval until ctx is done.

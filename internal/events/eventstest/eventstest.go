@@ -649,7 +649,7 @@ func testEmitterFlushes(t *testing.T, newStore NewStore) {
 		t.Errorf("Dropped = %d; want 0", d)
 	}
 	if l := logs.String(); !strings.Contains(l, "level=DEBUG msg=event") ||
-		!strings.Contains(l, "reason=Tick") || !strings.Contains(l, "fields.i=299") {
+		!strings.Contains(l, "event.reason=Tick") || !strings.Contains(l, "event.fields.i=299") {
 		t.Errorf("debug log lacks the events; log starts:\n%.500s", l)
 	}
 
