@@ -34,20 +34,21 @@ var examples = []example{
 	{"agent.yaml", func() config.Config { return config.DefaultAgent() }},
 }
 
-// withTLSFiles points tls.ca/cert/key at files that exist, through the
-// environment: the examples name /etc/strata/tls/..., which a test machine
-// lacks, and the loader checks that they exist. It also gives the region
-// the API token its example leaves to the environment.
+// withTLSFiles points tls.ca/cert/key and the Redis TLS and password
+// files at files that exist, through the environment: the examples name
+// /etc/strata/..., which a test machine lacks, and the loader checks that
+// they exist. It also gives the region the API token its example leaves
+// to the environment.
 func withTLSFiles(t *testing.T) {
 	t.Helper()
 	t.Setenv("STRATA_API_TOKEN", "example-region-token-0123456789")
 	dir := t.TempDir()
-	for _, k := range []string{"CA", "CERT", "KEY"} {
-		p := filepath.Join(dir, strings.ToLower(k)+".pem")
+	for _, k := range []string{"TLS_CA", "TLS_CERT", "TLS_KEY", "REDIS_TLS_CA", "REDIS_TLS_CERT", "REDIS_TLS_KEY", "REDIS_PASSWORDFILE", "REDIS_SENTINEL_PASSWORDFILE"} {
+		p := filepath.Join(dir, strings.ToLower(k))
 		if err := os.WriteFile(p, []byte("test"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		t.Setenv("STRATA_TLS_"+k, p)
+		t.Setenv("STRATA_"+k, p)
 	}
 }
 
