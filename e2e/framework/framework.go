@@ -178,6 +178,13 @@ func (p *Proc) Restart() {
 	}
 }
 
+// Log returns everything the process wrote, each start preceded by a
+// "=== <time> <command>" line of the framework's.
+func (p *Proc) Log() []byte {
+	b, _ := os.ReadFile(p.logPath)
+	return b
+}
+
 // Tail returns the last n lines of the process's log.
 func (p *Proc) Tail(n int) string {
 	f, err := os.Open(p.logPath)

@@ -141,6 +141,9 @@ func (c *console) stream(w http.ResponseWriter, r *http.Request) {
 		// The newest events: the backlog, and in any case the cursor.
 		evs, err := c.o.Events.Range(ctx, events.Query{Limit: max(backlog, 1), Newest: true})
 		if err != nil {
+			if ctx.Err() != nil {
+				return // the browser went away
+			}
 			c.log.Warn("console: reading events failed", "err", err)
 			writeError(w, http.StatusServiceUnavailable, "Unavailable", "the event log cannot be read: "+err.Error())
 			return
