@@ -7,14 +7,13 @@ package redisclient
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"os"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/pki"
 )
 
 // New returns a client for cfg, which must be Configured. It does not
@@ -82,29 +81,27 @@ func options(cfg config.Redis) (*redis.UniversalOptions, error) {
 
 // tlsConfig is the client side of TLS, or nil without TLS. An empty
 // ServerName lets crypto/tls take each address's host, which is what a
-// Cluster needs: its nodes are dialled by the addresses they announce.
+// Cluster needs: its nodes are dialled by the addresses they announce. A
+// client certificate is read again when its files change (pki.KeyPair),
+// so a renewed one is used without a restart.
 func tlsConfig(t config.RedisTLS) (*tls.Config, error) {
 	if !t.On() {
 		return nil, nil
 	}
 	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 	if t.CA != "" {
-		pem, err := os.ReadFile(t.CA)
+		pool, err := pki.LoadPool(t.CA)
 		if err != nil {
 			return nil, fmt.Errorf("redis.tls.ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("redis.tls.ca: %s holds no PEM certificate", t.CA)
 		}
 		c.RootCAs = pool
 	}
 	if t.Cert != "" {
-		pair, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		pair, err := pki.LoadKeyPair(t.Cert, t.Key)
 		if err != nil {
 			return nil, fmt.Errorf("redis.tls.cert: %w", err)
 		}
-		c.Certificates = []tls.Certificate{pair}
+		c.GetClientCertificate = pair.GetClientCertificate
 	}
 	return c, nil
 }
