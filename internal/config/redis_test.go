@@ -29,7 +29,7 @@ func TestRedisModes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := DefaultRegion()
-			if err := Load(cfg, Source{File: writeFile(t, "name: r\n"+c.yaml+"\n")}); err != nil {
+			if err := Load(cfg, Source{File: writeFile(t, "name: r\napi: {token: 0123456789abcdef}\n"+c.yaml+"\n")}); err != nil {
 				t.Fatalf("Load: %v", err)
 			}
 			if got := cfg.Redis.ModeOrDefault(); got != c.wantMode {
@@ -89,7 +89,7 @@ func TestBadRedisNamesKey(t *testing.T) {
 			tiers := []struct {
 				tier, head string
 				cfg        Config
-			}{{"global", "", DefaultGlobal()}, {"region", "name: r\n", DefaultRegion()}}
+			}{{"global", "", DefaultGlobal()}, {"region", "name: r\napi: {token: 0123456789abcdef}\n", DefaultRegion()}}
 			for _, tc := range tiers {
 				tier := tc.tier
 				err := Load(tc.cfg, Source{File: writeFile(t, tc.head+c.yaml+"\n")})
