@@ -120,11 +120,12 @@ func (a *Agent) openProvider(ctx context.Context, name, plugin, socket string, o
 	switch {
 	case plugin != "":
 		pl, err := provider.StartPlugin(ctx, provider.PluginConfig{
-			Name:    name,
-			Binary:  plugin,
-			Options: opts,
-			Node:    a.cfg.Node.Name,
-			DataDir: dataDir,
+			Name:          name,
+			Binary:        plugin,
+			Options:       opts,
+			Node:          a.cfg.Node.Name,
+			DataDir:       dataDir,
+			ReservedPorts: a.cfg.NodePorts(),
 		}, log)
 		if err != nil {
 			return nil, fmt.Errorf("start plugin %s: %w", plugin, err)
@@ -138,11 +139,12 @@ func (a *Agent) openProvider(ctx context.Context, name, plugin, socket string, o
 		return &providerEntry{name: name, p: c, closer: closer}, nil
 	default:
 		p, err := a.registry.New(ctx, name, provider.Options{
-			Name:    name,
-			Node:    a.cfg.Node.Name,
-			DataDir: dataDir,
-			Config:  opts,
-			Logger:  log,
+			Name:          name,
+			Node:          a.cfg.Node.Name,
+			DataDir:       dataDir,
+			Config:        opts,
+			Logger:        log,
+			ReservedPorts: a.cfg.NodePorts(),
 		})
 		if err != nil {
 			return nil, err

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stratahq/strata/internal/hostpolicy"
 )
 
 // Etcd is how a tier reaches its etcd cluster.
@@ -471,6 +473,12 @@ type Agent struct {
 	StatusInterval time.Duration `mapstructure:"statusInterval"`
 	// Concurrency bounds provider calls in flight.
 	Concurrency int `mapstructure:"concurrency"`
+	// ReservedPorts are host ports of services sharing the node (a
+	// co-located region or global tier, etcd, Redis, sshd...) that no
+	// provider may give a tenant, written "8080-8082,9090-9091". The
+	// agent's own listen.grpc, listen.metrics and advertise.grpc ports
+	// are reserved without being listed.
+	ReservedPorts string `mapstructure:"reservedPorts"`
 }
 
 // DefaultAgent returns the defaults of `strata agent`.
@@ -513,6 +521,9 @@ func (a *Agent) Validate() error {
 	if a.Concurrency < 1 {
 		return keyError("concurrency", "must be at least 1")
 	}
+	if _, err := hostpolicy.ParsePorts(a.ReservedPorts); err != nil {
+		return keyError("reservedPorts", "%v", err)
+	}
 	if len(a.Providers) == 0 {
 		return keyError("providers", "an agent needs at least one provider")
 	}
@@ -530,6 +541,21 @@ func (a *Agent) Validate() error {
 		}
 	}
 	return nil
+}
+
+// NodePorts are the ports no provider may give a tenant: ReservedPorts
+// and the agent's own listening ports (a port 0, chosen by the kernel
+// among the ephemeral ports, cannot be known before it listens).
+func (a *Agent) NodePorts() hostpolicy.PortRanges {
+	ports, _ := hostpolicy.ParsePorts(a.ReservedPorts) // checked by Validate
+	for _, addr := range []string{a.Listen.GRPC, a.Listen.Metrics, a.Advertise.GRPC} {
+		if _, p, err := net.SplitHostPort(addr); err == nil {
+			if n, err := strconv.Atoi(p); err == nil && n > 0 && n <= 65535 {
+				ports = append(ports, hostpolicy.PortRange{Lo: n, Hi: n})
+			}
+		}
+	}
+	return ports
 }
 
 func validAddr(key, addr string) error {

@@ -16,6 +16,7 @@ import (
 
 	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/contrib/seccomp"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
@@ -262,6 +263,9 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 	if err != nil {
 		return fail("image", err)
 	}
+	if err := p.checkHostPorts(a); err != nil {
+		return fail("ports", err)
+	}
 	mounts, err := p.volumeMounts(a)
 	if err != nil {
 		return fail("volumes", err)
@@ -429,7 +433,40 @@ func (p *Provider) specOpts(ctx context.Context, a *api.Assignment, img client.I
 	if v := a.Flavor.VCPUs; v > 0 {
 		opts = append(opts, oci.WithCPUCFS(int64(v*cfsPeriod), cfsPeriod))
 	}
-	return opts, nil
+	return append(opts, p.sandboxOpts()...), nil
+}
+
+// sandboxOpts confine a replica (see Config): Docker's default
+// capabilities without CAP_NET_RAW (no raw sockets: no spoofed packets
+// on the region network) plus the operator's additions, a seccomp
+// profile (after the capabilities: containerd's default profile allows
+// some calls only with some capabilities), no_new_privileges, a pids
+// limit and, when configured, a user namespace.
+func (p *Provider) sandboxOpts() []oci.SpecOpts {
+	opts := []oci.SpecOpts{oci.WithDroppedCapabilities([]string{"CAP_NET_RAW"})}
+	if len(p.cfg.AddCapabilities) > 0 {
+		opts = append(opts, oci.WithAddedCapabilities(p.cfg.AddCapabilities))
+	}
+	switch p.cfg.Seccomp {
+	case SeccompUnconfined:
+	case SeccompDefault:
+		opts = append(opts, seccomp.WithDefaultProfile())
+	default:
+		opts = append(opts, seccomp.WithProfile(p.cfg.Seccomp))
+	}
+	if !p.cfg.AllowNewPrivileges {
+		opts = append(opts, oci.WithNoNewPrivileges)
+	}
+	if p.cfg.PidsLimit > 0 {
+		opts = append(opts, oci.WithPidsLimit(p.cfg.PidsLimit))
+	}
+	if u := p.cfg.UserNamespace; u.Size > 0 {
+		opts = append(opts, oci.WithUserNamespace(
+			[]specs.LinuxIDMapping{{ContainerID: 0, HostID: u.UID, Size: u.Size}},
+			[]specs.LinuxIDMapping{{ContainerID: 0, HostID: u.GID, Size: u.Size}},
+		))
+	}
+	return opts
 }
 
 func withMemorySwap(limit int64) oci.SpecOpts {
@@ -446,6 +483,18 @@ func withMemorySwap(limit int64) oci.SpecOpts {
 		s.Linux.Resources.Memory.Swap = &limit
 		return nil
 	}
+}
+
+// checkHostPorts refuses host ports outside Config.HostPorts, the node's
+// own ports and, unless allowed, privileged ones: a published port is a
+// DNAT rule that takes the port from whatever host service has it.
+func (p *Provider) checkHostPorts(a *api.Assignment) error {
+	for _, pm := range portMappings(a) {
+		if err := p.ports.Check(pm.HostPort); err != nil {
+			return fmt.Errorf("hostPort %d: %w", pm.HostPort, err)
+		}
+	}
+	return nil
 }
 
 // hostname is the replica id, cut to the kernel's limit.

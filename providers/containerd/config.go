@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/providers/provider"
 )
 
@@ -31,14 +32,34 @@ const (
 	// follows a short run, so a crash loop does not spin the node.
 	DefaultRestartBackoff    = 100 * time.Millisecond
 	DefaultRestartBackoffMax = 30 * time.Second
+	// DefaultHostPorts are the host ports replicas may publish: the
+	// range Kubernetes gives node ports, below Linux's ephemeral ports
+	// (32768-60999) and above the usual host services.
+	DefaultHostPorts = "30000-32767"
+	// DefaultPidsLimit caps the processes (and threads) of one replica.
+	DefaultPidsLimit = 1024
+	// DefaultArchiveMaxMiB and DefaultArchiveTimeout bound the download
+	// of an image archive by URL.
+	DefaultArchiveMaxMiB  = 4096
+	DefaultArchiveTimeout = 10 * time.Minute
+	// SeccompDefault and SeccompUnconfined are the special values of
+	// Config.Seccomp; anything else is the path of a profile.
+	SeccompDefault    = "default"
+	SeccompUnconfined = "unconfined"
 )
 
 // Config is the provider's settings. Factory reads them from the agent's
 // config file with the keys address, namespace, snapshotter, runtime,
 // cniBinDir, cniConfDir, stateDir, netnsDir, lockDir, volumeRoot,
-// logRoot, logDriver, restartBackoff and restartBackoffMax
-// (case-insensitive);
-// empty fields take the defaults documented on each.
+// logRoot, logDriver, restartBackoff, restartBackoffMax, imageDirs,
+// archiveURLs, archiveNetworks, archiveMaxMiB, archiveTimeout,
+// registries, hostPorts, allowPrivilegedPorts, pidsLimit, seccomp,
+// addCapabilities, allowNewPrivileges and userNamespace
+// (case-insensitive); empty fields take the defaults documented on each.
+//
+// The fields from imageDirs on are what tenants may reach on the host
+// and how their containers are confined: nothing is reachable unless
+// listed (see docs/operations.md, "What tenants may reach on a node").
 type Config struct {
 	// Address is containerd's socket (default DefaultAddress).
 	Address string
@@ -82,6 +103,59 @@ type Config struct {
 	// it doubles up to RestartBackoffMax while the task keeps crashing.
 	RestartBackoff    time.Duration
 	RestartBackoffMax time.Duration
+
+	// ImageDirs are the host directories an Image's archive path may be
+	// in (symbolic links resolved, ".." refused). Default none: archives
+	// by path are refused.
+	ImageDirs []string
+	// ArchiveURLs is the allowlist of archive URLs, each
+	// scheme://host[:port][/path-prefix] ("https://images.example.com/strata",
+	// "https://*.mirror.example.net"); redirects must match too. Default
+	// none: archives by URL are refused.
+	ArchiveURLs []string
+	// ArchiveNetworks are CIDRs an archive URL may reach although they
+	// are loopback, private or link-local (checked on the address each
+	// connection dials, after DNS). Default none.
+	ArchiveNetworks []string
+	// ArchiveMaxMiB and ArchiveTimeout bound one download (defaults
+	// DefaultArchiveMaxMiB and DefaultArchiveTimeout).
+	ArchiveMaxMiB  int64
+	ArchiveTimeout time.Duration
+	// Registries are the registry hosts (docker.io, registry.example.com:5000)
+	// an image reference may be pulled from. Default none: a reference
+	// must name an image already in the namespace (imported from an
+	// archive).
+	Registries []string
+
+	// HostPorts are the host ports replicas may publish (default
+	// DefaultHostPorts), minus the node's own (provider.Options'
+	// ReservedPorts); below 1024 only with AllowPrivilegedPorts.
+	HostPorts            string
+	AllowPrivilegedPorts bool
+
+	// PidsLimit caps a replica's processes and threads (default
+	// DefaultPidsLimit; -1 for no limit).
+	PidsLimit int64
+	// Seccomp is the replicas' seccomp profile: "default" (containerd's
+	// default profile, the default), "unconfined", or the path of a
+	// profile in the OCI runtime spec's JSON.
+	Seccomp string
+	// AddCapabilities are added to the default set (Docker's, without
+	// CAP_NET_RAW), e.g. [CAP_NET_RAW] for ping.
+	AddCapabilities []string
+	// AllowNewPrivileges lets setuid binaries in images gain privileges
+	// (no_new_privileges is set otherwise).
+	AllowNewPrivileges bool
+	// UserNamespace, when its size is set, runs every replica in a user
+	// namespace whose root is host uid/gid UID/GID (see UserNamespace).
+	UserNamespace UserNamespace
+}
+
+// UserNamespace maps container ids 0..Size-1 to host ids UID.. and GID..
+type UserNamespace struct {
+	UID  uint32 `mapstructure:"uid"`
+	GID  uint32 `mapstructure:"gid"`
+	Size uint32 `mapstructure:"size"`
 }
 
 // withDefaults fills in the empty fields for an agent's node and data
@@ -114,6 +188,17 @@ func (c Config) withDefaults(node, dataDir string) Config {
 		c.RestartBackoffMax = DefaultRestartBackoffMax
 	}
 	c.RestartBackoffMax = max(c.RestartBackoffMax, c.RestartBackoff)
+	set(&c.HostPorts, DefaultHostPorts)
+	set(&c.Seccomp, SeccompDefault)
+	if c.PidsLimit == 0 {
+		c.PidsLimit = DefaultPidsLimit
+	}
+	if c.ArchiveMaxMiB <= 0 {
+		c.ArchiveMaxMiB = DefaultArchiveMaxMiB
+	}
+	if c.ArchiveTimeout <= 0 {
+		c.ArchiveTimeout = DefaultArchiveTimeout
+	}
 	return c
 }
 
@@ -138,7 +223,45 @@ func (c Config) Validate() error {
 	if c.RestartBackoff < 0 || c.RestartBackoffMax < 0 {
 		return api.Invalid("restartBackoff", "must not be negative")
 	}
+	if _, err := c.dirs(); err != nil {
+		return api.Invalid("imageDirs", "%v", err)
+	}
+	if _, err := c.fetcher(); err != nil {
+		return api.Invalid("archiveURLs", "%v", err)
+	}
+	if _, err := hostpolicy.ParsePorts(c.HostPorts); err != nil {
+		return api.Invalid("hostPorts", "%v", err)
+	}
+	if c.PidsLimit < -1 {
+		return api.Invalid("pidsLimit", "%d is not a limit (-1 for none)", c.PidsLimit)
+	}
+	if c.Seccomp != SeccompDefault && c.Seccomp != SeccompUnconfined && !filepath.IsAbs(c.Seccomp) {
+		return api.Invalid("seccomp", "%q is not %q, %q or the absolute path of a profile", c.Seccomp, SeccompDefault, SeccompUnconfined)
+	}
+	for _, cp := range c.AddCapabilities {
+		if !strings.HasPrefix(cp, "CAP_") || strings.ToUpper(cp) != cp {
+			return api.Invalid("addCapabilities", "%q is not a capability (CAP_NET_RAW, ...)", cp)
+		}
+	}
+	if u := c.UserNamespace; u.Size > 0 && (u.UID == 0 || u.GID == 0) {
+		return api.Invalid("userNamespace", "uid and gid must be host ids other than 0 (root)")
+	}
 	return nil
+}
+
+// dirs is the directories archives may be in: ImageDirs, never the
+// provider's own state, volumes or logs.
+func (c Config) dirs() (hostpolicy.Dirs, error) {
+	return hostpolicy.NewDirs(c.ImageDirs, []string{c.StateDir, c.VolumeRoot, c.LogRoot, c.CNIConfDir})
+}
+
+func (c Config) fetcher() (*hostpolicy.Fetcher, error) {
+	return hostpolicy.NewFetcher(hostpolicy.FetcherConfig{
+		Allow:         c.ArchiveURLs,
+		AllowNetworks: c.ArchiveNetworks,
+		MaxBytes:      c.ArchiveMaxMiB << 20,
+		Timeout:       c.ArchiveTimeout,
+	})
 }
 
 // namespaceFor turns a node name into a containerd namespace: containerd
@@ -167,10 +290,11 @@ func namespaceFor(node string) string {
 type Option func(*options)
 
 type options struct {
-	name    string
-	node    string
-	dataDir string
-	log     *slog.Logger
+	name     string
+	node     string
+	dataDir  string
+	log      *slog.Logger
+	reserved hostpolicy.PortRanges
 }
 
 // WithName names the provider (default "containerd"); its health
@@ -183,6 +307,12 @@ func WithNode(node string) Option { return func(o *options) { o.node = node } }
 
 // WithDataDir sets the directory the default paths live under.
 func WithDataDir(dir string) Option { return func(o *options) { o.dataDir = dir } }
+
+// WithReservedPorts sets the node's own ports, which replicas never
+// publish whatever HostPorts allows.
+func WithReservedPorts(r hostpolicy.PortRanges) Option {
+	return func(o *options) { o.reserved = r }
+}
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(log *slog.Logger) Option {
@@ -200,7 +330,7 @@ func Factory(ctx context.Context, o provider.Options) (provider.Provider, error)
 	if err := provider.Decode(o.Config, &cfg); err != nil {
 		return nil, fmt.Errorf("containerd: %w", err)
 	}
-	opts := []Option{WithNode(o.Node), WithDataDir(o.DataDir), WithLogger(o.Logger)}
+	opts := []Option{WithNode(o.Node), WithDataDir(o.DataDir), WithLogger(o.Logger), WithReservedPorts(o.ReservedPorts)}
 	if o.Name != "" {
 		opts = append(opts, WithName(o.Name))
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/version"
 	"github.com/stratahq/strata/providers/provider"
 )
@@ -88,6 +89,12 @@ type Provider struct {
 	client  *client.Client
 	started time.Time
 
+	// What tenants may reach on the host: archive files, archive URLs,
+	// host ports (see Config).
+	dirs    hostpolicy.Dirs
+	fetcher *hostpolicy.Fetcher
+	ports   hostpolicy.PortPolicy
+
 	// replicaLocks serialise everything that changes one replica (Apply,
 	// Delete, the supervisor's restarts); imageLocks make concurrent
 	// Applies of one image import or pull it once.
@@ -141,6 +148,18 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 	if err := installLogScript(cfg); err != nil {
 		return nil, fmt.Errorf("containerd: %w", err)
 	}
+	dirs, err := cfg.dirs()
+	if err != nil {
+		return nil, fmt.Errorf("containerd: %w", err)
+	}
+	fetcher, err := cfg.fetcher()
+	if err != nil {
+		return nil, fmt.Errorf("containerd: %w", err)
+	}
+	hostPorts, err := hostpolicy.ParsePorts(cfg.HostPorts)
+	if err != nil {
+		return nil, fmt.Errorf("containerd: %w", err)
+	}
 	c, err := client.New(cfg.Address, client.WithDefaultNamespace(cfg.Namespace), client.WithDefaultRuntime(cfg.Runtime))
 	if err != nil {
 		return nil, fmt.Errorf("containerd: connect %s: %w", cfg.Address, err)
@@ -152,6 +171,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 		log:          o.log.With("namespace", cfg.Namespace),
 		client:       c,
 		started:      time.Now(),
+		dirs:         dirs,
+		fetcher:      fetcher,
+		ports:        hostpolicy.PortPolicy{Allowed: hostPorts, Reserved: o.reserved, Privileged: cfg.AllowPrivilegedPorts},
 		replicaLocks: newKeyedLocks(),
 		imageLocks:   newKeyedLocks(),
 		imported:     map[string]string{},

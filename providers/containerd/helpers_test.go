@@ -119,7 +119,11 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 		archive: busyboxArchive(t),
 	}
 	// The bridge locks are host-wide in production; a test's are its own.
-	cfg := Config{Namespace: e.ns, LockDir: t.TempDir(), RestartBackoff: 50 * time.Millisecond, RestartBackoffMax: time.Second}
+	// The test archive's directory is the one image directory allowed.
+	cfg := Config{
+		Namespace: e.ns, LockDir: t.TempDir(), RestartBackoff: 50 * time.Millisecond, RestartBackoffMax: time.Second,
+		ImageDirs: []string{filepath.Dir(e.archive)},
+	}
 	for _, o := range opts {
 		o(&cfg)
 	}

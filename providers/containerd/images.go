@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,8 +15,10 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/images/archive"
+	"github.com/distribution/reference"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 )
 
 // labelArchive on an imported image names the archive it came from (a
@@ -86,6 +86,9 @@ func (p *Provider) ensureImage(ctx context.Context, src imageSource) (client.Ima
 	return img, nil
 }
 
+// pull returns the image ref, pulling it only from a registry of
+// Config.Registries. This is the hook registry support (credentials,
+// mirrors, address checks on the registry's connections) builds on.
 func (p *Provider) pull(ctx context.Context, ref string) (client.Image, error) {
 	img, err := p.client.GetImage(ctx, ref)
 	if err == nil {
@@ -94,12 +97,31 @@ func (p *Provider) pull(ctx context.Context, ref string) (client.Image, error) {
 	if !isNotFound(err) {
 		return nil, fmt.Errorf("image %s: %w", ref, err)
 	}
+	if err := p.registryAllowed(ref); err != nil {
+		p.log.Warn("image pull refused", "ref", ref, "err", err)
+		return nil, errPullRefused
+	}
 	p.log.Info("pulling image", "ref", ref)
 	img, err = p.client.Pull(ctx, ref, client.WithPullUnpack, client.WithPullSnapshotter(p.cfg.Snapshotter))
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
 	return img, nil
+}
+
+// registryAllowed checks the registry of ref against Config.Registries.
+func (p *Provider) registryAllowed(ref string) error {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return fmt.Errorf("%w: %q is not an image reference: %v", hostpolicy.ErrNotAllowed, ref, err)
+	}
+	host := reference.Domain(named)
+	for _, r := range p.cfg.Registries {
+		if strings.EqualFold(r, host) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: registry %s is not in this node's registries", hostpolicy.ErrNotAllowed, host)
 }
 
 // importArchive imports src's archive unless this provider, or an
@@ -192,68 +214,89 @@ func pickImage(imgs []images.Image, ref string) (images.Image, error) {
 	return images.Image{}, fmt.Errorf("has no image %s (it has %s)", ref, strings.Join(names, ", "))
 }
 
+// errArchiveRefused is all a tenant learns of an archive it may not
+// have, or that is missing, whatever the cause: the node's log says
+// which. A different answer per cause would tell which host files exist
+// and which addresses answer.
+var errArchiveRefused = errors.New("image archive not allowed or not found")
+
+// errPullRefused is the same for an image reference that is neither in
+// the namespace nor from an allowed registry.
+var errPullRefused = errors.New("image not found and its registry is not allowed on this node")
+
 // localArchive returns a local path of an archive, downloading an http(s)
 // URL into the state directory once, and the key that identifies its
-// content.
+// content. The archive must be a file in Config.ImageDirs or a URL of
+// Config.ArchiveURLs; any refusal is errArchiveRefused, with the cause
+// in the log.
 func (p *Provider) localArchive(ctx context.Context, src string) (path, key string, err error) {
-	if u, perr := url.Parse(src); perr == nil && (u.Scheme == "http" || u.Scheme == "https") {
+	path, key, err = p.resolveArchive(ctx, src)
+	if errors.Is(err, hostpolicy.ErrNotAllowed) {
+		p.log.Warn("image archive refused", "archive", redactArchive(src), "err", err)
+		return "", "", errArchiveRefused
+	}
+	return path, key, err
+}
+
+func (p *Provider) resolveArchive(ctx context.Context, src string) (path, key string, err error) {
+	if u, perr := url.Parse(src); perr == nil && u.Scheme != "" && u.Scheme != "file" {
+		if err := p.fetcher.Allowed(u); err != nil {
+			return "", "", err
+		}
 		sum := sha256.Sum256([]byte(src))
 		key = hex.EncodeToString(sum[:])[:32]
 		path = filepath.Join(p.cfg.StateDir, "images", key+".tar")
 		if _, err := os.Stat(path); err == nil {
 			return path, key, nil
 		}
-		if err := download(ctx, src, path); err != nil {
+		if err := p.download(ctx, src, path); err != nil {
 			return "", "", err
 		}
 		return path, key, nil
 	}
-	path = strings.TrimPrefix(src, "file://")
+	path, err = p.dirs.Resolve(src)
+	if err != nil {
+		return "", "", err
+	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return "", "", fmt.Errorf("archive: %w", err)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", "", fmt.Errorf("archive: %w", err)
+		return "", "", fmt.Errorf("%w: %v", hostpolicy.ErrNotAllowed, err)
 	}
 	// A rebuilt archive at the same path is a new image: its size or
 	// time changed.
-	sum := sha256.Sum256([]byte(abs + "\x00" + strconv.FormatInt(fi.Size(), 10) + "\x00" + strconv.FormatInt(fi.ModTime().UnixNano(), 10)))
+	sum := sha256.Sum256([]byte(path + "\x00" + strconv.FormatInt(fi.Size(), 10) + "\x00" + strconv.FormatInt(fi.ModTime().UnixNano(), 10)))
 	return path, hex.EncodeToString(sum[:])[:32], nil
 }
 
-// download writes url to path atomically.
-func download(ctx context.Context, src, path string) error {
+// redactArchive is an archive's name for the log: a URL without its
+// credentials or query.
+func redactArchive(src string) string {
+	if u, err := url.Parse(src); err == nil && u.Scheme != "" {
+		return hostpolicy.Redact(u)
+	}
+	return src
+}
+
+// download writes the URL src to path atomically, through the fetcher
+// (allowlist, address checks, size and time bounds).
+func (p *Provider) download(ctx context.Context, src, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return fmt.Errorf("download: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
-	if err != nil {
-		return fmt.Errorf("download %s: %w", src, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("download %s: %w", src, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("download %s: %s", src, resp.Status)
-	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".download-*")
 	if err != nil {
-		return fmt.Errorf("download %s: %w", src, err)
+		return fmt.Errorf("download: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, resp.Body); err != nil {
+	if _, err := p.fetcher.Fetch(ctx, src, tmp); err != nil {
 		tmp.Close()
-		return fmt.Errorf("download %s: %w", src, err)
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("download %s: %w", src, err)
+		return fmt.Errorf("download: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("download %s: %w", src, err)
+		return fmt.Errorf("download: %w", err)
 	}
 	return nil
 }

@@ -121,7 +121,7 @@ func TestFailedReplicas(t *testing.T) {
 		change     func(a *api.Assignment)
 		wantReason string
 	}{
-		{"archive missing", func(a *api.Assignment) { a.Image.Archive = "/nonexistent/image.tar" }, "image: archive"},
+		{"archive missing", func(a *api.Assignment) { a.Image.Archive = "/nonexistent/image.tar" }, "image: " + errArchiveRefused.Error()},
 		{"image not in the archive", func(a *api.Assignment) { a.Image.Ref = "docker.io/library/alpine:3" }, "has no image docker.io/library/alpine:3"},
 		{"volume not on this node", func(a *api.Assignment) {
 			a.Volumes = []api.VolumeAttachment{{Name: "data", VolumeID: "vol-nowhere", Path: "/data"}}
@@ -570,10 +570,15 @@ func TestImportOnce(t *testing.T) {
 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, e.archive) }))
 	defer srv.Close()
+	// The server is on loopback: the operator allows its URL and address.
+	cfg := e.p.cfg
+	cfg.ArchiveURLs, cfg.ArchiveNetworks = []string{srv.URL + "/"}, []string{"127.0.0.1/32"}
+	byURL := e.open(t, cfg)
 	u := e.assignment("imp-url-" + randomSuffix(t))
 	u.Image.Archive = srv.URL + "/busybox-oci.tar"
-	if st := e.apply(t, u); st.Phase != api.PhaseReady {
-		t.Fatalf("Apply of an archive by URL: got %s (%s); want ready", st.Phase, st.Reason)
+	t.Cleanup(func() { byURL.Delete(context.Background(), u, time.Second) }) //nolint:errcheck // checked by the namespace clean-up
+	if st, err := byURL.Apply(e.ctx(t), u); err != nil || st.Phase != api.PhaseReady {
+		t.Fatalf("Apply of an archive by URL: got %s (%s), %v; want ready", st.Phase, st.Reason, err)
 	}
 	if ents, _ := os.ReadDir(filepath.Join(e.p.cfg.StateDir, "images")); len(ents) != 1 {
 		t.Errorf("downloaded archives: got %d; want 1 in the cache", len(ents))

@@ -28,7 +28,7 @@ func TestBridgeNetwork(t *testing.T) {
 	const (
 		bridge   = "st-test0"
 		subnet   = "10.213.0.0/24"
-		hostPort = 18081
+		hostPort = 31081 // in the default hostPorts range
 	)
 	freshBridge(t, bridge)
 	attach := func(host int) *api.NetworkAttachment {

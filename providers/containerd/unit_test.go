@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -30,10 +31,12 @@ func TestFactoryConfig(t *testing.T) {
 					Address: DefaultAddress, Namespace: "strata-node-1", Snapshotter: "overlayfs", Runtime: DefaultRuntime,
 					CNIBinDir: "/usr/lib/cni", NetNSDir: "/var/run/netns", LockDir: DefaultLockDir, LogDriver: LogDriverBinary,
 					RestartBackoff: DefaultRestartBackoff, RestartBackoffMax: DefaultRestartBackoffMax,
+					HostPorts: DefaultHostPorts, PidsLimit: DefaultPidsLimit, Seccomp: SeccompDefault,
+					ArchiveMaxMiB: DefaultArchiveMaxMiB, ArchiveTimeout: DefaultArchiveTimeout,
 				}
 				got := c
 				got.CNIConfDir, got.StateDir, got.VolumeRoot, got.LogRoot = "", "", "", ""
-				if got != want {
+				if !reflect.DeepEqual(got, want) {
 					t.Errorf("config: got %+v; want %+v", got, want)
 				}
 				for _, d := range []string{c.CNIConfDir, c.StateDir, c.VolumeRoot, c.LogRoot} {
@@ -56,6 +59,28 @@ func TestFactoryConfig(t *testing.T) {
 		{name: "unknown key", config: map[string]any{"sockett": "/x"}, wantErr: "sockett"},
 		{name: "relative directory", config: map[string]any{"volumeRoot": "volumes"}, wantErr: "volumeRoot"},
 		{name: "bad namespace", config: map[string]any{"namespace": "no/slash"}, wantErr: "namespace"},
+		{
+			name: "host access",
+			config: map[string]any{
+				"imageDirs": []any{"/srv/images"}, "archiveURLs": []any{"https://images.example.com/strata"},
+				"archiveNetworks": []any{"10.0.5.0/24"}, "hostPorts": "8000-8999", "pidsLimit": 64,
+				"userNamespace": map[string]any{"uid": 100000, "gid": 100000, "size": 65536},
+			},
+			check: func(t *testing.T, c Config) {
+				if !reflect.DeepEqual(c.ImageDirs, []string{"/srv/images"}) || c.HostPorts != "8000-8999" || c.PidsLimit != 64 ||
+					c.UserNamespace != (UserNamespace{UID: 100000, GID: 100000, Size: 65536}) {
+					t.Errorf("config: got %+v", c)
+				}
+			},
+		},
+		{name: "relative image dir", config: map[string]any{"imageDirs": []any{"images"}}, wantErr: "imageDirs"},
+		{name: "bad archive URL", config: map[string]any{"archiveURLs": []any{"file:///srv"}}, wantErr: "archiveURLs"},
+		{name: "bad archive network", config: map[string]any{"archiveNetworks": []any{"10.0.0.0"}}, wantErr: "archiveURLs"},
+		{name: "bad host ports", config: map[string]any{"hostPorts": "80-70"}, wantErr: "hostPorts"},
+		{name: "bad pids limit", config: map[string]any{"pidsLimit": -2}, wantErr: "pidsLimit"},
+		{name: "bad seccomp", config: map[string]any{"seccomp": "strict"}, wantErr: "seccomp"},
+		{name: "bad capability", config: map[string]any{"addCapabilities": []any{"net_raw"}}, wantErr: "addCapabilities"},
+		{name: "user namespace as root", config: map[string]any{"userNamespace": map[string]any{"size": 65536}}, wantErr: "userNamespace"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 )
 
 // PluginConfig says how to run a provider plugin binary.
@@ -36,6 +37,8 @@ type PluginConfig struct {
 	// Node and DataDir are passed as --node and --data-dir (see Options).
 	Node    string
 	DataDir string
+	// ReservedPorts is passed as --reserved-ports when not empty.
+	ReservedPorts hostpolicy.PortRanges
 }
 
 // maxSocketPath is the longest path a unix socket address can hold on
@@ -123,7 +126,7 @@ type instance struct {
 
 // StartPlugin starts cfg.Binary with
 //
-//	<Args...> --socket PATH --name NAME --node NODE --data-dir DIR --options JSON
+//	<Args...> --socket PATH --name NAME --node NODE --data-dir DIR --options JSON [--reserved-ports PORTS]
 //
 // (the flags PluginMain parses), waits until it answers Info on the
 // socket, and supervises it until Close. ctx bounds the start only: the
@@ -207,6 +210,9 @@ func pluginArgs(cfg PluginConfig) (args []string, socket string, err error) {
 		"--data-dir", cfg.DataDir,
 		"--options", string(options),
 	)
+	if len(cfg.ReservedPorts) > 0 {
+		args = append(args, "--reserved-ports", cfg.ReservedPorts.String())
+	}
 	return args, socket, nil
 }
 

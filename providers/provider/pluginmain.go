@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/stratahq/strata/internal/hostpolicy"
 )
 
 // PluginMain is the whole main function of a provider plugin binary:
@@ -18,10 +20,10 @@ import (
 //	func main() { provider.PluginMain("libvirt", libvirt.Factory) }
 //
 // It parses the flags StartPlugin passes (--socket, --options, --node,
-// --data-dir, and --name, which defaults to name), builds the provider
-// with factory, and serves it until SIGINT or SIGTERM. It logs to stderr,
-// which the supervising agent forwards to its own log, and exits 1 on
-// failure.
+// --data-dir, --reserved-ports, and --name, which defaults to name),
+// builds the provider with factory, and serves it until SIGINT or
+// SIGTERM. It logs to stderr, which the supervising agent forwards to its
+// own log, and exits 1 on failure.
 func PluginMain(name string, factory Factory) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := runPlugin(ctx, name, factory, os.Args[1:], os.Stderr)
@@ -41,15 +43,22 @@ func runPlugin(ctx context.Context, name string, factory Factory, args []string,
 	node := fs.String("node", "", "the agent's node name")
 	dataDir := fs.String("data-dir", "", "a directory private to this provider")
 	cfgName := fs.String("name", name, "the provider's configured name")
+	reserved := fs.String("reserved-ports", "", "the node's own service ports, never given to tenants (30000-32767,9092)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	ports, err := hostpolicy.ParsePorts(*reserved)
+	if err != nil {
+		fmt.Fprintf(stderr, "--reserved-ports: %v\n", err)
+		return fmt.Errorf("--reserved-ports: %w", err)
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("provider", *cfgName)
-	err := servePlugin(ctx, factory, fs.Args(), Options{
-		Name:    *cfgName,
-		Node:    *node,
-		DataDir: *dataDir,
-		Logger:  log,
+	err = servePlugin(ctx, factory, fs.Args(), Options{
+		Name:          *cfgName,
+		Node:          *node,
+		DataDir:       *dataDir,
+		Logger:        log,
+		ReservedPorts: ports,
 	}, *socket, *options)
 	if err != nil {
 		log.Error("plugin failed", "err", err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 )
 
 // ErrNotFound is returned by Status for a replica the provider does not
@@ -130,6 +131,10 @@ type Options struct {
 	// (decode it with Decode).
 	Config map[string]any
 	Logger *slog.Logger
+	// ReservedPorts are the node's own service ports (the agent's, and
+	// those the operator lists for tiers sharing the host): a provider
+	// never gives them to a tenant, whatever its own ranges allow.
+	ReservedPorts hostpolicy.PortRanges
 }
 
 // Factory makes a provider.
