@@ -32,7 +32,7 @@ func (p *Provider) converge(ctx context.Context, grace time.Duration) error {
 			p.converged(err)
 			return err
 		}
-		r = render(p.paths, active)
+		r = render(p.paths, p.run, active)
 		if err := writeFileIfChanged(p.paths.Config, r.Text); err != nil {
 			p.converged(err)
 			return fmt.Errorf("haproxy: %w", err)

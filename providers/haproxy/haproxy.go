@@ -32,6 +32,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -40,6 +41,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/version"
 	"github.com/stratahq/strata/providers/provider"
 )
@@ -49,6 +51,14 @@ const (
 	DefaultBinary      = "/usr/sbin/haproxy"
 	DefaultBindAddress = "127.0.0.1"
 	DefaultMaxServers  = 64
+	// DefaultPorts are the ports listeners may bind: the node-port range
+	// (as the containerd provider's hostPorts), below Linux's ephemeral
+	// ports and above the usual host services.
+	DefaultPorts = "30000-32767"
+	// DefaultUser and DefaultGroup are the account haproxy's workers run
+	// as: Debian's haproxy package creates it.
+	DefaultUser  = "haproxy"
+	DefaultGroup = "haproxy"
 )
 
 const (
@@ -71,7 +81,8 @@ const (
 )
 
 // Config is the provider's settings. Factory reads them from the agent's
-// config with the keys binary, stateDir, bindAddress and maxServers.
+// config with the keys binary, stateDir, bindAddress, bindAddresses,
+// ports, allowPrivilegedPorts, user, group and maxServers.
 type Config struct {
 	// Binary is the haproxy executable (default /usr/sbin/haproxy).
 	Binary string
@@ -81,6 +92,19 @@ type Config struct {
 	// BindAddress is where a listener without an address binds
 	// (default 127.0.0.1).
 	BindAddress string
+	// BindAddresses are the other addresses a listener's address may
+	// name (default none: only BindAddress). "0.0.0.0" here lets tenants
+	// bind every address of the node.
+	BindAddresses []string
+	// Ports are the ports listeners may bind (default DefaultPorts),
+	// minus the node's own (provider.Options' ReservedPorts); below 1024
+	// only with AllowPrivilegedPorts.
+	Ports                string
+	AllowPrivilegedPorts bool
+	// User and Group are the account haproxy's workers run as (default
+	// haproxy:haproxy); "root" keeps them root.
+	User  string
+	Group string
 	// MaxServers caps the servers of one backend, i.e. the endpoints of a
 	// load balancer that are balanced (default 64); more are reported in
 	// the status reason.
@@ -97,6 +121,15 @@ func (c Config) withDefaults() Config {
 	if c.MaxServers == 0 {
 		c.MaxServers = DefaultMaxServers
 	}
+	if c.Ports == "" {
+		c.Ports = DefaultPorts
+	}
+	if c.User == "" {
+		c.User = DefaultUser
+	}
+	if c.Group == "" {
+		c.Group = DefaultGroup
+	}
 	return c
 }
 
@@ -111,9 +144,67 @@ func (c Config) Validate() error {
 	if _, err := netip.ParseAddr(c.BindAddress); err != nil {
 		return api.Invalid("bindAddress", "%q is not an IP address", c.BindAddress)
 	}
+	for _, a := range c.BindAddresses {
+		if _, err := netip.ParseAddr(a); err != nil {
+			return api.Invalid("bindAddresses", "%q is not an IP address", a)
+		}
+	}
+	if _, err := hostpolicy.ParsePorts(c.Ports); err != nil {
+		return api.Invalid("ports", "%v", err)
+	}
+	for key, name := range map[string]string{"user": c.User, "group": c.Group} {
+		if name == "" || strings.ContainsAny(name, " \t\r\n#\"'\\") {
+			return api.Invalid(key, "%q is not an account name", name)
+		}
+	}
 	// A unix socket path is limited to 108 bytes.
 	if n := len(newPaths(c.StateDir).Master); n > 100 {
 		return api.Invalid("stateDir", "%q is too long for unix sockets in it (%d bytes)", c.StateDir, n)
+	}
+	return nil
+}
+
+// limits are the policy of cfg (validated), for resolve.
+func (c Config) limits(reserved hostpolicy.PortRanges) limits {
+	ports, _ := hostpolicy.ParsePorts(c.Ports)
+	bind := netip.MustParseAddr(c.BindAddress).Unmap()
+	lim := limits{
+		bindAddress: c.BindAddress,
+		addresses:   []netip.Addr{bind},
+		ports:       hostpolicy.PortPolicy{Allowed: ports, Reserved: reserved, Privileged: c.AllowPrivilegedPorts},
+		maxServers:  c.MaxServers,
+	}
+	for _, a := range c.BindAddresses {
+		lim.addresses = append(lim.addresses, netip.MustParseAddr(a).Unmap())
+	}
+	return lim
+}
+
+// runAs is the account of the workers; root means none.
+func (c Config) runAs() runAs {
+	r := runAs{User: c.User, Group: c.Group}
+	if r.User == "root" {
+		r.User = ""
+	}
+	if r.Group == "root" {
+		r.Group = ""
+	}
+	return r
+}
+
+// checkAccount makes sure the workers' account exists: haproxy would
+// refuse the configuration at its first start otherwise, long after
+// the agent started.
+func checkAccount(r runAs) error {
+	if r.User != "" {
+		if _, err := user.Lookup(r.User); err != nil {
+			return api.Invalid("user", "%v (create it, or name another unprivileged account)", err)
+		}
+	}
+	if r.Group != "" {
+		if _, err := user.LookupGroup(r.Group); err != nil {
+			return api.Invalid("group", "%v", err)
+		}
 	}
 	return nil
 }
@@ -128,6 +219,12 @@ func WithName(name string) Option { return func(p *Provider) { p.name = name } }
 // WithNode sets the node reported in statuses.
 func WithNode(node string) Option { return func(p *Provider) { p.node = node } }
 
+// WithReservedPorts sets the node's own ports, which listeners never
+// bind whatever Ports allows.
+func WithReservedPorts(r hostpolicy.PortRanges) Option {
+	return func(p *Provider) { p.reserved = r }
+}
+
 // WithLogger sets the logger (default: discard).
 func WithLogger(log *slog.Logger) Option {
 	return func(p *Provider) {
@@ -140,10 +237,13 @@ func WithLogger(log *slog.Logger) Option {
 // Provider serves load balancers with haproxy. It implements
 // provider.Provider, provider.Watcher and provider.Closer.
 type Provider struct {
-	name    string
-	node    string
-	cfg     Config
-	paths   paths
+	name     string
+	node     string
+	cfg      Config
+	reserved hostpolicy.PortRanges
+	lim      limits
+	run      runAs
+	paths    paths
 	log     *slog.Logger
 	version string
 
@@ -205,7 +305,7 @@ func Factory(ctx context.Context, o provider.Options) (provider.Provider, error)
 	if err := provider.Decode(o.Config, &cfg); err != nil {
 		return nil, fmt.Errorf("haproxy: %w", err)
 	}
-	opts := []Option{WithNode(o.Node), WithLogger(o.Logger)}
+	opts := []Option{WithNode(o.Node), WithLogger(o.Logger), WithReservedPorts(o.ReservedPorts)}
 	if o.Name != "" {
 		opts = append(opts, WithName(o.Name))
 	}
@@ -239,6 +339,10 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 	}
 	for _, o := range opts {
 		o(p)
+	}
+	p.lim, p.run = cfg.limits(p.reserved), cfg.runAs()
+	if err := checkAccount(p.run); err != nil {
+		return nil, fmt.Errorf("haproxy: %w", err)
 	}
 	if err := os.MkdirAll(p.paths.LBs, 0o750); err != nil {
 		return nil, fmt.Errorf("haproxy: state dir: %w", err)
@@ -322,7 +426,7 @@ func haproxyVersion(ctx context.Context, binary string) string {
 // it in error.
 func (p *Provider) newLB(s *lbState) *lb {
 	l := &lb{state: *s}
-	res, err := resolve(s.ID, s.Spec, s.Endpoints, p.cfg.BindAddress, p.cfg.MaxServers)
+	res, err := resolve(s.ID, s.Spec, s.Endpoints, p.lim)
 	if err != nil {
 		if l.state.Error == "" {
 			l.state.Error = "invalid load balancer: " + err.Error()
@@ -330,7 +434,7 @@ func (p *Provider) newLB(s *lbState) *lb {
 		return l
 	}
 	l.res = res
-	l.structure = render(p.paths, []resolved{res}).LBStructure[s.ID]
+	l.structure = render(p.paths, p.run, []resolved{res}).LBStructure[s.ID]
 	return l
 }
 

@@ -44,11 +44,18 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
+// testConfig is the tests' provider config on dir: their listeners bind
+// free ports of the kernel's ephemeral range, which the default port
+// range leaves out.
+func testConfig(dir string) haproxy.Config {
+	return haproxy.Config{StateDir: dir, Ports: "1024-65535"}
+}
+
 // newProvider makes a provider on dir that stops haproxy when the test
 // ends.
 func newProvider(t *testing.T, dir string) *haproxy.Provider {
 	t.Helper()
-	p, err := haproxy.New(t.Context(), haproxy.Config{StateDir: dir}, haproxy.WithLogger(testLogger(t)), haproxy.WithNode("node-1"))
+	p, err := haproxy.New(t.Context(), testConfig(dir), haproxy.WithLogger(testLogger(t)), haproxy.WithNode("node-1"))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -500,7 +507,7 @@ func TestRestartAdoptsRunningHAProxy(t *testing.T) {
 	a := newBackend(t, "a")
 	port := freePort(t)
 
-	pA, err := haproxy.New(t.Context(), haproxy.Config{StateDir: dir}, haproxy.WithLogger(testLogger(t)))
+	pA, err := haproxy.New(t.Context(), testConfig(dir), haproxy.WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatalf("New A: %v", err)
 	}
@@ -713,7 +720,7 @@ func TestCrashedHAProxyIsRestarted(t *testing.T) {
 // TestMissingBinary needs no haproxy: it checks what a node without one
 // reports.
 func TestMissingBinary(t *testing.T) {
-	p, err := haproxy.New(t.Context(), haproxy.Config{StateDir: t.TempDir(), Binary: "/nonexistent/haproxy"})
+	p, err := haproxy.New(t.Context(), haproxy.Config{StateDir: t.TempDir(), Binary: "/nonexistent/haproxy", Ports: "1024-65535"})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 )
 
 // Defaults of a health check the assignment leaves out; they match what
@@ -131,9 +132,22 @@ func shortHash(s string) string {
 	return hex.EncodeToString(h[:4])
 }
 
+// limits are what the operator lets a load balancer have (see Config).
+type limits struct {
+	// bindAddress is where a listener without an address binds.
+	bindAddress string
+	// addresses are the addresses a listener may name: bindAddress and
+	// Config.BindAddresses.
+	addresses []netip.Addr
+	ports     hostpolicy.PortPolicy
+	// maxServers caps the servers of a backend.
+	maxServers int
+}
+
 // resolve checks a load balancer's spec and applies its defaults. An error
-// is a spec haproxy cannot run: the replica goes to phase error.
-func resolve(id string, spec *api.LoadbalancerSpec, eps []api.Endpoint, bindAddress string, maxServers int) (resolved, error) {
+// is a spec haproxy cannot run, or may not on this node: the replica
+// goes to phase error.
+func resolve(id string, spec *api.LoadbalancerSpec, eps []api.Endpoint, lim limits) (resolved, error) {
 	r := resolved{ID: id}
 	if spec == nil {
 		return r, api.Invalid("spec.loadbalancer", "is missing")
@@ -185,6 +199,9 @@ func resolve(id string, spec *api.LoadbalancerSpec, eps []api.Endpoint, bindAddr
 			return r, api.Invalid(f+".port", "port %d is used by two listeners", l.Port)
 		}
 		ports[l.Port] = true
+		if err := lim.ports.Check(l.Port); err != nil {
+			return r, api.Invalid(f+".port", "%v", err)
+		}
 		ls := listenerSpec{Name: l.Name, Port: l.Port, Mode: l.Protocol, TargetPort: l.TargetPort, Address: l.Address}
 		switch ls.Mode {
 		case "":
@@ -200,10 +217,14 @@ func resolve(id string, spec *api.LoadbalancerSpec, eps []api.Endpoint, bindAddr
 			return r, api.Invalid(f+".targetPort", "%d is not a port (1-65535)", l.TargetPort)
 		}
 		if ls.Address == "" {
-			ls.Address = bindAddress
+			ls.Address = lim.bindAddress
 		}
-		if _, err := netip.ParseAddr(ls.Address); err != nil {
+		addr, err := netip.ParseAddr(ls.Address)
+		if err != nil {
 			return r, api.Invalid(f+".address", "%q is not an IP address", ls.Address)
+		}
+		if !slices.Contains(lim.addresses, addr.Unmap()) {
+			return r, api.Invalid(f+".address", "%s is not an address this node binds load balancers to (%s)", addr, joinAddrs(lim.addresses))
 		}
 		r.Listeners = append(r.Listeners, ls)
 	}
@@ -223,12 +244,20 @@ func resolve(id string, spec *api.LoadbalancerSpec, eps []api.Endpoint, bindAddr
 	if len(bad) > 0 {
 		skipped = append(skipped, fmt.Sprintf("endpoints without an IP address are ignored: %s", strings.Join(bad, ", ")))
 	}
-	if len(r.Endpoints) > maxServers {
-		skipped = append(skipped, fmt.Sprintf("%d endpoints beyond maxServers %d are not balanced", len(r.Endpoints)-maxServers, maxServers))
-		r.Endpoints = r.Endpoints[:maxServers]
+	if len(r.Endpoints) > lim.maxServers {
+		skipped = append(skipped, fmt.Sprintf("%d endpoints beyond maxServers %d are not balanced", len(r.Endpoints)-lim.maxServers, lim.maxServers))
+		r.Endpoints = r.Endpoints[:lim.maxServers]
 	}
 	r.Skipped = strings.Join(skipped, "; ")
 	return r, nil
+}
+
+func joinAddrs(as []netip.Addr) string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.String()
+	}
+	return strings.Join(out, ", ")
 }
 
 // httpCheck says whether a listener's backend checks its servers over
@@ -324,8 +353,13 @@ func newPaths(dir string) paths {
 	}
 }
 
+// runAs is the account haproxy's workers (everything that handles
+// traffic) run as; the master keeps root to bind and to reload. Empty
+// leaves them root.
+type runAs struct{ User, Group string }
+
 // render writes the configuration of lbs, sorted by id for a stable text.
-func render(p paths, lbs []resolved) rendered {
+func render(p paths, run runAs, lbs []resolved) rendered {
 	var b, structure strings.Builder
 	out := rendered{LBStructure: map[string]string{}, lines: map[int]string{}, frontends: map[string]string{}}
 	line := 0
@@ -351,6 +385,12 @@ func render(p paths, lbs []resolved) rendered {
 	// Old workers keep serving their connections after a reload; this
 	// bounds how long long-lived TCP connections keep one alive.
 	emit("", false, "    hard-stop-after 30s")
+	if run.User != "" {
+		emit("", false, "    user %s", run.User)
+	}
+	if run.Group != "" {
+		emit("", false, "    group %s", run.Group)
+	}
 	emit("", false, "")
 	emit("", false, "defaults")
 	emit("", false, "    mode tcp")

@@ -3,7 +3,9 @@ package haproxy
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/providers/provider"
 )
 
@@ -25,10 +28,19 @@ func spec(mod func(*api.LoadbalancerSpec)) *api.LoadbalancerSpec {
 	return s
 }
 
+// testLimits let the tests' load balancers bind any port on 127.0.0.1,
+// ::1 and 10.0.0.1.
+var testLimits = limits{
+	bindAddress: "127.0.0.1",
+	addresses:   []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1"), netip.MustParseAddr("10.0.0.1")},
+	ports:       hostpolicy.PortPolicy{Allowed: hostpolicy.MustParsePorts("1-65535"), Privileged: true},
+	maxServers:  64,
+}
+
 func TestResolveDefaults(t *testing.T) {
 	r, err := resolve("lb1", spec(func(s *api.LoadbalancerSpec) {
 		s.Listeners = []api.Listener{{Port: 9000}, {Port: 8080, Protocol: "http", TargetPort: 80, Address: "10.0.0.1"}}
-	}), nil, "127.0.0.1", 64)
+	}), nil, testLimits)
 	if err != nil {
 		t.Fatalf("resolve: %v", err)
 	}
@@ -71,7 +83,7 @@ func TestResolveErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := resolve("lb1", tc.spec, nil, "127.0.0.1", 64)
+			_, err := resolve("lb1", tc.spec, nil, testLimits)
 			var fe *api.FieldError
 			if !errors.As(err, &fe) || fe.Field != tc.field {
 				t.Fatalf("resolve: got %v; want an invalid %s", err, tc.field)
@@ -99,7 +111,7 @@ func TestResolveEndpoints(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := resolve("lb1", spec(nil), eps, "127.0.0.1", tc.max)
+			r, err := resolve("lb1", spec(nil), eps, func() limits { l := testLimits; l.maxServers = tc.max; return l }())
 			if err != nil {
 				t.Fatalf("resolve: %v", err)
 			}
@@ -121,7 +133,7 @@ func TestResolveEndpoints(t *testing.T) {
 
 func mustResolve(t *testing.T, id string, s *api.LoadbalancerSpec, eps ...api.Endpoint) resolved {
 	t.Helper()
-	r, err := resolve(id, s, eps, "127.0.0.1", 64)
+	r, err := resolve(id, s, eps, testLimits)
 	if err != nil {
 		t.Fatalf("resolve %s: %v", id, err)
 	}
@@ -159,7 +171,7 @@ func TestRender(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := render(p, []resolved{mustResolve(t, "lb1", tc.spec, ep, noPort)})
+			r := render(p, runAs{}, []resolved{mustResolve(t, "lb1", tc.spec, ep, noPort)})
 			lines := strings.Split(r.Text, "\n")
 			for _, w := range tc.want {
 				if !slices.Contains(lines, w) {
@@ -181,7 +193,7 @@ func TestRender(t *testing.T) {
 
 // TestRenderMixedChecks: an http check goes to the http listener only.
 func TestRenderMixedChecks(t *testing.T) {
-	r := render(newPaths("/state"), []resolved{mustResolve(t, "lb1", spec(func(s *api.LoadbalancerSpec) {
+	r := render(newPaths("/state"), runAs{}, []resolved{mustResolve(t, "lb1", spec(func(s *api.LoadbalancerSpec) {
 		s.Listeners = append(s.Listeners, api.Listener{Port: 5432})
 		s.HealthCheck = &api.HealthCheck{Type: "http", Path: "/up"}
 	}))})
@@ -207,7 +219,7 @@ func TestRenderStructure(t *testing.T) {
 	p := newPaths("/state")
 	a := api.Endpoint{Replica: "a", Address: "10.0.0.1", Port: 80}
 	b := api.Endpoint{Replica: "b", Address: "10.0.0.2", Port: 80}
-	base := render(p, []resolved{mustResolve(t, "lb1", spec(nil), a)})
+	base := render(p, runAs{}, []resolved{mustResolve(t, "lb1", spec(nil), a)})
 	tests := []struct {
 		name   string
 		spec   *api.LoadbalancerSpec
@@ -229,7 +241,7 @@ func TestRenderStructure(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := render(p, []resolved{mustResolve(t, "lb1", tc.spec, tc.eps...)})
+			r := render(p, runAs{}, []resolved{mustResolve(t, "lb1", tc.spec, tc.eps...)})
 			if got := r.Structure != base.Structure; got != tc.reload {
 				t.Errorf("structure changed: got %v; want %v", got, tc.reload)
 			}
@@ -341,7 +353,7 @@ func TestParseShowProc(t *testing.T) {
 
 func TestParseAlerts(t *testing.T) {
 	p := newPaths("/state")
-	r := render(p, []resolved{
+	r := render(p, runAs{}, []resolved{
 		mustResolve(t, "lb1", spec(nil)),
 		mustResolve(t, "lb2", spec(func(s *api.LoadbalancerSpec) { s.Listeners[0].Port = 9090 })),
 	})
@@ -379,6 +391,9 @@ func TestConfigValidate(t *testing.T) {
 		{"bad bind address", Config{StateDir: "/x", BindAddress: "any"}.withDefaults(), "bindAddress"},
 		{"no servers", Config{StateDir: "/x", MaxServers: -1}.withDefaults(), "maxServers"},
 		{"state dir too long for sockets", Config{StateDir: "/" + strings.Repeat("d", 100)}.withDefaults(), "stateDir"},
+		{"bad bind addresses", Config{StateDir: "/x", BindAddresses: []string{"any"}}.withDefaults(), "bindAddresses"},
+		{"bad ports", Config{StateDir: "/x", Ports: "80-"}.withDefaults(), "ports"},
+		{"user that breaks the configuration", Config{StateDir: "/x", User: "haproxy\n    stats socket /tmp/x"}.withDefaults(), "user"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -401,9 +416,16 @@ func TestFactory(t *testing.T) {
 		want    Config
 		err     string
 	}{
-		{"defaults", nil, Config{Binary: DefaultBinary, BindAddress: DefaultBindAddress, MaxServers: DefaultMaxServers}, ""},
-		{"keys as viper lowercases them", map[string]any{"binary": "/opt/haproxy", "bindaddress": "0.0.0.0", "maxservers": 8},
-			Config{Binary: "/opt/haproxy", BindAddress: "0.0.0.0", MaxServers: 8}, ""},
+		{"defaults", nil, Config{Binary: DefaultBinary, BindAddress: DefaultBindAddress, MaxServers: DefaultMaxServers,
+			Ports: DefaultPorts, User: DefaultUser, Group: DefaultGroup}, ""},
+		{"keys as viper lowercases them", map[string]any{
+			"binary": "/opt/haproxy", "bindaddress": "0.0.0.0", "maxservers": 8,
+			"bindaddresses": []any{"192.0.2.10"}, "ports": "8000-8999", "allowprivilegedports": true, "user": "root", "group": "root",
+		}, Config{
+			Binary: "/opt/haproxy", BindAddress: "0.0.0.0", MaxServers: 8,
+			BindAddresses: []string{"192.0.2.10"}, Ports: "8000-8999", AllowPrivilegedPorts: true, User: "root", Group: "root",
+		}, ""},
+		{"no such user", map[string]any{"user": "no-such-user-strata"}, Config{}, "no-such-user-strata"},
 		{"typo", map[string]any{"maxserver": 8}, Config{}, "maxserver"},
 	}
 	for _, tc := range tests {
@@ -422,7 +444,7 @@ func TestFactory(t *testing.T) {
 			p := pv.(*Provider)
 			t.Cleanup(func() { p.Shutdown(context.WithoutCancel(t.Context())) })
 			tc.want.StateDir = dir
-			if p.cfg != tc.want {
+			if !reflect.DeepEqual(p.cfg, tc.want) {
 				t.Errorf("config: got %+v; want %+v", p.cfg, tc.want)
 			}
 			if info, _ := p.Info(t.Context()); info.Name != "lb" || !slices.Equal(info.Kinds, []api.ProviderKind{api.ProviderLoadbalancer}) {
