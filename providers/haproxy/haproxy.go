@@ -244,8 +244,8 @@ type Provider struct {
 	lim      limits
 	run      runAs
 	paths    paths
-	log     *slog.Logger
-	version string
+	log      *slog.Logger
+	version  string
 
 	// op serializes whatever changes haproxy (start, reload, runtime API
 	// writes, stop); it is a channel so that waiting for it honours ctx.
