@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"net/url"
 	"path"
 	"regexp"
 	"slices"
@@ -20,6 +21,13 @@ const (
 	MaxRevisionHistory = 100
 	// DefaultRevisionHistory is kept when a resource does not say.
 	DefaultRevisionHistory = 10
+	// MaxPathLen bounds the paths and URLs a spec names (PATH_MAX).
+	MaxPathLen = 4096
+	// MaxCmdlineLen bounds a VM's kernel command line parts (x86's
+	// COMMAND_LINE_SIZE).
+	MaxCmdlineLen = 2048
+	// MaxCheckPathLen bounds a health check's path.
+	MaxCheckPathLen = 1024
 )
 
 var (
@@ -300,6 +308,24 @@ func (c *ComputeSpec) validate() error {
 	if c.WorkingDir != "" && !path.IsAbs(c.WorkingDir) {
 		return Invalid("workingDir", "%q must be an absolute path", c.WorkingDir)
 	}
+	if err := validText("workingDir", c.WorkingDir, MaxPathLen); err != nil {
+		return err
+	}
+	// Arguments may hold newlines (a shell script); a NUL ends a C
+	// string, so the process would run something else than asked.
+	for i, a := range c.Command {
+		if strings.ContainsRune(a, 0) {
+			return Invalid(fmt.Sprintf("command[%d]", i), "has a NUL character")
+		}
+	}
+	for i, a := range c.Args {
+		if strings.ContainsRune(a, 0) {
+			return Invalid(fmt.Sprintf("args[%d]", i), "has a NUL character")
+		}
+	}
+	if err := validText("kernelArgs", c.KernelArgs, MaxCmdlineLen); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for i, p := range c.Ports {
 		f := fmt.Sprintf("ports[%d]", i)
@@ -327,6 +353,9 @@ func (c *ComputeSpec) validate() error {
 		if !path.IsAbs(v.Path) || path.Clean(v.Path) == "/" {
 			return Invalid(f+".path", "%q must be an absolute path other than /", v.Path)
 		}
+		if err := validText(f+".path", v.Path, MaxPathLen); err != nil {
+			return err
+		}
 		if paths[path.Clean(v.Path)] {
 			return Invalid(f+".path", "%q is mounted twice", v.Path)
 		}
@@ -353,6 +382,9 @@ func validateEnv(field string, env map[string]string) error {
 	for _, k := range sortedKeys(env) {
 		if !envKeyRE.MatchString(k) {
 			return Invalid(field, "bad variable name %q", k)
+		}
+		if strings.ContainsRune(env[k], 0) {
+			return Invalid(field+"."+k, "has a NUL character")
 		}
 	}
 	return nil
@@ -387,7 +419,29 @@ func (i *ImageSpec) validate() error {
 	if i.Initrd != "" && i.Kernel == "" {
 		return Invalid("kernel", "is required with initrd")
 	}
-	return nil
+	if i.Archive != "" {
+		if err := validArchive("archive", i.Archive); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct{ field, v string }{{"kernel", i.Kernel}, {"initrd", i.Initrd}, {"disk", i.Disk}} {
+		if f.v == "" {
+			continue
+		}
+		if err := validHostPath(f.field, f.v); err != nil {
+			return err
+		}
+	}
+	if err := validText("ref", i.Ref, MaxPathLen); err != nil {
+		return err
+	}
+	if strings.ContainsAny(i.Ref, " \t") {
+		return Invalid("ref", "%q is not an image reference: it has spaces", i.Ref)
+	}
+	if err := validText("cmdline", i.Cmdline, MaxCmdlineLen); err != nil {
+		return err
+	}
+	return validText("readyMarker", i.ReadyMarker, 256)
 }
 
 func (lb *LoadbalancerSpec) validate() error {
@@ -431,6 +485,14 @@ func (lb *LoadbalancerSpec) validate() error {
 		}
 		if hc.Type == "http" && !strings.HasPrefix(hc.Path, "/") {
 			return Invalid("healthCheck.path", "an http check needs a path starting with /")
+		}
+		// The path is a word of HAProxy's configuration: what would
+		// split or end it there is refused here, not by the node.
+		if err := validText("healthCheck.path", hc.Path, MaxCheckPathLen); err != nil {
+			return err
+		}
+		if strings.ContainsAny(hc.Path, " \"'#\\") {
+			return Invalid("healthCheck.path", "%q must not have spaces, quotes, # or backslashes", hc.Path)
 		}
 		if hc.Interval.Duration != 0 && hc.Interval.Duration < 100*time.Millisecond {
 			return Invalid("healthCheck.interval", "%s is shorter than 100ms", hc.Interval)
@@ -590,6 +652,62 @@ func ParseRange(s string) (netip.Addr, netip.Addr, error) {
 		return netip.Addr{}, netip.Addr{}, fmt.Errorf("%q is not a range low-high", s)
 	}
 	return a, b, nil
+}
+
+// hasControl reports a control character (newline, NUL, escape...): the
+// strings a spec hands to a node end up in configuration files, command
+// lines and XML, where one would split a line or fail late.
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) })
+}
+
+// validText refuses control characters and text longer than max bytes.
+func validText(field, s string, max int) error {
+	switch {
+	case hasControl(s):
+		return Invalid(field, "%q has control characters (newline, tab, NUL...)", s)
+	case len(s) > max:
+		return Invalid(field, "is longer than %d bytes", max)
+	}
+	return nil
+}
+
+// validHostPath checks a path a node will look for in its operator's
+// directories: absolute, without a .. element or control characters.
+// Which directories are allowed only the node knows.
+func validHostPath(field, p string) error {
+	if err := validText(field, p, MaxPathLen); err != nil {
+		return err
+	}
+	if !path.IsAbs(p) {
+		return Invalid(field, "%q must be an absolute path on the node", p)
+	}
+	if slices.Contains(strings.Split(p, "/"), "..") {
+		return Invalid(field, "%q must not have a .. element", p)
+	}
+	return nil
+}
+
+// validArchive checks an image archive: a host path (as validHostPath,
+// also written file:///path) or an http(s) URL without credentials.
+func validArchive(field, s string) error {
+	if err := validText(field, s, MaxPathLen); err != nil {
+		return err
+	}
+	scheme, _, hasScheme := strings.Cut(s, "://")
+	if !hasScheme || scheme == "file" {
+		return validHostPath(field, strings.TrimPrefix(s, "file://"))
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return Invalid(field, "%q is not an absolute path, a file:// or an http(s) URL", s)
+	case u.User != nil:
+		return Invalid(field, "must not carry credentials (user:password@)")
+	case slices.Contains(strings.Split(u.Path, "/"), ".."):
+		return Invalid(field, "%s must not have a .. element", scheme+"://"+u.Host+u.Path)
+	}
+	return nil
 }
 
 func splitHostPort(s string) (string, string, error) {

@@ -41,6 +41,13 @@ func clean(dirs []string) []string {
 	return out
 }
 
+// Deny returns d with more directories whose files are refused
+// (directories known only at run time: a storage pool's).
+func (d Dirs) Deny(dirs ...string) Dirs {
+	d.deny = append(append([]string{}, d.deny...), clean(dirs)...)
+	return d
+}
+
 // Empty reports whether no directory is allowed.
 func (d Dirs) Empty() bool { return len(d.roots) == 0 }
 

@@ -30,6 +30,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/version"
 	"github.com/stratahq/strata/providers/provider"
 )
@@ -44,8 +45,8 @@ const (
 )
 
 // Config is the provider's settings; Factory reads them from the agent's
-// config with the keys uri, pool, logDir, domainType, kvmProbeKernel and
-// rescanInterval.
+// config with the keys uri, pool, logDir, domainType, kvmProbeKernel,
+// rescanInterval and imageDirs.
 type Config struct {
 	// URI is libvirtd's connection URI (default qemu:///system; the tests
 	// use test:///default, which needs no daemon).
@@ -67,6 +68,11 @@ type Config struct {
 	// RescanInterval is how often a watch rescans the domains (default
 	// 5s; see WithRescanInterval).
 	RescanInterval time.Duration `mapstructure:"rescanInterval"`
+	// ImageDirs are the host directories an Image's kernel, initrd and
+	// disk may be in (symbolic links resolved, ".." refused; never the
+	// storage pool, the data or the console directory, which hold other
+	// replicas' disks). Default none: VM images are refused.
+	ImageDirs []string `mapstructure:"imageDirs"`
 }
 
 // withDefaults fills in what cfg leaves empty.
@@ -104,6 +110,9 @@ func (c Config) Validate() error {
 	}
 	if strings.ContainsAny(c.Pool, "/ ") {
 		return api.Invalid("pool", "%q is not a pool name", c.Pool)
+	}
+	if _, err := hostpolicy.NewDirs(c.ImageDirs, nil); err != nil {
+		return api.Invalid("imageDirs", "%v", err)
 	}
 	return nil
 }
@@ -155,6 +164,9 @@ type Provider struct {
 	rescanInterval time.Duration
 	probeTimeout   time.Duration
 	bridges        bridger
+	// dirs are where VM images may be (Config.ImageDirs); the pool's
+	// directory is denied at each use, since it is known from libvirt.
+	dirs hostpolicy.Dirs
 
 	// replicas serialises Apply and Delete of one replica.
 	replicas keyedMutex
@@ -245,6 +257,11 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 		return nil, errors.New("libvirt: a data directory is required (pool, console logs, volume records)")
 	}
 	p.log = p.log.With("uri", p.cfg.URI)
+	dirs, err := hostpolicy.NewDirs(p.cfg.ImageDirs, []string{p.dataDir, p.cfg.LogDir})
+	if err != nil {
+		return nil, fmt.Errorf("libvirt: %w", api.Invalid("imageDirs", "%v", err))
+	}
+	p.dirs = dirs
 	if isTestURI(p.cfg.URI) {
 		// The test driver runs nothing on this host.
 		p.bridges = noBridges{}

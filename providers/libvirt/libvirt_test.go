@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +22,36 @@ import (
 // the connections of one process, and no daemon.
 const testURI = "test:///default"
 
+// testImageDir holds the (empty) kernel and initramfs of vmAssignment: the
+// test driver reads no files, but the provider checks that they are in
+// an image directory.
+var testImageDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "strata-libvirt-images-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testImageDir = dir
+	for _, f := range []string{"vmlinuz", "initramfs.gz", "disk.qcow2"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // newTestProvider returns a provider of the test driver for node (within
 // the test's name, since tests share the driver), closed when the test
 // ends.
 func newTestProvider(t *testing.T, node string, opts ...Option) *Provider {
 	t.Helper()
 	opts = append([]Option{WithNode(t.Name() + "/" + node), WithDataDir(t.TempDir()), WithRescanInterval(100 * time.Millisecond)}, opts...)
-	p, err := New(t.Context(), Config{URI: testURI}, opts...)
+	p, err := New(t.Context(), Config{URI: testURI, ImageDirs: []string{testImageDir}}, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -39,7 +64,7 @@ func newTestProvider(t *testing.T, node string, opts ...Option) *Provider {
 }
 
 // vmAssignment is a Compute replica the test driver accepts: it reads no
-// files, so the paths need not exist.
+// files, so they are empty.
 func vmAssignment(id string) *api.Assignment {
 	return &api.Assignment{
 		ID:         id,
@@ -48,7 +73,7 @@ func vmAssignment(id string) *api.Assignment {
 		Generation: 1,
 		Spec:       api.ResourceSpec{Compute: &api.ComputeSpec{Image: "tiny", KernelArgs: "quiet"}},
 		Flavor:     api.FlavorSpec{VCPUs: 1, MemoryMiB: 128},
-		Image:      &api.ImageSpec{Kernel: "/images/tiny/vmlinuz", Initrd: "/images/tiny/initramfs.gz"},
+		Image:      &api.ImageSpec{Kernel: filepath.Join(testImageDir, "vmlinuz"), Initrd: filepath.Join(testImageDir, "initramfs.gz")},
 		Network: &api.NetworkAttachment{
 			Network: "default", Bridge: "strata0", Subnet: "10.88.0.0/16", Gateway: "10.88.0.1", Address: "10.88.0.7",
 		},
@@ -162,7 +187,7 @@ func TestApplyRejects(t *testing.T) {
 		want   string
 	}{
 		{"no image", func(a *api.Assignment) { a.Image = nil }, "neither a kernel nor a disk"},
-		{"relative kernel", func(a *api.Assignment) { a.Image.Kernel = "vmlinuz" }, "must be absolute"},
+		{"relative kernel", func(a *api.Assignment) { a.Image.Kernel = "vmlinuz" }, "image kernel not allowed or not found"},
 		{"address outside subnet", func(a *api.Assignment) { a.Network.Address = "10.99.0.7" }, "not in subnet"},
 		{"IPv6 address", func(a *api.Assignment) { a.Network.Address, a.Network.Subnet = "fd00::7", "fd00::/64" }, "IPv4 only"},
 		{"missing volume", func(a *api.Assignment) {

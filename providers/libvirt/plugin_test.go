@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/testenv"
 	"github.com/stratahq/strata/providers/provider"
 	"github.com/stratahq/strata/providers/provider/providertest"
@@ -31,9 +32,11 @@ func TestPlugin(t *testing.T) {
 	p, err := provider.StartPlugin(ctx, provider.PluginConfig{
 		Name:    "libvirt",
 		Binary:  bin,
-		Options: map[string]any{"uri": testURI, "pool": "strata-plugin"},
+		Options: map[string]any{"uri": testURI, "pool": "strata-plugin", "imageDirs": []string{testImageDir}},
 		Node:    "plugin-node",
 		DataDir: t.TempDir(),
+		// Passed through to the plugin as --reserved-ports.
+		ReservedPorts: hostpolicy.MustParsePorts("9092"),
 	}, testLogger(t))
 	if err != nil {
 		t.Fatalf("StartPlugin: %v", err)

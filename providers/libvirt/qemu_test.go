@@ -100,7 +100,9 @@ func newQEMUEnv(t *testing.T) *qemuEnv {
 	pool := "strata-test-" + suffix
 	// An hour between rescans: what watches see comes from lifecycle
 	// events.
-	p, err := New(t.Context(), Config{URI: uri, Pool: pool},
+	// The pool is under dir/data, which the provider denies although dir
+	// is an image directory.
+	p, err := New(t.Context(), Config{URI: uri, Pool: pool, ImageDirs: []string{images, dir}},
 		WithNode("test-"+suffix), WithDataDir(filepath.Join(dir, "data")), WithLogger(testLogger(t)),
 		WithRescanInterval(time.Hour))
 	if err != nil {
@@ -290,6 +292,70 @@ func (e *qemuEnv) testStoppedAndCrashed(t *testing.T) {
 
 // testVolume checks that a Volume outlives the VMs that mount it and goes
 // with its own assignment.
+// TestSecurityVMImageFiles replays the VM image attacks of a review on
+// the real libvirtd: a kernel, initrd or disk that is a host file outside
+// the image directories (by path, with .., through a link), and a disk
+// that is another replica's volume. Each is the replica's error, one
+// reason per field whatever the cause, before anything boots.
+func TestSecurityVMImageFiles(t *testing.T) {
+	e := newQEMUEnv(t)
+	vol := &api.Assignment{
+		ID: "vol-victim-" + randomHex(t, 3), Kind: api.KindVolume, Provider: api.ProviderVM, Generation: 1,
+		Spec: api.ResourceSpec{Volume: &api.VolumeSpec{SizeMiB: 16, Format: api.VolumeQcow2, Provider: api.ProviderVM}},
+	}
+	st, err := e.p.Apply(t.Context(), vol)
+	if err != nil || st.Phase != api.PhaseReady {
+		t.Fatalf("Apply volume: got %+v, %v; want ready", st, err)
+	}
+	t.Cleanup(func() { _ = e.p.Delete(context.WithoutCancel(t.Context()), vol, 0) })
+	victim := st.ProviderID
+	imageDir := filepath.Dir(e.base)
+	link := filepath.Join(imageDir, "escape.qcow2")
+	if err := os.Symlink("/etc/shadow", link); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "outside.qcow2")
+	if err := os.WriteFile(outside, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		image api.ImageSpec
+		field string
+	}{
+		{"kernel /etc/shadow", api.ImageSpec{Kernel: "/etc/shadow"}, "kernel"},
+		{"kernel missing", api.ImageSpec{Kernel: "/boot/no-such-kernel"}, "kernel"},
+		{"initrd with ..", api.ImageSpec{Kernel: e.kernel, Initrd: imageDir + "/../../etc/shadow"}, "initrd"},
+		{"initrd relative", api.ImageSpec{Kernel: e.kernel, Initrd: "../../x"}, "initrd"},
+		{"disk outside the image directories", api.ImageSpec{Disk: outside}, "disk"},
+		{"disk through a link out", api.ImageSpec{Disk: link}, "disk"},
+		{"disk that is another replica's volume", api.ImageSpec{Disk: victim}, "disk"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := e.vm(t, "attack")
+			a.Image = &tt.image
+			t.Cleanup(func() { _ = e.p.Delete(context.WithoutCancel(t.Context()), &api.Assignment{ID: a.ID}, 0) })
+			st, err := e.p.Apply(t.Context(), a)
+			if err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			want := "image " + tt.field + " not allowed or not found"
+			if st.Phase != api.PhaseError || !strings.HasSuffix(st.Reason, want) {
+				t.Errorf("Apply with image %+v: got %s (%s); want error ending %q", tt.image, st.Phase, st.Reason, want)
+			}
+			c, err := e.p.connect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dom, err := c.LookupDomainByName(domainName(a.ID)); err == nil {
+				dom.Free()
+				t.Errorf("domain %s was defined; want nothing made of a refused image", domainName(a.ID))
+			}
+		})
+	}
+}
+
 func (e *qemuEnv) testVolume(t *testing.T) {
 	vol := &api.Assignment{
 		ID:         "vol-" + randomHex(t, 3),
@@ -397,7 +463,11 @@ func (e *qemuEnv) testBootTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec, err := e.p.resolve(t.Context(), c, b, accel.Type)
+		img, err := e.p.imageFiles(c, b.Image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, err := e.p.resolve(t.Context(), c, b, img, accel.Type)
 		if err != nil {
 			t.Fatalf("resolve: %v", err)
 		}

@@ -52,15 +52,20 @@ func (p *Provider) Apply(ctx context.Context, a *api.Assignment) (api.Assignment
 }
 
 func (p *Provider) applyDomain(ctx context.Context, c *libvirt.Connect, a *api.Assignment) (api.AssignmentStatus, error) {
-	kernel := ""
-	if a.Image != nil {
-		kernel = a.Image.Kernel
+	// The image's files are checked first: even the KVM probe boots the
+	// kernel.
+	img, err := p.imageFiles(c, a.Image)
+	if errors.Is(err, ErrBadSpec) {
+		return p.rejected(a, err), nil
 	}
-	accel, err := p.domainType(ctx, kernel)
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
-	spec, err := p.resolve(ctx, c, a, accel.Type)
+	accel, err := p.domainType(ctx, img.Kernel)
+	if err != nil {
+		return api.AssignmentStatus{}, err
+	}
+	spec, err := p.resolve(ctx, c, a, img, accel.Type)
 	if errors.Is(err, ErrBadSpec) {
 		return p.rejected(a, err), nil
 	}
@@ -139,18 +144,47 @@ func (p *Provider) applyDomain(ctx context.Context, c *libvirt.Connect, a *api.A
 	return p.define(c, spec, meta)
 }
 
-// resolve turns an assignment into a domain spec: volumes looked up in
-// the pool, the root disk's overlay created, the bridge ensured.
-func (p *Provider) resolve(ctx context.Context, c *libvirt.Connect, a *api.Assignment, domainType string) (domainSpec, error) {
-	img := a.Image
+// imageFiles returns the image with its kernel, initrd and disk resolved
+// to real files of Config.ImageDirs, never in the storage pool (other
+// replicas' disks and volumes), the data or the console directory. A
+// refusal says only which file, whatever the cause (which host files
+// exist is none of a tenant's business); the log says why.
+func (p *Provider) imageFiles(c *libvirt.Connect, img *api.ImageSpec) (api.ImageSpec, error) {
 	if img == nil || (img.Kernel == "" && img.Disk == "") {
-		return domainSpec{}, badSpec("the image has neither a kernel nor a disk to boot")
+		return api.ImageSpec{}, badSpec("the image has neither a kernel nor a disk to boot")
 	}
-	for _, path := range []string{img.Kernel, img.Initrd} {
-		if path != "" && !filepath.IsAbs(path) {
-			return domainSpec{}, badSpec("image path %q must be absolute on the node", path)
+	out := *img
+	dirs := p.dirs
+	if pool, err := p.poolPath(c); err != nil {
+		return api.ImageSpec{}, err
+	} else if pool != "" {
+		dirs = dirs.Deny(pool)
+	}
+	for _, f := range []struct {
+		field string
+		path  *string
+	}{{"kernel", &out.Kernel}, {"initrd", &out.Initrd}, {"disk", &out.Disk}} {
+		if *f.path == "" {
+			continue
 		}
+		real, err := dirs.Resolve(*f.path)
+		if err != nil {
+			p.log.Warn("image file refused", "field", f.field, "path", *f.path, "err", err)
+			return api.ImageSpec{}, badSpec("image %s %s", f.field, errImageRefused)
+		}
+		*f.path = real
 	}
+	return out, nil
+}
+
+// errImageRefused is all a tenant learns of an image file it may not
+// have.
+var errImageRefused = errors.New("not allowed or not found")
+
+// resolve turns an assignment into a domain spec: volumes looked up in
+// the pool, the root disk's overlay created, the bridge ensured. img is
+// the assignment's image with its files resolved (imageFiles).
+func (p *Provider) resolve(ctx context.Context, c *libvirt.Connect, a *api.Assignment, img api.ImageSpec, domainType string) (domainSpec, error) {
 	cmdline := ""
 	if img.Kernel != "" {
 		var err error

@@ -147,13 +147,32 @@ func deleteVolume(pool *libvirt.StoragePool, name string) error {
 	return nil
 }
 
+// poolPath is the directory of the storage pool, "" when the pool does
+// not exist yet (it will be made under DataDir, which is denied anyway).
+func (p *Provider) poolPath(c *libvirt.Connect) (string, error) {
+	pool, err := c.LookupStoragePoolByName(p.cfg.Pool)
+	if hasCode(err, libvirt.ERR_NO_STORAGE_POOL) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("storage pool %s: %w", p.cfg.Pool, err)
+	}
+	defer pool.Free()
+	s, err := pool.GetXMLDesc(0)
+	if err != nil {
+		return "", fmt.Errorf("storage pool %s: %w", p.cfg.Pool, err)
+	}
+	var x poolXML
+	if err := xml.Unmarshal([]byte(s), &x); err != nil {
+		return "", fmt.Errorf("parse pool XML: %w", err)
+	}
+	return x.Path, nil
+}
+
 // ensureOverlay makes the replica's copy-on-write root disk over the
 // image's qcow2 disk and returns its path. An overlay over another
 // backing file (the image changed) is made again.
 func (p *Provider) ensureOverlay(pool *libvirt.StoragePool, id, backing string, sizeMiB int64) (string, error) {
-	if !filepath.IsAbs(backing) {
-		return "", badSpec("image disk %q must be an absolute path on the node", backing)
-	}
 	name := overlayName(id)
 	if vol, err := pool.LookupStorageVolByName(name); err == nil {
 		b, berr := volumeBacking(vol)
