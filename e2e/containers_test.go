@@ -199,12 +199,15 @@ log: {level: debug}
 	c.regionAPI = framework.NewClient("http://"+rHTTP, framework.RegionToken)
 
 	for j, node := range c.nodes {
+		// The archive's directory is the one image directory; the load
+		// balancers bind free ports, which are the kernel's ephemeral
+		// ones, outside the default range.
 		providers := fmt.Sprintf(`providers:
   - name: containerd
-    options: {namespace: %s, restartBackoff: 50ms, restartBackoffMax: 1s}
-`, c.ns[node])
+    options: {namespace: %s, restartBackoff: 50ms, restartBackoffMax: 1s, imageDirs: [%q]}
+`, c.ns[node], filepath.Dir(c.archive))
 		if o.haproxy {
-			providers += fmt.Sprintf("  - name: haproxy\n    options: {bindAddress: 127.0.0.1, binary: %s}\n", haproxyBin)
+			providers += fmt.Sprintf("  - name: haproxy\n    options: {bindAddress: 127.0.0.1, binary: %s, ports: \"1024-65535\"}\n", haproxyBin)
 		}
 		cfg := c.write(node+".yaml", fmt.Sprintf(`node:
   name: %s

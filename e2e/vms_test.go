@@ -201,9 +201,9 @@ statusInterval: %s
 providers:
   - name: libvirt
     plugin: %s
-    options: {uri: %q, pool: %q, logDir: %q, domainType: qemu, rescanInterval: %s}
+    options: {uri: %q, pool: %q, logDir: %q, domainType: qemu, rescanInterval: %s, imageDirs: [%q]}
 log: {level: debug}
-`, n, vn.zone, rg, framework.FreeAddr(t), m, vn.dataDir, o.statusInterval, h.plugin, vmURI, vn.pool, vn.logDir, o.rescanInterval)+c.pki.YAML(pki.Node(vmRegion, n)))
+`, n, vn.zone, rg, framework.FreeAddr(t), m, vn.dataDir, o.statusInterval, h.plugin, vmURI, vn.pool, vn.logDir, o.rescanInterval, filepath.Dir(h.kernel))+c.pki.YAML(pki.Node(vmRegion, n)))
 		vn.proc = framework.Start(t, "agent-"+n, c.bin, []string{"agent", "--config", acfg})
 		rp.agents[n] = vn.proc
 	}

@@ -107,15 +107,28 @@ func devProviders(names []string, w io.Writer) []config.Provider {
 	for _, n := range names {
 		n = strings.TrimSpace(n)
 		pc := config.Provider{Name: n}
+		// Tenants of the dev cluster may name the images `make dev`
+		// builds (deploy/dev/images.sh, vm-image.sh), from the directory
+		// it runs in, and nothing else of the host.
 		switch n {
+		case "containerd":
+			pc.Options = map[string]any{"imageDirs": []string{absDir(".cache/images")}}
 		case "haproxy":
 			pc.Options = map[string]any{"bindAddress": "127.0.0.1"}
 		case "libvirt":
 			pc.Plugin = libvirtPlugin()
+			pc.Options = map[string]any{"imageDirs": []string{absDir(".cache/vm")}}
 		}
 		out = append(out, pc)
 	}
 	return out
+}
+
+func absDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
 }
 
 // detectProviders picks the real providers this machine can run and

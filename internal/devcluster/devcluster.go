@@ -204,7 +204,15 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		g.Go(func() error { return rsrv.Run(gctx) })
 	}
 
-	// Agents.
+	// Agents. The tiers' ports are the node's own: no load balancer or
+	// host port of a tenant may take them.
+	var tierPorts []string
+	for _, addr := range []string{gsrv.HTTPAddr(), gsrv.GRPCAddr()} {
+		tierPorts = append(tierPorts, portOf(addr))
+	}
+	for _, r := range c.Regions {
+		tierPorts = append(tierPorts, portOf(r.HTTPAddr()), portOf(r.GRPCAddr()))
+	}
 	for _, name := range o.Regions {
 		for i := range o.AgentsPerRegion {
 			node := NodeName(name, i)
@@ -217,6 +225,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			acfg.Listen.Metrics = o.Host + ":0"
 			acfg.DataDir = filepath.Join(o.DataDir, "agents", node)
 			acfg.Providers = perNode(o.Providers, node)
+			acfg.ReservedPorts = strings.Join(tierPorts, ",")
 			acfg.Node.MilliCPU, acfg.Node.MemoryMiB, acfg.Node.DiskMiB = 8000, 16384, 100000
 			if err := secure("node-"+node, pki.Node(name, node), &acfg.TLS, &acfg.Insecure, nil); err != nil {
 				return nil, err
@@ -401,6 +410,12 @@ func perNode(ps []config.Provider, node string) []config.Provider {
 		}
 	}
 	return out
+}
+
+// portOf is the port of host:port, "" if none.
+func portOf(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
 }
 
 // isLoopback reports whether host is a loopback address or name.
