@@ -305,6 +305,46 @@ func TestSecurityAttacks(t *testing.T) {
 			t.Logf("%s: a trickling body was cut after %s (api.readTimeout %s)", addr, took.Round(time.Millisecond), readTimeout)
 		}
 	})
+	t.Run("strings a node would choke on are refused at the API", func(t *testing.T) {
+		lb := func(path string) map[string]any {
+			return map[string]any{"name": "lb-inject", "kind": "Loadbalancer", "spec": map[string]any{"loadbalancer": map[string]any{
+				"listeners": []map[string]any{{"port": 30080, "protocol": "http"}}, "selector": map[string]string{"app": "web"},
+				"healthCheck": map[string]any{"type": "http", "path": path},
+			}}}
+		}
+		image := func(field, value string) map[string]any {
+			spec := map[string]any{field: value}
+			if field == "archive" {
+				spec["ref"] = "docker.io/library/busybox:latest"
+			}
+			return map[string]any{"name": "img-attack", "kind": "Image", "spec": map[string]any{"image": spec}}
+		}
+		for _, tt := range []struct {
+			name  string
+			body  map[string]any
+			field string
+		}{
+			// An HAProxy directive smuggled into the configuration.
+			{"health check path with a newline", lb("/ok\n    stats socket /tmp/x level admin"), "spec.loadbalancer.healthCheck.path"},
+			{"health check path with a space", lb("/ok HTTP/1.0"), "spec.loadbalancer.healthCheck.path"},
+			{"archive with ..", image("archive", "/var/lib/strata/images/../../../etc/shadow"), "spec.image.archive"},
+			{"relative archive", image("archive", "../../x"), "spec.image.archive"},
+			{"archive URL with credentials", image("archive", "https://user:secret@images.example.com/a.tar"), "spec.image.archive"},
+			{"kernel with ..", image("kernel", "/srv/vm/../../etc/shadow"), "spec.image.kernel"},
+			{"relative disk", image("disk", "disk.qcow2"), "spec.image.disk"},
+		} {
+			resp, err := c.global().Do(callCtx(t), http.MethodPost, "/v1/resources", tt.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Status != http.StatusBadRequest || !strings.Contains(string(resp.Body), tt.field) {
+				t.Errorf("%s: got %d %s; want 400 naming %s", tt.name, resp.Status, resp.Body, tt.field)
+			}
+			if strings.Contains(string(resp.Body), "secret") {
+				t.Errorf("%s: the answer repeats the credentials: %s", tt.name, resp.Body)
+			}
+		}
+	})
 	if r2.node == "" {
 		t.Fatal("region sec-2 has no node")
 	}

@@ -441,7 +441,7 @@ func (p *Provider) specOpts(ctx context.Context, a *api.Assignment, img client.I
 // on the region network) plus the operator's additions, a seccomp
 // profile (after the capabilities: containerd's default profile allows
 // some calls only with some capabilities), no_new_privileges, a pids
-// limit and, when configured, a user namespace.
+// limit. There is no user namespace: see docs/operations.md.
 func (p *Provider) sandboxOpts() []oci.SpecOpts {
 	opts := []oci.SpecOpts{oci.WithDroppedCapabilities([]string{"CAP_NET_RAW"})}
 	if len(p.cfg.AddCapabilities) > 0 {
@@ -459,12 +459,6 @@ func (p *Provider) sandboxOpts() []oci.SpecOpts {
 	}
 	if p.cfg.PidsLimit > 0 {
 		opts = append(opts, oci.WithPidsLimit(p.cfg.PidsLimit))
-	}
-	if u := p.cfg.UserNamespace; u.Size > 0 {
-		opts = append(opts, oci.WithUserNamespace(
-			[]specs.LinuxIDMapping{{ContainerID: 0, HostID: u.UID, Size: u.Size}},
-			[]specs.LinuxIDMapping{{ContainerID: 0, HostID: u.GID, Size: u.Size}},
-		))
 	}
 	return opts
 }

@@ -54,8 +54,7 @@ const (
 // logRoot, logDriver, restartBackoff, restartBackoffMax, imageDirs,
 // archiveURLs, archiveNetworks, archiveMaxMiB, archiveTimeout,
 // registries, hostPorts, allowPrivilegedPorts, pidsLimit, seccomp,
-// addCapabilities, allowNewPrivileges and userNamespace
-// (case-insensitive); empty fields take the defaults documented on each.
+// addCapabilities and allowNewPrivileges (case-insensitive); empty fields take the defaults documented on each.
 //
 // The fields from imageDirs on are what tenants may reach on the host
 // and how their containers are confined: nothing is reachable unless
@@ -146,16 +145,6 @@ type Config struct {
 	// AllowNewPrivileges lets setuid binaries in images gain privileges
 	// (no_new_privileges is set otherwise).
 	AllowNewPrivileges bool
-	// UserNamespace, when its size is set, runs every replica in a user
-	// namespace whose root is host uid/gid UID/GID (see UserNamespace).
-	UserNamespace UserNamespace
-}
-
-// UserNamespace maps container ids 0..Size-1 to host ids UID.. and GID..
-type UserNamespace struct {
-	UID  uint32 `mapstructure:"uid"`
-	GID  uint32 `mapstructure:"gid"`
-	Size uint32 `mapstructure:"size"`
 }
 
 // withDefaults fills in the empty fields for an agent's node and data
@@ -242,9 +231,6 @@ func (c Config) Validate() error {
 		if !strings.HasPrefix(cp, "CAP_") || strings.ToUpper(cp) != cp {
 			return api.Invalid("addCapabilities", "%q is not a capability (CAP_NET_RAW, ...)", cp)
 		}
-	}
-	if u := c.UserNamespace; u.Size > 0 && (u.UID == 0 || u.GID == 0) {
-		return api.Invalid("userNamespace", "uid and gid must be host ids other than 0 (root)")
 	}
 	return nil
 }

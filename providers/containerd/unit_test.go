@@ -64,11 +64,9 @@ func TestFactoryConfig(t *testing.T) {
 			config: map[string]any{
 				"imageDirs": []any{"/srv/images"}, "archiveURLs": []any{"https://images.example.com/strata"},
 				"archiveNetworks": []any{"10.0.5.0/24"}, "hostPorts": "8000-8999", "pidsLimit": 64,
-				"userNamespace": map[string]any{"uid": 100000, "gid": 100000, "size": 65536},
 			},
 			check: func(t *testing.T, c Config) {
-				if !reflect.DeepEqual(c.ImageDirs, []string{"/srv/images"}) || c.HostPorts != "8000-8999" || c.PidsLimit != 64 ||
-					c.UserNamespace != (UserNamespace{UID: 100000, GID: 100000, Size: 65536}) {
+				if !reflect.DeepEqual(c.ImageDirs, []string{"/srv/images"}) || c.HostPorts != "8000-8999" || c.PidsLimit != 64 {
 					t.Errorf("config: got %+v", c)
 				}
 			},
@@ -80,7 +78,6 @@ func TestFactoryConfig(t *testing.T) {
 		{name: "bad pids limit", config: map[string]any{"pidsLimit": -2}, wantErr: "pidsLimit"},
 		{name: "bad seccomp", config: map[string]any{"seccomp": "strict"}, wantErr: "seccomp"},
 		{name: "bad capability", config: map[string]any{"addCapabilities": []any{"net_raw"}}, wantErr: "addCapabilities"},
-		{name: "user namespace as root", config: map[string]any{"userNamespace": map[string]any{"size": 65536}}, wantErr: "userNamespace"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
