@@ -366,12 +366,28 @@ func cleanupNamespace(t testing.TB, ns string) {
 		t.Errorf("clean-up: delete namespace %s: %v (snapshots %v)", ns, err, snaps)
 	}
 	// containerd keeps an empty state directory per namespace that ran
-	// tasks; Remove takes only empty ones.
+	// tasks; Remove takes only empty ones. A task's bundle in it goes
+	// once its shim has exited, which may follow the task's deletion by
+	// a moment: an error only if it stays.
 	for _, dir := range []string{
 		"/run/containerd/io.containerd.runtime.v2.task", "/run/containerd/runc", "/var/lib/containerd/io.containerd.runtime.v2.task",
 	} {
-		if err := os.Remove(filepath.Join(dir, ns)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("clean-up: %v", err)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := os.Remove(filepath.Join(dir, ns))
+			if err == nil || errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				entries, _ := os.ReadDir(filepath.Join(dir, ns))
+				var left []string
+				for _, e := range entries {
+					left = append(left, e.Name())
+				}
+				t.Errorf("clean-up: %v (holding %v)", err, left)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }
