@@ -30,6 +30,7 @@ import (
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/redistest"
+	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/testenv"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
@@ -194,7 +195,7 @@ func (c *regionCluster) startAgents(o agentOpts, names ...string) {
 func (c *regionCluster) waitUp(names ...string) {
 	c.t.Helper()
 	framework.Eventually(c.t, 60*time.Second, fmt.Sprintf("nodes %v registered and Up", names), func() error {
-		var l regionapi.List[api.Node]
+		var l rest.List[api.Node]
 		if err := c.get("/v1/nodes", &l); err != nil {
 			return err
 		}
@@ -239,20 +240,20 @@ func health(n api.Node) api.Health {
 // replicas lists every replica record of a resource (running or being
 // destroyed).
 func (c *regionCluster) replicas(resource string) ([]api.Replica, error) {
-	var l regionapi.List[api.Replica]
+	var l rest.List[api.Replica]
 	err := c.get("/v1/resources/"+regionTenant+"/"+resource+"/replicas", &l)
 	return l.Items, err
 }
 
 func (c *regionCluster) nodeReplicas(node string) ([]api.Replica, error) {
-	var l regionapi.List[api.Replica]
+	var l rest.List[api.Replica]
 	err := c.get("/v1/replicas?node="+node, &l)
 	return l.Items, err
 }
 
 // shares returns each resource's status in the region, by name.
 func (c *regionCluster) shares() (map[string]*api.ResourceStatus, error) {
-	var l regionapi.List[api.Placement]
+	var l rest.List[api.Placement]
 	if err := c.get("/v1/resources", &l); err != nil {
 		return nil, err
 	}
@@ -265,7 +266,7 @@ func (c *regionCluster) shares() (map[string]*api.ResourceStatus, error) {
 
 // events returns the events of object (e.g. node/n-a), oldest first.
 func (c *regionCluster) events(object string) ([]regionapi.Event, error) {
-	var l regionapi.List[regionapi.Event]
+	var l rest.List[regionapi.Event]
 	err := c.get("/v1/events?limit=1000&object="+object, &l)
 	return l.Items, err
 }

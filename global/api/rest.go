@@ -15,7 +15,6 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/metrics"
-	"github.com/stratahq/strata/internal/serving"
 )
 
 // Handler returns the REST API: JSON in and out, every error as an
@@ -556,7 +555,7 @@ func (h *rest) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code, body := api.HTTPError(err)
 	// The client sees "internal error" for what is unclassified; the
 	// cause is for the operator, unless the client had gone away.
-	h.log.Log(r.Context(), serving.FailureLevel(r.Context(), code), "request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+	h.log.Log(r.Context(), api.FailureLevel(r.Context(), code), "request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="strata"`)
 	}

@@ -2,18 +2,14 @@ package serving
 
 import (
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net"
 	"net/http"
 	"net/netip"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/rest"
 )
 
 // Timeouts of every HTTP server.
@@ -33,13 +29,9 @@ type HTTPOptions struct {
 	TLS *tls.Config
 	// Insecure allows plain HTTP on a listener other machines reach.
 	Insecure bool
-	// AllowedHosts are the host names requests may name (Host header)
-	// besides loopback names and IP addresses.
+	// AllowedHosts and AnyHost shape the Host check (rest.GuardOptions).
 	AllowedHosts []string
-	// AnyHost skips the Host check: for a server of public, read-only
-	// numbers (an agent's metrics), which a rebinding page gains
-	// nothing from, scraped by whatever name the operator uses.
-	AnyHost bool
+	AnyHost      bool
 	// ReadTimeout bounds reading one request, headers and body
 	// (default DefaultReadTimeout). net/http lifts it once the body has
 	// been read, so a long response (logs, events) is not cut by it.
@@ -56,8 +48,8 @@ type HTTP struct {
 
 // NewHTTP builds the server for h on l: timeouts on reading requests and
 // on idle connections, HTTPS when o.TLS is set, and in front of h the
-// checks every Strata HTTP API needs (Guard). It refuses plain HTTP on a
-// non-loopback listener unless o.Insecure.
+// checks every Strata HTTP server needs (rest.Guard). It refuses plain
+// HTTP on a non-loopback listener unless o.Insecure.
 func NewHTTP(l net.Listener, h http.Handler, o HTTPOptions) (*HTTP, error) {
 	if err := CheckListener(l, o); err != nil {
 		return nil, err
@@ -67,7 +59,7 @@ func NewHTTP(l net.Listener, h http.Handler, o HTTPOptions) (*HTTP, error) {
 		rt = DefaultReadTimeout
 	}
 	srv := &http.Server{
-		Handler:           guard(h, o.AllowedHosts, o.AnyHost),
+		Handler:           rest.Guard(h, rest.GuardOptions{AllowedHosts: o.AllowedHosts, AnyHost: o.AnyHost}),
 		ReadHeaderTimeout: min(rt, maxHeaderTimeout),
 		ReadTimeout:       rt,
 		IdleTimeout:       idleTimeout,
@@ -115,86 +107,6 @@ func (h *HTTP) Warnings() []string {
 		return []string{InsecureHTTP(h.l.Addr().String())}
 	}
 	return nil
-}
-
-// Guard puts in front of h what every Strata HTTP API checks before its
-// handlers run:
-//   - the Host header names this server: an IP address, a loopback
-//     name, or one of allowedHosts (a page on another name that resolves
-//     to the server, DNS rebinding, is refused);
-//   - a request that changes something comes from the same origin (a
-//     browser's Sec-Fetch-Site or Origin): a page elsewhere cannot make
-//     a browser send it (cross-site request forgery);
-//   - a request body is JSON (application/json): the one content type a
-//     cross-site form cannot send without a preflight.
-func Guard(h http.Handler, allowedHosts []string) http.Handler {
-	return guard(h, allowedHosts, false)
-}
-
-func guard(h http.Handler, allowedHosts []string, anyHost bool) http.Handler {
-	allowed := make([]string, len(allowedHosts))
-	for i, a := range allowedHosts {
-		allowed[i] = strings.ToLower(a)
-	}
-	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, fmt.Errorf("a cross-origin %s is refused (Origin %q, Sec-Fetch-Site %q): %w", r.Method, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"), api.ErrForbidden))
-	}))
-	inner := cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if hasBody(r) {
-			if err := jsonBody(r); err != nil {
-				writeError(w, err)
-				return
-			}
-		}
-		h.ServeHTTP(w, r)
-	}))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !anyHost && !hostAllowed(r.Host, allowed) {
-			writeError(w, fmt.Errorf("host %q is not a name this server answers to (api.allowedHosts): %w", r.Host, api.ErrForbidden))
-			return
-		}
-		inner.ServeHTTP(w, r)
-	})
-}
-
-func hostAllowed(hostport string, allowed []string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
-	if host == "" {
-		return false
-	}
-	if _, err := netip.ParseAddr(host); err == nil {
-		return true // no name was resolved: nothing to rebind
-	}
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	return slices.Contains(allowed, host)
-}
-
-func hasBody(r *http.Request) bool {
-	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
-}
-
-func jsonBody(r *http.Request) error {
-	ct := r.Header.Get("Content-Type")
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
-		return fmt.Errorf("content type %q is not application/json: %w", ct, api.ErrUnsupportedMedia)
-	}
-	return nil
-}
-
-func writeError(w http.ResponseWriter, err error) {
-	code, body := api.HTTPError(err)
-	b, _ := json.Marshal(body)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n'))
 }
 
 // isLoopback reports whether a listener's address is loopback only.

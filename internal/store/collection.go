@@ -13,12 +13,13 @@ import (
 // ErrNoChange is returned by a Modify function to skip the write.
 var ErrNoChange = errors.New("no change")
 
-// Modify's retry policy. Every conflict means another writer won, so the
-// bound only stops a livelock; it is generous because one hot key is a
-// lottery: with 8 writers hammering one key under the race detector, about
-// one Modify in a thousand needed more than 16 attempts (none more than 30).
-// Full jitter spreads the contenders, and the delay grows with the attempt so
-// that heavy contention thins itself out.
+// The retry policy of optimistic writes (RetryConflicts). Every conflict
+// means another writer won, so the bound only stops a livelock; it is
+// generous because one hot key is a lottery: with 8 writers hammering one
+// key under the race detector, about one Modify in a thousand needed more
+// than 16 attempts (none more than 30). Full jitter spreads the
+// contenders, and the delay grows with the attempt so that heavy
+// contention thins itself out.
 const (
 	modifyAttempts = 64
 	modifyMaxDelay = 100 * time.Millisecond
@@ -252,8 +253,7 @@ func (c *Collection[T]) encode(t *Txn, name string, v *T) ([]byte, error) {
 
 // Modify is a read-modify-write of one object: it reads the object, lets fn
 // change it, and writes it back at the revision it read. When another writer
-// wins in between it starts over with a fresh read after a short jittered
-// pause, up to 64 attempts, then gives up with ErrConflict.
+// wins in between it starts over with a fresh read (RetryConflicts).
 //
 // fn gets a freshly decoded value on every attempt, so it may run more than
 // once and must not carry state between runs. If fn returns ErrNoChange,
@@ -264,37 +264,57 @@ func (c *Collection[T]) Modify(ctx context.Context, name string, fn func(*T) err
 	if name == "" {
 		return Item[T]{}, errEmptyName
 	}
-	for attempt := 1; ; attempt++ {
+	var out Item[T]
+	err := c.s.RetryConflicts(ctx, "modify "+c.Key(name), func() error {
 		kv, err := c.s.Get(ctx, c.Key(name))
 		if err != nil {
-			return Item[T]{}, err
+			return err
 		}
 		it, err := c.Decode(kv)
 		if err != nil {
-			return Item[T]{}, err
+			return err
 		}
-		if err := fn(it.Value); err != nil {
-			if errors.Is(err, ErrNoChange) {
-				// Decode again: fn may have changed the value before it
-				// decided there was nothing to write.
-				return c.Decode(kv)
-			}
-			return Item[T]{}, err
+		if err := fn(it.Value); errors.Is(err, ErrNoChange) {
+			// Decode again: fn may have changed the value before it
+			// decided there was nothing to write.
+			out, err = c.Decode(kv)
+			return err
+		} else if err != nil {
+			return err
 		}
 		rev, err := c.Update(ctx, name, it.Value, it.ModRevision, g...)
-		if err == nil {
-			it.ModRevision = rev
-			return it, nil
+		if err != nil {
+			return err
 		}
+		it.ModRevision = rev
+		out = it
+		return nil
+	})
+	if err != nil {
+		return Item[T]{}, err
+	}
+	return out, nil
+}
+
+// RetryConflicts runs write, an optimistic read-modify-write, until it
+// returns anything but ErrConflict: each conflict means another writer
+// won between write's read and its commit, and write starts over from a
+// fresh read. It pauses a short jittered while between attempts and gives
+// up after modifyAttempts, with the last conflict, naming what. This is
+// the one retry policy of optimistic writes (Modify, and the API's own
+// read-modify-writes that write more than one object).
+func (s *Store) RetryConflicts(ctx context.Context, what string, write func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := write()
 		if !errors.Is(err, ErrConflict) {
-			return Item[T]{}, err
+			return err
 		}
 		if attempt == modifyAttempts {
-			return Item[T]{}, fmt.Errorf("store: modify %s: gave up after %d attempts: %w", c.Key(name), attempt, err)
+			return fmt.Errorf("store: %s: gave up after %d attempts: %w", what, attempt, err)
 		}
-		c.s.log.Debug("store: modify conflict; retrying", "key", c.s.prefix+c.Key(name), "attempt", attempt)
+		s.log.Debug("store: write conflict; retrying", "what", what, "attempt", attempt, "err", err)
 		if err := sleep(ctx, modifyDelay(attempt)); err != nil {
-			return Item[T]{}, err
+			return err
 		}
 	}
 }

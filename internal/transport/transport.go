@@ -25,7 +25,6 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/pki"
-	"github.com/stratahq/strata/internal/serving"
 )
 
 // NewServer returns a gRPC server with Strata's interceptors: every call
@@ -210,7 +209,7 @@ func logRefusal(ctx context.Context, log *slog.Logger, method string, err error)
 
 func logFailure(ctx context.Context, log *slog.Logger, method string, err error) {
 	code, _ := api.HTTPError(err)
-	log.Log(ctx, serving.FailureLevel(ctx, code), "gRPC call failed", "method", method, "err", err)
+	log.Log(ctx, api.FailureLevel(ctx, code), "gRPC call failed", "method", method, "err", err)
 }
 
 func unaryClient(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {

@@ -19,7 +19,7 @@ import (
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
-	"github.com/stratahq/strata/internal/serving"
+	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/store/storetest"
 	"github.com/stratahq/strata/internal/transport"
@@ -115,7 +115,7 @@ func newEnv(t *testing.T, configure ...func(*Options, *tuning)) *testEnv {
 	conn := transporttest.Dial(t, addr, opts.Security, transport.AnyServer())
 
 	// As region.Server serves it: behind the checks of every HTTP API.
-	hs := httptest.NewServer(serving.Guard(srv.Handler(), nil))
+	hs := httptest.NewServer(rest.Guard(srv.Handler(), rest.GuardOptions{}))
 	t.Cleanup(hs.Close)
 
 	return &testEnv{

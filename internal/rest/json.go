@@ -1,0 +1,150 @@
+package rest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/stratahq/strata/internal/api"
+)
+
+// List is the body of every list answer.
+type List[T any] struct {
+	Items []T `json:"items"`
+	// Continue fetches the next page; empty on the last one (and for
+	// lists that are never paged).
+	Continue string `json:"continue,omitempty"`
+}
+
+// MarshalJSON writes [] rather than null for no items: clients range over
+// them.
+func (l List[T]) MarshalJSON() ([]byte, error) {
+	if l.Items == nil {
+		l.Items = []T{}
+	}
+	type plain List[T]
+	return json.Marshal(plain(l))
+}
+
+// Decode reads the JSON body of r, which is required, into v. Unknown
+// fields, trailing data and bodies over the API's limit are refused
+// (other media types are refused before any handler, by Guard).
+func Decode(r *http.Request, v any) error { return decode(r, v, true) }
+
+// DecodeOptional is Decode for a body that may be left out: an empty body
+// leaves v as it is.
+func DecodeOptional(r *http.Request, v any) error { return decode(r, v, false) }
+
+func decode(r *http.Request, v any, required bool) error {
+	data, err := io.ReadAll(r.Body)
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return fmt.Errorf("request body is larger than %d bytes: %w", tooBig.Limit, api.ErrTooLarge)
+	}
+	if err != nil {
+		return api.Invalid("", "reading the request body: %v", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		if required {
+			return api.Invalid("", "a JSON request body is required")
+		}
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return api.Invalid("", "malformed JSON: unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// decodeError turns encoding/json's errors into field errors a client can
+// act on.
+func decodeError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return api.Invalid("", "malformed JSON: %v (at byte %d)", syntax, syntax.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return api.Invalid("", "malformed JSON: the body ends in the middle of the object")
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return api.Invalid("", "malformed JSON: the body must be a JSON object, not %s", typ.Value)
+		}
+		return api.Invalid(typ.Field, "must be %s, not %s", jsonType(typ.Type.Kind().String()), typ.Value)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return api.Invalid(strings.Trim(name, `"`), "unknown field")
+	}
+	return api.Invalid("", "invalid request body: %v", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonType names a Go kind the way a JSON user thinks of it.
+func jsonType(kind string) string {
+	switch {
+	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"), strings.HasPrefix(kind, "float"):
+		return "a number"
+	case kind == "string":
+		return "a string"
+	case kind == "bool":
+		return "true or false"
+	case kind == "slice", kind == "array":
+		return "an array"
+	}
+	return "an object"
+}
+
+// WriteJSON sends v as JSON with status code.
+func WriteJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only a programming error gets here (the API's types marshal).
+		code, b = http.StatusInternalServerError, []byte(`{"error":{"code":"Internal","message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// PathName returns the path value key, which must be a valid name
+// (api.ValidateName); a field error names key otherwise.
+func PathName(r *http.Request, key string) (string, error) {
+	v := r.PathValue(key)
+	return v, api.ValidateName(key, v)
+}
+
+// QueryInt returns the query parameter key as a number; 0 when absent.
+func QueryInt(r *http.Request, key string) (int, error) {
+	v := r.URL.Query().Get(key)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, api.Invalid(key, "%q is not a number", v)
+	}
+	return n, nil
+}
+
+// QueryBool returns the query parameter key as true or false; false when
+// absent.
+func QueryBool(r *http.Request, key string) (bool, error) {
+	v := r.URL.Query().Get(key)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, api.Invalid(key, "%q is not true or false", v)
+	}
+	return b, nil
+}

@@ -1,0 +1,350 @@
+// Package rest is the edge every Strata REST API shares. A tier (global,
+// region) declares its routes and handlers on an API; this package does
+// the rest, once for both:
+//
+//   - authentication: "Authorization: Bearer <token>", which the tier
+//     resolves to the caller's identity in the request's context; probes
+//     and the API's description are the only routes without a token;
+//   - routing on http.ServeMux patterns, answering in JSON where the mux
+//     would answer in text: no route (404), a method the route does not
+//     take (405, with Allow);
+//   - request bodies: a size limit and strict JSON (Decode: unknown
+//     fields, trailing data and oversized bodies are refused);
+//   - errors: one JSON shape, api.ErrorBody, and one mapping from api
+//     sentinels to HTTP statuses (api.HTTPError); unclassified errors are
+//     500s whose cause is logged, never sent;
+//   - request metrics labelled by route pattern (metrics.NoteRoute), a
+//     debug log line per request, and a panic costing one request only;
+//   - Guard, the checks in front of every HTTP server of Strata (Host
+//     names, cross-origin writes, JSON bodies only), which
+//     serving.NewHTTP puts before any handler.
+package rest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/metrics"
+)
+
+// DefaultMaxBody bounds a request body when WithMaxBody does not.
+const DefaultMaxBody = 1 << 20
+
+// Authenticator resolves a bearer token (the text after "Bearer ", empty
+// when the request has none) to the context the handlers run with, which
+// carries the caller's identity. It returns an error wrapping
+// api.ErrUnauthenticated for a missing or invalid token. gRPC token
+// authentication (transport.Policy's Token) has the same shape, so a tier
+// authenticates both edges with one function.
+type Authenticator func(ctx context.Context, bearer string) (context.Context, error)
+
+// Func answers one route: a value sent as JSON with status 200 (a Reply
+// for another status; nil for 204 No Content), or an error, which the edge
+// turns into its status and api.ErrorBody. The value is ignored when the
+// error is not nil.
+type Func func(r *http.Request) (any, error)
+
+// Reply is a JSON answer with a status other than 200.
+type Reply struct {
+	Code int
+	Body any
+}
+
+// Created is a 201 answer.
+func Created(v any) Reply { return Reply{Code: http.StatusCreated, Body: v} }
+
+// Accepted is a 202 answer: the request is taken, its effect comes later.
+func Accepted(v any) Reply { return Reply{Code: http.StatusAccepted, Body: v} }
+
+// API is one tier's REST API: its routes behind the shared edge. Declare
+// the routes with Handle, HandleStream and HandlePublic, then serve
+// Handler.
+type API struct {
+	mux      *http.ServeMux
+	public   map[string]bool
+	patterns []string
+	auth     Authenticator
+	maxBody  int64
+	realm    string
+	mapErr   func(error) error
+	log      *slog.Logger
+}
+
+// Option configures an API.
+type Option func(*API)
+
+// WithMaxBody bounds request bodies (n <= 0: DefaultMaxBody).
+func WithMaxBody(n int64) Option {
+	return func(a *API) {
+		if n > 0 {
+			a.maxBody = n
+		}
+	}
+}
+
+// WithLogger sets where failed requests, panics and (at debug) every
+// request are logged; the default discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(a *API) {
+		if l != nil {
+			a.log = l
+		}
+	}
+}
+
+// WithRealm names the API in the WWW-Authenticate header of a 401.
+func WithRealm(realm string) Option { return func(a *API) { a.realm = realm } }
+
+// WithErrorMapping translates a tier's own sentinels (its store's, say)
+// into api sentinels before api.HTTPError maps them to a status: for
+// tiers whose gRPC edge shares the translation.
+func WithErrorMapping(fn func(error) error) Option { return func(a *API) { a.mapErr = fn } }
+
+// New returns an API whose routes, except public ones, need a token that
+// auth accepts.
+func New(auth Authenticator, opts ...Option) *API {
+	a := &API{
+		mux:     http.NewServeMux(),
+		public:  map[string]bool{},
+		auth:    auth,
+		maxBody: DefaultMaxBody,
+		realm:   "strata",
+		log:     slog.New(slog.DiscardHandler),
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
+}
+
+// Handle serves pattern (an http.ServeMux pattern: "GET /v1/nodes/{name}")
+// with fn, for authenticated callers.
+func (a *API) Handle(pattern string, fn Func) {
+	a.register(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.begin(w, r)
+		v, err := fn(r)
+		if err != nil {
+			a.Error(w, r, err)
+			return
+		}
+		switch v := v.(type) {
+		case nil:
+			w.WriteHeader(http.StatusNoContent)
+		case Reply:
+			WriteJSON(w, v.Code, v.Body)
+		default:
+			WriteJSON(w, http.StatusOK, v)
+		}
+	}))
+}
+
+// HandleStream serves pattern with h, which writes its own answer (a log
+// stream, server-sent events), for authenticated callers. h reports an
+// error that comes before its first byte with Error.
+func (a *API) HandleStream(pattern string, h http.HandlerFunc) {
+	a.register(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.begin(w, r)
+		h(w, r)
+	}))
+}
+
+// HandlePublic serves pattern with h without a token: the probes a load
+// balancer calls and the API's own description.
+func (a *API) HandlePublic(pattern string, h http.Handler) {
+	a.public[pattern] = true
+	a.register(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.begin(w, r)
+		h.ServeHTTP(w, r)
+	}))
+}
+
+func (a *API) register(pattern string, h http.Handler) {
+	a.mux.Handle(pattern, h)
+	a.patterns = append(a.patterns, pattern)
+}
+
+// begin is what every route does first: note the route for the metrics
+// (the request is a copy carrying the identity, which the metrics
+// middleware never sees) and bound the body.
+func (a *API) begin(w http.ResponseWriter, r *http.Request) {
+	metrics.NoteRoute(r)
+	r.Body = http.MaxBytesReader(w, r.Body, a.maxBody)
+}
+
+// Patterns returns the patterns served, in the order they were declared.
+func (a *API) Patterns() []string { return append([]string(nil), a.patterns...) }
+
+// Handler returns the API with its edge.
+func (a *API) Handler() http.Handler {
+	return a.recoverPanics(a.logRequests(http.HandlerFunc(a.serve)))
+}
+
+// serve authenticates every request but those of public routes, then
+// routes it. Authenticating before routing answers 401, not 404, to a
+// caller without a token, whatever the path.
+func (a *API) serve(w http.ResponseWriter, r *http.Request) {
+	_, pattern := a.mux.Handler(r)
+	if a.public[pattern] {
+		a.mux.ServeHTTP(w, r)
+		return
+	}
+	bearer, err := bearerToken(r.Header.Get("Authorization"))
+	if err == nil {
+		var ctx context.Context
+		if ctx, err = a.auth(r.Context(), bearer); err == nil {
+			r = r.WithContext(ctx)
+		}
+	}
+	if err != nil {
+		a.Error(w, r, err)
+		return
+	}
+	if pattern == "" {
+		a.unrouted(w, r)
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// bearerToken returns the token of an Authorization header ("" if none).
+func bearerToken(header string) (string, error) {
+	if header == "" {
+		return "", nil
+	}
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", fmt.Errorf("the Authorization header must be \"Bearer <token>\": %w", api.ErrUnauthenticated)
+	}
+	return strings.TrimSpace(token), nil
+}
+
+// unrouted restates in JSON the mux's verdict on a request no route
+// takes: 404, or 405 for a path served with other methods. Anything else
+// (a redirect to a clean path) passes as the mux writes it.
+func (a *API) unrouted(w http.ResponseWriter, r *http.Request) {
+	verdict := &captured{header: http.Header{}}
+	a.mux.ServeHTTP(verdict, r)
+	switch verdict.code {
+	case http.StatusNotFound:
+		WriteJSON(w, http.StatusNotFound, api.ErrorBody{Error: api.ErrorDetail{
+			Code: "NotFound", Message: fmt.Sprintf("no route %s", r.URL.Path)}})
+	case http.StatusMethodNotAllowed:
+		allow := verdict.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		WriteJSON(w, http.StatusMethodNotAllowed, api.ErrorBody{Error: api.ErrorDetail{
+			Code: "MethodNotAllowed", Message: fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow)}})
+	default:
+		for k, v := range verdict.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(verdict.code)
+	}
+}
+
+// captured records a response's status and headers and drops its body.
+type captured struct {
+	header http.Header
+	code   int
+}
+
+func (c *captured) Header() http.Header { return c.header }
+
+func (c *captured) WriteHeader(code int) {
+	if c.code == 0 {
+		c.code = code
+	}
+}
+
+func (c *captured) Write(b []byte) (int, error) {
+	c.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+
+// Error is the one place a REST error becomes a status and a body. The
+// client of an unclassified error sees "internal error"; the cause is
+// logged for the operator, at the level api.FailureLevel gives (ERROR for
+// a server's fault only, not for a client that went away).
+func (a *API) Error(w http.ResponseWriter, r *http.Request, err error) {
+	if a.mapErr != nil {
+		err = a.mapErr(err)
+	}
+	code, body := api.HTTPError(err)
+	a.log.Log(r.Context(), api.FailureLevel(r.Context(), code), "request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="`+a.realm+`"`)
+	}
+	WriteJSON(w, code, body)
+}
+
+// logRequests logs every request at Debug.
+func (a *API) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		a.log.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", sw.status(), "duration", time.Since(start))
+	})
+}
+
+// recoverPanics turns a panic into a 500, so that a bug in one handler
+// costs one request, not the process.
+func (a *API) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler {
+				panic(p) // the server's own way to abort a response
+			}
+			a.log.Error("panic in HTTP handler", "method", r.Method, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+			if sw.code == 0 {
+				WriteJSON(sw, http.StatusInternalServerError, api.ErrorBody{Error: api.ErrorDetail{Code: "Internal", Message: "internal error"}})
+			}
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// statusWriter remembers the status a handler sent.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming answers (logs, server-sent events) through.
+func (w *statusWriter) Flush() {
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
