@@ -63,9 +63,9 @@ type Server struct {
 	httpOpts serving.HTTPOptions
 	ready    chan struct{}
 
-	mu      sync.Mutex
-	service *globalapi.Service
-	ctrl    *controller.Controller
+	mu   sync.Mutex
+	api  *globalapi.Server
+	ctrl *controller.Controller
 }
 
 // New checks the options and listens; Run serves.
@@ -136,11 +136,11 @@ func (s *Server) HTTPAddr() string { return s.httpL.Addr().String() }
 // Ready is closed once the replica serves.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 
-// Service returns the API service once Run has built it.
-func (s *Server) Service() *globalapi.Service {
+// API returns the API once Run has built it.
+func (s *Server) API() *globalapi.Server {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.service
+	return s.api
 }
 
 // Controller returns the master controller once Run has built it.
@@ -217,15 +217,15 @@ func (s *Server) Run(ctx context.Context) error {
 		SuspectAfter:      cfg.Regions.SuspectAfter,
 		DownAfter:         cfg.Regions.DownAfter,
 		ProbeTimeout:      cfg.Regions.ProbeTimeout,
-		Reverter:          svc,
-		Pruner:            svc,
+		Reverter:          svc.Resources(),
+		Pruner:            svc.Resources(),
 		Metrics:           reg.Controller(),
 		MonitorMetrics:    reg.Monitor(),
 		Logger:            s.log,
 	})
 	registerGlobalGauges(reg, caches, elector, ctrl)
 	s.mu.Lock()
-	s.service, s.ctrl = svc, ctrl
+	s.api, s.ctrl = svc, ctrl
 	s.mu.Unlock()
 
 	grpcSrv, err := transport.NewServer(s.sec, svc.GRPCPolicy(), s.log, reg.GRPC()...)
@@ -258,7 +258,7 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		}
 		if cfg.API.BootstrapToken != "" {
-			if err := svc.EnsureBootstrapToken(gctx, cfg.API.BootstrapToken); err != nil {
+			if err := svc.Tokens().EnsureBootstrap(gctx, cfg.API.BootstrapToken); err != nil {
 				return fmt.Errorf("global: bootstrap token: %w", err)
 			}
 		}

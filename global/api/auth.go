@@ -4,16 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/store"
 )
 
 // DefaultTenant is the tenant of the bootstrap token, and of every caller
@@ -51,97 +47,6 @@ func WithIdentity(ctx context.Context, id Identity) context.Context {
 func IdentityFrom(ctx context.Context) (Identity, bool) {
 	id, ok := ctx.Value(identityKey{}).(Identity)
 	return id, ok
-}
-
-// Authenticate resolves a bearer token (the text after "Bearer ") to an
-// identity.
-func (s *Service) Authenticate(ctx context.Context, bearer string) (Identity, error) {
-	if bearer == "" {
-		return Identity{}, fmt.Errorf("a bearer token is required (Authorization: Bearer strata_...): %w", api.ErrUnauthenticated)
-	}
-	id, secret, err := parseToken(bearer)
-	if err != nil {
-		return Identity{}, err
-	}
-	tok, err := s.lookupToken(ctx, id)
-	if err != nil {
-		return Identity{}, err
-	}
-	// Constant time: the compare must not tell an attacker how much of a
-	// guessed secret's hash was right.
-	if tok == nil || subtle.ConstantTimeCompare([]byte(hashSecret(secret)), []byte(tok.Hash)) != 1 {
-		return Identity{}, fmt.Errorf("invalid token: %w", api.ErrUnauthenticated)
-	}
-	if !tok.ExpiresAt.IsZero() && now().After(tok.ExpiresAt) {
-		return Identity{}, fmt.Errorf("token expired at %s: %w", tok.ExpiresAt.Format(time.RFC3339), api.ErrUnauthenticated)
-	}
-	return Identity{Tenant: tok.Tenant, Role: tok.Role, TokenID: tok.ID}, nil
-}
-
-// lookupToken reads the token cache, never etcd: a request must not cost an
-// etcd read, least of all one with a made-up token. A token this replica
-// just created is waited for, so that it works at once.
-func (s *Service) lookupToken(ctx context.Context, id string) (*api.Token, error) {
-	if err := caught(ctx, s.tokens, &s.wroteTokens); err != nil {
-		return nil, err
-	}
-	it, ok := s.tokens.Get(id)
-	if !ok {
-		return nil, nil
-	}
-	return it.Value, nil
-}
-
-// NewToken creates a token and returns its plaintext, which is shown once
-// and never stored. The caller is trusted (the CLI, tests).
-func (s *Service) NewToken(ctx context.Context, tenant string, role api.Role, name string) (string, api.Token, error) {
-	if err := api.ValidateName("tenant", tenant); err != nil {
-		return "", api.Token{}, err
-	}
-	if !validRole(role) {
-		return "", api.Token{}, api.Invalid("role", "%q is not one of admin, operator, member, viewer", role)
-	}
-	plain, err := GenerateToken()
-	if err != nil {
-		return "", api.Token{}, err
-	}
-	id, secret, _ := parseToken(plain)
-	tok := api.Token{ID: id, Name: name, Hash: hashSecret(secret), Tenant: tenant, Role: role, CreatedAt: now()}
-	rev, err := s.st.Tokens.Create(ctx, id, &tok)
-	if err != nil {
-		return "", api.Token{}, storeErr(err, "token", id)
-	}
-	s.wroteTokens.note(rev)
-	return plain, tok, nil
-}
-
-// EnsureBootstrapToken makes plaintext an admin token of tenant "default"
-// unless it exists already; `strata dev` prints it. A token with the same
-// id but another secret is an error rather than overwritten, so that a
-// misconfigured replica cannot replace the operator's token.
-func (s *Service) EnsureBootstrapToken(ctx context.Context, plaintext string) error {
-	id, secret, err := parseToken(plaintext)
-	if err != nil {
-		return fmt.Errorf("bootstrap token: %w", err)
-	}
-	tok := api.Token{ID: id, Name: "bootstrap", Hash: hashSecret(secret), Tenant: DefaultTenant, Role: api.RoleAdmin, CreatedAt: now()}
-	rev, err := s.st.Tokens.Create(ctx, id, &tok)
-	if errors.Is(err, store.ErrExists) {
-		it, gerr := s.st.Tokens.Get(ctx, id)
-		if gerr != nil {
-			return fmt.Errorf("bootstrap token: %w", storeErr(gerr, "token", id))
-		}
-		if subtle.ConstantTimeCompare([]byte(it.Value.Hash), []byte(tok.Hash)) != 1 {
-			return fmt.Errorf("bootstrap token: token %q exists with another secret: %w", id, api.ErrConflict)
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("bootstrap token: %w", storeErr(err, "token", id))
-	}
-	s.wroteTokens.note(rev)
-	s.log.Info("created the bootstrap token", "id", id, "tenant", DefaultTenant)
-	return nil
 }
 
 // GenerateToken returns a new random token in the form the API accepts,
@@ -203,6 +108,7 @@ const (
 	writeRegions
 	useNodes // every node operation, reads included: nodes are infrastructure
 	readStatus
+	manageTokens
 )
 
 // may is the role table:
@@ -213,7 +119,7 @@ const (
 //	viewer    reading its tenant's resources
 //
 // Every role reads flavors (they are needed to write a resource) and the
-// status overview.
+// status overview; only admins manage tokens.
 func may(r api.Role, a action) bool {
 	switch a {
 	case readFlavors, readStatus, readResources:

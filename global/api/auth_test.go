@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/rest"
 )
 
 func TestRoles(t *testing.T) {
@@ -73,26 +74,26 @@ func TestTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 {
-			if err := e.svc.EnsureBootstrapToken(ctx, plain); err != nil {
+			if err := e.svc.Tokens().EnsureBootstrap(ctx, plain); err != nil {
 				t.Fatalf("got %v; want the bootstrap token ensured", err)
 			}
 		}
-		id, err := e.svc.Authenticate(ctx, plain)
+		id, err := e.svc.Tokens().Authenticate(ctx, plain)
 		if err != nil || id.Role != api.RoleAdmin || id.Tenant != DefaultTenant {
 			t.Fatalf("got %+v, %v; want an admin of tenant default", id, err)
 		}
 		tokenID, _, _ := parseToken(plain)
 		other := tokenPrefix + tokenID + "_" + "0123456789abcdef0123456789abcdef"
-		if err := e.svc.EnsureBootstrapToken(ctx, other); !errors.Is(err, api.ErrConflict) {
+		if err := e.svc.Tokens().EnsureBootstrap(ctx, other); !errors.Is(err, api.ErrConflict) {
 			t.Fatalf("got %v; want a conflict for another secret under the same id", err)
 		}
-		if err := e.svc.EnsureBootstrapToken(ctx, "not-a-token"); !errors.Is(err, api.ErrUnauthenticated) {
+		if err := e.svc.Tokens().EnsureBootstrap(ctx, "not-a-token"); !errors.Is(err, api.ErrUnauthenticated) {
 			t.Fatalf("got %v; want a malformed token refused", err)
 		}
 	})
 
 	t.Run("expired token", func(t *testing.T) {
-		plain, tok, err := e.svc.NewToken(ctx, "acme", api.RoleMember, "short-lived")
+		plain, tok, err := e.svc.Tokens().New(ctx, "acme", api.RoleMember, "short-lived")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +102,7 @@ func TestTokens(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.svc.wroteTokens.note(rev)
+		e.svc.tokens.wrote.note(rev)
 		r := e.must(t, http.StatusUnauthorized, e.do(t, "GET", "/v1/resources", nil, withToken(plain)))
 		if got := decodeAs[api.ErrorBody](t, r).Error.Message; got == "" || r.header.Get("WWW-Authenticate") == "" {
 			t.Fatalf("got %s with WWW-Authenticate %q; want an expiry message and the header", r, r.header.Get("WWW-Authenticate"))
@@ -109,20 +110,20 @@ func TestTokens(t *testing.T) {
 	})
 
 	t.Run("bad roles and tenants are refused", func(t *testing.T) {
-		if _, _, err := e.svc.NewToken(ctx, "acme", "root", "x"); !errors.Is(err, api.ErrInvalid) {
+		if _, _, err := e.svc.Tokens().New(ctx, "acme", "root", "x"); !errors.Is(err, api.ErrInvalid) {
 			t.Fatalf("got %v; want an invalid role refused", err)
 		}
-		if _, _, err := e.svc.NewToken(ctx, "Not A Tenant", api.RoleViewer, "x"); !errors.Is(err, api.ErrInvalid) {
+		if _, _, err := e.svc.Tokens().New(ctx, "Not A Tenant", api.RoleViewer, "x"); !errors.Is(err, api.ErrInvalid) {
 			t.Fatalf("got %v; want an invalid tenant refused", err)
 		}
 	})
 
 	t.Run("the identity reaches the service", func(t *testing.T) {
-		plain, tok, err := e.svc.NewToken(ctx, "acme", api.RoleOperator, "ops")
+		plain, tok, err := e.svc.Tokens().New(ctx, "acme", api.RoleOperator, "ops")
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := e.svc.Authenticate(ctx, plain)
+		id, err := e.svc.Tokens().Authenticate(ctx, plain)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +134,7 @@ func TestTokens(t *testing.T) {
 		if _, ok := IdentityFrom(ctx); ok {
 			t.Fatal("got an identity from a bare context; want none")
 		}
-		if _, err := e.svc.GetFlavor(ctx, "small"); !errors.Is(err, api.ErrUnauthenticated) {
+		if _, err := e.svc.Flavors().Get(ctx, "small"); !errors.Is(err, api.ErrUnauthenticated) {
 			t.Fatalf("got %v; want a call without identity refused", err)
 		}
 	})
@@ -156,7 +157,7 @@ func TestFlavorsAndRegions(t *testing.T) {
 		check    func(t *testing.T, r *response)
 	}{
 		{"list flavors", "GET", "/v1/flavors", nil, 200, func(t *testing.T, r *response) {
-			if l := decodeAs[list[api.Flavor]](t, r); len(l.Items) != 3 || l.Items[0].Name != "lbf" {
+			if l := decodeAs[rest.List[api.Flavor]](t, r); len(l.Items) != 3 || l.Items[0].Name != "lbf" {
 				t.Fatalf("got %+v; want lbf, small, vmx", l.Items)
 			}
 		}},
@@ -205,7 +206,7 @@ func TestFlavorsAndRegions(t *testing.T) {
 			t.Fatalf("got %+v; want us Up", one.Status)
 		}
 		poll(t, "status in the list", func() error {
-			l := decodeAs[list[api.Region]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/regions", nil)))
+			l := decodeAs[rest.List[api.Region]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/regions", nil)))
 			if len(l.Items) != 1 || l.Items[0].Status == nil || l.Items[0].Status.Nodes != 4 {
 				return errors.New("got no status for us yet")
 			}

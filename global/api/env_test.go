@@ -25,7 +25,7 @@ import (
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/pki"
-	"github.com/stratahq/strata/internal/serving"
+	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/transport/transporttest"
@@ -37,7 +37,7 @@ import (
 // an admin token and a few fixtures.
 type testEnv struct {
 	st    *state.State
-	svc   *Service
+	svc   *Server
 	srv   *httptest.Server
 	admin string
 	beats *recordedBeats
@@ -90,7 +90,7 @@ func newEnv(t *testing.T, cfg envConfig) *testEnv {
 	wg.Go(func() { _ = svc.Run(ctx) })
 	wg.Go(func() { _ = runCaches(ctx) })
 	// As global.Server serves it: behind the checks of every HTTP API.
-	srv := httptest.NewServer(serving.Guard(svc.Handler(), nil))
+	srv := httptest.NewServer(rest.Guard(svc.Handler(), rest.GuardOptions{}))
 	t.Cleanup(func() {
 		srv.Close()
 		cancel()
@@ -107,7 +107,7 @@ func newEnv(t *testing.T, cfg envConfig) *testEnv {
 // token creates a token and returns its plaintext.
 func (e *testEnv) token(t *testing.T, tenant string, role api.Role) string {
 	t.Helper()
-	plain, _, err := e.svc.NewToken(t.Context(), tenant, role, "test")
+	plain, _, err := e.svc.Tokens().New(t.Context(), tenant, role, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

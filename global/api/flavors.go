@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/stratahq/strata/global/state"
@@ -10,8 +9,15 @@ import (
 	"github.com/stratahq/strata/internal/store"
 )
 
-// CreateFlavor adds a flavor to the catalog.
-func (s *Service) CreateFlavor(ctx context.Context, f api.Flavor) (api.Flavor, error) {
+// Flavors is the flavor catalog: the sizes resources are made in.
+type Flavors struct {
+	flavors *store.Collection[api.Flavor]
+	// resources are read to refuse deleting a flavor in use.
+	resources *store.Collection[api.Resource]
+}
+
+// Create adds a flavor to the catalog.
+func (c *Flavors) Create(ctx context.Context, f api.Flavor) (api.Flavor, error) {
 	if _, err := authorize(ctx, writeFlavors); err != nil {
 		return api.Flavor{}, err
 	}
@@ -20,7 +26,7 @@ func (s *Service) CreateFlavor(ctx context.Context, f api.Flavor) (api.Flavor, e
 	}
 	t := now()
 	f = api.Flavor{Name: f.Name, Kind: f.Kind, Spec: f.Spec, CreatedAt: t, UpdatedAt: t}
-	rev, err := s.st.Flavors.Create(ctx, f.Name, &f)
+	rev, err := c.flavors.Create(ctx, f.Name, &f)
 	if err != nil {
 		return api.Flavor{}, storeErr(err, "flavor", f.Name)
 	}
@@ -28,28 +34,28 @@ func (s *Service) CreateFlavor(ctx context.Context, f api.Flavor) (api.Flavor, e
 	return f, nil
 }
 
-// GetFlavor returns a flavor.
-func (s *Service) GetFlavor(ctx context.Context, name string) (api.Flavor, error) {
+// Get returns a flavor.
+func (c *Flavors) Get(ctx context.Context, name string) (api.Flavor, error) {
 	if _, err := authorize(ctx, readFlavors); err != nil {
 		return api.Flavor{}, err
 	}
 	if err := api.ValidateName("name", name); err != nil {
 		return api.Flavor{}, err
 	}
-	it, err := s.st.Flavors.Get(ctx, name)
+	it, err := c.flavors.Get(ctx, name)
 	if err != nil {
 		return api.Flavor{}, storeErr(err, "flavor", name)
 	}
 	return flavorView(it), nil
 }
 
-// ListFlavors returns every flavor, by name. The catalog is small and read
+// List returns every flavor, by name. The catalog is small and read
 // rarely, so it comes from etcd rather than a cache.
-func (s *Service) ListFlavors(ctx context.Context) ([]api.Flavor, error) {
+func (c *Flavors) List(ctx context.Context) ([]api.Flavor, error) {
 	if _, err := authorize(ctx, readFlavors); err != nil {
 		return nil, err
 	}
-	items, _, err := s.st.Flavors.ListAll(ctx)
+	items, _, err := c.flavors.ListAll(ctx)
 	if err != nil {
 		return nil, storeErr(err, "flavors", "")
 	}
@@ -60,54 +66,60 @@ func (s *Service) ListFlavors(ctx context.Context) ([]api.Flavor, error) {
 	return out, nil
 }
 
-// UpdateFlavor changes a flavor's spec; its kind is immutable, because the
+// Update changes a flavor's spec; its kind is immutable, because the
 // resources using it were checked against it. A resourceVersion in f makes
-// the write conditional. Running replicas keep their size until their
-// resource's next revision, which snapshots the new spec.
-func (s *Service) UpdateFlavor(ctx context.Context, f api.Flavor) (api.Flavor, error) {
+// the write conditional; without one a lost race is retried. Running
+// replicas keep their size until their resource's next revision, which
+// snapshots the new spec.
+func (c *Flavors) Update(ctx context.Context, f api.Flavor) (api.Flavor, error) {
 	if _, err := authorize(ctx, writeFlavors); err != nil {
 		return api.Flavor{}, err
 	}
 	if err := f.Validate(); err != nil {
 		return api.Flavor{}, err
 	}
-	for attempt := 1; ; attempt++ {
-		it, err := s.st.Flavors.Get(ctx, f.Name)
+	var out api.Flavor
+	err := c.flavors.Store().RetryConflicts(ctx, "update flavor "+f.Name, func() error {
+		it, err := c.flavors.Get(ctx, f.Name)
 		if err != nil {
-			return api.Flavor{}, storeErr(err, "flavor", f.Name)
+			return err
 		}
 		cur := it.Value
 		switch {
 		case f.ResourceVersion != 0 && f.ResourceVersion != it.ModRevision:
-			return api.Flavor{}, fmt.Errorf("flavor %q: resourceVersion %d is stale (it is now %d); read it again: %w",
+			// The client's condition, not a race to retry.
+			return fmt.Errorf("flavor %q: resourceVersion %d is stale (it is now %d); read it again: %w",
 				f.Name, f.ResourceVersion, it.ModRevision, api.ErrConflict)
 		case f.Kind != cur.Kind:
-			return api.Flavor{}, api.Invalid("kind", "is immutable: flavor %q is a %s flavor, not %s", f.Name, cur.Kind, f.Kind)
+			return api.Invalid("kind", "is immutable: flavor %q is a %s flavor, not %s", f.Name, cur.Kind, f.Kind)
 		case cur.Spec == f.Spec:
-			return flavorView(it), nil
+			out = flavorView(it)
+			return nil
 		}
 		cur.Spec, cur.UpdatedAt = f.Spec, now()
-		rev, err := s.st.Flavors.Update(ctx, f.Name, cur, it.ModRevision)
-		if errors.Is(err, store.ErrConflict) && f.ResourceVersion == 0 && attempt < writeAttempts {
-			continue
-		}
+		rev, err := c.flavors.Update(ctx, f.Name, cur, it.ModRevision)
 		if err != nil {
-			return api.Flavor{}, storeErr(err, "flavor", f.Name)
+			return err // a conflict starts over, and re-checks resourceVersion
 		}
 		it.ModRevision = rev
-		return flavorView(it), nil
+		out = flavorView(it)
+		return nil
+	})
+	if err != nil {
+		return api.Flavor{}, storeErr(err, "flavor", f.Name)
 	}
+	return out, nil
 }
 
-// DeleteFlavor removes a flavor no resource uses, and returns it.
-func (s *Service) DeleteFlavor(ctx context.Context, name string) (api.Flavor, error) {
+// Delete removes a flavor no resource uses, and returns it.
+func (c *Flavors) Delete(ctx context.Context, name string) (api.Flavor, error) {
 	if _, err := authorize(ctx, writeFlavors); err != nil {
 		return api.Flavor{}, err
 	}
 	if err := api.ValidateName("name", name); err != nil {
 		return api.Flavor{}, err
 	}
-	it, err := s.st.Flavors.Get(ctx, name)
+	it, err := c.flavors.Get(ctx, name)
 	if err != nil {
 		return api.Flavor{}, storeErr(err, "flavor", name)
 	}
@@ -115,7 +127,7 @@ func (s *Service) DeleteFlavor(ctx context.Context, name string) (api.Flavor, er
 	// resources, so the check reads the latest state. A resource created
 	// between this read and the delete is still possible; the region then
 	// reports its flavor missing.
-	resources, _, err := s.st.Resources.ListAll(ctx)
+	resources, _, err := c.resources.ListAll(ctx)
 	if err != nil {
 		return api.Flavor{}, storeErr(err, "resources", "")
 	}
@@ -125,7 +137,7 @@ func (s *Service) DeleteFlavor(ctx context.Context, name string) (api.Flavor, er
 			return api.Flavor{}, fmt.Errorf("flavor %q is used by resource %q of tenant %q: %w", name, rname, tenant, api.ErrConflict)
 		}
 	}
-	if _, err := s.st.Flavors.Delete(ctx, name, it.ModRevision); err != nil {
+	if _, err := c.flavors.Delete(ctx, name, it.ModRevision); err != nil {
 		return api.Flavor{}, storeErr(err, "flavor", name)
 	}
 	return flavorView(it), nil

@@ -2,14 +2,11 @@ package api
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
@@ -18,10 +15,10 @@ import (
 
 // RegisterGRPC serves ResourceService and FederationService on srv, which
 // should come from transport.NewServer: its interceptor converts the
-// Service's errors to gRPC statuses.
-func (s *Service) RegisterGRPC(srv *grpc.Server) {
-	globalv1.RegisterResourceServiceServer(srv, &resourceServer{svc: s})
-	globalv1.RegisterFederationServiceServer(srv, &federationServer{svc: s})
+// services' errors to gRPC statuses.
+func (s *Server) RegisterGRPC(srv *grpc.Server) {
+	globalv1.RegisterResourceServiceServer(srv, &resourceServer{s: s})
+	globalv1.RegisterFederationServiceServer(srv, &federationServer{regions: s.regions})
 }
 
 // GRPCPolicy says who may call the global tier's gRPC services:
@@ -29,33 +26,23 @@ func (s *Service) RegisterGRPC(srv *grpc.Server) {
 // only, checked per call); ResourceService is the tenants', who
 // authenticate with bearer tokens like REST callers: a tier certificate
 // (region, node or global) grants nothing there.
-func (s *Service) GRPCPolicy() transport.Policy {
+func (s *Server) GRPCPolicy() transport.Policy {
 	return transport.Policy{
 		globalv1.FederationService_ServiceDesc.ServiceName: {Kinds: []pki.Kind{pki.KindRegion}},
-		globalv1.ResourceService_ServiceDesc.ServiceName:   {Token: s.tokenContext},
+		globalv1.ResourceService_ServiceDesc.ServiceName:   {Token: s.tokens.authenticate},
 	}
 }
 
-// tokenContext is ResourceService's authentication: the bearer token's
-// Identity goes into the handler's context.
-func (s *Service) tokenContext(ctx context.Context, bearer string) (context.Context, error) {
-	id, err := s.Authenticate(ctx, bearer)
-	if err != nil {
-		return nil, err
-	}
-	return WithIdentity(ctx, id), nil
-}
-
-// resourceServer is ResourceService over the Service. gRPC has no field
+// resourceServer is ResourceService over the services. gRPC has no field
 // presence for replicas: 0 there means "not given" (the kind's default on
 // create, unchanged on update); ScaleResource sets 0.
 type resourceServer struct {
 	globalv1.UnimplementedResourceServiceServer
-	svc *Service
+	s *Server
 }
 
 func (g *resourceServer) CreateFlavor(ctx context.Context, req *globalv1.CreateFlavorRequest) (*resourcev1.Flavor, error) {
-	f, err := g.svc.CreateFlavor(ctx, api.FlavorFromPB(req.GetFlavor()))
+	f, err := g.s.flavors.Create(ctx, api.FlavorFromPB(req.GetFlavor()))
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +50,7 @@ func (g *resourceServer) CreateFlavor(ctx context.Context, req *globalv1.CreateF
 }
 
 func (g *resourceServer) GetFlavor(ctx context.Context, req *globalv1.GetFlavorRequest) (*resourcev1.Flavor, error) {
-	f, err := g.svc.GetFlavor(ctx, req.GetName())
+	f, err := g.s.flavors.Get(ctx, req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +58,7 @@ func (g *resourceServer) GetFlavor(ctx context.Context, req *globalv1.GetFlavorR
 }
 
 func (g *resourceServer) ListFlavors(ctx context.Context, _ *globalv1.ListFlavorsRequest) (*globalv1.ListFlavorsResponse, error) {
-	items, err := g.svc.ListFlavors(ctx)
+	items, err := g.s.flavors.List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +70,7 @@ func (g *resourceServer) ListFlavors(ctx context.Context, _ *globalv1.ListFlavor
 }
 
 func (g *resourceServer) UpdateFlavor(ctx context.Context, req *globalv1.UpdateFlavorRequest) (*resourcev1.Flavor, error) {
-	f, err := g.svc.UpdateFlavor(ctx, api.FlavorFromPB(req.GetFlavor()))
+	f, err := g.s.flavors.Update(ctx, api.FlavorFromPB(req.GetFlavor()))
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +78,7 @@ func (g *resourceServer) UpdateFlavor(ctx context.Context, req *globalv1.UpdateF
 }
 
 func (g *resourceServer) DeleteFlavor(ctx context.Context, req *globalv1.DeleteFlavorRequest) (*globalv1.DeleteFlavorResponse, error) {
-	if _, err := g.svc.DeleteFlavor(ctx, req.GetName()); err != nil {
+	if _, err := g.s.flavors.Delete(ctx, req.GetName()); err != nil {
 		return nil, err
 	}
 	return &globalv1.DeleteFlavorResponse{}, nil
@@ -100,7 +87,7 @@ func (g *resourceServer) DeleteFlavor(ctx context.Context, req *globalv1.DeleteF
 func (g *resourceServer) CreateResource(ctx context.Context, req *globalv1.CreateResourceRequest) (*resourcev1.Resource, error) {
 	r := api.ResourceFromPB(req.GetResource())
 	o := WriteOptions{IdempotencyKey: req.GetRequestId(), ReplicasUnset: r.Replicas == 0}
-	out, err := g.svc.CreateResource(ctx, "", r, o)
+	out, err := g.s.resources.Create(ctx, "", r, o)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +95,7 @@ func (g *resourceServer) CreateResource(ctx context.Context, req *globalv1.Creat
 }
 
 func (g *resourceServer) GetResource(ctx context.Context, req *globalv1.ResourceRef) (*resourcev1.Resource, error) {
-	out, err := g.svc.GetResource(ctx, req.GetTenant(), req.GetName())
+	out, err := g.s.resources.Get(ctx, req.GetTenant(), req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +103,7 @@ func (g *resourceServer) GetResource(ctx context.Context, req *globalv1.Resource
 }
 
 func (g *resourceServer) ListResources(ctx context.Context, req *globalv1.ListResourcesRequest) (*globalv1.ListResourcesResponse, error) {
-	page, err := g.svc.ListResources(ctx, req.GetTenant(), ListQuery{
+	page, err := g.s.resources.List(ctx, req.GetTenant(), ListQuery{
 		Selector: req.GetSelector(), Kind: req.GetKind(), Limit: int(req.GetLimit()), Continue: req.GetContinue(),
 	})
 	if err != nil {
@@ -132,7 +119,7 @@ func (g *resourceServer) ListResources(ctx context.Context, req *globalv1.ListRe
 func (g *resourceServer) UpdateResource(ctx context.Context, req *globalv1.UpdateResourceRequest) (*resourcev1.Resource, error) {
 	r := api.ResourceFromPB(req.GetResource())
 	o := WriteOptions{IdempotencyKey: req.GetRequestId(), ReplicasUnset: r.Replicas == 0}
-	out, err := g.svc.UpdateResource(ctx, "", r, o)
+	out, err := g.s.resources.Update(ctx, "", r, o)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +127,7 @@ func (g *resourceServer) UpdateResource(ctx context.Context, req *globalv1.Updat
 }
 
 func (g *resourceServer) DeleteResource(ctx context.Context, req *globalv1.ResourceRef) (*resourcev1.Resource, error) {
-	out, err := g.svc.DeleteResource(ctx, req.GetTenant(), req.GetName())
+	out, err := g.s.resources.Delete(ctx, req.GetTenant(), req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +135,7 @@ func (g *resourceServer) DeleteResource(ctx context.Context, req *globalv1.Resou
 }
 
 func (g *resourceServer) ScaleResource(ctx context.Context, req *globalv1.ScaleResourceRequest) (*resourcev1.Resource, error) {
-	out, err := g.svc.ScaleResource(ctx, req.GetTenant(), req.GetName(), int(req.GetReplicas()))
+	out, err := g.s.resources.Scale(ctx, req.GetTenant(), req.GetName(), int(req.GetReplicas()))
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +143,7 @@ func (g *resourceServer) ScaleResource(ctx context.Context, req *globalv1.ScaleR
 }
 
 func (g *resourceServer) RollbackResource(ctx context.Context, req *globalv1.RollbackResourceRequest) (*resourcev1.Resource, error) {
-	out, err := g.svc.RollbackResource(ctx, req.GetTenant(), req.GetName(), req.GetToRevision())
+	out, err := g.s.resources.Rollback(ctx, req.GetTenant(), req.GetName(), req.GetToRevision())
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +151,7 @@ func (g *resourceServer) RollbackResource(ctx context.Context, req *globalv1.Rol
 }
 
 func (g *resourceServer) ListRevisions(ctx context.Context, req *globalv1.ResourceRef) (*globalv1.ListRevisionsResponse, error) {
-	revs, err := g.svc.ListRevisions(ctx, req.GetTenant(), req.GetName())
+	revs, err := g.s.resources.Revisions(ctx, req.GetTenant(), req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -175,9 +162,9 @@ func (g *resourceServer) ListRevisions(ctx context.Context, req *globalv1.Resour
 	return resp, nil
 }
 
-// ListReplicas has no field for unreachable regions; the Service logs them.
+// ListReplicas has no field for unreachable regions; Replicas logs them.
 func (g *resourceServer) ListReplicas(ctx context.Context, req *globalv1.ResourceRef) (*globalv1.ListReplicasResponse, error) {
-	reps, err := g.svc.ListReplicas(ctx, req.GetTenant(), req.GetName())
+	reps, err := g.s.replicas.List(ctx, req.GetTenant(), req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +176,7 @@ func (g *resourceServer) ListReplicas(ctx context.Context, req *globalv1.Resourc
 }
 
 func (g *resourceServer) RegisterRegion(ctx context.Context, req *globalv1.RegisterRegionRequest) (*resourcev1.Region, error) {
-	r, _, err := g.svc.RegisterRegion(ctx, api.RegionFromPB(req.GetRegion()))
+	r, _, err := g.s.regions.Register(ctx, api.RegionFromPB(req.GetRegion()))
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +184,7 @@ func (g *resourceServer) RegisterRegion(ctx context.Context, req *globalv1.Regis
 }
 
 func (g *resourceServer) GetRegion(ctx context.Context, req *globalv1.RegionRef) (*resourcev1.Region, error) {
-	r, err := g.svc.GetRegion(ctx, req.GetName())
+	r, err := g.s.regions.Get(ctx, req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +192,7 @@ func (g *resourceServer) GetRegion(ctx context.Context, req *globalv1.RegionRef)
 }
 
 func (g *resourceServer) ListRegions(ctx context.Context, _ *globalv1.ListRegionsRequest) (*globalv1.ListRegionsResponse, error) {
-	regions, err := g.svc.ListRegions(ctx)
+	regions, err := g.s.regions.List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -213,14 +200,14 @@ func (g *resourceServer) ListRegions(ctx context.Context, _ *globalv1.ListRegion
 }
 
 func (g *resourceServer) DeleteRegion(ctx context.Context, req *globalv1.RegionRef) (*globalv1.DeleteRegionResponse, error) {
-	if _, err := g.svc.DeleteRegion(ctx, req.GetName()); err != nil {
+	if _, err := g.s.regions.Delete(ctx, req.GetName()); err != nil {
 		return nil, err
 	}
 	return &globalv1.DeleteRegionResponse{}, nil
 }
 
 func (g *resourceServer) ListNodes(ctx context.Context, req *globalv1.ListNodesRequest) (*globalv1.ListNodesResponse, error) {
-	nodes, err := g.svc.ListNodes(ctx, req.GetRegion(), req.GetSelector())
+	nodes, err := g.s.nodes.List(ctx, req.GetRegion(), req.GetSelector())
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +219,7 @@ func (g *resourceServer) ListNodes(ctx context.Context, req *globalv1.ListNodesR
 }
 
 func (g *resourceServer) GetNode(ctx context.Context, req *globalv1.NodeRef) (*resourcev1.Node, error) {
-	n, err := g.svc.GetNode(ctx, req.GetRegion(), req.GetName())
+	n, err := g.s.nodes.Get(ctx, req.GetRegion(), req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -240,14 +227,14 @@ func (g *resourceServer) GetNode(ctx context.Context, req *globalv1.NodeRef) (*r
 }
 
 func (g *resourceServer) DeleteNode(ctx context.Context, req *globalv1.NodeRef) (*globalv1.DeleteNodeResponse, error) {
-	if err := g.svc.DeleteNode(ctx, req.GetRegion(), req.GetName()); err != nil {
+	if err := g.s.nodes.Delete(ctx, req.GetRegion(), req.GetName()); err != nil {
 		return nil, err
 	}
 	return &globalv1.DeleteNodeResponse{}, nil
 }
 
 func (g *resourceServer) CordonNode(ctx context.Context, req *globalv1.CordonNodeRequest) (*resourcev1.Node, error) {
-	n, err := g.svc.CordonNode(ctx, req.GetRegion(), req.GetName(), req.GetReason())
+	n, err := g.s.nodes.Cordon(ctx, req.GetRegion(), req.GetName(), req.GetReason())
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +242,7 @@ func (g *resourceServer) CordonNode(ctx context.Context, req *globalv1.CordonNod
 }
 
 func (g *resourceServer) UncordonNode(ctx context.Context, req *globalv1.NodeRef) (*resourcev1.Node, error) {
-	n, err := g.svc.UncordonNode(ctx, req.GetRegion(), req.GetName())
+	n, err := g.s.nodes.Uncordon(ctx, req.GetRegion(), req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +250,7 @@ func (g *resourceServer) UncordonNode(ctx context.Context, req *globalv1.NodeRef
 }
 
 func (g *resourceServer) DrainNode(ctx context.Context, req *globalv1.DrainNodeRequest) (*resourcev1.DrainStatus, error) {
-	d, err := g.svc.DrainNode(ctx, req.GetRegion(), req.GetName(), api.DrainRequestFromPB(req.GetDrain()))
+	d, err := g.s.nodes.Drain(ctx, req.GetRegion(), req.GetName(), api.DrainRequestFromPB(req.GetDrain()))
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +258,7 @@ func (g *resourceServer) DrainNode(ctx context.Context, req *globalv1.DrainNodeR
 }
 
 func (g *resourceServer) GetDrain(ctx context.Context, req *globalv1.NodeRef) (*resourcev1.DrainStatus, error) {
-	d, err := g.svc.GetDrain(ctx, req.GetRegion(), req.GetName())
+	d, err := g.s.nodes.GetDrain(ctx, req.GetRegion(), req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +266,7 @@ func (g *resourceServer) GetDrain(ctx context.Context, req *globalv1.NodeRef) (*
 }
 
 func (g *resourceServer) GetStatus(ctx context.Context, _ *globalv1.GetStatusRequest) (*globalv1.GlobalStatus, error) {
-	st, err := g.svc.Status(ctx)
+	st, err := g.s.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +290,7 @@ func regionsToPB(regions []api.Region) []*resourcev1.Region {
 // federationServer is FederationService: regions report in.
 type federationServer struct {
 	globalv1.UnimplementedFederationServiceServer
-	svc *Service
+	regions *Regions
 }
 
 // RegionHeartbeat lets a region speak only for itself: the caller must
@@ -318,50 +305,9 @@ func (f *federationServer) RegionHeartbeat(ctx context.Context, req *globalv1.Re
 		s := api.RegionStatusFromPB(req.GetStatus())
 		st = &s
 	}
-	every, err := f.svc.RegionHeartbeat(ctx, r, req.GetSeq(), st)
+	every, err := f.regions.Heartbeat(ctx, r, req.GetSeq(), st)
 	if err != nil {
 		return nil, err
 	}
 	return &globalv1.RegionHeartbeatResponse{IntervalMs: every.Milliseconds()}, nil
-}
-
-// RegionHeartbeat records that region r is alive (in the heartbeat store,
-// not etcd) and registers it when its registration (endpoint, console URL,
-// zones) is new or changed, or when the beat is the first of the region's
-// process (seq 1): a region that restarted registers again, refreshing
-// registeredAt. A steady heartbeat writes nothing to etcd. It returns the
-// interval the region should beat at. The caller has established that r
-// is who is calling.
-func (s *Service) RegionHeartbeat(ctx context.Context, r api.Region, seq uint64, st *api.RegionStatus) (time.Duration, error) {
-	if err := r.Validate(); err != nil {
-		return 0, err
-	}
-	if s.heartbeats == nil {
-		return 0, fmt.Errorf("no heartbeat store is configured: %w", api.ErrUnavailable)
-	}
-	beat := heartbeat.Beat{ID: r.Name, At: now(), Seq: seq, Metrics: regionMetrics(st)}
-	if err := s.heartbeats.Record(ctx, beat); err != nil {
-		return 0, fmt.Errorf("record heartbeat of region %q: %w", r.Name, err)
-	}
-	if seq == 1 || !s.registeredAs(r) {
-		if _, _, err := s.saveRegion(ctx, r, false, seq == 1); err != nil {
-			return 0, err
-		}
-	}
-	return s.beatEvery, nil
-}
-
-// regionMetrics are the numbers a region reports about itself, kept with
-// its beat for the console.
-func regionMetrics(st *api.RegionStatus) map[string]float64 {
-	if st == nil {
-		return nil
-	}
-	return map[string]float64{
-		"nodes":     float64(st.Nodes),
-		"nodes_up":  float64(st.NodesUp),
-		"resources": float64(st.Resources),
-		"replicas":  float64(st.Replicas),
-		"ready":     float64(st.Ready),
-	}
 }

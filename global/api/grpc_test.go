@@ -185,7 +185,7 @@ func TestRegionHeartbeat(t *testing.T) {
 	// Steady beats must cost no etcd write: wait until the cache has the
 	// registration, as a long-running replica's would.
 	poll(t, "region cached", func() error {
-		if !e.svc.registeredAs(*reg.Value) {
+		if !e.svc.regions.registeredAs(*reg.Value) {
 			return errors.New("not cached yet")
 		}
 		return nil

@@ -46,7 +46,7 @@ func requestHash(op, tenant string, body any) string {
 // current state, and the caller returns it and writes nothing. A key used
 // for another request is a conflict. It returns (nil, nil) when the request
 // is new (or has no key).
-func (s *Service) replay(ctx context.Context, tenant, key, op, hash string) (*api.Resource, error) {
+func (s *Resources) replay(ctx context.Context, tenant, key, op, hash string) (*api.Resource, error) {
 	if key == "" {
 		return nil, nil
 	}
@@ -65,7 +65,7 @@ func (s *Service) replay(ctx context.Context, tenant, key, op, hash string) (*ap
 		return nil, fmt.Errorf("idempotency key %q was used for a different request (%s of resource %q); use a new key for a new request: %w",
 			key, req.Operation, req.Resource, api.ErrConflict)
 	}
-	res, st, err := s.getResource(ctx, tenant, req.Resource)
+	res, st, err := s.read(ctx, tenant, req.Resource)
 	if errors.Is(err, api.ErrNotFound) || (err == nil && res.Value.UID != req.ResourceUID) {
 		return nil, fmt.Errorf("the resource %q written by the request with idempotency key %q no longer exists: %w",
 			req.Resource, key, api.ErrConflict)
@@ -80,7 +80,7 @@ func (s *Service) replay(ctx context.Context, tenant, key, op, hash string) (*ap
 
 // addRequest adds the idempotency record of a write to its transaction, so
 // that the record exists exactly when the write does.
-func (s *Service) addRequest(txn *store.Txn, tenant, key, hash, op string, r *api.Resource) {
+func (s *Resources) addRequest(txn *store.Txn, tenant, key, hash, op string, r *api.Resource) {
 	if key == "" {
 		return
 	}
@@ -96,7 +96,7 @@ func (s *Service) addRequest(txn *store.Txn, tenant, key, hash, op string, r *ap
 // calls it periodically, in one store.Batch whatever the number. A record
 // that changed meanwhile (another replica pruning at the same time) is
 // left for the next run.
-func (s *Service) PruneRequests(ctx context.Context, olderThan time.Duration) (int, error) {
+func (s *Resources) PruneRequests(ctx context.Context, olderThan time.Duration) (int, error) {
 	reqs, _, err := s.st.Requests.ListAll(ctx)
 	if err != nil {
 		return 0, storeErr(err, "idempotency keys", "")

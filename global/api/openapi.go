@@ -26,9 +26,9 @@ var openAPIETag = func() string {
 }()
 
 // OpenAPIHandler serves the OpenAPI document of the REST API. It needs no
-// state (s may be nil) and no authentication: mount it on
-// "GET /v1/openapi.json" and let it through the bearer-token check.
-func (s *Service) OpenAPIHandler() http.Handler {
+// state and no authentication: Handler serves it on
+// "GET /v1/openapi.json", without a token.
+func OpenAPIHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Type", "application/json")

@@ -3,14 +3,9 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -20,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/rest"
 )
 
 // The OpenAPI document is written by hand; these tests keep it honest:
@@ -201,93 +197,18 @@ func TestOpenAPIIsOpenAPI3(t *testing.T) {
 	}
 }
 
-// handlerRoutes returns the patterns Handler registers: the endpoint table
-// of (*rest).routes, and the routes Handler adds to its mux directly, read
-// from its source so that a new one cannot be forgotten here.
+// handlerRoutes returns the patterns Handler serves, as the edge
+// registered them.
 func handlerRoutes(t *testing.T) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
-	for _, rt := range (&rest{}).routes() {
-		if out[rt.pattern] {
-			t.Errorf("route %s is registered twice", rt.pattern)
+	for _, p := range (&Server{}).restAPI().Patterns() {
+		if out[p] {
+			t.Errorf("route %s is registered twice", p)
 		}
-		out[rt.pattern] = true
-	}
-
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	var handler *ast.FuncDecl
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		file, err := parser.ParseFile(fset, f, src, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range file.Decls {
-			fn, ok := d.(*ast.FuncDecl)
-			if ok && fn.Name.Name == "Handler" && fn.Recv != nil && types(fn.Recv) == "*Service" {
-				handler = fn
-			}
-		}
-	}
-	if handler == nil {
-		t.Fatal("no func (*Service) Handler in the package")
-	}
-	rangesRoutes := false
-	ast.Inspect(handler.Body, func(n ast.Node) bool {
-		switch n := n.(type) {
-		case *ast.RangeStmt:
-			if call, ok := n.X.(*ast.CallExpr); ok {
-				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "routes" {
-					rangesRoutes = true
-				}
-			}
-		case *ast.CallExpr:
-			sel, ok := n.Fun.(*ast.SelectorExpr)
-			if !ok || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") || len(n.Args) == 0 {
-				return true
-			}
-			lit, ok := n.Args[0].(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				// The loop over routes(), covered above.
-				return true
-			}
-			p, err := strconv.Unquote(lit.Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out[p] {
-				t.Errorf("route %s is registered twice", p)
-			}
-			out[p] = true
-		}
-		return true
-	})
-	if !rangesRoutes {
-		t.Error("Handler no longer ranges over h.routes(); teach handlerRoutes how it registers its endpoints")
+		out[p] = true
 	}
 	return out
-}
-
-func types(fl *ast.FieldList) string {
-	if len(fl.List) != 1 {
-		return ""
-	}
-	if star, ok := fl.List[0].Type.(*ast.StarExpr); ok {
-		if id, ok := star.X.(*ast.Ident); ok {
-			return "*" + id.Name
-		}
-	}
-	return ""
 }
 
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
@@ -370,7 +291,7 @@ var goSchemas = map[string]reflect.Type{
 	"EventList":         reflect.TypeFor[EventList](),
 	"FailoverPolicy":    reflect.TypeFor[api.FailoverPolicy](),
 	"Flavor":            reflect.TypeFor[api.Flavor](),
-	"FlavorList":        reflect.TypeFor[list[api.Flavor]](),
+	"FlavorList":        reflect.TypeFor[rest.List[api.Flavor]](),
 	"FlavorSpec":        reflect.TypeFor[api.FlavorSpec](),
 	"HealthCheck":       reflect.TypeFor[api.HealthCheck](),
 	"ImageSpec":         reflect.TypeFor[api.ImageSpec](),
@@ -383,7 +304,7 @@ var goSchemas = map[string]reflect.Type{
 	"NodeStatus":        reflect.TypeFor[api.NodeStatus](),
 	"PortSpec":          reflect.TypeFor[api.PortSpec](),
 	"Region":            reflect.TypeFor[api.Region](),
-	"RegionList":        reflect.TypeFor[list[api.Region]](),
+	"RegionList":        reflect.TypeFor[rest.List[api.Region]](),
 	"RegionShare":       reflect.TypeFor[api.RegionShare](),
 	"RegionStatus":      reflect.TypeFor[api.RegionStatus](),
 	"RegionTarget":      reflect.TypeFor[api.RegionTarget](),
@@ -394,7 +315,7 @@ var goSchemas = map[string]reflect.Type{
 	"ResourceSpec":      reflect.TypeFor[api.ResourceSpec](),
 	"ResourceStatus":    reflect.TypeFor[api.ResourceStatus](),
 	"Revision":          reflect.TypeFor[api.Revision](),
-	"RevisionList":      reflect.TypeFor[list[api.Revision]](),
+	"RevisionList":      reflect.TypeFor[rest.List[api.Revision]](),
 	"RolloutPolicy":     reflect.TypeFor[api.RolloutPolicy](),
 	"RolloutStatus":     reflect.TypeFor[api.RolloutStatus](),
 	"ScheduleRule":      reflect.TypeFor[api.ScheduleRule](),
@@ -403,7 +324,7 @@ var goSchemas = map[string]reflect.Type{
 	"TokenRequest":      reflect.TypeFor[TokenRequest](),
 	"TokenInfo":         reflect.TypeFor[TokenInfo](),
 	"NewToken":          reflect.TypeFor[NewTokenResponse](),
-	"TokenList":         reflect.TypeFor[list[TokenInfo]](),
+	"TokenList":         reflect.TypeFor[rest.List[TokenInfo]](),
 	"VolumeAttachment":  reflect.TypeFor[api.VolumeAttachment](),
 	"VolumeMount":       reflect.TypeFor[api.VolumeMount](),
 	"VolumeSpec":        reflect.TypeFor[api.VolumeSpec](),
@@ -605,7 +526,7 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 }
 
 func TestOpenAPIHandler(t *testing.T) {
-	h := (*Service)(nil).OpenAPIHandler()
+	h := OpenAPIHandler()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/openapi.json", nil))
 	if rec.Code != http.StatusOK {

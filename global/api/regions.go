@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
@@ -12,38 +14,55 @@ import (
 	"github.com/stratahq/strata/internal/store"
 )
 
-// RegisterRegion registers a region or replaces the registration of a known
-// one (endpoint, console URL, zones, labels). created says which.
-func (s *Service) RegisterRegion(ctx context.Context, r api.Region) (reg api.Region, created bool, err error) {
+// Regions are the registered regions: registrations by hand and by
+// heartbeat, with the monitor's view of each region's health and the
+// numbers of its last heartbeat.
+type Regions struct {
+	st          *store.Store
+	regions     *store.Collection[api.Region]
+	statuses    *store.Collection[api.RegionStatus]
+	resources   *store.Collection[api.Resource]
+	cache       *store.Cache[api.Region]
+	statusCache *store.Cache[api.RegionStatus]
+	heartbeats  HeartbeatRecorder
+	beatEvery   time.Duration
+	log         *slog.Logger
+	// wrote is this replica's latest registration, for read-your-writes.
+	wrote written
+}
+
+// Register registers a region or replaces the registration of a known one
+// (endpoint, console URL, zones, labels). created says which.
+func (g *Regions) Register(ctx context.Context, r api.Region) (reg api.Region, created bool, err error) {
 	if _, err := authorize(ctx, writeRegions); err != nil {
 		return api.Region{}, false, err
 	}
 	if err := r.Validate(); err != nil {
 		return api.Region{}, false, err
 	}
-	return s.saveRegion(ctx, r, true, true)
+	return g.save(ctx, r, true, true)
 }
 
-// GetRegion returns a region with the monitor's view of it.
-func (s *Service) GetRegion(ctx context.Context, name string) (api.Region, error) {
+// Get returns a region with the monitor's view of it.
+func (g *Regions) Get(ctx context.Context, name string) (api.Region, error) {
 	if _, err := authorize(ctx, readRegions); err != nil {
 		return api.Region{}, err
 	}
 	if err := api.ValidateName("name", name); err != nil {
 		return api.Region{}, err
 	}
-	it, err := s.st.Regions.Get(ctx, name)
+	it, err := g.regions.Get(ctx, name)
 	if err != nil {
 		return api.Region{}, storeErr(err, "region", name)
 	}
 	r := regionView(it)
 	st := api.RegionStatus{Health: api.HealthUnknown}
-	if cur, err := s.st.RegionStatus.Get(ctx, name); err == nil {
+	if cur, err := g.statuses.Get(ctx, name); err == nil {
 		st = *cur.Value
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return api.Region{}, storeErr(err, "region status", name)
 	}
-	if b, ok := s.regionBeats(ctx)[name]; ok {
+	if b, ok := g.beats(ctx)[name]; ok {
 		withBeat(&st, b)
 	}
 	r.Status = &st
@@ -60,30 +79,31 @@ func withBeat(st *api.RegionStatus, b heartbeat.Beat) {
 	st.Ready = int(b.Metrics["ready"])
 }
 
-// ListRegions returns every region, by name, from the caches.
-func (s *Service) ListRegions(ctx context.Context) ([]api.Region, error) {
+// List returns every region, by name, from the caches.
+func (g *Regions) List(ctx context.Context) ([]api.Region, error) {
 	if _, err := authorize(ctx, readRegions); err != nil {
 		return nil, err
 	}
-	return s.listRegions(ctx)
+	return g.all(ctx)
 }
 
-func (s *Service) listRegions(ctx context.Context) ([]api.Region, error) {
-	if err := caught(ctx, s.regionCache, &s.wroteRegions); err != nil {
+// all is List for the API itself, which needs no role to fan out.
+func (g *Regions) all(ctx context.Context) ([]api.Region, error) {
+	if err := caught(ctx, g.cache, &g.wrote); err != nil {
 		return nil, err
 	}
 	// The monitor writes region status, never this replica: waiting for
 	// its first list is enough.
-	if err := caught(ctx, s.regionStatus, nil); err != nil {
+	if err := caught(ctx, g.statusCache, nil); err != nil {
 		return nil, err
 	}
-	items := s.regionCache.List()
-	beats := s.regionBeats(ctx)
+	items := g.cache.List()
+	beats := g.beats(ctx)
 	out := make([]api.Region, len(items))
 	for i, it := range items {
 		out[i] = regionView(it)
 		st := api.RegionStatus{Health: api.HealthUnknown}
-		if cur, ok := s.regionStatus.Get(it.Name); ok {
+		if cur, ok := g.statusCache.Get(it.Name); ok {
 			st = *cur.Value
 		}
 		// Health comes from the monitor (etcd, transitions only); the
@@ -96,10 +116,35 @@ func (s *Service) listRegions(ctx context.Context) ([]api.Region, error) {
 	return out, nil
 }
 
-// regionBeats are the regions' last heartbeats, when the heartbeat store
-// can list them; without them regions show their health only.
-func (s *Service) regionBeats(ctx context.Context) map[string]heartbeat.Beat {
-	lister, ok := s.heartbeats.(interface {
+// names lists the registered regions' names, sorted.
+func (g *Regions) names(ctx context.Context) ([]string, error) {
+	if err := caught(ctx, g.cache, &g.wrote); err != nil {
+		return nil, err
+	}
+	items := g.cache.List()
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.Name
+	}
+	return out, nil
+}
+
+// known returns whether a region is registered, as of this replica's
+// latest registration.
+func (g *Regions) known(ctx context.Context) (func(name string) bool, error) {
+	if err := caught(ctx, g.cache, &g.wrote); err != nil {
+		return nil, err
+	}
+	return func(name string) bool {
+		_, ok := g.cache.Get(name)
+		return ok
+	}, nil
+}
+
+// beats are the regions' last heartbeats, when the heartbeat store can
+// list them; without them regions show their health only.
+func (g *Regions) beats(ctx context.Context) map[string]heartbeat.Beat {
+	lister, ok := g.heartbeats.(interface {
 		List(ctx context.Context) ([]heartbeat.Beat, error)
 	})
 	if !ok {
@@ -107,7 +152,7 @@ func (s *Service) regionBeats(ctx context.Context) map[string]heartbeat.Beat {
 	}
 	beats, err := lister.List(ctx)
 	if err != nil {
-		s.log.Warn("cannot read region heartbeats", "err", err)
+		g.log.Warn("cannot read region heartbeats", "err", err)
 		return nil
 	}
 	out := make(map[string]heartbeat.Beat, len(beats))
@@ -117,22 +162,22 @@ func (s *Service) regionBeats(ctx context.Context) map[string]heartbeat.Beat {
 	return out
 }
 
-// DeleteRegion removes a region no resource names, with its status, and
-// returns it. Its nodes and replicas are the region's business.
-func (s *Service) DeleteRegion(ctx context.Context, name string) (api.Region, error) {
+// Delete removes a region no resource names, with its status, and returns
+// it. Its nodes and replicas are the region's business.
+func (g *Regions) Delete(ctx context.Context, name string) (api.Region, error) {
 	if _, err := authorize(ctx, writeRegions); err != nil {
 		return api.Region{}, err
 	}
 	if err := api.ValidateName("name", name); err != nil {
 		return api.Region{}, err
 	}
-	it, err := s.st.Regions.Get(ctx, name)
+	it, err := g.regions.Get(ctx, name)
 	if err != nil {
 		return api.Region{}, storeErr(err, "region", name)
 	}
 	// From etcd, as for flavors: a resource left pointing at a deleted
 	// region would never be placed.
-	resources, _, err := s.st.Resources.ListAll(ctx)
+	resources, _, err := g.resources.ListAll(ctx)
 	if err != nil {
 		return api.Region{}, storeErr(err, "resources", "")
 	}
@@ -142,74 +187,124 @@ func (s *Service) DeleteRegion(ctx context.Context, name string) (api.Region, er
 			return api.Region{}, fmt.Errorf("region %q is named by resource %q of tenant %q: %w", name, rname, tenant, api.ErrConflict)
 		}
 	}
-	txn := s.st.Store.Txn()
-	s.st.Regions.TxnDelete(txn, name, it.ModRevision)
-	s.st.RegionStatus.TxnDelete(txn, name, 0)
+	txn := g.st.Txn()
+	g.regions.TxnDelete(txn, name, it.ModRevision)
+	g.statuses.TxnDelete(txn, name, 0)
 	rev, err := txn.Commit(ctx)
 	if err != nil {
 		return api.Region{}, storeErr(err, "region", name)
 	}
-	s.wroteRegions.note(rev)
+	g.wrote.note(rev)
 	return regionView(it), nil
 }
 
-// saveRegion creates r's registration or brings a stored one in line with
-// it. A registration (register: by hand, or a region process's first
+// Heartbeat records that region r is alive (in the heartbeat store, not
+// etcd) and registers it when its registration (endpoint, console URL,
+// zones) is new or changed, or when the beat is the first of the region's
+// process (seq 1): a region that restarted registers again, refreshing
+// registeredAt. A steady heartbeat writes nothing to etcd. It returns the
+// interval the region should beat at. The caller has established that r
+// is who is calling.
+func (g *Regions) Heartbeat(ctx context.Context, r api.Region, seq uint64, st *api.RegionStatus) (time.Duration, error) {
+	if err := r.Validate(); err != nil {
+		return 0, err
+	}
+	if g.heartbeats == nil {
+		return 0, fmt.Errorf("no heartbeat store is configured: %w", api.ErrUnavailable)
+	}
+	beat := heartbeat.Beat{ID: r.Name, At: now(), Seq: seq, Metrics: regionMetrics(st)}
+	if err := g.heartbeats.Record(ctx, beat); err != nil {
+		return 0, fmt.Errorf("record heartbeat of region %q: %w", r.Name, err)
+	}
+	if seq == 1 || !g.registeredAs(r) {
+		if _, _, err := g.save(ctx, r, false, seq == 1); err != nil {
+			return 0, err
+		}
+	}
+	return g.beatEvery, nil
+}
+
+// regionMetrics are the numbers a region reports about itself, kept with
+// its beat for the console.
+func regionMetrics(st *api.RegionStatus) map[string]float64 {
+	if st == nil {
+		return nil
+	}
+	return map[string]float64{
+		"nodes":     float64(st.Nodes),
+		"nodes_up":  float64(st.NodesUp),
+		"resources": float64(st.Resources),
+		"replicas":  float64(st.Replicas),
+		"ready":     float64(st.Ready),
+	}
+}
+
+// save creates in's registration or brings a stored one in line with it.
+// A registration (register: by hand, or a region process's first
 // heartbeat) or a change refreshes registeredAt, which the region monitor
 // takes as evidence of life that survives the heartbeat store losing its
 // beats; otherwise nothing is written when nothing differs. Labels are an
 // operator's and only replaced when withLabels (not from a heartbeat).
-func (s *Service) saveRegion(ctx context.Context, in api.Region, withLabels, register bool) (api.Region, bool, error) {
-	for attempt := 1; ; attempt++ {
-		it, err := s.st.Regions.Get(ctx, in.Name)
+func (g *Regions) save(ctx context.Context, in api.Region, withLabels, register bool) (out api.Region, created bool, err error) {
+	err = g.st.RetryConflicts(ctx, "register region "+in.Name, func() error {
+		it, err := g.regions.Get(ctx, in.Name)
 		if errors.Is(err, store.ErrNotFound) {
-			r := api.Region{
-				Name: in.Name, Endpoint: in.Endpoint, ConsoleURL: in.ConsoleURL,
-				Zones: in.Zones, Labels: in.Labels, RegisteredAt: now(),
-			}
-			rev, err := s.st.Regions.Create(ctx, r.Name, &r)
-			if errors.Is(err, store.ErrExists) && attempt < writeAttempts {
-				continue // registered meanwhile: compare with that
-			}
-			if err != nil {
-				return api.Region{}, false, storeErr(err, "region", r.Name)
-			}
-			s.wroteRegions.note(rev)
-			s.log.Info("region registered", "region", r.Name, "endpoint", r.Endpoint)
-			r.ResourceVersion = rev
-			return r, true, nil
+			out, created, err = g.create(ctx, in)
+			return err
 		}
 		if err != nil {
-			return api.Region{}, false, storeErr(err, "region", in.Name)
+			return err
 		}
-		next := *it.Value
-		next.Endpoint, next.ConsoleURL, next.Zones = in.Endpoint, in.ConsoleURL, in.Zones
-		if withLabels {
-			next.Labels = in.Labels
-		}
-		if !register && sameJSON(it.Value, &next) {
-			return regionView(it), false, nil
-		}
-		next.RegisteredAt = now()
-		rev, err := s.st.Regions.Update(ctx, in.Name, &next, it.ModRevision)
-		if errors.Is(err, store.ErrConflict) && attempt < writeAttempts {
-			continue
-		}
-		if err != nil {
-			return api.Region{}, false, storeErr(err, "region", in.Name)
-		}
-		s.wroteRegions.note(rev)
-		s.log.Info("region registration changed", "region", in.Name, "endpoint", next.Endpoint)
-		it.Value, it.ModRevision = &next, rev
-		return regionView(it), false, nil
+		out, err = g.update(ctx, it, in, withLabels, register)
+		return err
+	})
+	return out, created, storeErr(err, "region", in.Name)
+}
+
+func (g *Regions) create(ctx context.Context, in api.Region) (api.Region, bool, error) {
+	r := api.Region{
+		Name: in.Name, Endpoint: in.Endpoint, ConsoleURL: in.ConsoleURL,
+		Zones: in.Zones, Labels: in.Labels, RegisteredAt: now(),
 	}
+	rev, err := g.regions.Create(ctx, r.Name, &r)
+	if errors.Is(err, store.ErrExists) {
+		// Registered meanwhile: a lost race, to compare with the winner.
+		return api.Region{}, false, fmt.Errorf("region %q: %w", r.Name, store.ErrConflict)
+	}
+	if err != nil {
+		return api.Region{}, false, err
+	}
+	g.wrote.note(rev)
+	g.log.Info("region registered", "region", r.Name, "endpoint", r.Endpoint)
+	r.ResourceVersion = rev
+	return r, true, nil
+}
+
+func (g *Regions) update(ctx context.Context, it store.Item[api.Region], in api.Region, withLabels, register bool) (api.Region, error) {
+	next := *it.Value
+	next.Endpoint, next.ConsoleURL, next.Zones = in.Endpoint, in.ConsoleURL, in.Zones
+	if withLabels {
+		next.Labels = in.Labels
+	}
+	if !register && sameJSON(it.Value, &next) {
+		return regionView(it), nil
+	}
+	next.RegisteredAt = now()
+	rev, err := g.regions.Update(ctx, in.Name, &next, it.ModRevision)
+	if err != nil {
+		return api.Region{}, err
+	}
+	g.wrote.note(rev)
+	g.log.Info("region registration changed", "region", in.Name, "endpoint", next.Endpoint)
+	it.Value, it.ModRevision = &next, rev
+	return regionView(it), nil
 }
 
 // registeredAs reports whether the cache holds r's registration with the
 // fields a heartbeat carries, so that a steady heartbeat costs no etcd
 // access.
-func (s *Service) registeredAs(r api.Region) bool {
-	it, ok := s.regionCache.Get(r.Name)
+func (g *Regions) registeredAs(r api.Region) bool {
+	it, ok := g.cache.Get(r.Name)
 	if !ok {
 		return false
 	}

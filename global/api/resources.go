@@ -1,13 +1,11 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -24,14 +22,28 @@ const (
 	MaxListLimit     = 1000
 )
 
-// writeAttempts bounds the read-modify-write retries of one request. Each
-// retry follows a write that won, so running out means sustained contention,
-// reported as a conflict rather than spinning.
-const writeAttempts = 8
+// Resources are the tenants' resources: their specs, revisions, rollouts
+// and the idempotency records of their writes. The master reads them
+// from etcd; this is their only writer of specs.
+type Resources struct {
+	st        *state.State
+	resources *store.Cache[api.Resource]
+	statuses  *store.Cache[api.ResourceStatus]
+	flavors   *store.Cache[api.Flavor]
+	regions   regionCatalog
+	log       *slog.Logger
 
-// ociRefRE is a loose OCI reference: the region resolves and pulls it, so
-// the API only rejects what cannot be one (spaces, control characters).
-var ociRefRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$`)
+	// Revisions of this replica's latest writes per cache, for
+	// read-your-writes: a cached read waits for the cache to reach them.
+	wroteResources written
+	wroteStatuses  written
+}
+
+// regionCatalog says which regions are registered, as of this replica's
+// latest registration (Regions).
+type regionCatalog interface {
+	known(ctx context.Context) (func(name string) bool, error)
+}
 
 // WriteOptions is what a create or update request says besides the object.
 type WriteOptions struct {
@@ -65,9 +77,9 @@ type ResourceList struct {
 	Continue string `json:"continue,omitempty"`
 }
 
-// CreateResource creates a resource in tenant (empty: r.Tenant, else the
-// caller's) with revision 1 and its initial status, in one transaction.
-func (s *Service) CreateResource(ctx context.Context, tenant string, r api.Resource, o WriteOptions) (api.Resource, error) {
+// Create creates a resource in tenant (empty: r.Tenant, else the caller's)
+// with revision 1 and its initial status, in one transaction.
+func (s *Resources) Create(ctx context.Context, tenant string, r api.Resource, o WriteOptions) (api.Resource, error) {
 	if tenant == "" {
 		tenant = r.Tenant
 	}
@@ -95,27 +107,7 @@ func (s *Service) CreateResource(ctx context.Context, tenant string, r api.Resou
 	if err != nil {
 		return api.Resource{}, err
 	}
-
-	if r.UID, err = randomHex(16); err != nil {
-		return api.Resource{}, err
-	}
-	t := now()
-	r.Generation, r.Revision, r.CreatedAt, r.UpdatedAt = 1, 1, t, t
-	rev := api.Revision{
-		Resource: r.Name, Tenant: tenant, UID: r.UID, Number: 1,
-		Spec: r.Spec, FlavorSpec: flavorSpec(flavor), Cause: "create", CreatedAt: t,
-	}
-	st := api.ResourceStatus{UID: r.UID, Phase: api.PhaseCreated, Since: t, Replicas: r.Replicas, UpdatedAt: t}
-
-	key := state.ResourceName(tenant, r.Name)
-	txn := s.st.Store.Txn()
-	_ = s.st.Resources.TxnCreate(txn, key, &r) // build errors resurface in Commit
-	// Put, not Create: a revision or status left by a deleted namesake is
-	// stale, and the resource's Create above already guards the name.
-	_ = s.st.Revisions.TxnPut(txn, state.RevisionName(tenant, r.Name, 1), &rev)
-	_ = s.st.Statuses.TxnPut(txn, key, &st)
-	s.addRequest(txn, tenant, o.IdempotencyKey, hash, "create", &r)
-	wrote, err := txn.Commit(ctx)
+	out, err := s.create(ctx, r, flavor, o.IdempotencyKey, hash)
 	if err != nil {
 		// Two requests with one key race: the loser fails on the key (or on
 		// the name the winner took) and must answer like a retry.
@@ -124,55 +116,103 @@ func (s *Service) CreateResource(ctx context.Context, tenant string, r api.Resou
 		}
 		return api.Resource{}, storeErr(err, "resource", r.Name)
 	}
+	return out, nil
+}
+
+// create writes a new resource, its revision 1 and its status.
+func (s *Resources) create(ctx context.Context, r api.Resource, flavor *api.Flavor, key, hash string) (api.Resource, error) {
+	var err error
+	if r.UID, err = randomHex(16); err != nil {
+		return api.Resource{}, err
+	}
+	t := now()
+	r.Generation, r.Revision, r.CreatedAt, r.UpdatedAt = 1, 1, t, t
+	rev := api.Revision{
+		Resource: r.Name, Tenant: r.Tenant, UID: r.UID, Number: 1,
+		Spec: r.Spec, FlavorSpec: flavorSpec(flavor), Cause: "create", CreatedAt: t,
+	}
+	st := api.ResourceStatus{UID: r.UID, Phase: api.PhaseCreated, Since: t, Replicas: r.Replicas, UpdatedAt: t}
+
+	name := state.ResourceName(r.Tenant, r.Name)
+	txn := s.st.Store.Txn()
+	_ = s.st.Resources.TxnCreate(txn, name, &r) // build errors resurface in Commit
+	// Put, not Create: a revision or status left by a deleted namesake is
+	// stale, and the resource's Create above already guards the name.
+	_ = s.st.Revisions.TxnPut(txn, state.RevisionName(r.Tenant, r.Name, 1), &rev)
+	_ = s.st.Statuses.TxnPut(txn, name, &st)
+	s.addRequest(txn, r.Tenant, key, hash, "create", &r)
+	wrote, err := txn.Commit(ctx)
+	if err != nil {
+		return api.Resource{}, err
+	}
 	s.wroteResources.note(wrote)
 	s.wroteStatuses.note(wrote)
 	r.ResourceVersion, r.Status = wrote, &st
 	return r, nil
 }
 
-// GetResource returns a resource joined with its status.
-func (s *Service) GetResource(ctx context.Context, tenant, name string) (api.Resource, error) {
+// Get returns a resource joined with its status.
+func (s *Resources) Get(ctx context.Context, tenant, name string) (api.Resource, error) {
 	tenant, err := resourceScope(ctx, readResources, tenant, name)
 	if err != nil {
 		return api.Resource{}, err
 	}
-	it, st, err := s.getResource(ctx, tenant, name)
+	it, st, err := s.read(ctx, tenant, name)
 	if err != nil {
 		return api.Resource{}, err
 	}
 	return view(it, st), nil
 }
 
-// ListResources returns a page of a tenant's resources from the caches,
-// once they hold this replica's latest write.
-func (s *Service) ListResources(ctx context.Context, tenant string, q ListQuery) (ResourceList, error) {
+// page is a checked ListQuery.
+type page struct {
+	sel   api.Selector
+	kind  string
+	limit int
+	after string
+}
+
+func (q ListQuery) page() (page, error) {
+	sel, err := api.ParseSelector(q.Selector)
+	if err != nil {
+		return page{}, err
+	}
+	if q.Kind != "" && !slices.Contains(api.ResourceKinds, api.ResourceKind(q.Kind)) {
+		return page{}, api.Invalid("kind", "%q is not a resource kind", q.Kind)
+	}
+	p := page{sel: sel, kind: q.Kind, limit: q.Limit}
+	switch {
+	case p.limit < 0:
+		return page{}, api.Invalid("limit", "must not be negative")
+	case p.limit == 0:
+		p.limit = DefaultListLimit
+	case p.limit > MaxListLimit:
+		p.limit = MaxListLimit
+	}
+	if q.Continue != "" {
+		b, err := base64.RawURLEncoding.DecodeString(q.Continue)
+		if err != nil || api.ValidateName("continue", string(b)) != nil {
+			return page{}, api.Invalid("continue", "is not a token this list issued")
+		}
+		p.after = string(b)
+	}
+	return p, nil
+}
+
+func (p page) matches(r *api.Resource) bool {
+	return r.Name > p.after && (p.kind == "" || string(r.Kind) == p.kind) && p.sel.Matches(r.Labels)
+}
+
+// List returns a page of a tenant's resources from the caches, once they
+// hold this replica's latest write.
+func (s *Resources) List(ctx context.Context, tenant string, q ListQuery) (ResourceList, error) {
 	tenant, err := tenantScope(ctx, readResources, tenant)
 	if err != nil {
 		return ResourceList{}, err
 	}
-	sel, err := api.ParseSelector(q.Selector)
+	p, err := q.page()
 	if err != nil {
 		return ResourceList{}, err
-	}
-	if q.Kind != "" && !slices.Contains(api.ResourceKinds, api.ResourceKind(q.Kind)) {
-		return ResourceList{}, api.Invalid("kind", "%q is not a resource kind", q.Kind)
-	}
-	limit := q.Limit
-	switch {
-	case limit < 0:
-		return ResourceList{}, api.Invalid("limit", "must not be negative")
-	case limit == 0:
-		limit = DefaultListLimit
-	case limit > MaxListLimit:
-		limit = MaxListLimit
-	}
-	after := ""
-	if q.Continue != "" {
-		b, err := base64.RawURLEncoding.DecodeString(q.Continue)
-		if err != nil || api.ValidateName("continue", string(b)) != nil {
-			return ResourceList{}, api.Invalid("continue", "is not a token this list issued")
-		}
-		after = string(b)
 	}
 	if err := caught(ctx, s.resources, &s.wroteResources); err != nil {
 		return ResourceList{}, err
@@ -180,21 +220,18 @@ func (s *Service) ListResources(ctx context.Context, tenant string, q ListQuery)
 	if err := caught(ctx, s.statuses, &s.wroteStatuses); err != nil {
 		return ResourceList{}, err
 	}
-
-	prefix := tenant + "/"
 	list := ResourceList{Items: []api.Resource{}}
-	for _, it := range s.resources.ListPrefix(prefix) {
-		r := it.Value
-		if r.Name <= after || (q.Kind != "" && string(r.Kind) != q.Kind) || !sel.Matches(r.Labels) {
+	for _, it := range s.resources.ListPrefix(tenant + "/") {
+		if !p.matches(it.Value) {
 			continue
 		}
-		if len(list.Items) == limit {
+		if len(list.Items) == p.limit {
 			// One more match exists, so there is a next page.
-			list.Continue = base64.RawURLEncoding.EncodeToString([]byte(list.Items[limit-1].Name))
+			list.Continue = base64.RawURLEncoding.EncodeToString([]byte(list.Items[p.limit-1].Name))
 			break
 		}
 		var st *api.ResourceStatus
-		if sit, ok := s.statuses.Get(it.Name); ok && sit.Value.UID == r.UID {
+		if sit, ok := s.statuses.Get(it.Name); ok && sit.Value.UID == it.Value.UID {
 			st = sit.Value
 		}
 		list.Items = append(list.Items, view(it, st))
@@ -202,11 +239,11 @@ func (s *Service) ListResources(ctx context.Context, tenant string, q ListQuery)
 	return list, nil
 }
 
-// UpdateResource replaces the user-settable fields of a resource. A change
-// of its spec makes a new revision; any change bumps its generation; no
-// change writes nothing. A resourceVersion in r makes the write
-// conditional on it.
-func (s *Service) UpdateResource(ctx context.Context, tenant string, in api.Resource, o WriteOptions) (api.Resource, error) {
+// Update replaces the user-settable fields of a resource. A change of its
+// spec makes a new revision; any change bumps its generation; no change
+// writes nothing. A resourceVersion in r makes the write conditional on
+// it; without one a lost race is retried.
+func (s *Resources) Update(ctx context.Context, tenant string, in api.Resource, o WriteOptions) (api.Resource, error) {
 	if tenant == "" {
 		tenant = in.Tenant
 	}
@@ -229,16 +266,24 @@ func (s *Service) UpdateResource(ctx context.Context, tenant string, in api.Reso
 	if done, err := s.replay(ctx, tenant, o.IdempotencyKey, "update", hash); done != nil || err != nil {
 		return deref(done), err
 	}
+	res, err := s.write(ctx, tenant, in.Name, expect, s.replace(ctx, in, o, hash))
+	if err != nil {
+		// As for create: the loser of a race between retries answers like
+		// a retry.
+		if done, rerr := s.replay(ctx, tenant, o.IdempotencyKey, "update", hash); done != nil || rerr != nil {
+			return deref(done), rerr
+		}
+		return api.Resource{}, err
+	}
+	return res, nil
+}
 
-	res, err := s.writeResource(ctx, tenant, in.Name, expect, func(cur *api.Resource, txn *store.Txn) error {
-		if cur.Deleting() {
-			return fmt.Errorf("resource %q is being deleted: %w", cur.Name, api.ErrConflict)
-		}
-		if in.Kind == "" {
-			return api.Invalid("kind", "is required (it is %s)", cur.Kind)
-		}
-		if in.Kind != cur.Kind {
-			return api.Invalid("kind", "is immutable: %q is a %s, not a %s", cur.Name, cur.Kind, in.Kind)
+// replace is Update's change: in's settable fields over the stored ones,
+// with a new revision when the spec differs.
+func (s *Resources) replace(ctx context.Context, in api.Resource, o WriteOptions, hash string) change {
+	return func(cur *api.Resource, txn *store.Txn) error {
+		if err := replaceable(cur, &in); err != nil {
+			return err
 		}
 		next := in
 		if o.ReplicasUnset {
@@ -260,26 +305,30 @@ func (s *Service) UpdateResource(ctx context.Context, tenant string, in api.Reso
 		cur.MaxRevisionHistory = next.MaxRevisionHistory
 		if newSpec {
 			cur.Revision++
-			if err := s.addRevision(ctx, txn, cur, flavor, "update"); err != nil {
+			if err := s.addRevision(txn, cur, flavor, "update"); err != nil {
 				return err
 			}
 		}
-		s.addRequest(txn, tenant, o.IdempotencyKey, hash, "update", cur)
-		return s.pruneRevisions(ctx, txn, cur)
-	})
-	if err != nil {
-		// As for create: the loser of a race between retries answers like
-		// a retry.
-		if done, rerr := s.replay(ctx, tenant, o.IdempotencyKey, "update", hash); done != nil || rerr != nil {
-			return deref(done), rerr
-		}
-		return api.Resource{}, err
+		s.addRequest(txn, cur.Tenant, o.IdempotencyKey, hash, "update", cur)
+		return nil
 	}
-	return res, nil
 }
 
-// ScaleResource sets the replica count. Scaling is not a new revision.
-func (s *Service) ScaleResource(ctx context.Context, tenant, name string, replicas int) (api.Resource, error) {
+// replaceable checks that cur may be replaced by in.
+func replaceable(cur, in *api.Resource) error {
+	switch {
+	case cur.Deleting():
+		return fmt.Errorf("resource %q is being deleted: %w", cur.Name, api.ErrConflict)
+	case in.Kind == "":
+		return api.Invalid("kind", "is required (it is %s)", cur.Kind)
+	case in.Kind != cur.Kind:
+		return api.Invalid("kind", "is immutable: %q is a %s, not a %s", cur.Name, cur.Kind, in.Kind)
+	}
+	return nil
+}
+
+// Scale sets the replica count. Scaling is not a new revision.
+func (s *Resources) Scale(ctx context.Context, tenant, name string, replicas int) (api.Resource, error) {
 	tenant, err := resourceScope(ctx, writeResources, tenant, name)
 	if err != nil {
 		return api.Resource{}, err
@@ -287,7 +336,7 @@ func (s *Service) ScaleResource(ctx context.Context, tenant, name string, replic
 	if err := checkReplicas("", replicas); err != nil {
 		return api.Resource{}, err
 	}
-	return s.writeResource(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
+	return s.write(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
 		if r.Deleting() {
 			return fmt.Errorf("resource %q is being deleted: %w", r.Name, api.ErrConflict)
 		}
@@ -302,50 +351,14 @@ func (s *Service) ScaleResource(ctx context.Context, tenant, name string, replic
 	})
 }
 
-// RollbackResource makes a new revision with the spec of revision to.
-func (s *Service) RollbackResource(ctx context.Context, tenant, name string, to int64) (api.Resource, error) {
+// Delete asks for the resource's deletion; the master removes it once
+// every region has. Asking again returns it unchanged.
+func (s *Resources) Delete(ctx context.Context, tenant, name string) (api.Resource, error) {
 	tenant, err := resourceScope(ctx, writeResources, tenant, name)
 	if err != nil {
 		return api.Resource{}, err
 	}
-	if to <= 0 {
-		return api.Resource{}, api.Invalid("revision", "must be a revision number (1 or more)")
-	}
-	return s.writeResource(ctx, tenant, name, 0, func(r *api.Resource, txn *store.Txn) error {
-		if r.Deleting() {
-			return fmt.Errorf("resource %q is being deleted: %w", r.Name, api.ErrConflict)
-		}
-		target, err := s.st.Revisions.Get(ctx, state.RevisionName(tenant, name, to))
-		if errors.Is(err, store.ErrNotFound) || (err == nil && target.Value.UID != r.UID) {
-			return fmt.Errorf("resource %q has no revision %d: %w", name, to, api.ErrNotFound)
-		}
-		if err != nil {
-			return storeErr(err, "revision", fmt.Sprint(to))
-		}
-		if sameJSON(r.Spec, target.Value.Spec) {
-			return store.ErrNoChange
-		}
-		r.Spec = target.Value.Spec
-		flavor, err := s.checkReferences(ctx, r)
-		if err != nil {
-			return fmt.Errorf("cannot roll back to revision %d: %w", to, err)
-		}
-		r.Revision++
-		if err := s.addRevision(ctx, txn, r, flavor, fmt.Sprintf("rollback to %d", to)); err != nil {
-			return err
-		}
-		return s.pruneRevisions(ctx, txn, r)
-	})
-}
-
-// DeleteResource asks for the resource's deletion; the master removes it
-// once every region has. Asking again returns it unchanged.
-func (s *Service) DeleteResource(ctx context.Context, tenant, name string) (api.Resource, error) {
-	tenant, err := resourceScope(ctx, writeResources, tenant, name)
-	if err != nil {
-		return api.Resource{}, err
-	}
-	return s.writeResource(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
+	return s.write(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
 		if r.Deleting() {
 			return store.ErrNoChange
 		}
@@ -355,80 +368,71 @@ func (s *Service) DeleteResource(ctx context.Context, tenant, name string) (api.
 	})
 }
 
-// ListRevisions returns a resource's revisions, oldest first.
-func (s *Service) ListRevisions(ctx context.Context, tenant, name string) ([]api.Revision, error) {
-	tenant, err := resourceScope(ctx, readResources, tenant, name)
-	if err != nil {
-		return nil, err
-	}
-	it, err := s.st.Resources.Get(ctx, state.ResourceName(tenant, name))
-	if err != nil {
-		return nil, storeErr(err, "resource", name)
-	}
-	revs, _, err := s.st.Revisions.ListPrefix(ctx, state.RevisionPrefix(tenant, name))
-	if err != nil {
-		return nil, storeErr(err, "revisions of resource", name)
-	}
-	out := []api.Revision{}
-	for _, rv := range revs {
-		if rv.Value.UID == it.Value.UID {
-			out = append(out, *rv.Value)
-		}
-	}
-	return out, nil
-}
-
 // change edits a stored resource in place and may add operations to the
 // transaction that writes it. It returns store.ErrNoChange, before
 // changing anything, to write nothing.
 type change func(r *api.Resource, txn *store.Txn) error
 
-// writeResource is the read-modify-write under update, scale, rollback and
-// delete: read the resource with its status, let fn change it, and write it
-// in one transaction conditional on the version read, bumping its
-// generation. When another writer won in between it starts over, unless the
-// client pinned the version it read (expect), which is then a conflict.
-func (s *Service) writeResource(ctx context.Context, tenant, name string, expect int64, fn change, guards ...store.Guard) (api.Resource, error) {
+// write is the read-modify-write under update, scale, rollback, delete and
+// the rollout operations: read the resource with its status, let fn
+// change it, and write it in one transaction conditional on the version
+// read, bumping its generation. When another writer won in between it
+// starts over (store.RetryConflicts), unless the client pinned the version
+// it read (expect), which is then a conflict. A write that made a revision
+// or lowered the history prunes old revisions afterwards.
+func (s *Resources) write(ctx context.Context, tenant, name string, expect int64, fn change, guards ...store.Guard) (api.Resource, error) {
 	key := state.ResourceName(tenant, name)
-	for attempt := 1; ; attempt++ {
-		it, st, err := s.getResource(ctx, tenant, name)
+	var (
+		out   api.Resource
+		prune *api.Resource
+	)
+	err := s.st.Store.RetryConflicts(ctx, "write resource "+key, func() error {
+		it, st, err := s.read(ctx, tenant, name)
 		if err != nil {
-			return api.Resource{}, err
+			return err
 		}
 		if expect != 0 && it.ModRevision != expect {
-			return api.Resource{}, fmt.Errorf("resource %q: resourceVersion %d is stale (it is now %d); read it again: %w",
+			return fmt.Errorf("resource %q: resourceVersion %d is stale (it is now %d); read it again: %w",
 				name, expect, it.ModRevision, api.ErrConflict)
 		}
+		before := *it.Value
 		txn := s.st.Store.Txn().Guard(guards...)
 		r := it.Value
 		if err := fn(r, txn); errors.Is(err, store.ErrNoChange) {
-			return view(it, st), nil
+			out = view(it, st)
+			return nil
 		} else if err != nil {
-			return api.Resource{}, err
+			return err
 		}
 		r.Generation++
 		r.UpdatedAt = now()
 		_ = s.st.Resources.TxnUpdate(txn, key, r, it.ModRevision)
 		wrote, err := txn.Commit(ctx)
-		if err == nil {
-			s.wroteResources.note(wrote)
-			it.ModRevision = wrote
-			return view(it, st), nil
+		if err != nil {
+			// A conflict on the resource: another writer won; start over
+			// from a fresh read, which also re-checks expect.
+			return err
 		}
-		// A conflict on the resource or on a revision being pruned: another
-		// writer won. Start over from a fresh read, which also re-checks
-		// expect.
-		if errors.Is(err, store.ErrConflict) && attempt < writeAttempts {
-			s.log.Debug("resource write conflict; retrying", "resource", key, "attempt", attempt, "err", err)
-			continue
+		s.wroteResources.note(wrote)
+		it.ModRevision = wrote
+		out = view(it, st)
+		if r.Revision != before.Revision || r.MaxRevisionHistory < before.MaxRevisionHistory {
+			prune = r
 		}
+		return nil
+	})
+	if err != nil {
 		return api.Resource{}, storeErr(err, "resource", name)
 	}
+	if prune != nil {
+		s.pruneRevisions(ctx, prune)
+	}
+	return out, nil
 }
 
-// getResource reads a resource and its status in one etcd round trip (a
+// read reads a resource and its status in one etcd round trip (a
 // read-only transaction), so both are from one revision.
-func (s *Service) getResource(ctx context.Context, tenant, name string) (store.Item[api.Resource], *api.ResourceStatus, error) {
+func (s *Resources) read(ctx context.Context, tenant, name string) (store.Item[api.Resource], *api.ResourceStatus, error) {
 	key := state.ResourceName(tenant, name)
 	pfx := s.st.Store.Prefix()
 	resp, err := s.st.Store.Client().Txn(ctx).Then(
@@ -466,199 +470,6 @@ func (s *Service) getResource(ctx context.Context, tenant, name string) (store.I
 	return it, st, nil
 }
 
-// addRevision adds revision r.Revision, a snapshot of r's spec, to txn.
-func (s *Service) addRevision(ctx context.Context, txn *store.Txn, r *api.Resource, flavor *api.Flavor, cause string) error {
-	rev := api.Revision{
-		Resource: r.Name, Tenant: r.Tenant, UID: r.UID, Number: r.Revision,
-		Spec: r.Spec, FlavorSpec: flavorSpec(flavor), Cause: cause, CreatedAt: now(),
-	}
-	// Put: a revision with this number can only be a deleted namesake's,
-	// since the resource's conditional update serialises writers.
-	return s.st.Revisions.TxnPut(txn, state.RevisionName(r.Tenant, r.Name, r.Revision), &rev)
-}
-
-// pruneRevisions adds to txn the deletion of the oldest revisions beyond
-// r.MaxRevisionHistory. Pinned revisions are neither counted nor deleted,
-// and the current one (r.Revision, which txn may be adding) is always kept.
-func (s *Service) pruneRevisions(ctx context.Context, txn *store.Txn, r *api.Resource) error {
-	revs, _, err := s.st.Revisions.ListPrefix(ctx, state.RevisionPrefix(r.Tenant, r.Name))
-	if err != nil {
-		return storeErr(err, "revisions of resource", r.Name)
-	}
-	// The current revision always stays and takes one of the places,
-	// unless it is pinned: pinned revisions are not counted.
-	keep := r.MaxRevisionHistory - 1
-	var unpinned []store.Item[api.Revision] // oldest first: names sort by number
-	for _, rv := range revs {
-		switch {
-		case rv.Value.UID != r.UID:
-		case rv.Value.Number == r.Revision:
-			if rv.Value.Pinned {
-				keep++
-			}
-		case !rv.Value.Pinned:
-			unpinned = append(unpinned, rv)
-		}
-	}
-	// Within what the transaction can still hold (the resource's own
-	// update needs one more): a history cut by much more than that
-	// shrinks over the next writes.
-	for i := 0; i < len(unpinned)-max(keep, 0) && txn.Room() > 1; i++ {
-		s.st.Revisions.TxnDelete(txn, unpinned[i].Name, unpinned[i].ModRevision)
-	}
-	return nil
-}
-
-// checkReferences checks what a resource names outside itself: its flavor
-// (which must exist and fit its kind), the regions it names (which must be
-// registered) and a compute image (an Image resource of the tenant, or an
-// OCI reference). It returns the flavor, nil if none.
-func (s *Service) checkReferences(ctx context.Context, r *api.Resource) (*api.Flavor, error) {
-	flavor, err := s.fittingFlavor(ctx, r, "spec.flavor", r.Spec.Flavor)
-	if err != nil {
-		return nil, err
-	}
-	if err := caught(ctx, s.regionCache, &s.wroteRegions); err != nil {
-		return nil, err
-	}
-	registered := func(field, name string) error {
-		if _, ok := s.regionCache.Get(name); !ok {
-			return api.Invalid(field, "region %q is not registered", name)
-		}
-		return nil
-	}
-	for i, t := range r.Schedule.Regions {
-		if err := registered(fmt.Sprintf("schedule.regions[%d].name", i), t.Name); err != nil {
-			return nil, err
-		}
-	}
-	for _, region := range sortedKeys(r.Overrides) {
-		field := "overrides." + region
-		if err := registered(field, region); err != nil {
-			return nil, err
-		}
-		o := r.Overrides[region]
-		of, err := s.fittingFlavor(ctx, r, field+".flavor", o.Flavor)
-		if err != nil {
-			return nil, err
-		}
-		if of != nil && flavor != nil && of.Kind != flavor.Kind {
-			return nil, api.Invalid(field+".flavor", "flavor %q is a %s flavor but spec.flavor %q is a %s flavor", of.Name, of.Kind, flavor.Name, flavor.Kind)
-		}
-		if o.Image != "" {
-			if err := s.checkImage(ctx, r.Tenant, field+".image", o.Image, flavor); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if f := r.Failover; f != nil {
-		for i, name := range f.ToRegions {
-			if err := registered(fmt.Sprintf("failover.toRegions[%d]", i), name); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if c := r.Spec.Compute; c != nil {
-		if err := s.checkImage(ctx, r.Tenant, "spec.compute.image", c.Image, flavor); err != nil {
-			return nil, err
-		}
-	}
-	return flavor, nil
-}
-
-// fittingFlavor reads flavor name (nil for "") and checks that it fits r's
-// kind.
-func (s *Service) fittingFlavor(ctx context.Context, r *api.Resource, field, name string) (*api.Flavor, error) {
-	if name == "" {
-		return nil, nil
-	}
-	// The cache answers the common case without an etcd round trip; a
-	// miss may be a flavor another replica just wrote, so etcd decides.
-	var f *api.Flavor
-	if it, ok := s.flavors.Get(name); ok {
-		f = it.Value
-	} else {
-		it, err := s.st.Flavors.Get(ctx, name)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, api.Invalid(field, "flavor %q does not exist", name)
-		}
-		if err != nil {
-			return nil, storeErr(err, "flavor", name)
-		}
-		f = it.Value
-	}
-	var fits bool
-	want := ""
-	switch r.Kind {
-	case api.KindCompute:
-		fits, want = f.Kind == api.ProviderContainer || f.Kind == api.ProviderVM, "a container or vm flavor"
-	case api.KindLoadbalancer:
-		fits, want = f.Kind == api.ProviderLoadbalancer, "a loadbalancer flavor"
-	case api.KindVolume:
-		fits, want = r.Spec.Volume != nil && f.Kind == r.Spec.Volume.Provider, "a flavor of the volume's provider"
-	case api.KindImage:
-		return nil, api.Invalid(field, "an Image takes no flavor")
-	}
-	if !fits {
-		return nil, api.Invalid(field, "flavor %q is a %s flavor; a %s resource needs %s", name, f.Kind, r.Kind, want)
-	}
-	return f, nil
-}
-
-// checkImage accepts an Image resource of the tenant, or, for containers,
-// anything that can be an OCI reference; the region resolves it.
-func (s *Service) checkImage(ctx context.Context, tenant, field, image string, flavor *api.Flavor) error {
-	if api.ValidateName(field, image) == nil {
-		if it, ok := s.resources.Get(state.ResourceName(tenant, image)); ok && it.Value.Kind == api.KindImage {
-			return nil
-		}
-		// A container accepts an OCI reference anyway, so only a VM
-		// needs etcd's word that no Image of that name exists (another
-		// replica may have just created it).
-		if flavor != nil && flavor.Kind == api.ProviderVM {
-			it, err := s.st.Resources.Get(ctx, state.ResourceName(tenant, image))
-			switch {
-			case err == nil && it.Value.Kind == api.KindImage:
-				return nil
-			case err != nil && !errors.Is(err, store.ErrNotFound):
-				return storeErr(err, "image", image)
-			}
-		}
-	}
-	if flavor != nil && flavor.Kind == api.ProviderVM {
-		return api.Invalid(field, "a VM boots from an Image resource, and tenant %q has no Image %q", tenant, image)
-	}
-	if len(image) > 512 || !ociRefRE.MatchString(image) {
-		return api.Invalid(field, "%q is neither an Image resource nor an OCI reference", image)
-	}
-	return nil
-}
-
-// checkReplicas checks a replica count against the limits of kind (none
-// for ""), naming the top-level field the client wrote.
-func checkReplicas(kind api.ResourceKind, n int) error {
-	switch {
-	case n < 0:
-		return api.Invalid("replicas", "must not be negative (got %d)", n)
-	case n > api.MaxReplicas:
-		return api.Invalid("replicas", "%d is more than %d", n, api.MaxReplicas)
-	case kind == api.KindVolume && n > 1:
-		return api.Invalid("replicas", "a Volume lives on one node: replicas must be 0 or 1, not %d", n)
-	case kind == api.KindImage && n != 0:
-		return api.Invalid("replicas", "an Image has no replicas (agents fetch it when needed): omit it or set 0")
-	}
-	return nil
-}
-
-// validateResource checks replicas first, so that their errors name the
-// field the client wrote, then everything else.
-func validateResource(r *api.Resource) error {
-	if err := checkReplicas(r.Kind, r.Replicas); err != nil {
-		return err
-	}
-	return r.Validate()
-}
-
 // settableFields returns the part of r a client may set; everything else is
 // the server's.
 func settableFields(r *api.Resource) api.Resource {
@@ -674,31 +485,6 @@ func view(it store.Item[api.Resource], st *api.ResourceStatus) api.Resource {
 	r := *it.Value
 	r.ResourceVersion, r.Status = it.ModRevision, st
 	return r
-}
-
-func flavorSpec(f *api.Flavor) *api.FlavorSpec {
-	if f == nil {
-		return nil
-	}
-	spec := f.Spec
-	return &spec
-}
-
-// sameJSON compares by JSON encoding, which, unlike reflect.DeepEqual, takes
-// an empty map for an absent one, as storage does.
-func sameJSON(a, b any) bool {
-	ja, erra := json.Marshal(a)
-	jb, errb := json.Marshal(b)
-	return erra == nil && errb == nil && bytes.Equal(ja, jb)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func deref(r *api.Resource) api.Resource {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/rest"
 )
 
 func TestCreateGetList(t *testing.T) {
@@ -56,7 +57,7 @@ func TestCreateGetList(t *testing.T) {
 		if got.UID != r.UID || got.ResourceVersion != r.ResourceVersion || got.Status == nil || got.Status.UID != r.UID {
 			t.Fatalf("got %+v; want the created resource with its status", got)
 		}
-		revs := decodeAs[list[api.Revision]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/app/revisions", nil)))
+		revs := decodeAs[rest.List[api.Revision]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/app/revisions", nil)))
 		if len(revs.Items) != 1 || revs.Items[0].Cause != "create" || revs.Items[0].FlavorSpec == nil || revs.Items[0].FlavorSpec.MemoryMiB != 256 {
 			t.Fatalf("got revisions %+v; want revision 1 (create) with the flavor's spec", revs.Items)
 		}
@@ -175,7 +176,7 @@ func TestUpdateRevisions(t *testing.T) {
 	}
 	revisions := func(t *testing.T) []int64 {
 		t.Helper()
-		revs := decodeAs[list[api.Revision]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/app/revisions", nil)))
+		revs := decodeAs[rest.List[api.Revision]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/app/revisions", nil)))
 		var n []int64
 		for _, r := range revs.Items {
 			n = append(n, r.Number)
@@ -259,7 +260,7 @@ func TestUpdateRevisions(t *testing.T) {
 				if r.Spec.Compute.Image != "busybox:1.38" {
 					t.Errorf("got image %q; want revision 4's busybox:1.38", r.Spec.Compute.Image)
 				}
-				revs := decodeAs[list[api.Revision]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/app/revisions", nil)))
+				revs := decodeAs[rest.List[api.Revision]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/app/revisions", nil)))
 				if c := revs.Items[len(revs.Items)-1].Cause; c != "rollback to 4" {
 					t.Errorf("got cause %q; want %q", c, "rollback to 4")
 				}
@@ -414,11 +415,11 @@ func TestIdempotency(t *testing.T) {
 	})
 
 	t.Run("prune removes old keys only", func(t *testing.T) {
-		n, err := e.svc.PruneRequests(t.Context(), time.Hour)
+		n, err := e.svc.Resources().PruneRequests(t.Context(), time.Hour)
 		if err != nil || n != 0 {
 			t.Fatalf("got %d pruned, %v; want 0 (all are recent)", n, err)
 		}
-		n, err = e.svc.PruneRequests(t.Context(), -time.Second)
+		n, err = e.svc.Resources().PruneRequests(t.Context(), -time.Second)
 		if err != nil || n != 3 {
 			t.Fatalf("got %d pruned, %v; want 3", n, err)
 		}

@@ -1,61 +1,52 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/metrics"
+	"github.com/stratahq/strata/internal/rest"
 )
 
-// Handler returns the REST API: JSON in and out, every error as an
-// api.ErrorBody.
-func (s *Service) Handler() http.Handler {
-	h := &rest{svc: s, log: s.log}
-	mux := http.NewServeMux()
+// Handler returns the REST API (described by openapi.json): JSON in and
+// out, every error an api.ErrorBody, on the edge every Strata REST API
+// shares (internal/rest).
+func (s *Server) Handler() http.Handler { return s.restAPI().Handler() }
+
+// restAPI declares the routes; the edge does the rest.
+func (s *Server) restAPI() *rest.API {
+	h := &restHandlers{s: s}
+	a := rest.New(s.tokens.authenticate, rest.WithMaxBody(s.maxBody), rest.WithLogger(s.log))
 	for _, rt := range h.routes() {
-		mux.Handle(rt.pattern, h.endpoint(rt.fn))
+		a.Handle(rt.pattern, rt.fn)
 	}
-	mux.HandleFunc("GET /v1/resources/{name}/logs", noted(h.logs))
-	mux.HandleFunc("GET /v1/events", noted(h.events))
-	mux.Handle("GET /v1/openapi.json", s.OpenAPIHandler())
-	mux.HandleFunc("GET /healthz", h.healthz)
-	mux.HandleFunc("GET /readyz", h.readyz)
-	return h.recoverPanics(h.logRequests(h.authenticate(h.routed(mux))))
+	h.stream = a.Error
+	a.HandleStream("GET /v1/resources/{name}/logs", h.logs)
+	a.HandleStream("GET /v1/events", h.events)
+	a.HandlePublic("GET /v1/openapi.json", OpenAPIHandler())
+	a.HandlePublic("GET /healthz", http.HandlerFunc(h.healthz))
+	a.HandlePublic("GET /readyz", http.HandlerFunc(h.readyz))
+	return a
 }
 
-// noted records a streaming handler's route for the metrics.
-func noted(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		metrics.NoteRoute(r)
-		h(w, r)
-	}
+// restHandlers turn REST requests into calls of the services.
+type restHandlers struct {
+	s *Server
+	// stream reports the error of a streaming handler (rest.API.Error).
+	stream func(w http.ResponseWriter, r *http.Request, err error)
 }
-
-type rest struct {
-	svc *Service
-	log *slog.Logger
-}
-
-// handlerFunc is an endpoint: it returns the status and body of a success,
-// or an error that the edge converts, once, to its status and body.
-type handlerFunc func(r *http.Request) (int, any, error)
 
 type route struct {
 	pattern string
-	fn      handlerFunc
+	fn      rest.Func
 }
 
-func (h *rest) routes() []route {
+func (h *restHandlers) routes() []route {
 	return []route{
 		{"POST /v1/flavors", h.createFlavor},
 		{"GET /v1/flavors", h.listFlavors},
@@ -101,52 +92,49 @@ func (h *rest) routes() []route {
 
 // ---- flavors ----
 
-func (h *rest) createFlavor(r *http.Request) (int, any, error) {
+func (h *restHandlers) createFlavor(r *http.Request) (any, error) {
 	var f api.Flavor
-	if err := h.decode(r, &f, true); err != nil {
-		return 0, nil, err
+	if err := rest.Decode(r, &f); err != nil {
+		return nil, err
 	}
-	out, err := h.svc.CreateFlavor(r.Context(), f)
-	return http.StatusCreated, out, err
+	out, err := h.s.flavors.Create(r.Context(), f)
+	return rest.Created(out), err
 }
 
-func (h *rest) listFlavors(r *http.Request) (int, any, error) {
-	items, err := h.svc.ListFlavors(r.Context())
-	return http.StatusOK, list[api.Flavor]{Items: items}, err
+func (h *restHandlers) listFlavors(r *http.Request) (any, error) {
+	items, err := h.s.flavors.List(r.Context())
+	return rest.List[api.Flavor]{Items: items}, err
 }
 
-func (h *rest) getFlavor(r *http.Request) (int, any, error) {
-	name, err := pathName(r, "name", "name")
+func (h *restHandlers) getFlavor(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	out, err := h.svc.GetFlavor(r.Context(), name)
-	return http.StatusOK, out, err
+	return h.s.flavors.Get(r.Context(), name)
 }
 
-func (h *rest) updateFlavor(r *http.Request) (int, any, error) {
-	name, err := pathName(r, "name", "name")
+func (h *restHandlers) updateFlavor(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	var f api.Flavor
-	if err := h.decode(r, &f, true); err != nil {
-		return 0, nil, err
+	if err := rest.Decode(r, &f); err != nil {
+		return nil, err
 	}
 	if f.Name, err = nameInBody(f.Name, name); err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	out, err := h.svc.UpdateFlavor(r.Context(), f)
-	return http.StatusOK, out, err
+	return h.s.flavors.Update(r.Context(), f)
 }
 
-func (h *rest) deleteFlavor(r *http.Request) (int, any, error) {
-	name, err := pathName(r, "name", "name")
+func (h *restHandlers) deleteFlavor(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	out, err := h.svc.DeleteFlavor(r.Context(), name)
-	return http.StatusOK, out, err
+	return h.s.flavors.Delete(r.Context(), name)
 }
 
 // ---- resources ----
@@ -166,369 +154,149 @@ func (b *resourceBody) resource() (api.Resource, WriteOptions) {
 	return r, WriteOptions{ReplicasUnset: b.Replicas == nil}
 }
 
-func (h *rest) createResource(r *http.Request) (int, any, error) {
+func (h *restHandlers) createResource(r *http.Request) (any, error) {
 	var body resourceBody
-	if err := h.decode(r, &body, true); err != nil {
-		return 0, nil, err
+	if err := rest.Decode(r, &body); err != nil {
+		return nil, err
 	}
 	res, o := body.resource()
 	o.IdempotencyKey = r.Header.Get("Idempotency-Key")
-	out, err := h.svc.CreateResource(r.Context(), r.URL.Query().Get("tenant"), res, o)
-	return http.StatusCreated, out, err
+	out, err := h.s.resources.Create(r.Context(), tenantOf(r), res, o)
+	return rest.Created(out), err
 }
 
-func (h *rest) listResources(r *http.Request) (int, any, error) {
+func (h *restHandlers) listResources(r *http.Request) (any, error) {
 	q := r.URL.Query()
 	lq := ListQuery{Selector: q.Get("selector"), Kind: q.Get("kind"), Continue: q.Get("continue")}
 	if lq.Selector == "" {
 		lq.Selector = q.Get("labelSelector")
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return 0, nil, api.Invalid("limit", "%q is not a number", v)
-		}
-		lq.Limit = n
+	var err error
+	if lq.Limit, err = rest.QueryInt(r, "limit"); err != nil {
+		return nil, err
 	}
-	out, err := h.svc.ListResources(r.Context(), q.Get("tenant"), lq)
-	return http.StatusOK, out, err
+	return h.s.resources.List(r.Context(), tenantOf(r), lq)
 }
 
-func (h *rest) getResource(r *http.Request) (int, any, error) {
-	name, err := pathName(r, "name", "name")
+// tenantOf is the tenant a request names (?tenant=), "" for the caller's.
+func tenantOf(r *http.Request) string { return r.URL.Query().Get("tenant") }
+
+func (h *restHandlers) getResource(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	out, err := h.svc.GetResource(r.Context(), r.URL.Query().Get("tenant"), name)
-	return http.StatusOK, out, err
+	return h.s.resources.Get(r.Context(), tenantOf(r), name)
 }
 
-func (h *rest) updateResource(r *http.Request) (int, any, error) {
-	name, err := pathName(r, "name", "name")
+func (h *restHandlers) updateResource(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	var body resourceBody
-	if err := h.decode(r, &body, true); err != nil {
-		return 0, nil, err
+	if err := rest.Decode(r, &body); err != nil {
+		return nil, err
 	}
 	res, o := body.resource()
 	if res.Name, err = nameInBody(res.Name, name); err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	o.IdempotencyKey = r.Header.Get("Idempotency-Key")
-	out, err := h.svc.UpdateResource(r.Context(), r.URL.Query().Get("tenant"), res, o)
-	return http.StatusOK, out, err
+	return h.s.resources.Update(r.Context(), tenantOf(r), res, o)
 }
 
-func (h *rest) deleteResource(r *http.Request) (int, any, error) {
-	name, err := pathName(r, "name", "name")
+func (h *restHandlers) deleteResource(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	// 202: the deletion is requested; the master finishes it.
-	out, err := h.svc.DeleteResource(r.Context(), r.URL.Query().Get("tenant"), name)
-	return http.StatusAccepted, out, err
+	out, err := h.s.resources.Delete(r.Context(), tenantOf(r), name)
+	return rest.Accepted(out), err
 }
 
-func (h *rest) scaleResource(r *http.Request) (int, any, error) {
-	name, err := pathName(r, "name", "name")
+func (h *restHandlers) scaleResource(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	var body struct {
 		Replicas *int `json:"replicas"`
 	}
-	if err := h.decode(r, &body, true); err != nil {
-		return 0, nil, err
+	if err := rest.Decode(r, &body); err != nil {
+		return nil, err
 	}
 	if body.Replicas == nil {
-		return 0, nil, api.Invalid("replicas", "is required")
+		return nil, api.Invalid("replicas", "is required")
 	}
-	out, err := h.svc.ScaleResource(r.Context(), r.URL.Query().Get("tenant"), name, *body.Replicas)
-	return http.StatusOK, out, err
+	return h.s.resources.Scale(r.Context(), tenantOf(r), name, *body.Replicas)
 }
 
-func (h *rest) rollbackResource(r *http.Request) (int, any, error) {
-	name, err := pathName(r, "name", "name")
+func (h *restHandlers) rollbackResource(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	var body struct {
 		Revision *int64 `json:"revision"`
 	}
-	if err := h.decode(r, &body, true); err != nil {
-		return 0, nil, err
+	if err := rest.Decode(r, &body); err != nil {
+		return nil, err
 	}
 	if body.Revision == nil {
-		return 0, nil, api.Invalid("revision", "is required")
+		return nil, api.Invalid("revision", "is required")
 	}
-	out, err := h.svc.RollbackResource(r.Context(), r.URL.Query().Get("tenant"), name, *body.Revision)
-	return http.StatusOK, out, err
+	return h.s.resources.Rollback(r.Context(), tenantOf(r), name, *body.Revision)
 }
 
-func (h *rest) listRevisions(r *http.Request) (int, any, error) {
-	name, err := pathName(r, "name", "name")
+func (h *restHandlers) listRevisions(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	items, err := h.svc.ListRevisions(r.Context(), r.URL.Query().Get("tenant"), name)
-	return http.StatusOK, list[api.Revision]{Items: items}, err
+	items, err := h.s.resources.Revisions(r.Context(), tenantOf(r), name)
+	return rest.List[api.Revision]{Items: items}, err
 }
 
-func (h *rest) listReplicas(r *http.Request) (int, any, error) {
-	name, err := pathName(r, "name", "name")
+func (h *restHandlers) listReplicas(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	out, err := h.svc.ListReplicas(r.Context(), r.URL.Query().Get("tenant"), name)
-	return http.StatusOK, out, err
+	return h.s.replicas.List(r.Context(), tenantOf(r), name)
 }
 
-// ---- regions ----
-
-func (h *rest) registerRegion(r *http.Request) (int, any, error) {
-	var reg api.Region
-	if err := h.decode(r, &reg, true); err != nil {
-		return 0, nil, err
-	}
-	out, created, err := h.svc.RegisterRegion(r.Context(), reg)
-	if created {
-		return http.StatusCreated, out, err
-	}
-	return http.StatusOK, out, err
-}
-
-func (h *rest) listRegions(r *http.Request) (int, any, error) {
-	items, err := h.svc.ListRegions(r.Context())
-	return http.StatusOK, list[api.Region]{Items: items}, err
-}
-
-func (h *rest) getRegion(r *http.Request) (int, any, error) {
-	name, err := pathName(r, "name", "name")
-	if err != nil {
-		return 0, nil, err
-	}
-	out, err := h.svc.GetRegion(r.Context(), name)
-	return http.StatusOK, out, err
-}
-
-func (h *rest) deleteRegion(r *http.Request) (int, any, error) {
-	name, err := pathName(r, "name", "name")
-	if err != nil {
-		return 0, nil, err
-	}
-	out, err := h.svc.DeleteRegion(r.Context(), name)
-	return http.StatusOK, out, err
-}
-
-// ---- nodes ----
-
-func (h *rest) listNodes(r *http.Request) (int, any, error) {
-	q := r.URL.Query()
-	out, err := h.svc.ListNodes(r.Context(), q.Get("region"), q.Get("selector"))
-	return http.StatusOK, out, err
-}
-
-// nodePath returns the region and node names of a node route.
-func nodePath(r *http.Request) (region, node string, err error) {
-	if region, err = pathName(r, "region", "region"); err != nil {
-		return "", "", err
-	}
-	node, err = pathName(r, "node", "node")
-	return region, node, err
-}
-
-func (h *rest) getNode(r *http.Request) (int, any, error) {
-	region, node, err := nodePath(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	out, err := h.svc.GetNode(r.Context(), region, node)
-	return http.StatusOK, out, err
-}
-
-func (h *rest) deleteNode(r *http.Request) (int, any, error) {
-	region, node, err := nodePath(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, struct{}{}, h.svc.DeleteNode(r.Context(), region, node)
-}
-
-func (h *rest) cordonNode(r *http.Request) (int, any, error) {
-	region, node, err := nodePath(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	var body struct {
-		Reason string `json:"reason"`
-	}
-	if err := h.decode(r, &body, false); err != nil {
-		return 0, nil, err
-	}
-	out, err := h.svc.CordonNode(r.Context(), region, node, body.Reason)
-	return http.StatusOK, out, err
-}
-
-func (h *rest) uncordonNode(r *http.Request) (int, any, error) {
-	region, node, err := nodePath(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	if err := h.decode(r, &struct{}{}, false); err != nil {
-		return 0, nil, err
-	}
-	out, err := h.svc.UncordonNode(r.Context(), region, node)
-	return http.StatusOK, out, err
-}
-
-func (h *rest) drainNode(r *http.Request) (int, any, error) {
-	region, node, err := nodePath(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	var d api.DrainRequest
-	if err := h.decode(r, &d, false); err != nil {
-		return 0, nil, err
-	}
-	out, err := h.svc.DrainNode(r.Context(), region, node, d)
-	return http.StatusOK, out, err
-}
-
-func (h *rest) getDrain(r *http.Request) (int, any, error) {
-	region, node, err := nodePath(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	out, err := h.svc.GetDrain(r.Context(), region, node)
-	return http.StatusOK, out, err
-}
-
-// ---- status ----
-
-func (h *rest) status(r *http.Request) (int, any, error) {
-	out, err := h.svc.Status(r.Context())
-	return http.StatusOK, out, err
-}
-
-// healthz says the process serves HTTP; nothing else.
-func (h *rest) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// readyz says this replica can serve: etcd answers and the caches are
-// loaded. Load balancers take it out of rotation otherwise.
-func (h *rest) readyz(w http.ResponseWriter, r *http.Request) {
-	if err := h.svc.Ready(r.Context()); err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-}
-
-// ---- plumbing ----
-
-// list is the shape of every list response.
-type list[T any] struct {
-	Items    []T    `json:"items"`
-	Continue string `json:"continue,omitempty"`
-}
-
-func (l list[T]) MarshalJSON() ([]byte, error) {
-	if l.Items == nil {
-		l.Items = []T{} // [] rather than null: clients range over it
-	}
-	type plain list[T]
-	return json.Marshal(plain(l))
-}
-
-// endpoint adapts a handlerFunc: the body limit on the way in, the status
-// and JSON body (or error) on the way out.
-func (h *rest) endpoint(fn handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		metrics.NoteRoute(r)
-		r.Body = http.MaxBytesReader(w, r.Body, h.svc.maxBody)
-		code, body, err := fn(r)
+func (h *restHandlers) pinRevision(pinned bool) rest.Func {
+	return func(r *http.Request) (any, error) {
+		name, err := rest.PathName(r, "name")
 		if err != nil {
-			h.writeError(w, r, err)
-			return
+			return nil, err
 		}
-		writeJSON(w, code, body)
-	})
+		n, err := strconv.ParseInt(r.PathValue("number"), 10, 64)
+		if err != nil || n <= 0 {
+			return nil, api.Invalid("revision", "%q is not a revision number", r.PathValue("number"))
+		}
+		return h.s.resources.PinRevision(r.Context(), tenantOf(r), name, n, pinned)
+	}
 }
 
-// decode reads a JSON body into v. Unknown fields, trailing data and
-// bodies over the limit are refused (other media types are refused before
-// any handler, by serving.Guard). An empty body is an error when
-// required, else leaves v as it is.
-func (h *rest) decode(r *http.Request, v any, required bool) error {
-	data, err := io.ReadAll(r.Body)
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return fmt.Errorf("request body is larger than %d bytes: %w", tooBig.Limit, api.ErrTooLarge)
+func (h *restHandlers) pauseRollout(paused bool) rest.Func {
+	return func(r *http.Request) (any, error) {
+		name, err := rest.PathName(r, "name")
+		if err != nil {
+			return nil, err
+		}
+		return h.s.resources.PauseRollout(r.Context(), tenantOf(r), name, paused)
 	}
+}
+
+func (h *restHandlers) cancelRollout(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
 	if err != nil {
-		return api.Invalid("", "reading the request body: %v", err)
+		return nil, err
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		if required {
-			return api.Invalid("", "a JSON request body is required")
-		}
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return api.Invalid("", "malformed JSON: unexpected data after the JSON object")
-	}
-	return nil
-}
-
-// decodeError turns encoding/json's errors into field errors a client can
-// act on.
-func decodeError(err error) error {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax):
-		return api.Invalid("", "malformed JSON: %v (at byte %d)", syntax, syntax.Offset)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return api.Invalid("", "malformed JSON: the body ends in the middle of the object")
-	case errors.As(err, &typ):
-		if typ.Field == "" {
-			return api.Invalid("", "malformed JSON: the body must be a JSON object, not %s", typ.Value)
-		}
-		return api.Invalid(typ.Field, "must be %s, not %s", jsonType(typ.Type.Kind().String()), typ.Value)
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return api.Invalid(strings.Trim(name, `"`), "unknown field")
-	}
-	return api.Invalid("", "invalid request body: %v", strings.TrimPrefix(err.Error(), "json: "))
-}
-
-// jsonType names a Go kind the way a JSON user thinks of it.
-func jsonType(kind string) string {
-	switch {
-	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"), strings.HasPrefix(kind, "float"):
-		return "a number"
-	case kind == "string":
-		return "a string"
-	case kind == "bool":
-		return "true or false"
-	case kind == "slice", kind == "array":
-		return "an array"
-	}
-	return "an object"
-}
-
-// pathName returns a name from the path, which must be a valid name.
-func pathName(r *http.Request, key, field string) (string, error) {
-	v := r.PathValue(key)
-	return v, api.ValidateName(field, v)
+	return h.s.resources.CancelRollout(r.Context(), tenantOf(r), name)
 }
 
 // nameInBody reconciles the name in a PUT body with the one in its path.
@@ -539,177 +307,315 @@ func nameInBody(body, path string) (string, error) {
 	return path, nil
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
+// ---- regions ----
+
+func (h *restHandlers) registerRegion(r *http.Request) (any, error) {
+	var reg api.Region
+	if err := rest.Decode(r, &reg); err != nil {
+		return nil, err
+	}
+	out, created, err := h.s.regions.Register(r.Context(), reg)
+	if created {
+		return rest.Created(out), err
+	}
+	return out, err
+}
+
+func (h *restHandlers) listRegions(r *http.Request) (any, error) {
+	items, err := h.s.regions.List(r.Context())
+	return rest.List[api.Region]{Items: items}, err
+}
+
+func (h *restHandlers) getRegion(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
 	if err != nil {
-		// Only a programming error gets here (the API's types marshal).
-		code, b = http.StatusInternalServerError, []byte(`{"error":{"code":"Internal","message":"internal error"}}`)
+		return nil, err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n'))
+	return h.s.regions.Get(r.Context(), name)
 }
 
-// writeError is the one place a REST error becomes a status and a body.
-func (h *rest) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	code, body := api.HTTPError(err)
-	// The client sees "internal error" for what is unclassified; the
-	// cause is for the operator, unless the client had gone away.
-	h.log.Log(r.Context(), api.FailureLevel(r.Context(), code), "request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
-	if code == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="strata"`)
+func (h *restHandlers) deleteRegion(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
 	}
-	writeJSON(w, code, body)
+	return h.s.regions.Delete(r.Context(), name)
 }
 
-// routed serves mux, answering in JSON where the mux itself would answer in
-// text: no route (404) and a route without this method (405).
-func (h *rest) routed(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern != "" {
-			mux.ServeHTTP(w, r)
+// ---- nodes ----
+
+func (h *restHandlers) listNodes(r *http.Request) (any, error) {
+	q := r.URL.Query()
+	return h.s.nodes.List(r.Context(), q.Get("region"), q.Get("selector"))
+}
+
+// nodePath returns the region and node names of a node route.
+func nodePath(r *http.Request) (region, node string, err error) {
+	if region, err = rest.PathName(r, "region"); err != nil {
+		return "", "", err
+	}
+	node, err = rest.PathName(r, "node")
+	return region, node, err
+}
+
+func (h *restHandlers) getNode(r *http.Request) (any, error) {
+	region, node, err := nodePath(r)
+	if err != nil {
+		return nil, err
+	}
+	return h.s.nodes.Get(r.Context(), region, node)
+}
+
+func (h *restHandlers) deleteNode(r *http.Request) (any, error) {
+	region, node, err := nodePath(r)
+	if err != nil {
+		return nil, err
+	}
+	return struct{}{}, h.s.nodes.Delete(r.Context(), region, node)
+}
+
+func (h *restHandlers) cordonNode(r *http.Request) (any, error) {
+	region, node, err := nodePath(r)
+	if err != nil {
+		return nil, err
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if err := rest.DecodeOptional(r, &body); err != nil {
+		return nil, err
+	}
+	return h.s.nodes.Cordon(r.Context(), region, node, body.Reason)
+}
+
+func (h *restHandlers) uncordonNode(r *http.Request) (any, error) {
+	region, node, err := nodePath(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := rest.DecodeOptional(r, &struct{}{}); err != nil {
+		return nil, err
+	}
+	return h.s.nodes.Uncordon(r.Context(), region, node)
+}
+
+func (h *restHandlers) drainNode(r *http.Request) (any, error) {
+	region, node, err := nodePath(r)
+	if err != nil {
+		return nil, err
+	}
+	var d api.DrainRequest
+	if err := rest.DecodeOptional(r, &d); err != nil {
+		return nil, err
+	}
+	return h.s.nodes.Drain(r.Context(), region, node, d)
+}
+
+func (h *restHandlers) getDrain(r *http.Request) (any, error) {
+	region, node, err := nodePath(r)
+	if err != nil {
+		return nil, err
+	}
+	return h.s.nodes.GetDrain(r.Context(), region, node)
+}
+
+// ---- tokens ----
+
+func (h *restHandlers) createToken(r *http.Request) (any, error) {
+	var req TokenRequest
+	if err := rest.Decode(r, &req); err != nil {
+		return nil, err
+	}
+	out, err := h.s.tokens.Create(r.Context(), req)
+	return rest.Created(out), err
+}
+
+func (h *restHandlers) listTokens(r *http.Request) (any, error) {
+	items, err := h.s.tokens.List(r.Context())
+	return rest.List[TokenInfo]{Items: items}, err
+}
+
+func (h *restHandlers) deleteToken(r *http.Request) (any, error) {
+	id := r.PathValue("id")
+	if id == "" || len(id) > 64 || strings.ContainsAny(id, "/_ ") {
+		return nil, api.Invalid("id", "%q is not a token id", id)
+	}
+	out, err := h.s.tokens.Delete(r.Context(), id)
+	if err != nil {
+		return nil, fmt.Errorf("token %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// ---- status and probes ----
+
+func (h *restHandlers) status(r *http.Request) (any, error) {
+	return h.s.Status(r.Context())
+}
+
+// healthz says the process serves HTTP; nothing else.
+func (h *restHandlers) healthz(w http.ResponseWriter, r *http.Request) {
+	rest.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz says this replica can serve: etcd answers and the caches are
+// loaded. Load balancers take it out of rotation otherwise.
+func (h *restHandlers) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := h.s.Ready(r.Context()); err != nil {
+		h.stream(w, r, err)
+		return
+	}
+	rest.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// ---- streams ----
+
+// logs streams text/plain: GET /v1/resources/{name}/logs?replica=&follow=&tail=
+func (h *restHandlers) logs(w http.ResponseWriter, r *http.Request) {
+	name, o, err := logRequest(r)
+	if err != nil {
+		h.stream(w, r, err)
+		return
+	}
+	lw := &lazyWriter{w: w}
+	err = h.s.replicas.Logs(r.Context(), tenantOf(r), name, o, lw)
+	switch {
+	case err != nil && !lw.started:
+		h.stream(w, r, err)
+	case err != nil:
+		fmt.Fprintf(w, "\n[strata: log stream ended: %v]\n", err)
+	}
+}
+
+func logRequest(r *http.Request) (string, LogOptions, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return "", LogOptions{}, err
+	}
+	o := LogOptions{Replica: r.URL.Query().Get("replica")}
+	if o.Follow, err = rest.QueryBool(r, "follow"); err != nil {
+		return "", LogOptions{}, err
+	}
+	if o.TailLines, err = rest.QueryInt(r, "tail"); err != nil || o.TailLines < 0 {
+		return "", LogOptions{}, api.Invalid("tail", "%q is not a number of lines", r.URL.Query().Get("tail"))
+	}
+	return name, o, nil
+}
+
+// lazyWriter sends the streaming headers only with the first byte, so
+// that an error before any output still becomes a JSON error.
+type lazyWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (l *lazyWriter) Write(p []byte) (int, error) {
+	if !l.started {
+		l.started = true
+		l.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		l.w.Header().Set("X-Content-Type-Options", "nosniff")
+		l.w.WriteHeader(http.StatusOK)
+	}
+	return l.w.Write(p)
+}
+
+func (l *lazyWriter) Flush() {
+	if f, ok := l.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// events answers GET /v1/events, or with watch=true streams server-sent
+// events, polling the regions once a second.
+func (h *restHandlers) events(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	eq := EventQuery{Region: q.Get("region"), After: q.Get("after"), Object: q.Get("object")}
+	var err error
+	if eq.Limit, err = rest.QueryInt(r, "limit"); err != nil {
+		h.stream(w, r, err)
+		return
+	}
+	watch, err := rest.QueryBool(r, "watch")
+	if err != nil {
+		h.stream(w, r, err)
+		return
+	}
+	page, err := h.s.events.List(r.Context(), eq)
+	if err != nil {
+		h.stream(w, r, err)
+		return
+	}
+	if !watch {
+		rest.WriteJSON(w, http.StatusOK, page)
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		h.stream(w, r, fmt.Errorf("streaming is not supported here: %w", api.ErrUnavailable))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	h.watchEvents(r, eq, page, &sse{w: w, flusher: flusher})
+}
+
+// watchEvents sends page, then what comes after it, until the client
+// leaves.
+func (h *restHandlers) watchEvents(r *http.Request, eq EventQuery, page EventList, out *sse) {
+	if !out.send(page) {
+		return
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
 			return
+		case <-tick.C:
 		}
-		// Let the mux decide between 404, 405 and a redirect (unclean
-		// path), and only restate its verdict.
-		verdict := &captured{header: http.Header{}}
-		mux.ServeHTTP(verdict, r)
-		switch verdict.code {
-		case http.StatusNotFound:
-			writeJSON(w, http.StatusNotFound, api.ErrorBody{Error: api.ErrorDetail{
-				Code: "NotFound", Message: fmt.Sprintf("no route %s", r.URL.Path)}})
-		case http.StatusMethodNotAllowed:
-			allow := verdict.header.Get("Allow")
-			w.Header().Set("Allow", allow)
-			writeJSON(w, http.StatusMethodNotAllowed, api.ErrorBody{Error: api.ErrorDetail{
-				Code: "MethodNotAllowed", Message: fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow)}})
-		default:
-			for k, v := range verdict.header {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(verdict.code)
-		}
-	})
-}
-
-// captured records a response's status and headers and drops its body.
-type captured struct {
-	header http.Header
-	code   int
-}
-
-func (c *captured) Header() http.Header { return c.header }
-func (c *captured) WriteHeader(code int) {
-	if c.code == 0 {
-		c.code = code
-	}
-}
-
-func (c *captured) Write(b []byte) (int, error) {
-	c.WriteHeader(http.StatusOK)
-	return len(b), nil
-}
-
-// authenticate puts the caller's Identity in the request context. Probes
-// are open: a load balancer has no token.
-func (h *rest) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/v1/openapi.json" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		id, err := h.identify(r)
+		eq.After = page.Cursor
+		next, err := h.s.events.List(r.Context(), eq)
 		if err != nil {
-			h.writeError(w, r, err)
+			continue
+		}
+		if next.Cursor != "" {
+			page.Cursor = next.Cursor
+		}
+		if len(next.Items) > 0 && !out.send(next) {
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id)))
-	})
-}
-
-func (h *rest) identify(r *http.Request) (Identity, error) {
-	bearer, err := bearerToken(r.Header.Get("Authorization"))
-	if err != nil {
-		return Identity{}, err
+		if !out.keepalive() {
+			return
+		}
 	}
-	return h.svc.Authenticate(r.Context(), bearer)
 }
 
-// bearerToken returns the token of an Authorization header ("" if none).
-func bearerToken(header string) (string, error) {
-	if header == "" {
-		return "", nil
+// sse writes server-sent events.
+type sse struct {
+	w       io.Writer
+	flusher http.Flusher
+}
+
+// send writes the events of p, each with p's cursor as its id; false
+// when the client is gone.
+func (s *sse) send(p EventList) bool {
+	for _, ev := range p.Items {
+		b, _ := json.Marshal(ev)
+		if _, err := fmt.Fprintf(s.w, "id: %s\ndata: %s\n\n", p.Cursor, b); err != nil {
+			return false
+		}
 	}
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", fmt.Errorf("the Authorization header must be \"Bearer <token>\": %w", api.ErrUnauthenticated)
+	s.flusher.Flush()
+	return true
+}
+
+// keepalive writes a comment line, which keeps proxies from closing an
+// idle stream; false when the client is gone.
+func (s *sse) keepalive() bool {
+	if _, err := io.WriteString(s.w, ": keepalive\n\n"); err != nil {
+		return false
 	}
-	return strings.TrimSpace(token), nil
-}
-
-// logRequests logs every request at Debug.
-func (h *rest) logRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
-		h.log.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", sw.status(), "duration", time.Since(start))
-	})
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Flush lets streaming responses (logs, server-sent events) through the
-// logging middleware.
-func (w *statusWriter) Flush() {
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-func (w *statusWriter) status() int {
-	if w.code == 0 {
-		return http.StatusOK
-	}
-	return w.code
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// recoverPanics turns a panic into a 500, so that a bug in one handler
-// costs one request, not the process.
-func (h *rest) recoverPanics(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
-		defer func() {
-			p := recover()
-			if p == nil {
-				return
-			}
-			if p == http.ErrAbortHandler {
-				panic(p) // the server's own way to abort a response
-			}
-			h.log.Error("panic in HTTP handler", "method", r.Method, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
-			if sw.code == 0 {
-				writeJSON(sw, http.StatusInternalServerError, api.ErrorBody{Error: api.ErrorDetail{Code: "Internal", Message: "internal error"}})
-			}
-		}()
-		next.ServeHTTP(sw, r)
-	})
+	s.flusher.Flush()
+	return true
 }

@@ -1,11 +1,6 @@
 package api
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -283,79 +278,6 @@ func TestBadRequests(t *testing.T) {
 		r := e.do(t, "PATCH", "/v1/resources/web", nil)
 		if allow := r.header.Get("Allow"); !strings.Contains(allow, "GET") || !strings.Contains(allow, "PUT") {
 			t.Fatalf("got Allow %q; want GET, PUT and DELETE", allow)
-		}
-	})
-}
-
-// TestRESTPlumbing covers what no endpoint does by itself: panics, 5xx
-// logging, probes.
-func TestRESTPlumbing(t *testing.T) {
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h := &rest{svc: &Service{maxBody: 1024}, log: log}
-
-	t.Run("panic is a 500 JSON error", func(t *testing.T) {
-		srv := h.recoverPanics(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/status", nil))
-		if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), `"message":"internal error"`) {
-			t.Fatalf("got %d %s; want 500 with an internal error body", rec.Code, rec.Body)
-		}
-		if !strings.Contains(logs.String(), "panic in HTTP handler") {
-			t.Fatalf("got logs %q; want the panic logged", logs.String())
-		}
-	})
-	t.Run("unclassified error hides its cause from the client and logs it", func(t *testing.T) {
-		logs.Reset()
-		srv := h.endpoint(func(*http.Request) (int, any, error) {
-			return 0, nil, errors.New("connect: database password rejected")
-		})
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/status", nil))
-		if rec.Code != http.StatusInternalServerError || strings.Contains(rec.Body.String(), "database password") {
-			t.Fatalf("got %d %s; want 500 without the cause", rec.Code, rec.Body)
-		}
-		if !strings.Contains(logs.String(), "database password") || !strings.Contains(logs.String(), "level=ERROR") {
-			t.Fatalf("got logs %q; want the cause at Error", logs.String())
-		}
-	})
-	t.Run("a client that went away is no error", func(t *testing.T) {
-		// A load balancer's /readyz probe that timed out, a CLI stopped
-		// with Ctrl-C: whatever the handler fails with then is logged at
-		// debug, an unavailable answer included.
-		for _, err := range []error{
-			errors.New("etcdserver: request canceled"),
-			fmt.Errorf("etcd: %w: %w", api.ErrUnavailable, context.Canceled),
-		} {
-			logs.Reset()
-			srv := h.endpoint(func(*http.Request) (int, any, error) { return 0, nil, err })
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel()
-			srv.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/readyz", nil).WithContext(ctx))
-			if strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "level=DEBUG") {
-				t.Errorf("error %q after the client left: got logs %q; want it at DEBUG", err, logs.String())
-			}
-		}
-	})
-	t.Run("unavailable is no error", func(t *testing.T) {
-		logs.Reset()
-		srv := h.endpoint(func(*http.Request) (int, any, error) {
-			return 0, nil, fmt.Errorf("resources cache not loaded yet: %w", api.ErrUnavailable)
-		})
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
-		if rec.Code != http.StatusServiceUnavailable || strings.Contains(logs.String(), "level=ERROR") {
-			t.Errorf("got %d and logs %q; want 503 and nothing at ERROR", rec.Code, logs.String())
-		}
-	})
-	t.Run("requests are logged at debug", func(t *testing.T) {
-		logs.Reset()
-		srv := h.logRequests(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
-		srv.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/tea", nil))
-		for _, want := range []string{"level=DEBUG", "method=GET", "path=/v1/tea", "status=418", "duration="} {
-			if !strings.Contains(logs.String(), want) {
-				t.Fatalf("got logs %q; want %q in them", logs.String(), want)
-			}
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/rest"
 )
 
 func TestPinnedRevisionSurvivesPruning(t *testing.T) {
@@ -22,7 +23,7 @@ func TestPinnedRevisionSurvivesPruning(t *testing.T) {
 	for _, img := range []string{"busybox:2", "busybox:3", "busybox:4"} {
 		e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/resources/app", computeBody("app", history, image(img))))
 	}
-	revs := decodeAs[list[api.Revision]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/app/revisions", nil)))
+	revs := decodeAs[rest.List[api.Revision]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/app/revisions", nil)))
 	var got []int64
 	for _, r := range revs.Items {
 		got = append(got, r.Number)

@@ -2,13 +2,28 @@ package api
 
 import (
 	"context"
+	"crypto/subtle"
+	"errors"
 	"fmt"
-	"net/http"
+	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/store"
 )
+
+// Tokens are the bearer tokens, each of one tenant and role, and the
+// authentication by them (REST and gRPC alike).
+type Tokens struct {
+	tokens *store.Collection[api.Token]
+	cache  *store.Cache[api.Token]
+	log    *slog.Logger
+	// wrote is this replica's latest token write, for read-your-writes:
+	// a token just created works at once.
+	wrote written
+}
 
 // TokenRequest asks for a new token.
 type TokenRequest struct {
@@ -36,10 +51,111 @@ func tokenInfo(t *api.Token) TokenInfo {
 	return TokenInfo{ID: t.ID, Name: t.Name, Tenant: t.Tenant, Role: t.Role, CreatedAt: t.CreatedAt.UTC().Format("2006-01-02T15:04:05Z07:00")}
 }
 
-// CreateToken makes a token for a tenant and role (admins only). Its
-// plaintext is returned once; only its hash is stored.
-func (s *Service) CreateToken(ctx context.Context, req TokenRequest) (NewTokenResponse, error) {
-	if _, err := authorize(ctx, writeRegions); err != nil {
+// Authenticate resolves a bearer token (the text after "Bearer ") to an
+// identity.
+func (t *Tokens) Authenticate(ctx context.Context, bearer string) (Identity, error) {
+	if bearer == "" {
+		return Identity{}, fmt.Errorf("a bearer token is required (Authorization: Bearer strata_...): %w", api.ErrUnauthenticated)
+	}
+	id, secret, err := parseToken(bearer)
+	if err != nil {
+		return Identity{}, err
+	}
+	tok, err := t.lookup(ctx, id)
+	if err != nil {
+		return Identity{}, err
+	}
+	// Constant time: the compare must not tell an attacker how much of a
+	// guessed secret's hash was right.
+	if tok == nil || subtle.ConstantTimeCompare([]byte(hashSecret(secret)), []byte(tok.Hash)) != 1 {
+		return Identity{}, fmt.Errorf("invalid token: %w", api.ErrUnauthenticated)
+	}
+	if !tok.ExpiresAt.IsZero() && now().After(tok.ExpiresAt) {
+		return Identity{}, fmt.Errorf("token expired at %s: %w", tok.ExpiresAt.Format(time.RFC3339), api.ErrUnauthenticated)
+	}
+	return Identity{Tenant: tok.Tenant, Role: tok.Role, TokenID: tok.ID}, nil
+}
+
+// authenticate is Authenticate for the edges (rest.Authenticator, gRPC's
+// token policy): the identity goes into the handler's context.
+func (t *Tokens) authenticate(ctx context.Context, bearer string) (context.Context, error) {
+	id, err := t.Authenticate(ctx, bearer)
+	if err != nil {
+		return nil, err
+	}
+	return WithIdentity(ctx, id), nil
+}
+
+// lookup reads the token cache, never etcd: a request must not cost an
+// etcd read, least of all one with a made-up token. A token this replica
+// just created is waited for, so that it works at once.
+func (t *Tokens) lookup(ctx context.Context, id string) (*api.Token, error) {
+	if err := caught(ctx, t.cache, &t.wrote); err != nil {
+		return nil, err
+	}
+	it, ok := t.cache.Get(id)
+	if !ok {
+		return nil, nil
+	}
+	return it.Value, nil
+}
+
+// New creates a token and returns its plaintext, which is shown once and
+// never stored. The caller is trusted (the CLI, tests).
+func (t *Tokens) New(ctx context.Context, tenant string, role api.Role, name string) (string, api.Token, error) {
+	if err := api.ValidateName("tenant", tenant); err != nil {
+		return "", api.Token{}, err
+	}
+	if !validRole(role) {
+		return "", api.Token{}, api.Invalid("role", "%q is not one of admin, operator, member, viewer", role)
+	}
+	plain, err := GenerateToken()
+	if err != nil {
+		return "", api.Token{}, err
+	}
+	id, secret, _ := parseToken(plain)
+	tok := api.Token{ID: id, Name: name, Hash: hashSecret(secret), Tenant: tenant, Role: role, CreatedAt: now()}
+	rev, err := t.tokens.Create(ctx, id, &tok)
+	if err != nil {
+		return "", api.Token{}, storeErr(err, "token", id)
+	}
+	t.wrote.note(rev)
+	return plain, tok, nil
+}
+
+// EnsureBootstrap makes plaintext an admin token of tenant "default"
+// unless it exists already; `strata dev` prints it. A token with the same
+// id but another secret is an error rather than overwritten, so that a
+// misconfigured replica cannot replace the operator's token.
+func (t *Tokens) EnsureBootstrap(ctx context.Context, plaintext string) error {
+	id, secret, err := parseToken(plaintext)
+	if err != nil {
+		return fmt.Errorf("bootstrap token: %w", err)
+	}
+	tok := api.Token{ID: id, Name: "bootstrap", Hash: hashSecret(secret), Tenant: DefaultTenant, Role: api.RoleAdmin, CreatedAt: now()}
+	rev, err := t.tokens.Create(ctx, id, &tok)
+	if errors.Is(err, store.ErrExists) {
+		it, gerr := t.tokens.Get(ctx, id)
+		if gerr != nil {
+			return fmt.Errorf("bootstrap token: %w", storeErr(gerr, "token", id))
+		}
+		if subtle.ConstantTimeCompare([]byte(it.Value.Hash), []byte(tok.Hash)) != 1 {
+			return fmt.Errorf("bootstrap token: token %q exists with another secret: %w", id, api.ErrConflict)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("bootstrap token: %w", storeErr(err, "token", id))
+	}
+	t.wrote.note(rev)
+	t.log.Info("created the bootstrap token", "id", id, "tenant", DefaultTenant)
+	return nil
+}
+
+// Create makes a token for a tenant and role (admins only). Its plaintext
+// is returned once; only its hash is stored.
+func (t *Tokens) Create(ctx context.Context, req TokenRequest) (NewTokenResponse, error) {
+	if _, err := authorize(ctx, manageTokens); err != nil {
 		return NewTokenResponse{}, err
 	}
 	if req.Tenant == "" {
@@ -48,22 +164,22 @@ func (s *Service) CreateToken(ctx context.Context, req TokenRequest) (NewTokenRe
 	if req.Name != "" && len(req.Name) > 253 {
 		return NewTokenResponse{}, api.Invalid("name", "is longer than 253 characters")
 	}
-	plain, tok, err := s.NewToken(ctx, req.Tenant, req.Role, req.Name)
+	plain, tok, err := t.New(ctx, req.Tenant, req.Role, req.Name)
 	if err != nil {
 		return NewTokenResponse{}, err
 	}
 	return NewTokenResponse{TokenInfo: tokenInfo(&tok), Token: plain}, nil
 }
 
-// ListTokens lists the tokens (admins only), without secrets.
-func (s *Service) ListTokens(ctx context.Context) ([]TokenInfo, error) {
-	if _, err := authorize(ctx, writeRegions); err != nil {
+// List lists the tokens (admins only), without secrets.
+func (t *Tokens) List(ctx context.Context) ([]TokenInfo, error) {
+	if _, err := authorize(ctx, manageTokens); err != nil {
 		return nil, err
 	}
-	if err := caught(ctx, s.tokens, &s.wroteTokens); err != nil {
+	if err := caught(ctx, t.cache, &t.wrote); err != nil {
 		return nil, err
 	}
-	items := s.tokens.List()
+	items := t.cache.List()
 	out := make([]TokenInfo, 0, len(items))
 	for _, it := range items {
 		out = append(out, tokenInfo(it.Value))
@@ -72,48 +188,20 @@ func (s *Service) ListTokens(ctx context.Context) ([]TokenInfo, error) {
 	return out, nil
 }
 
-// DeleteToken revokes a token (admins only); it stops working as soon as
-// every API replica's cache has seen the deletion.
-func (s *Service) DeleteToken(ctx context.Context, id string) (TokenInfo, error) {
-	if _, err := authorize(ctx, writeRegions); err != nil {
+// Delete revokes a token (admins only); it stops working as soon as every
+// API replica's cache has seen the deletion.
+func (t *Tokens) Delete(ctx context.Context, id string) (TokenInfo, error) {
+	if _, err := authorize(ctx, manageTokens); err != nil {
 		return TokenInfo{}, err
 	}
-	it, err := s.st.Tokens.Get(ctx, id)
+	it, err := t.tokens.Get(ctx, id)
 	if err != nil {
 		return TokenInfo{}, storeErr(err, "token", id)
 	}
-	rev, err := s.st.Tokens.Delete(ctx, id, it.ModRevision)
+	rev, err := t.tokens.Delete(ctx, id, it.ModRevision)
 	if err != nil {
 		return TokenInfo{}, storeErr(err, "token", id)
 	}
-	s.wroteTokens.note(rev)
+	t.wrote.note(rev)
 	return tokenInfo(it.Value), nil
-}
-
-// ---- REST ----
-
-func (h *rest) createToken(r *http.Request) (int, any, error) {
-	var req TokenRequest
-	if err := h.decode(r, &req, true); err != nil {
-		return 0, nil, err
-	}
-	out, err := h.svc.CreateToken(r.Context(), req)
-	return http.StatusCreated, out, err
-}
-
-func (h *rest) listTokens(r *http.Request) (int, any, error) {
-	items, err := h.svc.ListTokens(r.Context())
-	return http.StatusOK, list[TokenInfo]{Items: items}, err
-}
-
-func (h *rest) deleteToken(r *http.Request) (int, any, error) {
-	id := r.PathValue("id")
-	if id == "" || len(id) > 64 || strings.ContainsAny(id, "/_ ") {
-		return 0, nil, api.Invalid("id", "%q is not a token id", id)
-	}
-	out, err := h.svc.DeleteToken(r.Context(), id)
-	if err != nil {
-		return 0, nil, fmt.Errorf("token %s: %w", id, err)
-	}
-	return http.StatusOK, out, nil
 }

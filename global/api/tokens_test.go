@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/rest"
 )
 
 func TestTokensLifecycle(t *testing.T) {
@@ -22,7 +23,7 @@ func TestTokensLifecycle(t *testing.T) {
 	e.must(t, http.StatusForbidden, e.do(t, "POST", "/v1/resources", computeBody("x"), viewer))
 	e.must(t, http.StatusForbidden, e.do(t, "GET", "/v1/tokens", nil, viewer))
 
-	toks := decodeAs[list[TokenInfo]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/tokens", nil, withToken(admin))))
+	toks := decodeAs[rest.List[TokenInfo]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/tokens", nil, withToken(admin))))
 	found := false
 	for _, tk := range toks.Items {
 		if tk.ID == created.ID {

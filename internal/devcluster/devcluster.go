@@ -272,7 +272,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	admin := globalapi.WithIdentity(gctx, globalapi.Identity{Tenant: globalapi.DefaultTenant, Role: api.RoleAdmin})
 	for _, name := range o.Regions {
 		for {
-			_, err := gsrv.Service().GetRegion(admin, name)
+			_, err := gsrv.API().Regions().Get(admin, name)
 			if err == nil {
 				break
 			}

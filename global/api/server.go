@@ -1,6 +1,9 @@
 // Package api is the global tier's API: the operations on flavors,
-// resources, regions and nodes (Service), served over REST (rest.go) and
-// gRPC (grpc.go), with bearer-token tenancy (auth.go).
+// resources, regions, nodes, replicas, events and tokens, each a small
+// type of its own (Flavors, Resources, Regions, Nodes, Replicas, Events,
+// Tokens), put together by Server and served over REST (rest.go, on the
+// edge of internal/rest) and gRPC (grpc.go), with bearer-token tenancy
+// (auth.go).
 //
 // The API is the only writer of specs in the global etcd. Every write is one
 // store transaction; reads of one object go to etcd, lists are served from
@@ -13,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,7 +51,9 @@ type RegionClients interface {
 	Client(ctx context.Context, region string) (regionv1.RegionServiceClient, error)
 }
 
-// HeartbeatRecorder records region heartbeats (heartbeat.Store).
+// HeartbeatRecorder records region heartbeats (heartbeat.Store). If it
+// also lists them (List(ctx) ([]heartbeat.Beat, error)), regions show the
+// numbers of their last beat.
 type HeartbeatRecorder interface {
 	Record(ctx context.Context, b heartbeat.Beat) error
 }
@@ -60,12 +64,12 @@ type LeaderSource interface {
 	Leader(ctx context.Context) (election.LeaderInfo, error)
 }
 
-// Options configures a Service.
+// Options configures a Server.
 type Options struct {
 	// State is the global etcd; required.
 	State *state.State
 	// Caches are caches of State shared with the rest of the process (the
-	// master controller); their owner runs them. Nil makes the Service
+	// master controller); their owner runs them. Nil makes the Server
 	// keep its own, which Run runs.
 	Caches *state.Caches
 	// Regions reaches regions for node operations and replica lists; without
@@ -92,122 +96,120 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Service is the global API's operations, shared by REST and gRPC. Every
-// method takes the caller's Identity from the context (see WithIdentity)
-// and checks it; methods that have no caller (PruneRequests, NewToken,
-// EnsureBootstrapToken) are for the process itself.
-type Service struct {
-	st         *state.State
-	regions    RegionClients
-	heartbeats HeartbeatRecorder
-	leader     LeaderSource
-	id         string
-	version    string
-	maxBody    int64
-	regionWait time.Duration
-	beatEvery  time.Duration
-	log        *slog.Logger
+// Server is the global API: the services of each kind of object, shared by
+// REST and gRPC. Every operation takes the caller's Identity from the
+// context (see WithIdentity) and checks it; operations that have no caller
+// (PruneRequests, Tokens.New, Tokens.EnsureBootstrap) are for the process
+// itself.
+type Server struct {
+	flavors   *Flavors
+	resources *Resources
+	regions   *Regions
+	nodes     *Nodes
+	replicas  *Replicas
+	events    *Events
+	tokens    *Tokens
 
-	resources    *store.Cache[api.Resource]
-	flavors      *store.Cache[api.Flavor]
-	statuses     *store.Cache[api.ResourceStatus]
-	regionCache  *store.Cache[api.Region]
-	regionStatus *store.Cache[api.RegionStatus]
-	tokens       *store.Cache[api.Token]
+	st      *state.State
+	caches  *state.Caches
+	leader  LeaderSource
+	id      string
+	version string
+	maxBody int64
+	log     *slog.Logger
 	// ownCaches says whether Run runs the caches (they are not shared).
 	ownCaches bool
-
-	// Revisions of this replica's latest writes per cache, for
-	// read-your-writes: a cached read waits for the cache to reach them.
-	// Tracking them per cache keeps a list of resources from waiting on a
-	// token write the resources cache never sees.
-	wroteResources written
-	wroteStatuses  written
-	wroteRegions   written
-	wroteTokens    written
 }
 
-// New returns a Service; call Run to load its caches.
-func New(o Options) (*Service, error) {
+// New returns a Server; call Run to load its caches.
+func New(o Options) (*Server, error) {
 	if o.State == nil {
 		return nil, errors.New("api: Options.State is required")
 	}
 	if o.ID == "" {
 		return nil, errors.New("api: Options.ID is required")
 	}
-	s := &Service{
-		st:         o.State,
-		regions:    o.Regions,
-		heartbeats: o.Heartbeats,
-		leader:     o.Leader,
-		id:         o.ID,
-		version:    o.Version,
-		maxBody:    o.MaxBodyBytes,
-		regionWait: o.RegionTimeout,
-		beatEvery:  o.HeartbeatInterval,
-		log:        o.Logger,
+	s := &Server{
+		st: o.State, caches: o.Caches, leader: o.Leader, id: o.ID, version: o.Version,
+		maxBody: cmpOr(o.MaxBodyBytes, DefaultMaxBodyBytes), log: o.Logger,
 	}
-	if c := o.Caches; c != nil {
-		s.resources, s.statuses, s.tokens, s.flavors = c.Resources, c.Statuses, c.Tokens, c.Flavors
-		s.regionCache, s.regionStatus = c.Regions, c.RegionStatus
-	} else {
-		s.ownCaches = true
-		s.resources = store.NewCache(o.State.Resources)
-		s.flavors = store.NewCache(o.State.Flavors)
-		s.statuses = store.NewCache(o.State.Statuses)
-		s.regionCache = store.NewCache(o.State.Regions)
-		s.regionStatus = store.NewCache(o.State.RegionStatus)
-		s.tokens = store.NewCache(o.State.Tokens)
-	}
-	if s.maxBody <= 0 {
-		s.maxBody = DefaultMaxBodyBytes
-	}
-	if s.regionWait <= 0 {
-		s.regionWait = DefaultRegionTimeout
-	}
-	if s.beatEvery <= 0 {
-		s.beatEvery = DefaultHeartbeatInterval
+	if s.caches == nil {
+		s.caches, s.ownCaches = state.NewCaches(o.State), true
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	st, c, log := o.State, s.caches, s.log
+	s.regions = &Regions{
+		regions: st.Regions, statuses: st.RegionStatus, resources: st.Resources, st: st.Store,
+		cache: c.Regions, statusCache: c.RegionStatus,
+		heartbeats: o.Heartbeats, beatEvery: cmpOr(o.HeartbeatInterval, DefaultHeartbeatInterval), log: log,
+	}
+	s.flavors = &Flavors{flavors: st.Flavors, resources: st.Resources}
+	s.resources = &Resources{st: st, resources: c.Resources, statuses: c.Statuses, flavors: c.Flavors, regions: s.regions, log: log}
+	fan := &regionFan{clients: o.Regions, dir: s.regions, wait: cmpOr(o.RegionTimeout, DefaultRegionTimeout), log: log}
+	s.nodes = &Nodes{fan: fan}
+	s.replicas = &Replicas{fan: fan, resources: s.resources}
+	s.events = &Events{fan: fan}
+	s.tokens = &Tokens{tokens: st.Tokens, cache: c.Tokens, log: log}
 	return s, nil
 }
 
-// Run keeps the Service's own caches current until ctx is done, then
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Flavors is the flavor catalog.
+func (s *Server) Flavors() *Flavors { return s.flavors }
+
+// Resources are the tenants' resources, their revisions and rollouts.
+func (s *Server) Resources() *Resources { return s.resources }
+
+// Regions are the registered regions.
+func (s *Server) Regions() *Regions { return s.regions }
+
+// Nodes are the node operations, forwarded to the regions.
+func (s *Server) Nodes() *Nodes { return s.nodes }
+
+// Replicas are the resources' replicas and their output, asked of the
+// regions.
+func (s *Server) Replicas() *Replicas { return s.replicas }
+
+// Events are the regions' events.
+func (s *Server) Events() *Events { return s.events }
+
+// Tokens are the bearer tokens and the authentication by them.
+func (s *Server) Tokens() *Tokens { return s.tokens }
+
+// Run keeps the Server's own caches current until ctx is done, then
 // returns ctx.Err(). Shared caches (Options.Caches) are their owner's to
 // run: a cache runs once.
-func (s *Service) Run(ctx context.Context) error {
-	if !s.ownCaches {
-		<-ctx.Done()
-		return ctx.Err()
+func (s *Server) Run(ctx context.Context) error {
+	if s.ownCaches {
+		if err := s.caches.Run(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("api caches stopped", "err", err)
+		}
 	}
-	runs := []func(context.Context) error{
-		s.resources.Run, s.flavors.Run, s.statuses.Run, s.regionCache.Run, s.regionStatus.Run, s.tokens.Run,
-	}
-	var wg sync.WaitGroup
-	for _, run := range runs {
-		wg.Go(func() {
-			if err := run(ctx); err != nil && ctx.Err() == nil {
-				s.log.Error("api cache stopped", "err", err)
-			}
-		})
-	}
-	wg.Wait()
+	<-ctx.Done()
 	return ctx.Err()
 }
 
 // Ready reports whether etcd answers and every cache holds its first list.
-func (s *Service) Ready(ctx context.Context) error {
+func (s *Server) Ready(ctx context.Context) error {
+	c := s.caches
 	caches := []struct {
 		name   string
 		synced <-chan struct{}
 	}{
-		{"resources", s.resources.Synced()},
-		{"statuses", s.statuses.Synced()},
-		{"regions", s.regionCache.Synced()},
-		{"regionstatus", s.regionStatus.Synced()},
-		{"tokens", s.tokens.Synced()},
+		{"resources", c.Resources.Synced()},
+		{"statuses", c.Statuses.Synced()},
+		{"regions", c.Regions.Synced()},
+		{"regionstatus", c.RegionStatus.Synced()},
+		{"tokens", c.Tokens.Synced()},
 	}
 	for _, c := range caches {
 		select {
@@ -224,6 +226,47 @@ func (s *Service) Ready(ctx context.Context) error {
 		return fmt.Errorf("etcd: %w: %w", api.ErrUnavailable, err)
 	}
 	return nil
+}
+
+// Status is the global tier's overview.
+type Status struct {
+	// ID is the replica that answered.
+	ID          string       `json:"id"`
+	Leader      string       `json:"leader,omitempty"`
+	LeaderSince time.Time    `json:"leaderSince,omitzero"`
+	IsLeader    bool         `json:"isLeader"`
+	Version     string       `json:"version"`
+	Regions     []api.Region `json:"regions"`
+}
+
+// Status reports this replica, the master and the regions.
+func (s *Server) Status(ctx context.Context) (Status, error) {
+	if _, err := authorize(ctx, readStatus); err != nil {
+		return Status{}, err
+	}
+	out := Status{ID: s.id, Version: s.version}
+	if s.leader != nil {
+		l, err := s.leader.Leader(ctx)
+		switch {
+		case err == nil:
+			out.Leader, out.LeaderSince, out.IsLeader = l.ID, l.Since, l.ID == s.id
+			// The elector itself knows best (its candidate id need not be
+			// this replica's id).
+			if e, ok := s.leader.(interface{ IsLeader() bool }); ok {
+				out.IsLeader = e.IsLeader()
+			}
+		case errors.Is(err, election.ErrNoLeader):
+		default:
+			// The overview is still worth having without the leader.
+			s.log.Warn("status: reading the leader", "err", err)
+		}
+	}
+	regions, err := s.regions.all(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	out.Regions = regions
+	return out, nil
 }
 
 // written holds the highest revision noted.
