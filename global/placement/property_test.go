@@ -552,7 +552,7 @@ func (v *rolloutView) done(sh *Share) bool {
 
 func (v *rolloutView) active() bool {
 	ro := v.d.Rollout
-	return ro != nil && ro.Revision == v.r.Revision && ro.State != api.RolloutSucceeded && ro.State != api.RolloutReverted
+	return ro != nil && ro.Revision == v.r.Revision && ro.State != api.RolloutSucceeded
 }
 
 // wasSucceeded reports whether the stored status already said this

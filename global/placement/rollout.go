@@ -86,7 +86,7 @@ func (v *view) rolloutState() (ro *api.RolloutStatus, active bool) {
 	default:
 		return ro, false
 	}
-	return ro, ro.State != api.RolloutSucceeded && ro.State != api.RolloutReverted
+	return ro, ro.State != api.RolloutSucceeded
 }
 
 // rolledOut reports whether a region runs the resource's current revision

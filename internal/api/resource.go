@@ -308,13 +308,16 @@ type BackendStatus struct {
 	Health  string `json:"health"`
 }
 
-// Rollout states.
+// Rollout states. There is no "reverted": the status follows the
+// rollout of the resource's current revision, and going back (cancel,
+// auto-revert) makes a new revision, whose rollout is the one shown from
+// then on; after a failure it is marked Revert, with the failed revision
+// as its FromRevision.
 const (
 	RolloutProgressing = "progressing"
 	RolloutPaused      = "paused"
 	RolloutSucceeded   = "succeeded"
 	RolloutFailed      = "failed"
-	RolloutReverted    = "reverted"
 )
 
 // RolloutStatus follows a new revision through regions and batches.
