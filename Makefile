@@ -16,6 +16,11 @@ TEST_TIMEOUT ?= 20m
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 STATICCHECK        := honnef.co/go/tools/cmd/staticcheck@v0.6.1
+GOCYCLO            := github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
+# Most branches a function may have (cyclomatic complexity): past it, split
+# the function into named steps. Tests, generated code and test-helper
+# packages (storetest, eventstest, ...) are exempt.
+MAX_COMPLEXITY     := 15
 
 export PATH := $(GOBIN):$(PATH)
 
@@ -76,11 +81,13 @@ proto-check: tools
 	    diff -r proto $$tmp/proto | head -20; \
 	    echo "generated protobuf code is stale: run 'make proto' and commit"; exit 1; fi
 
-## lint: gofmt, go vet, staticcheck, and stale generated code
+## lint: gofmt, go vet, staticcheck, function complexity, and stale generated code
 lint: proto-check
 	@bad=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
+	@out=$$($(GO) run $(GOCYCLO) -over $(MAX_COMPLEXITY) -ignore '_test\.go$$|\.pb\.go$$|[a-z]test/' . 2>&1); \
+	  if [ $$? -ne 0 ]; then echo "functions above cyclomatic complexity $(MAX_COMPLEXITY) (split them):"; echo "$$out"; exit 1; fi
 	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed; skipped"; fi
 
 ## test: everything CI runs (installs dependencies first, idempotently)

@@ -47,33 +47,28 @@ func SelectorFromMap(m map[string]string) Selector {
 // Matches reports whether labels satisfy every requirement.
 func (s Selector) Matches(labels map[string]string) bool {
 	for _, r := range s {
-		v, ok := labels[r.Key]
-		switch r.Op {
-		case "=":
-			if !ok || v != r.Values[0] {
-				return false
-			}
-		case "!=":
-			if ok && v == r.Values[0] {
-				return false
-			}
-		case "in":
-			if !ok || !slices.Contains(r.Values, v) {
-				return false
-			}
-		case "notin":
-			if ok && slices.Contains(r.Values, v) {
-				return false
-			}
-		case "exists":
-			if !ok {
-				return false
-			}
-		case "!exists":
-			if ok {
-				return false
-			}
+		if !r.matches(labels) {
+			return false
 		}
+	}
+	return true
+}
+
+func (r Requirement) matches(labels map[string]string) bool {
+	v, ok := labels[r.Key]
+	switch r.Op {
+	case "=":
+		return ok && v == r.Values[0]
+	case "!=":
+		return !ok || v != r.Values[0]
+	case "in":
+		return ok && slices.Contains(r.Values, v)
+	case "notin":
+		return !ok || !slices.Contains(r.Values, v)
+	case "exists":
+		return ok
+	case "!exists":
+		return !ok
 	}
 	return true
 }
@@ -102,58 +97,70 @@ func splitTerms(s string) []string {
 }
 
 func parseRequirement(t string) (Requirement, error) {
-	checkKey := func(k string) error {
-		if !labelKeyRE.MatchString(k) {
-			return fmt.Errorf("bad label key %q in %q", k, t)
-		}
-		return nil
-	}
-	checkVal := func(v string) error {
-		if !labelValRE.MatchString(v) {
-			return fmt.Errorf("bad label value %q in %q", v, t)
-		}
-		return nil
-	}
 	if strings.HasPrefix(t, "!") {
 		k := strings.TrimSpace(t[1:])
-		return Requirement{Key: k, Op: "!exists"}, checkKey(k)
+		return Requirement{Key: k, Op: "!exists"}, checkLabelKey(k, t)
 	}
 	for _, op := range []string{"!=", "==", "="} {
 		if k, v, ok := strings.Cut(t, op); ok {
-			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-			if err := checkKey(k); err != nil {
-				return Requirement{}, err
-			}
-			if err := checkVal(v); err != nil {
-				return Requirement{}, err
-			}
-			if op == "==" {
-				op = "="
-			}
-			return Requirement{Key: k, Op: op, Values: []string{v}}, nil
+			return parseEquality(t, strings.TrimSpace(k), op, strings.TrimSpace(v))
 		}
 	}
 	fields := strings.Fields(t)
 	if len(fields) >= 2 && (fields[1] == "in" || fields[1] == "notin") {
-		k := fields[0]
-		rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(t[len(k):]), fields[1]))
-		if !strings.HasPrefix(rest, "(") || !strings.HasSuffix(rest, ")") {
-			return Requirement{}, fmt.Errorf("%q: want %s %s (a,b)", t, k, fields[1])
-		}
-		var vals []string
-		for _, v := range strings.Split(rest[1:len(rest)-1], ",") {
-			v = strings.TrimSpace(v)
-			if err := checkVal(v); err != nil {
-				return Requirement{}, err
-			}
-			vals = append(vals, v)
-		}
-		return Requirement{Key: k, Op: fields[1], Values: vals}, checkKey(k)
+		return parseSet(t, fields[0], fields[1])
 	}
 	if len(fields) == 1 {
-		return Requirement{Key: t, Op: "exists"}, checkKey(t)
+		return Requirement{Key: t, Op: "exists"}, checkLabelKey(t, t)
 	}
 	return Requirement{}, fmt.Errorf("cannot parse %q", t)
+}
+
+// parseEquality is the requirement "k op v" of term t.
+func parseEquality(t, k, op, v string) (Requirement, error) {
+	if err := checkLabelKey(k, t); err != nil {
+		return Requirement{}, err
+	}
+	if err := checkLabelValue(v, t); err != nil {
+		return Requirement{}, err
+	}
+	if op == "==" {
+		op = "="
+	}
+	return Requirement{Key: k, Op: op, Values: []string{v}}, nil
+}
+
+// parseSet is the requirement "k in (a,b)" (op in or notin) of term t.
+func parseSet(t, k, op string) (Requirement, error) {
+	rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(t[len(k):]), op))
+	if !strings.HasPrefix(rest, "(") || !strings.HasSuffix(rest, ")") {
+		return Requirement{}, fmt.Errorf("%q: want %s %s (a,b)", t, k, op)
+	}
+	var vals []string
+	for _, v := range strings.Split(rest[1:len(rest)-1], ",") {
+		v = strings.TrimSpace(v)
+		if err := checkLabelValue(v, t); err != nil {
+			return Requirement{}, err
+		}
+		vals = append(vals, v)
+	}
+	return Requirement{Key: k, Op: op, Values: vals}, checkLabelKey(k, t)
+}
+
+// checkLabelKey checks key k of term t.
+func checkLabelKey(k, t string) error {
+	if !labelKeyRE.MatchString(k) {
+		return fmt.Errorf("bad label key %q in %q", k, t)
+	}
+	return nil
+}
+
+// checkLabelValue checks value v of term t.
+func checkLabelValue(v, t string) error {
+	if !labelValRE.MatchString(v) {
+		return fmt.Errorf("bad label value %q in %q", v, t)
+	}
+	return nil
 }
 
 // String renders the selector in its text form.

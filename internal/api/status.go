@@ -111,6 +111,18 @@ func FromGRPC(err error) error {
 	if !ok {
 		return err
 	}
+	if e := fromDetails(st); e != nil {
+		return e
+	}
+	if sentinel, ok := codeSentinels[st.Code()]; ok {
+		return &remoteError{msg: st.Message(), sentinel: sentinel}
+	}
+	return err
+}
+
+// fromDetails is the error a Strata peer described in the status's
+// ErrorInfo (GRPCError), nil if there is none.
+func fromDetails(st *status.Status) error {
 	for _, d := range st.Details() {
 		info, ok := d.(*errdetails.ErrorInfo)
 		if !ok || info.Domain != "strata" {
@@ -125,27 +137,22 @@ func FromGRPC(err error) error {
 			}
 		}
 	}
-	switch st.Code() {
-	case codes.InvalidArgument:
-		return &remoteError{msg: st.Message(), sentinel: ErrInvalid}
-	case codes.NotFound:
-		return &remoteError{msg: st.Message(), sentinel: ErrNotFound}
-	case codes.AlreadyExists:
-		return &remoteError{msg: st.Message(), sentinel: ErrAlreadyExists}
-	case codes.Aborted, codes.FailedPrecondition:
-		return &remoteError{msg: st.Message(), sentinel: ErrConflict}
-	case codes.Unavailable:
-		return &remoteError{msg: st.Message(), sentinel: ErrUnavailable}
-	case codes.Unauthenticated:
-		return &remoteError{msg: st.Message(), sentinel: ErrUnauthenticated}
-	case codes.PermissionDenied:
-		return &remoteError{msg: st.Message(), sentinel: ErrForbidden}
-	case codes.DeadlineExceeded:
-		return &remoteError{msg: st.Message(), sentinel: context.DeadlineExceeded}
-	case codes.Canceled:
-		return &remoteError{msg: st.Message(), sentinel: context.Canceled}
-	}
-	return err
+	return nil
+}
+
+// codeSentinels are the sentinels of the gRPC codes of a peer that says
+// no more (no ErrorInfo).
+var codeSentinels = map[codes.Code]error{
+	codes.InvalidArgument:    ErrInvalid,
+	codes.NotFound:           ErrNotFound,
+	codes.AlreadyExists:      ErrAlreadyExists,
+	codes.Aborted:            ErrConflict,
+	codes.FailedPrecondition: ErrConflict,
+	codes.Unavailable:        ErrUnavailable,
+	codes.Unauthenticated:    ErrUnauthenticated,
+	codes.PermissionDenied:   ErrForbidden,
+	codes.DeadlineExceeded:   context.DeadlineExceeded,
+	codes.Canceled:           context.Canceled,
 }
 
 // remoteError is an error that came over the wire: its message is the

@@ -183,65 +183,57 @@ func (r *Resource) Validate() error {
 
 // Default fills in what a resource leaves out. It runs before Validate.
 func (r *Resource) Default() {
-	if r.Tenant == "" {
-		r.Tenant = "default"
-	}
-	if r.MaxRevisionHistory == 0 {
-		r.MaxRevisionHistory = DefaultRevisionHistory
-	}
+	orDefault(&r.Tenant, "default")
+	orDefault(&r.MaxRevisionHistory, DefaultRevisionHistory)
 	if c := r.Spec.Compute; c != nil {
-		if c.RestartPolicy == "" {
-			c.RestartPolicy = RestartAlways
-		}
-		for i := range c.Ports {
-			if c.Ports[i].Protocol == "" {
-				c.Ports[i].Protocol = "tcp"
-			}
-		}
+		c.defaults()
 	}
 	if v := r.Spec.Volume; v != nil {
-		if v.Provider == "" {
-			v.Provider = ProviderContainer
-		}
-		if v.Format == "" {
-			if v.Provider == ProviderVM {
-				v.Format = VolumeQcow2
-			} else {
-				v.Format = VolumeDir
-			}
-		}
+		v.defaults()
 	}
 	if lb := r.Spec.Loadbalancer; lb != nil {
-		if lb.Algorithm == "" {
-			lb.Algorithm = "roundrobin"
-		}
-		for i := range lb.Listeners {
-			if lb.Listeners[i].Protocol == "" {
-				lb.Listeners[i].Protocol = "tcp"
-			}
-			if lb.Listeners[i].TargetPort == 0 {
-				lb.Listeners[i].TargetPort = lb.Listeners[i].Port
-			}
-		}
-		if hc := lb.HealthCheck; hc != nil {
-			if hc.Type == "" {
-				hc.Type = "tcp"
-			}
-			if hc.Interval.Duration == 0 {
-				hc.Interval = D(2 * time.Second)
-			}
-			if hc.Rise == 0 {
-				hc.Rise = 2
-			}
-			if hc.Fall == 0 {
-				hc.Fall = 2
-			}
-		}
+		lb.defaults()
 	}
 	for i := range r.Schedule.Regions {
-		if r.Schedule.Regions[i].Weight == 0 {
-			r.Schedule.Regions[i].Weight = 1
-		}
+		orDefault(&r.Schedule.Regions[i].Weight, 1)
+	}
+}
+
+// orDefault sets *field to def when the user left it out (zero).
+func orDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}
+
+func (c *ComputeSpec) defaults() {
+	orDefault(&c.RestartPolicy, RestartAlways)
+	for i := range c.Ports {
+		orDefault(&c.Ports[i].Protocol, "tcp")
+	}
+}
+
+func (v *VolumeSpec) defaults() {
+	orDefault(&v.Provider, ProviderContainer)
+	if v.Provider == ProviderVM {
+		orDefault(&v.Format, VolumeQcow2)
+	}
+	orDefault(&v.Format, VolumeDir)
+}
+
+func (lb *LoadbalancerSpec) defaults() {
+	orDefault(&lb.Algorithm, "roundrobin")
+	for i := range lb.Listeners {
+		l := &lb.Listeners[i]
+		orDefault(&l.Protocol, "tcp")
+		orDefault(&l.TargetPort, l.Port)
+	}
+	if hc := lb.HealthCheck; hc != nil {
+		orDefault(&hc.Type, "tcp")
+		orDefault(&hc.Interval, D(2*time.Second))
+		orDefault(&hc.Rise, 2)
+		orDefault(&hc.Fall, 2)
 	}
 }
 
@@ -311,23 +303,53 @@ func (c *ComputeSpec) validate() error {
 	if err := validText("workingDir", c.WorkingDir, MaxPathLen); err != nil {
 		return err
 	}
-	// Arguments may hold newlines (a shell script); a NUL ends a C
-	// string, so the process would run something else than asked.
-	for i, a := range c.Command {
-		if strings.ContainsRune(a, 0) {
-			return Invalid(fmt.Sprintf("command[%d]", i), "has a NUL character")
-		}
-	}
-	for i, a := range c.Args {
-		if strings.ContainsRune(a, 0) {
-			return Invalid(fmt.Sprintf("args[%d]", i), "has a NUL character")
-		}
+	if err := validateArgv(c.Command, c.Args); err != nil {
+		return err
 	}
 	if err := validText("kernelArgs", c.KernelArgs, MaxCmdlineLen); err != nil {
 		return err
 	}
+	if err := validatePorts(c.Ports); err != nil {
+		return err
+	}
+	if err := validateMounts(c.Volumes); err != nil {
+		return err
+	}
+	if c.Network != "" {
+		if err := ValidateName("network", c.Network); err != nil {
+			return err
+		}
+	}
+	if err := oneOf("restartPolicy", c.RestartPolicy, "", RestartAlways, RestartOnFailure, RestartNever); err != nil {
+		return err
+	}
+	if c.StopGracePeriod.Duration < 0 {
+		return Invalid("stopGracePeriod", "must not be negative")
+	}
+	return nil
+}
+
+// validateArgv checks a command and its arguments. They may hold
+// newlines (a shell script); a NUL ends a C string, so the process would
+// run something else than asked.
+func validateArgv(command, args []string) error {
+	for _, list := range []struct {
+		field string
+		argv  []string
+	}{{"command", command}, {"args", args}} {
+		for i, a := range list.argv {
+			if strings.ContainsRune(a, 0) {
+				return Invalid(fmt.Sprintf("%s[%d]", list.field, i), "has a NUL character")
+			}
+		}
+	}
+	return nil
+}
+
+// validatePorts checks a container's ports, each listed once.
+func validatePorts(ports []PortSpec) error {
 	seen := map[string]bool{}
-	for i, p := range c.Ports {
+	for i, p := range ports {
 		f := fmt.Sprintf("ports[%d]", i)
 		if p.ContainerPort < 1 || p.ContainerPort > 65535 {
 			return Invalid(f+".containerPort", "%d is not a port (1-65535)", p.ContainerPort)
@@ -344,8 +366,13 @@ func (c *ComputeSpec) validate() error {
 		}
 		seen[key] = true
 	}
+	return nil
+}
+
+// validateMounts checks a container's volume mounts, each path once.
+func validateMounts(mounts []VolumeMount) error {
 	paths := map[string]bool{}
-	for i, v := range c.Volumes {
+	for i, v := range mounts {
 		f := fmt.Sprintf("volumes[%d]", i)
 		if err := ValidateName(f+".volume", v.Volume); err != nil {
 			return err
@@ -360,17 +387,6 @@ func (c *ComputeSpec) validate() error {
 			return Invalid(f+".path", "%q is mounted twice", v.Path)
 		}
 		paths[path.Clean(v.Path)] = true
-	}
-	if c.Network != "" {
-		if err := ValidateName("network", c.Network); err != nil {
-			return err
-		}
-	}
-	if err := oneOf("restartPolicy", c.RestartPolicy, "", RestartAlways, RestartOnFailure, RestartNever); err != nil {
-		return err
-	}
-	if c.StopGracePeriod.Duration < 0 {
-		return Invalid("stopGracePeriod", "must not be negative")
 	}
 	return nil
 }
@@ -445,11 +461,32 @@ func (i *ImageSpec) validate() error {
 }
 
 func (lb *LoadbalancerSpec) validate() error {
-	if len(lb.Listeners) == 0 {
+	if err := validateListeners(lb.Listeners); err != nil {
+		return err
+	}
+	if len(lb.Selector) == 0 {
+		return Invalid("selector", "is required: the labels of the compute resources to balance over")
+	}
+	if err := ValidateLabels("selector", lb.Selector); err != nil {
+		return err
+	}
+	if err := oneOf("algorithm", lb.Algorithm, "", "roundrobin", "leastconn", "source"); err != nil {
+		return err
+	}
+	if hc := lb.HealthCheck; hc != nil {
+		return within("healthCheck", hc.validate())
+	}
+	return nil
+}
+
+// validateListeners checks a load balancer's listeners: at least one,
+// each on its own port.
+func validateListeners(listeners []Listener) error {
+	if len(listeners) == 0 {
 		return Invalid("listeners", "needs at least one listener")
 	}
 	ports := map[int]bool{}
-	for i, l := range lb.Listeners {
+	for i, l := range listeners {
 		f := fmt.Sprintf("listeners[%d]", i)
 		if l.Port < 1 || l.Port > 65535 {
 			return Invalid(f+".port", "%d is not a port (1-65535)", l.Port)
@@ -464,42 +501,33 @@ func (lb *LoadbalancerSpec) validate() error {
 		if err := oneOf(f+".protocol", l.Protocol, "", "tcp", "http"); err != nil {
 			return err
 		}
-		if l.Address != "" {
-			if _, err := netip.ParseAddr(l.Address); err != nil {
-				return Invalid(f+".address", "%q is not an IP address", l.Address)
-			}
+		if _, err := netip.ParseAddr(l.Address); l.Address != "" && err != nil {
+			return Invalid(f+".address", "%q is not an IP address", l.Address)
 		}
 	}
-	if len(lb.Selector) == 0 {
-		return Invalid("selector", "is required: the labels of the compute resources to balance over")
-	}
-	if err := ValidateLabels("selector", lb.Selector); err != nil {
+	return nil
+}
+
+func (hc *HealthCheck) validate() error {
+	if err := oneOf("type", hc.Type, "", "tcp", "http"); err != nil {
 		return err
 	}
-	if err := oneOf("algorithm", lb.Algorithm, "", "roundrobin", "leastconn", "source"); err != nil {
+	if hc.Type == "http" && !strings.HasPrefix(hc.Path, "/") {
+		return Invalid("path", "an http check needs a path starting with /")
+	}
+	// The path is a word of HAProxy's configuration: what would split or
+	// end it there is refused here, not by the node.
+	if err := validText("path", hc.Path, MaxCheckPathLen); err != nil {
 		return err
 	}
-	if hc := lb.HealthCheck; hc != nil {
-		if err := oneOf("healthCheck.type", hc.Type, "", "tcp", "http"); err != nil {
-			return err
-		}
-		if hc.Type == "http" && !strings.HasPrefix(hc.Path, "/") {
-			return Invalid("healthCheck.path", "an http check needs a path starting with /")
-		}
-		// The path is a word of HAProxy's configuration: what would
-		// split or end it there is refused here, not by the node.
-		if err := validText("healthCheck.path", hc.Path, MaxCheckPathLen); err != nil {
-			return err
-		}
-		if strings.ContainsAny(hc.Path, " \"'#\\") {
-			return Invalid("healthCheck.path", "%q must not have spaces, quotes, # or backslashes", hc.Path)
-		}
-		if hc.Interval.Duration != 0 && hc.Interval.Duration < 100*time.Millisecond {
-			return Invalid("healthCheck.interval", "%s is shorter than 100ms", hc.Interval)
-		}
-		if hc.Rise < 0 || hc.Fall < 0 {
-			return Invalid("healthCheck", "rise and fall must not be negative")
-		}
+	if strings.ContainsAny(hc.Path, " \"'#\\") {
+		return Invalid("path", "%q must not have spaces, quotes, # or backslashes", hc.Path)
+	}
+	if hc.Interval.Duration != 0 && hc.Interval.Duration < 100*time.Millisecond {
+		return Invalid("interval", "%s is shorter than 100ms", hc.Interval)
+	}
+	if hc.Rise < 0 || hc.Fall < 0 {
+		return Invalid("", "rise and fall must not be negative")
 	}
 	return nil
 }

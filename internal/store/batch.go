@@ -161,37 +161,12 @@ func (b *Batch) Commit(ctx context.Context) (BatchResult, error) {
 		}
 		rev, err := t.Commit(ctx)
 		if err == nil {
-			for _, m := range members {
-				r.res.Applied[m] = true
-			}
-			if rev > 0 { // 0: nothing to send
-				r.res.Revision = rev
-				r.res.Txns++
-			}
+			r.applied(members, rev)
 			i = next
 			continue
 		}
-		var (
-			overLocal *limitError
-			txnErr    *TxnError
-		)
-		switch {
-		case errors.As(err, &overLocal):
-			// Another user of the store lowered the limit since this
-			// transaction was packed: pack again under the new one.
-		case errors.Is(err, ErrTooManyOps) && t.Size() > 1:
-			b.s.lowerTxnLimit(t.Size())
-		case errors.Is(err, rpctypes.ErrRequestTooLarge) && len(members) > 1:
-			r.maxBytes = max(t.bytes()/2, 1)
-		case errors.Is(err, rpctypes.ErrRequestTooLarge):
-			r.fail(b.steps[members[0]].group, err)
-		case errors.As(err, &txnErr) && !errors.Is(err, ErrFenced):
-			m, ok := owners[txnErr.Key]
-			if !ok {
-				return r.res, err // Every's operations: the fence moved
-			}
-			r.fail(b.steps[m].group, err)
-		default:
+		// Packed again from i: without the failed group, or smaller.
+		if err := r.recover(t, members, owners, err); err != nil {
 			return r.res, err
 		}
 	}
@@ -199,6 +174,48 @@ func (b *Batch) Commit(ctx context.Context) (BatchResult, error) {
 		return r.res, &BatchError{Failed: r.res.Failed, First: r.first}
 	}
 	return r.res, nil
+}
+
+// applied records the steps of a transaction that applied at rev.
+func (r *batchRun) applied(members []int, rev int64) {
+	for _, m := range members {
+		r.res.Applied[m] = true
+	}
+	if rev > 0 { // 0: nothing to send
+		r.res.Revision = rev
+		r.res.Txns++
+	}
+}
+
+// recover handles the failure of transaction t of the steps members
+// (owners: which step each key belongs to) so that packing again goes on:
+// a limit learnt, or the failed group dropped. It returns an error that
+// stops the batch.
+func (r *batchRun) recover(t *Txn, members []int, owners map[string]int, err error) error {
+	var (
+		overLocal *limitError
+		txnErr    *TxnError
+	)
+	switch {
+	case errors.As(err, &overLocal):
+		// Another user of the store lowered the limit since this
+		// transaction was packed: pack again under the new one.
+	case errors.Is(err, ErrTooManyOps) && t.Size() > 1:
+		r.b.s.lowerTxnLimit(t.Size())
+	case errors.Is(err, rpctypes.ErrRequestTooLarge) && len(members) > 1:
+		r.maxBytes = max(t.bytes()/2, 1)
+	case errors.Is(err, rpctypes.ErrRequestTooLarge):
+		r.fail(r.b.steps[members[0]].group, err)
+	case errors.As(err, &txnErr) && !errors.Is(err, ErrFenced):
+		m, ok := owners[txnErr.Key]
+		if !ok {
+			return err // Every's operations: the fence moved
+		}
+		r.fail(r.b.steps[m].group, err)
+	default:
+		return err
+	}
+	return nil
 }
 
 // pack builds the transaction of the steps from index from on that fit

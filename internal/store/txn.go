@@ -225,57 +225,13 @@ func (t *Txn) commit(ctx context.Context) (*clientv3.TxnResponse, error) {
 	if size, limit := t.Size(), t.s.maxTxnOps(); size > limit {
 		return nil, &limitError{size: size, limit: limit}
 	}
-
-	var (
-		cmps   []clientv3.Cmp
-		checks []check
-		then   = make([]clientv3.Op, 0, len(t.ops))
-		els    []clientv3.Op
-	)
-	compare := func(c check, abs string, cmp clientv3.Cmp) {
-		cmps = append(cmps, cmp)
-		checks = append(checks, c)
-		// Keys only: classification needs revisions, not values.
-		els = append(els, clientv3.OpGet(abs, clientv3.WithKeysOnly()))
+	req, err := t.build()
+	if err != nil {
+		return nil, err
 	}
-	// Guards go first so that a fenced writer always learns it is fenced,
-	// not that its data was stale.
-	for _, g := range t.guards {
-		key, rev := g.GuardKey(), g.GuardRev()
-		if key == "" || rev <= 0 {
-			return nil, fmt.Errorf("store: invalid guard %q at create revision %d", key, rev)
-		}
-		compare(check{key: key, guard: true, expect: rev}, key,
-			clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
-	}
-	for _, op := range t.ops {
-		abs := t.s.prefix + op.key
-		switch op.kind {
-		case opCreate:
-			compare(check{key: op.key, kind: op.kind}, abs,
-				clientv3.Compare(clientv3.CreateRevision(abs), "=", 0))
-			then = append(then, clientv3.OpPut(abs, string(op.value)))
-		case opUpdate:
-			compare(check{key: op.key, kind: op.kind, expect: op.modRev}, abs,
-				clientv3.Compare(clientv3.ModRevision(abs), "=", op.modRev))
-			then = append(then, clientv3.OpPut(abs, string(op.value)))
-		case opPut:
-			then = append(then, clientv3.OpPut(abs, string(op.value)))
-		case opDelete:
-			if op.modRev > 0 {
-				compare(check{key: op.key, kind: op.kind, expect: op.modRev}, abs,
-					clientv3.Compare(clientv3.ModRevision(abs), "=", op.modRev))
-			}
-			then = append(then, clientv3.OpDelete(abs))
-		case opDeletePrefix:
-			key, end := t.s.prefixRange(op.key)
-			then = append(then, clientv3.OpDelete(key, clientv3.WithRange(end)))
-		}
-	}
-
-	txn := t.s.cli.Txn(ctx).If(cmps...).Then(then...)
-	if len(els) > 0 {
-		txn = txn.Else(els...)
+	txn := t.s.cli.Txn(ctx).If(req.cmps...).Then(req.then...)
+	if len(req.els) > 0 {
+		txn = txn.Else(req.els...)
 	}
 	resp, err := txn.Commit()
 	if err != nil {
@@ -284,18 +240,84 @@ func (t *Txn) commit(ctx context.Context) (*clientv3.TxnResponse, error) {
 	if resp.Succeeded {
 		return resp, nil
 	}
+	return nil, t.failure(resp, req.checks)
+}
+
+// txnRequest is a transaction in etcd's terms: the comparisons (and what
+// each checks), the operations, and the reads that classify a failure.
+type txnRequest struct {
+	cmps   []clientv3.Cmp
+	checks []check
+	then   []clientv3.Op
+	els    []clientv3.Op
+}
+
+func (r *txnRequest) compare(c check, abs string, cmp clientv3.Cmp) {
+	r.cmps = append(r.cmps, cmp)
+	r.checks = append(r.checks, c)
+	// Keys only: classification needs revisions, not values.
+	r.els = append(r.els, clientv3.OpGet(abs, clientv3.WithKeysOnly()))
+}
+
+// build turns the guards and operations into a txnRequest. Guards go
+// first so that a fenced writer always learns it is fenced, not that its
+// data was stale.
+func (t *Txn) build() (*txnRequest, error) {
+	r := &txnRequest{then: make([]clientv3.Op, 0, len(t.ops))}
+	for _, g := range t.guards {
+		key, rev := g.GuardKey(), g.GuardRev()
+		if key == "" || rev <= 0 {
+			return nil, fmt.Errorf("store: invalid guard %q at create revision %d", key, rev)
+		}
+		r.compare(check{key: key, guard: true, expect: rev}, key,
+			clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
+	}
+	for _, op := range t.ops {
+		t.buildOp(r, op)
+	}
+	return r, nil
+}
+
+func (t *Txn) buildOp(r *txnRequest, op txnOp) {
+	abs := t.s.prefix + op.key
+	switch op.kind {
+	case opCreate:
+		r.compare(check{key: op.key, kind: op.kind}, abs,
+			clientv3.Compare(clientv3.CreateRevision(abs), "=", 0))
+		r.then = append(r.then, clientv3.OpPut(abs, string(op.value)))
+	case opUpdate:
+		r.compare(check{key: op.key, kind: op.kind, expect: op.modRev}, abs,
+			clientv3.Compare(clientv3.ModRevision(abs), "=", op.modRev))
+		r.then = append(r.then, clientv3.OpPut(abs, string(op.value)))
+	case opPut:
+		r.then = append(r.then, clientv3.OpPut(abs, string(op.value)))
+	case opDelete:
+		if op.modRev > 0 {
+			r.compare(check{key: op.key, kind: op.kind, expect: op.modRev}, abs,
+				clientv3.Compare(clientv3.ModRevision(abs), "=", op.modRev))
+		}
+		r.then = append(r.then, clientv3.OpDelete(abs))
+	case opDeletePrefix:
+		key, end := t.s.prefixRange(op.key)
+		r.then = append(r.then, clientv3.OpDelete(key, clientv3.WithRange(end)))
+	}
+}
+
+// failure names the first condition that failed, from the Else reads of
+// a failed transaction.
+func (t *Txn) failure(resp *clientv3.TxnResponse, checks []check) error {
 	for i, c := range checks {
 		var kv *mvccpb.KeyValue
 		if rr := resp.Responses[i].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
 			kv = rr.Kvs[0]
 		}
 		if err := c.eval(kv); err != nil {
-			return nil, &TxnError{Key: c.key, Err: err}
+			return &TxnError{Key: c.key, Err: err}
 		}
 	}
 	// The Else reads run at the revision the conditions were evaluated at,
 	// so one of them must explain the failure.
-	return nil, fmt.Errorf("store: txn of %d ops failed but every condition holds", len(t.ops))
+	return fmt.Errorf("store: txn of %d ops failed but every condition holds", len(t.ops))
 }
 
 // checkOverlap rejects two operations on one key before sending, because

@@ -196,30 +196,9 @@ func (s *Security) authenticate(ctx context.Context, p Policy, method string) (c
 	if pr == nil {
 		return nil, rule, fmt.Errorf("no peer: %w", api.ErrUnauthenticated)
 	}
-	var caller Caller
-	switch s.mode {
-	case modeInsecure:
-		if !isLoopback(pr.Addr) {
-			return nil, rule, fmt.Errorf("insecure mode answers loopback peers only; %s is not one: %w", pr.Addr, api.ErrUnauthenticated)
-		}
-		caller.Insecure = true
-	case modeLocal:
-		li, ok := pr.AuthInfo.(localInfo)
-		if !ok || !rule.Local {
-			return nil, rule, fmt.Errorf("%s accepts %s: %w", method, rule.accepts(), api.ErrForbidden)
-		}
-		if li.uid != uint32(os.Getuid()) && li.uid != 0 {
-			return nil, rule, fmt.Errorf("uid %d may not call %s (it accepts uid %d or root): %w", li.uid, method, os.Getuid(), api.ErrForbidden)
-		}
-		caller.Local = true
-	default:
-		if ti, ok := pr.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
-			id, err := pki.IdentityOf(ti.State.VerifiedChains[0][0])
-			if err != nil {
-				return nil, rule, fmt.Errorf("the client certificate names no Strata identity (%v): %w", err, api.ErrForbidden)
-			}
-			caller.Identity = id
-		}
+	caller, err := s.callerOf(pr, rule, method)
+	if err != nil {
+		return nil, rule, err
 	}
 	if rule.Token != nil {
 		// Tenant-facing: the token is the identity, whatever the link.
@@ -241,6 +220,39 @@ func (s *Security) authenticate(ctx context.Context, p Policy, method string) (c
 		return nil, rule, fmt.Errorf("%s may not call %s (it accepts %s): %w", caller.Identity, method, rule.accepts(), api.ErrForbidden)
 	}
 	return context.WithValue(ctx, callerKey{}, caller), rule, nil
+}
+
+// callerOf is who peer pr is under the server's security mode: a
+// loopback peer (insecure), a local process of this user or root (unix
+// socket), or the identity its verified certificate names (none without
+// one; the rule decides whether that is enough).
+func (s *Security) callerOf(pr *peer.Peer, rule Rule, method string) (Caller, error) {
+	var caller Caller
+	switch s.mode {
+	case modeInsecure:
+		if !isLoopback(pr.Addr) {
+			return caller, fmt.Errorf("insecure mode answers loopback peers only; %s is not one: %w", pr.Addr, api.ErrUnauthenticated)
+		}
+		caller.Insecure = true
+	case modeLocal:
+		li, ok := pr.AuthInfo.(localInfo)
+		if !ok || !rule.Local {
+			return caller, fmt.Errorf("%s accepts %s: %w", method, rule.accepts(), api.ErrForbidden)
+		}
+		if li.uid != uint32(os.Getuid()) && li.uid != 0 {
+			return caller, fmt.Errorf("uid %d may not call %s (it accepts uid %d or root): %w", li.uid, method, os.Getuid(), api.ErrForbidden)
+		}
+		caller.Local = true
+	default:
+		if ti, ok := pr.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
+			id, err := pki.IdentityOf(ti.State.VerifiedChains[0][0])
+			if err != nil {
+				return caller, fmt.Errorf("the client certificate names no Strata identity (%v): %w", err, api.ErrForbidden)
+			}
+			caller.Identity = id
+		}
+	}
+	return caller, nil
 }
 
 // bearerToken reads the "authorization: Bearer <token>" metadata; a call
