@@ -193,16 +193,11 @@ func (a *App) deleteObjects(ctx context.Context, c *client.Client, objs []manife
 			continue
 		}
 		_, err := resourceClient(c, m).DeleteResource(ctx, m.Name())
-		switch {
-		case client.IsNotFound(err) && o.ignoreNotFound:
-			fmt.Fprintf(a.io.Out, "%s not found\n", m.Ref())
-		case err != nil:
-			failed.add(m.Ref(), err)
-		case wait:
+		if err == nil && wait {
 			pending = append(pending, m)
-		default:
-			fmt.Fprintf(a.io.Out, "%s deletion requested\n", m.Ref())
+			continue
 		}
+		a.deleted(&failed, m, err, o, "deletion requested")
 	}
 	for _, m := range pending {
 		if err := a.waitGone(ctx, resourceClient(c, m), m.Name(), o.timeout); err != nil {
@@ -224,16 +219,22 @@ func (a *App) deleteObjects(ctx context.Context, c *client.Client, objs []manife
 		default:
 			continue
 		}
-		switch {
-		case client.IsNotFound(err) && o.ignoreNotFound:
-			fmt.Fprintf(a.io.Out, "%s not found\n", m.Ref())
-		case err != nil:
-			failed.add(m.Ref(), err)
-		default:
-			fmt.Fprintf(a.io.Out, "%s deleted\n", m.Ref())
-		}
+		a.deleted(&failed, m, err, o, "deleted")
 	}
 	return failed.err(len(objs))
+}
+
+// deleted reports the outcome of deleting m: done (what it says), not
+// found (fine with ignoreNotFound), or failed.
+func (a *App) deleted(failed *failures, m manifest.Object, err error, o deleteOptions, done string) {
+	switch {
+	case client.IsNotFound(err) && o.ignoreNotFound:
+		fmt.Fprintf(a.io.Out, "%s not found\n", m.Ref())
+	case err != nil:
+		failed.add(m.Ref(), err)
+	default:
+		fmt.Fprintf(a.io.Out, "%s %s\n", m.Ref(), done)
+	}
 }
 
 // waitGone polls until resource name no longer exists, or timeout passes.

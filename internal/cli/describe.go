@@ -206,64 +206,17 @@ func writeResource(w io.Writer, d resourceDescription, now time.Time) error {
 	if r.DeletionRequestedAt != nil {
 		f.add("Deletion", "requested "+when(*r.DeletionRequestedAt, now))
 	}
-	if s := r.Status; s != nil {
-		f.add("Replicas", fmt.Sprintf("%d desired, %d ready, %d updated", r.Replicas, s.Ready, s.Updated))
-		status := string(s.Phase)
-		if !s.Since.IsZero() {
-			status += " for " + printers.HumanDuration(now.Sub(s.Since))
-		}
-		f.add("Status", status)
-		f.addIf("Reason", s.Reason)
-		if ro := s.Rollout; ro != nil {
-			line := fmt.Sprintf("revision %d", ro.Revision)
-			if ro.FromRevision != 0 {
-				line += fmt.Sprintf(" from %d", ro.FromRevision)
-			}
-			line += ": " + ro.State
-			if ro.Region != "" {
-				line += " in " + ro.Region
-			}
-			if ro.Message != "" {
-				line += ": " + ro.Message
-			}
-			f.add("Rollout", line)
-		}
-		for _, k := range slices.Sorted(maps.Keys(s.Conditions)) {
-			f.add("Condition "+k, s.Conditions[k])
-		}
-	} else {
-		f.add("Replicas", fmt.Sprintf("%d desired", r.Replicas))
-		f.add("Status", "pending (no status reported yet)")
-	}
+	statusFields(&f, r, now)
 	specFields(&f, r.Spec)
 	scheduleFields(&f, r)
 	if err := f.write(w); err != nil {
 		return err
 	}
-
 	if s := r.Status; s != nil && len(s.Regions) > 0 {
-		t := printers.Table{Header: []string{"REGION", "STATUS", "READY", "UPDATED", "REVISION", "REASON"}}
-		for _, name := range slices.Sorted(maps.Keys(s.Regions)) {
-			sh := s.Regions[name]
-			status := string(sh.Phase)
-			if sh.FailoverFrom != "" {
-				status += " (for " + sh.FailoverFrom + ")"
-			}
-			t.Rows = append(t.Rows, []string{name, printers.Cell(status), fmt.Sprintf("%d/%d", sh.Ready, sh.Replicas),
-				fmt.Sprint(sh.Updated), fmt.Sprint(sh.Revision), printers.Cell(sh.Reason)})
-		}
-		section(w, "Regions", t, "", "")
+		section(w, "Regions", regionsTable(s), "", "")
 	}
 	if s := r.Status; s != nil && len(s.Backends) > 0 {
-		t := printers.Table{Header: []string{"REPLICA", "ADDRESS", "HEALTH"}}
-		for _, b := range s.Backends {
-			addr := b.Address
-			if b.Port != 0 {
-				addr = fmt.Sprintf("%s:%d", b.Address, b.Port)
-			}
-			t.Rows = append(t.Rows, []string{printers.Cell(b.Replica), addr, printers.Cell(b.Health)})
-		}
-		section(w, "Backends", t, "", "")
+		section(w, "Backends", backendsTable(s), "", "")
 	}
 	section(w, "Replicas", printers.Replicas(d.Replicas, false, now), d.Missing["replicas"], "none")
 	section(w, "Revisions", printers.Revisions(d.Revisions, r.Revision, false, now), d.Missing["revisions"], "none")
@@ -271,44 +224,75 @@ func writeResource(w io.Writer, d resourceDescription, now time.Time) error {
 	return nil
 }
 
+func statusFields(f *fields, r api.Resource, now time.Time) {
+	s := r.Status
+	if s == nil {
+		f.add("Replicas", fmt.Sprintf("%d desired", r.Replicas))
+		f.add("Status", "pending (no status reported yet)")
+		return
+	}
+	f.add("Replicas", fmt.Sprintf("%d desired, %d ready, %d updated", r.Replicas, s.Ready, s.Updated))
+	status := string(s.Phase)
+	if !s.Since.IsZero() {
+		status += " for " + printers.HumanDuration(now.Sub(s.Since))
+	}
+	f.add("Status", status)
+	f.addIf("Reason", s.Reason)
+	if ro := s.Rollout; ro != nil {
+		f.add("Rollout", rolloutLine(ro))
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Conditions)) {
+		f.add("Condition "+k, s.Conditions[k])
+	}
+}
+
+func rolloutLine(ro *api.RolloutStatus) string {
+	line := fmt.Sprintf("revision %d", ro.Revision)
+	if ro.FromRevision != 0 {
+		line += fmt.Sprintf(" from %d", ro.FromRevision)
+	}
+	line += ": " + ro.State
+	if ro.Region != "" {
+		line += " in " + ro.Region
+	}
+	if ro.Message != "" {
+		line += ": " + ro.Message
+	}
+	return line
+}
+
+func regionsTable(s *api.ResourceStatus) printers.Table {
+	t := printers.Table{Header: []string{"REGION", "STATUS", "READY", "UPDATED", "REVISION", "REASON"}}
+	for _, name := range slices.Sorted(maps.Keys(s.Regions)) {
+		sh := s.Regions[name]
+		status := string(sh.Phase)
+		if sh.FailoverFrom != "" {
+			status += " (for " + sh.FailoverFrom + ")"
+		}
+		t.Rows = append(t.Rows, []string{name, printers.Cell(status), fmt.Sprintf("%d/%d", sh.Ready, sh.Replicas),
+			fmt.Sprint(sh.Updated), fmt.Sprint(sh.Revision), printers.Cell(sh.Reason)})
+	}
+	return t
+}
+
+func backendsTable(s *api.ResourceStatus) printers.Table {
+	t := printers.Table{Header: []string{"REPLICA", "ADDRESS", "HEALTH"}}
+	for _, b := range s.Backends {
+		addr := b.Address
+		if b.Port != 0 {
+			addr = fmt.Sprintf("%s:%d", b.Address, b.Port)
+		}
+		t.Rows = append(t.Rows, []string{printers.Cell(b.Replica), addr, printers.Cell(b.Health)})
+	}
+	return t
+}
+
 func specFields(f *fields, s api.ResourceSpec) {
 	f.add("Spec", "")
 	f.addIf("  Flavor", s.Flavor)
 	switch {
 	case s.Compute != nil:
-		c := s.Compute
-		f.add("  Image", c.Image)
-		f.addIf("  Command", shellJoin(c.Command))
-		f.addIf("  Args", shellJoin(c.Args))
-		f.addIf("  Env", pairs(c.Env))
-		f.addIf("  Working dir", c.WorkingDir)
-		var ports []string
-		for _, p := range c.Ports {
-			port := fmt.Sprintf("%d/%s", p.ContainerPort, p.Protocol)
-			if p.HostPort != 0 {
-				port += fmt.Sprintf(" on host %d", p.HostPort)
-			}
-			if p.Name != "" {
-				port = p.Name + " " + port
-			}
-			ports = append(ports, port)
-		}
-		f.addIf("  Ports", strings.Join(ports, ", "))
-		var vols []string
-		for _, v := range c.Volumes {
-			m := v.Volume + " at " + v.Path
-			if v.ReadOnly {
-				m += " (read-only)"
-			}
-			vols = append(vols, m)
-		}
-		f.addIf("  Volumes", strings.Join(vols, ", "))
-		f.addIf("  Network", c.Network)
-		f.addIf("  Restart", string(c.RestartPolicy))
-		if c.StopGracePeriod.Duration != 0 {
-			f.add("  Stop grace", c.StopGracePeriod.String())
-		}
-		f.addIf("  Kernel args", c.KernelArgs)
+		computeFields(f, s.Compute)
 	case s.Volume != nil:
 		f.add("  Size", printers.MiB(s.Volume.SizeMiB))
 		f.addIf("  Format", string(s.Volume.Format))
@@ -322,32 +306,70 @@ func specFields(f *fields, s api.ResourceSpec) {
 		f.addIf("  Cmdline", i.Cmdline)
 		f.addIf("  Disk", i.Disk)
 	case s.Loadbalancer != nil:
-		lb := s.Loadbalancer
-		var ls []string
-		for _, l := range lb.Listeners {
-			s := fmt.Sprintf("%d/%s -> %d", l.Port, l.Protocol, l.TargetPort)
-			if l.Address != "" {
-				s = l.Address + ":" + s
-			}
-			if l.Name != "" {
-				s = l.Name + " " + s
-			}
-			ls = append(ls, s)
+		loadbalancerFields(f, s.Loadbalancer)
+	}
+}
+
+func computeFields(f *fields, c *api.ComputeSpec) {
+	f.add("  Image", c.Image)
+	f.addIf("  Command", shellJoin(c.Command))
+	f.addIf("  Args", shellJoin(c.Args))
+	f.addIf("  Env", pairs(c.Env))
+	f.addIf("  Working dir", c.WorkingDir)
+	var ports []string
+	for _, p := range c.Ports {
+		port := fmt.Sprintf("%d/%s", p.ContainerPort, p.Protocol)
+		if p.HostPort != 0 {
+			port += fmt.Sprintf(" on host %d", p.HostPort)
 		}
-		f.add("  Listeners", strings.Join(ls, ", "))
-		f.add("  Selector", printers.Labels(lb.Selector))
-		f.addIf("  Algorithm", lb.Algorithm)
-		if hc := lb.HealthCheck; hc != nil {
-			check := hc.Type
-			if hc.Path != "" {
-				check += " " + hc.Path
-			}
-			check += fmt.Sprintf(" every %s, rise %d, fall %d", hc.Interval, hc.Rise, hc.Fall)
-			if hc.Timeout.Duration != 0 {
-				check += ", timeout " + hc.Timeout.String()
-			}
-			f.add("  Health check", check)
+		if p.Name != "" {
+			port = p.Name + " " + port
 		}
+		ports = append(ports, port)
+	}
+	f.addIf("  Ports", strings.Join(ports, ", "))
+	var vols []string
+	for _, v := range c.Volumes {
+		m := v.Volume + " at " + v.Path
+		if v.ReadOnly {
+			m += " (read-only)"
+		}
+		vols = append(vols, m)
+	}
+	f.addIf("  Volumes", strings.Join(vols, ", "))
+	f.addIf("  Network", c.Network)
+	f.addIf("  Restart", string(c.RestartPolicy))
+	if c.StopGracePeriod.Duration != 0 {
+		f.add("  Stop grace", c.StopGracePeriod.String())
+	}
+	f.addIf("  Kernel args", c.KernelArgs)
+}
+
+func loadbalancerFields(f *fields, lb *api.LoadbalancerSpec) {
+	var ls []string
+	for _, l := range lb.Listeners {
+		s := fmt.Sprintf("%d/%s -> %d", l.Port, l.Protocol, l.TargetPort)
+		if l.Address != "" {
+			s = l.Address + ":" + s
+		}
+		if l.Name != "" {
+			s = l.Name + " " + s
+		}
+		ls = append(ls, s)
+	}
+	f.add("  Listeners", strings.Join(ls, ", "))
+	f.add("  Selector", printers.Labels(lb.Selector))
+	f.addIf("  Algorithm", lb.Algorithm)
+	if hc := lb.HealthCheck; hc != nil {
+		check := hc.Type
+		if hc.Path != "" {
+			check += " " + hc.Path
+		}
+		check += fmt.Sprintf(" every %s, rise %d, fall %d", hc.Interval, hc.Rise, hc.Fall)
+		if hc.Timeout.Duration != 0 {
+			check += ", timeout " + hc.Timeout.String()
+		}
+		f.add("  Health check", check)
 	}
 }
 
@@ -370,33 +392,46 @@ func scheduleFields(f *fields, r api.Resource) {
 	f.addIf("  Anti-affinity", s.AntiAffinity)
 	f.addIf("  Strategy", s.Strategy)
 	for _, region := range slices.Sorted(maps.Keys(r.Overrides)) {
-		o := r.Overrides[region]
-		var parts []string
-		if o.Flavor != "" {
-			parts = append(parts, "flavor "+o.Flavor)
-		}
-		if o.Image != "" {
-			parts = append(parts, "image "+o.Image)
-		}
-		if len(o.Env) > 0 {
-			parts = append(parts, "env "+pairs(o.Env))
-		}
-		f.add("Override "+region, printers.Cell(strings.Join(parts, ", ")))
+		f.add("Override "+region, printers.Cell(overrideLine(r.Overrides[region])))
 	}
 	if fo := r.Failover; fo != nil && fo.Enabled {
-		line := "enabled"
-		if fo.After.Duration != 0 {
-			line += " after " + fo.After.String()
-		}
-		if len(fo.ToRegions) > 0 {
-			line += " to " + strings.Join(fo.ToRegions, ", ")
-		}
-		if fo.FailBack {
-			line += ", failing back"
-		}
-		f.add("Failover", line)
+		f.add("Failover", failoverLine(fo))
 	}
-	ro := r.Rollout
+	f.addIf("Rollout policy", rolloutPolicy(r.Rollout))
+	if r.MaxRevisionHistory != 0 {
+		f.add("Revision history", fmt.Sprintf("%d kept", r.MaxRevisionHistory))
+	}
+}
+
+func overrideLine(o api.SpecOverride) string {
+	var parts []string
+	if o.Flavor != "" {
+		parts = append(parts, "flavor "+o.Flavor)
+	}
+	if o.Image != "" {
+		parts = append(parts, "image "+o.Image)
+	}
+	if len(o.Env) > 0 {
+		parts = append(parts, "env "+pairs(o.Env))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func failoverLine(fo *api.FailoverPolicy) string {
+	line := "enabled"
+	if fo.After.Duration != 0 {
+		line += " after " + fo.After.String()
+	}
+	if len(fo.ToRegions) > 0 {
+		line += " to " + strings.Join(fo.ToRegions, ", ")
+	}
+	if fo.FailBack {
+		line += ", failing back"
+	}
+	return line
+}
+
+func rolloutPolicy(ro api.RolloutPolicy) string {
 	var policy []string
 	for _, p := range []struct {
 		name string
@@ -412,10 +447,7 @@ func scheduleFields(f *fields, r api.Resource) {
 	if ro.Paused {
 		policy = append(policy, "paused")
 	}
-	f.addIf("Rollout policy", strings.Join(policy, ", "))
-	if r.MaxRevisionHistory != 0 {
-		f.add("Revision history", fmt.Sprintf("%d kept", r.MaxRevisionHistory))
-	}
+	return strings.Join(policy, ", ")
 }
 
 // nodeDescription is everything describe node gathers.
@@ -518,50 +550,17 @@ func writeNode(w io.Writer, d nodeDescription, now time.Time) error {
 	f.addIf("Zone", n.Zone)
 	f.add("Labels", printers.Labels(n.Labels))
 	f.addIf("Address", n.Address)
-	var provs []string
-	for _, p := range n.Providers {
-		kinds := make([]string, len(p.Kinds))
-		for i, k := range p.Kinds {
-			kinds[i] = string(k)
-		}
-		s := fmt.Sprintf("%s (%s)", p.Name, strings.Join(kinds, ", "))
-		if p.Version != "" {
-			s += " " + p.Version
-		}
-		provs = append(provs, s)
-	}
-	f.addIf("Providers", strings.Join(provs, "; "))
+	f.addIf("Providers", providersLine(n.Providers))
 	f.addIf("Agent", n.AgentVersion)
 	f.addIf("Registered", when(n.RegisteredAt, now))
 	s := n.Status
 	if s != nil {
-		health := string(s.Health)
-		if !s.Since.IsZero() {
-			health += " for " + printers.HumanDuration(now.Sub(s.Since))
-		}
-		if s.Reason != "" {
-			health += ": " + s.Reason
-		}
-		f.add("Health", health)
+		f.add("Health", healthLine(s, now))
 		if !s.LastHeartbeat.IsZero() {
 			f.add("Heartbeat", printers.HumanDuration(now.Sub(s.LastHeartbeat))+" ago")
 		}
 	}
-	if n.Schedulable {
-		f.add("Schedulable", "yes")
-	} else {
-		line := "no, cordoned"
-		if n.CordonedBy != "" {
-			line += " by " + n.CordonedBy
-		}
-		if !n.CordonedAt.IsZero() {
-			line += " " + printers.HumanDuration(now.Sub(n.CordonedAt)) + " ago"
-		}
-		if n.CordonReason != "" {
-			line += ": " + n.CordonReason
-		}
-		f.add("Schedulable", line)
-	}
+	f.add("Schedulable", schedulableLine(n, now))
 	var auto []string
 	if n.EnableAutoCordon {
 		auto = append(auto, "cordon after "+n.AutoCordonInterval.String())
@@ -574,20 +573,7 @@ func writeNode(w io.Writer, d nodeDescription, now time.Time) error {
 		return err
 	}
 
-	var alloc api.Capacity
-	if s != nil {
-		alloc = s.Allocated
-	}
-	capT := printers.Table{Header: []string{"RESOURCE", "CAPACITY", "ALLOCATED", "USED"}}
-	capT.Rows = append(capT.Rows,
-		[]string{"cpu", printers.CPU(n.Capacity.MilliCPU), printers.CPU(alloc.MilliCPU), printers.Percent(alloc.MilliCPU, n.Capacity.MilliCPU)},
-		[]string{"memory", printers.MiB(n.Capacity.MemoryMiB), printers.MiB(alloc.MemoryMiB), printers.Percent(alloc.MemoryMiB, n.Capacity.MemoryMiB)},
-	)
-	if n.Capacity.DiskMiB > 0 {
-		capT.Rows = append(capT.Rows, []string{"disk", printers.MiB(n.Capacity.DiskMiB), printers.MiB(alloc.DiskMiB), printers.Percent(alloc.DiskMiB, n.Capacity.DiskMiB)})
-	}
-	section(w, "Capacity", capT, "", "")
-
+	section(w, "Capacity", capacityTable(n), "", "")
 	condT := printers.Table{Header: []string{"TYPE", "STATUS", "REASON", "MESSAGE", "SINCE"}}
 	if s != nil {
 		for _, c := range s.Conditions {
@@ -596,35 +582,99 @@ func writeNode(w io.Writer, d nodeDescription, now time.Time) error {
 		}
 	}
 	section(w, "Conditions", condT, "", "none reported")
-
 	if s != nil && s.Drain != nil {
-		ds := s.Drain
-		fmt.Fprintln(w, "Drain:")
-		var df fields
-		df.add("  State", ds.State)
-		df.add("  Progress", fmt.Sprintf("moved %d/%d, remaining %d, failed %d", ds.Moved, ds.Total, ds.Remaining, ds.Failed))
-		df.addIf("  Started", when(ds.StartedAt, now))
-		if !ds.Deadline.IsZero() {
-			df.add("  Deadline", ds.Deadline.UTC().Format(time.RFC3339))
-		}
-		df.addIf("  Finished", when(ds.FinishedAt, now))
-		df.addIf("  Reason", ds.Reason)
-		df.addIf("  Message", ds.Message)
-		if err := df.write(w); err != nil {
+		if err := writeDrain(w, s.Drain, now); err != nil {
 			return err
 		}
-		if len(ds.Steps) > 0 {
-			fmt.Fprintln(w, "  Steps:")
-			fmt.Fprint(w, indent(printers.DrainSteps(ds.Steps, now).String(), "    "))
-		}
 	}
-
 	repT := printers.Table{Header: []string{"NAME", "RESOURCE", "PHASE", "REVISION", "AGE"}}
 	for _, r := range d.Replicas {
 		repT.Rows = append(repT.Rows, []string{r.ID, printers.Cell(r.Resource), printers.Cell(string(r.Phase)), fmt.Sprint(r.Revision), printers.Age(now, r.CreatedAt)})
 	}
 	section(w, "Replicas", repT, d.Missing["replicas"], "none")
 	section(w, "Events", printers.Events(d.Events, false, now), d.Missing["events"], "none")
+	return nil
+}
+
+func providersLine(ps []api.NodeProvider) string {
+	var provs []string
+	for _, p := range ps {
+		kinds := make([]string, len(p.Kinds))
+		for i, k := range p.Kinds {
+			kinds[i] = string(k)
+		}
+		s := fmt.Sprintf("%s (%s)", p.Name, strings.Join(kinds, ", "))
+		if p.Version != "" {
+			s += " " + p.Version
+		}
+		provs = append(provs, s)
+	}
+	return strings.Join(provs, "; ")
+}
+
+func healthLine(s *api.NodeStatus, now time.Time) string {
+	health := string(s.Health)
+	if !s.Since.IsZero() {
+		health += " for " + printers.HumanDuration(now.Sub(s.Since))
+	}
+	if s.Reason != "" {
+		health += ": " + s.Reason
+	}
+	return health
+}
+
+func schedulableLine(n api.Node, now time.Time) string {
+	if n.Schedulable {
+		return "yes"
+	}
+	line := "no, cordoned"
+	if n.CordonedBy != "" {
+		line += " by " + n.CordonedBy
+	}
+	if !n.CordonedAt.IsZero() {
+		line += " " + printers.HumanDuration(now.Sub(n.CordonedAt)) + " ago"
+	}
+	if n.CordonReason != "" {
+		line += ": " + n.CordonReason
+	}
+	return line
+}
+
+func capacityTable(n api.Node) printers.Table {
+	var alloc api.Capacity
+	if n.Status != nil {
+		alloc = n.Status.Allocated
+	}
+	t := printers.Table{Header: []string{"RESOURCE", "CAPACITY", "ALLOCATED", "USED"}}
+	t.Rows = append(t.Rows,
+		[]string{"cpu", printers.CPU(n.Capacity.MilliCPU), printers.CPU(alloc.MilliCPU), printers.Percent(alloc.MilliCPU, n.Capacity.MilliCPU)},
+		[]string{"memory", printers.MiB(n.Capacity.MemoryMiB), printers.MiB(alloc.MemoryMiB), printers.Percent(alloc.MemoryMiB, n.Capacity.MemoryMiB)},
+	)
+	if n.Capacity.DiskMiB > 0 {
+		t.Rows = append(t.Rows, []string{"disk", printers.MiB(n.Capacity.DiskMiB), printers.MiB(alloc.DiskMiB), printers.Percent(alloc.DiskMiB, n.Capacity.DiskMiB)})
+	}
+	return t
+}
+
+func writeDrain(w io.Writer, ds *api.DrainStatus, now time.Time) error {
+	fmt.Fprintln(w, "Drain:")
+	var df fields
+	df.add("  State", ds.State)
+	df.add("  Progress", fmt.Sprintf("moved %d/%d, remaining %d, failed %d", ds.Moved, ds.Total, ds.Remaining, ds.Failed))
+	df.addIf("  Started", when(ds.StartedAt, now))
+	if !ds.Deadline.IsZero() {
+		df.add("  Deadline", ds.Deadline.UTC().Format(time.RFC3339))
+	}
+	df.addIf("  Finished", when(ds.FinishedAt, now))
+	df.addIf("  Reason", ds.Reason)
+	df.addIf("  Message", ds.Message)
+	if err := df.write(w); err != nil {
+		return err
+	}
+	if len(ds.Steps) > 0 {
+		fmt.Fprintln(w, "  Steps:")
+		fmt.Fprint(w, indent(printers.DrainSteps(ds.Steps, now).String(), "    "))
+	}
 	return nil
 }
 
