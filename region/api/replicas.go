@@ -28,27 +28,41 @@ func (s *Server) listReplicas(tenant, resource, node string) ([]api.Replica, err
 	case !byNode && (tenant == "" || resource == ""):
 		return nil, api.Invalid("resource", "give a tenant and a resource, or a node")
 	}
+	selected := func(a *api.Assignment) bool { return a.Node == node }
+	if !byNode {
+		selected = func(a *api.Assignment) bool { return a.Tenant == tenant && a.Resource == resource }
+	}
 	out := []api.Replica{}
 	for _, it := range s.caches.Assignments.List() {
-		a := it.Value
-		if byNode && a.Node != node || !byNode && (a.Tenant != tenant || a.Resource != resource) {
-			continue
+		if selected(it.Value) {
+			out = append(out, s.replica(it.Value))
 		}
-		out = append(out, s.replica(a))
 	}
 	if len(out) == 0 {
 		// Distinguish "nothing there yet" from a typo.
-		if _, ok := s.caches.Nodes.Get(node); byNode && !ok {
-			return nil, api.NotFound("node", node)
-		}
-		if _, ok := s.caches.Placements.Get(tenant + "/" + resource); !byNode && !ok {
-			return nil, api.NotFound("resource", tenant+"/"+resource)
+		if err := s.known(tenant, resource, node); err != nil {
+			return nil, err
 		}
 	}
 	slices.SortFunc(out, func(a, b api.Replica) int {
 		return cmp.Or(cmp.Compare(a.ResourceKey(), b.ResourceKey()), cmp.Compare(a.ID, b.ID))
 	})
 	return out, nil
+}
+
+// known says whether a node (node != "") or a resource is known to the
+// region: a not-found error if not.
+func (s *Server) known(tenant, resource, node string) error {
+	if node != "" {
+		if _, ok := s.caches.Nodes.Get(node); !ok {
+			return api.NotFound("node", node)
+		}
+		return nil
+	}
+	if _, ok := s.caches.Placements.Get(tenant + "/" + resource); !ok {
+		return api.NotFound("resource", tenant+"/"+resource)
+	}
+	return nil
 }
 
 // replica joins an assignment with its status.

@@ -45,20 +45,16 @@ func (w *watch[T]) offer(changes []store.Change[T]) {
 // sent: the receiver never saw it.
 func pump[T any](ctx context.Context, w *watch[T], window time.Duration, max int, send func([]store.Change[T]) error) error {
 	var (
-		batch   []store.Change[T]
-		pending = make(map[string]int) // name -> index in batch
-		timer   *time.Timer
-		due     <-chan time.Time // nil while nothing is pending
+		co    coalesced[T]
+		timer *time.Timer
+		due   <-chan time.Time // nil while nothing is pending
 	)
 	flush := func() error {
 		if timer != nil {
 			timer.Stop()
 		}
 		due = nil
-		out := slices.DeleteFunc(batch, func(c store.Change[T]) bool { return c.Old == nil && c.New == nil })
-		batch = nil
-		clear(pending)
-		for chunk := range slices.Chunk(out, max) {
+		for chunk := range slices.Chunk(co.take(), max) {
 			if err := send(chunk); err != nil {
 				return err
 			}
@@ -72,20 +68,13 @@ func pump[T any](ctx context.Context, w *watch[T], window time.Duration, max int
 		case <-w.overflow:
 			return fmt.Errorf("watcher fell %d change batches behind; too slow, reconnect: %w", cap(w.ch), api.ErrUnavailable)
 		case changes := <-w.ch:
-			for _, c := range changes {
-				if i, ok := pending[c.Name]; ok {
-					batch[i].New = c.New
-					continue
-				}
-				pending[c.Name] = len(batch)
-				batch = append(batch, c)
-			}
+			co.add(changes)
 			switch {
-			case len(batch) >= max:
+			case len(co.batch) >= max:
 				if err := flush(); err != nil {
 					return err
 				}
-			case due == nil && len(batch) > 0:
+			case due == nil && len(co.batch) > 0:
 				timer = time.NewTimer(window)
 				due = timer.C
 			}
@@ -95,6 +84,37 @@ func pump[T any](ctx context.Context, w *watch[T], window time.Duration, max int
 			}
 		}
 	}
+}
+
+// coalesced holds the changes of one window, one per name: the first
+// Old, the last New.
+type coalesced[T any] struct {
+	batch   []store.Change[T]
+	pending map[string]int // name -> index in batch
+}
+
+func (c *coalesced[T]) add(changes []store.Change[T]) {
+	if c.pending == nil {
+		c.pending = make(map[string]int)
+	}
+	for _, ch := range changes {
+		if i, ok := c.pending[ch.Name]; ok {
+			c.batch[i].New = ch.New
+			continue
+		}
+		c.pending[ch.Name] = len(c.batch)
+		c.batch = append(c.batch, ch)
+	}
+}
+
+// take returns the window's changes and starts a new window. An object
+// created and deleted within the window is left out: the receiver never
+// saw it.
+func (c *coalesced[T]) take() []store.Change[T] {
+	out := slices.DeleteFunc(c.batch, func(ch store.Change[T]) bool { return ch.Old == nil && ch.New == nil })
+	c.batch = nil
+	clear(c.pending)
+	return out
 }
 
 // watchShares streams the region's shares: one snapshot, then changes.
