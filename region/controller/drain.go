@@ -160,28 +160,7 @@ func (c *Controller) reconcileDrains(v *view, p *plan) {
 			}
 		}
 		running -= run.moved + run.stopped
-		if d.Total == 0 && d.Moved == 0 && d.Failed == 0 && len(d.Steps) == 0 {
-			d.Total = running + run.moved + run.stopped
-		}
-		d.Moved += run.moved
-		d.Failed = len(run.unmovable) + countForced(d.Steps) + run.stopped
-		d.Remaining = max(running-len(run.unmovable), 0)
-		d.Steps = append(append([]api.DrainStep(nil), d.Steps...), run.steps...)
-		if len(d.Steps) > maxDrainSteps {
-			d.Steps = d.Steps[len(d.Steps)-maxDrainSteps:]
-		}
-		d.Message = fmt.Sprintf("%d moved, %d remaining, %d failed", d.Moved, d.Remaining, d.Failed)
-		if len(run.unmovable) > 0 {
-			ids := make([]string, 0, len(run.unmovable))
-			for id := range run.unmovable {
-				ids = append(ids, id)
-			}
-			sort.Strings(ids)
-			d.Message += fmt.Sprintf("; not moved: %s (%s)", ids[0], run.unmovable[ids[0]])
-			if len(ids) > 1 {
-				d.Message += fmt.Sprintf(" and %d more", len(ids)-1)
-			}
-		}
+		run.progress(&d, running)
 		var ev *events.Event
 		if d.Remaining == 0 {
 			d.FinishedAt = v.now
@@ -199,6 +178,33 @@ func (c *Controller) reconcileDrains(v *view, p *plan) {
 			continue
 		}
 		p.updateDrain(&d, run.item.ModRevision, ev)
+	}
+}
+
+// progress adds this pass's moves, failures and steps to d, with running
+// replicas still on the node.
+func (run *drainRun) progress(d *api.DrainStatus, running int) {
+	if d.Total == 0 && d.Moved == 0 && d.Failed == 0 && len(d.Steps) == 0 {
+		d.Total = running + run.moved + run.stopped
+	}
+	d.Moved += run.moved
+	d.Failed = len(run.unmovable) + countForced(d.Steps) + run.stopped
+	d.Remaining = max(running-len(run.unmovable), 0)
+	d.Steps = append(append([]api.DrainStep(nil), d.Steps...), run.steps...)
+	if len(d.Steps) > maxDrainSteps {
+		d.Steps = d.Steps[len(d.Steps)-maxDrainSteps:]
+	}
+	d.Message = fmt.Sprintf("%d moved, %d remaining, %d failed", d.Moved, d.Remaining, d.Failed)
+	if len(run.unmovable) > 0 {
+		ids := make([]string, 0, len(run.unmovable))
+		for id := range run.unmovable {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		d.Message += fmt.Sprintf("; not moved: %s (%s)", ids[0], run.unmovable[ids[0]])
+		if len(ids) > 1 {
+			d.Message += fmt.Sprintf(" and %d more", len(ids)-1)
+		}
 	}
 }
 

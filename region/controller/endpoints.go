@@ -61,26 +61,31 @@ func (c *Controller) endpoints(pl *api.Placement) []api.Endpoint {
 			continue
 		}
 		for _, id := range c.index.ofResource(it.Name) {
-			a, ok := c.o.Caches.Assignments.Get(id)
-			if !ok || a.Value.Desired != api.DesiredRunning || a.Value.ResourceUID != r.UID {
-				continue
+			if addr := c.backendAddress(id, r.UID); addr != "" {
+				out = append(out, api.Endpoint{Replica: id, Address: addr})
 			}
-			st, ok := c.o.Caches.Statuses.Get(id)
-			if !ok || st.Value.Phase != api.PhaseReady || st.Value.Node != a.Value.Node {
-				continue
-			}
-			addr := st.Value.Address
-			if addr == "" && a.Value.Network != nil {
-				addr = a.Value.Network.Address
-			}
-			if addr == "" {
-				continue
-			}
-			out = append(out, api.Endpoint{Replica: id, Address: addr})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
 	return out
+}
+
+// backendAddress is the address of replica id of the resource uid when it
+// runs ready on its node: what its agent reports, else what IPAM gave it;
+// "" when it is no backend.
+func (c *Controller) backendAddress(id, uid string) string {
+	a, ok := c.o.Caches.Assignments.Get(id)
+	if !ok || a.Value.Desired != api.DesiredRunning || a.Value.ResourceUID != uid {
+		return ""
+	}
+	st, ok := c.o.Caches.Statuses.Get(id)
+	if !ok || st.Value.Phase != api.PhaseReady || st.Value.Node != a.Value.Node {
+		return ""
+	}
+	if st.Value.Address == "" && a.Value.Network != nil {
+		return a.Value.Network.Address
+	}
+	return st.Value.Address
 }
 
 // updateEndpoints gives every running replica of a load balancer the

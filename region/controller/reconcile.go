@@ -10,6 +10,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/region/scheduler"
 	"github.com/stratahq/strata/region/state"
 )
@@ -29,29 +30,12 @@ func (c *Controller) reconcile(v *view, p *plan, key string) {
 		}
 		live = append(live, r)
 	}
-
 	if !havePlacement || pl.Value.Resource.Deleting() {
-		why := "resource removed from the region"
+		var placed *store.Item[api.Placement]
 		if havePlacement {
-			why = "resource deleted"
+			placed = &pl
 		}
-		for _, r := range live {
-			c.destroy(v, p, key, r, why)
-		}
-		remaining := dying + len(live)
-		if remaining == 0 {
-			if havePlacement {
-				p.deletePlacement(key, pl.ModRevision)
-				p.event(key, c.event(events.TypeNormal, "ResourceDestroyed", "resource/"+key, "every replica is gone"))
-			}
-			if _, ok := c.o.Caches.Shares.Get(key); ok {
-				p.deleteShare(key)
-			}
-			return
-		}
-		if havePlacement {
-			c.writeShare(v, p, key, pl.Value, nil, api.PhaseDestroy, fmt.Sprintf("%d replicas left to destroy", remaining))
-		}
+		c.tearDown(v, p, key, placed, live, dying)
 		return
 	}
 
@@ -69,37 +53,66 @@ func (c *Controller) reconcile(v *view, p *plan, key string) {
 		c.writeShare(v, p, key, pl.Value, nil, api.PhaseReady, "")
 		return
 	}
-
-	// Replace what is lost, failed or stuck.
-	live = c.keep(live, func(r *replica) bool {
-		if lost, why := v.lost(r.a.Node); lost {
-			c.destroy(v, p, key, r, why)
-			p.event(key, c.event(events.TypeWarning, "ReplicaLost", "replica/"+r.a.ID, why+"; replacing it"))
-			return false
-		}
-		if r.phase == api.PhaseError {
-			if !c.allowRetry(key, v.now) {
-				return true
-			}
-			why := "failed: " + reasonOf(r)
-			c.destroy(v, p, key, r, why)
-			p.event(key, c.event(events.TypeWarning, "ReplicaReplaced", "replica/"+r.a.ID, why))
-			return false
-		}
-		if late, why := c.overdue(v, r); late {
-			c.allowRetry(key, v.now)
-			c.destroy(v, p, key, r, why)
-			p.event(key, c.event(events.TypeWarning, "DeadlineExceeded", "replica/"+r.a.ID, why+"; replacing it"))
-			return false
-		}
-		return true
-	})
-
+	live = c.keep(live, func(r *replica) bool { return c.healthy(v, p, key, r) })
 	live = c.moveOffDrainingNodes(v, p, key, pl.Value, live)
 	live = c.rollout(v, p, key, pl.Value, live)
 	c.updateEndpoints(p, key, pl.Value, live)
 	unplaced := c.schedule(v, p, key, pl.Value, live)
 	c.writeShare(v, p, key, pl.Value, live, "", unplaced)
+}
+
+// tearDown destroys the live replicas of a resource the region no longer
+// runs: removed from the region (pl nil) or deleted. Once none is left,
+// its placement and share go; until then its share says how many are.
+func (c *Controller) tearDown(v *view, p *plan, key string, pl *store.Item[api.Placement], live []*replica, dying int) {
+	why := "resource removed from the region"
+	if pl != nil {
+		why = "resource deleted"
+	}
+	for _, r := range live {
+		c.destroy(v, p, key, r, why)
+	}
+	remaining := dying + len(live)
+	switch {
+	case remaining > 0 && pl != nil:
+		c.writeShare(v, p, key, pl.Value, nil, api.PhaseDestroy, fmt.Sprintf("%d replicas left to destroy", remaining))
+	case remaining > 0:
+	default:
+		if pl != nil {
+			p.deletePlacement(key, pl.ModRevision)
+			p.event(key, c.event(events.TypeNormal, "ResourceDestroyed", "resource/"+key, "every replica is gone"))
+		}
+		if _, ok := c.o.Caches.Shares.Get(key); ok {
+			p.deleteShare(key)
+		}
+	}
+}
+
+// healthy reports whether replica r is kept; one that is lost, failed
+// (when a retry is allowed) or stuck past its deadline is destroyed, to
+// be replaced.
+func (c *Controller) healthy(v *view, p *plan, key string, r *replica) bool {
+	if lost, why := v.lost(r.a.Node); lost {
+		c.destroy(v, p, key, r, why)
+		p.event(key, c.event(events.TypeWarning, "ReplicaLost", "replica/"+r.a.ID, why+"; replacing it"))
+		return false
+	}
+	if r.phase == api.PhaseError {
+		if !c.allowRetry(key, v.now) {
+			return true
+		}
+		why := "failed: " + reasonOf(r)
+		c.destroy(v, p, key, r, why)
+		p.event(key, c.event(events.TypeWarning, "ReplicaReplaced", "replica/"+r.a.ID, why))
+		return false
+	}
+	if late, why := c.overdue(v, r); late {
+		c.allowRetry(key, v.now)
+		c.destroy(v, p, key, r, why)
+		p.event(key, c.event(events.TypeWarning, "DeadlineExceeded", "replica/"+r.a.ID, why+"; replacing it"))
+		return false
+	}
+	return true
 }
 
 // finishDestroy removes the records of a replica being destroyed once the
@@ -209,19 +222,35 @@ func (c *Controller) readyAgain(key string, now time.Time) {
 // the ready ones never drop below Replicas - MaxUnavailable.
 func (c *Controller) rollout(v *view, p *plan, key string, pl *api.Placement, live []*replica) []*replica {
 	pr := &pl.Resource
-	n := pr.Replicas
-	surge, unavailable := pr.Rollout.MaxSurge, pr.Rollout.MaxUnavailable
-	if surge == 0 && unavailable == 0 {
-		surge = 1
-	}
 	slots := slotsOf(live)
-	var cur, old []*replica
+	cur, old := c.byRevision(p, key, pl, slots)
+	if len(old) > 0 && !pr.Rollout.Paused {
+		return c.replace(v, p, key, pl, live, slots, cur, old)
+	}
+	n, total := pr.Replicas, len(slots)
+	for total < n {
+		r := c.create(v, p, key, pl, "")
+		live = append(live, r)
+		total++
+	}
+	if total > n {
+		extra := slotsOf(alive(live))
+		sortForRemoval(v, extra)
+		for _, r := range extra[:total-n] {
+			c.destroy(v, p, key, r, fmt.Sprintf("scaled down to %d", n))
+		}
+	}
+	return alive(live)
+}
+
+// byRevision splits slots into the replicas of the current revision and
+// the old ones. An old replica whose spec is the current one's (a
+// rollback, a revert) is relabelled in place instead of replaced: its
+// generation stays, the agent has nothing to do.
+func (c *Controller) byRevision(p *plan, key string, pl *api.Placement, slots []*replica) (cur, old []*replica) {
+	pr := &pl.Resource
 	for _, r := range slots {
 		if r.a.Revision != pr.Revision && r.modRev != 0 && sameWorkload(r.a, pl) {
-			// A new revision with the spec this replica already runs (a
-			// rollback, a revert): relabel it in place instead of
-			// replacing it. The generation stays: the agent has
-			// nothing to do.
 			a := *r.a
 			a.Revision = pr.Revision
 			a.Labels = pr.Labels
@@ -234,49 +263,42 @@ func (c *Controller) rollout(v *view, p *plan, key string, pl *api.Placement, li
 			old = append(old, r)
 		}
 	}
-	total := len(slots)
+	return cur, old
+}
 
-	if len(old) > 0 && !pr.Rollout.Paused {
-		for len(cur) < n && total < n+surge {
-			r := c.create(v, p, key, pl, "")
-			live, cur = append(live, r), append(cur, r)
-			total++
-		}
-		ready := 0
-		for _, r := range slots {
-			if r.phase == api.PhaseReady {
-				ready++
-			}
-		}
-		minReady := max(n-unavailable, pr.Rollout.MinHealthy, 0)
-		// Old replicas that are not ready hold nothing up: go first.
-		sortForRemoval(v, old)
-		for _, r := range old {
-			if r.phase != api.PhaseReady {
-				c.destroy(v, p, key, r, fmt.Sprintf("replaced by revision %d", pr.Revision))
-				total--
-				continue
-			}
-			if ready-1 < minReady {
-				continue
-			}
-			c.destroy(v, p, key, r, fmt.Sprintf("replaced by revision %d", pr.Revision))
-			ready--
-			total--
-		}
-		return alive(live)
+// replace makes before it breaks: replicas of the current revision are
+// created while at most maxSurge extra exist, and old ones destroyed only
+// while the ready count stays at or above max(replicas - maxUnavailable,
+// minHealthy).
+func (c *Controller) replace(v *view, p *plan, key string, pl *api.Placement, live, slots, cur, old []*replica) []*replica {
+	pr := &pl.Resource
+	n := pr.Replicas
+	surge, unavailable := pr.Rollout.MaxSurge, pr.Rollout.MaxUnavailable
+	if surge == 0 && unavailable == 0 {
+		surge = 1
 	}
-
-	for total < n {
+	total := len(slots)
+	for len(cur) < n && total < n+surge {
 		r := c.create(v, p, key, pl, "")
-		live = append(live, r)
+		live, cur = append(live, r), append(cur, r)
 		total++
 	}
-	if total > n {
-		extra := slotsOf(alive(live))
-		sortForRemoval(v, extra)
-		for _, r := range extra[:total-n] {
-			c.destroy(v, p, key, r, fmt.Sprintf("scaled down to %d", n))
+	ready := 0
+	for _, r := range slots {
+		if r.phase == api.PhaseReady {
+			ready++
+		}
+	}
+	minReady := max(n-unavailable, pr.Rollout.MinHealthy, 0)
+	// Old replicas that are not ready hold nothing up: go first.
+	sortForRemoval(v, old)
+	for _, r := range old {
+		if r.phase == api.PhaseReady && ready-1 < minReady {
+			continue
+		}
+		c.destroy(v, p, key, r, fmt.Sprintf("replaced by revision %d", pr.Revision))
+		if r.phase == api.PhaseReady {
+			ready--
 		}
 	}
 	return alive(live)
@@ -412,40 +434,46 @@ func (c *Controller) schedule(v *view, p *plan, key string, pl *api.Placement, l
 	}
 	c.o.SchedulerMetrics.Batch(placeStart, placed, len(decisions)-placed)
 	for i, d := range decisions {
-		r, req := ready[i], reqs[i]
-		if d.Node == "" {
-			c.leaveUnplaced(v, p, key, r, "unschedulable: "+d.Reason)
-			unplacedReason = "unschedulable: " + d.Reason
-			continue
+		why := "unschedulable: " + d.Reason
+		if d.Node != "" {
+			why = c.place(v, p, snap, key, ready[i], reqs[i], d.Node)
 		}
-		a := *r.a
-		var port *api.Port
-		if a.Kind == api.KindCompute && a.Network == nil {
-			att, pt, err := c.address(v, &a)
-			if err != nil {
-				snap.Release(d.Node, key, req.Need)
-				c.leaveUnplaced(v, p, key, r, "no address: "+err.Error())
-				unplacedReason = "no address: " + err.Error()
-				continue
-			}
-			if att != nil {
-				a.Network, port = att, pt
-			}
+		if why != "" {
+			c.leaveUnplaced(v, p, key, ready[i], why)
+			unplacedReason = why
 		}
-		a.Node = d.Node
-		a.ScheduledAt = v.now
-		if a.Replaces == "" {
-			a.Reason = ""
-		}
-		if r.modRev != 0 {
-			a.Generation++
-		}
-		// The address and the assignment naming it apply together.
-		p.placeReplica(key, &a, r.modRev, port)
-		r.a = &a
-		p.event(key, c.event(events.TypeNormal, "Scheduled", "replica/"+a.ID, "placed on "+d.Node))
 	}
 	return unplacedReason
+}
+
+// place puts replica r on node, with an address for a compute replica
+// that has none, or says why it cannot (no address left).
+func (c *Controller) place(v *view, p *plan, snap *scheduler.Snapshot, key string, r *replica, req scheduler.Request, node string) string {
+	a := *r.a
+	var port *api.Port
+	if a.Kind == api.KindCompute && a.Network == nil {
+		att, pt, err := c.address(v, &a)
+		if err != nil {
+			snap.Release(node, key, req.Need)
+			return "no address: " + err.Error()
+		}
+		if att != nil {
+			a.Network, port = att, pt
+		}
+	}
+	a.Node = node
+	a.ScheduledAt = v.now
+	if a.Replaces == "" {
+		a.Reason = ""
+	}
+	if r.modRev != 0 {
+		a.Generation++
+	}
+	// The address and the assignment naming it apply together.
+	p.placeReplica(key, &a, r.modRev, port)
+	r.a = &a
+	p.event(key, c.event(events.TypeNormal, "Scheduled", "replica/"+a.ID, "placed on "+node))
+	return ""
 }
 
 // address takes a replica's address on its network from the region's
@@ -557,23 +585,7 @@ func (c *Controller) writeShare(v *view, p *plan, key string, pl *api.Placement,
 	if pr.Kind == api.KindImage {
 		s.Replicas = 0
 	}
-	var firstErr *replica
-	for _, r := range slotsOf(live) {
-		if r.phase == api.PhaseReady {
-			s.Ready++
-		}
-		if r.a.Revision == pr.Revision {
-			s.Updated++
-		}
-		if r.phase == api.PhaseError && firstErr == nil {
-			firstErr = r
-		}
-	}
-	for _, r := range live {
-		if r.st != nil {
-			s.Backends = append(s.Backends, r.st.Backends...)
-		}
-	}
+	firstErr := countReplicas(s, live)
 	switch {
 	case phase != "":
 		s.Phase, s.Reason = phase, reason
@@ -598,6 +610,28 @@ func (c *Controller) writeShare(v *view, p *plan, key string, pl *api.Placement,
 	}
 	s.UpdatedAt = v.now
 	p.putShare(key, s)
+}
+
+// countReplicas counts into s the ready and updated replicas of live and
+// gathers their backends; it returns the first replica in error, if any.
+func countReplicas(s *state.Share, live []*replica) (firstErr *replica) {
+	for _, r := range slotsOf(live) {
+		if r.phase == api.PhaseReady {
+			s.Ready++
+		}
+		if r.a.Revision == s.Revision {
+			s.Updated++
+		}
+		if r.phase == api.PhaseError && firstErr == nil {
+			firstErr = r
+		}
+	}
+	for _, r := range live {
+		if r.st != nil {
+			s.Backends = append(s.Backends, r.st.Backends...)
+		}
+	}
+	return firstErr
 }
 
 func (c *Controller) keep(rs []*replica, fn func(*replica) bool) []*replica {
