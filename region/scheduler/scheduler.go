@@ -306,44 +306,9 @@ func (s *Snapshot) startRun(r *Request) {
 	ru.zonePenalty = slices.Grow(ru.zonePenalty[:0], zones)[:zones]
 	clear(ru.zoneCount)
 
-	serves := s.serving(r.Provider)
-	var zoneOK []bool // by zone number; nil when any zone will do
-	if len(r.Rule.Zones) > 0 {
-		zoneOK = make([]bool, zones)
-		for z, name := range s.zoneNames {
-			zoneOK[z] = slices.Contains(r.Rule.Zones, name)
-		}
-	}
-	type want struct {
-		values []labelValue // by node
-		value  string
-	}
-	selector := make([]want, 0, len(r.Rule.NodeSelector))
-	for k, v := range r.Rule.NodeSelector {
-		selector = append(selector, want{s.label(k), v})
-	}
-	selects := func(i int) bool {
-		for _, w := range selector {
-			// A label asked with an empty value must still be there, as
-			// with api.Selector's "k=".
-			if l := w.values[i]; !l.ok || l.value != w.value {
-				return false
-			}
-		}
-		return true
-	}
+	st := s.staticFilter(r)
 	for i := range s.nodes {
-		w := fits
-		switch {
-		case !serves[i]:
-			w = byProvider
-		case s.state[i] != fits:
-			w = s.state[i]
-		case len(selector) > 0 && !selects(i):
-			w = bySelector
-		case zoneOK != nil && !zoneOK[s.zone[i]]:
-			w = byZone
-		}
+		w := st.verdict(s, i)
 		ru.static[i] = w
 		ru.at[i] = -1
 		if w == fits {
@@ -365,6 +330,60 @@ func (s *Snapshot) startRun(r *Request) {
 	for j := range ru.cands {
 		s.rescore(j)
 	}
+}
+
+// staticFilter is what of a request filters nodes whatever is booked
+// on them: the provider, the node selector, the zones.
+type staticFilter struct {
+	serves   []bool // by node
+	zoneOK   []bool // by zone number; nil when any zone will do
+	selector []labelWant
+}
+
+// labelWant is one label of a node selector.
+type labelWant struct {
+	values []labelValue // by node
+	value  string
+}
+
+func (s *Snapshot) staticFilter(r *Request) staticFilter {
+	f := staticFilter{serves: s.serving(r.Provider), selector: make([]labelWant, 0, len(r.Rule.NodeSelector))}
+	if len(r.Rule.Zones) > 0 {
+		f.zoneOK = make([]bool, len(s.zoneNames))
+		for z, name := range s.zoneNames {
+			f.zoneOK[z] = slices.Contains(r.Rule.Zones, name)
+		}
+	}
+	for k, v := range r.Rule.NodeSelector {
+		f.selector = append(f.selector, labelWant{s.label(k), v})
+	}
+	return f
+}
+
+// verdict says whether node i passes f, or which filter it fails.
+func (f *staticFilter) verdict(s *Snapshot, i int) why {
+	switch {
+	case !f.serves[i]:
+		return byProvider
+	case s.state[i] != fits:
+		return s.state[i]
+	case !f.selects(i):
+		return bySelector
+	case f.zoneOK != nil && !f.zoneOK[s.zone[i]]:
+		return byZone
+	}
+	return fits
+}
+
+func (f *staticFilter) selects(i int) bool {
+	for _, w := range f.selector {
+		// A label asked with an empty value must still be there, as
+		// with api.Selector's "k=".
+		if l := w.values[i]; !l.ok || l.value != w.value {
+			return false
+		}
+	}
+	return true
 }
 
 // rescore runs the filters that change as replicas are booked on cand j,
