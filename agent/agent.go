@@ -181,66 +181,19 @@ type Agent struct {
 // New checks o and returns an agent; nothing that blocks happens before
 // Run.
 func New(o Options) (*Agent, error) {
-	if o.Config == nil {
-		return nil, errors.New("agent: options: config is required")
-	}
-	cfg := *o.Config
-	if cfg.Node.Name == "" {
-		return nil, errors.New("agent: options: config node.name is required")
-	}
-	if cfg.StatusInterval < 0 || cfg.Concurrency < 0 {
-		return nil, errors.New("agent: options: statusInterval and concurrency must not be negative")
-	}
-	if cfg.StatusInterval == 0 {
-		cfg.StatusInterval = defaultStatusInterval
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = defaultConcurrency
-	}
-	if len(o.Providers) == 0 {
-		if len(cfg.Providers) == 0 {
-			return nil, errors.New("agent: options: no providers (set Providers or config providers)")
-		}
-		for _, p := range cfg.Providers {
-			if p.Name == "" {
-				return nil, errors.New("agent: options: a configured provider has no name")
-			}
-			if p.Plugin == "" && p.Socket == "" && o.Registry == nil {
-				return nil, fmt.Errorf("agent: options: provider %q is in-process but no registry was given", p.Name)
-			}
-		}
-	}
-	for name, p := range o.Providers {
-		if p == nil {
-			return nil, fmt.Errorf("agent: options: provider %q is nil", name)
-		}
-	}
-	if o.RegionConn == nil && cfg.Region.Endpoint == "" {
-		return nil, errors.New("agent: options: config region.endpoint is required without a region connection")
-	}
-	if !o.DisableNodeService && o.Listener == nil && cfg.Listen.GRPC == "" {
-		return nil, errors.New("agent: options: config listen.grpc is required without a listener")
+	cfg, err := checkOptions(o)
+	if err != nil {
+		return nil, err
 	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// The agent dials its region and serves NodeService with its node
-	// identity, node:<region>/<node.name>: the region it belongs to is
-	// the one its certificate names.
 	var sec *transport.Security
 	region := ""
 	if o.RegionConn == nil || !o.DisableNodeService {
-		var err error
-		if sec, err = transport.NewSecurity(cfg.TLS, cfg.Insecure); err != nil {
-			return nil, fmt.Errorf("agent: %w", err)
-		}
-		self := sec.Self()
-		if !sec.IsInsecure() {
-			if self.Kind != pki.KindNode || self.Name != cfg.Node.Name {
-				return nil, fmt.Errorf("agent: tls.cert names %s; node %q needs node:<region>/%s", self, cfg.Node.Name, cfg.Node.Name)
-			}
-			region = self.Region
+		if sec, region, err = nodeSecurity(&cfg); err != nil {
+			return nil, err
 		}
 	}
 	clock := o.Clock
@@ -264,6 +217,80 @@ func New(o Options) (*Agent, error) {
 		ready:      make(chan struct{}),
 		replicas:   map[string]*replica{},
 	}, nil
+}
+
+// checkOptions checks o and returns its configuration, defaulted.
+func checkOptions(o Options) (config.Agent, error) {
+	if o.Config == nil {
+		return config.Agent{}, errors.New("agent: options: config is required")
+	}
+	cfg := *o.Config
+	if cfg.Node.Name == "" {
+		return cfg, errors.New("agent: options: config node.name is required")
+	}
+	if cfg.StatusInterval < 0 || cfg.Concurrency < 0 {
+		return cfg, errors.New("agent: options: statusInterval and concurrency must not be negative")
+	}
+	if cfg.StatusInterval == 0 {
+		cfg.StatusInterval = defaultStatusInterval
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = defaultConcurrency
+	}
+	if err := checkProviders(o, &cfg); err != nil {
+		return cfg, err
+	}
+	if o.RegionConn == nil && cfg.Region.Endpoint == "" {
+		return cfg, errors.New("agent: options: config region.endpoint is required without a region connection")
+	}
+	if !o.DisableNodeService && o.Listener == nil && cfg.Listen.GRPC == "" {
+		return cfg, errors.New("agent: options: config listen.grpc is required without a listener")
+	}
+	return cfg, nil
+}
+
+// checkProviders checks the providers the agent is given (o.Providers)
+// or is to open (cfg.Providers).
+func checkProviders(o Options, cfg *config.Agent) error {
+	for name, p := range o.Providers {
+		if p == nil {
+			return fmt.Errorf("agent: options: provider %q is nil", name)
+		}
+	}
+	if len(o.Providers) > 0 {
+		return nil
+	}
+	if len(cfg.Providers) == 0 {
+		return errors.New("agent: options: no providers (set Providers or config providers)")
+	}
+	for _, p := range cfg.Providers {
+		if p.Name == "" {
+			return errors.New("agent: options: a configured provider has no name")
+		}
+		if p.Plugin == "" && p.Socket == "" && o.Registry == nil {
+			return fmt.Errorf("agent: options: provider %q is in-process but no registry was given", p.Name)
+		}
+	}
+	return nil
+}
+
+// nodeSecurity is the agent's transport security: it dials its region
+// and serves NodeService with its node identity,
+// node:<region>/<node.name>, and the region it belongs to is the one its
+// certificate names ("" in insecure mode).
+func nodeSecurity(cfg *config.Agent) (*transport.Security, string, error) {
+	sec, err := transport.NewSecurity(cfg.TLS, cfg.Insecure)
+	if err != nil {
+		return nil, "", fmt.Errorf("agent: %w", err)
+	}
+	if sec.IsInsecure() {
+		return sec, "", nil
+	}
+	self := sec.Self()
+	if self.Kind != pki.KindNode || self.Name != cfg.Node.Name {
+		return nil, "", fmt.Errorf("agent: tls.cert names %s; node %q needs node:<region>/%s", self, cfg.Node.Name, cfg.Node.Name)
+	}
+	return sec, self.Region, nil
 }
 
 // Addr returns the NodeService address the region is told: the advertised
@@ -318,18 +345,11 @@ func (a *Agent) run(ctx context.Context) error {
 	if a.sec != nil && a.sec.IsInsecure() {
 		serving.WarnInsecure(a.log, serving.InsecureGRPC)
 	}
-	conn := a.conn
-	if conn == nil {
-		// The region's certificate must be its own: a node certificate
-		// (any agent's) must not pass for the region that hands out
-		// assignments and their secrets.
-		cc, err := transport.Dial(a.cfg.Region.Endpoint, a.sec, transport.ServerIs(pki.Region(a.region)))
-		if err != nil {
-			return fmt.Errorf("agent: %w", err)
-		}
-		defer cc.Close()
-		conn = cc
+	conn, closeConn, err := a.regionConn()
+	if err != nil {
+		return err
 	}
+	defer closeConn()
 	client := agentv1.NewAgentServiceClient(conn)
 
 	var node *nodeServer
@@ -363,27 +383,7 @@ func (a *Agent) run(ctx context.Context) error {
 
 	registered := make(chan struct{})
 	var wg sync.WaitGroup
-	start := func(f func()) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f()
-		}()
-	}
-	start(func() { a.queue.runDelays(ctx) })
-	for range a.cfg.Concurrency {
-		start(func() { a.work(ctx) })
-	}
-	start(func() { a.runSession(ctx, client, registered) })
-	start(func() { a.runAssignments(ctx, client, registered) })
-	start(func() { a.runReporter(ctx, client, registered) })
-	start(func() { a.runHealth(ctx) })
-	for _, p := range a.provs.list {
-		start(func() { a.runPoller(ctx, p) })
-		if w, ok := p.p.(provider.Watcher); ok {
-			start(func() { a.runWatcher(ctx, p, w) })
-		}
-	}
+	a.startLoops(ctx, &wg, client, registered)
 	<-ctx.Done()
 	wg.Wait()
 
@@ -398,6 +398,42 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	a.log.Info("agent stopped")
 	return nil
+}
+
+// regionConn is the connection to the region: the one given, or a dial
+// that close ends.
+func (a *Agent) regionConn() (conn grpc.ClientConnInterface, close func(), err error) {
+	if a.conn != nil {
+		return a.conn, func() {}, nil
+	}
+	// The region's certificate must be its own: a node certificate (any
+	// agent's) must not pass for the region that hands out assignments
+	// and their secrets.
+	cc, err := transport.Dial(a.cfg.Region.Endpoint, a.sec, transport.ServerIs(pki.Region(a.region)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent: %w", err)
+	}
+	return cc, func() { cc.Close() }, nil
+}
+
+// startLoops starts the agent's goroutines in wg: the work queue and its
+// workers, the session with the region, the assignment stream, the
+// reporter, health checks, and a poller (and watcher) per provider.
+func (a *Agent) startLoops(ctx context.Context, wg *sync.WaitGroup, client agentv1.AgentServiceClient, registered chan struct{}) {
+	wg.Go(func() { a.queue.runDelays(ctx) })
+	for range a.cfg.Concurrency {
+		wg.Go(func() { a.work(ctx) })
+	}
+	wg.Go(func() { a.runSession(ctx, client, registered) })
+	wg.Go(func() { a.runAssignments(ctx, client, registered) })
+	wg.Go(func() { a.runReporter(ctx, client, registered) })
+	wg.Go(func() { a.runHealth(ctx) })
+	for _, p := range a.provs.list {
+		wg.Go(func() { a.runPoller(ctx, p) })
+		if w, ok := p.p.(provider.Watcher); ok {
+			wg.Go(func() { a.runWatcher(ctx, p, w) })
+		}
+	}
 }
 
 func providerMetrics(r *metrics.Registry) *metrics.Providers {

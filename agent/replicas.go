@@ -124,13 +124,7 @@ func (a *Agent) recover(ctx context.Context) error {
 func (a *Agent) applyBatch(epoch int64, b *agentv1.AssignmentBatch) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	now := time.Now()
-	switch {
-	case b.GetSnapshot():
-		a.snapshotAt, a.settleFrom = now, now
-	case now.Sub(a.settleFrom) < a.t.orphanSettle && now.Sub(a.snapshotAt) < a.t.orphanSettleMax:
-		a.settleFrom = now
-	}
+	a.settleLocked(b.GetSnapshot(), time.Now())
 	first := b.GetSnapshot() && !a.snapshotSeen
 	var queued []string
 	enqueue := func(id string) {
@@ -140,28 +134,9 @@ func (a *Agent) applyBatch(epoch int64, b *agentv1.AssignmentBatch) {
 		}
 	}
 	if b.GetSnapshot() {
-		inSet := make(map[string]bool, len(b.GetUpserts()))
-		for _, p := range b.GetUpserts() {
-			if a.mine(p.GetNode()) {
-				inSet[p.GetId()] = true
-			}
-		}
-		for id, r := range a.replicas {
-			if inSet[id] {
-				continue
-			}
-			if !r.exists {
-				// Nothing held locally: forget it.
-				delete(a.replicas, id)
-				a.queue.drop(id)
-				continue
-			}
-			r.asg = nil
-			r.orphanEpoch = epoch
-			a.queue.addAfter(id, a.t.orphanSettle)
-			if first {
-				queued = append(queued, id)
-			}
+		orphans := a.orphanLocked(epoch, b)
+		if first {
+			queued = append(queued, orphans...)
 		}
 	}
 	for _, p := range b.GetUpserts() {
@@ -173,9 +148,7 @@ func (a *Agent) applyBatch(epoch int64, b *agentv1.AssignmentBatch) {
 			// Placed on another node: here it is a removal. The region
 			// sends those as removals; this guards against a replica
 			// running twice if it ever does not.
-			if r, ok := a.replicas[asg.ID]; ok {
-				r.asg = nil
-				r.removed = true
+			if a.removeLocked(asg.ID) {
 				enqueue(asg.ID)
 			}
 			continue
@@ -185,13 +158,9 @@ func (a *Agent) applyBatch(epoch int64, b *agentv1.AssignmentBatch) {
 		}
 	}
 	for _, id := range b.GetRemoved() {
-		r, ok := a.replicas[id]
-		if !ok {
-			continue
+		if a.removeLocked(id) {
+			enqueue(id)
 		}
-		r.asg = nil
-		r.removed = true
-		enqueue(id)
 	}
 	if first {
 		a.snapshotSeen = true
@@ -201,6 +170,60 @@ func (a *Agent) applyBatch(epoch int64, b *agentv1.AssignmentBatch) {
 		}
 		a.maybeReadyLocked()
 	}
+}
+
+// settleLocked moves the start of the orphan settle time: a snapshot
+// starts it, and a batch soon after (still settling, not past the
+// longest settle) starts it again, so that orphans wait until the
+// stream is quiet.
+func (a *Agent) settleLocked(snapshot bool, now time.Time) {
+	switch {
+	case snapshot:
+		a.snapshotAt, a.settleFrom = now, now
+	case now.Sub(a.settleFrom) < a.t.orphanSettle && now.Sub(a.snapshotAt) < a.t.orphanSettleMax:
+		a.settleFrom = now
+	}
+}
+
+// orphanLocked handles the replicas snapshot b does not name: forgotten when nothing is held locally, else orphans of epoch,
+// deleted once the orphan settle time has passed. It returns the
+// replicas it queued.
+func (a *Agent) orphanLocked(epoch int64, b *agentv1.AssignmentBatch) []string {
+	inSet := make(map[string]bool, len(b.GetUpserts()))
+	for _, p := range b.GetUpserts() {
+		if a.mine(p.GetNode()) {
+			inSet[p.GetId()] = true
+		}
+	}
+	var queued []string
+	for id, r := range a.replicas {
+		if inSet[id] {
+			continue
+		}
+		if !r.exists {
+			// Nothing held locally: forget it.
+			delete(a.replicas, id)
+			a.queue.drop(id)
+			continue
+		}
+		r.asg = nil
+		r.orphanEpoch = epoch
+		a.queue.addAfter(id, a.t.orphanSettle)
+		queued = append(queued, id)
+	}
+	return queued
+}
+
+// removeLocked marks a known replica removed; it reports whether there
+// was one (to be queued).
+func (a *Agent) removeLocked(id string) bool {
+	r, ok := a.replicas[id]
+	if !ok {
+		return false
+	}
+	r.asg = nil
+	r.removed = true
+	return true
 }
 
 // mine reports whether an assignment placed on node is this node's.
