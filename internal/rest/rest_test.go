@@ -157,13 +157,37 @@ func TestEdge(t *testing.T) {
 		})
 	}
 	for _, want := range []string{
-		"level=ERROR", "database password rejected", // the cause, for the operator
-		"panic in HTTP handler",
-		"level=WARN", "request refused: unavailable",
-		"level=DEBUG", "method=GET", "path=/v1/things/a", "status=200", "duration=",
+		`level=ERROR msg="request failed" method=GET path=/v1/broken status=500 err="connect: database password rejected"`, // the cause, for the operator
+		`level=ERROR msg="panic in HTTP handler"`,
+		// Unavailable is no error: the reason is logged where it arises,
+		// and probes would repeat it every second.
+		`level=DEBUG msg="request failed" method=GET path=/v1/busy status=503`,
+		`level=DEBUG msg="http request" method=GET path=/v1/things/a status=200 duration=`,
 	} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("logs lack %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+// TestEdgeClientGone checks that what a handler fails with after its
+// client went away (a load balancer's /readyz probe that timed out, a CLI
+// stopped with Ctrl-C) is logged at debug, not as an error of the server.
+func TestEdgeClientGone(t *testing.T) {
+	for _, cause := range []error{
+		errors.New("etcdserver: request canceled"),
+		fmt.Errorf("etcd: %w: %w", api.ErrUnavailable, context.Canceled),
+	} {
+		var logs bytes.Buffer
+		a := testAPI(t, &logs)
+		a.Handle("GET /v1/gone", func(r *http.Request) (any, error) { return nil, cause })
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		req := httptest.NewRequest("GET", "/v1/gone", nil).WithContext(ctx)
+		req.Header.Set("Authorization", "Bearer "+token)
+		a.Handler().ServeHTTP(httptest.NewRecorder(), req)
+		if strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), `level=DEBUG msg="request failed"`) {
+			t.Errorf("%q after the client left: got logs %q; want it at DEBUG", cause, logs.String())
 		}
 	}
 }
