@@ -233,42 +233,16 @@ func specHash(a *api.Assignment) (string, error) {
 // start) leaves a container labelled with the error, so that Status and
 // List report it; a failure to talk to containerd is returned.
 func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash string, restarts int) (api.AssignmentStatus, error) {
-	labels := map[string]string{
-		LabelAssignment: a.ID,
-		LabelKind:       string(api.KindCompute),
-		labelSpec:       hash,
-		labelRestarts:   strconv.Itoa(restarts),
-	}
-	for k, v := range mutableLabels(a) {
-		labels[k] = v
-	}
-	if a.Flavor.MemoryMiB > 0 {
-		labels[labelMemoryMiB] = strconv.FormatInt(a.Flavor.MemoryMiB, 10)
-	}
-	if a.Network != nil && a.Network.Address != "" {
-		labels[labelAddress] = a.Network.Address
-	}
+	labels := computeLabels(a, hash, restarts)
 	fail := func(what string, cause error) (api.AssignmentStatus, error) {
 		if ctx.Err() != nil || isUnavailable(cause) {
 			return api.AssignmentStatus{}, fmt.Errorf("%s: %w", what, cause)
 		}
 		return p.createFailed(ctx, a.ID, labels, what+": "+cause.Error())
 	}
-
-	src, err := sourceOf(a)
+	img, mounts, what, err := p.prepare(ctx, a)
 	if err != nil {
-		return fail("image", err)
-	}
-	img, err := p.ensureImage(ctx, src)
-	if err != nil {
-		return fail("image", err)
-	}
-	if err := p.checkHostPorts(a); err != nil {
-		return fail("ports", err)
-	}
-	mounts, err := p.volumeMounts(a)
-	if err != nil {
-		return fail("volumes", err)
+		return fail(what, err)
 	}
 	nsPath, err := p.setupNetwork(ctx, a)
 	if err != nil {
@@ -286,16 +260,11 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 	if err != nil {
 		return fail("hosts file", err)
 	}
-	mounts = append(mounts, specs.Mount{Destination: "/etc/hosts", Type: "bind", Source: hosts, Options: []string{"rbind", "ro"}})
-	if a.Network != nil && a.Network.Address != "" {
-		mounts = append(mounts, specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: "/etc/resolv.conf", Options: []string{"rbind", "ro"}})
-	}
-	specOpts, err := p.specOpts(ctx, a, img, nsPath, mounts)
+	specOpts, err := p.specOpts(ctx, a, img, nsPath, append(mounts, networkMounts(a, hosts)...))
 	if err != nil {
 		return fail("spec", err)
 	}
-	now := time.Now()
-	labels[labelStarted] = now.UTC().Format(time.RFC3339Nano)
+	labels[labelStarted] = time.Now().UTC().Format(time.RFC3339Nano)
 	_, err = p.client.NewContainer(ctx, a.ID,
 		client.WithImage(img),
 		client.WithSnapshotter(p.cfg.Snapshotter),
@@ -313,19 +282,79 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 		return fail("create container", err)
 	}
 	created = true
-	if err := p.startTask(ctx, a.ID); err != nil {
-		if ctx.Err() != nil || isUnavailable(err) {
-			return api.AssignmentStatus{}, err
-		}
-		// A command that cannot run is the replica's failure: keep the
-		// container with the reason.
-		reason := "start: " + err.Error()
-		if lerr := p.setLabels(ctx, a.ID, map[string]string{labelError: truncate(reason)}); lerr != nil {
-			return api.AssignmentStatus{}, errors.Join(err, lerr)
-		}
+	if err := p.startNew(ctx, a.ID); err != nil {
+		return api.AssignmentStatus{}, err
 	}
 	p.log.Info("container started", "id", a.ID, "generation", a.Generation, "image", img.Name())
 	return p.Status(ctx, a.ID)
+}
+
+// computeLabels are the labels of a's container: what the agent finds
+// it by and what its status is made of.
+func computeLabels(a *api.Assignment, hash string, restarts int) map[string]string {
+	labels := map[string]string{
+		LabelAssignment: a.ID,
+		LabelKind:       string(api.KindCompute),
+		labelSpec:       hash,
+		labelRestarts:   strconv.Itoa(restarts),
+	}
+	for k, v := range mutableLabels(a) {
+		labels[k] = v
+	}
+	if a.Flavor.MemoryMiB > 0 {
+		labels[labelMemoryMiB] = strconv.FormatInt(a.Flavor.MemoryMiB, 10)
+	}
+	if a.Network != nil && a.Network.Address != "" {
+		labels[labelAddress] = a.Network.Address
+	}
+	return labels
+}
+
+// prepare gets a's image, checks its host ports and gets the mounts of
+// its volumes; what names the step that failed.
+func (p *Provider) prepare(ctx context.Context, a *api.Assignment) (img client.Image, mounts []specs.Mount, what string, err error) {
+	src, err := sourceOf(a)
+	if err != nil {
+		return nil, nil, "image", err
+	}
+	if img, err = p.ensureImage(ctx, src); err != nil {
+		return nil, nil, "image", err
+	}
+	if err := p.checkHostPorts(a); err != nil {
+		return nil, nil, "ports", err
+	}
+	if mounts, err = p.volumeMounts(a); err != nil {
+		return nil, nil, "volumes", err
+	}
+	return img, mounts, "", nil
+}
+
+// networkMounts are the files a container's network needs: its hosts
+// file and, with an address of its own, the node's resolv.conf.
+func networkMounts(a *api.Assignment, hosts string) []specs.Mount {
+	mounts := []specs.Mount{{Destination: "/etc/hosts", Type: "bind", Source: hosts, Options: []string{"rbind", "ro"}}}
+	if a.Network != nil && a.Network.Address != "" {
+		mounts = append(mounts, specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: "/etc/resolv.conf", Options: []string{"rbind", "ro"}})
+	}
+	return mounts
+}
+
+// startNew starts the task of a container just created. A command that
+// cannot run is the replica's failure, not the call's: the container
+// stays, with the reason.
+func (p *Provider) startNew(ctx context.Context, id string) error {
+	err := p.startTask(ctx, id)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil || isUnavailable(err) {
+		return err
+	}
+	reason := "start: " + err.Error()
+	if lerr := p.setLabels(ctx, id, map[string]string{labelError: truncate(reason)}); lerr != nil {
+		return errors.Join(err, lerr)
+	}
+	return nil
 }
 
 // createFailed records a replica that could not be created as a

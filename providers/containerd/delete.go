@@ -39,23 +39,8 @@ func (p *Provider) Delete(ctx context.Context, a *api.Assignment, grace time.Dur
 		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
 	}
 	if c == nil || a.Kind == api.KindVolume {
-		v, err := p.readVolume(a.ID)
-		if err != nil {
-			return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
-		}
-		if v != nil {
-			if err := p.deleteVolume(v); err != nil {
-				return fmt.Errorf("containerd: delete: %w", err)
-			}
-			p.log.Info("volume deleted", "id", a.ID)
-			return nil
-		}
-		if a.Kind == api.KindVolume {
-			// A directory whose record was never written.
-			if err := os.RemoveAll(p.volumeDir(a.ID)); err != nil {
-				return fmt.Errorf("containerd: delete volume %s: %w", a.ID, err)
-			}
-			return nil
+		if done, err := p.deleteVolumeOf(a); done || err != nil {
+			return err
 		}
 	}
 	// Without a container, this still clears what a crashed Apply may
@@ -83,6 +68,29 @@ func (p *Provider) Delete(ctx context.Context, a *api.Assignment, grace time.Dur
 		p.log.Info("container deleted", "id", a.ID)
 	}
 	return nil
+}
+
+// deleteVolumeOf deletes the volume a names, if there is one (done).
+func (p *Provider) deleteVolumeOf(a *api.Assignment) (done bool, err error) {
+	v, err := p.readVolume(a.ID)
+	if err != nil {
+		return false, fmt.Errorf("containerd: delete %s: %w", a.ID, err)
+	}
+	if v != nil {
+		if err := p.deleteVolume(v); err != nil {
+			return false, fmt.Errorf("containerd: delete: %w", err)
+		}
+		p.log.Info("volume deleted", "id", a.ID)
+		return true, nil
+	}
+	if a.Kind != api.KindVolume {
+		return false, nil
+	}
+	// A directory whose record was never written.
+	if err := os.RemoveAll(p.volumeDir(a.ID)); err != nil {
+		return false, fmt.Errorf("containerd: delete volume %s: %w", a.ID, err)
+	}
+	return true, nil
 }
 
 // removeCompute stops and removes everything of a Compute replica but
@@ -129,10 +137,10 @@ func (p *Provider) removeCompute(ctx context.Context, id string, grace time.Dura
 // kills it.
 func (p *Provider) stopTask(ctx context.Context, t client.Task, grace time.Duration) error {
 	st, err := t.Status(ctx)
+	if isNotFound(err) {
+		return nil
+	}
 	if err != nil {
-		if isNotFound(err) {
-			return nil
-		}
 		return fmt.Errorf("task status: %w", err)
 	}
 	if st.Status != client.Running && st.Status != client.Paused && st.Status != client.Pausing {
@@ -150,22 +158,27 @@ func (p *Provider) stopTask(ctx context.Context, t client.Task, grace time.Durat
 	}
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
-	select {
-	case <-exited:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
+	if stopped, err := awaitExit(ctx, exited, timer.C); stopped || err != nil {
+		return err
 	}
 	p.log.Info("task ignored SIGTERM; killing it", "id", t.ID(), "grace", grace)
 	if err := t.Kill(ctx, syscall.SIGKILL, client.WithKillAll); err != nil && !isNotFound(err) {
 		return fmt.Errorf("kill task: %w", err)
 	}
+	_, err = awaitExit(ctx, exited, nil)
+	return err
+}
+
+// awaitExit waits for a task's exit until timeout (nil: as long as ctx
+// lasts); stopped says it exited.
+func awaitExit(ctx context.Context, exited <-chan client.ExitStatus, timeout <-chan time.Time) (stopped bool, err error) {
 	select {
 	case <-exited:
-		return nil
+		return true, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
+	case <-timeout:
+		return false, nil
 	}
 }
 

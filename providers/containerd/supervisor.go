@@ -8,6 +8,7 @@ import (
 
 	apievents "github.com/containerd/containerd/api/events"
 	tasktypes "github.com/containerd/containerd/api/types/task"
+	"github.com/containerd/containerd/v2/core/events"
 	"github.com/containerd/typeurl/v2"
 
 	"github.com/stratahq/strata/internal/api"
@@ -89,25 +90,31 @@ func (p *Provider) followEvents(ctx context.Context) bool {
 			if !ok {
 				return true
 			}
-			if env.Event == nil {
-				continue
-			}
-			ev, err := typeurl.UnmarshalAny(env.Event)
-			if err != nil {
-				p.log.Debug("undecodable event", "topic", env.Topic, "err", err)
-				continue
-			}
-			switch e := ev.(type) {
-			case *apievents.TaskExit:
-				if e.ID != e.ContainerID {
-					continue // an exec'd process, not the task
-				}
-				p.spawn(func() { p.handleStopped(ctx, e.ContainerID, e.Pid) })
-			case *apievents.TaskOOM:
-				at := env.Timestamp
-				p.spawn(func() { p.handleOOM(ctx, e.ContainerID, at) })
-			}
+			p.handleEvent(ctx, env)
 		}
+	}
+}
+
+// handleEvent handles a task's exit (not an exec'd process's) or OOM
+// kill, in a goroutine of its own.
+func (p *Provider) handleEvent(ctx context.Context, env *events.Envelope) {
+	if env.Event == nil {
+		return
+	}
+	ev, err := typeurl.UnmarshalAny(env.Event)
+	if err != nil {
+		p.log.Debug("undecodable event", "topic", env.Topic, "err", err)
+		return
+	}
+	switch e := ev.(type) {
+	case *apievents.TaskExit:
+		if e.ID != e.ContainerID {
+			return // an exec'd process, not the task
+		}
+		p.spawn(func() { p.handleStopped(ctx, e.ContainerID, e.Pid) })
+	case *apievents.TaskOOM:
+		at := env.Timestamp
+		p.spawn(func() { p.handleOOM(ctx, e.ContainerID, at) })
 	}
 }
 
@@ -321,18 +328,8 @@ func (p *Provider) restartTask(ctx context.Context, id, why string) error {
 			return nil
 		}
 		labels[labelLastExit] = exitReason(t.exitStatus, p.oomKilled(*c, t), labelInt(c.Labels, labelMemoryMiB))
-		ct, err := p.client.LoadContainer(ctx, id)
-		if err != nil {
+		if err := p.deleteStoppedTask(ctx, id); err != nil {
 			return err
-		}
-		task, err := ct.Task(ctx, nil)
-		if err != nil && !isNotFound(err) {
-			return err
-		}
-		if err == nil {
-			if _, err := task.Delete(ctx); err != nil && !isNotFound(err) {
-				return fmt.Errorf("delete stopped task: %w", err)
-			}
 		}
 	}
 	p.cancelRestart(id)
@@ -353,6 +350,26 @@ func (p *Provider) restartTask(ctx context.Context, id, why string) error {
 	}
 	p.log.Info("task restarted", "id", id, "why", why, "restarts", labels[labelRestarts])
 	return err
+}
+
+// deleteStoppedTask deletes the stopped task of container id, if it has
+// one, so that a new one can start.
+func (p *Provider) deleteStoppedTask(ctx context.Context, id string) error {
+	ct, err := p.client.LoadContainer(ctx, id)
+	if err != nil {
+		return err
+	}
+	task, err := ct.Task(ctx, nil)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := task.Delete(ctx); err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete stopped task: %w", err)
+	}
+	return nil
 }
 
 // handleOOM records that the kernel OOM-killed in id's current task, so

@@ -285,11 +285,15 @@ func (f *Fake) Apply(ctx context.Context, a *api.Assignment) (api.AssignmentStat
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := time.Now()
+	return f.applyLocked(a, time.Now()), nil
+}
+
+// applyLocked applies a at now, after the apply latency.
+func (f *Fake) applyLocked(a *api.Assignment, now time.Time) api.AssignmentStatus {
 	r, existed := f.replicas[a.ID]
 	if existed && a.Generation < r.generation {
 		// A newer generation was applied while this one slept.
-		return r.status.Clone(), nil
+		return r.status.Clone()
 	}
 	if !existed {
 		r = &replica{created: now}
@@ -299,35 +303,13 @@ func (f *Fake) Apply(ctx context.Context, a *api.Assignment) (api.AssignmentStat
 	r.kind, r.generation = a.Kind, a.Generation
 	r.stopExit()
 
-	st := api.AssignmentStatus{
-		ID:                 a.ID,
-		Node:               f.node,
-		ObservedGeneration: a.Generation,
-		Phase:              api.PhaseReady,
-		ProviderID:         "fake-" + a.ID,
-		UpdatedAt:          now,
-		Restarts:           prev.Restarts,
-	}
+	fail := failureOf(a)
+	st := f.applied(a, fail, now)
 	if existed && prev.Phase == api.PhaseError && prev.ObservedGeneration == a.Generation {
-		st.Restarts++
+		st.Restarts = prev.Restarts + 1
+	} else {
+		st.Restarts = prev.Restarts
 	}
-	if a.Network != nil {
-		st.Address = a.Network.Address
-	}
-	if a.Provider == api.ProviderLoadbalancer || a.Kind == api.KindLoadbalancer {
-		st.Backends = backends(a.Endpoints)
-	}
-	fail := a.Labels[LabelFail]
-	if c := a.Spec.Compute; c != nil && c.Env[EnvFail] != "" {
-		fail = c.Env[EnvFail]
-	}
-	switch {
-	case fail == FailApply:
-		st.Phase, st.Reason = api.PhaseError, "fake: apply failed on purpose ("+LabelFail+"="+FailApply+")"
-	case f.cfg.FailureRate > 0 && f.rng.Float64() < f.cfg.FailureRate:
-		st.Phase, st.Reason = api.PhaseError, fmt.Sprintf("fake: injected failure (failureRate %v)", f.cfg.FailureRate)
-	}
-	st.Since = now
 	if existed && prev.Phase == st.Phase {
 		st.Since = prev.Since
 	}
@@ -340,7 +322,43 @@ func (f *Fake) Apply(ctx context.Context, a *api.Assignment) (api.AssignmentStat
 	if !existed || prev.Phase != st.Phase || prev.ObservedGeneration != st.ObservedGeneration {
 		f.notify(st)
 	}
-	return st.Clone(), nil
+	return st.Clone()
+}
+
+// failureOf is the failure a replica asks for (LabelFail, or EnvFail of
+// a compute spec), "" for none.
+func failureOf(a *api.Assignment) string {
+	if c := a.Spec.Compute; c != nil && c.Env[EnvFail] != "" {
+		return c.Env[EnvFail]
+	}
+	return a.Labels[LabelFail]
+}
+
+// applied is the status of a fresh apply of a at now: ready, unless it
+// fails on purpose (fail) or by the configured failure rate.
+func (f *Fake) applied(a *api.Assignment, fail string, now time.Time) api.AssignmentStatus {
+	st := api.AssignmentStatus{
+		ID:                 a.ID,
+		Node:               f.node,
+		ObservedGeneration: a.Generation,
+		Phase:              api.PhaseReady,
+		ProviderID:         "fake-" + a.ID,
+		UpdatedAt:          now,
+		Since:              now,
+	}
+	if a.Network != nil {
+		st.Address = a.Network.Address
+	}
+	if a.Provider == api.ProviderLoadbalancer || a.Kind == api.KindLoadbalancer {
+		st.Backends = backends(a.Endpoints)
+	}
+	switch {
+	case fail == FailApply:
+		st.Phase, st.Reason = api.PhaseError, "fake: apply failed on purpose ("+LabelFail+"="+FailApply+")"
+	case f.cfg.FailureRate > 0 && f.rng.Float64() < f.cfg.FailureRate:
+		st.Phase, st.Reason = api.PhaseError, fmt.Sprintf("fake: injected failure (failureRate %v)", f.cfg.FailureRate)
+	}
+	return st
 }
 
 // exited turns a FailExit replica to phase error, as a process exiting

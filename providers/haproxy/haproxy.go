@@ -596,36 +596,13 @@ func (p *Provider) Apply(ctx context.Context, a *api.Assignment) (api.Assignment
 	if kind == "" {
 		kind = api.KindLoadbalancer
 	}
-
-	p.mu.Lock()
-	cur := p.lbs[a.ID]
-	if cur != nil && gen < cur.state.Generation {
-		// A newer generation was applied meanwhile.
-		p.mu.Unlock()
-		return p.Status(ctx, a.ID)
-	}
 	next := &lbState{ID: a.ID, Kind: kind, Generation: gen, Spec: cloneSpec(a.Spec.Loadbalancer), Endpoints: slices.Clone(a.Endpoints)}
-	// Applying what is held changes nothing, unless it is in error: then
-	// it is a retry (the port may be free now).
-	unchanged := cur != nil && cur.state.Error == "" && cur.state.Generation == gen &&
-		cur.state.Kind == kind && reflect.DeepEqual(cur.state.Spec, next.Spec) && slices.Equal(cur.state.Endpoints, next.Endpoints)
-	if !unchanged {
-		if err := saveLB(p.paths.LBs, next); err != nil {
-			p.mu.Unlock()
-			return api.AssignmentStatus{}, fmt.Errorf("haproxy: apply %s: %w", a.ID, err)
-		}
-		l := p.newLB(next)
-		if cur != nil {
-			l.phase, l.since = cur.phase, cur.since
-		}
-		if l.state.Error != "" {
-			if err := saveLB(p.paths.LBs, &l.state); err != nil {
-				p.log.Warn("save load balancer", "id", a.ID, "err", err)
-			}
-		}
-		p.lbs[a.ID] = l
+	if newer, err := p.hold(next); newer {
+		// A newer generation was applied meanwhile.
+		return p.Status(ctx, a.ID)
+	} else if err != nil {
+		return api.AssignmentStatus{}, fmt.Errorf("haproxy: apply %s: %w", a.ID, err)
 	}
-	p.mu.Unlock()
 
 	if err := p.lockOp(ctx); err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("haproxy: apply %s: %w", a.ID, err)
@@ -778,6 +755,38 @@ func (p *Provider) stats(ctx context.Context) (stats, error) {
 	return s, nil
 }
 
+// hold makes next the load balancer held for its id, saved, unless a
+// newer generation is held (newer). Holding what is held changes
+// nothing, unless it is in error: then it is a retry (the port may be
+// free now).
+func (p *Provider) hold(next *lbState) (newer bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cur := p.lbs[next.ID]
+	if cur != nil && next.Generation < cur.state.Generation {
+		return true, nil
+	}
+	unchanged := cur != nil && cur.state.Error == "" && cur.state.Generation == next.Generation &&
+		cur.state.Kind == next.Kind && reflect.DeepEqual(cur.state.Spec, next.Spec) && slices.Equal(cur.state.Endpoints, next.Endpoints)
+	if unchanged {
+		return false, nil
+	}
+	if err := saveLB(p.paths.LBs, next); err != nil {
+		return false, err
+	}
+	l := p.newLB(next)
+	if cur != nil {
+		l.phase, l.since = cur.phase, cur.since
+	}
+	if l.state.Error != "" {
+		if err := saveLB(p.paths.LBs, &l.state); err != nil {
+			p.log.Warn("save load balancer", "id", next.ID, "err", err)
+		}
+	}
+	p.lbs[next.ID] = l
+	return false, nil
+}
+
 // statusLocked says what haproxy does for l: ready once every frontend
 // is bound (even without a healthy backend, which the reason says).
 func (p *Provider) statusLocked(l *lb, snap stats, snapErr error, now time.Time) api.AssignmentStatus {
@@ -803,39 +812,46 @@ func (p *Provider) statusLocked(l *lb, snap stats, snapErr error, now time.Time)
 	case snapErr != nil:
 		st.Phase, st.Reason = api.PhaseProvision, "haproxy runtime API: "+snapErr.Error()
 	default:
-		st.Phase = api.PhaseReady
-		var unbound []string
-		for _, ls := range l.res.Listeners {
-			fe := frontendName(l.state.ID, ls.Port)
-			if s := snap.Frontends[fe]; s != "OPEN" {
-				unbound = append(unbound, fmt.Sprintf("%s:%d (%s)", ls.Address, ls.Port, cmpOr(s, "absent")))
-			}
-		}
-		if len(unbound) > 0 {
-			st.Phase, st.Reason = api.PhaseProvision, "frontends not bound: "+strings.Join(unbound, ", ")
-			break
-		}
-		st.Backends = backendStatuses(&l.res, snap)
-		up := 0
-		for _, b := range st.Backends {
-			if b.Health == "up" {
-				up++
-			}
-		}
-		var reasons []string
-		if up == 0 {
-			reasons = append(reasons, "no healthy backends")
-		}
-		if l.res.Skipped != "" {
-			reasons = append(reasons, l.res.Skipped)
-		}
-		st.Reason = strings.Join(reasons, "; ")
+		servingStatus(&st, l, snap)
 	}
 	if l.phase != st.Phase || l.since.IsZero() {
 		l.phase, l.since = st.Phase, now
 	}
 	st.Since = l.since
 	return st
+}
+
+// servingStatus is the status of a load balancer haproxy runs at its
+// generation: ready once every frontend is bound, with its backends'
+// health.
+func servingStatus(st *api.AssignmentStatus, l *lb, snap stats) {
+	var unbound []string
+	for _, ls := range l.res.Listeners {
+		fe := frontendName(l.state.ID, ls.Port)
+		if s := snap.Frontends[fe]; s != "OPEN" {
+			unbound = append(unbound, fmt.Sprintf("%s:%d (%s)", ls.Address, ls.Port, cmpOr(s, "absent")))
+		}
+	}
+	if len(unbound) > 0 {
+		st.Phase, st.Reason = api.PhaseProvision, "frontends not bound: "+strings.Join(unbound, ", ")
+		return
+	}
+	st.Phase = api.PhaseReady
+	st.Backends = backendStatuses(&l.res, snap)
+	up := 0
+	for _, b := range st.Backends {
+		if b.Health == "up" {
+			up++
+		}
+	}
+	var reasons []string
+	if up == 0 {
+		reasons = append(reasons, "no healthy backends")
+	}
+	if l.res.Skipped != "" {
+		reasons = append(reasons, l.res.Skipped)
+	}
+	st.Reason = strings.Join(reasons, "; ")
 }
 
 func cmpOr(s, def string) string {

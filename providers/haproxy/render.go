@@ -163,31 +163,9 @@ func resolve(id string, spec *api.LoadbalancerSpec, eps []api.Endpoint, lim limi
 	default:
 		return r, api.Invalid("spec.loadbalancer.algorithm", "%q is not roundrobin, leastconn or source", spec.Algorithm)
 	}
-	r.Check = checkSpec{Type: "tcp", Interval: defaultCheckInterval, Rise: defaultRise, Fall: defaultFall}
-	if hc := spec.HealthCheck; hc != nil {
-		switch hc.Type {
-		case "", "tcp":
-		case "http":
-			r.Check.Type = "http"
-			if !strings.HasPrefix(hc.Path, "/") || strings.ContainsAny(hc.Path, " \t\r\n\"'#\\") {
-				return r, api.Invalid("spec.loadbalancer.healthCheck.path", "%q is not a path starting with / without spaces, quotes or #", hc.Path)
-			}
-			r.Check.Path = hc.Path
-		default:
-			return r, api.Invalid("spec.loadbalancer.healthCheck.type", "%q is not tcp or http", hc.Type)
-		}
-		if hc.Interval.Duration > 0 {
-			r.Check.Interval = max(hc.Interval.Duration, time.Millisecond)
-		}
-		if hc.Timeout.Duration > 0 {
-			r.Check.Timeout = max(hc.Timeout.Duration, time.Millisecond)
-		}
-		if hc.Rise > 0 {
-			r.Check.Rise = hc.Rise
-		}
-		if hc.Fall > 0 {
-			r.Check.Fall = hc.Fall
-		}
+	var err error
+	if r.Check, err = resolveCheck(spec.HealthCheck); err != nil {
+		return r, err
 	}
 	ports := map[int]bool{}
 	for i, l := range spec.Listeners {
@@ -199,37 +177,87 @@ func resolve(id string, spec *api.LoadbalancerSpec, eps []api.Endpoint, lim limi
 			return r, api.Invalid(f+".port", "port %d is used by two listeners", l.Port)
 		}
 		ports[l.Port] = true
-		if err := lim.ports.Check(l.Port); err != nil {
-			return r, api.Invalid(f+".port", "%v", err)
-		}
-		ls := listenerSpec{Name: l.Name, Port: l.Port, Mode: l.Protocol, TargetPort: l.TargetPort, Address: l.Address}
-		switch ls.Mode {
-		case "":
-			ls.Mode = "tcp"
-		case "tcp", "http":
-		default:
-			return r, api.Invalid(f+".protocol", "%q is not tcp or http", l.Protocol)
-		}
-		if ls.TargetPort == 0 {
-			ls.TargetPort = l.Port
-		}
-		if ls.TargetPort < 1 || ls.TargetPort > 65535 {
-			return r, api.Invalid(f+".targetPort", "%d is not a port (1-65535)", l.TargetPort)
-		}
-		if ls.Address == "" {
-			ls.Address = lim.bindAddress
-		}
-		addr, err := netip.ParseAddr(ls.Address)
+		ls, err := resolveListener(f, l, lim)
 		if err != nil {
-			return r, api.Invalid(f+".address", "%q is not an IP address", ls.Address)
-		}
-		if !slices.Contains(lim.addresses, addr.Unmap()) {
-			return r, api.Invalid(f+".address", "%s is not an address this node binds load balancers to (%s)", addr, joinAddrs(lim.addresses))
+			return r, err
 		}
 		r.Listeners = append(r.Listeners, ls)
 	}
 	slices.SortFunc(r.Listeners, func(a, b listenerSpec) int { return a.Port - b.Port })
+	r.resolveEndpoints(eps, lim.maxServers)
+	return r, nil
+}
 
+// resolveCheck is the health check of hc (nil: the default, a TCP
+// connect).
+func resolveCheck(hc *api.HealthCheck) (checkSpec, error) {
+	c := checkSpec{Type: "tcp", Interval: defaultCheckInterval, Rise: defaultRise, Fall: defaultFall}
+	if hc == nil {
+		return c, nil
+	}
+	switch hc.Type {
+	case "", "tcp":
+	case "http":
+		c.Type = "http"
+		if !strings.HasPrefix(hc.Path, "/") || strings.ContainsAny(hc.Path, " \t\r\n\"'#\\") {
+			return c, api.Invalid("spec.loadbalancer.healthCheck.path", "%q is not a path starting with / without spaces, quotes or #", hc.Path)
+		}
+		c.Path = hc.Path
+	default:
+		return c, api.Invalid("spec.loadbalancer.healthCheck.type", "%q is not tcp or http", hc.Type)
+	}
+	if hc.Interval.Duration > 0 {
+		c.Interval = max(hc.Interval.Duration, time.Millisecond)
+	}
+	if hc.Timeout.Duration > 0 {
+		c.Timeout = max(hc.Timeout.Duration, time.Millisecond)
+	}
+	if hc.Rise > 0 {
+		c.Rise = hc.Rise
+	}
+	if hc.Fall > 0 {
+		c.Fall = hc.Fall
+	}
+	return c, nil
+}
+
+// resolveListener is listener l (field f of the spec) within the
+// operator's limits: an allowed port, bound to one of the node's
+// load-balancer addresses (lim.bindAddress unless it names its own).
+func resolveListener(f string, l api.Listener, lim limits) (listenerSpec, error) {
+	ls := listenerSpec{Name: l.Name, Port: l.Port, Mode: l.Protocol, TargetPort: l.TargetPort, Address: l.Address}
+	if err := lim.ports.Check(l.Port); err != nil {
+		return ls, api.Invalid(f+".port", "%v", err)
+	}
+	switch ls.Mode {
+	case "":
+		ls.Mode = "tcp"
+	case "tcp", "http":
+	default:
+		return ls, api.Invalid(f+".protocol", "%q is not tcp or http", l.Protocol)
+	}
+	if ls.TargetPort == 0 {
+		ls.TargetPort = l.Port
+	}
+	if ls.TargetPort < 1 || ls.TargetPort > 65535 {
+		return ls, api.Invalid(f+".targetPort", "%d is not a port (1-65535)", l.TargetPort)
+	}
+	if ls.Address == "" {
+		ls.Address = lim.bindAddress
+	}
+	addr, err := netip.ParseAddr(ls.Address)
+	if err != nil {
+		return ls, api.Invalid(f+".address", "%q is not an IP address", ls.Address)
+	}
+	if !slices.Contains(lim.addresses, addr.Unmap()) {
+		return ls, api.Invalid(f+".address", "%s is not an address this node binds load balancers to (%s)", addr, joinAddrs(lim.addresses))
+	}
+	return ls, nil
+}
+
+// resolveEndpoints keeps the endpoints with an IP address, sorted and
+// once each, at most maxServers, and says in r.Skipped what it left out.
+func (r *resolved) resolveEndpoints(eps []api.Endpoint, maxServers int) {
 	var bad []string
 	for _, e := range eps {
 		if _, err := netip.ParseAddr(e.Address); err != nil || e.Port < 0 || e.Port > 65535 {
@@ -244,12 +272,11 @@ func resolve(id string, spec *api.LoadbalancerSpec, eps []api.Endpoint, lim limi
 	if len(bad) > 0 {
 		skipped = append(skipped, fmt.Sprintf("endpoints without an IP address are ignored: %s", strings.Join(bad, ", ")))
 	}
-	if len(r.Endpoints) > lim.maxServers {
-		skipped = append(skipped, fmt.Sprintf("%d endpoints beyond maxServers %d are not balanced", len(r.Endpoints)-lim.maxServers, lim.maxServers))
-		r.Endpoints = r.Endpoints[:lim.maxServers]
+	if len(r.Endpoints) > maxServers {
+		skipped = append(skipped, fmt.Sprintf("%d endpoints beyond maxServers %d are not balanced", len(r.Endpoints)-maxServers, maxServers))
+		r.Endpoints = r.Endpoints[:maxServers]
 	}
 	r.Skipped = strings.Join(skipped, "; ")
-	return r, nil
 }
 
 func joinAddrs(as []netip.Addr) string {

@@ -110,37 +110,42 @@ func parseStat(out string) (stats, error) {
 	for i, h := range header {
 		col[h] = i
 	}
-	px, sv, st, cur := col["pxname"], col["svname"], col["status"], col["scur"]
 	if _, ok := col["status"]; !ok || len(header) < 3 {
 		return s, fmt.Errorf("show stat: unexpected header %q", strings.Join(header, ","))
 	}
 	for {
 		rec, err := r.Read()
 		if errors.Is(err, io.EOF) {
-			break
+			return s, nil
 		}
 		if err != nil {
 			return s, fmt.Errorf("show stat: %w", err)
 		}
-		if len(rec) <= st || len(rec) <= px || len(rec) <= sv {
-			continue
-		}
-		switch rec[sv] {
-		case "FRONTEND":
-			s.Frontends[rec[px]] = rec[st]
-		case "BACKEND":
-		default:
-			if s.Servers[rec[px]] == nil {
-				s.Servers[rec[px]] = map[string]serverStat{}
-			}
-			ss := serverStat{Status: rec[st]}
-			if _, ok := col["scur"]; ok && cur < len(rec) {
-				ss.Sessions, _ = strconv.Atoi(rec[cur])
-			}
-			s.Servers[rec[px]][rec[sv]] = ss
-		}
+		s.add(col, rec)
 	}
-	return s, nil
+}
+
+// add adds record rec of "show stat" (columns col) to s: a frontend's or
+// a server's status; backends' own lines say nothing more.
+func (s *stats) add(col map[string]int, rec []string) {
+	px, sv, st := col["pxname"], col["svname"], col["status"]
+	if len(rec) <= st || len(rec) <= px || len(rec) <= sv {
+		return
+	}
+	switch rec[sv] {
+	case "FRONTEND":
+		s.Frontends[rec[px]] = rec[st]
+	case "BACKEND":
+	default:
+		if s.Servers[rec[px]] == nil {
+			s.Servers[rec[px]] = map[string]serverStat{}
+		}
+		ss := serverStat{Status: rec[st]}
+		if cur, ok := col["scur"]; ok && cur < len(rec) {
+			ss.Sessions, _ = strconv.Atoi(rec[cur])
+		}
+		s.Servers[rec[px]][rec[sv]] = ss
+	}
 }
 
 // health maps a server status of "show stat" to a BackendStatus health.

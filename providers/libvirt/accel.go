@@ -230,24 +230,34 @@ func (p *Provider) tryKVM(ctx context.Context, c *libvirt.Connect, osXML, disk, 
 		return false, "did not start (" + message(err) + ")", nil
 	}
 	defer dom.Free()
+	return p.awaitMarker(ctx, dom, name, console, marker, start)
+}
+
+// awaitMarker waits for the probe guest dom (called name) to print
+// marker on its console, then destroys it.
+func (p *Provider) awaitMarker(ctx context.Context, dom *libvirt.Domain, name, console, marker string, start time.Time) (ok bool, why string, err error) {
 	destroy := func() {
 		if err := dom.Destroy(); err != nil && !hasCode(err, libvirt.ERR_NO_DOMAIN, libvirt.ERR_OPERATION_INVALID) {
 			p.log.Warn("destroy the KVM probe guest", "domain", name, "err", err)
 		}
+	}
+	printed := func() bool {
+		b, err := os.ReadFile(console)
+		return err == nil && strings.Contains(string(b), marker)
 	}
 	deadline := time.NewTimer(p.probeTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if b, err := os.ReadFile(console); err == nil && strings.Contains(string(b), marker) {
+		if printed() {
 			destroy()
 			return true, fmt.Sprintf("printed in %v", time.Since(start).Round(time.Millisecond)), nil
 		}
 		// The guest is transient: stopped, it is gone. (A kernel may
 		// print and stop between the two reads: read once more.)
 		if active, err := dom.IsActive(); err != nil || !active {
-			if b, err := os.ReadFile(console); err == nil && strings.Contains(string(b), marker) {
+			if printed() {
 				return true, fmt.Sprintf("printed in %v", time.Since(start).Round(time.Millisecond)), nil
 			}
 			return false, fmt.Sprintf("stopped after %v without printing", time.Since(start).Round(time.Millisecond)), nil

@@ -72,24 +72,10 @@ func (p *Provider) applyDomain(ctx context.Context, c *libvirt.Connect, a *api.A
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
-	bare, err := spec.render(nil)
+	meta, err := p.metaOf(a, spec)
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
-	meta := replicaMeta{
-		ID:         a.ID,
-		Node:       p.node,
-		Kind:       api.KindCompute,
-		Generation: a.Generation,
-		Spec:       digest(bare),
-	}
-	if a.Network != nil {
-		meta.Address = a.Network.Address
-	}
-	if a.Image != nil {
-		meta.ReadyMarker = a.Image.ReadyMarker
-	}
-
 	dom, err := c.LookupDomainByName(domainName(a.ID))
 	if hasCode(err, libvirt.ERR_NO_DOMAIN) {
 		return p.define(c, spec, meta)
@@ -105,6 +91,39 @@ func (p *Provider) applyDomain(ctx context.Context, c *libvirt.Connect, a *api.A
 	if a.Generation < have.Generation {
 		return p.domainStatus(dom, have) // a stale Apply
 	}
+	return p.converge(c, dom, a, spec, meta, have)
+}
+
+// metaOf is what the agent records on the domain of a: its generation
+// and the digest of its definition, which tells a changed domain from a
+// retry.
+func (p *Provider) metaOf(a *api.Assignment, spec domainSpec) (replicaMeta, error) {
+	bare, err := spec.render(nil)
+	if err != nil {
+		return replicaMeta{}, err
+	}
+	meta := replicaMeta{
+		ID:         a.ID,
+		Node:       p.node,
+		Kind:       api.KindCompute,
+		Generation: a.Generation,
+		Spec:       digest(bare),
+	}
+	if a.Network != nil {
+		meta.Address = a.Network.Address
+	}
+	if a.Image != nil {
+		meta.ReadyMarker = a.Image.ReadyMarker
+	}
+	return meta, nil
+}
+
+// converge brings the existing domain dom (its record have) to
+// assignment a (spec and meta): a running domain of the same definition
+// or generation is left running, a stopped one of the same definition is
+// started again (the retry), and a changed one is redefined and started
+// afresh.
+func (p *Provider) converge(c *libvirt.Connect, dom *libvirt.Domain, a *api.Assignment, spec domainSpec, meta, have replicaMeta) (api.AssignmentStatus, error) {
 	active, err := dom.IsActive()
 	if err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("domain state: %w", err)
@@ -202,28 +221,8 @@ func (p *Provider) resolve(ctx context.Context, c *libvirt.Connect, a *api.Assig
 		Cmdline:   cmdline,
 		Console:   p.consolePath(a.ID),
 	}
-	if img.Disk != "" || len(a.Volumes) > 0 {
-		pool, err := p.ensurePool(c)
-		if err != nil {
-			return domainSpec{}, err
-		}
-		defer pool.Free()
-		if img.Disk != "" {
-			path, err := p.ensureOverlay(pool, a.ID, img.Disk, a.Flavor.DiskMiB)
-			if err != nil {
-				return domainSpec{}, err
-			}
-			spec.Disks = append(spec.Disks, disk{Path: path, Format: "qcow2", Target: diskTarget(0)})
-		}
-		// vda is the root disk's, with or without one, so that a
-		// volume keeps its name whatever the image.
-		for i, v := range a.Volumes {
-			d, err := p.attachment(pool, v, diskTarget(i+1))
-			if err != nil {
-				return domainSpec{}, err
-			}
-			spec.Disks = append(spec.Disks, d)
-		}
+	if err := p.resolveDisks(c, a, &spec); err != nil {
+		return domainSpec{}, err
 	}
 	if a.Network != nil {
 		if err := p.useBridge(ctx, a.Network); err != nil {
@@ -232,6 +231,37 @@ func (p *Provider) resolve(ctx context.Context, c *libvirt.Connect, a *api.Assig
 		spec.Bridge = a.Network.Bridge
 	}
 	return spec, nil
+}
+
+// resolveDisks adds to spec the disks of a: the root disk's overlay of
+// the image's disk, then its volumes, all from the pool.
+func (p *Provider) resolveDisks(c *libvirt.Connect, a *api.Assignment, spec *domainSpec) error {
+	img := a.Image
+	if img.Disk == "" && len(a.Volumes) == 0 {
+		return nil
+	}
+	pool, err := p.ensurePool(c)
+	if err != nil {
+		return err
+	}
+	defer pool.Free()
+	if img.Disk != "" {
+		path, err := p.ensureOverlay(pool, a.ID, img.Disk, a.Flavor.DiskMiB)
+		if err != nil {
+			return err
+		}
+		spec.Disks = append(spec.Disks, disk{Path: path, Format: "qcow2", Target: diskTarget(0)})
+	}
+	// vda is the root disk's, with or without one, so that a volume keeps
+	// its name whatever the image.
+	for i, v := range a.Volumes {
+		d, err := p.attachment(pool, v, diskTarget(i+1))
+		if err != nil {
+			return err
+		}
+		spec.Disks = append(spec.Disks, d)
+	}
+	return nil
 }
 
 // attachment resolves a volume a VM mounts to its file in the pool.

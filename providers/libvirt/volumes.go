@@ -286,13 +286,9 @@ func (p *Provider) applyVolume(c *libvirt.Connect, a *api.Assignment) (api.Assig
 	if v == nil || v.SizeMiB <= 0 {
 		return p.rejected(a, badSpec("a Volume needs spec.volume.sizeMiB")), nil
 	}
-	format := v.Format
-	switch format {
-	case "":
-		format = api.VolumeQcow2
-	case api.VolumeQcow2, api.VolumeRaw:
-	default:
-		return p.rejected(a, badSpec("volume format %q: a VM volume is qcow2 or raw", format)), nil
+	format, err := vmVolumeFormat(v.Format)
+	if err != nil {
+		return p.rejected(a, err), nil
 	}
 	rec, ok, err := p.readVolumeRecord(a.ID)
 	if err != nil {
@@ -319,12 +315,7 @@ func (p *Provider) applyVolume(c *libvirt.Connect, a *api.Assignment) (api.Assig
 		return p.rejected(a, badSpec("%s", message(err))), nil
 	}
 	defer vol.Free()
-	if info, err := vol.GetInfo(); err == nil && info.Capacity < uint64(v.SizeMiB)<<20 {
-		// Volumes only grow: shrinking would cut the guest's filesystem.
-		if err := vol.Resize(uint64(v.SizeMiB)<<20, 0); err != nil {
-			p.log.Warn("grow volume", "id", a.ID, "sizeMiB", v.SizeMiB, "err", err)
-		}
-	}
+	p.grow(vol, a.ID, v.SizeMiB)
 	if !ok {
 		rec = volumeRecord{ID: a.ID, Node: p.node, Created: time.Now().UTC()}
 	}
@@ -334,6 +325,27 @@ func (p *Provider) applyVolume(c *libvirt.Connect, a *api.Assignment) (api.Assig
 	}
 	p.kick(a.ID)
 	return p.volumeStatus(c, rec), nil
+}
+
+// vmVolumeFormat is the format of a VM volume: qcow2 (by default) or raw.
+func vmVolumeFormat(f api.VolumeFormat) (api.VolumeFormat, error) {
+	switch f {
+	case "":
+		return api.VolumeQcow2, nil
+	case api.VolumeQcow2, api.VolumeRaw:
+		return f, nil
+	}
+	return "", badSpec("volume format %q: a VM volume is qcow2 or raw", f)
+}
+
+// grow grows vol to sizeMiB if it is smaller. Volumes only grow:
+// shrinking would cut the guest's filesystem.
+func (p *Provider) grow(vol *libvirt.StorageVol, id string, sizeMiB int64) {
+	if info, err := vol.GetInfo(); err == nil && info.Capacity < uint64(sizeMiB)<<20 {
+		if err := vol.Resize(uint64(sizeMiB)<<20, 0); err != nil {
+			p.log.Warn("grow volume", "id", id, "sizeMiB", sizeMiB, "err", err)
+		}
+	}
 }
 
 // volumeStatus is ready while the volume is in the pool.

@@ -65,65 +65,7 @@ func (p *Provider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, erro
 // ctx ends, the provider closes, or out is full: a change that cannot be
 // sent ends the watch rather than going missing (see provider.Watcher).
 func (p *Provider) watch(ctx context.Context, w *watcher, sent map[string]api.AssignmentStatus, out chan<- api.AssignmentStatus) {
-	// send reports false when out is full.
-	send := func(st api.AssignmentStatus) bool {
-		if prev, ok := sent[st.ID]; ok && !changed(prev, st) {
-			return true
-		}
-		select {
-		case out <- st:
-			sent[st.ID] = st
-			return true
-		default:
-			return false
-		}
-	}
-	gone := func(id string) bool {
-		prev, ok := sent[id]
-		if !ok {
-			return true
-		}
-		now := time.Now()
-		prev.Phase, prev.Reason, prev.Since, prev.UpdatedAt = api.PhaseDestroyed, "", now, now
-		select {
-		case out <- prev:
-			delete(sent, id)
-			return true
-		default:
-			return false
-		}
-	}
-	look := func(id string) bool {
-		st, err := p.Status(ctx, id)
-		switch {
-		case err == nil:
-			return send(st)
-		case errors.Is(err, provider.ErrNotFound):
-			return gone(id)
-		}
-		// libvirtd unreachable: the next rescan looks again.
-		return true
-	}
-	rescan := func() bool {
-		ls, err := p.List(ctx)
-		if err != nil {
-			p.log.Debug("watch rescan", "err", err)
-			return true
-		}
-		seen := make(map[string]bool, len(ls))
-		for _, l := range ls {
-			seen[l.ID] = true
-			if !send(l.Status) {
-				return false
-			}
-		}
-		for id := range sent {
-			if !seen[id] && !gone(id) {
-				return false
-			}
-		}
-		return true
-	}
+	ws := &watchStream{p: p, sent: sent, out: out}
 	tick := time.NewTicker(p.rescanInterval)
 	defer tick.Stop()
 	for {
@@ -134,17 +76,91 @@ func (p *Provider) watch(ctx context.Context, w *watcher, sent map[string]api.As
 		case <-p.closing:
 			return
 		case id := <-w.kicks:
-			ok = look(id)
+			ok = ws.look(ctx, id)
 		case <-w.rescan:
-			ok = rescan()
+			ok = ws.rescan(ctx)
 		case <-tick.C:
-			ok = rescan()
+			ok = ws.rescan(ctx)
 		}
 		if !ok {
 			p.log.Warn("watcher fell behind; closing it (it watches again and relists)")
 			return
 		}
 	}
+}
+
+// watchStream is what one watcher has sent; each of its methods reports
+// false when out is full.
+type watchStream struct {
+	p    *Provider
+	sent map[string]api.AssignmentStatus
+	out  chan<- api.AssignmentStatus
+}
+
+// send sends st unless it is what was sent last for its replica.
+func (ws *watchStream) send(st api.AssignmentStatus) bool {
+	if prev, ok := ws.sent[st.ID]; ok && !changed(prev, st) {
+		return true
+	}
+	select {
+	case ws.out <- st:
+		ws.sent[st.ID] = st
+		return true
+	default:
+		return false
+	}
+}
+
+// gone sends that replica id, once sent, is destroyed.
+func (ws *watchStream) gone(id string) bool {
+	prev, ok := ws.sent[id]
+	if !ok {
+		return true
+	}
+	now := time.Now()
+	prev.Phase, prev.Reason, prev.Since, prev.UpdatedAt = api.PhaseDestroyed, "", now, now
+	select {
+	case ws.out <- prev:
+		delete(ws.sent, id)
+		return true
+	default:
+		return false
+	}
+}
+
+// look sends the status of replica id.
+func (ws *watchStream) look(ctx context.Context, id string) bool {
+	st, err := ws.p.Status(ctx, id)
+	switch {
+	case err == nil:
+		return ws.send(st)
+	case errors.Is(err, provider.ErrNotFound):
+		return ws.gone(id)
+	}
+	// libvirtd unreachable: the next rescan looks again.
+	return true
+}
+
+// rescan sends what changed among every replica, the ones gone included.
+func (ws *watchStream) rescan(ctx context.Context) bool {
+	ls, err := ws.p.List(ctx)
+	if err != nil {
+		ws.p.log.Debug("watch rescan", "err", err)
+		return true
+	}
+	seen := make(map[string]bool, len(ls))
+	for _, l := range ls {
+		seen[l.ID] = true
+		if !ws.send(l.Status) {
+			return false
+		}
+	}
+	for id := range ws.sent {
+		if !seen[id] && !ws.gone(id) {
+			return false
+		}
+	}
+	return true
 }
 
 func changed(a, b api.AssignmentStatus) bool {
