@@ -47,42 +47,33 @@ func (s *suite) etcdBin() string { return filepath.Join(s.o.bin, "etcd") }
 
 func (s *suite) run(ctx context.Context) error {
 	defer s.stopAll()
-	if s.o.wants("B0") || s.o.wants("B1") {
+	if s.wantsAny("B0", "B1") {
 		if err := s.b0(ctx); err != nil {
 			return fmt.Errorf("B0: %w", err)
 		}
 	}
-	needCluster := false
-	for _, id := range []string{"B1", "B2", "B3", "B4", "B5", "B6", "B8"} {
-		needCluster = needCluster || s.o.wants(id)
-	}
-	if needCluster {
+	if s.wantsAny("B1", "B2", "B3", "B4", "B5", "B6", "B8") {
 		if err := s.startCluster(ctx); err != nil {
 			return fmt.Errorf("cluster: %w", err)
 		}
-		if s.o.wants("B2") {
-			if err := s.b2(ctx); err != nil {
-				return fmt.Errorf("B2: %w", err)
+		// On the cluster, in this order (B3 and B6 read B1's and B4's
+		// runs).
+		for _, b := range []struct {
+			name  string
+			needs []string
+			run   func(context.Context) error
+		}{
+			{"B2", []string{"B2"}, s.b2},
+			{"B1", []string{"B1", "B3", "B6"}, s.b1},
+			{"B4", []string{"B4", "B6"}, s.b4},
+			{"B8", []string{"B8"}, s.b8},
+			{"B5", []string{"B5"}, s.b5},
+		} {
+			if !s.wantsAny(b.needs...) {
+				continue
 			}
-		}
-		if s.o.wants("B1") || s.o.wants("B3") || s.o.wants("B6") {
-			if err := s.b1(ctx); err != nil {
-				return fmt.Errorf("B1: %w", err)
-			}
-		}
-		if s.o.wants("B4") || s.o.wants("B6") {
-			if err := s.b4(ctx); err != nil {
-				return fmt.Errorf("B4: %w", err)
-			}
-		}
-		if s.o.wants("B8") {
-			if err := s.b8(ctx); err != nil {
-				return fmt.Errorf("B8: %w", err)
-			}
-		}
-		if s.o.wants("B5") {
-			if err := s.b5(ctx); err != nil {
-				return fmt.Errorf("B5: %w", err)
+			if err := b.run(ctx); err != nil {
+				return fmt.Errorf("%s: %w", b.name, err)
 			}
 		}
 	}
@@ -91,17 +82,25 @@ func (s *suite) run(ctx context.Context) error {
 			return fmt.Errorf("B7: %w", err)
 		}
 	}
-	if s.o.wants("C1") {
-		if err := s.c1(ctx); err != nil {
-			s.r.note("C1 (containers) did not run: %v", err)
+	// Real containers and VMs: a machine without them still gets the
+	// rest, and a note says why these did not run.
+	for _, b := range []struct {
+		name, what string
+		run        func(context.Context) error
+	}{{"C1", "containers", s.c1}, {"V1", "VMs", s.v1}} {
+		if !s.o.wants(b.name) {
+			continue
 		}
-	}
-	if s.o.wants("V1") {
-		if err := s.v1(ctx); err != nil {
-			s.r.note("V1 (VMs) did not run: %v", err)
+		if err := b.run(ctx); err != nil {
+			s.r.note("%s (%s) did not run: %v", b.name, b.what, err)
 		}
 	}
 	return nil
+}
+
+// wantsAny reports whether the options ask for one of ids.
+func (s *suite) wantsAny(ids ...string) bool {
+	return slices.ContainsFunc(ids, s.o.wants)
 }
 
 func (s *suite) stopAll() {
@@ -385,65 +384,20 @@ func (s *suite) b2(ctx context.Context) error {
 // measures replicas/s until all are ready; B3 samples the API meanwhile.
 func (s *suite) b1(ctx context.Context) error {
 	total := s.o.resources * s.o.replicas
-	var (
-		postLat []time.Duration
-		getLat  []time.Duration
-		mu      sync.Mutex
-	)
+	var gets, posts samples
 	start := time.Now()
 	if s.o.profiles != "" {
 		go s.profile(ctx, 8*time.Second, "global-1", "region", "sim-agents")
 	}
 	stopReads := make(chan struct{})
 	var readers sync.WaitGroup
-	readers.Add(1)
-	go func() {
-		defer readers.Done()
-		reader := newClient("http://"+s.gHTTP[0], s.token)
-		t := time.NewTicker(5 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopReads:
-				return
-			case <-t.C:
-			}
-			name := fmt.Sprintf("b1-%d", rand.IntN(s.o.resources))
-			t0 := time.Now()
-			if code, _ := reader.do(ctx, http.MethodGet, "/v1/resources/"+name, nil, nil); code == http.StatusOK || code == http.StatusNotFound {
-				mu.Lock()
-				getLat = append(getLat, time.Since(t0))
-				mu.Unlock()
-			}
-		}
-	}()
-	names := make(chan int)
-	var writers sync.WaitGroup
-	var failed atomic.Int64
-	for range 32 {
-		writers.Add(1)
-		go func() {
-			defer writers.Done()
-			for i := range names {
-				t0 := time.Now()
-				if _, err := s.g.do(ctx, http.MethodPost, "/v1/resources", resource(fmt.Sprintf("b1-%d", i), s.o.replicas, nil), nil); err != nil {
-					failed.Add(1)
-					continue
-				}
-				mu.Lock()
-				postLat = append(postLat, time.Since(t0))
-				mu.Unlock()
-			}
-		}()
-	}
-	for i := range s.o.resources {
-		names <- i
-	}
-	close(names)
-	writers.Wait()
+	readers.Go(func() { s.b1Reads(ctx, stopReads, &gets) })
+	failed := s.b1Creates(ctx, &posts)
 	accepted := time.Since(start)
-	if n := failed.Load(); n > 0 {
-		return fmt.Errorf("%d creates failed", n)
+	if failed > 0 {
+		close(stopReads)
+		readers.Wait()
+		return fmt.Errorf("%d creates failed", failed)
 	}
 	err := waitFor(ctx, 250*time.Millisecond, "every B1 replica ready", func() error {
 		ready, err := s.readyReplicas(ctx, "b1-")
@@ -461,6 +415,75 @@ func (s *suite) b1(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.b1Report(total, elapsed, accepted, gets.all(), posts.all())
+	return nil
+}
+
+// samples are latencies gathered by several goroutines.
+type samples struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *samples) add(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.d = append(l.d, d)
+}
+
+func (l *samples) all() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.d)
+}
+
+// b1Reads GETs a random B1 resource every 5 ms until stop, timing each.
+func (s *suite) b1Reads(ctx context.Context, stop <-chan struct{}, gets *samples) {
+	reader := newClient("http://"+s.gHTTP[0], s.token)
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		name := fmt.Sprintf("b1-%d", rand.IntN(s.o.resources))
+		t0 := time.Now()
+		if code, _ := reader.do(ctx, http.MethodGet, "/v1/resources/"+name, nil, nil); code == http.StatusOK || code == http.StatusNotFound {
+			gets.add(time.Since(t0))
+		}
+	}
+}
+
+// b1Creates POSTs the B1 resources from 32 clients, timing each, and
+// returns how many failed.
+func (s *suite) b1Creates(ctx context.Context, posts *samples) int64 {
+	names := make(chan int)
+	var writers sync.WaitGroup
+	var failed atomic.Int64
+	for range 32 {
+		writers.Go(func() {
+			for i := range names {
+				t0 := time.Now()
+				if _, err := s.g.do(ctx, http.MethodPost, "/v1/resources", resource(fmt.Sprintf("b1-%d", i), s.o.replicas, nil), nil); err != nil {
+					failed.Add(1)
+					continue
+				}
+				posts.add(time.Since(t0))
+			}
+		})
+	}
+	for i := range s.o.resources {
+		names <- i
+	}
+	close(names)
+	writers.Wait()
+	return failed.Load()
+}
+
+// b1Report adds the rows of B1, B3 and (wanted) B6.
+func (s *suite) b1Report(total int, elapsed, accepted time.Duration, getLat, postLat []time.Duration) {
 	rate := float64(total) / elapsed.Seconds()
 	ratio := ""
 	met := rate >= 2000
@@ -484,7 +507,6 @@ func (s *suite) b1(ctx context.Context) error {
 				figure: fmt.Sprintf("%.0f MiB RSS", rss), target: "≤ 512 MiB", met: verdict(rss <= 512)})
 		}
 	}
-	return nil
 }
 
 // profile takes CPU profiles of processes at the same time.
@@ -579,29 +601,13 @@ func (s *suite) b4(ctx context.Context) error {
 	_ = s.single.cmd.Process.Signal(syscall.SIGKILL)
 	killed := time.Now()
 	<-s.single.done
-	err := waitFor(ctx, 100*time.Millisecond, "100 replicas ready elsewhere", func() error {
-		var reps struct {
-			Items []struct {
-				Node    string `json:"node"`
-				Phase   string `json:"phase"`
-				Desired string `json:"desired"`
-			} `json:"items"`
+	if err := waitFor(ctx, 100*time.Millisecond, "100 replicas ready elsewhere", func() error {
+		n, err := s.readyOffNode(ctx, "loss", "single")
+		if err == nil && n < 100 {
+			err = fmt.Errorf("%d/100", n)
 		}
-		if _, err := s.g.do(ctx, http.MethodGet, "/v1/resources/loss/replicas", nil, &reps); err != nil {
-			return err
-		}
-		n := 0
-		for _, r := range reps.Items {
-			if r.Desired == "running" && r.Phase == "ready" && r.Node != "single" {
-				n++
-			}
-		}
-		if n < 100 {
-			return fmt.Errorf("%d/100", n)
-		}
-		return nil
-	})
-	if err != nil {
+		return err
+	}); err != nil {
 		return err
 	}
 	took := time.Since(killed)
@@ -609,6 +615,28 @@ func (s *suite) b4(ctx context.Context) error {
 		target: "≤ 15 s (default settings)", met: verdict(took <= 15*time.Second),
 		notes: "Default liveness: heartbeats every 2 s, Suspect after 6 s, Down after 10 s when the probe fails."})
 	return nil
+}
+
+// readyOffNode counts the running, ready replicas of resource that are
+// not on node.
+func (s *suite) readyOffNode(ctx context.Context, resource, node string) (int, error) {
+	var reps struct {
+		Items []struct {
+			Node    string `json:"node"`
+			Phase   string `json:"phase"`
+			Desired string `json:"desired"`
+		} `json:"items"`
+	}
+	if _, err := s.g.do(ctx, http.MethodGet, "/v1/resources/"+resource+"/replicas", nil, &reps); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range reps.Items {
+		if r.Desired == "running" && r.Phase == "ready" && r.Node != node {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // b5 SIGKILLs the master and times the new master's first propagation.

@@ -120,62 +120,23 @@ func secret(value, file, key string) (string, error) {
 
 func (r *Redis) validate(key string) error {
 	mode := r.ModeOrDefault()
+	var err error
 	switch mode {
 	case RedisModeSingle:
-		if r.Sentinel.MasterName != "" || len(r.Sentinel.Addrs) > 0 {
-			return keyError(key+".sentinel", "is set but %s.mode is %s (set %s.mode: sentinel)", key, mode, key)
-		}
-		if len(r.Cluster.Addrs) > 0 {
-			return keyError(key+".cluster.addrs", "is set but %s.mode is %s (set %s.mode: cluster)", key, mode, key)
-		}
 		if r.Addr == "" {
-			// In memory: credentials or TLS without a server are a
-			// mistake worth stopping for.
-			if r.Username != "" || r.Password != "" || r.PasswordFile != "" || r.TLS.On() {
-				return keyError(key+".addr", "is required when %s credentials or tls are set", key)
-			}
-			return nil
+			// In memory: nothing else to check.
+			return r.validateMemory(key)
 		}
-		if err := validAddr(key+".addr", r.Addr); err != nil {
-			return err
-		}
+		err = r.validateSingle(key)
 	case RedisModeSentinel:
-		if r.Addr != "" {
-			return keyError(key+".addr", "is for mode single; mode sentinel finds the master through %s.sentinel.addrs", key)
-		}
-		if len(r.Cluster.Addrs) > 0 {
-			return keyError(key+".cluster.addrs", "is for mode cluster, not sentinel")
-		}
-		if r.Sentinel.MasterName == "" {
-			return keyError(key+".sentinel.masterName", "is required with %s.mode: sentinel", key)
-		}
-		if len(r.Sentinel.Addrs) == 0 {
-			return keyError(key+".sentinel.addrs", "is required with %s.mode: sentinel (one or more sentinels)", key)
-		}
-		if err := validAddrs(key+".sentinel.addrs", r.Sentinel.Addrs); err != nil {
-			return err
-		}
-		if err := validCredentials(key+".sentinel", r.Sentinel.Username, r.Sentinel.Password, r.Sentinel.PasswordFile); err != nil {
-			return err
-		}
+		err = r.validateSentinel(key)
 	case RedisModeCluster:
-		if r.Addr != "" {
-			return keyError(key+".addr", "is for mode single; mode cluster starts from %s.cluster.addrs", key)
-		}
-		if r.Sentinel.MasterName != "" || len(r.Sentinel.Addrs) > 0 {
-			return keyError(key+".sentinel", "is for mode sentinel, not cluster")
-		}
-		if len(r.Cluster.Addrs) == 0 {
-			return keyError(key+".cluster.addrs", "is required with %s.mode: cluster (one or more seed nodes)", key)
-		}
-		if err := validAddrs(key+".cluster.addrs", r.Cluster.Addrs); err != nil {
-			return err
-		}
-		if r.DB != 0 {
-			return keyError(key+".db", "must be 0 with %s.mode: cluster (a cluster has one database)", key)
-		}
+		err = r.validateCluster(key)
 	default:
 		return keyError(key+".mode", "%q is not one of single, sentinel, cluster", r.Mode)
+	}
+	if err != nil {
+		return err
 	}
 	if r.DB < 0 {
 		return keyError(key+".db", "must not be negative (got %d)", r.DB)
@@ -184,6 +145,75 @@ func (r *Redis) validate(key string) error {
 		return err
 	}
 	return r.TLS.validate(key + ".tls")
+}
+
+// otherModes refuses the settings of the modes that are not r's.
+func (r *Redis) otherModes(key, mode string) error {
+	if r.Sentinel.MasterName != "" || len(r.Sentinel.Addrs) > 0 {
+		return keyError(key+".sentinel", "is set but %s.mode is %s (set %s.mode: sentinel)", key, mode, key)
+	}
+	if len(r.Cluster.Addrs) > 0 {
+		return keyError(key+".cluster.addrs", "is set but %s.mode is %s (set %s.mode: cluster)", key, mode, key)
+	}
+	return nil
+}
+
+// validateMemory checks mode single without an address: the in-memory
+// store, for which credentials or TLS without a server are a mistake
+// worth stopping for.
+func (r *Redis) validateMemory(key string) error {
+	if err := r.otherModes(key, RedisModeSingle); err != nil {
+		return err
+	}
+	if r.Username != "" || r.Password != "" || r.PasswordFile != "" || r.TLS.On() {
+		return keyError(key+".addr", "is required when %s credentials or tls are set", key)
+	}
+	return nil
+}
+
+func (r *Redis) validateSingle(key string) error {
+	if err := r.otherModes(key, RedisModeSingle); err != nil {
+		return err
+	}
+	return validAddr(key+".addr", r.Addr)
+}
+
+func (r *Redis) validateSentinel(key string) error {
+	if r.Addr != "" {
+		return keyError(key+".addr", "is for mode single; mode sentinel finds the master through %s.sentinel.addrs", key)
+	}
+	if len(r.Cluster.Addrs) > 0 {
+		return keyError(key+".cluster.addrs", "is for mode cluster, not sentinel")
+	}
+	if r.Sentinel.MasterName == "" {
+		return keyError(key+".sentinel.masterName", "is required with %s.mode: sentinel", key)
+	}
+	if len(r.Sentinel.Addrs) == 0 {
+		return keyError(key+".sentinel.addrs", "is required with %s.mode: sentinel (one or more sentinels)", key)
+	}
+	if err := validAddrs(key+".sentinel.addrs", r.Sentinel.Addrs); err != nil {
+		return err
+	}
+	return validCredentials(key+".sentinel", r.Sentinel.Username, r.Sentinel.Password, r.Sentinel.PasswordFile)
+}
+
+func (r *Redis) validateCluster(key string) error {
+	if r.Addr != "" {
+		return keyError(key+".addr", "is for mode single; mode cluster starts from %s.cluster.addrs", key)
+	}
+	if r.Sentinel.MasterName != "" || len(r.Sentinel.Addrs) > 0 {
+		return keyError(key+".sentinel", "is for mode sentinel, not cluster")
+	}
+	if len(r.Cluster.Addrs) == 0 {
+		return keyError(key+".cluster.addrs", "is required with %s.mode: cluster (one or more seed nodes)", key)
+	}
+	if err := validAddrs(key+".cluster.addrs", r.Cluster.Addrs); err != nil {
+		return err
+	}
+	if r.DB != 0 {
+		return keyError(key+".db", "must be 0 with %s.mode: cluster (a cluster has one database)", key)
+	}
+	return nil
 }
 
 func (t *RedisTLS) validate(key string) error {
