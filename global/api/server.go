@@ -131,7 +131,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		st: o.State, caches: o.Caches, leader: o.Leader, id: o.ID, version: o.Version,
-		maxBody: cmpOr(o.MaxBodyBytes, DefaultMaxBodyBytes), log: o.Logger,
+		maxBody: positiveOr(o.MaxBodyBytes, DefaultMaxBodyBytes), log: o.Logger,
 	}
 	if s.caches == nil {
 		s.caches, s.ownCaches = state.NewCaches(o.State), true
@@ -143,11 +143,11 @@ func New(o Options) (*Server, error) {
 	s.regions = &Regions{
 		regions: st.Regions, statuses: st.RegionStatus, resources: st.Resources, st: st.Store,
 		cache: c.Regions, statusCache: c.RegionStatus,
-		heartbeats: o.Heartbeats, beatEvery: cmpOr(o.HeartbeatInterval, DefaultHeartbeatInterval), log: log,
+		heartbeats: o.Heartbeats, beatEvery: positiveOr(o.HeartbeatInterval, DefaultHeartbeatInterval), log: log,
 	}
 	s.flavors = &Flavors{flavors: st.Flavors, resources: st.Resources}
 	s.resources = &Resources{st: st, resources: c.Resources, statuses: c.Statuses, flavors: c.Flavors, regions: s.regions, log: log}
-	fan := &regionFan{clients: o.Regions, dir: s.regions, wait: cmpOr(o.RegionTimeout, DefaultRegionTimeout), log: log}
+	fan := &regionFan{clients: o.Regions, dir: s.regions, wait: positiveOr(o.RegionTimeout, DefaultRegionTimeout), log: log}
 	s.nodes = &Nodes{fan: fan}
 	s.replicas = &Replicas{fan: fan, resources: s.resources}
 	s.events = &Events{fan: fan}
@@ -155,9 +155,9 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
+// positiveOr is v when it is set (positive), else def.
+func positiveOr[T int64 | time.Duration](v, def T) T {
+	if v <= 0 {
 		return def
 	}
 	return v
