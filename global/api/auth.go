@@ -25,9 +25,9 @@ var (
 	tokenSecretRE = regexp.MustCompile(`^[A-Za-z0-9]{16,128}$`)
 )
 
-// Identity is who a request acts as. The edge (REST middleware, gRPC
-// handler) establishes it and puts it in the request context; the Service
-// checks it.
+// Identity is who a request acts as. The edges (internal/rest, the gRPC
+// token policy) establish it with Tokens and put it in the request
+// context; every operation checks it.
 type Identity struct {
 	Tenant string
 	Role   api.Role
