@@ -426,19 +426,8 @@ func (v *VolumeSpec) validate() error {
 }
 
 func (i *ImageSpec) validate() error {
-	if i.Ref == "" && i.Archive == "" && i.Kernel == "" && i.Disk == "" {
-		return Invalid("", "needs one of ref (OCI reference), archive (OCI archive file or URL), kernel (direct boot) or disk (qcow2)")
-	}
-	if i.Archive != "" && i.Ref == "" {
-		return Invalid("ref", "is required with archive: it names the image inside the archive")
-	}
-	if i.Initrd != "" && i.Kernel == "" {
-		return Invalid("kernel", "is required with initrd")
-	}
-	if i.Archive != "" {
-		if err := validArchive("archive", i.Archive); err != nil {
-			return err
-		}
+	if err := i.validateSources(); err != nil {
+		return err
 	}
 	for _, f := range []struct{ field, v string }{{"kernel", i.Kernel}, {"initrd", i.Initrd}, {"disk", i.Disk}} {
 		if f.v == "" {
@@ -458,6 +447,24 @@ func (i *ImageSpec) validate() error {
 		return err
 	}
 	return validText("readyMarker", i.ReadyMarker, 256)
+}
+
+// validateSources checks where the image comes from: a reference, an
+// archive (with the reference inside it), a kernel (and initrd) or a disk.
+func (i *ImageSpec) validateSources() error {
+	if i.Ref == "" && i.Archive == "" && i.Kernel == "" && i.Disk == "" {
+		return Invalid("", "needs one of ref (OCI reference), archive (OCI archive file or URL), kernel (direct boot) or disk (qcow2)")
+	}
+	if i.Archive != "" && i.Ref == "" {
+		return Invalid("ref", "is required with archive: it names the image inside the archive")
+	}
+	if i.Initrd != "" && i.Kernel == "" {
+		return Invalid("kernel", "is required with initrd")
+	}
+	if i.Archive != "" {
+		return validArchive("archive", i.Archive)
+	}
+	return nil
 }
 
 func (lb *LoadbalancerSpec) validate() error {

@@ -224,6 +224,12 @@ func (c Config) Validate() error {
 	if c.PidsLimit < -1 {
 		return api.Invalid("pidsLimit", "%d is not a limit (-1 for none)", c.PidsLimit)
 	}
+	return c.validateSandbox()
+}
+
+// validateSandbox checks what confines containers: the seccomp profile
+// and the capabilities added.
+func (c Config) validateSandbox() error {
 	if c.Seccomp != SeccompDefault && c.Seccomp != SeccompUnconfined && !filepath.IsAbs(c.Seccomp) {
 		return api.Invalid("seccomp", "%q is not %q, %q or the absolute path of a profile", c.Seccomp, SeccompDefault, SeccompUnconfined)
 	}
