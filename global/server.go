@@ -165,19 +165,11 @@ func (s *Server) Run(ctx context.Context) error {
 	st := state.New(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)))
 	caches := state.NewCaches(st)
 
-	hb := s.o.Heartbeats
-	if hb == nil {
-		if cfg.Redis.Configured() {
-			rc, err := redisclient.New(cfg.Redis)
-			if err != nil {
-				return fmt.Errorf("global: %w", err)
-			}
-			defer rc.Close()
-			hb = heartbeat.NewRedis(rc, "strata:global", heartbeat.WithLogger(s.log))
-		} else {
-			hb = heartbeat.NewMemory()
-		}
+	hb, closeHB, err := s.heartbeatStore()
+	if err != nil {
+		return err
 	}
+	defer closeHB()
 
 	pool, err := regions.New(regions.Options{Lookup: regions.CacheLookup(caches.Regions), Security: s.sec, Logger: s.log})
 	if err != nil {
@@ -251,24 +243,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
 	g.Go(func() error { return serving.IgnoreCanceled(svc.Run(gctx)) })
-	g.Go(func() error {
-		select {
-		case <-s.ready: // caches synced, transaction limit checked
-		case <-gctx.Done():
-			return nil
-		}
-		if cfg.API.BootstrapToken != "" {
-			if err := svc.Tokens().EnsureBootstrap(gctx, cfg.API.BootstrapToken); err != nil {
-				return fmt.Errorf("global: bootstrap token: %w", err)
-			}
-		}
-		return serving.IgnoreCanceled(elector.Run(gctx, func(leaderCtx context.Context, l *election.Leadership) {
-			s.log.Info("this replica is the master")
-			if err := ctrl.Lead(leaderCtx, l); err != nil && leaderCtx.Err() == nil {
-				s.log.Warn("master work ended", "err", err)
-			}
-		}))
-	})
+	g.Go(func() error { return s.lead(gctx, svc, elector, ctrl) })
 	g.Go(func() error {
 		if err := grpcSrv.Serve(s.grpcL); err != nil && !errors.Is(err, net.ErrClosed) {
 			return fmt.Errorf("global: grpc: %w", err)
@@ -282,15 +257,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
-		// Ready once the caches hold etcd's state and etcd takes
-		// transactions as large as configured; a limit above the
-		// server's stops the global here.
-		var startErr error
-		if err := caches.WaitSynced(gctx); err == nil {
-			if startErr = etcdserver.CheckTxnLimit(gctx, st.Store, s.log); startErr != nil {
-				startErr = fmt.Errorf("global: %w", startErr)
-			}
-		}
+		startErr := s.start(gctx, caches, st)
 		if startErr == nil && gctx.Err() == nil {
 			s.log.Info("global serving", "http", s.HTTPAddr(), "grpc", s.GRPCAddr())
 			close(s.ready)
@@ -300,6 +267,58 @@ func (s *Server) Run(ctx context.Context) error {
 		return startErr
 	})
 	return g.Wait()
+}
+
+// heartbeatStore is the store of region heartbeats: the one given, else
+// Redis when configured, else memory (one replica only). close releases
+// it.
+func (s *Server) heartbeatStore() (hb heartbeat.Store, close func(), err error) {
+	if s.o.Heartbeats != nil {
+		return s.o.Heartbeats, func() {}, nil
+	}
+	if !s.cfg.Redis.Configured() {
+		return heartbeat.NewMemory(), func() {}, nil
+	}
+	rc, err := redisclient.New(s.cfg.Redis)
+	if err != nil {
+		return nil, nil, fmt.Errorf("global: %w", err)
+	}
+	return heartbeat.NewRedis(rc, "strata:global", heartbeat.WithLogger(s.log)), func() { rc.Close() }, nil
+}
+
+// start waits until the replica can serve: the caches hold etcd's state
+// and etcd takes transactions as large as configured (a limit above the
+// server's stops the global here). A cancelled ctx is no error.
+func (s *Server) start(ctx context.Context, caches *state.Caches, st *state.State) error {
+	if err := caches.WaitSynced(ctx); err != nil {
+		return nil
+	}
+	if err := etcdserver.CheckTxnLimit(ctx, st.Store, s.log); err != nil {
+		return fmt.Errorf("global: %w", err)
+	}
+	return nil
+}
+
+// lead stands for election once the replica serves (with its bootstrap
+// token in place) and runs the master's work while elected, until ctx
+// ends.
+func (s *Server) lead(ctx context.Context, svc *globalapi.Server, elector *election.Elector, ctrl *controller.Controller) error {
+	select {
+	case <-s.ready: // caches synced, transaction limit checked
+	case <-ctx.Done():
+		return nil
+	}
+	if tok := s.cfg.API.BootstrapToken; tok != "" {
+		if err := svc.Tokens().EnsureBootstrap(ctx, tok); err != nil {
+			return fmt.Errorf("global: bootstrap token: %w", err)
+		}
+	}
+	return serving.IgnoreCanceled(elector.Run(ctx, func(leaderCtx context.Context, l *election.Leadership) {
+		s.log.Info("this replica is the master")
+		if err := ctrl.Lead(leaderCtx, l); err != nil && leaderCtx.Err() == nil {
+			s.log.Warn("master work ended", "err", err)
+		}
+	}))
 }
 
 // registerGlobalGauges exposes the master's state and what the global

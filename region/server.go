@@ -18,6 +18,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
@@ -243,25 +244,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
 	g.Go(func() error { emitter.Run(gctx); return nil })
 	g.Go(func() error { return serving.IgnoreCanceled(apiSrv.Run(gctx)) })
-	g.Go(func() error {
-		select {
-		case <-s.ready: // caches synced, transaction limit checked
-		case <-gctx.Done():
-			return nil
-		}
-		if err := s.ensureNetwork(gctx, st); err != nil {
-			return err
-		}
-		return serving.IgnoreCanceled(elector.Run(gctx, func(leaderCtx context.Context, l *election.Leadership) {
-			s.log.Info("leading the region")
-			lg, lctx := errgroup.WithContext(leaderCtx)
-			lg.Go(func() error { return ctrl.Lead(lctx, l) })
-			lg.Go(func() error { return mon.Lead(lctx, l) })
-			if err := lg.Wait(); err != nil && leaderCtx.Err() == nil {
-				s.log.Warn("region leadership work ended", "err", err)
-			}
-		}))
-	})
+	g.Go(func() error { return s.lead(gctx, st, elector, ctrl, mon) })
 	g.Go(func() error { return s.watchLeader(gctx, elector) })
 	g.Go(func() error {
 		if err := grpcSrv.Serve(s.grpcL); err != nil && !errors.Is(err, net.ErrClosed) {
@@ -279,15 +262,7 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return s.federate(gctx, caches, sec) })
 	}
 	g.Go(func() error {
-		// Ready once the caches hold etcd's state and etcd takes
-		// transactions as large as configured; a limit above the
-		// server's stops the region here.
-		var startErr error
-		if err := caches.WaitSynced(gctx); err == nil {
-			if startErr = etcdserver.CheckTxnLimit(gctx, st.Store, s.log); startErr != nil {
-				startErr = fmt.Errorf("region: %w", startErr)
-			}
-		}
+		startErr := s.start(gctx, caches, st)
 		if startErr == nil && gctx.Err() == nil {
 			s.log.Info("region serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr())
 			close(s.ready)
@@ -297,6 +272,42 @@ func (s *Server) Run(ctx context.Context) error {
 		return startErr
 	})
 	return g.Wait()
+}
+
+// start waits until the replica can serve: the caches hold etcd's state
+// and etcd takes transactions as large as configured (a limit above the
+// server's stops the region here). A cancelled ctx is no error.
+func (s *Server) start(ctx context.Context, caches *state.Caches, st *state.State) error {
+	if err := caches.WaitSynced(ctx); err != nil {
+		return nil
+	}
+	if err := etcdserver.CheckTxnLimit(ctx, st.Store, s.log); err != nil {
+		return fmt.Errorf("region: %w", err)
+	}
+	return nil
+}
+
+// lead stands for election once the replica serves (with the region's
+// network in place) and runs the controller and the node monitor while
+// leading, until ctx ends.
+func (s *Server) lead(ctx context.Context, st *state.State, elector *election.Elector, ctrl *controller.Controller, mon *monitor.Monitor) error {
+	select {
+	case <-s.ready: // caches synced, transaction limit checked
+	case <-ctx.Done():
+		return nil
+	}
+	if err := s.ensureNetwork(ctx, st); err != nil {
+		return err
+	}
+	return serving.IgnoreCanceled(elector.Run(ctx, func(leaderCtx context.Context, l *election.Leadership) {
+		s.log.Info("leading the region")
+		lg, lctx := errgroup.WithContext(leaderCtx)
+		lg.Go(func() error { return ctrl.Lead(lctx, l) })
+		lg.Go(func() error { return mon.Lead(lctx, l) })
+		if err := lg.Wait(); err != nil && leaderCtx.Err() == nil {
+			s.log.Warn("region leadership work ended", "err", err)
+		}
+	}))
 }
 
 // security is the region's gRPC security: its certificate must be
@@ -439,74 +450,109 @@ func (s *Server) leaderID() string {
 // federate heartbeats the global tier, which registers the region on the
 // first beat and follows its health from then on.
 func (s *Server) federate(ctx context.Context, caches *state.Caches, sec *transport.Security) error {
-	var clients []globalv1.FederationServiceClient
-	for _, ep := range strings.Split(s.cfg.Global.Endpoint, ",") {
-		if ep = strings.TrimSpace(ep); ep == "" {
-			continue
-		}
-		cc, err := transport.Dial(ep, sec, transport.ServerKind(pki.KindGlobal))
-		if err != nil {
-			return fmt.Errorf("region: dial global %s: %w", ep, err)
-		}
-		defer cc.Close()
-		clients = append(clients, globalv1.NewFederationServiceClient(cc))
+	g, closeAll, err := dialGlobal(s.cfg.Global.Endpoint, sec)
+	if err != nil {
+		return err
 	}
-	current := 0
+	defer closeAll()
 	interval := 2 * time.Second
 	var seq uint64
 	failing := false
 	for {
 		// Only the leading replica speaks for the region, so that the
 		// registered endpoint does not flip between replicas.
-		if s.leaderID() != s.cfg.ID {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(interval / 4):
+		wait := interval / 4
+		if s.leaderID() == s.cfg.ID {
+			seq++
+			resp, err := g.beat(ctx, s.heartbeat(seq))
+			failing = s.noteFederation(err, failing)
+			if err == nil && resp.GetIntervalMs() > 0 {
+				interval = time.Duration(resp.GetIntervalMs()) * time.Millisecond
 			}
-			continue
-		}
-		seq++
-		region := &resourcev1.Region{
-			Name:       s.cfg.Name,
-			Endpoint:   advertised(s.cfg.Advertise.GRPC, s.grpcL),
-			ConsoleUrl: s.consoleURL,
-			Zones:      s.cfg.Zones,
-		}
-		var status *resourcev1.RegionStatus
-		if a := s.API(); a != nil {
-			if rs, err := a.Summary(); err == nil {
-				status = api.RegionStatusToPB(&rs)
-			}
-		}
-		// Any global replica records heartbeats (in a shared Redis), so
-		// the next one is tried when the current one does not answer.
-		var resp *globalv1.RegionHeartbeatResponse
-		var err error
-		for range clients {
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			resp, err = clients[current].RegionHeartbeat(cctx, &globalv1.RegionHeartbeatRequest{Region: region, Seq: seq, Status: status})
-			cancel()
-			if err == nil {
-				break
-			}
-			current = (current + 1) % len(clients)
-		}
-		switch {
-		case err != nil && !failing:
-			failing = true
-			s.log.Warn("cannot heartbeat the global tier; the region keeps running on its own", "global", s.cfg.Global.Endpoint, "err", err)
-		case err == nil && failing:
-			failing = false
-			s.log.Info("heartbeats to the global tier resumed")
-		}
-		if err == nil && resp.GetIntervalMs() > 0 {
-			interval = time.Duration(resp.GetIntervalMs()) * time.Millisecond
+			wait = interval
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(interval):
+		case <-time.After(wait):
 		}
 	}
+}
+
+// globalReplicas are the global tier's replicas a region heartbeats.
+type globalReplicas struct {
+	clients []globalv1.FederationServiceClient
+	current int
+}
+
+// dialGlobal dials every global replica of endpoints (comma-separated);
+// closeAll closes the connections.
+func dialGlobal(endpoints string, sec *transport.Security) (g *globalReplicas, closeAll func(), err error) {
+	g = &globalReplicas{}
+	var conns []*grpc.ClientConn
+	closeAll = func() {
+		for _, cc := range conns {
+			cc.Close()
+		}
+	}
+	for _, ep := range strings.Split(endpoints, ",") {
+		if ep = strings.TrimSpace(ep); ep == "" {
+			continue
+		}
+		cc, err := transport.Dial(ep, sec, transport.ServerKind(pki.KindGlobal))
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("region: dial global %s: %w", ep, err)
+		}
+		conns = append(conns, cc)
+		g.clients = append(g.clients, globalv1.NewFederationServiceClient(cc))
+	}
+	return g, closeAll, nil
+}
+
+// beat sends one heartbeat. Any global replica records heartbeats (in a
+// shared Redis), so the next one is tried when the current one does not
+// answer.
+func (g *globalReplicas) beat(ctx context.Context, req *globalv1.RegionHeartbeatRequest) (*globalv1.RegionHeartbeatResponse, error) {
+	var err error
+	for range g.clients {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, cerr := g.clients[g.current].RegionHeartbeat(cctx, req)
+		cancel()
+		if cerr == nil {
+			return resp, nil
+		}
+		err = cerr
+		g.current = (g.current + 1) % len(g.clients)
+	}
+	return nil, err
+}
+
+// heartbeat is the region's heartbeat number seq: its registration and,
+// once the API runs, its numbers.
+func (s *Server) heartbeat(seq uint64) *globalv1.RegionHeartbeatRequest {
+	req := &globalv1.RegionHeartbeatRequest{Seq: seq, Region: &resourcev1.Region{
+		Name:       s.cfg.Name,
+		Endpoint:   advertised(s.cfg.Advertise.GRPC, s.grpcL),
+		ConsoleUrl: s.consoleURL,
+		Zones:      s.cfg.Zones,
+	}}
+	if a := s.API(); a != nil {
+		if rs, err := a.Summary(); err == nil {
+			req.Status = api.RegionStatusToPB(&rs)
+		}
+	}
+	return req
+}
+
+// noteFederation logs when heartbeats to the global tier start failing
+// (err) and when they resume; it returns whether they are failing now.
+func (s *Server) noteFederation(err error, failing bool) bool {
+	switch {
+	case err != nil && !failing:
+		s.log.Warn("cannot heartbeat the global tier; the region keeps running on its own", "global", s.cfg.Global.Endpoint, "err", err)
+	case err == nil && failing:
+		s.log.Info("heartbeats to the global tier resumed")
+	}
+	return err != nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/cli/client"
@@ -85,6 +86,22 @@ func addOutputFlag(cmd *cobra.Command, out *string) {
 // them: a script that filters must not get everything.
 func (o *getOptions) check(cmd *cobra.Command, typ objType, name string) error {
 	flags := cmd.Flags()
+	if err := o.checkFilters(flags, typ); err != nil {
+		return err
+	}
+	needName := typ == typeReplicas || typ == typeRevisions
+	switch {
+	case needName && name == "":
+		return usageErrorf("get %s needs the resource's name", typ)
+	case name != "" && !needName && (flags.Changed("selector") || flags.Changed("kind") || flags.Changed("region")):
+		return usageErrorf("a name and a filter (-l, --kind, --region) do not go together")
+	}
+	return nil
+}
+
+// checkFilters refuses a filter flag that typ does not take, or a value
+// that is not one.
+func (o *getOptions) checkFilters(flags *pflag.FlagSet, typ objType) error {
 	if flags.Changed("kind") && typ != typeResources {
 		return usageErrorf("--kind applies to resources, not %s", typ)
 	}
@@ -101,13 +118,6 @@ func (o *getOptions) check(cmd *cobra.Command, typ objType, name string) error {
 	}
 	if o.kind != "" && !slices.Contains(api.ResourceKinds, api.ResourceKind(o.kind)) {
 		return usageErrorf("--kind %q is not one of Compute, Volume, Image, Loadbalancer", o.kind)
-	}
-	needName := typ == typeReplicas || typ == typeRevisions
-	switch {
-	case needName && name == "":
-		return usageErrorf("get %s needs the resource's name", typ)
-	case name != "" && !needName && (flags.Changed("selector") || flags.Changed("kind") || flags.Changed("region")):
-		return usageErrorf("a name and a filter (-l, --kind, --region) do not go together")
 	}
 	return nil
 }
@@ -208,115 +218,130 @@ func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name str
 			data:  one(name, items, func(f api.Flavor) any { return manifest.FromFlavor(f) }),
 			empty: "no flavors found",
 		}, nil
-
 	case typeResources:
-		var items []api.Resource
-		if name != "" {
-			r, err := c.GetResource(ctx, name)
-			if err != nil {
-				return view{}, err
-			}
-			items = []api.Resource{r}
-		} else {
-			var err error
-			if items, err = c.ListResources(ctx, client.ResourceQuery{Selector: o.selector, Kind: o.kind}); err != nil {
-				return view{}, err
-			}
-		}
-		return view{
-			table: func(wide bool, now time.Time) printers.Table { return printers.Resources(items, wide, now) },
-			data:  one(name, items, nil),
-			empty: "no resources found",
-		}, nil
-
+		return fetchResources(ctx, c, name, o)
 	case typeRegions:
-		var items []api.Region
-		if name != "" {
-			r, err := c.GetRegion(ctx, name)
-			if err != nil {
-				return view{}, err
-			}
-			items = []api.Region{r}
-		} else {
-			all, err := c.ListRegions(ctx)
-			if err != nil {
-				return view{}, err
-			}
-			for _, r := range all {
-				if sel.Matches(r.Labels) {
-					items = append(items, r)
-				}
-			}
-		}
-		return view{
-			table: func(wide bool, now time.Time) printers.Table { return printers.Regions(items, wide, now) },
-			data:  one(name, items, func(r api.Region) any { return manifest.FromRegion(r) }),
-			empty: "no regions found",
-		}, nil
-
+		return fetchRegions(ctx, c, name, sel)
 	case typeNodes:
-		var items []api.Node
-		var warnings []string
-		if name != "" {
-			region, node, err := a.resolveNode(ctx, c, name)
-			if err != nil {
-				return view{}, err
-			}
-			n, err := c.GetNode(ctx, region, node)
-			if err != nil {
-				return view{}, err
-			}
-			items = []api.Node{n}
-		} else {
-			l, err := c.ListNodes(ctx, o.region, o.selector)
-			if err != nil {
-				return view{}, err
-			}
-			items, warnings = l.Items, unreachable(l.Unreachable)
-		}
-		return view{
-			table:    func(wide bool, now time.Time) printers.Table { return printers.Nodes(items, wide, now) },
-			data:     one(name, items, nil),
-			empty:    "no nodes found",
-			warnings: warnings,
-		}, nil
-
+		return a.fetchNodes(ctx, c, name, o)
 	case typeReplicas:
-		l, err := c.ListReplicas(ctx, name)
-		if err != nil {
-			return view{}, err
-		}
-		var items []api.Replica
-		for _, r := range l.Items {
-			if (o.region == "" || r.Region == o.region) && sel.Matches(r.Labels) {
-				items = append(items, r)
-			}
-		}
-		return view{
-			table:    func(wide bool, now time.Time) printers.Table { return printers.Replicas(items, wide, now) },
-			data:     listOf(items, nil),
-			empty:    fmt.Sprintf("resource %q has no replicas", name),
-			warnings: unreachable(l.Unreachable),
-		}, nil
-
+		return fetchReplicas(ctx, c, name, o.region, sel)
 	case typeRevisions:
+		return fetchRevisions(ctx, c, name)
+	}
+	return view{}, fmt.Errorf("unknown type %q", typ)
+}
+
+func fetchResources(ctx context.Context, c *client.Client, name string, o getOptions) (view, error) {
+	var items []api.Resource
+	if name != "" {
 		r, err := c.GetResource(ctx, name)
 		if err != nil {
 			return view{}, err
 		}
-		items, err := c.ListRevisions(ctx, name)
+		items = []api.Resource{r}
+	} else {
+		var err error
+		if items, err = c.ListResources(ctx, client.ResourceQuery{Selector: o.selector, Kind: o.kind}); err != nil {
+			return view{}, err
+		}
+	}
+	return view{
+		table: func(wide bool, now time.Time) printers.Table { return printers.Resources(items, wide, now) },
+		data:  one(name, items, nil),
+		empty: "no resources found",
+	}, nil
+}
+
+func fetchRegions(ctx context.Context, c *client.Client, name string, sel api.Selector) (view, error) {
+	var items []api.Region
+	if name != "" {
+		r, err := c.GetRegion(ctx, name)
 		if err != nil {
 			return view{}, err
 		}
-		return view{
-			table: func(wide bool, now time.Time) printers.Table {
-				return printers.Revisions(items, r.Revision, wide, now)
-			},
-			data:  listOf(items, nil),
-			empty: fmt.Sprintf("resource %q has no revisions", name),
-		}, nil
+		items = []api.Region{r}
+	} else {
+		all, err := c.ListRegions(ctx)
+		if err != nil {
+			return view{}, err
+		}
+		for _, r := range all {
+			if sel.Matches(r.Labels) {
+				items = append(items, r)
+			}
+		}
 	}
-	return view{}, fmt.Errorf("unknown type %q", typ)
+	return view{
+		table: func(wide bool, now time.Time) printers.Table { return printers.Regions(items, wide, now) },
+		data:  one(name, items, func(r api.Region) any { return manifest.FromRegion(r) }),
+		empty: "no regions found",
+	}, nil
+}
+
+func (a *App) fetchNodes(ctx context.Context, c *client.Client, name string, o getOptions) (view, error) {
+	var items []api.Node
+	var warnings []string
+	if name != "" {
+		region, node, err := a.resolveNode(ctx, c, name)
+		if err != nil {
+			return view{}, err
+		}
+		n, err := c.GetNode(ctx, region, node)
+		if err != nil {
+			return view{}, err
+		}
+		items = []api.Node{n}
+	} else {
+		l, err := c.ListNodes(ctx, o.region, o.selector)
+		if err != nil {
+			return view{}, err
+		}
+		items, warnings = l.Items, unreachable(l.Unreachable)
+	}
+	return view{
+		table:    func(wide bool, now time.Time) printers.Table { return printers.Nodes(items, wide, now) },
+		data:     one(name, items, nil),
+		empty:    "no nodes found",
+		warnings: warnings,
+	}, nil
+}
+
+func fetchReplicas(ctx context.Context, c *client.Client, name, region string, sel api.Selector) (view, error) {
+	l, err := c.ListReplicas(ctx, name)
+	if err != nil {
+		return view{}, err
+	}
+	var items []api.Replica
+	for _, r := range l.Items {
+		if (region == "" || r.Region == region) && sel.Matches(r.Labels) {
+			items = append(items, r)
+		}
+	}
+	return view{
+		table:    func(wide bool, now time.Time) printers.Table { return printers.Replicas(items, wide, now) },
+		data:     listOf(items, nil),
+		empty:    fmt.Sprintf("resource %q has no replicas", name),
+		warnings: unreachable(l.Unreachable),
+	}, nil
+}
+
+func fetchRevisions(ctx context.Context, c *client.Client, name string) (view, error) {
+	r, err := c.GetResource(ctx, name)
+	if err != nil {
+		return view{}, err
+	}
+	items, err := c.ListRevisions(ctx, name)
+	if err != nil {
+		return view{}, err
+	}
+	return view{
+		table: func(wide bool, now time.Time) printers.Table {
+			return printers.Revisions(items, r.Revision, wide, now)
+		},
+		data:  listOf(items, nil),
+		empty: fmt.Sprintf("resource %q has no revisions", name),
+	}, nil
 }
 
 func (a *App) flavors(ctx context.Context, c *client.Client, name string) ([]api.Flavor, error) {

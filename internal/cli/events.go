@@ -175,62 +175,88 @@ func (a *App) runEvents(ctx context.Context, c *client.Client, q client.EventQue
 // but cannot stream is polled instead, once per poll interval, with the
 // same cursor.
 func (a *App) followEvents(ctx context.Context, c *client.Client, q client.EventQuery, emit func(api.Event) error) error {
+	f := &follower{a: a, c: c, q: q, emit: emit}
 	backoff := a.pollInterval
-	lastErr := ""
-	warn := func(err error, what string) {
-		if msg := err.Error(); msg != lastErr {
-			fmt.Fprintf(a.io.Err, "warning: %s: %v\n", what, err)
-			lastErr = msg
-		}
-	}
-	polling := false
 	for {
-		var err error
-		if polling {
-			var page client.EventList
-			if page, err = c.ListEvents(ctx, q); err == nil {
-				lastErr = ""
-				for _, e := range page.Items {
-					if err = emit(e); err != nil {
-						return err
-					}
-				}
-				if page.Cursor != "" {
-					q.After = page.Cursor
-				}
-			}
-		} else {
-			err = c.WatchEvents(ctx, q, func(e api.Event, cursor string) error {
-				if cursor != "" {
-					q.After = cursor
-				}
-				backoff, lastErr = a.pollInterval, ""
-				return emit(e)
-			})
-		}
+		err := f.pass(ctx, &backoff)
 		if ctx.Err() != nil {
 			return nil
 		}
-		var conn *client.ConnError
-		switch {
-		case polling && err == nil:
-			backoff = a.pollInterval
-		case err == nil, errors.Is(err, io.EOF):
-			// The server ended the stream: resume from the cursor.
-		case errors.As(err, &conn), client.StatusOf(err) >= 500 && polling:
-			warn(err, "events (retrying)")
-		case client.StatusOf(err) >= 500:
-			warn(err, fmt.Sprintf("the server cannot stream events; asking every %s instead", a.pollInterval))
-			polling, backoff = true, a.pollInterval
-		default:
+		if err := f.next(err, &backoff); err != nil {
 			return err
 		}
 		if !sleep(ctx, backoff) {
 			return nil
 		}
-		if !polling {
+		if !f.polling {
 			backoff = min(2*backoff, 10*time.Second)
 		}
+	}
+}
+
+// follower is followEvents' state: the cursor (in q), whether the server
+// is polled instead of streamed, and the last warning, not repeated.
+type follower struct {
+	a       *App
+	c       *client.Client
+	q       client.EventQuery
+	emit    func(api.Event) error
+	polling bool
+	lastErr string
+}
+
+// pass streams events (or polls once) from the cursor, moving it.
+func (f *follower) pass(ctx context.Context, backoff *time.Duration) error {
+	if !f.polling {
+		return f.c.WatchEvents(ctx, f.q, func(e api.Event, cursor string) error {
+			if cursor != "" {
+				f.q.After = cursor
+			}
+			*backoff, f.lastErr = f.a.pollInterval, ""
+			return f.emit(e)
+		})
+	}
+	page, err := f.c.ListEvents(ctx, f.q)
+	if err != nil {
+		return err
+	}
+	f.lastErr = ""
+	for _, e := range page.Items {
+		if err := f.emit(e); err != nil {
+			return err
+		}
+	}
+	if page.Cursor != "" {
+		f.q.After = page.Cursor
+	}
+	return nil
+}
+
+// next decides what follows a pass that ended with err: go on (nil), with
+// a warning, polling from now on for a server that cannot stream, or stop
+// (the error).
+func (f *follower) next(err error, backoff *time.Duration) error {
+	var conn *client.ConnError
+	switch {
+	case f.polling && err == nil:
+		*backoff = f.a.pollInterval
+	case err == nil, errors.Is(err, io.EOF):
+		// The server ended the stream: resume from the cursor.
+	case errors.As(err, &conn), client.StatusOf(err) >= 500 && f.polling:
+		f.warn(err, "events (retrying)")
+	case client.StatusOf(err) >= 500:
+		f.warn(err, fmt.Sprintf("the server cannot stream events; asking every %s instead", f.a.pollInterval))
+		f.polling, *backoff = true, f.a.pollInterval
+	default:
+		return err
+	}
+	return nil
+}
+
+func (f *follower) warn(err error, what string) {
+	if msg := err.Error(); msg != f.lastErr {
+		fmt.Fprintf(f.a.io.Err, "warning: %s: %v\n", what, err)
+		f.lastErr = msg
 	}
 }
 

@@ -115,6 +115,13 @@ func (p *Provider) Logs(ctx context.Context, id string, opts provider.LogOptions
 	if !opts.Follow {
 		return nil
 	}
+	return p.followLog(ctx, id, path, offset, w)
+}
+
+// followLog copies what is written to the log file at path after offset,
+// until ctx ends or the replica is deleted.
+func (p *Provider) followLog(ctx context.Context, id, path string, offset int64, w io.Writer) error {
+	var err error
 	tick := time.NewTicker(followPoll)
 	defer tick.Stop()
 	for n := 0; ; n++ {
