@@ -128,11 +128,8 @@ func (r *Resource) Validate() error {
 	if err := ValidateLabels("labels", r.Labels); err != nil {
 		return err
 	}
-	if r.Replicas < 0 {
-		return Invalid("replicas", "must not be negative (got %d)", r.Replicas)
-	}
-	if r.Replicas > MaxReplicas {
-		return Invalid("replicas", "%d is more than %d", r.Replicas, MaxReplicas)
+	if err := validateReplicaCount(r.Replicas); err != nil {
+		return err
 	}
 	if err := r.Spec.validate(r.Kind, r.Replicas); err != nil {
 		return within("spec", err)
@@ -140,11 +137,42 @@ func (r *Resource) Validate() error {
 	if err := r.Schedule.validate(); err != nil {
 		return within("schedule", err)
 	}
-	for _, region := range sortedKeys(r.Overrides) {
+	if err := validateOverrides(r.Overrides); err != nil {
+		return err
+	}
+	if f := r.Failover; f != nil {
+		if err := f.validate(); err != nil {
+			return within("failover", err)
+		}
+	}
+	if err := r.Rollout.validate(r.Replicas); err != nil {
+		return within("rollout", err)
+	}
+	if r.MaxRevisionHistory < 0 || r.MaxRevisionHistory > MaxRevisionHistory {
+		return Invalid("maxRevisionHistory", "must be between 0 and %d", MaxRevisionHistory)
+	}
+	return nil
+}
+
+// validateReplicaCount checks a replica count whatever the kind.
+func validateReplicaCount(n int) error {
+	if n < 0 {
+		return Invalid("replicas", "must not be negative (got %d)", n)
+	}
+	if n > MaxReplicas {
+		return Invalid("replicas", "%d is more than %d", n, MaxReplicas)
+	}
+	return nil
+}
+
+// validateOverrides checks the per-region overrides: registered-looking
+// region names, a flavor name, an environment.
+func validateOverrides(overrides map[string]SpecOverride) error {
+	for _, region := range sortedKeys(overrides) {
 		if err := ValidateName("overrides", region); err != nil {
 			return err
 		}
-		o := r.Overrides[region]
+		o := overrides[region]
 		if o.Flavor != "" {
 			if err := ValidateName("overrides."+region+".flavor", o.Flavor); err != nil {
 				return err
@@ -154,29 +182,32 @@ func (r *Resource) Validate() error {
 			return err
 		}
 	}
-	if f := r.Failover; f != nil {
-		if f.After.Duration < 0 {
-			return Invalid("failover.after", "must not be negative")
-		}
-		for i, name := range f.ToRegions {
-			if err := ValidateName(fmt.Sprintf("failover.toRegions[%d]", i), name); err != nil {
-				return err
-			}
+	return nil
+}
+
+func (f *FailoverPolicy) validate() error {
+	if f.After.Duration < 0 {
+		return Invalid("after", "must not be negative")
+	}
+	for i, name := range f.ToRegions {
+		if err := ValidateName(fmt.Sprintf("toRegions[%d]", i), name); err != nil {
+			return err
 		}
 	}
-	ro := r.Rollout
+	return nil
+}
+
+// validate checks a rollout policy for a resource of replicas.
+func (ro RolloutPolicy) validate(replicas int) error {
 	switch {
 	case ro.MaxUnavailable < 0:
-		return Invalid("rollout.maxUnavailable", "must not be negative")
+		return Invalid("maxUnavailable", "must not be negative")
 	case ro.MaxSurge < 0:
-		return Invalid("rollout.maxSurge", "must not be negative")
+		return Invalid("maxSurge", "must not be negative")
 	case ro.MinHealthy < 0:
-		return Invalid("rollout.minHealthy", "must not be negative")
-	case ro.MinHealthy > r.Replicas && r.Replicas > 0:
-		return Invalid("rollout.minHealthy", "%d is more than the %d replicas", ro.MinHealthy, r.Replicas)
-	}
-	if r.MaxRevisionHistory < 0 || r.MaxRevisionHistory > MaxRevisionHistory {
-		return Invalid("maxRevisionHistory", "must be between 0 and %d", MaxRevisionHistory)
+		return Invalid("minHealthy", "must not be negative")
+	case ro.MinHealthy > replicas && replicas > 0:
+		return Invalid("minHealthy", "%d is more than the %d replicas", ro.MinHealthy, replicas)
 	}
 	return nil
 }
