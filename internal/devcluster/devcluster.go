@@ -73,6 +73,10 @@ type Cluster struct {
 	Global  *global.Server
 	Regions map[string]*region.Server
 
+	// ca signs the tiers' identities (nil without TLS), in pkiDir.
+	ca     *pki.CA
+	pkiDir string
+
 	mu     sync.Mutex
 	agents map[string]*agentRun
 	g      *errgroup.Group
@@ -97,6 +101,36 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.DataDir == "" {
 		return nil, errors.New("devcluster: data dir is required")
 	}
+	o.defaults()
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	c := &Cluster{o: o, log: o.Logger, Regions: map[string]*region.Server{}, agents: map[string]*agentRun{}, scheme: "http"}
+	if err := c.credentials(); err != nil {
+		return nil, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	c.g, c.ctx = g, gctx
+	if err := c.startGlobal(); err != nil {
+		return nil, err
+	}
+	if err := c.startRegions(); err != nil {
+		return nil, err
+	}
+	if err := c.startAgents(); err != nil {
+		return nil, err
+	}
+	if err := c.waitReady(); err != nil {
+		return nil, err
+	}
+	if err := c.waitRegistered(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// defaults fills in what o leaves out.
+func (o *Options) defaults() {
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
 	}
@@ -112,102 +146,107 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return nil, err
-	}
-	c := &Cluster{o: o, log: o.Logger, Regions: map[string]*region.Server{}, agents: map[string]*agentRun{}, scheme: "http"}
-	token, err := loadOrCreateToken(filepath.Join(o.DataDir, "admin-token"))
-	if err != nil {
-		return nil, err
-	}
-	c.Token = token
-	if c.RegionToken, err = loadOrCreateToken(filepath.Join(o.DataDir, "region-token")); err != nil {
-		return nil, err
-	}
+}
 
-	pkiDir := filepath.Join(o.DataDir, "pki")
-	var ca *pki.CA
-	if o.TLS {
-		if ca, err = pki.LoadOrCreateCA(pkiDir, "strata dev CA"); err != nil {
-			return nil, fmt.Errorf("devcluster: %w", err)
-		}
-		c.CA = filepath.Join(pkiDir, "ca.pem")
+// credentials loads (or makes) the admin and region tokens and, with
+// TLS, the dev CA.
+func (c *Cluster) credentials() error {
+	var err error
+	if c.Token, err = loadOrCreateToken(filepath.Join(c.o.DataDir, "admin-token")); err != nil {
+		return err
 	}
-	hosts := []string{"127.0.0.1", "localhost", o.Host}
-	// secure gives a tier its identity (mutual TLS with the dev CA) or,
-	// without TLS, insecure mode; off loopback its REST API is HTTPS
-	// with a certificate of the dev CA.
-	secure := func(file string, id pki.Identity, tlsCfg *config.TLS, insecure *bool, apiTLS *config.ServingTLS) error {
-		if ca == nil {
-			*insecure = true
-			return nil
+	if c.RegionToken, err = loadOrCreateToken(filepath.Join(c.o.DataDir, "region-token")); err != nil {
+		return err
+	}
+	c.pkiDir = filepath.Join(c.o.DataDir, "pki")
+	if c.o.TLS {
+		if c.ca, err = pki.LoadOrCreateCA(c.pkiDir, "strata dev CA"); err != nil {
+			return fmt.Errorf("devcluster: %w", err)
 		}
-		f, err := ca.WriteIdentity(pkiDir, file, id.String(), hosts)
-		if err != nil {
-			return err
-		}
-		*tlsCfg = config.TLS{CA: f.CA, Cert: f.Cert, Key: f.Key}
-		if apiTLS != nil && !isLoopback(o.Host) {
-			*apiTLS = config.ServingTLS{Cert: f.Cert, Key: f.Key}
-			c.scheme = "https"
-		}
+		c.CA = filepath.Join(c.pkiDir, "ca.pem")
+	}
+	return nil
+}
+
+// secure gives a tier its identity (mutual TLS with the dev CA) or,
+// without TLS, insecure mode; off loopback its REST API is HTTPS with a
+// certificate of the dev CA.
+func (c *Cluster) secure(file string, id pki.Identity, tlsCfg *config.TLS, insecure *bool, apiTLS *config.ServingTLS) error {
+	if c.ca == nil {
+		*insecure = true
 		return nil
 	}
+	f, err := c.ca.WriteIdentity(c.pkiDir, file, id.String(), []string{"127.0.0.1", "localhost", c.o.Host})
+	if err != nil {
+		return err
+	}
+	*tlsCfg = config.TLS{CA: f.CA, Cert: f.Cert, Key: f.Key}
+	if apiTLS != nil && !isLoopback(c.o.Host) {
+		*apiTLS = config.ServingTLS{Cert: f.Cert, Key: f.Key}
+		c.scheme = "https"
+	}
+	return nil
+}
 
-	g, gctx := errgroup.WithContext(ctx)
-	c.g, c.ctx = g, gctx
-
-	// Global tier.
+func (c *Cluster) startGlobal() error {
+	o := c.o
 	gcfg := config.DefaultGlobal()
 	gcfg.ID = "global"
 	gcfg.Listen.HTTP = addr(o.Host, o.HTTPPort, 0)
 	gcfg.Listen.GRPC = addr(o.Host, o.GRPCPort, 0)
 	gcfg.Etcd = config.Etcd{Embedded: true, DataDir: filepath.Join(o.DataDir, "etcd", "global"), Prefix: "/strata/global/", DialTimeout: 5 * time.Second}
-	gcfg.API.BootstrapToken = token
-	if err := secure("global", pki.Global(gcfg.ID), &gcfg.TLS, &gcfg.Insecure, &gcfg.API.TLS); err != nil {
-		return nil, err
+	gcfg.API.BootstrapToken = c.Token
+	if err := c.secure("global", pki.Global(gcfg.ID), &gcfg.TLS, &gcfg.Insecure, &gcfg.API.TLS); err != nil {
+		return err
 	}
 	if o.TuneGlobal != nil {
 		o.TuneGlobal(gcfg)
 	}
 	gsrv, err := global.New(global.Options{Config: gcfg, Logger: o.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("devcluster: %w", err)
+		return fmt.Errorf("devcluster: %w", err)
 	}
 	c.Global = gsrv
-	g.Go(func() error { return gsrv.Run(gctx) })
+	c.g.Go(func() error { return gsrv.Run(c.ctx) })
+	return nil
+}
 
-	// Regions.
+func (c *Cluster) startRegions() error {
+	o := c.o
 	for i, name := range o.Regions {
 		rcfg := config.DefaultRegion()
 		rcfg.Name, rcfg.ID = name, name
 		rcfg.Listen.HTTP = addr(o.Host, o.HTTPPort, i+1)
 		rcfg.Listen.GRPC = addr(o.Host, o.GRPCPort, i+1)
 		rcfg.Etcd = config.Etcd{Embedded: true, DataDir: filepath.Join(o.DataDir, "etcd", name), Prefix: "/strata/region/", DialTimeout: 5 * time.Second}
-		rcfg.Global.Endpoint = gsrv.GRPCAddr()
+		rcfg.Global.Endpoint = c.Global.GRPCAddr()
 		rcfg.Zones = []string{"a", "b"}
 		rcfg.Network.Subnet = fmt.Sprintf("10.%d.0.0/16", 88+i)
 		rcfg.Network.Gateway = fmt.Sprintf("10.%d.0.1", 88+i)
 		rcfg.Network.Bridge = "strata" + fmt.Sprint(i)
 		rcfg.API.Token = c.RegionToken
-		if err := secure(name, pki.Region(name), &rcfg.TLS, &rcfg.Insecure, &rcfg.API.TLS); err != nil {
-			return nil, err
+		if err := c.secure(name, pki.Region(name), &rcfg.TLS, &rcfg.Insecure, &rcfg.API.TLS); err != nil {
+			return err
 		}
 		if o.TuneRegion != nil {
 			o.TuneRegion(rcfg)
 		}
 		rsrv, err := region.New(region.Options{Config: rcfg, Logger: o.Logger})
 		if err != nil {
-			return nil, fmt.Errorf("devcluster: %w", err)
+			return fmt.Errorf("devcluster: %w", err)
 		}
 		c.Regions[name] = rsrv
-		g.Go(func() error { return rsrv.Run(gctx) })
+		c.g.Go(func() error { return rsrv.Run(c.ctx) })
 	}
+	return nil
+}
 
-	// Agents. The tiers' ports are the node's own: no load balancer or
-	// host port of a tenant may take them.
+// startAgents starts every region's agents. The tiers' ports are the
+// node's own: no load balancer or host port of a tenant may take them.
+func (c *Cluster) startAgents() error {
+	o := c.o
 	var tierPorts []string
-	for _, addr := range []string{gsrv.HTTPAddr(), gsrv.GRPCAddr()} {
+	for _, addr := range []string{c.Global.HTTPAddr(), c.Global.GRPCAddr()} {
 		tierPorts = append(tierPorts, portOf(addr))
 	}
 	for _, r := range c.Regions {
@@ -227,25 +266,28 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			acfg.Providers = perNode(o.Providers, node)
 			acfg.ReservedPorts = strings.Join(tierPorts, ",")
 			acfg.Node.MilliCPU, acfg.Node.MemoryMiB, acfg.Node.DiskMiB = 8000, 16384, 100000
-			if err := secure("node-"+node, pki.Node(name, node), &acfg.TLS, &acfg.Insecure, nil); err != nil {
-				return nil, err
+			if err := c.secure("node-"+node, pki.Node(name, node), &acfg.TLS, &acfg.Insecure, nil); err != nil {
+				return err
 			}
 			if o.TuneAgent != nil {
 				o.TuneAgent(acfg)
 			}
 			if err := c.startAgent(acfg); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
+	return nil
+}
 
-	// Wait until every tier serves.
+// waitReady waits until every tier serves.
+func (c *Cluster) waitReady() error {
 	wait := func(ch <-chan struct{}, what string) error {
 		select {
 		case <-ch:
 			return nil
-		case <-gctx.Done():
-			if err := g.Wait(); err != nil {
+		case <-c.ctx.Done():
+			if err := c.g.Wait(); err != nil {
 				return fmt.Errorf("devcluster: %s: %w", what, err)
 			}
 			return fmt.Errorf("devcluster: stopped before %s was ready", what)
@@ -253,36 +295,40 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			return fmt.Errorf("devcluster: %s not ready after 60s", what)
 		}
 	}
-	if err := wait(gsrv.Ready(), "global"); err != nil {
-		return nil, err
+	if err := wait(c.Global.Ready(), "global"); err != nil {
+		return err
 	}
 	for name, r := range c.Regions {
 		if err := wait(r.Ready(), "region "+name); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for node, a := range c.agentList() {
 		if err := wait(a.agent.Ready(), "agent "+node); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	// The cluster is usable once the global tier knows every region
-	// (their first heartbeat registers them).
+	return nil
+}
+
+// waitRegistered waits until the global tier knows every region (their
+// first heartbeat registers them): the cluster is usable then.
+func (c *Cluster) waitRegistered() error {
 	deadline := time.Now().Add(60 * time.Second)
-	admin := globalapi.WithIdentity(gctx, globalapi.Identity{Tenant: globalapi.DefaultTenant, Role: api.RoleAdmin})
-	for _, name := range o.Regions {
+	admin := globalapi.WithIdentity(c.ctx, globalapi.Identity{Tenant: globalapi.DefaultTenant, Role: api.RoleAdmin})
+	for _, name := range c.o.Regions {
 		for {
-			_, err := gsrv.API().Regions().Get(admin, name)
+			_, err := c.Global.API().Regions().Get(admin, name)
 			if err == nil {
 				break
 			}
-			if time.Now().After(deadline) || gctx.Err() != nil {
-				return nil, fmt.Errorf("devcluster: region %s did not register with the global tier: %w", name, err)
+			if time.Now().After(deadline) || c.ctx.Err() != nil {
+				return fmt.Errorf("devcluster: region %s did not register with the global tier: %w", name, err)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 func (c *Cluster) agentList() map[string]*agentRun {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -114,45 +115,22 @@ func (c *console) stream(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w, "a valid stream ticket (POST /console/events/ticket) or bearer token is required")
 		return
 	}
-	q := r.URL.Query()
-	after := r.Header.Get("Last-Event-ID")
-	if after == "" {
-		after = q.Get("after")
+	after, backlog, msg := streamFrom(r)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, "InvalidArgument", msg)
+		return
 	}
-	if after != "" {
-		if _, err := events.CompareID(after, after); err != nil {
-			writeError(w, http.StatusBadRequest, "InvalidArgument", fmt.Sprintf("after: %q is not an event ID", after))
-			return
-		}
-	}
-	backlog := 0
-	if b := q.Get("backlog"); b != "" {
-		n, err := strconv.Atoi(b)
-		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, "InvalidArgument", fmt.Sprintf("backlog: %q is not a count", b))
-			return
-		}
-		backlog = min(n, maxBacklog)
-	}
-
 	ctx := r.Context()
 	var first []events.Event
 	if after == "" {
-		// The newest events: the backlog, and in any case the cursor.
-		evs, err := c.o.Events.Range(ctx, events.Query{Limit: max(backlog, 1), Newest: true})
-		if err != nil {
+		var err error
+		if first, after, err = c.newest(ctx, backlog); err != nil {
 			if ctx.Err() != nil {
 				return // the browser went away
 			}
 			c.log.Warn("console: reading events failed", "err", err)
 			writeError(w, http.StatusServiceUnavailable, "Unavailable", "the event log cannot be read: "+err.Error())
 			return
-		}
-		if backlog > 0 {
-			first = evs
-		}
-		if len(evs) > 0 {
-			after = evs[len(evs)-1].ID
 		}
 	}
 
@@ -161,8 +139,7 @@ func (c *console) stream(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	s := &sseWriter{w: w, rc: rc}
+	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
 	s.raw("retry: 3000\n\n")
 	for _, ev := range first {
 		s.sendEvent(ev)
@@ -171,7 +148,53 @@ func (c *console) stream(w http.ResponseWriter, r *http.Request) {
 	if s.flush() != nil {
 		return
 	}
+	c.follow(ctx, s, after)
+}
 
+// streamFrom reads where a stream starts: the cursor (Last-Event-ID, a
+// browser reconnecting, else ?after=) and the backlog wanted; msg says
+// what is wrong with them.
+func streamFrom(r *http.Request) (after string, backlog int, msg string) {
+	q := r.URL.Query()
+	after = r.Header.Get("Last-Event-ID")
+	if after == "" {
+		after = q.Get("after")
+	}
+	if after != "" {
+		if _, err := events.CompareID(after, after); err != nil {
+			return "", 0, fmt.Sprintf("after: %q is not an event ID", after)
+		}
+	}
+	if b := q.Get("backlog"); b != "" {
+		n, err := strconv.Atoi(b)
+		if err != nil || n < 0 {
+			return "", 0, fmt.Sprintf("backlog: %q is not a count", b)
+		}
+		backlog = min(n, maxBacklog)
+	}
+	return after, backlog, ""
+}
+
+// newest reads the newest events: the backlog wanted (first), and in
+// any case the cursor to follow from.
+func (c *console) newest(ctx context.Context, backlog int) (first []events.Event, cursor string, err error) {
+	evs, err := c.o.Events.Range(ctx, events.Query{Limit: max(backlog, 1), Newest: true})
+	if err != nil {
+		return nil, "", err
+	}
+	if backlog > 0 {
+		first = evs
+	}
+	if len(evs) > 0 {
+		cursor = evs[len(evs)-1].ID
+	}
+	return first, cursor, nil
+}
+
+// follow polls the event log from after and sends what comes, with a
+// keep-alive comment when quiet, until the browser leaves or the console
+// stops.
+func (c *console) follow(ctx context.Context, s *sseWriter, after string) {
 	tick := time.NewTicker(c.o.PollInterval)
 	defer tick.Stop()
 	lastWrite := time.Now()
@@ -184,29 +207,16 @@ func (c *console) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-tick.C:
 		}
-		for {
-			evs, err := c.o.Events.Range(ctx, events.Query{After: after, Limit: pollBatch})
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				if !failing {
-					c.log.Warn("console: polling events failed; retrying", "err", err)
-					failing = true
-				}
-				break
-			}
-			failing = false
-			for _, ev := range evs {
-				s.sendEvent(ev)
-				after = ev.ID
-			}
-			if len(evs) > 0 {
-				lastWrite = time.Now()
-			}
-			if len(evs) < pollBatch {
-				break
-			}
+		sent, err := c.sendAfter(ctx, s, &after)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			c.log.Warn("console: polling events failed; retrying", "err", err)
+		}
+		failing = err != nil
+		if sent {
+			lastWrite = time.Now()
 		}
 		if time.Since(lastWrite) >= keepAlive {
 			s.raw(": keep-alive\n\n")
@@ -214,6 +224,25 @@ func (c *console) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		if s.flush() != nil {
 			return // the browser left
+		}
+	}
+}
+
+// sendAfter sends the events after *after, in batches until none is
+// left, moving *after; sent says whether there were any.
+func (c *console) sendAfter(ctx context.Context, s *sseWriter, after *string) (sent bool, err error) {
+	for {
+		evs, err := c.o.Events.Range(ctx, events.Query{After: *after, Limit: pollBatch})
+		if err != nil {
+			return sent, err
+		}
+		for _, ev := range evs {
+			s.sendEvent(ev)
+			*after = ev.ID
+		}
+		sent = sent || len(evs) > 0
+		if len(evs) < pollBatch {
+			return sent, nil
 		}
 	}
 }
