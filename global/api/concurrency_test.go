@@ -1,9 +1,12 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"slices"
 	"sync"
 	"testing"
@@ -15,9 +18,10 @@ import (
 // writers is how many clients write one object at once.
 const writers = 20
 
-// putAll sends writers PUTs at once, body(i) for the i-th, and returns how
-// many answered each status.
-func (e *testEnv) putAll(t *testing.T, path string, body func(i int) map[string]any) map[int]int {
+// putAll sends writers PUTs at once, body(i) for the i-th, through the
+// env's server or, for odd i, through others[i/2 % len(others)], and
+// returns how many answered each status.
+func (e *testEnv) putAll(t *testing.T, path string, body func(i int) map[string]any, others ...*httptest.Server) map[int]int {
 	t.Helper()
 	codes := make([]int, writers)
 	errs := make([]error, writers)
@@ -26,7 +30,11 @@ func (e *testEnv) putAll(t *testing.T, path string, body func(i int) map[string]
 	for i := range writers {
 		wg.Go(func() {
 			<-start
-			r, err := e.send(t.Context(), "PUT", path, body(i))
+			var opts []reqOption
+			if len(others) > 0 && i%2 == 1 {
+				opts = append(opts, via(others[i/2%len(others)]))
+			}
+			r, err := e.send(t.Context(), "PUT", path, body(i), opts...)
 			if err != nil {
 				errs[i] = err
 				return
@@ -125,5 +133,66 @@ func TestConcurrentPuts(t *testing.T) {
 	}
 	if len(numbers) > history || !slices.Contains(numbers, r.Revision) {
 		t.Errorf("got revisions %v; want at most %d, the current one (%d) among them", numbers, history, r.Revision)
+	}
+}
+
+// via sends a request to srv rather than the env's server.
+func via(srv *httptest.Server) reqOption {
+	return func(r *http.Request) {
+		u, err := url.Parse(srv.URL)
+		if err == nil {
+			r.URL.Scheme, r.URL.Host, r.Host = u.Scheme, u.Host, u.Host
+		}
+	}
+}
+
+// replica starts another API replica on the env's etcd, with caches of its
+// own, as a second global replica behind a load balancer would be.
+func (e *testEnv) replica(t *testing.T, id string) *httptest.Server {
+	t.Helper()
+	svc, err := New(Options{State: e.st, ID: id, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = svc.Run(ctx) })
+	srv := httptest.NewServer(rest.Guard(svc.Handler(), rest.GuardOptions{}))
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		wg.Wait()
+	})
+	poll(t, "replica "+id+" ready", func() error { return svc.Ready(ctx) })
+	return srv
+}
+
+// TestConcurrentPutsTwoReplicas is TestConcurrentPuts' resource case with
+// the writers split over two API replicas, whose races only etcd sees.
+func TestConcurrentPutsTwoReplicas(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.fixtures(t, nil)
+	other := e.replica(t, "global-2")
+	const history = 3
+	withHistory := func(m map[string]any) { m["maxRevisionHistory"] = history }
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", computeBody("app", withHistory)))
+	body := func(round, i int, version int64) map[string]any {
+		return computeBody("app", withHistory, func(m map[string]any) {
+			m["spec"].(map[string]any)["compute"] = map[string]any{"image": fmt.Sprintf("busybox:%d.%d", round, i)}
+			if version != 0 {
+				m["resourceVersion"] = version
+			}
+		})
+	}
+	for round := range 3 {
+		got := e.putAll(t, "/v1/resources/app", func(i int) map[string]any { return body(2*round, i, 0) }, other)
+		if want := map[int]int{http.StatusOK: writers}; !maps.Equal(got, want) {
+			t.Errorf("round %d without resourceVersion: got statuses %v; want %v", 2*round, got, want)
+		}
+		v := decodeAs[api.Resource](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/app", nil))).ResourceVersion
+		got = e.putAll(t, "/v1/resources/app", func(i int) map[string]any { return body(2*round+1, i, v) }, other)
+		if want := map[int]int{http.StatusOK: 1, http.StatusConflict: writers - 1}; !maps.Equal(got, want) {
+			t.Errorf("round %d with resourceVersion %d: got statuses %v; want %v", 2*round+1, v, got, want)
+		}
 	}
 }
