@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	"github.com/stratahq/strata/providers/provider"
 )
@@ -165,7 +166,7 @@ func (a *Agent) applyBatch(epoch int64, b *agentv1.AssignmentBatch) {
 		}
 	}
 	for _, p := range b.GetUpserts() {
-		asg := api.AssignmentFromPB(p)
+		asg := apiproto.AssignmentFromPB(p)
 		if asg.ID == "" {
 			continue
 		}

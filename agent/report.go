@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
@@ -141,7 +142,7 @@ func (a *Agent) flush(ctx context.Context, client agentv1.AgentServiceClient) er
 		}
 		req := &agentv1.ReportStatusRequest{Node: a.cfg.Node.Name, Statuses: make([]*resourcev1.AssignmentStatus, len(sts))}
 		for i := range sts {
-			req.Statuses[i] = api.AssignmentStatusToPB(&sts[i])
+			req.Statuses[i] = apiproto.AssignmentStatusToPB(&sts[i])
 		}
 		cctx, cancel := context.WithTimeout(ctx, a.t.regionCall)
 		_, err := client.ReportStatus(cctx, req)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 )
 
@@ -90,7 +91,7 @@ func (a *Agent) register(ctx context.Context, client agentv1.AgentServiceClient)
 	warn := warnLimiter{every: a.t.warnEvery}
 	for {
 		rctx, cancel := context.WithTimeout(ctx, a.t.regionCall)
-		resp, err := client.Register(rctx, &agentv1.RegisterRequest{Node: api.NodeToPB(a.node())})
+		resp, err := client.Register(rctx, &agentv1.RegisterRequest{Node: apiproto.NodeToPB(a.node())})
 		cancel()
 		if err == nil {
 			interval := a.t.heartbeat
@@ -125,7 +126,7 @@ func (a *Agent) heartbeatRequest(seq uint64) *agentv1.HeartbeatRequest {
 	return &agentv1.HeartbeatRequest{
 		Node:       a.cfg.Node.Name,
 		Seq:        seq,
-		Conditions: api.ConditionsToPB(a.conditions),
+		Conditions: apiproto.ConditionsToPB(a.conditions),
 		Metrics: map[string]float64{
 			MetricReplicas:  float64(replicas),
 			MetricMilliCPU:  float64(alloc.MilliCPU),

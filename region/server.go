@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver"
@@ -476,7 +477,7 @@ func (s *Server) federate(ctx context.Context, caches *state.Caches, sec *transp
 		var status *resourcev1.RegionStatus
 		if a := s.API(); a != nil {
 			if rs, err := a.Summary(); err == nil {
-				status = api.RegionStatusToPB(&rs)
+				status = apiproto.RegionStatusToPB(&rs)
 			}
 		}
 		// Any global replica records heartbeats (in a shared Redis), so

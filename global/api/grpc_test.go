@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/transport/transporttest"
@@ -77,7 +78,7 @@ func TestGRPCParity(t *testing.T) {
 			t.Fatal(err)
 		}
 		viaREST := decodeAs[api.Resource](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/grpc-app", nil)))
-		if viaGRPC := api.ResourceFromPB(got); !sameJSON(viaGRPC, viaREST) {
+		if viaGRPC := apiproto.ResourceFromPB(got); !sameJSON(viaGRPC, viaREST) {
 			t.Fatalf("got over gRPC %+v; want what REST says, %+v", viaGRPC, viaREST)
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/election"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -144,11 +145,11 @@ func (s *Service) DrainNode(ctx context.Context, region, node string, d api.Drai
 	if err != nil {
 		return api.DrainStatus{}, err
 	}
-	ds, err := c.DrainNode(ctx, &regionv1.DrainNodeRequest{Name: node, Drain: api.DrainRequestToPB(&d)})
+	ds, err := c.DrainNode(ctx, &regionv1.DrainNodeRequest{Name: node, Drain: apiproto.DrainRequestToPB(&d)})
 	if err != nil {
 		return api.DrainStatus{}, fmt.Errorf("region %q: %w", region, err)
 	}
-	return api.DrainStatusFromPB(ds), nil
+	return apiproto.DrainStatusFromPB(ds), nil
 }
 
 // GetDrain returns the progress of a node's drain.
@@ -161,7 +162,7 @@ func (s *Service) GetDrain(ctx context.Context, region, node string) (api.DrainS
 	if err != nil {
 		return api.DrainStatus{}, fmt.Errorf("region %q: %w", region, err)
 	}
-	return api.DrainStatusFromPB(ds), nil
+	return apiproto.DrainStatusFromPB(ds), nil
 }
 
 // ListReplicas asks every region the resource runs in, or is scheduled to,
@@ -207,7 +208,7 @@ func (s *Service) ListReplicas(ctx context.Context, tenant, name string) (Replic
 		mu.Lock()
 		defer mu.Unlock()
 		for _, p := range resp.GetItems() {
-			rep := api.ReplicaFromPB(p)
+			rep := apiproto.ReplicaFromPB(p)
 			// A replica of a deleted namesake is not this resource's.
 			if rep.ResourceUID != "" && rep.ResourceUID != r.UID {
 				continue
@@ -315,7 +316,7 @@ func nodesFromPB(region string, ps []*resourcev1.Node) []api.Node {
 }
 
 func nodeFromPB(region string, p *resourcev1.Node) api.Node {
-	n := api.NodeFromPB(p)
+	n := apiproto.NodeFromPB(p)
 	if n.Region == "" {
 		n.Region = region
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratahq/strata/global/placement"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
@@ -227,8 +228,8 @@ func (l *link) applyShares(resp *regionv1.WatchSharesResponse) []string {
 		}
 		l.shares[key] = &share{
 			UID:         ev.GetUid(),
-			RegionShare: api.RegionShareFromPB(ev.GetShare()),
-			Backends:    api.BackendStatusesFromPB(ev.GetBackends()),
+			RegionShare: apiproto.RegionShareFromPB(ev.GetShare()),
+			Backends:    apiproto.BackendStatusesFromPB(ev.GetBackends()),
 		}
 	}
 	return changed
@@ -307,7 +308,7 @@ func (l *link) sendBatch(ctx context.Context) (bool, error) {
 		req := &regionv1.ApplyPlacementsRequest{Placements: make([]*resourcev1.Placement, 0, len(batch))}
 		for _, p := range batch {
 			p.p.Epoch = l.epoch
-			req.Placements = append(req.Placements, api.PlacementToPB(p.p))
+			req.Placements = append(req.Placements, apiproto.PlacementToPB(p.p))
 		}
 		resp, err := cl.ApplyPlacements(cctx, req)
 		if err != nil {

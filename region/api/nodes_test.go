@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/heartbeat"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
@@ -96,7 +97,7 @@ func TestHeartbeat(t *testing.T) {
 	e := newEnv(t)
 	e.register(testNode("n1"))
 	cond := func(status api.ConditionStatus, reason, msg string) []*resourcev1.Condition {
-		return api.ConditionsToPB([]api.Condition{{Type: api.ConditionCRI, Status: status, Reason: reason, Message: msg}})
+		return apiproto.ConditionsToPB([]api.Condition{{Type: api.ConditionCRI, Status: status, Reason: reason, Message: msg}})
 	}
 	var seq uint64
 	beat := func(node string, conds []*resourcev1.Condition) *agentv1.HeartbeatResponse {
@@ -294,7 +295,7 @@ func TestCordonDrain(t *testing.T) {
 			return nil
 		}},
 		{"a negative deadline is invalid", func() (any, error) {
-			return e.region.DrainNode(e.ctx(), &regionv1.DrainNodeRequest{Name: "n1", Drain: api.DrainRequestToPB(&api.DrainRequest{Deadline: api.D(-time.Second)})})
+			return e.region.DrainNode(e.ctx(), &regionv1.DrainNodeRequest{Name: "n1", Drain: apiproto.DrainRequestToPB(&api.DrainRequest{Deadline: api.D(-time.Second)})})
 		}, api.ErrInvalid, "deadline", false, false, nil},
 		{"drain of an unknown node", func() (any, error) {
 			return e.region.DrainNode(e.ctx(), &regionv1.DrainNodeRequest{Name: "nope"})

@@ -1,8 +1,7 @@
-package api
-
-// Conversions between the domain types of this package and their protobuf
-// mirrors in proto/resource/v1, used wherever an object crosses tiers over
-// gRPC.
+// Package apiproto converts Strata's domain types (package api) to and
+// from their protobuf mirrors in proto/resource/v1. It sits at the edge:
+// the gRPC servers and clients of every tier import it, package api does
+// not, so that the domain types stay free of the wire format.
 //
 // Conventions, the same for every type:
 //
@@ -34,6 +33,7 @@ package api
 //     back nil.
 //   - Maps and slices are copied, never shared between the Go value and
 //     the message.
+package apiproto
 
 import (
 	"math"
@@ -42,6 +42,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/stratahq/strata/internal/api"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
@@ -76,18 +77,18 @@ func timePtrFromPB(ts *timestamppb.Timestamp) *time.Time {
 	return &t
 }
 
-func durationToPB(d Duration) *durationpb.Duration {
+func durationToPB(d api.Duration) *durationpb.Duration {
 	if d.Duration == 0 {
 		return nil
 	}
 	return durationpb.New(d.Duration)
 }
 
-func durationFromPB(d *durationpb.Duration) Duration {
+func durationFromPB(d *durationpb.Duration) api.Duration {
 	if d == nil {
-		return Duration{}
+		return api.Duration{}
 	}
-	return D(d.AsDuration())
+	return api.D(d.AsDuration())
 }
 
 // int32ToPB narrows n to int32, saturating instead of wrapping.
@@ -198,7 +199,7 @@ func ptrFromPB[P comparable, T any](p P, f func(P) T) *T {
 // ---- Flavor ----
 
 // FlavorSpecToPB converts a FlavorSpec; nil gives nil.
-func FlavorSpecToPB(s *FlavorSpec) *resourcev1.FlavorSpec {
+func FlavorSpecToPB(s *api.FlavorSpec) *resourcev1.FlavorSpec {
 	if s == nil {
 		return nil
 	}
@@ -210,11 +211,11 @@ func FlavorSpecToPB(s *FlavorSpec) *resourcev1.FlavorSpec {
 }
 
 // FlavorSpecFromPB converts a FlavorSpec; nil gives the zero value.
-func FlavorSpecFromPB(p *resourcev1.FlavorSpec) FlavorSpec {
+func FlavorSpecFromPB(p *resourcev1.FlavorSpec) api.FlavorSpec {
 	if p == nil {
-		return FlavorSpec{}
+		return api.FlavorSpec{}
 	}
-	return FlavorSpec{
+	return api.FlavorSpec{
 		VCPUs:     p.GetVcpus(),
 		MemoryMiB: p.GetMemoryMib(),
 		DiskMiB:   p.GetDiskMib(),
@@ -222,7 +223,7 @@ func FlavorSpecFromPB(p *resourcev1.FlavorSpec) FlavorSpec {
 }
 
 // FlavorToPB converts a Flavor; nil gives nil.
-func FlavorToPB(f *Flavor) *resourcev1.Flavor {
+func FlavorToPB(f *api.Flavor) *resourcev1.Flavor {
 	if f == nil {
 		return nil
 	}
@@ -237,13 +238,13 @@ func FlavorToPB(f *Flavor) *resourcev1.Flavor {
 }
 
 // FlavorFromPB converts a Flavor; nil gives the zero value.
-func FlavorFromPB(p *resourcev1.Flavor) Flavor {
+func FlavorFromPB(p *resourcev1.Flavor) api.Flavor {
 	if p == nil {
-		return Flavor{}
+		return api.Flavor{}
 	}
-	return Flavor{
+	return api.Flavor{
 		Name:            p.GetName(),
-		Kind:            ProviderKind(p.GetKind()),
+		Kind:            api.ProviderKind(p.GetKind()),
 		Spec:            FlavorSpecFromPB(p.GetSpec()),
 		CreatedAt:       timeFromPB(p.GetCreatedAt()),
 		UpdatedAt:       timeFromPB(p.GetUpdatedAt()),
@@ -254,7 +255,7 @@ func FlavorFromPB(p *resourcev1.Flavor) Flavor {
 // ---- ResourceSpec and its sections ----
 
 // ResourceSpecToPB converts a ResourceSpec; nil gives nil.
-func ResourceSpecToPB(s *ResourceSpec) *resourcev1.ResourceSpec {
+func ResourceSpecToPB(s *api.ResourceSpec) *resourcev1.ResourceSpec {
 	if s == nil {
 		return nil
 	}
@@ -268,11 +269,11 @@ func ResourceSpecToPB(s *ResourceSpec) *resourcev1.ResourceSpec {
 }
 
 // ResourceSpecFromPB converts a ResourceSpec; nil gives the zero value.
-func ResourceSpecFromPB(p *resourcev1.ResourceSpec) ResourceSpec {
+func ResourceSpecFromPB(p *resourcev1.ResourceSpec) api.ResourceSpec {
 	if p == nil {
-		return ResourceSpec{}
+		return api.ResourceSpec{}
 	}
-	return ResourceSpec{
+	return api.ResourceSpec{
 		Flavor:       p.GetFlavor(),
 		Compute:      ptrFromPB(p.GetCompute(), computeSpecFromPB),
 		Volume:       ptrFromPB(p.GetVolume(), volumeSpecFromPB),
@@ -281,7 +282,7 @@ func ResourceSpecFromPB(p *resourcev1.ResourceSpec) ResourceSpec {
 	}
 }
 
-func computeSpecToPB(c *ComputeSpec) *resourcev1.ComputeSpec {
+func computeSpecToPB(c *api.ComputeSpec) *resourcev1.ComputeSpec {
 	if c == nil {
 		return nil
 	}
@@ -300,11 +301,11 @@ func computeSpecToPB(c *ComputeSpec) *resourcev1.ComputeSpec {
 	}
 }
 
-func computeSpecFromPB(p *resourcev1.ComputeSpec) ComputeSpec {
+func computeSpecFromPB(p *resourcev1.ComputeSpec) api.ComputeSpec {
 	if p == nil {
-		return ComputeSpec{}
+		return api.ComputeSpec{}
 	}
-	return ComputeSpec{
+	return api.ComputeSpec{
 		Image:           p.GetImage(),
 		Command:         stringsCopy[string](p.GetCommand()),
 		Args:            stringsCopy[string](p.GetArgs()),
@@ -313,13 +314,13 @@ func computeSpecFromPB(p *resourcev1.ComputeSpec) ComputeSpec {
 		Ports:           sliceFromPB(p.GetPorts(), portSpecFromPB),
 		Volumes:         sliceFromPB(p.GetVolumes(), volumeMountFromPB),
 		Network:         p.GetNetwork(),
-		RestartPolicy:   RestartPolicy(p.GetRestartPolicy()),
+		RestartPolicy:   api.RestartPolicy(p.GetRestartPolicy()),
 		StopGracePeriod: durationFromPB(p.GetStopGracePeriod()),
 		KernelArgs:      p.GetKernelArgs(),
 	}
 }
 
-func portSpecToPB(s *PortSpec) *resourcev1.PortSpec {
+func portSpecToPB(s *api.PortSpec) *resourcev1.PortSpec {
 	if s == nil {
 		return nil
 	}
@@ -331,11 +332,11 @@ func portSpecToPB(s *PortSpec) *resourcev1.PortSpec {
 	}
 }
 
-func portSpecFromPB(p *resourcev1.PortSpec) PortSpec {
+func portSpecFromPB(p *resourcev1.PortSpec) api.PortSpec {
 	if p == nil {
-		return PortSpec{}
+		return api.PortSpec{}
 	}
-	return PortSpec{
+	return api.PortSpec{
 		Name:          p.GetName(),
 		ContainerPort: int(p.GetContainerPort()),
 		HostPort:      int(p.GetHostPort()),
@@ -343,7 +344,7 @@ func portSpecFromPB(p *resourcev1.PortSpec) PortSpec {
 	}
 }
 
-func volumeMountToPB(m *VolumeMount) *resourcev1.VolumeMount {
+func volumeMountToPB(m *api.VolumeMount) *resourcev1.VolumeMount {
 	if m == nil {
 		return nil
 	}
@@ -354,18 +355,18 @@ func volumeMountToPB(m *VolumeMount) *resourcev1.VolumeMount {
 	}
 }
 
-func volumeMountFromPB(p *resourcev1.VolumeMount) VolumeMount {
+func volumeMountFromPB(p *resourcev1.VolumeMount) api.VolumeMount {
 	if p == nil {
-		return VolumeMount{}
+		return api.VolumeMount{}
 	}
-	return VolumeMount{
+	return api.VolumeMount{
 		Volume:   p.GetVolume(),
 		Path:     p.GetPath(),
 		ReadOnly: p.GetReadOnly(),
 	}
 }
 
-func volumeSpecToPB(v *VolumeSpec) *resourcev1.VolumeSpec {
+func volumeSpecToPB(v *api.VolumeSpec) *resourcev1.VolumeSpec {
 	if v == nil {
 		return nil
 	}
@@ -376,19 +377,19 @@ func volumeSpecToPB(v *VolumeSpec) *resourcev1.VolumeSpec {
 	}
 }
 
-func volumeSpecFromPB(p *resourcev1.VolumeSpec) VolumeSpec {
+func volumeSpecFromPB(p *resourcev1.VolumeSpec) api.VolumeSpec {
 	if p == nil {
-		return VolumeSpec{}
+		return api.VolumeSpec{}
 	}
-	return VolumeSpec{
+	return api.VolumeSpec{
 		SizeMiB:  p.GetSizeMib(),
-		Format:   VolumeFormat(p.GetFormat()),
-		Provider: ProviderKind(p.GetProvider()),
+		Format:   api.VolumeFormat(p.GetFormat()),
+		Provider: api.ProviderKind(p.GetProvider()),
 	}
 }
 
 // ImageSpecToPB converts an ImageSpec; nil gives nil.
-func ImageSpecToPB(i *ImageSpec) *resourcev1.ImageSpec {
+func ImageSpecToPB(i *api.ImageSpec) *resourcev1.ImageSpec {
 	if i == nil {
 		return nil
 	}
@@ -404,11 +405,11 @@ func ImageSpecToPB(i *ImageSpec) *resourcev1.ImageSpec {
 }
 
 // ImageSpecFromPB converts an ImageSpec; nil gives the zero value.
-func ImageSpecFromPB(p *resourcev1.ImageSpec) ImageSpec {
+func ImageSpecFromPB(p *resourcev1.ImageSpec) api.ImageSpec {
 	if p == nil {
-		return ImageSpec{}
+		return api.ImageSpec{}
 	}
-	return ImageSpec{
+	return api.ImageSpec{
 		Ref:     p.GetRef(),
 		Archive: p.GetArchive(),
 		Kernel:  p.GetKernel(),
@@ -420,7 +421,7 @@ func ImageSpecFromPB(p *resourcev1.ImageSpec) ImageSpec {
 	}
 }
 
-func loadbalancerSpecToPB(lb *LoadbalancerSpec) *resourcev1.LoadbalancerSpec {
+func loadbalancerSpecToPB(lb *api.LoadbalancerSpec) *resourcev1.LoadbalancerSpec {
 	if lb == nil {
 		return nil
 	}
@@ -432,11 +433,11 @@ func loadbalancerSpecToPB(lb *LoadbalancerSpec) *resourcev1.LoadbalancerSpec {
 	}
 }
 
-func loadbalancerSpecFromPB(p *resourcev1.LoadbalancerSpec) LoadbalancerSpec {
+func loadbalancerSpecFromPB(p *resourcev1.LoadbalancerSpec) api.LoadbalancerSpec {
 	if p == nil {
-		return LoadbalancerSpec{}
+		return api.LoadbalancerSpec{}
 	}
-	return LoadbalancerSpec{
+	return api.LoadbalancerSpec{
 		Listeners:   sliceFromPB(p.GetListeners(), listenerFromPB),
 		Selector:    stringMapCopy(p.GetSelector()),
 		Algorithm:   p.GetAlgorithm(),
@@ -444,7 +445,7 @@ func loadbalancerSpecFromPB(p *resourcev1.LoadbalancerSpec) LoadbalancerSpec {
 	}
 }
 
-func listenerToPB(l *Listener) *resourcev1.Listener {
+func listenerToPB(l *api.Listener) *resourcev1.Listener {
 	if l == nil {
 		return nil
 	}
@@ -457,11 +458,11 @@ func listenerToPB(l *Listener) *resourcev1.Listener {
 	}
 }
 
-func listenerFromPB(p *resourcev1.Listener) Listener {
+func listenerFromPB(p *resourcev1.Listener) api.Listener {
 	if p == nil {
-		return Listener{}
+		return api.Listener{}
 	}
-	return Listener{
+	return api.Listener{
 		Name:       p.GetName(),
 		Port:       int(p.GetPort()),
 		Protocol:   p.GetProtocol(),
@@ -470,7 +471,7 @@ func listenerFromPB(p *resourcev1.Listener) Listener {
 	}
 }
 
-func healthCheckToPB(h *HealthCheck) *resourcev1.HealthCheck {
+func healthCheckToPB(h *api.HealthCheck) *resourcev1.HealthCheck {
 	if h == nil {
 		return nil
 	}
@@ -484,11 +485,11 @@ func healthCheckToPB(h *HealthCheck) *resourcev1.HealthCheck {
 	}
 }
 
-func healthCheckFromPB(p *resourcev1.HealthCheck) HealthCheck {
+func healthCheckFromPB(p *resourcev1.HealthCheck) api.HealthCheck {
 	if p == nil {
-		return HealthCheck{}
+		return api.HealthCheck{}
 	}
-	return HealthCheck{
+	return api.HealthCheck{
 		Type:     p.GetType(),
 		Path:     p.GetPath(),
 		Interval: durationFromPB(p.GetInterval()),
@@ -500,7 +501,7 @@ func healthCheckFromPB(p *resourcev1.HealthCheck) HealthCheck {
 
 // ---- Resource policies ----
 
-func scheduleRuleToPB(s *ScheduleRule) *resourcev1.ScheduleRule {
+func scheduleRuleToPB(s *api.ScheduleRule) *resourcev1.ScheduleRule {
 	if s == nil {
 		return nil
 	}
@@ -514,11 +515,11 @@ func scheduleRuleToPB(s *ScheduleRule) *resourcev1.ScheduleRule {
 	}
 }
 
-func scheduleRuleFromPB(p *resourcev1.ScheduleRule) ScheduleRule {
+func scheduleRuleFromPB(p *resourcev1.ScheduleRule) api.ScheduleRule {
 	if p == nil {
-		return ScheduleRule{}
+		return api.ScheduleRule{}
 	}
-	return ScheduleRule{
+	return api.ScheduleRule{
 		Regions:       sliceFromPB(p.GetRegions(), regionTargetFromPB),
 		SpreadRegions: int(p.GetSpreadRegions()),
 		Zones:         stringsCopy[string](p.GetZones()),
@@ -528,21 +529,21 @@ func scheduleRuleFromPB(p *resourcev1.ScheduleRule) ScheduleRule {
 	}
 }
 
-func regionTargetToPB(t *RegionTarget) *resourcev1.RegionTarget {
+func regionTargetToPB(t *api.RegionTarget) *resourcev1.RegionTarget {
 	if t == nil {
 		return nil
 	}
 	return &resourcev1.RegionTarget{Name: t.Name, Weight: int32ToPB(t.Weight)}
 }
 
-func regionTargetFromPB(p *resourcev1.RegionTarget) RegionTarget {
+func regionTargetFromPB(p *resourcev1.RegionTarget) api.RegionTarget {
 	if p == nil {
-		return RegionTarget{}
+		return api.RegionTarget{}
 	}
-	return RegionTarget{Name: p.GetName(), Weight: int(p.GetWeight())}
+	return api.RegionTarget{Name: p.GetName(), Weight: int(p.GetWeight())}
 }
 
-func specOverrideToPB(o *SpecOverride) *resourcev1.SpecOverride {
+func specOverrideToPB(o *api.SpecOverride) *resourcev1.SpecOverride {
 	if o == nil {
 		return nil
 	}
@@ -553,18 +554,18 @@ func specOverrideToPB(o *SpecOverride) *resourcev1.SpecOverride {
 	}
 }
 
-func specOverrideFromPB(p *resourcev1.SpecOverride) SpecOverride {
+func specOverrideFromPB(p *resourcev1.SpecOverride) api.SpecOverride {
 	if p == nil {
-		return SpecOverride{}
+		return api.SpecOverride{}
 	}
-	return SpecOverride{
+	return api.SpecOverride{
 		Flavor: p.GetFlavor(),
 		Image:  p.GetImage(),
 		Env:    stringMapCopy(p.GetEnv()),
 	}
 }
 
-func failoverPolicyToPB(f *FailoverPolicy) *resourcev1.FailoverPolicy {
+func failoverPolicyToPB(f *api.FailoverPolicy) *resourcev1.FailoverPolicy {
 	if f == nil {
 		return nil
 	}
@@ -576,11 +577,11 @@ func failoverPolicyToPB(f *FailoverPolicy) *resourcev1.FailoverPolicy {
 	}
 }
 
-func failoverPolicyFromPB(p *resourcev1.FailoverPolicy) FailoverPolicy {
+func failoverPolicyFromPB(p *resourcev1.FailoverPolicy) api.FailoverPolicy {
 	if p == nil {
-		return FailoverPolicy{}
+		return api.FailoverPolicy{}
 	}
-	return FailoverPolicy{
+	return api.FailoverPolicy{
 		Enabled:   p.GetEnabled(),
 		ToRegions: stringsCopy[string](p.GetToRegions()),
 		After:     durationFromPB(p.GetAfter()),
@@ -588,7 +589,7 @@ func failoverPolicyFromPB(p *resourcev1.FailoverPolicy) FailoverPolicy {
 	}
 }
 
-func rolloutPolicyToPB(r *RolloutPolicy) *resourcev1.RolloutPolicy {
+func rolloutPolicyToPB(r *api.RolloutPolicy) *resourcev1.RolloutPolicy {
 	if r == nil {
 		return nil
 	}
@@ -601,11 +602,11 @@ func rolloutPolicyToPB(r *RolloutPolicy) *resourcev1.RolloutPolicy {
 	}
 }
 
-func rolloutPolicyFromPB(p *resourcev1.RolloutPolicy) RolloutPolicy {
+func rolloutPolicyFromPB(p *resourcev1.RolloutPolicy) api.RolloutPolicy {
 	if p == nil {
-		return RolloutPolicy{}
+		return api.RolloutPolicy{}
 	}
-	return RolloutPolicy{
+	return api.RolloutPolicy{
 		MaxUnavailable: int(p.GetMaxUnavailable()),
 		MaxSurge:       int(p.GetMaxSurge()),
 		MinHealthy:     int(p.GetMinHealthy()),
@@ -617,7 +618,7 @@ func rolloutPolicyFromPB(p *resourcev1.RolloutPolicy) RolloutPolicy {
 // ---- ResourceStatus ----
 
 // ResourceStatusToPB converts a ResourceStatus; nil gives nil.
-func ResourceStatusToPB(s *ResourceStatus) *resourcev1.ResourceStatus {
+func ResourceStatusToPB(s *api.ResourceStatus) *resourcev1.ResourceStatus {
 	if s == nil {
 		return nil
 	}
@@ -640,13 +641,13 @@ func ResourceStatusToPB(s *ResourceStatus) *resourcev1.ResourceStatus {
 }
 
 // ResourceStatusFromPB converts a ResourceStatus; nil gives the zero value.
-func ResourceStatusFromPB(p *resourcev1.ResourceStatus) ResourceStatus {
+func ResourceStatusFromPB(p *resourcev1.ResourceStatus) api.ResourceStatus {
 	if p == nil {
-		return ResourceStatus{}
+		return api.ResourceStatus{}
 	}
-	return ResourceStatus{
+	return api.ResourceStatus{
 		UID:                p.GetUid(),
-		Phase:              Phase(p.GetPhase()),
+		Phase:              api.Phase(p.GetPhase()),
 		Reason:             p.GetReason(),
 		Since:              timeFromPB(p.GetSince()),
 		ObservedGeneration: p.GetObservedGeneration(),
@@ -663,7 +664,7 @@ func ResourceStatusFromPB(p *resourcev1.ResourceStatus) ResourceStatus {
 }
 
 // RegionShareToPB converts a RegionShare; nil gives nil.
-func RegionShareToPB(s *RegionShare) *resourcev1.RegionShare {
+func RegionShareToPB(s *api.RegionShare) *resourcev1.RegionShare {
 	if s == nil {
 		return nil
 	}
@@ -681,12 +682,12 @@ func RegionShareToPB(s *RegionShare) *resourcev1.RegionShare {
 }
 
 // RegionShareFromPB converts a RegionShare; nil gives the zero value.
-func RegionShareFromPB(p *resourcev1.RegionShare) RegionShare {
+func RegionShareFromPB(p *resourcev1.RegionShare) api.RegionShare {
 	if p == nil {
-		return RegionShare{}
+		return api.RegionShare{}
 	}
-	return RegionShare{
-		Phase:              Phase(p.GetPhase()),
+	return api.RegionShare{
+		Phase:              api.Phase(p.GetPhase()),
 		Reason:             p.GetReason(),
 		Replicas:           int(p.GetReplicas()),
 		Ready:              int(p.GetReady()),
@@ -699,17 +700,17 @@ func RegionShareFromPB(p *resourcev1.RegionShare) RegionShare {
 }
 
 // RegionSharesToPB converts shares keyed by region; empty gives nil.
-func RegionSharesToPB(m map[string]RegionShare) map[string]*resourcev1.RegionShare {
+func RegionSharesToPB(m map[string]api.RegionShare) map[string]*resourcev1.RegionShare {
 	return mapToPB(m, RegionShareToPB)
 }
 
 // RegionSharesFromPB converts shares keyed by region; empty gives nil.
-func RegionSharesFromPB(m map[string]*resourcev1.RegionShare) map[string]RegionShare {
+func RegionSharesFromPB(m map[string]*resourcev1.RegionShare) map[string]api.RegionShare {
 	return mapFromPB(m, RegionShareFromPB)
 }
 
 // BackendStatusToPB converts a BackendStatus; nil gives nil.
-func BackendStatusToPB(b *BackendStatus) *resourcev1.BackendStatus {
+func BackendStatusToPB(b *api.BackendStatus) *resourcev1.BackendStatus {
 	if b == nil {
 		return nil
 	}
@@ -722,11 +723,11 @@ func BackendStatusToPB(b *BackendStatus) *resourcev1.BackendStatus {
 }
 
 // BackendStatusFromPB converts a BackendStatus; nil gives the zero value.
-func BackendStatusFromPB(p *resourcev1.BackendStatus) BackendStatus {
+func BackendStatusFromPB(p *resourcev1.BackendStatus) api.BackendStatus {
 	if p == nil {
-		return BackendStatus{}
+		return api.BackendStatus{}
 	}
-	return BackendStatus{
+	return api.BackendStatus{
 		Replica: p.GetReplica(),
 		Address: p.GetAddress(),
 		Port:    int(p.GetPort()),
@@ -735,16 +736,16 @@ func BackendStatusFromPB(p *resourcev1.BackendStatus) BackendStatus {
 }
 
 // BackendStatusesToPB converts a list of backends; empty gives nil.
-func BackendStatusesToPB(bs []BackendStatus) []*resourcev1.BackendStatus {
+func BackendStatusesToPB(bs []api.BackendStatus) []*resourcev1.BackendStatus {
 	return sliceToPB(bs, BackendStatusToPB)
 }
 
 // BackendStatusesFromPB converts a list of backends; empty gives nil.
-func BackendStatusesFromPB(ps []*resourcev1.BackendStatus) []BackendStatus {
+func BackendStatusesFromPB(ps []*resourcev1.BackendStatus) []api.BackendStatus {
 	return sliceFromPB(ps, BackendStatusFromPB)
 }
 
-func rolloutStatusToPB(r *RolloutStatus) *resourcev1.RolloutStatus {
+func rolloutStatusToPB(r *api.RolloutStatus) *resourcev1.RolloutStatus {
 	if r == nil {
 		return nil
 	}
@@ -759,11 +760,11 @@ func rolloutStatusToPB(r *RolloutStatus) *resourcev1.RolloutStatus {
 	}
 }
 
-func rolloutStatusFromPB(p *resourcev1.RolloutStatus) RolloutStatus {
+func rolloutStatusFromPB(p *resourcev1.RolloutStatus) api.RolloutStatus {
 	if p == nil {
-		return RolloutStatus{}
+		return api.RolloutStatus{}
 	}
-	return RolloutStatus{
+	return api.RolloutStatus{
 		Revision:     p.GetRevision(),
 		FromRevision: p.GetFromRevision(),
 		State:        p.GetState(),
@@ -777,7 +778,7 @@ func rolloutStatusFromPB(p *resourcev1.RolloutStatus) RolloutStatus {
 // ---- Resource, Revision ----
 
 // ResourceToPB converts a Resource, its status included; nil gives nil.
-func ResourceToPB(r *Resource) *resourcev1.Resource {
+func ResourceToPB(r *api.Resource) *resourcev1.Resource {
 	if r == nil {
 		return nil
 	}
@@ -805,15 +806,15 @@ func ResourceToPB(r *Resource) *resourcev1.Resource {
 }
 
 // ResourceFromPB converts a Resource; nil gives the zero value.
-func ResourceFromPB(p *resourcev1.Resource) Resource {
+func ResourceFromPB(p *resourcev1.Resource) api.Resource {
 	if p == nil {
-		return Resource{}
+		return api.Resource{}
 	}
-	return Resource{
+	return api.Resource{
 		Name:                p.GetName(),
 		Tenant:              p.GetTenant(),
 		UID:                 p.GetUid(),
-		Kind:                ResourceKind(p.GetKind()),
+		Kind:                api.ResourceKind(p.GetKind()),
 		Labels:              stringMapCopy(p.GetLabels()),
 		Spec:                ResourceSpecFromPB(p.GetSpec()),
 		Replicas:            int(p.GetReplicas()),
@@ -833,7 +834,7 @@ func ResourceFromPB(p *resourcev1.Resource) Resource {
 }
 
 // RevisionToPB converts a Revision; nil gives nil.
-func RevisionToPB(r *Revision) *resourcev1.Revision {
+func RevisionToPB(r *api.Revision) *resourcev1.Revision {
 	if r == nil {
 		return nil
 	}
@@ -851,11 +852,11 @@ func RevisionToPB(r *Revision) *resourcev1.Revision {
 }
 
 // RevisionFromPB converts a Revision; nil gives the zero value.
-func RevisionFromPB(p *resourcev1.Revision) Revision {
+func RevisionFromPB(p *resourcev1.Revision) api.Revision {
 	if p == nil {
-		return Revision{}
+		return api.Revision{}
 	}
-	return Revision{
+	return api.Revision{
 		Resource:   p.GetResource(),
 		Tenant:     p.GetTenant(),
 		UID:        p.GetUid(),
@@ -871,7 +872,7 @@ func RevisionFromPB(p *resourcev1.Revision) Revision {
 // ---- Region, Placement ----
 
 // RegionToPB converts a Region; nil gives nil.
-func RegionToPB(r *Region) *resourcev1.Region {
+func RegionToPB(r *api.Region) *resourcev1.Region {
 	if r == nil {
 		return nil
 	}
@@ -888,11 +889,11 @@ func RegionToPB(r *Region) *resourcev1.Region {
 }
 
 // RegionFromPB converts a Region; nil gives the zero value.
-func RegionFromPB(p *resourcev1.Region) Region {
+func RegionFromPB(p *resourcev1.Region) api.Region {
 	if p == nil {
-		return Region{}
+		return api.Region{}
 	}
-	return Region{
+	return api.Region{
 		Name:            p.GetName(),
 		Endpoint:        p.GetEndpoint(),
 		ConsoleURL:      p.GetConsoleUrl(),
@@ -905,7 +906,7 @@ func RegionFromPB(p *resourcev1.Region) Region {
 }
 
 // RegionStatusToPB converts a RegionStatus; nil gives nil.
-func RegionStatusToPB(s *RegionStatus) *resourcev1.RegionStatus {
+func RegionStatusToPB(s *api.RegionStatus) *resourcev1.RegionStatus {
 	if s == nil {
 		return nil
 	}
@@ -924,12 +925,12 @@ func RegionStatusToPB(s *RegionStatus) *resourcev1.RegionStatus {
 }
 
 // RegionStatusFromPB converts a RegionStatus; nil gives the zero value.
-func RegionStatusFromPB(p *resourcev1.RegionStatus) RegionStatus {
+func RegionStatusFromPB(p *resourcev1.RegionStatus) api.RegionStatus {
 	if p == nil {
-		return RegionStatus{}
+		return api.RegionStatus{}
 	}
-	return RegionStatus{
-		Health:        Health(p.GetHealth()),
+	return api.RegionStatus{
+		Health:        api.Health(p.GetHealth()),
 		Reason:        p.GetReason(),
 		Since:         timeFromPB(p.GetSince()),
 		LastHeartbeat: timeFromPB(p.GetLastHeartbeat()),
@@ -943,7 +944,7 @@ func RegionStatusFromPB(p *resourcev1.RegionStatus) RegionStatus {
 }
 
 // PlacementToPB converts a Placement; nil gives nil.
-func PlacementToPB(p *Placement) *resourcev1.Placement {
+func PlacementToPB(p *api.Placement) *resourcev1.Placement {
 	if p == nil {
 		return nil
 	}
@@ -959,11 +960,11 @@ func PlacementToPB(p *Placement) *resourcev1.Placement {
 }
 
 // PlacementFromPB converts a Placement; nil gives the zero value.
-func PlacementFromPB(p *resourcev1.Placement) Placement {
+func PlacementFromPB(p *resourcev1.Placement) api.Placement {
 	if p == nil {
-		return Placement{}
+		return api.Placement{}
 	}
-	return Placement{
+	return api.Placement{
 		Region:       p.GetRegion(),
 		Resource:     ResourceFromPB(p.GetResource()),
 		Flavor:       ptrFromPB(p.GetFlavor(), FlavorFromPB),
@@ -977,7 +978,7 @@ func PlacementFromPB(p *resourcev1.Placement) Placement {
 // ---- Node ----
 
 // CapacityToPB converts a Capacity; nil gives nil.
-func CapacityToPB(c *Capacity) *resourcev1.Capacity {
+func CapacityToPB(c *api.Capacity) *resourcev1.Capacity {
 	if c == nil {
 		return nil
 	}
@@ -989,11 +990,11 @@ func CapacityToPB(c *Capacity) *resourcev1.Capacity {
 }
 
 // CapacityFromPB converts a Capacity; nil gives the zero value.
-func CapacityFromPB(p *resourcev1.Capacity) Capacity {
+func CapacityFromPB(p *resourcev1.Capacity) api.Capacity {
 	if p == nil {
-		return Capacity{}
+		return api.Capacity{}
 	}
-	return Capacity{
+	return api.Capacity{
 		MilliCPU:  p.GetMilliCpu(),
 		MemoryMiB: p.GetMemoryMib(),
 		DiskMiB:   p.GetDiskMib(),
@@ -1001,7 +1002,7 @@ func CapacityFromPB(p *resourcev1.Capacity) Capacity {
 }
 
 // NodeProviderToPB converts a NodeProvider; nil gives nil.
-func NodeProviderToPB(n *NodeProvider) *resourcev1.NodeProvider {
+func NodeProviderToPB(n *api.NodeProvider) *resourcev1.NodeProvider {
 	if n == nil {
 		return nil
 	}
@@ -1013,19 +1014,19 @@ func NodeProviderToPB(n *NodeProvider) *resourcev1.NodeProvider {
 }
 
 // NodeProviderFromPB converts a NodeProvider; nil gives the zero value.
-func NodeProviderFromPB(p *resourcev1.NodeProvider) NodeProvider {
+func NodeProviderFromPB(p *resourcev1.NodeProvider) api.NodeProvider {
 	if p == nil {
-		return NodeProvider{}
+		return api.NodeProvider{}
 	}
-	return NodeProvider{
+	return api.NodeProvider{
 		Name:    p.GetName(),
-		Kinds:   stringsCopy[ProviderKind](p.GetKinds()),
+		Kinds:   stringsCopy[api.ProviderKind](p.GetKinds()),
 		Version: p.GetVersion(),
 	}
 }
 
 // ConditionToPB converts a Condition; nil gives nil.
-func ConditionToPB(c *Condition) *resourcev1.Condition {
+func ConditionToPB(c *api.Condition) *resourcev1.Condition {
 	if c == nil {
 		return nil
 	}
@@ -1039,13 +1040,13 @@ func ConditionToPB(c *Condition) *resourcev1.Condition {
 }
 
 // ConditionFromPB converts a Condition; nil gives the zero value.
-func ConditionFromPB(p *resourcev1.Condition) Condition {
+func ConditionFromPB(p *resourcev1.Condition) api.Condition {
 	if p == nil {
-		return Condition{}
+		return api.Condition{}
 	}
-	return Condition{
+	return api.Condition{
 		Type:    p.GetType(),
-		Status:  ConditionStatus(p.GetStatus()),
+		Status:  api.ConditionStatus(p.GetStatus()),
 		Reason:  p.GetReason(),
 		Message: p.GetMessage(),
 		Since:   timeFromPB(p.GetSince()),
@@ -1053,17 +1054,17 @@ func ConditionFromPB(p *resourcev1.Condition) Condition {
 }
 
 // ConditionsToPB converts a list of conditions; empty gives nil.
-func ConditionsToPB(cs []Condition) []*resourcev1.Condition {
+func ConditionsToPB(cs []api.Condition) []*resourcev1.Condition {
 	return sliceToPB(cs, ConditionToPB)
 }
 
 // ConditionsFromPB converts a list of conditions; empty gives nil.
-func ConditionsFromPB(ps []*resourcev1.Condition) []Condition {
+func ConditionsFromPB(ps []*resourcev1.Condition) []api.Condition {
 	return sliceFromPB(ps, ConditionFromPB)
 }
 
 // NodeStatusToPB converts a NodeStatus; nil gives nil.
-func NodeStatusToPB(s *NodeStatus) *resourcev1.NodeStatus {
+func NodeStatusToPB(s *api.NodeStatus) *resourcev1.NodeStatus {
 	if s == nil {
 		return nil
 	}
@@ -1080,12 +1081,12 @@ func NodeStatusToPB(s *NodeStatus) *resourcev1.NodeStatus {
 }
 
 // NodeStatusFromPB converts a NodeStatus; nil gives the zero value.
-func NodeStatusFromPB(p *resourcev1.NodeStatus) NodeStatus {
+func NodeStatusFromPB(p *resourcev1.NodeStatus) api.NodeStatus {
 	if p == nil {
-		return NodeStatus{}
+		return api.NodeStatus{}
 	}
-	return NodeStatus{
-		Health:        Health(p.GetHealth()),
+	return api.NodeStatus{
+		Health:        api.Health(p.GetHealth()),
 		Reason:        p.GetReason(),
 		Since:         timeFromPB(p.GetSince()),
 		Conditions:    ConditionsFromPB(p.GetConditions()),
@@ -1097,7 +1098,7 @@ func NodeStatusFromPB(p *resourcev1.NodeStatus) NodeStatus {
 }
 
 // NodeToPB converts a Node, its status included; nil gives nil.
-func NodeToPB(n *Node) *resourcev1.Node {
+func NodeToPB(n *api.Node) *resourcev1.Node {
 	if n == nil {
 		return nil
 	}
@@ -1126,11 +1127,11 @@ func NodeToPB(n *Node) *resourcev1.Node {
 }
 
 // NodeFromPB converts a Node; nil gives the zero value.
-func NodeFromPB(p *resourcev1.Node) Node {
+func NodeFromPB(p *resourcev1.Node) api.Node {
 	if p == nil {
-		return Node{}
+		return api.Node{}
 	}
-	return Node{
+	return api.Node{
 		Name:               p.GetName(),
 		Region:             p.GetRegion(),
 		Zone:               p.GetZone(),
@@ -1157,7 +1158,7 @@ func NodeFromPB(p *resourcev1.Node) Node {
 // ---- Drain ----
 
 // DrainRequestToPB converts a DrainRequest; nil gives nil.
-func DrainRequestToPB(d *DrainRequest) *resourcev1.DrainRequest {
+func DrainRequestToPB(d *api.DrainRequest) *resourcev1.DrainRequest {
 	if d == nil {
 		return nil
 	}
@@ -1169,11 +1170,11 @@ func DrainRequestToPB(d *DrainRequest) *resourcev1.DrainRequest {
 }
 
 // DrainRequestFromPB converts a DrainRequest; nil gives the zero value.
-func DrainRequestFromPB(p *resourcev1.DrainRequest) DrainRequest {
+func DrainRequestFromPB(p *resourcev1.DrainRequest) api.DrainRequest {
 	if p == nil {
-		return DrainRequest{}
+		return api.DrainRequest{}
 	}
-	return DrainRequest{
+	return api.DrainRequest{
 		Deadline:    durationFromPB(p.GetDeadline()),
 		MaxParallel: int(p.GetMaxParallel()),
 		Reason:      p.GetReason(),
@@ -1181,7 +1182,7 @@ func DrainRequestFromPB(p *resourcev1.DrainRequest) DrainRequest {
 }
 
 // DrainStatusToPB converts a DrainStatus; nil gives nil.
-func DrainStatusToPB(d *DrainStatus) *resourcev1.DrainStatus {
+func DrainStatusToPB(d *api.DrainStatus) *resourcev1.DrainStatus {
 	if d == nil {
 		return nil
 	}
@@ -1203,11 +1204,11 @@ func DrainStatusToPB(d *DrainStatus) *resourcev1.DrainStatus {
 }
 
 // DrainStatusFromPB converts a DrainStatus; nil gives the zero value.
-func DrainStatusFromPB(p *resourcev1.DrainStatus) DrainStatus {
+func DrainStatusFromPB(p *resourcev1.DrainStatus) api.DrainStatus {
 	if p == nil {
-		return DrainStatus{}
+		return api.DrainStatus{}
 	}
-	return DrainStatus{
+	return api.DrainStatus{
 		Node:        p.GetNode(),
 		State:       p.GetState(),
 		Reason:      p.GetReason(),
@@ -1225,7 +1226,7 @@ func DrainStatusFromPB(p *resourcev1.DrainStatus) DrainStatus {
 }
 
 // DrainStepToPB converts a DrainStep; nil gives nil.
-func DrainStepToPB(s *DrainStep) *resourcev1.DrainStep {
+func DrainStepToPB(s *api.DrainStep) *resourcev1.DrainStep {
 	if s == nil {
 		return nil
 	}
@@ -1240,11 +1241,11 @@ func DrainStepToPB(s *DrainStep) *resourcev1.DrainStep {
 }
 
 // DrainStepFromPB converts a DrainStep; nil gives the zero value.
-func DrainStepFromPB(p *resourcev1.DrainStep) DrainStep {
+func DrainStepFromPB(p *resourcev1.DrainStep) api.DrainStep {
 	if p == nil {
-		return DrainStep{}
+		return api.DrainStep{}
 	}
-	return DrainStep{
+	return api.DrainStep{
 		Replica:  p.GetReplica(),
 		Resource: p.GetResource(),
 		To:       p.GetTo(),
@@ -1257,7 +1258,7 @@ func DrainStepFromPB(p *resourcev1.DrainStep) DrainStep {
 // ---- Assignment, Replica ----
 
 // AssignmentToPB converts an Assignment; nil gives nil.
-func AssignmentToPB(a *Assignment) *resourcev1.Assignment {
+func AssignmentToPB(a *api.Assignment) *resourcev1.Assignment {
 	if a == nil {
 		return nil
 	}
@@ -1289,21 +1290,21 @@ func AssignmentToPB(a *Assignment) *resourcev1.Assignment {
 }
 
 // AssignmentFromPB converts an Assignment; nil gives the zero value.
-func AssignmentFromPB(p *resourcev1.Assignment) Assignment {
+func AssignmentFromPB(p *resourcev1.Assignment) api.Assignment {
 	if p == nil {
-		return Assignment{}
+		return api.Assignment{}
 	}
-	return Assignment{
+	return api.Assignment{
 		ID:          p.GetId(),
 		Tenant:      p.GetTenant(),
 		Resource:    p.GetResource(),
 		ResourceUID: p.GetResourceUid(),
-		Kind:        ResourceKind(p.GetKind()),
-		Provider:    ProviderKind(p.GetProvider()),
+		Kind:        api.ResourceKind(p.GetKind()),
+		Provider:    api.ProviderKind(p.GetProvider()),
 		Revision:    p.GetRevision(),
 		Labels:      stringMapCopy(p.GetLabels()),
 		Node:        p.GetNode(),
-		Desired:     Desired(p.GetDesired()),
+		Desired:     api.Desired(p.GetDesired()),
 		Spec:        ResourceSpecFromPB(p.GetSpec()),
 		Flavor:      FlavorSpecFromPB(p.GetFlavor()),
 		Image:       ptrFromPB(p.GetImage(), ImageSpecFromPB),
@@ -1321,7 +1322,7 @@ func AssignmentFromPB(p *resourcev1.Assignment) Assignment {
 }
 
 // VolumeAttachmentToPB converts a VolumeAttachment; nil gives nil.
-func VolumeAttachmentToPB(v *VolumeAttachment) *resourcev1.VolumeAttachment {
+func VolumeAttachmentToPB(v *api.VolumeAttachment) *resourcev1.VolumeAttachment {
 	if v == nil {
 		return nil
 	}
@@ -1337,22 +1338,22 @@ func VolumeAttachmentToPB(v *VolumeAttachment) *resourcev1.VolumeAttachment {
 
 // VolumeAttachmentFromPB converts a VolumeAttachment; nil gives the zero
 // value.
-func VolumeAttachmentFromPB(p *resourcev1.VolumeAttachment) VolumeAttachment {
+func VolumeAttachmentFromPB(p *resourcev1.VolumeAttachment) api.VolumeAttachment {
 	if p == nil {
-		return VolumeAttachment{}
+		return api.VolumeAttachment{}
 	}
-	return VolumeAttachment{
+	return api.VolumeAttachment{
 		Name:     p.GetName(),
 		VolumeID: p.GetVolumeId(),
 		Path:     p.GetPath(),
 		ReadOnly: p.GetReadOnly(),
-		Format:   VolumeFormat(p.GetFormat()),
+		Format:   api.VolumeFormat(p.GetFormat()),
 		SizeMiB:  p.GetSizeMib(),
 	}
 }
 
 // NetworkAttachmentToPB converts a NetworkAttachment; nil gives nil.
-func NetworkAttachmentToPB(n *NetworkAttachment) *resourcev1.NetworkAttachment {
+func NetworkAttachmentToPB(n *api.NetworkAttachment) *resourcev1.NetworkAttachment {
 	if n == nil {
 		return nil
 	}
@@ -1367,11 +1368,11 @@ func NetworkAttachmentToPB(n *NetworkAttachment) *resourcev1.NetworkAttachment {
 
 // NetworkAttachmentFromPB converts a NetworkAttachment; nil gives the zero
 // value.
-func NetworkAttachmentFromPB(p *resourcev1.NetworkAttachment) NetworkAttachment {
+func NetworkAttachmentFromPB(p *resourcev1.NetworkAttachment) api.NetworkAttachment {
 	if p == nil {
-		return NetworkAttachment{}
+		return api.NetworkAttachment{}
 	}
-	return NetworkAttachment{
+	return api.NetworkAttachment{
 		Network: p.GetNetwork(),
 		Bridge:  p.GetBridge(),
 		Subnet:  p.GetSubnet(),
@@ -1381,7 +1382,7 @@ func NetworkAttachmentFromPB(p *resourcev1.NetworkAttachment) NetworkAttachment 
 }
 
 // EndpointToPB converts an Endpoint; nil gives nil.
-func EndpointToPB(e *Endpoint) *resourcev1.Endpoint {
+func EndpointToPB(e *api.Endpoint) *resourcev1.Endpoint {
 	if e == nil {
 		return nil
 	}
@@ -1393,11 +1394,11 @@ func EndpointToPB(e *Endpoint) *resourcev1.Endpoint {
 }
 
 // EndpointFromPB converts an Endpoint; nil gives the zero value.
-func EndpointFromPB(p *resourcev1.Endpoint) Endpoint {
+func EndpointFromPB(p *resourcev1.Endpoint) api.Endpoint {
 	if p == nil {
-		return Endpoint{}
+		return api.Endpoint{}
 	}
-	return Endpoint{
+	return api.Endpoint{
 		Replica: p.GetReplica(),
 		Address: p.GetAddress(),
 		Port:    int(p.GetPort()),
@@ -1405,7 +1406,7 @@ func EndpointFromPB(p *resourcev1.Endpoint) Endpoint {
 }
 
 // AssignmentStatusToPB converts an AssignmentStatus; nil gives nil.
-func AssignmentStatusToPB(s *AssignmentStatus) *resourcev1.AssignmentStatus {
+func AssignmentStatusToPB(s *api.AssignmentStatus) *resourcev1.AssignmentStatus {
 	if s == nil {
 		return nil
 	}
@@ -1427,15 +1428,15 @@ func AssignmentStatusToPB(s *AssignmentStatus) *resourcev1.AssignmentStatus {
 
 // AssignmentStatusFromPB converts an AssignmentStatus; nil gives the zero
 // value. ExitCode is nil exactly when the message does not carry one.
-func AssignmentStatusFromPB(p *resourcev1.AssignmentStatus) AssignmentStatus {
+func AssignmentStatusFromPB(p *resourcev1.AssignmentStatus) api.AssignmentStatus {
 	if p == nil {
-		return AssignmentStatus{}
+		return api.AssignmentStatus{}
 	}
-	return AssignmentStatus{
+	return api.AssignmentStatus{
 		ID:                 p.GetId(),
 		Node:               p.GetNode(),
 		ObservedGeneration: p.GetObservedGeneration(),
-		Phase:              Phase(p.GetPhase()),
+		Phase:              api.Phase(p.GetPhase()),
 		Reason:             p.GetReason(),
 		Since:              timeFromPB(p.GetSince()),
 		UpdatedAt:          timeFromPB(p.GetUpdatedAt()),
@@ -1448,7 +1449,7 @@ func AssignmentStatusFromPB(p *resourcev1.AssignmentStatus) AssignmentStatus {
 }
 
 // ReplicaToPB converts a Replica; nil gives nil.
-func ReplicaToPB(r *Replica) *resourcev1.Replica {
+func ReplicaToPB(r *api.Replica) *resourcev1.Replica {
 	if r == nil {
 		return nil
 	}
@@ -1461,14 +1462,14 @@ func ReplicaToPB(r *Replica) *resourcev1.Replica {
 }
 
 // ReplicaFromPB converts a Replica; nil gives the zero value.
-func ReplicaFromPB(p *resourcev1.Replica) Replica {
+func ReplicaFromPB(p *resourcev1.Replica) api.Replica {
 	if p == nil {
-		return Replica{}
+		return api.Replica{}
 	}
-	return Replica{
+	return api.Replica{
 		Assignment: AssignmentFromPB(p.GetAssignment()),
 		Region:     p.GetRegion(),
-		Phase:      Phase(p.GetPhase()),
+		Phase:      api.Phase(p.GetPhase()),
 		Status:     ptrFromPB(p.GetStatus(), AssignmentStatusFromPB),
 	}
 }
