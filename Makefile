@@ -76,11 +76,12 @@ proto-check: tools
 	    diff -r proto $$tmp/proto | head -20; \
 	    echo "generated protobuf code is stale: run 'make proto' and commit"; exit 1; fi
 
-## lint: gofmt, go vet, staticcheck, and stale generated code
+## lint: gofmt, go vet, staticcheck, stale generated code, and imports that point up a floor (tools/layers)
 lint: proto-check
 	@bad=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run ./tools/layers
 	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed; skipped"; fi
 
 ## test: everything CI runs (installs dependencies first, idempotently)
