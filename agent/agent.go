@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
@@ -107,6 +108,13 @@ type timings struct {
 	// listThreshold: above this many replicas a poller calls List once
 	// instead of Status per replica.
 	listThreshold int
+}
+
+// regionBackoff is the jittered backoff of calls to the region (Register,
+// the assignment stream, polls), so that agents that lost their region
+// together do not come back in lockstep.
+func (t *timings) regionBackoff() backoff.Backoff {
+	return backoff.Backoff{Min: t.registerMin, Max: t.registerMax, Jitter: backoff.Half}
 }
 
 func defaultTimings() timings {

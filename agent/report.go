@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/backoff"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
@@ -96,7 +97,7 @@ func (a *Agent) runReporter(ctx context.Context, client agentv1.AgentServiceClie
 		return
 	case <-registered:
 	}
-	b := backoff{min: a.t.flushDelay, max: a.t.reportMax}
+	b := backoff.Backoff{Min: a.t.flushDelay, Max: a.t.reportMax, Jitter: backoff.Half}
 	var warn warnLimiter
 	warn.every = a.t.warnEvery
 	for {
@@ -121,14 +122,14 @@ func (a *Agent) runReporter(ctx context.Context, client agentv1.AgentServiceClie
 				return
 			}
 			warn.fail(a.log, "status report failed; will retry", err, "pending", a.reporter.len())
-			if !sleepCtx(ctx, b.next()) {
+			if backoff.Sleep(ctx, b.Next()) != nil {
 				return
 			}
 			signal(a.reporter.nonEmpty)
 			continue
 		}
 		warn.ok(a.log, "status reports delivered again")
-		b.reset()
+		b.Reset()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/backoff"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 )
 
@@ -87,7 +88,7 @@ func (a *Agent) runSession(ctx context.Context, client agentv1.AgentServiceClien
 // register calls Register until it succeeds (jittered backoff) and
 // returns the heartbeat interval, or false when ctx is done.
 func (a *Agent) register(ctx context.Context, client agentv1.AgentServiceClient) (time.Duration, bool) {
-	b := backoff{min: a.t.registerMin, max: a.t.registerMax}
+	b := a.t.regionBackoff()
 	warn := warnLimiter{every: a.t.warnEvery}
 	for {
 		rctx, cancel := context.WithTimeout(ctx, a.t.regionCall)
@@ -105,7 +106,7 @@ func (a *Agent) register(ctx context.Context, client agentv1.AgentServiceClient)
 			return 0, false
 		}
 		warn.fail(a.log, "register with region failed; retrying", err)
-		if !sleepCtx(ctx, b.next()) {
+		if backoff.Sleep(ctx, b.Next()) != nil {
 			return 0, false
 		}
 	}

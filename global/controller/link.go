@@ -13,6 +13,7 @@ import (
 	"github.com/stratahq/strata/global/placement"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/backoff"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
@@ -161,9 +162,12 @@ func (l *link) shareKeys() []string {
 	return keys(l.shares)
 }
 
+// linkBackoff paces reconnecting to a region and resending to it.
+var linkBackoff = backoff.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+
 // watch follows the region's shares, reconnecting with backoff.
 func (l *link) watch(ctx context.Context) {
-	bo := backoff{min: 200 * time.Millisecond, max: 5 * time.Second}
+	bo := linkBackoff
 	for ctx.Err() == nil {
 		err := l.watchOnce(ctx)
 		l.mu.Lock()
@@ -173,7 +177,7 @@ func (l *link) watch(ctx context.Context) {
 			return
 		}
 		l.log.Debug("share stream ended; reconnecting", "err", err)
-		if !sleep(ctx, bo.next()) {
+		if backoff.Sleep(ctx, bo.Next()) != nil {
 			return
 		}
 	}
@@ -239,7 +243,7 @@ func (l *link) applyShares(resp *regionv1.WatchSharesResponse) []string {
 func (l *link) send(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	bo := backoff{min: 200 * time.Millisecond, max: 5 * time.Second}
+	bo := linkBackoff
 	for {
 		select {
 		case <-ctx.Done():
@@ -251,12 +255,12 @@ func (l *link) send(ctx context.Context) {
 			sentAny, err := l.sendBatch(ctx)
 			if err != nil {
 				l.log.Warn("cannot reach region; will retry", "err", err)
-				if !sleep(ctx, bo.next()) {
+				if backoff.Sleep(ctx, bo.Next()) != nil {
 					return
 				}
 				continue
 			}
-			bo.reset()
+			bo.Reset()
 			if !sentAny {
 				break
 			}
@@ -388,32 +392,6 @@ func fingerprint(p *api.Placement) string {
 	cp.UpdatedAt = time.Time{}
 	b, _ := json.Marshal(&cp)
 	return string(b)
-}
-
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur
-}
-
-func (b *backoff) reset() { b.cur = 0 }
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 type atomicCounter struct{ v atomic.Uint64 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/cli/client"
 	"github.com/stratahq/strata/internal/cli/printers"
 )
@@ -175,7 +176,9 @@ func (a *App) runEvents(ctx context.Context, c *client.Client, q client.EventQue
 // but cannot stream is polled instead, once per poll interval, with the
 // same cursor.
 func (a *App) followEvents(ctx context.Context, c *client.Client, q client.EventQuery, emit func(api.Event) error) error {
-	backoff := a.pollInterval
+	// Reconnecting a stream backs off (up to 10s); polling waits the
+	// poll interval.
+	retry := backoff.Backoff{Min: a.pollInterval, Max: max(a.pollInterval, 10*time.Second)}
 	lastErr := ""
 	warn := func(err error, what string) {
 		if msg := err.Error(); msg != lastErr {
@@ -204,7 +207,8 @@ func (a *App) followEvents(ctx context.Context, c *client.Client, q client.Event
 				if cursor != "" {
 					q.After = cursor
 				}
-				backoff, lastErr = a.pollInterval, ""
+				retry.Reset()
+				lastErr = ""
 				return emit(e)
 			})
 		}
@@ -214,22 +218,23 @@ func (a *App) followEvents(ctx context.Context, c *client.Client, q client.Event
 		var conn *client.ConnError
 		switch {
 		case polling && err == nil:
-			backoff = a.pollInterval
+			// Polled: ask again after the poll interval.
 		case err == nil, errors.Is(err, io.EOF):
 			// The server ended the stream: resume from the cursor.
 		case errors.As(err, &conn), client.StatusOf(err) >= 500 && polling:
 			warn(err, "events (retrying)")
 		case client.StatusOf(err) >= 500:
 			warn(err, fmt.Sprintf("the server cannot stream events; asking every %s instead", a.pollInterval))
-			polling, backoff = true, a.pollInterval
+			polling = true
 		default:
 			return err
 		}
-		if !sleep(ctx, backoff) {
-			return nil
-		}
+		pause := a.pollInterval
 		if !polling {
-			backoff = min(2*backoff, 10*time.Second)
+			pause = retry.Next()
+		}
+		if backoff.Sleep(ctx, pause) != nil {
+			return nil
 		}
 	}
 }
