@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver"
@@ -223,6 +225,12 @@ func (s *Server) Run(ctx context.Context) error {
 		Logger:            s.log,
 	})
 
+	global, closeGlobal, err := s.dialGlobal(sec)
+	if err != nil {
+		return err
+	}
+	defer closeGlobal()
+
 	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, reg.GRPC()...)
 	if err != nil {
 		return fmt.Errorf("region: %w", err)
@@ -258,6 +266,11 @@ func (s *Server) Run(ctx context.Context) error {
 			lg, lctx := errgroup.WithContext(leaderCtx)
 			lg.Go(func() error { return ctrl.Lead(lctx, l) })
 			lg.Go(func() error { return mon.Lead(lctx, l) })
+			if len(global) > 0 {
+				// Only the leader speaks for the region, so that the
+				// registered endpoint does not flip between replicas.
+				lg.Go(func() error { s.federate(lctx, global); return nil })
+			}
 			if err := lg.Wait(); err != nil && leaderCtx.Err() == nil {
 				s.log.Warn("region leadership work ended", "err", err)
 			}
@@ -276,9 +289,6 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	if cfg.Global.Endpoint != "" {
-		g.Go(func() error { return s.federate(gctx, caches, sec) })
-	}
 	g.Go(func() error {
 		// Ready once the caches hold etcd's state and etcd takes
 		// transactions as large as configured; a limit above the
@@ -437,36 +447,40 @@ func (s *Server) leaderID() string {
 	return s.leader
 }
 
-// federate heartbeats the global tier, which registers the region on the
-// first beat and follows its health from then on.
-func (s *Server) federate(ctx context.Context, caches *state.Caches, sec *transport.Security) error {
+// dialGlobal connects to the global tier's replicas (global.endpoint,
+// comma-separated); none when the region runs stand-alone.
+func (s *Server) dialGlobal(sec *transport.Security) ([]globalv1.FederationServiceClient, func(), error) {
 	var clients []globalv1.FederationServiceClient
+	var conns []io.Closer
+	closeAll := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
 	for _, ep := range strings.Split(s.cfg.Global.Endpoint, ",") {
 		if ep = strings.TrimSpace(ep); ep == "" {
 			continue
 		}
 		cc, err := transport.Dial(ep, sec, transport.ServerKind(pki.KindGlobal))
 		if err != nil {
-			return fmt.Errorf("region: dial global %s: %w", ep, err)
+			closeAll()
+			return nil, nil, fmt.Errorf("region: dial global %s: %w", ep, err)
 		}
-		defer cc.Close()
+		conns = append(conns, cc)
 		clients = append(clients, globalv1.NewFederationServiceClient(cc))
 	}
+	return clients, closeAll, nil
+}
+
+// federate heartbeats the global tier while this replica leads the region
+// (ctx is the leader context), so that the global tier registers the
+// region on the first beat and follows its health from then on.
+func (s *Server) federate(ctx context.Context, clients []globalv1.FederationServiceClient) {
 	current := 0
 	interval := 2 * time.Second
 	var seq uint64
 	failing := false
 	for {
-		// Only the leading replica speaks for the region, so that the
-		// registered endpoint does not flip between replicas.
-		if s.leaderID() != s.cfg.ID {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(interval / 4):
-			}
-			continue
-		}
 		seq++
 		region := &resourcev1.Region{
 			Name:       s.cfg.Name,
@@ -494,6 +508,8 @@ func (s *Server) federate(ctx context.Context, caches *state.Caches, sec *transp
 			current = (current + 1) % len(clients)
 		}
 		switch {
+		case ctx.Err() != nil:
+			return
 		case err != nil && !failing:
 			failing = true
 			s.log.Warn("cannot heartbeat the global tier; the region keeps running on its own", "global", s.cfg.Global.Endpoint, "err", err)
@@ -504,10 +520,8 @@ func (s *Server) federate(ctx context.Context, caches *state.Caches, sec *transp
 		if err == nil && resp.GetIntervalMs() > 0 {
 			interval = time.Duration(resp.GetIntervalMs()) * time.Millisecond
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(interval):
+		if backoff.Sleep(ctx, interval) != nil {
+			return
 		}
 	}
 }
