@@ -78,7 +78,7 @@ func TestGRPCParity(t *testing.T) {
 			t.Fatal(err)
 		}
 		viaREST := decodeAs[api.Resource](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/grpc-app", nil)))
-		if viaGRPC := apiproto.ResourceFromPB(got); !sameJSON(viaGRPC, viaREST) {
+		if viaGRPC := apiproto.ResourceFromPB(got); !api.SameJSON(viaGRPC, viaREST) {
 			t.Fatalf("got over gRPC %+v; want what REST says, %+v", viaGRPC, viaREST)
 		}
 	})

@@ -187,7 +187,7 @@ func (s *Service) saveRegion(ctx context.Context, in api.Region, withLabels, reg
 		if withLabels {
 			next.Labels = in.Labels
 		}
-		if !register && sameJSON(it.Value, &next) {
+		if !register && api.SameJSON(it.Value, &next) {
 			return regionView(it), false, nil
 		}
 		next.RegisteredAt = now()

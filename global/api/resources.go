@@ -1,10 +1,8 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -78,13 +76,13 @@ func (s *Service) CreateResource(ctx context.Context, tenant string, r api.Resou
 	if r.Tenant != "" && r.Tenant != tenant {
 		return api.Resource{}, api.Invalid("tenant", "%q does not match the tenant of the request, %q", r.Tenant, tenant)
 	}
-	r = settableFields(&r)
+	r = r.Settable()
 	r.Tenant = tenant
 	r.Default()
 	if o.ReplicasUnset {
 		r.Replicas = api.DefaultReplicas(r.Kind)
 	}
-	if err := validateResource(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return api.Resource{}, err
 	}
 	hash := requestHash("create", tenant, &r)
@@ -218,7 +216,7 @@ func (s *Service) UpdateResource(ctx context.Context, tenant string, in api.Reso
 		return api.Resource{}, api.Invalid("tenant", "%q does not match the tenant of the request, %q", in.Tenant, tenant)
 	}
 	expect := in.ResourceVersion
-	in = settableFields(&in)
+	in = in.Settable()
 	in.Tenant = tenant
 	in.Default()
 	hash := requestHash("update", tenant, struct {
@@ -244,17 +242,17 @@ func (s *Service) UpdateResource(ctx context.Context, tenant string, in api.Reso
 		if o.ReplicasUnset {
 			next.Replicas = cur.Replicas
 		}
-		if sameJSON(settableFields(cur), next) {
+		if api.SameJSON(cur.Settable(), next) {
 			return store.ErrNoChange
 		}
-		if err := validateResource(&next); err != nil {
+		if err := next.Validate(); err != nil {
 			return err
 		}
 		flavor, err := s.checkReferences(ctx, &next)
 		if err != nil {
 			return err
 		}
-		newSpec := !sameJSON(cur.Spec, next.Spec)
+		newSpec := !api.SameJSON(cur.Spec, next.Spec)
 		cur.Labels, cur.Spec, cur.Replicas, cur.Schedule = next.Labels, next.Spec, next.Replicas, next.Schedule
 		cur.Overrides, cur.Failover, cur.Rollout = next.Overrides, next.Failover, next.Rollout
 		cur.MaxRevisionHistory = next.MaxRevisionHistory
@@ -284,21 +282,21 @@ func (s *Service) ScaleResource(ctx context.Context, tenant, name string, replic
 	if err != nil {
 		return api.Resource{}, err
 	}
-	if err := checkReplicas("", replicas); err != nil {
+	if err := api.ValidateReplicas("", replicas); err != nil {
 		return api.Resource{}, err
 	}
 	return s.writeResource(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
 		if r.Deleting() {
 			return fmt.Errorf("resource %q is being deleted: %w", r.Name, api.ErrConflict)
 		}
-		if err := checkReplicas(r.Kind, replicas); err != nil {
+		if err := api.ValidateReplicas(r.Kind, replicas); err != nil {
 			return err
 		}
 		if r.Replicas == replicas {
 			return store.ErrNoChange
 		}
 		r.Replicas = replicas
-		return validateResource(r)
+		return r.Validate()
 	})
 }
 
@@ -322,7 +320,7 @@ func (s *Service) RollbackResource(ctx context.Context, tenant, name string, to 
 		if err != nil {
 			return storeErr(err, "revision", fmt.Sprint(to))
 		}
-		if sameJSON(r.Spec, target.Value.Spec) {
+		if api.SameJSON(r.Spec, target.Value.Spec) {
 			return store.ErrNoChange
 		}
 		r.Spec = target.Value.Spec
@@ -634,41 +632,6 @@ func (s *Service) checkImage(ctx context.Context, tenant, field, image string, f
 	return nil
 }
 
-// checkReplicas checks a replica count against the limits of kind (none
-// for ""), naming the top-level field the client wrote.
-func checkReplicas(kind api.ResourceKind, n int) error {
-	switch {
-	case n < 0:
-		return api.Invalid("replicas", "must not be negative (got %d)", n)
-	case n > api.MaxReplicas:
-		return api.Invalid("replicas", "%d is more than %d", n, api.MaxReplicas)
-	case kind == api.KindVolume && n > 1:
-		return api.Invalid("replicas", "a Volume lives on one node: replicas must be 0 or 1, not %d", n)
-	case kind == api.KindImage && n != 0:
-		return api.Invalid("replicas", "an Image has no replicas (agents fetch it when needed): omit it or set 0")
-	}
-	return nil
-}
-
-// validateResource checks replicas first, so that their errors name the
-// field the client wrote, then everything else.
-func validateResource(r *api.Resource) error {
-	if err := checkReplicas(r.Kind, r.Replicas); err != nil {
-		return err
-	}
-	return r.Validate()
-}
-
-// settableFields returns the part of r a client may set; everything else is
-// the server's.
-func settableFields(r *api.Resource) api.Resource {
-	return api.Resource{
-		Name: r.Name, Tenant: r.Tenant, Kind: r.Kind, Labels: r.Labels,
-		Spec: r.Spec, Replicas: r.Replicas, Schedule: r.Schedule, Overrides: r.Overrides,
-		Failover: r.Failover, Rollout: r.Rollout, MaxRevisionHistory: r.MaxRevisionHistory,
-	}
-}
-
 // view is a stored resource as clients see it.
 func view(it store.Item[api.Resource], st *api.ResourceStatus) api.Resource {
 	r := *it.Value
@@ -682,14 +645,6 @@ func flavorSpec(f *api.Flavor) *api.FlavorSpec {
 	}
 	spec := f.Spec
 	return &spec
-}
-
-// sameJSON compares by JSON encoding, which, unlike reflect.DeepEqual, takes
-// an empty map for an absent one, as storage does.
-func sameJSON(a, b any) bool {
-	ja, erra := json.Marshal(a)
-	jb, errb := json.Marshal(b)
-	return erra == nil && errb == nil && bytes.Equal(ja, jb)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

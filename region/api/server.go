@@ -15,9 +15,7 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -249,18 +247,6 @@ func waitSynced(ctx context.Context, synced <-chan struct{}) error {
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the region caches: %w", ctx.Err())
 	}
-}
-
-// sameJSON reports whether a and b encode alike: values read back from
-// etcd and values converted from protobuf differ in ways (time locations,
-// monotonic readings) that reflect.DeepEqual sees and the store does not.
-func sameJSON(a, b any) bool {
-	ja, err := json.Marshal(a)
-	if err != nil {
-		return false
-	}
-	jb, err := json.Marshal(b)
-	return err == nil && bytes.Equal(ja, jb)
 }
 
 // apiErr is the one place where store sentinels become api sentinels, at
