@@ -13,6 +13,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,12 +36,6 @@ import (
 	"github.com/stratahq/strata/internal/version"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	"github.com/stratahq/strata/providers/provider"
-)
-
-// Defaults for configuration values left at zero.
-const (
-	defaultStatusInterval = 5 * time.Second
-	defaultConcurrency    = 8
 )
 
 // Options configures an Agent.
@@ -199,12 +194,9 @@ func New(o Options) (*Agent, error) {
 	if cfg.StatusInterval < 0 || cfg.Concurrency < 0 {
 		return nil, errors.New("agent: options: statusInterval and concurrency must not be negative")
 	}
-	if cfg.StatusInterval == 0 {
-		cfg.StatusInterval = defaultStatusInterval
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = defaultConcurrency
-	}
+	def := config.DefaultAgent()
+	cfg.StatusInterval = cmp.Or(cfg.StatusInterval, def.StatusInterval)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, def.Concurrency)
 	if len(o.Providers) == 0 {
 		if len(cfg.Providers) == 0 {
 			return nil, errors.New("agent: options: no providers (set Providers or config providers)")

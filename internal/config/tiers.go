@@ -181,7 +181,9 @@ func (h *HTTPAPI) validate(key string) error {
 	return first(h.TLS.validate(key+".tls"), positive(key+".readTimeout", h.ReadTimeout))
 }
 
-func defaultHTTPAPI() HTTPAPI {
+// DefaultHTTPAPI is the REST API's defaults: a body of at most 1 MiB,
+// read within 30s.
+func DefaultHTTPAPI() HTTPAPI {
 	return HTTPAPI{MaxBodyBytes: 1 << 20, ReadTimeout: 30 * time.Second}
 }
 
@@ -205,6 +207,13 @@ func (l *Log) validate() error {
 	return nil
 }
 
+// defaultEtcd is a tier's etcd on this machine, its keys under prefix.
+func defaultEtcd(prefix string) Etcd {
+	return Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: prefix, DialTimeout: 5 * time.Second, MaxTxnOps: defaultMaxTxnOps}
+}
+
+func defaultLog() Log { return Log{Level: "info", Format: "text"} }
+
 // Liveness sets how a monitor turns missed heartbeats into Suspect and Down.
 type Liveness struct {
 	HeartbeatInterval time.Duration `mapstructure:"heartbeatInterval"`
@@ -213,6 +222,12 @@ type Liveness struct {
 	// DownAfter without a heartbeat and a failed probe: Down.
 	DownAfter    time.Duration `mapstructure:"downAfter"`
 	ProbeTimeout time.Duration `mapstructure:"probeTimeout"`
+}
+
+// DefaultLiveness is a heartbeat every 2s, Suspect after 6s without one,
+// Down after 10s; a probe gets 1s.
+func DefaultLiveness() Liveness {
+	return Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: time.Second}
 }
 
 func (l *Liveness) validate(key string) error {
@@ -230,6 +245,9 @@ func (l *Liveness) validate(key string) error {
 		}(),
 	)
 }
+
+// defaultLeaseTTL bounds failover after a leader dies.
+const defaultLeaseTTL = 3 * time.Second
 
 // Global configures `strata global`.
 type Global struct {
@@ -262,12 +280,13 @@ func DefaultGlobal() *Global {
 	g := &Global{ID: hostname()}
 	g.Listen.HTTP = "127.0.0.1:8080"
 	g.Listen.GRPC = "127.0.0.1:9090"
-	g.Etcd = Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/strata/global/", DialTimeout: 5 * time.Second, MaxTxnOps: defaultMaxTxnOps}
+	g.Etcd = defaultEtcd("/strata/global/")
 	g.Redis = Redis{Mode: RedisModeSingle}
-	g.Log = Log{Level: "info", Format: "text"}
-	g.LeaseTTL = 3 * time.Second
-	g.Regions = Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: 2 * time.Second}
-	g.API.HTTPAPI = defaultHTTPAPI()
+	g.Log = defaultLog()
+	g.LeaseTTL = defaultLeaseTTL
+	g.Regions = DefaultLiveness()
+	g.Regions.ProbeTimeout = 2 * time.Second // across the WAN
+	g.API.HTTPAPI = DefaultHTTPAPI()
 	return g
 }
 
@@ -294,6 +313,24 @@ type Network struct {
 	Gateway  string   `mapstructure:"gateway"`
 	Bridge   string   `mapstructure:"bridge"`
 	Reserved []string `mapstructure:"reserved"`
+}
+
+// RegionController sets a region controller's deadlines.
+type RegionController struct {
+	// ProvisionTimeout bounds created/provision → ready.
+	ProvisionTimeout time.Duration `mapstructure:"provisionTimeout"`
+	// DestroyTimeout bounds destroy → destroyed.
+	DestroyTimeout time.Duration `mapstructure:"destroyTimeout"`
+	// RetryBackoff is the first delay before re-placing a failed
+	// replica; it doubles up to a minute.
+	RetryBackoff time.Duration `mapstructure:"retryBackoff"`
+	// DrainDeadline is the default for drains that name none.
+	DrainDeadline time.Duration `mapstructure:"drainDeadline"`
+}
+
+// DefaultRegionController returns the controller's defaults.
+func DefaultRegionController() RegionController {
+	return RegionController{ProvisionTimeout: 5 * time.Minute, DestroyTimeout: 2 * time.Minute, RetryBackoff: time.Second, DrainDeadline: 10 * time.Minute}
 }
 
 // Region configures `strata region`.
@@ -326,17 +363,7 @@ type Region struct {
 	LeaseTTL time.Duration `mapstructure:"leaseTTL"`
 	// Nodes is the liveness of agents as the node monitor sees it.
 	Nodes      Liveness `mapstructure:"nodes"`
-	Controller struct {
-		// ProvisionTimeout bounds created/provision → ready.
-		ProvisionTimeout time.Duration `mapstructure:"provisionTimeout"`
-		// DestroyTimeout bounds destroy → destroyed.
-		DestroyTimeout time.Duration `mapstructure:"destroyTimeout"`
-		// RetryBackoff is the first delay before re-placing a failed
-		// replica; it doubles up to a minute.
-		RetryBackoff time.Duration `mapstructure:"retryBackoff"`
-		// DrainDeadline is the default for drains that name none.
-		DrainDeadline time.Duration `mapstructure:"drainDeadline"`
-	} `mapstructure:"controller"`
+	Controller RegionController `mapstructure:"controller"`
 	Network Network `mapstructure:"network"`
 	API     struct {
 		HTTPAPI `mapstructure:",squash"`
@@ -351,17 +378,14 @@ func DefaultRegion() *Region {
 	r := &Region{ID: hostname()}
 	r.Listen.HTTP = "127.0.0.1:8081"
 	r.Listen.GRPC = "127.0.0.1:9091"
-	r.Etcd = Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/strata/region/", DialTimeout: 5 * time.Second, MaxTxnOps: defaultMaxTxnOps}
+	r.Etcd = defaultEtcd("/strata/region/")
 	r.Redis = Redis{Mode: RedisModeSingle}
-	r.Log = Log{Level: "info", Format: "text"}
-	r.LeaseTTL = 3 * time.Second
-	r.Nodes = Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: time.Second}
-	r.Controller.ProvisionTimeout = 5 * time.Minute
-	r.Controller.DestroyTimeout = 2 * time.Minute
-	r.Controller.RetryBackoff = time.Second
-	r.Controller.DrainDeadline = 10 * time.Minute
+	r.Log = defaultLog()
+	r.LeaseTTL = defaultLeaseTTL
+	r.Nodes = DefaultLiveness()
+	r.Controller = DefaultRegionController()
 	r.Network = Network{Name: "default", Subnet: "10.88.0.0/16", Gateway: "10.88.0.1", Bridge: "strata0"}
-	r.API.HTTPAPI = defaultHTTPAPI()
+	r.API.HTTPAPI = DefaultHTTPAPI()
 	return r
 }
 
@@ -490,7 +514,7 @@ func DefaultAgent() *Agent {
 	a.Region.Endpoint = "127.0.0.1:9091"
 	a.Listen.GRPC = "127.0.0.1:9092"
 	a.DataDir = "/var/lib/strata/agent"
-	a.Log = Log{Level: "info", Format: "text"}
+	a.Log = defaultLog()
 	a.Providers = []Provider{{Name: "fake"}}
 	a.StatusInterval = 5 * time.Second
 	a.Concurrency = 8

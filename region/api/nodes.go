@@ -394,7 +394,7 @@ func (s *Server) drain(ctx context.Context, name string, req api.DrainRequest) (
 			Reason:      req.Reason,
 			StartedAt:   now,
 			Deadline:    now.Add(req.Deadline.Or(s.drainDeadline)),
-			MaxParallel: cmpOr(req.MaxParallel, 1),
+			MaxParallel: cmp.Or(req.MaxParallel, 1),
 		}
 		// Count what is to move now, so that a client polling the drain
 		// before the controller's first pass does not read "0 remaining"
@@ -408,7 +408,7 @@ func (s *Server) drain(ctx context.Context, name string, req api.DrainRequest) (
 		d.Message = fmt.Sprintf("starting: %d replicas to move", d.Total)
 		n := *node.Value
 		if n.Schedulable {
-			n.Schedulable, n.CordonReason, n.CordonedBy, n.CordonedAt = false, cmpOr(req.Reason, "drain"), cordonedByOperator, now
+			n.Schedulable, n.CordonReason, n.CordonedBy, n.CordonedAt = false, cmp.Or(req.Reason, "drain"), cordonedByOperator, now
 		}
 		txn := s.st.Store.Txn()
 		if exists {

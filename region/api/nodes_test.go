@@ -9,6 +9,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/heartbeat"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
@@ -127,8 +128,8 @@ func TestHeartbeat(t *testing.T) {
 	for _, step := range steps {
 		before := e.rev()
 		for range step.beats {
-			if resp := beat("n1", step.conds); resp.GetReregister() || resp.GetHeartbeatIntervalMs() != DefaultHeartbeatInterval.Milliseconds() {
-				t.Fatalf("%s: got response %v; want no reregister and interval %d ms", step.name, resp, DefaultHeartbeatInterval.Milliseconds())
+			if resp := beat("n1", step.conds); resp.GetReregister() || resp.GetHeartbeatIntervalMs() != config.DefaultLiveness().HeartbeatInterval.Milliseconds() {
+				t.Fatalf("%s: got response %v; want no reregister and interval %d ms", step.name, resp, config.DefaultLiveness().HeartbeatInterval.Milliseconds())
 			}
 		}
 		last := seq
@@ -251,8 +252,8 @@ func TestCordonDrain(t *testing.T) {
 			d := v.(*resourcev1.DrainStatus)
 			firstDrain = d
 			deadline := d.GetDeadline().AsTime().Sub(d.GetStartedAt().AsTime())
-			if d.GetState() != api.DrainRunning || d.GetMaxParallel() != 1 || deadline != DefaultDrainDeadline || d.GetReason() != "retire" {
-				return fmt.Errorf("got drain %v; want running, 1 at a time, deadline %s, reason retire", d, DefaultDrainDeadline)
+			if d.GetState() != api.DrainRunning || d.GetMaxParallel() != 1 || deadline != config.DefaultRegionController().DrainDeadline || d.GetReason() != "retire" {
+				return fmt.Errorf("got drain %v; want running, 1 at a time, deadline %s, reason retire", d, config.DefaultRegionController().DrainDeadline)
 			}
 			return nil
 		}},

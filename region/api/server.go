@@ -15,6 +15,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/store"
@@ -94,13 +96,6 @@ type Options struct {
 	Leader func() string
 	Logger *slog.Logger
 }
-
-// Defaults for zero Options.
-const (
-	DefaultHeartbeatInterval = 2 * time.Second
-	DefaultDrainDeadline     = 10 * time.Minute
-	DefaultMaxBodyBytes      = 1 << 20
-)
 
 const (
 	// writeTimeout bounds one background transaction, so that a hung etcd
@@ -180,9 +175,9 @@ func New(opts Options) (*Server, error) {
 		caches:        opts.Caches,
 		heartbeats:    opts.Heartbeats,
 		events:        opts.Events,
-		hbInterval:    cmpOr(opts.HeartbeatInterval, DefaultHeartbeatInterval),
-		drainDeadline: cmpOr(opts.DrainDeadline, DefaultDrainDeadline),
-		maxBody:       cmpOr(opts.MaxBodyBytes, DefaultMaxBodyBytes),
+		hbInterval:    cmp.Or(opts.HeartbeatInterval, config.DefaultLiveness().HeartbeatInterval),
+		drainDeadline: cmp.Or(opts.DrainDeadline, config.DefaultRegionController().DrainDeadline),
+		maxBody:       cmp.Or(opts.MaxBodyBytes, config.DefaultHTTPAPI().MaxBodyBytes),
 		token:         opts.Token,
 		leader:        opts.Leader,
 		log:           opts.Logger,
@@ -198,14 +193,6 @@ func New(opts Options) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	return s, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Run runs the heartbeat batcher and the status writer until ctx is done,
