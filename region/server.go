@@ -87,16 +87,12 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "region", "region", o.Config.Name, "instance", o.Config.ID), ready: make(chan struct{})}
 	var err error
-	if s.grpcL = o.GRPCListener; s.grpcL == nil {
-		if s.grpcL, err = net.Listen("tcp", s.cfg.Listen.GRPC); err != nil {
-			return nil, fmt.Errorf("region: listen grpc: %w", err)
-		}
+	if s.grpcL, err = serving.Listen(o.GRPCListener, s.cfg.Listen.GRPC, "listen grpc"); err != nil {
+		return nil, fmt.Errorf("region: %w", err)
 	}
-	if s.httpL = o.HTTPListener; s.httpL == nil {
-		if s.httpL, err = net.Listen("tcp", s.cfg.Listen.HTTP); err != nil {
-			s.grpcL.Close()
-			return nil, fmt.Errorf("region: listen http: %w", err)
-		}
+	if s.httpL, err = serving.Listen(o.HTTPListener, s.cfg.Listen.HTTP, "listen http"); err != nil {
+		s.grpcL.Close()
+		return nil, fmt.Errorf("region: %w", err)
 	}
 	// Refuse to start a region that would answer without an identity.
 	if s.cfg.API.Token == "" {
@@ -277,35 +273,13 @@ func (s *Server) Run(ctx context.Context) error {
 		}))
 	})
 	g.Go(func() error { return s.watchLeader(gctx, elector) })
-	g.Go(func() error {
-		if err := grpcSrv.Serve(s.grpcL); err != nil && !errors.Is(err, net.ErrClosed) {
-			return fmt.Errorf("region: grpc: %w", err)
+	// Ready once the caches hold etcd's state and etcd takes transactions
+	// as large as configured; a limit above the server's stops the region.
+	serving.Tier{Name: "region", GRPC: grpcSrv, GRPCListener: s.grpcL, HTTP: httpSrv, Log: s.log}.Serve(gctx, g, s.ready, func(ctx context.Context) error {
+		if caches.WaitSynced(ctx) != nil {
+			return nil // ctx is done
 		}
-		return nil
-	})
-	g.Go(func() error {
-		if err := httpSrv.Serve(); err != nil {
-			return fmt.Errorf("region: http: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		// Ready once the caches hold etcd's state and etcd takes
-		// transactions as large as configured; a limit above the
-		// server's stops the region here.
-		var startErr error
-		if err := caches.WaitSynced(gctx); err == nil {
-			if startErr = etcdserver.CheckTxnLimit(gctx, st.Store, s.log); startErr != nil {
-				startErr = fmt.Errorf("region: %w", startErr)
-			}
-		}
-		if startErr == nil && gctx.Err() == nil {
-			s.log.Info("region serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr())
-			close(s.ready)
-			<-gctx.Done()
-		}
-		serving.Shutdown(grpcSrv, httpSrv.Server, 5*time.Second)
-		return startErr
+		return st.Store.EnsureTxnLimit(ctx)
 	})
 	return g.Wait()
 }
