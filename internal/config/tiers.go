@@ -249,8 +249,11 @@ func (l *Liveness) validate(key string) error {
 // defaultLeaseTTL bounds failover after a leader dies.
 const defaultLeaseTTL = 3 * time.Second
 
-// Global configures `strata global`.
-type Global struct {
+// Server is what the global tier and a region configure alike: the
+// replica's identity, its listeners, etcd, Redis, TLS, logging and
+// leader election.
+type Server struct {
+	// ID names this replica (in the election, in logs).
 	ID     string `mapstructure:"id"`
 	Listen struct {
 		HTTP string `mapstructure:"http"`
@@ -263,8 +266,35 @@ type Global struct {
 	// loopback: a test cluster on one machine only (see docs/operations.md).
 	Insecure bool `mapstructure:"insecure"`
 	Log      Log  `mapstructure:"log"`
-	// LeaseTTL bounds failover after the master dies.
+	// LeaseTTL bounds failover after the leader (the global master, a
+	// region's controller) dies.
 	LeaseTTL time.Duration `mapstructure:"leaseTTL"`
+}
+
+// defaultServer listens on loopback at httpAddr and grpcAddr and keeps
+// its keys under etcdPrefix of a local etcd.
+func defaultServer(httpAddr, grpcAddr, etcdPrefix string) Server {
+	s := Server{ID: hostname(), Etcd: defaultEtcd(etcdPrefix), Redis: Redis{Mode: RedisModeSingle}, Log: defaultLog(), LeaseTTL: defaultLeaseTTL}
+	s.Listen.HTTP, s.Listen.GRPC = httpAddr, grpcAddr
+	return s
+}
+
+func (s *Server) validate() error {
+	return first(
+		required("id", s.ID),
+		validAddr("listen.http", s.Listen.HTTP),
+		validAddr("listen.grpc", s.Listen.GRPC),
+		s.Etcd.validate("etcd"),
+		s.Redis.validate("redis"),
+		s.TLS.validate("tls"),
+		s.Log.validate(),
+		positive("leaseTTL", s.LeaseTTL),
+	)
+}
+
+// Global configures `strata global`.
+type Global struct {
+	Server `mapstructure:",squash"`
 	// Regions is the liveness of regions as the global monitor sees it.
 	Regions Liveness `mapstructure:"regions"`
 	API     struct {
@@ -277,13 +307,7 @@ type Global struct {
 
 // DefaultGlobal returns the defaults of `strata global`.
 func DefaultGlobal() *Global {
-	g := &Global{ID: hostname()}
-	g.Listen.HTTP = "127.0.0.1:8080"
-	g.Listen.GRPC = "127.0.0.1:9090"
-	g.Etcd = defaultEtcd("/strata/global/")
-	g.Redis = Redis{Mode: RedisModeSingle}
-	g.Log = defaultLog()
-	g.LeaseTTL = defaultLeaseTTL
+	g := &Global{Server: defaultServer("127.0.0.1:8080", "127.0.0.1:9090", "/strata/global/")}
 	g.Regions = DefaultLiveness()
 	g.Regions.ProbeTimeout = 2 * time.Second // across the WAN
 	g.API.HTTPAPI = DefaultHTTPAPI()
@@ -293,14 +317,7 @@ func DefaultGlobal() *Global {
 // Validate implements Config.
 func (g *Global) Validate() error {
 	return first(
-		required("id", g.ID),
-		validAddr("listen.http", g.Listen.HTTP),
-		validAddr("listen.grpc", g.Listen.GRPC),
-		g.Etcd.validate("etcd"),
-		g.Redis.validate("redis"),
-		g.TLS.validate("tls"),
-		g.Log.validate(),
-		positive("leaseTTL", g.LeaseTTL),
+		g.Server.validate(),
 		g.Regions.validate("regions"),
 		g.API.validate("api"),
 	)
@@ -335,37 +352,25 @@ func DefaultRegionController() RegionController {
 
 // Region configures `strata region`.
 type Region struct {
-	Name   string   `mapstructure:"name"`
-	ID     string   `mapstructure:"id"`
+	Name   string `mapstructure:"name"`
+	Server `mapstructure:",squash"`
 	Zones  []string `mapstructure:"zones"`
-	Listen struct {
-		HTTP string `mapstructure:"http"`
-		GRPC string `mapstructure:"grpc"`
-	} `mapstructure:"listen"`
 	// Advertise is how others reach this region (defaults to Listen).
 	Advertise struct {
 		HTTP string `mapstructure:"http"`
 		GRPC string `mapstructure:"grpc"`
 	} `mapstructure:"advertise"`
-	Etcd  Etcd  `mapstructure:"etcd"`
-	Redis Redis `mapstructure:"redis"`
-	TLS   TLS   `mapstructure:"tls"`
-	// Insecure allows plaintext gRPC (no tls) and plain HTTP off
-	// loopback: a test cluster on one machine only (see docs/operations.md).
-	Insecure bool `mapstructure:"insecure"`
-	Log      Log  `mapstructure:"log"`
 	// Global names the global tier's gRPC addresses: one, or several
 	// replicas separated by commas (heartbeats go to the first that
 	// answers). Empty runs the region stand-alone.
 	Global struct {
 		Endpoint string `mapstructure:"endpoint"`
 	} `mapstructure:"global"`
-	LeaseTTL time.Duration `mapstructure:"leaseTTL"`
 	// Nodes is the liveness of agents as the node monitor sees it.
-	Nodes      Liveness `mapstructure:"nodes"`
+	Nodes      Liveness         `mapstructure:"nodes"`
 	Controller RegionController `mapstructure:"controller"`
-	Network Network `mapstructure:"network"`
-	API     struct {
+	Network    Network          `mapstructure:"network"`
+	API        struct {
 		HTTPAPI `mapstructure:",squash"`
 		// Token protects the operator REST API and console. It is
 		// required: the region's REST API has no anonymous mode.
@@ -375,13 +380,7 @@ type Region struct {
 
 // DefaultRegion returns the defaults of `strata region`.
 func DefaultRegion() *Region {
-	r := &Region{ID: hostname()}
-	r.Listen.HTTP = "127.0.0.1:8081"
-	r.Listen.GRPC = "127.0.0.1:9091"
-	r.Etcd = defaultEtcd("/strata/region/")
-	r.Redis = Redis{Mode: RedisModeSingle}
-	r.Log = defaultLog()
-	r.LeaseTTL = defaultLeaseTTL
+	r := &Region{Server: defaultServer("127.0.0.1:8081", "127.0.0.1:9091", "/strata/region/")}
 	r.Nodes = DefaultLiveness()
 	r.Controller = DefaultRegionController()
 	r.Network = Network{Name: "default", Subnet: "10.88.0.0/16", Gateway: "10.88.0.1", Bridge: "strata0"}
@@ -403,14 +402,7 @@ func (r *Region) Default() {
 func (r *Region) Validate() error {
 	return first(
 		required("name", r.Name),
-		required("id", r.ID),
-		validAddr("listen.http", r.Listen.HTTP),
-		validAddr("listen.grpc", r.Listen.GRPC),
-		r.Etcd.validate("etcd"),
-		r.Redis.validate("redis"),
-		r.TLS.validate("tls"),
-		r.Log.validate(),
-		positive("leaseTTL", r.LeaseTTL),
+		r.Server.validate(),
 		r.Nodes.validate("nodes"),
 		positive("controller.provisionTimeout", r.Controller.ProvisionTimeout),
 		positive("controller.destroyTimeout", r.Controller.DestroyTimeout),
