@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -223,23 +224,33 @@ type list[T any] struct {
 
 func (s *Server) version() int64 { s.rev++; return s.rev }
 
+// sortedValues lists m's values by their keys (the names); never nil, as
+// the API's lists are never null.
+func sortedValues[T any](m map[string]T) []T {
+	out := make([]T, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+// named answers GET of the object of m the path names, or NotFound.
+func named[T any](m map[string]T, kind string, r *http.Request) (int, any, error) {
+	v, ok := m[r.PathValue("name")]
+	if !ok {
+		return 0, nil, api.NotFound(kind, r.PathValue("name"))
+	}
+	return http.StatusOK, v, nil
+}
+
 // ---- flavors ----
 
 func (s *Server) listFlavors(*http.Request) (int, any, error) {
-	out := list[api.Flavor]{Items: []api.Flavor{}}
-	for _, f := range s.Flavors {
-		out.Items = append(out.Items, f)
-	}
-	slices.SortFunc(out.Items, func(a, b api.Flavor) int { return cmp.Compare(a.Name, b.Name) })
-	return http.StatusOK, out, nil
+	return http.StatusOK, list[api.Flavor]{Items: sortedValues(s.Flavors)}, nil
 }
 
 func (s *Server) getFlavor(r *http.Request) (int, any, error) {
-	f, ok := s.Flavors[r.PathValue("name")]
-	if !ok {
-		return 0, nil, api.NotFound("flavor", r.PathValue("name"))
-	}
-	return http.StatusOK, f, nil
+	return named(s.Flavors, "flavor", r)
 }
 
 func (s *Server) createFlavor(r *http.Request) (int, any, error) {
@@ -552,20 +563,11 @@ func (s *Server) listReplicas(r *http.Request) (int, any, error) {
 // ---- regions ----
 
 func (s *Server) listRegions(*http.Request) (int, any, error) {
-	out := list[api.Region]{Items: []api.Region{}}
-	for _, r := range s.Regions {
-		out.Items = append(out.Items, r)
-	}
-	slices.SortFunc(out.Items, func(a, b api.Region) int { return cmp.Compare(a.Name, b.Name) })
-	return http.StatusOK, out, nil
+	return http.StatusOK, list[api.Region]{Items: sortedValues(s.Regions)}, nil
 }
 
 func (s *Server) getRegion(r *http.Request) (int, any, error) {
-	reg, ok := s.Regions[r.PathValue("name")]
-	if !ok {
-		return 0, nil, api.NotFound("region", r.PathValue("name"))
-	}
-	return http.StatusOK, reg, nil
+	return named(s.Regions, "region", r)
 }
 
 func (s *Server) registerRegion(r *http.Request) (int, any, error) {
