@@ -7,7 +7,8 @@
 //
 //   - XToPB takes a *api.X and returns a *resourcev1.X; a nil pointer gives
 //     nil. XFromPB takes a *resourcev1.X and returns an api.X value; a nil
-//     message gives the zero value.
+//     message gives the zero value (XFromPB reads through the generated
+//     getters, which read a nil message as an empty one).
 //   - Enumerations (ResourceKind, ProviderKind, Phase, Health,
 //     ConditionStatus, Desired, VolumeFormat, RestartPolicy) travel as their
 //     string values, unchecked: validation is not the converters' job.
@@ -210,11 +211,8 @@ func FlavorSpecToPB(s *api.FlavorSpec) *resourcev1.FlavorSpec {
 	}
 }
 
-// FlavorSpecFromPB converts a FlavorSpec; nil gives the zero value.
+// FlavorSpecFromPB converts a FlavorSpec.
 func FlavorSpecFromPB(p *resourcev1.FlavorSpec) api.FlavorSpec {
-	if p == nil {
-		return api.FlavorSpec{}
-	}
 	return api.FlavorSpec{
 		VCPUs:     p.GetVcpus(),
 		MemoryMiB: p.GetMemoryMib(),
@@ -237,11 +235,8 @@ func FlavorToPB(f *api.Flavor) *resourcev1.Flavor {
 	}
 }
 
-// FlavorFromPB converts a Flavor; nil gives the zero value.
+// FlavorFromPB converts a Flavor.
 func FlavorFromPB(p *resourcev1.Flavor) api.Flavor {
-	if p == nil {
-		return api.Flavor{}
-	}
 	return api.Flavor{
 		Name:            p.GetName(),
 		Kind:            api.ProviderKind(p.GetKind()),
@@ -268,11 +263,8 @@ func ResourceSpecToPB(s *api.ResourceSpec) *resourcev1.ResourceSpec {
 	}
 }
 
-// ResourceSpecFromPB converts a ResourceSpec; nil gives the zero value.
+// ResourceSpecFromPB converts a ResourceSpec.
 func ResourceSpecFromPB(p *resourcev1.ResourceSpec) api.ResourceSpec {
-	if p == nil {
-		return api.ResourceSpec{}
-	}
 	return api.ResourceSpec{
 		Flavor:       p.GetFlavor(),
 		Compute:      ptrFromPB(p.GetCompute(), computeSpecFromPB),
@@ -302,9 +294,6 @@ func computeSpecToPB(c *api.ComputeSpec) *resourcev1.ComputeSpec {
 }
 
 func computeSpecFromPB(p *resourcev1.ComputeSpec) api.ComputeSpec {
-	if p == nil {
-		return api.ComputeSpec{}
-	}
 	return api.ComputeSpec{
 		Image:           p.GetImage(),
 		Command:         stringsCopy[string](p.GetCommand()),
@@ -333,9 +322,6 @@ func portSpecToPB(s *api.PortSpec) *resourcev1.PortSpec {
 }
 
 func portSpecFromPB(p *resourcev1.PortSpec) api.PortSpec {
-	if p == nil {
-		return api.PortSpec{}
-	}
 	return api.PortSpec{
 		Name:          p.GetName(),
 		ContainerPort: int(p.GetContainerPort()),
@@ -356,9 +342,6 @@ func volumeMountToPB(m *api.VolumeMount) *resourcev1.VolumeMount {
 }
 
 func volumeMountFromPB(p *resourcev1.VolumeMount) api.VolumeMount {
-	if p == nil {
-		return api.VolumeMount{}
-	}
 	return api.VolumeMount{
 		Volume:   p.GetVolume(),
 		Path:     p.GetPath(),
@@ -378,9 +361,6 @@ func volumeSpecToPB(v *api.VolumeSpec) *resourcev1.VolumeSpec {
 }
 
 func volumeSpecFromPB(p *resourcev1.VolumeSpec) api.VolumeSpec {
-	if p == nil {
-		return api.VolumeSpec{}
-	}
 	return api.VolumeSpec{
 		SizeMiB:  p.GetSizeMib(),
 		Format:   api.VolumeFormat(p.GetFormat()),
@@ -404,11 +384,8 @@ func ImageSpecToPB(i *api.ImageSpec) *resourcev1.ImageSpec {
 	}
 }
 
-// ImageSpecFromPB converts an ImageSpec; nil gives the zero value.
+// ImageSpecFromPB converts an ImageSpec.
 func ImageSpecFromPB(p *resourcev1.ImageSpec) api.ImageSpec {
-	if p == nil {
-		return api.ImageSpec{}
-	}
 	return api.ImageSpec{
 		Ref:     p.GetRef(),
 		Archive: p.GetArchive(),
@@ -434,9 +411,6 @@ func loadbalancerSpecToPB(lb *api.LoadbalancerSpec) *resourcev1.LoadbalancerSpec
 }
 
 func loadbalancerSpecFromPB(p *resourcev1.LoadbalancerSpec) api.LoadbalancerSpec {
-	if p == nil {
-		return api.LoadbalancerSpec{}
-	}
 	return api.LoadbalancerSpec{
 		Listeners:   sliceFromPB(p.GetListeners(), listenerFromPB),
 		Selector:    stringMapCopy(p.GetSelector()),
@@ -459,9 +433,6 @@ func listenerToPB(l *api.Listener) *resourcev1.Listener {
 }
 
 func listenerFromPB(p *resourcev1.Listener) api.Listener {
-	if p == nil {
-		return api.Listener{}
-	}
 	return api.Listener{
 		Name:       p.GetName(),
 		Port:       int(p.GetPort()),
@@ -486,9 +457,6 @@ func healthCheckToPB(h *api.HealthCheck) *resourcev1.HealthCheck {
 }
 
 func healthCheckFromPB(p *resourcev1.HealthCheck) api.HealthCheck {
-	if p == nil {
-		return api.HealthCheck{}
-	}
 	return api.HealthCheck{
 		Type:     p.GetType(),
 		Path:     p.GetPath(),
@@ -516,9 +484,6 @@ func scheduleRuleToPB(s *api.ScheduleRule) *resourcev1.ScheduleRule {
 }
 
 func scheduleRuleFromPB(p *resourcev1.ScheduleRule) api.ScheduleRule {
-	if p == nil {
-		return api.ScheduleRule{}
-	}
 	return api.ScheduleRule{
 		Regions:       sliceFromPB(p.GetRegions(), regionTargetFromPB),
 		SpreadRegions: int(p.GetSpreadRegions()),
@@ -537,9 +502,6 @@ func regionTargetToPB(t *api.RegionTarget) *resourcev1.RegionTarget {
 }
 
 func regionTargetFromPB(p *resourcev1.RegionTarget) api.RegionTarget {
-	if p == nil {
-		return api.RegionTarget{}
-	}
 	return api.RegionTarget{Name: p.GetName(), Weight: int(p.GetWeight())}
 }
 
@@ -555,9 +517,6 @@ func specOverrideToPB(o *api.SpecOverride) *resourcev1.SpecOverride {
 }
 
 func specOverrideFromPB(p *resourcev1.SpecOverride) api.SpecOverride {
-	if p == nil {
-		return api.SpecOverride{}
-	}
 	return api.SpecOverride{
 		Flavor: p.GetFlavor(),
 		Image:  p.GetImage(),
@@ -578,9 +537,6 @@ func failoverPolicyToPB(f *api.FailoverPolicy) *resourcev1.FailoverPolicy {
 }
 
 func failoverPolicyFromPB(p *resourcev1.FailoverPolicy) api.FailoverPolicy {
-	if p == nil {
-		return api.FailoverPolicy{}
-	}
 	return api.FailoverPolicy{
 		Enabled:   p.GetEnabled(),
 		ToRegions: stringsCopy[string](p.GetToRegions()),
@@ -603,9 +559,6 @@ func rolloutPolicyToPB(r *api.RolloutPolicy) *resourcev1.RolloutPolicy {
 }
 
 func rolloutPolicyFromPB(p *resourcev1.RolloutPolicy) api.RolloutPolicy {
-	if p == nil {
-		return api.RolloutPolicy{}
-	}
 	return api.RolloutPolicy{
 		MaxUnavailable: int(p.GetMaxUnavailable()),
 		MaxSurge:       int(p.GetMaxSurge()),
@@ -640,11 +593,8 @@ func ResourceStatusToPB(s *api.ResourceStatus) *resourcev1.ResourceStatus {
 	}
 }
 
-// ResourceStatusFromPB converts a ResourceStatus; nil gives the zero value.
+// ResourceStatusFromPB converts a ResourceStatus.
 func ResourceStatusFromPB(p *resourcev1.ResourceStatus) api.ResourceStatus {
-	if p == nil {
-		return api.ResourceStatus{}
-	}
 	return api.ResourceStatus{
 		UID:                p.GetUid(),
 		Phase:              api.Phase(p.GetPhase()),
@@ -681,11 +631,8 @@ func RegionShareToPB(s *api.RegionShare) *resourcev1.RegionShare {
 	}
 }
 
-// RegionShareFromPB converts a RegionShare; nil gives the zero value.
+// RegionShareFromPB converts a RegionShare.
 func RegionShareFromPB(p *resourcev1.RegionShare) api.RegionShare {
-	if p == nil {
-		return api.RegionShare{}
-	}
 	return api.RegionShare{
 		Phase:              api.Phase(p.GetPhase()),
 		Reason:             p.GetReason(),
@@ -722,11 +669,8 @@ func BackendStatusToPB(b *api.BackendStatus) *resourcev1.BackendStatus {
 	}
 }
 
-// BackendStatusFromPB converts a BackendStatus; nil gives the zero value.
+// BackendStatusFromPB converts a BackendStatus.
 func BackendStatusFromPB(p *resourcev1.BackendStatus) api.BackendStatus {
-	if p == nil {
-		return api.BackendStatus{}
-	}
 	return api.BackendStatus{
 		Replica: p.GetReplica(),
 		Address: p.GetAddress(),
@@ -761,9 +705,6 @@ func rolloutStatusToPB(r *api.RolloutStatus) *resourcev1.RolloutStatus {
 }
 
 func rolloutStatusFromPB(p *resourcev1.RolloutStatus) api.RolloutStatus {
-	if p == nil {
-		return api.RolloutStatus{}
-	}
 	return api.RolloutStatus{
 		Revision:     p.GetRevision(),
 		FromRevision: p.GetFromRevision(),
@@ -805,11 +746,8 @@ func ResourceToPB(r *api.Resource) *resourcev1.Resource {
 	}
 }
 
-// ResourceFromPB converts a Resource; nil gives the zero value.
+// ResourceFromPB converts a Resource.
 func ResourceFromPB(p *resourcev1.Resource) api.Resource {
-	if p == nil {
-		return api.Resource{}
-	}
 	return api.Resource{
 		Name:                p.GetName(),
 		Tenant:              p.GetTenant(),
@@ -851,11 +789,8 @@ func RevisionToPB(r *api.Revision) *resourcev1.Revision {
 	}
 }
 
-// RevisionFromPB converts a Revision; nil gives the zero value.
+// RevisionFromPB converts a Revision.
 func RevisionFromPB(p *resourcev1.Revision) api.Revision {
-	if p == nil {
-		return api.Revision{}
-	}
 	return api.Revision{
 		Resource:   p.GetResource(),
 		Tenant:     p.GetTenant(),
@@ -888,11 +823,8 @@ func RegionToPB(r *api.Region) *resourcev1.Region {
 	}
 }
 
-// RegionFromPB converts a Region; nil gives the zero value.
+// RegionFromPB converts a Region.
 func RegionFromPB(p *resourcev1.Region) api.Region {
-	if p == nil {
-		return api.Region{}
-	}
 	return api.Region{
 		Name:            p.GetName(),
 		Endpoint:        p.GetEndpoint(),
@@ -924,11 +856,8 @@ func RegionStatusToPB(s *api.RegionStatus) *resourcev1.RegionStatus {
 	}
 }
 
-// RegionStatusFromPB converts a RegionStatus; nil gives the zero value.
+// RegionStatusFromPB converts a RegionStatus.
 func RegionStatusFromPB(p *resourcev1.RegionStatus) api.RegionStatus {
-	if p == nil {
-		return api.RegionStatus{}
-	}
 	return api.RegionStatus{
 		Health:        api.Health(p.GetHealth()),
 		Reason:        p.GetReason(),
@@ -959,11 +888,8 @@ func PlacementToPB(p *api.Placement) *resourcev1.Placement {
 	}
 }
 
-// PlacementFromPB converts a Placement; nil gives the zero value.
+// PlacementFromPB converts a Placement.
 func PlacementFromPB(p *resourcev1.Placement) api.Placement {
-	if p == nil {
-		return api.Placement{}
-	}
 	return api.Placement{
 		Region:       p.GetRegion(),
 		Resource:     ResourceFromPB(p.GetResource()),
@@ -989,11 +915,8 @@ func CapacityToPB(c *api.Capacity) *resourcev1.Capacity {
 	}
 }
 
-// CapacityFromPB converts a Capacity; nil gives the zero value.
+// CapacityFromPB converts a Capacity.
 func CapacityFromPB(p *resourcev1.Capacity) api.Capacity {
-	if p == nil {
-		return api.Capacity{}
-	}
 	return api.Capacity{
 		MilliCPU:  p.GetMilliCpu(),
 		MemoryMiB: p.GetMemoryMib(),
@@ -1013,11 +936,8 @@ func NodeProviderToPB(n *api.NodeProvider) *resourcev1.NodeProvider {
 	}
 }
 
-// NodeProviderFromPB converts a NodeProvider; nil gives the zero value.
+// NodeProviderFromPB converts a NodeProvider.
 func NodeProviderFromPB(p *resourcev1.NodeProvider) api.NodeProvider {
-	if p == nil {
-		return api.NodeProvider{}
-	}
 	return api.NodeProvider{
 		Name:    p.GetName(),
 		Kinds:   stringsCopy[api.ProviderKind](p.GetKinds()),
@@ -1039,11 +959,8 @@ func ConditionToPB(c *api.Condition) *resourcev1.Condition {
 	}
 }
 
-// ConditionFromPB converts a Condition; nil gives the zero value.
+// ConditionFromPB converts a Condition.
 func ConditionFromPB(p *resourcev1.Condition) api.Condition {
-	if p == nil {
-		return api.Condition{}
-	}
 	return api.Condition{
 		Type:    p.GetType(),
 		Status:  api.ConditionStatus(p.GetStatus()),
@@ -1080,11 +997,8 @@ func NodeStatusToPB(s *api.NodeStatus) *resourcev1.NodeStatus {
 	}
 }
 
-// NodeStatusFromPB converts a NodeStatus; nil gives the zero value.
+// NodeStatusFromPB converts a NodeStatus.
 func NodeStatusFromPB(p *resourcev1.NodeStatus) api.NodeStatus {
-	if p == nil {
-		return api.NodeStatus{}
-	}
 	return api.NodeStatus{
 		Health:        api.Health(p.GetHealth()),
 		Reason:        p.GetReason(),
@@ -1126,11 +1040,8 @@ func NodeToPB(n *api.Node) *resourcev1.Node {
 	}
 }
 
-// NodeFromPB converts a Node; nil gives the zero value.
+// NodeFromPB converts a Node.
 func NodeFromPB(p *resourcev1.Node) api.Node {
-	if p == nil {
-		return api.Node{}
-	}
 	return api.Node{
 		Name:               p.GetName(),
 		Region:             p.GetRegion(),
@@ -1169,11 +1080,8 @@ func DrainRequestToPB(d *api.DrainRequest) *resourcev1.DrainRequest {
 	}
 }
 
-// DrainRequestFromPB converts a DrainRequest; nil gives the zero value.
+// DrainRequestFromPB converts a DrainRequest.
 func DrainRequestFromPB(p *resourcev1.DrainRequest) api.DrainRequest {
-	if p == nil {
-		return api.DrainRequest{}
-	}
 	return api.DrainRequest{
 		Deadline:    durationFromPB(p.GetDeadline()),
 		MaxParallel: int(p.GetMaxParallel()),
@@ -1203,11 +1111,8 @@ func DrainStatusToPB(d *api.DrainStatus) *resourcev1.DrainStatus {
 	}
 }
 
-// DrainStatusFromPB converts a DrainStatus; nil gives the zero value.
+// DrainStatusFromPB converts a DrainStatus.
 func DrainStatusFromPB(p *resourcev1.DrainStatus) api.DrainStatus {
-	if p == nil {
-		return api.DrainStatus{}
-	}
 	return api.DrainStatus{
 		Node:        p.GetNode(),
 		State:       p.GetState(),
@@ -1240,11 +1145,8 @@ func DrainStepToPB(s *api.DrainStep) *resourcev1.DrainStep {
 	}
 }
 
-// DrainStepFromPB converts a DrainStep; nil gives the zero value.
+// DrainStepFromPB converts a DrainStep.
 func DrainStepFromPB(p *resourcev1.DrainStep) api.DrainStep {
-	if p == nil {
-		return api.DrainStep{}
-	}
 	return api.DrainStep{
 		Replica:  p.GetReplica(),
 		Resource: p.GetResource(),
@@ -1289,11 +1191,8 @@ func AssignmentToPB(a *api.Assignment) *resourcev1.Assignment {
 	}
 }
 
-// AssignmentFromPB converts an Assignment; nil gives the zero value.
+// AssignmentFromPB converts an Assignment.
 func AssignmentFromPB(p *resourcev1.Assignment) api.Assignment {
-	if p == nil {
-		return api.Assignment{}
-	}
 	return api.Assignment{
 		ID:          p.GetId(),
 		Tenant:      p.GetTenant(),
@@ -1339,9 +1238,6 @@ func VolumeAttachmentToPB(v *api.VolumeAttachment) *resourcev1.VolumeAttachment 
 // VolumeAttachmentFromPB converts a VolumeAttachment; nil gives the zero
 // value.
 func VolumeAttachmentFromPB(p *resourcev1.VolumeAttachment) api.VolumeAttachment {
-	if p == nil {
-		return api.VolumeAttachment{}
-	}
 	return api.VolumeAttachment{
 		Name:     p.GetName(),
 		VolumeID: p.GetVolumeId(),
@@ -1369,9 +1265,6 @@ func NetworkAttachmentToPB(n *api.NetworkAttachment) *resourcev1.NetworkAttachme
 // NetworkAttachmentFromPB converts a NetworkAttachment; nil gives the zero
 // value.
 func NetworkAttachmentFromPB(p *resourcev1.NetworkAttachment) api.NetworkAttachment {
-	if p == nil {
-		return api.NetworkAttachment{}
-	}
 	return api.NetworkAttachment{
 		Network: p.GetNetwork(),
 		Bridge:  p.GetBridge(),
@@ -1393,11 +1286,8 @@ func EndpointToPB(e *api.Endpoint) *resourcev1.Endpoint {
 	}
 }
 
-// EndpointFromPB converts an Endpoint; nil gives the zero value.
+// EndpointFromPB converts an Endpoint.
 func EndpointFromPB(p *resourcev1.Endpoint) api.Endpoint {
-	if p == nil {
-		return api.Endpoint{}
-	}
 	return api.Endpoint{
 		Replica: p.GetReplica(),
 		Address: p.GetAddress(),
@@ -1430,7 +1320,7 @@ func AssignmentStatusToPB(s *api.AssignmentStatus) *resourcev1.AssignmentStatus 
 // value. ExitCode is nil exactly when the message does not carry one.
 func AssignmentStatusFromPB(p *resourcev1.AssignmentStatus) api.AssignmentStatus {
 	if p == nil {
-		return api.AssignmentStatus{}
+		return api.AssignmentStatus{} // p.ExitCode has no getter that keeps nil
 	}
 	return api.AssignmentStatus{
 		ID:                 p.GetId(),
@@ -1461,11 +1351,8 @@ func ReplicaToPB(r *api.Replica) *resourcev1.Replica {
 	}
 }
 
-// ReplicaFromPB converts a Replica; nil gives the zero value.
+// ReplicaFromPB converts a Replica.
 func ReplicaFromPB(p *resourcev1.Replica) api.Replica {
-	if p == nil {
-		return api.Replica{}
-	}
 	return api.Replica{
 		Assignment: AssignmentFromPB(p.GetAssignment()),
 		Region:     p.GetRegion(),
