@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/transport/transporttest"
@@ -162,8 +163,8 @@ func TestRegionHeartbeat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.GetIntervalMs() != DefaultHeartbeatInterval.Milliseconds() {
-			t.Fatalf("got interval %dms; want %dms", resp.GetIntervalMs(), DefaultHeartbeatInterval.Milliseconds())
+		if resp.GetIntervalMs() != config.DefaultRegionsLiveness().HeartbeatInterval.Milliseconds() {
+			t.Fatalf("got interval %dms; want %dms", resp.GetIntervalMs(), config.DefaultRegionsLiveness().HeartbeatInterval.Milliseconds())
 		}
 	}
 	etcdRev := func(t *testing.T) int64 {

@@ -22,18 +22,16 @@ import (
 
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/store"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 )
 
-// Defaults of Options.
-const (
-	DefaultMaxBodyBytes      = 1 << 20
-	DefaultRegionTimeout     = 5 * time.Second
-	DefaultHeartbeatInterval = 2 * time.Second
-)
+// DefaultRegionTimeout is Options.RegionTimeout's default; the others
+// come from package config.
+const DefaultRegionTimeout = 5 * time.Second
 
 // cacheWait bounds how long a request waits for a cache to load or to catch
 // up with a write: past it, etcd or the watch is in trouble and the client
@@ -160,13 +158,13 @@ func New(o Options) (*Service, error) {
 		s.tokens = store.NewCache(o.State.Tokens)
 	}
 	if s.maxBody <= 0 {
-		s.maxBody = DefaultMaxBodyBytes
+		s.maxBody = config.DefaultHTTPAPI().MaxBodyBytes
 	}
 	if s.regionWait <= 0 {
 		s.regionWait = DefaultRegionTimeout
 	}
 	if s.beatEvery <= 0 {
-		s.beatEvery = DefaultHeartbeatInterval
+		s.beatEvery = config.DefaultRegionsLiveness().HeartbeatInterval
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

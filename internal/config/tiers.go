@@ -230,6 +230,14 @@ func DefaultLiveness() Liveness {
 	return Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: time.Second}
 }
 
+// DefaultRegionsLiveness is how the global tier judges regions unless
+// configured: DefaultLiveness, with 2s for a probe across the WAN.
+func DefaultRegionsLiveness() Liveness {
+	l := DefaultLiveness()
+	l.ProbeTimeout = 2 * time.Second
+	return l
+}
+
 func (l *Liveness) validate(key string) error {
 	return first(
 		positive(key+".heartbeatInterval", l.HeartbeatInterval),
@@ -308,8 +316,7 @@ type Global struct {
 // DefaultGlobal returns the defaults of `strata global`.
 func DefaultGlobal() *Global {
 	g := &Global{Server: defaultServer("127.0.0.1:8080", "127.0.0.1:9090", "/strata/global/")}
-	g.Regions = DefaultLiveness()
-	g.Regions.ProbeTimeout = 2 * time.Second // across the WAN
+	g.Regions = DefaultRegionsLiveness()
 	g.API.HTTPAPI = DefaultHTTPAPI()
 	return g
 }
