@@ -81,13 +81,14 @@ proto-check: tools
 	    diff -r proto $$tmp/proto | head -20; \
 	    echo "generated protobuf code is stale: run 'make proto' and commit"; exit 1; fi
 
-## lint: gofmt, go vet, staticcheck, function complexity, and stale generated code
+## lint: gofmt, go vet, staticcheck, function complexity, stale generated code, and imports that point up a floor (tools/layers)
 lint: proto-check
 	@bad=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
 	@out=$$($(GO) run $(GOCYCLO) -over $(MAX_COMPLEXITY) -ignore '_test\.go$$|\.pb\.go$$|[a-z]test/' . 2>&1); \
 	  if [ $$? -ne 0 ]; then echo "functions above cyclomatic complexity $(MAX_COMPLEXITY) (split them):"; echo "$$out"; exit 1; fi
+	$(GO) run ./tools/layers
 	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed; skipped"; fi
 
 ## test: everything CI runs (installs dependencies first, idempotently)

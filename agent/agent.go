@@ -13,6 +13,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
@@ -34,12 +36,6 @@ import (
 	"github.com/stratahq/strata/internal/version"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	"github.com/stratahq/strata/providers/provider"
-)
-
-// Defaults for configuration values left at zero.
-const (
-	defaultStatusInterval = 5 * time.Second
-	defaultConcurrency    = 8
 )
 
 // Options configures an Agent.
@@ -107,6 +103,13 @@ type timings struct {
 	// listThreshold: above this many replicas a poller calls List once
 	// instead of Status per replica.
 	listThreshold int
+}
+
+// regionBackoff is the jittered backoff of calls to the region (Register,
+// the assignment stream, polls), so that agents that lost their region
+// together do not come back in lockstep.
+func (t *timings) regionBackoff() backoff.Backoff {
+	return backoff.Backoff{Min: t.registerMin, Max: t.registerMax, Jitter: backoff.Half}
 }
 
 func defaultTimings() timings {
@@ -231,12 +234,9 @@ func checkOptions(o Options) (config.Agent, error) {
 	if cfg.StatusInterval < 0 || cfg.Concurrency < 0 {
 		return cfg, errors.New("agent: options: statusInterval and concurrency must not be negative")
 	}
-	if cfg.StatusInterval == 0 {
-		cfg.StatusInterval = defaultStatusInterval
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = defaultConcurrency
-	}
+	def := config.DefaultAgent()
+	cfg.StatusInterval = cmp.Or(cfg.StatusInterval, def.StatusInterval)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, def.Concurrency)
 	if err := checkProviders(o, &cfg); err != nil {
 		return cfg, err
 	}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/testenv"
 	"github.com/stratahq/strata/internal/transport"
@@ -206,7 +207,7 @@ func TestRegistersAndHeartbeatsWithConditions(t *testing.T) {
 	if len(regs) != 1 {
 		t.Fatalf("registrations: got %d; want 1", len(regs))
 	}
-	n := api.NodeFromPB(regs[0])
+	n := apiproto.NodeFromPB(regs[0])
 	checks := []struct {
 		name      string
 		got, want any
@@ -243,7 +244,7 @@ func TestRegistersAndHeartbeatsWithConditions(t *testing.T) {
 	}
 	last := beats[len(beats)-1]
 	conds := map[string]api.Condition{}
-	for _, c := range api.ConditionsFromPB(last.GetConditions()) {
+	for _, c := range apiproto.ConditionsFromPB(last.GetConditions()) {
 		conds[c.Type] = c
 	}
 	if c := conds[api.ConditionCRI]; c.Status != api.ConditionReady {
@@ -261,7 +262,7 @@ func TestRegistersAndHeartbeatsWithConditions(t *testing.T) {
 	bad.setHealth([]api.Condition{{Type: "provider/bad", Status: api.ConditionReady}}, nil)
 	eventually(t, waitLong, "healed condition", func() error {
 		beats := region.beats()
-		for _, c := range api.ConditionsFromPB(beats[len(beats)-1].GetConditions()) {
+		for _, c := range apiproto.ConditionsFromPB(beats[len(beats)-1].GetConditions()) {
 			if c.Type == "provider/bad" && c.Status != api.ConditionReady {
 				return fmt.Errorf("provider/bad: got %s; want Ready", c.Status)
 			}
@@ -1131,7 +1132,7 @@ func TestConfiguredWireProviders(t *testing.T) {
 			ta.waitReady(t)
 			eventually(t, waitLong, "ready through the wire", func() error { return region.wantPhases(phases(api.PhaseReady, "a", "b")) })
 			regs := region.registered()
-			if n := api.NodeFromPB(regs[0]); len(n.Providers) != 1 || n.Providers[0].Name != pc.Name || !n.Serves(api.ProviderContainer) {
+			if n := apiproto.NodeFromPB(regs[0]); len(n.Providers) != 1 || n.Providers[0].Name != pc.Name || !n.Serves(api.ProviderContainer) {
 				t.Errorf("registered providers: got %+v; want %s serving container", n.Providers, pc.Name)
 			}
 

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
@@ -100,10 +101,10 @@ func (s *nodeServer) Status(ctx context.Context, _ *agentv1.NodeStatusRequest) (
 	sts := make([]*resourcev1.AssignmentStatus, 0, len(a.replicas))
 	for _, r := range a.replicas {
 		if r.status.Phase != "" {
-			sts = append(sts, api.AssignmentStatusToPB(&r.status))
+			sts = append(sts, apiproto.AssignmentStatusToPB(&r.status))
 		}
 	}
-	conds := api.ConditionsToPB(a.conditions)
+	conds := apiproto.ConditionsToPB(a.conditions)
 	a.mu.Unlock()
 	slices.SortFunc(sts, func(x, y *resourcev1.AssignmentStatus) int { return strings.Compare(x.GetId(), y.GetId()) })
 	return &agentv1.NodeStatusResponse{

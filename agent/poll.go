@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/providers/provider"
 )
 
@@ -90,7 +91,7 @@ func (a *Agent) pollProvider(ctx context.Context, e *providerEntry) {
 // over until watching works again, and every new watch starts with a
 // relist: changes made while there was none are not pushed.
 func (a *Agent) runWatcher(ctx context.Context, e *providerEntry, w provider.Watcher) {
-	b := backoff{min: a.t.registerMin, max: a.t.registerMax}
+	b := a.t.regionBackoff()
 	warn := warnLimiter{every: a.t.warnEvery}
 	for {
 		ch, err := w.Watch(ctx)
@@ -123,11 +124,11 @@ func (a *Agent) runWatcher(ctx context.Context, e *providerEntry, w provider.Wat
 				return
 			}
 			a.log.Info("provider watch ended; polling it until watching again works", "provider", e.name)
-			if time.Since(started) > b.max {
-				b.reset() // not a watch that keeps failing at once
+			if time.Since(started) > b.Max {
+				b.Reset() // not a watch that keeps failing at once
 			}
 		}
-		if !sleepCtx(ctx, b.next()) {
+		if backoff.Sleep(ctx, b.Next()) != nil {
 			return
 		}
 	}

@@ -68,7 +68,9 @@ func (a *Agent) openProviders(ctx context.Context) (*providerSet, error) {
 		}
 	}
 	for _, e := range set.list {
-		e.p = a.metrics.Instrument(e.name, e.p)
+		if a.metrics != nil {
+			e.p = provider.Instrument(e.name, e.p, a.metrics)
+		}
 		ictx, cancel := context.WithTimeout(ctx, a.t.providerCall)
 		info, err := e.p.Info(ictx)
 		cancel()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/stratahq/strata/internal/backoff"
 )
 
 // workQueue is a keyed work queue: an id is queued at most once and handed
@@ -24,7 +26,7 @@ type workQueue struct {
 	// wake tells the delay loop that an earlier deadline arrived.
 	wake chan struct{}
 
-	retryMin, retryMax time.Duration
+	backoff backoff.Backoff
 }
 
 func newWorkQueue(retryMin, retryMax time.Duration) *workQueue {
@@ -35,8 +37,7 @@ func newWorkQueue(retryMin, retryMax time.Duration) *workQueue {
 		delayed:  map[string]time.Time{},
 		failures: map[string]int{},
 		wake:     make(chan struct{}, 1),
-		retryMin: retryMin,
-		retryMax: retryMax,
+		backoff:  backoff.Backoff{Min: retryMin, Max: retryMax},
 	}
 	q.cond = sync.NewCond(&q.mu)
 	return q
@@ -100,14 +101,7 @@ func (q *workQueue) retry(id string) time.Duration {
 	defer q.mu.Unlock()
 	n := q.failures[id]
 	q.failures[id] = n + 1
-	d := q.retryMin
-	for range n {
-		d *= 2
-		if d >= q.retryMax {
-			d = q.retryMax
-			break
-		}
-	}
+	d := q.backoff.Delay(n + 1)
 	q.addAfterLocked(id, d)
 	return d
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
@@ -232,7 +233,7 @@ func (r *fakeRegion) set(asgs ...*api.Assignment) {
 	defer r.mu.Unlock()
 	r.assignments = map[string]*resourcev1.Assignment{}
 	for _, a := range asgs {
-		r.assignments[a.ID] = api.AssignmentToPB(a)
+		r.assignments[a.ID] = apiproto.AssignmentToPB(a)
 	}
 }
 
@@ -243,7 +244,7 @@ func (r *fakeRegion) push(upserts []*api.Assignment, removed ...string) {
 	defer r.mu.Unlock()
 	b := &agentv1.AssignmentBatch{Removed: removed}
 	for _, a := range upserts {
-		p := api.AssignmentToPB(a)
+		p := apiproto.AssignmentToPB(a)
 		r.assignments[a.ID] = p
 		b.Upserts = append(b.Upserts, p)
 	}

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/backoff"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	"github.com/stratahq/strata/providers/provider"
 )
@@ -79,7 +81,7 @@ func (r *replica) pollable() bool { return r.running() && r.prov != nil && !r.ne
 func (a *Agent) recover(ctx context.Context) error {
 	for _, e := range a.provs.list {
 		var listed []provider.Listed
-		b := backoff{min: a.t.registerMin, max: a.t.registerMax}
+		b := a.t.regionBackoff()
 		for {
 			lctx, cancel := context.WithTimeout(ctx, a.t.providerCall)
 			var err error
@@ -88,9 +90,9 @@ func (a *Agent) recover(ctx context.Context) error {
 			if err == nil {
 				break
 			}
-			d := b.next()
+			d := b.Next()
 			a.log.Warn("list provider replicas failed; retrying", "provider", e.name, "err", err, "in", d)
-			if !sleepCtx(ctx, d) {
+			if backoff.Sleep(ctx, d) != nil {
 				return ctx.Err()
 			}
 		}
@@ -140,7 +142,7 @@ func (a *Agent) applyBatch(epoch int64, b *agentv1.AssignmentBatch) {
 		}
 	}
 	for _, p := range b.GetUpserts() {
-		asg := api.AssignmentFromPB(p)
+		asg := apiproto.AssignmentFromPB(p)
 		if asg.ID == "" {
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/backoff"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
@@ -95,7 +97,7 @@ func (a *Agent) runReporter(ctx context.Context, client agentv1.AgentServiceClie
 		return
 	case <-registered:
 	}
-	b := backoff{min: a.t.flushDelay, max: a.t.reportMax}
+	b := backoff.Backoff{Min: a.t.flushDelay, Max: a.t.reportMax, Jitter: backoff.Half}
 	var warn warnLimiter
 	warn.every = a.t.warnEvery
 	for {
@@ -120,14 +122,14 @@ func (a *Agent) runReporter(ctx context.Context, client agentv1.AgentServiceClie
 				return
 			}
 			warn.fail(a.log, "status report failed; will retry", err, "pending", a.reporter.len())
-			if !sleepCtx(ctx, b.next()) {
+			if backoff.Sleep(ctx, b.Next()) != nil {
 				return
 			}
 			signal(a.reporter.nonEmpty)
 			continue
 		}
 		warn.ok(a.log, "status reports delivered again")
-		b.reset()
+		b.Reset()
 	}
 }
 
@@ -141,7 +143,7 @@ func (a *Agent) flush(ctx context.Context, client agentv1.AgentServiceClient) er
 		}
 		req := &agentv1.ReportStatusRequest{Node: a.cfg.Node.Name, Statuses: make([]*resourcev1.AssignmentStatus, len(sts))}
 		for i := range sts {
-			req.Statuses[i] = api.AssignmentStatusToPB(&sts[i])
+			req.Statuses[i] = apiproto.AssignmentStatusToPB(&sts[i])
 		}
 		cctx, cancel := context.WithTimeout(ctx, a.t.regionCall)
 		_, err := client.ReportStatus(cctx, req)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/backoff"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 )
 
@@ -86,11 +88,11 @@ func (a *Agent) runSession(ctx context.Context, client agentv1.AgentServiceClien
 // register calls Register until it succeeds (jittered backoff) and
 // returns the heartbeat interval, or false when ctx is done.
 func (a *Agent) register(ctx context.Context, client agentv1.AgentServiceClient) (time.Duration, bool) {
-	b := backoff{min: a.t.registerMin, max: a.t.registerMax}
+	b := a.t.regionBackoff()
 	warn := warnLimiter{every: a.t.warnEvery}
 	for {
 		rctx, cancel := context.WithTimeout(ctx, a.t.regionCall)
-		resp, err := client.Register(rctx, &agentv1.RegisterRequest{Node: api.NodeToPB(a.node())})
+		resp, err := client.Register(rctx, &agentv1.RegisterRequest{Node: apiproto.NodeToPB(a.node())})
 		cancel()
 		if err == nil {
 			interval := a.t.heartbeat
@@ -104,7 +106,7 @@ func (a *Agent) register(ctx context.Context, client agentv1.AgentServiceClient)
 			return 0, false
 		}
 		warn.fail(a.log, "register with region failed; retrying", err)
-		if !sleepCtx(ctx, b.next()) {
+		if backoff.Sleep(ctx, b.Next()) != nil {
 			return 0, false
 		}
 	}
@@ -125,7 +127,7 @@ func (a *Agent) heartbeatRequest(seq uint64) *agentv1.HeartbeatRequest {
 	return &agentv1.HeartbeatRequest{
 		Node:       a.cfg.Node.Name,
 		Seq:        seq,
-		Conditions: api.ConditionsToPB(a.conditions),
+		Conditions: apiproto.ConditionsToPB(a.conditions),
 		Metrics: map[string]float64{
 			MetricReplicas:  float64(replicas),
 			MetricMilliCPU:  float64(alloc.MilliCPU),

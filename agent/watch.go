@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 )
@@ -22,7 +23,7 @@ func (a *Agent) runAssignments(ctx context.Context, client agentv1.AgentServiceC
 		return
 	case <-registered:
 	}
-	b := backoff{min: a.t.registerMin, max: a.t.registerMax}
+	b := a.t.regionBackoff()
 	warn := warnLimiter{every: a.t.warnEvery}
 	for {
 		got, err := a.watchOnce(ctx, client)
@@ -30,14 +31,14 @@ func (a *Agent) runAssignments(ctx context.Context, client agentv1.AgentServiceC
 			return
 		}
 		if got > 0 {
-			b.reset()
+			b.Reset()
 		}
 		if err == nil || errors.Is(err, io.EOF) {
 			a.log.Info("assignment stream ended; reconnecting", "batches", got)
 		} else {
 			warn.fail(a.log, "assignment stream failed; reconnecting", err, "batches", got)
 		}
-		if !sleepCtx(ctx, b.next()) {
+		if backoff.Sleep(ctx, b.Next()) != nil {
 			return
 		}
 	}

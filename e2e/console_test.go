@@ -25,11 +25,11 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/stratahq/strata/devcluster"
 	"github.com/stratahq/strata/e2e/framework"
 	globalconsole "github.com/stratahq/strata/global/console"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
-	"github.com/stratahq/strata/internal/devcluster"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/testenv"
 	"github.com/stratahq/strata/providers/fake"

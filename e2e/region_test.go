@@ -27,6 +27,7 @@ import (
 
 	"github.com/stratahq/strata/e2e/framework"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/redistest"
@@ -332,7 +333,7 @@ func (c *regionCluster) apply(name string, replicas int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := c.rs.ApplyPlacements(ctx, &regionv1.ApplyPlacementsRequest{Placements: []*resourcev1.Placement{api.PlacementToPB(&p)}})
+	resp, err := c.rs.ApplyPlacements(ctx, &regionv1.ApplyPlacementsRequest{Placements: []*resourcev1.Placement{apiproto.PlacementToPB(&p)}})
 	if err != nil {
 		c.t.Fatalf("ApplyPlacements %s: %v", name, err)
 	}

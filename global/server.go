@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
@@ -78,16 +77,12 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "global", "instance", o.Config.ID), ready: make(chan struct{})}
 	var err error
-	if s.grpcL = o.GRPCListener; s.grpcL == nil {
-		if s.grpcL, err = net.Listen("tcp", s.cfg.Listen.GRPC); err != nil {
-			return nil, fmt.Errorf("global: listen grpc: %w", err)
-		}
+	if s.grpcL, err = serving.Listen(o.GRPCListener, s.cfg.Listen.GRPC, "listen grpc"); err != nil {
+		return nil, fmt.Errorf("global: %w", err)
 	}
-	if s.httpL = o.HTTPListener; s.httpL == nil {
-		if s.httpL, err = net.Listen("tcp", s.cfg.Listen.HTTP); err != nil {
-			s.grpcL.Close()
-			return nil, fmt.Errorf("global: listen http: %w", err)
-		}
+	if s.httpL, err = serving.Listen(o.HTTPListener, s.cfg.Listen.HTTP, "listen http"); err != nil {
+		s.grpcL.Close()
+		return nil, fmt.Errorf("global: %w", err)
 	}
 	// Refuse to start a replica that would answer without an identity.
 	if err := s.secure(); err != nil {
@@ -244,27 +239,13 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
 	g.Go(func() error { return serving.IgnoreCanceled(svc.Run(gctx)) })
 	g.Go(func() error { return s.lead(gctx, svc, elector, ctrl) })
-	g.Go(func() error {
-		if err := grpcSrv.Serve(s.grpcL); err != nil && !errors.Is(err, net.ErrClosed) {
-			return fmt.Errorf("global: grpc: %w", err)
+	// Ready once the caches hold etcd's state and etcd takes transactions
+	// as large as configured; a limit above the server's stops the global.
+	serving.Tier{Name: "global", GRPC: grpcSrv, GRPCListener: s.grpcL, HTTP: httpSrv, Log: s.log}.Serve(gctx, g, s.ready, func(ctx context.Context) error {
+		if caches.WaitSynced(ctx) != nil {
+			return nil // ctx is done
 		}
-		return nil
-	})
-	g.Go(func() error {
-		if err := httpSrv.Serve(); err != nil {
-			return fmt.Errorf("global: http: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		startErr := s.start(gctx, caches, st)
-		if startErr == nil && gctx.Err() == nil {
-			s.log.Info("global serving", "http", s.HTTPAddr(), "grpc", s.GRPCAddr())
-			close(s.ready)
-			<-gctx.Done()
-		}
-		serving.Shutdown(grpcSrv, httpSrv.Server, 5*time.Second)
-		return startErr
+		return st.Store.EnsureTxnLimit(ctx)
 	})
 	return g.Wait()
 }
@@ -284,19 +265,6 @@ func (s *Server) heartbeatStore() (hb heartbeat.Store, close func(), err error) 
 		return nil, nil, fmt.Errorf("global: %w", err)
 	}
 	return heartbeat.NewRedis(rc, "strata:global", heartbeat.WithLogger(s.log)), func() { rc.Close() }, nil
-}
-
-// start waits until the replica can serve: the caches hold etcd's state
-// and etcd takes transactions as large as configured (a limit above the
-// server's stops the global here). A cancelled ctx is no error.
-func (s *Server) start(ctx context.Context, caches *state.Caches, st *state.State) error {
-	if err := caches.WaitSynced(ctx); err != nil {
-		return nil
-	}
-	if err := etcdserver.CheckTxnLimit(ctx, st.Store, s.log); err != nil {
-		return fmt.Errorf("global: %w", err)
-	}
-	return nil
 }
 
 // lead stands for election once the replica serves (with its bootstrap

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stratahq/strata/agent"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
@@ -136,7 +137,7 @@ func TestTenThousandReplicasOnStockEtcd(t *testing.T) {
 			Flavor: &api.Flavor{Name: "tiny", Kind: api.ProviderContainer, Spec: api.FlavorSpec{VCPUs: 0.1, MemoryMiB: 64}},
 			Epoch:  1,
 		}
-		resp, err := rs.ApplyPlacements(ctx, &regionv1.ApplyPlacementsRequest{Placements: []*resourcev1.Placement{api.PlacementToPB(&p)}})
+		resp, err := rs.ApplyPlacements(ctx, &regionv1.ApplyPlacementsRequest{Placements: []*resourcev1.Placement{apiproto.PlacementToPB(&p)}})
 		if err != nil {
 			t.Fatalf("ApplyPlacements: %v", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,9 +19,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver"
@@ -85,16 +87,12 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "region", "region", o.Config.Name, "instance", o.Config.ID), ready: make(chan struct{})}
 	var err error
-	if s.grpcL = o.GRPCListener; s.grpcL == nil {
-		if s.grpcL, err = net.Listen("tcp", s.cfg.Listen.GRPC); err != nil {
-			return nil, fmt.Errorf("region: listen grpc: %w", err)
-		}
+	if s.grpcL, err = serving.Listen(o.GRPCListener, s.cfg.Listen.GRPC, "listen grpc"); err != nil {
+		return nil, fmt.Errorf("region: %w", err)
 	}
-	if s.httpL = o.HTTPListener; s.httpL == nil {
-		if s.httpL, err = net.Listen("tcp", s.cfg.Listen.HTTP); err != nil {
-			s.grpcL.Close()
-			return nil, fmt.Errorf("region: listen http: %w", err)
-		}
+	if s.httpL, err = serving.Listen(o.HTTPListener, s.cfg.Listen.HTTP, "listen http"); err != nil {
+		s.grpcL.Close()
+		return nil, fmt.Errorf("region: %w", err)
 	}
 	// Refuse to start a region that would answer without an identity.
 	if s.cfg.API.Token == "" {
@@ -223,6 +221,12 @@ func (s *Server) Run(ctx context.Context) error {
 		Logger:            s.log,
 	})
 
+	global, closeGlobal, err := s.dialGlobal(sec)
+	if err != nil {
+		return err
+	}
+	defer closeGlobal()
+
 	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, reg.GRPC()...)
 	if err != nil {
 		return fmt.Errorf("region: %w", err)
@@ -244,53 +248,23 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
 	g.Go(func() error { emitter.Run(gctx); return nil })
 	g.Go(func() error { return serving.IgnoreCanceled(apiSrv.Run(gctx)) })
-	g.Go(func() error { return s.lead(gctx, st, elector, ctrl, mon) })
+	g.Go(func() error { return s.lead(gctx, st, elector, ctrl, mon, global) })
 	g.Go(func() error { return s.watchLeader(gctx, elector) })
-	g.Go(func() error {
-		if err := grpcSrv.Serve(s.grpcL); err != nil && !errors.Is(err, net.ErrClosed) {
-			return fmt.Errorf("region: grpc: %w", err)
+	// Ready once the caches hold etcd's state and etcd takes transactions
+	// as large as configured; a limit above the server's stops the region.
+	serving.Tier{Name: "region", GRPC: grpcSrv, GRPCListener: s.grpcL, HTTP: httpSrv, Log: s.log}.Serve(gctx, g, s.ready, func(ctx context.Context) error {
+		if caches.WaitSynced(ctx) != nil {
+			return nil // ctx is done
 		}
-		return nil
-	})
-	g.Go(func() error {
-		if err := httpSrv.Serve(); err != nil {
-			return fmt.Errorf("region: http: %w", err)
-		}
-		return nil
-	})
-	if cfg.Global.Endpoint != "" {
-		g.Go(func() error { return s.federate(gctx, caches, sec) })
-	}
-	g.Go(func() error {
-		startErr := s.start(gctx, caches, st)
-		if startErr == nil && gctx.Err() == nil {
-			s.log.Info("region serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr())
-			close(s.ready)
-			<-gctx.Done()
-		}
-		serving.Shutdown(grpcSrv, httpSrv.Server, 5*time.Second)
-		return startErr
+		return st.Store.EnsureTxnLimit(ctx)
 	})
 	return g.Wait()
 }
 
-// start waits until the replica can serve: the caches hold etcd's state
-// and etcd takes transactions as large as configured (a limit above the
-// server's stops the region here). A cancelled ctx is no error.
-func (s *Server) start(ctx context.Context, caches *state.Caches, st *state.State) error {
-	if err := caches.WaitSynced(ctx); err != nil {
-		return nil
-	}
-	if err := etcdserver.CheckTxnLimit(ctx, st.Store, s.log); err != nil {
-		return fmt.Errorf("region: %w", err)
-	}
-	return nil
-}
-
 // lead stands for election once the replica serves (with the region's
-// network in place) and runs the controller and the node monitor while
-// leading, until ctx ends.
-func (s *Server) lead(ctx context.Context, st *state.State, elector *election.Elector, ctrl *controller.Controller, mon *monitor.Monitor) error {
+// network in place) and, while leading, runs the controller, the node
+// monitor and the heartbeats to the global tier, until ctx ends.
+func (s *Server) lead(ctx context.Context, st *state.State, elector *election.Elector, ctrl *controller.Controller, mon *monitor.Monitor, global *globalReplicas) error {
 	select {
 	case <-s.ready: // caches synced, transaction limit checked
 	case <-ctx.Done():
@@ -304,6 +278,11 @@ func (s *Server) lead(ctx context.Context, st *state.State, elector *election.El
 		lg, lctx := errgroup.WithContext(leaderCtx)
 		lg.Go(func() error { return ctrl.Lead(lctx, l) })
 		lg.Go(func() error { return mon.Lead(lctx, l) })
+		if len(global.clients) > 0 {
+			// Only the leader speaks for the region, so that the
+			// registered endpoint does not flip between replicas.
+			lg.Go(func() error { s.federate(lctx, global); return nil })
+		}
 		if err := lg.Wait(); err != nil && leaderCtx.Err() == nil {
 			s.log.Warn("region leadership work ended", "err", err)
 		}
@@ -447,55 +426,24 @@ func (s *Server) leaderID() string {
 	return s.leader
 }
 
-// federate heartbeats the global tier, which registers the region on the
-// first beat and follows its health from then on.
-func (s *Server) federate(ctx context.Context, caches *state.Caches, sec *transport.Security) error {
-	g, closeAll, err := dialGlobal(s.cfg.Global.Endpoint, sec)
-	if err != nil {
-		return err
-	}
-	defer closeAll()
-	interval := 2 * time.Second
-	var seq uint64
-	failing := false
-	for {
-		// Only the leading replica speaks for the region, so that the
-		// registered endpoint does not flip between replicas.
-		wait := interval / 4
-		if s.leaderID() == s.cfg.ID {
-			seq++
-			resp, err := g.beat(ctx, s.heartbeat(seq))
-			failing = s.noteFederation(err, failing)
-			if err == nil && resp.GetIntervalMs() > 0 {
-				interval = time.Duration(resp.GetIntervalMs()) * time.Millisecond
-			}
-			wait = interval
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
-}
-
 // globalReplicas are the global tier's replicas a region heartbeats.
 type globalReplicas struct {
 	clients []globalv1.FederationServiceClient
 	current int
 }
 
-// dialGlobal dials every global replica of endpoints (comma-separated);
-// closeAll closes the connections.
-func dialGlobal(endpoints string, sec *transport.Security) (g *globalReplicas, closeAll func(), err error) {
+// dialGlobal connects to the global tier's replicas (global.endpoint,
+// comma-separated); none when the region runs stand-alone. closeAll
+// closes the connections.
+func (s *Server) dialGlobal(sec *transport.Security) (g *globalReplicas, closeAll func(), err error) {
 	g = &globalReplicas{}
-	var conns []*grpc.ClientConn
+	var conns []io.Closer
 	closeAll = func() {
-		for _, cc := range conns {
-			cc.Close()
+		for _, c := range conns {
+			c.Close()
 		}
 	}
-	for _, ep := range strings.Split(endpoints, ",") {
+	for _, ep := range strings.Split(s.cfg.Global.Endpoint, ",") {
 		if ep = strings.TrimSpace(ep); ep == "" {
 			continue
 		}
@@ -528,6 +476,27 @@ func (g *globalReplicas) beat(ctx context.Context, req *globalv1.RegionHeartbeat
 	return nil, err
 }
 
+// federate heartbeats the global tier while this replica leads the region
+// (ctx is the leader context), so that the global tier registers the
+// region on the first beat and follows its health from then on.
+func (s *Server) federate(ctx context.Context, global *globalReplicas) {
+	interval := 2 * time.Second
+	failing := false
+	for seq := uint64(1); ; seq++ {
+		resp, err := global.beat(ctx, s.heartbeat(seq))
+		if ctx.Err() != nil {
+			return
+		}
+		failing = s.noteFederation(err, failing)
+		if err == nil && resp.GetIntervalMs() > 0 {
+			interval = time.Duration(resp.GetIntervalMs()) * time.Millisecond
+		}
+		if backoff.Sleep(ctx, interval) != nil {
+			return
+		}
+	}
+}
+
 // heartbeat is the region's heartbeat number seq: its registration and,
 // once the API runs, its numbers.
 func (s *Server) heartbeat(seq uint64) *globalv1.RegionHeartbeatRequest {
@@ -539,7 +508,7 @@ func (s *Server) heartbeat(seq uint64) *globalv1.RegionHeartbeatRequest {
 	}}
 	if a := s.API(); a != nil {
 		if rs, err := a.Summary(); err == nil {
-			req.Status = api.RegionStatusToPB(&rs)
+			req.Status = apiproto.RegionStatusToPB(&rs)
 		}
 	}
 	return req

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratahq/strata/devcluster"
 	"github.com/stratahq/strata/internal/config"
-	"github.com/stratahq/strata/internal/devcluster"
 )
 
 func newDevCmd() *cobra.Command {

@@ -21,6 +21,7 @@ import (
 	"github.com/stratahq/strata/global/regions"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/heartbeat"
@@ -346,7 +347,7 @@ func (f *fakeRegion) ListNodes(ctx context.Context, req *regionv1.ListNodesReque
 	resp := &regionv1.ListNodesResponse{}
 	for _, name := range slices.Sorted(maps.Keys(f.nodes)) {
 		if n := f.nodes[name]; sel.Matches(n.Labels) {
-			resp.Items = append(resp.Items, api.NodeToPB(n))
+			resp.Items = append(resp.Items, apiproto.NodeToPB(n))
 		}
 	}
 	return resp, nil
@@ -360,7 +361,7 @@ func (f *fakeRegion) GetNode(_ context.Context, req *regionv1.NodeRef) (*resourc
 	if err != nil {
 		return nil, err
 	}
-	return api.NodeToPB(n), nil
+	return apiproto.NodeToPB(n), nil
 }
 
 func (f *fakeRegion) DeleteNode(_ context.Context, req *regionv1.NodeRef) (*regionv1.DeleteNodeResponse, error) {
@@ -383,7 +384,7 @@ func (f *fakeRegion) CordonNode(_ context.Context, req *regionv1.CordonNodeReque
 		return nil, err
 	}
 	n.Schedulable, n.CordonReason = false, req.GetReason()
-	return api.NodeToPB(n), nil
+	return apiproto.NodeToPB(n), nil
 }
 
 func (f *fakeRegion) UncordonNode(_ context.Context, req *regionv1.NodeRef) (*resourcev1.Node, error) {
@@ -395,18 +396,18 @@ func (f *fakeRegion) UncordonNode(_ context.Context, req *regionv1.NodeRef) (*re
 		return nil, err
 	}
 	n.Schedulable, n.CordonReason = true, ""
-	return api.NodeToPB(n), nil
+	return apiproto.NodeToPB(n), nil
 }
 
 func (f *fakeRegion) DrainNode(_ context.Context, req *regionv1.DrainNodeRequest) (*resourcev1.DrainStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	d := api.DrainRequestFromPB(req.GetDrain())
+	d := apiproto.DrainRequestFromPB(req.GetDrain())
 	f.record(fmt.Sprintf("DrainNode %s %s %d %s", req.GetName(), d.Deadline, d.MaxParallel, d.Reason))
 	if _, err := f.node(req.GetName()); err != nil {
 		return nil, err
 	}
-	return api.DrainStatusToPB(&api.DrainStatus{Node: req.GetName(), State: api.DrainRunning, MaxParallel: d.MaxParallel, Reason: d.Reason}), nil
+	return apiproto.DrainStatusToPB(&api.DrainStatus{Node: req.GetName(), State: api.DrainRunning, MaxParallel: d.MaxParallel, Reason: d.Reason}), nil
 }
 
 func (f *fakeRegion) GetDrain(_ context.Context, req *regionv1.NodeRef) (*resourcev1.DrainStatus, error) {
@@ -416,7 +417,7 @@ func (f *fakeRegion) GetDrain(_ context.Context, req *regionv1.NodeRef) (*resour
 	if _, err := f.node(req.GetName()); err != nil {
 		return nil, err
 	}
-	return api.DrainStatusToPB(&api.DrainStatus{Node: req.GetName(), State: api.DrainSucceeded}), nil
+	return apiproto.DrainStatusToPB(&api.DrainStatus{Node: req.GetName(), State: api.DrainSucceeded}), nil
 }
 
 func (f *fakeRegion) ListReplicas(_ context.Context, req *regionv1.ListReplicasRequest) (*regionv1.ListReplicasResponse, error) {
@@ -426,7 +427,7 @@ func (f *fakeRegion) ListReplicas(_ context.Context, req *regionv1.ListReplicasR
 	resp := &regionv1.ListReplicasResponse{}
 	for i := range f.replicas {
 		if r := &f.replicas[i]; r.Tenant == req.GetTenant() && r.Resource == req.GetResource() {
-			resp.Items = append(resp.Items, api.ReplicaToPB(r))
+			resp.Items = append(resp.Items, apiproto.ReplicaToPB(r))
 		}
 	}
 	return resp, nil

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
@@ -42,11 +43,11 @@ type resourceServer struct {
 }
 
 func (g *resourceServer) CreateFlavor(ctx context.Context, req *globalv1.CreateFlavorRequest) (*resourcev1.Flavor, error) {
-	f, err := g.s.flavors.Create(ctx, api.FlavorFromPB(req.GetFlavor()))
+	f, err := g.s.flavors.Create(ctx, apiproto.FlavorFromPB(req.GetFlavor()))
 	if err != nil {
 		return nil, err
 	}
-	return api.FlavorToPB(&f), nil
+	return apiproto.FlavorToPB(&f), nil
 }
 
 func (g *resourceServer) GetFlavor(ctx context.Context, req *globalv1.GetFlavorRequest) (*resourcev1.Flavor, error) {
@@ -54,7 +55,7 @@ func (g *resourceServer) GetFlavor(ctx context.Context, req *globalv1.GetFlavorR
 	if err != nil {
 		return nil, err
 	}
-	return api.FlavorToPB(&f), nil
+	return apiproto.FlavorToPB(&f), nil
 }
 
 func (g *resourceServer) ListFlavors(ctx context.Context, _ *globalv1.ListFlavorsRequest) (*globalv1.ListFlavorsResponse, error) {
@@ -64,17 +65,17 @@ func (g *resourceServer) ListFlavors(ctx context.Context, _ *globalv1.ListFlavor
 	}
 	resp := &globalv1.ListFlavorsResponse{}
 	for i := range items {
-		resp.Items = append(resp.Items, api.FlavorToPB(&items[i]))
+		resp.Items = append(resp.Items, apiproto.FlavorToPB(&items[i]))
 	}
 	return resp, nil
 }
 
 func (g *resourceServer) UpdateFlavor(ctx context.Context, req *globalv1.UpdateFlavorRequest) (*resourcev1.Flavor, error) {
-	f, err := g.s.flavors.Update(ctx, api.FlavorFromPB(req.GetFlavor()))
+	f, err := g.s.flavors.Update(ctx, apiproto.FlavorFromPB(req.GetFlavor()))
 	if err != nil {
 		return nil, err
 	}
-	return api.FlavorToPB(&f), nil
+	return apiproto.FlavorToPB(&f), nil
 }
 
 func (g *resourceServer) DeleteFlavor(ctx context.Context, req *globalv1.DeleteFlavorRequest) (*globalv1.DeleteFlavorResponse, error) {
@@ -85,13 +86,13 @@ func (g *resourceServer) DeleteFlavor(ctx context.Context, req *globalv1.DeleteF
 }
 
 func (g *resourceServer) CreateResource(ctx context.Context, req *globalv1.CreateResourceRequest) (*resourcev1.Resource, error) {
-	r := api.ResourceFromPB(req.GetResource())
+	r := apiproto.ResourceFromPB(req.GetResource())
 	o := WriteOptions{IdempotencyKey: req.GetRequestId(), ReplicasUnset: r.Replicas == 0}
 	out, err := g.s.resources.Create(ctx, "", r, o)
 	if err != nil {
 		return nil, err
 	}
-	return api.ResourceToPB(&out), nil
+	return apiproto.ResourceToPB(&out), nil
 }
 
 func (g *resourceServer) GetResource(ctx context.Context, req *globalv1.ResourceRef) (*resourcev1.Resource, error) {
@@ -99,7 +100,7 @@ func (g *resourceServer) GetResource(ctx context.Context, req *globalv1.Resource
 	if err != nil {
 		return nil, err
 	}
-	return api.ResourceToPB(&out), nil
+	return apiproto.ResourceToPB(&out), nil
 }
 
 func (g *resourceServer) ListResources(ctx context.Context, req *globalv1.ListResourcesRequest) (*globalv1.ListResourcesResponse, error) {
@@ -111,19 +112,19 @@ func (g *resourceServer) ListResources(ctx context.Context, req *globalv1.ListRe
 	}
 	resp := &globalv1.ListResourcesResponse{Continue: page.Continue}
 	for i := range page.Items {
-		resp.Items = append(resp.Items, api.ResourceToPB(&page.Items[i]))
+		resp.Items = append(resp.Items, apiproto.ResourceToPB(&page.Items[i]))
 	}
 	return resp, nil
 }
 
 func (g *resourceServer) UpdateResource(ctx context.Context, req *globalv1.UpdateResourceRequest) (*resourcev1.Resource, error) {
-	r := api.ResourceFromPB(req.GetResource())
+	r := apiproto.ResourceFromPB(req.GetResource())
 	o := WriteOptions{IdempotencyKey: req.GetRequestId(), ReplicasUnset: r.Replicas == 0}
 	out, err := g.s.resources.Update(ctx, "", r, o)
 	if err != nil {
 		return nil, err
 	}
-	return api.ResourceToPB(&out), nil
+	return apiproto.ResourceToPB(&out), nil
 }
 
 func (g *resourceServer) DeleteResource(ctx context.Context, req *globalv1.ResourceRef) (*resourcev1.Resource, error) {
@@ -131,7 +132,7 @@ func (g *resourceServer) DeleteResource(ctx context.Context, req *globalv1.Resou
 	if err != nil {
 		return nil, err
 	}
-	return api.ResourceToPB(&out), nil
+	return apiproto.ResourceToPB(&out), nil
 }
 
 func (g *resourceServer) ScaleResource(ctx context.Context, req *globalv1.ScaleResourceRequest) (*resourcev1.Resource, error) {
@@ -139,7 +140,7 @@ func (g *resourceServer) ScaleResource(ctx context.Context, req *globalv1.ScaleR
 	if err != nil {
 		return nil, err
 	}
-	return api.ResourceToPB(&out), nil
+	return apiproto.ResourceToPB(&out), nil
 }
 
 func (g *resourceServer) RollbackResource(ctx context.Context, req *globalv1.RollbackResourceRequest) (*resourcev1.Resource, error) {
@@ -147,7 +148,7 @@ func (g *resourceServer) RollbackResource(ctx context.Context, req *globalv1.Rol
 	if err != nil {
 		return nil, err
 	}
-	return api.ResourceToPB(&out), nil
+	return apiproto.ResourceToPB(&out), nil
 }
 
 func (g *resourceServer) ListRevisions(ctx context.Context, req *globalv1.ResourceRef) (*globalv1.ListRevisionsResponse, error) {
@@ -157,7 +158,7 @@ func (g *resourceServer) ListRevisions(ctx context.Context, req *globalv1.Resour
 	}
 	resp := &globalv1.ListRevisionsResponse{}
 	for i := range revs {
-		resp.Items = append(resp.Items, api.RevisionToPB(&revs[i]))
+		resp.Items = append(resp.Items, apiproto.RevisionToPB(&revs[i]))
 	}
 	return resp, nil
 }
@@ -170,17 +171,17 @@ func (g *resourceServer) ListReplicas(ctx context.Context, req *globalv1.Resourc
 	}
 	resp := &globalv1.ListReplicasResponse{}
 	for i := range reps.Items {
-		resp.Items = append(resp.Items, api.ReplicaToPB(&reps.Items[i]))
+		resp.Items = append(resp.Items, apiproto.ReplicaToPB(&reps.Items[i]))
 	}
 	return resp, nil
 }
 
 func (g *resourceServer) RegisterRegion(ctx context.Context, req *globalv1.RegisterRegionRequest) (*resourcev1.Region, error) {
-	r, _, err := g.s.regions.Register(ctx, api.RegionFromPB(req.GetRegion()))
+	r, _, err := g.s.regions.Register(ctx, apiproto.RegionFromPB(req.GetRegion()))
 	if err != nil {
 		return nil, err
 	}
-	return api.RegionToPB(&r), nil
+	return apiproto.RegionToPB(&r), nil
 }
 
 func (g *resourceServer) GetRegion(ctx context.Context, req *globalv1.RegionRef) (*resourcev1.Region, error) {
@@ -188,7 +189,7 @@ func (g *resourceServer) GetRegion(ctx context.Context, req *globalv1.RegionRef)
 	if err != nil {
 		return nil, err
 	}
-	return api.RegionToPB(&r), nil
+	return apiproto.RegionToPB(&r), nil
 }
 
 func (g *resourceServer) ListRegions(ctx context.Context, _ *globalv1.ListRegionsRequest) (*globalv1.ListRegionsResponse, error) {
@@ -213,7 +214,7 @@ func (g *resourceServer) ListNodes(ctx context.Context, req *globalv1.ListNodesR
 	}
 	resp := &globalv1.ListNodesResponse{Unreachable: nodes.Unreachable}
 	for i := range nodes.Items {
-		resp.Items = append(resp.Items, api.NodeToPB(&nodes.Items[i]))
+		resp.Items = append(resp.Items, apiproto.NodeToPB(&nodes.Items[i]))
 	}
 	return resp, nil
 }
@@ -223,7 +224,7 @@ func (g *resourceServer) GetNode(ctx context.Context, req *globalv1.NodeRef) (*r
 	if err != nil {
 		return nil, err
 	}
-	return api.NodeToPB(&n), nil
+	return apiproto.NodeToPB(&n), nil
 }
 
 func (g *resourceServer) DeleteNode(ctx context.Context, req *globalv1.NodeRef) (*globalv1.DeleteNodeResponse, error) {
@@ -238,7 +239,7 @@ func (g *resourceServer) CordonNode(ctx context.Context, req *globalv1.CordonNod
 	if err != nil {
 		return nil, err
 	}
-	return api.NodeToPB(&n), nil
+	return apiproto.NodeToPB(&n), nil
 }
 
 func (g *resourceServer) UncordonNode(ctx context.Context, req *globalv1.NodeRef) (*resourcev1.Node, error) {
@@ -246,15 +247,15 @@ func (g *resourceServer) UncordonNode(ctx context.Context, req *globalv1.NodeRef
 	if err != nil {
 		return nil, err
 	}
-	return api.NodeToPB(&n), nil
+	return apiproto.NodeToPB(&n), nil
 }
 
 func (g *resourceServer) DrainNode(ctx context.Context, req *globalv1.DrainNodeRequest) (*resourcev1.DrainStatus, error) {
-	d, err := g.s.nodes.Drain(ctx, req.GetRegion(), req.GetName(), api.DrainRequestFromPB(req.GetDrain()))
+	d, err := g.s.nodes.Drain(ctx, req.GetRegion(), req.GetName(), apiproto.DrainRequestFromPB(req.GetDrain()))
 	if err != nil {
 		return nil, err
 	}
-	return api.DrainStatusToPB(&d), nil
+	return apiproto.DrainStatusToPB(&d), nil
 }
 
 func (g *resourceServer) GetDrain(ctx context.Context, req *globalv1.NodeRef) (*resourcev1.DrainStatus, error) {
@@ -262,7 +263,7 @@ func (g *resourceServer) GetDrain(ctx context.Context, req *globalv1.NodeRef) (*
 	if err != nil {
 		return nil, err
 	}
-	return api.DrainStatusToPB(&d), nil
+	return apiproto.DrainStatusToPB(&d), nil
 }
 
 func (g *resourceServer) GetStatus(ctx context.Context, _ *globalv1.GetStatusRequest) (*globalv1.GlobalStatus, error) {
@@ -282,7 +283,7 @@ func (g *resourceServer) GetStatus(ctx context.Context, _ *globalv1.GetStatusReq
 func regionsToPB(regions []api.Region) []*resourcev1.Region {
 	out := make([]*resourcev1.Region, len(regions))
 	for i := range regions {
-		out[i] = api.RegionToPB(&regions[i])
+		out[i] = apiproto.RegionToPB(&regions[i])
 	}
 	return out
 }
@@ -296,13 +297,13 @@ type federationServer struct {
 // RegionHeartbeat lets a region speak only for itself: the caller must
 // be region:<name> of the region it registers.
 func (f *federationServer) RegionHeartbeat(ctx context.Context, req *globalv1.RegionHeartbeatRequest) (*globalv1.RegionHeartbeatResponse, error) {
-	r := api.RegionFromPB(req.GetRegion())
+	r := apiproto.RegionFromPB(req.GetRegion())
 	if err := transport.AuthorizeRegion(ctx, r.Name); err != nil {
 		return nil, err
 	}
 	var st *api.RegionStatus
 	if req.GetStatus() != nil {
-		s := api.RegionStatusFromPB(req.GetStatus())
+		s := apiproto.RegionStatusFromPB(req.GetStatus())
 		st = &s
 	}
 	every, err := f.regions.Heartbeat(ctx, r, req.GetSeq(), st)

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/transport/transporttest"
@@ -77,7 +79,7 @@ func TestGRPCParity(t *testing.T) {
 			t.Fatal(err)
 		}
 		viaREST := decodeAs[api.Resource](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/grpc-app", nil)))
-		if viaGRPC := api.ResourceFromPB(got); !sameJSON(viaGRPC, viaREST) {
+		if viaGRPC := apiproto.ResourceFromPB(got); !api.SameJSON(viaGRPC, viaREST) {
 			t.Fatalf("got over gRPC %+v; want what REST says, %+v", viaGRPC, viaREST)
 		}
 	})
@@ -161,8 +163,8 @@ func TestRegionHeartbeat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.GetIntervalMs() != DefaultHeartbeatInterval.Milliseconds() {
-			t.Fatalf("got interval %dms; want %dms", resp.GetIntervalMs(), DefaultHeartbeatInterval.Milliseconds())
+		if resp.GetIntervalMs() != config.DefaultRegionsLiveness().HeartbeatInterval.Milliseconds() {
+			t.Fatalf("got interval %dms; want %dms", resp.GetIntervalMs(), config.DefaultRegionsLiveness().HeartbeatInterval.Milliseconds())
 		}
 	}
 	etcdRev := func(t *testing.T) int64 {

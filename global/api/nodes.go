@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
@@ -130,11 +131,11 @@ func (n *Nodes) Drain(ctx context.Context, region, node string, d api.DrainReque
 	if err != nil {
 		return api.DrainStatus{}, err
 	}
-	ds, err := c.DrainNode(ctx, &regionv1.DrainNodeRequest{Name: node, Drain: api.DrainRequestToPB(&d)})
+	ds, err := c.DrainNode(ctx, &regionv1.DrainNodeRequest{Name: node, Drain: apiproto.DrainRequestToPB(&d)})
 	if err != nil {
 		return api.DrainStatus{}, fmt.Errorf("region %q: %w", region, err)
 	}
-	return api.DrainStatusFromPB(ds), nil
+	return apiproto.DrainStatusFromPB(ds), nil
 }
 
 // GetDrain returns the progress of a node's drain.
@@ -147,7 +148,7 @@ func (n *Nodes) GetDrain(ctx context.Context, region, node string) (api.DrainSta
 	if err != nil {
 		return api.DrainStatus{}, fmt.Errorf("region %q: %w", region, err)
 	}
-	return api.DrainStatusFromPB(ds), nil
+	return apiproto.DrainStatusFromPB(ds), nil
 }
 
 // client authorizes a node operation and returns the client of the node's
@@ -171,7 +172,7 @@ func nodesFromPB(region string, ps []*resourcev1.Node) []api.Node {
 }
 
 func nodeFromPB(region string, p *resourcev1.Node) api.Node {
-	n := api.NodeFromPB(p)
+	n := apiproto.NodeFromPB(p)
 	if n.Region == "" {
 		n.Region = region
 	}

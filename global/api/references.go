@@ -1,9 +1,7 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -181,45 +179,12 @@ func (s *Resources) imageResource(ctx context.Context, tenant, name string, vm b
 	return false, storeErr(err, "image", name)
 }
 
-// checkReplicas checks a replica count against the limits of kind (none
-// for ""), naming the top-level field the client wrote.
-func checkReplicas(kind api.ResourceKind, n int) error {
-	switch {
-	case n < 0:
-		return api.Invalid("replicas", "must not be negative (got %d)", n)
-	case n > api.MaxReplicas:
-		return api.Invalid("replicas", "%d is more than %d", n, api.MaxReplicas)
-	case kind == api.KindVolume && n > 1:
-		return api.Invalid("replicas", "a Volume lives on one node: replicas must be 0 or 1, not %d", n)
-	case kind == api.KindImage && n != 0:
-		return api.Invalid("replicas", "an Image has no replicas (agents fetch it when needed): omit it or set 0")
-	}
-	return nil
-}
-
-// validateResource checks replicas first, so that their errors name the
-// field the client wrote, then everything else.
-func validateResource(r *api.Resource) error {
-	if err := checkReplicas(r.Kind, r.Replicas); err != nil {
-		return err
-	}
-	return r.Validate()
-}
-
 func flavorSpec(f *api.Flavor) *api.FlavorSpec {
 	if f == nil {
 		return nil
 	}
 	spec := f.Spec
 	return &spec
-}
-
-// sameJSON compares by JSON encoding, which, unlike reflect.DeepEqual, takes
-// an empty map for an absent one, as storage does.
-func sameJSON(a, b any) bool {
-	ja, erra := json.Marshal(a)
-	jb, errb := json.Marshal(b)
-	return erra == nil && errb == nil && bytes.Equal(ja, jb)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

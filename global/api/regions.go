@@ -286,7 +286,7 @@ func (g *Regions) update(ctx context.Context, it store.Item[api.Region], in api.
 	if withLabels {
 		next.Labels = in.Labels
 	}
-	if !register && sameJSON(it.Value, &next) {
+	if !register && api.SameJSON(it.Value, &next) {
 		return regionView(it), nil
 	}
 	next.RegisteredAt = now()

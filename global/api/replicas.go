@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/store"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -96,7 +97,7 @@ func (p *Replicas) regionsOf(ctx context.Context, r *api.Resource, st *api.Resou
 func replicasOf(r *api.Resource, region string, ps []*resourcev1.Replica) []api.Replica {
 	var out []api.Replica
 	for _, p := range ps {
-		rep := api.ReplicaFromPB(p)
+		rep := apiproto.ReplicaFromPB(p)
 		if rep.ResourceUID != "" && rep.ResourceUID != r.UID {
 			continue
 		}

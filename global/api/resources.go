@@ -90,13 +90,13 @@ func (s *Resources) Create(ctx context.Context, tenant string, r api.Resource, o
 	if r.Tenant != "" && r.Tenant != tenant {
 		return api.Resource{}, api.Invalid("tenant", "%q does not match the tenant of the request, %q", r.Tenant, tenant)
 	}
-	r = settableFields(&r)
+	r = r.Settable()
 	r.Tenant = tenant
 	r.Default()
 	if o.ReplicasUnset {
 		r.Replicas = api.DefaultReplicas(r.Kind)
 	}
-	if err := validateResource(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return api.Resource{}, err
 	}
 	hash := requestHash("create", tenant, &r)
@@ -255,7 +255,7 @@ func (s *Resources) Update(ctx context.Context, tenant string, in api.Resource, 
 		return api.Resource{}, api.Invalid("tenant", "%q does not match the tenant of the request, %q", in.Tenant, tenant)
 	}
 	expect := in.ResourceVersion
-	in = settableFields(&in)
+	in = in.Settable()
 	in.Tenant = tenant
 	in.Default()
 	hash := requestHash("update", tenant, struct {
@@ -289,17 +289,17 @@ func (s *Resources) replace(ctx context.Context, in api.Resource, o WriteOptions
 		if o.ReplicasUnset {
 			next.Replicas = cur.Replicas
 		}
-		if sameJSON(settableFields(cur), next) {
+		if api.SameJSON(cur.Settable(), next) {
 			return store.ErrNoChange
 		}
-		if err := validateResource(&next); err != nil {
+		if err := next.Validate(); err != nil {
 			return err
 		}
 		flavor, err := s.checkReferences(ctx, &next)
 		if err != nil {
 			return err
 		}
-		newSpec := !sameJSON(cur.Spec, next.Spec)
+		newSpec := !api.SameJSON(cur.Spec, next.Spec)
 		cur.Labels, cur.Spec, cur.Replicas, cur.Schedule = next.Labels, next.Spec, next.Replicas, next.Schedule
 		cur.Overrides, cur.Failover, cur.Rollout = next.Overrides, next.Failover, next.Rollout
 		cur.MaxRevisionHistory = next.MaxRevisionHistory
@@ -333,21 +333,21 @@ func (s *Resources) Scale(ctx context.Context, tenant, name string, replicas int
 	if err != nil {
 		return api.Resource{}, err
 	}
-	if err := checkReplicas("", replicas); err != nil {
+	if err := api.ValidateReplicas("", replicas); err != nil {
 		return api.Resource{}, err
 	}
 	return s.write(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
 		if r.Deleting() {
 			return fmt.Errorf("resource %q is being deleted: %w", r.Name, api.ErrConflict)
 		}
-		if err := checkReplicas(r.Kind, replicas); err != nil {
+		if err := api.ValidateReplicas(r.Kind, replicas); err != nil {
 			return err
 		}
 		if r.Replicas == replicas {
 			return store.ErrNoChange
 		}
 		r.Replicas = replicas
-		return validateResource(r)
+		return r.Validate()
 	})
 }
 
@@ -468,16 +468,6 @@ func (s *Resources) read(ctx context.Context, tenant, name string) (store.Item[a
 		}
 	}
 	return it, st, nil
-}
-
-// settableFields returns the part of r a client may set; everything else is
-// the server's.
-func settableFields(r *api.Resource) api.Resource {
-	return api.Resource{
-		Name: r.Name, Tenant: r.Tenant, Kind: r.Kind, Labels: r.Labels,
-		Spec: r.Spec, Replicas: r.Replicas, Schedule: r.Schedule, Overrides: r.Overrides,
-		Failover: r.Failover, Rollout: r.Rollout, MaxRevisionHistory: r.MaxRevisionHistory,
-	}
 }
 
 // view is a stored resource as clients see it.

@@ -53,7 +53,7 @@ func (s *Resources) Rollback(ctx context.Context, tenant, name string, to int64)
 		if err != nil {
 			return storeErr(err, "revision", fmt.Sprint(to))
 		}
-		if sameJSON(r.Spec, target.Value.Spec) {
+		if api.SameJSON(r.Spec, target.Value.Spec) {
 			return store.ErrNoChange
 		}
 		r.Spec = target.Value.Spec

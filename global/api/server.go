@@ -24,18 +24,16 @@ import (
 
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/store"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 )
 
-// Defaults of Options.
-const (
-	DefaultMaxBodyBytes      = 1 << 20
-	DefaultRegionTimeout     = 5 * time.Second
-	DefaultHeartbeatInterval = 2 * time.Second
-)
+// DefaultRegionTimeout is Options.RegionTimeout's default; the others
+// come from package config.
+const DefaultRegionTimeout = 5 * time.Second
 
 // cacheWait bounds how long a request waits for a cache to load or to catch
 // up with a write: past it, etcd or the watch is in trouble and the client
@@ -82,13 +80,14 @@ type Options struct {
 	Leader LeaderSource
 	// ID is this API replica's identity (config.Global.ID); required.
 	ID string
-	// MaxBodyBytes bounds a REST request body; 0 means DefaultMaxBodyBytes.
+	// MaxBodyBytes bounds a REST request body; 0 means
+	// config.DefaultHTTPAPI().MaxBodyBytes.
 	MaxBodyBytes int64
 	// RegionTimeout bounds each region's answer in a fan-out (all nodes,
 	// replicas); 0 means DefaultRegionTimeout.
 	RegionTimeout time.Duration
 	// HeartbeatInterval is what RegionHeartbeat tells regions; 0 means
-	// DefaultHeartbeatInterval.
+	// config.DefaultRegionsLiveness().HeartbeatInterval.
 	HeartbeatInterval time.Duration
 	// Version is reported by Status.
 	Version string
@@ -131,7 +130,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		st: o.State, caches: o.Caches, leader: o.Leader, id: o.ID, version: o.Version,
-		maxBody: positiveOr(o.MaxBodyBytes, DefaultMaxBodyBytes), log: o.Logger,
+		maxBody: positiveOr(o.MaxBodyBytes, config.DefaultHTTPAPI().MaxBodyBytes), log: o.Logger,
 	}
 	if s.caches == nil {
 		s.caches, s.ownCaches = state.NewCaches(o.State), true
@@ -143,7 +142,7 @@ func New(o Options) (*Server, error) {
 	s.regions = &Regions{
 		regions: st.Regions, statuses: st.RegionStatus, resources: st.Resources, st: st.Store,
 		cache: c.Regions, statusCache: c.RegionStatus,
-		heartbeats: o.Heartbeats, beatEvery: positiveOr(o.HeartbeatInterval, DefaultHeartbeatInterval), log: log,
+		heartbeats: o.Heartbeats, beatEvery: positiveOr(o.HeartbeatInterval, config.DefaultRegionsLiveness().HeartbeatInterval), log: log,
 	}
 	s.flavors = &Flavors{flavors: st.Flavors, resources: st.Resources}
 	s.resources = &Resources{st: st, resources: c.Resources, statuses: c.Statuses, flavors: c.Flavors, regions: s.regions, log: log}

@@ -2,10 +2,11 @@
 // of the regions (health, nodes, resources, replicas) with links to each
 // region's own console, the master and the version.
 //
-// Like the region console (package region/console, whose stylesheet and
-// scripts it shares) it is server-rendered page shells and embedded static
-// files that call the global REST API (/v1) from the browser with the
-// operator's bearer token, kept in the tab's sessionStorage.
+// Like the region console it is server-rendered page shells and embedded
+// static files that call the global REST API (/v1) from the browser with
+// the operator's bearer token, kept in the tab's sessionStorage; what the
+// two share (stylesheet, common scripts, static server, headers) is
+// package webconsole.
 //
 // Routes, relative to where the handler is mounted (/console/):
 //
@@ -21,7 +22,7 @@ import (
 	"net/http"
 
 	"github.com/stratahq/strata/internal/version"
-	regionconsole "github.com/stratahq/strata/region/console"
+	"github.com/stratahq/strata/internal/webconsole"
 )
 
 // Options configure the console.
@@ -54,14 +55,14 @@ func Handler(o Options) http.Handler {
 	if err != nil {
 		panic(err)
 	}
-	static := regionconsole.NewStaticServer(regionconsole.Static(), own)
+	static := webconsole.NewStaticServer(webconsole.Static(), own)
 	overview := template.Must(template.ParseFS(templateFS, "web/templates/layout.html", "web/templates/overview.html"))
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", static))
 	mux.HandleFunc("GET /console/{$}", func(w http.ResponseWriter, r *http.Request) {
-		regionconsole.RenderPage(w, r, log, overview, pageData{Page: "overview", Title: "Overview", Version: version.String()})
+		webconsole.RenderPage(w, r, log, overview, pageData{Page: "overview", Title: "Overview", Version: version.String()})
 	})
-	mux.HandleFunc("/console/", regionconsole.NotFound)
-	return regionconsole.SecurityHeaders(mux)
+	mux.HandleFunc("/console/", webconsole.NotFound)
+	return webconsole.SecurityHeaders(mux)
 }

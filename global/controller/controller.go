@@ -11,6 +11,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/reconcile"
@@ -51,7 +53,7 @@ type Options struct {
 	Regions    Regions
 	Heartbeats Heartbeats
 	// HeartbeatInterval, SuspectAfter, DownAfter and ProbeTimeout set
-	// region liveness.
+	// region liveness; zero takes config.DefaultRegionsLiveness's.
 	HeartbeatInterval time.Duration
 	SuspectAfter      time.Duration
 	DownAfter         time.Duration
@@ -103,18 +105,11 @@ func New(o Options) *Controller {
 	if o.SendBatch == 0 {
 		o.SendBatch = 256
 	}
-	if o.HeartbeatInterval == 0 {
-		o.HeartbeatInterval = 2 * time.Second
-	}
-	if o.SuspectAfter == 0 {
-		o.SuspectAfter = 3 * o.HeartbeatInterval
-	}
-	if o.DownAfter == 0 {
-		o.DownAfter = 5 * o.HeartbeatInterval
-	}
-	if o.ProbeTimeout == 0 {
-		o.ProbeTimeout = 2 * time.Second
-	}
+	def := config.DefaultRegionsLiveness()
+	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, def.HeartbeatInterval)
+	o.SuspectAfter = cmp.Or(o.SuspectAfter, def.SuspectAfter)
+	o.DownAfter = cmp.Or(o.DownAfter, def.DownAfter)
+	o.ProbeTimeout = cmp.Or(o.ProbeTimeout, def.ProbeTimeout)
 	c := &Controller{
 		o:              o,
 		log:            o.Logger.With("component", "master"),

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stratahq/strata/global/placement"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/backoff"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
@@ -160,9 +162,12 @@ func (l *link) shareKeys() []string {
 	return keys(l.shares)
 }
 
+// linkBackoff paces reconnecting to a region and resending to it.
+var linkBackoff = backoff.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+
 // watch follows the region's shares, reconnecting with backoff.
 func (l *link) watch(ctx context.Context) {
-	bo := backoff{min: 200 * time.Millisecond, max: 5 * time.Second}
+	bo := linkBackoff
 	for ctx.Err() == nil {
 		err := l.watchOnce(ctx)
 		l.mu.Lock()
@@ -172,7 +177,7 @@ func (l *link) watch(ctx context.Context) {
 			return
 		}
 		l.log.Debug("share stream ended; reconnecting", "err", err)
-		if !sleep(ctx, bo.next()) {
+		if backoff.Sleep(ctx, bo.Next()) != nil {
 			return
 		}
 	}
@@ -227,8 +232,8 @@ func (l *link) applyShares(resp *regionv1.WatchSharesResponse) []string {
 		}
 		l.shares[key] = &share{
 			UID:         ev.GetUid(),
-			RegionShare: api.RegionShareFromPB(ev.GetShare()),
-			Backends:    api.BackendStatusesFromPB(ev.GetBackends()),
+			RegionShare: apiproto.RegionShareFromPB(ev.GetShare()),
+			Backends:    apiproto.BackendStatusesFromPB(ev.GetBackends()),
 		}
 	}
 	return changed
@@ -238,7 +243,7 @@ func (l *link) applyShares(resp *regionv1.WatchSharesResponse) []string {
 func (l *link) send(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	bo := backoff{min: 200 * time.Millisecond, max: 5 * time.Second}
+	bo := linkBackoff
 	for {
 		select {
 		case <-ctx.Done():
@@ -250,12 +255,12 @@ func (l *link) send(ctx context.Context) {
 			sentAny, err := l.sendBatch(ctx)
 			if err != nil {
 				l.log.Warn("cannot reach region; will retry", "err", err)
-				if !sleep(ctx, bo.next()) {
+				if backoff.Sleep(ctx, bo.Next()) != nil {
 					return
 				}
 				continue
 			}
-			bo.reset()
+			bo.Reset()
 			if !sentAny {
 				break
 			}
@@ -307,7 +312,7 @@ func (l *link) sendBatch(ctx context.Context) (bool, error) {
 		req := &regionv1.ApplyPlacementsRequest{Placements: make([]*resourcev1.Placement, 0, len(batch))}
 		for _, p := range batch {
 			p.p.Epoch = l.epoch
-			req.Placements = append(req.Placements, api.PlacementToPB(p.p))
+			req.Placements = append(req.Placements, apiproto.PlacementToPB(p.p))
 		}
 		resp, err := cl.ApplyPlacements(cctx, req)
 		if err != nil {
@@ -387,32 +392,6 @@ func fingerprint(p *api.Placement) string {
 	cp.UpdatedAt = time.Time{}
 	b, _ := json.Marshal(&cp)
 	return string(b)
-}
-
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur
-}
-
-func (b *backoff) reset() { b.cur = 0 }
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 type atomicCounter struct{ v atomic.Uint64 }

@@ -1,9 +1,6 @@
 package state
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/store"
 )
@@ -11,6 +8,9 @@ import (
 // Caches are the in-memory copies of the global collections, shared by
 // the API and the master controller of one process.
 type Caches struct {
+	// CacheSet runs them, waits for them and checks them together.
+	store.CacheSet
+
 	Flavors      *store.Cache[api.Flavor]
 	Resources    *store.Cache[api.Resource]
 	Statuses     *store.Cache[api.ResourceStatus]
@@ -33,23 +33,6 @@ func NewCaches(st *State) *Caches {
 	c.Regions = store.NewCache(st.Regions, store.WithOnChange(c.RegionFeed.Publish))
 	c.RegionStatus = store.NewCache(st.RegionStatus, store.WithOnChange(c.RegionStatusFeed.Publish))
 	c.Tokens = store.NewCache(st.Tokens)
+	c.CacheSet = store.NewCacheSet("global", c.Flavors, c.Resources, c.Statuses, c.Regions, c.RegionStatus, c.Tokens)
 	return c
 }
-
-func (c *Caches) all() []store.Runner {
-	return []store.Runner{c.Flavors, c.Resources, c.Statuses, c.Regions, c.RegionStatus, c.Tokens}
-}
-
-// Run keeps every cache current until ctx is done.
-func (c *Caches) Run(ctx context.Context) error { return store.RunAll(ctx, c.all()...) }
-
-// WaitSynced blocks until every cache holds its first list.
-func (c *Caches) WaitSynced(ctx context.Context) error {
-	if err := store.WaitSynced(ctx, c.all()...); err != nil {
-		return fmt.Errorf("global %w", err)
-	}
-	return nil
-}
-
-// IsSynced reports whether every cache holds its first list.
-func (c *Caches) IsSynced() bool { return store.AllSynced(c.all()...) }

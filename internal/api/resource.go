@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+)
 
 // ResourceKind says what a resource is.
 type ResourceKind string
@@ -91,6 +95,27 @@ func (r *Resource) Key() string { return r.Tenant + "/" + r.Name }
 
 // Deleting reports whether deletion was requested.
 func (r *Resource) Deleting() bool { return r.DeletionRequestedAt != nil }
+
+// Settable returns the part of r a client may set; everything else is
+// the server's.
+func (r *Resource) Settable() Resource {
+	return Resource{
+		Name: r.Name, Tenant: r.Tenant, Kind: r.Kind, Labels: r.Labels,
+		Spec: r.Spec, Replicas: r.Replicas, Schedule: r.Schedule, Overrides: r.Overrides,
+		Failover: r.Failover, Rollout: r.Rollout, MaxRevisionHistory: r.MaxRevisionHistory,
+	}
+}
+
+// SameJSON compares two values by their JSON encoding, as storage and the
+// wire see them: unlike reflect.DeepEqual it takes an empty map or list
+// for an absent one, and ignores what JSON does not carry (time
+// locations, monotonic readings), in which values read back from etcd or
+// converted from protobuf differ.
+func SameJSON(a, b any) bool {
+	ja, erra := json.Marshal(a)
+	jb, errb := json.Marshal(b)
+	return erra == nil && errb == nil && bytes.Equal(ja, jb)
+}
 
 // ResourceSpec is the revisioned part of a resource. Exactly one of the
 // kind sections is set, matching the resource's kind.

@@ -114,6 +114,11 @@ func (s *FlavorSpec) validate(kind ProviderKind) error {
 // Validate checks a resource as a user sent it. Server-set fields are not
 // checked; the API overwrites them.
 func (r *Resource) Validate() error {
+	// Replicas first, so that their errors name the field the client
+	// wrote ("replicas", not "spec.replicas").
+	if err := ValidateReplicas(r.Kind, r.Replicas); err != nil {
+		return err
+	}
 	if err := ValidateName("name", r.Name); err != nil {
 		return err
 	}
@@ -128,10 +133,7 @@ func (r *Resource) Validate() error {
 	if err := ValidateLabels("labels", r.Labels); err != nil {
 		return err
 	}
-	if err := validateReplicaCount(r.Replicas); err != nil {
-		return err
-	}
-	if err := r.Spec.validate(r.Kind, r.Replicas); err != nil {
+	if err := r.Spec.validate(r.Kind); err != nil {
 		return within("spec", err)
 	}
 	if err := r.Schedule.validate(); err != nil {
@@ -150,17 +152,6 @@ func (r *Resource) Validate() error {
 	}
 	if r.MaxRevisionHistory < 0 || r.MaxRevisionHistory > MaxRevisionHistory {
 		return Invalid("maxRevisionHistory", "must be between 0 and %d", MaxRevisionHistory)
-	}
-	return nil
-}
-
-// validateReplicaCount checks a replica count whatever the kind.
-func validateReplicaCount(n int) error {
-	if n < 0 {
-		return Invalid("replicas", "must not be negative (got %d)", n)
-	}
-	if n > MaxReplicas {
-		return Invalid("replicas", "%d is more than %d", n, MaxReplicas)
 	}
 	return nil
 }
@@ -276,7 +267,23 @@ func DefaultReplicas(k ResourceKind) int {
 	return 1
 }
 
-func (s *ResourceSpec) validate(kind ResourceKind, replicas int) error {
+// ValidateReplicas checks a replica count against the limits of kind
+// (none for "").
+func ValidateReplicas(kind ResourceKind, n int) error {
+	switch {
+	case n < 0:
+		return Invalid("replicas", "must not be negative (got %d)", n)
+	case n > MaxReplicas:
+		return Invalid("replicas", "%d is more than %d", n, MaxReplicas)
+	case kind == KindVolume && n > 1:
+		return Invalid("replicas", "a Volume lives on one node: replicas must be 0 or 1, not %d", n)
+	case kind == KindImage && n != 0:
+		return Invalid("replicas", "an Image has no replicas (agents fetch it when needed): omit it or set 0")
+	}
+	return nil
+}
+
+func (s *ResourceSpec) validate(kind ResourceKind) error {
 	sections := map[ResourceKind]bool{
 		KindCompute:      s.Compute != nil,
 		KindVolume:       s.Volume != nil,
@@ -306,14 +313,8 @@ func (s *ResourceSpec) validate(kind ResourceKind, replicas int) error {
 		}
 		return within("compute", s.Compute.validate())
 	case KindVolume:
-		if replicas > 1 {
-			return Invalid("replicas", "a Volume lives on one node: replicas must be 0 or 1, not %d", replicas)
-		}
 		return within("volume", s.Volume.validate())
 	case KindImage:
-		if replicas != 0 {
-			return Invalid("replicas", "an Image has no replicas (agents fetch it when needed): omit it or set 0")
-		}
 		return within("image", s.Image.validate())
 	case KindLoadbalancer:
 		return within("loadbalancer", s.Loadbalancer.validate())

@@ -257,18 +257,6 @@ func (a *App) client() (*client.Client, error) {
 	return cl, nil
 }
 
-// sleep waits d or until ctx is done; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // splitRef splits "a/b" in two, for REGION/NODE and TYPE/NAME arguments.
 func splitRef(s string) (string, string, bool) {
 	a, b, ok := strings.Cut(s, "/")

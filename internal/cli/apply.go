@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/cli/client"
 	"github.com/stratahq/strata/internal/cli/manifest"
 )
@@ -250,7 +251,7 @@ func (a *App) waitGone(ctx context.Context, c *client.Client, name string, timeo
 		if err != nil && wctx.Err() == nil && !errors.As(err, &conn) && client.StatusOf(err) != http.StatusServiceUnavailable {
 			return err
 		}
-		if !sleep(wctx, a.pollInterval) || wctx.Err() != nil {
+		if backoff.Sleep(wctx, a.pollInterval) != nil || wctx.Err() != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

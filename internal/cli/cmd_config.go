@@ -100,18 +100,9 @@ func (a *App) useContextCommand() *cobra.Command {
 		Short: "Make a context the current one",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			f, path, err := a.loadContexts()
-			if err != nil {
-				return err
-			}
-			if err := f.Use(argv[0]); err != nil {
-				return err
-			}
-			if err := f.Save(path); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.io.Out, "switched to context %q\n", argv[0])
-			return nil
+			return a.editContexts(func(f *contexts.File) (string, error) {
+				return fmt.Sprintf("switched to context %q", argv[0]), f.Use(argv[0])
+			})
 		},
 	}
 }
@@ -174,18 +165,27 @@ func (a *App) deleteContextCommand() *cobra.Command {
 		Short: "Remove a context",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			f, path, err := a.loadContexts()
-			if err != nil {
-				return err
-			}
-			if err := f.Delete(argv[0]); err != nil {
-				return err
-			}
-			if err := f.Save(path); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.io.Out, "context %q deleted\n", argv[0])
-			return nil
+			return a.editContexts(func(f *contexts.File) (string, error) {
+				return fmt.Sprintf("context %q deleted", argv[0]), f.Delete(argv[0])
+			})
 		},
 	}
+}
+
+// editContexts loads the contexts file, applies edit, saves the file and
+// prints what edit says it did.
+func (a *App) editContexts(edit func(f *contexts.File) (done string, err error)) error {
+	f, path, err := a.loadContexts()
+	if err != nil {
+		return err
+	}
+	done, err := edit(f)
+	if err != nil {
+		return err
+	}
+	if err := f.Save(path); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.io.Out, done)
+	return nil
 }

@@ -209,7 +209,7 @@ func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name str
 	sel, _ := api.ParseSelector(o.selector) // checked by getOptions.check
 	switch typ {
 	case typeFlavors:
-		items, err := a.flavors(ctx, c, name)
+		items, err := namedOrAll(ctx, name, c.GetFlavor, c.ListFlavors)
 		if err != nil {
 			return view{}, err
 		}
@@ -233,18 +233,11 @@ func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name str
 }
 
 func fetchResources(ctx context.Context, c *client.Client, name string, o getOptions) (view, error) {
-	var items []api.Resource
-	if name != "" {
-		r, err := c.GetResource(ctx, name)
-		if err != nil {
-			return view{}, err
-		}
-		items = []api.Resource{r}
-	} else {
-		var err error
-		if items, err = c.ListResources(ctx, client.ResourceQuery{Selector: o.selector, Kind: o.kind}); err != nil {
-			return view{}, err
-		}
+	items, err := namedOrAll(ctx, name, c.GetResource, func(ctx context.Context) ([]api.Resource, error) {
+		return c.ListResources(ctx, client.ResourceQuery{Selector: o.selector, Kind: o.kind})
+	})
+	if err != nil {
+		return view{}, err
 	}
 	return view{
 		table: func(wide bool, now time.Time) printers.Table { return printers.Resources(items, wide, now) },
@@ -254,23 +247,12 @@ func fetchResources(ctx context.Context, c *client.Client, name string, o getOpt
 }
 
 func fetchRegions(ctx context.Context, c *client.Client, name string, sel api.Selector) (view, error) {
-	var items []api.Region
-	if name != "" {
-		r, err := c.GetRegion(ctx, name)
-		if err != nil {
-			return view{}, err
-		}
-		items = []api.Region{r}
-	} else {
+	items, err := namedOrAll(ctx, name, c.GetRegion, func(ctx context.Context) ([]api.Region, error) {
 		all, err := c.ListRegions(ctx)
-		if err != nil {
-			return view{}, err
-		}
-		for _, r := range all {
-			if sel.Matches(r.Labels) {
-				items = append(items, r)
-			}
-		}
+		return slices.DeleteFunc(all, func(r api.Region) bool { return !sel.Matches(r.Labels) }), err
+	})
+	if err != nil {
+		return view{}, err
 	}
 	return view{
 		table: func(wide bool, now time.Time) printers.Table { return printers.Regions(items, wide, now) },
@@ -344,15 +326,17 @@ func fetchRevisions(ctx context.Context, c *client.Client, name string) (view, e
 	}, nil
 }
 
-func (a *App) flavors(ctx context.Context, c *client.Client, name string) ([]api.Flavor, error) {
+// namedOrAll returns the object called name, or every object when name
+// is "".
+func namedOrAll[T any](ctx context.Context, name string, get func(context.Context, string) (T, error), all func(context.Context) ([]T, error)) ([]T, error) {
 	if name == "" {
-		return c.ListFlavors(ctx)
+		return all(ctx)
 	}
-	f, err := c.GetFlavor(ctx, name)
+	v, err := get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return []api.Flavor{f}, nil
+	return []T{v}, nil
 }
 
 // one is the structured output of get: the object itself when it was

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/stratahq/strata/internal/cli/client"
 )
 
 func (a *App) nodesCommand() *cobra.Command {
@@ -37,19 +39,13 @@ func (a *App) cordonCommand() *cobra.Command {
 		Short: "Stop new replicas from landing on a node",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			region, node, err := a.resolveNode(cmd.Context(), c, argv[0])
-			if err != nil {
-				return err
-			}
-			if _, err := c.CordonNode(cmd.Context(), region, node, reason); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.io.Out, "node/%s/%s cordoned\n", region, node)
-			return nil
+			return a.withNode(cmd.Context(), argv[0], func(c *client.Client, region, node string) error {
+				if _, err := c.CordonNode(cmd.Context(), region, node, reason); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.io.Out, "node/%s/%s cordoned\n", region, node)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the other operators")
@@ -62,19 +58,13 @@ func (a *App) uncordonCommand() *cobra.Command {
 		Short: "Let replicas land on a node again",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			region, node, err := a.resolveNode(cmd.Context(), c, argv[0])
-			if err != nil {
-				return err
-			}
-			if _, err := c.UncordonNode(cmd.Context(), region, node); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.io.Out, "node/%s/%s uncordoned\n", region, node)
-			return nil
+			return a.withNode(cmd.Context(), argv[0], func(c *client.Client, region, node string) error {
+				if _, err := c.UncordonNode(cmd.Context(), region, node); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.io.Out, "node/%s/%s uncordoned\n", region, node)
+				return nil
+			})
 		},
 	}
 }
@@ -97,15 +87,9 @@ succeeded and 1 when it failed.`,
 			if o.deadline < 0 || o.maxParallel < 0 {
 				return usageErrorf("--deadline and --max-parallel must not be negative")
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			region, node, err := a.resolveNode(cmd.Context(), c, argv[0])
-			if err != nil {
-				return err
-			}
-			return a.drain(cmd.Context(), c, region, node, o)
+			return a.withNode(cmd.Context(), argv[0], func(c *client.Client, region, node string) error {
+				return a.drain(cmd.Context(), c, region, node, o)
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -114,6 +98,20 @@ succeeded and 1 when it failed.`,
 	f.StringVar(&o.reason, "reason", "", "why, for the other operators")
 	f.BoolVar(&o.wait, "wait", false, "follow the drain to its end; exit 1 if it fails")
 	return cmd
+}
+
+// withNode calls do with a client and the node that arg names (see
+// resolveNode).
+func (a *App) withNode(ctx context.Context, arg string, do func(c *client.Client, region, node string) error) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	region, node, err := a.resolveNode(ctx, c, arg)
+	if err != nil {
+		return err
+	}
+	return do(c, region, node)
 }
 
 // drainOptions are drain's flags.

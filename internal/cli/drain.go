@@ -10,6 +10,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/cli/client"
 	"github.com/stratahq/strata/internal/cli/printers"
 )
@@ -45,7 +46,7 @@ func (a *App) drain(ctx context.Context, c *client.Client, region, node string, 
 	p := a.newDrainProgress(ref)
 	p.update(ds)
 	for !ds.Done() {
-		if !sleep(wctx, a.pollInterval) {
+		if backoff.Sleep(wctx, a.pollInterval) != nil {
 			p.stop()
 			why := "stopped waiting"
 			if ctx.Err() == nil {

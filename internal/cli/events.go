@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/cli/client"
 	"github.com/stratahq/strata/internal/cli/printers"
 )
@@ -175,21 +176,24 @@ func (a *App) runEvents(ctx context.Context, c *client.Client, q client.EventQue
 // but cannot stream is polled instead, once per poll interval, with the
 // same cursor.
 func (a *App) followEvents(ctx context.Context, c *client.Client, q client.EventQuery, emit func(api.Event) error) error {
-	f := &follower{a: a, c: c, q: q, emit: emit}
-	backoff := a.pollInterval
+	// Reconnecting a stream backs off (up to 10s); polling waits the
+	// poll interval.
+	f := &follower{a: a, c: c, q: q, emit: emit,
+		retry: backoff.Backoff{Min: a.pollInterval, Max: max(a.pollInterval, 10*time.Second)}}
 	for {
-		err := f.pass(ctx, &backoff)
+		err := f.pass(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := f.next(err, &backoff); err != nil {
+		if err := f.next(err); err != nil {
 			return err
 		}
-		if !sleep(ctx, backoff) {
-			return nil
-		}
+		pause := a.pollInterval
 		if !f.polling {
-			backoff = min(2*backoff, 10*time.Second)
+			pause = f.retry.Next()
+		}
+		if backoff.Sleep(ctx, pause) != nil {
+			return nil
 		}
 	}
 }
@@ -201,18 +205,20 @@ type follower struct {
 	c       *client.Client
 	q       client.EventQuery
 	emit    func(api.Event) error
+	retry   backoff.Backoff
 	polling bool
 	lastErr string
 }
 
 // pass streams events (or polls once) from the cursor, moving it.
-func (f *follower) pass(ctx context.Context, backoff *time.Duration) error {
+func (f *follower) pass(ctx context.Context) error {
 	if !f.polling {
 		return f.c.WatchEvents(ctx, f.q, func(e api.Event, cursor string) error {
 			if cursor != "" {
 				f.q.After = cursor
 			}
-			*backoff, f.lastErr = f.a.pollInterval, ""
+			f.retry.Reset()
+			f.lastErr = ""
 			return f.emit(e)
 		})
 	}
@@ -235,18 +241,18 @@ func (f *follower) pass(ctx context.Context, backoff *time.Duration) error {
 // next decides what follows a pass that ended with err: go on (nil), with
 // a warning, polling from now on for a server that cannot stream, or stop
 // (the error).
-func (f *follower) next(err error, backoff *time.Duration) error {
+func (f *follower) next(err error) error {
 	var conn *client.ConnError
 	switch {
 	case f.polling && err == nil:
-		*backoff = f.a.pollInterval
+		// Polled: ask again after the poll interval.
 	case err == nil, errors.Is(err, io.EOF):
 		// The server ended the stream: resume from the cursor.
 	case errors.As(err, &conn), client.StatusOf(err) >= 500 && f.polling:
 		f.warn(err, "events (retrying)")
 	case client.StatusOf(err) >= 500:
 		f.warn(err, fmt.Sprintf("the server cannot stream events; asking every %s instead", f.a.pollInterval))
-		f.polling, *backoff = true, f.a.pollInterval
+		f.polling = true
 	default:
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/cli/manifest"
 	"github.com/stratahq/strata/internal/cli/printers"
 )
@@ -109,7 +110,7 @@ func (a *App) watch(ctx context.Context, f printers.Format, fetch func(context.C
 				last = k
 			}
 		}
-		if !sleep(ctx, a.pollInterval) {
+		if backoff.Sleep(ctx, a.pollInterval) != nil {
 			return nil
 		}
 	}

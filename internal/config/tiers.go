@@ -181,7 +181,9 @@ func (h *HTTPAPI) validate(key string) error {
 	return first(h.TLS.validate(key+".tls"), positive(key+".readTimeout", h.ReadTimeout))
 }
 
-func defaultHTTPAPI() HTTPAPI {
+// DefaultHTTPAPI is the REST API's defaults: a body of at most 1 MiB,
+// read within 30s.
+func DefaultHTTPAPI() HTTPAPI {
 	return HTTPAPI{MaxBodyBytes: 1 << 20, ReadTimeout: 30 * time.Second}
 }
 
@@ -205,6 +207,13 @@ func (l *Log) validate() error {
 	return nil
 }
 
+// defaultEtcd is a tier's etcd on this machine, its keys under prefix.
+func defaultEtcd(prefix string) Etcd {
+	return Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: prefix, DialTimeout: 5 * time.Second, MaxTxnOps: defaultMaxTxnOps}
+}
+
+func defaultLog() Log { return Log{Level: "info", Format: "text"} }
+
 // Liveness sets how a monitor turns missed heartbeats into Suspect and Down.
 type Liveness struct {
 	HeartbeatInterval time.Duration `mapstructure:"heartbeatInterval"`
@@ -213,6 +222,20 @@ type Liveness struct {
 	// DownAfter without a heartbeat and a failed probe: Down.
 	DownAfter    time.Duration `mapstructure:"downAfter"`
 	ProbeTimeout time.Duration `mapstructure:"probeTimeout"`
+}
+
+// DefaultLiveness is a heartbeat every 2s, Suspect after 6s without one,
+// Down after 10s; a probe gets 1s.
+func DefaultLiveness() Liveness {
+	return Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: time.Second}
+}
+
+// DefaultRegionsLiveness is how the global tier judges regions unless
+// configured: DefaultLiveness, with 2s for a probe across the WAN.
+func DefaultRegionsLiveness() Liveness {
+	l := DefaultLiveness()
+	l.ProbeTimeout = 2 * time.Second
+	return l
 }
 
 func (l *Liveness) validate(key string) error {
@@ -231,8 +254,14 @@ func (l *Liveness) validate(key string) error {
 	)
 }
 
-// Global configures `strata global`.
-type Global struct {
+// defaultLeaseTTL bounds failover after a leader dies.
+const defaultLeaseTTL = 3 * time.Second
+
+// Server is what the global tier and a region configure alike: the
+// replica's identity, its listeners, etcd, Redis, TLS, logging and
+// leader election.
+type Server struct {
+	// ID names this replica (in the election, in logs).
 	ID     string `mapstructure:"id"`
 	Listen struct {
 		HTTP string `mapstructure:"http"`
@@ -245,8 +274,35 @@ type Global struct {
 	// loopback: a test cluster on one machine only (see docs/operations.md).
 	Insecure bool `mapstructure:"insecure"`
 	Log      Log  `mapstructure:"log"`
-	// LeaseTTL bounds failover after the master dies.
+	// LeaseTTL bounds failover after the leader (the global master, a
+	// region's controller) dies.
 	LeaseTTL time.Duration `mapstructure:"leaseTTL"`
+}
+
+// defaultServer listens on loopback at httpAddr and grpcAddr and keeps
+// its keys under etcdPrefix of a local etcd.
+func defaultServer(httpAddr, grpcAddr, etcdPrefix string) Server {
+	s := Server{ID: hostname(), Etcd: defaultEtcd(etcdPrefix), Redis: Redis{Mode: RedisModeSingle}, Log: defaultLog(), LeaseTTL: defaultLeaseTTL}
+	s.Listen.HTTP, s.Listen.GRPC = httpAddr, grpcAddr
+	return s
+}
+
+func (s *Server) validate() error {
+	return first(
+		required("id", s.ID),
+		validAddr("listen.http", s.Listen.HTTP),
+		validAddr("listen.grpc", s.Listen.GRPC),
+		s.Etcd.validate("etcd"),
+		s.Redis.validate("redis"),
+		s.TLS.validate("tls"),
+		s.Log.validate(),
+		positive("leaseTTL", s.LeaseTTL),
+	)
+}
+
+// Global configures `strata global`.
+type Global struct {
+	Server `mapstructure:",squash"`
 	// Regions is the liveness of regions as the global monitor sees it.
 	Regions Liveness `mapstructure:"regions"`
 	API     struct {
@@ -259,29 +315,16 @@ type Global struct {
 
 // DefaultGlobal returns the defaults of `strata global`.
 func DefaultGlobal() *Global {
-	g := &Global{ID: hostname()}
-	g.Listen.HTTP = "127.0.0.1:8080"
-	g.Listen.GRPC = "127.0.0.1:9090"
-	g.Etcd = Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/strata/global/", DialTimeout: 5 * time.Second, MaxTxnOps: defaultMaxTxnOps}
-	g.Redis = Redis{Mode: RedisModeSingle}
-	g.Log = Log{Level: "info", Format: "text"}
-	g.LeaseTTL = 3 * time.Second
-	g.Regions = Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: 2 * time.Second}
-	g.API.HTTPAPI = defaultHTTPAPI()
+	g := &Global{Server: defaultServer("127.0.0.1:8080", "127.0.0.1:9090", "/strata/global/")}
+	g.Regions = DefaultRegionsLiveness()
+	g.API.HTTPAPI = DefaultHTTPAPI()
 	return g
 }
 
 // Validate implements Config.
 func (g *Global) Validate() error {
 	return first(
-		required("id", g.ID),
-		validAddr("listen.http", g.Listen.HTTP),
-		validAddr("listen.grpc", g.Listen.GRPC),
-		g.Etcd.validate("etcd"),
-		g.Redis.validate("redis"),
-		g.TLS.validate("tls"),
-		g.Log.validate(),
-		positive("leaseTTL", g.LeaseTTL),
+		g.Server.validate(),
 		g.Regions.validate("regions"),
 		g.API.validate("api"),
 	)
@@ -296,49 +339,45 @@ type Network struct {
 	Reserved []string `mapstructure:"reserved"`
 }
 
+// RegionController sets a region controller's deadlines.
+type RegionController struct {
+	// ProvisionTimeout bounds created/provision → ready.
+	ProvisionTimeout time.Duration `mapstructure:"provisionTimeout"`
+	// DestroyTimeout bounds destroy → destroyed.
+	DestroyTimeout time.Duration `mapstructure:"destroyTimeout"`
+	// RetryBackoff is the first delay before re-placing a failed
+	// replica; it doubles up to a minute.
+	RetryBackoff time.Duration `mapstructure:"retryBackoff"`
+	// DrainDeadline is the default for drains that name none.
+	DrainDeadline time.Duration `mapstructure:"drainDeadline"`
+}
+
+// DefaultRegionController returns the controller's defaults.
+func DefaultRegionController() RegionController {
+	return RegionController{ProvisionTimeout: 5 * time.Minute, DestroyTimeout: 2 * time.Minute, RetryBackoff: time.Second, DrainDeadline: 10 * time.Minute}
+}
+
 // Region configures `strata region`.
 type Region struct {
-	Name   string   `mapstructure:"name"`
-	ID     string   `mapstructure:"id"`
+	Name   string `mapstructure:"name"`
+	Server `mapstructure:",squash"`
 	Zones  []string `mapstructure:"zones"`
-	Listen struct {
-		HTTP string `mapstructure:"http"`
-		GRPC string `mapstructure:"grpc"`
-	} `mapstructure:"listen"`
 	// Advertise is how others reach this region (defaults to Listen).
 	Advertise struct {
 		HTTP string `mapstructure:"http"`
 		GRPC string `mapstructure:"grpc"`
 	} `mapstructure:"advertise"`
-	Etcd  Etcd  `mapstructure:"etcd"`
-	Redis Redis `mapstructure:"redis"`
-	TLS   TLS   `mapstructure:"tls"`
-	// Insecure allows plaintext gRPC (no tls) and plain HTTP off
-	// loopback: a test cluster on one machine only (see docs/operations.md).
-	Insecure bool `mapstructure:"insecure"`
-	Log      Log  `mapstructure:"log"`
 	// Global names the global tier's gRPC addresses: one, or several
 	// replicas separated by commas (heartbeats go to the first that
 	// answers). Empty runs the region stand-alone.
 	Global struct {
 		Endpoint string `mapstructure:"endpoint"`
 	} `mapstructure:"global"`
-	LeaseTTL time.Duration `mapstructure:"leaseTTL"`
 	// Nodes is the liveness of agents as the node monitor sees it.
-	Nodes      Liveness `mapstructure:"nodes"`
-	Controller struct {
-		// ProvisionTimeout bounds created/provision → ready.
-		ProvisionTimeout time.Duration `mapstructure:"provisionTimeout"`
-		// DestroyTimeout bounds destroy → destroyed.
-		DestroyTimeout time.Duration `mapstructure:"destroyTimeout"`
-		// RetryBackoff is the first delay before re-placing a failed
-		// replica; it doubles up to a minute.
-		RetryBackoff time.Duration `mapstructure:"retryBackoff"`
-		// DrainDeadline is the default for drains that name none.
-		DrainDeadline time.Duration `mapstructure:"drainDeadline"`
-	} `mapstructure:"controller"`
-	Network Network `mapstructure:"network"`
-	API     struct {
+	Nodes      Liveness         `mapstructure:"nodes"`
+	Controller RegionController `mapstructure:"controller"`
+	Network    Network          `mapstructure:"network"`
+	API        struct {
 		HTTPAPI `mapstructure:",squash"`
 		// Token protects the operator REST API and console. It is
 		// required: the region's REST API has no anonymous mode.
@@ -348,20 +387,11 @@ type Region struct {
 
 // DefaultRegion returns the defaults of `strata region`.
 func DefaultRegion() *Region {
-	r := &Region{ID: hostname()}
-	r.Listen.HTTP = "127.0.0.1:8081"
-	r.Listen.GRPC = "127.0.0.1:9091"
-	r.Etcd = Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/strata/region/", DialTimeout: 5 * time.Second, MaxTxnOps: defaultMaxTxnOps}
-	r.Redis = Redis{Mode: RedisModeSingle}
-	r.Log = Log{Level: "info", Format: "text"}
-	r.LeaseTTL = 3 * time.Second
-	r.Nodes = Liveness{HeartbeatInterval: 2 * time.Second, SuspectAfter: 6 * time.Second, DownAfter: 10 * time.Second, ProbeTimeout: time.Second}
-	r.Controller.ProvisionTimeout = 5 * time.Minute
-	r.Controller.DestroyTimeout = 2 * time.Minute
-	r.Controller.RetryBackoff = time.Second
-	r.Controller.DrainDeadline = 10 * time.Minute
+	r := &Region{Server: defaultServer("127.0.0.1:8081", "127.0.0.1:9091", "/strata/region/")}
+	r.Nodes = DefaultLiveness()
+	r.Controller = DefaultRegionController()
 	r.Network = Network{Name: "default", Subnet: "10.88.0.0/16", Gateway: "10.88.0.1", Bridge: "strata0"}
-	r.API.HTTPAPI = defaultHTTPAPI()
+	r.API.HTTPAPI = DefaultHTTPAPI()
 	return r
 }
 
@@ -379,14 +409,7 @@ func (r *Region) Default() {
 func (r *Region) Validate() error {
 	return first(
 		required("name", r.Name),
-		required("id", r.ID),
-		validAddr("listen.http", r.Listen.HTTP),
-		validAddr("listen.grpc", r.Listen.GRPC),
-		r.Etcd.validate("etcd"),
-		r.Redis.validate("redis"),
-		r.TLS.validate("tls"),
-		r.Log.validate(),
-		positive("leaseTTL", r.LeaseTTL),
+		r.Server.validate(),
 		r.Nodes.validate("nodes"),
 		positive("controller.provisionTimeout", r.Controller.ProvisionTimeout),
 		positive("controller.destroyTimeout", r.Controller.DestroyTimeout),
@@ -490,7 +513,7 @@ func DefaultAgent() *Agent {
 	a.Region.Endpoint = "127.0.0.1:9091"
 	a.Listen.GRPC = "127.0.0.1:9092"
 	a.DataDir = "/var/lib/strata/agent"
-	a.Log = Log{Level: "info", Format: "text"}
+	a.Log = defaultLog()
 	a.Providers = []Provider{{Name: "fake"}}
 	a.StatusInterval = 5 * time.Second
 	a.Concurrency = 8

@@ -16,12 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/stratahq/strata/internal/backoff"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -32,13 +32,11 @@ import (
 // DefaultTTL is the session lease TTL used when Config.TTL is zero.
 const DefaultTTL = 5 * time.Second
 
-// Retry delays after a failed election attempt (etcd unreachable, session
-// lost while queued, ...). Jittered so that candidates that failed together
-// do not retry in lockstep.
-const (
-	minRetry = 100 * time.Millisecond
-	maxRetry = time.Second
-)
+// retryPolicy is the delay after a failed election attempt (etcd
+// unreachable, session lost while queued, ...). Jittered so that
+// candidates that failed together do not retry in lockstep. Each loop
+// copies it.
+var retryPolicy = backoff.Backoff{Min: 100 * time.Millisecond, Max: time.Second, Jitter: backoff.Half}
 
 var (
 	// ErrNotLeader is the cause of a leaderCtx cancelled because leadership
@@ -221,7 +219,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan LeaderInfo {
 func (e *Elector) observe(ctx context.Context, ch chan<- LeaderInfo) {
 	defer close(ch)
 	var (
-		retry backoff
+		retry = retryPolicy
 		last  LeaderInfo
 		sent  bool
 	)
@@ -231,9 +229,9 @@ func (e *Elector) observe(ctx context.Context, ch chan<- LeaderInfo) {
 			if ctx.Err() != nil {
 				return
 			}
-			d := retry.next()
+			d := retry.Next()
 			e.log.Warn("observe leader: get failed; retrying", "err", err, "retry_in", d)
-			if !sleep(ctx, d) {
+			if backoff.Sleep(ctx, d) != nil {
 				return
 			}
 			continue
@@ -257,14 +255,14 @@ func (e *Elector) observe(ctx context.Context, ch chan<- LeaderInfo) {
 			if ctx.Err() != nil {
 				return
 			}
-			d := retry.next()
+			d := retry.Next()
 			e.log.Warn("observe leader: watch failed; retrying", "err", err, "retry_in", d)
-			if !sleep(ctx, d) {
+			if backoff.Sleep(ctx, d) != nil {
 				return
 			}
 			continue
 		}
-		retry.reset()
+		retry.Reset()
 	}
 }
 
@@ -309,7 +307,7 @@ func (e *Elector) Run(ctx context.Context, lead func(leaderCtx context.Context, 
 	defer e.running.Store(false)
 
 	var (
-		retry backoff
+		retry = retryPolicy
 		// stale is a lease of an earlier term that could not be revoked
 		// (etcd unreachable). Its key may still stand in the queue, and after
 		// an etcd restart even lead it until the lease expires, so it is
@@ -330,13 +328,13 @@ func (e *Elector) Run(ctx context.Context, lead func(leaderCtx context.Context, 
 		// Only a term that lasted resets the delay: a lead func that keeps
 		// returning at once must not turn Run into a hot loop of writes.
 		if held >= e.ttl {
-			retry.reset()
+			retry.Reset()
 		}
-		d := retry.next()
+		d := retry.Next()
 		if err != nil {
 			e.log.Warn("election attempt failed; retrying", "err", err, "retry_in", d)
 		}
-		if !sleep(ctx, d) {
+		if backoff.Sleep(ctx, d) != nil {
 			return ctx.Err()
 		}
 	}
@@ -532,7 +530,7 @@ func (e *Elector) watchLease(ctx context.Context, sess *concurrency.Session, exp
 // watchKey returns a cause wrapping ErrNotLeader when the election key is
 // deleted or replaced, or nil when ctx is done.
 func (e *Elector) watchKey(ctx context.Context, l *Leadership, fromRev int64) error {
-	var retry backoff
+	retry := retryPolicy
 	for {
 		lost, err := e.watchKeyOnce(ctx, l, fromRev)
 		if lost != nil || ctx.Err() != nil {
@@ -547,7 +545,7 @@ func (e *Elector) watchKey(ctx context.Context, l *Leadership, fromRev int64) er
 			if ctx.Err() != nil {
 				return nil
 			}
-			if !sleep(ctx, retry.next()) {
+			if backoff.Sleep(ctx, retry.Next()) != nil {
 				return nil
 			}
 			continue
@@ -559,7 +557,7 @@ func (e *Elector) watchKey(ctx context.Context, l *Leadership, fromRev int64) er
 			return fmt.Errorf("%w: election key %s replaced (create revision %d, ours %d)", ErrNotLeader, l.key, cr, l.rev)
 		}
 		fromRev = resp.Header.Revision + 1
-		retry.reset()
+		retry.Reset()
 	}
 }
 
@@ -659,31 +657,4 @@ func (e *Elector) revoke(ctx context.Context, lease clientv3.LeaseID) error {
 		return err
 	}
 	return nil
-}
-
-// backoff yields jittered, doubling retry delays from minRetry to maxRetry.
-type backoff struct{ n int }
-
-func (b *backoff) next() time.Duration {
-	d := minRetry << b.n
-	if d >= maxRetry {
-		d = maxRetry
-	} else {
-		b.n++
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-func (b *backoff) reset() { b.n = 0 }
-
-// sleep waits for d or until ctx is done; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

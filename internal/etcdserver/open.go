@@ -2,16 +2,13 @@ package etcdserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stratahq/strata/internal/config"
-	"github.com/stratahq/strata/internal/store"
 )
 
 // Open connects to the etcd a tier is configured with, starting an
@@ -52,23 +49,6 @@ func Open(ctx context.Context, name string, c config.Etcd) (cli *clientv3.Client
 		return nil, nil, fmt.Errorf("etcd %v: %w", endpoints, err)
 	}
 	return cli, func() { cli.Close(); stop() }, nil
-}
-
-// CheckTxnLimit checks at a tier's start that etcd takes transactions as
-// large as the tier's store is configured for (etcd.maxTxnOps). A limit
-// above the server's --max-txn-ops is an error naming both; failing to ask
-// (etcd briefly away) is only logged, since Batch lowers the limit anyway
-// if etcd ever refuses a transaction as too large.
-func CheckTxnLimit(ctx context.Context, s *store.Store, log *slog.Logger) error {
-	err := s.CheckTxnLimit(ctx)
-	switch {
-	case errors.Is(err, store.ErrTooManyOps):
-		return fmt.Errorf("etcd.maxTxnOps is %d but etcd refuses transactions that large: set etcd.maxTxnOps no higher than the etcd server's --max-txn-ops (128 unless set): %w",
-			s.MaxTxnOps(), err)
-	case err != nil && ctx.Err() == nil:
-		log.Warn("could not check etcd.maxTxnOps against etcd", "maxTxnOps", s.MaxTxnOps(), "err", err)
-	}
-	return nil
 }
 
 // clientAuth sets TLS (etcd.tls) and the user (etcd.username and

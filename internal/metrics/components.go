@@ -95,3 +95,25 @@ func (m *Monitor) Transition(health string) {
 		m.transitions.WithLabelValues(health).Inc()
 	}
 }
+
+// Providers holds the provider operation metrics of an agent.
+type Providers struct {
+	duration *prometheus.HistogramVec
+	errors   *prometheus.CounterVec
+}
+
+// Providers returns the metrics of an agent's providers.
+func (r *Registry) Providers() *Providers {
+	return &Providers{
+		duration: r.HistogramVec("strata_provider_operation_duration_seconds", "Provider call latency, by provider and operation.", "provider", "op"),
+		errors:   r.CounterVec("strata_provider_operation_errors_total", "Provider calls that failed, by provider and operation.", "provider", "op"),
+	}
+}
+
+// ObserveCall records one provider call (provider.CallObserver).
+func (m *Providers) ObserveCall(provider, op string, took time.Duration, err error) {
+	m.duration.WithLabelValues(provider, op).Observe(took.Seconds())
+	if err != nil {
+		m.errors.WithLabelValues(provider, op).Inc()
+	}
+}

@@ -200,11 +200,7 @@ func LoadOrCreateCA(dir, name string) (*CA, error) {
 // certificates signed by the CA. Its own certificate is re-read when the
 // files change (KeyPair).
 func ServerConfig(f Files) (*tls.Config, error) {
-	pool, err := LoadPool(f.CA)
-	if err != nil {
-		return nil, err
-	}
-	kp, err := LoadKeyPair(f.Cert, f.Key)
+	pool, kp, err := load(f)
 	if err != nil {
 		return nil, err
 	}
@@ -219,11 +215,7 @@ func ServerConfig(f Files) (*tls.Config, error) {
 // ClientConfig is a TLS config for a client presenting its certificate
 // (re-read when the files change) and trusting only the CA.
 func ClientConfig(f Files) (*tls.Config, error) {
-	pool, err := LoadPool(f.CA)
-	if err != nil {
-		return nil, err
-	}
-	kp, err := LoadKeyPair(f.Cert, f.Key)
+	pool, kp, err := load(f)
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +224,19 @@ func ClientConfig(f Files) (*tls.Config, error) {
 		RootCAs:              pool,
 		MinVersion:           tls.VersionTLS13,
 	}, nil
+}
+
+// load reads the CA of f and its key pair.
+func load(f Files) (*x509.CertPool, *KeyPair, error) {
+	pool, err := LoadPool(f.CA)
+	if err != nil {
+		return nil, nil, err
+	}
+	kp, err := LoadKeyPair(f.Cert, f.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pool, kp, nil
 }
 
 // ServingConfig is a TLS config for an HTTPS server (the REST APIs):

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/store"
 )
 
@@ -30,7 +31,9 @@ func (l Loop) Run(ctx context.Context) error {
 	l.Dirty.MarkAll()
 	resync := time.NewTicker(l.Resync)
 	defer resync.Stop()
-	pause := time.Duration(0)
+	// A conflict or an etcd hiccup: look again after the caches catch
+	// up, backing off while it persists.
+	pause := backoff.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 	for {
 		select {
 		case <-ctx.Done():
@@ -50,22 +53,18 @@ func (l Loop) Run(ctx context.Context) error {
 		err := l.Pass(ctx, keys)
 		switch {
 		case err == nil:
-			pause = 0
+			pause.Reset()
 		case errors.Is(err, store.ErrFenced):
 			l.Log.Warn("write fenced: leadership lost", "err", err)
 			return err
 		case ctx.Err() != nil:
 			return nil
 		default:
-			// A conflict or an etcd hiccup: look again after the caches
-			// catch up, backing off while it persists.
-			pause = min(max(2*pause, 50*time.Millisecond), 2*time.Second)
-			l.Log.Warn("pass failed; retrying", "err", err, "keys", len(keys), "retryIn", pause)
+			d := pause.Next()
+			l.Log.Warn("pass failed; retrying", "err", err, "keys", len(keys), "retryIn", d)
 			l.Dirty.Mark(keys...)
-			select {
-			case <-ctx.Done():
+			if backoff.Sleep(ctx, d) != nil {
 				return nil
-			case <-time.After(pause):
 			}
 		}
 	}

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/stratahq/strata/internal/backoff"
 )
 
 // ErrNoChange is returned by a Modify function to skip the write.
@@ -313,16 +314,18 @@ func (s *Store) RetryConflicts(ctx context.Context, what string, write func() er
 			return fmt.Errorf("store: %s: gave up after %d attempts: %w", what, attempt, err)
 		}
 		s.log.Debug("store: write conflict; retrying", "what", what, "attempt", attempt, "err", err)
-		if err := sleep(ctx, modifyDelay(attempt)); err != nil {
+		if err := backoff.Sleep(ctx, modifyDelay(attempt)); err != nil {
 			return err
 		}
 	}
 }
 
+// modifyBackoff spreads the retries of RetryConflicts: uniform in [0, d), d
+// doubling from 1ms up to modifyMaxDelay.
+var modifyBackoff = backoff.Backoff{Min: time.Millisecond, Max: modifyMaxDelay, Jitter: backoff.Full}
+
 // modifyDelay is the pause after the attempt-th conflict: uniform in
 // [0, min(2^attempt ms, modifyMaxDelay)).
-func modifyDelay(attempt int) time.Duration {
-	return rand.N(min(time.Millisecond<<min(attempt, 10), modifyMaxDelay))
-}
+func modifyDelay(attempt int) time.Duration { return modifyBackoff.Delay(attempt + 1) }
 
 var errEmptyName = errors.New("store: empty object name")

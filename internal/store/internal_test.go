@@ -3,7 +3,6 @@ package store
 import (
 	"encoding/base64"
 	"testing"
-	"time"
 )
 
 func TestContinueToken(t *testing.T) {
@@ -22,22 +21,6 @@ func TestContinueToken(t *testing.T) {
 		if tok, err := decodeContinue(bad); err == nil {
 			t.Errorf("decodeContinue(%q) = %+v; want an error", bad, tok)
 		}
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	b := backoff{min: 50 * time.Millisecond, max: 2 * time.Second}
-	ceil := b.min
-	for i := range 20 {
-		d := b.next()
-		if d < ceil/2 || d > ceil {
-			t.Errorf("delay %d = %s; want within [%s, %s]", i, d, ceil/2, ceil)
-		}
-		ceil = min(2*ceil, b.max)
-	}
-	b.reset()
-	if d := b.next(); d > b.min {
-		t.Errorf("delay after reset = %s; want <= %s", d, b.min)
 	}
 }
 

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
+	"github.com/stratahq/strata/internal/backoff"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
 )
@@ -50,7 +50,7 @@ func (s *Store) reflect(ctx context.Context, prefix string, h Handler, progress 
 }
 
 func (r *reflector) run(ctx context.Context) error {
-	bo := backoff{min: retryMin, max: retryMax}
+	bo := backoff.Backoff{Min: retryMin, Max: retryMax, Jitter: backoff.Half}
 	relist := true
 	for {
 		if relist {
@@ -58,15 +58,15 @@ func (r *reflector) run(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				d := bo.next()
+				d := bo.Next()
 				r.log.Warn("store: list failed; retrying", "err", err, "retry_in", d)
-				if err := sleep(ctx, d); err != nil {
+				if err := backoff.Sleep(ctx, d); err != nil {
 					return err
 				}
 				continue
 			}
 			relist = false
-			bo.reset()
+			bo.Reset()
 		}
 
 		err := r.watch(ctx, &bo)
@@ -81,9 +81,9 @@ func (r *reflector) run(ctx context.Context) error {
 			relist = true
 			continue
 		}
-		d := bo.next()
+		d := bo.Next()
 		r.log.Warn("store: watch ended; resuming", "err", err, "rev", r.rev, "retry_in", d)
-		if err := sleep(ctx, d); err != nil {
+		if err := backoff.Sleep(ctx, d); err != nil {
 			return err
 		}
 	}
@@ -102,7 +102,7 @@ func (r *reflector) list(ctx context.Context) error {
 // watch watches from r.rev+1 until the watch fails or ctx is done. The
 // client already resumes across reconnects on its own; watch returns when it
 // gives up (for example when the member loses its leader) and on compaction.
-func (r *reflector) watch(ctx context.Context, bo *backoff) error {
+func (r *reflector) watch(ctx context.Context, bo *backoff.Backoff) error {
 	// WithRequireLeader makes etcd cancel the watch when its member loses
 	// the leader, instead of leaving it silently stalled on a partitioned
 	// member; the retry then finds a healthy one.
@@ -140,7 +140,7 @@ func (r *reflector) watch(ctx context.Context, bo *backoff) error {
 			if err := resp.Err(); err != nil {
 				return fmt.Errorf("store: watch from %d: %w", start, err)
 			}
-			bo.reset()
+			bo.Reset()
 			r.deliver(&resp)
 		}
 	}
@@ -183,33 +183,5 @@ func (r *reflector) requestProgress(wctx context.Context) {
 	defer cancel()
 	if err := r.s.cli.RequestProgress(ctx); err != nil && wctx.Err() == nil {
 		r.log.Debug("store: progress request failed", "err", err)
-	}
-}
-
-// backoff is a capped exponential delay with jitter, so that many reflectors
-// cut off by one outage do not reconnect in lockstep.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur/2 + rand.N(b.cur/2+1)
-}
-
-func (b *backoff) reset() { b.cur = 0 }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

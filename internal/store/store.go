@@ -383,6 +383,23 @@ func (s *Store) lowerTxnLimit(size int) int {
 	}
 }
 
+// EnsureTxnLimit checks at a tier's start that etcd takes transactions as
+// large as the store is configured for (etcd.maxTxnOps). A limit above the
+// server's --max-txn-ops is an error naming both; failing to ask (etcd
+// briefly away) is only logged, since Batch lowers the limit anyway if etcd
+// ever refuses a transaction as too large.
+func (s *Store) EnsureTxnLimit(ctx context.Context) error {
+	err := s.CheckTxnLimit(ctx)
+	switch {
+	case errors.Is(err, ErrTooManyOps):
+		return fmt.Errorf("etcd.maxTxnOps is %d but etcd refuses transactions that large: set etcd.maxTxnOps no higher than the etcd server's --max-txn-ops (128 unless set): %w",
+			s.MaxTxnOps(), err)
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("could not check etcd.maxTxnOps against etcd", "maxTxnOps", s.MaxTxnOps(), "err", err)
+	}
+	return nil
+}
+
 // CheckTxnLimit sends a harmless transaction of exactly the store's limit
 // (comparisons and reads of one key under the prefix, no writes), so that a
 // limit above the etcd server's --max-txn-ops fails at start rather than on

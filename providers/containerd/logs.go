@@ -2,7 +2,6 @@ package containerd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -99,129 +98,13 @@ func (p *Provider) Logs(ctx context.Context, id string, opts provider.LogOptions
 		}
 		return fmt.Errorf("containerd: replica %q: %w", id, provider.ErrNotFound)
 	}
-	path := p.logPath(id)
-	f, err := os.Open(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	// Every few seconds, end the output of a deleted replica.
+	gone := func(ctx context.Context) bool {
+		c, err := p.container(ctx, id)
+		return err == nil && c == nil
+	}
+	if err := provider.FileLogs(ctx, p.logPath(id), opts, w, followPoll, gone); err != nil {
 		return fmt.Errorf("containerd: logs %s: %w", id, err)
 	}
-	var offset int64
-	if f != nil {
-		offset, err = copyTail(f, opts.TailLines, w)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("containerd: logs %s: %w", id, err)
-		}
-	}
-	if !opts.Follow {
-		return nil
-	}
-	return p.followLog(ctx, id, path, offset, w)
-}
-
-// followLog copies what is written to the log file at path after offset,
-// until ctx ends or the replica is deleted.
-func (p *Provider) followLog(ctx context.Context, id, path string, offset int64, w io.Writer) error {
-	var err error
-	tick := time.NewTicker(followPoll)
-	defer tick.Stop()
-	for n := 0; ; n++ {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		offset, err = copyFrom(path, offset, w)
-		if err != nil {
-			return fmt.Errorf("containerd: logs %s: %w", id, err)
-		}
-		// Every few seconds, end the output of a deleted replica.
-		if n%8 == 7 {
-			if c, err := p.container(ctx, id); err == nil && c == nil {
-				return nil
-			}
-		}
-	}
-}
-
-// copyFrom copies path from offset to its end and returns the new end;
-// a file that shrank (recreated) is read from its start.
-func copyFrom(path string, offset int64, w io.Writer) (int64, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return offset, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return offset, err
-	}
-	if fi.Size() < offset {
-		offset = 0
-	}
-	if fi.Size() == offset {
-		return offset, nil
-	}
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return offset, err
-	}
-	n, err := io.Copy(w, f)
-	return offset + n, err
-}
-
-// tailBlock is how much copyTail reads at a time, backwards from the end.
-const tailBlock = 64 << 10
-
-// copyTail writes the last lines of f (all of it when lines is 0) and
-// returns the offset it stopped at, where following resumes. It reads
-// backwards, so that a long log costs only its tail.
-func copyTail(f *os.File, lines int, w io.Writer) (int64, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	end := fi.Size()
-	start := int64(0)
-	if lines > 0 {
-		start = tailStart(f, end, lines)
-	}
-	if _, err := f.Seek(start, io.SeekStart); err != nil {
-		return 0, err
-	}
-	n, err := io.CopyN(w, f, end-start)
-	return start + n, err
-}
-
-// tailStart finds where the last lines of f's first end bytes begin.
-func tailStart(f *os.File, end int64, lines int) int64 {
-	buf := make([]byte, tailBlock)
-	pos := end
-	// A final newline ends the last line; it does not start another.
-	need := lines + 1
-	if end > 0 {
-		b := make([]byte, 1)
-		if _, err := f.ReadAt(b, end-1); err == nil && b[0] != '\n' {
-			need = lines
-		}
-	}
-	for pos > 0 {
-		n := min(int64(len(buf)), pos)
-		pos -= n
-		chunk := buf[:n]
-		if _, err := f.ReadAt(chunk, pos); err != nil && !errors.Is(err, io.EOF) {
-			return 0
-		}
-		for i := len(chunk) - 1; i >= 0; i-- {
-			if chunk[i] != '\n' {
-				continue
-			}
-			need--
-			if need == 0 {
-				return pos + int64(i) + 1
-			}
-		}
-	}
-	return 0
+	return nil
 }

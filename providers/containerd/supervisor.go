@@ -12,6 +12,7 @@ import (
 	"github.com/containerd/typeurl/v2"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/backoff"
 )
 
 // sweepInterval is how often the supervisor looks for tasks to restart
@@ -37,18 +38,15 @@ type crashState struct {
 // down, containerd restarted).
 func (p *Provider) supervise(ctx context.Context) {
 	defer p.wg.Done()
-	pause := 200 * time.Millisecond
+	b := backoff.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second}
 	for ctx.Err() == nil {
 		if p.followEvents(ctx) {
-			pause = 200 * time.Millisecond
+			b.Reset()
 		}
 		p.setEventsUp(false)
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, b.Next()) != nil {
 			return
-		case <-time.After(pause):
 		}
-		pause = min(2*pause, 10*time.Second)
 	}
 }
 
@@ -209,9 +207,8 @@ func (p *Provider) handleStopped(ctx context.Context, id string, pid uint32) {
 	if ran >= stableRun {
 		cs.quick = 0
 	}
-	delay := p.cfg.RestartBackoff << min(cs.quick, 20)
-	delay = min(delay, p.cfg.RestartBackoffMax)
 	cs.quick++
+	delay := backoff.Backoff{Min: p.cfg.RestartBackoff, Max: p.cfg.RestartBackoffMax}.Delay(cs.quick)
 	p.mu.Unlock()
 	p.log.Info("task exited; restarting", "id", id, "reason", st.Reason, "in", delay)
 	p.scheduleRestart(ctx, id, delay)

@@ -1,10 +1,8 @@
 package containerd
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -223,47 +221,6 @@ func TestWillRestart(t *testing.T) {
 		t.Run(string(tc.policy), func(t *testing.T) {
 			if got := willRestart(tc.policy, tc.code); got != tc.want {
 				t.Errorf("willRestart(%q, %d): got %v; want %v", tc.policy, tc.code, got, tc.want)
-			}
-		})
-	}
-}
-
-func TestCopyTail(t *testing.T) {
-	long := strings.Repeat("x", tailBlock+10) + "\n"
-	tests := []struct {
-		name    string
-		content string
-		lines   int
-		want    string
-	}{
-		{"all", "a\nb\nc\n", 0, "a\nb\nc\n"},
-		{"last two", "a\nb\nc\n", 2, "b\nc\n"},
-		{"no final newline", "a\nb\nc", 2, "b\nc"},
-		{"more than there are", "a\nb\n", 5, "a\nb\n"},
-		{"empty", "", 3, ""},
-		{"lines across blocks", "first\n" + long + long + "last\n", 2, long + "last\n"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "log")
-			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			f, err := os.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			var b bytes.Buffer
-			end, err := copyTail(f, tc.lines, &b)
-			if err != nil {
-				t.Fatalf("copyTail: %v", err)
-			}
-			if b.String() != tc.want {
-				t.Errorf("copyTail(%d): got %q; want %q", tc.lines, b.String(), tc.want)
-			}
-			if end != int64(len(tc.content)) {
-				t.Errorf("copyTail offset: got %d; want %d (the end)", end, len(tc.content))
 			}
 		})
 	}

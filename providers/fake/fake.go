@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/version"
 	"github.com/stratahq/strata/providers/provider"
 )
@@ -279,7 +280,7 @@ func (f *Fake) Apply(ctx context.Context, a *api.Assignment) (api.AssignmentStat
 	}
 	f.mu.Unlock()
 
-	if err := sleep(ctx, f.cfg.ApplyLatency); err != nil {
+	if err := backoff.Sleep(ctx, f.cfg.ApplyLatency); err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("fake: apply %s: %w", a.ID, err)
 	}
 
@@ -423,7 +424,7 @@ func (f *Fake) Delete(ctx context.Context, a *api.Assignment, _ time.Duration) e
 	if !ok {
 		return nil
 	}
-	if err := sleep(ctx, f.cfg.DeleteLatency); err != nil {
+	if err := backoff.Sleep(ctx, f.cfg.DeleteLatency); err != nil {
 		return fmt.Errorf("fake: delete %s: %w", a.ID, err)
 	}
 	f.mu.Lock()
@@ -542,19 +543,4 @@ func backends(eps []api.Endpoint) []api.BackendStatus {
 		out[i] = api.BackendStatus{Replica: e.Replica, Address: e.Address, Port: e.Port, Health: "up"}
 	}
 	return out
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stratahq/strata/internal/backoff"
 )
 
 // converge makes haproxy serve exactly the load balancers held: it
@@ -98,7 +100,7 @@ func (p *Provider) converged(err error) {
 	p.dirty = true
 	p.lastErr = err.Error()
 	p.failures++
-	p.retryAt = time.Now().Add(backoff(p.failures))
+	p.retryAt = time.Now().Add(retryBackoff.Delay(p.failures))
 }
 
 // activeLocked resolves the load balancers haproxy should serve. Two
@@ -292,7 +294,7 @@ func (p *Provider) delServers(ctx context.Context, ids []string) error {
 	}
 	deadline := time.Now().Add(drainTimeout)
 	for time.Now().Before(deadline) && p.sessions(ctx, draining) > 0 {
-		if sleepCtx(ctx, 50*time.Millisecond) != nil {
+		if backoff.Sleep(ctx, 50*time.Millisecond) != nil {
 			break
 		}
 	}

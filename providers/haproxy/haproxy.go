@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/version"
 	"github.com/stratahq/strata/providers/provider"
@@ -79,6 +80,10 @@ const (
 	// maxBackoff caps the pause between failed restarts.
 	maxBackoff = 30 * time.Second
 )
+
+// retryBackoff is the pause after n failures (of a reload, of haproxy
+// itself): none, then 1s, 2s, 4s... up to maxBackoff.
+var retryBackoff = backoff.Backoff{Min: time.Second, Max: maxBackoff}
 
 // Config is the provider's settings. Factory reads them from the agent's
 // config with the keys binary, stateDir, bindAddress, bindAddresses,
@@ -398,7 +403,7 @@ func ownsPID(ctx context.Context, pid int, cfgPath string) bool {
 		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && runsConfig(b, cfgPath) {
 			return true
 		}
-		if sleepCtx(ctx, pollEvery) != nil {
+		if backoff.Sleep(ctx, pollEvery) != nil {
 			return false
 		}
 	}

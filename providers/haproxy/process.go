@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stratahq/strata/internal/backoff"
 )
 
 const (
@@ -267,7 +269,7 @@ func startProcess(ctx context.Context, binary string, p paths, r rendered) (*pro
 		if ready(ctx, p) == nil {
 			return pr, nil
 		}
-		if err := sleepCtx(ctx, pollEvery); err != nil {
+		if err := backoff.Sleep(ctx, pollEvery); err != nil {
 			// Half started is of no use: the master and its workers go
 			// (its process group), and the next start begins afresh.
 			_ = syscall.Kill(-pr.pid, syscall.SIGKILL)
@@ -345,7 +347,7 @@ func reloadProcess(ctx context.Context, p paths, r rendered) error {
 				return nil
 			}
 		}
-		if err := sleepCtx(ctx, pollEvery); err != nil {
+		if err := backoff.Sleep(ctx, pollEvery); err != nil {
 			return fmt.Errorf("haproxy reload: no new worker: %w", err)
 		}
 	}
@@ -392,7 +394,7 @@ func stopProcess(ctx context.Context, pr *process, cfgPath string, grace time.Du
 func waitUntil(ctx context.Context, d time.Duration, cond func() bool) {
 	deadline := time.Now().Add(d)
 	for !cond() && time.Now().Before(deadline) {
-		if sleepCtx(ctx, pollEvery) != nil {
+		if backoff.Sleep(ctx, pollEvery) != nil {
 			return
 		}
 	}
@@ -444,16 +446,4 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
-}
-
-// sleepCtx waits d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -92,20 +92,11 @@ func (p *Provider) checkProcess() {
 	p.lastExit = exit
 	p.dirty = true
 	// The first crash restarts at once; a crash loop backs off.
-	p.retryAt = now.Add(backoff(p.recentCrashesLocked(now) - 1))
+	p.retryAt = now.Add(retryBackoff.Delay(p.recentCrashesLocked(now) - 1))
 	restarts := p.restarts
 	p.mu.Unlock()
 	_ = os.Remove(p.paths.Running)
 	p.log.Warn("haproxy exited unexpectedly; restarting it", "pid", pr.pid, "exit", exit, "restarts", restarts)
-}
-
-// backoff is the pause after n failures: none, then 1s, 2s, 4s... up to
-// maxBackoff.
-func backoff(n int) time.Duration {
-	if n <= 0 {
-		return 0
-	}
-	return min(time.Second<<min(n-1, 10), maxBackoff)
 }
 
 func (p *Provider) needsConverge(now time.Time) bool {

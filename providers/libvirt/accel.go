@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratahq/strata/internal/backoff"
 	"libvirt.org/go/libvirt"
 )
 
@@ -100,11 +101,9 @@ func (p *Provider) decideAccel(ctx context.Context) {
 			return
 		}
 		p.log.Warn("could not try KVM; retrying", "err", err)
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, 2*time.Second) != nil {
 			p.accel = accelVerdict{Type: DomainTypeQEMU, Reason: "provider closed before KVM was tried", fellBack: true, final: true}
 			return
-		case <-time.After(2 * time.Second):
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	providerv1 "github.com/stratahq/strata/proto/provider/v1"
 )
 
@@ -52,7 +53,7 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 		info.Kinds = append(info.Kinds, api.ProviderKind(k))
 	}
 	if resp.GetCapacity() != nil {
-		capacity := api.CapacityFromPB(resp.GetCapacity())
+		capacity := apiproto.CapacityFromPB(resp.GetCapacity())
 		info.Capacity = &capacity
 	}
 	return info, nil
@@ -64,7 +65,7 @@ func (c *Client) Health(ctx context.Context) ([]api.Condition, error) {
 	if err != nil {
 		return nil, callError("health", err)
 	}
-	return api.ConditionsFromPB(resp.GetConditions()), nil
+	return apiproto.ConditionsFromPB(resp.GetConditions()), nil
 }
 
 // Apply implements Provider.
@@ -72,11 +73,11 @@ func (c *Client) Apply(ctx context.Context, a *api.Assignment) (api.AssignmentSt
 	if a == nil {
 		return api.AssignmentStatus{}, api.Invalid("assignment", "is required")
 	}
-	resp, err := c.rpc.Apply(ctx, &providerv1.ApplyRequest{Assignment: api.AssignmentToPB(a)})
+	resp, err := c.rpc.Apply(ctx, &providerv1.ApplyRequest{Assignment: apiproto.AssignmentToPB(a)})
 	if err != nil {
 		return api.AssignmentStatus{}, callError("apply "+a.ID, err)
 	}
-	return api.AssignmentStatusFromPB(resp.GetStatus()), nil
+	return apiproto.AssignmentStatusFromPB(resp.GetStatus()), nil
 }
 
 // Delete implements Provider.
@@ -84,7 +85,7 @@ func (c *Client) Delete(ctx context.Context, a *api.Assignment, grace time.Durat
 	if a == nil {
 		return api.Invalid("assignment", "is required")
 	}
-	req := &providerv1.DeleteRequest{Id: a.ID, Assignment: api.AssignmentToPB(a)}
+	req := &providerv1.DeleteRequest{Id: a.ID, Assignment: apiproto.AssignmentToPB(a)}
 	if grace > 0 {
 		req.GracePeriod = durationpb.New(grace)
 	}
@@ -100,7 +101,7 @@ func (c *Client) Status(ctx context.Context, id string) (api.AssignmentStatus, e
 	if err != nil {
 		return api.AssignmentStatus{}, callError("status "+id, err)
 	}
-	return api.AssignmentStatusFromPB(resp.GetStatus()), nil
+	return apiproto.AssignmentStatusFromPB(resp.GetStatus()), nil
 }
 
 // List implements Provider.
@@ -115,7 +116,7 @@ func (c *Client) List(ctx context.Context) ([]Listed, error) {
 			ID:         it.GetId(),
 			Kind:       api.ResourceKind(it.GetKind()),
 			Generation: it.GetGeneration(),
-			Status:     api.AssignmentStatusFromPB(it.GetStatus()),
+			Status:     apiproto.AssignmentStatusFromPB(it.GetStatus()),
 		}
 	}
 	return out, nil
@@ -190,7 +191,7 @@ func (c *Client) Watch(ctx context.Context) (<-chan api.AssignmentStatus, error)
 				continue
 			}
 			select {
-			case out <- api.AssignmentStatusFromPB(resp.GetStatus()):
+			case out <- apiproto.AssignmentStatusFromPB(resp.GetStatus()):
 			case <-sctx.Done():
 				return
 			}

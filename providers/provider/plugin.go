@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/hostpolicy"
 )
 
@@ -288,7 +289,7 @@ func (p *Plugin) waitReady(ctx context.Context, inst *instance) error {
 // supervise restarts the plugin whenever it exits, until life ends.
 func (p *Plugin) supervise(life context.Context, inst *instance) {
 	defer close(p.done)
-	delay := p.set.minBackoff
+	b := backoff.Backoff{Min: p.set.minBackoff, Max: p.set.maxBackoff}
 	for {
 		select {
 		case <-inst.exited:
@@ -305,17 +306,17 @@ func (p *Plugin) supervise(life context.Context, inst *instance) {
 		}
 		if time.Since(inst.started) > p.set.maxBackoff {
 			// It ran for a while: a new crash, not a crash loop.
-			delay = p.set.minBackoff
+			b.Reset()
 		}
+		delay := b.Next()
 		how := exitString(inst.err)
 		p.setDown("plugin exited: " + how + "; restarting")
 		p.log.Error("plugin exited; restarting", "pid", inst.pid, "exit", how,
 			"lastOutput", inst.out.last(), "restartIn", delay)
 		for {
-			if !sleep(life, delay) {
+			if backoff.Sleep(life, delay) != nil {
 				return
 			}
-			delay = min(delay*2, p.set.maxBackoff)
 			next, err := p.start(life, life)
 			if err == nil {
 				inst = next
@@ -325,6 +326,7 @@ func (p *Plugin) supervise(life context.Context, inst *instance) {
 				return
 			}
 			p.setDown(fmt.Sprintf("plugin did not start: %v; restarting", err))
+			delay = b.Next()
 			p.log.Error("plugin did not start; retrying", "err", err, "restartIn", delay)
 		}
 		p.setUp(inst)
@@ -338,17 +340,6 @@ func exitString(err error) string {
 		return "exit status 0"
 	}
 	return err.Error()
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 func (p *Plugin) setDown(reason string) {

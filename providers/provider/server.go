@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	providerv1 "github.com/stratahq/strata/proto/provider/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
@@ -73,7 +74,7 @@ func (s *server) Info(ctx context.Context, _ *providerv1.InfoRequest) (*provider
 		Name:     info.Name,
 		Version:  info.Version,
 		Kinds:    kinds,
-		Capacity: api.CapacityToPB(info.Capacity),
+		Capacity: apiproto.CapacityToPB(info.Capacity),
 	}, nil
 }
 
@@ -82,25 +83,25 @@ func (s *server) Health(ctx context.Context, _ *providerv1.HealthRequest) (*prov
 	if err != nil {
 		return nil, wireError(err)
 	}
-	return &providerv1.HealthResponse{Conditions: api.ConditionsToPB(cs)}, nil
+	return &providerv1.HealthResponse{Conditions: apiproto.ConditionsToPB(cs)}, nil
 }
 
 func (s *server) Apply(ctx context.Context, req *providerv1.ApplyRequest) (*providerv1.ApplyResponse, error) {
 	if req.GetAssignment() == nil {
 		return nil, api.Invalid("assignment", "is required")
 	}
-	a := api.AssignmentFromPB(req.GetAssignment())
+	a := apiproto.AssignmentFromPB(req.GetAssignment())
 	st, err := s.p.Apply(ctx, &a)
 	if err != nil {
 		return nil, wireError(err)
 	}
-	return &providerv1.ApplyResponse{Status: api.AssignmentStatusToPB(&st)}, nil
+	return &providerv1.ApplyResponse{Status: apiproto.AssignmentStatusToPB(&st)}, nil
 }
 
 func (s *server) Delete(ctx context.Context, req *providerv1.DeleteRequest) (*providerv1.DeleteResponse, error) {
 	a := api.Assignment{ID: req.GetId()}
 	if req.GetAssignment() != nil {
-		a = api.AssignmentFromPB(req.GetAssignment())
+		a = apiproto.AssignmentFromPB(req.GetAssignment())
 		if a.ID == "" {
 			a.ID = req.GetId()
 		}
@@ -123,7 +124,7 @@ func (s *server) Status(ctx context.Context, req *providerv1.StatusRequest) (*pr
 	if err != nil {
 		return nil, wireError(err)
 	}
-	return &providerv1.StatusResponse{Status: api.AssignmentStatusToPB(&st)}, nil
+	return &providerv1.StatusResponse{Status: apiproto.AssignmentStatusToPB(&st)}, nil
 }
 
 func (s *server) List(ctx context.Context, _ *providerv1.ListRequest) (*providerv1.ListResponse, error) {
@@ -137,7 +138,7 @@ func (s *server) List(ctx context.Context, _ *providerv1.ListRequest) (*provider
 			Id:         ls[i].ID,
 			Kind:       string(ls[i].Kind),
 			Generation: ls[i].Generation,
-			Status:     api.AssignmentStatusToPB(&ls[i].Status),
+			Status:     apiproto.AssignmentStatusToPB(&ls[i].Status),
 		}
 	}
 	return &providerv1.ListResponse{Items: items}, nil
@@ -182,7 +183,7 @@ func (s *server) Watch(_ *providerv1.WatchRequest, stream grpc.ServerStreamingSe
 		return s.watchEnded(stream, err)
 	}
 	for st := range ch {
-		if err := stream.Send(&providerv1.WatchResponse{Status: api.AssignmentStatusToPB(&st)}); err != nil {
+		if err := stream.Send(&providerv1.WatchResponse{Status: apiproto.AssignmentStatusToPB(&st)}); err != nil {
 			return s.watchEnded(stream, err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
@@ -218,7 +219,7 @@ func (e *testEnv) countEvents(reason, object string) int {
 }
 
 func testNode(name string) *resourcev1.Node {
-	return api.NodeToPB(&api.Node{
+	return apiproto.NodeToPB(&api.Node{
 		Name:      name,
 		Region:    testRegion,
 		Labels:    map[string]string{"zone": "a"},

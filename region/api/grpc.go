@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
@@ -35,7 +36,7 @@ type regionService struct {
 func (r regionService) ApplyPlacements(ctx context.Context, req *regionv1.ApplyPlacementsRequest) (*regionv1.ApplyPlacementsResponse, error) {
 	ps := make([]api.Placement, len(req.GetPlacements()))
 	for i, p := range req.GetPlacements() {
-		ps[i] = api.PlacementFromPB(p)
+		ps[i] = apiproto.PlacementFromPB(p)
 	}
 	results, err := r.s.applyPlacements(ctx, ps)
 	if err != nil {
@@ -79,7 +80,7 @@ func (r regionService) ListNodes(ctx context.Context, req *regionv1.ListNodesReq
 	}
 	out := &regionv1.ListNodesResponse{Items: make([]*resourcev1.Node, len(nodes))}
 	for i := range nodes {
-		out.Items[i] = api.NodeToPB(&nodes[i])
+		out.Items[i] = apiproto.NodeToPB(&nodes[i])
 	}
 	return out, nil
 }
@@ -89,7 +90,7 @@ func (r regionService) GetNode(ctx context.Context, req *regionv1.NodeRef) (*res
 	if err != nil {
 		return nil, apiErr(err)
 	}
-	return api.NodeToPB(&n), nil
+	return apiproto.NodeToPB(&n), nil
 }
 
 func (r regionService) DeleteNode(ctx context.Context, req *regionv1.NodeRef) (*regionv1.DeleteNodeResponse, error) {
@@ -104,7 +105,7 @@ func (r regionService) CordonNode(ctx context.Context, req *regionv1.CordonNodeR
 	if err != nil {
 		return nil, apiErr(err)
 	}
-	return api.NodeToPB(&n), nil
+	return apiproto.NodeToPB(&n), nil
 }
 
 func (r regionService) UncordonNode(ctx context.Context, req *regionv1.NodeRef) (*resourcev1.Node, error) {
@@ -112,15 +113,15 @@ func (r regionService) UncordonNode(ctx context.Context, req *regionv1.NodeRef) 
 	if err != nil {
 		return nil, apiErr(err)
 	}
-	return api.NodeToPB(&n), nil
+	return apiproto.NodeToPB(&n), nil
 }
 
 func (r regionService) DrainNode(ctx context.Context, req *regionv1.DrainNodeRequest) (*resourcev1.DrainStatus, error) {
-	d, err := r.s.drain(ctx, req.GetName(), api.DrainRequestFromPB(req.GetDrain()))
+	d, err := r.s.drain(ctx, req.GetName(), apiproto.DrainRequestFromPB(req.GetDrain()))
 	if err != nil {
 		return nil, apiErr(err)
 	}
-	return api.DrainStatusToPB(&d), nil
+	return apiproto.DrainStatusToPB(&d), nil
 }
 
 func (r regionService) GetDrain(ctx context.Context, req *regionv1.NodeRef) (*resourcev1.DrainStatus, error) {
@@ -128,7 +129,7 @@ func (r regionService) GetDrain(ctx context.Context, req *regionv1.NodeRef) (*re
 	if err != nil {
 		return nil, apiErr(err)
 	}
-	return api.DrainStatusToPB(&d), nil
+	return apiproto.DrainStatusToPB(&d), nil
 }
 
 func (r regionService) ListReplicas(ctx context.Context, req *regionv1.ListReplicasRequest) (*regionv1.ListReplicasResponse, error) {
@@ -138,7 +139,7 @@ func (r regionService) ListReplicas(ctx context.Context, req *regionv1.ListRepli
 	}
 	out := &regionv1.ListReplicasResponse{Items: make([]*resourcev1.Replica, len(reps))}
 	for i := range reps {
-		out.Items[i] = api.ReplicaToPB(&reps[i])
+		out.Items[i] = apiproto.ReplicaToPB(&reps[i])
 	}
 	return out, nil
 }
@@ -165,7 +166,7 @@ func (r regionService) Status(ctx context.Context, _ *regionv1.StatusRequest) (*
 	if err != nil {
 		return nil, apiErr(err)
 	}
-	return api.RegionStatusToPB(&st), nil
+	return apiproto.RegionStatusToPB(&st), nil
 }
 
 // agentService is AgentService. An agent may act only for its own node
@@ -176,7 +177,7 @@ type agentService struct {
 }
 
 func (a agentService) Register(ctx context.Context, req *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error) {
-	n := api.NodeFromPB(req.GetNode())
+	n := apiproto.NodeFromPB(req.GetNode())
 	if err := a.authorize(ctx, n.Name); err != nil {
 		return nil, err
 	}
@@ -184,14 +185,14 @@ func (a agentService) Register(ctx context.Context, req *agentv1.RegisterRequest
 	if err != nil {
 		return nil, apiErr(err)
 	}
-	return &agentv1.RegisterResponse{Node: api.NodeToPB(&stored), HeartbeatIntervalMs: a.s.hbInterval.Milliseconds()}, nil
+	return &agentv1.RegisterResponse{Node: apiproto.NodeToPB(&stored), HeartbeatIntervalMs: a.s.hbInterval.Milliseconds()}, nil
 }
 
 func (a agentService) Heartbeat(ctx context.Context, req *agentv1.HeartbeatRequest) (*agentv1.HeartbeatResponse, error) {
 	if err := a.authorize(ctx, req.GetNode()); err != nil {
 		return nil, err
 	}
-	reregister, err := a.s.heartbeat(ctx, req.GetNode(), req.GetSeq(), api.ConditionsFromPB(req.GetConditions()), req.GetMetrics())
+	reregister, err := a.s.heartbeat(ctx, req.GetNode(), req.GetSeq(), apiproto.ConditionsFromPB(req.GetConditions()), req.GetMetrics())
 	if err != nil {
 		return nil, apiErr(err)
 	}
@@ -212,7 +213,7 @@ func (a agentService) ReportStatus(ctx context.Context, req *agentv1.ReportStatu
 	}
 	statuses := make([]api.AssignmentStatus, len(req.GetStatuses()))
 	for i, st := range req.GetStatuses() {
-		statuses[i] = api.AssignmentStatusFromPB(st)
+		statuses[i] = apiproto.AssignmentStatusFromPB(st)
 	}
 	if err := a.s.reportStatus(ctx, req.GetNode(), statuses); err != nil {
 		return nil, apiErr(err)

@@ -429,7 +429,7 @@ func (s *Server) newDrain(name string, req api.DrainRequest, now time.Time) api.
 		Reason:      req.Reason,
 		StartedAt:   now,
 		Deadline:    now.Add(req.Deadline.Or(s.drainDeadline)),
-		MaxParallel: cmpOr(req.MaxParallel, 1),
+		MaxParallel: cmp.Or(req.MaxParallel, 1),
 	}
 	for _, it := range s.caches.Assignments.List() {
 		if a := it.Value; a.Node == name && a.Desired == api.DesiredRunning {
@@ -446,7 +446,7 @@ func (s *Server) newDrain(name string, req api.DrainRequest, now time.Time) api.
 func (s *Server) startDrain(ctx context.Context, node store.Item[api.Node], cur *store.Item[api.DrainStatus], d *api.DrainStatus, reason string) (int64, error) {
 	n := *node.Value
 	if n.Schedulable {
-		n.Schedulable, n.CordonReason, n.CordonedBy, n.CordonedAt = false, cmpOr(reason, "drain"), cordonedByOperator, d.StartedAt
+		n.Schedulable, n.CordonReason, n.CordonedBy, n.CordonedAt = false, cmp.Or(reason, "drain"), cordonedByOperator, d.StartedAt
 	}
 	txn := s.st.Store.Txn()
 	if cur != nil {

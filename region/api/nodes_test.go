@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/heartbeat"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
@@ -96,7 +98,7 @@ func TestHeartbeat(t *testing.T) {
 	e := newEnv(t)
 	e.register(testNode("n1"))
 	cond := func(status api.ConditionStatus, reason, msg string) []*resourcev1.Condition {
-		return api.ConditionsToPB([]api.Condition{{Type: api.ConditionCRI, Status: status, Reason: reason, Message: msg}})
+		return apiproto.ConditionsToPB([]api.Condition{{Type: api.ConditionCRI, Status: status, Reason: reason, Message: msg}})
 	}
 	var seq uint64
 	beat := func(node string, conds []*resourcev1.Condition) *agentv1.HeartbeatResponse {
@@ -126,8 +128,8 @@ func TestHeartbeat(t *testing.T) {
 	for _, step := range steps {
 		before := e.rev()
 		for range step.beats {
-			if resp := beat("n1", step.conds); resp.GetReregister() || resp.GetHeartbeatIntervalMs() != DefaultHeartbeatInterval.Milliseconds() {
-				t.Fatalf("%s: got response %v; want no reregister and interval %d ms", step.name, resp, DefaultHeartbeatInterval.Milliseconds())
+			if resp := beat("n1", step.conds); resp.GetReregister() || resp.GetHeartbeatIntervalMs() != config.DefaultLiveness().HeartbeatInterval.Milliseconds() {
+				t.Fatalf("%s: got response %v; want no reregister and interval %d ms", step.name, resp, config.DefaultLiveness().HeartbeatInterval.Milliseconds())
 			}
 		}
 		last := seq
@@ -250,8 +252,8 @@ func TestCordonDrain(t *testing.T) {
 			d := v.(*resourcev1.DrainStatus)
 			firstDrain = d
 			deadline := d.GetDeadline().AsTime().Sub(d.GetStartedAt().AsTime())
-			if d.GetState() != api.DrainRunning || d.GetMaxParallel() != 1 || deadline != DefaultDrainDeadline || d.GetReason() != "retire" {
-				return fmt.Errorf("got drain %v; want running, 1 at a time, deadline %s, reason retire", d, DefaultDrainDeadline)
+			if d.GetState() != api.DrainRunning || d.GetMaxParallel() != 1 || deadline != config.DefaultRegionController().DrainDeadline || d.GetReason() != "retire" {
+				return fmt.Errorf("got drain %v; want running, 1 at a time, deadline %s, reason retire", d, config.DefaultRegionController().DrainDeadline)
 			}
 			return nil
 		}},
@@ -294,7 +296,7 @@ func TestCordonDrain(t *testing.T) {
 			return nil
 		}},
 		{"a negative deadline is invalid", func() (any, error) {
-			return e.region.DrainNode(e.ctx(), &regionv1.DrainNodeRequest{Name: "n1", Drain: api.DrainRequestToPB(&api.DrainRequest{Deadline: api.D(-time.Second)})})
+			return e.region.DrainNode(e.ctx(), &regionv1.DrainNodeRequest{Name: "n1", Drain: apiproto.DrainRequestToPB(&api.DrainRequest{Deadline: api.D(-time.Second)})})
 		}, api.ErrInvalid, "deadline", false, false, nil},
 		{"drain of an unknown node", func() (any, error) {
 			return e.region.DrainNode(e.ctx(), &regionv1.DrainNodeRequest{Name: "nope"})

@@ -142,7 +142,7 @@ func samePlacement(a, b *api.Placement) bool {
 	x, y := *a, *b
 	x.UpdatedAt, y.UpdatedAt = time.Time{}, time.Time{}
 	x.Epoch, y.Epoch = 0, 0
-	return sameJSON(&x, &y)
+	return api.SameJSON(&x, &y)
 }
 
 // removePlacements marks placements deleting; the controller destroys

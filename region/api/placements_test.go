@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 	"github.com/stratahq/strata/region/state"
@@ -42,7 +43,7 @@ func TestApplyPlacements(t *testing.T) {
 	}
 	for _, step := range steps {
 		before := e.rev()
-		resp, err := e.region.ApplyPlacements(e.ctx(), &regionv1.ApplyPlacementsRequest{Placements: []*resourcev1.Placement{api.PlacementToPB(&step.p)}})
+		resp, err := e.region.ApplyPlacements(e.ctx(), &regionv1.ApplyPlacementsRequest{Placements: []*resourcev1.Placement{apiproto.PlacementToPB(&step.p)}})
 		if err != nil {
 			t.Fatalf("%s: ApplyPlacements: %v", step.name, err)
 		}
@@ -91,7 +92,7 @@ func TestApplyPlacementsBatches(t *testing.T) {
 	ps := make([]*resourcev1.Placement, n)
 	for i := range ps {
 		p := testPlacement("bulk", fmt.Sprintf("app-%04d", i), fmt.Sprintf("uid-%d", i), 1, 1)
-		ps[i] = api.PlacementToPB(&p)
+		ps[i] = apiproto.PlacementToPB(&p)
 	}
 	before := e.rev()
 	resp, err := e.region.ApplyPlacements(e.ctx(), &regionv1.ApplyPlacementsRequest{Placements: ps})
@@ -127,7 +128,7 @@ func TestRemovePlacements(t *testing.T) {
 	e := newEnv(t)
 	web, db := testPlacement("acme", "web", "uid-web", 2, 5), testPlacement("acme", "db", "uid-db", 1, 5)
 	if _, err := e.region.ApplyPlacements(e.ctx(), &regionv1.ApplyPlacementsRequest{
-		Placements: []*resourcev1.Placement{api.PlacementToPB(&web), api.PlacementToPB(&db)},
+		Placements: []*resourcev1.Placement{apiproto.PlacementToPB(&web), apiproto.PlacementToPB(&db)},
 	}); err != nil {
 		t.Fatal(err)
 	}

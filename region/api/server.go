@@ -15,9 +15,8 @@
 package api
 
 import (
-	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/store"
@@ -96,13 +96,6 @@ type Options struct {
 	Leader func() string
 	Logger *slog.Logger
 }
-
-// Defaults for zero Options.
-const (
-	DefaultHeartbeatInterval = 2 * time.Second
-	DefaultDrainDeadline     = 10 * time.Minute
-	DefaultMaxBodyBytes      = 1 << 20
-)
 
 const (
 	// writeTimeout bounds one background transaction, so that a hung etcd
@@ -182,9 +175,9 @@ func New(opts Options) (*Server, error) {
 		caches:        opts.Caches,
 		heartbeats:    opts.Heartbeats,
 		events:        opts.Events,
-		hbInterval:    cmpOr(opts.HeartbeatInterval, DefaultHeartbeatInterval),
-		drainDeadline: cmpOr(opts.DrainDeadline, DefaultDrainDeadline),
-		maxBody:       cmpOr(opts.MaxBodyBytes, DefaultMaxBodyBytes),
+		hbInterval:    cmp.Or(opts.HeartbeatInterval, config.DefaultLiveness().HeartbeatInterval),
+		drainDeadline: cmp.Or(opts.DrainDeadline, config.DefaultRegionController().DrainDeadline),
+		maxBody:       cmp.Or(opts.MaxBodyBytes, config.DefaultHTTPAPI().MaxBodyBytes),
 		token:         opts.Token,
 		leader:        opts.Leader,
 		log:           opts.Logger,
@@ -200,14 +193,6 @@ func New(opts Options) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	return s, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Run runs the heartbeat batcher and the status writer until ctx is done,
@@ -249,18 +234,6 @@ func waitSynced(ctx context.Context, synced <-chan struct{}) error {
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the region caches: %w", ctx.Err())
 	}
-}
-
-// sameJSON reports whether a and b encode alike: values read back from
-// etcd and values converted from protobuf differ in ways (time locations,
-// monotonic readings) that reflect.DeepEqual sees and the store does not.
-func sameJSON(a, b any) bool {
-	ja, err := json.Marshal(a)
-	if err != nil {
-		return false
-	}
-	jb, err := json.Marshal(b)
-	return err == nil && bytes.Equal(ja, jb)
 }
 
 // apiErr is the one place where store sentinels become api sentinels, at

@@ -55,7 +55,7 @@ func (s *Server) reportStatus(ctx context.Context, node string, reported []api.A
 func sameStatus(a, b *api.AssignmentStatus) bool {
 	x, y := *a, *b
 	x.UpdatedAt, y.UpdatedAt = time.Time{}, time.Time{}
-	return sameJSON(&x, &y)
+	return api.SameJSON(&x, &y)
 }
 
 // phaseEvent returns the event of a replica becoming ready or failing.

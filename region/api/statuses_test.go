@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/store"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -16,7 +17,7 @@ func TestReportStatus(t *testing.T) {
 	e := newEnv(t)
 	e.putAssignments(testAssignment("a1", "acme", "web", "n1"))
 	status := func(phase api.Phase, reason string) []*resourcev1.AssignmentStatus {
-		return []*resourcev1.AssignmentStatus{api.AssignmentStatusToPB(&api.AssignmentStatus{
+		return []*resourcev1.AssignmentStatus{apiproto.AssignmentStatusToPB(&api.AssignmentStatus{
 			ID: "a1", ObservedGeneration: 1, Phase: phase, Reason: reason, ProviderID: "ctr-1",
 		})}
 	}
@@ -81,7 +82,7 @@ func TestReportStatusCoalesces(t *testing.T) {
 			for r := range rounds {
 				st := api.AssignmentStatus{ID: fmt.Sprintf("a%02d", i), Phase: api.PhaseReady, Restarts: r}
 				if _, err := e.agent.ReportStatus(e.ctx(), &agentv1.ReportStatusRequest{
-					Node: fmt.Sprintf("n%02d", i), Statuses: []*resourcev1.AssignmentStatus{api.AssignmentStatusToPB(&st)},
+					Node: fmt.Sprintf("n%02d", i), Statuses: []*resourcev1.AssignmentStatus{apiproto.AssignmentStatusToPB(&st)},
 				}); err != nil {
 					t.Error(err)
 					return

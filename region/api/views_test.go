@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/transport/transporttest"
@@ -29,7 +30,7 @@ func TestReadViews(t *testing.T) {
 	e.putAssignments(testAssignment("b1", "acme", "web", "n2"), testAssignment("a1", "acme", "web", "n1"),
 		testAssignment("c1", "acme", "db", "n1"))
 	if _, err := e.agent.ReportStatus(e.ctx(), &agentv1.ReportStatusRequest{Node: "n1", Statuses: []*resourcev1.AssignmentStatus{
-		api.AssignmentStatusToPB(&api.AssignmentStatus{ID: "a1", Phase: api.PhaseReady}),
+		apiproto.AssignmentStatusToPB(&api.AssignmentStatus{ID: "a1", Phase: api.PhaseReady}),
 	}}); err != nil {
 		t.Fatal(err)
 	}

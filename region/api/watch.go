@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/store"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
@@ -155,8 +156,8 @@ func shareEvent(sh *state.Share) *regionv1.ShareEvent {
 		Tenant:   sh.Tenant,
 		Name:     sh.Name,
 		Uid:      sh.UID,
-		Share:    api.RegionShareToPB(&sh.RegionShare),
-		Backends: api.BackendStatusesToPB(sh.Backends),
+		Share:    apiproto.RegionShareToPB(&sh.RegionShare),
+		Backends: apiproto.BackendStatusesToPB(sh.Backends),
 	}
 }
 
@@ -174,7 +175,7 @@ func (s *Server) watchAssignments(ctx context.Context, node string, send func(*a
 	snap := &agentv1.AssignmentBatch{Snapshot: true}
 	for _, it := range s.caches.Assignments.List() {
 		if it.Value.Node == node {
-			snap.Upserts = append(snap.Upserts, api.AssignmentToPB(it.Value))
+			snap.Upserts = append(snap.Upserts, apiproto.AssignmentToPB(it.Value))
 		}
 	}
 	if err := send(snap); err != nil {
@@ -184,7 +185,7 @@ func (s *Server) watchAssignments(ctx context.Context, node string, send func(*a
 		msg := &agentv1.AssignmentBatch{}
 		for _, c := range changes {
 			if c.New != nil {
-				msg.Upserts = append(msg.Upserts, api.AssignmentToPB(c.New.Value))
+				msg.Upserts = append(msg.Upserts, apiproto.AssignmentToPB(c.New.Value))
 			} else {
 				msg.Removed = append(msg.Removed, c.Name)
 			}

@@ -13,6 +13,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/reconcile"
@@ -98,15 +100,10 @@ func New(o Options) *Controller {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	if o.ProvisionTimeout == 0 {
-		o.ProvisionTimeout = 5 * time.Minute
-	}
-	if o.DestroyTimeout == 0 {
-		o.DestroyTimeout = 2 * time.Minute
-	}
-	if o.RetryBackoff == 0 {
-		o.RetryBackoff = time.Second
-	}
+	def := config.DefaultRegionController()
+	o.ProvisionTimeout = cmp.Or(o.ProvisionTimeout, def.ProvisionTimeout)
+	o.DestroyTimeout = cmp.Or(o.DestroyTimeout, def.DestroyTimeout)
+	o.RetryBackoff = cmp.Or(o.RetryBackoff, def.RetryBackoff)
 	if o.MaxBackoff == 0 {
 		o.MaxBackoff = time.Minute
 	}

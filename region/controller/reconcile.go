@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/region/scheduler"
@@ -187,16 +188,16 @@ func (c *Controller) allowRetry(key string, now time.Time) bool {
 		r = nil
 	}
 	if r == nil {
-		c.backoff[key] = &retry{failures: 1, next: now.Add(c.o.RetryBackoff)}
-		return true
-	}
-	r.readySince = time.Time{}
-	if now.Before(r.next) {
-		return false
+		r = &retry{}
+		c.backoff[key] = r
+	} else {
+		r.readySince = time.Time{}
+		if now.Before(r.next) {
+			return false
+		}
 	}
 	r.failures++
-	d := c.o.RetryBackoff << min(r.failures-1, 16)
-	r.next = now.Add(min(d, c.o.MaxBackoff))
+	r.next = now.Add(backoff.Backoff{Min: c.o.RetryBackoff, Max: c.o.MaxBackoff}.Delay(r.failures))
 	return true
 }
 

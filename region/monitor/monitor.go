@@ -13,6 +13,7 @@
 package monitor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/liveness"
@@ -84,12 +86,8 @@ func New(o Options) *Monitor {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	if o.ProbeTimeout == 0 {
-		o.ProbeTimeout = time.Second
-	}
-	if o.DrainDeadline == 0 {
-		o.DrainDeadline = 10 * time.Minute
-	}
+	o.ProbeTimeout = cmp.Or(o.ProbeTimeout, config.DefaultLiveness().ProbeTimeout)
+	o.DrainDeadline = cmp.Or(o.DrainDeadline, config.DefaultRegionController().DrainDeadline)
 	return &Monitor{o: o, log: o.Logger.With("component", "monitor")}
 }
 

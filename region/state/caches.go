@@ -1,9 +1,6 @@
 package state
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/store"
 )
@@ -12,6 +9,9 @@ import (
 // every component of one region process (API, controller, monitor): one
 // list+watch per collection, however many readers.
 type Caches struct {
+	// CacheSet runs them, waits for them and checks them together.
+	store.CacheSet
+
 	Placements  *store.Cache[api.Placement]
 	Shares      *store.Cache[Share]
 	Assignments *store.Cache[api.Assignment]
@@ -46,26 +46,9 @@ func NewCaches(st *State) *Caches {
 	c.Networks = store.NewCache(st.Networks)
 	c.Ports = store.NewCache(st.Ports)
 	c.Meta = store.NewCache(st.Meta)
+	c.CacheSet = store.NewCacheSet("region", c.Placements, c.Shares, c.Assignments, c.Statuses, c.Nodes, c.NodeStatus, c.Drains, c.Networks, c.Ports, c.Meta)
 	return c
 }
-
-func (c *Caches) all() []store.Runner {
-	return []store.Runner{c.Placements, c.Shares, c.Assignments, c.Statuses, c.Nodes, c.NodeStatus, c.Drains, c.Networks, c.Ports, c.Meta}
-}
-
-// Run keeps every cache current until ctx is done.
-func (c *Caches) Run(ctx context.Context) error { return store.RunAll(ctx, c.all()...) }
-
-// WaitSynced blocks until every cache holds its first list.
-func (c *Caches) WaitSynced(ctx context.Context) error {
-	if err := store.WaitSynced(ctx, c.all()...); err != nil {
-		return fmt.Errorf("region %w", err)
-	}
-	return nil
-}
-
-// IsSynced reports whether every cache holds its first list.
-func (c *Caches) IsSynced() bool { return store.AllSynced(c.all()...) }
 
 // ReplicaPhase is the lifecycle phase of a replica, derived from what the
 // controller asked (the assignment) and what the agent saw (its status).

@@ -35,41 +35,44 @@ type ResourceQuery struct {
 	Kind     string
 }
 
+// call makes the request r and decodes the reply into a T.
+func call[T any](ctx context.Context, c *Client, r request) (T, error) {
+	var out T
+	err := c.do(ctx, r, &out)
+	return out, err
+}
+
+// items makes the list request r and returns the items of its reply.
+func items[T any](ctx context.Context, c *Client, r request) ([]T, error) {
+	l, err := call[List[T]](ctx, c, r)
+	return l.Items, err
+}
+
 // ---- flavors ----
 
 // ListFlavors returns every flavor.
 func (c *Client) ListFlavors(ctx context.Context) ([]api.Flavor, error) {
-	var l List[api.Flavor]
-	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/flavors"}, &l)
-	return l.Items, err
+	return items[api.Flavor](ctx, c, request{method: http.MethodGet, path: "/v1/flavors"})
 }
 
 // GetFlavor returns one flavor.
 func (c *Client) GetFlavor(ctx context.Context, name string) (api.Flavor, error) {
-	var f api.Flavor
-	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/flavors/" + escape(name)}, &f)
-	return f, err
+	return call[api.Flavor](ctx, c, request{method: http.MethodGet, path: "/v1/flavors/" + escape(name)})
 }
 
 // CreateFlavor creates a flavor.
 func (c *Client) CreateFlavor(ctx context.Context, f api.Flavor) (api.Flavor, error) {
-	var out api.Flavor
-	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/flavors", body: f}, &out)
-	return out, err
+	return call[api.Flavor](ctx, c, request{method: http.MethodPost, path: "/v1/flavors", body: f})
 }
 
 // UpdateFlavor replaces a flavor's spec.
 func (c *Client) UpdateFlavor(ctx context.Context, f api.Flavor) (api.Flavor, error) {
-	var out api.Flavor
-	err := c.do(ctx, request{method: http.MethodPut, path: "/v1/flavors/" + escape(f.Name), body: f}, &out)
-	return out, err
+	return call[api.Flavor](ctx, c, request{method: http.MethodPut, path: "/v1/flavors/" + escape(f.Name), body: f})
 }
 
 // DeleteFlavor deletes a flavor.
 func (c *Client) DeleteFlavor(ctx context.Context, name string) (api.Flavor, error) {
-	var out api.Flavor
-	err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/flavors/" + escape(name)}, &out)
-	return out, err
+	return call[api.Flavor](ctx, c, request{method: http.MethodDelete, path: "/v1/flavors/" + escape(name)})
 }
 
 // ---- resources ----
@@ -109,101 +112,77 @@ func (c *Client) ListResources(ctx context.Context, q ResourceQuery) ([]api.Reso
 
 // GetResource returns a resource with its status.
 func (c *Client) GetResource(ctx context.Context, name string) (api.Resource, error) {
-	var r api.Resource
-	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/resources/" + escape(name), query: c.tenantQuery()}, &r)
-	return r, err
+	return call[api.Resource](ctx, c, request{method: http.MethodGet, path: "/v1/resources/" + escape(name), query: c.tenantQuery()})
 }
 
 // CreateResource creates a resource; the write carries an Idempotency-Key,
 // so that a retry after a lost reply cannot create it twice.
 func (c *Client) CreateResource(ctx context.Context, r ResourceWrite) (api.Resource, error) {
-	var out api.Resource
-	err := c.do(ctx, request{
+	return call[api.Resource](ctx, c, request{
 		method: http.MethodPost, path: "/v1/resources", query: c.tenantQuery(), body: r,
 		idempotencyKey: NewIdempotencyKey(),
-	}, &out)
-	return out, err
+	})
 }
 
 // UpdateResource replaces the user-settable fields of a resource.
 func (c *Client) UpdateResource(ctx context.Context, r ResourceWrite) (api.Resource, error) {
-	var out api.Resource
-	err := c.do(ctx, request{
+	return call[api.Resource](ctx, c, request{
 		method: http.MethodPut, path: "/v1/resources/" + escape(r.Name), query: c.tenantQuery(), body: r,
 		idempotencyKey: NewIdempotencyKey(),
-	}, &out)
-	return out, err
+	})
 }
 
 // DeleteResource requests a resource's deletion; the master finishes it.
 func (c *Client) DeleteResource(ctx context.Context, name string) (api.Resource, error) {
-	var out api.Resource
-	err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/resources/" + escape(name), query: c.tenantQuery()}, &out)
-	return out, err
+	return call[api.Resource](ctx, c, request{method: http.MethodDelete, path: "/v1/resources/" + escape(name), query: c.tenantQuery()})
 }
 
 // ScaleResource sets a resource's replica count.
 func (c *Client) ScaleResource(ctx context.Context, name string, replicas int) (api.Resource, error) {
-	var out api.Resource
-	err := c.do(ctx, request{
+	return call[api.Resource](ctx, c, request{
 		method: http.MethodPost, path: "/v1/resources/" + escape(name) + "/scale", query: c.tenantQuery(),
 		body: map[string]int{"replicas": replicas},
-	}, &out)
-	return out, err
+	})
 }
 
 // RollbackResource makes a new revision with the spec of revision to.
 func (c *Client) RollbackResource(ctx context.Context, name string, to int64) (api.Resource, error) {
-	var out api.Resource
-	err := c.do(ctx, request{
+	return call[api.Resource](ctx, c, request{
 		method: http.MethodPost, path: "/v1/resources/" + escape(name) + "/rollback", query: c.tenantQuery(),
 		body: map[string]int64{"revision": to},
-	}, &out)
-	return out, err
+	})
 }
 
 // ListRevisions returns a resource's revisions, oldest first.
 func (c *Client) ListRevisions(ctx context.Context, name string) ([]api.Revision, error) {
-	var l List[api.Revision]
-	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/resources/" + escape(name) + "/revisions", query: c.tenantQuery()}, &l)
-	return l.Items, err
+	return items[api.Revision](ctx, c, request{method: http.MethodGet, path: "/v1/resources/" + escape(name) + "/revisions", query: c.tenantQuery()})
 }
 
 // ListReplicas returns a resource's replicas in every region it runs in.
 func (c *Client) ListReplicas(ctx context.Context, name string) (List[api.Replica], error) {
-	var l List[api.Replica]
-	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/resources/" + escape(name) + "/replicas", query: c.tenantQuery()}, &l)
-	return l, err
+	return call[List[api.Replica]](ctx, c, request{method: http.MethodGet, path: "/v1/resources/" + escape(name) + "/replicas", query: c.tenantQuery()})
 }
 
 // ---- regions ----
 
 // ListRegions returns every region with its status.
 func (c *Client) ListRegions(ctx context.Context) ([]api.Region, error) {
-	var l List[api.Region]
-	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/regions"}, &l)
-	return l.Items, err
+	return items[api.Region](ctx, c, request{method: http.MethodGet, path: "/v1/regions"})
 }
 
 // GetRegion returns one region.
 func (c *Client) GetRegion(ctx context.Context, name string) (api.Region, error) {
-	var r api.Region
-	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/regions/" + escape(name)}, &r)
-	return r, err
+	return call[api.Region](ctx, c, request{method: http.MethodGet, path: "/v1/regions/" + escape(name)})
 }
 
 // RegisterRegion registers a region or replaces its registration.
 func (c *Client) RegisterRegion(ctx context.Context, r api.Region) (api.Region, error) {
-	var out api.Region
-	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/regions", body: r}, &out)
-	return out, err
+	return call[api.Region](ctx, c, request{method: http.MethodPost, path: "/v1/regions", body: r})
 }
 
 // DeleteRegion removes a region no resource names.
 func (c *Client) DeleteRegion(ctx context.Context, name string) (api.Region, error) {
-	var out api.Region
-	err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/regions/" + escape(name)}, &out)
-	return out, err
+	return call[api.Region](ctx, c, request{method: http.MethodDelete, path: "/v1/regions/" + escape(name)})
 }
 
 // ---- nodes ----
@@ -217,9 +196,7 @@ func (c *Client) ListNodes(ctx context.Context, region, selector string) (List[a
 	if selector != "" {
 		q.Set("selector", selector)
 	}
-	var l List[api.Node]
-	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/nodes", query: q}, &l)
-	return l, err
+	return call[List[api.Node]](ctx, c, request{method: http.MethodGet, path: "/v1/nodes", query: q})
 }
 
 func nodePath(region, node string) string {
@@ -228,9 +205,7 @@ func nodePath(region, node string) string {
 
 // GetNode returns a node as its region sees it.
 func (c *Client) GetNode(ctx context.Context, region, node string) (api.Node, error) {
-	var n api.Node
-	err := c.do(ctx, request{method: http.MethodGet, path: nodePath(region, node)}, &n)
-	return n, err
+	return call[api.Node](ctx, c, request{method: http.MethodGet, path: nodePath(region, node)})
 }
 
 // DeleteNode removes a node from its region.
@@ -240,43 +215,33 @@ func (c *Client) DeleteNode(ctx context.Context, region, node string) error {
 
 // CordonNode stops new replicas from landing on a node.
 func (c *Client) CordonNode(ctx context.Context, region, node, reason string) (api.Node, error) {
-	var n api.Node
 	var body any
 	if reason != "" {
 		body = map[string]string{"reason": reason}
 	}
-	err := c.do(ctx, request{method: http.MethodPost, path: nodePath(region, node) + "/cordon", body: body}, &n)
-	return n, err
+	return call[api.Node](ctx, c, request{method: http.MethodPost, path: nodePath(region, node) + "/cordon", body: body})
 }
 
 // UncordonNode makes a node schedulable again.
 func (c *Client) UncordonNode(ctx context.Context, region, node string) (api.Node, error) {
-	var n api.Node
-	err := c.do(ctx, request{method: http.MethodPost, path: nodePath(region, node) + "/uncordon"}, &n)
-	return n, err
+	return call[api.Node](ctx, c, request{method: http.MethodPost, path: nodePath(region, node) + "/uncordon"})
 }
 
 // DrainNode starts moving a node's replicas elsewhere.
 func (c *Client) DrainNode(ctx context.Context, region, node string, d api.DrainRequest) (api.DrainStatus, error) {
-	var ds api.DrainStatus
-	err := c.do(ctx, request{method: http.MethodPost, path: nodePath(region, node) + "/drain", body: d}, &ds)
-	return ds, err
+	return call[api.DrainStatus](ctx, c, request{method: http.MethodPost, path: nodePath(region, node) + "/drain", body: d})
 }
 
 // GetDrain returns the progress of a node's drain.
 func (c *Client) GetDrain(ctx context.Context, region, node string) (api.DrainStatus, error) {
-	var ds api.DrainStatus
-	err := c.do(ctx, request{method: http.MethodGet, path: nodePath(region, node) + "/drain"}, &ds)
-	return ds, err
+	return call[api.DrainStatus](ctx, c, request{method: http.MethodGet, path: nodePath(region, node) + "/drain"})
 }
 
 // ---- status ----
 
 // Status returns the global tier's overview, with the server's version.
 func (c *Client) Status(ctx context.Context) (Status, error) {
-	var s Status
-	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/status"}, &s)
-	return s, err
+	return call[Status](ctx, c, request{method: http.MethodGet, path: "/v1/status"})
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -19,6 +19,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/stratahq/strata/internal/backoff"
 )
 
 // DefaultTimeout bounds one non-streaming request.
@@ -200,7 +202,8 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, context.C
 	}
 	// A stream is not retried here: its caller resumes it from its cursor.
 	safe := (r.method == http.MethodGet || r.idempotencyKey != "") && !r.stream
-	backoff := c.backoff
+	// Doubling from c.backoff; retryAttempts stops it before any cap.
+	retry := backoff.Backoff{Min: c.backoff, Max: c.backoff << retryAttempts}
 	for attempt := 1; ; attempt++ {
 		resp, cancel, err := c.sendOnce(ctx, r, body)
 		if err != nil {
@@ -215,12 +218,9 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, context.C
 		if !safe || resp.StatusCode != http.StatusServiceUnavailable || attempt == retryAttempts {
 			return nil, nil, apiErr
 		}
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, retry.Next()) != nil {
 			return nil, nil, apiErr
-		case <-time.After(backoff):
 		}
-		backoff *= 2
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -223,23 +224,33 @@ type list[T any] struct {
 
 func (s *Server) version() int64 { s.rev++; return s.rev }
 
+// sortedValues lists m's values by their keys (the names); never nil, as
+// the API's lists are never null.
+func sortedValues[T any](m map[string]T) []T {
+	out := make([]T, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+// named answers GET of the object of m the path names, or NotFound.
+func named[T any](m map[string]T, kind string, r *http.Request) (int, any, error) {
+	v, ok := m[r.PathValue("name")]
+	if !ok {
+		return 0, nil, api.NotFound(kind, r.PathValue("name"))
+	}
+	return http.StatusOK, v, nil
+}
+
 // ---- flavors ----
 
 func (s *Server) listFlavors(*http.Request) (int, any, error) {
-	out := list[api.Flavor]{Items: []api.Flavor{}}
-	for _, f := range s.Flavors {
-		out.Items = append(out.Items, f)
-	}
-	slices.SortFunc(out.Items, func(a, b api.Flavor) int { return cmp.Compare(a.Name, b.Name) })
-	return http.StatusOK, out, nil
+	return http.StatusOK, list[api.Flavor]{Items: sortedValues(s.Flavors)}, nil
 }
 
 func (s *Server) getFlavor(r *http.Request) (int, any, error) {
-	f, ok := s.Flavors[r.PathValue("name")]
-	if !ok {
-		return 0, nil, api.NotFound("flavor", r.PathValue("name"))
-	}
-	return http.StatusOK, f, nil
+	return named(s.Flavors, "flavor", r)
 }
 
 func (s *Server) createFlavor(r *http.Request) (int, any, error) {
@@ -365,30 +376,6 @@ func (s *Server) getResource(r *http.Request) (int, any, error) {
 	return http.StatusOK, res, nil
 }
 
-func checkReplicas(kind api.ResourceKind, n int) error {
-	switch {
-	case n < 0:
-		return api.Invalid("replicas", "must not be negative (got %d)", n)
-	case kind == api.KindImage && n != 0:
-		return api.Invalid("replicas", "an Image has no replicas (agents fetch it when needed): omit it or set 0")
-	}
-	return nil
-}
-
-func settable(r api.Resource) api.Resource {
-	return api.Resource{
-		Name: r.Name, Tenant: r.Tenant, Kind: r.Kind, Labels: r.Labels,
-		Spec: r.Spec, Replicas: r.Replicas, Schedule: r.Schedule, Overrides: r.Overrides,
-		Failover: r.Failover, Rollout: r.Rollout, MaxRevisionHistory: r.MaxRevisionHistory,
-	}
-}
-
-func sameJSON(a, b any) bool {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	return bytes.Equal(ja, jb)
-}
-
 func (s *Server) checkRefs(res api.Resource) error {
 	if f := res.Spec.Flavor; f != "" {
 		if _, ok := s.Flavors[f]; !ok {
@@ -408,7 +395,7 @@ func (s *Server) createResource(r *http.Request) (int, any, error) {
 	if err := decode(r, &b); err != nil {
 		return 0, nil, err
 	}
-	res := settable(b.Resource)
+	res := b.Resource.Settable()
 	if q := r.URL.Query().Get("tenant"); q != "" && res.Tenant != "" && res.Tenant != q {
 		return 0, nil, api.Invalid("tenant", "%q does not match the tenant of the request, %q", res.Tenant, q)
 	}
@@ -419,7 +406,7 @@ func (s *Server) createResource(r *http.Request) (int, any, error) {
 	} else {
 		res.Replicas = api.DefaultReplicas(res.Kind)
 	}
-	if err := checkReplicas(res.Kind, res.Replicas); err != nil {
+	if err := api.ValidateReplicas(res.Kind, res.Replicas); err != nil {
 		return 0, nil, err
 	}
 	if err := res.Validate(); err != nil {
@@ -451,7 +438,7 @@ func (s *Server) updateResource(r *http.Request) (int, any, error) {
 	if err := decode(r, &b); err != nil {
 		return 0, nil, err
 	}
-	next := settable(b.Resource)
+	next := b.Resource.Settable()
 	next.Name, next.Tenant = cur.Name, cur.Tenant
 	next.Default()
 	if b.Replicas != nil {
@@ -464,10 +451,10 @@ func (s *Server) updateResource(r *http.Request) (int, any, error) {
 		return 0, nil, fmt.Errorf("resource %q is being deleted: %w", cur.Name, api.ErrConflict)
 	case next.Kind != cur.Kind:
 		return 0, nil, api.Invalid("kind", "is immutable: %q is a %s, not a %s", cur.Name, cur.Kind, next.Kind)
-	case sameJSON(settable(cur), next):
+	case api.SameJSON(cur.Settable(), next):
 		return http.StatusOK, cur, nil
 	}
-	if err := checkReplicas(next.Kind, next.Replicas); err != nil {
+	if err := api.ValidateReplicas(next.Kind, next.Replicas); err != nil {
 		return 0, nil, err
 	}
 	if err := next.Validate(); err != nil {
@@ -476,7 +463,7 @@ func (s *Server) updateResource(r *http.Request) (int, any, error) {
 	if err := s.checkRefs(next); err != nil {
 		return 0, nil, err
 	}
-	newSpec := !sameJSON(cur.Spec, next.Spec)
+	newSpec := !api.SameJSON(cur.Spec, next.Spec)
 	cur.Labels, cur.Spec, cur.Replicas, cur.Schedule = next.Labels, next.Spec, next.Replicas, next.Schedule
 	cur.Overrides, cur.Failover, cur.Rollout, cur.MaxRevisionHistory = next.Overrides, next.Failover, next.Rollout, next.MaxRevisionHistory
 	cur.Generation++
@@ -516,7 +503,7 @@ func (s *Server) scale(r *http.Request) (int, any, error) {
 	if b.Replicas == nil {
 		return 0, nil, api.Invalid("replicas", "is required")
 	}
-	if err := checkReplicas(cur.Kind, *b.Replicas); err != nil {
+	if err := api.ValidateReplicas(cur.Kind, *b.Replicas); err != nil {
 		return 0, nil, err
 	}
 	if cur.Replicas != *b.Replicas {
@@ -546,7 +533,7 @@ func (s *Server) rollback(r *http.Request) (int, any, error) {
 		return 0, nil, fmt.Errorf("resource %q has no revision %d: %w", cur.Name, *b.Revision, api.ErrNotFound)
 	}
 	target := s.Revisions[key][i]
-	if sameJSON(cur.Spec, target.Spec) {
+	if api.SameJSON(cur.Spec, target.Spec) {
 		return http.StatusOK, cur, nil
 	}
 	cur.Spec = target.Spec
@@ -576,20 +563,11 @@ func (s *Server) listReplicas(r *http.Request) (int, any, error) {
 // ---- regions ----
 
 func (s *Server) listRegions(*http.Request) (int, any, error) {
-	out := list[api.Region]{Items: []api.Region{}}
-	for _, r := range s.Regions {
-		out.Items = append(out.Items, r)
-	}
-	slices.SortFunc(out.Items, func(a, b api.Region) int { return cmp.Compare(a.Name, b.Name) })
-	return http.StatusOK, out, nil
+	return http.StatusOK, list[api.Region]{Items: sortedValues(s.Regions)}, nil
 }
 
 func (s *Server) getRegion(r *http.Request) (int, any, error) {
-	reg, ok := s.Regions[r.PathValue("name")]
-	if !ok {
-		return 0, nil, api.NotFound("region", r.PathValue("name"))
-	}
-	return http.StatusOK, reg, nil
+	return named(s.Regions, "region", r)
 }
 
 func (s *Server) registerRegion(r *http.Request) (int, any, error) {

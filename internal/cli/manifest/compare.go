@@ -1,9 +1,6 @@
 package manifest
 
 import (
-	"bytes"
-	"encoding/json"
-
 	"github.com/stratahq/strata/internal/api"
 )
 
@@ -22,7 +19,7 @@ func RegionUpToDate(want, cur api.Region) bool {
 	reg := func(r api.Region) api.Region {
 		return api.Region{Name: r.Name, Endpoint: r.Endpoint, ConsoleURL: r.ConsoleURL, Zones: r.Zones, Labels: r.Labels}
 	}
-	return sameJSON(reg(want), reg(cur))
+	return api.SameJSON(reg(want), reg(cur))
 }
 
 // ResourceUpToDate reports whether cur already has every user-settable
@@ -37,13 +34,5 @@ func ResourceUpToDate(o Object, cur api.Resource) bool {
 	if !o.ReplicasSet {
 		want.Replicas = cur.Replicas
 	}
-	return sameJSON(Defaulted(Settable(want)), Defaulted(Settable(cur)))
-}
-
-// sameJSON compares by JSON encoding, which, unlike reflect.DeepEqual, takes
-// an empty map or list for an absent one, as the API's storage does.
-func sameJSON(a, b any) bool {
-	ja, erra := json.Marshal(a)
-	jb, errb := json.Marshal(b)
-	return erra == nil && errb == nil && bytes.Equal(ja, jb)
+	return api.SameJSON(Defaulted(want.Settable()), Defaulted(cur.Settable()))
 }

@@ -520,7 +520,7 @@ func parseResource(js []byte) (*api.Resource, bool, error) {
 	if err := strict(js, &d); err != nil {
 		return nil, false, err
 	}
-	r := Settable(d.Resource)
+	r := d.Resource.Settable()
 	if d.Replicas != nil {
 		r.Replicas = *d.Replicas
 	}
@@ -530,40 +530,10 @@ func parseResource(js []byte) (*api.Resource, bool, error) {
 	if d.Replicas == nil {
 		check.Replicas = api.DefaultReplicas(r.Kind)
 	}
-	if err := checkReplicas(check.Kind, check.Replicas); err != nil {
-		return &r, false, err
-	}
 	if err := check.Validate(); err != nil {
 		return &r, false, err
 	}
 	return &r, d.Replicas != nil, nil
-}
-
-// checkReplicas checks a count against its kind's limits before the rest
-// of the resource, as the API does, so that the error names the field the
-// manifest wrote ("replicas", not "spec.replicas").
-func checkReplicas(kind api.ResourceKind, n int) error {
-	switch {
-	case n < 0:
-		return api.Invalid("replicas", "must not be negative (got %d)", n)
-	case n > api.MaxReplicas:
-		return api.Invalid("replicas", "%d is more than %d", n, api.MaxReplicas)
-	case kind == api.KindVolume && n > 1:
-		return api.Invalid("replicas", "a Volume lives on one node: replicas must be 0 or 1, not %d", n)
-	case kind == api.KindImage && n != 0:
-		return api.Invalid("replicas", "an Image has no replicas (agents fetch it when needed): omit it or set 0")
-	}
-	return nil
-}
-
-// Settable returns the part of r a client may set; everything else is the
-// server's.
-func Settable(r api.Resource) api.Resource {
-	return api.Resource{
-		Name: r.Name, Tenant: r.Tenant, Kind: r.Kind, Labels: r.Labels,
-		Spec: r.Spec, Replicas: r.Replicas, Schedule: r.Schedule, Overrides: r.Overrides,
-		Failover: r.Failover, Rollout: r.Rollout, MaxRevisionHistory: r.MaxRevisionHistory,
-	}
 }
 
 // Defaulted returns a deep copy of r with the API's defaults filled in.

@@ -74,6 +74,14 @@ func testCheckTxnLimit(t *testing.T, s *store.Store) {
 	if !errors.Is(err, store.ErrTooManyOps) {
 		t.Errorf("CheckTxnLimit at %d: err = %v; want ErrTooManyOps", stockMaxTxnOps+1, err)
 	}
+	// At a tier's start: the limit etcd takes passes, one above it stops
+	// the tier with an error naming the setting.
+	if err := s.EnsureTxnLimit(testCtx(t)); err != nil {
+		t.Errorf("EnsureTxnLimit at the default %d: %v; want nil", stockMaxTxnOps, err)
+	}
+	if err := over.EnsureTxnLimit(testCtx(t)); !errors.Is(err, store.ErrTooManyOps) || !strings.Contains(err.Error(), "etcd.maxTxnOps is 129") {
+		t.Errorf("EnsureTxnLimit at %d: err = %v; want ErrTooManyOps naming etcd.maxTxnOps", stockMaxTxnOps+1, err)
+	}
 	wantUnchanged(t, s, before)
 }
 

@@ -1,48 +1,9 @@
 package agent
 
 import (
-	"context"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 )
-
-// backoff doubles a delay from min to max; next adds jitter so that many
-// agents that lost their region together do not come back in lockstep.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return jitter(b.cur)
-}
-
-func (b *backoff) reset() { b.cur = 0 }
-
-// jitter returns a delay in [d/2, d].
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// sleepCtx waits d and reports whether ctx is still alive.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 // warnLimiter logs a repeating failure at Warn at most once per period
 // with how many failures it stands for, and the recovery at Info: a region

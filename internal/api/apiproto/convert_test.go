@@ -1,4 +1,4 @@
-package api
+package apiproto
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/stratahq/strata/internal/api"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
@@ -85,7 +86,7 @@ func convCases() []convCase {
 }
 
 // convNotConverted are the messages of resource.proto without a Go
-// counterpart in this package.
+// counterpart in package api.
 var convNotConverted = []string{"Event", "LogChunk", "LogsRequest"}
 
 func TestConvertRoundTripFull(t *testing.T) {
@@ -138,7 +139,7 @@ func TestConvertCoversEveryMessage(t *testing.T) {
 // TestConvertCheckCatchesForgottenField makes sure the round-trip check
 // itself notices a field dropped in either direction.
 func TestConvertCheckCatchesForgottenField(t *testing.T) {
-	dropTo := func(r *Resource) *resourcev1.Resource {
+	dropTo := func(r *api.Resource) *resourcev1.Resource {
 		p := ResourceToPB(r)
 		p.Generation = 0
 		return p
@@ -148,7 +149,7 @@ func TestConvertCheckCatchesForgottenField(t *testing.T) {
 		t.Errorf("dropping a field in ToPB was not caught precisely:\n%s", strings.Join(probs, "\n"))
 	}
 
-	dropFrom := func(p *resourcev1.Resource) Resource {
+	dropFrom := func(p *resourcev1.Resource) api.Resource {
 		r := ResourceFromPB(p)
 		r.Status.Rollout.Region = ""
 		return r
@@ -158,7 +159,7 @@ func TestConvertCheckCatchesForgottenField(t *testing.T) {
 		t.Errorf("dropping a field in FromPB was not caught precisely:\n%s", strings.Join(probs, "\n"))
 	}
 
-	dropNested := func(p *resourcev1.Node) Node {
+	dropNested := func(p *resourcev1.Node) api.Node {
 		n := NodeFromPB(p)
 		n.Status.Conditions = n.Status.Conditions[:1]
 		return n
@@ -181,18 +182,18 @@ func convMentions(probs []string, s string) bool {
 // TestConvertEmptyCollectionsBecomeNil documents that protobuf cannot tell
 // an empty map or list from a missing one: both come back nil.
 func TestConvertEmptyCollectionsBecomeNil(t *testing.T) {
-	in := Resource{
+	in := api.Resource{
 		Name:      "web",
 		Labels:    map[string]string{},
-		Overrides: map[string]SpecOverride{},
-		Schedule:  ScheduleRule{Regions: []RegionTarget{}, Zones: []string{}},
-		Spec:      ResourceSpec{Compute: &ComputeSpec{Command: []string{}, Env: map[string]string{}}},
-		Status:    &ResourceStatus{Regions: map[string]RegionShare{}, Backends: []BackendStatus{}},
+		Overrides: map[string]api.SpecOverride{},
+		Schedule:  api.ScheduleRule{Regions: []api.RegionTarget{}, Zones: []string{}},
+		Spec:      api.ResourceSpec{Compute: &api.ComputeSpec{Command: []string{}, Env: map[string]string{}}},
+		Status:    &api.ResourceStatus{Regions: map[string]api.RegionShare{}, Backends: []api.BackendStatus{}},
 	}
-	want := Resource{
+	want := api.Resource{
 		Name:   "web",
-		Spec:   ResourceSpec{Compute: &ComputeSpec{}},
-		Status: &ResourceStatus{},
+		Spec:   api.ResourceSpec{Compute: &api.ComputeSpec{}},
+		Status: &api.ResourceStatus{},
 	}
 	got := ResourceFromPB(ResourceToPB(&in))
 	for _, d := range convDiff("Resource", reflect.ValueOf(got), reflect.ValueOf(want)) {
@@ -201,7 +202,7 @@ func TestConvertEmptyCollectionsBecomeNil(t *testing.T) {
 	if got := ConditionsFromPB([]*resourcev1.Condition{}); got != nil {
 		t.Errorf("ConditionsFromPB(empty) = %#v; want nil", got)
 	}
-	if got := ConditionsToPB([]Condition{}); got != nil {
+	if got := ConditionsToPB([]api.Condition{}); got != nil {
 		t.Errorf("ConditionsToPB(empty) = %#v; want nil", got)
 	}
 	if got := RegionSharesFromPB(map[string]*resourcev1.RegionShare{}); got != nil {
@@ -215,7 +216,7 @@ func TestConvertEmptyCollectionsBecomeNil(t *testing.T) {
 func TestConvertTimes(t *testing.T) {
 	// A non-nil pointer to the zero time stays non-nil: Deleting() must
 	// survive the trip.
-	r := Resource{DeletionRequestedAt: &time.Time{}}
+	r := api.Resource{DeletionRequestedAt: &time.Time{}}
 	got := ResourceFromPB(ResourceToPB(&r))
 	if got.DeletionRequestedAt == nil || !got.DeletionRequestedAt.IsZero() {
 		t.Errorf("DeletionRequestedAt = %v; want a pointer to the zero time", got.DeletionRequestedAt)
@@ -225,7 +226,7 @@ func TestConvertTimes(t *testing.T) {
 	}
 
 	// Zero time <-> nil Timestamp.
-	if p := FlavorToPB(&Flavor{}); p.CreatedAt != nil {
+	if p := FlavorToPB(&api.Flavor{}); p.CreatedAt != nil {
 		t.Errorf("zero CreatedAt became %v; want nil", p.CreatedAt)
 	}
 
@@ -233,29 +234,29 @@ func TestConvertTimes(t *testing.T) {
 	// dropped.
 	loc := time.FixedZone("CEST", 2*3600)
 	at := time.Date(2025, 6, 1, 12, 0, 0, 123456789, loc)
-	c := ConditionFromPB(ConditionToPB(&Condition{Since: at}))
+	c := ConditionFromPB(ConditionToPB(&api.Condition{Since: at}))
 	if !c.Since.Equal(at) || c.Since.Location() != time.UTC {
 		t.Errorf("Since = %v; want %v in UTC", c.Since, at)
 	}
 	now := time.Now()
-	c = ConditionFromPB(ConditionToPB(&Condition{Since: now}))
+	c = ConditionFromPB(ConditionToPB(&api.Condition{Since: now}))
 	if !c.Since.Equal(now) {
 		t.Errorf("Since = %v; want %v", c.Since, now)
 	}
 
 	// Durations: zero <-> nil, and negative values survive.
-	if p := DrainRequestToPB(&DrainRequest{}); p.Deadline != nil {
+	if p := DrainRequestToPB(&api.DrainRequest{}); p.Deadline != nil {
 		t.Errorf("zero Deadline became %v; want nil", p.Deadline)
 	}
-	d := DrainRequestFromPB(DrainRequestToPB(&DrainRequest{Deadline: D(-1500 * time.Millisecond)}))
-	if d.Deadline != D(-1500*time.Millisecond) {
+	d := DrainRequestFromPB(DrainRequestToPB(&api.DrainRequest{Deadline: api.D(-1500 * time.Millisecond)}))
+	if d.Deadline != api.D(-1500*time.Millisecond) {
 		t.Errorf("Deadline = %v; want -1.5s", d.Deadline)
 	}
 }
 
 func TestConvertExitCode(t *testing.T) {
 	for _, code := range []*int32{nil, new(int32(0)), new(int32(137))} {
-		in := AssignmentStatus{ExitCode: code}
+		in := api.AssignmentStatus{ExitCode: code}
 		p := AssignmentStatusToPB(&in)
 		if (p.ExitCode == nil) != (code == nil) {
 			t.Errorf("ExitCode %v: message presence %v", convPtr(code), p.ExitCode != nil)
@@ -290,7 +291,7 @@ func TestConvertInt32Saturates(t *testing.T) {
 		t.Skip("int is 32 bits on this platform; CI runs on amd64, where this test runs")
 	}
 	big := int64(math.MaxInt32) + 1
-	p := ResourceToPB(&Resource{Replicas: int(big), MaxRevisionHistory: int(-big - 1)})
+	p := ResourceToPB(&api.Resource{Replicas: int(big), MaxRevisionHistory: int(-big - 1)})
 	if p.Replicas != math.MaxInt32 || p.MaxRevisionHistory != math.MinInt32 {
 		t.Errorf("Replicas %d, MaxRevisionHistory %d; want %d, %d", p.Replicas, p.MaxRevisionHistory, int32(math.MaxInt32), int32(math.MinInt32))
 	}
@@ -299,7 +300,7 @@ func TestConvertInt32Saturates(t *testing.T) {
 // TestConvertNoSharing checks that maps and slices are copied, so that
 // changing one side never changes the other.
 func TestConvertNoSharing(t *testing.T) {
-	var in, want Resource
+	var in, want api.Resource
 	(&convFiller{}).fill(reflect.ValueOf(&in).Elem(), "Resource")
 	(&convFiller{}).fill(reflect.ValueOf(&want).Elem(), "Resource")
 
@@ -478,7 +479,7 @@ func convExportedFields(t reflect.Type) int {
 
 var (
 	convTimeType     = reflect.TypeFor[time.Time]()
-	convDurationType = reflect.TypeFor[Duration]()
+	convDurationType = reflect.TypeFor[api.Duration]()
 	convBaseTime     = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 )
 
@@ -510,7 +511,7 @@ func (f *convFiller) fill(v reflect.Value, path string) {
 		return
 	case convDurationType:
 		n := f.next()
-		v.Set(reflect.ValueOf(D(time.Duration(n)*time.Second + 250*time.Millisecond)))
+		v.Set(reflect.ValueOf(api.D(time.Duration(n)*time.Second + 250*time.Millisecond)))
 		return
 	}
 	switch v.Kind() {

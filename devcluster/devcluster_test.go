@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratahq/strata/internal/devcluster"
+	"github.com/stratahq/strata/devcluster"
 	"github.com/stratahq/strata/internal/testenv/logcheck"
 	"github.com/stratahq/strata/providers/fake"
 	"github.com/stratahq/strata/providers/provider"

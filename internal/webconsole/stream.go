@@ -1,4 +1,4 @@
-package console
+package webconsole
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +17,55 @@ import (
 
 	"github.com/stratahq/strata/internal/events"
 )
+
+// EventLog is what the stream needs of an event store: events.Store
+// satisfies it.
+type EventLog interface {
+	Range(ctx context.Context, q events.Query) ([]events.Event, error)
+}
+
+// StreamOptions configure an EventStream.
+type StreamOptions struct {
+	// Region names the event log's owner: tickets are signed for it (a
+	// ticket of another region is refused) and the ready message
+	// carries it.
+	Region string
+	Logger *slog.Logger
+	// Events is the event log the stream polls. Without it the stream
+	// answers 503 and the pages poll the REST API.
+	Events EventLog
+	// Token is the REST token: the stream requires it, or a ticket
+	// obtained with it. Without one the stream and the tickets are
+	// refused to everyone.
+	Token string
+	// PollInterval is how often an open stream polls Events; default 1s.
+	PollInterval time.Duration
+	// Done, when closed, ends the open streams: pass the server's run
+	// context's Done so that a graceful HTTP shutdown does not wait for
+	// browsers to hang up.
+	Done <-chan struct{}
+}
+
+// EventStream is the console's push channel, which the REST API lacks:
+// Stream serves the event log as server-sent events, by polling it.
+// EventSource cannot send an Authorization header, so a page first trades
+// its token for a short-lived ticket (Ticket) and opens the stream with
+// it.
+type EventStream struct {
+	o   StreamOptions
+	log *slog.Logger
+}
+
+// NewEventStream returns the stream's handlers.
+func NewEventStream(o StreamOptions) *EventStream {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
+	return &EventStream{o: o, log: o.Logger}
+}
 
 const (
 	// ticketTTL is how long a stream ticket opens streams. A stream, once
@@ -49,10 +99,10 @@ type ticketResponse struct {
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 }
 
-// ticket trades the bearer token for a stream ticket. Tickets are signed,
+// Ticket trades the bearer token for a stream ticket (POST). Tickets are signed,
 // not stored (HMAC keyed by the token), so any replica of the region with
 // the same token accepts them, and rotating the token voids them.
-func (c *console) ticket(w http.ResponseWriter, r *http.Request) {
+func (c *EventStream) Ticket(w http.ResponseWriter, r *http.Request) {
 	if !c.bearerOK(r) {
 		unauthorized(w, "a valid bearer token is required")
 		return
@@ -61,18 +111,18 @@ func (c *console) ticket(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ticketResponse{Ticket: c.signTicket(exp), ExpiresAt: exp.UTC()})
 }
 
-func (c *console) signTicket(exp time.Time) string {
+func (c *EventStream) signTicket(exp time.Time) string {
 	e := strconv.FormatInt(exp.Unix(), 10)
 	return e + "." + base64.RawURLEncoding.EncodeToString(c.ticketMAC(e))
 }
 
-func (c *console) ticketMAC(exp string) []byte {
+func (c *EventStream) ticketMAC(exp string) []byte {
 	m := hmac.New(sha256.New, []byte(c.o.Token))
 	fmt.Fprintf(m, "strata-console-stream\x00%s\x00%s", c.o.Region, exp)
 	return m.Sum(nil)
 }
 
-func (c *console) ticketOK(t string, now time.Time) bool {
+func (c *EventStream) ticketOK(t string, now time.Time) bool {
 	e, sig, ok := strings.Cut(t, ".")
 	if !ok || c.o.Token == "" { // a MAC keyed by "" proves nothing
 		return false
@@ -85,7 +135,7 @@ func (c *console) ticketOK(t string, now time.Time) bool {
 	return err == nil && hmac.Equal(got, c.ticketMAC(e))
 }
 
-func (c *console) bearerOK(r *http.Request) bool {
+func (c *EventStream) bearerOK(r *http.Request) bool {
 	if c.o.Token == "" {
 		return false // no token, no way in
 	}
@@ -98,7 +148,7 @@ func unauthorized(w http.ResponseWriter, msg string) {
 	writeError(w, http.StatusUnauthorized, "Unauthenticated", msg)
 }
 
-// stream serves the region's events as server-sent events:
+// Stream serves the events as server-sent events (GET):
 //
 //	event: event   data: <wireEvent>, id: <event ID>      each event, oldest first
 //	event: ready   data: {"region": ..., "cursor": ...}   once, after the backlog
@@ -106,7 +156,7 @@ func unauthorized(w http.ResponseWriter, msg string) {
 // The cursor is Last-Event-ID (a browser reconnecting), else ?after=; with
 // neither the stream starts at the newest event, after sending the newest
 // ?backlog= events (at most 1000).
-func (c *console) stream(w http.ResponseWriter, r *http.Request) {
+func (c *EventStream) Stream(w http.ResponseWriter, r *http.Request) {
 	if c.o.Events == nil {
 		writeError(w, http.StatusServiceUnavailable, "Unavailable", "this console has no event log to stream")
 		return
@@ -177,7 +227,7 @@ func streamFrom(r *http.Request) (after string, backlog int, msg string) {
 
 // newest reads the newest events: the backlog wanted (first), and in
 // any case the cursor to follow from.
-func (c *console) newest(ctx context.Context, backlog int) (first []events.Event, cursor string, err error) {
+func (c *EventStream) newest(ctx context.Context, backlog int) (first []events.Event, cursor string, err error) {
 	evs, err := c.o.Events.Range(ctx, events.Query{Limit: max(backlog, 1), Newest: true})
 	if err != nil {
 		return nil, "", err
@@ -194,7 +244,7 @@ func (c *console) newest(ctx context.Context, backlog int) (first []events.Event
 // follow polls the event log from after and sends what comes, with a
 // keep-alive comment when quiet, until the browser leaves or the console
 // stops.
-func (c *console) follow(ctx context.Context, s *sseWriter, after string) {
+func (c *EventStream) follow(ctx context.Context, s *sseWriter, after string) {
 	tick := time.NewTicker(c.o.PollInterval)
 	defer tick.Stop()
 	lastWrite := time.Now()
@@ -230,7 +280,7 @@ func (c *console) follow(ctx context.Context, s *sseWriter, after string) {
 
 // sendAfter sends the events after *after, in batches until none is
 // left, moving *after; sent says whether there were any.
-func (c *console) sendAfter(ctx context.Context, s *sseWriter, after *string) (sent bool, err error) {
+func (c *EventStream) sendAfter(ctx context.Context, s *sseWriter, after *string) (sent bool, err error) {
 	for {
 		evs, err := c.o.Events.Range(ctx, events.Query{After: *after, Limit: pollBatch})
 		if err != nil {

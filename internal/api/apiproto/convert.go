@@ -1,14 +1,14 @@
-package api
-
-// Conversions between the domain types of this package and their protobuf
-// mirrors in proto/resource/v1, used wherever an object crosses tiers over
-// gRPC.
+// Package apiproto converts Strata's domain types (package api) to and
+// from their protobuf mirrors in proto/resource/v1. It sits at the edge:
+// the gRPC servers and clients of every tier import it, package api does
+// not, so that the domain types stay free of the wire format.
 //
 // Conventions, the same for every type:
 //
 //   - XToPB takes a *api.X and returns a *resourcev1.X; a nil pointer gives
 //     nil. XFromPB takes a *resourcev1.X and returns an api.X value; a nil
-//     message gives the zero value.
+//     message gives the zero value (XFromPB reads through the generated
+//     getters, which read a nil message as an empty one).
 //   - Enumerations (ResourceKind, ProviderKind, Phase, Health,
 //     ConditionStatus, Desired, VolumeFormat, RestartPolicy) travel as their
 //     string values, unchecked: validation is not the converters' job.
@@ -34,6 +34,7 @@ package api
 //     back nil.
 //   - Maps and slices are copied, never shared between the Go value and
 //     the message.
+package apiproto
 
 import (
 	"math"
@@ -42,6 +43,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/stratahq/strata/internal/api"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
@@ -76,18 +78,18 @@ func timePtrFromPB(ts *timestamppb.Timestamp) *time.Time {
 	return &t
 }
 
-func durationToPB(d Duration) *durationpb.Duration {
+func durationToPB(d api.Duration) *durationpb.Duration {
 	if d.Duration == 0 {
 		return nil
 	}
 	return durationpb.New(d.Duration)
 }
 
-func durationFromPB(d *durationpb.Duration) Duration {
+func durationFromPB(d *durationpb.Duration) api.Duration {
 	if d == nil {
-		return Duration{}
+		return api.Duration{}
 	}
-	return D(d.AsDuration())
+	return api.D(d.AsDuration())
 }
 
 // int32ToPB narrows n to int32, saturating instead of wrapping.
@@ -198,7 +200,7 @@ func ptrFromPB[P comparable, T any](p P, f func(P) T) *T {
 // ---- Flavor ----
 
 // FlavorSpecToPB converts a FlavorSpec; nil gives nil.
-func FlavorSpecToPB(s *FlavorSpec) *resourcev1.FlavorSpec {
+func FlavorSpecToPB(s *api.FlavorSpec) *resourcev1.FlavorSpec {
 	if s == nil {
 		return nil
 	}
@@ -209,12 +211,9 @@ func FlavorSpecToPB(s *FlavorSpec) *resourcev1.FlavorSpec {
 	}
 }
 
-// FlavorSpecFromPB converts a FlavorSpec; nil gives the zero value.
-func FlavorSpecFromPB(p *resourcev1.FlavorSpec) FlavorSpec {
-	if p == nil {
-		return FlavorSpec{}
-	}
-	return FlavorSpec{
+// FlavorSpecFromPB converts a FlavorSpec.
+func FlavorSpecFromPB(p *resourcev1.FlavorSpec) api.FlavorSpec {
+	return api.FlavorSpec{
 		VCPUs:     p.GetVcpus(),
 		MemoryMiB: p.GetMemoryMib(),
 		DiskMiB:   p.GetDiskMib(),
@@ -222,7 +221,7 @@ func FlavorSpecFromPB(p *resourcev1.FlavorSpec) FlavorSpec {
 }
 
 // FlavorToPB converts a Flavor; nil gives nil.
-func FlavorToPB(f *Flavor) *resourcev1.Flavor {
+func FlavorToPB(f *api.Flavor) *resourcev1.Flavor {
 	if f == nil {
 		return nil
 	}
@@ -236,14 +235,11 @@ func FlavorToPB(f *Flavor) *resourcev1.Flavor {
 	}
 }
 
-// FlavorFromPB converts a Flavor; nil gives the zero value.
-func FlavorFromPB(p *resourcev1.Flavor) Flavor {
-	if p == nil {
-		return Flavor{}
-	}
-	return Flavor{
+// FlavorFromPB converts a Flavor.
+func FlavorFromPB(p *resourcev1.Flavor) api.Flavor {
+	return api.Flavor{
 		Name:            p.GetName(),
-		Kind:            ProviderKind(p.GetKind()),
+		Kind:            api.ProviderKind(p.GetKind()),
 		Spec:            FlavorSpecFromPB(p.GetSpec()),
 		CreatedAt:       timeFromPB(p.GetCreatedAt()),
 		UpdatedAt:       timeFromPB(p.GetUpdatedAt()),
@@ -254,7 +250,7 @@ func FlavorFromPB(p *resourcev1.Flavor) Flavor {
 // ---- ResourceSpec and its sections ----
 
 // ResourceSpecToPB converts a ResourceSpec; nil gives nil.
-func ResourceSpecToPB(s *ResourceSpec) *resourcev1.ResourceSpec {
+func ResourceSpecToPB(s *api.ResourceSpec) *resourcev1.ResourceSpec {
 	if s == nil {
 		return nil
 	}
@@ -267,12 +263,9 @@ func ResourceSpecToPB(s *ResourceSpec) *resourcev1.ResourceSpec {
 	}
 }
 
-// ResourceSpecFromPB converts a ResourceSpec; nil gives the zero value.
-func ResourceSpecFromPB(p *resourcev1.ResourceSpec) ResourceSpec {
-	if p == nil {
-		return ResourceSpec{}
-	}
-	return ResourceSpec{
+// ResourceSpecFromPB converts a ResourceSpec.
+func ResourceSpecFromPB(p *resourcev1.ResourceSpec) api.ResourceSpec {
+	return api.ResourceSpec{
 		Flavor:       p.GetFlavor(),
 		Compute:      ptrFromPB(p.GetCompute(), computeSpecFromPB),
 		Volume:       ptrFromPB(p.GetVolume(), volumeSpecFromPB),
@@ -281,7 +274,7 @@ func ResourceSpecFromPB(p *resourcev1.ResourceSpec) ResourceSpec {
 	}
 }
 
-func computeSpecToPB(c *ComputeSpec) *resourcev1.ComputeSpec {
+func computeSpecToPB(c *api.ComputeSpec) *resourcev1.ComputeSpec {
 	if c == nil {
 		return nil
 	}
@@ -300,11 +293,8 @@ func computeSpecToPB(c *ComputeSpec) *resourcev1.ComputeSpec {
 	}
 }
 
-func computeSpecFromPB(p *resourcev1.ComputeSpec) ComputeSpec {
-	if p == nil {
-		return ComputeSpec{}
-	}
-	return ComputeSpec{
+func computeSpecFromPB(p *resourcev1.ComputeSpec) api.ComputeSpec {
+	return api.ComputeSpec{
 		Image:           p.GetImage(),
 		Command:         stringsCopy[string](p.GetCommand()),
 		Args:            stringsCopy[string](p.GetArgs()),
@@ -313,13 +303,13 @@ func computeSpecFromPB(p *resourcev1.ComputeSpec) ComputeSpec {
 		Ports:           sliceFromPB(p.GetPorts(), portSpecFromPB),
 		Volumes:         sliceFromPB(p.GetVolumes(), volumeMountFromPB),
 		Network:         p.GetNetwork(),
-		RestartPolicy:   RestartPolicy(p.GetRestartPolicy()),
+		RestartPolicy:   api.RestartPolicy(p.GetRestartPolicy()),
 		StopGracePeriod: durationFromPB(p.GetStopGracePeriod()),
 		KernelArgs:      p.GetKernelArgs(),
 	}
 }
 
-func portSpecToPB(s *PortSpec) *resourcev1.PortSpec {
+func portSpecToPB(s *api.PortSpec) *resourcev1.PortSpec {
 	if s == nil {
 		return nil
 	}
@@ -331,11 +321,8 @@ func portSpecToPB(s *PortSpec) *resourcev1.PortSpec {
 	}
 }
 
-func portSpecFromPB(p *resourcev1.PortSpec) PortSpec {
-	if p == nil {
-		return PortSpec{}
-	}
-	return PortSpec{
+func portSpecFromPB(p *resourcev1.PortSpec) api.PortSpec {
+	return api.PortSpec{
 		Name:          p.GetName(),
 		ContainerPort: int(p.GetContainerPort()),
 		HostPort:      int(p.GetHostPort()),
@@ -343,7 +330,7 @@ func portSpecFromPB(p *resourcev1.PortSpec) PortSpec {
 	}
 }
 
-func volumeMountToPB(m *VolumeMount) *resourcev1.VolumeMount {
+func volumeMountToPB(m *api.VolumeMount) *resourcev1.VolumeMount {
 	if m == nil {
 		return nil
 	}
@@ -354,18 +341,15 @@ func volumeMountToPB(m *VolumeMount) *resourcev1.VolumeMount {
 	}
 }
 
-func volumeMountFromPB(p *resourcev1.VolumeMount) VolumeMount {
-	if p == nil {
-		return VolumeMount{}
-	}
-	return VolumeMount{
+func volumeMountFromPB(p *resourcev1.VolumeMount) api.VolumeMount {
+	return api.VolumeMount{
 		Volume:   p.GetVolume(),
 		Path:     p.GetPath(),
 		ReadOnly: p.GetReadOnly(),
 	}
 }
 
-func volumeSpecToPB(v *VolumeSpec) *resourcev1.VolumeSpec {
+func volumeSpecToPB(v *api.VolumeSpec) *resourcev1.VolumeSpec {
 	if v == nil {
 		return nil
 	}
@@ -376,19 +360,16 @@ func volumeSpecToPB(v *VolumeSpec) *resourcev1.VolumeSpec {
 	}
 }
 
-func volumeSpecFromPB(p *resourcev1.VolumeSpec) VolumeSpec {
-	if p == nil {
-		return VolumeSpec{}
-	}
-	return VolumeSpec{
+func volumeSpecFromPB(p *resourcev1.VolumeSpec) api.VolumeSpec {
+	return api.VolumeSpec{
 		SizeMiB:  p.GetSizeMib(),
-		Format:   VolumeFormat(p.GetFormat()),
-		Provider: ProviderKind(p.GetProvider()),
+		Format:   api.VolumeFormat(p.GetFormat()),
+		Provider: api.ProviderKind(p.GetProvider()),
 	}
 }
 
 // ImageSpecToPB converts an ImageSpec; nil gives nil.
-func ImageSpecToPB(i *ImageSpec) *resourcev1.ImageSpec {
+func ImageSpecToPB(i *api.ImageSpec) *resourcev1.ImageSpec {
 	if i == nil {
 		return nil
 	}
@@ -403,12 +384,9 @@ func ImageSpecToPB(i *ImageSpec) *resourcev1.ImageSpec {
 	}
 }
 
-// ImageSpecFromPB converts an ImageSpec; nil gives the zero value.
-func ImageSpecFromPB(p *resourcev1.ImageSpec) ImageSpec {
-	if p == nil {
-		return ImageSpec{}
-	}
-	return ImageSpec{
+// ImageSpecFromPB converts an ImageSpec.
+func ImageSpecFromPB(p *resourcev1.ImageSpec) api.ImageSpec {
+	return api.ImageSpec{
 		Ref:     p.GetRef(),
 		Archive: p.GetArchive(),
 		Kernel:  p.GetKernel(),
@@ -420,7 +398,7 @@ func ImageSpecFromPB(p *resourcev1.ImageSpec) ImageSpec {
 	}
 }
 
-func loadbalancerSpecToPB(lb *LoadbalancerSpec) *resourcev1.LoadbalancerSpec {
+func loadbalancerSpecToPB(lb *api.LoadbalancerSpec) *resourcev1.LoadbalancerSpec {
 	if lb == nil {
 		return nil
 	}
@@ -432,11 +410,8 @@ func loadbalancerSpecToPB(lb *LoadbalancerSpec) *resourcev1.LoadbalancerSpec {
 	}
 }
 
-func loadbalancerSpecFromPB(p *resourcev1.LoadbalancerSpec) LoadbalancerSpec {
-	if p == nil {
-		return LoadbalancerSpec{}
-	}
-	return LoadbalancerSpec{
+func loadbalancerSpecFromPB(p *resourcev1.LoadbalancerSpec) api.LoadbalancerSpec {
+	return api.LoadbalancerSpec{
 		Listeners:   sliceFromPB(p.GetListeners(), listenerFromPB),
 		Selector:    stringMapCopy(p.GetSelector()),
 		Algorithm:   p.GetAlgorithm(),
@@ -444,7 +419,7 @@ func loadbalancerSpecFromPB(p *resourcev1.LoadbalancerSpec) LoadbalancerSpec {
 	}
 }
 
-func listenerToPB(l *Listener) *resourcev1.Listener {
+func listenerToPB(l *api.Listener) *resourcev1.Listener {
 	if l == nil {
 		return nil
 	}
@@ -457,11 +432,8 @@ func listenerToPB(l *Listener) *resourcev1.Listener {
 	}
 }
 
-func listenerFromPB(p *resourcev1.Listener) Listener {
-	if p == nil {
-		return Listener{}
-	}
-	return Listener{
+func listenerFromPB(p *resourcev1.Listener) api.Listener {
+	return api.Listener{
 		Name:       p.GetName(),
 		Port:       int(p.GetPort()),
 		Protocol:   p.GetProtocol(),
@@ -470,7 +442,7 @@ func listenerFromPB(p *resourcev1.Listener) Listener {
 	}
 }
 
-func healthCheckToPB(h *HealthCheck) *resourcev1.HealthCheck {
+func healthCheckToPB(h *api.HealthCheck) *resourcev1.HealthCheck {
 	if h == nil {
 		return nil
 	}
@@ -484,11 +456,8 @@ func healthCheckToPB(h *HealthCheck) *resourcev1.HealthCheck {
 	}
 }
 
-func healthCheckFromPB(p *resourcev1.HealthCheck) HealthCheck {
-	if p == nil {
-		return HealthCheck{}
-	}
-	return HealthCheck{
+func healthCheckFromPB(p *resourcev1.HealthCheck) api.HealthCheck {
+	return api.HealthCheck{
 		Type:     p.GetType(),
 		Path:     p.GetPath(),
 		Interval: durationFromPB(p.GetInterval()),
@@ -500,7 +469,7 @@ func healthCheckFromPB(p *resourcev1.HealthCheck) HealthCheck {
 
 // ---- Resource policies ----
 
-func scheduleRuleToPB(s *ScheduleRule) *resourcev1.ScheduleRule {
+func scheduleRuleToPB(s *api.ScheduleRule) *resourcev1.ScheduleRule {
 	if s == nil {
 		return nil
 	}
@@ -514,11 +483,8 @@ func scheduleRuleToPB(s *ScheduleRule) *resourcev1.ScheduleRule {
 	}
 }
 
-func scheduleRuleFromPB(p *resourcev1.ScheduleRule) ScheduleRule {
-	if p == nil {
-		return ScheduleRule{}
-	}
-	return ScheduleRule{
+func scheduleRuleFromPB(p *resourcev1.ScheduleRule) api.ScheduleRule {
+	return api.ScheduleRule{
 		Regions:       sliceFromPB(p.GetRegions(), regionTargetFromPB),
 		SpreadRegions: int(p.GetSpreadRegions()),
 		Zones:         stringsCopy[string](p.GetZones()),
@@ -528,21 +494,18 @@ func scheduleRuleFromPB(p *resourcev1.ScheduleRule) ScheduleRule {
 	}
 }
 
-func regionTargetToPB(t *RegionTarget) *resourcev1.RegionTarget {
+func regionTargetToPB(t *api.RegionTarget) *resourcev1.RegionTarget {
 	if t == nil {
 		return nil
 	}
 	return &resourcev1.RegionTarget{Name: t.Name, Weight: int32ToPB(t.Weight)}
 }
 
-func regionTargetFromPB(p *resourcev1.RegionTarget) RegionTarget {
-	if p == nil {
-		return RegionTarget{}
-	}
-	return RegionTarget{Name: p.GetName(), Weight: int(p.GetWeight())}
+func regionTargetFromPB(p *resourcev1.RegionTarget) api.RegionTarget {
+	return api.RegionTarget{Name: p.GetName(), Weight: int(p.GetWeight())}
 }
 
-func specOverrideToPB(o *SpecOverride) *resourcev1.SpecOverride {
+func specOverrideToPB(o *api.SpecOverride) *resourcev1.SpecOverride {
 	if o == nil {
 		return nil
 	}
@@ -553,18 +516,15 @@ func specOverrideToPB(o *SpecOverride) *resourcev1.SpecOverride {
 	}
 }
 
-func specOverrideFromPB(p *resourcev1.SpecOverride) SpecOverride {
-	if p == nil {
-		return SpecOverride{}
-	}
-	return SpecOverride{
+func specOverrideFromPB(p *resourcev1.SpecOverride) api.SpecOverride {
+	return api.SpecOverride{
 		Flavor: p.GetFlavor(),
 		Image:  p.GetImage(),
 		Env:    stringMapCopy(p.GetEnv()),
 	}
 }
 
-func failoverPolicyToPB(f *FailoverPolicy) *resourcev1.FailoverPolicy {
+func failoverPolicyToPB(f *api.FailoverPolicy) *resourcev1.FailoverPolicy {
 	if f == nil {
 		return nil
 	}
@@ -576,11 +536,8 @@ func failoverPolicyToPB(f *FailoverPolicy) *resourcev1.FailoverPolicy {
 	}
 }
 
-func failoverPolicyFromPB(p *resourcev1.FailoverPolicy) FailoverPolicy {
-	if p == nil {
-		return FailoverPolicy{}
-	}
-	return FailoverPolicy{
+func failoverPolicyFromPB(p *resourcev1.FailoverPolicy) api.FailoverPolicy {
+	return api.FailoverPolicy{
 		Enabled:   p.GetEnabled(),
 		ToRegions: stringsCopy[string](p.GetToRegions()),
 		After:     durationFromPB(p.GetAfter()),
@@ -588,7 +545,7 @@ func failoverPolicyFromPB(p *resourcev1.FailoverPolicy) FailoverPolicy {
 	}
 }
 
-func rolloutPolicyToPB(r *RolloutPolicy) *resourcev1.RolloutPolicy {
+func rolloutPolicyToPB(r *api.RolloutPolicy) *resourcev1.RolloutPolicy {
 	if r == nil {
 		return nil
 	}
@@ -601,11 +558,8 @@ func rolloutPolicyToPB(r *RolloutPolicy) *resourcev1.RolloutPolicy {
 	}
 }
 
-func rolloutPolicyFromPB(p *resourcev1.RolloutPolicy) RolloutPolicy {
-	if p == nil {
-		return RolloutPolicy{}
-	}
-	return RolloutPolicy{
+func rolloutPolicyFromPB(p *resourcev1.RolloutPolicy) api.RolloutPolicy {
+	return api.RolloutPolicy{
 		MaxUnavailable: int(p.GetMaxUnavailable()),
 		MaxSurge:       int(p.GetMaxSurge()),
 		MinHealthy:     int(p.GetMinHealthy()),
@@ -617,7 +571,7 @@ func rolloutPolicyFromPB(p *resourcev1.RolloutPolicy) RolloutPolicy {
 // ---- ResourceStatus ----
 
 // ResourceStatusToPB converts a ResourceStatus; nil gives nil.
-func ResourceStatusToPB(s *ResourceStatus) *resourcev1.ResourceStatus {
+func ResourceStatusToPB(s *api.ResourceStatus) *resourcev1.ResourceStatus {
 	if s == nil {
 		return nil
 	}
@@ -639,14 +593,11 @@ func ResourceStatusToPB(s *ResourceStatus) *resourcev1.ResourceStatus {
 	}
 }
 
-// ResourceStatusFromPB converts a ResourceStatus; nil gives the zero value.
-func ResourceStatusFromPB(p *resourcev1.ResourceStatus) ResourceStatus {
-	if p == nil {
-		return ResourceStatus{}
-	}
-	return ResourceStatus{
+// ResourceStatusFromPB converts a ResourceStatus.
+func ResourceStatusFromPB(p *resourcev1.ResourceStatus) api.ResourceStatus {
+	return api.ResourceStatus{
 		UID:                p.GetUid(),
-		Phase:              Phase(p.GetPhase()),
+		Phase:              api.Phase(p.GetPhase()),
 		Reason:             p.GetReason(),
 		Since:              timeFromPB(p.GetSince()),
 		ObservedGeneration: p.GetObservedGeneration(),
@@ -663,7 +614,7 @@ func ResourceStatusFromPB(p *resourcev1.ResourceStatus) ResourceStatus {
 }
 
 // RegionShareToPB converts a RegionShare; nil gives nil.
-func RegionShareToPB(s *RegionShare) *resourcev1.RegionShare {
+func RegionShareToPB(s *api.RegionShare) *resourcev1.RegionShare {
 	if s == nil {
 		return nil
 	}
@@ -680,13 +631,10 @@ func RegionShareToPB(s *RegionShare) *resourcev1.RegionShare {
 	}
 }
 
-// RegionShareFromPB converts a RegionShare; nil gives the zero value.
-func RegionShareFromPB(p *resourcev1.RegionShare) RegionShare {
-	if p == nil {
-		return RegionShare{}
-	}
-	return RegionShare{
-		Phase:              Phase(p.GetPhase()),
+// RegionShareFromPB converts a RegionShare.
+func RegionShareFromPB(p *resourcev1.RegionShare) api.RegionShare {
+	return api.RegionShare{
+		Phase:              api.Phase(p.GetPhase()),
 		Reason:             p.GetReason(),
 		Replicas:           int(p.GetReplicas()),
 		Ready:              int(p.GetReady()),
@@ -699,17 +647,17 @@ func RegionShareFromPB(p *resourcev1.RegionShare) RegionShare {
 }
 
 // RegionSharesToPB converts shares keyed by region; empty gives nil.
-func RegionSharesToPB(m map[string]RegionShare) map[string]*resourcev1.RegionShare {
+func RegionSharesToPB(m map[string]api.RegionShare) map[string]*resourcev1.RegionShare {
 	return mapToPB(m, RegionShareToPB)
 }
 
 // RegionSharesFromPB converts shares keyed by region; empty gives nil.
-func RegionSharesFromPB(m map[string]*resourcev1.RegionShare) map[string]RegionShare {
+func RegionSharesFromPB(m map[string]*resourcev1.RegionShare) map[string]api.RegionShare {
 	return mapFromPB(m, RegionShareFromPB)
 }
 
 // BackendStatusToPB converts a BackendStatus; nil gives nil.
-func BackendStatusToPB(b *BackendStatus) *resourcev1.BackendStatus {
+func BackendStatusToPB(b *api.BackendStatus) *resourcev1.BackendStatus {
 	if b == nil {
 		return nil
 	}
@@ -721,12 +669,9 @@ func BackendStatusToPB(b *BackendStatus) *resourcev1.BackendStatus {
 	}
 }
 
-// BackendStatusFromPB converts a BackendStatus; nil gives the zero value.
-func BackendStatusFromPB(p *resourcev1.BackendStatus) BackendStatus {
-	if p == nil {
-		return BackendStatus{}
-	}
-	return BackendStatus{
+// BackendStatusFromPB converts a BackendStatus.
+func BackendStatusFromPB(p *resourcev1.BackendStatus) api.BackendStatus {
+	return api.BackendStatus{
 		Replica: p.GetReplica(),
 		Address: p.GetAddress(),
 		Port:    int(p.GetPort()),
@@ -735,16 +680,16 @@ func BackendStatusFromPB(p *resourcev1.BackendStatus) BackendStatus {
 }
 
 // BackendStatusesToPB converts a list of backends; empty gives nil.
-func BackendStatusesToPB(bs []BackendStatus) []*resourcev1.BackendStatus {
+func BackendStatusesToPB(bs []api.BackendStatus) []*resourcev1.BackendStatus {
 	return sliceToPB(bs, BackendStatusToPB)
 }
 
 // BackendStatusesFromPB converts a list of backends; empty gives nil.
-func BackendStatusesFromPB(ps []*resourcev1.BackendStatus) []BackendStatus {
+func BackendStatusesFromPB(ps []*resourcev1.BackendStatus) []api.BackendStatus {
 	return sliceFromPB(ps, BackendStatusFromPB)
 }
 
-func rolloutStatusToPB(r *RolloutStatus) *resourcev1.RolloutStatus {
+func rolloutStatusToPB(r *api.RolloutStatus) *resourcev1.RolloutStatus {
 	if r == nil {
 		return nil
 	}
@@ -759,11 +704,8 @@ func rolloutStatusToPB(r *RolloutStatus) *resourcev1.RolloutStatus {
 	}
 }
 
-func rolloutStatusFromPB(p *resourcev1.RolloutStatus) RolloutStatus {
-	if p == nil {
-		return RolloutStatus{}
-	}
-	return RolloutStatus{
+func rolloutStatusFromPB(p *resourcev1.RolloutStatus) api.RolloutStatus {
+	return api.RolloutStatus{
 		Revision:     p.GetRevision(),
 		FromRevision: p.GetFromRevision(),
 		State:        p.GetState(),
@@ -777,7 +719,7 @@ func rolloutStatusFromPB(p *resourcev1.RolloutStatus) RolloutStatus {
 // ---- Resource, Revision ----
 
 // ResourceToPB converts a Resource, its status included; nil gives nil.
-func ResourceToPB(r *Resource) *resourcev1.Resource {
+func ResourceToPB(r *api.Resource) *resourcev1.Resource {
 	if r == nil {
 		return nil
 	}
@@ -804,16 +746,13 @@ func ResourceToPB(r *Resource) *resourcev1.Resource {
 	}
 }
 
-// ResourceFromPB converts a Resource; nil gives the zero value.
-func ResourceFromPB(p *resourcev1.Resource) Resource {
-	if p == nil {
-		return Resource{}
-	}
-	return Resource{
+// ResourceFromPB converts a Resource.
+func ResourceFromPB(p *resourcev1.Resource) api.Resource {
+	return api.Resource{
 		Name:                p.GetName(),
 		Tenant:              p.GetTenant(),
 		UID:                 p.GetUid(),
-		Kind:                ResourceKind(p.GetKind()),
+		Kind:                api.ResourceKind(p.GetKind()),
 		Labels:              stringMapCopy(p.GetLabels()),
 		Spec:                ResourceSpecFromPB(p.GetSpec()),
 		Replicas:            int(p.GetReplicas()),
@@ -833,7 +772,7 @@ func ResourceFromPB(p *resourcev1.Resource) Resource {
 }
 
 // RevisionToPB converts a Revision; nil gives nil.
-func RevisionToPB(r *Revision) *resourcev1.Revision {
+func RevisionToPB(r *api.Revision) *resourcev1.Revision {
 	if r == nil {
 		return nil
 	}
@@ -850,12 +789,9 @@ func RevisionToPB(r *Revision) *resourcev1.Revision {
 	}
 }
 
-// RevisionFromPB converts a Revision; nil gives the zero value.
-func RevisionFromPB(p *resourcev1.Revision) Revision {
-	if p == nil {
-		return Revision{}
-	}
-	return Revision{
+// RevisionFromPB converts a Revision.
+func RevisionFromPB(p *resourcev1.Revision) api.Revision {
+	return api.Revision{
 		Resource:   p.GetResource(),
 		Tenant:     p.GetTenant(),
 		UID:        p.GetUid(),
@@ -871,7 +807,7 @@ func RevisionFromPB(p *resourcev1.Revision) Revision {
 // ---- Region, Placement ----
 
 // RegionToPB converts a Region; nil gives nil.
-func RegionToPB(r *Region) *resourcev1.Region {
+func RegionToPB(r *api.Region) *resourcev1.Region {
 	if r == nil {
 		return nil
 	}
@@ -887,12 +823,9 @@ func RegionToPB(r *Region) *resourcev1.Region {
 	}
 }
 
-// RegionFromPB converts a Region; nil gives the zero value.
-func RegionFromPB(p *resourcev1.Region) Region {
-	if p == nil {
-		return Region{}
-	}
-	return Region{
+// RegionFromPB converts a Region.
+func RegionFromPB(p *resourcev1.Region) api.Region {
+	return api.Region{
 		Name:            p.GetName(),
 		Endpoint:        p.GetEndpoint(),
 		ConsoleURL:      p.GetConsoleUrl(),
@@ -905,7 +838,7 @@ func RegionFromPB(p *resourcev1.Region) Region {
 }
 
 // RegionStatusToPB converts a RegionStatus; nil gives nil.
-func RegionStatusToPB(s *RegionStatus) *resourcev1.RegionStatus {
+func RegionStatusToPB(s *api.RegionStatus) *resourcev1.RegionStatus {
 	if s == nil {
 		return nil
 	}
@@ -923,13 +856,10 @@ func RegionStatusToPB(s *RegionStatus) *resourcev1.RegionStatus {
 	}
 }
 
-// RegionStatusFromPB converts a RegionStatus; nil gives the zero value.
-func RegionStatusFromPB(p *resourcev1.RegionStatus) RegionStatus {
-	if p == nil {
-		return RegionStatus{}
-	}
-	return RegionStatus{
-		Health:        Health(p.GetHealth()),
+// RegionStatusFromPB converts a RegionStatus.
+func RegionStatusFromPB(p *resourcev1.RegionStatus) api.RegionStatus {
+	return api.RegionStatus{
+		Health:        api.Health(p.GetHealth()),
 		Reason:        p.GetReason(),
 		Since:         timeFromPB(p.GetSince()),
 		LastHeartbeat: timeFromPB(p.GetLastHeartbeat()),
@@ -943,7 +873,7 @@ func RegionStatusFromPB(p *resourcev1.RegionStatus) RegionStatus {
 }
 
 // PlacementToPB converts a Placement; nil gives nil.
-func PlacementToPB(p *Placement) *resourcev1.Placement {
+func PlacementToPB(p *api.Placement) *resourcev1.Placement {
 	if p == nil {
 		return nil
 	}
@@ -958,12 +888,9 @@ func PlacementToPB(p *Placement) *resourcev1.Placement {
 	}
 }
 
-// PlacementFromPB converts a Placement; nil gives the zero value.
-func PlacementFromPB(p *resourcev1.Placement) Placement {
-	if p == nil {
-		return Placement{}
-	}
-	return Placement{
+// PlacementFromPB converts a Placement.
+func PlacementFromPB(p *resourcev1.Placement) api.Placement {
+	return api.Placement{
 		Region:       p.GetRegion(),
 		Resource:     ResourceFromPB(p.GetResource()),
 		Flavor:       ptrFromPB(p.GetFlavor(), FlavorFromPB),
@@ -977,7 +904,7 @@ func PlacementFromPB(p *resourcev1.Placement) Placement {
 // ---- Node ----
 
 // CapacityToPB converts a Capacity; nil gives nil.
-func CapacityToPB(c *Capacity) *resourcev1.Capacity {
+func CapacityToPB(c *api.Capacity) *resourcev1.Capacity {
 	if c == nil {
 		return nil
 	}
@@ -988,12 +915,9 @@ func CapacityToPB(c *Capacity) *resourcev1.Capacity {
 	}
 }
 
-// CapacityFromPB converts a Capacity; nil gives the zero value.
-func CapacityFromPB(p *resourcev1.Capacity) Capacity {
-	if p == nil {
-		return Capacity{}
-	}
-	return Capacity{
+// CapacityFromPB converts a Capacity.
+func CapacityFromPB(p *resourcev1.Capacity) api.Capacity {
+	return api.Capacity{
 		MilliCPU:  p.GetMilliCpu(),
 		MemoryMiB: p.GetMemoryMib(),
 		DiskMiB:   p.GetDiskMib(),
@@ -1001,7 +925,7 @@ func CapacityFromPB(p *resourcev1.Capacity) Capacity {
 }
 
 // NodeProviderToPB converts a NodeProvider; nil gives nil.
-func NodeProviderToPB(n *NodeProvider) *resourcev1.NodeProvider {
+func NodeProviderToPB(n *api.NodeProvider) *resourcev1.NodeProvider {
 	if n == nil {
 		return nil
 	}
@@ -1012,20 +936,17 @@ func NodeProviderToPB(n *NodeProvider) *resourcev1.NodeProvider {
 	}
 }
 
-// NodeProviderFromPB converts a NodeProvider; nil gives the zero value.
-func NodeProviderFromPB(p *resourcev1.NodeProvider) NodeProvider {
-	if p == nil {
-		return NodeProvider{}
-	}
-	return NodeProvider{
+// NodeProviderFromPB converts a NodeProvider.
+func NodeProviderFromPB(p *resourcev1.NodeProvider) api.NodeProvider {
+	return api.NodeProvider{
 		Name:    p.GetName(),
-		Kinds:   stringsCopy[ProviderKind](p.GetKinds()),
+		Kinds:   stringsCopy[api.ProviderKind](p.GetKinds()),
 		Version: p.GetVersion(),
 	}
 }
 
 // ConditionToPB converts a Condition; nil gives nil.
-func ConditionToPB(c *Condition) *resourcev1.Condition {
+func ConditionToPB(c *api.Condition) *resourcev1.Condition {
 	if c == nil {
 		return nil
 	}
@@ -1038,14 +959,11 @@ func ConditionToPB(c *Condition) *resourcev1.Condition {
 	}
 }
 
-// ConditionFromPB converts a Condition; nil gives the zero value.
-func ConditionFromPB(p *resourcev1.Condition) Condition {
-	if p == nil {
-		return Condition{}
-	}
-	return Condition{
+// ConditionFromPB converts a Condition.
+func ConditionFromPB(p *resourcev1.Condition) api.Condition {
+	return api.Condition{
 		Type:    p.GetType(),
-		Status:  ConditionStatus(p.GetStatus()),
+		Status:  api.ConditionStatus(p.GetStatus()),
 		Reason:  p.GetReason(),
 		Message: p.GetMessage(),
 		Since:   timeFromPB(p.GetSince()),
@@ -1053,17 +971,17 @@ func ConditionFromPB(p *resourcev1.Condition) Condition {
 }
 
 // ConditionsToPB converts a list of conditions; empty gives nil.
-func ConditionsToPB(cs []Condition) []*resourcev1.Condition {
+func ConditionsToPB(cs []api.Condition) []*resourcev1.Condition {
 	return sliceToPB(cs, ConditionToPB)
 }
 
 // ConditionsFromPB converts a list of conditions; empty gives nil.
-func ConditionsFromPB(ps []*resourcev1.Condition) []Condition {
+func ConditionsFromPB(ps []*resourcev1.Condition) []api.Condition {
 	return sliceFromPB(ps, ConditionFromPB)
 }
 
 // NodeStatusToPB converts a NodeStatus; nil gives nil.
-func NodeStatusToPB(s *NodeStatus) *resourcev1.NodeStatus {
+func NodeStatusToPB(s *api.NodeStatus) *resourcev1.NodeStatus {
 	if s == nil {
 		return nil
 	}
@@ -1079,13 +997,10 @@ func NodeStatusToPB(s *NodeStatus) *resourcev1.NodeStatus {
 	}
 }
 
-// NodeStatusFromPB converts a NodeStatus; nil gives the zero value.
-func NodeStatusFromPB(p *resourcev1.NodeStatus) NodeStatus {
-	if p == nil {
-		return NodeStatus{}
-	}
-	return NodeStatus{
-		Health:        Health(p.GetHealth()),
+// NodeStatusFromPB converts a NodeStatus.
+func NodeStatusFromPB(p *resourcev1.NodeStatus) api.NodeStatus {
+	return api.NodeStatus{
+		Health:        api.Health(p.GetHealth()),
 		Reason:        p.GetReason(),
 		Since:         timeFromPB(p.GetSince()),
 		Conditions:    ConditionsFromPB(p.GetConditions()),
@@ -1097,7 +1012,7 @@ func NodeStatusFromPB(p *resourcev1.NodeStatus) NodeStatus {
 }
 
 // NodeToPB converts a Node, its status included; nil gives nil.
-func NodeToPB(n *Node) *resourcev1.Node {
+func NodeToPB(n *api.Node) *resourcev1.Node {
 	if n == nil {
 		return nil
 	}
@@ -1125,12 +1040,9 @@ func NodeToPB(n *Node) *resourcev1.Node {
 	}
 }
 
-// NodeFromPB converts a Node; nil gives the zero value.
-func NodeFromPB(p *resourcev1.Node) Node {
-	if p == nil {
-		return Node{}
-	}
-	return Node{
+// NodeFromPB converts a Node.
+func NodeFromPB(p *resourcev1.Node) api.Node {
+	return api.Node{
 		Name:               p.GetName(),
 		Region:             p.GetRegion(),
 		Zone:               p.GetZone(),
@@ -1157,7 +1069,7 @@ func NodeFromPB(p *resourcev1.Node) Node {
 // ---- Drain ----
 
 // DrainRequestToPB converts a DrainRequest; nil gives nil.
-func DrainRequestToPB(d *DrainRequest) *resourcev1.DrainRequest {
+func DrainRequestToPB(d *api.DrainRequest) *resourcev1.DrainRequest {
 	if d == nil {
 		return nil
 	}
@@ -1168,12 +1080,9 @@ func DrainRequestToPB(d *DrainRequest) *resourcev1.DrainRequest {
 	}
 }
 
-// DrainRequestFromPB converts a DrainRequest; nil gives the zero value.
-func DrainRequestFromPB(p *resourcev1.DrainRequest) DrainRequest {
-	if p == nil {
-		return DrainRequest{}
-	}
-	return DrainRequest{
+// DrainRequestFromPB converts a DrainRequest.
+func DrainRequestFromPB(p *resourcev1.DrainRequest) api.DrainRequest {
+	return api.DrainRequest{
 		Deadline:    durationFromPB(p.GetDeadline()),
 		MaxParallel: int(p.GetMaxParallel()),
 		Reason:      p.GetReason(),
@@ -1181,7 +1090,7 @@ func DrainRequestFromPB(p *resourcev1.DrainRequest) DrainRequest {
 }
 
 // DrainStatusToPB converts a DrainStatus; nil gives nil.
-func DrainStatusToPB(d *DrainStatus) *resourcev1.DrainStatus {
+func DrainStatusToPB(d *api.DrainStatus) *resourcev1.DrainStatus {
 	if d == nil {
 		return nil
 	}
@@ -1202,12 +1111,9 @@ func DrainStatusToPB(d *DrainStatus) *resourcev1.DrainStatus {
 	}
 }
 
-// DrainStatusFromPB converts a DrainStatus; nil gives the zero value.
-func DrainStatusFromPB(p *resourcev1.DrainStatus) DrainStatus {
-	if p == nil {
-		return DrainStatus{}
-	}
-	return DrainStatus{
+// DrainStatusFromPB converts a DrainStatus.
+func DrainStatusFromPB(p *resourcev1.DrainStatus) api.DrainStatus {
+	return api.DrainStatus{
 		Node:        p.GetNode(),
 		State:       p.GetState(),
 		Reason:      p.GetReason(),
@@ -1225,7 +1131,7 @@ func DrainStatusFromPB(p *resourcev1.DrainStatus) DrainStatus {
 }
 
 // DrainStepToPB converts a DrainStep; nil gives nil.
-func DrainStepToPB(s *DrainStep) *resourcev1.DrainStep {
+func DrainStepToPB(s *api.DrainStep) *resourcev1.DrainStep {
 	if s == nil {
 		return nil
 	}
@@ -1239,12 +1145,9 @@ func DrainStepToPB(s *DrainStep) *resourcev1.DrainStep {
 	}
 }
 
-// DrainStepFromPB converts a DrainStep; nil gives the zero value.
-func DrainStepFromPB(p *resourcev1.DrainStep) DrainStep {
-	if p == nil {
-		return DrainStep{}
-	}
-	return DrainStep{
+// DrainStepFromPB converts a DrainStep.
+func DrainStepFromPB(p *resourcev1.DrainStep) api.DrainStep {
+	return api.DrainStep{
 		Replica:  p.GetReplica(),
 		Resource: p.GetResource(),
 		To:       p.GetTo(),
@@ -1257,7 +1160,7 @@ func DrainStepFromPB(p *resourcev1.DrainStep) DrainStep {
 // ---- Assignment, Replica ----
 
 // AssignmentToPB converts an Assignment; nil gives nil.
-func AssignmentToPB(a *Assignment) *resourcev1.Assignment {
+func AssignmentToPB(a *api.Assignment) *resourcev1.Assignment {
 	if a == nil {
 		return nil
 	}
@@ -1288,22 +1191,19 @@ func AssignmentToPB(a *Assignment) *resourcev1.Assignment {
 	}
 }
 
-// AssignmentFromPB converts an Assignment; nil gives the zero value.
-func AssignmentFromPB(p *resourcev1.Assignment) Assignment {
-	if p == nil {
-		return Assignment{}
-	}
-	return Assignment{
+// AssignmentFromPB converts an Assignment.
+func AssignmentFromPB(p *resourcev1.Assignment) api.Assignment {
+	return api.Assignment{
 		ID:          p.GetId(),
 		Tenant:      p.GetTenant(),
 		Resource:    p.GetResource(),
 		ResourceUID: p.GetResourceUid(),
-		Kind:        ResourceKind(p.GetKind()),
-		Provider:    ProviderKind(p.GetProvider()),
+		Kind:        api.ResourceKind(p.GetKind()),
+		Provider:    api.ProviderKind(p.GetProvider()),
 		Revision:    p.GetRevision(),
 		Labels:      stringMapCopy(p.GetLabels()),
 		Node:        p.GetNode(),
-		Desired:     Desired(p.GetDesired()),
+		Desired:     api.Desired(p.GetDesired()),
 		Spec:        ResourceSpecFromPB(p.GetSpec()),
 		Flavor:      FlavorSpecFromPB(p.GetFlavor()),
 		Image:       ptrFromPB(p.GetImage(), ImageSpecFromPB),
@@ -1321,7 +1221,7 @@ func AssignmentFromPB(p *resourcev1.Assignment) Assignment {
 }
 
 // VolumeAttachmentToPB converts a VolumeAttachment; nil gives nil.
-func VolumeAttachmentToPB(v *VolumeAttachment) *resourcev1.VolumeAttachment {
+func VolumeAttachmentToPB(v *api.VolumeAttachment) *resourcev1.VolumeAttachment {
 	if v == nil {
 		return nil
 	}
@@ -1337,22 +1237,19 @@ func VolumeAttachmentToPB(v *VolumeAttachment) *resourcev1.VolumeAttachment {
 
 // VolumeAttachmentFromPB converts a VolumeAttachment; nil gives the zero
 // value.
-func VolumeAttachmentFromPB(p *resourcev1.VolumeAttachment) VolumeAttachment {
-	if p == nil {
-		return VolumeAttachment{}
-	}
-	return VolumeAttachment{
+func VolumeAttachmentFromPB(p *resourcev1.VolumeAttachment) api.VolumeAttachment {
+	return api.VolumeAttachment{
 		Name:     p.GetName(),
 		VolumeID: p.GetVolumeId(),
 		Path:     p.GetPath(),
 		ReadOnly: p.GetReadOnly(),
-		Format:   VolumeFormat(p.GetFormat()),
+		Format:   api.VolumeFormat(p.GetFormat()),
 		SizeMiB:  p.GetSizeMib(),
 	}
 }
 
 // NetworkAttachmentToPB converts a NetworkAttachment; nil gives nil.
-func NetworkAttachmentToPB(n *NetworkAttachment) *resourcev1.NetworkAttachment {
+func NetworkAttachmentToPB(n *api.NetworkAttachment) *resourcev1.NetworkAttachment {
 	if n == nil {
 		return nil
 	}
@@ -1367,11 +1264,8 @@ func NetworkAttachmentToPB(n *NetworkAttachment) *resourcev1.NetworkAttachment {
 
 // NetworkAttachmentFromPB converts a NetworkAttachment; nil gives the zero
 // value.
-func NetworkAttachmentFromPB(p *resourcev1.NetworkAttachment) NetworkAttachment {
-	if p == nil {
-		return NetworkAttachment{}
-	}
-	return NetworkAttachment{
+func NetworkAttachmentFromPB(p *resourcev1.NetworkAttachment) api.NetworkAttachment {
+	return api.NetworkAttachment{
 		Network: p.GetNetwork(),
 		Bridge:  p.GetBridge(),
 		Subnet:  p.GetSubnet(),
@@ -1381,7 +1275,7 @@ func NetworkAttachmentFromPB(p *resourcev1.NetworkAttachment) NetworkAttachment 
 }
 
 // EndpointToPB converts an Endpoint; nil gives nil.
-func EndpointToPB(e *Endpoint) *resourcev1.Endpoint {
+func EndpointToPB(e *api.Endpoint) *resourcev1.Endpoint {
 	if e == nil {
 		return nil
 	}
@@ -1392,12 +1286,9 @@ func EndpointToPB(e *Endpoint) *resourcev1.Endpoint {
 	}
 }
 
-// EndpointFromPB converts an Endpoint; nil gives the zero value.
-func EndpointFromPB(p *resourcev1.Endpoint) Endpoint {
-	if p == nil {
-		return Endpoint{}
-	}
-	return Endpoint{
+// EndpointFromPB converts an Endpoint.
+func EndpointFromPB(p *resourcev1.Endpoint) api.Endpoint {
+	return api.Endpoint{
 		Replica: p.GetReplica(),
 		Address: p.GetAddress(),
 		Port:    int(p.GetPort()),
@@ -1405,7 +1296,7 @@ func EndpointFromPB(p *resourcev1.Endpoint) Endpoint {
 }
 
 // AssignmentStatusToPB converts an AssignmentStatus; nil gives nil.
-func AssignmentStatusToPB(s *AssignmentStatus) *resourcev1.AssignmentStatus {
+func AssignmentStatusToPB(s *api.AssignmentStatus) *resourcev1.AssignmentStatus {
 	if s == nil {
 		return nil
 	}
@@ -1427,15 +1318,15 @@ func AssignmentStatusToPB(s *AssignmentStatus) *resourcev1.AssignmentStatus {
 
 // AssignmentStatusFromPB converts an AssignmentStatus; nil gives the zero
 // value. ExitCode is nil exactly when the message does not carry one.
-func AssignmentStatusFromPB(p *resourcev1.AssignmentStatus) AssignmentStatus {
+func AssignmentStatusFromPB(p *resourcev1.AssignmentStatus) api.AssignmentStatus {
 	if p == nil {
-		return AssignmentStatus{}
+		return api.AssignmentStatus{} // p.ExitCode has no getter that keeps nil
 	}
-	return AssignmentStatus{
+	return api.AssignmentStatus{
 		ID:                 p.GetId(),
 		Node:               p.GetNode(),
 		ObservedGeneration: p.GetObservedGeneration(),
-		Phase:              Phase(p.GetPhase()),
+		Phase:              api.Phase(p.GetPhase()),
 		Reason:             p.GetReason(),
 		Since:              timeFromPB(p.GetSince()),
 		UpdatedAt:          timeFromPB(p.GetUpdatedAt()),
@@ -1448,7 +1339,7 @@ func AssignmentStatusFromPB(p *resourcev1.AssignmentStatus) AssignmentStatus {
 }
 
 // ReplicaToPB converts a Replica; nil gives nil.
-func ReplicaToPB(r *Replica) *resourcev1.Replica {
+func ReplicaToPB(r *api.Replica) *resourcev1.Replica {
 	if r == nil {
 		return nil
 	}
@@ -1460,15 +1351,12 @@ func ReplicaToPB(r *Replica) *resourcev1.Replica {
 	}
 }
 
-// ReplicaFromPB converts a Replica; nil gives the zero value.
-func ReplicaFromPB(p *resourcev1.Replica) Replica {
-	if p == nil {
-		return Replica{}
-	}
-	return Replica{
+// ReplicaFromPB converts a Replica.
+func ReplicaFromPB(p *resourcev1.Replica) api.Replica {
+	return api.Replica{
 		Assignment: AssignmentFromPB(p.GetAssignment()),
 		Region:     p.GetRegion(),
-		Phase:      Phase(p.GetPhase()),
+		Phase:      api.Phase(p.GetPhase()),
 		Status:     ptrFromPB(p.GetStatus(), AssignmentStatusFromPB),
 	}
 }
