@@ -193,13 +193,16 @@ func (h *harness) set(m map[string]bool, k string, v bool) {
 	m[k] = v
 }
 
-func (h *harness) addNode(name, zone string, health api.Health) {
+func (h *harness) addNode(name, zone string, health api.Health, mutate ...func(*api.Node)) {
 	h.t.Helper()
 	ctx := context.Background()
 	n := &api.Node{
 		Name: name, Region: "r1", Zone: zone, Schedulable: true,
 		Providers: []api.NodeProvider{{Name: "fake", Kinds: []api.ProviderKind{api.ProviderContainer}}},
 		Capacity:  api.Capacity{MilliCPU: 8000, MemoryMiB: 16384, DiskMiB: 100000},
+	}
+	for _, f := range mutate {
+		f(n)
 	}
 	if _, err := h.st.Nodes.Put(ctx, name, n); err != nil {
 		h.t.Fatal(err)
@@ -333,6 +336,32 @@ func TestCreateScaleDelete(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPlacementSeesNodesWrittenBeforeIt: nodes registered just before a
+// resource are there when its replicas are placed, although each
+// collection has a watch of its own and the placements' may run ahead.
+// Every round adds two nodes in two zones and, right after, a resource
+// pinned to them: its two replicas must spread over both.
+func TestPlacementSeesNodesWrittenBeforeIt(t *testing.T) {
+	h := newHarness(t)
+	for round := range 20 {
+		sel := map[string]string{"round": fmt.Sprint(round)}
+		for _, zone := range []string{"a", "b"} {
+			h.addNode(fmt.Sprintf("r%d-%s", round, zone), zone, api.HealthUp, func(n *api.Node) { n.Labels = sel })
+		}
+		name := fmt.Sprintf("web%d", round)
+		h.place(name, 2, 1, func(p *api.Placement) { p.Resource.Schedule.NodeSelector = sel })
+		h.eventually(name+" ready", h.readyWith(name, 2))
+		run, _ := h.replicas(name)
+		perNode := map[string]int{}
+		for _, a := range run {
+			perNode[a.Node]++
+		}
+		if len(perNode) != 2 {
+			t.Fatalf("round %d: placement: got %v; want one replica on each new node", round, perNode)
+		}
+	}
 }
 
 func TestUnschedulableThenNodeArrives(t *testing.T) {
