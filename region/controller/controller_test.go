@@ -193,18 +193,17 @@ func (h *harness) set(m map[string]bool, k string, v bool) {
 	m[k] = v
 }
 
-func (h *harness) addNode(name, zone string, health api.Health, mutate ...func(*api.Node)) {
-	h.t.Helper()
-	ctx := context.Background()
-	n := &api.Node{
+func newNode(name, zone string) *api.Node {
+	return &api.Node{
 		Name: name, Region: "r1", Zone: zone, Schedulable: true,
 		Providers: []api.NodeProvider{{Name: "fake", Kinds: []api.ProviderKind{api.ProviderContainer}}},
 		Capacity:  api.Capacity{MilliCPU: 8000, MemoryMiB: 16384, DiskMiB: 100000},
 	}
-	for _, f := range mutate {
-		f(n)
-	}
-	if _, err := h.st.Nodes.Put(ctx, name, n); err != nil {
+}
+
+func (h *harness) addNode(name, zone string, health api.Health) {
+	h.t.Helper()
+	if _, err := h.st.Nodes.Put(context.Background(), name, newNode(name, zone)); err != nil {
 		h.t.Fatal(err)
 	}
 	h.setHealth(name, health)
@@ -341,14 +340,24 @@ func TestCreateScaleDelete(t *testing.T) {
 // TestPlacementSeesNodesWrittenBeforeIt: nodes registered just before a
 // resource are there when its replicas are placed, although each
 // collection has a watch of its own and the placements' may run ahead.
-// Every round adds two nodes in two zones and, right after, a resource
-// pinned to them: its two replicas must spread over both.
+// Every round registers two nodes in two zones and, right after (without
+// waiting for any cache, unlike addNode), a resource pinned to them: its
+// two replicas must spread over both.
 func TestPlacementSeesNodesWrittenBeforeIt(t *testing.T) {
 	h := newHarness(t)
+	ctx := context.Background()
 	for round := range 20 {
 		sel := map[string]string{"round": fmt.Sprint(round)}
 		for _, zone := range []string{"a", "b"} {
-			h.addNode(fmt.Sprintf("r%d-%s", round, zone), zone, api.HealthUp, func(n *api.Node) { n.Labels = sel })
+			name := fmt.Sprintf("r%d-%s", round, zone)
+			n := newNode(name, zone)
+			n.Labels = sel
+			if _, err := h.st.Nodes.Put(ctx, name, n); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.st.NodeStatus.Put(ctx, name, &api.NodeStatus{Health: api.HealthUp, Since: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		name := fmt.Sprintf("web%d", round)
 		h.place(name, 2, 1, func(p *api.Placement) { p.Resource.Schedule.NodeSelector = sel })
