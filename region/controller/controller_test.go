@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -178,10 +179,15 @@ func (h *harness) simulateAgents(ctx context.Context) {
 				continue
 			}
 			st := &api.AssignmentStatus{ID: a.ID, Node: a.Node, ObservedGeneration: a.Generation, Phase: phase, Reason: reason, Since: time.Now()}
-			_ = h.st.Statuses.TxnPut(b.Step(a.ID), a.ID, st)
+			// As the region API writes reports: only while the
+			// assignment exists, or a report racing its removal would
+			// leave a status behind for good.
+			step := b.Step(a.ID)
+			h.st.Assignments.TxnRequire(step, a.ID, it.CreateRevision)
+			_ = h.st.Statuses.TxnPut(step, a.ID, st)
 		}
 		h.mu.Unlock()
-		if _, err := b.Commit(ctx); err != nil && ctx.Err() == nil {
+		if _, err := b.Commit(ctx); err != nil && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
 			h.t.Logf("simulated agents: %v", err)
 		}
 	}
@@ -782,6 +788,14 @@ func TestPassLargerThanOneTransaction(t *testing.T) {
 			h.set(h.down, "n1", false)
 			h.setHealth("n1", api.HealthUp)
 			h.eventually("n1's records removed", h.readyWith("web", n))
+			// The removals of a replica's assignment, status and address
+			// are one transaction, but each cache has its own watch:
+			// count in the other two once they are as current.
+			wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := store.WaitForRev(wctx, h.caches.Assignments.Rev(), h.caches.Ports, h.caches.Statuses); err != nil {
+				t.Fatal(err)
+			}
 			if got := h.caches.Ports.Len(); got != n {
 				t.Errorf("ports: got %d; want %d (one per running replica)", got, n)
 			}
