@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -323,6 +324,9 @@ func (t *tally) report(w io.Writer) {
 	}
 }
 
+// testLine is how t.Error and t.Fatal lines start: file.go:line:.
+var testLine = regexp.MustCompile(`^[\w./-]+\.go:\d+: `)
+
 // telling picks the lines of a failing test's output that say why: the
 // t.Error/t.Fatal lines (file:line: ...), else its last lines.
 func telling(lines []string, n int) []string {
@@ -332,7 +336,7 @@ func telling(lines []string, n int) []string {
 		if strings.HasPrefix(s, "---") || strings.HasPrefix(s, "===") {
 			continue
 		}
-		if i := strings.Index(s, ".go:"); i > 0 && !strings.Contains(s[:i], " ") {
+		if testLine.MatchString(s) {
 			out = append(out, s)
 			if len(out) == n {
 				return out

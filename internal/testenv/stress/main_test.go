@@ -93,7 +93,8 @@ func TestTelling(t *testing.T) {
 		lines []string
 		want  []string
 	}{
-		{"error lines", []string{"=== RUN   TestX", "    x_test.go:3: got a; want b", "log noise", "    x_test.go:9: got c; want d", "--- FAIL: TestX (0.00s)"},
+		{"error lines", []string{"=== RUN   TestX", "    x_test.go:3: got a; want b", "log noise",
+			`{"level":"warn","caller":"v3@v3.6.16/retry_interceptor.go:68","msg":"retrying"}`, "    x_test.go:9: got c; want d", "--- FAIL: TestX (0.00s)"},
 			[]string{"x_test.go:3: got a; want b", "x_test.go:9: got c; want d"}},
 		{"no error lines: the last ones", []string{"=== RUN   TestX", "a", "b", "c", "d", "e", "--- FAIL: TestX (0.00s)"},
 			[]string{"b", "c", "d", "e"}},
