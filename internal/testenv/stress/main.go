@@ -324,35 +324,40 @@ func (t *tally) report(w io.Writer) {
 	}
 }
 
-// testLine is how t.Error and t.Fatal lines start: file.go:line:.
-var testLine = regexp.MustCompile(`^[\w./-]+\.go:\d+: `)
+// testLine is how t.Error and t.Fatal lines start: file.go:line:. Those
+// from _test.go files are preferred: log lines a test forwards (t.Log
+// from a handler) name other files.
+var (
+	testLine    = regexp.MustCompile(`^[\w./-]+_test\.go:\d+: `)
+	anyFileLine = regexp.MustCompile(`^[\w./-]+\.go:\d+: `)
+)
 
-// telling picks the lines of a failing test's output that say why: the
-// t.Error/t.Fatal lines (file:line: ...), else its last lines.
+// telling picks the lines of a failing test's output that say why: its
+// _test.go:line: lines, else any file.go:line: lines, else its last lines.
 func telling(lines []string, n int) []string {
-	var out []string
+	var trimmed []string
 	for _, l := range lines {
 		s := strings.TrimSpace(l)
-		if strings.HasPrefix(s, "---") || strings.HasPrefix(s, "===") {
-			continue
+		if s != "" && !strings.HasPrefix(s, "---") && !strings.HasPrefix(s, "===") {
+			trimmed = append(trimmed, s)
 		}
-		if testLine.MatchString(s) {
-			out = append(out, s)
-			if len(out) == n {
-				return out
+	}
+	for _, re := range []*regexp.Regexp{testLine, anyFileLine} {
+		var out []string
+		for _, s := range trimmed {
+			if re.MatchString(s) {
+				out = append(out, s)
+				if len(out) == n {
+					break
+				}
 			}
 		}
-	}
-	if len(out) > 0 {
-		return out
-	}
-	for _, l := range lines {
-		if s := strings.TrimSpace(l); s != "" && !strings.HasPrefix(s, "---") && !strings.HasPrefix(s, "===") {
-			out = append(out, s)
+		if len(out) > 0 {
+			return out
 		}
 	}
-	if len(out) > n {
-		out = out[len(out)-n:]
+	if len(trimmed) > n {
+		trimmed = trimmed[len(trimmed)-n:]
 	}
-	return out
+	return trimmed
 }

@@ -96,6 +96,10 @@ func TestTelling(t *testing.T) {
 		{"error lines", []string{"=== RUN   TestX", "    x_test.go:3: got a; want b", "log noise",
 			`{"level":"warn","caller":"v3@v3.6.16/retry_interceptor.go:68","msg":"retrying"}`, "    x_test.go:9: got c; want d", "--- FAIL: TestX (0.00s)"},
 			[]string{"x_test.go:3: got a; want b", "x_test.go:9: got c; want d"}},
+		{"test files first", []string{"    handler.go:322: time=... level=INFO msg=started", "    helpers_test.go:136: clean-up: directory not empty"},
+			[]string{"helpers_test.go:136: clean-up: directory not empty"}},
+		{"other files when no test file", []string{"noise", "    main.go:12: panic: boom"},
+			[]string{"main.go:12: panic: boom"}},
 		{"no error lines: the last ones", []string{"=== RUN   TestX", "a", "b", "c", "d", "e", "--- FAIL: TestX (0.00s)"},
 			[]string{"b", "c", "d", "e"}},
 	}
