@@ -118,7 +118,7 @@ func TestReportOfARemovedReplicaLeavesNoStatus(t *testing.T) {
 			e := newEnv(t, func(_ *Options, tune *tuning) { tune.statusWindow = 300 * time.Millisecond })
 			e.putAssignments(testAssignment("a1", "acme", "web", "n1"), testAssignment("a2", "acme", "web", "n1"))
 			report := func(id string) *resourcev1.AssignmentStatus {
-				return api.AssignmentStatusToPB(&api.AssignmentStatus{ID: id, ObservedGeneration: 1, Phase: api.PhaseDestroyed})
+				return apiproto.AssignmentStatusToPB(&api.AssignmentStatus{ID: id, ObservedGeneration: 1, Phase: api.PhaseDestroyed})
 			}
 			done := make(chan error, 1)
 			go func() {
