@@ -12,6 +12,15 @@ DEV_DIR  ?= .dev
 # not fight over containerd, libvirt and the CPU on a 2-core machine.
 TEST_P   ?= 2
 TEST_TIMEOUT ?= 20m
+# make stress: how often each package runs, and which packages: those that
+# drive real daemons (etcd, Redis, containerd, libvirt, HAProxy, the strata
+# binaries) or real timing.
+STRESS_COUNT ?= 5
+STRESS_PKGS  ?= ./providers/containerd ./providers/haproxy ./providers/libvirt ./providers/provider/... ./providers/fake/... \
+	./internal/heartbeat/... ./internal/events/... ./internal/redistest ./internal/redisclient ./internal/store/... \
+	./internal/election ./internal/etcdserver/... ./internal/liveness ./internal/transport ./internal/serving \
+	./internal/devcluster ./internal/reconcile ./internal/cli/... \
+	./agent/... ./region/... ./global/... ./cmd/... ./e2e/...
 
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
@@ -24,9 +33,13 @@ MAX_COMPLEXITY     := 15
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build build-core build-libvirt dev dev-clean deps tools proto proto-check lint test test-unit test-security bench clean images
+.PHONY: all build build-core build-libvirt dev dev-clean deps tools proto proto-check lint test test-unit test-security stress bench clean images help
 
 all: build
+
+## help: this list
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
 ## build: strata, stratactl, the libvirt provider plugin (cgo), and a real etcd server for tests
 build: build-core build-libvirt
@@ -103,6 +116,12 @@ test-security: build
 ## test-unit: the fast tests only (no real daemons)
 test-unit:
 	$(GO) test -short -count=1 ./...
+
+## stress: hunt flakes: run each package of STRESS_PKGS (those driving real daemons or real timing)
+##         STRESS_COUNT times (default 5), one package at a time, a fresh process each run; print each
+##         test's failure count (output of failing runs in .cache/stress/failures.log); fail if any failed
+stress: deps build images
+	$(GO) run ./internal/testenv/stress -count $(STRESS_COUNT) -timeout $(TEST_TIMEOUT) $(STRESS_PKGS)
 
 ## bench: the benchmark suite (B0-B7, containers, VMs); writes docs/benchmarks.md and CPU profiles of B1
 bench: deps build images

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/internal/testenv/ports"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	"github.com/stratahq/strata/providers/fake"
@@ -899,12 +899,7 @@ func (c *countingConn) Invoke(ctx context.Context, method string, args, reply an
 }
 
 func TestUnreachableRegionRetriesAndStopsPromptly(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := lis.Addr().String()
-	lis.Close()
+	dead := ports.Addr(t) // reserved: nothing listens there
 	cc, err := transport.Dial(dead, transport.Insecure(), transport.AnyServer())
 	if err != nil {
 		t.Fatal(err)

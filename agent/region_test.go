@@ -15,6 +15,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/testenv/ports"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -72,6 +73,9 @@ func newFakeRegion(t *testing.T, opts ...func(*fakeRegion)) *fakeRegion {
 		streams:     map[*regionStream]bool{},
 		heartbeatMS: 50,
 		name:        "r1",
+		// Reserved, so that nothing else takes the port while the
+		// region is stopped for an outage and it can serve there again.
+		addr: ports.Addr(t),
 	}
 	for _, o := range opts {
 		o(r)
@@ -81,14 +85,10 @@ func newFakeRegion(t *testing.T, opts ...func(*fakeRegion)) *fakeRegion {
 	return r
 }
 
-// start serves on the region's address (a new port the first time).
+// start serves on the region's address.
 func (r *fakeRegion) start(t *testing.T) {
 	t.Helper()
-	addr := r.addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	lis, err := net.Listen("tcp", addr)
+	lis, err := net.Listen("tcp", r.addr)
 	if err != nil {
 		t.Fatalf("region listen: %v", err)
 	}
@@ -102,7 +102,7 @@ func (r *fakeRegion) start(t *testing.T) {
 	agentv1.RegisterAgentServiceServer(srv, r)
 	served := make(chan struct{})
 	r.mu.Lock()
-	r.addr, r.srv, r.served = lis.Addr().String(), srv, served
+	r.srv, r.served = srv, served
 	r.mu.Unlock()
 	go func() {
 		defer close(served)

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stratahq/strata/internal/testenv/ports"
 )
 
 // proc is a process of the benchmark cluster.
@@ -89,13 +91,15 @@ func (p *proc) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// freeAddr reserves a loopback port for the rest of the run: the servers
+// the benchmark starts bind it later, and nothing else may take it in
+// between (see package ports).
 func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := ports.Reserve()
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // waitFor polls cond every interval until it holds or ctx ends.

@@ -1,5 +1,5 @@
 // Package framework runs Strata's real binaries for end-to-end tests:
-// processes with their logs kept, free loopback ports, a JSON client for
+// processes with their logs kept, reserved loopback ports, a JSON client for
 // the REST APIs, and polling with deadlines.
 package framework
 
@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/internal/testenv/ports"
 )
 
 // Bin returns the path of a binary built by `make build`.
@@ -30,20 +30,19 @@ func Bin(t testing.TB, name string) string {
 	return testenv.Binary(t, "STRATA_BIN_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_")), name)
 }
 
-// FreePort returns a free loopback port.
+// FreePort reserves a loopback port for the rest of the test: nothing
+// else on the machine is handed it, so a process started later binds it
+// without a race (see package ports).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports.Get(t)
 }
 
-// FreeAddr returns a free loopback host:port.
+// FreeAddr reserves a loopback host:port for the rest of the test (see
+// FreePort).
 func FreeAddr(t testing.TB) string {
-	return fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	t.Helper()
+	return ports.Addr(t)
 }
 
 // Proc is a process under test. Its output goes to a log file that is

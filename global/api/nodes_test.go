@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,18 +11,14 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/election"
+	"github.com/stratahq/strata/internal/testenv/ports"
 )
 
-// deadEndpoint returns a loopback address nothing listens on.
+// deadEndpoint returns a loopback address nothing listens on: reserved,
+// so that no other process's server can turn up there.
 func deadEndpoint(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
-	return addr
+	return ports.Addr(t)
 }
 
 func TestNodeForwarding(t *testing.T) {

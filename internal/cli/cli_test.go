@@ -3,7 +3,6 @@ package cli_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,17 +10,13 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/testenv/ports"
 )
 
+// closedPort is a reserved port nothing listens on.
 func closedPort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
+	return "http://" + ports.Addr(t)
 }
 
 func TestExitCodes(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -58,6 +59,23 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	if c.ClientAddr == "" {
 		c.ClientAddr = "127.0.0.1:0"
 	}
+	// etcd must be told its ports before it binds them, so a port left to
+	// pick (port 0, and always the peer port) is learnt by binding and
+	// closing a listener, and another process may take it before etcd
+	// binds it again. That fails at once and plainly: pick again.
+	for attempt := 1; ; attempt++ {
+		srv, err := start(ctx, c)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || attempt == pickAttempts {
+			return srv, err
+		}
+	}
+}
+
+// pickAttempts bounds how often Start picks ports again after losing a
+// picked port to another process.
+const pickAttempts = 5
+
+func start(ctx context.Context, c Config) (*Server, error) {
 	clientAddr, err := resolvePort(c.ClientAddr)
 	if err != nil {
 		return nil, err

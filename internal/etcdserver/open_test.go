@@ -17,6 +17,7 @@ import (
 
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/testenv/ports"
 )
 
 const testPassword = "etcd-pa55word-never-logged"
@@ -38,15 +39,7 @@ func startSecureEtcd(t *testing.T) (endpoint string, clientFiles pki.Files) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clientAddr, err := resolvePort("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	peerAddr, err := resolvePort("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cu, pu := url.URL{Scheme: "https", Host: clientAddr}, url.URL{Scheme: "http", Host: peerAddr}
+	cu, pu := url.URL{Scheme: "https", Host: ports.Addr(t)}, url.URL{Scheme: "http", Host: ports.Addr(t)}
 	cfg := embed.NewConfig()
 	cfg.Name, cfg.Dir = "secure", filepath.Join(dir, "data")
 	cfg.TickMs, cfg.ElectionMs = 10, 100

@@ -231,7 +231,7 @@ func (r *batchRun) pack(from int) (t *Txn, members []int, owners map[string]int,
 	if t.err != nil {
 		return nil, nil, nil, 0, t.err
 	}
-	cmps, ops, size := t.compares(), len(t.ops), t.bytes()
+	cmps, ops, size := t.compares(), t.writes(), t.bytes()
 	if max(cmps, ops) >= limit {
 		return nil, nil, nil, 0, fmt.Errorf("store: batch: guards and per-transaction operations leave no room for a step: %w",
 			&limitError{size: max(cmps, ops) + 1, limit: limit})
@@ -250,7 +250,7 @@ func (r *batchRun) pack(from int) (t *Txn, members []int, owners map[string]int,
 			r.fail(st.group, errors.New("store: batch: a step has guards of its own"))
 			continue
 		}
-		c, o, by := st.txn.compares(), len(st.txn.ops), st.txn.bytes()
+		c, o, by := st.txn.compares(), st.txn.writes(), st.txn.bytes()
 		if max(cmps+c, ops+o) > limit {
 			if len(members) == 0 {
 				r.fail(st.group, &limitError{size: max(cmps+c, ops+o), limit: limit})

@@ -231,6 +231,16 @@ func (c *Collection[T]) TxnDelete(t *Txn, name string, modRev int64) {
 	t.Delete(c.Key(name), modRev)
 }
 
+// TxnRequire adds to t the condition that the object exists with
+// CreateRevision createRev; see Txn.Require.
+func (c *Collection[T]) TxnRequire(t *Txn, name string, createRev int64) {
+	if name == "" {
+		t.fail(errEmptyName)
+		return
+	}
+	t.Require(c.Key(name), createRev)
+}
+
 func (c *Collection[T]) encode(t *Txn, name string, v *T) ([]byte, error) {
 	var err error
 	switch {

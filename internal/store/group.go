@@ -46,3 +46,19 @@ func AllSynced(caches ...Runner) bool {
 	}
 	return true
 }
+
+// RevWaiter is a cache as WaitForRev sees it (any *Cache[T]).
+type RevWaiter interface {
+	WaitForRev(ctx context.Context, rev int64) error
+}
+
+// WaitForRev blocks until every cache is current at rev or later. The
+// caches catch up concurrently, so that the progress requests of quiet
+// ones overlap instead of adding up.
+func WaitForRev(ctx context.Context, rev int64, caches ...RevWaiter) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, c := range caches {
+		g.Go(func() error { return c.WaitForRev(ctx, rev) })
+	}
+	return g.Wait()
+}

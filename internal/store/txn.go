@@ -30,19 +30,20 @@ const (
 	opPut
 	opDelete
 	opDeletePrefix
+	opRequire
 )
 
 type txnOp struct {
 	kind   opKind
 	key    string // relative to the store prefix
 	value  []byte
-	modRev int64
+	modRev int64 // CreateRevision for opRequire
 }
 
 // conditional reports whether the operation adds a comparison.
 func (op txnOp) conditional() bool {
 	switch op.kind {
-	case opCreate, opUpdate:
+	case opCreate, opUpdate, opRequire:
 		return true
 	case opDelete:
 		return op.modRev > 0
@@ -97,6 +98,18 @@ func (t *Txn) Delete(key string, modRev int64) *Txn {
 	return t.add(txnOp{kind: opDelete, key: key, modRev: modRev})
 }
 
+// Require adds a condition that writes nothing: key must exist with
+// CreateRevision createRev, that is, be the same object the caller read,
+// however often updated since. It fails with ErrNotFound when the object
+// was deleted (or deleted and created again): a write about it, such as a
+// replica's status, must not bring back a record of what is gone.
+func (t *Txn) Require(key string, createRev int64) *Txn {
+	if createRev <= 0 {
+		t.fail(fmt.Errorf("store: require %s: create revision %d is not positive", key, createRev))
+	}
+	return t.add(txnOp{kind: opRequire, key: key, modRev: createRev})
+}
+
 // DeletePrefix adds an unconditional deletion of every key under prefix.
 // No other operation of the transaction may touch a key under it.
 func (t *Txn) DeletePrefix(prefix string) *Txn {
@@ -122,10 +135,21 @@ func (t *Txn) Len() int { return len(t.ops) }
 
 // Size is the transaction's size as etcd counts it against --max-txn-ops:
 // the longest of its three lists. Compare holds one comparison per guard
-// and per conditional operation, Success one request per operation, and
+// and per conditional operation, Success one request per write, and
 // Failure (the reads that classify a failure) one per comparison, so Size
-// is the larger of the comparisons and the operations.
-func (t *Txn) Size() int { return max(t.compares(), len(t.ops)) }
+// is the larger of the comparisons and the writes.
+func (t *Txn) Size() int { return max(t.compares(), t.writes()) }
+
+// writes counts the operations that send a request (all but Require).
+func (t *Txn) writes() int {
+	n := 0
+	for _, op := range t.ops {
+		if op.kind != opRequire {
+			n++
+		}
+	}
+	return n
+}
 
 // Room is how many more operations, each with a condition, fit under the
 // store's limit; it may be negative.
@@ -186,7 +210,7 @@ type check struct {
 	key    string // as reported in TxnError
 	kind   opKind
 	guard  bool
-	expect int64 // CreateRevision for guards, ModRevision for updates and deletes
+	expect int64 // CreateRevision for guards and requires, ModRevision for updates and deletes
 }
 
 func (c check) eval(kv *mvccpb.KeyValue) error {
@@ -198,6 +222,10 @@ func (c check) eval(kv *mvccpb.KeyValue) error {
 	case c.kind == opCreate:
 		if kv != nil {
 			return ErrExists
+		}
+	case c.kind == opRequire:
+		if kv == nil || kv.CreateRevision != c.expect {
+			return ErrNotFound
 		}
 	default: // update, or delete at a revision
 		if kv == nil {
@@ -300,6 +328,9 @@ func (t *Txn) buildOp(r *txnRequest, op txnOp) {
 	case opDeletePrefix:
 		key, end := t.s.prefixRange(op.key)
 		r.then = append(r.then, clientv3.OpDelete(key, clientv3.WithRange(end)))
+	case opRequire:
+		r.compare(check{key: op.key, kind: op.kind, expect: op.modRev}, abs,
+			clientv3.Compare(clientv3.CreateRevision(abs), "=", op.modRev))
 	}
 }
 
@@ -327,7 +358,12 @@ func (t *Txn) checkOverlap() error {
 	keys := make(map[string]struct{}, len(t.ops))
 	var prefixes []string
 	for _, op := range t.ops {
-		if op.kind == opDeletePrefix {
+		switch op.kind {
+		case opRequire:
+			// A condition only: etcd takes any number of comparisons of
+			// a key, and compares before it writes.
+			continue
+		case opDeletePrefix:
 			prefixes = append(prefixes, op.key)
 			continue
 		}

@@ -141,7 +141,7 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 
 // open makes another provider on the env's namespace and data directory
 // (an agent restarting), closed when the test ends, after the clean-ups
-// of the replicas.
+// of the replicas. Close the one before first (see reopen).
 func (e *testEnv) open(t testing.TB, cfg Config) *Provider {
 	t.Helper()
 	if cfg.Namespace == "" {
@@ -158,6 +158,20 @@ func (e *testEnv) open(t testing.TB, cfg Config) *Provider {
 	}
 	e.opened = append(e.opened, p)
 	return p
+}
+
+// reopen closes e's provider and makes another on its namespace and data
+// directory, with cfg (an agent restarting, maybe reconfigured); it is
+// e.p from then on. One provider supervises a namespace at a time, as one
+// agent does: two would each restart a task the other stops to delete
+// it, under replica locks the other does not see.
+func (e *testEnv) reopen(t testing.TB, cfg Config) *Provider {
+	t.Helper()
+	if err := e.p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	e.p = e.open(t, cfg)
+	return e.p
 }
 
 // testWriter sends the provider's log to the test's.

@@ -558,9 +558,11 @@ func TestImportOnce(t *testing.T) {
 		t.Errorf("imports after %d concurrent Applies: got %d; want 1", len(as), imports)
 	}
 
-	later := e.open(t, e.p.cfg)
+	// The replicas keep running; each provider after this one takes
+	// them over (the clean-ups delete through e.p, the last one).
+	later := e.reopen(t, e.p.cfg)
 	a := e.assignment("imp-later-" + randomSuffix(t))
-	t.Cleanup(func() { later.Delete(context.Background(), a, time.Second) }) //nolint:errcheck // checked by the namespace clean-up
+	t.Cleanup(func() { e.p.Delete(context.Background(), a, time.Second) }) //nolint:errcheck // checked by the namespace clean-up
 	if st, err := later.Apply(e.ctx(t), a); err != nil || st.Phase != api.PhaseReady {
 		t.Fatalf("Apply with a new provider: got %s (%s), %v; want ready", st.Phase, st.Reason, err)
 	}
@@ -573,10 +575,10 @@ func TestImportOnce(t *testing.T) {
 	// The server is on loopback: the operator allows its URL and address.
 	cfg := e.p.cfg
 	cfg.ArchiveURLs, cfg.ArchiveNetworks = []string{srv.URL + "/"}, []string{"127.0.0.1/32"}
-	byURL := e.open(t, cfg)
+	byURL := e.reopen(t, cfg)
 	u := e.assignment("imp-url-" + randomSuffix(t))
 	u.Image.Archive = srv.URL + "/busybox-oci.tar"
-	t.Cleanup(func() { byURL.Delete(context.Background(), u, time.Second) }) //nolint:errcheck // checked by the namespace clean-up
+	t.Cleanup(func() { e.p.Delete(context.Background(), u, time.Second) }) //nolint:errcheck // checked by the namespace clean-up
 	if st, err := byURL.Apply(e.ctx(t), u); err != nil || st.Phase != api.PhaseReady {
 		t.Fatalf("Apply of an archive by URL: got %s (%s), %v; want ready", st.Phase, st.Reason, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/testenv/ports"
 )
 
 // TestBridgeNetwork runs two web servers on a bridge, fetches each one's
@@ -24,11 +25,13 @@ import (
 // nothing: no container, task, snapshot, network namespace, CNI cached
 // address or NAT rule, and no bridge.
 func TestBridgeNetwork(t *testing.T) {
-	e := newEnv(t)
+	// Reserved: no other test's server may listen where the portmap
+	// forwards. The operator allows publishing exactly that port.
+	hostPort := ports.Get(t)
+	e := newEnv(t, func(c *Config) { c.HostPorts = strconv.Itoa(hostPort) })
 	const (
-		bridge   = "st-test0"
-		subnet   = "10.213.0.0/24"
-		hostPort = 31081 // in the default hostPorts range
+		bridge = "st-test0"
+		subnet = "10.213.0.0/24"
 	)
 	freshBridge(t, bridge)
 	attach := func(host int) *api.NetworkAttachment {
@@ -85,9 +88,9 @@ func TestBridgeNetwork(t *testing.T) {
 		}
 	}
 
-	ports, err := readBridge(bridge)
-	if err != nil || len(ports) != 3 {
-		t.Errorf("bridge %s: got ports %v (%v); want 3", bridge, ports, err)
+	bridgePorts, err := readBridge(bridge)
+	if err != nil || len(bridgePorts) != 3 {
+		t.Errorf("bridge %s: got ports %v (%v); want 3", bridge, bridgePorts, err)
 	}
 	for _, id := range all {
 		if err := e.p.Delete(e.ctx(t), &api.Assignment{ID: id}, time.Second); err != nil {

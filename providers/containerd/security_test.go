@@ -131,10 +131,10 @@ func TestSecurityImageArchive(t *testing.T) {
 	// files (its state, volumes, logs) still does not give them away.
 	cfg := e.p.cfg
 	cfg.ImageDirs = append(cfg.ImageDirs, filepath.Dir(cfg.StateDir))
-	wide := e.open(t, cfg)
+	wide := e.reopen(t, cfg)
 	own := e.assignment("arch-own-" + randomSuffix(t))
 	own.Image.Archive = cfg.logScriptPath()
-	t.Cleanup(func() { wide.Delete(e.ctx(t), &api.Assignment{ID: own.ID}, time.Second) }) //nolint:errcheck // checked by the namespace clean-up
+	t.Cleanup(func() { e.p.Delete(e.ctx(t), &api.Assignment{ID: own.ID}, time.Second) }) //nolint:errcheck // checked by the namespace clean-up
 	if st, err := wide.Apply(e.ctx(t), own); err != nil || st.Phase != api.PhaseError || st.Reason != want {
 		t.Errorf("Apply with the provider's own file %s: got %s (%s), %v; want error %q", own.Image.Archive, st.Phase, st.Reason, err, want)
 	}
@@ -167,7 +167,7 @@ func TestSecurityHostPorts(t *testing.T) {
 	// The node's own ports, as the agent passes them.
 	cfg := e.p.cfg
 	cfg.HostPorts = "30000-32767,80"
-	p := e.open(t, cfg)
+	p := e.reopen(t, cfg)
 	p.ports.Reserved = hostpolicy.MustParsePorts(strconv.Itoa(agentPort))
 	tests := []struct {
 		name string

@@ -21,6 +21,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/internal/testenv/ports"
 	"github.com/stratahq/strata/providers/haproxy"
 	"github.com/stratahq/strata/providers/provider"
 	"github.com/stratahq/strata/providers/provider/providertest"
@@ -108,17 +109,6 @@ func endpoints(bs ...*backend) []api.Endpoint {
 		out[i] = b.endpoint()
 	}
 	return out
-}
-
-// freePort returns a loopback port nothing listens on (for now).
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // fastCheck notices a dead backend within 2 × 200ms.
@@ -278,10 +268,10 @@ func TestConformance(t *testing.T) {
 		New:   func(*testing.T) provider.Provider { return p },
 		Kinds: []api.ProviderKind{api.ProviderLoadbalancer},
 		Assignment: func(t *testing.T, _ api.ProviderKind, id string) *api.Assignment {
-			ls := httpListener(freePort(t))
+			ls := httpListener(ports.Get(t))
 			// Every other load balancer has a second, TCP, listener.
 			if n.Add(1)%2 == 0 {
-				ls = append(ls, api.Listener{Name: "raw", Port: freePort(t), Protocol: "tcp"})
+				ls = append(ls, api.Listener{Name: "raw", Port: ports.Get(t), Protocol: "tcp"})
 			}
 			return lbAssignment(id, 1, ls, endpoints(bs...))
 		},
@@ -298,7 +288,7 @@ func TestTraffic(t *testing.T) {
 	requireHAProxy(t)
 	p := newProvider(t, t.TempDir())
 	a, b, c, d := newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c"), newBackend(t, "d")
-	port := freePort(t)
+	port := ports.Get(t)
 	lb := lbAssignment("traffic", 1, httpListener(port), endpoints(a, b, c))
 	apply(t, p, lb)
 	waitReady(t, p, lb, "a", "b", "c")
@@ -395,7 +385,7 @@ func TestRemovedEndpointDrains(t *testing.T) {
 	requireHAProxy(t)
 	p := newProvider(t, t.TempDir())
 	old, repl := newBackend(t, "old"), newBackend(t, "new")
-	port := freePort(t)
+	port := ports.Get(t)
 	lb := lbAssignment("drain", 1, httpListener(port), endpoints(old))
 	apply(t, p, lb)
 	waitReady(t, p, lb, "old")
@@ -448,7 +438,7 @@ func TestDeleteLoadBalancers(t *testing.T) {
 	dir := t.TempDir()
 	p := newProvider(t, dir)
 	be := newBackend(t, "a")
-	port1, port2 := freePort(t), freePort(t)
+	port1, port2 := ports.Get(t), ports.Get(t)
 	lb1 := lbAssignment("first", 1, httpListener(port1), endpoints(be))
 	lb2 := lbAssignment("second", 1, httpListener(port2), endpoints(be))
 	for _, lb := range []*api.Assignment{lb1, lb2} {
@@ -505,7 +495,7 @@ func TestRestartAdoptsRunningHAProxy(t *testing.T) {
 	requireHAProxy(t)
 	dir := t.TempDir()
 	a := newBackend(t, "a")
-	port := freePort(t)
+	port := ports.Get(t)
 
 	pA, err := haproxy.New(t.Context(), testConfig(dir), haproxy.WithLogger(testLogger(t)))
 	if err != nil {
@@ -569,7 +559,7 @@ func TestRestartStartsHAProxyWhenNoneRuns(t *testing.T) {
 	requireHAProxy(t)
 	dir := t.TempDir()
 	a := newBackend(t, "a")
-	port := freePort(t)
+	port := ports.Get(t)
 	pA := newProvider(t, dir)
 	lb := lbAssignment("rebooted", 2, httpListener(port), endpoints(a))
 	apply(t, pA, lb)
@@ -596,7 +586,7 @@ func TestListenerChangeReloadsSeamlessly(t *testing.T) {
 	requireHAProxy(t)
 	p := newProvider(t, t.TempDir())
 	a := newBackend(t, "a")
-	oldPort, newPort := freePort(t), freePort(t)
+	oldPort, newPort := ports.Get(t), ports.Get(t)
 	lb := lbAssignment("moving", 1, httpListener(oldPort), endpoints(a))
 	apply(t, p, lb)
 	waitReady(t, p, lb, "a")
@@ -638,7 +628,7 @@ func TestPortInUseIsAnErrorOfThatLoadBalancerOnly(t *testing.T) {
 	defer taken.Close()
 	takenPort := taken.Addr().(*net.TCPAddr).Port
 
-	goodPort := freePort(t)
+	goodPort := ports.Get(t)
 	good := lbAssignment("good", 1, httpListener(goodPort), endpoints(a))
 	bad := lbAssignment("bad", 1, httpListener(takenPort), endpoints(a))
 	apply(t, p, good)
@@ -669,7 +659,7 @@ func TestSamePortTwiceIsAnError(t *testing.T) {
 	requireHAProxy(t)
 	p := newProvider(t, t.TempDir())
 	a := newBackend(t, "a")
-	port := freePort(t)
+	port := ports.Get(t)
 	first := lbAssignment("first", 1, httpListener(port), endpoints(a))
 	second := lbAssignment("second", 1, httpListener(port), endpoints(a))
 	apply(t, p, first)
@@ -687,7 +677,7 @@ func TestCrashedHAProxyIsRestarted(t *testing.T) {
 	requireHAProxy(t)
 	p := newProvider(t, t.TempDir())
 	a := newBackend(t, "a")
-	port := freePort(t)
+	port := ports.Get(t)
 	lb := lbAssignment("phoenix", 1, httpListener(port), endpoints(a))
 	apply(t, p, lb)
 	waitReady(t, p, lb, "a")
@@ -732,7 +722,7 @@ func TestMissingBinary(t *testing.T) {
 	if cs[0].Type != "provider/haproxy" || cs[0].Status != api.ConditionError || cs[0].Reason != "BinaryMissing" {
 		t.Errorf("Health: got %+v; want provider/haproxy Error BinaryMissing", cs[0])
 	}
-	st := apply(t, p, lbAssignment("nobin", 1, httpListener(freePort(t)), nil))
+	st := apply(t, p, lbAssignment("nobin", 1, httpListener(ports.Get(t)), nil))
 	if st.Phase != api.PhaseError || !strings.Contains(st.Reason, "/nonexistent/haproxy") {
 		t.Errorf("Apply without a binary: got phase %q (%s); want error naming the binary", st.Phase, st.Reason)
 	}

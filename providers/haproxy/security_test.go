@@ -13,6 +13,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/hostpolicy"
+	"github.com/stratahq/strata/internal/testenv/ports"
 	"github.com/stratahq/strata/providers/haproxy"
 )
 
@@ -31,8 +32,8 @@ func TestSecurityLoadbalancer(t *testing.T) {
 	}
 	defer hostSvc.Close()
 	svcPort := hostSvc.Addr().(*net.TCPAddr).Port
-	agentPort := freePort(t)
-	allowed := freePort(t)
+	agentPort := ports.Get(t)
+	allowed := ports.Get(t)
 
 	cfg := testConfig(t.TempDir())
 	// Everything but the host service's port; the privileged ports are

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/store"
 )
 
 // maxBeatBatch bounds one RecordBatch (one Redis pipeline).
@@ -112,12 +114,21 @@ type statusQueue struct {
 // goes: done receives exactly one value, after the transactions holding
 // the statuses committed or failed.
 type statusWrite struct {
-	statuses []api.AssignmentStatus
+	statuses []reportedStatus
 	done     chan error
 }
 
+// reportedStatus is a replica's status with the assignment it is about,
+// as the report was checked against: the status is written only while
+// that assignment still exists.
+type reportedStatus struct {
+	status api.AssignmentStatus
+	// assignment is the assignment's CreateRevision.
+	assignment int64
+}
+
 // write queues statuses and waits until they are committed.
-func (q *statusQueue) write(ctx context.Context, statuses []api.AssignmentStatus) error {
+func (q *statusQueue) write(ctx context.Context, statuses []reportedStatus) error {
 	w := &statusWrite{statuses: statuses, done: make(chan error, 1)}
 	q.mu.Lock()
 	if q.closed != nil {
@@ -187,13 +198,19 @@ func (s *Server) runStatusWriter(ctx context.Context) {
 // under etcd.maxTxnOps, and tells each write its outcome. Two reports of
 // one replica in a batch are one put of the later; both callers learn that
 // put's outcome.
+//
+// Each status is written only if its assignment still exists: the
+// controller may remove an assignment, and its status with it, between
+// the report's check against the cache and this write, and an
+// unconditional put would bring back a status nothing ever removes. Such
+// a status is dropped, as the report's check would have dropped it.
 func (s *Server) writeStatuses(ctx context.Context, ws []*statusWrite) {
 	if len(ws) == 0 {
 		return
 	}
 	type put struct {
-		status api.AssignmentStatus
-		from   []*statusWrite
+		reportedStatus
+		from []*statusWrite
 	}
 	var (
 		puts  []put
@@ -201,29 +218,37 @@ func (s *Server) writeStatuses(ctx context.Context, ws []*statusWrite) {
 	)
 	for _, w := range ws {
 		for _, st := range w.statuses {
-			if i, ok := index[st.ID]; ok {
-				puts[i].status = st
+			if i, ok := index[st.status.ID]; ok {
+				puts[i].reportedStatus = st
 				puts[i].from = append(puts[i].from, w)
 				continue
 			}
-			index[st.ID] = len(puts)
-			puts = append(puts, put{status: st, from: []*statusWrite{w}})
+			index[st.status.ID] = len(puts)
+			puts = append(puts, put{reportedStatus: st, from: []*statusWrite{w}})
 		}
 	}
 
 	b := s.st.Store.Batch()
 	for i := range puts {
-		_ = s.st.Statuses.TxnPut(b.Step(puts[i].status.ID), puts[i].status.ID, &puts[i].status)
+		id := puts[i].status.ID
+		step := b.Step(id)
+		s.st.Assignments.TxnRequire(step, id, puts[i].assignment)
+		_ = s.st.Statuses.TxnPut(step, id, &puts[i].status)
 	}
 	cctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	res, err := b.Commit(cctx)
 	cancel()
 	rev, txns := res.Revision, res.Txns
 	failed := make(map[*statusWrite]error)
+	dropped := 0
 	if err != nil {
 		err = fmt.Errorf("write %d replica statuses: %w", len(puts), err)
 		for i, p := range puts {
 			if res.Applied[i] {
+				continue
+			}
+			if gerr, ok := res.Failed[p.status.ID]; ok && errors.Is(gerr, store.ErrNotFound) {
+				dropped++ // its assignment is gone
 				continue
 			}
 			for _, w := range p.from {
@@ -233,7 +258,7 @@ func (s *Server) writeStatuses(ctx context.Context, ws []*statusWrite) {
 			}
 		}
 	}
-	s.log.Debug("wrote replica statuses", "statuses", len(puts), "reports", len(ws), "txns", txns, "failed", len(failed))
+	s.log.Debug("wrote replica statuses", "statuses", len(puts), "reports", len(ws), "txns", txns, "failed", len(failed), "dropped", dropped)
 	if rev > 0 {
 		// Agents compare their next report with the cache: let it see
 		// this one first, or an unchanged report would be written again.

@@ -17,7 +17,7 @@ import (
 func (s *Server) reportStatus(ctx context.Context, node string, reported []api.AssignmentStatus) error {
 	now := time.Now()
 	var (
-		writes []api.AssignmentStatus
+		writes []reportedStatus
 		evs    []events.Event
 	)
 	for _, st := range reported {
@@ -35,7 +35,7 @@ func (s *Server) reportStatus(ctx context.Context, node string, reported []api.A
 			continue
 		}
 		st.UpdatedAt = now
-		writes = append(writes, st)
+		writes = append(writes, reportedStatus{status: st, assignment: a.CreateRevision})
 		if ev, ok := s.phaseEvent(a.Value, old, &st); ok {
 			evs = append(evs, ev)
 		}

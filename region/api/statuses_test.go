@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
@@ -102,4 +103,55 @@ func TestReportStatusCoalesces(t *testing.T) {
 		t.Errorf("got %d transactions for %d reports; want at most %d", txns, reports, reports/5)
 	}
 	t.Logf("%d reports in %d transactions", reports, txns)
+}
+
+// TestReportOfARemovedReplicaLeavesNoStatus: the controller removes an
+// assignment (and its status) after an agent's report passed the check
+// against the cache but before the status writer wrote it. The status
+// must not come back: nothing would ever remove it again. A report for an
+// assignment removed and created again under the same id is dropped too.
+func TestReportOfARemovedReplicaLeavesNoStatus(t *testing.T) {
+	for _, recreate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("recreated=%v", recreate), func(t *testing.T) {
+			// A long window holds the queued report while the assignment
+			// goes.
+			e := newEnv(t, func(_ *Options, tune *tuning) { tune.statusWindow = 300 * time.Millisecond })
+			e.putAssignments(testAssignment("a1", "acme", "web", "n1"), testAssignment("a2", "acme", "web", "n1"))
+			report := func(id string) *resourcev1.AssignmentStatus {
+				return apiproto.AssignmentStatusToPB(&api.AssignmentStatus{ID: id, ObservedGeneration: 1, Phase: api.PhaseDestroyed})
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := e.agent.ReportStatus(e.ctx(), &agentv1.ReportStatusRequest{Node: "n1", Statuses: []*resourcev1.AssignmentStatus{report("a1"), report("a2")}})
+				done <- err
+			}()
+			eventually(t, func() error {
+				e.srv.statuses.mu.Lock()
+				defer e.srv.statuses.mu.Unlock()
+				if len(e.srv.statuses.writes) == 0 {
+					return errors.New("report not queued yet")
+				}
+				return nil
+			})
+			// The controller's removal: assignment and status in one go.
+			txn := e.st.Store.Txn()
+			e.st.Assignments.TxnDelete(txn, "a1", 0)
+			e.st.Statuses.TxnDelete(txn, "a1", 0)
+			if _, err := txn.Commit(e.ctx()); err != nil {
+				t.Fatal(err)
+			}
+			if recreate {
+				e.putAssignments(testAssignment("a1", "acme", "web", "n1"))
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("report: got %v; want nil (a status of a removed replica is dropped, not an error)", err)
+			}
+			if it, err := e.st.Statuses.Get(e.ctx(), "a1"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("status of removed a1: got %+v, %v; want none", it.Value, err)
+			}
+			if it, err := e.st.Statuses.Get(e.ctx(), "a2"); err != nil || it.Value.Phase != api.PhaseDestroyed {
+				t.Errorf("status of a2, reported with it: got %+v, %v; want destroyed", it.Value, err)
+			}
+		})
+	}
 }

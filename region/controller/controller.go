@@ -198,6 +198,9 @@ func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string)
 	start := time.Now()
 	ops := 0
 	defer func() { c.o.Metrics.Pass(start, len(keys), ops, err) }()
+	if err := c.catchUp(ctx); err != nil {
+		return err
+	}
 	p := newPlan(c.o.State)
 	view := c.newView(now)
 	seen := make(map[string]bool, len(keys))
@@ -272,4 +275,23 @@ func (c *Controller) surface(ctx context.Context, guard store.Guard, now time.Ti
 		return 0, nil
 	}
 	return p.commit(ctx, guard)
+}
+
+// catchUp makes the pass's view causally consistent with the placements
+// it acts on. Each cache follows its own watch, so the placements' may run
+// ahead of the nodes': a resource created right after a node registered
+// would be placed as if the node did not exist, and placements stay where
+// they are put. It waits until the caches holding what others write and
+// the scheduler reads (nodes, their status, drains, networks) have seen
+// every change up to the newest placement. Quiet caches confirm that with
+// one progress request each, concurrently; passes that no new placement
+// triggered do not wait at all.
+func (c *Controller) catchUp(ctx context.Context) error {
+	cs := c.o.Caches
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := store.WaitForRev(ctx, cs.Placements.Rev(), cs.Nodes, cs.NodeStatus, cs.Drains, cs.Networks); err != nil {
+		return fmt.Errorf("catch up with the placements: %w", err)
+	}
+	return nil
 }

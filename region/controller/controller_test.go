@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -178,10 +179,15 @@ func (h *harness) simulateAgents(ctx context.Context) {
 				continue
 			}
 			st := &api.AssignmentStatus{ID: a.ID, Node: a.Node, ObservedGeneration: a.Generation, Phase: phase, Reason: reason, Since: time.Now()}
-			_ = h.st.Statuses.TxnPut(b.Step(a.ID), a.ID, st)
+			// As the region API writes reports: only while the
+			// assignment exists, or a report racing its removal would
+			// leave a status behind for good.
+			step := b.Step(a.ID)
+			h.st.Assignments.TxnRequire(step, a.ID, it.CreateRevision)
+			_ = h.st.Statuses.TxnPut(step, a.ID, st)
 		}
 		h.mu.Unlock()
-		if _, err := b.Commit(ctx); err != nil && ctx.Err() == nil {
+		if _, err := b.Commit(ctx); err != nil && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
 			h.t.Logf("simulated agents: %v", err)
 		}
 	}
@@ -193,15 +199,17 @@ func (h *harness) set(m map[string]bool, k string, v bool) {
 	m[k] = v
 }
 
-func (h *harness) addNode(name, zone string, health api.Health) {
-	h.t.Helper()
-	ctx := context.Background()
-	n := &api.Node{
+func newNode(name, zone string) *api.Node {
+	return &api.Node{
 		Name: name, Region: "r1", Zone: zone, Schedulable: true,
 		Providers: []api.NodeProvider{{Name: "fake", Kinds: []api.ProviderKind{api.ProviderContainer}}},
 		Capacity:  api.Capacity{MilliCPU: 8000, MemoryMiB: 16384, DiskMiB: 100000},
 	}
-	if _, err := h.st.Nodes.Put(ctx, name, n); err != nil {
+}
+
+func (h *harness) addNode(name, zone string, health api.Health) {
+	h.t.Helper()
+	if _, err := h.st.Nodes.Put(context.Background(), name, newNode(name, zone)); err != nil {
 		h.t.Fatal(err)
 	}
 	h.setHealth(name, health)
@@ -333,6 +341,42 @@ func TestCreateScaleDelete(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPlacementSeesNodesWrittenBeforeIt: nodes registered just before a
+// resource are there when its replicas are placed, although each
+// collection has a watch of its own and the placements' may run ahead.
+// Every round registers two nodes in two zones and, right after (without
+// waiting for any cache, unlike addNode), a resource pinned to them: its
+// two replicas must spread over both.
+func TestPlacementSeesNodesWrittenBeforeIt(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	for round := range 20 {
+		sel := map[string]string{"round": fmt.Sprint(round)}
+		for _, zone := range []string{"a", "b"} {
+			name := fmt.Sprintf("r%d-%s", round, zone)
+			n := newNode(name, zone)
+			n.Labels = sel
+			if _, err := h.st.Nodes.Put(ctx, name, n); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.st.NodeStatus.Put(ctx, name, &api.NodeStatus{Health: api.HealthUp, Since: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		name := fmt.Sprintf("web%d", round)
+		h.place(name, 2, 1, func(p *api.Placement) { p.Resource.Schedule.NodeSelector = sel })
+		h.eventually(name+" ready", h.readyWith(name, 2))
+		run, _ := h.replicas(name)
+		perNode := map[string]int{}
+		for _, a := range run {
+			perNode[a.Node]++
+		}
+		if len(perNode) != 2 {
+			t.Fatalf("round %d: placement: got %v; want one replica on each new node", round, perNode)
+		}
+	}
 }
 
 func TestUnschedulableThenNodeArrives(t *testing.T) {
@@ -744,6 +788,14 @@ func TestPassLargerThanOneTransaction(t *testing.T) {
 			h.set(h.down, "n1", false)
 			h.setHealth("n1", api.HealthUp)
 			h.eventually("n1's records removed", h.readyWith("web", n))
+			// The removals of a replica's assignment, status and address
+			// are one transaction, but each cache has its own watch:
+			// count in the other two once they are as current.
+			wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := store.WaitForRev(wctx, h.caches.Assignments.Rev(), h.caches.Ports, h.caches.Statuses); err != nil {
+				t.Fatal(err)
+			}
 			if got := h.caches.Ports.Len(); got != n {
 				t.Errorf("ports: got %d; want %d (one per running replica)", got, n)
 			}

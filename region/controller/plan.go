@@ -179,25 +179,23 @@ func (p *plan) waitCaches(ctx context.Context, c *state.Caches, rev int64) error
 	if rev == 0 {
 		return nil
 	}
-	waits := []struct {
+	var caches []store.RevWaiter
+	for _, w := range []struct {
 		touched bool
-		wait    func(context.Context, int64) error
+		cache   store.RevWaiter
 	}{
-		{p.touchedAssignments, c.Assignments.WaitForRev},
-		{p.touchedShares, c.Shares.WaitForRev},
-		{p.touchedPlacements, c.Placements.WaitForRev},
-		{p.touchedDrains, c.Drains.WaitForRev},
-		{p.touchedStatuses, c.Statuses.WaitForRev},
-		{p.touchedPorts, c.Ports.WaitForRev},
-	}
-	for _, w := range waits {
+		{p.touchedAssignments, c.Assignments},
+		{p.touchedShares, c.Shares},
+		{p.touchedPlacements, c.Placements},
+		{p.touchedDrains, c.Drains},
+		{p.touchedStatuses, c.Statuses},
+		{p.touchedPorts, c.Ports},
+	} {
 		if w.touched {
-			if err := w.wait(ctx, rev); err != nil {
-				return err
-			}
+			caches = append(caches, w.cache)
 		}
 	}
-	return nil
+	return store.WaitForRev(ctx, rev, caches...)
 }
 
 // batchFailures returns the groups of a *store.BatchError, nil for any

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/testenv/ports"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 )
@@ -24,18 +25,15 @@ func (statusServer) Status(context.Context, *agentv1.NodeStatusRequest) (*agentv
 	return &agentv1.NodeStatusResponse{}, nil
 }
 
-// serveAgent serves NodeService.Status on addr ("127.0.0.1:0" for any
-// port) until the returned stop is called.
+// serveAgent serves NodeService.Status on addr until the returned stop
+// is called. An agent that restarts serves on its old address again: the
+// test reserves it (ports.Addr), or the kernel could hand it to any
+// connection on the machine while the agent is down.
 func serveAgent(t *testing.T, addr string) (string, func()) {
 	t.Helper()
-	var l net.Listener
-	var err error
-	deadline := time.Now().Add(5 * time.Second)
-	for l, err = net.Listen("tcp", addr); err != nil; l, err = net.Listen("tcp", addr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("listen on %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond) // the old socket is going away
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen on %s: %v", addr, err)
 	}
 	srv, err := transport.NewServer(transport.Insecure(), transport.Policy{
 		agentv1.NodeService_ServiceDesc.ServiceName: {Kinds: []pki.Kind{pki.KindRegion}, Region: "r1"},
@@ -55,7 +53,7 @@ func serveAgent(t *testing.T, addr string) (string, func()) {
 // gRPC's reconnect backoff to grow comes back on the same address; the
 // first probe after that succeeds.
 func TestProbeAfterAgentRestart(t *testing.T) {
-	addr, stop := serveAgent(t, "127.0.0.1:0")
+	addr, stop := serveAgent(t, ports.Addr(t))
 	p := NewGRPCProber("r1", transport.Insecure())
 	t.Cleanup(p.Close)
 	node := &api.Node{Name: "n1", Address: addr}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/testenv/ports"
 )
 
 func newClient(t *testing.T, h http.HandlerFunc) *Client {
@@ -64,12 +64,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestConnError(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := ports.Addr(t) // reserved: nothing listens there
 	c, err := New(Options{URL: "http://" + addr})
 	if err != nil {
 		t.Fatal(err)

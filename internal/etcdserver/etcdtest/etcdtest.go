@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/internal/testenv/ports"
 )
 
 // Embedded starts an embedded member for the test and returns its client
@@ -50,6 +50,7 @@ func Client(t testing.TB, endpoints []string) *clientv3.Client {
 // Process is a real etcd server process.
 type Process struct {
 	cmd       *exec.Cmd
+	exited    chan struct{} // closed when cmd has been reaped
 	dir       string
 	bin       string
 	clientURL string
@@ -57,14 +58,16 @@ type Process struct {
 	logPath   string
 }
 
-// StartProcess starts bin/etcd (or $STRATA_ETCD_BIN) on loopback; it is
-// killed when the test ends. Under CI=true a missing binary fails the test.
+// StartProcess starts bin/etcd (or $STRATA_ETCD_BIN) on loopback ports
+// reserved for the test (see package ports: no other process can take
+// them, also across Restart); it is killed when the test ends. Under
+// CI=true a missing binary fails the test.
 func StartProcess(t testing.TB) *Process {
 	t.Helper()
 	bin := testenv.Binary(t, "STRATA_ETCD_BIN", "etcd")
 	p := &Process{bin: bin, dir: t.TempDir()}
-	p.clientURL = "http://" + freeAddr(t)
-	p.peerURL = "http://" + freeAddr(t)
+	p.clientURL = "http://" + ports.Addr(t)
+	p.peerURL = "http://" + ports.Addr(t)
 	p.logPath = filepath.Join(p.dir, "etcd.log")
 	if err := p.start(); err != nil {
 		t.Fatal(err)
@@ -99,10 +102,17 @@ func (p *Process) start() error {
 		return fmt.Errorf("start %s: %w", p.bin, err)
 	}
 	logf.Close()
-	p.cmd = cmd
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	p.cmd, p.exited = cmd, exited
 	return p.waitReady(30 * time.Second)
 }
 
+// waitReady polls the server until it answers. A server that exits (a
+// bad flag, a port in use) fails at once, with its log.
 func (p *Process) waitReady(timeout time.Duration) error {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: p.Endpoints(), DialTimeout: time.Second})
 	if err != nil {
@@ -117,8 +127,13 @@ func (p *Process) waitReady(timeout time.Duration) error {
 		if err == nil {
 			return nil
 		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("etcd process exited before answering: %s\netcd log:\n%s", p.cmd.ProcessState, p.tail())
+		default:
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("etcd process not ready after %s: %v\n%s", timeout, err, p.tail())
+			return fmt.Errorf("etcd process not ready after %s: %v\netcd log:\n%s", timeout, err, p.tail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -150,7 +165,7 @@ func (p *Process) Kill() {
 		return
 	}
 	_ = p.cmd.Process.Kill()
-	_, _ = p.cmd.Process.Wait()
+	<-p.exited
 	p.cmd = nil
 }
 
@@ -173,14 +188,4 @@ func Backends() []Backend {
 		{Name: "embedded", Endpoints: Embedded},
 		{Name: "process", Endpoints: func(t testing.TB) []string { return StartProcess(t).Endpoints() }},
 	}
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -33,6 +33,7 @@ func testTxnSize(t *testing.T, s *store.Store) {
 		{"updates and conditional deletes compare", s.Txn().Update("a", nil, 5).Delete("b", 7).Delete("c", 0), 3},
 		{"unconditional deletes do not", s.Txn().Guard(g, g).Delete("a", 0).DeletePrefix("p/"), 2},
 		{"mixed", s.Txn().Guard(g).Create("a", nil).Put("b", nil).Put("c", nil).Put("d", nil), 4},
+		{"requires compare and write nothing", s.Txn().Require("a", 1).Require("b", 1).Put("c", nil), 2},
 	}
 	for _, c := range cases {
 		if got := c.txn.Size(); got != c.want {
@@ -278,6 +279,29 @@ func testBatchGroupFailure(t *testing.T, s *store.Store) {
 	if kv := mustGet(t, s, "taken"); string(kv.Value) != "old" {
 		t.Errorf("taken = %q; want old", kv.Value)
 	}
+}
+
+// testBatchRequire writes records about objects (a status per
+// assignment, say) in steps that require their object: the steps of a
+// deleted object fail alone, with ErrNotFound, and nothing of theirs is
+// written.
+func testBatchRequire(t *testing.T, s *store.Store) {
+	live := mustPut(t, s, "br/obj/live", "v")
+	gone := mustPut(t, s, "br/obj/gone", "v")
+	if _, err := s.Delete(testCtx(t), "br/obj/gone", 0); err != nil {
+		t.Fatal(err)
+	}
+	b := s.Batch()
+	b.Step("live").Require("br/obj/live", live).Put("br/status/live", nil)
+	b.Step("gone").Require("br/obj/gone", gone).Put("br/status/gone", nil)
+	b.Step("live2").Require("br/obj/live", live).Put("br/status/live2", nil)
+	res, err := b.Commit(testCtx(t))
+	if len(res.Failed) != 1 || !errors.Is(res.Failed["gone"], store.ErrNotFound) || !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("commit: err = %v, failed %v; want ErrNotFound for group gone only", err, res.Failed)
+	}
+	mustGet(t, s, "br/status/live")
+	mustGet(t, s, "br/status/live2")
+	mustAbsent(t, s, "br/status/gone")
 }
 
 // testBatchOversizedStep fails a step that no transaction can hold; the

@@ -112,6 +112,13 @@ func testTxnErrors(t *testing.T, s *store.Store) {
 		{"live guard, failing op", func(txn *store.Txn) {
 			txn.Guard(live).Create("obj", nil)
 		}, store.ErrExists, "obj"},
+		{"require absent", func(txn *store.Txn) {
+			txn.Require("missing", r1).Put("fresh", nil)
+		}, store.ErrNotFound, "missing"},
+		{"require another incarnation", func(txn *store.Txn) {
+			// obj was created at r1; r2 is only its latest update.
+			txn.Put("fresh", nil).Require("obj", r2)
+		}, store.ErrNotFound, "obj"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,6 +137,32 @@ func testTxnErrors(t *testing.T, s *store.Store) {
 	}
 }
 
+// testTxnRequire: a Require holds while its object lives, however often
+// it is updated, writes nothing itself, and may name a key the
+// transaction also writes.
+func testTxnRequire(t *testing.T, s *store.Store) {
+	ctx := testCtx(t)
+	created := mustPut(t, s, "obj", "v1")
+	updated := mustPut(t, s, "obj", "v2")
+	if _, err := s.Txn().Require("obj", created).Put("status", []byte("s1")).Commit(ctx); err != nil {
+		t.Fatalf("require a live object: %v; want success", err)
+	}
+	if kv := mustGet(t, s, "obj"); kv.ModRevision != updated {
+		t.Errorf("obj mod revision after a require: got %d; want %d (untouched)", kv.ModRevision, updated)
+	}
+	if _, err := s.Txn().Require("obj", created).Update("obj", []byte("v3"), updated).Commit(ctx); err != nil {
+		t.Errorf("require and update one key: %v; want success", err)
+	}
+	if _, err := s.Delete(ctx, "obj", 0); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s, "obj", "again")
+	before := currentRev(t, s)
+	_, err := s.Txn().Require("obj", created).Put("status", []byte("s2")).Commit(ctx)
+	wantTxnErr(t, err, store.ErrNotFound, "obj")
+	wantUnchanged(t, s, before)
+}
+
 // testTxnInvalid covers transactions rejected before they are sent.
 func testTxnInvalid(t *testing.T, s *store.Store) {
 	tests := []struct {
@@ -137,6 +170,7 @@ func testTxnInvalid(t *testing.T, s *store.Store) {
 		build func(txn *store.Txn)
 	}{
 		{"update at revision 0", func(txn *store.Txn) { txn.Update("k", nil, 0) }},
+		{"require at revision 0", func(txn *store.Txn) { txn.Require("k", 0) }},
 		{"delete at negative revision", func(txn *store.Txn) { txn.Delete("k", -1) }},
 		{"empty key", func(txn *store.Txn) { txn.Put("", nil) }},
 		{"nil guard", func(txn *store.Txn) { txn.Guard(nil).Put("k", nil) }},
