@@ -194,6 +194,56 @@ func (s *Server) runStatusWriter(ctx context.Context) {
 	}
 }
 
+// statusPut is one status to write and the reports that asked for it.
+type statusPut struct {
+	reportedStatus
+	from []*statusWrite
+}
+
+// mergeReports makes one put per replica of ws, the latest report's.
+func mergeReports(ws []*statusWrite) []statusPut {
+	var puts []statusPut
+	index := make(map[string]int)
+	for _, w := range ws {
+		for _, st := range w.statuses {
+			if i, ok := index[st.status.ID]; ok {
+				puts[i].reportedStatus = st
+				puts[i].from = append(puts[i].from, w)
+				continue
+			}
+			index[st.status.ID] = len(puts)
+			puts = append(puts, statusPut{reportedStatus: st, from: []*statusWrite{w}})
+		}
+	}
+	return puts
+}
+
+// statusFailures tells, from a batch's result and error, each report that
+// failed its error, and counts the puts dropped because their assignment
+// is gone.
+func statusFailures(puts []statusPut, res store.BatchResult, err error) (failed map[*statusWrite]error, dropped int) {
+	failed = make(map[*statusWrite]error)
+	if err == nil {
+		return failed, 0
+	}
+	err = fmt.Errorf("write %d replica statuses: %w", len(puts), err)
+	for i, p := range puts {
+		if res.Applied[i] {
+			continue
+		}
+		if gerr, ok := res.Failed[p.status.ID]; ok && errors.Is(gerr, store.ErrNotFound) {
+			dropped++ // its assignment is gone
+			continue
+		}
+		for _, w := range p.from {
+			if failed[w] == nil {
+				failed[w] = err
+			}
+		}
+	}
+	return failed, dropped
+}
+
 // writeStatuses commits ws in one batch, in transactions that each fit
 // under etcd.maxTxnOps, and tells each write its outcome. Two reports of
 // one replica in a batch are one put of the later; both callers learn that
@@ -208,25 +258,7 @@ func (s *Server) writeStatuses(ctx context.Context, ws []*statusWrite) {
 	if len(ws) == 0 {
 		return
 	}
-	type put struct {
-		reportedStatus
-		from []*statusWrite
-	}
-	var (
-		puts  []put
-		index = make(map[string]int)
-	)
-	for _, w := range ws {
-		for _, st := range w.statuses {
-			if i, ok := index[st.status.ID]; ok {
-				puts[i].reportedStatus = st
-				puts[i].from = append(puts[i].from, w)
-				continue
-			}
-			index[st.status.ID] = len(puts)
-			puts = append(puts, put{reportedStatus: st, from: []*statusWrite{w}})
-		}
-	}
+	puts := mergeReports(ws)
 
 	b := s.st.Store.Batch()
 	for i := range puts {
@@ -239,25 +271,7 @@ func (s *Server) writeStatuses(ctx context.Context, ws []*statusWrite) {
 	res, err := b.Commit(cctx)
 	cancel()
 	rev, txns := res.Revision, res.Txns
-	failed := make(map[*statusWrite]error)
-	dropped := 0
-	if err != nil {
-		err = fmt.Errorf("write %d replica statuses: %w", len(puts), err)
-		for i, p := range puts {
-			if res.Applied[i] {
-				continue
-			}
-			if gerr, ok := res.Failed[p.status.ID]; ok && errors.Is(gerr, store.ErrNotFound) {
-				dropped++ // its assignment is gone
-				continue
-			}
-			for _, w := range p.from {
-				if failed[w] == nil {
-					failed[w] = err
-				}
-			}
-		}
-	}
+	failed, dropped := statusFailures(puts, res, err)
 	s.log.Debug("wrote replica statuses", "statuses", len(puts), "reports", len(ws), "txns", txns, "failed", len(failed), "dropped", dropped)
 	if rev > 0 {
 		// Agents compare their next report with the cache: let it see
