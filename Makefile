@@ -19,7 +19,7 @@ STRESS_COUNT ?= 5
 STRESS_PKGS  ?= ./providers/containerd ./providers/haproxy ./providers/libvirt ./providers/provider/... ./providers/fake/... \
 	./internal/heartbeat/... ./internal/events/... ./internal/redistest ./internal/redisclient ./internal/store/... \
 	./internal/election ./internal/etcdserver/... ./internal/liveness ./internal/transport ./internal/serving \
-	./internal/devcluster ./internal/reconcile ./internal/cli/... \
+	./devcluster ./internal/reconcile ./internal/cli/... \
 	./agent/... ./region/... ./global/... ./cmd/... ./e2e/...
 
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
