@@ -8,6 +8,8 @@ BIN      := bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/stratahq/strata/internal/version.Version=$(VERSION)
 DEV_DIR  ?= .dev
+# Debian versions must start with a digit; a tag v1.2.3 gives 1.2.3.
+DEB_VERSION ?= $(shell v=$$(git describe --tags --exact-match 2>/dev/null) && echo $${v\#v} || echo 0.0~git$$(git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null).$$(git rev-parse --short HEAD 2>/dev/null))
 # Tests that drive real daemons run one package at a time so that they do
 # not fight over containerd, libvirt and the CPU on a 2-core machine.
 TEST_P   ?= 2
@@ -33,7 +35,7 @@ MAX_COMPLEXITY     := 15
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build build-core build-libvirt dev dev-clean deps tools proto proto-check lint test test-unit test-security stress bench clean images help
+.PHONY: all build build-core build-libvirt deb dev dev-clean deps tools proto proto-check lint test test-unit test-security stress bench clean images help
 
 all: build
 
@@ -55,6 +57,11 @@ build-core:
 build-libvirt:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=1 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/strata-provider-libvirt ./cmd/strata-provider-libvirt
+
+## deb: Debian packages strata, stratactl and strata-provider-libvirt in dist/ (tools/deb, nfpm;
+##      configurations in deploy/package). DEB_VERSION defaults to 0.0~git<date>.<commit>
+deb: build-core build-libvirt
+	$(GO) run ./tools/deb -bin $(BIN) -out dist -version $(DEB_VERSION)
 
 ## dev: the first command on a fresh machine: as root, install what the real providers need
 ##      (deploy/dev/deps.sh dev), build, and run the all-in-one cluster (Ctrl-C stops it; data stays

@@ -37,9 +37,10 @@ PACKAGES=(
   libvirt-daemon-system libvirt-dev qemu-system-x86 qemu-utils cpio
 )
 # What only the tests need: Redis, protoc for the stale-code check,
-# Chromium for the console tests.
+# Chromium for the console tests, systemd (systemd-analyze, systemd-sysusers)
+# for the package test.
 if [ "$PROFILE" = test ]; then
-  PACKAGES+=(redis-server protobuf-compiler libprotobuf-dev chromium ca-certificates curl git)
+  PACKAGES+=(redis-server protobuf-compiler libprotobuf-dev chromium ca-certificates curl git systemd)
 fi
 
 missing=()
