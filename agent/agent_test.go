@@ -734,6 +734,35 @@ func TestPushDuringApplyRechecked(t *testing.T) {
 	})
 }
 
+// TestProgressDuringApplyReported checks that a provider's provision
+// push while its Apply runs (an image pull's progress) reaches the
+// region, and that the Apply's answer follows it.
+func TestProgressDuringApplyReported(t *testing.T) {
+	region := newFakeRegion(t)
+	m := newMemProvider("mem")
+	m.applyGate = make(chan struct{})
+	p := newWatchProvider(m)
+	ta := startAgent(t, region.endpoint(), withProviders(map[string]provider.Provider{"mem": p}),
+		withConfig(func(c *config.Agent) { c.StatusInterval = time.Hour }))
+	ta.waitReady(t)
+	region.push([]*api.Assignment{running("a", 1)})
+	eventually(t, waitLong, "Apply called", wantCount(m, "apply", 1))
+	p.push(t, api.AssignmentStatus{ID: "a", ObservedGeneration: 1, Phase: api.PhaseProvision, Reason: "pulling image r/x:1: 1.0 of 4.0 MiB"})
+	eventually(t, waitLong, "the progress reported", func() error {
+		if st, _ := region.status("a"); st.GetPhase() != string(api.PhaseProvision) || st.GetReason() != "pulling image r/x:1: 1.0 of 4.0 MiB" {
+			return fmt.Errorf("status: got %v; want provision with the pull's progress", st)
+		}
+		return nil
+	})
+	close(m.applyGate) // Apply answers ready
+	eventually(t, waitLong, "the status after the Apply", func() error {
+		if st, _ := region.status("a"); st.GetPhase() != string(api.PhaseReady) {
+			return fmt.Errorf("status: got %v; want ready", st)
+		}
+		return nil
+	})
+}
+
 func TestNoProviderForKind(t *testing.T) {
 	region := newFakeRegion(t)
 	vm := running("vm-1", 1)

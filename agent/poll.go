@@ -160,6 +160,12 @@ func (a *Agent) observePushed(e *providerEntry, st api.AssignmentStatus) {
 		return
 	}
 	if !r.pollable() {
+		if r.provisioning(e, st) {
+			// How far an Apply in flight is (an image pull): the region
+			// shows it; the Apply's answer follows.
+			a.setStatusLocked(r, st, st.ObservedGeneration, false)
+			return
+		}
 		r.recheck = true
 		return
 	}

@@ -72,6 +72,13 @@ func (r *replica) needsApply() bool {
 
 func (r *replica) running() bool { return r.asg != nil && r.asg.Desired == api.DesiredRunning }
 
+// provisioning reports whether st, pushed by e, tells how far an Apply of
+// the wanted generation is: such a push is news while the Apply runs.
+func (r *replica) provisioning(e *providerEntry, st api.AssignmentStatus) bool {
+	return r.running() && r.prov == e && r.needsApply() &&
+		st.Phase == api.PhaseProvision && st.ObservedGeneration == r.asg.Generation
+}
+
 // pollable reports whether pollers may observe the replica: it should run
 // and the provider has it at the wanted generation.
 func (r *replica) pollable() bool { return r.running() && r.prov != nil && !r.needsApply() }

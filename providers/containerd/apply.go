@@ -317,7 +317,7 @@ func (p *Provider) prepare(ctx context.Context, a *api.Assignment) (img client.I
 	if err != nil {
 		return nil, nil, "image", err
 	}
-	if img, err = p.ensureImage(ctx, src); err != nil {
+	if img, err = p.ensureImage(ctx, src, p.provisioning(a)); err != nil {
 		return nil, nil, "image", err
 	}
 	if err := p.checkHostPorts(a); err != nil {
@@ -327,6 +327,18 @@ func (p *Provider) prepare(ctx context.Context, a *api.Assignment) (img client.I
 		return nil, nil, "volumes", err
 	}
 	return img, mounts, "", nil
+}
+
+// provisioning reports a's progress while it is being provisioned (an
+// image pull): a provision status whose reason says how far it is.
+func (p *Provider) provisioning(a *api.Assignment) func(string) {
+	since := time.Now()
+	return func(reason string) {
+		p.notify(api.AssignmentStatus{
+			ID: a.ID, Node: p.node, ObservedGeneration: a.Generation, Phase: api.PhaseProvision,
+			Reason: reason, ProviderID: p.providerID(a.ID), Since: since, UpdatedAt: time.Now(),
+		})
+	}
 }
 
 // networkMounts are the files a container's network needs: its hosts

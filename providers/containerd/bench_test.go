@@ -27,7 +27,7 @@ func BenchmarkDirectCreateStart(b *testing.B) {
 	e := newEnv(b)
 	ctx := e.p.nsCtx(context.Background())
 	src := imageSource{ref: busyboxRef, archive: e.archive}
-	img, err := e.p.ensureImage(ctx, src)
+	img, err := e.p.ensureImage(ctx, src, nil)
 	if err != nil {
 		b.Fatalf("image: %v", err)
 	}
@@ -97,7 +97,7 @@ func BenchmarkProviderApply(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			e := newEnv(b)
 			// Import once, outside the measurement, as for the baseline.
-			if _, err := e.p.ensureImage(e.p.nsCtx(context.Background()), imageSource{ref: busyboxRef, archive: e.archive}); err != nil {
+			if _, err := e.p.ensureImage(e.p.nsCtx(context.Background()), imageSource{ref: busyboxRef, archive: e.archive}, nil); err != nil {
 				b.Fatalf("image: %v", err)
 			}
 			n := 0

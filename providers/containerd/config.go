@@ -42,6 +42,9 @@ const (
 	// of an image archive by URL.
 	DefaultArchiveMaxMiB  = 4096
 	DefaultArchiveTimeout = 10 * time.Minute
+	// DefaultPullProgressInterval is how often a pull's progress is
+	// reported.
+	DefaultPullProgressInterval = time.Second
 	// SeccompDefault and SeccompUnconfined are the special values of
 	// Config.Seccomp; anything else is the path of a profile.
 	SeccompDefault    = "default"
@@ -53,7 +56,7 @@ const (
 // cniBinDir, cniConfDir, stateDir, netnsDir, lockDir, volumeRoot,
 // logRoot, logDriver, restartBackoff, restartBackoffMax, imageDirs,
 // archiveURLs, archiveNetworks, archiveMaxMiB, archiveTimeout,
-// registries, hostPorts, allowPrivilegedPorts, pidsLimit, seccomp,
+// registries, registryHosts, pullProgressInterval, hostPorts, allowPrivilegedPorts, pidsLimit, seccomp,
 // addCapabilities and allowNewPrivileges (case-insensitive); empty fields take the defaults documented on each.
 //
 // The fields from imageDirs on are what tenants may reach on the host
@@ -125,6 +128,15 @@ type Config struct {
 	// must name an image already in the namespace (imported from an
 	// archive).
 	Registries []string
+	// RegistryHosts are how to reach a registry of Registries, by host:
+	// the CA that signs its certificate, credentials, plain HTTP. A
+	// registry not named here is reached over HTTPS with the system's
+	// CAs and no credentials.
+	RegistryHosts map[string]RegistryHost
+	// PullProgressInterval is how often a replica whose image is being
+	// pulled reports how far the pull is (default
+	// DefaultPullProgressInterval).
+	PullProgressInterval time.Duration
 
 	// HostPorts are the host ports replicas may publish (default
 	// DefaultHostPorts), minus the node's own (provider.Options'
@@ -185,6 +197,9 @@ func (c Config) withDefaults(node, dataDir string) Config {
 	if c.ArchiveMaxMiB <= 0 {
 		c.ArchiveMaxMiB = DefaultArchiveMaxMiB
 	}
+	if c.PullProgressInterval <= 0 {
+		c.PullProgressInterval = DefaultPullProgressInterval
+	}
 	if c.ArchiveTimeout <= 0 {
 		c.ArchiveTimeout = DefaultArchiveTimeout
 	}
@@ -220,6 +235,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := hostpolicy.ParsePorts(c.HostPorts); err != nil {
 		return api.Invalid("hostPorts", "%v", err)
+	}
+	if err := c.validateRegistryHosts(); err != nil {
+		return err
 	}
 	if c.PidsLimit < -1 {
 		return api.Invalid("pidsLimit", "%d is not a limit (-1 for none)", c.PidsLimit)

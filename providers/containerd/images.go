@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/images"
@@ -53,8 +54,9 @@ func sourceOf(a *api.Assignment) (imageSource, error) {
 
 // ensureImage makes the image of a available and unpacked for the
 // snapshotter, importing or pulling it at most once however many
-// replicas ask at the same time.
-func (p *Provider) ensureImage(ctx context.Context, src imageSource) (client.Image, error) {
+// replicas ask at the same time; progress (optional) hears how a pull
+// goes.
+func (p *Provider) ensureImage(ctx context.Context, src imageSource, progress func(string)) (client.Image, error) {
 	lockKey := src.archive
 	if lockKey == "" {
 		lockKey = "ref:" + src.ref
@@ -69,7 +71,7 @@ func (p *Provider) ensureImage(ctx context.Context, src imageSource) (client.Ima
 	if src.archive != "" {
 		img, err = p.importArchive(ctx, src)
 	} else {
-		img, err = p.pull(ctx, src.ref)
+		img, err = p.pull(ctx, src.ref, progress)
 	}
 	if err != nil {
 		return nil, err
@@ -87,9 +89,9 @@ func (p *Provider) ensureImage(ctx context.Context, src imageSource) (client.Ima
 }
 
 // pull returns the image ref, pulling it only from a registry of
-// Config.Registries. This is the hook registry support (credentials,
-// mirrors, address checks on the registry's connections) builds on.
-func (p *Provider) pull(ctx context.Context, ref string) (client.Image, error) {
+// Config.Registries, reached with its RegistryHosts settings; progress
+// hears how far the pull is while it runs.
+func (p *Provider) pull(ctx context.Context, ref string, progress func(string)) (client.Image, error) {
 	img, err := p.client.GetImage(ctx, ref)
 	if err == nil {
 		return img, nil
@@ -97,31 +99,36 @@ func (p *Provider) pull(ctx context.Context, ref string) (client.Image, error) {
 	if !isNotFound(err) {
 		return nil, fmt.Errorf("image %s: %w", ref, err)
 	}
-	if err := p.registryAllowed(ref); err != nil {
+	host, err := p.registryAllowed(ref)
+	if err != nil {
 		p.log.Warn("image pull refused", "ref", ref, "err", err)
 		return nil, errPullRefused
 	}
-	p.log.Info("pulling image", "ref", ref)
-	img, err = p.client.Pull(ctx, ref, client.WithPullUnpack, client.WithPullSnapshotter(p.cfg.Snapshotter))
+	p.log.Info("pulling image", "ref", ref, "registry", host)
+	start := time.Now()
+	img, err = p.pullWith(ctx, ref, host, progress)
 	if err != nil {
-		return nil, fmt.Errorf("pull %s: %w", ref, err)
+		p.log.Warn("image pull failed", "ref", ref, "err", err)
+		return nil, err
 	}
+	p.log.Info("pulled image", "ref", ref, "took", time.Since(start).Round(time.Millisecond))
 	return img, nil
 }
 
-// registryAllowed checks the registry of ref against Config.Registries.
-func (p *Provider) registryAllowed(ref string) error {
+// registryAllowed checks the registry of ref against Config.Registries
+// and returns its host.
+func (p *Provider) registryAllowed(ref string) (string, error) {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
-		return fmt.Errorf("%w: %q is not an image reference: %v", hostpolicy.ErrNotAllowed, ref, err)
+		return "", fmt.Errorf("%w: %q is not an image reference: %v", hostpolicy.ErrNotAllowed, ref, err)
 	}
 	host := reference.Domain(named)
 	for _, r := range p.cfg.Registries {
 		if strings.EqualFold(r, host) {
-			return nil
+			return host, nil
 		}
 	}
-	return fmt.Errorf("%w: registry %s is not in this node's registries", hostpolicy.ErrNotAllowed, host)
+	return "", fmt.Errorf("%w: registry %s is not in this node's registries", hostpolicy.ErrNotAllowed, host)
 }
 
 // importArchive imports src's archive unless this provider, or an

@@ -30,7 +30,7 @@ func TestFactoryConfig(t *testing.T) {
 					CNIBinDir: "/usr/lib/cni", NetNSDir: "/var/run/netns", LockDir: DefaultLockDir, LogDriver: LogDriverBinary,
 					RestartBackoff: DefaultRestartBackoff, RestartBackoffMax: DefaultRestartBackoffMax,
 					HostPorts: DefaultHostPorts, PidsLimit: DefaultPidsLimit, Seccomp: SeccompDefault,
-					ArchiveMaxMiB: DefaultArchiveMaxMiB, ArchiveTimeout: DefaultArchiveTimeout,
+					ArchiveMaxMiB: DefaultArchiveMaxMiB, ArchiveTimeout: DefaultArchiveTimeout, PullProgressInterval: DefaultPullProgressInterval,
 				}
 				got := c
 				got.CNIConfDir, got.StateDir, got.VolumeRoot, got.LogRoot = "", "", "", ""
