@@ -78,7 +78,7 @@ func newEnv(t *testing.T, cfg envConfig) *testEnv {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
 	}
-	beats := &recordedBeats{}
+	beats := &recordedBeats{latest: heartbeat.NewMemory()}
 	svc, err := New(Options{
 		State: st, Caches: caches, Regions: pool, Heartbeats: beats, Leader: cfg.leader,
 		ID: "global-1", Version: "test",
@@ -254,17 +254,23 @@ func poll(t testing.TB, what string, cond func() error) {
 	}
 }
 
-// recordedBeats is a heartbeat store that remembers every beat.
+// recordedBeats is a heartbeat store that remembers every beat, and
+// lists the latest of each region as the real stores do.
 type recordedBeats struct {
-	mu    sync.Mutex
-	beats []heartbeat.Beat
+	mu     sync.Mutex
+	beats  []heartbeat.Beat
+	latest *heartbeat.Memory
 }
 
-func (r *recordedBeats) Record(_ context.Context, b heartbeat.Beat) error {
+func (r *recordedBeats) Record(ctx context.Context, b heartbeat.Beat) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.beats = append(r.beats, b)
-	return nil
+	return r.latest.Record(ctx, b)
+}
+
+func (r *recordedBeats) List(ctx context.Context) ([]heartbeat.Beat, error) {
+	return r.latest.List(ctx)
 }
 
 func (r *recordedBeats) all() []heartbeat.Beat {

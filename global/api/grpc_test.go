@@ -14,6 +14,7 @@ import (
 	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/transport/transporttest"
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
@@ -158,7 +159,7 @@ func TestRegionHeartbeat(t *testing.T) {
 		resp, err := fed.RegionHeartbeat(ctx, &globalv1.RegionHeartbeatRequest{
 			Region: &resourcev1.Region{Name: "eu", Endpoint: endpoint, ConsoleUrl: "http://eu.example:8080", Zones: []string{"a", "b"}},
 			Seq:    seq,
-			Status: &resourcev1.RegionStatus{Nodes: 3, NodesUp: 2},
+			Status: &resourcev1.RegionStatus{Nodes: 3, NodesUp: 2, Leader: "eu-r2"},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -220,6 +221,14 @@ func TestRegionHeartbeat(t *testing.T) {
 		got := decodeAs[api.Region](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/regions/eu", nil)))
 		if got.Endpoint != "10.0.0.2:9091" || got.Labels["tier"] != "gold" {
 			t.Fatalf("got %+v; want the new endpoint and the admin's labels", got)
+		}
+		// The leader comes from the last beat, in GET and in the list.
+		if got.Status == nil || got.Status.Leader != "eu-r2" || got.Status.NodesUp != 2 {
+			t.Fatalf("got status %+v; want leader eu-r2 and 2 nodes up from the beat", got.Status)
+		}
+		list := decodeAs[rest.List[api.Region]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/regions", nil)))
+		if len(list.Items) != 1 || list.Items[0].Status == nil || list.Items[0].Status.Leader != "eu-r2" {
+			t.Fatalf("got %+v; want eu with leader eu-r2", list.Items)
 		}
 	})
 	t.Run("a restarted region registers again: its first beat refreshes registeredAt", func(t *testing.T) {

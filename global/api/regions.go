@@ -69,9 +69,11 @@ func (g *Regions) Get(ctx context.Context, name string) (api.Region, error) {
 	return r, nil
 }
 
-// withBeat fills a region status with the numbers of its last heartbeat.
+// withBeat fills a region status with the numbers and the leader of its
+// last heartbeat.
 func withBeat(st *api.RegionStatus, b heartbeat.Beat) {
 	st.LastHeartbeat = b.At
+	st.Leader = b.Attrs["leader"]
 	st.Nodes = int(b.Metrics["nodes"])
 	st.NodesUp = int(b.Metrics["nodes_up"])
 	st.Resources = int(b.Metrics["resources"])
@@ -212,7 +214,7 @@ func (g *Regions) Heartbeat(ctx context.Context, r api.Region, seq uint64, st *a
 	if g.heartbeats == nil {
 		return 0, fmt.Errorf("no heartbeat store is configured: %w", api.ErrUnavailable)
 	}
-	beat := heartbeat.Beat{ID: r.Name, At: now(), Seq: seq, Metrics: regionMetrics(st)}
+	beat := heartbeat.Beat{ID: r.Name, At: now(), Seq: seq, Metrics: regionMetrics(st), Attrs: regionAttrs(st)}
 	if err := g.heartbeats.Record(ctx, beat); err != nil {
 		return 0, fmt.Errorf("record heartbeat of region %q: %w", r.Name, err)
 	}
@@ -237,6 +239,16 @@ func regionMetrics(st *api.RegionStatus) map[string]float64 {
 		"replicas":  float64(st.Replicas),
 		"ready":     float64(st.Ready),
 	}
+}
+
+// regionAttrs are what a region reports about itself that is not a
+// number: its leader, which changes too rarely to be worth more than the
+// beat that carries it, and too often to be the registration's.
+func regionAttrs(st *api.RegionStatus) map[string]string {
+	if st == nil || st.Leader == "" {
+		return nil
+	}
+	return map[string]string{"leader": st.Leader}
 }
 
 // save creates in's registration or brings a stored one in line with it.

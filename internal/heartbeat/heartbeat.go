@@ -34,6 +34,9 @@ type Beat struct {
 	// Metrics are numbers the sender reports, e.g. cpu_used, mem_used_mib,
 	// replicas. Nil when there are none or when they expired (Redis TTL).
 	Metrics map[string]float64
+	// Attrs are short strings the sender reports that are not numbers,
+	// e.g. a region's current leader. They expire with Metrics.
+	Attrs map[string]string
 }
 
 // Store keeps the latest beat per ID.

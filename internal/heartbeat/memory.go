@@ -41,9 +41,8 @@ func (m *Memory) RecordBatch(ctx context.Context, beats []Beat) error {
 		if err != nil {
 			return err
 		}
-		// Copy so the caller may reuse its map.
-		nb.Metrics = cloneMetrics(nb.Metrics)
-		norm[i] = nb
+		// Copy so the caller may reuse its maps.
+		norm[i] = cloneBeat(nb)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -67,8 +66,7 @@ func (m *Memory) Get(ctx context.Context, id string) (Beat, error) {
 	if !ok {
 		return Beat{}, ErrNotFound
 	}
-	b.Metrics = cloneMetrics(b.Metrics)
-	return b, nil
+	return cloneBeat(b), nil
 }
 
 // List implements Store.
@@ -100,8 +98,7 @@ func (m *Memory) collect(ctx context.Context, keep func(Beat) bool) ([]Beat, err
 	out := make([]Beat, 0, len(m.beats))
 	for _, b := range m.beats {
 		if keep(b) {
-			b.Metrics = cloneMetrics(b.Metrics)
-			out = append(out, b)
+			out = append(out, cloneBeat(b))
 		}
 	}
 	m.mu.RUnlock()
@@ -120,7 +117,15 @@ func sortBeats(bs []Beat) {
 	})
 }
 
-func cloneMetrics(m map[string]float64) map[string]float64 {
+// cloneBeat copies b's maps, so that neither the caller nor the store
+// aliases the other's; empty maps read back as nil, as from Redis.
+func cloneBeat(b Beat) Beat {
+	b.Metrics = cloneMap(b.Metrics)
+	b.Attrs = cloneMap(b.Attrs)
+	return b
+}
+
+func cloneMap[V any](m map[string]V) map[string]V {
 	if len(m) == 0 {
 		return nil
 	}

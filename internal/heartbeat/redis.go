@@ -18,7 +18,7 @@ import (
 //	               Stale is one ZRANGE BYSCORE, List one ZRANGE; members
 //	               stay until Forget, so a dead node never disappears by
 //	               itself.
-//	{ns}:hb:<id>   hash: at, seq and m:<metric> fields of the last beat,
+//	{ns}:hb:<id>   hash: at, seq, m:<metric> and a:<attr> fields of the last beat,
 //	               with a TTL so forgotten-about nodes do not keep metrics
 //	               forever.
 //
@@ -31,8 +31,8 @@ import (
 // concurrent API replicas cannot let a late, older beat win. It compares
 // against the sorted-set score, which outlives the hash's TTL.
 //
-// KEYS: zset, hash. ARGV: id, at (µs), ttl (ms), seq, then metric
-// field/value pairs. Returns 1 if applied, 0 if a newer beat was kept.
+// KEYS: zset, hash. ARGV: id, at (µs), ttl (ms), seq, then metric and
+// attribute field/value pairs. Returns 1 if applied, 0 if a newer beat was kept.
 const recordScript = `
 local cur = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if cur and tonumber(cur) > tonumber(ARGV[2]) then
@@ -49,6 +49,7 @@ const (
 	fieldAt      = "at"
 	fieldSeq     = "seq"
 	metricPrefix = "m:"
+	attrPrefix   = "a:"
 	// readChunk bounds how many HGETALLs go into one pipeline, so a huge
 	// namespace does not build one giant request and reply in memory.
 	readChunk = 4096
@@ -102,10 +103,13 @@ func (r *Redis) RecordBatch(ctx context.Context, beats []Beat) error {
 		if err != nil {
 			return err
 		}
-		args := make([]any, 0, 4+2*len(b.Metrics))
+		args := make([]any, 0, 4+2*len(b.Metrics)+2*len(b.Attrs))
 		args = append(args, b.ID, b.At.UnixMicro(), ttl, b.Seq)
 		for k, v := range b.Metrics {
 			args = append(args, metricPrefix+k, strconv.FormatFloat(v, 'g', -1, 64))
+		}
+		for k, v := range b.Attrs {
+			args = append(args, attrPrefix+k, v)
 		}
 		calls[i] = call{keys: []string{r.zset, r.prefix + b.ID}, args: args}
 	}
@@ -240,7 +244,7 @@ func (r *Redis) fill(ctx context.Context, zs []redis.Z) ([]Beat, error) {
 }
 
 // decode builds a beat from its score and hash. The hash wins when present
-// because it was written together with Seq and Metrics; an expired hash
+// because it was written together with Seq, Metrics and Attrs; an expired hash
 // leaves only the score.
 func (r *Redis) decode(ctx context.Context, id string, score float64, h map[string]string) Beat {
 	b := Beat{ID: id, At: time.UnixMicro(int64(math.Round(score))).UTC()}
@@ -262,6 +266,11 @@ func (r *Redis) decode(ctx context.Context, id string, score float64, h map[stri
 				}
 				b.Metrics[strings.TrimPrefix(k, metricPrefix)] = f
 			}
+		case strings.HasPrefix(k, attrPrefix):
+			if b.Attrs == nil {
+				b.Attrs = make(map[string]string, len(h))
+			}
+			b.Attrs[strings.TrimPrefix(k, attrPrefix)] = v
 		}
 		if err != nil {
 			// Only another writer could have put this there; skipping the

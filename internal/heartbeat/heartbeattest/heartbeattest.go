@@ -54,7 +54,7 @@ func ctxT(t *testing.T) context.Context {
 
 func checkBeat(t *testing.T, what string, got, want heartbeat.Beat) {
 	t.Helper()
-	if got.ID != want.ID || !got.At.Equal(want.At) || got.Seq != want.Seq || !maps.Equal(got.Metrics, want.Metrics) {
+	if got.ID != want.ID || !got.At.Equal(want.At) || got.Seq != want.Seq || !maps.Equal(got.Metrics, want.Metrics) || !maps.Equal(got.Attrs, want.Attrs) {
 		t.Errorf("%s: got %+v; want %+v", what, got, want)
 	}
 }
@@ -84,11 +84,14 @@ func testRecordGet(t *testing.T, s heartbeat.Store) {
 		"neg":          -3.5e-7,
 		"inf":          math.Inf(1),
 	}
-	b := heartbeat.Beat{ID: "n1", At: at(0), Seq: math.MaxUint64, Metrics: metrics}
+	attrs := map[string]string{"leader": "r1-b", "empty": "", "spaces and: colons": "a:b c"}
+	b := heartbeat.Beat{ID: "n1", At: at(0), Seq: math.MaxUint64, Metrics: metrics, Attrs: attrs}
 	mustRecord(t, ctx, s, b)
 	want := b
 	want.Metrics = maps.Clone(metrics)
-	metrics["cpu_used"] = 99 // the store must not alias the caller's map
+	want.Attrs = maps.Clone(attrs)
+	metrics["cpu_used"] = 99 // the store must not alias the caller's maps
+	attrs["leader"] = "changed"
 
 	got, err := s.Get(ctx, "n1")
 	if err != nil {
@@ -96,17 +99,18 @@ func testRecordGet(t *testing.T, s heartbeat.Store) {
 	}
 	checkBeat(t, "Get", got, want)
 	got.Metrics["replicas"] = -1 // nor hand out its own
+	got.Attrs["leader"] = "mutated"
 	again, _ := s.Get(ctx, "n1")
 	checkBeat(t, "Get after mutating a result", again, want)
 
-	// A beat without metrics reads back with nil Metrics.
+	// A beat without metrics or attributes reads back with nil maps.
 	mustRecord(t, ctx, s, heartbeat.Beat{ID: "bare", At: at(0), Seq: 1})
 	got, err = s.Get(ctx, "bare")
 	if err != nil {
 		t.Fatalf("Get(bare): %v", err)
 	}
-	if got.Metrics != nil {
-		t.Errorf("Get(bare).Metrics = %v; want nil", got.Metrics)
+	if got.Metrics != nil || got.Attrs != nil {
+		t.Errorf("Get(bare) Metrics, Attrs = %v, %v; want nil, nil", got.Metrics, got.Attrs)
 	}
 
 	// Sub-microsecond precision is dropped, identically in every store.
