@@ -30,6 +30,9 @@ type TokenRequest struct {
 	Tenant string   `json:"tenant"`
 	Role   api.Role `json:"role"`
 	Name   string   `json:"name,omitempty"`
+	// ExpiresAt, when set, is when the token stops working; it must be in
+	// the future.
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 }
 
 // TokenInfo is a token as the API shows it: never its secret or hash.
@@ -39,6 +42,7 @@ type TokenInfo struct {
 	Tenant    string   `json:"tenant"`
 	Role      api.Role `json:"role"`
 	CreatedAt string   `json:"createdAt"`
+	ExpiresAt string   `json:"expiresAt,omitempty"`
 }
 
 // NewTokenResponse carries the plaintext token, shown this once.
@@ -48,7 +52,11 @@ type NewTokenResponse struct {
 }
 
 func tokenInfo(t *api.Token) TokenInfo {
-	return TokenInfo{ID: t.ID, Name: t.Name, Tenant: t.Tenant, Role: t.Role, CreatedAt: t.CreatedAt.UTC().Format("2006-01-02T15:04:05Z07:00")}
+	info := TokenInfo{ID: t.ID, Name: t.Name, Tenant: t.Tenant, Role: t.Role, CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339)}
+	if !t.ExpiresAt.IsZero() {
+		info.ExpiresAt = t.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	return info
 }
 
 // Authenticate resolves a bearer token (the text after "Bearer ") to an
@@ -103,18 +111,27 @@ func (t *Tokens) lookup(ctx context.Context, id string) (*api.Token, error) {
 // New creates a token and returns its plaintext, which is shown once and
 // never stored. The caller is trusted (the CLI, tests).
 func (t *Tokens) New(ctx context.Context, tenant string, role api.Role, name string) (string, api.Token, error) {
-	if err := api.ValidateName("tenant", tenant); err != nil {
+	return t.issue(ctx, api.Token{Tenant: tenant, Role: role, Name: name})
+}
+
+// issue creates a token with tmpl's tenant, role, name and expiry.
+func (t *Tokens) issue(ctx context.Context, tmpl api.Token) (string, api.Token, error) {
+	if err := api.ValidateName("tenant", tmpl.Tenant); err != nil {
 		return "", api.Token{}, err
 	}
-	if !validRole(role) {
-		return "", api.Token{}, api.Invalid("role", "%q is not one of admin, operator, member, viewer", role)
+	if !validRole(tmpl.Role) {
+		return "", api.Token{}, api.Invalid("role", "%q is not one of admin, operator, member, viewer", tmpl.Role)
+	}
+	created := now()
+	if !tmpl.ExpiresAt.IsZero() && !tmpl.ExpiresAt.After(created) {
+		return "", api.Token{}, api.Invalid("expiresAt", "%s is not in the future", tmpl.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	plain, err := GenerateToken()
 	if err != nil {
 		return "", api.Token{}, err
 	}
 	id, secret, _ := parseToken(plain)
-	tok := api.Token{ID: id, Name: name, Hash: hashSecret(secret), Tenant: tenant, Role: role, CreatedAt: now()}
+	tok := api.Token{ID: id, Name: tmpl.Name, Hash: hashSecret(secret), Tenant: tmpl.Tenant, Role: tmpl.Role, CreatedAt: created, ExpiresAt: tmpl.ExpiresAt}
 	rev, err := t.tokens.Create(ctx, id, &tok)
 	if err != nil {
 		return "", api.Token{}, storeErr(err, "token", id)
@@ -164,7 +181,7 @@ func (t *Tokens) Create(ctx context.Context, req TokenRequest) (NewTokenResponse
 	if req.Name != "" && len(req.Name) > 253 {
 		return NewTokenResponse{}, api.Invalid("name", "is longer than 253 characters")
 	}
-	plain, tok, err := t.New(ctx, req.Tenant, req.Role, req.Name)
+	plain, tok, err := t.issue(ctx, api.Token{Tenant: req.Tenant, Role: req.Role, Name: req.Name, ExpiresAt: req.ExpiresAt})
 	if err != nil {
 		return NewTokenResponse{}, err
 	}

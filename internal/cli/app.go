@@ -143,10 +143,17 @@ Where it connects: the current context of the config file
 overridden by STRATA_URL and STRATA_TOKEN, overridden by --context, --url
 and --token.
 
+First steps as an admin: make a token for each person or tenant with
+"stratactl tokens create NAME --tenant TENANT --role ROLE"; it prints the
+"stratactl config set-context" line that uses it, and the same token signs
+in to the web console at URL/console/. Follow a list as it changes with
+"stratactl get TYPE --watch".
+
 Exit codes: 0 ok; 1 the server failed the request or an operation failed;
 2 usage (bad flags, arguments or manifests); 3 not found; 4 unauthorized
 or forbidden; 5 cannot connect.`,
 		Example: `  stratactl config set-context dev --url http://127.0.0.1:8080 --token $(cat .dev/admin-token)
+  stratactl tokens create alice --tenant acme --role member --expires-in 90d
   stratactl apply -f deploy/examples/
   stratactl get resources -w
   stratactl describe resource web
@@ -179,6 +186,7 @@ or forbidden; 5 cannot connect.`,
 		a.eventsCommand(),
 		a.regionsCommand(),
 		a.nodesCommand(),
+		a.tokensCommand(),
 		a.versionCommand(),
 	)
 	return root

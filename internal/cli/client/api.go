@@ -237,6 +237,47 @@ func (c *Client) GetDrain(ctx context.Context, region, node string) (api.DrainSt
 	return call[api.DrainStatus](ctx, c, request{method: http.MethodGet, path: nodePath(region, node) + "/drain"})
 }
 
+// ---- tokens ----
+
+// Token is a bearer token as the API lists it: never its secret.
+type Token struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name,omitempty"`
+	Tenant    string    `json:"tenant"`
+	Role      api.Role  `json:"role"`
+	CreatedAt time.Time `json:"createdAt"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+}
+
+// NewToken is a token just created, with its plaintext (shown once).
+type NewToken struct {
+	Token
+	Secret string `json:"token"`
+}
+
+// TokenRequest asks for a token (POST /v1/tokens).
+type TokenRequest struct {
+	Name      string    `json:"name,omitempty"`
+	Tenant    string    `json:"tenant,omitempty"`
+	Role      api.Role  `json:"role"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+}
+
+// CreateToken makes a token (admins only).
+func (c *Client) CreateToken(ctx context.Context, r TokenRequest) (NewToken, error) {
+	return call[NewToken](ctx, c, request{method: http.MethodPost, path: "/v1/tokens", body: r})
+}
+
+// ListTokens returns every token (admins only).
+func (c *Client) ListTokens(ctx context.Context) ([]Token, error) {
+	return items[Token](ctx, c, request{method: http.MethodGet, path: "/v1/tokens"})
+}
+
+// RevokeToken deletes a token by its id (admins only).
+func (c *Client) RevokeToken(ctx context.Context, id string) (Token, error) {
+	return call[Token](ctx, c, request{method: http.MethodDelete, path: "/v1/tokens/" + escape(id)})
+}
+
 // ---- status ----
 
 // Status returns the global tier's overview, with the server's version.

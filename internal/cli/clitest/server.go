@@ -43,6 +43,8 @@ type Server struct {
 	Drains map[string][]api.DrainStatus
 	// Logs is each resource's output; Follow keeps the stream open.
 	Logs map[string]string
+	// Tokens are the tokens by id, as the API lists them (no secrets).
+	Tokens map[string]Token
 	// Version is what /v1/status reports.
 	Version string
 	// NoStreaming answers watch=true with 503, as a server behind a
@@ -72,6 +74,7 @@ func New(t testing.TB, now func() time.Time) *Server {
 		Regions:   map[string]api.Region{},
 		Drains:    map[string][]api.DrainStatus{},
 		Logs:      map[string]string{},
+		Tokens:    map[string]Token{},
 		Version:   "v0.0.0-test",
 		now:       now,
 		newEvts:   make(chan struct{}),
@@ -142,6 +145,10 @@ func (s *Server) handler() http.Handler {
 		"POST /v1/regions/{region}/nodes/{node}/uncordon": s.cordon(true),
 		"POST /v1/regions/{region}/nodes/{node}/drain":    s.drain,
 		"GET /v1/regions/{region}/nodes/{node}/drain":     s.getDrain,
+
+		"POST /v1/tokens":        s.createToken,
+		"GET /v1/tokens":         s.listTokens,
+		"DELETE /v1/tokens/{id}": s.deleteToken,
 
 		"GET /v1/status": s.status,
 	}
@@ -791,4 +798,57 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("follow") == "true" {
 		<-r.Context().Done()
 	}
+}
+
+// Token is a token as GET /v1/tokens shows it.
+type Token struct {
+	ID        string   `json:"id"`
+	Name      string   `json:"name,omitempty"`
+	Tenant    string   `json:"tenant"`
+	Role      api.Role `json:"role"`
+	CreatedAt string   `json:"createdAt"`
+	ExpiresAt string   `json:"expiresAt,omitempty"`
+}
+
+func (s *Server) createToken(r *http.Request) (int, any, error) {
+	var req struct {
+		Tenant    string    `json:"tenant"`
+		Role      api.Role  `json:"role"`
+		Name      string    `json:"name,omitempty"`
+		ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	}
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	if !slices.Contains([]api.Role{api.RoleAdmin, api.RoleOperator, api.RoleMember, api.RoleViewer}, req.Role) {
+		return 0, nil, api.Invalid("role", "%q is not one of admin, operator, member, viewer", req.Role)
+	}
+	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(s.now()) {
+		return 0, nil, api.Invalid("expiresAt", "is not in the future")
+	}
+	tenant := cmp.Or(req.Tenant, "default")
+	id := fmt.Sprintf("%08x", s.version())
+	t := Token{ID: id, Name: req.Name, Tenant: tenant, Role: req.Role, CreatedAt: s.now().UTC().Format(time.RFC3339)}
+	if !req.ExpiresAt.IsZero() {
+		t.ExpiresAt = req.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	s.Tokens[id] = t
+	return http.StatusCreated, struct {
+		Token
+		Secret string `json:"token"`
+	}{t, "strata_" + id + "_0123456789abcdef0123456789abcdef"}, nil
+}
+
+func (s *Server) listTokens(*http.Request) (int, any, error) {
+	return http.StatusOK, list[Token]{Items: sortedValues(s.Tokens)}, nil
+}
+
+func (s *Server) deleteToken(r *http.Request) (int, any, error) {
+	id := r.PathValue("id")
+	t, ok := s.Tokens[id]
+	if !ok {
+		return 0, nil, fmt.Errorf("token %s: %w", id, api.ErrNotFound)
+	}
+	delete(s.Tokens, id)
+	return http.StatusOK, t, nil
 }

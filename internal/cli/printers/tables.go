@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/cli/client"
 )
 
 // Flavors is the table of flavors.
@@ -271,6 +272,24 @@ func DrainSteps(steps []api.DrainStep, now time.Time) Table {
 	t := Table{Header: []string{"REPLICA", "RESOURCE", "STATE", "TO", "MESSAGE", "AGE"}}
 	for _, s := range steps {
 		t.Rows = append(t.Rows, []string{Cell(s.Replica), Cell(s.Resource), Cell(s.State), Cell(s.To), Cell(s.Message), Age(now, s.At)})
+	}
+	return t
+}
+
+// Tokens is the table of tokens; EXPIRES is "never", "in 3d" or
+// "expired 2h ago".
+func Tokens(items []client.Token, now time.Time) Table {
+	t := Table{Header: []string{"ID", "NAME", "TENANT", "ROLE", "AGE", "EXPIRES"}}
+	for _, tk := range items {
+		exp := "never"
+		switch {
+		case tk.ExpiresAt.IsZero():
+		case tk.ExpiresAt.After(now):
+			exp = "in " + HumanDuration(tk.ExpiresAt.Sub(now))
+		default:
+			exp = "expired " + HumanDuration(now.Sub(tk.ExpiresAt)) + " ago"
+		}
+		t.Rows = append(t.Rows, []string{Cell(tk.ID), Cell(tk.Name), Cell(tk.Tenant), Cell(string(tk.Role)), Age(now, tk.CreatedAt), exp})
 	}
 	return t
 }
