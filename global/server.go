@@ -24,6 +24,7 @@ import (
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver"
+	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
@@ -160,11 +161,11 @@ func (s *Server) Run(ctx context.Context) error {
 	st := state.New(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)))
 	caches := state.NewCaches(st)
 
-	hb, closeHB, err := s.heartbeatStore()
+	hb, evs, closeStores, err := s.sharedStores()
 	if err != nil {
 		return err
 	}
-	defer closeHB()
+	defer closeStores()
 
 	pool, err := regions.New(regions.Options{Lookup: regions.CacheLookup(caches.Regions), Security: s.sec, Logger: s.log})
 	if err != nil {
@@ -184,6 +185,7 @@ func (s *Server) Run(ctx context.Context) error {
 		Caches:            caches,
 		Regions:           pool,
 		Heartbeats:        hb,
+		Events:            evs,
 		Leader:            elector,
 		ID:                cfg.ID,
 		MaxBodyBytes:      cfg.API.MaxBodyBytes,
@@ -250,21 +252,27 @@ func (s *Server) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// heartbeatStore is the store of region heartbeats: the one given, else
-// Redis when configured, else memory (one replica only). close releases
-// it.
-func (s *Server) heartbeatStore() (hb heartbeat.Store, close func(), err error) {
-	if s.o.Heartbeats != nil {
-		return s.o.Heartbeats, func() {}, nil
-	}
+// sharedStores are what the replicas share outside etcd: the region
+// heartbeats (the store given, else Redis when configured, else memory:
+// one replica only) and the global event stream (Redis when configured,
+// else nil: the API keeps it in memory). close releases them.
+func (s *Server) sharedStores() (hb heartbeat.Store, evs events.Store, close func(), err error) {
 	if !s.cfg.Redis.Configured() {
-		return heartbeat.NewMemory(), func() {}, nil
+		hb = s.o.Heartbeats
+		if hb == nil {
+			hb = heartbeat.NewMemory()
+		}
+		return hb, nil, func() {}, nil
 	}
 	rc, err := redisclient.New(s.cfg.Redis)
 	if err != nil {
-		return nil, nil, fmt.Errorf("global: %w", err)
+		return nil, nil, nil, fmt.Errorf("global: %w", err)
 	}
-	return heartbeat.NewRedis(rc, "strata:global", heartbeat.WithLogger(s.log)), func() { rc.Close() }, nil
+	hb = s.o.Heartbeats
+	if hb == nil {
+		hb = heartbeat.NewRedis(rc, "strata:global", heartbeat.WithLogger(s.log))
+	}
+	return hb, events.NewRedis(rc, "strata:global:events", events.DefaultCapacity, events.WithLogger(s.log)), func() { rc.Close() }, nil
 }
 
 // lead stands for election once the replica serves (with its bootstrap

@@ -2,19 +2,70 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/events"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
-// Events are the regions' events: each region keeps its own stream, and
-// the global tier gathers them.
+// Events are the regions' events, each region keeping its own stream,
+// gathered with the global tier's own: the operators' actions on
+// resources (scaled, rolled back, rollout paused, deletion requested),
+// which happen here and in no region.
 type Events struct {
 	fan *regionFan
+	own events.Store
+	log *slog.Logger
+}
+
+// globalCursor is the global stream's key in a cursor: not a region
+// name (those are DNS labels), so it cannot clash with one.
+const globalCursor = "@global"
+
+// recordTimeout bounds the write of an action's event: the action is
+// done, and an event store in trouble must not hold its answer long.
+const recordTimeout = 2 * time.Second
+
+// record appends an operator's action on resource tenant/name to the
+// global stream. The action has happened: a failure to record it is
+// logged, not returned (events are for people, not a source of truth).
+func (e *Events) record(ctx context.Context, tenant, name, reason, msg string) {
+	fields := map[string]string{}
+	if id, ok := IdentityFrom(ctx); ok {
+		// The token's id, never its secret: it names who acted.
+		fields["token"] = id.TokenID
+		fields["role"] = string(id.Role)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	ev := events.Event{Reason: reason, Object: "resource/" + tenant + "/" + name, Message: msg, Fields: fields}
+	if _, err := e.own.Append(ctx, ev); err != nil {
+		e.log.Warn("cannot record an event", "reason", reason, "object", ev.Object, "err", err)
+	}
+}
+
+// authorize checks that the caller may read the events q selects: a
+// tenant's resources' events (object "resource/TENANT[/NAME]") with the
+// right to read them, anything else (nodes, regions, every event) with
+// the right to operate nodes.
+func (e *Events) authorize(ctx context.Context, q EventQuery) error {
+	if rest, ok := strings.CutPrefix(q.Object, "resource/"); ok {
+		tenant, _, _ := strings.Cut(rest, "/")
+		if tenant == "" {
+			return api.Invalid("object", "%q names no tenant: want resource/TENANT/NAME", q.Object)
+		}
+		_, err := tenantScope(ctx, readResources, tenant)
+		return err
+	}
+	_, err := authorize(ctx, useNodes)
+	return err
 }
 
 // EventQuery selects events.
@@ -40,7 +91,7 @@ type EventList struct {
 // per region ("dev-1=1716-0,dev-2=1716-3"), so that following several
 // regions misses nothing and repeats nothing.
 func (e *Events) List(ctx context.Context, q EventQuery) (EventList, error) {
-	if _, err := authorize(ctx, useNodes); err != nil {
+	if err := e.authorize(ctx, q); err != nil {
 		return EventList{}, err
 	}
 	if q.Limit <= 0 {
@@ -78,6 +129,16 @@ func (e *Events) List(ctx context.Context, q EventQuery) (EventList, error) {
 			next[b.region] = ev.ID
 		}
 	}
+	if q.Region == "" {
+		own, err := e.ownEvents(ctx, cursors[globalCursor], q)
+		if err != nil {
+			return EventList{}, err
+		}
+		for _, ev := range own {
+			out.Items = append(out.Items, ev)
+			next[globalCursor] = ev.ID
+		}
+	}
 	slices.SortStableFunc(out.Items, func(a, b api.Event) int { return a.Time.Compare(b.Time) })
 	if len(out.Items) > q.Limit {
 		out.Items = out.Items[len(out.Items)-q.Limit:]
@@ -86,6 +147,20 @@ func (e *Events) List(ctx context.Context, q EventQuery) (EventList, error) {
 		out.Items = []api.Event{}
 	}
 	out.Cursor = formatCursor(next)
+	return out, nil
+}
+
+// ownEvents reads the global stream as a region reads its own: the
+// newest Limit at first, then what comes after the cursor.
+func (e *Events) ownEvents(ctx context.Context, after string, q EventQuery) ([]api.Event, error) {
+	evs, err := e.own.Range(ctx, events.Query{After: after, Limit: q.Limit, Object: q.Object, Newest: after == ""})
+	if err != nil {
+		return nil, fmt.Errorf("global events: %w", err)
+	}
+	out := make([]api.Event, len(evs))
+	for i, ev := range evs {
+		out[i] = api.Event{ID: ev.ID, Time: ev.Time, Type: ev.Type, Reason: ev.Reason, Object: ev.Object, Message: ev.Message, Fields: ev.Fields}
+	}
 	return out, nil
 }
 

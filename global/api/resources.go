@@ -31,7 +31,10 @@ type Resources struct {
 	statuses  *store.Cache[api.ResourceStatus]
 	flavors   *store.Cache[api.Flavor]
 	regions   regionCatalog
-	log       *slog.Logger
+	// events records the operators' actions (scale, roll back, delete,
+	// pause and resume) as the resource's events.
+	events *Events
+	log    *slog.Logger
 
 	// Revisions of this replica's latest writes per cache, for
 	// read-your-writes: a cached read waits for the cache to reach them.
@@ -336,7 +339,9 @@ func (s *Resources) Scale(ctx context.Context, tenant, name string, replicas int
 	if err := api.ValidateReplicas("", replicas); err != nil {
 		return api.Resource{}, err
 	}
-	return s.write(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
+	from := -1 // set by the attempt that writes
+	out, err := s.write(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
+		from = -1
 		if r.Deleting() {
 			return fmt.Errorf("resource %q is being deleted: %w", r.Name, api.ErrConflict)
 		}
@@ -346,9 +351,13 @@ func (s *Resources) Scale(ctx context.Context, tenant, name string, replicas int
 		if r.Replicas == replicas {
 			return store.ErrNoChange
 		}
-		r.Replicas = replicas
+		from, r.Replicas = r.Replicas, replicas
 		return r.Validate()
 	})
+	if err == nil && from >= 0 {
+		s.events.record(ctx, tenant, name, "Scaled", fmt.Sprintf("scaled from %d to %d replicas", from, replicas))
+	}
+	return out, err
 }
 
 // Delete asks for the resource's deletion; the master removes it once
@@ -358,14 +367,20 @@ func (s *Resources) Delete(ctx context.Context, tenant, name string) (api.Resour
 	if err != nil {
 		return api.Resource{}, err
 	}
-	return s.write(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
+	requested := false
+	out, err := s.write(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
+		requested = false
 		if r.Deleting() {
 			return store.ErrNoChange
 		}
 		t := now()
-		r.DeletionRequestedAt = &t
+		r.DeletionRequestedAt, requested = &t, true
 		return nil
 	})
+	if err == nil && requested {
+		s.events.record(ctx, tenant, name, "DeletionRequested", "deletion requested: every region destroys its replicas, then the resource goes")
+	}
+	return out, err
 }
 
 // change edits a stored resource in place and may add operations to the

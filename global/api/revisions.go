@@ -42,7 +42,9 @@ func (s *Resources) Rollback(ctx context.Context, tenant, name string, to int64)
 	if to <= 0 {
 		return api.Resource{}, api.Invalid("revision", "must be a revision number (1 or more)")
 	}
-	return s.write(ctx, tenant, name, 0, func(r *api.Resource, txn *store.Txn) error {
+	var from int64 // the revision replaced, set by the attempt that writes
+	out, err := s.write(ctx, tenant, name, 0, func(r *api.Resource, txn *store.Txn) error {
+		from = 0
 		if r.Deleting() {
 			return fmt.Errorf("resource %q is being deleted: %w", r.Name, api.ErrConflict)
 		}
@@ -61,9 +63,14 @@ func (s *Resources) Rollback(ctx context.Context, tenant, name string, to int64)
 		if err != nil {
 			return fmt.Errorf("cannot roll back to revision %d: %w", to, err)
 		}
+		from = r.Revision
 		r.Revision++
 		return s.addRevision(txn, r, flavor, fmt.Sprintf("rollback to %d", to))
 	})
+	if err == nil && from > 0 {
+		s.events.record(ctx, tenant, name, "RolledBack", fmt.Sprintf("rolled back from revision %d to the spec of revision %d, as revision %d", from, to, out.Revision))
+	}
+	return out, err
 }
 
 // PinRevision pins or unpins a revision: a pinned revision is never pruned
@@ -104,16 +111,26 @@ func (s *Resources) PauseRollout(ctx context.Context, tenant, name string, pause
 	if err != nil {
 		return api.Resource{}, err
 	}
-	return s.write(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
+	changed := false
+	out, err := s.write(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
+		changed = false
 		if r.Deleting() {
 			return fmt.Errorf("resource %q is being deleted: %w", r.Name, api.ErrConflict)
 		}
 		if r.Rollout.Paused == paused {
 			return store.ErrNoChange
 		}
-		r.Rollout.Paused = paused
+		r.Rollout.Paused, changed = paused, true
 		return nil
 	})
+	if err == nil && changed {
+		if paused {
+			s.events.record(ctx, tenant, name, "RolloutPaused", "rollout paused: no region gets a new revision until it is resumed")
+		} else {
+			s.events.record(ctx, tenant, name, "RolloutResumed", "rollout resumed")
+		}
+	}
+	return out, err
 }
 
 // CancelRollout goes back to the revision the running rollout started
@@ -131,7 +148,12 @@ func (s *Resources) CancelRollout(ctx context.Context, tenant, name string) (api
 	if ro == nil || ro.State != api.RolloutProgressing && ro.State != api.RolloutPaused && ro.State != api.RolloutFailed {
 		return api.Resource{}, fmt.Errorf("resource %q has no rollout to cancel: %w", name, api.ErrConflict)
 	}
-	return s.revertTo(ctx, tenant, name, cur.UID, ro.Revision, ro.FromRevision, fmt.Sprintf("rollout of revision %d cancelled", ro.Revision))
+	cause := fmt.Sprintf("rollout of revision %d cancelled", ro.Revision)
+	out, err := s.revertTo(ctx, tenant, name, cur.UID, ro.Revision, ro.FromRevision, cause)
+	if err == nil {
+		s.events.record(ctx, tenant, name, "RolloutCancelled", fmt.Sprintf("%s: back to the spec of revision %d, as revision %d", cause, ro.FromRevision, out.Revision))
+	}
+	return out, err
 }
 
 func rolloutOf(r *api.Resource) *api.RolloutStatus {

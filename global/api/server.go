@@ -26,6 +26,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
+	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/store"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
@@ -76,6 +77,10 @@ type Options struct {
 	// Heartbeats stores region heartbeats; without it RegionHeartbeat
 	// answers Unavailable.
 	Heartbeats HeartbeatRecorder
+	// Events is the global tier's own event stream (operators' actions on
+	// resources), shared by every replica (Redis); nil keeps one in memory,
+	// right for a single replica.
+	Events events.Store
 	// Leader reports the master in Status; optional.
 	Leader LeaderSource
 	// ID is this API replica's identity (config.Global.ID); required.
@@ -145,11 +150,15 @@ func New(o Options) (*Server, error) {
 		heartbeats: o.Heartbeats, beatEvery: positiveOr(o.HeartbeatInterval, config.DefaultRegionsLiveness().HeartbeatInterval), log: log,
 	}
 	s.flavors = &Flavors{flavors: st.Flavors, resources: st.Resources}
-	s.resources = &Resources{st: st, resources: c.Resources, statuses: c.Statuses, flavors: c.Flavors, regions: s.regions, log: log}
 	fan := &regionFan{clients: o.Regions, dir: s.regions, wait: positiveOr(o.RegionTimeout, DefaultRegionTimeout), log: log}
+	own := o.Events
+	if own == nil {
+		own = events.NewMemory(events.DefaultCapacity)
+	}
+	s.events = &Events{fan: fan, own: own, log: log}
+	s.resources = &Resources{st: st, resources: c.Resources, statuses: c.Statuses, flavors: c.Flavors, regions: s.regions, events: s.events, log: log}
 	s.nodes = &Nodes{fan: fan}
 	s.replicas = &Replicas{fan: fan, resources: s.resources}
-	s.events = &Events{fan: fan}
 	s.tokens = &Tokens{tokens: st.Tokens, cache: c.Tokens, log: log}
 	return s, nil
 }
