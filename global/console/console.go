@@ -1,6 +1,11 @@
 // Package console is the global tier's operator web console: an overview
 // of the regions (health, nodes, resources, replicas) with links to each
-// region's own console, the master and the version.
+// region's own console, the master and the version; a page per resource
+// (spec, revisions with their differences, placement and replicas per
+// region, events) that scales it, rolls it back, pauses and resumes its
+// rollout and deletes it; and a page where admins create and revoke
+// tokens. Every action is a call of the same REST API stratactl uses,
+// behind a confirmation; the console has no endpoint of its own.
 //
 // Like the region console it is server-rendered page shells and embedded
 // static files that call the global REST API (/v1) from the browser with
@@ -10,8 +15,10 @@
 //
 // Routes, relative to where the handler is mounted (/console/):
 //
-//	GET /console/             the overview
-//	GET /console/static/...   CSS, JavaScript, icons
+//	GET /console/                         the overview
+//	GET /console/resource?tenant=T&name=N one resource
+//	GET /console/tokens                   the tokens (admins)
+//	GET /console/static/...               CSS, JavaScript, icons
 package console
 
 import (
@@ -56,13 +63,29 @@ func Handler(o Options) http.Handler {
 		panic(err)
 	}
 	static := webconsole.NewStaticServer(webconsole.Static(), own)
-	overview := template.Must(template.ParseFS(templateFS, "web/templates/layout.html", "web/templates/overview.html"))
+	pages := map[string]pageData{
+		"":         {Page: "overview", Title: "Overview"},
+		"resource": {Page: "resource", Title: "Resource"},
+		"tokens":   {Page: "tokens", Title: "Tokens"},
+	}
+	tmpls := make(map[string]*template.Template, len(pages))
+	for _, p := range pages {
+		tmpls[p.Page] = template.Must(template.ParseFS(templateFS, "web/templates/layout.html", "web/templates/"+p.Page+".html"))
+	}
 
+	serve := func(w http.ResponseWriter, r *http.Request) {
+		p, ok := pages[r.PathValue("page")]
+		if !ok {
+			webconsole.NotFound(w, r)
+			return
+		}
+		p.Version = version.String()
+		webconsole.RenderPage(w, r, log, tmpls[p.Page], p)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", static))
-	mux.HandleFunc("GET /console/{$}", func(w http.ResponseWriter, r *http.Request) {
-		webconsole.RenderPage(w, r, log, overview, pageData{Page: "overview", Title: "Overview", Version: version.String()})
-	})
+	mux.HandleFunc("GET /console/{$}", serve)
+	mux.HandleFunc("GET /console/{page}", serve)
 	mux.HandleFunc("/console/", webconsole.NotFound)
 	return webconsole.SecurityHeaders(mux)
 }

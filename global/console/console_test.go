@@ -41,6 +41,22 @@ func TestOverview(t *testing.T) {
 			t.Errorf("GET /console/static/%s: %d", f, resp.StatusCode)
 		}
 	}
+	// The resource and tokens pages, each with its shell and the dialog
+	// its actions confirm in.
+	for _, tc := range []struct{ path, page, want string }{
+		{"/console/resource?tenant=acme&name=web", "resource", `id="revisions"`},
+		{"/console/tokens", "tokens", `data-action="create-token"`},
+	} {
+		resp, body := get(tc.path)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", tc.path, resp.StatusCode)
+		}
+		for _, want := range []string{`data-page="` + tc.page + `"`, tc.want, `id="dialog"`, `stratactl tokens create`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("GET %s: no %q", tc.path, want)
+			}
+		}
+	}
 	if resp, _ := get("/console/nodes"); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /console/nodes: %d; want 404", resp.StatusCode)
 	}

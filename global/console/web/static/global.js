@@ -1,7 +1,11 @@
-// Strata global console: the overview of regions and resources.
+// Strata global console: the overview of regions and resources, a page
+// per resource that acts on it, and the tokens page. Every action is a
+// call of the global REST API (the one stratactl uses), behind a
+// confirmation dialog.
 import {
   $, h, api, start, refresher, setLive, showAlert, clearAlert, describeError,
-  pill, bar, pct, plural, relTime, time, absolute, healthTone, phaseTone,
+  pill, bar, pct, plural, relTime, time, absolute, clock, healthTone, phaseTone,
+  confirmDialog, field, toast, ApiError, auth,
 } from './common.js';
 
 const REFRESH_MS = 5000;
@@ -132,7 +136,7 @@ function overviewPage() {
     if (!items.length) {
       resourcesBody.replaceChildren(h('tr', {}, h('td', { colspan: '6' }, h('div', { class: 'empty' },
         h('div', { class: 'empty-title' }, 'No resources yet'),
-        h('div', {}, 'Create one with ', h('code', {}, 'strata create -f resource.yaml'), ' or POST /v1/resources.')))));
+        h('div', {}, 'Create one with ', h('code', {}, 'stratactl apply -f resource.yaml'), ' or POST /v1/resources.')))));
       return;
     }
     resourcesBody.replaceChildren(...items.map((res) => {
@@ -141,7 +145,8 @@ function overviewPage() {
       const shares = Object.entries(s.regions || {}).sort(([a], [b]) => a.localeCompare(b));
       return h('tr', { dataset: { resource: `${res.tenant}/${res.name}`, phase } },
         h('td', {},
-          h('div', { class: 'res-name' }, res.tenant ? h('span', { class: 'res-tenant' }, res.tenant + ' / ') : null, res.name),
+          h('div', { class: 'res-name' }, h('a', { class: 'res-link', href: resourceHref(res), dataset: { role: 'resource-link' } },
+            res.tenant ? h('span', { class: 'res-tenant' }, res.tenant + ' / ') : null, res.name)),
           h('div', { class: 'res-sub' }, h('span', {}, res.kind), res.spec && res.spec.flavor ? h('span', {}, '· ' + res.spec.flavor) : null,
             res.deletionRequestedAt ? h('span', { class: 'tone-warn' }, '· being deleted') : null)),
         h('td', {}, pill(phase, phaseTone[phase] || 'neutral')),
@@ -158,7 +163,327 @@ function overviewPage() {
   r.now();
 }
 
+function resourceHref(res) {
+  return 'resource?' + new URLSearchParams({ tenant: res.tenant || '', name: res.name });
+}
+
+// ---- one resource ----
+
+function resourcePage() {
+  const qs = new URLSearchParams(location.search);
+  const name = qs.get('name') || '';
+  let tenant = qs.get('tenant') || '';
+  const alertBox = $('#alert');
+  const path = (sub = '') => `/v1/resources/${encodeURIComponent(name)}${sub}${tenant ? '?tenant=' + encodeURIComponent(tenant) : ''}`;
+  let res = null;
+  let revisions = [];
+  const r = refresher(load, () => REFRESH_MS);
+
+  async function load() {
+    try {
+      res = await api(path());
+      tenant = res.tenant;
+      const [revs, reps, evs] = await Promise.all([
+        api(path('/revisions')).catch((e) => ({ error: e })),
+        api(path('/replicas')).catch((e) => ({ error: e })),
+        api(`/v1/events?limit=200&object=${encodeURIComponent(`resource/${res.tenant}/${res.name}`)}`).catch((e) => ({ error: e })),
+      ]);
+      revisions = revs.error ? [] : revs.items || [];
+      clearAlert(alertBox);
+      render(revs, reps, evs);
+      setLive('polling', 'The page refreshes every few seconds', 'Auto-refresh');
+    } catch (e) {
+      if (e.status === 401) return;
+      showAlert(alertBox, e, res ? 'The resource could not be refreshed' : 'The resource could not be loaded');
+      if (e.status === 404) {
+        document.body.dataset.resourceGone = 'true';
+        for (const b of document.querySelectorAll('#actions button')) b.disabled = true;
+      }
+    }
+  }
+
+  function render(revs, reps, evs) {
+    const s = res.status || {};
+    const rollout = s.rollout || null;
+    const paused = !!(res.rollout && res.rollout.paused);
+    const deleting = !!res.deletionRequestedAt;
+    document.title = `${res.name} · Strata`;
+    $('#crumb').textContent = `${res.tenant} / ${res.name}`;
+    const title = $('#res-title');
+    title.textContent = res.name;
+    Object.assign(title.dataset, { tenant: res.tenant, replicas: String(res.replicas ?? 0), revision: String(res.revision || 0), paused: String(paused), deleting: String(deleting), phase: s.phase || 'created' });
+    $('#res-sub').replaceChildren(`${res.kind} of tenant `, h('b', {}, res.tenant), res.spec && res.spec.flavor ? ` · flavor ${res.spec.flavor}` : '',
+      deleting ? h('span', { class: 'tone-warn' }, ' · being deleted') : '');
+    for (const b of document.querySelectorAll('#actions button')) b.disabled = deleting;
+    $('button[data-action="pause"]').hidden = paused;
+    $('button[data-action="resume"]').hidden = !paused;
+
+    const stat = (label, value, note) => h('div', { class: 'stat' }, h('div', { class: 'stat-label' }, label), h('div', { class: 'stat-value' }, value), note ? h('div', { class: 'stat-note' }, note) : null);
+    $('#summary').replaceChildren(
+      stat('Phase', pill(s.phase || 'created', phaseTone[s.phase] || 'neutral'), s.reason || ''),
+      stat('Ready', [String(s.ready || 0), h('small', {}, ` / ${res.replicas ?? 0}`)], plural(Object.keys(s.regions || {}).length, 'region')),
+      stat('Revision', 'r' + (res.revision || 0), plural(revisions.length, 'revision') + ' kept'),
+      stat('Rollout', paused ? 'paused' : rollout ? rollout.state : '—', rollout && rollout.message ? rollout.message : ''));
+
+    renderPlacement(s);
+    renderReplicas(reps);
+    renderRevisions(revs);
+    $('#spec').textContent = JSON.stringify(res.spec, null, 2);
+    renderEvents(evs);
+  }
+
+  function renderPlacement(s) {
+    const shares = Object.entries(s.regions || {}).sort(([a], [b]) => a.localeCompare(b));
+    $('#placement-note').textContent = shares.length ? plural(shares.length, 'region') : '';
+    $('#placement tbody').replaceChildren(...(shares.length ? shares.map(([region, sh]) => h('tr', { dataset: { region, phase: sh.phase } },
+      h('td', { class: 'mono' }, region, sh.failoverFrom ? h('span', { class: 'muted' }, ` (for ${sh.failoverFrom})`) : null),
+      h('td', {}, pill(sh.phase, phaseTone[sh.phase] || 'neutral')),
+      h('td', { class: 'ready-cell' }, h('div', { class: 'ready-num' }, `${sh.ready} / ${sh.replicas}`), bar(pct(sh.ready, sh.replicas), sh.ready >= sh.replicas ? 'ok' : 'info')),
+      h('td', {}, sh.revision ? 'r' + sh.revision : '—'),
+      h('td', { class: 'reason-cell' }, sh.reason || h('span', { class: 'muted' }, '—'))))
+      : [h('tr', {}, h('td', { colspan: '5', class: 'detail-empty' }, 'Not placed in any region yet.'))]));
+  }
+
+  function renderReplicas(reps) {
+    const body = $('#replicas tbody');
+    if (reps.error) {
+      body.replaceChildren(h('tr', {}, h('td', { colspan: '6', class: 'detail-empty tone-err' }, 'Replicas could not be loaded — ', describeError(reps.error))));
+      return;
+    }
+    const items = (reps.items || []).slice().sort((a, b) => `${a.region}/${a.id}`.localeCompare(`${b.region}/${b.id}`));
+    const partial = (reps.unreachable || []).length ? ` · ${reps.unreachable.join(', ')} did not answer` : '';
+    $('#placement-note').textContent += (items.length ? ` · ${plural(items.length, 'replica')}` : '') + partial;
+    body.replaceChildren(...(items.length ? items.map((rep) => h('tr', { dataset: { replica: rep.id, region: rep.region, node: rep.node || '', phase: rep.phase } },
+      h('td', { class: 'mono' }, rep.id), h('td', {}, rep.region || '—'), h('td', { class: 'mono' }, rep.node || '—'),
+      h('td', {}, pill(rep.phase, phaseTone[rep.phase] || 'neutral')), h('td', {}, 'r' + rep.revision),
+      h('td', { class: 'mono' }, (rep.status && rep.status.address) || '—')))
+      : [h('tr', {}, h('td', { colspan: '6', class: 'detail-empty' }, 'No replicas.'))]));
+  }
+
+  function renderRevisions(revs) {
+    const body = $('#revisions tbody');
+    if (revs.error) {
+      body.replaceChildren(h('tr', {}, h('td', { colspan: '4', class: 'detail-empty tone-err' }, 'Revisions could not be loaded — ', describeError(revs.error))));
+      return;
+    }
+    $('#revisions-note').textContent = plural(revisions.length, 'revision');
+    body.replaceChildren(...revisions.slice().reverse().map((rv) => {
+      const current = rv.number === res.revision;
+      return h('tr', { dataset: { revision: String(rv.number), current: String(current) } },
+        h('td', { class: 'num' }, 'r' + rv.number, current ? pill('current', 'ok', { class: 'cur-badge' }) : null, rv.pinned ? h('span', { class: 'chip' }, 'pinned') : null),
+        h('td', {}, rv.cause || h('span', { class: 'muted' }, '—')),
+        h('td', { class: 'time-cell' }, relTime(rv.createdAt)),
+        h('td', { class: 'num' },
+          current ? null : h('button', { type: 'button', class: 'btn btn-sm', dataset: { action: 'diff', revision: String(rv.number) }, onclick: () => showDiff(rv) }, 'Diff'),
+          ' ',
+          current ? null : h('button', { type: 'button', class: 'btn btn-sm', dataset: { action: 'rollback', revision: String(rv.number) }, onclick: () => rollback(rv) }, 'Roll back…')));
+    }));
+  }
+
+  function showDiff(rv) {
+    const lines = diffLines(JSON.stringify(rv.spec, null, 2), JSON.stringify(res.spec, null, 2));
+    $('#diff-title').textContent = `r${rv.number} → r${res.revision} (current)`;
+    $('#diff-text').replaceChildren(...lines.map(([op, text]) =>
+      op === ' ' ? text + '\n' : h('span', { class: op === '+' ? 'diff-add' : 'diff-del' }, op + ' ' + text)));
+    $('#diff').hidden = false;
+    $('#diff').dataset.revision = String(rv.number);
+  }
+
+  function renderEvents(evs) {
+    const list = $('#events');
+    if (evs.error) {
+      list.replaceChildren(h('li', { class: 'empty' }, 'Events could not be loaded — ', describeError(evs.error)));
+      return;
+    }
+    const items = (evs.items || []).slice().reverse();
+    $('#events-note').textContent = items.length ? plural(items.length, 'event') + ' · newest first' : '';
+    list.replaceChildren(...(items.length ? items.map((ev) => {
+      const d = time(ev.time);
+      const fields = Object.entries(ev.fields || {}).filter(([, v]) => v);
+      return h('li', { dataset: { id: ev.id, reason: ev.reason, type: ev.type } },
+        h('time', { datetime: d ? d.toISOString() : '', title: absolute(d) }, clock(d)),
+        h('span', { class: 'ev-reason' }, h('span', { class: 'dot tone-' + (ev.type === 'Warning' ? 'warn' : 'info'), 'aria-hidden': 'true' }), h('span', {}, ev.reason)),
+        h('span', { class: 'ev-obj' }, ev.region || 'global'),
+        h('div', {}, h('div', { class: 'ev-msg' }, ev.message || ''),
+          fields.length ? h('div', { class: 'ev-fields' }, fields.map(([k, v]) => h('span', { class: 'chip' }, `${k}=${v}`))) : null));
+    }) : [h('li', { class: 'empty' }, 'No events yet.')]));
+  }
+
+  // act runs one action behind its dialog, then says so and reloads.
+  async function act(opts, done) {
+    const ok = await confirmDialog(opts);
+    if (ok) { toast(done); r.now(); }
+  }
+
+  function rollback(rv) {
+    act({
+      title: `Roll back ${res.name} to r${rv.number}?`,
+      body: [h('p', {}, `A new revision is made with the spec of revision ${rv.number} and rolled out like any other.`)],
+      confirmLabel: 'Roll back',
+      onConfirm: () => api(path('/rollback'), { method: 'POST', body: { revision: rv.number } }),
+    }, `${res.name} rolled back to the spec of r${rv.number}`);
+  }
+
+  const actions = {
+    scale: () => act({
+      title: `Scale ${res.name}`,
+      body: [h('p', {}, `Now ${plural(res.replicas ?? 0, 'replica')} over every region. Scaling makes no new revision.`),
+        field({ label: 'Replicas', name: 'replicas', type: 'number', value: String(res.replicas ?? 0), attrs: { min: '0', required: true } })],
+      confirmLabel: 'Scale',
+      onConfirm: (v) => {
+        const n = Number(v.replicas);
+        if (v.replicas === '' || !Number.isInteger(n) || n < 0) throw new ApiError(400, 'Invalid', 'replicas: a whole number, 0 or more', 'replicas');
+        return api(path('/scale'), { method: 'POST', body: { replicas: n } });
+      },
+    }, `${res.name} scaled`),
+    pause: () => act({
+      title: `Pause the rollout of ${res.name}?`,
+      body: [h('p', {}, 'No region gets a new revision, and regions stop replacing replicas, until it is resumed.')],
+      confirmLabel: 'Pause',
+      onConfirm: () => api(path('/rollout/pause'), { method: 'POST' }),
+    }, `rollout of ${res.name} paused`),
+    resume: () => act({
+      title: `Resume the rollout of ${res.name}?`,
+      body: [h('p', {}, 'Regions get the current revision and replace replicas again.')],
+      confirmLabel: 'Resume',
+      onConfirm: () => api(path('/rollout/resume'), { method: 'POST' }),
+    }, `rollout of ${res.name} resumed`),
+    delete: () => act({
+      title: `Delete ${res.name}?`,
+      body: [h('p', {}, 'Every region destroys its replicas, then the resource and its revisions go. This cannot be undone.'),
+        field({ label: `Type ${res.name} to confirm`, name: 'confirm', attrs: { required: true, spellcheck: 'false' } })],
+      confirmLabel: 'Delete',
+      danger: true,
+      onConfirm: (v) => {
+        if (v.confirm !== res.name) throw new ApiError(400, 'Invalid', `type ${res.name} to confirm`, 'confirm');
+        return api(path(), { method: 'DELETE' });
+      },
+    }, `deletion of ${res.name} requested`),
+  };
+  for (const b of document.querySelectorAll('#actions button')) {
+    b.addEventListener('click', () => { if (res) actions[b.dataset.action](); });
+  }
+  r.now();
+}
+
+// diffLines is a line diff of a and b (longest common subsequence; specs
+// are small): [op, line] with op ' ', '-' (only in a) or '+' (only in b).
+function diffLines(a, b) {
+  const x = a.split('\n');
+  const y = b.split('\n');
+  const n = x.length;
+  const m = y.length;
+  const lcs = Array.from({ length: n + 1 }, () => new Array(m + 1).fill(0));
+  for (let i = n - 1; i >= 0; i--) {
+    for (let j = m - 1; j >= 0; j--) lcs[i][j] = x[i] === y[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+  }
+  const out = [];
+  let i = 0;
+  let j = 0;
+  while (i < n && j < m) {
+    if (x[i] === y[j]) { out.push([' ', x[i]]); i++; j++; } else if (lcs[i + 1][j] >= lcs[i][j + 1]) out.push(['-', x[i++]]);
+    else out.push(['+', y[j++]]);
+  }
+  while (i < n) out.push(['-', x[i++]]);
+  while (j < m) out.push(['+', y[j++]]);
+  return out;
+}
+
+// ---- tokens (admins) ----
+
+function tokensPage() {
+  const alertBox = $('#alert');
+  const body = $('#tokens tbody');
+  const r = refresher(load, () => REFRESH_MS * 2);
+
+  async function load() {
+    try {
+      const list = await api('/v1/tokens');
+      clearAlert(alertBox);
+      render(list.items || []);
+      setLive('polling', 'The list refreshes every few seconds', 'Auto-refresh');
+    } catch (e) {
+      if (e.status === 401) return;
+      const msg = e.status === 403 ? 'Only admins manage tokens; this token is not an admin\'s' : 'The tokens could not be loaded';
+      showAlert(alertBox, e, msg);
+      body.replaceChildren(h('tr', {}, h('td', { colspan: '7', class: 'detail-empty' }, msg + '.')));
+    }
+  }
+
+  function expires(t) {
+    const d = time(t.expiresAt);
+    if (!d) return h('span', { class: 'muted' }, 'never');
+    return d < new Date() ? h('span', { class: 'tone-err', title: absolute(d) }, 'expired') : relTime(t.expiresAt);
+  }
+
+  function render(items) {
+    $('#tokens-note').textContent = plural(items.length, 'token');
+    const mine = auth.token.split('_')[1] || '';
+    body.replaceChildren(...items.map((t) => h('tr', { dataset: { token: t.id, tenant: t.tenant, role: t.role, name: t.name || '' } },
+      h('td', { class: 'mono' }, t.id, t.id === mine ? h('span', { class: 'muted' }, ' (this session)') : null),
+      h('td', {}, t.name || h('span', { class: 'muted' }, '—')),
+      h('td', {}, t.tenant), h('td', {}, pill(t.role, t.role === 'admin' ? 'warn' : 'neutral')),
+      h('td', { class: 'time-cell' }, relTime(t.createdAt)), h('td', { class: 'time-cell' }, expires(t)),
+      h('td', { class: 'num' }, h('button', { type: 'button', class: 'btn btn-sm', dataset: { action: 'revoke', token: t.id }, onclick: () => revoke(t) }, 'Revoke…')))));
+  }
+
+  async function revoke(t) {
+    const ok = await confirmDialog({
+      title: `Revoke token ${t.id}?`,
+      body: [h('p', {}, `${t.name || 'This token'} (${t.role} of ${t.tenant}) stops working at once. `, 'Anyone using it must sign in with another.')],
+      confirmLabel: 'Revoke',
+      danger: true,
+      onConfirm: () => api('/v1/tokens/' + encodeURIComponent(t.id), { method: 'DELETE' }),
+    });
+    if (ok) { toast(`token ${t.id} revoked`); r.now(); }
+  }
+
+  async function create() {
+    let made = null;
+    const ok = await confirmDialog({
+      title: 'Create a token',
+      body: [
+        field({ label: 'Name', name: 'name', placeholder: 'alice', hint: 'A label for people.' }),
+        field({ label: 'Tenant', name: 'tenant', placeholder: 'default', attrs: { spellcheck: 'false' } }),
+        h('div', { class: 'field' }, h('label', { class: 'field-label', for: 'f-role' }, 'Role'),
+          h('select', { id: 'f-role', name: 'role', class: 'input' }, ['member', 'viewer', 'operator', 'admin'].map((r0) => h('option', { value: r0 }, r0)))),
+        field({ label: 'Expires in days', name: 'days', type: 'number', hint: 'Empty: never.', attrs: { min: '1' } }),
+      ],
+      confirmLabel: 'Create',
+      onConfirm: async (v) => {
+        const req = { name: v.name.trim(), tenant: v.tenant.trim(), role: v.role };
+        if (v.days) {
+          const d = Number(v.days);
+          if (!Number.isInteger(d) || d < 1) throw new ApiError(400, 'Invalid', 'days: a whole number, 1 or more', 'days');
+          req.expiresAt = new Date(Date.now() + d * 86400000).toISOString().replace(/\.\d+Z$/, 'Z');
+        }
+        made = await api('/v1/tokens', { method: 'POST', body: req });
+      },
+    });
+    if (!ok || !made) return;
+    const base = location.origin + location.pathname.replace(/\/console\/.*$/, '');
+    $('#secret-value').textContent = made.token;
+    $('#secret-config').textContent = `stratactl config set-context ${made.tenant} --url ${base} --token ${made.token}`;
+    $('#secret-title').textContent = `New token ${made.id} (${made.role} of ${made.tenant})`;
+    $('#secret').hidden = false;
+    $('#secret').dataset.token = made.id;
+    r.now();
+  }
+
+  $('button[data-action="create-token"]').addEventListener('click', create);
+  $('#secret-dismiss').addEventListener('click', () => {
+    // The secret leaves the page once read.
+    $('#secret-value').textContent = '';
+    $('#secret-config').textContent = '';
+    $('#secret').hidden = true;
+  });
+  r.now();
+}
+
 start(() => {
-  overviewPage();
+  const page = document.body.dataset.page;
+  if (page === 'resource') resourcePage();
+  else if (page === 'tokens') tokensPage();
+  else overviewPage();
   document.body.dataset.started = 'true';
 });
