@@ -1,20 +1,18 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,76 +23,84 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/stratahq/strata/devcluster"
 	"github.com/stratahq/strata/e2e/framework"
-	globalconsole "github.com/stratahq/strata/global/console"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/config"
-	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/testenv"
-	"github.com/stratahq/strata/providers/fake"
-	"github.com/stratahq/strata/providers/provider"
-	regionconsole "github.com/stratahq/strata/region/console"
+	"github.com/stratahq/strata/internal/testenv/logcheck"
 )
 
-// TestConsole drives the operator consoles in headless Chromium against an
-// in-process dev cluster: sign in to region dev-1's console, cordon and
-// uncordon nodes from the page and see them change without a reload,
+// TestConsole drives the operator consoles that the real strata processes
+// serve, in headless Chromium: sign in to region dev-1's console, cordon
+// and uncordon nodes from the page and see them change without a reload,
 // drain a node that runs replicas and follow its progress panel to
-// "succeeded", look at the resources and the live event feed, then sign in
-// to the global console and see both regions. Every step leaves a
-// full-page screenshot in $STRATA_ARTIFACTS/console/ (or a temporary
-// directory).
+// "succeeded", look at the resources and the live event feed; sign in to
+// the global console as the admin, see both regions with their leaders,
+// create and revoke a token on the tokens page. Then the new operator's
+// path: an admin makes a tenant token with stratactl, the tenant signs in
+// to the global console with it, scales, rolls back, pauses and resumes
+// and deletes a resource there and sees each action as an event. Every
+// step leaves a full-page screenshot (the test logs where), and every line
+// the processes logged is checked for repeated keys.
 func TestConsole(t *testing.T) {
 	chrome := chromiumPath(t)
+	ctlBin := framework.Bin(t, "stratactl")
 	start := time.Now()
 	shots := artifactDir(t)
 
-	// The dev cluster keeps its admin token in its data directory; writing
-	// it first lets the regions use the same token for their REST API, so
-	// that the region console's login is exercised too.
-	dir := t.TempDir()
-	token := "strata_e2ec0de0_" + randomHex(t, 20)
-	framework.WriteFile(t, dir, "admin-token", token+"\n")
-	reg := provider.NewRegistry()
-	reg.Register("fake", fake.Factory)
-	ctx, cancel := context.WithCancel(context.Background())
-	c, err := devcluster.Start(ctx, devcluster.Options{
-		DataDir:  dir,
-		Regions:  []string{"dev-1", "dev-2"},
-		Registry: reg,
-		// A little latency, so that a drain is visibly in progress.
-		Providers:  []config.Provider{{Name: "fake", Options: map[string]any{"applyLatency": "400ms", "deleteLatency": "100ms"}}},
-		TuneRegion: func(r *config.Region) { r.API.Token = token },
-	})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = c.Wait()
-	})
-	t.Logf("dev cluster up in %s", time.Since(start).Round(time.Millisecond))
-
-	regionURL := consoleBase(t, ctx, "http://"+c.Regions["dev-1"].HTTPAddr(), func() http.Handler {
-		return regionconsole.Handler(regionconsole.Options{
-			Region:       "dev-1",
-			Events:       &restEvents{base: "http://" + c.Regions["dev-1"].HTTPAddr(), token: token},
-			Token:        token,
-			PollInterval: 250 * time.Millisecond,
-			Done:         ctx.Done(),
-		})
-	})
-	globalURL := consoleBase(t, ctx, c.GlobalURL(), func() http.Handler {
-		return globalconsole.Handler(globalconsole.Options{})
-	})
-	g := framework.NewClient(c.GlobalURL(), token)
+	t.Setenv("STRATA_LOG_FORMAT", "json") // inherited by the processes: logcheck reads their lines
+	c := startCluster(t, clusterOpts{globals: 1, regions: []string{"dev-1", "dev-2"}, agentsPerRegion: 2})
+	t.Logf("cluster up in %s", time.Since(start).Round(time.Millisecond))
+	regionURL := servedConsole(t, "http://"+c.regions["dev-1"].http)
+	globalURL := servedConsole(t, "http://"+c.globalHTTP[0])
+	g := c.global(0)
 
 	b := newBrowser(t, chrome, shots)
-	step := b.step
+	regionConsoleSteps(t, b, g, regionURL)
+	adminGlobalSteps(t, b, c, globalURL)
+	tenantSteps(t, b, c, ctlBin, globalURL)
 
-	// ---- the region console: sign in, see the nodes ----
+	// ---- a phone-sized screen ----
+	b.step("the nodes page on a narrow screen", func() {
+		b.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+			chromedp.Navigate(regionURL+"/console/"))
+		b.wait(nodeSel("dev-1-a"), 20*time.Second)
+		b.shot("nodes-narrow")
+		b.viewportShot("nodes-narrow-top")
+	})
+
+	b.checkErrors()
+	procs := map[string]*framework.Proc{"global-g1": c.globals[0]}
+	for _, name := range c.order {
+		procs["region-"+name] = c.regions[name].proc
+		for node, p := range c.regions[name].agents {
+			procs["agent-"+node] = p
+		}
+	}
+	checkJSONLogs(t, procs)
+	t.Logf("screenshots in %s", shots)
+}
+
+// servedConsole checks that the tier at base serves its own console, and
+// returns base. Nothing stands in for a tier that does not: that is a
+// failure of the tier.
+func servedConsole(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/console/")
+	if err != nil {
+		t.Fatalf("GET %s/console/: %v", base, err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "data-page=") {
+		t.Fatalf("GET %s/console/: %d, %d bytes; want the console page", base, resp.StatusCode, len(body))
+	}
+	return base
+}
+
+// regionConsoleSteps drive region dev-1's console: nodes, cordon, drain,
+// resources, events.
+func regionConsoleSteps(t *testing.T, b *browser, g *framework.Client, regionURL string) {
+	step := b.step
 	step("sign in to region dev-1", func() {
 		b.do(chromedp.Navigate(regionURL + "/console/"))
 		// A region's API has no anonymous mode: the console asks for the
@@ -103,9 +109,7 @@ func TestConsole(t *testing.T) {
 			t.Fatalf("region console auth mode %q; want login", mode)
 		}
 		b.shot("region-login")
-		b.do(chromedp.SendKeys(chromedp.CSS(`#token`), token, chromedp.NodeVisible),
-			chromedp.Click(chromedp.CSS(`#login-submit`), chromedp.NodeVisible))
-		b.wait(`document.body.dataset.started === "true"`, 20*time.Second)
+		b.signIn(framework.RegionToken)
 	})
 	step("see the nodes of dev-1, live", func() {
 		b.wait(nodeSel("dev-1-a")+` && `+nodeSel("dev-1-b"), 20*time.Second)
@@ -211,39 +215,279 @@ func TestConsole(t *testing.T) {
 		if n, _ := strconv.Atoi(after); n <= mustAtoi(before) {
 			t.Errorf("the feed had %s events, then %s; want more", before, after)
 		}
+		g.Must(t, http.MethodPost, "/v1/regions/dev-1/nodes/dev-1-b/uncordon", nil, http.StatusOK, nil)
 		b.shot("events")
 	})
+}
 
-	// ---- the global console ----
-	step("sign in to the global console", func() {
+// adminGlobalSteps sign in to the global console as the admin: the
+// regions with their leaders and console links, then the tokens page.
+func adminGlobalSteps(t *testing.T, b *browser, c *procCluster, globalURL string) {
+	b.step("sign in to the global console", func() {
 		b.do(chromedp.Navigate(globalURL + "/console/"))
-		mode := b.waitValue(`document.body.dataset.auth`, 20*time.Second)
-		if mode == "login" {
-			b.shot("global-login")
-			b.do(chromedp.SendKeys(chromedp.CSS(`#token`), token, chromedp.NodeVisible),
-				chromedp.Click(chromedp.CSS(`#login-submit`), chromedp.NodeVisible))
+		if mode := b.waitValue(`document.body.dataset.auth`, 20*time.Second); mode != "login" {
+			t.Fatalf("global console auth mode %q; want login", mode)
 		}
+		b.shot("global-login")
+		if hint := b.text(`#login p.muted`); !strings.Contains(hint, "stratactl tokens create") {
+			t.Errorf("the sign-in says %q; want it to name stratactl tokens create", hint)
+		}
+		b.signIn(c.token)
 		b.wait(`!!document.querySelector('#regions tr[data-region="dev-1"]') && !!document.querySelector('#regions tr[data-region="dev-2"]')`, 20*time.Second)
 		b.wait(`document.querySelector('[data-role="master"]').textContent.length > 0 && document.querySelector('[data-role="version"]').textContent !== "—"`, 10*time.Second)
 		b.wait(`!!document.querySelector('#resources tr[data-resource$="/web"]')`, 10*time.Second)
+		// Each region's leader, from its heartbeats (region ids are NAME-r1).
+		for _, region := range []string{"dev-1", "dev-2"} {
+			b.wait(fmt.Sprintf(`document.querySelector('#regions tr[data-region=%q] [data-role="leader"]').textContent === %q`, region, region+"-r1"), 20*time.Second)
+		}
 		href := b.value(`document.querySelector('a[data-role="console-link"][data-region="dev-1"]').href`)
-		if want := "http://" + c.Regions["dev-1"].HTTPAddr() + "/console/"; href != want {
+		if want := "http://" + c.regions["dev-1"].http + "/console/"; href != want {
 			t.Errorf("dev-1's console link = %q; want %q", href, want)
 		}
 		b.shot("global")
 	})
-
-	// ---- a phone-sized screen ----
-	step("the nodes page on a narrow screen", func() {
-		b.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
-			chromedp.Navigate(regionURL+"/console/"))
-		b.wait(nodeSel("dev-1-a"), 20*time.Second)
-		b.shot("nodes-narrow")
-		b.viewportShot("nodes-narrow-top")
+	b.step("create and revoke a token on the tokens page", func() {
+		b.do(chromedp.Click(chromedp.CSS(`nav a[href="tokens"]`), chromedp.NodeVisible))
+		b.wait(`document.querySelectorAll('#tokens tr[data-token]').length >= 1`, 20*time.Second)
+		b.do(chromedp.Click(chromedp.CSS(`button[data-action="create-token"]`), chromedp.NodeVisible))
+		b.wait(`document.querySelector("#dialog").open`, 5*time.Second)
+		b.do(chromedp.SendKeys(chromedp.CSS(`#f-name`), "dashboards", chromedp.NodeVisible),
+			chromedp.SendKeys(chromedp.CSS(`#f-tenant`), "acme", chromedp.NodeVisible),
+			chromedp.SetValue(chromedp.CSS(`#f-role`), "viewer"),
+			chromedp.SendKeys(chromedp.CSS(`#f-days`), "7", chromedp.NodeVisible))
+		b.shot("token-dialog")
+		b.do(chromedp.Click(chromedp.CSS(`#dialog button[value="confirm"]`), chromedp.NodeVisible))
+		b.wait(`!document.querySelector("#secret").hidden`, 10*time.Second)
+		secret := b.text(`#secret-value`)
+		id := b.value(`document.querySelector("#secret").dataset.token`)
+		if !strings.HasPrefix(secret, "strata_"+id+"_") || !strings.Contains(b.text(`#secret-config`), "--token "+secret) {
+			t.Fatalf("the page shows secret %q for token %s and config line %q", secret, id, b.text(`#secret-config`))
+		}
+		b.wait(fmt.Sprintf(`!!document.querySelector('#tokens tr[data-token=%q][data-tenant="acme"][data-role="viewer"]')`, id), 10*time.Second)
+		b.shot("token-created")
+		viewer := framework.NewClient(globalURL, secret)
+		if code, err := viewer.Get("/v1/resources", nil); err != nil || code != http.StatusOK {
+			t.Fatalf("the new token: GET /v1/resources = %d, %v; want 200", code, err)
+		}
+		b.do(chromedp.Click(chromedp.CSS(`#secret-dismiss`), chromedp.NodeVisible))
+		if s := b.value(`document.querySelector("#secret-value").textContent`); s != "" {
+			t.Errorf("the secret stays on the page after Done: %q", s)
+		}
+		b.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-action="revoke"][data-token=%q]`, id)), chromedp.NodeVisible))
+		b.wait(`document.querySelector("#dialog").open`, 5*time.Second)
+		b.do(chromedp.Click(chromedp.CSS(`#dialog button[value="confirm"]`), chromedp.NodeVisible))
+		b.wait(fmt.Sprintf(`!document.querySelector('#tokens tr[data-token=%q]')`, id), 10*time.Second)
+		framework.Eventually(t, 10*time.Second, "the revoked token refused", func() error {
+			if code, _ := viewer.Get("/v1/resources", nil); code != http.StatusUnauthorized {
+				return fmt.Errorf("GET /v1/resources = %d", code)
+			}
+			return nil
+		})
+		b.shot("token-revoked")
 	})
+}
 
-	b.checkErrors()
-	t.Logf("screenshots in %s", shots)
+// tenantSteps are the new operator's path: a tenant token made with
+// stratactl, a resource applied with it, and the global console signed in
+// with it scaling, rolling back, pausing and resuming, and deleting the
+// resource, each seen as an event.
+func tenantSteps(t *testing.T, b *browser, c *procCluster, ctlBin, globalURL string) {
+	home := t.TempDir()
+	ctl := &stratactl{t: t, bin: ctlBin, home: home, config: filepath.Join(home, "config.yaml")}
+	var secret, tokenID string
+	b.step("an admin makes a tenant token with stratactl", func() {
+		ctl.must("", "config", "set-context", "admin", "--url", globalURL, "--token", c.token)
+		out := ctl.must("", "--tenant", "acme", "tokens", "create", "alice", "--role", "member", "--expires-in", "1d")
+		var line string
+		for _, l := range strings.Split(out, "\n") {
+			l = strings.TrimSpace(l)
+			switch {
+			case strings.HasPrefix(l, "strata_"):
+				secret = l
+			case strings.HasPrefix(l, "stratactl config set-context "):
+				line = l
+			}
+		}
+		if secret == "" || line != "stratactl config set-context acme --url "+globalURL+" --token "+secret {
+			t.Fatalf("tokens create printed:\n%s\nwant the secret and its config line", out)
+		}
+		tokenID = strings.Split(secret, "_")[1]
+		// The line works as printed, and the tenant applies with it.
+		ctl.must("", strings.Fields(line)[1:]...)
+		if got := ctl.must("", "--tenant", "acme", "tokens", "list"); !strings.Contains(got, tokenID) || !strings.Contains(got, "member") {
+			t.Errorf("tokens list --tenant acme:\n%s\nwant %s, a member", got, tokenID)
+		}
+		ctl.must(shopManifest("v1"), "--context", "acme", "apply", "-f", "-")
+		ctl.must(shopManifest("v2"), "--context", "acme", "apply", "-f", "-")
+		alice := framework.NewClient(globalURL, secret)
+		framework.Eventually(t, 60*time.Second, "shop ready at revision 2", func() error {
+			r, err := resourceStatus(alice, "shop")
+			if err != nil {
+				return err
+			}
+			if r.Revision != 2 || r.Status.Phase != api.PhaseReady || r.Status.Ready != 2 {
+				return fmt.Errorf("revision %d, %s, %d ready", r.Revision, r.Status.Phase, r.Status.Ready)
+			}
+			return nil
+		})
+	})
+	b.step("the tenant signs in to the global console", func() {
+		b.do(chromedp.Click(chromedp.CSS(`nav a[href="./"]`), chromedp.NodeVisible))
+		b.wait(`document.body.dataset.page === "overview" && document.body.dataset.started === "true"`, 20*time.Second)
+		b.do(chromedp.Click(chromedp.CSS(`#signout`), chromedp.NodeVisible))
+		b.wait(`document.body.dataset.auth === "login"`, 10*time.Second)
+		b.signIn(secret)
+		row := `#resources tr[data-resource="acme/shop"]`
+		b.wait(fmt.Sprintf(`!!document.querySelector(%q)`, row), 20*time.Second)
+		if n := b.value(`String(document.querySelectorAll('#resources tr[data-resource]').length)`); n != "1" {
+			t.Errorf("the tenant sees %s resources; want its one", n)
+		}
+		b.do(chromedp.Click(chromedp.CSS(row+` a[data-role="resource-link"]`), chromedp.NodeVisible))
+		b.wait(`document.body.dataset.page === "resource" && document.querySelector("#res-title").dataset.revision === "2"`, 20*time.Second)
+		b.wait(`document.querySelectorAll('#replicas tr[data-replica]').length === 2 && document.querySelectorAll('#revisions tr[data-revision]').length === 2`, 20*time.Second)
+		b.shot("resource")
+	})
+	b.step("scale shop to 3 from the console", func() {
+		b.do(chromedp.Click(chromedp.CSS(`button[data-action="scale"]`), chromedp.NodeVisible))
+		b.wait(`document.querySelector("#dialog").open`, 5*time.Second)
+		// A bad value is refused in the dialog, at its field.
+		b.do(chromedp.SetValue(chromedp.CSS(`#f-replicas`), "-1"),
+			chromedp.Click(chromedp.CSS(`#dialog button[value="confirm"]`), chromedp.NodeVisible))
+		b.wait(`document.querySelector("#f-replicas").getAttribute("aria-invalid") === "true" && document.querySelector("#dialog").open`, 5*time.Second)
+		b.do(chromedp.SetValue(chromedp.CSS(`#f-replicas`), "3"))
+		b.shot("scale-dialog")
+		b.do(chromedp.Click(chromedp.CSS(`#dialog button[value="confirm"]`), chromedp.NodeVisible))
+		b.wait(`!document.querySelector("#dialog").open`, 10*time.Second)
+		b.wait(`document.querySelector("#res-title").dataset.replicas === "3"`, 10*time.Second)
+		b.wait(`!!document.querySelector('#events li[data-reason="Scaled"]')`, 10*time.Second)
+		b.wait(`document.querySelectorAll('#replicas tr[data-replica][data-phase="ready"]').length === 3`, 60*time.Second)
+		b.shot("scaled")
+	})
+	b.step("roll shop back to revision 1 from the console", func() {
+		b.do(chromedp.Click(chromedp.CSS(`button[data-action="diff"][data-revision="1"]`), chromedp.NodeVisible))
+		b.wait(`!document.querySelector("#diff").hidden && !!document.querySelector("#diff-text .diff-del") && !!document.querySelector("#diff-text .diff-add")`, 5*time.Second)
+		if d := b.text(`#diff-text .diff-del`); !strings.Contains(d, "v1") {
+			t.Errorf("the diff from r1 removes %q; want r1's line with v1", d)
+		}
+		b.shot("diff")
+		b.do(chromedp.Click(chromedp.CSS(`button[data-action="rollback"][data-revision="1"]`), chromedp.NodeVisible))
+		b.wait(`document.querySelector("#dialog").open`, 5*time.Second)
+		b.do(chromedp.Click(chromedp.CSS(`#dialog button[value="confirm"]`), chromedp.NodeVisible))
+		b.wait(`!document.querySelector("#dialog").open`, 10*time.Second)
+		b.wait(`document.querySelector("#res-title").dataset.revision === "3"`, 10*time.Second)
+		b.wait(`!!document.querySelector('#events li[data-reason="RolledBack"]')`, 10*time.Second)
+		if spec := b.text(`#spec`); !strings.Contains(spec, `"v1"`) {
+			t.Errorf("the spec after the rollback:\n%s\nwant v1's", spec)
+		}
+		b.shot("rolled-back")
+	})
+	b.step("pause and resume the rollout", func() {
+		b.do(chromedp.Click(chromedp.CSS(`button[data-action="pause"]`), chromedp.NodeVisible))
+		b.wait(`document.querySelector("#dialog").open`, 5*time.Second)
+		b.do(chromedp.Click(chromedp.CSS(`#dialog button[value="confirm"]`), chromedp.NodeVisible))
+		b.wait(`document.querySelector("#res-title").dataset.paused === "true" && !!document.querySelector('#events li[data-reason="RolloutPaused"]')`, 10*time.Second)
+		b.do(chromedp.Click(chromedp.CSS(`button[data-action="resume"]`), chromedp.NodeVisible))
+		b.wait(`document.querySelector("#dialog").open`, 5*time.Second)
+		b.do(chromedp.Click(chromedp.CSS(`#dialog button[value="confirm"]`), chromedp.NodeVisible))
+		b.wait(`document.querySelector("#res-title").dataset.paused === "false" && !!document.querySelector('#events li[data-reason="RolloutResumed"]')`, 10*time.Second)
+		b.shot("events-on-resource")
+	})
+	b.step("delete shop from the console", func() {
+		b.do(chromedp.Click(chromedp.CSS(`button[data-action="delete"]`), chromedp.NodeVisible))
+		b.wait(`document.querySelector("#dialog").open`, 5*time.Second)
+		// The name must be typed.
+		b.do(chromedp.Click(chromedp.CSS(`#dialog button[value="confirm"]`), chromedp.NodeVisible))
+		b.wait(`document.querySelector("#f-confirm").getAttribute("aria-invalid") === "true"`, 5*time.Second)
+		b.do(chromedp.SendKeys(chromedp.CSS(`#f-confirm`), "shop", chromedp.NodeVisible))
+		b.shot("delete-dialog")
+		b.do(chromedp.Click(chromedp.CSS(`#dialog button[value="confirm"]`), chromedp.NodeVisible))
+		b.wait(`document.body.dataset.page === "overview" && document.body.dataset.started === "true"`, 20*time.Second)
+		b.shot("deleted")
+		// Every action, as the tenant's events, by its token.
+		alice := framework.NewClient(globalURL, secret)
+		var evs struct{ Items []api.Event }
+		alice.Must(t, http.MethodGet, "/v1/events?object=resource/acme/shop&limit=1000", nil, http.StatusOK, &evs)
+		var got []string
+		for _, ev := range evs.Items {
+			if ev.Region == "" && ev.Fields["token"] == tokenID {
+				got = append(got, ev.Reason)
+			}
+		}
+		if want := []string{"Scaled", "RolledBack", "RolloutPaused", "RolloutResumed", "DeletionRequested"}; !slices.Equal(got, want) {
+			t.Errorf("the global events of acme/shop by %s: %v; want %v", tokenID, got, want)
+		}
+		framework.Eventually(t, 60*time.Second, "shop gone", func() error {
+			if code, err := alice.Get("/v1/resources/shop", nil); err != nil || code != http.StatusNotFound {
+				return fmt.Errorf("GET shop = %d, %v", code, err)
+			}
+			return nil
+		})
+	})
+}
+
+// shopManifest is the tenant's resource, version marks its revision.
+func shopManifest(version string) string {
+	return `kind: Compute
+name: shop
+replicas: 2
+spec:
+  flavor: small
+  compute:
+    image: busybox
+    env:
+      VERSION: ` + version + `
+schedule:
+  regions:
+  - name: dev-2
+`
+}
+
+// stratactl runs the real CLI in a private home, against one config file.
+type stratactl struct {
+	t                 *testing.T
+	bin, home, config string
+}
+
+func (s *stratactl) must(stdin string, args ...string) string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.bin, append([]string{"--config", s.config}, args...)...)
+	cmd.Env = []string{"HOME=" + s.home, "XDG_CONFIG_HOME=" + filepath.Join(s.home, "xdg"), "PATH=" + os.Getenv("PATH")}
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		s.t.Fatalf("stratactl %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out.String(), errb.String())
+	}
+	return out.String()
+}
+
+// checkJSONLogs fails t for a line of a process's log that is not one
+// JSON record, or that repeats a key.
+func checkJSONLogs(t *testing.T, procs map[string]*framework.Proc) {
+	t.Helper()
+	for _, name := range slices.Sorted(maps.Keys(procs)) {
+		lines := 0
+		sc := bufio.NewScanner(bytes.NewReader(procs[name].Log()))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			if bytes.HasPrefix(line, []byte("=== ")) || len(bytes.TrimSpace(line)) == 0 {
+				continue // the framework's line at each start
+			}
+			lines++
+			dups, err := logcheck.Line(line)
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			if len(dups) > 0 {
+				t.Errorf("%s: a record repeats %s: %s", name, strings.Join(dups, ", "), line)
+			}
+		}
+		t.Logf("%s: %d JSON records, none with a repeated key", name, lines)
+	}
 }
 
 // chromiumPath finds Chromium (or Chrome): $STRATA_CHROMIUM, then
@@ -267,6 +511,9 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
+// artifactDir is where the screenshots go: $STRATA_ARTIFACTS/console
+// (CI keeps it), else the test's artifact directory (kept under the
+// output directory with go test -artifacts).
 func artifactDir(t *testing.T) string {
 	t.Helper()
 	if d := os.Getenv("STRATA_ARTIFACTS"); d != "" {
@@ -276,92 +523,12 @@ func artifactDir(t *testing.T) string {
 		}
 		return dir
 	}
-	return t.TempDir()
-}
-
-func randomHex(t *testing.T, n int) string {
-	t.Helper()
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
+	return t.ArtifactDir()
 }
 
 func mustAtoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
-}
-
-// consoleBase returns the base URL that serves a tier's console next to
-// its REST API: the tier itself when it mounts the console (it answers
-// /console/ with a page), else a test server that serves handler() at
-// /console/ and proxies everything else to the tier.
-func consoleBase(t *testing.T, ctx context.Context, tierURL string, handler func() http.Handler) string {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tierURL+"/console/", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK && strings.Contains(string(body), "data-page=") {
-			t.Logf("%s serves its own console", tierURL)
-			return tierURL
-		}
-	}
-	target, err := url.Parse(tierURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/console/", handler())
-	mux.Handle("/", httputil.NewSingleHostReverseProxy(target))
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	t.Logf("%s has no console yet: serving it on %s, in front of the tier", tierURL, srv.URL)
-	return srv.URL
-}
-
-// restEvents reads a region's events through its REST API, for a console
-// mounted outside the region.
-type restEvents struct {
-	base, token string
-}
-
-func (r *restEvents) Range(ctx context.Context, q events.Query) ([]events.Event, error) {
-	v := url.Values{}
-	if q.After != "" {
-		v.Set("after", q.After)
-	}
-	if q.Limit > 0 {
-		v.Set("limit", strconv.Itoa(min(q.Limit, 1000)))
-	}
-	if q.Object != "" {
-		v.Set("object", q.Object)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/v1/events?"+v.Encode(), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+r.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("GET /v1/events: %d %s", resp.StatusCode, b)
-	}
-	var body struct {
-		Items []events.Event `json:"items"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, err
-	}
-	return body.Items, nil
 }
 
 func nodeSel(name string) string {
@@ -530,6 +697,15 @@ func (b *browser) value(expr string) string {
 func (b *browser) text(sel string) string {
 	b.t.Helper()
 	return strings.TrimSpace(b.value(fmt.Sprintf(`(document.querySelector(%q) || {}).textContent || ""`, sel)))
+}
+
+// signIn types a token into the console's sign-in and waits for the page.
+func (b *browser) signIn(token string) {
+	b.t.Helper()
+	b.wait(`!document.querySelector("#login").hidden`, 10*time.Second)
+	b.do(chromedp.SendKeys(chromedp.CSS(`#token`), token, chromedp.NodeVisible),
+		chromedp.Click(chromedp.CSS(`#login-submit`), chromedp.NodeVisible))
+	b.wait(`document.body.dataset.started === "true" && document.querySelector("#login").hidden`, 20*time.Second)
 }
 
 // confirmAction clicks a node's action button and confirms the dialog.

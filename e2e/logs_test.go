@@ -1,16 +1,13 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stratahq/strata/e2e/framework"
-	"github.com/stratahq/strata/internal/testenv/logcheck"
 )
 
 // TestLogsJSONThroughRedisOutage runs a region and two agents with JSON
@@ -48,27 +45,7 @@ func TestLogsJSONThroughRedisOutage(t *testing.T) {
 	for _, n := range nodes {
 		procs["agent "+n] = c.agents[n].proc
 	}
-	for name, p := range procs {
-		lines := 0
-		sc := bufio.NewScanner(bytes.NewReader(p.Log()))
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			if bytes.HasPrefix(line, []byte("=== ")) || len(bytes.TrimSpace(line)) == 0 {
-				continue // the framework's line at each start
-			}
-			lines++
-			dups, err := logcheck.Line(line)
-			if err != nil {
-				t.Errorf("%s: %v", name, err)
-				continue
-			}
-			if len(dups) > 0 {
-				t.Errorf("%s: a record repeats %s: %s", name, strings.Join(dups, ", "), line)
-			}
-		}
-		t.Logf("%s: %d JSON records", name, lines)
-	}
+	checkJSONLogs(t, procs)
 	t.Logf("region: %d records from the Redis client", countRecords(c.proc.Log(), "component", "redis"))
 }
 

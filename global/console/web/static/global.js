@@ -117,7 +117,7 @@ function overviewPage() {
         h('td', { class: 'num' }, String(s.resources || 0)),
         h('td', { class: 'ready-cell' }, h('div', { class: 'ready-num' }, `${s.ready || 0} / ${s.replicas || 0}`),
           bar(pct(s.ready || 0, s.replicas || 0), (s.ready || 0) === (s.replicas || 0) ? 'ok' : 'info')),
-        h('td', { class: 'mono' }, s.leader || h('span', { class: 'muted' }, '—')),
+        h('td', { class: 'mono', dataset: { role: 'leader' } }, s.leader || h('span', { class: 'muted', title: 'The region has not reported its leader yet' }, '—')),
         h('td', { class: 'time-cell' }, relTime(s.lastHeartbeat)),
         h('td', { class: 'num' }, consoleLink(g)));
     }));
@@ -160,6 +160,8 @@ function overviewPage() {
     }));
   }
 
+  const deleted = new URLSearchParams(location.search).get('deleted');
+  if (deleted) toast(`deletion of ${deleted} requested`);
   r.now();
 }
 
@@ -348,7 +350,9 @@ function resourcePage() {
       confirmLabel: 'Resume',
       onConfirm: () => api(path('/rollout/resume'), { method: 'POST' }),
     }, `rollout of ${res.name} resumed`),
-    delete: () => act({
+    // Once deleted the resource is soon gone: the overview shows it
+    // being deleted, and then no more.
+    delete: () => confirmDialog({
       title: `Delete ${res.name}?`,
       body: [h('p', {}, 'Every region destroys its replicas, then the resource and its revisions go. This cannot be undone.'),
         field({ label: `Type ${res.name} to confirm`, name: 'confirm', attrs: { required: true, spellcheck: 'false' } })],
@@ -358,7 +362,9 @@ function resourcePage() {
         if (v.confirm !== res.name) throw new ApiError(400, 'Invalid', `type ${res.name} to confirm`, 'confirm');
         return api(path(), { method: 'DELETE' });
       },
-    }, `deletion of ${res.name} requested`),
+    }).then((ok) => {
+      if (ok) location.href = './?' + new URLSearchParams({ deleted: `${res.tenant}/${res.name}` });
+    }),
   };
   for (const b of document.querySelectorAll('#actions button')) {
     b.addEventListener('click', () => { if (res) actions[b.dataset.action](); });
