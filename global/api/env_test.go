@@ -28,6 +28,7 @@ import (
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/internal/testenv/logcheck"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/transport/transporttest"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
@@ -76,7 +77,8 @@ func newEnv(t *testing.T, cfg envConfig) *testEnv {
 	}
 	log := cfg.logger
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+		// Every record is checked for a repeated key; errors are shown.
+		log = logcheck.New(t, slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	beats := &recordedBeats{latest: heartbeat.NewMemory()}
 	svc, err := New(Options{
