@@ -358,9 +358,16 @@ function resourcePage() {
         field({ label: `Type ${res.name} to confirm`, name: 'confirm', attrs: { required: true, spellcheck: 'false' } })],
       confirmLabel: 'Delete',
       danger: true,
-      onConfirm: (v) => {
+      onConfirm: async (v) => {
         if (v.confirm !== res.name) throw new ApiError(400, 'Invalid', `type ${res.name} to confirm`, 'confirm');
-        return api(path(), { method: 'DELETE' });
+        // No refresh may ask for the resource once it may be gone.
+        await r.stop();
+        try {
+          await api(path(), { method: 'DELETE' });
+        } catch (e) {
+          r.resume();
+          throw e;
+        }
       },
     }).then((ok) => {
       if (ok) location.href = './?' + new URLSearchParams({ deleted: `${res.tenant}/${res.name}` });

@@ -430,23 +430,28 @@ export async function start(run) {
 // refresher runs load now, on demand (soon: coalesced over a short
 // window, so a burst of events costs one call) and every interval() ms as
 // a fallback; it never runs two loads at once and rests while the tab is
-// hidden.
+// hidden. stop() ends it and resolves once a load under way is done (an
+// action that makes the page's object go stops it first, so that no load
+// asks for what is gone); resume() starts it again.
 export function refresher(load, interval) {
-  let running = false;
+  let running = null; // the load under way
   let again = false;
+  let stopped = false;
   let timer = 0;
   let soonTimer = 0;
   const schedule = () => {
     clearTimeout(timer);
-    timer = setTimeout(run, interval());
+    if (!stopped) timer = setTimeout(run, interval());
   };
   async function run() {
     clearTimeout(soonTimer);
     soonTimer = 0;
+    if (stopped) return;
     if (running) { again = true; return; }
     if (document.hidden) { schedule(); return; }
-    running = true;
-    try { await load(); } catch (e) { console.error(e); } finally { running = false; }
+    running = (async () => { try { await load(); } catch (e) { console.error(e); } })();
+    await running;
+    running = null;
     if (again) { again = false; run(); return; }
     schedule();
   }
@@ -454,6 +459,15 @@ export function refresher(load, interval) {
   window.addEventListener('strata:signedin', () => run());
   return {
     now: run,
-    soon(ms = 250) { if (!soonTimer) soonTimer = setTimeout(run, ms); },
+    soon(ms = 250) { if (!soonTimer && !stopped) soonTimer = setTimeout(run, ms); },
+    async stop() {
+      stopped = true;
+      again = false;
+      clearTimeout(timer);
+      clearTimeout(soonTimer);
+      soonTimer = 0;
+      if (running) await running;
+    },
+    resume() { stopped = false; run(); },
   };
 }
