@@ -400,29 +400,49 @@ func TestLogs(t *testing.T) {
 	}
 }
 
+// TestGetWatch renders once per change: on a terminal each rendering
+// clears the screen first (redrawn in place), elsewhere renderings follow
+// each other after a blank line, with no escape codes.
 func TestGetWatch(t *testing.T) {
-	e := newEnv(t)
-	e.must(flavorDoc+"---\n"+webDoc, "apply", "-f", "-")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out syncBuffer
-	done := make(chan result, 1)
-	go func() { done <- e.runCtx(ctx, "", &out, nil, "get", "res", "-w") }()
-	eventually(t, "the first table", func() bool { return strings.Contains(out.String(), "0/1") })
-	time.Sleep(50 * time.Millisecond) // a few polls without a change
-	e.srv.Mu.Lock()
-	web := e.srv.Resources["default/web"]
-	web.Status.Phase, web.Status.Ready = api.PhaseReady, 1
-	e.srv.Resources["default/web"] = web
-	e.srv.Mu.Unlock()
-	eventually(t, "the second table", func() bool { return strings.Contains(out.String(), "1/1") })
-	cancel()
-	r := <-done
-	if r.code != 0 {
-		t.Errorf("got exit %d; want 0 on Ctrl-C", r.code)
-	}
-	if n := strings.Count(r.stdout, "NAME"); n != 2 {
-		t.Errorf("got %d tables; want 2, one per change:\n%s", n, r.stdout)
+	const clear = "\x1b[H\x1b[2J"
+	for _, tc := range []struct {
+		name     string
+		terminal bool
+		clears   int
+		between  string
+	}{
+		{name: "a terminal", terminal: true, clears: 2, between: clear + "NAME"},
+		{name: "a pipe", terminal: false, clears: 0, between: "\n\nNAME"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.terminal = tc.terminal
+			e.must(flavorDoc+"---\n"+webDoc, "apply", "-f", "-")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var out syncBuffer
+			done := make(chan result, 1)
+			go func() { done <- e.runCtx(ctx, "", &out, nil, "get", "res", "-w") }()
+			eventually(t, "the first table", func() bool { return strings.Contains(out.String(), "0/1") })
+			time.Sleep(50 * time.Millisecond) // a few polls without a change
+			e.srv.Mu.Lock()
+			web := e.srv.Resources["default/web"]
+			web.Status.Phase, web.Status.Ready = api.PhaseReady, 1
+			e.srv.Resources["default/web"] = web
+			e.srv.Mu.Unlock()
+			eventually(t, "the second table", func() bool { return strings.Contains(out.String(), "1/1") })
+			cancel()
+			r := <-done
+			if r.code != 0 {
+				t.Errorf("got exit %d; want 0 on Ctrl-C", r.code)
+			}
+			if n := strings.Count(r.stdout, "NAME"); n != 2 {
+				t.Errorf("got %d tables; want 2, one per change:\n%s", n, r.stdout)
+			}
+			if n := strings.Count(r.stdout, clear); n != tc.clears || !strings.Contains(r.stdout, tc.between) {
+				t.Errorf("got %d screen clears in %q; want %d, and %q between the tables", n, r.stdout, tc.clears, tc.between)
+			}
+		})
 	}
 }
 

@@ -69,7 +69,7 @@ func (o *getOptions) addFlags(cmd *cobra.Command, withType bool) {
 	f := cmd.Flags()
 	addOutputFlag(cmd, &o.output)
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector: k=v, k!=v, k in (a,b), k, !k; comma-separated")
-	f.BoolVarP(&o.watch, "watch", "w", false, "render again on every change (polls every second) until Ctrl-C")
+	f.BoolVarP(&o.watch, "watch", "w", false, "render again on every change until Ctrl-C: redrawn in place on a terminal, each change after a blank line otherwise (polls every second)")
 	f.StringVar(&o.region, "region", "", "only this region (nodes, replicas)")
 	if withType {
 		f.StringVar(&o.kind, "kind", "", "only this kind of resource: Compute, Volume, Image, Loadbalancer")
@@ -171,7 +171,7 @@ func (a *App) regionsCommand() *cobra.Command {
 	f := cmd.Flags()
 	addOutputFlag(cmd, &o.output)
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector")
-	f.BoolVarP(&o.watch, "watch", "w", false, "render again on every change until Ctrl-C")
+	f.BoolVarP(&o.watch, "watch", "w", false, "render again on every change until Ctrl-C (redrawn in place on a terminal)")
 	return cmd
 }
 
