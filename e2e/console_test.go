@@ -85,7 +85,8 @@ func TestConsole(t *testing.T) {
 // failure of the tier.
 func servedConsole(t *testing.T, base string) string {
 	t.Helper()
-	resp, err := http.Get(base + "/console/")
+	cl := &http.Client{Timeout: 10 * time.Second}
+	resp, err := cl.Get(base + "/console/")
 	if err != nil {
 		t.Fatalf("GET %s/console/: %v", base, err)
 	}
