@@ -86,12 +86,13 @@ func (c *Flavors) Update(ctx context.Context, f api.Flavor) (api.Flavor, error) 
 		}
 		cur := it.Value
 		switch {
-		case f.ResourceVersion != 0 && f.ResourceVersion != it.ModRevision:
-			// The client's condition, not a race to retry.
-			return fmt.Errorf("flavor %q: resourceVersion %d is stale (it is now %d); read it again: %w",
-				f.Name, f.ResourceVersion, it.ModRevision, api.ErrConflict)
 		case f.Kind != cur.Kind:
 			return api.Invalid("kind", "is immutable: flavor %q is a %s flavor, not %s", f.Name, cur.Kind, f.Kind)
+		case f.ResourceVersion != 0 && f.ResourceVersion != it.ModRevision:
+			// The client's condition (after the checks of its request),
+			// not a race to retry.
+			return fmt.Errorf("flavor %q: resourceVersion %d is stale (it is now %d); read it again: %w",
+				f.Name, f.ResourceVersion, it.ModRevision, api.ErrConflict)
 		case cur.Spec == f.Spec:
 			out = flavorView(it)
 			return nil
@@ -111,8 +112,10 @@ func (c *Flavors) Update(ctx context.Context, f api.Flavor) (api.Flavor, error) 
 	return out, nil
 }
 
-// Delete removes a flavor no resource uses, and returns it.
-func (c *Flavors) Delete(ctx context.Context, name string) (api.Flavor, error) {
+// Delete removes a flavor no resource uses, and returns it. expect, when
+// not 0, is the resourceVersion the client read (If-Match): another one
+// is a conflict.
+func (c *Flavors) Delete(ctx context.Context, name string, expect int64) (api.Flavor, error) {
 	if _, err := authorize(ctx, writeFlavors); err != nil {
 		return api.Flavor{}, err
 	}
@@ -122,6 +125,10 @@ func (c *Flavors) Delete(ctx context.Context, name string) (api.Flavor, error) {
 	it, err := c.flavors.Get(ctx, name)
 	if err != nil {
 		return api.Flavor{}, storeErr(err, "flavor", name)
+	}
+	if expect != 0 && expect != it.ModRevision {
+		return api.Flavor{}, fmt.Errorf("flavor %q: resourceVersion %d is stale (it is now %d); read it again: %w",
+			name, expect, it.ModRevision, api.ErrConflict)
 	}
 	// From etcd, not the cache: deleting a flavor in use would strand its
 	// resources, so the check reads the latest state. A resource created

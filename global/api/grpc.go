@@ -79,7 +79,7 @@ func (g *resourceServer) UpdateFlavor(ctx context.Context, req *globalv1.UpdateF
 }
 
 func (g *resourceServer) DeleteFlavor(ctx context.Context, req *globalv1.DeleteFlavorRequest) (*globalv1.DeleteFlavorResponse, error) {
-	if _, err := g.s.flavors.Delete(ctx, req.GetName()); err != nil {
+	if _, err := g.s.flavors.Delete(ctx, req.GetName(), 0); err != nil {
 		return nil, err
 	}
 	return &globalv1.DeleteFlavorResponse{}, nil
@@ -128,7 +128,7 @@ func (g *resourceServer) UpdateResource(ctx context.Context, req *globalv1.Updat
 }
 
 func (g *resourceServer) DeleteResource(ctx context.Context, req *globalv1.ResourceRef) (*resourcev1.Resource, error) {
-	out, err := g.s.resources.Delete(ctx, req.GetTenant(), req.GetName())
+	out, err := g.s.resources.Delete(ctx, req.GetTenant(), req.GetName(), 0)
 	if err != nil {
 		return nil, err
 	}

@@ -98,6 +98,9 @@ func (n *Nodes) Delete(ctx context.Context, region, node string) error {
 
 // Cordon stops new replicas from landing on a node.
 func (n *Nodes) Cordon(ctx context.Context, region, node, reason string) (api.Node, error) {
+	if err := api.ValidateText("reason", reason, 1024); err != nil {
+		return api.Node{}, err
+	}
 	c, err := n.client(ctx, region, node)
 	if err != nil {
 		return api.Node{}, err

@@ -287,6 +287,7 @@ var goSchemas = map[string]reflect.Type{
 	"Endpoint":          reflect.TypeFor[api.Endpoint](),
 	"ErrorBody":         reflect.TypeFor[api.ErrorBody](),
 	"ErrorDetail":       reflect.TypeFor[api.ErrorDetail](),
+	"FieldDetail":       reflect.TypeFor[api.FieldDetail](),
 	"Event":             reflect.TypeFor[api.Event](),
 	"EventList":         reflect.TypeFor[EventList](),
 	"FailoverPolicy":    reflect.TypeFor[api.FailoverPolicy](),
@@ -342,7 +343,7 @@ var handWritten = []string{
 // are exactly those always encoded (no omitempty or omitzero).
 var outputOnly = []string{
 	"Assignment", "AssignmentStatus", "BackendStatus", "Capacity", "Condition", "DrainStatus",
-	"DrainStep", "Endpoint", "ErrorBody", "ErrorDetail", "Event", "EventList", "FlavorList",
+	"DrainStep", "Endpoint", "ErrorBody", "ErrorDetail", "Event", "EventList", "FieldDetail", "FlavorList",
 	"NetworkAttachment", "Node", "NodeList", "NodeProvider", "NodeStatus", "RegionList",
 	"RegionShare", "RegionStatus", "Replica", "ReplicaList", "ResourceList", "ResourceStatus",
 	"Revision", "RevisionList", "RolloutStatus", "Status", "VolumeAttachment",

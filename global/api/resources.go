@@ -261,6 +261,12 @@ func (s *Resources) Update(ctx context.Context, tenant string, in api.Resource, 
 	in = in.Settable()
 	in.Tenant = tenant
 	in.Default()
+	// Validated before anything is read, so that a request that could
+	// never succeed says so whatever the stored state. A count left out
+	// is checked as 0 here, and as the stored count by replace.
+	if err := in.Validate(); err != nil {
+		return api.Resource{}, err
+	}
 	hash := requestHash("update", tenant, struct {
 		R             *api.Resource
 		Version       int64
@@ -361,14 +367,16 @@ func (s *Resources) Scale(ctx context.Context, tenant, name string, replicas int
 }
 
 // Delete asks for the resource's deletion; the master removes it once
-// every region has. Asking again returns it unchanged.
-func (s *Resources) Delete(ctx context.Context, tenant, name string) (api.Resource, error) {
+// every region has. Asking again returns it unchanged. expect, when not
+// 0, is the resourceVersion the client read (If-Match): another one is a
+// conflict.
+func (s *Resources) Delete(ctx context.Context, tenant, name string, expect int64) (api.Resource, error) {
 	tenant, err := resourceScope(ctx, writeResources, tenant, name)
 	if err != nil {
 		return api.Resource{}, err
 	}
 	requested := false
-	out, err := s.write(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
+	out, err := s.write(ctx, tenant, name, expect, func(r *api.Resource, _ *store.Txn) error {
 		requested = false
 		if r.Deleting() {
 			return store.ErrNoChange
@@ -406,18 +414,22 @@ func (s *Resources) write(ctx context.Context, tenant, name string, expect int64
 		if err != nil {
 			return err
 		}
+		before := *it.Value
+		txn := s.st.Store.Txn().Guard(guards...)
+		r := it.Value
+		err = fn(r, txn)
+		if err != nil && !errors.Is(err, store.ErrNoChange) {
+			return err
+		}
+		// The client's precondition comes after fn's checks: a request
+		// that could never succeed says why, not that it is stale.
 		if expect != 0 && it.ModRevision != expect {
 			return fmt.Errorf("resource %q: resourceVersion %d is stale (it is now %d); read it again: %w",
 				name, expect, it.ModRevision, api.ErrConflict)
 		}
-		before := *it.Value
-		txn := s.st.Store.Txn().Guard(guards...)
-		r := it.Value
-		if err := fn(r, txn); errors.Is(err, store.ErrNoChange) {
+		if err != nil { // store.ErrNoChange
 			out = view(it, st)
 			return nil
-		} else if err != nil {
-			return err
 		}
 		r.Generation++
 		r.UpdatedAt = now()

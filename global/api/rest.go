@@ -126,6 +126,9 @@ func (h *restHandlers) updateFlavor(r *http.Request) (any, error) {
 	if f.Name, err = nameInBody(f.Name, name); err != nil {
 		return nil, err
 	}
+	if f.ResourceVersion, err = rest.Precondition(r, f.ResourceVersion); err != nil {
+		return nil, err
+	}
 	return h.s.flavors.Update(r.Context(), f)
 }
 
@@ -134,7 +137,11 @@ func (h *restHandlers) deleteFlavor(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.s.flavors.Delete(r.Context(), name)
+	expect, err := rest.IfMatch(r)
+	if err != nil {
+		return nil, err
+	}
+	return h.s.flavors.Delete(r.Context(), name, expect)
 }
 
 // ---- resources ----
@@ -202,6 +209,9 @@ func (h *restHandlers) updateResource(r *http.Request) (any, error) {
 	if res.Name, err = nameInBody(res.Name, name); err != nil {
 		return nil, err
 	}
+	if res.ResourceVersion, err = rest.Precondition(r, res.ResourceVersion); err != nil {
+		return nil, err
+	}
 	o.IdempotencyKey = r.Header.Get("Idempotency-Key")
 	return h.s.resources.Update(r.Context(), tenantOf(r), res, o)
 }
@@ -211,8 +221,12 @@ func (h *restHandlers) deleteResource(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	expect, err := rest.IfMatch(r)
+	if err != nil {
+		return nil, err
+	}
 	// 202: the deletion is requested; the master finishes it.
-	out, err := h.s.resources.Delete(r.Context(), tenantOf(r), name)
+	out, err := h.s.resources.Delete(r.Context(), tenantOf(r), name, expect)
 	return rest.Accepted(out), err
 }
 

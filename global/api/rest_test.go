@@ -51,7 +51,7 @@ func TestBadRequests(t *testing.T) {
 		{
 			name: "wrong JSON type", method: "POST", path: "/v1/resources",
 			body:     computeBody("web2", func(m map[string]any) { m["replicas"] = "three" }),
-			wantCode: 400, wantError: "InvalidArgument", wantField: "replicas", wantMsg: "must be a number",
+			wantCode: 400, wantError: "InvalidArgument", wantField: "replicas", wantMsg: "must be a whole number",
 		},
 		{
 			name: "missing body", method: "POST", path: "/v1/resources",
@@ -122,7 +122,7 @@ func TestBadRequests(t *testing.T) {
 		{
 			name: "trailing garbage", method: "POST", path: "/v1/resources",
 			body:     `{"name":"web2","kind":"Compute"} {"again":true}`,
-			wantCode: 400, wantError: "InvalidArgument", wantMsg: "unexpected data after the JSON object",
+			wantCode: 400, wantError: "InvalidArgument", wantMsg: "unexpected data after the JSON value",
 		},
 		{
 			name: "duplicate create", method: "POST", path: "/v1/resources",

@@ -178,8 +178,10 @@ func (t *Tokens) Create(ctx context.Context, req TokenRequest) (NewTokenResponse
 	if req.Tenant == "" {
 		req.Tenant = DefaultTenant
 	}
-	if req.Name != "" && len(req.Name) > 253 {
-		return NewTokenResponse{}, api.Invalid("name", "is longer than 253 characters")
+	// The name is shown in listings and logs: no terminal escapes or
+	// bidirectional overrides that would show another name.
+	if err := api.ValidateText("name", req.Name, 253); err != nil {
+		return NewTokenResponse{}, err
 	}
 	plain, tok, err := t.issue(ctx, api.Token{Tenant: req.Tenant, Role: req.Role, Name: req.Name, ExpiresAt: req.ExpiresAt})
 	if err != nil {

@@ -190,3 +190,7 @@ type DrainStep struct {
 	Message  string    `json:"message,omitempty"`
 	At       time.Time `json:"at"`
 }
+
+// GetResourceVersion is the version the REST edge sends as the ETag (the
+// region's store's).
+func (n Node) GetResourceVersion() int64 { return n.ResourceVersion }

@@ -62,3 +62,6 @@ type Placement struct {
 
 // Key is tenant/name.
 func (p *Placement) Key() string { return p.Resource.Key() }
+
+// GetResourceVersion is the version the REST edge sends as the ETag.
+func (r Region) GetResourceVersion() int64 { return r.ResourceVersion }

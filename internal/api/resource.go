@@ -370,3 +370,9 @@ type Revision struct {
 	Cause      string       `json:"cause,omitempty"`
 	CreatedAt  time.Time    `json:"createdAt"`
 }
+
+// GetResourceVersion is the version the REST edge sends as the ETag.
+func (r Resource) GetResourceVersion() int64 { return r.ResourceVersion }
+
+// GetResourceVersion is the version the REST edge sends as the ETag.
+func (f Flavor) GetResourceVersion() int64 { return f.ResourceVersion }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -21,7 +22,18 @@ type ErrorBody struct {
 type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Field is the first field at fault, as a JSON path
+	// ("schedule.regions[0].weight").
+	Field string `json:"field,omitempty"`
+	// Details are all the fields at fault (a request's every validation
+	// error, in the order found), when there are any.
+	Details []FieldDetail `json:"details,omitempty"`
+}
+
+// FieldDetail is one field at fault.
+type FieldDetail struct {
 	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
 }
 
 type errClass struct {
@@ -66,10 +78,15 @@ func HTTPError(err error) (int, ErrorBody) {
 	if !known {
 		d.Message = "internal error"
 	}
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		d.Field = fe.Field
-		d.Message = fe.Error()
+	if fes := Fields(err); fes != nil && known {
+		d.Field = fes[0].Field
+		d.Message = FieldErrors(fes).Error()
+		for _, fe := range fes {
+			if len(fes) == 1 && fe.Field == "" {
+				break
+			}
+			d.Details = append(d.Details, FieldDetail{Field: fe.Field, Message: fe.Message})
+		}
 	}
 	return c.http, ErrorBody{Error: d}
 }
@@ -86,9 +103,13 @@ func GRPCError(err error) error {
 	c, _ := classify(err)
 	st := status.New(c.grpc, err.Error())
 	info := &errdetails.ErrorInfo{Reason: c.code, Domain: "strata"}
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		info.Metadata = map[string]string{"field": fe.Field, "message": fe.Message}
+	if fes := Fields(err); fes != nil {
+		info.Metadata = map[string]string{"field": fes[0].Field, "message": fes[0].Message}
+		if len(fes) > 1 {
+			if all, err := json.Marshal(fes); err == nil {
+				info.Metadata["errors"] = string(all)
+			}
+		}
 	}
 	if withInfo, derr := st.WithDetails(info); derr == nil {
 		st = withInfo
@@ -127,6 +148,10 @@ func fromDetails(st *status.Status) error {
 		info, ok := d.(*errdetails.ErrorInfo)
 		if !ok || info.Domain != "strata" {
 			continue
+		}
+		var all FieldErrors
+		if err := json.Unmarshal([]byte(info.Metadata["errors"]), &all); err == nil && len(all) > 1 {
+			return all
 		}
 		if f, ok := info.Metadata["field"]; ok {
 			return &FieldError{Field: f, Message: info.Metadata["message"]}

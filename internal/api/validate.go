@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Limits that keep one object from hurting a tier.
@@ -28,6 +29,8 @@ const (
 	MaxCmdlineLen = 2048
 	// MaxCheckPathLen bounds a health check's path.
 	MaxCheckPathLen = 1024
+	// MaxEnvNameLen bounds an environment variable's name.
+	MaxEnvNameLen = 256
 )
 
 var (
@@ -56,16 +59,18 @@ func ValidateLabels(field string, labels map[string]string) error {
 	if len(labels) > MaxLabels {
 		return Invalid(field, "has %d labels; at most %d", len(labels), MaxLabels)
 	}
+	var p problems
 	for _, k := range sortedKeys(labels) {
 		v := labels[k]
 		if len(k) > 253 || !labelKeyRE.MatchString(k) {
-			return Invalid(field, "bad label key %q", k)
+			p.add(Invalid(field, "bad label key %q: at most 253 letters, digits, '-', '_', '.', with an optional DNS prefix and '/'", k))
+			continue
 		}
 		if len(v) > 63 || !labelValRE.MatchString(v) {
-			return Invalid(field+"."+k, "bad label value %q", v)
+			p.add(Invalid(field+"."+k, "bad label value %q: at most 63 letters, digits, '-', '_' or '.'", v))
 		}
 	}
-	return nil
+	return p.err()
 }
 
 func oneOf[T ~string](field string, v T, allowed ...T) error {
@@ -81,126 +86,112 @@ func oneOf[T ~string](field string, v T, allowed ...T) error {
 
 // Validate checks a flavor.
 func (f *Flavor) Validate() error {
-	if err := ValidateName("name", f.Name); err != nil {
-		return err
-	}
-	if err := oneOf("kind", f.Kind, ProviderKinds...); err != nil {
-		return err
-	}
-	if err := f.Spec.validate(f.Kind); err != nil {
-		return within("spec", err)
-	}
-	return nil
+	var p problems
+	p.add(ValidateName("name", f.Name))
+	p.add(oneOf("kind", f.Kind, ProviderKinds...))
+	p.in("spec", f.Spec.validate(f.Kind))
+	return p.err()
 }
 
 func (s *FlavorSpec) validate(kind ProviderKind) error {
+	var p problems
 	switch {
 	case math.IsNaN(s.VCPUs) || s.VCPUs <= 0:
-		return Invalid("vcpus", "must be greater than 0")
+		p.add(Invalid("vcpus", "must be greater than 0"))
 	case s.VCPUs > 1024:
-		return Invalid("vcpus", "%g is more than 1024", s.VCPUs)
+		p.add(Invalid("vcpus", "%g is more than 1024", s.VCPUs))
 	case kind == ProviderVM && s.VCPUs != math.Trunc(s.VCPUs):
-		return Invalid("vcpus", "a VM needs a whole number of vCPUs, not %g", s.VCPUs)
-	case s.MemoryMiB <= 0:
-		return Invalid("memoryMiB", "must be greater than 0")
-	case s.MemoryMiB > 4<<20:
-		return Invalid("memoryMiB", "%d is more than 4 TiB", s.MemoryMiB)
-	case s.DiskMiB < 0:
-		return Invalid("diskMiB", "must not be negative")
+		p.add(Invalid("vcpus", "a VM needs a whole number of vCPUs, not %g", s.VCPUs))
 	}
-	return nil
+	switch {
+	case s.MemoryMiB <= 0:
+		p.add(Invalid("memoryMiB", "must be greater than 0"))
+	case s.MemoryMiB > 4<<20:
+		p.add(Invalid("memoryMiB", "%d is more than 4 TiB", s.MemoryMiB))
+	}
+	if s.DiskMiB < 0 {
+		p.add(Invalid("diskMiB", "must not be negative"))
+	}
+	return p.err()
 }
 
 // Validate checks a resource as a user sent it. Server-set fields are not
 // checked; the API overwrites them.
 func (r *Resource) Validate() error {
-	// Replicas first, so that their errors name the field the client
+	// Every check runs, so that the client hears of every mistake at
+	// once; replicas first, as their errors name the field the client
 	// wrote ("replicas", not "spec.replicas").
-	if err := ValidateReplicas(r.Kind, r.Replicas); err != nil {
-		return err
-	}
-	if err := ValidateName("name", r.Name); err != nil {
-		return err
-	}
+	var p problems
+	p.add(ValidateReplicas(r.Kind, r.Replicas))
+	p.add(ValidateName("name", r.Name))
 	if r.Tenant != "" {
-		if err := ValidateName("tenant", r.Tenant); err != nil {
-			return err
-		}
+		p.add(ValidateName("tenant", r.Tenant))
 	}
-	if err := oneOf("kind", r.Kind, ResourceKinds...); err != nil {
-		return err
+	kindErr := oneOf("kind", r.Kind, ResourceKinds...)
+	p.add(kindErr)
+	p.add(ValidateLabels("labels", r.Labels))
+	if kindErr == nil {
+		// The spec's sections depend on the kind: without one, every
+		// section would be reported for nothing.
+		p.in("spec", r.Spec.validate(r.Kind))
 	}
-	if err := ValidateLabels("labels", r.Labels); err != nil {
-		return err
-	}
-	if err := r.Spec.validate(r.Kind); err != nil {
-		return within("spec", err)
-	}
-	if err := r.Schedule.validate(); err != nil {
-		return within("schedule", err)
-	}
-	if err := validateOverrides(r.Overrides); err != nil {
-		return err
-	}
+	p.in("schedule", r.Schedule.validate())
+	p.add(validateOverrides(r.Overrides))
 	if f := r.Failover; f != nil {
-		if err := f.validate(); err != nil {
-			return within("failover", err)
-		}
+		p.in("failover", f.validate())
 	}
-	if err := r.Rollout.validate(r.Replicas); err != nil {
-		return within("rollout", err)
-	}
+	p.in("rollout", r.Rollout.validate(r.Replicas))
 	if r.MaxRevisionHistory < 0 || r.MaxRevisionHistory > MaxRevisionHistory {
-		return Invalid("maxRevisionHistory", "must be between 0 and %d", MaxRevisionHistory)
+		p.add(Invalid("maxRevisionHistory", "must be between 0 and %d", MaxRevisionHistory))
 	}
-	return nil
+	return p.err()
 }
 
 // validateOverrides checks the per-region overrides: registered-looking
 // region names, a flavor name, an environment.
 func validateOverrides(overrides map[string]SpecOverride) error {
+	var p problems
 	for _, region := range sortedKeys(overrides) {
 		if err := ValidateName("overrides", region); err != nil {
-			return err
+			p.add(err)
+			continue
 		}
 		o := overrides[region]
 		if o.Flavor != "" {
-			if err := ValidateName("overrides."+region+".flavor", o.Flavor); err != nil {
-				return err
-			}
+			p.add(ValidateName("overrides."+region+".flavor", o.Flavor))
 		}
-		if err := validateEnv("overrides."+region+".env", o.Env); err != nil {
-			return err
-		}
+		p.add(validateEnv("overrides."+region+".env", o.Env))
 	}
-	return nil
+	return p.err()
 }
 
 func (f *FailoverPolicy) validate() error {
+	var p problems
 	if f.After.Duration < 0 {
-		return Invalid("after", "must not be negative")
+		p.add(Invalid("after", "must not be negative"))
 	}
 	for i, name := range f.ToRegions {
-		if err := ValidateName(fmt.Sprintf("toRegions[%d]", i), name); err != nil {
-			return err
-		}
+		p.add(ValidateName(fmt.Sprintf("toRegions[%d]", i), name))
 	}
-	return nil
+	return p.err()
 }
 
 // validate checks a rollout policy for a resource of replicas.
 func (ro RolloutPolicy) validate(replicas int) error {
-	switch {
-	case ro.MaxUnavailable < 0:
-		return Invalid("maxUnavailable", "must not be negative")
-	case ro.MaxSurge < 0:
-		return Invalid("maxSurge", "must not be negative")
-	case ro.MinHealthy < 0:
-		return Invalid("minHealthy", "must not be negative")
-	case ro.MinHealthy > replicas && replicas > 0:
-		return Invalid("minHealthy", "%d is more than the %d replicas", ro.MinHealthy, replicas)
+	var p problems
+	if ro.MaxUnavailable < 0 {
+		p.add(Invalid("maxUnavailable", "must not be negative"))
 	}
-	return nil
+	if ro.MaxSurge < 0 {
+		p.add(Invalid("maxSurge", "must not be negative"))
+	}
+	switch {
+	case ro.MinHealthy < 0:
+		p.add(Invalid("minHealthy", "must not be negative"))
+	case ro.MinHealthy > replicas && replicas > 0:
+		p.add(Invalid("minHealthy", "%d is more than the %d replicas", ro.MinHealthy, replicas))
+	}
+	return p.err()
 }
 
 // Default fills in what a resource leaves out. It runs before Validate.
@@ -323,59 +314,62 @@ func (s *ResourceSpec) validate(kind ResourceKind) error {
 }
 
 func (c *ComputeSpec) validate() error {
+	var p problems
 	if strings.TrimSpace(c.Image) == "" {
-		return Invalid("image", "is required")
+		p.add(Invalid("image", "is required"))
+	} else {
+		p.add(validText("image", c.Image, MaxPathLen))
 	}
-	if err := validateEnv("env", c.Env); err != nil {
-		return err
-	}
+	p.add(validateEnv("env", c.Env))
 	if c.WorkingDir != "" && !path.IsAbs(c.WorkingDir) {
-		return Invalid("workingDir", "%q must be an absolute path", c.WorkingDir)
+		p.add(Invalid("workingDir", "%q must be an absolute path", c.WorkingDir))
+	} else {
+		p.add(validText("workingDir", c.WorkingDir, MaxPathLen))
 	}
-	if err := validText("workingDir", c.WorkingDir, MaxPathLen); err != nil {
-		return err
-	}
-	if err := validateArgv(c.Command, c.Args); err != nil {
-		return err
-	}
-	if err := validText("kernelArgs", c.KernelArgs, MaxCmdlineLen); err != nil {
-		return err
-	}
-	if err := validatePorts(c.Ports); err != nil {
-		return err
-	}
-	if err := validateMounts(c.Volumes); err != nil {
-		return err
-	}
+	p.add(validateArgv(c.Command, c.Args))
+	p.add(validText("kernelArgs", c.KernelArgs, MaxCmdlineLen))
+	p.add(validatePorts(c.Ports))
+	p.add(validateMounts(c.Volumes))
 	if c.Network != "" {
-		if err := ValidateName("network", c.Network); err != nil {
-			return err
-		}
+		p.add(ValidateName("network", c.Network))
 	}
-	if err := oneOf("restartPolicy", c.RestartPolicy, "", RestartAlways, RestartOnFailure, RestartNever); err != nil {
-		return err
-	}
+	p.add(oneOf("restartPolicy", c.RestartPolicy, "", RestartAlways, RestartOnFailure, RestartNever))
 	if c.StopGracePeriod.Duration < 0 {
-		return Invalid("stopGracePeriod", "must not be negative")
+		p.add(Invalid("stopGracePeriod", "must not be negative"))
 	}
-	return nil
+	return p.err()
 }
 
 // validateArgv checks a command and its arguments. They may hold
-// newlines (a shell script); a NUL ends a C string, so the process would
-// run something else than asked.
+// newlines and tabs (a shell script); a NUL ends a C string, so the
+// process would run something else than asked, and terminal escapes and
+// bidirectional overrides make what an operator reads differ from what
+// runs.
 func validateArgv(command, args []string) error {
+	var p problems
 	for _, list := range []struct {
 		field string
 		argv  []string
 	}{{"command", command}, {"args", args}} {
 		for i, a := range list.argv {
-			if strings.ContainsRune(a, 0) {
-				return Invalid(fmt.Sprintf("%s[%d]", list.field, i), "has a NUL character")
-			}
+			p.add(validScript(fmt.Sprintf("%s[%d]", list.field, i), a))
 		}
 	}
-	return nil
+	return p.err()
+}
+
+// validScript refuses the control characters of hasControl but newline
+// and tab, which scripts and values hold.
+func validScript(field, s string) error {
+	bad := strings.IndexFunc(s, func(r rune) bool { return r != '\n' && r != '\t' && isControl(r) })
+	if bad < 0 {
+		return nil
+	}
+	if s[bad] == 0 {
+		return Invalid(field, "has a NUL character")
+	}
+	r, _ := utf8.DecodeRuneInString(s[bad:])
+	return Invalid(field, "has the control character %U at byte %d (only newline and tab are allowed)", r, bad)
 }
 
 // validatePorts checks a container's ports, each listed once.
@@ -427,15 +421,15 @@ func validateEnv(field string, env map[string]string) error {
 	if len(env) > MaxEnv {
 		return Invalid(field, "has %d variables; at most %d", len(env), MaxEnv)
 	}
+	var p problems
 	for _, k := range sortedKeys(env) {
-		if !envKeyRE.MatchString(k) {
-			return Invalid(field, "bad variable name %q", k)
+		if len(k) > MaxEnvNameLen || !envKeyRE.MatchString(k) {
+			p.add(Invalid(field, "bad variable name %q: at most %d letters, digits and '_', not starting with a digit", k, MaxEnvNameLen))
+			continue
 		}
-		if strings.ContainsRune(env[k], 0) {
-			return Invalid(field+"."+k, "has a NUL character")
-		}
+		p.add(validScript(field+"."+k, env[k]))
 	}
-	return nil
+	return p.err()
 }
 
 func (v *VolumeSpec) validate() error {
@@ -572,38 +566,33 @@ func (hc *HealthCheck) validate() error {
 }
 
 func (s *ScheduleRule) validate() error {
+	var p problems
 	seen := map[string]bool{}
 	for i, r := range s.Regions {
 		f := fmt.Sprintf("regions[%d]", i)
 		if err := ValidateName(f+".name", r.Name); err != nil {
-			return err
-		}
-		if seen[r.Name] {
-			return Invalid(f+".name", "region %q is listed twice", r.Name)
+			p.add(err)
+		} else if seen[r.Name] {
+			p.add(Invalid(f+".name", "region %q is listed twice", r.Name))
 		}
 		seen[r.Name] = true
 		if r.Weight < 0 {
-			return Invalid(f+".weight", "must not be negative")
+			p.add(Invalid(f+".weight", "must not be negative"))
 		}
 	}
-	if s.SpreadRegions < 0 {
-		return Invalid("spreadRegions", "must not be negative")
-	}
-	if len(s.Regions) > 0 && s.SpreadRegions > len(s.Regions) {
-		return Invalid("spreadRegions", "%d is more than the %d regions listed", s.SpreadRegions, len(s.Regions))
+	switch {
+	case s.SpreadRegions < 0:
+		p.add(Invalid("spreadRegions", "must not be negative"))
+	case len(s.Regions) > 0 && s.SpreadRegions > len(s.Regions):
+		p.add(Invalid("spreadRegions", "%d is more than the %d regions listed", s.SpreadRegions, len(s.Regions)))
 	}
 	for i, z := range s.Zones {
-		if err := ValidateName(fmt.Sprintf("zones[%d]", i), z); err != nil {
-			return err
-		}
+		p.add(ValidateName(fmt.Sprintf("zones[%d]", i), z))
 	}
-	if err := ValidateLabels("nodeSelector", s.NodeSelector); err != nil {
-		return err
-	}
-	if err := oneOf("antiAffinity", s.AntiAffinity, "", "soft", "hard"); err != nil {
-		return err
-	}
-	return oneOf("strategy", s.Strategy, "", "spread", "binpack")
+	p.add(ValidateLabels("nodeSelector", s.NodeSelector))
+	p.add(oneOf("antiAffinity", s.AntiAffinity, "", "soft", "hard"))
+	p.add(oneOf("strategy", s.Strategy, "", "spread", "binpack"))
+	return p.err()
 }
 
 // Validate checks a region registration.
@@ -724,15 +713,31 @@ func ParseRange(s string) (netip.Addr, netip.Addr, error) {
 // hasControl reports a control character (newline, NUL, escape...): the
 // strings a spec hands to a node end up in configuration files, command
 // lines and XML, where one would split a line or fail late.
-func hasControl(s string) bool {
-	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) })
+func hasControl(s string) bool { return strings.ContainsFunc(s, isControl) }
+
+// isControl is a C0 or C1 control character, DEL, or a bidirectional
+// control (embeddings, overrides, isolates, marks), which make text read
+// otherwise than it runs.
+func isControl(r rune) bool {
+	switch {
+	case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0:
+		return true
+	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }
+
+// ValidateText refuses control characters (hasControl) and text longer
+// than max bytes: for free text a client names things with (a token's
+// name, a cordon's reason).
+func ValidateText(field, s string, max int) error { return validText(field, s, max) }
 
 // validText refuses control characters and text longer than max bytes.
 func validText(field, s string, max int) error {
 	switch {
 	case hasControl(s):
-		return Invalid(field, "%q has control characters (newline, tab, NUL...)", s)
+		return Invalid(field, "%q has control characters (newline, tab, NUL, escapes, bidirectional controls...)", s)
 	case len(s) > max:
 		return Invalid(field, "is longer than %d bytes", max)
 	}

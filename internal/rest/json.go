@@ -8,9 +8,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/strictjson"
 )
 
 // List is the body of every list answer.
@@ -31,9 +31,11 @@ func (l List[T]) MarshalJSON() ([]byte, error) {
 	return json.Marshal(plain(l))
 }
 
-// Decode reads the JSON body of r, which is required, into v. Unknown
-// fields, trailing data and bodies over the API's limit are refused
-// (other media types are refused before any handler, by Guard).
+// Decode reads the JSON body of r, which is required, into v, strictly
+// (strictjson: unknown fields, duplicate keys and trailing data are
+// refused, every error names its field's JSON path); bodies over the
+// API's limit are refused (other media types are refused before any
+// handler, by Guard).
 func Decode(r *http.Request, v any) error { return decode(r, v, true) }
 
 // DecodeOptional is Decode for a body that may be left out: an empty body
@@ -55,52 +57,7 @@ func decode(r *http.Request, v any, required bool) error {
 		}
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return api.Invalid("", "malformed JSON: unexpected data after the JSON object")
-	}
-	return nil
-}
-
-// decodeError turns encoding/json's errors into field errors a client can
-// act on.
-func decodeError(err error) error {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax):
-		return api.Invalid("", "malformed JSON: %v (at byte %d)", syntax, syntax.Offset)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return api.Invalid("", "malformed JSON: the body ends in the middle of the object")
-	case errors.As(err, &typ):
-		if typ.Field == "" {
-			return api.Invalid("", "malformed JSON: the body must be a JSON object, not %s", typ.Value)
-		}
-		return api.Invalid(typ.Field, "must be %s, not %s", jsonType(typ.Type.Kind().String()), typ.Value)
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return api.Invalid(strings.Trim(name, `"`), "unknown field")
-	}
-	return api.Invalid("", "invalid request body: %v", strings.TrimPrefix(err.Error(), "json: "))
-}
-
-// jsonType names a Go kind the way a JSON user thinks of it.
-func jsonType(kind string) string {
-	switch {
-	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"), strings.HasPrefix(kind, "float"):
-		return "a number"
-	case kind == "string":
-		return "a string"
-	case kind == "bool":
-		return "true or false"
-	case kind == "slice", kind == "array":
-		return "an array"
-	}
-	return "an object"
+	return strictjson.Decode(data, v)
 }
 
 // WriteJSON sends v as JSON with status code.

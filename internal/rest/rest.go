@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -68,6 +69,7 @@ func Accepted(v any) Reply { return Reply{Code: http.StatusAccepted, Body: v} }
 type API struct {
 	mux      *http.ServeMux
 	public   map[string]bool
+	routed   map[string]bool
 	patterns []string
 	auth     Authenticator
 	maxBody  int64
@@ -112,6 +114,7 @@ func New(auth Authenticator, opts ...Option) *API {
 	a := &API{
 		mux:     http.NewServeMux(),
 		public:  map[string]bool{},
+		routed:  map[string]bool{},
 		auth:    auth,
 		maxBody: DefaultMaxBody,
 		realm:   "strata",
@@ -129,6 +132,9 @@ func (a *API) Handle(pattern string, fn Func) {
 	a.register(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.begin(w, r)
 		v, err := fn(r)
+		if err == nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			err = checkIfMatch(r, v)
+		}
 		if err != nil {
 			a.Error(w, r, err)
 			return
@@ -137,8 +143,10 @@ func (a *API) Handle(pattern string, fn Func) {
 		case nil:
 			w.WriteHeader(http.StatusNoContent)
 		case Reply:
+			setETag(w, v.Body)
 			WriteJSON(w, v.Code, v.Body)
 		default:
+			setETag(w, v)
 			WriteJSON(w, http.StatusOK, v)
 		}
 	}))
@@ -166,6 +174,7 @@ func (a *API) HandlePublic(pattern string, h http.Handler) {
 
 func (a *API) register(pattern string, h http.Handler) {
 	a.mux.Handle(pattern, h)
+	a.routed[pattern] = true
 	a.patterns = append(a.patterns, pattern)
 }
 
@@ -189,8 +198,11 @@ func (a *API) Handler() http.Handler {
 // routes it. Authenticating before routing answers 401, not 404, to a
 // caller without a token, whatever the path.
 func (a *API) serve(w http.ResponseWriter, r *http.Request) {
+	// A pattern the API did not declare is the mux's own answer: no
+	// route, another method, or a redirect to the clean path.
 	_, pattern := a.mux.Handler(r)
-	if a.public[pattern] {
+	routed := a.routed[pattern] && isClean(r.URL.EscapedPath())
+	if routed && a.public[pattern] {
 		a.mux.ServeHTTP(w, r)
 		return
 	}
@@ -205,11 +217,25 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request) {
 		a.Error(w, r, err)
 		return
 	}
-	if pattern == "" {
+	if !routed {
 		a.unrouted(w, r)
 		return
 	}
 	a.mux.ServeHTTP(w, r)
+}
+
+// isClean reports whether p is in the form the mux serves rather than
+// redirects: rooted, no empty, "." or ".." segments (a trailing slash is
+// part of a path).
+func isClean(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean == p
 }
 
 // bearerToken returns the token of an Authorization header ("" if none).
@@ -225,25 +251,27 @@ func bearerToken(header string) (string, error) {
 }
 
 // unrouted restates in JSON the mux's verdict on a request no route
-// takes: 404, or 405 for a path served with other methods. Anything else
-// (a redirect to a clean path) passes as the mux writes it.
+// takes: 404, or 405 for a path served with other methods. A path that is
+// not in its clean form ("//v1/flavors", "/v1/./flavors") is a 404 that
+// names the clean form, not the mux's HTML redirect: an API client
+// should send the path it means, and a redirect of a write would be
+// followed as a GET by some clients.
 func (a *API) unrouted(w http.ResponseWriter, r *http.Request) {
 	verdict := &captured{header: http.Header{}}
 	a.mux.ServeHTTP(verdict, r)
-	switch verdict.code {
-	case http.StatusNotFound:
-		WriteJSON(w, http.StatusNotFound, api.ErrorBody{Error: api.ErrorDetail{
-			Code: "NotFound", Message: fmt.Sprintf("no route %s", r.URL.Path)}})
-	case http.StatusMethodNotAllowed:
+	path := api.Clip(r.URL.Path)
+	switch code := verdict.code; {
+	case code == http.StatusMethodNotAllowed:
 		allow := verdict.header.Get("Allow")
 		w.Header().Set("Allow", allow)
 		WriteJSON(w, http.StatusMethodNotAllowed, api.ErrorBody{Error: api.ErrorDetail{
-			Code: "MethodNotAllowed", Message: fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow)}})
-	default:
-		for k, v := range verdict.header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(verdict.code)
+			Code: "MethodNotAllowed", Message: fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", api.Clip(r.Method), path, allow)}})
+	case code >= 300 && code < 400:
+		WriteJSON(w, http.StatusNotFound, api.ErrorBody{Error: api.ErrorDetail{
+			Code: "NotFound", Message: fmt.Sprintf("no route %s: the path is not in its clean form (%s)", path, api.Quote(verdict.header.Get("Location")))}})
+	default: // 404: the mux has no other verdict
+		WriteJSON(w, http.StatusNotFound, api.ErrorBody{Error: api.ErrorDetail{
+			Code: "NotFound", Message: fmt.Sprintf("no route %s", path)}})
 	}
 }
 

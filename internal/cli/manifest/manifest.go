@@ -36,6 +36,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/strictjson"
 )
 
 // Kind is what a manifest document describes.
@@ -391,54 +392,9 @@ func unknownKind(kind string, js []byte) error {
 	return fmt.Errorf("unknown kind %q (want one of %s)", kind, list)
 }
 
-// strict decodes like the API does: unknown fields are errors.
-func strict(js []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
-	}
-	return nil
-}
-
-// decodeError says what encoding/json found in the manifest's terms.
-func decodeError(err error) error {
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &typ) && typ.Field != "" {
-		return fmt.Errorf("%s: must be %s, not %s", jsonPath(typ.Field), jsonType(typ.Type.Kind().String()), typ.Value)
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return fmt.Errorf("unknown field %s", name)
-	}
-	return errors.New(strings.TrimPrefix(err.Error(), "json: "))
-}
-
-// jsonPath drops the Go names of embedded structs from a field path.
-func jsonPath(field string) string {
-	parts := strings.Split(field, ".")
-	out := parts[:0]
-	for _, p := range parts {
-		if p == "Resource" || p == "Region" {
-			continue
-		}
-		out = append(out, p)
-	}
-	return strings.Join(out, ".")
-}
-
-func jsonType(kind string) string {
-	switch {
-	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"), strings.HasPrefix(kind, "float"):
-		return "a number"
-	case kind == "string":
-		return "a string"
-	case kind == "bool":
-		return "true or false"
-	case kind == "slice", kind == "array":
-		return "a list"
-	}
-	return "an object"
-}
+// strict decodes like the API does (strictjson: unknown fields and
+// duplicate keys are errors, which name the field's path).
+func strict(js []byte, v any) error { return strictjson.Decode(js, v) }
 
 // FlavorDocument is a flavor as a manifest: its REST JSON with kind
 // "Flavor", and the REST "kind" (the provider kind) as providerKind.

@@ -108,7 +108,7 @@ func TestParseErrors(t *testing.T) {
 		{"a flavor written with its REST kind", "kind: container\nname: small\nspec: {vcpus: 1, memoryMiB: 64}\n",
 			`f.yaml: document 1 (line 1): unknown kind "container": a flavor's manifest has kind: Flavor and providerKind: container`},
 		{"unknown field", "kind: Compute\nname: web\nreplica: 3\n",
-			`f.yaml: document 1 (line 1): unknown field "replica"`},
+			`f.yaml: document 1 (line 1): replica: unknown field`},
 		{"wrong type names the field", "kind: Flavor\nname: small\nspec: {vcpus: many, memoryMiB: 64}\n",
 			`f.yaml: document 1 (line 1): spec.vcpus: must be a number, not string`},
 		{"validation before anything is sent", valid + "---\nkind: Compute\nname: web\nreplicas: -1\nspec: {flavor: small, compute: {image: busybox}}\n",
