@@ -302,6 +302,8 @@ type fakeRegion struct {
 	nodes    map[string]*api.Node
 	replicas []api.Replica
 	calls    []string
+	// events is how many events ListEvents has (paging_test.go).
+	events int
 }
 
 func newFakeRegion(name string, nodes ...string) *fakeRegion {

@@ -82,9 +82,12 @@ type EventQuery struct {
 // EventList is a page of events, oldest first, and the cursor to ask for
 // what comes after them.
 type EventList struct {
-	Items       []api.Event `json:"items"`
-	Cursor      string      `json:"cursor,omitempty"`
-	Unreachable []string    `json:"unreachable,omitempty"`
+	Items  []api.Event `json:"items"`
+	Cursor string      `json:"cursor,omitempty"`
+	// Continue is Cursor when the page is full: more events may follow
+	// at once (ask with continue=, or after=).
+	Continue    string   `json:"continue,omitempty"`
+	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 // List gathers events from the regions. The cursor carries one position
@@ -94,17 +97,22 @@ func (e *Events) List(ctx context.Context, q EventQuery) (EventList, error) {
 	if err := e.authorize(ctx, q); err != nil {
 		return EventList{}, err
 	}
-	if q.Limit <= 0 {
-		q.Limit = 100
+	limit, err := api.PageSize(q.Limit)
+	if err != nil {
+		return EventList{}, err
 	}
-	if q.Limit > 1000 {
-		return EventList{}, api.Invalid("limit", "%d is more than 1000", q.Limit)
+	if err := api.ValidateText("object", q.Object, 512); err != nil {
+		return EventList{}, err
+	}
+	q.Limit = limit
+	cursors, err := parseCursor(q.After, q.Region)
+	if err != nil {
+		return EventList{}, err
 	}
 	names, err := e.regions(ctx, q.Region)
 	if err != nil {
 		return EventList{}, err
 	}
-	cursors := parseCursor(q.After, q.Region)
 	type batch struct {
 		region string
 		items  []*resourcev1.Event
@@ -121,12 +129,9 @@ func (e *Events) List(ctx context.Context, q EventQuery) (EventList, error) {
 		return nil
 	})
 	close(results)
-	next := maps.Clone(cursors)
 	for b := range results {
 		for _, p := range b.items {
-			ev := eventFromPB(b.region, p)
-			out.Items = append(out.Items, ev)
-			next[b.region] = ev.ID
+			out.Items = append(out.Items, eventFromPB(b.region, p))
 		}
 	}
 	if q.Region == "" {
@@ -140,13 +145,35 @@ func (e *Events) List(ctx context.Context, q EventQuery) (EventList, error) {
 		}
 	}
 	slices.SortStableFunc(out.Items, func(a, b api.Event) int { return a.Time.Compare(b.Time) })
+	full := len(out.Items) >= q.Limit
+	// The cursor moves past what the page holds; a first page (no
+	// cursor) also past the older events it leaves out, which the client
+	// did not ask for.
+	seen := out.Items
 	if len(out.Items) > q.Limit {
-		out.Items = out.Items[len(out.Items)-q.Limit:]
+		// Without a cursor the regions sent their newest: keep the newest.
+		// After a cursor keep the oldest, so that the next page, from the
+		// cursor of what was kept, misses nothing.
+		if q.After == "" {
+			out.Items = out.Items[len(out.Items)-q.Limit:]
+		} else {
+			out.Items = out.Items[:q.Limit]
+		}
+	}
+	if q.After != "" {
+		seen = out.Items
+	}
+	next := maps.Clone(cursors)
+	for _, ev := range seen {
+		next[ev.Region] = ev.ID
 	}
 	if out.Items == nil {
 		out.Items = []api.Event{}
 	}
 	out.Cursor = formatCursor(next)
+	if full {
+		out.Continue = out.Cursor
+	}
 	return out, nil
 }
 
@@ -172,6 +199,13 @@ func (e *Events) regions(ctx context.Context, region string) ([]string, error) {
 	if err := api.ValidateName("region", region); err != nil {
 		return nil, err
 	}
+	known, err := e.fan.dir.known(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !known(region) {
+		return nil, api.NotFound("region", region)
+	}
 	return []string{region}, nil
 }
 
@@ -189,22 +223,31 @@ func eventFromPB(region string, e *resourcev1.Event) api.Event {
 	return ev
 }
 
-func parseCursor(after, region string) map[string]string {
+// parseCursor reads an after cursor: a composite one an answer returned
+// ("dev-1=1716-0,dev-2=1716-3"), or one region's event id with region.
+// Anything else is refused: taken for no cursor, it would replay every
+// event from the oldest.
+func parseCursor(after, region string) (map[string]string, error) {
 	out := map[string]string{}
 	if after == "" {
-		return out
+		return out, nil
 	}
+	bad := api.Invalid("after", "%q is not a cursor: send back the cursor an answer returned (region=id,...), or one event id with region", after)
 	if !strings.Contains(after, "=") {
+		if region == "" || events.ValidID(after) != nil {
+			return nil, bad
+		}
 		out[region] = after
-		return out
+		return out, nil
 	}
 	for _, part := range strings.Split(after, ",") {
-		k, v, ok := strings.Cut(part, "=")
-		if ok && k != "" {
-			out[k] = v
+		k, v, _ := strings.Cut(part, "=")
+		if api.ValidateName("after", k) != nil || events.ValidID(v) != nil || out[k] != "" {
+			return nil, bad
 		}
+		out[k] = v
 	}
-	return out
+	return out, nil
 }
 
 func formatCursor(m map[string]string) string {

@@ -24,12 +24,22 @@ type regionFan struct {
 // regionDirectory lists the registered regions (Regions).
 type regionDirectory interface {
 	names(ctx context.Context) ([]string, error)
+	known(ctx context.Context) (func(name string) bool, error)
 }
 
 // client returns the client of region.
 func (f *regionFan) client(ctx context.Context, region string) (regionv1.RegionServiceClient, error) {
 	if err := api.ValidateName("region", region); err != nil {
 		return nil, err
+	}
+	// A region no one registered is a 404 whatever the connections: a
+	// filter naming it must not answer as if it had nothing.
+	known, err := f.dir.known(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !known(region) {
+		return nil, api.NotFound("region", region)
 	}
 	if f.clients == nil {
 		return nil, fmt.Errorf("no connections to regions are configured: %w", api.ErrUnavailable)

@@ -66,6 +66,38 @@ func (c *Flavors) List(ctx context.Context) ([]api.Flavor, error) {
 	return out, nil
 }
 
+// PageQuery asks for one page of a list: at most Limit items (0:
+// api.DefaultPageSize, at most api.MaxPageSize) after those of the page
+// whose Continue token it carries ("": the first page).
+type PageQuery struct {
+	Limit    int
+	Continue string
+}
+
+// Page returns one page of the flavors, by name, and the continue token
+// of the next one ("" for the last). The pages are read from etcd at the
+// revision of the first, so together they are one snapshot; a token
+// whose revision etcd has compacted since is refused, and the client
+// starts over.
+func (c *Flavors) Page(ctx context.Context, q PageQuery) ([]api.Flavor, string, error) {
+	if _, err := authorize(ctx, readFlavors); err != nil {
+		return nil, "", err
+	}
+	limit, err := api.PageSize(q.Limit)
+	if err != nil {
+		return nil, "", err
+	}
+	page, err := c.flavors.List(ctx, store.ListOptions{Limit: int64(limit), Continue: q.Continue})
+	if err != nil {
+		return nil, "", storeErr(err, "flavors", "")
+	}
+	out := make([]api.Flavor, len(page.Items))
+	for i, it := range page.Items {
+		out[i] = flavorView(it)
+	}
+	return out, page.Continue, nil
+}
+
 // Update changes a flavor's spec; its kind is immutable, because the
 // resources using it were checked against it. A resourceVersion in f makes
 // the write conditional; without one a lost race is retried. Running

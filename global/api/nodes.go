@@ -25,6 +25,29 @@ type Nodes struct {
 type NodeList struct {
 	Items       []api.Node `json:"items"`
 	Unreachable []string   `json:"unreachable,omitempty"`
+	// Continue fetches the next page; empty on the last one.
+	Continue string `json:"continue,omitempty"`
+}
+
+// Page is one page of List, sorted by region and name: at most q.Limit
+// nodes after those of the page whose continue token q carries. The
+// regions are asked for every page (they keep the nodes, and answer
+// from their caches).
+func (n *Nodes) Page(ctx context.Context, region, selector string, q PageQuery) (NodeList, error) {
+	limit, err := api.PageSize(q.Limit)
+	if err != nil {
+		return NodeList{}, err
+	}
+	after, err := api.AfterToken(q.Continue)
+	if err != nil {
+		return NodeList{}, err
+	}
+	list, err := n.List(ctx, region, selector)
+	if err != nil {
+		return NodeList{}, err
+	}
+	list.Items, list.Continue = api.Paginate(list.Items, func(n api.Node) string { return n.Region + "/" + n.Name }, after, limit)
+	return list, nil
 }
 
 // List lists the nodes of region, or, with region "", of every region,

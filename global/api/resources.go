@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,12 +13,6 @@ import (
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/store"
-)
-
-// List limits.
-const (
-	DefaultListLimit = 100
-	MaxListLimit     = 1000
 )
 
 // Resources are the tenants' resources: their specs, revisions, rollouts
@@ -66,8 +59,8 @@ type ListQuery struct {
 	Selector string
 	// Kind keeps one kind.
 	Kind string
-	// Limit is the page size: 0 means DefaultListLimit; more than
-	// MaxListLimit is cut to it.
+	// Limit is the page size: 0 means api.DefaultPageSize; more than
+	// api.MaxPageSize is cut to it.
 	Limit int
 	// Continue is the previous page's token.
 	Continue string
@@ -172,7 +165,7 @@ type page struct {
 	sel   api.Selector
 	kind  string
 	limit int
-	after string
+	after string // a resource name
 }
 
 func (q ListQuery) page() (page, error) {
@@ -183,27 +176,21 @@ func (q ListQuery) page() (page, error) {
 	if q.Kind != "" && !slices.Contains(api.ResourceKinds, api.ResourceKind(q.Kind)) {
 		return page{}, api.Invalid("kind", "%q is not a resource kind", q.Kind)
 	}
-	p := page{sel: sel, kind: q.Kind, limit: q.Limit}
-	switch {
-	case p.limit < 0:
-		return page{}, api.Invalid("limit", "must not be negative")
-	case p.limit == 0:
-		p.limit = DefaultListLimit
-	case p.limit > MaxListLimit:
-		p.limit = MaxListLimit
+	p := page{sel: sel, kind: q.Kind}
+	if p.limit, err = api.PageSize(q.Limit); err != nil {
+		return page{}, err
 	}
-	if q.Continue != "" {
-		b, err := base64.RawURLEncoding.DecodeString(q.Continue)
-		if err != nil || api.ValidateName("continue", string(b)) != nil {
-			return page{}, api.Invalid("continue", "is not a token this list issued")
-		}
-		p.after = string(b)
+	if p.after, err = api.AfterToken(q.Continue); err != nil {
+		return page{}, err
+	}
+	if api.ValidateName("continue", p.after) != nil && p.after != "" {
+		return page{}, api.Invalid("continue", "is not a token this list issued")
 	}
 	return p, nil
 }
 
-func (p page) matches(r *api.Resource) bool {
-	return r.Name > p.after && (p.kind == "" || string(r.Kind) == p.kind) && p.sel.Matches(r.Labels)
+func (p page) matches(it store.Item[api.Resource]) bool {
+	return (p.kind == "" || string(it.Value.Kind) == p.kind) && p.sel.Matches(it.Value.Labels)
 }
 
 // List returns a page of a tenant's resources from the caches, once they
@@ -223,16 +210,14 @@ func (s *Resources) List(ctx context.Context, tenant string, q ListQuery) (Resou
 	if err := caught(ctx, s.statuses, &s.wroteStatuses); err != nil {
 		return ResourceList{}, err
 	}
-	list := ResourceList{Items: []api.Resource{}}
-	for _, it := range s.resources.ListPrefix(tenant + "/") {
-		if !p.matches(it.Value) {
-			continue
-		}
-		if len(list.Items) == p.limit {
-			// One more match exists, so there is a next page.
-			list.Continue = base64.RawURLEncoding.EncodeToString([]byte(list.Items[p.limit-1].Name))
-			break
-		}
+	items := s.match(tenant, p)
+	list := ResourceList{Items: make([]api.Resource, 0, len(items))}
+	if len(items) > p.limit {
+		// One more match exists, so there is a next page.
+		items = items[:p.limit]
+		list.Continue = api.ContinueToken(items[p.limit-1].Value.Name)
+	}
+	for _, it := range items {
 		var st *api.ResourceStatus
 		if sit, ok := s.statuses.Get(it.Name); ok && sit.Value.UID == it.Value.UID {
 			st = sit.Value
@@ -240,6 +225,38 @@ func (s *Resources) List(ctx context.Context, tenant string, q ListQuery) (Resou
 		list.Items = append(list.Items, view(it, st))
 	}
 	return list, nil
+}
+
+// match returns up to p.limit+1 of a tenant's resources that p selects,
+// in name order. The tenant is a range of the cache's sorted names; a
+// selector with a term the label index serves (k=v, k) reads only the
+// objects under its most selective such term, so that a list costs its
+// matches, not the tenant's size.
+func (s *Resources) match(tenant string, p page) []store.Item[api.Resource] {
+	prefix := tenant + "/"
+	after := ""
+	if p.after != "" {
+		after = prefix + p.after
+	}
+	best, bestLen := "", -1
+	for _, r := range p.sel {
+		var term string
+		switch {
+		case r.Op == "=" && r.Values[0] != "":
+			term = state.LabelTerm(tenant, r.Key, r.Values[0])
+		case r.Op == "=", r.Op == "exists":
+			term = state.LabelTerm(tenant, r.Key, "")
+		default:
+			continue
+		}
+		if n := s.resources.IndexLen(state.LabelIndex, term); bestLen < 0 || n < bestLen {
+			best, bestLen = term, n
+		}
+	}
+	if bestLen >= 0 {
+		return s.resources.ByIndex(state.LabelIndex, best, prefix, after, p.limit+1, p.matches)
+	}
+	return s.resources.Range(prefix, after, p.limit+1, p.matches)
 }
 
 // Update replaces the user-settable fields of a resource. A change of its

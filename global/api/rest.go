@@ -102,8 +102,18 @@ func (h *restHandlers) createFlavor(r *http.Request) (any, error) {
 }
 
 func (h *restHandlers) listFlavors(r *http.Request) (any, error) {
-	items, err := h.s.flavors.List(r.Context())
-	return rest.List[api.Flavor]{Items: items}, err
+	q, err := pageQuery(r)
+	if err != nil {
+		return nil, err
+	}
+	items, next, err := h.s.flavors.Page(r.Context(), q)
+	return rest.List[api.Flavor]{Items: items, Continue: next}, err
+}
+
+// pageQuery reads a list's limit and continue.
+func pageQuery(r *http.Request) (PageQuery, error) {
+	limit, err := rest.QueryInt(r, "limit")
+	return PageQuery{Limit: limit, Continue: r.URL.Query().Get("continue")}, err
 }
 
 func (h *restHandlers) getFlavor(r *http.Request) (any, error) {
@@ -174,13 +184,13 @@ func (h *restHandlers) createResource(r *http.Request) (any, error) {
 
 func (h *restHandlers) listResources(r *http.Request) (any, error) {
 	q := r.URL.Query()
-	lq := ListQuery{Selector: q.Get("selector"), Kind: q.Get("kind"), Continue: q.Get("continue")}
+	pq, err := pageQuery(r)
+	if err != nil {
+		return nil, err
+	}
+	lq := ListQuery{Selector: q.Get("selector"), Kind: q.Get("kind"), Limit: pq.Limit, Continue: pq.Continue}
 	if lq.Selector == "" {
 		lq.Selector = q.Get("labelSelector")
-	}
-	var err error
-	if lq.Limit, err = rest.QueryInt(r, "limit"); err != nil {
-		return nil, err
 	}
 	return h.s.resources.List(r.Context(), tenantOf(r), lq)
 }
@@ -359,8 +369,12 @@ func (h *restHandlers) deleteRegion(r *http.Request) (any, error) {
 // ---- nodes ----
 
 func (h *restHandlers) listNodes(r *http.Request) (any, error) {
+	pq, err := pageQuery(r)
+	if err != nil {
+		return nil, err
+	}
 	q := r.URL.Query()
-	return h.s.nodes.List(r.Context(), q.Get("region"), q.Get("selector"))
+	return h.s.nodes.Page(r.Context(), q.Get("region"), q.Get("selector"), pq)
 }
 
 // nodePath returns the region and node names of a node route.
@@ -445,8 +459,12 @@ func (h *restHandlers) createToken(r *http.Request) (any, error) {
 }
 
 func (h *restHandlers) listTokens(r *http.Request) (any, error) {
-	items, err := h.s.tokens.List(r.Context())
-	return rest.List[TokenInfo]{Items: items}, err
+	q, err := pageQuery(r)
+	if err != nil {
+		return nil, err
+	}
+	items, next, err := h.s.tokens.Page(r.Context(), q)
+	return rest.List[TokenInfo]{Items: items, Continue: next}, err
 }
 
 func (h *restHandlers) deleteToken(r *http.Request) (any, error) {
@@ -544,6 +562,13 @@ func (l *lazyWriter) Flush() {
 func (h *restHandlers) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	eq := EventQuery{Region: q.Get("region"), After: q.Get("after"), Object: q.Get("object")}
+	if c := q.Get("continue"); c != "" {
+		if eq.After != "" && eq.After != c {
+			h.stream(w, r, api.Invalid("continue", "is another cursor than after; send one"))
+			return
+		}
+		eq.After = c
+	}
 	var err error
 	if eq.Limit, err = rest.QueryInt(r, "limit"); err != nil {
 		h.stream(w, r, err)

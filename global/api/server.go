@@ -331,6 +331,8 @@ func storeErr(err error, what, name string) error {
 		return fmt.Errorf("%s %q was modified concurrently; read it again and retry: %w", what, name, api.ErrConflict)
 	case errors.Is(err, store.ErrInvalidContinue):
 		return api.Invalid("continue", "is not a token this list issued")
+	case errors.Is(err, store.ErrCompacted):
+		return api.Invalid("continue", "has expired (the store no longer holds the revision of the first page): list again from the start")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}

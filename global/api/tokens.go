@@ -207,6 +207,32 @@ func (t *Tokens) List(ctx context.Context) ([]TokenInfo, error) {
 	return out, nil
 }
 
+// Page is one page of List: at most q.Limit tokens after those of the
+// page whose continue token q carries, by id, and the next page's token.
+func (t *Tokens) Page(ctx context.Context, q PageQuery) ([]TokenInfo, string, error) {
+	if _, err := authorize(ctx, manageTokens); err != nil {
+		return nil, "", err
+	}
+	limit, err := api.PageSize(q.Limit)
+	if err != nil {
+		return nil, "", err
+	}
+	after, err := api.AfterToken(q.Continue)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := caught(ctx, t.cache, &t.wrote); err != nil {
+		return nil, "", err
+	}
+	items := t.cache.Range("", after, limit+1, nil)
+	out := make([]TokenInfo, 0, len(items))
+	for _, it := range items {
+		out = append(out, tokenInfo(it.Value))
+	}
+	page, next := api.Paginate(out, func(ti TokenInfo) string { return ti.ID }, "", limit)
+	return page, next, nil
+}
+
 // Delete revokes a token (admins only); it stops working as soon as every
 // API replica's cache has seen the deletion.
 func (t *Tokens) Delete(ctx context.Context, id string) (TokenInfo, error) {

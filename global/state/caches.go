@@ -28,11 +28,40 @@ type Caches struct {
 func NewCaches(st *State) *Caches {
 	c := &Caches{}
 	c.Flavors = store.NewCache(st.Flavors, store.WithOnChange(c.FlavorFeed.Publish))
-	c.Resources = store.NewCache(st.Resources, store.WithOnChange(c.ResourceFeed.Publish))
+	c.Resources = store.NewCache(st.Resources, store.WithOnChange(c.ResourceFeed.Publish),
+		store.WithIndex(LabelIndex, resourceLabels))
 	c.Statuses = store.NewCache(st.Statuses)
 	c.Regions = store.NewCache(st.Regions, store.WithOnChange(c.RegionFeed.Publish))
 	c.RegionStatus = store.NewCache(st.RegionStatus, store.WithOnChange(c.RegionStatusFeed.Publish))
 	c.Tokens = store.NewCache(st.Tokens)
 	c.CacheSet = store.NewCacheSet("global", c.Flavors, c.Resources, c.Statuses, c.Regions, c.RegionStatus, c.Tokens)
 	return c
+}
+
+// LabelIndex is the index of the Resources cache by tenant and label:
+// LabelTerm(tenant, k, v) finds a tenant's resources labelled k=v, and
+// LabelTerm(tenant, k, "") those that have label k, so that a list with
+// a selector costs its matches, not the tenant's size.
+const LabelIndex = "labels"
+
+// LabelTerm is a value of LabelIndex: a tenant's label k=v, or with v ""
+// its label k, whatever its value. Tenants are names (no "/") and label
+// keys have no "=", so the terms of different tenants and keys differ.
+func LabelTerm(tenant, k, v string) string {
+	if v == "" {
+		return tenant + "/" + k
+	}
+	return tenant + "/" + k + "=" + v
+}
+
+func resourceLabels(name string, r *api.Resource) []string {
+	tenant, _ := SplitResourceName(name)
+	out := make([]string, 0, 2*len(r.Labels))
+	for k, v := range r.Labels {
+		out = append(out, LabelTerm(tenant, k, ""))
+		if v != "" {
+			out = append(out, LabelTerm(tenant, k, v))
+		}
+	}
+	return out
 }

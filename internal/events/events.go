@@ -184,6 +184,14 @@ func matchObject(obj, filter string) bool {
 	return strings.HasSuffix(filter, "/") || obj[len(filter)] == '/'
 }
 
+// ValidID checks an event id as a client sends it back (a cursor): what
+// a store would refuse, or take for the beginning, is an error wrapping
+// ErrInvalidCursor.
+func ValidID(s string) error {
+	_, err := parseID(s)
+	return err
+}
+
 // streamID is a parsed Redis stream ID.
 type streamID struct{ ms, seq uint64 }
 

@@ -31,6 +31,7 @@ type CacheOption func(*cacheOptions)
 
 type cacheOptions struct {
 	onChange []any // func([]Change[T]) for the cache's T
+	indexes  []namedIndex
 }
 
 // WithOnChange subscribes fn to a cache's changes. fn is called from the
@@ -67,6 +68,8 @@ type Cache[T any] struct {
 	// readers rebuild them under the write lock.
 	names []string
 	revc  chan struct{} // closed and replaced whenever rev advances
+	// indexes are kept with items (WithIndex).
+	indexes map[string]*index[T]
 }
 
 // NewCache returns a cache of c; call Run to fill it.
@@ -82,6 +85,7 @@ func NewCache[T any](c *Collection[T], opts ...CacheOption) *Cache[T] {
 		progress: make(chan struct{}, 1),
 		items:    map[string]*Item[T]{},
 		revc:     make(chan struct{}),
+		indexes:  newIndexes[T](o.indexes),
 	}
 	for _, fn := range o.onChange {
 		f, ok := fn.(func([]Change[T]))
@@ -244,6 +248,9 @@ func (c *Cache[T]) replace(kvs []KV, rev int64) {
 	c.mu.Lock()
 	c.items = next
 	c.names = nil
+	for _, ix := range c.indexes {
+		ix.reset(next)
+	}
 	c.advanceLocked(rev)
 	c.mu.Unlock()
 
@@ -284,6 +291,9 @@ func (c *Cache[T]) apply(events []Event, rev int64) {
 	c.mu.Lock()
 	for _, u := range updates {
 		old, had := c.items[u.name]
+		for _, ix := range c.indexes {
+			ix.update(u.name, old, u.item)
+		}
 		switch {
 		case u.item != nil:
 			if !had {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -42,9 +43,42 @@ func call[T any](ctx context.Context, c *Client, r request) (T, error) {
 	return out, err
 }
 
-// items makes the list request r and returns the items of its reply.
+// pageSize is the limit the client asks pages of; the server cuts a
+// larger one to its maximum.
+const pageSize = 500
+
+// all makes the list request r and follows its pages (continue) to the
+// end, so that a list shows everything however the server pages it. The
+// regions unreachable on any page are all named.
+func all[T any](ctx context.Context, c *Client, r request) (List[T], error) {
+	var out List[T]
+	q := url.Values{}
+	for k, v := range r.query {
+		q[k] = v
+	}
+	q.Set("limit", strconv.Itoa(pageSize))
+	r.query = q
+	for {
+		var l List[T]
+		if err := c.do(ctx, r, &l); err != nil {
+			return List[T]{}, err
+		}
+		out.Items = append(out.Items, l.Items...)
+		for _, u := range l.Unreachable {
+			if !slices.Contains(out.Unreachable, u) {
+				out.Unreachable = append(out.Unreachable, u)
+			}
+		}
+		if l.Continue == "" {
+			return out, nil
+		}
+		q.Set("continue", l.Continue)
+	}
+}
+
+// items is all's items.
 func items[T any](ctx context.Context, c *Client, r request) ([]T, error) {
-	l, err := call[List[T]](ctx, c, r)
+	l, err := all[T](ctx, c, r)
 	return l.Items, err
 }
 
@@ -88,7 +122,6 @@ type ResourceWrite struct {
 // ListResources returns every resource that q selects, following the
 // pages.
 func (c *Client) ListResources(ctx context.Context, q ResourceQuery) ([]api.Resource, error) {
-	var out []api.Resource
 	query := c.tenantQuery()
 	if q.Selector != "" {
 		query.Set("selector", q.Selector)
@@ -96,18 +129,7 @@ func (c *Client) ListResources(ctx context.Context, q ResourceQuery) ([]api.Reso
 	if q.Kind != "" {
 		query.Set("kind", q.Kind)
 	}
-	query.Set("limit", "500")
-	for {
-		var l List[api.Resource]
-		if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/resources", query: query}, &l); err != nil {
-			return nil, err
-		}
-		out = append(out, l.Items...)
-		if l.Continue == "" {
-			return out, nil
-		}
-		query.Set("continue", l.Continue)
-	}
+	return items[api.Resource](ctx, c, request{method: http.MethodGet, path: "/v1/resources", query: query})
 }
 
 // GetResource returns a resource with its status.
@@ -196,7 +218,7 @@ func (c *Client) ListNodes(ctx context.Context, region, selector string) (List[a
 	if selector != "" {
 		q.Set("selector", selector)
 	}
-	return call[List[api.Node]](ctx, c, request{method: http.MethodGet, path: "/v1/nodes", query: q})
+	return all[api.Node](ctx, c, request{method: http.MethodGet, path: "/v1/nodes", query: q})
 }
 
 func nodePath(region, node string) string {

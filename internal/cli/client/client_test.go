@@ -135,7 +135,7 @@ func TestRequests(t *testing.T) {
 			seen{"POST", "/v1/regions/dev-1/nodes/dev-1-a/drain", "", "Bearer tok", "", "application/json", `{"deadline":"10m0s","maxParallel":2}`}},
 		{"nodes of a region with a selector",
 			func(c *Client) error { _, err := c.ListNodes(context.Background(), "dev-1", "zone=a"); return err },
-			seen{"GET", "/v1/nodes", "region=dev-1&selector=zone%3Da", "Bearer tok", "", "", ""}},
+			seen{"GET", "/v1/nodes", "limit=500&region=dev-1&selector=zone%3Da", "Bearer tok", "", "", ""}},
 		{"events",
 			func(c *Client) error {
 				_, err := c.ListEvents(context.Background(), EventQuery{Region: "dev-1", Object: "node/a", After: "dev-1=5", Limit: 10})

@@ -64,6 +64,7 @@ func Run(t *testing.T, newStore func(t *testing.T) *store.Store) {
 		{"ModifyConcurrent", testModifyConcurrent},
 		{"ModifyOutcomes", testModifyOutcomes},
 		{"CacheRead", testCacheRead},
+		{"CacheIndex", testCacheIndex},
 		{"CacheWaitForRevOutsidePrefix", testCacheWaitOutside},
 		{"CacheOnChange", testCacheOnChange},
 		{"CacheRelistDiff", testCacheRelistDiff},
