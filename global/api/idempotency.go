@@ -15,9 +15,15 @@ import (
 	"github.com/stratahq/strata/internal/store"
 )
 
-// RequestTTL is how long an idempotency key is honoured; PruneRequests
-// removes older ones.
+// RequestTTL is how long an idempotency key is honoured: an older record
+// is as good as none (a request with its key is new), and PruneRequests,
+// which the master runs, removes it.
 const RequestTTL = 24 * time.Hour
+
+// prunePage bounds how many records PruneRequests reads and deletes at a
+// time, so that its memory and each batch stay small however many keys
+// piled up.
+const prunePage = 500
 
 // idempotencyKeyRE allows UUIDs, ULIDs and the like; the key becomes part
 // of an etcd key, so '/' is out.
@@ -61,6 +67,14 @@ func (s *Resources) replay(ctx context.Context, tenant, key, op, hash string) (*
 		return nil, storeErr(err, "idempotency key", key)
 	}
 	req := it.Value
+	if now().Sub(req.CreatedAt) > RequestTTL {
+		// Expired but not pruned yet: forget it here, so that the write
+		// can record the key anew (its record is created, not replaced).
+		if _, err := s.st.Requests.Delete(ctx, it.Name, it.ModRevision); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
+			return nil, storeErr(err, "idempotency key", key)
+		}
+		return nil, nil
+	}
 	if req.Operation != op || req.BodyHash != hash {
 		return nil, fmt.Errorf("idempotency key %q was used for a different request (%s of resource %q); use a new key for a new request: %w",
 			key, req.Operation, req.Resource, api.ErrConflict)
@@ -93,25 +107,41 @@ func (s *Resources) addRequest(txn *store.Txn, tenant, key, hash, op string, r *
 
 // PruneRequests removes idempotency records older than olderThan
 // (RequestTTL in production) and returns how many it removed. The master
-// calls it periodically, in one store.Batch whatever the number. A record
-// that changed meanwhile (another replica pruning at the same time) is
-// left for the next run.
+// calls it periodically. It reads the records a page at a time (prunePage)
+// and deletes each page's old ones in one store.Batch, which splits them
+// into transactions of the store's size. A record that changed meanwhile
+// (another replica pruning at the same time, a key reused) is left for
+// the next run.
 func (s *Resources) PruneRequests(ctx context.Context, olderThan time.Duration) (int, error) {
-	reqs, _, err := s.st.Requests.ListAll(ctx)
-	if err != nil {
-		return 0, storeErr(err, "idempotency keys", "")
-	}
 	cutoff := now().Add(-olderThan)
-	var old []store.Item[state.Request]
+	pruned, cont := 0, ""
+	for {
+		page, err := s.st.Requests.List(ctx, store.ListOptions{Limit: prunePage, Continue: cont})
+		if err != nil {
+			return pruned, storeErr(err, "idempotency keys", "")
+		}
+		n, err := s.pruneOld(ctx, page.Items, cutoff)
+		pruned += n
+		if err != nil || page.Continue == "" {
+			return pruned, err
+		}
+		cont = page.Continue
+	}
+}
+
+// pruneOld deletes the records of reqs created before cutoff.
+func (s *Resources) pruneOld(ctx context.Context, reqs []store.Item[state.Request], cutoff time.Time) (int, error) {
+	b := s.st.Store.Batch()
+	old := 0
 	for _, it := range reqs {
 		if it.Value.CreatedAt.Before(cutoff) {
-			old = append(old, it)
+			// At the revision listed: a key reused since is not this record.
+			s.st.Requests.TxnDelete(b.Step(it.Name), it.Name, it.ModRevision)
+			old++
 		}
 	}
-	b := s.st.Store.Batch()
-	for _, it := range old {
-		// At the revision listed: a key reused since is not this record.
-		s.st.Requests.TxnDelete(b.Step(it.Name), it.Name, it.ModRevision)
+	if old == 0 {
+		return 0, nil
 	}
 	res, err := b.Commit(ctx)
 	pruned := 0
@@ -124,7 +154,7 @@ func (s *Resources) PruneRequests(ctx context.Context, olderThan time.Duration) 
 		if ctx.Err() != nil {
 			return pruned, ctx.Err()
 		}
-		s.log.Warn("pruning idempotency keys", "keys", len(old), "pruned", pruned, "err", err)
+		s.log.Warn("pruning idempotency keys", "keys", old, "pruned", pruned, "err", err)
 	}
 	return pruned, nil
 }

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
 )
 
@@ -233,5 +235,53 @@ func TestIfMatch(t *testing.T) {
 		tag := e.must(t, http.StatusOK, e.do(t, "GET", "/v1/flavors/spare", nil)).header.Get("ETag")
 		e.must(t, http.StatusConflict, e.do(t, "DELETE", "/v1/flavors/spare", nil, ifMatch(`"1"`)))
 		e.must(t, http.StatusOK, e.do(t, "DELETE", "/v1/flavors/spare", nil, ifMatch(tag)))
+	})
+}
+
+// TestIdempotencyExpiry checks that an idempotency record older than
+// RequestTTL binds its key no more, and that PruneRequests removes
+// exactly the old records, however many pages of them there are.
+func TestIdempotencyExpiry(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.fixtures(t, nil)
+	ctx := t.Context()
+	old := now().Add(-RequestTTL - time.Minute)
+	plant := func(key string, at time.Time) {
+		t.Helper()
+		req := state.Request{Key: key, BodyHash: "other", Operation: "create", Resource: "elsewhere", ResourceUID: "x", CreatedAt: at}
+		if _, err := e.st.Requests.Put(ctx, requestName(DefaultTenant, key), &req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("an expired key is free", func(t *testing.T) {
+		plant("stale-key", old)
+		key := withHeader("Idempotency-Key", "stale-key")
+		e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", computeBody("fresh"), key))
+		// Recorded anew: the retry is answered from it.
+		e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", computeBody("fresh"), key))
+		plant("live-key", now())
+		e.must(t, http.StatusConflict, e.do(t, "POST", "/v1/resources", computeBody("other"), withHeader("Idempotency-Key", "live-key")))
+	})
+	t.Run("prune pages through old records", func(t *testing.T) {
+		const stale = prunePage + 100
+		for i := range stale {
+			plant(fmt.Sprintf("old-%04d", i), old)
+		}
+		n, err := e.svc.Resources().PruneRequests(ctx, RequestTTL)
+		if err != nil || n != stale {
+			t.Fatalf("got %d pruned, %v; want %d", n, err, stale)
+		}
+		left, _, err := e.st.Requests.ListAll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, it := range left {
+			keys = append(keys, it.Value.Key)
+		}
+		slices.Sort(keys)
+		if want := []string{"live-key", "stale-key"}; !slices.Equal(keys, want) {
+			t.Errorf("got records %q left; want %q (the recent ones)", keys, want)
+		}
 	})
 }
