@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +44,9 @@ type testEnv struct {
 	beats *recordedBeats
 	// pki is the CA of the tiers' certificates.
 	pki *transporttest.PKI
+	// observe, when set, sees every request send makes, its body and the
+	// answer (the OpenAPI round trip records them).
+	observe func(req *http.Request, body []byte, r *response)
 }
 
 type envConfig struct {
@@ -169,19 +171,25 @@ func (e *testEnv) do(t *testing.T, method, path string, body any, opts ...reqOpt
 
 // send is do for goroutines other than the test's, which must not fail it.
 func (e *testEnv) send(ctx context.Context, method, path string, body any, opts ...reqOption) (*response, error) {
-	var rd io.Reader
+	var (
+		rd  io.Reader
+		raw []byte
+	)
 	switch b := body.(type) {
 	case nil:
 	case string:
-		rd = strings.NewReader(b)
+		raw = []byte(b)
 	case []byte:
-		rd = bytes.NewReader(b)
+		raw = b
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
 			return nil, err
 		}
-		rd = bytes.NewReader(j)
+		raw = j
+	}
+	if body != nil {
+		rd = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, e.srv.URL+path, rd)
 	if err != nil {
@@ -203,7 +211,11 @@ func (e *testEnv) send(ctx context.Context, method, path string, body any, opts 
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: read body: %w", method, path, err)
 	}
-	return &response{code: resp.StatusCode, header: resp.Header, body: data}, nil
+	out := &response{code: resp.StatusCode, header: resp.Header, body: data}
+	if e.observe != nil {
+		e.observe(req, raw, out)
+	}
+	return out, nil
 }
 
 // must fails the test unless r has status code, and returns r.

@@ -288,6 +288,8 @@ var goSchemas = map[string]reflect.Type{
 	"ErrorBody":         reflect.TypeFor[api.ErrorBody](),
 	"ErrorDetail":       reflect.TypeFor[api.ErrorDetail](),
 	"FieldDetail":       reflect.TypeFor[api.FieldDetail](),
+	"ReplicaSize":       reflect.TypeFor[api.FlavorSpec](),
+	"FlavorUpdate":      reflect.TypeFor[api.Flavor](),
 	"Event":             reflect.TypeFor[api.Event](),
 	"EventList":         reflect.TypeFor[EventList](),
 	"FailoverPolicy":    reflect.TypeFor[api.FailoverPolicy](),

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/stratahq/strata/internal/api"
@@ -242,5 +243,58 @@ func TestSelectorFromIndex(t *testing.T) {
 				t.Errorf("tenant %s, selector %q: got %q; want %q", tenant, selector, got, want)
 			}
 		}
+	}
+}
+
+// Logs streams a fake replica's output: two lines, then with follow
+// nothing more until the caller leaves.
+func (f *fakeRegion) Logs(req *resourcev1.LogsRequest, s grpc.ServerStreamingServer[resourcev1.LogChunk]) error {
+	if !req.GetFollow() {
+		return s.Send(&resourcev1.LogChunk{Data: []byte("one\ntwo\n")})
+	}
+	<-s.Context().Done()
+	return nil
+}
+
+// TestLogsHeaders checks the logs endpoint's answer: text/plain, and with
+// follow=true the headers as soon as the stream is open, before any line.
+func TestLogsHeaders(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	eu := newFakeRegion("eu", "n1")
+	e.fixtures(t, map[string]string{"eu": eu.serve(t, e.pki)})
+	res := decodeAs[api.Resource](t, e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources",
+		computeBody("web", func(m map[string]any) { m["schedule"] = map[string]any{"regions": []map[string]any{{"name": "eu"}}} }))))
+	eu.mu.Lock()
+	eu.replicas = append(eu.replicas, api.Replica{Assignment: api.Assignment{ID: "web-0", Tenant: DefaultTenant, Resource: "web",
+		ResourceUID: res.UID, Kind: api.KindCompute, Node: "n1", Desired: api.DesiredRunning}, Region: "eu", Phase: api.PhaseReady})
+	eu.mu.Unlock()
+	poll(t, "region reachable", func() error {
+		if r := e.do(t, "GET", "/v1/resources/web/replicas", nil); len(decodeAs[ReplicaList](t, r).Items) != 1 {
+			return errors.New("got " + r.String())
+		}
+		return nil
+	})
+
+	r := e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/web/logs", nil))
+	if ct := r.header.Get("Content-Type"); ct != "text/plain; charset=utf-8" || string(r.body) != "one\ntwo\n" {
+		t.Errorf("got Content-Type %q, body %q; want text/plain and the two lines", ct, r.body)
+	}
+
+	// Following an idle log: the answer's headers come at once, though
+	// no line ever does.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/v1/resources/web/logs?follow=true", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.admin)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("got %v; want the headers before any line", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Errorf("got %d %q; want 200 text/plain", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }

@@ -143,6 +143,11 @@ func (p *Replicas) Logs(ctx context.Context, tenant, name string, o LogOptions, 
 	if err != nil {
 		return err
 	}
+	if s, ok := w.(interface{ Start() }); ok && o.Follow {
+		// The stream is open: a client following an idle log hears so now,
+		// not at the first line, whenever that comes.
+		s.Start()
+	}
 	return copyLogs(ctx, stream, w)
 }
 

@@ -516,6 +516,8 @@ func (h *restHandlers) logs(w http.ResponseWriter, r *http.Request) {
 		h.stream(w, r, err)
 	case err != nil:
 		fmt.Fprintf(w, "\n[strata: log stream ended: %v]\n", err)
+	default:
+		lw.Start() // an empty log is still a text/plain 200
 	}
 }
 
@@ -542,13 +544,21 @@ type lazyWriter struct {
 }
 
 func (l *lazyWriter) Write(p []byte) (int, error) {
-	if !l.started {
-		l.started = true
-		l.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		l.w.Header().Set("X-Content-Type-Options", "nosniff")
-		l.w.WriteHeader(http.StatusOK)
-	}
+	l.Start()
 	return l.w.Write(p)
+}
+
+// Start sends the headers of the stream, once, and flushes them: from
+// then on an error can only end the stream.
+func (l *lazyWriter) Start() {
+	if l.started {
+		return
+	}
+	l.started = true
+	l.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	l.w.Header().Set("X-Content-Type-Options", "nosniff")
+	l.w.WriteHeader(http.StatusOK)
+	l.Flush()
 }
 
 func (l *lazyWriter) Flush() {
