@@ -13,6 +13,13 @@ DEB_VERSION ?= $(shell v=$$(git describe --tags --exact-match 2>/dev/null) && ec
 # Tests that drive real daemons run one package at a time so that they do
 # not fight over containerd, libvirt and the CPU on a 2-core machine.
 TEST_P   ?= 2
+# The fuzz targets, package:Target, one per decoder of client input (REST
+# bodies, query parameters, manifests, label selectors, strict JSON). make
+# test runs each for FUZZ_TIME, one at a time (5 x 5s: under a minute of
+# fuzzing); make bench for BENCH_FUZZ_TIME each.
+FUZZ_TARGETS := ./internal/strictjson:FuzzDecode ./internal/api:FuzzParseSelector ./internal/cli/manifest:FuzzParse ./global/api:FuzzRESTBodies ./global/api:FuzzRESTQueries
+FUZZ_TIME ?= 5s
+BENCH_FUZZ_TIME ?= 2m
 TEST_TIMEOUT ?= 20m
 # make stress: how often each package runs, and which packages: those that
 # drive real daemons (etcd, Redis, containerd, libvirt, HAProxy, the strata
@@ -35,7 +42,7 @@ MAX_COMPLEXITY     := 15
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build build-core build-libvirt deb dev dev-clean deps tools proto proto-check lint test test-unit test-security stress bench clean images help
+.PHONY: all build build-core build-libvirt deb dev dev-clean deps tools proto proto-check lint test test-unit test-security fuzz stress bench clean images help
 
 all: build
 
@@ -114,6 +121,15 @@ lint: proto-check
 ## test: everything CI runs (installs dependencies first, idempotently)
 test: deps tools build images lint
 	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) fuzz
+
+## fuzz: run every fuzz target (FUZZ_TARGETS) for FUZZ_TIME (default 5s), one at a time; a crash,
+##       a panic or a 5xx fails it (its input is saved under the package's testdata/fuzz)
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "fuzz $$fn in $$pkg for $(FUZZ_TIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_TIME) $$pkg || exit 1; \
+	done
 
 ## test-security: the security suite: every TestSecurity* test, the attacks of e2e/security
 ##      replayed on real processes included (make test runs them too)
@@ -132,6 +148,7 @@ stress: deps build images
 
 ## bench: the benchmark suite (B0-B7, containers, VMs); writes docs/benchmarks.md and CPU profiles of B1
 bench: deps build images
+	$(MAKE) fuzz FUZZ_TIME=$(BENCH_FUZZ_TIME)
 	$(GO) run ./bench -out docs/benchmarks.md -profiles .cache/profiles
 
 clean:
