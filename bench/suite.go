@@ -82,6 +82,11 @@ func (s *suite) run(ctx context.Context) error {
 			return fmt.Errorf("B7: %w", err)
 		}
 	}
+	if s.o.wants("B9") {
+		if err := s.b9(ctx); err != nil {
+			return fmt.Errorf("B9: %w", err)
+		}
+	}
 	// Real containers and VMs: a machine without them still gets the
 	// rest, and a note says why these did not run.
 	for _, b := range []struct {
