@@ -129,9 +129,10 @@ func (e *Events) List(ctx context.Context, q EventQuery) (EventList, error) {
 		return nil
 	})
 	close(results)
+	var got []streamEvent
 	for b := range results {
 		for _, p := range b.items {
-			out.Items = append(out.Items, eventFromPB(b.region, p))
+			got = append(got, streamEvent{b.region, eventFromPB(b.region, p)})
 		}
 	}
 	if q.Region == "" {
@@ -140,41 +141,49 @@ func (e *Events) List(ctx context.Context, q EventQuery) (EventList, error) {
 			return EventList{}, err
 		}
 		for _, ev := range own {
-			out.Items = append(out.Items, ev)
-			next[globalCursor] = ev.ID
+			got = append(got, streamEvent{globalCursor, ev})
 		}
 	}
-	slices.SortStableFunc(out.Items, func(a, b api.Event) int { return a.Time.Compare(b.Time) })
-	full := len(out.Items) >= q.Limit
-	// The cursor moves past what the page holds; a first page (no
-	// cursor) also past the older events it leaves out, which the client
-	// did not ask for.
-	seen := out.Items
-	if len(out.Items) > q.Limit {
-		// Without a cursor the regions sent their newest: keep the newest.
-		// After a cursor keep the oldest, so that the next page, from the
-		// cursor of what was kept, misses nothing.
-		if q.After == "" {
-			out.Items = out.Items[len(out.Items)-q.Limit:]
-		} else {
-			out.Items = out.Items[:q.Limit]
-		}
-	}
-	if q.After != "" {
-		seen = out.Items
-	}
-	next := maps.Clone(cursors)
-	for _, ev := range seen {
-		next[ev.Region] = ev.ID
-	}
-	if out.Items == nil {
-		out.Items = []api.Event{}
+	page, next := pageEvents(got, cursors, q)
+	out.Items = make([]api.Event, len(page))
+	for i, se := range page {
+		out.Items[i] = se.ev
 	}
 	out.Cursor = formatCursor(next)
-	if full {
+	if len(got) >= q.Limit {
 		out.Continue = out.Cursor
 	}
 	return out, nil
+}
+
+// streamEvent is an event and the key of its stream in a cursor (its
+// region, or globalCursor).
+type streamEvent struct {
+	stream string
+	ev     api.Event
+}
+
+// pageEvents sorts the events gathered by time and keeps q.Limit of
+// them: without a cursor the newest (the streams sent their newest),
+// after one the oldest, so that the next page, from the cursor of what
+// was kept, misses nothing. It returns them with the next cursor, which
+// moves past what the page holds (a first page's also past the older
+// events it leaves out, which the client did not ask for).
+func pageEvents(got []streamEvent, cursors map[string]string, q EventQuery) ([]streamEvent, map[string]string) {
+	slices.SortStableFunc(got, func(a, b streamEvent) int { return a.ev.Time.Compare(b.ev.Time) })
+	page, seen := got, got
+	if len(got) > q.Limit {
+		if q.After == "" {
+			page = got[len(got)-q.Limit:]
+		} else {
+			page, seen = got[:q.Limit], got[:q.Limit]
+		}
+	}
+	next := maps.Clone(cursors)
+	for _, se := range seen {
+		next[se.stream] = se.ev.ID
+	}
+	return page, next
 }
 
 // ownEvents reads the global stream as a region reads its own: the
@@ -242,7 +251,7 @@ func parseCursor(after, region string) (map[string]string, error) {
 	}
 	for _, part := range strings.Split(after, ",") {
 		k, v, _ := strings.Cut(part, "=")
-		if api.ValidateName("after", k) != nil || events.ValidID(v) != nil || out[k] != "" {
+		if (k != globalCursor && api.ValidateName("after", k) != nil) || events.ValidID(v) != nil || out[k] != "" {
 			return nil, bad
 		}
 		out[k] = v
