@@ -241,6 +241,16 @@ func (c *Collection[T]) TxnRequire(t *Txn, name string, createRev int64) {
 	t.Require(c.Key(name), createRev)
 }
 
+// TxnUnchanged adds Txn.Unchanged for the named object: it must still be
+// at modRev (absent for 0).
+func (c *Collection[T]) TxnUnchanged(t *Txn, name string, modRev int64) {
+	if name == "" {
+		t.fail(errEmptyName)
+		return
+	}
+	t.Unchanged(c.Key(name), modRev)
+}
+
 func (c *Collection[T]) encode(t *Txn, name string, v *T) ([]byte, error) {
 	var err error
 	switch {

@@ -31,6 +31,7 @@ const (
 	opDelete
 	opDeletePrefix
 	opRequire
+	opUnchanged
 )
 
 type txnOp struct {
@@ -43,7 +44,7 @@ type txnOp struct {
 // conditional reports whether the operation adds a comparison.
 func (op txnOp) conditional() bool {
 	switch op.kind {
-	case opCreate, opUpdate, opRequire:
+	case opCreate, opUpdate, opRequire, opUnchanged:
 		return true
 	case opDelete:
 		return op.modRev > 0
@@ -110,6 +111,18 @@ func (t *Txn) Require(key string, createRev int64) *Txn {
 	return t.add(txnOp{kind: opRequire, key: key, modRev: createRev})
 }
 
+// Unchanged adds a condition that writes nothing: key must be at
+// ModRevision modRev, or absent for 0. It fails with ErrConflict, so
+// that a read-modify-write decided on what it read (a quota admission
+// on the tenant's record) starts over when that changed
+// (Store.RetryConflicts).
+func (t *Txn) Unchanged(key string, modRev int64) *Txn {
+	if modRev < 0 {
+		t.fail(fmt.Errorf("store: unchanged %s: negative mod revision %d", key, modRev))
+	}
+	return t.add(txnOp{kind: opUnchanged, key: key, modRev: modRev})
+}
+
 // DeletePrefix adds an unconditional deletion of every key under prefix.
 // No other operation of the transaction may touch a key under it.
 func (t *Txn) DeletePrefix(prefix string) *Txn {
@@ -140,11 +153,12 @@ func (t *Txn) Len() int { return len(t.ops) }
 // is the larger of the comparisons and the writes.
 func (t *Txn) Size() int { return max(t.compares(), t.writes()) }
 
-// writes counts the operations that send a request (all but Require).
+// writes counts the operations that send a request (all but the
+// conditions, Require and Unchanged).
 func (t *Txn) writes() int {
 	n := 0
 	for _, op := range t.ops {
-		if op.kind != opRequire {
+		if op.kind != opRequire && op.kind != opUnchanged {
 			n++
 		}
 	}
@@ -226,6 +240,10 @@ func (c check) eval(kv *mvccpb.KeyValue) error {
 	case c.kind == opRequire:
 		if kv == nil || kv.CreateRevision != c.expect {
 			return ErrNotFound
+		}
+	case c.kind == opUnchanged:
+		if (kv == nil && c.expect != 0) || (kv != nil && kv.ModRevision != c.expect) {
+			return ErrConflict
 		}
 	default: // update, or delete at a revision
 		if kv == nil {
@@ -331,6 +349,10 @@ func (t *Txn) buildOp(r *txnRequest, op txnOp) {
 	case opRequire:
 		r.compare(check{key: op.key, kind: op.kind, expect: op.modRev}, abs,
 			clientv3.Compare(clientv3.CreateRevision(abs), "=", op.modRev))
+	case opUnchanged:
+		// An absent key compares as ModRevision 0.
+		r.compare(check{key: op.key, kind: op.kind, expect: op.modRev}, abs,
+			clientv3.Compare(clientv3.ModRevision(abs), "=", op.modRev))
 	}
 }
 
@@ -359,7 +381,7 @@ func (t *Txn) checkOverlap() error {
 	var prefixes []string
 	for _, op := range t.ops {
 		switch op.kind {
-		case opRequire:
+		case opRequire, opUnchanged:
 			// A condition only: etcd takes any number of comparisons of
 			// a key, and compares before it writes.
 			continue

@@ -39,6 +39,7 @@ func Run(t *testing.T, newStore func(t *testing.T) *store.Store) {
 		{"TxnAtomic", testTxnAtomic},
 		{"TxnErrors", testTxnErrors},
 		{"TxnRequire", testTxnRequire},
+		{"TxnUnchanged", testTxnUnchanged},
 		{"TxnInvalid", testTxnInvalid},
 		{"TxnDuplicateKey", testTxnDuplicateKey},
 		{"GuardFencing", testGuardFencing},

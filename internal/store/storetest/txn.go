@@ -119,6 +119,15 @@ func testTxnErrors(t *testing.T, s *store.Store) {
 			// obj was created at r1; r2 is only its latest update.
 			txn.Put("fresh", nil).Require("obj", r2)
 		}, store.ErrNotFound, "obj"},
+		{"unchanged stale", func(txn *store.Txn) {
+			txn.Unchanged("obj", r1).Put("fresh", nil)
+		}, store.ErrConflict, "obj"},
+		{"unchanged absent but present", func(txn *store.Txn) {
+			txn.Put("fresh", nil).Unchanged("obj", 0)
+		}, store.ErrConflict, "obj"},
+		{"unchanged present but absent", func(txn *store.Txn) {
+			txn.Unchanged("missing", r2).Put("fresh", nil)
+		}, store.ErrConflict, "missing"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,6 +143,29 @@ func testTxnErrors(t *testing.T, s *store.Store) {
 	// Deleting an absent key without a revision is not a failure.
 	if _, err := s.Txn().Delete("missing", 0).Put("fresh", nil).Commit(testCtx(t)); err != nil {
 		t.Errorf("unconditional delete of an absent key: %v; want success", err)
+	}
+}
+
+// testTxnUnchanged: an Unchanged holds while its key stays at the
+// revision named (absent for 0), writes nothing itself, and may name a
+// key the transaction also writes.
+func testTxnUnchanged(t *testing.T, s *store.Store) {
+	ctx := testCtx(t)
+	rev := mustPut(t, s, "u/obj", "v1")
+	if _, err := s.Txn().Unchanged("u/obj", rev).Unchanged("u/none", 0).Put("u/a", []byte("a")).Commit(ctx); err != nil {
+		t.Fatalf("unchanged key and absent key: %v; want success", err)
+	}
+	if kv := mustGet(t, s, "u/obj"); kv.ModRevision != rev {
+		t.Errorf("u/obj mod revision after an unchanged: got %d; want %d (untouched)", kv.ModRevision, rev)
+	}
+	if _, err := s.Txn().Unchanged("u/obj", rev).Put("u/obj", []byte("v2")).Commit(ctx); err != nil {
+		t.Fatalf("unchanged and put one key: %v; want success", err)
+	}
+	// Another writer came in between: the same condition now fails.
+	_, err := s.Txn().Unchanged("u/obj", rev).Put("u/obj", []byte("v3")).Commit(ctx)
+	wantTxnErr(t, err, store.ErrConflict, "u/obj")
+	if got := string(mustGet(t, s, "u/obj").Value); got != "v2" {
+		t.Errorf("u/obj: got %q; want v2", got)
 	}
 }
 
