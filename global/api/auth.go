@@ -34,6 +34,8 @@ type Identity struct {
 	// TokenID is the bearer token's id; empty for mTLS peers and when auth
 	// is disabled.
 	TokenID string
+	// TokenName is the bearer token's name, for the audit log.
+	TokenName string
 }
 
 type identityKey struct{}
@@ -90,7 +92,7 @@ func hashSecret(secret string) string {
 
 func validRole(r api.Role) bool {
 	switch r {
-	case api.RoleAdmin, api.RoleOperator, api.RoleMember, api.RoleViewer:
+	case api.RoleAdmin, api.RoleOperator, api.RoleMember, api.RoleViewer, api.RoleInfra:
 		return true
 	}
 	return false
@@ -108,26 +110,37 @@ const (
 	writeRegions
 	useNodes // every node operation, reads included: nodes are infrastructure
 	readStatus
+	readEvents // a tenant's own; every tenant's with seeEverything
+	seeEverything
+	readTenant // its own record and quota
 	manageTokens
+	manageTenants
 )
 
 // may is the role table:
 //
 //	admin     everything, in any tenant
-//	operator  its tenant's resources, node operations, reading regions
+//	infra     nodes (cordon, drain, delete), regions, every region's
+//	          events; no tenant's resources
+//	operator  its tenant's resources, reading regions
 //	member    its tenant's resources
 //	viewer    reading its tenant's resources
 //
-// Every role reads flavors (they are needed to write a resource) and the
-// status overview; only admins manage tokens.
+// Every role reads flavors (they are needed to write a resource), the
+// status overview (region endpoints with readRegions only), its tenant's
+// events and quota; only admins manage tokens and tenants.
 func may(r api.Role, a action) bool {
 	switch a {
-	case readFlavors, readStatus, readResources:
+	case readFlavors, readStatus, readTenant, readEvents:
 		return validRole(r)
+	case readResources:
+		return validRole(r) && r != api.RoleInfra
 	case writeResources:
 		return r == api.RoleAdmin || r == api.RoleOperator || r == api.RoleMember
-	case readRegions, useNodes:
-		return r == api.RoleAdmin || r == api.RoleOperator
+	case readRegions:
+		return r == api.RoleAdmin || r == api.RoleOperator || r == api.RoleInfra
+	case useNodes, seeEverything:
+		return r == api.RoleAdmin || r == api.RoleInfra
 	}
 	return r == api.RoleAdmin
 }

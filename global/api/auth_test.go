@@ -14,7 +14,7 @@ func TestRoles(t *testing.T) {
 	e := newEnv(t, envConfig{})
 	e.fixtures(t, map[string]string{"eu": "127.0.0.1:1"})
 	tokens := map[api.Role]string{api.RoleAdmin: e.admin}
-	for _, role := range []api.Role{api.RoleOperator, api.RoleMember, api.RoleViewer} {
+	for _, role := range []api.Role{api.RoleOperator, api.RoleMember, api.RoleViewer, api.RoleInfra} {
 		tokens[role] = e.token(t, DefaultTenant, role)
 	}
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources?tenant=acme", computeBody("acme-app")))
@@ -32,6 +32,12 @@ func TestRoles(t *testing.T) {
 		writeRegions   = call{"POST", "/v1/regions", `{"name":"us","endpoint":"127.0.0.1:2"}`}
 		status         = call{"GET", "/v1/status", nil}
 		otherTenant    = call{"GET", "/v1/resources/acme-app?tenant=acme", nil}
+		readNodes      = call{"GET", "/v1/nodes", nil}
+		cordon         = call{"POST", "/v1/regions/eu/nodes/n1/cordon", nil}
+		drain          = call{"POST", "/v1/regions/eu/nodes/n1/drain", nil}
+		deleteNode     = call{"DELETE", "/v1/regions/eu/nodes/n1", nil}
+		events         = call{"GET", "/v1/events", nil}
+		tenants        = call{"GET", "/v1/tenants", nil}
 	)
 	tests := []struct {
 		role api.Role
@@ -50,6 +56,22 @@ func TestRoles(t *testing.T) {
 		{api.RoleOperator, readRegions, 200},
 		{api.RoleOperator, writeRegions, 403},
 		{api.RoleOperator, otherTenant, 404},
+		// Nodes are the infrastructure's: not every tenant's operator's.
+		{api.RoleOperator, readNodes, 403},
+		{api.RoleOperator, cordon, 403},
+		{api.RoleOperator, drain, 403},
+		{api.RoleOperator, deleteNode, 403},
+		{api.RoleOperator, tenants, 403},
+		{api.RoleInfra, readNodes, 200},
+		{api.RoleInfra, readRegions, 200},
+		{api.RoleInfra, readResources, 403},
+		{api.RoleInfra, writeResources, 403},
+		{api.RoleInfra, writeRegions, 403},
+		{api.RoleInfra, tenants, 403},
+		// Every role reads events: its tenant's, or with infra every one
+		// (the region is unreachable here: 200 with it listed).
+		{api.RoleViewer, events, 200},
+		{api.RoleInfra, events, 200},
 		{api.RoleAdmin, writeFlavors, 201},
 		{api.RoleAdmin, writeRegions, 201},
 		{api.RoleAdmin, otherTenant, 200},
@@ -61,6 +83,19 @@ func TestRoles(t *testing.T) {
 				t.Fatalf("got %s; want %d", r, tt.want)
 			}
 		})
+	}
+	// The status overview tells where regions are only to who may read
+	// regions.
+	for role, where := range map[api.Role]bool{api.RoleViewer: false, api.RoleMember: false, api.RoleOperator: true, api.RoleInfra: true, api.RoleAdmin: true} {
+		st := decodeAs[Status](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/status", nil, withToken(tokens[role]))))
+		if len(st.Regions) == 0 {
+			t.Fatalf("%s: got no regions in the status; want eu at least", role)
+		}
+		for _, r := range st.Regions {
+			if got := r.Endpoint != ""; got != where {
+				t.Errorf("%s: got endpoint %q of %s in the status; want shown %v", role, r.Endpoint, r.Name, where)
+			}
+		}
 	}
 }
 
@@ -128,7 +163,7 @@ func TestTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, ok := IdentityFrom(WithIdentity(ctx, id))
-		if want := (Identity{Tenant: "acme", Role: api.RoleOperator, TokenID: tok.ID}); !ok || got != want {
+		if want := (Identity{Tenant: "acme", Role: api.RoleOperator, TokenID: tok.ID, TokenName: "ops"}); !ok || got != want {
 			t.Fatalf("got %+v; want %+v", got, want)
 		}
 		if _, ok := IdentityFrom(ctx); ok {

@@ -51,21 +51,32 @@ func (e *Events) record(ctx context.Context, tenant, name, reason, msg string) {
 	}
 }
 
-// authorize checks that the caller may read the events q selects: a
-// tenant's resources' events (object "resource/TENANT[/NAME]") with the
-// right to read them, anything else (nodes, regions, every event) with
-// the right to operate nodes.
-func (e *Events) authorize(ctx context.Context, q EventQuery) error {
+// authorize checks that the caller may read the events q selects and
+// returns the tenant whose events alone the caller sees ("" for every
+// event): admin and infra tokens see every event, the nodes' and
+// regions' included; a tenant's tokens see their tenant's resources' and
+// replicas' events, and are refused another tenant's resource object.
+func (e *Events) authorize(ctx context.Context, q EventQuery) (string, error) {
+	id, err := authorize(ctx, readEvents)
+	if err != nil {
+		return "", err
+	}
 	if rest, ok := strings.CutPrefix(q.Object, "resource/"); ok {
 		tenant, _, _ := strings.Cut(rest, "/")
 		if tenant == "" {
-			return api.Invalid("object", "%q names no tenant: want resource/TENANT/NAME", q.Object)
+			return "", api.Invalid("object", "%q names no tenant: want resource/TENANT/NAME", q.Object)
 		}
-		_, err := tenantScope(ctx, readResources, tenant)
-		return err
+		if may(id.Role, seeEverything) {
+			return "", nil
+		}
+		if _, err := tenantScope(ctx, readEvents, tenant); err != nil {
+			return "", err
+		}
 	}
-	_, err := authorize(ctx, useNodes)
-	return err
+	if may(id.Role, seeEverything) {
+		return "", nil
+	}
+	return id.Tenant, nil
 }
 
 // EventQuery selects events.
@@ -92,9 +103,12 @@ type EventList struct {
 
 // List gathers events from the regions. The cursor carries one position
 // per region ("dev-1=1716-0,dev-2=1716-3"), so that following several
-// regions misses nothing and repeats nothing.
+// regions misses nothing and repeats nothing. A tenant's token sees its
+// tenant's events only (the regions filter them); admin and infra tokens
+// see every event, the infrastructure's included.
 func (e *Events) List(ctx context.Context, q EventQuery) (EventList, error) {
-	if err := e.authorize(ctx, q); err != nil {
+	tenant, err := e.authorize(ctx, q)
+	if err != nil {
 		return EventList{}, err
 	}
 	limit, err := api.PageSize(q.Limit)
@@ -121,7 +135,7 @@ func (e *Events) List(ctx context.Context, q EventQuery) (EventList, error) {
 	results := make(chan batch, len(names))
 	var out EventList
 	out.Unreachable = e.fan.each(ctx, names, func(ctx context.Context, region string, c regionv1.RegionServiceClient) error {
-		resp, err := c.ListEvents(ctx, &regionv1.ListEventsRequest{After: cursors[region], Limit: int32(q.Limit), Object: q.Object})
+		resp, err := c.ListEvents(ctx, &regionv1.ListEventsRequest{After: cursors[region], Limit: int32(q.Limit), Object: q.Object, Tenant: tenant})
 		if err != nil {
 			return err
 		}
@@ -136,7 +150,7 @@ func (e *Events) List(ctx context.Context, q EventQuery) (EventList, error) {
 		}
 	}
 	if q.Region == "" {
-		own, err := e.ownEvents(ctx, cursors[globalCursor], q)
+		own, err := e.ownEvents(ctx, cursors[globalCursor], q, tenant)
 		if err != nil {
 			return EventList{}, err
 		}
@@ -188,14 +202,14 @@ func pageEvents(got []streamEvent, cursors map[string]string, q EventQuery) ([]s
 
 // ownEvents reads the global stream as a region reads its own: the
 // newest Limit at first, then what comes after the cursor.
-func (e *Events) ownEvents(ctx context.Context, after string, q EventQuery) ([]api.Event, error) {
-	evs, err := e.own.Range(ctx, events.Query{After: after, Limit: q.Limit, Object: q.Object, Newest: after == ""})
+func (e *Events) ownEvents(ctx context.Context, after string, q EventQuery, tenant string) ([]api.Event, error) {
+	evs, err := e.own.Range(ctx, events.Query{After: after, Limit: q.Limit, Object: q.Object, Tenant: tenant, Newest: after == ""})
 	if err != nil {
 		return nil, fmt.Errorf("global events: %w", err)
 	}
 	out := make([]api.Event, len(evs))
 	for i, ev := range evs {
-		out[i] = api.Event{ID: ev.ID, Time: ev.Time, Type: ev.Type, Reason: ev.Reason, Object: ev.Object, Message: ev.Message, Fields: ev.Fields}
+		out[i] = api.Event{ID: ev.ID, Time: ev.Time, Type: ev.Type, Reason: ev.Reason, Object: ev.Object, Tenant: ev.Tenant, Message: ev.Message, Fields: ev.Fields}
 	}
 	return out, nil
 }
@@ -220,7 +234,7 @@ func (e *Events) regions(ctx context.Context, region string) ([]string, error) {
 
 func eventFromPB(region string, e *resourcev1.Event) api.Event {
 	ev := api.Event{
-		ID: e.GetId(), Type: e.GetType(), Reason: e.GetReason(), Object: e.GetObject(),
+		ID: e.GetId(), Type: e.GetType(), Reason: e.GetReason(), Object: e.GetObject(), Tenant: e.GetTenant(),
 		Region: e.GetRegion(), Message: e.GetMessage(), Fields: e.GetFields(),
 	}
 	if e.GetTime() != nil {

@@ -26,8 +26,8 @@ func TestNodeForwarding(t *testing.T) {
 	e := newEnv(t, envConfig{leader: fixedLeader{info: election.LeaderInfo{ID: "global-2", Since: since}}})
 	eu, us := newFakeRegion("eu", "n1", "n2"), newFakeRegion("us", "n3")
 	e.fixtures(t, map[string]string{"eu": eu.serve(t, e.pki), "us": us.serve(t, e.pki)})
-	operator := e.token(t, DefaultTenant, api.RoleOperator)
-	op := withToken(operator)
+	infra := e.token(t, DefaultTenant, api.RoleInfra)
+	op := withToken(infra)
 
 	// The pool looks regions up in its own cache: wait until it has them.
 	poll(t, "regions reachable", func() error {

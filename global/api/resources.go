@@ -24,6 +24,7 @@ type Resources struct {
 	statuses  *store.Cache[api.ResourceStatus]
 	flavors   *store.Cache[api.Flavor]
 	regions   regionCatalog
+	quotas    *quotas
 	// events records the operators' actions (scale, roll back, delete,
 	// pause and resume) as the resource's events.
 	events *Events
@@ -130,17 +131,27 @@ func (s *Resources) create(ctx context.Context, r api.Resource, flavor *api.Flav
 	st := api.ResourceStatus{UID: r.UID, Phase: api.PhaseCreated, Since: t, Replicas: r.Replicas, UpdatedAt: t}
 
 	name := state.ResourceName(r.Tenant, r.Name)
-	txn := s.st.Store.Txn()
-	_ = s.st.Resources.TxnCreate(txn, name, &r) // build errors resurface in Commit
-	// Put, not Create: a revision or status left by a deleted namesake is
-	// stale, and the resource's Create above already guards the name.
-	_ = s.st.Revisions.TxnPut(txn, state.RevisionName(r.Tenant, r.Name, 1), &rev)
-	_ = s.st.Statuses.TxnPut(txn, name, &st)
-	s.addRequest(txn, r.Tenant, key, hash, "create", &r)
-	wrote, err := txn.Commit(ctx)
+	// A retry is an admission that lost to another write of the tenant
+	// (quotas.admit); the resource's own Create fails as ErrExists.
+	var wrote int64
+	err = s.st.Store.RetryConflicts(ctx, "create resource "+name, func() error {
+		txn := s.st.Store.Txn()
+		_ = s.st.Resources.TxnCreate(txn, name, &r) // build errors resurface in Commit
+		// Put, not Create: a revision or status left by a deleted namesake is
+		// stale, and the resource's Create above already guards the name.
+		_ = s.st.Revisions.TxnPut(txn, state.RevisionName(r.Tenant, r.Name, 1), &rev)
+		_ = s.st.Statuses.TxnPut(txn, name, &st)
+		s.addRequest(txn, r.Tenant, key, hash, "create", &r)
+		if err := s.quotas.admit(ctx, txn, nil, &r); err != nil {
+			return err
+		}
+		wrote, err = txn.Commit(ctx)
+		return err
+	})
 	if err != nil {
 		return api.Resource{}, err
 	}
+	s.quotas.committed(wrote)
 	s.wroteResources.note(wrote)
 	s.wroteStatuses.note(wrote)
 	r.ResourceVersion, r.Status = wrote, &st
@@ -451,12 +462,17 @@ func (s *Resources) write(ctx context.Context, tenant, name string, expect int64
 		r.Generation++
 		r.UpdatedAt = now()
 		_ = s.st.Resources.TxnUpdate(txn, key, r, it.ModRevision)
-		wrote, err := txn.Commit(ctx)
-		if err != nil {
-			// A conflict on the resource: another writer won; start over
-			// from a fresh read, which also re-checks expect.
+		if err := s.quotas.admit(ctx, txn, &before, r); err != nil {
 			return err
 		}
+		wrote, err := txn.Commit(ctx)
+		if err != nil {
+			// A conflict on the resource or the tenant's admission:
+			// another writer won; start over from a fresh read, which
+			// also re-checks expect.
+			return err
+		}
+		s.quotas.committed(wrote)
 		s.wroteResources.note(wrote)
 		it.ModRevision = wrote
 		out = view(it, st)

@@ -86,6 +86,12 @@ func (h *restHandlers) routes() []route {
 		{"GET /v1/tokens", h.listTokens},
 		{"DELETE /v1/tokens/{id}", h.deleteToken},
 
+		{"GET /v1/tenants", h.listTenants},
+		{"GET /v1/tenants/{name}", h.getTenant},
+		{"PUT /v1/tenants/{name}", h.putTenant},
+		{"DELETE /v1/tenants/{name}", h.deleteTenant},
+		{"GET /v1/tenants/{name}/quota", h.tenantQuota},
+
 		{"GET /v1/status", h.status},
 	}
 }
@@ -477,6 +483,56 @@ func (h *restHandlers) deleteToken(r *http.Request) (any, error) {
 		return nil, fmt.Errorf("token %s: %w", id, err)
 	}
 	return out, nil
+}
+
+// ---- tenants ----
+
+func (h *restHandlers) listTenants(r *http.Request) (any, error) {
+	items, err := h.s.tenants.List(r.Context())
+	return rest.List[api.Tenant]{Items: items}, err
+}
+
+func (h *restHandlers) getTenant(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	return h.s.tenants.Get(r.Context(), name)
+}
+
+func (h *restHandlers) putTenant(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	var t api.Tenant
+	if err := rest.Decode(r, &t); err != nil {
+		return nil, err
+	}
+	if t.Name, err = nameInBody(t.Name, name); err != nil {
+		return nil, err
+	}
+	out, created, err := h.s.tenants.Put(r.Context(), t)
+	if created {
+		return rest.Created(out), err
+	}
+	return out, err
+}
+
+func (h *restHandlers) deleteTenant(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	return h.s.tenants.Delete(r.Context(), name)
+}
+
+func (h *restHandlers) tenantQuota(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	return h.s.tenants.Quota(r.Context(), name)
 }
 
 // ---- status and probes ----

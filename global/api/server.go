@@ -113,6 +113,7 @@ type Server struct {
 	replicas  *Replicas
 	events    *Events
 	tokens    *Tokens
+	tenants   *Tenants
 
 	st      *state.State
 	caches  *state.Caches
@@ -157,6 +158,12 @@ func New(o Options) (*Server, error) {
 	}
 	s.events = &Events{fan: fan, own: own, log: log}
 	s.resources = &Resources{st: st, resources: c.Resources, statuses: c.Statuses, flavors: c.Flavors, regions: s.regions, events: s.events, log: log}
+	q := &quotas{
+		st: st, tenants: c.Tenants, admissions: c.Admissions, resources: c.Resources, flavors: c.Flavors,
+		wroteTenants: &written{}, wroteAdmissions: &written{}, wroteResources: &s.resources.wroteResources,
+	}
+	s.resources.quotas = q
+	s.tenants = &Tenants{st: st, cache: c.Tenants, quotas: q, wrote: q.wroteTenants}
 	s.nodes = &Nodes{fan: fan}
 	s.replicas = &Replicas{fan: fan, resources: s.resources}
 	s.tokens = &Tokens{tokens: st.Tokens, cache: c.Tokens, log: log}
@@ -193,6 +200,9 @@ func (s *Server) Events() *Events { return s.events }
 // Tokens are the bearer tokens and the authentication by them.
 func (s *Server) Tokens() *Tokens { return s.tokens }
 
+// Tenants are the tenants' records (quotas) and usage.
+func (s *Server) Tenants() *Tenants { return s.tenants }
+
 // Run keeps the Server's own caches current until ctx is done, then
 // returns ctx.Err(). Shared caches (Options.Caches) are their owner's to
 // run: a cache runs once.
@@ -218,6 +228,8 @@ func (s *Server) Ready(ctx context.Context) error {
 		{"regions", c.Regions.Synced()},
 		{"regionstatus", c.RegionStatus.Synced()},
 		{"tokens", c.Tokens.Synced()},
+		{"tenants", c.Tenants.Synced()},
+		{"admissions", c.Admissions.Synced()},
 	}
 	for _, c := range caches {
 		select {
@@ -247,9 +259,12 @@ type Status struct {
 	Regions     []api.Region `json:"regions"`
 }
 
-// Status reports this replica, the master and the regions.
+// Status reports this replica, the master and the regions. Callers who
+// may not read regions (members, viewers) see each region's name, zones
+// and health, not where it is (endpoints, console, leader).
 func (s *Server) Status(ctx context.Context) (Status, error) {
-	if _, err := authorize(ctx, readStatus); err != nil {
+	id, err := authorize(ctx, readStatus)
+	if err != nil {
 		return Status{}, err
 	}
 	out := Status{ID: s.id, Version: s.version}
@@ -273,8 +288,24 @@ func (s *Server) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
+	if !may(id.Role, readRegions) {
+		for i := range regions {
+			regions[i] = withoutWhere(regions[i])
+		}
+	}
 	out.Regions = regions
 	return out, nil
+}
+
+// withoutWhere is r without what says where the region is.
+func withoutWhere(r api.Region) api.Region {
+	r.Endpoint, r.ConsoleURL, r.Labels = "", "", nil
+	if r.Status != nil {
+		st := *r.Status
+		st.Leader = ""
+		r.Status = &st
+	}
+	return r
 }
 
 // written holds the highest revision noted.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
@@ -23,7 +24,18 @@ type Tokens struct {
 	// wrote is this replica's latest token write, for read-your-writes:
 	// a token just created works at once.
 	wrote written
+
+	// touched is when this replica last set each token's LastUsedAt (or
+	// tried to): the throttle of touch.
+	mu      sync.Mutex
+	touched map[string]time.Time
 }
+
+// lastUsedEvery is how often a token's LastUsedAt is written at most.
+const lastUsedEvery = time.Minute
+
+// touchTimeout bounds one LastUsedAt write.
+const touchTimeout = 5 * time.Second
 
 // TokenRequest asks for a new token.
 type TokenRequest struct {
@@ -43,6 +55,9 @@ type TokenInfo struct {
 	Role      api.Role `json:"role"`
 	CreatedAt string   `json:"createdAt"`
 	ExpiresAt string   `json:"expiresAt,omitempty"`
+	// LastUsedAt is when the token last authenticated a request, to
+	// within a minute.
+	LastUsedAt string `json:"lastUsedAt,omitempty"`
 }
 
 // NewTokenResponse carries the plaintext token, shown this once.
@@ -55,6 +70,9 @@ func tokenInfo(t *api.Token) TokenInfo {
 	info := TokenInfo{ID: t.ID, Name: t.Name, Tenant: t.Tenant, Role: t.Role, CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339)}
 	if !t.ExpiresAt.IsZero() {
 		info.ExpiresAt = t.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	if !t.LastUsedAt.IsZero() {
+		info.LastUsedAt = t.LastUsedAt.UTC().Format(time.RFC3339)
 	}
 	return info
 }
@@ -78,10 +96,49 @@ func (t *Tokens) Authenticate(ctx context.Context, bearer string) (Identity, err
 	if tok == nil || subtle.ConstantTimeCompare([]byte(hashSecret(secret)), []byte(tok.Hash)) != 1 {
 		return Identity{}, fmt.Errorf("invalid token: %w", api.ErrUnauthenticated)
 	}
-	if !tok.ExpiresAt.IsZero() && now().After(tok.ExpiresAt) {
+	if !tok.ExpiresAt.IsZero() && !now().Before(tok.ExpiresAt) {
 		return Identity{}, fmt.Errorf("token expired at %s: %w", tok.ExpiresAt.Format(time.RFC3339), api.ErrUnauthenticated)
 	}
-	return Identity{Tenant: tok.Tenant, Role: tok.Role, TokenID: tok.ID}, nil
+	t.touch(tok)
+	return Identity{Tenant: tok.Tenant, Role: tok.Role, TokenID: tok.ID, TokenName: tok.Name}, nil
+}
+
+// touch records that tok was used, at most once a minute per token, in
+// the background: the request neither waits for the write nor fails
+// with it. The write is conditional and re-checks the stored time, so
+// that replicas racing to record one use write once.
+func (t *Tokens) touch(tok *api.Token) {
+	at := now()
+	if at.Sub(tok.LastUsedAt) < lastUsedEvery {
+		return
+	}
+	t.mu.Lock()
+	if t.touched == nil {
+		t.touched = map[string]time.Time{}
+	}
+	if at.Sub(t.touched[tok.ID]) < lastUsedEvery {
+		t.mu.Unlock()
+		return
+	}
+	t.touched[tok.ID] = at
+	t.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), touchTimeout)
+		defer cancel()
+		it, err := t.tokens.Modify(ctx, tok.ID, func(cur *api.Token) error {
+			if at.Sub(cur.LastUsedAt) < lastUsedEvery {
+				return store.ErrNoChange
+			}
+			cur.LastUsedAt = at.Truncate(time.Second)
+			return nil
+		})
+		if err != nil {
+			// A revoked token, an etcd hiccup: the next use tries again.
+			t.log.Debug("recording a token's last use", "id", tok.ID, "err", err)
+			return
+		}
+		t.wrote.note(it.ModRevision)
+	}()
 }
 
 // authenticate is Authenticate for the edges (rest.Authenticator, gRPC's
@@ -120,7 +177,7 @@ func (t *Tokens) issue(ctx context.Context, tmpl api.Token) (string, api.Token, 
 		return "", api.Token{}, err
 	}
 	if !validRole(tmpl.Role) {
-		return "", api.Token{}, api.Invalid("role", "%q is not one of admin, operator, member, viewer", tmpl.Role)
+		return "", api.Token{}, api.Invalid("role", "%q is not one of admin, infra, operator, member, viewer", tmpl.Role)
 	}
 	created := now()
 	if !tmpl.ExpiresAt.IsZero() && !tmpl.ExpiresAt.After(created) {
@@ -239,14 +296,21 @@ func (t *Tokens) Delete(ctx context.Context, id string) (TokenInfo, error) {
 	if _, err := authorize(ctx, manageTokens); err != nil {
 		return TokenInfo{}, err
 	}
-	it, err := t.tokens.Get(ctx, id)
+	var it store.Item[api.Token]
+	// A use recorded in between (touch) is no reason to refuse.
+	err := t.tokens.Store().RetryConflicts(ctx, "delete token "+id, func() error {
+		var err error
+		if it, err = t.tokens.Get(ctx, id); err != nil {
+			return err
+		}
+		rev, err := t.tokens.Delete(ctx, id, it.ModRevision)
+		if err == nil {
+			t.wrote.note(rev)
+		}
+		return err
+	})
 	if err != nil {
 		return TokenInfo{}, storeErr(err, "token", id)
 	}
-	rev, err := t.tokens.Delete(ctx, id, it.ModRevision)
-	if err != nil {
-		return TokenInfo{}, storeErr(err, "token", id)
-	}
-	t.wrote.note(rev)
 	return tokenInfo(it.Value), nil
 }

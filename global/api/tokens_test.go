@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +77,53 @@ func TestTokenExpiry(t *testing.T) {
 				t.Fatalf("got %+v; want a message", got)
 			}
 		})
+	}
+}
+// TestTokenExpiryAndLastUse: a token made with an expiry works until
+// then and is refused after; a token's last use is recorded once, in the
+// background, and not again within the minute however often it is used.
+func TestTokenExpiryAndLastUse(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/tokens",
+		map[string]any{"tenant": "acme", "role": "viewer", "expiresAt": time.Now().Add(-time.Second).Format(time.RFC3339)}))
+	expires := time.Now().Add(2 * time.Second).UTC().Truncate(time.Second)
+	created := decodeAs[NewTokenResponse](t, e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/tokens",
+		map[string]any{"tenant": "acme", "role": "viewer", "name": "short", "expiresAt": expires.Format(time.RFC3339)})))
+	if created.ExpiresAt != expires.Format(time.RFC3339) {
+		t.Errorf("got expiresAt %q; want %q", created.ExpiresAt, expires.Format(time.RFC3339))
+	}
+	short := withToken(created.Token)
+	for range 5 {
+		e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources", nil, short))
+	}
+	var used TokenInfo
+	poll(t, "last use recorded", func() error {
+		for _, tk := range decodeAs[rest.List[TokenInfo]](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/tokens", nil))).Items {
+			if tk.ID == created.ID && tk.LastUsedAt != "" {
+				used = tk
+				return nil
+			}
+		}
+		return fmt.Errorf("token %s has no lastUsedAt yet", created.ID)
+	})
+	if at, err := time.Parse(time.RFC3339, used.LastUsedAt); err != nil || time.Since(at) > time.Minute {
+		t.Errorf("got lastUsedAt %q; want a time within the last minute", used.LastUsedAt)
+	}
+	it, err := e.st.Tokens.Get(t.Context(), created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstRev := it.ModRevision
+	poll(t, "the token expires", func() error {
+		if r := e.do(t, "GET", "/v1/resources", nil, short); r.code != http.StatusUnauthorized {
+			return fmt.Errorf("got %s; want 401", r)
+		}
+		return nil
+	})
+	if it, err := e.st.Tokens.Get(t.Context(), created.ID); err != nil || it.ModRevision != firstRev {
+		t.Errorf("token after more uses within the minute: got mod revision %d (%v); want %d (no second write)", it.ModRevision, err, firstRev)
+	}
+	if r := e.do(t, "GET", "/v1/resources", nil, short); !strings.Contains(string(r.body), "expired") {
+		t.Errorf("got %s; want the answer to say the token expired", r)
 	}
 }

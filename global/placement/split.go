@@ -123,3 +123,21 @@ func weighted(total int, targets []api.RegionTarget) map[string]int {
 	}
 	return out
 }
+
+// StaticSplit is how r's replicas divide over the regions its schedule
+// names, by weight, before region health, registration or failover change
+// it: what quotas charge each region at admission. It is false when
+// placement picks the regions (none named, or spreadRegions).
+func StaticSplit(r *api.Resource) (map[string]int, bool) {
+	if len(r.Schedule.Regions) == 0 || r.Schedule.SpreadRegions > 0 {
+		return nil, false
+	}
+	if r.Kind == api.KindImage {
+		out := make(map[string]int, len(r.Schedule.Regions))
+		for _, t := range r.Schedule.Regions {
+			out[t.Name] = 0
+		}
+		return out, true
+	}
+	return weighted(r.Replicas, r.Schedule.Regions), true
+}

@@ -17,6 +17,8 @@ type Caches struct {
 	Regions      *store.Cache[api.Region]
 	RegionStatus *store.Cache[api.RegionStatus]
 	Tokens       *store.Cache[api.Token]
+	Tenants      *store.Cache[api.Tenant]
+	Admissions   *store.Cache[Admission]
 
 	ResourceFeed     store.Feed[api.Resource]
 	FlavorFeed       store.Feed[api.Flavor]
@@ -34,7 +36,9 @@ func NewCaches(st *State) *Caches {
 	c.Regions = store.NewCache(st.Regions, store.WithOnChange(c.RegionFeed.Publish))
 	c.RegionStatus = store.NewCache(st.RegionStatus, store.WithOnChange(c.RegionStatusFeed.Publish))
 	c.Tokens = store.NewCache(st.Tokens)
-	c.CacheSet = store.NewCacheSet("global", c.Flavors, c.Resources, c.Statuses, c.Regions, c.RegionStatus, c.Tokens)
+	c.Tenants = store.NewCache(st.Tenants)
+	c.Admissions = store.NewCache(st.Admissions)
+	c.CacheSet = store.NewCacheSet("global", c.Flavors, c.Resources, c.Statuses, c.Regions, c.RegionStatus, c.Tokens, c.Tenants, c.Admissions)
 	return c
 }
 

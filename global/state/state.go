@@ -7,7 +7,8 @@
 //	revisions/<tenant>/<name>/<number>    api.Revision (immutable)
 //	regions/<name>                        api.Region (registration)
 //	regionstatus/<name>                   api.RegionStatus (health transitions)
-//	tenants/<name>                        api.Tenant
+//	tenants/<name>                        api.Tenant (quotas)
+//	admissions/<tenant>                   Admission (a limited tenant's last admitted write)
 //	tokens/<id>                           api.Token (hashed)
 //	requests/<tenant>/<key>               Request (idempotency keys)
 //	election/                             the master election
@@ -36,6 +37,7 @@ type State struct {
 	Regions      *store.Collection[api.Region]
 	RegionStatus *store.Collection[api.RegionStatus]
 	Tenants      *store.Collection[api.Tenant]
+	Admissions   *store.Collection[Admission]
 	Tokens       *store.Collection[api.Token]
 	Requests     *store.Collection[Request]
 }
@@ -51,6 +53,7 @@ func New(s *store.Store) *State {
 		Regions:      store.NewCollection(s, "regions/", store.JSON[api.Region]()),
 		RegionStatus: store.NewCollection(s, "regionstatus/", store.JSON[api.RegionStatus]()),
 		Tenants:      store.NewCollection(s, "tenants/", store.JSON[api.Tenant]()),
+		Admissions:   store.NewCollection(s, "admissions/", store.JSON[Admission]()),
 		Tokens:       store.NewCollection(s, "tokens/", store.JSON[api.Token]()),
 		Requests:     store.NewCollection(s, "requests/", store.JSON[Request]()),
 	}
@@ -66,6 +69,18 @@ type Request struct {
 	ResourceUID string    `json:"resourceUID"`
 	Resource    string    `json:"resource"`
 	CreatedAt   time.Time `json:"createdAt"`
+}
+
+// Admission is the serialization point of a limited tenant's quota:
+// every write that may grow what the tenant holds rewrites it in the
+// transaction of the write, conditional on the revision it read, so
+// that two admissions decided on the same usage cannot both commit.
+// Usage itself is always computed from the resources; Usage here is
+// what it was after the last admission, for people reading etcd.
+type Admission struct {
+	Tenant string    `json:"tenant"`
+	Usage  api.Quota `json:"usage"`
+	At     time.Time `json:"at"`
 }
 
 // ResourceName is the collection name of a resource: tenant/name.

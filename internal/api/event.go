@@ -12,6 +12,7 @@ type Event struct {
 	Type    string            `json:"type"`
 	Reason  string            `json:"reason"`
 	Object  string            `json:"object,omitempty"`
+	Tenant  string            `json:"tenant,omitempty"`
 	Region  string            `json:"region,omitempty"`
 	Message string            `json:"message,omitempty"`
 	Fields  map[string]string `json:"fields,omitempty"`

@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Network (NetworkV4 in the seeds) is a region IPv4 network that replicas
 // get addresses on.
@@ -25,19 +28,129 @@ type Port struct {
 	CreatedAt  time.Time `json:"createdAt"`
 }
 
-// Tenant owns resources and is bounded by quotas.
+// Tenant owns resources and is bounded by quotas. A tenant without a
+// record has no quota; tokens and resources name tenants freely.
 type Tenant struct {
-	Name      string    `json:"name"`
-	Quota     Quota     `json:"quota,omitzero"`
-	CreatedAt time.Time `json:"createdAt,omitzero"`
+	Name string `json:"name"`
+	// Quota bounds the tenant over every region.
+	Quota Quota `json:"quota,omitzero"`
+	// RegionQuotas bound the tenant in one region each (keyed by region).
+	RegionQuotas map[string]Quota `json:"regionQuotas,omitempty"`
+	CreatedAt    time.Time        `json:"createdAt,omitzero"`
+	UpdatedAt    time.Time        `json:"updatedAt,omitzero"`
+	// ResourceVersion is the store's modification revision; send it back
+	// on update to make the write conditional.
+	ResourceVersion int64 `json:"resourceVersion,omitempty"`
 }
 
-// Quota bounds a tenant; zero means unlimited.
+// Limited reports whether any quota of t bounds anything.
+func (t *Tenant) Limited() bool {
+	if t == nil {
+		return false
+	}
+	if !t.Quota.IsZero() {
+		return true
+	}
+	for _, q := range t.RegionQuotas {
+		if !q.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// Quota is an amount of each thing a tenant holds. As a limit, a zero
+// field is unlimited; as usage, it is what the tenant holds.
 type Quota struct {
-	Resources int     `json:"resources,omitempty"`
-	Replicas  int     `json:"replicas,omitempty"`
+	// Resources counts resources of every kind.
+	Resources int `json:"resources,omitempty"`
+	// Replicas counts the replicas of every kind.
+	Replicas int `json:"replicas,omitempty"`
+	// VCPUs and MemoryMiB are the flavors' sizes times the replicas.
 	VCPUs     float64 `json:"vcpus,omitempty"`
 	MemoryMiB int64   `json:"memoryMiB,omitempty"`
+	// VolumeGiB is the size of the Volume resources' replicas, in GiB
+	// (rounded up per volume).
+	VolumeGiB int64 `json:"volumeGiB,omitempty"`
+	// Loadbalancers counts Loadbalancer resources.
+	Loadbalancers int `json:"loadbalancers,omitempty"`
+}
+
+// IsZero reports whether q bounds (or holds) nothing.
+func (q Quota) IsZero() bool { return q == Quota{} }
+
+// Add returns q plus o.
+func (q Quota) Add(o Quota) Quota {
+	return Quota{
+		Resources: q.Resources + o.Resources, Replicas: q.Replicas + o.Replicas,
+		VCPUs: q.VCPUs + o.VCPUs, MemoryMiB: q.MemoryMiB + o.MemoryMiB,
+		VolumeGiB: q.VolumeGiB + o.VolumeGiB, Loadbalancers: q.Loadbalancers + o.Loadbalancers,
+	}
+}
+
+// Exceeded names the first amount of use over the limit q (zero fields
+// unlimited) that grew from before, as "replicas 12 of 10"; "" when none
+// did. A quota lowered below what a tenant holds refuses growth, never
+// what the tenant already has or a change that shrinks it.
+func (q Quota) Exceeded(before, use Quota) string {
+	ints := []struct {
+		name              string
+		limit, was, after int64
+	}{
+		{"resources", int64(q.Resources), int64(before.Resources), int64(use.Resources)},
+		{"replicas", int64(q.Replicas), int64(before.Replicas), int64(use.Replicas)},
+		{"memoryMiB", q.MemoryMiB, before.MemoryMiB, use.MemoryMiB},
+		{"volumeGiB", q.VolumeGiB, before.VolumeGiB, use.VolumeGiB},
+		{"loadbalancers", int64(q.Loadbalancers), int64(before.Loadbalancers), int64(use.Loadbalancers)},
+	}
+	// vCPUs are compared in thousandths, as flavors are scheduled.
+	if milli := func(v float64) int64 { return int64(v*1000 + 0.5) }; q.VCPUs > 0 && milli(use.VCPUs) > milli(q.VCPUs) && milli(use.VCPUs) > milli(before.VCPUs) {
+		return fmt.Sprintf("vcpus %g of %g", use.VCPUs, q.VCPUs)
+	}
+	for _, c := range ints {
+		if c.limit > 0 && c.after > c.limit && c.after > c.was {
+			return fmt.Sprintf("%s %d of %d", c.name, c.after, c.limit)
+		}
+	}
+	return ""
+}
+
+// Validate checks that no limit is negative.
+func (q Quota) Validate() error {
+	switch {
+	case q.Resources < 0:
+		return Invalid("resources", "must not be negative")
+	case q.Replicas < 0:
+		return Invalid("replicas", "must not be negative")
+	case q.VCPUs < 0:
+		return Invalid("vcpus", "must not be negative")
+	case q.MemoryMiB < 0:
+		return Invalid("memoryMiB", "must not be negative")
+	case q.VolumeGiB < 0:
+		return Invalid("volumeGiB", "must not be negative")
+	case q.Loadbalancers < 0:
+		return Invalid("loadbalancers", "must not be negative")
+	}
+	return nil
+}
+
+// Validate checks a tenant as a client writes it.
+func (t *Tenant) Validate() error {
+	if err := ValidateName("name", t.Name); err != nil {
+		return err
+	}
+	if err := t.Quota.Validate(); err != nil {
+		return within("quota", err)
+	}
+	for region, q := range t.RegionQuotas {
+		if err := ValidateName("regionQuotas", region); err != nil {
+			return err
+		}
+		if err := q.Validate(); err != nil {
+			return within("regionQuotas."+region, err)
+		}
+	}
+	return nil
 }
 
 // Role is what a token may do.
@@ -48,6 +161,10 @@ const (
 	RoleOperator Role = "operator"
 	RoleMember   Role = "member"
 	RoleViewer   Role = "viewer"
+	// RoleInfra operates the infrastructure: nodes (cordon, drain,
+	// delete), regions' events and endpoints. It holds no tenant's
+	// resources.
+	RoleInfra Role = "infra"
 )
 
 // Token is a bearer token; only its hash is stored.
@@ -58,5 +175,9 @@ type Token struct {
 	Tenant    string    `json:"tenant"`
 	Role      Role      `json:"role"`
 	CreatedAt time.Time `json:"createdAt"`
+	// ExpiresAt, when set, is when the token stops working.
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	// LastUsedAt is when the token last authenticated a request, to the
+	// minute (it is written at most once a minute).
+	LastUsedAt time.Time `json:"lastUsedAt,omitzero"`
 }

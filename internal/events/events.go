@@ -41,7 +41,11 @@ type Event struct {
 	Reason string
 	// Object names what the event is about: "node/n1",
 	// "resource/tenant/name", "replica/<id>", "region/dev-1".
-	Object  string
+	Object string
+	// Tenant is the tenant whose object the event is about; empty for
+	// infrastructure (nodes, regions). Append fills it in for
+	// "resource/<tenant>/..." objects; emitters set it for replicas.
+	Tenant  string
 	Region  string
 	Message string            // a sentence for humans
 	Fields  map[string]string // extra key/values
@@ -61,6 +65,9 @@ type Query struct {
 	Object string
 	// Reason keeps events with exactly this Reason; empty matches all.
 	Reason string
+	// Tenant keeps one tenant's events; empty matches all, those of no
+	// tenant included.
+	Tenant string
 	// Newest selects the newest Limit matching events after After instead
 	// of the oldest (what `strata events` shows by default). The result is
 	// still oldest first.
@@ -161,6 +168,9 @@ func prepare(ev Event, now func() time.Time) (Event, error) {
 	if ev.Time.IsZero() {
 		ev.Time = now()
 	}
+	if rest, ok := strings.CutPrefix(ev.Object, "resource/"); ok && ev.Tenant == "" {
+		ev.Tenant, _, _ = strings.Cut(rest, "/")
+	}
 	// Drop the monotonic reading; UTC because that is what Redis returns.
 	ev.Time = ev.Time.Round(0).UTC()
 	return ev, nil
@@ -168,6 +178,9 @@ func prepare(ev Event, now func() time.Time) (Event, error) {
 
 func matches(ev *Event, q *Query) bool {
 	if q.Reason != "" && ev.Reason != q.Reason {
+		return false
+	}
+	if q.Tenant != "" && ev.Tenant != q.Tenant {
 		return false
 	}
 	return matchObject(ev.Object, q.Object)

@@ -18,6 +18,7 @@ const (
 	fType    = "type"
 	fReason  = "reason"
 	fObject  = "object"
+	fTenant  = "tenant"
 	fRegion  = "region"
 	fMessage = "msg"
 	fExtra   = "f:"
@@ -97,7 +98,7 @@ func (r *Redis) Range(ctx context.Context, q Query) ([]Event, error) {
 		lower = "(" + q.After
 	}
 	count := int64(rangeChunk)
-	if q.Object == "" && q.Reason == "" && q.Limit > 0 {
+	if q.Object == "" && q.Reason == "" && q.Tenant == "" && q.Limit > 0 {
 		count = int64(q.Limit)
 	}
 	var out []Event
@@ -199,12 +200,13 @@ func (r *Redis) Tail(ctx context.Context, after string, fn func([]Event) error) 
 }
 
 func encode(ev Event) []any {
-	v := make([]any, 0, 12+2*len(ev.Fields))
+	v := make([]any, 0, 14+2*len(ev.Fields))
 	v = append(v,
 		fTime, ev.Time.UTC().Format(time.RFC3339Nano),
 		fType, ev.Type,
 		fReason, ev.Reason,
 		fObject, ev.Object,
+		fTenant, ev.Tenant,
 		fRegion, ev.Region,
 		fMessage, ev.Message,
 	)
@@ -236,6 +238,8 @@ func (r *Redis) decode(ctx context.Context, m *redis.XMessage) Event {
 			ev.Reason = v
 		case fObject:
 			ev.Object = v
+		case fTenant:
+			ev.Tenant = v
 		case fRegion:
 			ev.Region = v
 		case fMessage:

@@ -88,6 +88,7 @@ type wireEvent struct {
 	Type    string            `json:"type"`
 	Reason  string            `json:"reason"`
 	Object  string            `json:"object,omitempty"`
+	Tenant  string            `json:"tenant,omitempty"`
 	Region  string            `json:"region,omitempty"`
 	Message string            `json:"message,omitempty"`
 	Fields  map[string]string `json:"fields,omitempty"`

@@ -150,7 +150,7 @@ func (r regionService) Logs(req *resourcev1.LogsRequest, stream grpc.ServerStrea
 }
 
 func (r regionService) ListEvents(ctx context.Context, req *regionv1.ListEventsRequest) (*regionv1.ListEventsResponse, error) {
-	evs, err := r.s.listEvents(ctx, req.GetAfter(), int(req.GetLimit()), req.GetObject())
+	evs, err := r.s.listEvents(ctx, req.GetAfter(), int(req.GetLimit()), req.GetObject(), req.GetTenant())
 	if err != nil {
 		return nil, apiErr(err)
 	}

@@ -31,7 +31,7 @@ type Event = api.Event
 //	GET    /v1/resources                  placements, the region's share as status
 //	GET    /v1/resources/{tenant}/{name}/replicas
 //	GET    /v1/replicas?node=
-//	GET    /v1/events?after=&limit=&object=
+//	GET    /v1/events?after=&limit=&object=&tenant=
 //	GET    /v1/status
 //	GET    /healthz, /readyz              unauthenticated probes
 //
@@ -114,7 +114,7 @@ func (s *Server) restEvents(r *http.Request) (any, error) {
 		return nil, err
 	}
 	q := r.URL.Query()
-	evs, err := s.listEvents(r.Context(), q.Get("after"), limit, q.Get("object"))
+	evs, err := s.listEvents(r.Context(), q.Get("after"), limit, q.Get("object"), q.Get("tenant"))
 	out := rest.List[Event]{Items: make([]Event, len(evs))}
 	for i, ev := range evs {
 		out.Items[i] = Event(ev)

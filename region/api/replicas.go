@@ -192,7 +192,7 @@ const (
 
 // listEvents returns events after a cursor, oldest first; without a cursor
 // the newest limit events (what an operator looking at a region wants).
-func (s *Server) listEvents(ctx context.Context, after string, limit int, object string) ([]events.Event, error) {
+func (s *Server) listEvents(ctx context.Context, after string, limit int, object, tenant string) ([]events.Event, error) {
 	if limit < 0 {
 		return nil, api.Invalid("limit", "must not be negative")
 	}
@@ -203,6 +203,7 @@ func (s *Server) listEvents(ctx context.Context, after string, limit int, object
 		After:  after,
 		Limit:  min(limit, maxEventLimit),
 		Object: object,
+		Tenant: tenant,
 		Newest: after == "",
 	})
 	if err != nil {
@@ -217,6 +218,7 @@ func eventToPB(ev *events.Event) *resourcev1.Event {
 		Type:    ev.Type,
 		Reason:  ev.Reason,
 		Object:  ev.Object,
+		Tenant:  ev.Tenant,
 		Region:  ev.Region,
 		Message: ev.Message,
 		Fields:  ev.Fields,

@@ -66,6 +66,7 @@ func (s *Server) phaseEvent(a *api.Assignment, old, cur *api.AssignmentStatus) (
 	}
 	ev := events.Event{
 		Object: "replica/" + a.ID,
+		Tenant: a.Tenant,
 		Region: s.region,
 		Fields: map[string]string{"resource": a.ResourceKey(), "node": a.Node, "from": string(from)},
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/events"
@@ -56,6 +57,11 @@ func (p *plan) step(key string) *store.Txn {
 
 // event records ev to emit once key's latest step applied.
 func (p *plan) event(key string, ev events.Event) {
+	// Every plan event is about a tenant's resource or replica (key is
+	// tenant/name): the tenant may see it.
+	if ev.Tenant == "" {
+		ev.Tenant, _, _ = strings.Cut(key, "/")
+	}
 	step, ok := p.last[key]
 	if !ok {
 		step = -1

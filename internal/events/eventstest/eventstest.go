@@ -258,6 +258,7 @@ func testFilters(t *testing.T, newStore NewStore) {
 		ev("RegionReady", "region/dev-1", "6"),
 		ev("DrainProgress", "node/n1", "7"),
 		ev("Failed", "resource/t1/web", "8"),
+		{Reason: "ReplicaReady", Object: "replica/r9", Tenant: "t2", Message: "9"},
 	}
 	ids := mustAppend(t, s, in...)
 	tests := []struct {
@@ -265,7 +266,10 @@ func testFilters(t *testing.T, newStore NewStore) {
 		q    events.Query
 		want string
 	}{
-		{"all", events.Query{}, "[0 1 2 3 4 5 6 7 8]"},
+		{"all", events.Query{}, "[0 1 2 3 4 5 6 7 8 9]"},
+		{"tenant from a resource object or set", events.Query{Tenant: "t2"}, "[5 9]"},
+		{"tenant and reason", events.Query{Tenant: "t1", Reason: "Failed"}, "[8]"},
+		{"tenant of none", events.Query{Tenant: "t3"}, "[]"},
 		{"object exact is a path, not a string prefix", events.Query{Object: "node/n1"}, "[0 2 7]"},
 		{"object kind", events.Query{Object: "node"}, "[0 1 2 7]"},
 		{"object kind with slash", events.Query{Object: "node/"}, "[0 1 2 7]"},
@@ -275,12 +279,12 @@ func testFilters(t *testing.T, newStore NewStore) {
 		{"reason", events.Query{Reason: "Scheduled"}, "[3 4 5]"},
 		{"object and reason", events.Query{Object: "resource/t1", Reason: "Scheduled"}, "[3 4]"},
 		{"limit", events.Query{Limit: 2}, "[0 1]"},
-		{"newest limit", events.Query{Newest: true, Limit: 2}, "[7 8]"},
+		{"newest limit", events.Query{Newest: true, Limit: 2}, "[8 9]"},
 		{"newest limit filtered", events.Query{Newest: true, Limit: 2, Object: "node"}, "[2 7]"},
-		{"newest unlimited", events.Query{Newest: true}, "[0 1 2 3 4 5 6 7 8]"},
+		{"newest unlimited", events.Query{Newest: true}, "[0 1 2 3 4 5 6 7 8 9]"},
 		{"after and object", events.Query{After: ids[2], Object: "node"}, "[7]"},
 		{"after newest nothing left", events.Query{After: ids[2], Newest: true, Limit: 1, Reason: "NodeDown"}, "[]"},
-		{"after newest", events.Query{After: ids[5], Newest: true, Limit: 5}, "[6 7 8]"},
+		{"after newest", events.Query{After: ids[5], Newest: true, Limit: 5}, "[6 7 8 9]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

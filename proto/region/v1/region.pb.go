@@ -882,10 +882,13 @@ func (x *ListReplicasResponse) GetItems() []*v1.Replica {
 }
 
 type ListEventsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	After         string                 `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
-	Limit         int32                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	Object        string                 `protobuf:"bytes,3,opt,name=object,proto3" json:"object,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	After  string                 `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
+	Limit  int32                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Object string                 `protobuf:"bytes,3,opt,name=object,proto3" json:"object,omitempty"`
+	// tenant keeps one tenant's events (the global tier asks so for a
+	// tenant's token); empty keeps every event.
+	Tenant        string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -937,6 +940,13 @@ func (x *ListEventsRequest) GetLimit() int32 {
 func (x *ListEventsRequest) GetObject() string {
 	if x != nil {
 		return x.Object
+	}
+	return ""
+}
+
+func (x *ListEventsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
 	}
 	return ""
 }
@@ -1077,11 +1087,12 @@ const file_region_v1_region_proto_rawDesc = "" +
 	"\bresource\x18\x02 \x01(\tR\bresource\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\"I\n" +
 	"\x14ListReplicasResponse\x121\n" +
-	"\x05items\x18\x01 \x03(\v2\x1b.strata.resource.v1.ReplicaR\x05items\"W\n" +
+	"\x05items\x18\x01 \x03(\v2\x1b.strata.resource.v1.ReplicaR\x05items\"o\n" +
 	"\x11ListEventsRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x16\n" +
-	"\x06object\x18\x03 \x01(\tR\x06object\"E\n" +
+	"\x06object\x18\x03 \x01(\tR\x06object\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"E\n" +
 	"\x12ListEventsResponse\x12/\n" +
 	"\x05items\x18\x01 \x03(\v2\x19.strata.resource.v1.EventR\x05items\"\x0f\n" +
 	"\rStatusRequest2\x9f\t\n" +

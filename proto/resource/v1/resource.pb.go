@@ -3648,15 +3648,17 @@ func (x *Replica) GetStatus() *AssignmentStatus {
 }
 
 type Event struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Time          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
-	Type          string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
-	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
-	Object        string                 `protobuf:"bytes,5,opt,name=object,proto3" json:"object,omitempty"`
-	Region        string                 `protobuf:"bytes,6,opt,name=region,proto3" json:"region,omitempty"`
-	Message       string                 `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
-	Fields        map[string]string      `protobuf:"bytes,8,rep,name=fields,proto3" json:"fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Time    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	Type    string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	Reason  string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Object  string                 `protobuf:"bytes,5,opt,name=object,proto3" json:"object,omitempty"`
+	Region  string                 `protobuf:"bytes,6,opt,name=region,proto3" json:"region,omitempty"`
+	Message string                 `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	Fields  map[string]string      `protobuf:"bytes,8,rep,name=fields,proto3" json:"fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// tenant owns the object; empty for infrastructure (nodes, regions).
+	Tenant        string `protobuf:"bytes,9,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3745,6 +3747,13 @@ func (x *Event) GetFields() map[string]string {
 		return x.Fields
 	}
 	return nil
+}
+
+func (x *Event) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 type LogChunk struct {
@@ -4287,7 +4296,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"assignment\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x14\n" +
 	"\x05phase\x18\x03 \x01(\tR\x05phase\x12<\n" +
-	"\x06status\x18\x04 \x01(\v2$.strata.resource.v1.AssignmentStatusR\x06status\"\xb7\x02\n" +
+	"\x06status\x18\x04 \x01(\v2$.strata.resource.v1.AssignmentStatusR\x06status\"\xcf\x02\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
@@ -4296,7 +4305,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x06object\x18\x05 \x01(\tR\x06object\x12\x16\n" +
 	"\x06region\x18\x06 \x01(\tR\x06region\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12=\n" +
-	"\x06fields\x18\b \x03(\v2%.strata.resource.v1.Event.FieldsEntryR\x06fields\x1a9\n" +
+	"\x06fields\x18\b \x03(\v2%.strata.resource.v1.Event.FieldsEntryR\x06fields\x12\x16\n" +
+	"\x06tenant\x18\t \x01(\tR\x06tenant\x1a9\n" +
 	"\vFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"f\n" +
