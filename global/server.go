@@ -21,6 +21,7 @@ import (
 	"github.com/stratahq/strata/global/regions"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver"
@@ -180,6 +181,12 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("global: %w", err)
 	}
 
+	auditLog, err := audit.OpenConfigured(cfg.Audit, s.log)
+	if err != nil {
+		return fmt.Errorf("global: %w", err)
+	}
+	defer auditLog.Close() // after the servers stopped (g.Wait)
+
 	svc, err := globalapi.New(globalapi.Options{
 		State:             st,
 		Caches:            caches,
@@ -191,6 +198,7 @@ func (s *Server) Run(ctx context.Context) error {
 		MaxBodyBytes:      cfg.API.MaxBodyBytes,
 		HeartbeatInterval: cfg.Regions.HeartbeatInterval,
 		Version:           version.String(),
+		Audit:             auditLog,
 		Logger:            s.log,
 	})
 	if err != nil {
@@ -241,6 +249,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
 	g.Go(func() error { return serving.IgnoreCanceled(svc.Run(gctx)) })
 	g.Go(func() error { return s.lead(gctx, svc, elector, ctrl) })
+	g.Go(func() error { return auditLog.ReopenOnHangup(gctx, s.log) })
 	// Ready once the caches hold etcd's state and etcd takes transactions
 	// as large as configured; a limit above the server's stops the global.
 	serving.Tier{Name: "global", GRPC: grpcSrv, GRPCListener: s.grpcL, HTTP: httpSrv, Log: s.log}.Serve(gctx, g, s.ready, func(ctx context.Context) error {

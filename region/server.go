@@ -23,6 +23,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/backoff"
+	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver"
@@ -167,6 +168,12 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("region: %w", err)
 	}
 
+	auditLog, err := audit.OpenConfigured(cfg.Audit, s.log)
+	if err != nil {
+		return fmt.Errorf("region: %w", err)
+	}
+	defer auditLog.Close() // after the servers stopped (g.Wait)
+
 	apiSrv, err := regionapi.New(regionapi.Options{
 		Region:            cfg.Name,
 		State:             st,
@@ -177,6 +184,7 @@ func (s *Server) Run(ctx context.Context) error {
 		DrainDeadline:     cfg.Controller.DrainDeadline,
 		MaxBodyBytes:      cfg.API.MaxBodyBytes,
 		Token:             cfg.API.Token,
+		Audit:             auditLog,
 		Security:          sec,
 		Leader:            s.leaderID,
 		Logger:            s.log,
@@ -250,6 +258,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return serving.IgnoreCanceled(apiSrv.Run(gctx)) })
 	g.Go(func() error { return s.lead(gctx, st, elector, ctrl, mon, global) })
 	g.Go(func() error { return s.watchLeader(gctx, elector) })
+	g.Go(func() error { return auditLog.ReopenOnHangup(gctx, s.log) })
 	// Ready once the caches hold etcd's state and etcd takes transactions
 	// as large as configured; a limit above the server's stops the region.
 	serving.Tier{Name: "region", GRPC: grpcSrv, GRPCListener: s.grpcL, HTTP: httpSrv, Log: s.log}.Serve(gctx, g, s.ready, func(ctx context.Context) error {

@@ -21,6 +21,7 @@ import (
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/heartbeat"
@@ -55,6 +56,7 @@ type envConfig struct {
 	sharedCaches bool
 	leader       LeaderSource
 	logger       *slog.Logger
+	audit        *audit.Log
 }
 
 func newEnv(t *testing.T, cfg envConfig) *testEnv {
@@ -86,7 +88,7 @@ func newEnv(t *testing.T, cfg envConfig) *testEnv {
 	svc, err := New(Options{
 		State: st, Caches: caches, Regions: pool, Heartbeats: beats, Leader: cfg.leader,
 		ID: "global-1", Version: "test",
-		RegionTimeout: time.Second, Logger: log,
+		RegionTimeout: time.Second, Logger: log, Audit: cfg.audit,
 	})
 	if err != nil {
 		t.Fatal(err)

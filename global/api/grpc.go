@@ -30,7 +30,7 @@ func (s *Server) RegisterGRPC(srv *grpc.Server) {
 func (s *Server) GRPCPolicy() transport.Policy {
 	return transport.Policy{
 		globalv1.FederationService_ServiceDesc.ServiceName: {Kinds: []pki.Kind{pki.KindRegion}},
-		globalv1.ResourceService_ServiceDesc.ServiceName:   {Token: s.tokens.authenticate},
+		globalv1.ResourceService_ServiceDesc.ServiceName:   {Token: s.tokens.authenticate, Audit: s.auditOrNil()},
 	}
 }
 

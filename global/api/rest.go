@@ -21,7 +21,11 @@ func (s *Server) Handler() http.Handler { return s.restAPI().Handler() }
 // restAPI declares the routes; the edge does the rest.
 func (s *Server) restAPI() *rest.API {
 	h := &restHandlers{s: s}
-	a := rest.New(s.tokens.authenticate, rest.WithMaxBody(s.maxBody), rest.WithLogger(s.log))
+	opts := []rest.Option{rest.WithMaxBody(s.maxBody), rest.WithLogger(s.log)}
+	if s.audit != nil {
+		opts = append(opts, rest.WithAudit(s.auditREST))
+	}
+	a := rest.New(s.tokens.authenticate, opts...)
 	for _, rt := range h.routes() {
 		a.Handle(rt.pattern, rt.fn)
 	}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -24,11 +25,13 @@ import (
 
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/internal/transport"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 )
 
@@ -96,6 +99,9 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// Version is reported by Status.
 	Version string
+	// Audit records every call that changes something (REST, and
+	// ResourceService over gRPC); nil records nothing.
+	Audit *audit.Log
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -121,6 +127,7 @@ type Server struct {
 	id      string
 	version string
 	maxBody int64
+	audit   *audit.Log
 	log     *slog.Logger
 	// ownCaches says whether Run runs the caches (they are not shared).
 	ownCaches bool
@@ -136,7 +143,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		st: o.State, caches: o.Caches, leader: o.Leader, id: o.ID, version: o.Version,
-		maxBody: positiveOr(o.MaxBodyBytes, config.DefaultHTTPAPI().MaxBodyBytes), log: o.Logger,
+		maxBody: positiveOr(o.MaxBodyBytes, config.DefaultHTTPAPI().MaxBodyBytes), audit: o.Audit, log: o.Logger,
 	}
 	if s.caches == nil {
 		s.caches, s.ownCaches = state.NewCaches(o.State), true
@@ -306,6 +313,43 @@ func withoutWhere(r api.Region) api.Region {
 		r.Status = &st
 	}
 	return r
+}
+
+// auditREST records a REST call that changes something.
+func (s *Server) auditREST(r *http.Request, code int, took time.Duration) {
+	e := audit.HTTPEntry("global:"+s.id, r, code, took)
+	e.Who = whoOf(r.Context())
+	s.audit.Record(e)
+}
+
+// auditGRPC records a ResourceService call that changes something.
+func (s *Server) auditGRPC(ctx context.Context, method string, req any, err error, took time.Duration) {
+	if !audit.MutatingRPC(method) {
+		return
+	}
+	e := audit.GRPCEntry(ctx, "global:"+s.id, method, req, err, took)
+	if _, ok := IdentityFrom(ctx); ok {
+		e.Who = whoOf(ctx)
+	}
+	s.audit.Record(e)
+}
+
+// auditOrNil is auditGRPC when the Server audits.
+func (s *Server) auditOrNil() transport.Auditor {
+	if s.audit == nil {
+		return nil
+	}
+	return s.auditGRPC
+}
+
+// whoOf is the caller in ctx as the audit log names it: by its token's
+// id and name, never the token.
+func whoOf(ctx context.Context) audit.Who {
+	id, ok := IdentityFrom(ctx)
+	if !ok {
+		return audit.Who{}
+	}
+	return audit.Who{TokenID: id.TokenID, TokenName: id.TokenName, Tenant: id.Tenant, Role: string(id.Role)}
 }
 
 // written holds the highest revision noted.

@@ -274,6 +274,8 @@ type Server struct {
 	// loopback: a test cluster on one machine only (see docs/operations.md).
 	Insecure bool `mapstructure:"insecure"`
 	Log      Log  `mapstructure:"log"`
+	// Audit is the audit log of calls that change something.
+	Audit Audit `mapstructure:"audit"`
 	// LeaseTTL bounds failover after the leader (the global master, a
 	// region's controller) dies.
 	LeaseTTL time.Duration `mapstructure:"leaseTTL"`
@@ -282,14 +284,37 @@ type Server struct {
 // defaultServer listens on loopback at httpAddr and grpcAddr and keeps
 // its keys under etcdPrefix of a local etcd.
 func defaultServer(httpAddr, grpcAddr, etcdPrefix string) Server {
-	s := Server{ID: hostname(), Etcd: defaultEtcd(etcdPrefix), Redis: Redis{Mode: RedisModeSingle}, Log: defaultLog(), LeaseTTL: defaultLeaseTTL}
+	s := Server{ID: hostname(), Etcd: defaultEtcd(etcdPrefix), Redis: Redis{Mode: RedisModeSingle}, Log: defaultLog(), LeaseTTL: defaultLeaseTTL,
+		Audit: Audit{MaxSizeMB: 100, MaxBackups: 5}}
 	s.Listen.HTTP, s.Listen.GRPC = httpAddr, grpcAddr
 	return s
+}
+
+// Audit configures the audit log (see docs/operations.md "Audit log").
+type Audit struct {
+	// Path is the JSON-lines file; empty keeps no audit log.
+	Path string `mapstructure:"path"`
+	// MaxSizeMB rotates the file at this size; 0 never (rotate it with
+	// logrotate and SIGHUP instead).
+	MaxSizeMB int `mapstructure:"maxSizeMB"`
+	// MaxBackups is how many rotated files are kept.
+	MaxBackups int `mapstructure:"maxBackups"`
+}
+
+func (a Audit) validate(key string) error {
+	switch {
+	case a.MaxSizeMB < 0:
+		return fmt.Errorf("%s.maxSizeMB: %d is negative", key, a.MaxSizeMB)
+	case a.MaxBackups < 0:
+		return fmt.Errorf("%s.maxBackups: %d is negative", key, a.MaxBackups)
+	}
+	return nil
 }
 
 func (s *Server) validate() error {
 	return first(
 		required("id", s.ID),
+		s.Audit.validate("audit"),
 		validAddr("listen.http", s.Listen.HTTP),
 		validAddr("listen.grpc", s.Listen.GRPC),
 		s.Etcd.validate("etcd"),

@@ -75,8 +75,14 @@ type API struct {
 	maxBody  int64
 	realm    string
 	mapErr   func(error) error
+	audit    Auditor
 	log      *slog.Logger
 }
+
+// Auditor records a call that changes something (any method but GET,
+// HEAD and OPTIONS), refused ones included, once it is answered: r
+// carries the caller's identity when the token was accepted.
+type Auditor func(r *http.Request, status int, took time.Duration)
 
 // Option configures an API.
 type Option func(*API)
@@ -107,6 +113,9 @@ func WithRealm(realm string) Option { return func(a *API) { a.realm = realm } }
 // into api sentinels before api.HTTPError maps them to a status: for
 // tiers whose gRPC edge shares the translation.
 func WithErrorMapping(fn func(error) error) Option { return func(a *API) { a.mapErr = fn } }
+
+// WithAudit has every call that changes something recorded by fn.
+func WithAudit(fn Auditor) Option { return func(a *API) { a.audit = fn } }
 
 // New returns an API whose routes, except public ones, need a token that
 // auth accepts.
@@ -198,6 +207,13 @@ func (a *API) Handler() http.Handler {
 // routes it. Authenticating before routing answers 401, not 404, to a
 // caller without a token, whatever the path.
 func (a *API) serve(w http.ResponseWriter, r *http.Request) {
+	if a.audit != nil && r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodOptions {
+		start, sw := time.Now(), &statusWriter{ResponseWriter: w}
+		w = sw
+		// r, not a copy: the call is audited with the identity that
+		// authentication puts in it below.
+		defer func() { a.audit(r, sw.status(), time.Since(start)) }()
+	}
 	// A pattern the API did not declare is the mux's own answer: no
 	// route, another method, or a redirect to the clean path.
 	_, pattern := a.mux.Handler(r)
@@ -210,7 +226,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var ctx context.Context
 		if ctx, err = a.auth(r.Context(), bearer); err == nil {
-			r = r.WithContext(ctx)
+			r = r.WithContext(ctx) // the audit above sees this r
 		}
 	}
 	if err != nil {

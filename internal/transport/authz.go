@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -50,7 +51,15 @@ type Rule struct {
 	// MaxRecvBytes bounds one request message; zero is
 	// DefaultMaxMessageBytes.
 	MaxRecvBytes int
+	// Audit, when set, is told of every unary call of the methods the
+	// rule covers once it is answered, refused ones included.
+	Audit Auditor
 }
+
+// Auditor records a unary call: ctx carries the caller the interceptor
+// admitted (CallerFrom, and what a Token function added) when it
+// admitted one; err is the call's error (nil for success).
+type Auditor func(ctx context.Context, method string, req any, err error, took time.Duration)
 
 // Policy maps a service name ("strata.region.v1.AgentService") or a full
 // method name ("/strata.region.v1.AgentService/Register") to its rule; a

@@ -153,6 +153,13 @@ func Dial(target string, sec *Security, server Server, opts ...grpc.DialOption) 
 
 func unaryServer(sec *Security, policy Policy, log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+		actx := ctx
+		if rule, ok := policy.rule(info.FullMethod); ok && rule.Audit != nil {
+			start := time.Now()
+			// Deferred first, so run last: it sees the error a panic
+			// became. actx is the admitted caller's context.
+			defer func() { rule.Audit(actx, info.FullMethod, req, err, time.Since(start)) }()
+		}
 		defer func() {
 			if r := recover(); r != nil {
 				log.Error("panic in gRPC handler", "method", info.FullMethod, "panic", r, "stack", string(debug.Stack()))

@@ -20,9 +20,13 @@ import (
 // for its own node only (checked per call, agentService.authorize), with small
 // messages.
 func (s *Server) GRPCPolicy() transport.Policy {
+	var audited transport.Auditor
+	if s.audit != nil {
+		audited = s.auditGRPC
+	}
 	return transport.Policy{
-		regionv1.RegionService_ServiceDesc.ServiceName: {Kinds: []pki.Kind{pki.KindGlobal}, MaxRecvBytes: transport.LargeMessageBytes},
-		agentv1.AgentService_ServiceDesc.ServiceName:   {Kinds: []pki.Kind{pki.KindNode}, Region: s.region},
+		regionv1.RegionService_ServiceDesc.ServiceName: {Kinds: []pki.Kind{pki.KindGlobal}, MaxRecvBytes: transport.LargeMessageBytes, Audit: audited},
+		agentv1.AgentService_ServiceDesc.ServiceName:   {Kinds: []pki.Kind{pki.KindNode}, Region: s.region, Audit: audited},
 	}
 }
 

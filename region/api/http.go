@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/rest"
 )
 
@@ -39,8 +41,11 @@ type Event = api.Event
 // there is no anonymous mode). Lists are rest.List, errors api.ErrorBody:
 // the edge (internal/rest) is the global tier's too.
 func (s *Server) Handler() http.Handler {
-	a := rest.New(s.authenticate, rest.WithMaxBody(s.maxBody), rest.WithLogger(s.log),
-		rest.WithRealm("strata-region"), rest.WithErrorMapping(apiErr))
+	opts := []rest.Option{rest.WithMaxBody(s.maxBody), rest.WithLogger(s.log), rest.WithRealm("strata-region"), rest.WithErrorMapping(apiErr)}
+	if s.audit != nil {
+		opts = append(opts, rest.WithAudit(s.auditREST))
+	}
+	a := rest.New(s.authenticate, opts...)
 	a.Handle("GET /v1/nodes", func(r *http.Request) (any, error) {
 		nodes, err := s.listNodes(r.URL.Query().Get("selector"))
 		return rest.List[api.Node]{Items: nodes}, err
@@ -128,5 +133,25 @@ func (s *Server) authenticate(ctx context.Context, bearer string) (context.Conte
 	if bearer == "" || subtle.ConstantTimeCompare([]byte(bearer), []byte(s.token)) != 1 {
 		return nil, fmt.Errorf("a valid bearer token is required: %w", api.ErrUnauthenticated)
 	}
-	return ctx, nil
+	return context.WithValue(ctx, operatorKey{}, true), nil
+}
+
+// operatorKey marks a request that presented the region's token.
+type operatorKey struct{}
+
+// auditREST records a REST call that changes something: by the region
+// token's holder, or by nobody known when the token was refused.
+func (s *Server) auditREST(r *http.Request, code int, took time.Duration) {
+	e := audit.HTTPEntry("region:"+s.region, r, code, took)
+	if ok, _ := r.Context().Value(operatorKey{}).(bool); ok {
+		e.Who.Identity = "region-token"
+	}
+	s.audit.Record(e)
+}
+
+// auditGRPC records a gRPC call that changes something.
+func (s *Server) auditGRPC(ctx context.Context, method string, req any, err error, took time.Duration) {
+	if audit.MutatingRPC(method) {
+		s.audit.Record(audit.GRPCEntry(ctx, "region:"+s.region, method, req, err, took))
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
@@ -90,6 +91,10 @@ type Options struct {
 	// Token protects the REST API (bearer); required: there is no
 	// anonymous mode.
 	Token string
+	// Audit records every call that changes something (REST, and the
+	// gRPC calls people cause: node operations from the global tier, a
+	// node's registration); nil records nothing.
+	Audit *audit.Log
 	// Security secures the links to agents' NodeService (logs); required.
 	Security *transport.Security
 	// Leader returns the current controller leader's id, for Status.
@@ -142,6 +147,7 @@ type Server struct {
 	drainDeadline time.Duration
 	maxBody       int64
 	token         string
+	audit         *audit.Log
 	leader        func() string
 	log           *slog.Logger
 	tune          tuning
@@ -179,6 +185,7 @@ func New(opts Options) (*Server, error) {
 		drainDeadline: cmp.Or(opts.DrainDeadline, config.DefaultRegionController().DrainDeadline),
 		maxBody:       cmp.Or(opts.MaxBodyBytes, config.DefaultHTTPAPI().MaxBodyBytes),
 		token:         opts.Token,
+		audit:         opts.Audit,
 		leader:        opts.Leader,
 		log:           opts.Logger,
 		tune:          defaultTuning(),
