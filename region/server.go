@@ -22,8 +22,8 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
-	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/audit"
+	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver"
