@@ -187,6 +187,7 @@ or forbidden; 5 cannot connect.`,
 		a.regionsCommand(),
 		a.nodesCommand(),
 		a.tokensCommand(),
+		a.tenantsCommand(),
 		a.versionCommand(),
 	)
 	return root

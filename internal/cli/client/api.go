@@ -308,3 +308,36 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// ---- tenants ----
+
+// TenantQuota is a tenant's quotas with what it holds
+// (GET /v1/tenants/<t>/quota).
+type TenantQuota struct {
+	Tenant       string               `json:"tenant"`
+	Quota        api.Quota            `json:"quota"`
+	RegionQuotas map[string]api.Quota `json:"regionQuotas,omitempty"`
+	Usage        api.Quota            `json:"usage"`
+	RegionUsage  map[string]api.Quota `json:"regionUsage,omitempty"`
+}
+
+// ListTenants returns the tenants that have a record (admins only).
+func (c *Client) ListTenants(ctx context.Context) ([]api.Tenant, error) {
+	return items[api.Tenant](ctx, c, request{method: http.MethodGet, path: "/v1/tenants"})
+}
+
+// GetTenant returns a tenant's record (one without a record: its name).
+func (c *Client) GetTenant(ctx context.Context, name string) (api.Tenant, error) {
+	return call[api.Tenant](ctx, c, request{method: http.MethodGet, path: "/v1/tenants/" + escape(name)})
+}
+
+// PutTenant creates or replaces a tenant's record; a ResourceVersion in
+// t makes it conditional.
+func (c *Client) PutTenant(ctx context.Context, t api.Tenant) (api.Tenant, error) {
+	return call[api.Tenant](ctx, c, request{method: http.MethodPut, path: "/v1/tenants/" + escape(t.Name), body: t})
+}
+
+// TenantQuota returns a tenant's quotas and usage.
+func (c *Client) TenantQuota(ctx context.Context, name string) (TenantQuota, error) {
+	return call[TenantQuota](ctx, c, request{method: http.MethodGet, path: "/v1/tenants/" + escape(name) + "/quota"})
+}

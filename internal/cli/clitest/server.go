@@ -38,6 +38,9 @@ type Server struct {
 	Regions   map[string]api.Region
 	Nodes     []api.Node
 	Events    []api.Event
+	// Tenants are the tenants' records; Usage what each holds.
+	Tenants map[string]api.Tenant
+	Usage   map[string]api.Quota
 	// Drains scripts GET .../drain per REGION/NODE: each GET takes the
 	// next status, the last one repeats. POST .../drain answers the first.
 	Drains map[string][]api.DrainStatus
@@ -72,6 +75,8 @@ func New(t testing.TB, now func() time.Time) *Server {
 		Revisions: map[string][]api.Revision{},
 		Replicas:  map[string][]api.Replica{},
 		Regions:   map[string]api.Region{},
+		Tenants:   map[string]api.Tenant{},
+		Usage:     map[string]api.Quota{},
 		Drains:    map[string][]api.DrainStatus{},
 		Logs:      map[string]string{},
 		Tokens:    map[string]Token{},
@@ -146,9 +151,13 @@ func (s *Server) handler() http.Handler {
 		"POST /v1/regions/{region}/nodes/{node}/drain":    s.drain,
 		"GET /v1/regions/{region}/nodes/{node}/drain":     s.getDrain,
 
-		"POST /v1/tokens":        s.createToken,
-		"GET /v1/tokens":         s.listTokens,
-		"DELETE /v1/tokens/{id}": s.deleteToken,
+		"POST /v1/tokens":              s.createToken,
+		"GET /v1/tokens":               s.listTokens,
+		"DELETE /v1/tokens/{id}":       s.deleteToken,
+		"GET /v1/tenants":              s.listTenants,
+		"GET /v1/tenants/{name}":       s.getTenant,
+		"PUT /v1/tenants/{name}":       s.putTenant,
+		"GET /v1/tenants/{name}/quota": s.tenantQuota,
 
 		"GET /v1/status": s.status,
 	}
@@ -851,4 +860,45 @@ func (s *Server) deleteToken(r *http.Request) (int, any, error) {
 	}
 	delete(s.Tokens, id)
 	return http.StatusOK, t, nil
+}
+func (s *Server) listTenants(r *http.Request) (int, any, error) {
+	out := []api.Tenant{}
+	for _, n := range slices.Sorted(maps.Keys(s.Tenants)) {
+		out = append(out, s.Tenants[n])
+	}
+	return http.StatusOK, map[string]any{"items": out}, nil
+}
+
+func (s *Server) getTenant(r *http.Request) (int, any, error) {
+	t, ok := s.Tenants[r.PathValue("name")]
+	if !ok {
+		t = api.Tenant{Name: r.PathValue("name")}
+	}
+	return http.StatusOK, t, nil
+}
+
+func (s *Server) putTenant(r *http.Request) (int, any, error) {
+	var t api.Tenant
+	if err := decode(r, &t); err != nil {
+		return 0, nil, err
+	}
+	if t.Name != r.PathValue("name") {
+		return 0, nil, api.Invalid("name", "%q does not match the path", t.Name)
+	}
+	if err := t.Validate(); err != nil {
+		return 0, nil, err
+	}
+	s.rev++
+	t.ResourceVersion = s.rev
+	s.Tenants[t.Name] = t
+	return http.StatusOK, t, nil
+}
+
+func (s *Server) tenantQuota(r *http.Request) (int, any, error) {
+	name := r.PathValue("name")
+	t := s.Tenants[name]
+	return http.StatusOK, map[string]any{
+		"tenant": name, "quota": t.Quota, "regionQuotas": t.RegionQuotas,
+		"usage": s.Usage[name], "regionUsage": map[string]api.Quota{},
+	}, nil
 }
