@@ -244,6 +244,7 @@ func (s *Server) Run(ctx context.Context) error {
 		weak = append(weak, serving.InsecureGRPC)
 	}
 	serving.WarnInsecure(s.log, append(weak, httpSrv.Warnings()...)...)
+	serving.WarnWeak(s.log, cfg.Weaknesses()...)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })

@@ -251,6 +251,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("region: listen.http: %w", err)
 	}
 	serving.WarnInsecure(s.log, append(grpcWarnings(sec), httpSrv.Warnings()...)...)
+	serving.WarnWeak(s.log, cfg.Weaknesses()...)
 	s.consoleURL = httpSrv.Scheme() + "://" + advertised(cfg.Advertise.HTTP, s.httpL) + "/console"
 
 	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })

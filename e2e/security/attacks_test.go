@@ -345,6 +345,7 @@ func TestSecurityAttacks(t *testing.T) {
 			}
 		}
 	})
+	t.Run("tenants", func(t *testing.T) { tenantAttacks(t, c) })
 	if r2.node == "" {
 		t.Fatal("region sec-2 has no node")
 	}

@@ -57,8 +57,9 @@ listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q], prefix: /sec/global/}
 api: {bootstrapToken: %q, readTimeout: %s}
 regions: {heartbeatInterval: 500ms, suspectAfter: 2s, downAfter: 4s, probeTimeout: 1s}
+audit: {path: %s}
 log: {level: debug}
-`, c.globalHTTP, c.globalGRPC, etcd, c.token, readTimeout)+c.pki.YAML(pki.Global("g1")))})
+`, c.globalHTTP, c.globalGRPC, etcd, c.token, readTimeout, c.auditPath("global"))+c.pki.YAML(pki.Global("g1")))})
 	for i, name := range regionNames {
 		r := &region{name: name, http: framework.FreeAddr(t), grpc: framework.FreeAddr(t), node: name + "-a", nodeAddr: framework.FreeAddr(t)}
 		c.regions[name] = r
@@ -70,8 +71,9 @@ global: {endpoint: %q}
 zones: [a]
 network: {subnet: 10.%d.0.0/16, gateway: 10.%d.0.1, bridge: sec%d}
 api: {token: %s, readTimeout: %s}
+audit: {path: %s}
 log: {level: debug}
-`, name, name, r.http, r.grpc, etcd, name, c.globalGRPC, 70+i, 70+i, i, framework.RegionToken, readTimeout)+c.pki.YAML(pki.Region(name)))})
+`, name, name, r.http, r.grpc, etcd, name, c.globalGRPC, 70+i, 70+i, i, framework.RegionToken, readTimeout, c.auditPath(name))+c.pki.YAML(pki.Region(name)))})
 		framework.Start(t, "agent-"+r.node, c.bin, []string{"agent", "--config", c.write(r.node+".yaml", fmt.Sprintf(`node:
   name: %s
   zone: a
@@ -97,6 +99,11 @@ log: {level: debug}
 		return nil
 	})
 	return c
+}
+
+// auditPath is the audit log of the tier called name.
+func (c *cluster) auditPath(name string) string {
+	return filepath.Join(c.dir, name+"-audit.log")
 }
 
 func (c *cluster) write(name, body string) string {

@@ -173,3 +173,39 @@ func TestEtcdPasswordFile(t *testing.T) {
 		t.Fatalf("got %q, %v; want the file's first line", got, err)
 	}
 }
+
+func TestWeaknesses(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(s *Server)
+		want []string
+	}{
+		{"a plain remote etcd without a user, no audit", func(s *Server) { s.Etcd.Endpoints = []string{"http://10.0.0.5:2379"} },
+			[]string{"etcd endpoint http://10.0.0.5:2379 is plaintext", "etcd: no user and no client certificate", "no audit log"}},
+		{"loopback etcd with a user, audited", func(s *Server) {
+			s.Etcd.Endpoints, s.Etcd.Username, s.Audit.Path = []string{"http://127.0.0.1:2379"}, "strata", "/var/log/a"
+		}, nil},
+		{"remote plaintext redis", func(s *Server) {
+			s.Etcd.Endpoints, s.Etcd.Username, s.Audit.Path, s.Redis.Addr = []string{"https://e:2379"}, "strata", "/a", "10.0.0.9:6379"
+		}, []string{"redis is plaintext to another machine"}},
+		{"redis over TLS", func(s *Server) {
+			s.Etcd.Endpoints, s.Etcd.Username, s.Audit.Path, s.Redis.Addr, s.Redis.TLS.Enabled = []string{"https://e:2379"}, "strata", "/a", "10.0.0.9:6379", true
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := defaultServer("127.0.0.1:1", "127.0.0.1:2", "/p/")
+			s.Etcd.Endpoints = nil
+			tt.mod(&s)
+			got := s.Weaknesses()
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %q; want %d lines starting %q", got, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("line %d: got %q; want it to start %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -619,4 +621,42 @@ func hostname() string {
 		return "localhost"
 	}
 	return h
+}
+
+// Weaknesses names, one line each, what in s is allowed but leaves the
+// tier less protected than it could be: the tiers log each once at start
+// (insecure mode has its own warning).
+func (s *Server) Weaknesses() []string {
+	var out []string
+	for _, ep := range s.Etcd.Endpoints {
+		if u, err := url.Parse(ep); err == nil && u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+			out = append(out, "etcd endpoint "+ep+" is plaintext: everything the tier stores crosses the network in clear (https:// endpoints with etcd.tls)")
+			break
+		}
+	}
+	if s.Etcd.Username == "" && !s.Etcd.TLS.Enabled() && !s.Etcd.Embedded && len(s.Etcd.Endpoints) > 0 {
+		out = append(out, "etcd: no user and no client certificate: anyone who reaches etcd reads and writes the tier's state (etcd.username or etcd.tls.cert)")
+	}
+	if s.Redis.Configured() && !s.Redis.TLS.On() {
+		addrs := append(append([]string{s.Redis.Addr}, s.Redis.Sentinel.Addrs...), s.Redis.Cluster.Addrs...)
+		if slices.ContainsFunc(addrs, func(a string) bool {
+			h, _, err := net.SplitHostPort(a)
+			return err == nil && !loopbackHost(h)
+		}) {
+			out = append(out, "redis is plaintext to another machine (redis.tls)")
+		}
+	}
+	if s.Audit.Path == "" {
+		out = append(out, "no audit log: calls that change something are not recorded (audit.path)")
+	}
+	return out
+}
+
+// loopbackHost reports whether host is a loopback name or address.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -53,6 +53,14 @@ func WarnInsecure(log *slog.Logger, what ...string) {
 	log.Warn("INSECURE MODE (insecure: true): " + strings.Join(what, "; ") + ". This is for a test cluster on one machine only, never for production: configure tls (and api.tls) instead.")
 }
 
+// WarnWeak logs, once per start and one line each, what a tier runs with
+// that is allowed but weaker than it could be (config.Server.Weaknesses).
+func WarnWeak(log *slog.Logger, what ...string) {
+	for _, w := range what {
+		log.Warn("weak setup: " + w)
+	}
+}
+
 // InsecureGRPC is WarnInsecure's line for plaintext gRPC.
 const InsecureGRPC = "gRPC is plaintext, answered for loopback peers only, and any process on this machine may call as any identity (node, region or global)"
 

@@ -153,12 +153,21 @@ func Dial(target string, sec *Security, server Server, opts ...grpc.DialOption) 
 
 func unaryServer(sec *Security, policy Policy, log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
-		actx := ctx
+		// admitted is the admitted caller's context, ctx until then.
+		admitted := ctx
 		if rule, ok := policy.rule(info.FullMethod); ok && rule.Audit != nil {
 			start := time.Now()
 			// Deferred first, so run last: it sees the error a panic
-			// became. actx is the admitted caller's context.
-			defer func() { rule.Audit(actx, info.FullMethod, req, err, time.Since(start)) }()
+			// became. It recovers its own panics: recording a call must
+			// not cost the process.
+			defer func() {
+				defer func() {
+					if r := recover(); r != nil {
+						log.Error("panic in the gRPC audit", "method", info.FullMethod, "panic", r, "stack", string(debug.Stack()))
+					}
+				}()
+				rule.Audit(admitted, info.FullMethod, req, err, time.Since(start))
+			}()
 		}
 		defer func() {
 			if r := recover(); r != nil {
@@ -174,6 +183,7 @@ func unaryServer(sec *Security, policy Policy, log *slog.Logger) grpc.UnaryServe
 			logRefusal(ctx, log, info.FullMethod, err)
 			return nil, api.GRPCError(err)
 		}
+		admitted = actx
 		resp, err = h(actx, req)
 		if err != nil {
 			logFailure(actx, log, info.FullMethod, err)
