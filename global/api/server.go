@@ -33,6 +33,7 @@ import (
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
+	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
 // DefaultRegionTimeout is Options.RegionTimeout's default; the others
@@ -330,6 +331,15 @@ func (s *Server) auditGRPC(ctx context.Context, method string, req any, err erro
 	e := audit.GRPCEntry(ctx, "global:"+s.id, method, req, err, took)
 	if _, ok := IdentityFrom(ctx); ok {
 		e.Who = whoOf(ctx)
+	}
+	// A create or update names the object inside it.
+	switch r := req.(type) {
+	case interface{ GetResource() *resourcev1.Resource }:
+		e.Object = audit.Object(r.GetResource())
+	case interface{ GetFlavor() *resourcev1.Flavor }:
+		e.Object = audit.Object(r.GetFlavor())
+	case interface{ GetRegion() *resourcev1.Region }:
+		e.Object = audit.Object(r.GetRegion())
 	}
 	s.audit.Record(e)
 }

@@ -286,24 +286,7 @@ func (q *quotas) charge(r *api.Resource, regions []string) (api.Quota, map[strin
 		return api.Quota{}, nil
 	}
 	split, static := placement.StaticSplit(r)
-	total := q.amount(r, "", r.Replicas)
-	// A region's override may name a larger flavor: the total counts
-	// each region's own, or where the regions are placement's choice,
-	// the largest the replicas may get.
-	for region := range r.Overrides {
-		if static {
-			break
-		}
-		a := q.amount(r, region, r.Replicas)
-		total.VCPUs, total.MemoryMiB = max(total.VCPUs, a.VCPUs), max(total.MemoryMiB, a.MemoryMiB)
-	}
-	if static && len(r.Overrides) > 0 {
-		total.VCPUs, total.MemoryMiB = 0, 0
-		for region, n := range split {
-			a := q.amount(r, region, n)
-			total.VCPUs, total.MemoryMiB = total.VCPUs+a.VCPUs, total.MemoryMiB+a.MemoryMiB
-		}
-	}
+	total := q.total(r, split, static)
 	if len(regions) == 0 {
 		return total, nil
 	}
@@ -318,6 +301,29 @@ func (q *quotas) charge(r *api.Resource, regions []string) (api.Quota, map[strin
 		}
 	}
 	return total, in
+}
+
+// total is r's amount over every region. A region's override may name
+// a larger flavor: the total counts each region's own, or where the
+// regions are placement's choice, the largest the replicas may get.
+func (q *quotas) total(r *api.Resource, split map[string]int, static bool) api.Quota {
+	total := q.amount(r, "", r.Replicas)
+	if len(r.Overrides) == 0 {
+		return total
+	}
+	if static {
+		total.VCPUs, total.MemoryMiB = 0, 0
+		for region, n := range split {
+			a := q.amount(r, region, n)
+			total.VCPUs, total.MemoryMiB = total.VCPUs+a.VCPUs, total.MemoryMiB+a.MemoryMiB
+		}
+		return total
+	}
+	for region := range r.Overrides {
+		a := q.amount(r, region, r.Replicas)
+		total.VCPUs, total.MemoryMiB = max(total.VCPUs, a.VCPUs), max(total.MemoryMiB, a.MemoryMiB)
+	}
+	return total
 }
 
 // amount is one resource with n replicas in region ("" for its spec

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratahq/strata/internal/transport"
-	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
 // mutatingVerbs start the names of the gRPC methods that change
@@ -50,22 +49,15 @@ func GRPCEntry(ctx context.Context, tier, method string, req any, err error, too
 	if c, ok := transport.CallerFrom(ctx); ok && !c.Token {
 		e.Who.Identity = c.String()
 	}
-	e.Object = objectOf(req)
+	e.Object = Object(req)
 	return e
 }
 
-// objectOf is "tenant/name", "region/node" or "name" from a request's
+// Object is "tenant/name", "region/node" or "name" from a request's
 // getters, "" when it has none.
-func objectOf(req any) string {
-	// A create or update carries the object itself.
-	switch r := req.(type) {
-	case interface{ GetResource() *resourcev1.Resource }:
-		req = r.GetResource()
-	case interface{ GetFlavor() *resourcev1.Flavor }:
-		req = r.GetFlavor()
-	case interface{ GetRegion() *resourcev1.Region }:
-		req = r.GetRegion()
-	}
+// A create or update that carries the object itself passes the object
+// (Object): the tier knows its messages, this package does not.
+func Object(req any) string {
 	var parts []string
 	for _, get := range []func(any) string{
 		func(r any) string {

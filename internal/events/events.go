@@ -176,6 +176,10 @@ func prepare(ev Event, now func() time.Time) (Event, error) {
 	return ev, nil
 }
 
+// filters reports whether q keeps some events only (object, reason or
+// tenant): a store reading in chunks must then read past non-matches.
+func (q Query) filters() bool { return q.Object != "" || q.Reason != "" || q.Tenant != "" }
+
 func matches(ev *Event, q *Query) bool {
 	if q.Reason != "" && ev.Reason != q.Reason {
 		return false

@@ -98,7 +98,7 @@ func (r *Redis) Range(ctx context.Context, q Query) ([]Event, error) {
 		lower = "(" + q.After
 	}
 	count := int64(rangeChunk)
-	if q.Object == "" && q.Reason == "" && q.Tenant == "" && q.Limit > 0 {
+	if !q.filters() && q.Limit > 0 {
 		count = int64(q.Limit)
 	}
 	var out []Event

@@ -230,17 +230,13 @@ type check struct {
 func (c check) eval(kv *mvccpb.KeyValue) error {
 	switch {
 	case c.guard:
-		if kv == nil || kv.CreateRevision != c.expect {
-			return ErrFenced
-		}
+		return sameObject(kv, c.expect, ErrFenced)
 	case c.kind == opCreate:
 		if kv != nil {
 			return ErrExists
 		}
 	case c.kind == opRequire:
-		if kv == nil || kv.CreateRevision != c.expect {
-			return ErrNotFound
-		}
+		return sameObject(kv, c.expect, ErrNotFound)
 	case c.kind == opUnchanged:
 		if (kv == nil && c.expect != 0) || (kv != nil && kv.ModRevision != c.expect) {
 			return ErrConflict
@@ -252,6 +248,15 @@ func (c check) eval(kv *mvccpb.KeyValue) error {
 		if kv.ModRevision != c.expect {
 			return ErrConflict
 		}
+	}
+	return nil
+}
+
+// sameObject is nil when kv is the object created at createRev, else
+// err.
+func sameObject(kv *mvccpb.KeyValue, createRev int64, err error) error {
+	if kv == nil || kv.CreateRevision != createRev {
+		return err
 	}
 	return nil
 }
