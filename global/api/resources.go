@@ -462,8 +462,12 @@ func (s *Resources) write(ctx context.Context, tenant, name string, expect int64
 		r.Generation++
 		r.UpdatedAt = now()
 		_ = s.st.Resources.TxnUpdate(txn, key, r, it.ModRevision)
-		if err := s.quotas.admit(ctx, txn, &before, r); err != nil {
-			return err
+		// A guarded write is the master's (an automatic revert to a spec
+		// admitted before): a quota does not stop it.
+		if len(guards) == 0 {
+			if err := s.quotas.admit(ctx, txn, &before, r); err != nil {
+				return err
+			}
 		}
 		wrote, err := txn.Commit(ctx)
 		if err != nil {

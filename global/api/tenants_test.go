@@ -196,3 +196,61 @@ func TestTenantsAccess(t *testing.T) {
 		t.Errorf("PUT with a stale resourceVersion: got %s; want 409", r)
 	}
 }
+
+// TestQuotaCharge: what one resource counts, in total and per region.
+func TestQuotaCharge(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.fixtures(t, nil)
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/flavors", `{"name":"big","kind":"container","spec":{"vcpus":2,"memoryMiB":1024}}`))
+	q := e.svc.resources.quotas
+	poll(t, "flavors cached", func() error {
+		if _, ok := q.flavors.Get("big"); !ok {
+			return fmt.Errorf("flavor big not cached yet")
+		}
+		return nil
+	})
+	compute := func(replicas int, sched api.ScheduleRule, overrides map[string]api.SpecOverride) *api.Resource {
+		return &api.Resource{Name: "c", Tenant: "t", Kind: api.KindCompute, Replicas: replicas, Schedule: sched, Overrides: overrides,
+			Spec: api.ResourceSpec{Flavor: "small", Compute: &api.ComputeSpec{Image: "busybox"}}}
+	}
+	weights := api.ScheduleRule{Regions: []api.RegionTarget{{Name: "a", Weight: 3}, {Name: "b", Weight: 1}}}
+	deleting := compute(4, weights, nil)
+	deleting.DeletionRequestedAt = new(now())
+	small := func(n int) api.Quota { return api.Quota{Resources: 1, Replicas: n, VCPUs: 0.5 * float64(n), MemoryMiB: 256 * int64(n)} }
+	tests := []struct {
+		name    string
+		r       *api.Resource
+		total   api.Quota
+		regions map[string]api.Quota
+	}{
+		{"split by weight", compute(4, weights, nil), small(4), map[string]api.Quota{"a": small(3), "b": small(1)}},
+		{"placement's choice counts everywhere", compute(4, api.ScheduleRule{}, nil), small(4), map[string]api.Quota{"a": small(4), "b": small(4), "c": small(4)}},
+		{"spread over named regions", compute(2, api.ScheduleRule{Regions: weights.Regions, SpreadRegions: 1}, nil), small(2), map[string]api.Quota{"a": small(2), "b": small(2)}},
+		{"a region's larger flavor", compute(4, weights, map[string]api.SpecOverride{"b": {Flavor: "big"}}),
+			api.Quota{Resources: 1, Replicas: 4, VCPUs: 3.5, MemoryMiB: 3*256 + 1024},
+			map[string]api.Quota{"a": small(3), "b": {Resources: 1, Replicas: 1, VCPUs: 2, MemoryMiB: 1024}}},
+		{"a larger flavor where placement chooses counts for all", compute(2, api.ScheduleRule{}, map[string]api.SpecOverride{"b": {Flavor: "big"}}),
+			api.Quota{Resources: 1, Replicas: 2, VCPUs: 4, MemoryMiB: 2048},
+			map[string]api.Quota{"a": small(2), "b": {Resources: 1, Replicas: 2, VCPUs: 4, MemoryMiB: 2048}, "c": small(2)}},
+		{"a volume", &api.Resource{Name: "v", Kind: api.KindVolume, Replicas: 1, Schedule: api.ScheduleRule{Regions: []api.RegionTarget{{Name: "a", Weight: 1}}},
+			Spec: api.ResourceSpec{Volume: &api.VolumeSpec{SizeMiB: 1500}}}, api.Quota{Resources: 1, Replicas: 1, VolumeGiB: 2},
+			map[string]api.Quota{"a": {Resources: 1, Replicas: 1, VolumeGiB: 2}}},
+		{"being deleted", deleting, api.Quota{}, map[string]api.Quota{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			total, in := q.charge(tt.r, []string{"a", "b", "c"})
+			if total != tt.total {
+				t.Errorf("total: got %+v; want %+v", total, tt.total)
+			}
+			if len(in) != len(tt.regions) {
+				t.Errorf("regions: got %+v; want %+v", in, tt.regions)
+			}
+			for region, want := range tt.regions {
+				if in[region] != want {
+					t.Errorf("region %s: got %+v; want %+v", region, in[region], want)
+				}
+			}
+		})
+	}
+}
