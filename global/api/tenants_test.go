@@ -216,7 +216,9 @@ func TestQuotaCharge(t *testing.T) {
 	weights := api.ScheduleRule{Regions: []api.RegionTarget{{Name: "a", Weight: 3}, {Name: "b", Weight: 1}}}
 	deleting := compute(4, weights, nil)
 	deleting.DeletionRequestedAt = new(now())
-	small := func(n int) api.Quota { return api.Quota{Resources: 1, Replicas: n, VCPUs: 0.5 * float64(n), MemoryMiB: 256 * int64(n)} }
+	small := func(n int) api.Quota {
+		return api.Quota{Resources: 1, Replicas: n, VCPUs: 0.5 * float64(n), MemoryMiB: 256 * int64(n)}
+	}
 	tests := []struct {
 		name    string
 		r       *api.Resource
