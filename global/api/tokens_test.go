@@ -79,6 +79,7 @@ func TestTokenExpiry(t *testing.T) {
 		})
 	}
 }
+
 // TestTokenExpiryAndLastUse: a token made with an expiry works until
 // then and is refused after; a token's last use is recorded once, in the
 // background, and not again within the minute however often it is used.
