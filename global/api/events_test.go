@@ -67,13 +67,30 @@ func TestResourceActionEvents(t *testing.T) {
 	}{
 		{"an admin of another tenant", "/v1/events?object=resource/acme/web", e.token(t, "other", api.RoleAdmin), http.StatusOK},
 		{"another tenant's member", "/v1/events?object=resource/acme/web", e.token(t, "other", api.RoleMember), http.StatusForbidden},
-		{"a member, every event", "/v1/events", member, http.StatusForbidden},
-		{"a member, a node's events", "/v1/events?object=node/n1", member, http.StatusForbidden},
+		// Without a resource object a tenant's token gets its tenant's
+		// events only: here, none of a node's.
+		{"a member, every event", "/v1/events", member, http.StatusOK},
+		{"a member, a node's events", "/v1/events?object=node/n1", member, http.StatusOK},
 		{"no tenant", "/v1/events?object=resource/", member, http.StatusBadRequest},
 		{"a viewer of the tenant", "/v1/events?object=resource/acme", e.token(t, "acme", api.RoleViewer), http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.must(t, tc.code, e.do(t, "GET", tc.path, nil, withToken(tc.token)))
 		})
+	}
+	// What a tenant's token is shown is its tenant's, whatever it asks.
+	for path, want := range map[string]int{"/v1/events": len(want), "/v1/events?object=node/n1": 0} {
+		got := decodeAs[EventList](t, e.must(t, http.StatusOK, e.do(t, "GET", path, nil, withToken(member))))
+		if len(got.Items) != want {
+			t.Errorf("GET %s as acme's member: got %d events %+v; want %d", path, len(got.Items), got.Items, want)
+		}
+		for _, ev := range got.Items {
+			if ev.Tenant != "acme" {
+				t.Errorf("GET %s as acme's member: got an event of tenant %q: %+v", path, ev.Tenant, ev)
+			}
+		}
+	}
+	if got := decodeAs[EventList](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/events", nil, withToken(e.token(t, "other", api.RoleOperator))))); len(got.Items) != 0 {
+		t.Errorf("another tenant's operator: got %+v; want no event of acme", got.Items)
 	}
 }

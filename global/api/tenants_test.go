@@ -37,6 +37,13 @@ func TestQuotaConcurrentCreates(t *testing.T) {
 	other := e.replica(t, "global-2")
 	e.setQuota(t, "team-a", map[string]any{"quota": map[string]any{"replicas": 5}})
 	member := e.token(t, "team-a", api.RoleMember)
+	// The other replica learns of the token through its cache.
+	poll(t, "the token works on global-2", func() error {
+		if r := e.do(t, "GET", "/v1/resources", nil, withToken(member), via(other)); r.code != http.StatusOK {
+			return fmt.Errorf("got %s", r)
+		}
+		return nil
+	})
 
 	const creates = 20
 	codes := make([]int, creates)
