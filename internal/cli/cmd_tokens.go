@@ -17,7 +17,9 @@ import (
 const tokensLong = `Bearer tokens, each of one tenant and one role (admins only):
 
   admin     everything, in every tenant: tokens, regions, flavors, nodes
-  operator  node operations (cordon, drain) and the tenant's resources
+  infra     node operations (cordon, drain, delete), every event; no
+            tenant's resources
+  operator  the tenant's resources, reading regions
   member    the tenant's resources: create, scale, roll back, delete
   viewer    read the tenant's resources
 
@@ -75,22 +77,22 @@ signs in with it; the console takes the same token.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&role, "role", "", "admin, operator, member or viewer (required)")
+	f.StringVar(&role, "role", "", "admin, infra, operator, member or viewer (required)")
 	f.StringVar(&expiresIn, "expires-in", "", "lifetime, e.g. 12h, 30d (default: never expires)")
 	f.StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	_ = cmd.RegisterFlagCompletionFunc("role", cobra.FixedCompletions(
-		[]string{"admin", "operator", "member", "viewer"}, cobra.ShellCompDirectiveNoFileComp))
+		[]string{"admin", "infra", "operator", "member", "viewer"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 // tokenRequest checks create's flags before anything is sent.
 func (a *App) tokenRequest(name, role, expiresIn string) (client.TokenRequest, error) {
 	req := client.TokenRequest{Name: name, Tenant: a.tenant, Role: api.Role(role)}
-	if !slices.Contains([]api.Role{api.RoleAdmin, api.RoleOperator, api.RoleMember, api.RoleViewer}, req.Role) {
+	if !slices.Contains([]api.Role{api.RoleAdmin, api.RoleInfra, api.RoleOperator, api.RoleMember, api.RoleViewer}, req.Role) {
 		if role == "" {
-			return req, usageErrorf("tokens create needs --role: admin, operator, member or viewer")
+			return req, usageErrorf("tokens create needs --role: admin, infra, operator, member or viewer")
 		}
-		return req, usageErrorf("--role %q is not one of admin, operator, member, viewer", role)
+		return req, usageErrorf("--role %q is not one of admin, infra, operator, member, viewer", role)
 	}
 	if expiresIn != "" {
 		d, err := parseLifetime(expiresIn)

@@ -459,7 +459,7 @@ function tokensPage() {
         field({ label: 'Name', name: 'name', placeholder: 'alice', hint: 'A label for people.' }),
         field({ label: 'Tenant', name: 'tenant', placeholder: 'default', attrs: { spellcheck: 'false' } }),
         h('div', { class: 'field' }, h('label', { class: 'field-label', for: 'f-role' }, 'Role'),
-          h('select', { id: 'f-role', name: 'role', class: 'input' }, ['member', 'viewer', 'operator', 'admin'].map((r0) => h('option', { value: r0 }, r0)))),
+          h('select', { id: 'f-role', name: 'role', class: 'input' }, ['member', 'viewer', 'operator', 'infra', 'admin'].map((r0) => h('option', { value: r0 }, r0)))),
         field({ label: 'Expires in days', name: 'days', type: 'number', hint: 'Empty: never.', attrs: { min: '1' } }),
       ],
       confirmLabel: 'Create',
