@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
@@ -271,4 +273,59 @@ func servedSerial(t *testing.T, addr string, ca *transporttest.PKI) string {
 		t.Fatalf("got auth info %v; want TLS with a certificate", p.AuthInfo)
 	}
 	return ti.State.PeerCertificates[0].SerialNumber.String()
+}
+
+// TestSecurityAudit: a rule's Audit hears of every unary call, refused
+// ones included, with the admitted caller in its context (none for a
+// refused one) and the status the client got; a panicking Audit costs
+// nothing but its own record.
+func TestSecurityAudit(t *testing.T) {
+	ca := transporttest.NewPKI(t)
+	srv := pki.Region("r1")
+	type heard struct {
+		method string
+		caller string
+		code   codes.Code
+	}
+	got := make(chan heard, 10)
+	addr := serveHealth(t, ca.Security(t, srv), transport.Policy{
+		healthSvc: {Kinds: []pki.Kind{pki.KindNode}, Region: "r1", Audit: func(ctx context.Context, method string, _ any, err error, _ time.Duration) {
+			h := heard{method: method, code: status.Code(err)}
+			if c, ok := transport.CallerFrom(ctx); ok {
+				h.caller = c.String()
+			}
+			got <- h
+			if h.code == codes.PermissionDenied {
+				panic("an audit that fails")
+			}
+		}},
+	})
+	anon, err := transport.TokenClient(ca.TLS(t, srv).CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	method := "/grpc.health.v1.Health/Check"
+	for _, tt := range []struct {
+		name string
+		sec  *transport.Security
+		want heard
+	}{
+		{"admitted", ca.Security(t, pki.Node("r1", "n1")), heard{method, "node:r1/n1", codes.OK}},
+		{"refused, anonymous", anon, heard{method, "", codes.Unauthenticated}},
+		{"refused, another region's node", ca.Security(t, pki.Node("r2", "n1")), heard{method, "", codes.PermissionDenied}},
+		{"admitted after a panicking audit", ca.Security(t, pki.Node("r1", "n2")), heard{method, "node:r1/n2", codes.OK}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cc := transporttest.Dial(t, addr, tt.sec, transport.ServerIs(srv))
+			_ = check(ctx(t), cc, "")
+			select {
+			case h := <-got:
+				if h != tt.want {
+					t.Errorf("audit heard %+v; want %+v", h, tt.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the audit heard nothing")
+			}
+		})
+	}
 }
