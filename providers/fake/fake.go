@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -45,11 +46,17 @@ const (
 
 // Config is the fake's behaviour; its zero value is an instant, reliable
 // provider of every kind. Factory reads it from the agent's config with
-// the keys applyLatency, deleteLatency, failureRate, kinds, seed and
-// healthFile.
+// the keys applyLatency, applyJitter, deleteLatency, failureRate, kinds,
+// seed and healthFile.
 type Config struct {
-	// ApplyLatency is how long an Apply that changes something takes.
+	// ApplyLatency is how long an Apply that changes something takes, at
+	// least.
 	ApplyLatency time.Duration
+	// ApplyJitter spreads Apply latencies over [ApplyLatency,
+	// ApplyLatency+ApplyJitter), as a real runtime's starts spread: each
+	// replica's is fixed by its ID (ApplyLatencyOf), so that a benchmark
+	// can subtract exactly what the provider took.
+	ApplyJitter time.Duration
 	// DeleteLatency is how long deleting an existing replica takes.
 	DeleteLatency time.Duration
 	// FailureRate is the probability (0..1) that an Apply leaves its
@@ -76,6 +83,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.ApplyLatency < 0:
 		return api.Invalid("applyLatency", "must not be negative")
+	case c.ApplyJitter < 0:
+		return api.Invalid("applyJitter", "must not be negative")
 	case c.DeleteLatency < 0:
 		return api.Invalid("deleteLatency", "must not be negative")
 	case c.FailureRate < 0 || c.FailureRate > 1:
@@ -87,6 +96,17 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ApplyLatencyOf is how long an Apply of the replica id takes: ApplyLatency
+// plus a share of ApplyJitter that depends on id only.
+func (c Config) ApplyLatencyOf(id string) time.Duration {
+	if c.ApplyJitter <= 0 {
+		return c.ApplyLatency
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(id))
+	return c.ApplyLatency + time.Duration(h.Sum64()%uint64(c.ApplyJitter))
 }
 
 // Option tunes a Fake.
@@ -280,7 +300,7 @@ func (f *Fake) Apply(ctx context.Context, a *api.Assignment) (api.AssignmentStat
 	}
 	f.mu.Unlock()
 
-	if err := backoff.Sleep(ctx, f.cfg.ApplyLatency); err != nil {
+	if err := backoff.Sleep(ctx, f.cfg.ApplyLatencyOf(a.ID)); err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("fake: apply %s: %w", a.ID, err)
 	}
 

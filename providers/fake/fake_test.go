@@ -521,6 +521,7 @@ func TestFactory(t *testing.T) {
 		{name: "empty", cfg: nil},
 		{name: "unknown option", cfg: map[string]any{"applyLatncy": "1s"}, wantErr: api.ErrInvalid, errHas: "applyLatncy"},
 		{name: "bad duration", cfg: map[string]any{"applyLatency": "soon"}, wantErr: api.ErrInvalid, errHas: "ApplyLatency"},
+		{name: "negative jitter", cfg: map[string]any{"applyJitter": "-1s"}, wantErr: api.ErrInvalid, errHas: "applyJitter"},
 		{name: "rate above 1", cfg: map[string]any{"failureRate": 2}, wantErr: api.ErrInvalid, errHas: "failureRate"},
 		{name: "unknown kind", cfg: map[string]any{"kinds": []any{"gpu"}}, wantErr: api.ErrInvalid, errHas: "gpu"},
 	}
@@ -636,5 +637,29 @@ func TestHealthFile(t *testing.T) {
 				t.Errorf("Health: got %#v; want %#v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestApplyLatencyOf checks that the jitter spreads latencies over
+// [ApplyLatency, ApplyLatency+ApplyJitter), the same for the same ID.
+func TestApplyLatencyOf(t *testing.T) {
+	cfg := fake.Config{ApplyLatency: 50 * time.Millisecond, ApplyJitter: 150 * time.Millisecond}
+	seen := map[time.Duration]bool{}
+	for i := range 200 {
+		id := fmt.Sprintf("r-%d", i)
+		got := cfg.ApplyLatencyOf(id)
+		if got < 50*time.Millisecond || got >= 200*time.Millisecond {
+			t.Fatalf("ApplyLatencyOf(%s): got %v; want in [50ms, 200ms)", id, got)
+		}
+		if again := cfg.ApplyLatencyOf(id); again != got {
+			t.Fatalf("ApplyLatencyOf(%s): got %v, then %v; want the same", id, got, again)
+		}
+		seen[got.Truncate(10*time.Millisecond)] = true
+	}
+	if len(seen) < 10 {
+		t.Errorf("200 IDs fell in %d 10ms buckets; want a spread over at least 10 of 15", len(seen))
+	}
+	if got := (fake.Config{ApplyLatency: time.Second}).ApplyLatencyOf("x"); got != time.Second {
+		t.Errorf("without jitter: got %v; want 1s", got)
 	}
 }
