@@ -31,13 +31,17 @@ type options struct {
 	bin       string
 	keep      bool
 	profiles  string
+	rounds    int
+	shapes    map[string]bool
 }
 
 func main() {
 	var o options
-	var only string
+	var only, shapes string
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "where to write the results")
 	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (B0..B9, C1, V1); empty runs all")
+	flag.StringVar(&shapes, "shapes", "production,light", "comma-separated cluster shapes to run the cluster benchmarks on")
+	flag.IntVar(&o.rounds, "rounds", 3, "runs of each benchmark (B5: at least 5)")
 	flag.IntVar(&o.agents, "agents", 1000, "simulated agents for B1")
 	flag.IntVar(&o.resources, "resources", 2000, "resources created in B1")
 	flag.IntVar(&o.replicas, "replicas", 10, "replicas per resource in B1")
@@ -51,9 +55,18 @@ func main() {
 			o.only[b] = true
 		}
 	}
+	o.shapes = map[string]bool{}
+	for _, sh := range strings.Split(shapes, ",") {
+		if sh = strings.TrimSpace(sh); sh != "" {
+			o.shapes[sh] = true
+		}
+	}
+	if o.rounds < 3 {
+		log.Fatal("-rounds: at least 3 (a single run says nothing of the spread)")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 14*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Minute)
 	defer cancel()
 
 	dir, err := os.MkdirTemp("", "strata-bench-")
@@ -64,6 +77,7 @@ func main() {
 		defer os.RemoveAll(dir)
 	}
 	r := &report{started: time.Now()}
+	go r.load.run(ctx)
 	s := &suite{o: o, dir: dir, r: r}
 	if err := s.run(ctx); err != nil {
 		log.Printf("bench: %v", err)

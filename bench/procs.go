@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -125,8 +126,8 @@ type client struct {
 	http        *http.Client
 }
 
-func newClient(base, token string) *client {
-	tr := &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}
+func newClient(base, token string, tlsCfg *tls.Config) *client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256, TLSClientConfig: tlsCfg}
 	return &client{base: base, token: token, http: &http.Client{Timeout: 60 * time.Second, Transport: tr}}
 }
 
@@ -167,9 +168,14 @@ func (c *client) do(ctx context.Context, method, path string, body any, out any)
 	return resp.StatusCode, nil
 }
 
-// metric reads one sample from a /metrics endpoint (0 when absent).
-func metric(addr, sample string) (float64, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
+// metric reads one sample from the /metrics endpoint of the API c
+// speaks to (0 when absent).
+func (c *client) metric(ctx context.Context, sample string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.http.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -184,3 +190,31 @@ func metric(addr, sample string) (float64, error) {
 	}
 	return 0, nil
 }
+
+// cpuSeconds is the CPU time (user + system) the process has used.
+func (p *proc) cpuSeconds() (float64, error) {
+	return cpuSecondsOf(p.pid())
+}
+
+func cpuSecondsOf(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which may hold spaces, in
+	// parentheses: utime and stime are the 12th and 13th of them.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	u, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %v %v", pid, err1, err2)
+	}
+	return (u + st) / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, 100 on every Linux Go supports.
+const clockTicks = 100

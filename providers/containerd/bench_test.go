@@ -2,6 +2,7 @@ package containerd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"syscall"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/containernetworking/cni/libcni"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/stratahq/strata/internal/api"
 )
@@ -22,8 +25,22 @@ const benchGrace = 10 * time.Millisecond
 
 // BenchmarkDirectCreateStart is the baseline: what one busybox container
 // costs through containerd's client alone (create with a snapshot,
-// start, stop with SIGTERM, delete), as ctr would do it.
+// start, stop with SIGTERM, delete), as ctr would do it: "loopback" with
+// no network, "bridge" in a network namespace attached by the CNI bridge
+// plugin called directly through libcni (the same plugins and addresses
+// the provider's conflist names), as a script around ctr and the CNI
+// plugins would do it.
 func BenchmarkDirectCreateStart(b *testing.B) {
+	for _, bridged := range []bool{false, true} {
+		name := "loopback"
+		if bridged {
+			name = "bridge"
+		}
+		b.Run(name, func(b *testing.B) { benchDirect(b, bridged) })
+	}
+}
+
+func benchDirect(b *testing.B, bridged bool) {
 	e := newEnv(b)
 	ctx := e.p.nsCtx(context.Background())
 	src := imageSource{ref: busyboxRef, archive: e.archive}
@@ -32,49 +49,92 @@ func BenchmarkDirectCreateStart(b *testing.B) {
 		b.Fatalf("image: %v", err)
 	}
 	c := e.p.client
+	cni := libcni.NewCNIConfigWithCacheDir([]string{e.p.cfg.CNIBinDir}, b.TempDir(), nil)
 	n := 0
 	for b.Loop() {
 		n++
 		id := fmt.Sprintf("direct-%d", n)
+		specOpts := []oci.SpecOpts{oci.WithImageConfig(img), oci.WithProcessArgs(serveForever()...)}
+		var list *libcni.NetworkConfigList
+		var rt *libcni.RuntimeConf
+		if bridged {
+			a := &api.Assignment{ID: id, Network: &api.NetworkAttachment{Network: "bench", Bridge: "st-bench1", Subnet: "10.213.4.0/24",
+				Address: fmt.Sprintf("10.213.4.%d", 10+n%200)}}
+			cl, err := buildConflist(a)
+			if err != nil {
+				b.Fatalf("conflist: %v", err)
+			}
+			raw, err := json.Marshal(cl)
+			if err != nil {
+				b.Fatalf("conflist: %v", err)
+			}
+			if list, err = libcni.ConfListFromBytes(raw); err != nil {
+				b.Fatalf("conflist: %v", err)
+			}
+			ns := e.p.netnsPath(id)
+			if err := e.p.createNetNS(ns); err != nil {
+				b.Fatalf("netns: %v", err)
+			}
+			rt = &libcni.RuntimeConf{ContainerID: id, NetNS: ns, IfName: ifName}
+			if _, err := cni.AddNetworkList(ctx, list, rt); err != nil {
+				b.Fatalf("cni add: %v", err)
+			}
+			specOpts = append(specOpts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: ns}))
+		}
 		ctr, err := c.NewContainer(ctx, id,
 			client.WithImage(img),
 			client.WithSnapshotter(DefaultSnapshotter),
 			client.WithNewSnapshot(id, img),
-			client.WithNewSpec(oci.WithImageConfig(img), oci.WithProcessArgs(serveForever()...)),
+			client.WithNewSpec(specOpts...),
 		)
 		if err != nil {
 			b.Fatalf("create: %v", err)
 		}
-		task, err := ctr.NewTask(ctx, cio.NullIO)
-		if err != nil {
-			b.Fatalf("task: %v", err)
+		directRun(ctx, b, ctr)
+		if bridged {
+			if err := cni.DelNetworkList(ctx, list, rt); err != nil {
+				b.Fatalf("cni del: %v", err)
+			}
+			if err := removeNetNS(rt.NetNS); err != nil {
+				b.Fatalf("netns: %v", err)
+			}
 		}
-		exited, err := task.Wait(ctx)
-		if err != nil {
-			b.Fatalf("wait: %v", err)
-		}
-		if err := task.Start(ctx); err != nil {
-			b.Fatalf("start: %v", err)
-		}
-		// As the provider stops a task: SIGTERM, SIGKILL after the
-		// grace period.
-		if err := task.Kill(ctx, syscall.SIGTERM); err != nil {
+	}
+	if bridged {
+		_ = deleteLink("st-bench1")
+	}
+}
+
+// directRun starts ctr's task, stops it as the provider does (SIGTERM,
+// SIGKILL after the grace period) and deletes task and container.
+func directRun(ctx context.Context, b *testing.B, ctr client.Container) {
+	task, err := ctr.NewTask(ctx, cio.NullIO)
+	if err != nil {
+		b.Fatalf("task: %v", err)
+	}
+	exited, err := task.Wait(ctx)
+	if err != nil {
+		b.Fatalf("wait: %v", err)
+	}
+	if err := task.Start(ctx); err != nil {
+		b.Fatalf("start: %v", err)
+	}
+	if err := task.Kill(ctx, syscall.SIGTERM); err != nil {
+		b.Fatalf("kill: %v", err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(benchGrace):
+		if err := task.Kill(ctx, syscall.SIGKILL); err != nil && !isNotFound(err) {
 			b.Fatalf("kill: %v", err)
 		}
-		select {
-		case <-exited:
-		case <-time.After(benchGrace):
-			if err := task.Kill(ctx, syscall.SIGKILL); err != nil && !isNotFound(err) {
-				b.Fatalf("kill: %v", err)
-			}
-			<-exited
-		}
-		if _, err := task.Delete(ctx); err != nil {
-			b.Fatalf("delete task: %v", err)
-		}
-		if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil {
-			b.Fatalf("delete container: %v", err)
-		}
+		<-exited
+	}
+	if _, err := task.Delete(ctx); err != nil {
+		b.Fatalf("delete task: %v", err)
+	}
+	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil {
+		b.Fatalf("delete container: %v", err)
 	}
 }
 
@@ -89,8 +149,12 @@ func BenchmarkProviderApply(b *testing.B) {
 	}{
 		{"loopback", func(int) *api.NetworkAttachment { return nil }},
 		{"bridge", func(n int) *api.NetworkAttachment {
+			host := 20 + n%200
+			if n < 0 { // the anchor
+				host = 5
+			}
 			return &api.NetworkAttachment{Network: "bench", Bridge: "st-bench0", Subnet: "10.213.3.0/24",
-				Address: fmt.Sprintf("10.213.3.%d", 10+n%200)}
+				Address: fmt.Sprintf("10.213.3.%d", host)}
 		}},
 	}
 	for _, bc := range cases {
@@ -99,6 +163,25 @@ func BenchmarkProviderApply(b *testing.B) {
 			// Import once, outside the measurement, as for the baseline.
 			if _, err := e.p.ensureImage(e.p.nsCtx(context.Background()), imageSource{ref: busyboxRef, archive: e.archive}, nil); err != nil {
 				b.Fatalf("image: %v", err)
+			}
+			// On a node the bridge carries other replicas and outlives
+			// each one: an anchor replica keeps it, so that the loop
+			// measures a replica, not a bridge created and removed each
+			// time (the direct baseline keeps its bridge too).
+			if anchor := bc.network(-1); anchor != nil && anchor.Bridge != "" {
+				a := e.assignment("bench-anchor")
+				a.Network = anchor
+				ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+				if st, err := e.p.Apply(ctx, a); err != nil || st.Phase != api.PhaseReady {
+					cancel()
+					b.Fatalf("Apply anchor: got %s (%s), %v; want ready", st.Phase, st.Reason, err)
+				}
+				cancel()
+				b.Cleanup(func() {
+					if err := e.p.Delete(context.Background(), a, benchGrace); err != nil {
+						b.Errorf("Delete anchor: %v", err)
+					}
+				})
 			}
 			n := 0
 			for b.Loop() {

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// B2's and B3's open-loop rates and sample counts.
+const (
+	b2Rate      = 5.0   // creates per second, one replica each
+	b2Samples   = 210   // over all runs, so that p99 rests on ≥ 200
+	b3GetRate   = 100.0 // GETs per second during B1
+	b3PostRate  = 20.0  // POSTs per second during B1
+	b3Seeds     = 50    // resources B3's GETs read
+	b3IdleFor   = 3 * time.Second
+	readyWithin = 60 * time.Second
+)
+
+// b2 measures create → ready of one replica on an idle cluster, open
+// loop: a create is sent every 1/b2Rate s whatever the earlier ones do,
+// and each is timed from its scheduled send to the first GET that reads
+// it ready, less the fake provider's start time for that replica.
+func (s *suite) b2(ctx context.Context, c *cluster) error {
+	var all latencies
+	var p99s []float64
+	per := (b2Samples + s.o.rounds - 1) / s.o.rounds
+	for round := range s.o.rounds {
+		var lat latencies
+		openLoop(ctx, b2Rate, per, nil, &lat, func(ctx context.Context, i int, at time.Time) (time.Time, error) {
+			return c.createReady(ctx, fmt.Sprintf("lat-%d-%d", round, i), at)
+		})
+		p99s = append(p99s, lat.p(99).Seconds())
+		all.merge(&lat)
+	}
+	p99 := all.p(99)
+	_, errs := all.counts()
+	ratio := ""
+	if c.put1 != nil && c.put1.p(99) > 0 {
+		ratio = fmt.Sprintf("p99 %.1f × one etcd put's p99 (%s)", float64(p99)/float64(c.put1.p(99)), ms(c.put1.p(99)))
+	}
+	sub := "the fake provider answers at once"
+	if c.shape.fake.ApplyJitter > 0 {
+		sub = fmt.Sprintf("each sample less its replica's fake start time (%s–%s)", c.shape.fake.ApplyLatency, c.shape.fake.ApplyLatency+c.shape.fake.ApplyJitter)
+	}
+	s.r.add(row{id: "B2", what: c.label("create → ready at the global API, 1 replica, idle, open loop"),
+		figure: all.summary(), target: "p99 ≤ 100 ms, 0 errors", ratio: ratio, met: verdict(p99 <= 100*time.Millisecond && errs == 0),
+		notes: fmt.Sprintf("%d runs of %d creates offered at %.0f/s; p99 per run %s; %s; readiness polled every 5 ms.", s.o.rounds, per, b2Rate, spreadFloats(p99s).format(fmtMs), sub)})
+	return nil
+}
+
+// createReady creates a resource of one replica, waits for it to read
+// ready, deletes it, and returns when it was seen ready less the fake
+// provider's start time for its replica.
+func (c *cluster) createReady(ctx context.Context, name string, _ time.Time) (time.Time, error) {
+	if _, err := c.g.do(ctx, http.MethodPost, "/v1/resources", resource(name, 1, nil), nil); err != nil {
+		return time.Time{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, readyWithin)
+	defer cancel()
+	err := waitFor(wctx, 5*time.Millisecond, name+" ready", func() error {
+		var v statusView
+		if _, err := c.g.do(ctx, http.MethodGet, "/v1/resources/"+name, nil, &v); err != nil {
+			return err
+		}
+		if !v.ready(1) {
+			return fmt.Errorf("not ready")
+		}
+		return nil
+	})
+	ready := time.Now()
+	if err != nil {
+		return ready, err
+	}
+	if c.shape.fake.ApplyJitter > 0 || c.shape.fake.ApplyLatency > 0 {
+		var reps struct {
+			Items []struct {
+				ID string `json:"id"`
+			} `json:"items"`
+		}
+		if _, err := c.g.do(ctx, http.MethodGet, "/v1/resources/"+name+"/replicas", nil, &reps); err != nil {
+			return ready, err
+		}
+		if len(reps.Items) != 1 {
+			return ready, fmt.Errorf("%s: %d replicas; want 1", name, len(reps.Items))
+		}
+		ready = ready.Add(-c.shape.fake.ApplyLatencyOf(reps.Items[0].ID))
+	}
+	_, err = c.g.do(ctx, http.MethodDelete, "/v1/resources/"+name, nil, nil)
+	return ready, err
+}
+
+// b1run is what one run of B1 measured.
+type b1run struct {
+	rate      float64
+	elapsed   time.Duration
+	accepted  time.Duration
+	failed    int64
+	regionRSS float64
+}
+
+// b1 creates resources × replicas as fast as 32 clients can and measures
+// replicas/s until all are ready, s.o.rounds times (deleting them
+// between runs); B3 offers GETs and POSTs open loop meanwhile, and once
+// on the idle cluster before, as their baseline.
+func (s *suite) b1(ctx context.Context, c *cluster) error {
+	for i := range b3Seeds {
+		if _, err := c.g.do(ctx, http.MethodPost, "/v1/resources", resource(fmt.Sprintf("seed-%d", i), 1, nil), nil); err != nil {
+			return err
+		}
+	}
+	if err := c.waitReady(ctx, "seed-", b3Seeds); err != nil {
+		return err
+	}
+	idleRSS, err := c.region.rssMiB()
+	if err != nil {
+		return err
+	}
+	var idleGets, idlePosts latencies
+	stop := make(chan struct{})
+	time.AfterFunc(b3IdleFor, func() { close(stop) })
+	c.sampleAPI(ctx, "idle", stop, &idleGets, &idlePosts)
+	if err := c.deleteAll(ctx, "b3p-idle-"); err != nil {
+		return err
+	}
+
+	var runs []b1run
+	var gets, posts latencies
+	for round := range s.o.rounds {
+		r, err := s.b1Run(ctx, c, round, &gets, &posts)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
+		if err := c.deleteAll(ctx, fmt.Sprintf("b1-%d-", round)); err != nil {
+			return err
+		}
+		if err := c.deleteAll(ctx, fmt.Sprintf("b3p-%d-", round)); err != nil {
+			return err
+		}
+	}
+	s.b1Report(c, runs, idleRSS, &idleGets, &idlePosts, &gets, &posts)
+	var rates []float64
+	for _, r := range runs {
+		rates = append(rates, r.rate)
+	}
+	c.b1Rate = spreadFloats(rates).med
+	return nil
+}
+
+// b1Run is one run of B1, its API sampled by B3.
+func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *latencies) (b1run, error) {
+	total := s.o.resources * s.o.replicas
+	if s.o.profiles != "" && round == 0 {
+		go s.profile(ctx, 8*time.Second, c.name, c.globals[0].name, c.region.name, c.sim.name)
+	}
+	start := time.Now()
+	stop := make(chan struct{})
+	var sampling sync.WaitGroup
+	sampling.Go(func() { c.sampleAPI(ctx, fmt.Sprint(round), stop, gets, posts) })
+	failed := c.createMany(ctx, fmt.Sprintf("b1-%d-", round), s.o.resources, s.o.replicas)
+	r := b1run{accepted: time.Since(start), failed: failed}
+	err := c.waitReady(ctx, fmt.Sprintf("b1-%d-", round), total-int(failed)*s.o.replicas)
+	r.elapsed = time.Since(start)
+	close(stop)
+	sampling.Wait()
+	if err != nil {
+		return r, err
+	}
+	r.rate = float64(total-int(failed)*s.o.replicas) / r.elapsed.Seconds()
+	r.regionRSS, err = c.region.rssMiB()
+	return r, err
+}
+
+// sampleAPI offers GETs of the seed resources and POSTs of new ones
+// (b3p-<tag>-N) open loop until stop.
+func (c *cluster) sampleAPI(ctx context.Context, tag string, stop <-chan struct{}, gets, posts *latencies) {
+	reader := c.newClient(c.gHTTP[0])
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		openLoop(ctx, b3GetRate, 0, stop, gets, func(ctx context.Context, _ int, _ time.Time) (time.Time, error) {
+			// A 404 is an error: every seed exists.
+			_, err := reader.do(ctx, http.MethodGet, fmt.Sprintf("/v1/resources/seed-%d", rand.IntN(b3Seeds)), nil, nil)
+			return time.Now(), err
+		})
+	})
+	wg.Go(func() {
+		openLoop(ctx, b3PostRate, 0, stop, posts, func(ctx context.Context, i int, _ time.Time) (time.Time, error) {
+			_, err := reader.do(ctx, http.MethodPost, "/v1/resources", resource(fmt.Sprintf("b3p-%s-%d", tag, i), 1, nil), nil)
+			return time.Now(), err
+		})
+	})
+	wg.Wait()
+}
+
+// createMany POSTs n resources prefix0..prefix<n-1> from 32 clients, as
+// fast as they are answered, and returns how many failed.
+func (c *cluster) createMany(ctx context.Context, prefix string, n, replicas int) int64 {
+	names := make(chan int)
+	var writers sync.WaitGroup
+	var failed atomic.Int64
+	for range 32 {
+		writers.Go(func() {
+			for i := range names {
+				if _, err := c.g.do(ctx, http.MethodPost, "/v1/resources", resource(fmt.Sprintf("%s%d", prefix, i), replicas, nil), nil); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	for i := range n {
+		names <- i
+	}
+	close(names)
+	writers.Wait()
+	return failed.Load()
+}
+
+// deleteAll deletes the resources named prefix* from 32 clients and waits
+// until the global API lists none (their regions destroyed every replica).
+func (c *cluster) deleteAll(ctx context.Context, prefix string) error {
+	names, err := c.names(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	ch := make(chan string)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for n := range ch {
+				_, _ = c.g.do(ctx, http.MethodDelete, "/v1/resources/"+n, nil, nil)
+			}
+		})
+	}
+	for _, n := range names {
+		ch <- n
+	}
+	close(ch)
+	wg.Wait()
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	return waitFor(wctx, 250*time.Millisecond, "resources "+prefix+"* gone", func() error {
+		left, err := c.names(ctx, prefix)
+		if err == nil && len(left) > 0 {
+			err = fmt.Errorf("%d left", len(left))
+		}
+		return err
+	})
+}
+
+func (c *cluster) waitReady(ctx context.Context, prefix string, want int) error {
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	return waitFor(wctx, 250*time.Millisecond, fmt.Sprintf("%d replicas of %s* ready", want, prefix), func() error {
+		ready, err := c.readyReplicas(ctx, prefix)
+		if err == nil && ready < want {
+			err = fmt.Errorf("%d/%d ready", ready, want)
+		}
+		return err
+	})
+}
+
+// b1Report adds the rows of B1, B3 and (wanted) B6.
+func (s *suite) b1Report(c *cluster, runs []b1run, idleRSS float64, idleGets, idlePosts, gets, posts *latencies) {
+	var rates, rss []float64
+	var failed int64
+	var accepted []time.Duration
+	for _, r := range runs {
+		rates = append(rates, r.rate)
+		rss = append(rss, r.regionRSS)
+		failed += r.failed
+		accepted = append(accepted, r.accepted)
+	}
+	total := s.o.resources * s.o.replicas
+	sp := spreadFloats(rates)
+	ratio, ok := "", sp.med >= 5000 && failed == 0
+	if c.put128 > 0 {
+		ratio = fmt.Sprintf("%.2f × raw etcd puts, 128 clients (same etcd)", sp.med/c.put128)
+		ok = ok && sp.med/c.put128 >= 0.5
+	}
+	s.r.add(row{id: "B1", what: c.label(fmt.Sprintf("throughput: %d replicas (%d × %d) on %d agents, create → all ready", total, s.o.resources, s.o.replicas, s.o.agents)),
+		figure: sp.format(fmtRate) + fmt.Sprintf(", %d failed creates", failed), target: "≥ 5,000/s and ≥ 0.5 × etcd", ratio: ratio, met: verdict(ok),
+		notes: fmt.Sprintf("Creates accepted in %s.", spreadDurations(accepted).format(fmtSecs))})
+	for _, x := range []struct {
+		what       string
+		idle, load *latencies
+		limit      time.Duration
+		rate       float64
+	}{{"GET one resource", idleGets, gets, 50 * time.Millisecond, b3GetRate}, {"POST a resource of 1 replica", idlePosts, posts, 150 * time.Millisecond, b3PostRate}} {
+		_, errs := x.load.counts()
+		p99 := x.load.p(99)
+		ratio := ""
+		if x.idle.p(99) > 0 {
+			ratio = fmt.Sprintf("p99 %.1f × idle (%s)", float64(p99)/float64(x.idle.p(99)), x.idle.summary())
+		}
+		s.r.add(row{id: "B3", what: c.label(fmt.Sprintf("API under B1 load: %s, open loop at %.0f/s", x.what, x.rate)), figure: x.load.summary(),
+			target: fmt.Sprintf("p99 ≤ %s, 0 errors", ms(x.limit)), ratio: ratio, met: verdict(p99 <= x.limit && errs == 0)})
+	}
+	if s.o.wants("B6") && c.shape.production {
+		r := spreadFloats(rss)
+		s.r.add(row{id: "B6", what: c.label(fmt.Sprintf("memory: region process with %d nodes and %d replicas", s.o.agents, total)),
+			figure: r.format(fmtMiB) + " RSS", target: "≤ 256 MiB", ratio: fmt.Sprintf("%.2f × the same region before B1 (%.0f MiB)", r.med/idleRSS, idleRSS), met: verdict(r.med <= 256)})
+	}
+}
+
+// names lists the resources named prefix*.
+func (c *cluster) names(ctx context.Context, prefix string) ([]string, error) {
+	var out []string
+	err := c.eachResource(ctx, func(name string, _ statusView) {
+		if len(name) >= len(prefix) && name[:len(prefix)] == prefix {
+			out = append(out, name)
+		}
+	})
+	return out, err
+}

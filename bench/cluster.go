@@ -1,0 +1,345 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/providers/fake"
+)
+
+// shape is how a benchmark cluster is built.
+//
+// production is what issue #21 asks of the B1–B6 figures: a 3-member
+// etcd per tier (separate processes, stock flags, fsync on), redis-server
+// for heartbeats and events, mutual TLS on every gRPC link with a
+// certificate per identity, TLS on the REST APIs, a connection per
+// simulated agent, a fake provider taking 50–200 ms to start a replica,
+// nodes of 4, 16 and 64 cores.
+//
+// light is the cluster the figures before #21 came from: one etcd member
+// per tier, plaintext gRPC on loopback (insecure mode), heartbeats in the
+// region's memory, every simulated agent on one shared connection, a fake
+// provider answering at once, 64-core nodes. It shows the core's own costs,
+// so that a regression there is not hidden by the production shape's.
+type shape struct {
+	name       string
+	production bool
+	members    int
+	fake       fake.Config
+}
+
+var (
+	production = shape{name: "production", production: true, members: 3,
+		fake: fake.Config{ApplyLatency: 50 * time.Millisecond, ApplyJitter: 150 * time.Millisecond}}
+	light = shape{name: "light", members: 1}
+)
+
+// cluster is one running benchmark cluster.
+type cluster struct {
+	s     *suite
+	shape shape
+	name  string // prefix of process and file names
+
+	ca        *pki.CA
+	caFile    string
+	tlsClient *tls.Config
+
+	etcdGlobal []string
+	etcdRegion []string
+	redis      string
+	redisProc  *proc
+
+	// put1 and put128 are B0's: one put's latency and the 128-client
+	// rate, the baselines of B2 and B1; b1Rate is B1's median (B9's).
+	put1   *latencies
+	put128 float64
+	b1Rate float64
+
+	globals  []*proc
+	gCfgs    []string
+	gHTTP    []string
+	gGRPC    []string
+	region   *proc
+	rHTTP    string
+	rGRPC    string
+	sim      *proc
+	g        *client
+	token    string
+	regionID string
+}
+
+func (c *cluster) scheme() string {
+	if c.shape.production {
+		return "https://"
+	}
+	return "http://"
+}
+
+func (c *cluster) newClient(httpAddr string) *client {
+	return newClient(c.scheme()+httpAddr, c.token, c.tlsClient)
+}
+
+// startEtcd starts an etcd cluster of members processes with stock flags
+// (fsync on, --max-txn-ops at its default) and returns its client URLs.
+func (s *suite) startEtcd(ctx context.Context, name string, members int) ([]string, error) {
+	clients, peers := make([]string, members), make([]string, members)
+	var initial []string
+	for i := range members {
+		clients[i], peers[i] = "http://"+freeAddr(), "http://"+freeAddr()
+		initial = append(initial, fmt.Sprintf("%s-%d=%s", name, i, peers[i]))
+	}
+	for i := range members {
+		m := fmt.Sprintf("%s-%d", name, i)
+		p, err := start(s.dir, m, s.etcdBin(),
+			"--name", m, "--data-dir", filepath.Join(s.dir, m),
+			"--listen-client-urls", clients[i], "--advertise-client-urls", clients[i],
+			"--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", name,
+			"--quota-backend-bytes", fmt.Sprint(8<<30),
+			"--auto-compaction-mode", "revision", "--auto-compaction-retention", "100000",
+			"--log-level", "error")
+		if err != nil {
+			return nil, err
+		}
+		s.procs = append(s.procs, p)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: clients, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	return clients, waitFor(ctx, 50*time.Millisecond, "etcd "+name, func() error {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := cli.Put(cctx, "/probe", "x")
+		return err
+	})
+}
+
+// startCluster brings up a cluster of shape sh: two global replicas (for
+// B5), one region, the simulated agents. B0 runs on the global tier's etcd
+// before the tiers start, so that B1's baseline is the same etcd.
+func (s *suite) startCluster(ctx context.Context, sh shape) (*cluster, error) {
+	c := &cluster{s: s, shape: sh, name: sh.name, token: "strata_bench001_0123456789abcdef0123456789abcdef01234567", regionID: "bench"}
+	var err error
+	if c.etcdGlobal, err = s.startEtcd(ctx, c.name+"-etcd-global", sh.members); err != nil {
+		return nil, err
+	}
+	if err := s.b0(ctx, c); err != nil {
+		return nil, fmt.Errorf("B0: %w", err)
+	}
+	if c.etcdRegion, err = s.startEtcd(ctx, c.name+"-etcd-region", sh.members); err != nil {
+		return nil, err
+	}
+	if sh.production {
+		if err := c.makePKI(); err != nil {
+			return nil, err
+		}
+	}
+	if c.redisProc, c.redis, err = s.startRedis(ctx, c.name+"-redis"); err != nil {
+		return nil, err
+	}
+	for i := range 2 {
+		h, g := freeAddr(), freeAddr()
+		c.gHTTP, c.gGRPC = append(c.gHTTP, h), append(c.gGRPC, g)
+		cfg := s.write(fmt.Sprintf("%s-g%d.yaml", c.name, i+1), fmt.Sprintf(`id: g%d
+listen: {http: %q, grpc: %q}
+etcd: {endpoints: [%s]}
+%s
+log: {level: warn}
+`, i+1, h, g, quoted(c.etcdGlobal), c.security(fmt.Sprintf("g%d", i+1), "api: {bootstrapToken: "+c.token+"}")))
+		c.gCfgs = append(c.gCfgs, cfg)
+		p, err := s.start(fmt.Sprintf("%s-global-%d", c.name, i+1), "global", "--config", cfg)
+		if err != nil {
+			return nil, err
+		}
+		c.globals = append(c.globals, p)
+	}
+	c.rHTTP, c.rGRPC = freeAddr(), freeAddr()
+	rcfg := s.write(c.name+"-region.yaml", fmt.Sprintf(`name: %s
+id: %s-r1
+listen: {http: %q, grpc: %q}
+etcd: {endpoints: [%s]}
+global: {endpoint: %q}
+zones: [z0, z1, z2]
+%s
+log: {level: warn}
+`, c.regionID, c.regionID, c.rHTTP, c.rGRPC, quoted(c.etcdRegion), strings.Join(c.gGRPC, ","), c.regionSecurity()))
+	if c.region, err = s.start(c.name+"-region", "region", "--config", rcfg); err != nil {
+		return nil, err
+	}
+	c.g = c.newClient(c.gHTTP[0])
+	if err := waitFor(ctx, 100*time.Millisecond, "global API", func() error {
+		_, err := c.g.do(ctx, http.MethodGet, "/readyz", nil, nil)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if c.sim, err = c.startSims(ctx, "sim", s.o.agents); err != nil {
+		return nil, err
+	}
+	if err := c.waitNodesUp(ctx, s.o.agents, 5*time.Minute); err != nil {
+		return nil, fmt.Errorf("%w\nregion log:\n%s\nsim log:\n%s", err, c.region.tail(10), c.sim.tail(10))
+	}
+	_, err = c.g.do(ctx, http.MethodPost, "/v1/flavors", map[string]any{
+		"name": "tiny", "kind": "container", "spec": map[string]any{"vcpus": 0.1, "memoryMiB": 64},
+	}, nil)
+	return c, err
+}
+
+// security is the YAML of a tier's transport security and REST API: the
+// identity's certificate (production) or insecure mode (light), with api
+// the tier's api block, TLS added in production.
+func (c *cluster) security(identity, api string) string {
+	redis := ""
+	if c.redis != "" {
+		redis = fmt.Sprintf("\nredis: {addr: %q}", c.redis)
+	}
+	if !c.shape.production {
+		return api + "\ninsecure: true" + redis
+	}
+	dir := filepath.Join(c.s.dir, c.name+"-pki")
+	cert, key := filepath.Join(dir, identity+".pem"), filepath.Join(dir, identity+"-key.pem")
+	api = strings.TrimSuffix(api, "}") + fmt.Sprintf(", tls: {cert: %q, key: %q}}", cert, key)
+	return fmt.Sprintf("%s\ntls: {ca: %q, cert: %q, key: %q}%s", api, c.caFile, cert, key, redis)
+}
+
+// regionSecurity is security for the region: in the light shape without
+// Redis (heartbeats and events in the region's memory, as before #21).
+func (c *cluster) regionSecurity() string {
+	api := "api: {token: strata-bench-region-token-0123456789}"
+	if !c.shape.production {
+		return api + "\ninsecure: true"
+	}
+	return c.security("region", api)
+}
+
+// makePKI makes the cluster's CA and the certificates of its tiers.
+func (c *cluster) makePKI() error {
+	ca, err := pki.NewCA("strata bench CA")
+	if err != nil {
+		return err
+	}
+	c.ca = ca
+	dir := filepath.Join(c.s.dir, c.name+"-pki")
+	if c.caFile, _, err = ca.WriteCA(dir); err != nil {
+		return err
+	}
+	for file, id := range map[string]pki.Identity{"g1": pki.Global("g1"), "g2": pki.Global("g2"), "region": pki.Region(c.regionID)} {
+		if _, err := ca.WriteIdentity(dir, file, id.String(), []string{"127.0.0.1", "localhost"}); err != nil {
+			return err
+		}
+	}
+	pool, err := pki.LoadPool(c.caFile)
+	if err != nil {
+		return err
+	}
+	c.tlsClient = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return nil
+}
+
+// nodeCerts issues node certificates for names into dir (production).
+func (c *cluster) nodeCerts(dir string, names ...string) error {
+	for _, n := range names {
+		if _, err := c.ca.WriteIdentity(dir, n, pki.Node(c.regionID, n).String(), []string{"127.0.0.1"}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startSims starts a sim-agents process of count agents named prefix-NNNN.
+func (c *cluster) startSims(ctx context.Context, prefix string, count int) (*proc, error) {
+	args := []string{"sim-agents", "--count", fmt.Sprint(count), "--region", c.rGRPC, "--prefix", prefix}
+	if c.shape.production {
+		dir := filepath.Join(c.s.dir, c.name+"-"+prefix+"-certs")
+		names := make([]string, count)
+		for i := range names {
+			names[i] = fmt.Sprintf("%s-%04d", prefix, i)
+		}
+		if err := c.nodeCerts(dir, names...); err != nil {
+			return nil, err
+		}
+		args = append(args, "--tls-dir", dir, "--mixed-sizes",
+			"--apply-latency", c.shape.fake.ApplyLatency.String(), "--apply-jitter", c.shape.fake.ApplyJitter.String())
+	} else {
+		args = append(args, "--insecure")
+	}
+	return c.s.start(c.name+"-"+prefix, args...)
+}
+
+// regionStatus is the region's node counts as the global API reports them.
+func (c *cluster) nodesUp(ctx context.Context) (int, error) {
+	var regions struct {
+		Items []struct {
+			Status *struct {
+				NodesUp int `json:"nodesUp"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if _, err := c.g.do(ctx, http.MethodGet, "/v1/regions", nil, &regions); err != nil {
+		return 0, err
+	}
+	if len(regions.Items) != 1 || regions.Items[0].Status == nil {
+		return 0, nil
+	}
+	return regions.Items[0].Status.NodesUp, nil
+}
+
+func (c *cluster) waitNodesUp(ctx context.Context, want int, within time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	return waitFor(wctx, 500*time.Millisecond, fmt.Sprintf("%d nodes Up", want), func() error {
+		n, err := c.nodesUp(ctx)
+		if err == nil && n < want {
+			err = fmt.Errorf("%d up", n)
+		}
+		return err
+	})
+}
+
+// stop kills the cluster's processes (etcd included).
+func (c *cluster) stop() { c.s.stopAll() }
+
+func quoted(v []string) string {
+	q := make([]string, len(v))
+	for i, s := range v {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+func (s *suite) startRedis(ctx context.Context, name string) (*proc, string, error) {
+	addr := freeAddr()
+	_, port, _ := strings.Cut(addr, ":")
+	p, err := start(s.dir, name, "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err != nil {
+		return nil, "", err
+	}
+	s.procs = append(s.procs, p)
+	return p, addr, waitFor(ctx, 50*time.Millisecond, "redis", func() error {
+		c, err := (&netDialer{}).dial(addr)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+}
+
+func (s *suite) write(name, body string) string {
+	p := filepath.Join(s.dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		panic(err)
+	}
+	return p
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// b9 times one resource of 10,000 replicas in one region through the
+// global API, on etcds with stock --max-txn-ops: create → all ready, scale
+// to 0 → ready with none, delete → gone (the region has destroyed every
+// replica and forgotten the resource). s.o.rounds runs.
+func (s *suite) b9(ctx context.Context, c *cluster) error {
+	const n = 10000
+	var up, down, gone []time.Duration
+	status := func(name string, cond func(statusView) bool) func() error {
+		return func() error {
+			var v statusView
+			if _, err := c.g.do(ctx, http.MethodGet, "/v1/resources/"+name, nil, &v); err != nil {
+				return err
+			}
+			if !cond(v) {
+				return fmt.Errorf("status %+v", v.Status)
+			}
+			return nil
+		}
+	}
+	wait := func(what string, cond func() error) error {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		if err := waitFor(wctx, 100*time.Millisecond, what, cond); err != nil {
+			return fmt.Errorf("%w\nregion log:\n%s", err, c.region.tail(10))
+		}
+		return nil
+	}
+	for i := range s.o.rounds {
+		name := fmt.Sprintf("big-%d", i)
+		start := time.Now()
+		if _, err := c.g.do(ctx, http.MethodPost, "/v1/resources", resource(name, n, nil), nil); err != nil {
+			return err
+		}
+		if err := wait(name+" ready", status(name, func(v statusView) bool { return v.ready(n) })); err != nil {
+			return err
+		}
+		up = append(up, time.Since(start))
+
+		start = time.Now()
+		if _, err := c.g.do(ctx, http.MethodPut, "/v1/resources/"+name, resource(name, 0, nil), nil); err != nil {
+			return err
+		}
+		if err := wait(name+" scaled to 0", status(name, func(v statusView) bool { return v.ready(0) && v.Status.Replicas == 0 })); err != nil {
+			return err
+		}
+		down = append(down, time.Since(start))
+
+		// Delete from 10,000 replicas: scale up again first (untimed).
+		if _, err := c.g.do(ctx, http.MethodPut, "/v1/resources/"+name, resource(name, n, nil), nil); err != nil {
+			return err
+		}
+		if err := wait(name+" ready again", status(name, func(v statusView) bool { return v.ready(n) })); err != nil {
+			return err
+		}
+		start = time.Now()
+		if _, err := c.g.do(ctx, http.MethodDelete, "/v1/resources/"+name, nil, nil); err != nil {
+			return err
+		}
+		if err := wait(name+" gone", func() error {
+			code, err := c.g.do(ctx, http.MethodGet, "/v1/resources/"+name, nil, nil)
+			if code == http.StatusNotFound {
+				return nil
+			}
+			return fmt.Errorf("still there (%d, %v)", code, err)
+		}); err != nil {
+			return err
+		}
+		gone = append(gone, time.Since(start))
+	}
+	ratio := func(d []time.Duration) string {
+		if c.b1Rate <= 0 {
+			return ""
+		}
+		at := float64(n) / c.b1Rate
+		return fmt.Sprintf("%.2f × %d replicas at B1's rate (%s)", spreadDurations(d).med/at, n, fmtSecs(at))
+	}
+	note := fmt.Sprintf("One resource of %d replicas in one region on %d simulated agents; etcd with stock --max-txn-ops (128).", n, s.o.agents)
+	s.r.add(row{id: "B9", what: c.label("one resource of 10,000 replicas: create → all ready"), figure: spreadDurations(up).format(fmtSecs), ratio: ratio(up)})
+	s.r.add(row{id: "B9", what: c.label("one resource of 10,000 replicas: scale to 0 → ready with none"), figure: spreadDurations(down).format(fmtSecs), ratio: ratio(down)})
+	s.r.add(row{id: "B9", what: c.label("one resource of 10,000 replicas: delete → gone"), figure: spreadDurations(gone).format(fmtSecs), ratio: ratio(gone), notes: note})
+	return nil
+}
+
+// hbNodes is how many nodes B8 keeps heartbeating.
+const hbNodes = 10000
+
+// b8 brings the region to 10,000 nodes heartbeating through Redis and
+// measures, over s.o.rounds windows of 20 s, the CPU the region and Redis
+// use and whether any node is marked Suspect or Down while its agent
+// runs.
+func (s *suite) b8(ctx context.Context, c *cluster) error {
+	const window = 20 * time.Second
+	base := c.newClient(c.rHTTP)
+	downBefore, err := regionNodes(ctx, base, "down")
+	if err != nil {
+		return err
+	}
+	// The region's CPU with the 1,000 nodes of B1: the baseline.
+	idle, _, _, err := c.cpuWindow(ctx, base, window, downBefore)
+	if err != nil {
+		return err
+	}
+	extra := hbNodes - s.o.agents
+	hb, err := c.startSims(ctx, "hb", extra)
+	if err != nil {
+		return err
+	}
+	up, err := c.nodesUp(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.waitNodesUp(ctx, up+extra, 10*time.Minute); err != nil {
+		return fmt.Errorf("%w\nsim log:\n%s", err, hb.tail(10))
+	}
+	var region, redis []float64
+	falseDown := 0
+	for range s.o.rounds {
+		r, rd, bad, err := c.cpuWindow(ctx, base, window, downBefore)
+		if err != nil {
+			return err
+		}
+		region, redis = append(region, r), append(redis, rd)
+		falseDown = max(falseDown, bad)
+	}
+	rs, ds := spreadFloats(region), spreadFloats(redis)
+	cores := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	s.r.add(row{id: "B8", what: c.label(fmt.Sprintf("%d nodes heartbeating through Redis: region CPU (cores)", hbNodes)), figure: rs.format(cores),
+		target: "≤ 0.5 core", ratio: fmt.Sprintf("%.1f × the region at %d nodes (%.2f)", rs.med/max(idle, 0.001), s.o.agents, idle), met: verdict(rs.med <= 0.5)})
+	s.r.add(row{id: "B8", what: c.label(fmt.Sprintf("%d nodes heartbeating through Redis: Redis CPU (cores)", hbNodes)), figure: ds.format(cores),
+		target: "≤ 0.3 core", met: verdict(ds.med <= 0.3)})
+	s.r.add(row{id: "B8", what: c.label(fmt.Sprintf("%d nodes heartbeating: nodes marked Suspect or Down while their agent runs (max)", hbNodes)), figure: fmt.Sprint(falseDown),
+		target: "0", met: verdict(falseDown == 0),
+		notes: fmt.Sprintf("%d windows of %s; the region's strata_region_nodes gauges polled every second. Default heartbeat interval (2 s). The simulated agents run in one process on the same 2 cores.", s.o.rounds, window)})
+	hb.kill()
+	return nil
+}
+
+// cpuWindow measures the cores the region and Redis used over d, and the
+// most nodes seen Suspect or Down beyond the downBefore already down.
+func (c *cluster) cpuWindow(ctx context.Context, regionAPI *client, d time.Duration, downBefore float64) (region, redis float64, bad int, err error) {
+	r0, err := c.region.cpuSeconds()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	d0, err := c.redisProc.cpuSeconds()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	start := time.Now()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for time.Since(start) < d {
+		select {
+		case <-ctx.Done():
+			return 0, 0, 0, ctx.Err()
+		case <-t.C:
+		}
+		down, err1 := regionNodes(ctx, regionAPI, "down")
+		suspect, err2 := regionNodes(ctx, regionAPI, "suspect")
+		if err1 != nil || err2 != nil {
+			return 0, 0, 0, fmt.Errorf("region metrics: %v %v", err1, err2)
+		}
+		bad = max(bad, int(down-downBefore+suspect))
+	}
+	el := time.Since(start).Seconds()
+	r1, err := c.region.cpuSeconds()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	d1, err := c.redisProc.cpuSeconds()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return (r1 - r0) / el, (d1 - d0) / el, bad, nil
+}
+
+// regionNodes reads the region's count of nodes in health h from its
+// strata_region_nodes gauge.
+func regionNodes(ctx context.Context, api *client, h string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api.base+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := api.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if strings.HasPrefix(l, "strata_region_nodes{") && strings.Contains(l, `health="`+h+`"`) {
+			f := strings.Fields(l)
+			return strconv.ParseFloat(f[len(f)-1], 64)
+		}
+	}
+	return 0, sc.Err()
+}
