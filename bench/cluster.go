@@ -308,9 +308,6 @@ func (c *cluster) waitNodesUp(ctx context.Context, want int, within time.Duratio
 	})
 }
 
-// stop kills the cluster's processes (etcd included).
-func (c *cluster) stop() { c.s.stopAll() }
-
 func quoted(v []string) string {
 	q := make([]string, len(v))
 	for i, s := range v {

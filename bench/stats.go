@@ -58,7 +58,6 @@ func pct(d []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) string   { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
-func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
 // latencies are the outcomes of an open-loop load: the latency of every
 // request that succeeded, and how many failed (errors, and answers that
