@@ -57,7 +57,7 @@ func pct(d []time.Duration, p int) time.Duration {
 	return s[min(max(i-1, 0), len(s)-1)]
 }
 
-func ms(d time.Duration) string   { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 
 // latencies are the outcomes of an open-loop load: the latency of every
 // request that succeeded, and how many failed (errors, and answers that
