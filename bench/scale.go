@@ -126,8 +126,15 @@ func (s *suite) b8(ctx context.Context, c *cluster) error {
 	if err != nil {
 		return err
 	}
-	if err := c.waitNodesUp(ctx, up+extra, 10*time.Minute); err != nil {
-		return fmt.Errorf("%w\nsim log:\n%s", err, hb.tail(10))
+	// Measured even when not every node came up in time: the row then
+	// says how many did, and is not met.
+	upErr := c.waitNodesUp(ctx, up+extra, 6*time.Minute)
+	if upErr != nil {
+		s.r.note("B8: not every node came Up within 6 minutes: %v; sim-agents log:\n\n```\n%s\n```", upErr, hb.tail(5))
+	}
+	nowUp, err := c.nodesUp(ctx)
+	if err != nil {
+		return err
 	}
 	var region, redis []float64
 	falseDown := 0
@@ -146,8 +153,8 @@ func (s *suite) b8(ctx context.Context, c *cluster) error {
 	s.r.add(row{id: "B8", what: c.label(fmt.Sprintf("%d nodes heartbeating through Redis: Redis CPU (cores)", hbNodes)), figure: ds.format(cores),
 		target: "≤ 0.3 core", met: verdict(ds.med <= 0.3)})
 	s.r.add(row{id: "B8", what: c.label(fmt.Sprintf("%d nodes heartbeating: nodes marked Suspect or Down while their agent runs (max)", hbNodes)), figure: fmt.Sprint(falseDown),
-		target: "0", met: verdict(falseDown == 0),
-		notes: fmt.Sprintf("%d windows of %s; the region's strata_region_nodes gauges polled every second. Default heartbeat interval (2 s). The simulated agents run in one process on the same 2 cores.", s.o.rounds, window)})
+		target: "0, all 10,000 Up", met: verdict(falseDown == 0 && upErr == nil),
+		notes: fmt.Sprintf("%d of %d nodes Up when measured. %d windows of %s; the region's strata_region_nodes gauges polled every second. Default heartbeat interval (2 s). The simulated agents run in one process on the same 2 cores.", nowUp, up+extra, s.o.rounds, window)})
 	hb.kill()
 	return nil
 }

@@ -36,8 +36,10 @@ func (s *suite) run(ctx context.Context) error {
 		if !s.o.shapes[sh.name] {
 			continue
 		}
+		// A shape that fails leaves the others (and B7, C1, V1) to run;
+		// the note says where it stopped.
 		if err := s.onCluster(ctx, sh); err != nil {
-			return fmt.Errorf("%s: %w", sh.name, err)
+			s.r.note("The %s cluster's benchmarks stopped early: %v", sh.name, err)
 		}
 	}
 	if s.o.wants("B7") {
@@ -83,10 +85,16 @@ func (s *suite) onCluster(ctx context.Context, sh shape) error {
 		{"B5", []string{"B5"}, s.b5, true},
 		{"B8", []string{"B8"}, s.b8, true},
 	}
-	var todo []func(context.Context, *cluster) error
+	var todo []struct {
+		name string
+		run  func(context.Context, *cluster) error
+	}
 	for _, b := range all {
 		if s.wantsAny(b.needs...) && (sh.production || !b.prod) {
-			todo = append(todo, b.run)
+			todo = append(todo, struct {
+				name string
+				run  func(context.Context, *cluster) error
+			}{b.name, b.run})
 		}
 	}
 	if len(todo) == 0 && !s.o.wants("B0") {
@@ -97,9 +105,10 @@ func (s *suite) onCluster(ctx context.Context, sh shape) error {
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	for _, run := range todo {
-		if err := run(ctx, c); err != nil {
-			return err
+	for _, b := range todo {
+		if err := b.run(ctx, c); err != nil {
+			// The next benchmark may still run on this cluster.
+			s.r.note("%s on the %s cluster did not finish: %v", b.name, sh.name, err)
 		}
 	}
 	return nil
