@@ -241,9 +241,11 @@ func (c *cluster) deleteAll(ctx context.Context, prefix string) error {
 	}
 	close(ch)
 	wg.Wait()
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	// Long: on a loaded machine the global tier's cache can lag the
+	// deletes of 20,000 replicas by minutes.
+	wctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
 	defer cancel()
-	return waitFor(wctx, 250*time.Millisecond, "resources "+prefix+"* gone", func() error {
+	return waitFor(wctx, time.Second, "resources "+prefix+"* gone", func() error {
 		left, err := c.names(ctx, prefix)
 		if err == nil && len(left) > 0 {
 			err = fmt.Errorf("%d left", len(left))

@@ -78,17 +78,21 @@ func main() {
 	}
 	r := &report{started: time.Now()}
 	go r.load.run(ctx)
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+		log.Fatal(err)
+	}
+	write := func() {
+		if err := os.WriteFile(o.out, []byte(r.markdown(o)), 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+	r.flush = write
 	s := &suite{o: o, dir: dir, r: r}
 	if err := s.run(ctx); err != nil {
 		log.Printf("bench: %v", err)
 		r.note("The run stopped early: %v", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
-		log.Fatal(err)
-	}
-	if err := os.WriteFile(o.out, []byte(r.markdown(o)), 0o644); err != nil {
-		log.Fatal(err)
-	}
+	write()
 	fmt.Printf("wrote %s (%s)\n", o.out, time.Since(r.started).Round(time.Second))
 }
 

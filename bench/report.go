@@ -27,11 +27,17 @@ type report struct {
 	rows    []row
 	notes   []string
 	load    loadSampler
+	// flush, when set, writes the report so far: a run cut short still
+	// leaves what it measured.
+	flush func()
 }
 
 func (r *report) add(x row) {
 	r.rows = append(r.rows, x)
 	fmt.Printf("%-8s %-70s %-44s target %-22s %-30s %s\n", x.id, x.what, x.figure, orDash(x.target), orDash(x.ratio), x.met)
+	if r.flush != nil {
+		r.flush()
+	}
 }
 
 func (r *report) note(format string, args ...any) {
