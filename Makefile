@@ -146,7 +146,8 @@ test-unit:
 stress: deps build images
 	$(GO) run ./internal/testenv/stress -count $(STRESS_COUNT) -timeout $(TEST_TIMEOUT) $(STRESS_PKGS)
 
-## bench: the benchmark suite (B0-B7, containers, VMs); writes docs/benchmarks.md and CPU profiles of B1
+## bench: the benchmark suite (B0-B9 on a production-shaped and a light cluster, containers, VMs); each row the median of
+##        3 or more runs; writes docs/benchmarks.md and CPU profiles of B1 (.cache/profiles)
 bench: deps build images
 	$(MAKE) fuzz FUZZ_TIME=$(BENCH_FUZZ_TIME)
 	$(GO) run ./bench -out docs/benchmarks.md -profiles .cache/profiles
