@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -59,7 +60,7 @@ func (r *report) markdown(o options) string {
 	fmt.Fprintf(&b, "Each figure is the median of %d or more runs with the range (min–max); latencies are p50 / p99 of every sample of every run, with the number of samples and of errors. *production* rows run on the production shape, *light* rows on the light cluster (see below); targets are those of issue #21.\n\n", o.rounds)
 	fmt.Fprintf(&b, "| | Benchmark | Result | Target | Ratio to baseline (same run) | Met |\n|---|---|---|---|---|---|\n")
 	rows := append([]row(nil), r.rows...)
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].id < rows[j].id })
+	sort.SliceStable(rows, func(i, j int) bool { return idOrder(rows[i].id) < idOrder(rows[j].id) })
 	for _, x := range rows {
 		met := x.met
 		if met == "" {
@@ -81,6 +82,15 @@ func (r *report) markdown(o options) string {
 	}
 	fmt.Fprintf(&b, "\n## How each figure is measured\n\n%s", methods)
 	return b.String()
+}
+
+// idOrder sorts B0..B10 by number, then C1, V1.
+func idOrder(id string) string {
+	n, err := strconv.Atoi(id[1:])
+	if err != nil {
+		return id
+	}
+	return fmt.Sprintf("%c%03d", id[0], n)
 }
 
 func orDash(s string) string {

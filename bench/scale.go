@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// b9 times one resource of 10,000 replicas in one region through the
+// b10 times one resource of 10,000 replicas in one region through the
 // global API, on etcds with stock --max-txn-ops: create → all ready, scale
 // to 0 → ready with none, delete → gone (the region has destroyed every
 // replica and forgotten the resource). s.o.rounds runs.
-func (s *suite) b9(ctx context.Context, c *cluster) error {
+func (s *suite) b10(ctx context.Context, c *cluster) error {
 	var up, down, gone []time.Duration
 	for i := range s.o.rounds {
 		u, d, g, err := c.bigResource(ctx, fmt.Sprintf("big-%d", i))
@@ -31,16 +31,16 @@ func (s *suite) b9(ctx context.Context, c *cluster) error {
 		return fmt.Sprintf("%.2f × %d replicas at B1's rate (%s)", spreadDurations(d).med/at, bigReplicas, fmtSecs(at))
 	}
 	note := fmt.Sprintf("One resource of %d replicas in one region on %d simulated agents; etcd with stock --max-txn-ops (128). No target in #21.", bigReplicas, s.o.agents)
-	s.r.add(row{id: "B9", what: c.label("one resource of 10,000 replicas: create → all ready"), figure: spreadDurations(up).format(fmtSecs), ratio: ratio(up)})
-	s.r.add(row{id: "B9", what: c.label("one resource of 10,000 replicas: scale to 0 → ready with none"), figure: spreadDurations(down).format(fmtSecs), ratio: ratio(down)})
-	s.r.add(row{id: "B9", what: c.label("one resource of 10,000 replicas: delete → gone"), figure: spreadDurations(gone).format(fmtSecs), ratio: ratio(gone), notes: note})
+	s.r.add(row{id: "B10", what: c.label("one resource of 10,000 replicas: create → all ready"), figure: spreadDurations(up).format(fmtSecs), ratio: ratio(up)})
+	s.r.add(row{id: "B10", what: c.label("one resource of 10,000 replicas: scale to 0 → ready with none"), figure: spreadDurations(down).format(fmtSecs), ratio: ratio(down)})
+	s.r.add(row{id: "B10", what: c.label("one resource of 10,000 replicas: delete → gone"), figure: spreadDurations(gone).format(fmtSecs), ratio: ratio(gone), notes: note})
 	return nil
 }
 
-// bigReplicas is B9's resource's size.
+// bigReplicas is B10's resource's size.
 const bigReplicas = 10000
 
-// bigResource is one run of B9 on the resource name.
+// bigResource is one run of B10 on the resource name.
 func (c *cluster) bigResource(ctx context.Context, name string) (up, down, gone time.Duration, err error) {
 	const n = bigReplicas
 	status := func(cond func(statusView) bool) func() error {

@@ -41,7 +41,7 @@ func (s *suite) run(ctx context.Context) error {
 	}
 	if s.o.wants("B9") {
 		if err := s.b9(ctx); err != nil {
-			return fmt.Errorf("B9: %w", err)
+			s.r.note("B9 did not finish: %v", err)
 		}
 	}
 	// Real containers and VMs: a machine without them still gets the
@@ -83,7 +83,7 @@ func (s *suite) onCluster(ctx context.Context, sh shape) error {
 		{"B2", []string{"B2"}, s.b2, false},
 		{"B1", []string{"B1", "B3", "B6"}, s.b1, false},
 		{"B4", []string{"B4", "B6"}, s.b4, true},
-		{"B9", []string{"B9"}, s.b9, true},
+		{"B10", []string{"B10"}, s.b10, true},
 		{"B5", []string{"B5"}, s.b5, true},
 		{"B8", []string{"B8"}, s.b8, true},
 	}
