@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
 	"net/url"
 	"path"
@@ -649,6 +650,31 @@ func (n *Node) Validate() error {
 	if n.AutoCordonInterval.Duration < 0 || n.AutoDrainInterval.Duration < 0 {
 		return Invalid("autoCordonInterval", "intervals must not be negative")
 	}
+	if n.Network != nil {
+		return n.Network.Validate()
+	}
+	return nil
+}
+
+// Validate checks what an agent reports of its host's network (the block
+// is the region's and checked where it is assigned).
+func (n *NodeNetwork) Validate() error {
+	if n.UnderlayIP != "" {
+		if a, err := netip.ParseAddr(n.UnderlayIP); err != nil || !a.Is4() {
+			return Invalid("network.underlayIP", "%q is not an IPv4 address", n.UnderlayIP)
+		}
+	}
+	if n.VTEPMAC != "" {
+		if hw, err := net.ParseMAC(n.VTEPMAC); err != nil || len(hw) != 6 {
+			return Invalid("network.vtepMAC", "%q is not a MAC address", n.VTEPMAC)
+		}
+	}
+	if len(n.Bridge) > 15 {
+		return Invalid("network.bridge", "%q is longer than 15 characters (a Linux interface name)", n.Bridge)
+	}
+	if n.MTU != 0 && (n.MTU < 576 || n.MTU > 65535) {
+		return Invalid("network.mtu", "%d is not an MTU (576-65535, or 0 for unknown)", n.MTU)
+	}
 	return nil
 }
 
@@ -689,6 +715,15 @@ func (n *Network) Validate() error {
 	}
 	if n.Bridge == "" || len(n.Bridge) > 15 {
 		return Invalid("bridge", "is required, at most 15 characters (a Linux interface name)")
+	}
+	if n.NodeMask < pfx.Bits() || n.NodeMask > 30 {
+		return Invalid("nodeMask", "/%d is not a block of %s (from /%d to /30)", n.NodeMask, n.Subnet, pfx.Bits())
+	}
+	if err := oneOf("backend", n.Backend, NetworkBackends...); err != nil {
+		return err
+	}
+	if n.Backend == BackendVXLAN && (n.VNI < 1 || n.VNI > 1<<24-1) {
+		return Invalid("vni", "%d is not a VXLAN network identifier (1-16777215)", n.VNI)
 	}
 	return nil
 }
