@@ -39,7 +39,9 @@ func newFakeKernel() *fakeKernel {
 
 var _ Kernel = (*fakeKernel)(nil)
 
-func (f *fakeKernel) log(format string, args ...any) { f.changes = append(f.changes, fmt.Sprintf(format, args...)) }
+func (f *fakeKernel) log(format string, args ...any) {
+	f.changes = append(f.changes, fmt.Sprintf(format, args...))
+}
 
 // takeChanges returns the changes logged since the last call, sorted.
 func (f *fakeKernel) takeChanges() []string {
