@@ -271,6 +271,10 @@ func (f *fakeKernel) EnableForwarding() error {
 	return nil
 }
 
+func (f *fakeKernel) Underlay(addr netip.Addr, dev string) (netip.Addr, string, int, error) {
+	return netip.MustParseAddr("192.0.2.1"), "eth0", 1500, nil
+}
+
 // dump renders the host's state, one sorted line per entry, for
 // comparisons.
 func (f *fakeKernel) dump() []string {

@@ -50,6 +50,11 @@ type Kernel interface {
 	// turns it on.
 	Forwarding() (bool, error)
 	EnableForwarding() error
+
+	// Underlay finds the host's underlay: the interface dev (default: the
+	// one holding addr, else the default route's), its address (default:
+	// its first IPv4 address) and its MTU.
+	Underlay(addr netip.Addr, dev string) (netip.Addr, string, int, error)
 }
 
 // Link kinds.

@@ -54,9 +54,6 @@ const RouteProtocol = 83
 const (
 	DefaultVXLANDevice = "strata.vxlan"
 	DefaultTable       = "strata"
-	// BridgeAlias marks a bridge the data plane owns: providers leave it
-	// in place when their last replica leaves it.
-	BridgeAlias = "strata-netplane"
 	// clusterMetric ranks the route of the whole cluster CIDR onto the
 	// bridge below the blocks' routes.
 	clusterMetric = 1000
@@ -87,6 +84,8 @@ type Network struct {
 	Subnet  netip.Prefix
 	Backend string
 	VNI     int
+	// Bridge is the network's bridge, used when the host names none.
+	Bridge string
 }
 
 // ReplicaMTU is the MTU of replica interfaces on host h.
@@ -184,8 +183,14 @@ func (p *Plane) plan(nw Network, peers []Peer) (desired, []string, error) {
 	block := self.Block.Masked()
 	gw := block.Addr().Next()
 	mtu := nw.ReplicaMTU(h)
+	if h.Bridge == "" {
+		h.Bridge = nw.Bridge
+	}
+	if h.Bridge == "" {
+		return desired{}, nil, errors.New("no bridge: neither the host nor the network names one")
+	}
 	d := desired{
-		bridge:     Link{Name: h.Bridge, Kind: KindBridge, MTU: mtu, Up: true, Alias: BridgeAlias},
+		bridge:     Link{Name: h.Bridge, Kind: KindBridge, MTU: mtu, Up: true, Alias: api.BridgeAlias},
 		bridgeAddr: netip.PrefixFrom(gw, block.Bits()),
 		masquerade: []netip.Prefix{nw.Subnet.Masked()},
 	}

@@ -61,6 +61,11 @@ const (
 	VXLANOverhead = 50
 )
 
+// BridgeAlias marks a bridge that the agent's data plane owns (its
+// interface alias): it holds the node's gateway and routes, so providers
+// leave it in place when their last replica leaves it.
+const BridgeAlias = "strata-netplane"
+
 // ReplicaMTU is the MTU of replica interfaces on a host whose underlay
 // interface has MTU underlay: what is left once the backend's
 // encapsulation fits. Zero when the underlay MTU is unknown.

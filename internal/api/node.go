@@ -94,6 +94,9 @@ const (
 	ConditionCRI = "CRI"
 	ConditionCNI = "CNI"
 	ConditionCSI = "CSI"
+	// ConditionNetwork is the agent's data plane: the host programmed
+	// for the region network (bridge, routes to other nodes, NAT).
+	ConditionNetwork = "Network"
 )
 
 // Condition is one health aspect of a node.

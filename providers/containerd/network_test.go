@@ -245,7 +245,7 @@ func TestBuildConflist(t *testing.T) {
 		{
 			name: "bridge with static address",
 			want: `{"cniVersion":"1.0.0","name":"prod","plugins":[` +
-				`{"bridge":"st-prod","hairpinMode":true,"ipMasq":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
+				`{"bridge":"st-prod","hairpinMode":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
 				`{"type":"loopback"}]}`,
 		},
 		{
@@ -254,7 +254,7 @@ func TestBuildConflist(t *testing.T) {
 				a.Spec.Compute.Ports = []api.PortSpec{{ContainerPort: 80, HostPort: 8080}, {ContainerPort: 53, HostPort: 5353, Protocol: "UDP"}, {ContainerPort: 9000}}
 			},
 			want: `{"cniVersion":"1.0.0","name":"prod","plugins":[` +
-				`{"bridge":"st-prod","hairpinMode":true,"ipMasq":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
+				`{"bridge":"st-prod","hairpinMode":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
 				`{"type":"loopback"},` +
 				`{"runtimeConfig":{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"},{"hostPort":5353,"containerPort":53,"protocol":"udp"}]},"snat":true,"type":"portmap"}]}`,
 		},
@@ -262,7 +262,14 @@ func TestBuildConflist(t *testing.T) {
 			name:   "no gateway takes the subnet's first host",
 			change: func(a *api.Assignment) { a.Network.Gateway = "" },
 			want: `{"cniVersion":"1.0.0","name":"prod","plugins":[` +
-				`{"bridge":"st-prod","hairpinMode":true,"ipMasq":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
+				`{"bridge":"st-prod","hairpinMode":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
+				`{"type":"loopback"}]}`,
+		},
+		{
+			name:   "the attachment's MTU goes to the bridge plugin",
+			change: func(a *api.Assignment) { a.Network.MTU = 1450 },
+			want: `{"cniVersion":"1.0.0","name":"prod","plugins":[` +
+				`{"bridge":"st-prod","hairpinMode":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"mtu":1450,"type":"bridge"},` +
 				`{"type":"loopback"}]}`,
 		},
 		{

@@ -249,7 +249,7 @@ func networkPeer(n *api.Node) *agentv1.NetworkPeer {
 }
 
 func regionNetworkToPB(n *api.Network) *agentv1.RegionNetwork {
-	return &agentv1.RegionNetwork{Name: n.Name, Subnet: n.Subnet, NodeMask: int32(n.NodeMask), Backend: n.Backend, Vni: int32(n.VNI)}
+	return &agentv1.RegionNetwork{Name: n.Name, Subnet: n.Subnet, NodeMask: int32(n.NodeMask), Backend: n.Backend, Vni: int32(n.VNI), Bridge: n.Bridge}
 }
 
 // assignmentHub routes assignment changes to the watches of the nodes they

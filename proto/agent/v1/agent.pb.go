@@ -553,12 +553,14 @@ func (x *NetworkBatch) GetRemoved() []string {
 }
 
 type RegionNetwork struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Subnet        string                 `protobuf:"bytes,2,opt,name=subnet,proto3" json:"subnet,omitempty"`
-	NodeMask      int32                  `protobuf:"varint,3,opt,name=node_mask,json=nodeMask,proto3" json:"node_mask,omitempty"`
-	Backend       string                 `protobuf:"bytes,4,opt,name=backend,proto3" json:"backend,omitempty"`
-	Vni           int32                  `protobuf:"varint,5,opt,name=vni,proto3" json:"vni,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Subnet   string                 `protobuf:"bytes,2,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	NodeMask int32                  `protobuf:"varint,3,opt,name=node_mask,json=nodeMask,proto3" json:"node_mask,omitempty"`
+	Backend  string                 `protobuf:"bytes,4,opt,name=backend,proto3" json:"backend,omitempty"`
+	Vni      int32                  `protobuf:"varint,5,opt,name=vni,proto3" json:"vni,omitempty"`
+	// bridge is the network's bridge, for nodes that name none.
+	Bridge        string `protobuf:"bytes,6,opt,name=bridge,proto3" json:"bridge,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -626,6 +628,13 @@ func (x *RegionNetwork) GetVni() int32 {
 		return x.Vni
 	}
 	return 0
+}
+
+func (x *RegionNetwork) GetBridge() string {
+	if x != nil {
+		return x.Bridge
+	}
+	return ""
 }
 
 type NetworkPeer struct {
@@ -893,13 +902,14 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\bsnapshot\x18\x01 \x01(\bR\bsnapshot\x128\n" +
 	"\anetwork\x18\x02 \x01(\v2\x1e.strata.agent.v1.RegionNetworkR\anetwork\x126\n" +
 	"\aupserts\x18\x03 \x03(\v2\x1c.strata.agent.v1.NetworkPeerR\aupserts\x12\x18\n" +
-	"\aremoved\x18\x04 \x03(\tR\aremoved\"\x84\x01\n" +
+	"\aremoved\x18\x04 \x03(\tR\aremoved\"\x9c\x01\n" +
 	"\rRegionNetwork\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06subnet\x18\x02 \x01(\tR\x06subnet\x12\x1b\n" +
 	"\tnode_mask\x18\x03 \x01(\x05R\bnodeMask\x12\x18\n" +
 	"\abackend\x18\x04 \x01(\tR\abackend\x12\x10\n" +
-	"\x03vni\x18\x05 \x01(\x05R\x03vni\"\\\n" +
+	"\x03vni\x18\x05 \x01(\x05R\x03vni\x12\x16\n" +
+	"\x06bridge\x18\x06 \x01(\tR\x06bridge\"\\\n" +
 	"\vNetworkPeer\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x129\n" +
 	"\anetwork\x18\x02 \x01(\v2\x1f.strata.resource.v1.NodeNetworkR\anetwork\"\x13\n" +

@@ -1,0 +1,256 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/stratahq/strata/agent/netplane"
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/transport"
+	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+)
+
+// netResync is how often the data plane is applied again from the node
+// list it holds, between changes: it repairs what someone changed on the
+// host behind the agent's back.
+const netResync = time.Minute
+
+// dataPlaneWanted says whether the agent programs its host: always when
+// enabled, never when disabled, and with auto unless it runs pre-built
+// providers (tests, benchmarks) or only the in-memory fake, which attach
+// nothing to the host.
+func dataPlaneWanted(cfg *config.Agent, prebuilt bool, kernel netplane.Kernel) bool {
+	switch cfg.Network.DataPlane {
+	case config.DataPlaneEnabled:
+		return true
+	case config.DataPlaneDisabled:
+		return false
+	}
+	if kernel != nil {
+		return true
+	}
+	if prebuilt {
+		return false
+	}
+	for _, p := range cfg.Providers {
+		if p.Name != "fake" || p.Plugin != "" || p.Socket != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// netState is the data plane's view, guarded by Agent.mu where noted.
+type netState struct {
+	plane *netplane.Plane
+	// kernel is closed when the agent stops (nil: nothing to close).
+	closeKernel func()
+	host        netplane.Host
+}
+
+// setUpDataPlane finds the host's underlay and builds the data plane. A
+// failure leaves the agent running without one, with the reason in the
+// Network condition.
+func (a *Agent) setUpDataPlane() {
+	k := a.netKernel
+	if k == nil {
+		nl, err := netplane.NewNetlink("")
+		if err != nil {
+			a.setNetCondition(fmt.Errorf("data plane: %w", err))
+			return
+		}
+		k, a.net.closeKernel = nl, nl.Close
+	}
+	nc := a.cfg.Network
+	var want netip.Addr
+	if nc.UnderlayAddress != "" {
+		want, _ = netip.ParseAddr(nc.UnderlayAddress) // validated with the config
+	}
+	addr, dev, mtu, err := k.Underlay(want, nc.UnderlayInterface)
+	if err != nil {
+		a.setNetCondition(fmt.Errorf("underlay: %w", err))
+		return
+	}
+	a.net.host = netplane.Host{
+		Node: a.cfg.Node.Name, Bridge: nc.Bridge, Underlay: addr, UnderlayDev: dev, UnderlayMTU: mtu,
+		VTEPMAC: netplane.VTEPMAC(a.cfg.Node.Name), Table: nc.Table,
+	}
+	a.net.plane = netplane.New(k, a.net.host, a.log.With("component", "netplane"))
+	a.log.Info("data plane set up", "underlay", addr, "interface", dev, "mtu", mtu)
+}
+
+// nodeNetwork is what the node tells the region of its host.
+func (a *Agent) nodeNetwork() *api.NodeNetwork {
+	h := a.net.host
+	if !h.Underlay.IsValid() {
+		if a.cfg.Network.Bridge == "" {
+			return nil
+		}
+		return &api.NodeNetwork{Bridge: a.cfg.Network.Bridge}
+	}
+	return &api.NodeNetwork{UnderlayIP: h.Underlay.String(), VTEPMAC: h.VTEPMAC.String(), Bridge: a.cfg.Network.Bridge, MTU: h.UnderlayMTU}
+}
+
+// runNetwork follows the region's network stream and applies it to the
+// host, until ctx is done.
+func (a *Agent) runNetwork(ctx context.Context, client agentv1.AgentServiceClient, registered <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-registered:
+	}
+	a.followStream(ctx, "network stream", func(ctx context.Context) (int, error) { return a.watchNetworkOnce(ctx, client) })
+}
+
+// watchNetworkOnce reads one network stream until it fails, applying each
+// batch, and returns how many batches it delivered.
+func (a *Agent) watchNetworkOnce(ctx context.Context, client agentv1.AgentServiceClient) (int, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := client.WatchNetwork(sctx, &agentv1.WatchNetworkRequest{Node: a.cfg.Node.Name}, grpc.MaxCallRecvMsgSize(transport.LargeMessageBytes))
+	if err != nil {
+		return 0, err
+	}
+	type update struct {
+		b   *agentv1.NetworkBatch
+		err error
+	}
+	// Batches are read on their own goroutine so that the resync timer
+	// runs while the stream is quiet.
+	updates := make(chan update)
+	go func() {
+		for {
+			b, err := stream.Recv()
+			select {
+			case updates <- update{b, err}:
+			case <-sctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var (
+		nw     netplane.Network
+		peers  map[string]netplane.Peer
+		synced bool
+	)
+	resync := time.NewTicker(netResync)
+	defer resync.Stop()
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-resync.C:
+			if synced {
+				a.applyNetwork(ctx, nw, peers)
+			}
+			continue
+		case u := <-updates:
+			if u.err != nil {
+				return n, u.err
+			}
+			n++
+			b := u.b
+			if b.GetSnapshot() {
+				peers = map[string]netplane.Peer{}
+				if nw, err = networkFromPB(b.GetNetwork()); err != nil {
+					return n, err
+				}
+				synced = true
+			}
+			if !synced {
+				continue
+			}
+			for _, p := range b.GetUpserts() {
+				peers[p.GetNode()] = peerFromPB(p)
+			}
+			for _, name := range b.GetRemoved() {
+				delete(peers, name)
+			}
+			a.applyNetwork(ctx, nw, peers)
+		}
+	}
+}
+
+// applyNetwork reconciles the host with the node list and records the
+// outcome in the Network condition.
+func (a *Agent) applyNetwork(ctx context.Context, nw netplane.Network, peers map[string]netplane.Peer) {
+	list := make([]netplane.Peer, 0, len(peers))
+	for _, p := range peers {
+		list = append(list, p)
+	}
+	start := time.Now()
+	ch, err := a.net.plane.Apply(ctx, nw, list)
+	if ctx.Err() != nil {
+		return
+	}
+	took := time.Since(start)
+	switch {
+	case err != nil:
+		a.log.Warn("data plane: apply failed", "err", err, "nodes", len(list), "changes", ch.Total())
+	case ch.Total() > 0:
+		a.log.Info("data plane applied", "nodes", len(list), "changes", ch.Total(), "removed", ch.Deleted, "took", took)
+	default:
+		a.log.Debug("data plane unchanged", "nodes", len(list), "took", took)
+	}
+	a.setNetCondition(err)
+}
+
+// setNetCondition records the data plane's state as the Network condition,
+// at once (the next health refresh keeps it).
+func (a *Agent) setNetCondition(err error) {
+	c := api.Condition{Type: api.ConditionNetwork, Status: api.ConditionReady, Message: "host programmed for the region network"}
+	if err != nil {
+		c.Status, c.Reason, c.Message = api.ConditionError, "DataPlaneFailed", err.Error()
+	}
+	now := a.clock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.netCond = &c
+	a.conditions = mergeConditions(a.conditions, replaceCondition(a.conditions, c), now)
+}
+
+// replaceCondition returns cs with the condition of c's type replaced by c.
+func replaceCondition(cs []api.Condition, c api.Condition) []api.Condition {
+	out := make([]api.Condition, 0, len(cs)+1)
+	for _, x := range cs {
+		if x.Type != c.Type {
+			out = append(out, x)
+		}
+	}
+	return append(out, c)
+}
+
+func networkFromPB(p *agentv1.RegionNetwork) (netplane.Network, error) {
+	subnet, err := netip.ParsePrefix(p.GetSubnet())
+	if err != nil {
+		return netplane.Network{}, fmt.Errorf("region network subnet %q: %w", p.GetSubnet(), err)
+	}
+	return netplane.Network{Subnet: subnet, Backend: p.GetBackend(), VNI: int(p.GetVni()), Bridge: p.GetBridge()}, nil
+}
+
+// peerFromPB reads a node's place; fields that do not parse stay empty
+// and the data plane leaves the node out.
+func peerFromPB(p *agentv1.NetworkPeer) netplane.Peer {
+	out := netplane.Peer{Node: p.GetNode()}
+	n := p.GetNetwork()
+	if b, err := netip.ParsePrefix(n.GetBlock()); err == nil {
+		out.Block = b
+	}
+	if u, err := netip.ParseAddr(n.GetUnderlayIp()); err == nil {
+		out.Underlay = u
+	}
+	if mac, err := net.ParseMAC(n.GetVtepMac()); err == nil {
+		out.VTEPMAC = mac
+	}
+	return out
+}
