@@ -23,8 +23,8 @@ const netResync = time.Minute
 
 // dataPlaneWanted says whether the agent programs its host: always when
 // enabled, never when disabled, and with auto unless it runs pre-built
-// providers (tests, benchmarks) or only the in-memory fake, which attach
-// nothing to the host.
+// providers (tests, benchmarks) or only providers named fake (the fake,
+// in process or behind a socket), which attach nothing to the host.
 func dataPlaneWanted(cfg *config.Agent, prebuilt bool, kernel netplane.Kernel) bool {
 	switch cfg.Network.DataPlane {
 	case config.DataPlaneEnabled:
@@ -39,7 +39,7 @@ func dataPlaneWanted(cfg *config.Agent, prebuilt bool, kernel netplane.Kernel) b
 		return false
 	}
 	for _, p := range cfg.Providers {
-		if p.Name != "fake" || p.Plugin != "" || p.Socket != "" {
+		if p.Name != "fake" {
 			return true
 		}
 	}

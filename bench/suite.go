@@ -238,12 +238,15 @@ log: {level: warn}
 		s.globals = append(s.globals, p)
 	}
 	s.rHTTP, s.rGRPC = freeAddr(), freeAddr()
+	// Every node gets a block of the network: a /12 holds a /24 for
+	// each of 4,096 nodes (the default /16 has room for 256).
 	rcfg := s.write("region.yaml", fmt.Sprintf(`name: bench
 id: bench-r1
 listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 global: {endpoint: %q}
 zones: [z0, z1, z2]
+network: {subnet: 10.64.0.0/12, gateway: 10.64.0.1, nodeMask: 24}
 api: {token: strata-bench-region-token-0123456789}
 insecure: true
 log: {level: warn}

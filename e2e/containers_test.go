@@ -41,13 +41,18 @@ import (
 	"github.com/stratahq/strata/internal/testenv"
 )
 
-// hostNet is a region network on this host.
+// hostNet is a region network on this host. Each agent gets a block of
+// /NodeMask and a bridge of its own, Bridge with the node's letter: the
+// agents share one host, whose routes between the bridges carry the
+// traffic between blocks (the region's backend is none, the agents'
+// data plane disabled).
 type hostNet struct {
 	Name, Subnet, Gateway, Bridge string
+	NodeMask                      int
 }
 
 // containersNet is the network of this file's clusters.
-var containersNet = hostNet{Name: "e2e-c0", Subnet: "10.231.0.0/24", Gateway: "10.231.0.1", Bridge: "e2e-c0"}
+var containersNet = hostNet{Name: "e2e-c0", Subnet: "10.231.0.0/24", Gateway: "10.231.0.1", Bridge: "e2e-c0", NodeMask: 26}
 
 // hostClusterOpts shapes a hostCluster.
 type hostClusterOpts struct {
@@ -79,6 +84,8 @@ type hostCluster struct {
 	regionEtcd *clientv3.Client
 	nodes      []string
 	agents     map[string]*framework.Proc
+	// bridge is each node's bridge.
+	bridge map[string]string
 	// ns is each node's containerd namespace, dataDir its agent's data
 	// directory.
 	ns      map[string]string
@@ -154,7 +161,7 @@ func startHostCluster(t *testing.T, o hostClusterOpts) *hostCluster {
 	c := &hostCluster{
 		t: t, o: o, bin: framework.Bin(t, "strata"), archive: hostBusyboxArchive(t),
 		token:  "strata_e2e00003_0123456789abcdef0123456789abcdef01234567",
-		agents: map[string]*framework.Proc{}, ns: map[string]string{}, dataDir: map[string]string{},
+		agents: map[string]*framework.Proc{}, ns: map[string]string{}, dataDir: map[string]string{}, bridge: map[string]string{},
 	}
 	// A short directory: haproxy's unix sockets live in it.
 	dir, err := os.MkdirTemp("", "e2e-h")
@@ -168,6 +175,7 @@ func startHostCluster(t *testing.T, o hostClusterOpts) *hostCluster {
 		c.nodes = append(c.nodes, node)
 		c.ns[node] = "strata-e2e-" + node
 		c.dataDir[node] = filepath.Join(dir, node)
+		c.bridge[node] = fmt.Sprintf("%s%c", o.network.Bridge, 'a'+j)
 	}
 	// Runs last, once every process is killed.
 	t.Cleanup(c.scrubHost)
@@ -193,9 +201,9 @@ listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 global: {endpoint: %q}
 zones: [a, b]
-network: {name: %s, subnet: %s, gateway: %s, bridge: %s}
+network: {name: %s, subnet: %s, gateway: %s, bridge: %s, nodeMask: %d, backend: none}
 log: {level: debug}
-`, o.region, o.region, rHTTP, rGRPC, regionEtcd.Endpoints()[0], gGRPC, n.Name, n.Subnet, n.Gateway, n.Bridge)+framework.RegionAPIYAML+o.regionYAML+c.pki.YAML(pki.Region(o.region)))})
+`, o.region, o.region, rHTTP, rGRPC, regionEtcd.Endpoints()[0], gGRPC, n.Name, n.Subnet, n.Gateway, n.Bridge, n.NodeMask)+framework.RegionAPIYAML+o.regionYAML+c.pki.YAML(pki.Region(o.region)))})
 	c.regionAPI = framework.NewClient("http://"+rHTTP, framework.RegionToken)
 
 	for j, node := range c.nodes {
@@ -217,8 +225,9 @@ log: {level: debug}
 region: {endpoint: %q}
 listen: {grpc: %q, metrics: %q}
 dataDir: %s
+network: {dataPlane: disabled, bridge: %s}
 log: {level: debug}
-`, node, []string{"a", "b"}[j%2], rGRPC, framework.FreeAddr(t), framework.FreeAddr(t), c.dataDir[node])+providers+c.pki.YAML(pki.Node(o.region, node)))
+`, node, []string{"a", "b"}[j%2], rGRPC, framework.FreeAddr(t), framework.FreeAddr(t), c.dataDir[node], c.bridge[node])+providers+c.pki.YAML(pki.Node(o.region, node)))
 		c.agents[node] = framework.Start(t, "agent-"+node, c.bin, []string{"agent", "--config", cfg})
 	}
 
@@ -244,6 +253,22 @@ log: {level: debug}
 		}
 	})
 	return c
+}
+
+// block returns a node's block of the region network.
+func (c *hostCluster) block(node string) (netip.Prefix, error) {
+	var n api.Node
+	status, err := c.global.Get("/v1/regions/"+c.o.region+"/nodes/"+node, &n)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if status != http.StatusOK {
+		return netip.Prefix{}, fmt.Errorf("GET node %s: %d", node, status)
+	}
+	if n.Network == nil {
+		return netip.Prefix{}, fmt.Errorf("node %s has no network", node)
+	}
+	return netip.ParsePrefix(n.Network.Block)
 }
 
 func (c *hostCluster) write(name, body string) string {
@@ -521,8 +546,10 @@ func (c *hostCluster) dirty() error {
 	if ports, err := c.portRecords(); err != nil || len(ports) > 0 {
 		errs = append(errs, fmt.Errorf("address records %v in the region's etcd (%v)", ports, err))
 	}
-	if framework.LinkExists(c.o.network.Bridge) {
-		errs = append(errs, fmt.Errorf("bridge %s (ports %v) outlives the replicas", c.o.network.Bridge, framework.LinkPorts(c.o.network.Bridge)))
+	for _, br := range c.bridge {
+		if framework.LinkExists(br) {
+			errs = append(errs, fmt.Errorf("bridge %s (ports %v) outlives the replicas", br, framework.LinkPorts(br)))
+		}
 	}
 	if rules, err := framework.NATRulesMentioning(`\"` + c.o.network.Name + `\"`); err != nil || len(rules) > 0 {
 		errs = append(errs, fmt.Errorf("NAT rules of network %s: %q (%v)", c.o.network.Name, rules, err))
@@ -596,10 +623,12 @@ func (c *hostCluster) scrubHost() {
 			}
 		}
 	}
-	if br := c.o.network.Bridge; framework.LinkExists(br) && len(framework.LinkPorts(br)) == 0 {
-		report("clean-up: bridge %s left", br)
-		if err := framework.DeleteLink(br); err != nil {
-			t.Errorf("clean-up: %v", err)
+	for _, br := range c.bridge {
+		if framework.LinkExists(br) && len(framework.LinkPorts(br)) == 0 {
+			report("clean-up: bridge %s left", br)
+			if err := framework.DeleteLink(br); err != nil {
+				t.Errorf("clean-up: %v", err)
+			}
 		}
 	}
 	if err := os.RemoveAll(c.dir); err != nil {
@@ -629,28 +658,28 @@ func TestContainersNetworkAndLogs(t *testing.T) {
 	web := c.waitReady("web", 2, 60*time.Second)
 	t.Logf("2 web replicas ready in %s, on %s and %s", time.Since(start).Round(time.Millisecond), web[0].Node, web[1].Node)
 
-	subnet := netip.MustParsePrefix(containersNet.Subnet)
 	seen := map[string]string{}
 	var targets []string
 	for _, r := range web {
 		addr := replicaAddress(r)
 		ip, err := netip.ParseAddr(addr)
-		if err != nil || !subnet.Contains(ip) || addr == containersNet.Gateway {
-			t.Fatalf("replica %s: address %q; want a host address of %s other than the gateway", r.ID, addr, subnet)
+		block, berr := c.block(r.Node)
+		if err != nil || berr != nil || !block.Contains(ip) || ip == block.Addr().Next() {
+			t.Fatalf("replica %s: address %q; want a host address of its node's block %s (%v) other than its gateway", r.ID, addr, block, berr)
 		}
 		if other, dup := seen[addr]; dup {
 			t.Fatalf("replicas %s and %s share address %s", other, r.ID, addr)
 		}
 		seen[addr] = r.ID
 		targets = append(targets, addr)
-		if r.Network == nil || r.Network.Address != addr || r.Network.Bridge != containersNet.Bridge {
-			t.Errorf("replica %s: network attachment %+v; want %s on bridge %s", r.ID, r.Network, addr, containersNet.Bridge)
+		if r.Network == nil || r.Network.Address != addr || r.Network.Bridge != c.bridge[r.Node] || r.Network.Gateway != block.Addr().Next().String() {
+			t.Errorf("replica %s: network attachment %+v; want %s on bridge %s, gateway %s", r.ID, r.Network, addr, c.bridge[r.Node], block.Addr().Next())
 		}
-	}
-	// The host reaches the replicas through the bridge, which holds the
-	// gateway.
-	if ok, err := framework.LinkHasAddr(containersNet.Bridge, containersNet.Gateway); !ok {
-		t.Fatalf("bridge %s: gateway %s not on the host (%v)", containersNet.Bridge, containersNet.Gateway, err)
+		// The host reaches the replicas through their node's bridge,
+		// which holds the block's gateway.
+		if ok, err := framework.LinkHasAddr(c.bridge[r.Node], r.Network.Gateway); !ok {
+			t.Fatalf("bridge %s: gateway %s not on the host (%v)", c.bridge[r.Node], r.Network.Gateway, err)
+		}
 	}
 	for _, r := range web {
 		body, err := hostGet("http://" + replicaAddress(r) + "/")
@@ -668,8 +697,8 @@ func TestContainersNetworkAndLogs(t *testing.T) {
 	client := c.waitReady("client", 1, 60*time.Second)
 	c.waitLogs("client", "", 30*time.Second, web[0].ID, web[1].ID)
 
-	// httpd -v logs every request: the host's (from the gateway) and the
-	// client's.
+	// httpd -v logs every request: the host's (from the gateway of the
+	// replica's node) and the client's, unmasqueraded from another node.
 	clientAddr := replicaAddress(client[0])
 	for _, r := range web {
 		framework.Eventually(t, 30*time.Second, "httpd's log of "+r.ID+" through the API", func() error {
@@ -677,7 +706,7 @@ func TestContainersNetworkAndLogs(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			for _, from := range []string{containersNet.Gateway, clientAddr} {
+			for _, from := range []string{r.Network.Gateway, clientAddr} {
 				if !httpdServed(log, from) {
 					return fmt.Errorf("no request from %s logged in %q", from, log)
 				}
@@ -687,8 +716,8 @@ func TestContainersNetworkAndLogs(t *testing.T) {
 	}
 
 	// What the clean-up checks must go is there while the replicas run:
-	// an address record, a network namespace and a port on the bridge
-	// per replica, CNI's NAT rules.
+	// an address record, a network namespace and a port on a bridge per
+	// replica.
 	var want []string
 	for _, r := range append(web, client...) {
 		want = append(want, containersNet.Name+"/"+replicaAddress(r))
@@ -704,13 +733,12 @@ func TestContainersNetworkAndLogs(t *testing.T) {
 	if len(netns) != 3 {
 		t.Errorf("network namespaces of the agents: %v; want one per replica", netns)
 	}
-	if ports := framework.LinkPorts(containersNet.Bridge); len(ports) != 3 {
-		t.Errorf("bridge %s: ports %v; want one per replica", containersNet.Bridge, ports)
+	var ports []string
+	for _, br := range c.bridge {
+		ports = append(ports, framework.LinkPorts(br)...)
 	}
-	if _, err := exec.LookPath("iptables-save"); err == nil {
-		if rules, err := framework.NATRulesMentioning(`\"` + containersNet.Name + `\"`); err != nil || len(rules) == 0 {
-			t.Errorf("no NAT rule of network %s while its replicas run (%v)", containersNet.Name, err)
-		}
+	if len(ports) != 3 {
+		t.Errorf("bridges %v: ports %v; want one per replica", c.bridge, ports)
 	}
 
 	// Deleting everything leaves nothing behind; the bridge stays only

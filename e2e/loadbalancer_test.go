@@ -25,7 +25,7 @@ import (
 )
 
 // lbNet is the network of this file's cluster.
-var lbNet = hostNet{Name: "e2e-l0", Subnet: "10.232.0.0/24", Gateway: "10.232.0.1", Bridge: "e2e-l0"}
+var lbNet = hostNet{Name: "e2e-l0", Subnet: "10.232.0.0/24", Gateway: "10.232.0.1", Bridge: "e2e-l0", NodeMask: 24}
 
 // lbWebCommand serves the replica's hostname over HTTP on port 80.
 const lbWebCommand = "mkdir -p /www && hostname > /www/index.html && exec httpd -f -v -p 80 -h /www"

@@ -488,8 +488,8 @@ func (r *Region) validateNetwork() error {
 
 // Data plane settings of an agent (AgentNetwork.DataPlane).
 const (
-	// DataPlaneAuto programs the host unless every provider is the
-	// in-memory fake, which attaches nothing to the host.
+	// DataPlaneAuto programs the host unless every provider is named
+	// fake (the fake attaches nothing to the host).
 	DataPlaneAuto     = "auto"
 	DataPlaneEnabled  = "enabled"
 	DataPlaneDisabled = "disabled"

@@ -213,3 +213,23 @@ func networkSummary(b *agentv1.NetworkBatch) string {
 	slices.Sort(parts)
 	return strings.Join(parts, " ")
 }
+
+// TestRegisterWaitsForTheNetwork: a region serves before it has recorded
+// its network; a node registering then would go without a block, so it is
+// told to come back.
+func TestRegisterWaitsForTheNetwork(t *testing.T) {
+	e := newEnv(t)
+	rev, err := e.st.Networks.Delete(e.ctx(), "default", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.caches.Networks.WaitForRev(e.ctx(), rev); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.registerErr(testNode("n1"))
+	wantErr(t, "register before the network", err, api.ErrUnavailable, "network is not recorded yet")
+	e.putNetwork("10.9.0.0/22", 24)
+	if b := blockOf(e.register(testNode("n1"))); b == "" {
+		t.Fatal("register once the network is recorded: no block")
+	}
+}

@@ -122,7 +122,7 @@ func newEnv(t *testing.T, configure ...func(*Options, *tuning)) *testEnv {
 	hs := httptest.NewServer(rest.Guard(srv.Handler(), rest.GuardOptions{}))
 	t.Cleanup(hs.Close)
 
-	return &testEnv{
+	e := &testEnv{
 		t: t, cli: cli, st: st, caches: caches, srv: srv, beats: beats, events: evStore,
 		region: regionv1.NewRegionServiceClient(conn),
 		agent:  agentv1.NewAgentServiceClient(conn),
@@ -130,6 +130,10 @@ func newEnv(t *testing.T, configure ...func(*Options, *tuning)) *testEnv {
 		opts:   opts,
 		tune:   tune,
 	}
+	// As a region records its network at start; tests with another put
+	// theirs over it.
+	e.putNetwork("10.88.0.0/16", 24)
+	return e
 }
 
 // replica starts a second API server on the same etcd and caches, as a

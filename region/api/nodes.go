@@ -37,6 +37,12 @@ func (s *Server) register(ctx context.Context, n api.Node) (api.Node, error) {
 	if err := n.Validate(); err != nil {
 		return api.Node{}, err
 	}
+	if _, ok := s.caches.DefaultNetwork(); !ok {
+		// The region records its network once it has started: a node
+		// registered before would go without a block. The agent tries
+		// again.
+		return api.Node{}, fmt.Errorf("the region's network is not recorded yet: %w", api.ErrUnavailable)
+	}
 	now := time.Now()
 	n.Status, n.ResourceVersion = nil, 0
 	if n.Network != nil {
@@ -72,13 +78,17 @@ func (s *Server) register(ctx context.Context, n api.Node) (api.Node, error) {
 		return api.Node{}, err
 	}
 	if reg.created {
-		s.log.Info("node registered", "node", n.Name, "address", n.Address)
-		s.emit(events.TypeNormal, "NodeRegistered", "node/"+n.Name,
-			fmt.Sprintf("node registered with %d mCPU, %d MiB", n.Capacity.MilliCPU, n.Capacity.MemoryMiB),
-			map[string]string{"address": n.Address, "agentVersion": n.AgentVersion})
+		s.log.Info("node registered", "node", n.Name, "address", n.Address, "block", reg.block)
+		msg := fmt.Sprintf("node registered with %d mCPU, %d MiB", n.Capacity.MilliCPU, n.Capacity.MemoryMiB)
+		fields := map[string]string{"address": n.Address, "agentVersion": n.AgentVersion}
+		if reg.block != "" {
+			msg += ", address block " + reg.block
+			fields["block"] = reg.block
+		}
+		s.emit(events.TypeNormal, "NodeRegistered", "node/"+n.Name, msg, fields)
 	}
 	switch {
-	case reg.block != "":
+	case reg.block != "" && !reg.created:
 		s.log.Info("node got its address block", "node", n.Name, "block", reg.block)
 		s.emit(events.TypeNormal, "BlockAssigned", "node/"+n.Name, "address block "+reg.block+" assigned",
 			map[string]string{"block": reg.block})
@@ -124,7 +134,7 @@ func (s *Server) registerOnce(ctx context.Context, n api.Node, now time.Time) (r
 	}
 	txn := s.st.Store.Txn()
 	if nodeBlock(&next) == "" {
-		if nw, ok := s.caches.DefaultNetwork(); ok {
+		if nw, ok := s.caches.DefaultNetwork(); ok { // checked by register
 			block, recorded, err := s.pickBlock(ctx, nw, n.Name)
 			switch {
 			case err == nil:
