@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -38,6 +39,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/simhost"
 	"github.com/stratahq/strata/internal/testenv"
 )
 
@@ -65,6 +67,14 @@ type hostClusterOpts struct {
 	haproxy bool
 	// regionYAML is appended to the region's configuration.
 	regionYAML string
+	// hosts runs each agent as a host of its own: in a network namespace
+	// with its own underlay address on a shared segment, its data plane
+	// enabled, the region's backend backend (default vxlan); the agents
+	// then share the network's bridge name, each in its namespace.
+	hosts   bool
+	backend string
+	// labels gives node j its labels (besides none).
+	labels func(j int) map[string]string
 }
 
 // hostCluster is a global replica, one region and its agents, as real
@@ -90,6 +100,9 @@ type hostCluster struct {
 	// directory.
 	ns      map[string]string
 	dataDir map[string]string
+	// seg and host are the simulated hosts (hostClusterOpts.hosts).
+	seg  *simhost.Segment
+	host map[string]*simhost.Host
 }
 
 // hostRequireContainerd stops the test (a failure under CI=true) unless
@@ -162,6 +175,10 @@ func startHostCluster(t *testing.T, o hostClusterOpts) *hostCluster {
 		t: t, o: o, bin: framework.Bin(t, "strata"), archive: hostBusyboxArchive(t),
 		token:  "strata_e2e00003_0123456789abcdef0123456789abcdef01234567",
 		agents: map[string]*framework.Proc{}, ns: map[string]string{}, dataDir: map[string]string{}, bridge: map[string]string{},
+		host: map[string]*simhost.Host{},
+	}
+	if o.hosts {
+		framework.RequireHosts(t)
 	}
 	// A short directory: haproxy's unix sockets live in it.
 	dir, err := os.MkdirTemp("", "e2e-h")
@@ -175,10 +192,32 @@ func startHostCluster(t *testing.T, o hostClusterOpts) *hostCluster {
 		c.nodes = append(c.nodes, node)
 		c.ns[node] = "strata-e2e-" + node
 		c.dataDir[node] = filepath.Join(dir, node)
-		c.bridge[node] = fmt.Sprintf("%s%c", o.network.Bridge, 'a'+j)
+		if !o.hosts {
+			c.bridge[node] = fmt.Sprintf("%s%c", o.network.Bridge, 'a'+j)
+		}
 	}
 	// Runs last, once every process is killed.
 	t.Cleanup(c.scrubHost)
+	if o.hosts {
+		seg, err := simhost.NewSegment("stn-"+id, netip.MustParsePrefix("192.0.2.0/24"), 1500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.seg = seg
+		// Runs after the processes are killed, before scrubHost.
+		t.Cleanup(func() {
+			if err := seg.Close(); err != nil {
+				t.Errorf("clean-up: %v", err)
+			}
+		})
+		for j, node := range c.nodes {
+			h, err := seg.AddHost(fmt.Sprintf("stn-%s-%c", id, 'a'+j))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.host[node] = h
+		}
+	}
 	c.pki = framework.NewPKI(t)
 
 	globalEtcd := etcdtest.StartProcess(t)
@@ -201,9 +240,9 @@ listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 global: {endpoint: %q}
 zones: [a, b]
-network: {name: %s, subnet: %s, gateway: %s, bridge: %s, nodeMask: %d, backend: none}
+network: {name: %s, subnet: %s, gateway: %s, bridge: %s, nodeMask: %d, backend: %s}
 log: {level: debug}
-`, o.region, o.region, rHTTP, rGRPC, regionEtcd.Endpoints()[0], gGRPC, n.Name, n.Subnet, n.Gateway, n.Bridge, n.NodeMask)+framework.RegionAPIYAML+o.regionYAML+c.pki.YAML(pki.Region(o.region)))})
+`, o.region, o.region, rHTTP, rGRPC, regionEtcd.Endpoints()[0], gGRPC, n.Name, n.Subnet, n.Gateway, n.Bridge, n.NodeMask, c.backend())+framework.RegionAPIYAML+o.regionYAML+c.pki.YAML(pki.Region(o.region)))})
 	c.regionAPI = framework.NewClient("http://"+rHTTP, framework.RegionToken)
 
 	for j, node := range c.nodes {
@@ -217,18 +256,53 @@ log: {level: debug}
 		if o.haproxy {
 			providers += fmt.Sprintf("  - name: haproxy\n    options: {bindAddress: 127.0.0.1, binary: %s, ports: \"1024-65535\"}\n", haproxyBin)
 		}
+		labels := ""
+		if o.labels != nil {
+			for k, v := range o.labels(j) {
+				labels += fmt.Sprintf("    %s: %q\n", k, v)
+			}
+		}
+		if labels != "" {
+			labels = "  labels:\n" + labels
+		}
+		// On the machine's namespace, the agent reaches the region and
+		// serves its probes on loopback, and its bridge is its own; on a
+		// host of its own, relays carry both ways between the host's
+		// loopback and the machine's, and the data plane runs.
+		endpoint, listen, advertise, network := rGRPC, framework.FreeAddr(t), "", fmt.Sprintf("{dataPlane: disabled, bridge: %s}", c.bridge[node])
+		metrics := fmt.Sprintf(", metrics: %q", framework.FreeAddr(t))
+		if o.hosts {
+			h := c.host[node]
+			in, err := h.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			framework.Relay(t, in, func(ctx context.Context) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "tcp", rGRPC) })
+			out, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			const nodeService = "127.0.0.1:19092"
+			framework.Relay(t, out, func(ctx context.Context) (net.Conn, error) { return h.Dial(ctx, "tcp", nodeService) })
+			endpoint, listen, advertise, network, metrics = in.Addr().String(), nodeService, out.Addr().String(), "{dataPlane: enabled}", ""
+		}
 		cfg := c.write(node+".yaml", fmt.Sprintf(`node:
   name: %s
   zone: %s
   milliCPU: 4000
   memoryMiB: 4096
-region: {endpoint: %q}
-listen: {grpc: %q, metrics: %q}
+%sregion: {endpoint: %q}
+listen: {grpc: %q%s}
+advertise: {grpc: %q}
 dataDir: %s
-network: {dataPlane: disabled, bridge: %s}
+network: %s
 log: {level: debug}
-`, node, []string{"a", "b"}[j%2], rGRPC, framework.FreeAddr(t), framework.FreeAddr(t), c.dataDir[node], c.bridge[node])+providers+c.pki.YAML(pki.Node(o.region, node)))
-		c.agents[node] = framework.Start(t, "agent-"+node, c.bin, []string{"agent", "--config", cfg})
+`, node, []string{"a", "b"}[j%2], labels, endpoint, listen, metrics, advertise, c.dataDir[node], network)+providers+c.pki.YAML(pki.Node(o.region, node)))
+		bin, args := c.bin, []string{"agent", "--config", cfg}
+		if o.hosts {
+			bin, args = framework.NSCommand(c.host[node].NS, c.bin, args...)
+		}
+		c.agents[node] = framework.Start(t, "agent-"+node, bin, args)
 	}
 
 	framework.WaitHTTP(t, "http://"+gHTTP+"/readyz", 60*time.Second)
@@ -253,6 +327,18 @@ log: {level: debug}
 		}
 	})
 	return c
+}
+
+// backend is the region network's backend: none when the agents share
+// the machine's namespace.
+func (c *hostCluster) backend() string {
+	switch {
+	case !c.o.hosts:
+		return api.BackendNone
+	case c.o.backend != "":
+		return c.o.backend
+	}
+	return api.BackendVXLAN
 }
 
 // block returns a node's block of the region network.

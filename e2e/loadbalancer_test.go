@@ -121,8 +121,13 @@ type lbLoad struct {
 }
 
 func lbStartLoad(t *testing.T, url string, workers int) *lbLoad {
+	return lbStartLoadWith(t, &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}, url, workers)
+}
+
+// lbStartLoadWith sends the load with client (one that connects from
+// another namespace, say).
+func lbStartLoadWith(t *testing.T, client *http.Client, url string, workers int) *lbLoad {
 	l := &lbLoad{stop: make(chan struct{})}
-	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 	for range workers {
 		l.wg.Add(1)
 		go func() {
