@@ -37,7 +37,7 @@ func main() {
 	var o options
 	var only string
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "where to write the results")
-	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (B0..B9, C1, V1); empty runs all")
+	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (B0..B9, C1, V1, N1, N2); empty runs all")
 	flag.IntVar(&o.agents, "agents", 1000, "simulated agents for B1")
 	flag.IntVar(&o.resources, "resources", 2000, "resources created in B1")
 	flag.IntVar(&o.replicas, "replicas", 10, "replicas per resource in B1")
