@@ -146,7 +146,7 @@ test-unit:
 stress: deps build images
 	$(GO) run ./internal/testenv/stress -count $(STRESS_COUNT) -timeout $(TEST_TIMEOUT) $(STRESS_PKGS)
 
-## bench: the benchmark suite (B0-B7, containers, VMs); writes docs/benchmarks.md and CPU profiles of B1
+## bench: the benchmark suite (B0-B8, containers, VMs, network N1-N2); writes docs/benchmarks.md and CPU profiles of B1
 bench: deps build images
 	$(MAKE) fuzz FUZZ_TIME=$(BENCH_FUZZ_TIME)
 	$(GO) run ./bench -out docs/benchmarks.md -profiles .cache/profiles

@@ -257,3 +257,59 @@ func TestKernelVXLAN(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKernelUpgradeFromOneHost is a host of the single-host plan: its
+// bridge holds the whole subnet's gateway (/16) and a replica has an
+// address far from the node's future block. Once the data plane applies
+// the block, the old replica is still reached from the host and from a
+// new replica of the block.
+func TestKernelUpgradeFromOneHost(t *testing.T) {
+	_, hosts := newKernelHosts(t, 1)
+	h := hosts[0]
+	for _, args := range [][]string{
+		{"link", "add", "strata0", "type", "bridge"},
+		{"addr", "add", "10.97.0.1/16", "dev", "strata0"},
+		{"link", "set", "strata0", "up"},
+	} {
+		if err := h.IP(args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, err := h.AddReplica(h.Name+"-old", "strata0", netip.MustParsePrefix("10.97.5.3/16"), netip.MustParseAddr("10.97.0.1"), 1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw := Network{Subnet: netip.MustParsePrefix("10.97.0.0/16"), Backend: api.BackendVXLAN, VNI: 1}
+	self := h.peer
+	self.Block = netip.MustParsePrefix("10.97.0.0/24")
+	if _, err := h.plane.Apply(context.Background(), nw, []Peer{self}); err != nil {
+		t.Fatal(err)
+	}
+	if br := ipOut(t, h.NS, "-4", "addr", "show", "strata0"); strings.Contains(br, "10.97.0.1/16") || !strings.Contains(br, "10.97.0.1/24") {
+		t.Fatalf("bridge addresses:\n%s\nwant 10.97.0.1/24 in place of 10.97.0.1/16", br)
+	}
+	fresh, err := h.AddReplica(h.Name+"-new", "strata0", netip.MustParsePrefix("10.97.0.7/24"), netip.MustParseAddr("10.97.0.1"), 1450)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remotes := echoServer(t, old, "10.97.5.3:7000")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, from := range []struct {
+		name string
+		ns   *simhost.NS
+		want string
+	}{{"the host", h.NS, "10.97.0.1"}, {"a replica of the block", fresh, "10.97.0.7"}} {
+		c, err := from.ns.Dial(ctx, "tcp", "10.97.5.3:7000")
+		if err != nil {
+			t.Fatalf("%s → the old replica: %v", from.name, err)
+		}
+		if err := echo(c, bufio.NewReader(c), "hi"); err != nil {
+			t.Fatalf("%s → the old replica: %v", from.name, err)
+		}
+		c.Close()
+		if got := <-remotes; got != from.want {
+			t.Errorf("the old replica saw %s as %s; want %s", from.name, got, from.want)
+		}
+	}
+}
