@@ -192,10 +192,11 @@ func TestMultiHostVXLAN(t *testing.T) {
 
 	// A replica on host 1 reaches both, by address.
 	c.create(c.onNodes(hostCompute("client", 1,
-		`for ip in $TARGETS; do n=0; until timeout 5 wget -q -O - http://$ip/; do n=$((n+1)); [ $n -ge 50 ] && exit 1; sleep 0.2; done; done; sleep 3600`,
+		`echo mtu=$(cat /sys/class/net/eth0/mtu); for ip in $TARGETS; do n=0; until timeout 5 wget -q -O - http://$ip/; do n=$((n+1)); [ $n -ge 50 ] && exit 1; sleep 0.2; done; done; sleep 3600`,
 		map[string]any{"env": map[string]string{"TARGETS": strings.Join(targets, " ")}}), map[string]string{"host": "h1"}, ""))
 	client := c.waitReady("client", 1, 60*time.Second)
-	c.waitLogs("client", "", 60*time.Second, web[0].ID, web[1].ID)
+	// Its interface leaves room for the encapsulation.
+	c.waitLogs("client", "", 60*time.Second, web[0].ID, web[1].ID, "mtu=1450")
 	clientAddr := replicaAddress(client[0])
 	for _, r := range web {
 		framework.Eventually(t, 30*time.Second, "the request of the client in "+r.ID+"'s log", func() error {

@@ -149,6 +149,42 @@ func TestBridgeSharedByReplicas(t *testing.T) {
 	}
 }
 
+// TestDataPlaneBridgeStays: a bridge the agent's data plane owns (its
+// alias says so) stays when its last replica goes, and a replica gets the
+// attachment's MTU.
+func TestDataPlaneBridgeStays(t *testing.T) {
+	e := newEnv(t)
+	const bridge = "st-test2"
+	freshBridge(t, bridge)
+	for _, args := range [][]string{
+		{"link", "add", bridge, "type", "bridge"},
+		{"link", "set", bridge, "alias", api.BridgeAlias},
+		{"addr", "add", "10.213.4.1/24", "dev", bridge},
+		{"link", "set", bridge, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() {
+		if err := deleteLink(bridge); err != nil {
+			t.Errorf("remove bridge %s: %v", bridge, err)
+		}
+	})
+	a := e.assignment("mtu-"+randomSuffix(t), "sh", "-c", `echo mtu=$(cat /sys/class/net/eth0/mtu)`)
+	a.Spec.Compute.RestartPolicy = api.RestartNever
+	a.Network = &api.NetworkAttachment{Network: "dp", Bridge: bridge, Subnet: "10.213.4.0/24", Gateway: "10.213.4.1", Address: "10.213.4.9", MTU: 1400}
+	e.apply(t, a)
+	e.waitStatus(t, a.ID, "exits", func(st api.AssignmentStatus) bool { return st.ExitCode != nil })
+	e.waitLogs(t, a.ID, "mtu=1400")
+	if err := e.p.Delete(e.ctx(t), a, time.Second); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if ports, err := readBridge(bridge); err != nil || len(ports) != 0 {
+		t.Fatalf("bridge %s after its last replica: ports %v (%v); want it in place, empty", bridge, ports, err)
+	}
+}
+
 // freshBridge makes sure bridge does not exist before a test that checks
 // its removal: an unused one left by an interrupted run is removed, one
 // in use means another run is on it.
