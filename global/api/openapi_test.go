@@ -307,6 +307,7 @@ var goSchemas = map[string]reflect.Type{
 	"NetworkAttachment": reflect.TypeFor[api.NetworkAttachment](),
 	"Node":              reflect.TypeFor[api.Node](),
 	"NodeList":          reflect.TypeFor[NodeList](),
+	"NodeNetwork":       reflect.TypeFor[api.NodeNetwork](),
 	"NodeProvider":      reflect.TypeFor[api.NodeProvider](),
 	"NodeStatus":        reflect.TypeFor[api.NodeStatus](),
 	"PortSpec":          reflect.TypeFor[api.PortSpec](),
@@ -350,7 +351,7 @@ var handWritten = []string{
 var outputOnly = []string{
 	"Assignment", "AssignmentStatus", "BackendStatus", "Capacity", "Condition", "DrainStatus",
 	"DrainStep", "Endpoint", "ErrorBody", "ErrorDetail", "Event", "EventList", "FieldDetail", "FlavorList",
-	"NetworkAttachment", "Node", "NodeList", "NodeProvider", "NodeStatus", "RegionList",
+	"NetworkAttachment", "Node", "NodeList", "NodeNetwork", "NodeProvider", "NodeStatus", "RegionList",
 	"RegionShare", "RegionStatus", "Replica", "ReplicaList", "ResourceList", "ResourceStatus",
 	"Revision", "RevisionList", "RolloutStatus", "Status", "VolumeAttachment",
 }
