@@ -46,10 +46,13 @@ func dataPlaneWanted(cfg *config.Agent, prebuilt bool, kernel netplane.Kernel) b
 	return false
 }
 
-// netState is the data plane's view, guarded by Agent.mu where noted.
+// netState is the data plane, set up by Run before the goroutines that
+// use it start and read-only afterwards.
 type netState struct {
+	// plane is nil when the data plane could not be set up.
 	plane *netplane.Plane
-	// kernel is closed when the agent stops (nil: nothing to close).
+	// closeKernel releases the kernel handles the agent opened (nil: the
+	// kernel was given, its owner closes it).
 	closeKernel func()
 	host        netplane.Host
 }
