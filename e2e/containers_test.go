@@ -44,7 +44,7 @@ import (
 )
 
 // hostNet is a region network on this host. Each agent gets a block of
-// /NodeMask and a bridge of its own, Bridge with the node's letter: the
+// /NodeMask (default 24) and a bridge of its own, Bridge with the node's letter: the
 // agents share one host, whose routes between the bridges carry the
 // traffic between blocks (the region's backend is none, the agents'
 // data plane disabled).
@@ -234,6 +234,9 @@ log: {level: debug}
 	c.regionEtcd = etcdtest.Client(t, regionEtcd.Endpoints())
 	rHTTP, rGRPC := framework.FreeAddr(t), framework.FreeAddr(t)
 	n := o.network
+	if n.NodeMask == 0 {
+		n.NodeMask = 24 // one agent on a /24
+	}
 	framework.Start(t, "region-"+o.region, c.bin, []string{"region", "--config", c.write("region.yaml", fmt.Sprintf(`name: %s
 id: %s-r1
 listen: {http: %q, grpc: %q}

@@ -29,7 +29,7 @@ import (
 
 // multiNet is the network of this file's clusters; every host names its
 // bridge e2e-m0, in its own namespace.
-var multiNet = hostNet{Name: "e2e-m0", Subnet: "10.234.0.0/16", Gateway: "10.234.0.1", Bridge: "e2e-m0", NodeMask: 24}
+var multiNet = hostNet{Name: "e2e-m0", Subnet: "10.235.0.0/16", Gateway: "10.235.0.1", Bridge: "e2e-m0", NodeMask: 24}
 
 // hostLabels labels node j host=h<j+1>, and role=front for the first,
 // backend for the others.
