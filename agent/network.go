@@ -14,6 +14,7 @@ import (
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	"github.com/stratahq/strata/providers/provider"
 )
 
 // netResync is how often the data plane is applied again from the node
@@ -82,10 +83,29 @@ func (a *Agent) setUpDataPlane() {
 	}
 	a.net.host = netplane.Host{
 		Node: a.cfg.Node.Name, Bridge: nc.Bridge, Underlay: addr, UnderlayDev: dev, UnderlayMTU: mtu,
-		VTEPMAC: netplane.VTEPMAC(a.cfg.Node.Name), Table: nc.Table,
+		VTEPMAC: netplane.VTEPMAC(a.cfg.Node.Name), Table: nc.Table, Services: a.hostServices(),
 	}
 	a.net.plane = netplane.New(k, a.net.host, a.log.With("component", "netplane"))
 	a.log.Info("data plane set up", "underlay", addr, "interface", dev, "mtu", mtu)
+}
+
+// hostServices are the host's ports that replicas may reach: where the
+// providers that serve replicas from the host (load balancers) listen.
+func (a *Agent) hostServices() []netplane.HostService {
+	if a.provs == nil {
+		return nil
+	}
+	var out []netplane.HostService
+	for _, e := range a.provs.list {
+		hs, ok := e.p.(provider.HostServer)
+		if !ok {
+			continue
+		}
+		for _, l := range hs.HostListeners() {
+			out = append(out, netplane.HostService{Addr: l.Addr, Proto: l.Proto, Ports: l.Ports})
+		}
+	}
+	return out
 }
 
 // nodeNetwork is what the node tells the region of its host.

@@ -25,6 +25,7 @@ import (
 	"github.com/stratahq/strata/agent/netplane"
 	"github.com/stratahq/strata/e2e/framework"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/simhost"
 )
 
 // multiNet is the network of this file's clusters; every host names its
@@ -426,4 +427,74 @@ func TestMultiHostHostGW(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Host isolation: a service of host 1 listening on every address is
+	// closed to host 1's replicas, at the bridge's gateway and at the
+	// host's own address, while host 2 reaches it; a replica's traffic
+	// through the host to the outside still passes.
+	hostSvc, err := c.host[n1].Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	greet(t, hostSvc, "host-service")
+	outside, err := c.seg.NS.Listen("tcp", net.JoinHostPort(c.seg.Gateway().String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	greet(t, outside, "outside")
+	port := fmt.Sprint(hostSvc.Addr().(*net.TCPAddr).Port)
+	if got, err := readGreeting(c.host[n2].NS, net.JoinHostPort(c.host[n1].Addr.String(), port)); err != nil || got != "host-service" {
+		t.Fatalf("host 2 → the service of host 1: got %q, %v; want its greeting", got, err)
+	}
+	block1, err := c.block(n1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := block1.Addr().Next().String()
+	c.create(c.onNodes(hostCompute("prober", 1,
+		`for t in $TARGETS; do echo "$t: $(timeout 5 nc ${t%:*} ${t##*:} </dev/null)"; done; echo probed; sleep 3600`,
+		map[string]any{"env": map[string]string{"TARGETS": strings.Join([]string{
+			gw + ":" + port, c.host[n1].Addr.String() + ":" + port, outside.Addr().String()}, " ")}}), map[string]string{"host": "h1"}, ""))
+	c.waitReady("prober", 1, 60*time.Second)
+	log := c.waitLogs("prober", "", 60*time.Second, "probed")
+	for target, want := range map[string]string{
+		gw + ":" + port:                       "",
+		c.host[n1].Addr.String() + ":" + port: "",
+		outside.Addr().String():               "outside",
+	} {
+		line := target + ": " + want + "\n"
+		if !strings.Contains(log, line) {
+			t.Errorf("a replica of host 1 → %s: log %q; want %q (greeting %q)", target, log, line, want)
+		}
+	}
+}
+
+// greet answers every connection on l with line, then closes it, until
+// the test ends.
+func greet(t *testing.T, l net.Listener, line string) {
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			cn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(cn, line+"\n")
+			cn.Close()
+		}
+	}()
+}
+
+// readGreeting dials addr from ns and reads the first line.
+func readGreeting(ns *simhost.NS, addr string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cn, err := ns.Dial(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer cn.Close()
+	_ = cn.SetDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(cn).ReadString('\n')
+	return strings.TrimSpace(line), err
 }

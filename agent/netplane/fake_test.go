@@ -15,13 +15,15 @@ import (
 // the kernel, deleting a link deletes its addresses, routes and entries,
 // and a route needs its device and, for its source, a local address.
 type fakeKernel struct {
-	mu         sync.Mutex
-	links      map[string]Link
-	addrs      map[string][]netip.Prefix
-	routes     map[routeKey]Route
-	neighbors  map[string]map[netip.Addr]net.HardwareAddr
-	fdb        map[string]map[string]netip.Addr
-	masq       map[string][]netip.Prefix
+	mu        sync.Mutex
+	links     map[string]Link
+	addrs     map[string][]netip.Prefix
+	routes    map[routeKey]Route
+	neighbors map[string]map[netip.Addr]net.HardwareAddr
+	fdb       map[string]map[string]netip.Addr
+	masq      map[string][]netip.Prefix
+	// isolation maps "table bridge" to the chain's rules.
+	isolation  map[string][]string
 	forwarding bool
 	// changes logs every mutating call, "verb object".
 	changes []string
@@ -33,7 +35,7 @@ func newFakeKernel() *fakeKernel {
 	return &fakeKernel{
 		links: map[string]Link{}, addrs: map[string][]netip.Prefix{}, routes: map[routeKey]Route{},
 		neighbors: map[string]map[netip.Addr]net.HardwareAddr{}, fdb: map[string]map[string]netip.Addr{},
-		masq: map[string][]netip.Prefix{},
+		masq: map[string][]netip.Prefix{}, isolation: map[string][]string{},
 	}
 }
 
@@ -257,6 +259,21 @@ func (f *fakeKernel) SetMasquerade(table string, subnets []netip.Prefix) error {
 	return nil
 }
 
+func (f *fakeKernel) Isolation(table, bridge string) ([]string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.isolation[table+" "+bridge]
+	return slices.Clone(r), ok, nil
+}
+
+func (f *fakeKernel) SetIsolation(table string, iso Isolation) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.isolation[table+" "+iso.Bridge] = iso.Rules()
+	f.log("set isolation %s %s", table, iso.Bridge)
+	return nil
+}
+
 func (f *fakeKernel) Forwarding() (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -329,6 +346,11 @@ func (f *fakeKernel) dump() []string {
 			ss = append(ss, p.String())
 		}
 		out = append(out, fmt.Sprintf("masquerade %s %s", table, strings.Join(ss, ",")))
+	}
+	for chain, rules := range f.isolation {
+		for _, r := range rules {
+			out = append(out, fmt.Sprintf("isolation %s: %s", chain, r))
+		}
 	}
 	if f.forwarding {
 		out = append(out, "forwarding on")

@@ -46,6 +46,15 @@ type Kernel interface {
 	// subnets, in one nftables transaction.
 	SetMasquerade(table string, subnets []netip.Prefix) error
 
+	// Isolation returns the rules (their descriptions, Isolation.Rules)
+	// of the input chain of table that keeps the replicas on bridge from
+	// the host's services; ok is false when the chain is missing or not
+	// one of Strata's.
+	Isolation(table, bridge string) (rules []string, ok bool, err error)
+	// SetIsolation makes that chain hold exactly iso's rules, in one
+	// nftables transaction.
+	SetIsolation(table string, iso Isolation) error
+
 	// Forwarding reports whether IPv4 forwarding is on; EnableForwarding
 	// turns it on.
 	Forwarding() (bool, error)

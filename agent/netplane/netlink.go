@@ -410,6 +410,21 @@ func (k *Netlink) nft() (*nftables.Conn, error) {
 	return nftables.New()
 }
 
+// chainOf returns the chain name of table t, nil when there is none.
+// (Conn.ListChain's error for a missing chain does not wrap ENOENT.)
+func chainOf(c *nftables.Conn, t *nftables.Table, name string) (*nftables.Chain, error) {
+	chs, err := c.ListChainsOfTableFamily(t.Family)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range chs {
+		if ch.Table.Name == t.Name && ch.Name == name {
+			return ch, nil
+		}
+	}
+	return nil, nil
+}
+
 func (k *Netlink) Masquerade(table string) ([]netip.Prefix, bool, error) {
 	c, err := k.nft()
 	if err != nil {
@@ -422,11 +437,8 @@ func (k *Netlink) Masquerade(table string) ([]netip.Prefix, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	ch, err := c.ListChain(t, natChain)
-	if errors.Is(err, unix.ENOENT) {
-		return nil, false, nil
-	}
-	if err != nil {
+	ch, err := chainOf(c, t, natChain)
+	if err != nil || ch == nil {
 		return nil, false, err
 	}
 	if ch.Type != nftables.ChainTypeNAT || ch.Hooknum == nil || *ch.Hooknum != *nftables.ChainHookPostrouting ||
@@ -458,7 +470,7 @@ func (k *Netlink) SetMasquerade(table string, subnets []netip.Prefix) error {
 	t := c.AddTable(&nftables.Table{Name: table, Family: nftables.TableFamilyIPv4})
 	// A chain of the same name with other hook settings cannot be
 	// changed in place: it goes first.
-	if ch, err := c.ListChain(t, natChain); err == nil && (ch.Type != nftables.ChainTypeNAT || ch.Hooknum == nil || *ch.Hooknum != *nftables.ChainHookPostrouting) {
+	if ch, err := chainOf(c, t, natChain); err == nil && ch != nil && (ch.Type != nftables.ChainTypeNAT || ch.Hooknum == nil || *ch.Hooknum != *nftables.ChainHookPostrouting) {
 		c.DelChain(ch)
 	}
 	ch := c.AddChain(&nftables.Chain{
@@ -630,4 +642,128 @@ func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
 
 func ipNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 32)}
+}
+
+// isolationChain is the input chain of Isolation for a bridge: one per
+// bridge, since agents of one region sharing a host (each with its own
+// bridge) share the region's table.
+func isolationChain(bridge string) string { return "isolate-" + bridge }
+
+func (k *Netlink) Isolation(table, bridge string) ([]string, bool, error) {
+	c, err := k.nft()
+	if err != nil {
+		return nil, false, err
+	}
+	t, err := c.ListTableOfFamily(table, nftables.TableFamilyIPv4)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	ch, err := chainOf(c, t, isolationChain(bridge))
+	if err != nil || ch == nil {
+		return nil, false, err
+	}
+	if !isIsolationChain(ch) {
+		return nil, false, nil
+	}
+	rules, err := c.GetRules(t, ch)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]string, 0, len(rules))
+	for _, r := range rules {
+		comment, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+		out = append(out, comment)
+	}
+	return out, true, nil
+}
+
+func isIsolationChain(ch *nftables.Chain) bool {
+	return ch.Type == nftables.ChainTypeFilter && ch.Hooknum != nil && *ch.Hooknum == *nftables.ChainHookInput &&
+		ch.Priority != nil && *ch.Priority == *nftables.ChainPriorityFilter && ch.Policy != nil && *ch.Policy == nftables.ChainPolicyAccept
+}
+
+func (k *Netlink) SetIsolation(table string, iso Isolation) error {
+	c, err := k.nft()
+	if err != nil {
+		return err
+	}
+	t := c.AddTable(&nftables.Table{Name: table, Family: nftables.TableFamilyIPv4})
+	name := isolationChain(iso.Bridge)
+	if ch, err := chainOf(c, t, name); err == nil && ch != nil && !isIsolationChain(ch) {
+		c.DelChain(ch)
+	}
+	// Policy accept: the chain sees everything addressed to the host and
+	// decides only for what comes from the bridge.
+	accept := nftables.ChainPolicyAccept
+	ch := c.AddChain(&nftables.Chain{
+		Name: name, Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept,
+	})
+	c.FlushChain(ch)
+	comments := iso.Rules()
+	exprs := isolationExprs(iso)
+	for i, e := range exprs {
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: e,
+			UserData: userdata.AppendString(nil, userdata.TypeComment, comments[i])})
+	}
+	// One batch: no moment without the drop rule.
+	return c.Flush()
+}
+
+// isolationExprs are the rules of Isolation.Rules, in its order:
+//
+//	iifname <bridge> ct state established,related accept
+//	iifname <bridge> [ip daddr <addr>] meta l4proto <proto> th dport <lo>-<hi> accept
+//	iifname <bridge> fib daddr type local drop
+func isolationExprs(iso Isolation) [][]expr.Any {
+	iif := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(iso.Bridge)},
+	}
+	with := func(es ...expr.Any) []expr.Any { return append(slices.Clone(iif), es...) }
+	state := binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED)
+	out := [][]expr.Any{with(
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: state, Xor: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Verdict{Kind: expr.VerdictAccept},
+	)}
+	for _, s := range iso.Services {
+		proto := byte(unix.IPPROTO_TCP)
+		if s.Proto == "udp" {
+			proto = unix.IPPROTO_UDP
+		}
+		for _, r := range s.Ports {
+			var e []expr.Any
+			if s.Addr.IsValid() && !s.Addr.IsUnspecified() {
+				e = append(e,
+					&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: s.Addr.AsSlice()})
+			}
+			e = append(e,
+				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+				&expr.Range{Op: expr.CmpOpEq, Register: 1,
+					FromData: binaryutil.BigEndian.PutUint16(uint16(r.Lo)), ToData: binaryutil.BigEndian.PutUint16(uint16(r.Hi))},
+				&expr.Verdict{Kind: expr.VerdictAccept})
+			out = append(out, with(e...))
+		}
+	}
+	return append(out, with(
+		&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
+		&expr.Verdict{Kind: expr.VerdictDrop},
+	))
+}
+
+// ifname is an interface name as nftables compares it: NUL-padded to
+// IFNAMSIZ.
+func ifname(name string) []byte {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, name)
+	return b
 }

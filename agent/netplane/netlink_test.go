@@ -10,11 +10,13 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/simhost"
 	"github.com/stratahq/strata/internal/testenv"
 )
@@ -311,5 +313,80 @@ func TestKernelUpgradeFromOneHost(t *testing.T) {
 		if got := <-remotes; got != from.want {
 			t.Errorf("the old replica saw %s as %s; want %s", from.name, got, from.want)
 		}
+	}
+}
+
+// TestKernelHostIsolation: a replica reaches none of its host's services,
+// at the gateway or at any other of the host's addresses, except the
+// host's services for replicas (a load balancer's listeners) on their
+// addresses; what it sends through the host is forwarded as before, and
+// the host's services stay open to the underlay.
+func TestKernelHostIsolation(t *testing.T) {
+	seg, hosts := newKernelHosts(t, 1)
+	h := hosts[0]
+	under := h.Addr.String()
+	h.plane = New(h.k, Host{Node: h.peer.Node, Bridge: "strata0", Underlay: h.Addr, UnderlayDev: "eth0", UnderlayMTU: 1500,
+		Services: []HostService{
+			{Addr: h.Addr, Proto: "tcp", Ports: hostpolicy.MustParsePorts("7200-7201")},
+			{Addr: netip.IPv4Unspecified(), Proto: "tcp", Ports: hostpolicy.MustParsePorts("7300")},
+		}}, nil)
+	nw := Network{Subnet: netip.MustParsePrefix("10.97.0.0/16"), Backend: api.BackendVXLAN, VNI: 1}
+	applyAll(t, nw, hosts, peersOf(hosts))
+	r, err := h.AddReplica(h.Name+"-r", "strata0", netip.MustParsePrefix("10.97.1.2/24"), netip.MustParseAddr("10.97.1.1"), 1450)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 7200 listens everywhere but is open to replicas at the host's
+	// address only.
+	for _, addr := range []string{under + ":7100", "10.97.1.1:7101", "0.0.0.0:7102", "0.0.0.0:7200", "0.0.0.0:7300"} {
+		echoServer(t, h.NS, addr)
+	}
+	outside := echoServer(t, seg.NS, seg.Gateway().String()+":7400")
+	dial := func(from *simhost.NS, addr string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		c, err := from.Dial(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return echo(c, bufio.NewReader(c), "hi")
+	}
+	cases := []struct {
+		name string
+		from *simhost.NS
+		addr string
+		open bool
+	}{
+		{"replica → a host service at the host's address", r, under + ":7100", false},
+		{"replica → a host service at the gateway", r, "10.97.1.1:7101", false},
+		{"replica → a host service listening everywhere, at the gateway", r, "10.97.1.1:7102", false},
+		{"replica → a host service listening everywhere, at the host's address", r, under + ":7102", false},
+		{"replica → the load balancer's port at its address", r, under + ":7200", true},
+		{"replica → the load balancer's port at another address", r, "10.97.1.1:7200", false},
+		{"replica → a port open on every address, at the gateway", r, "10.97.1.1:7300", true},
+		{"replica → outside the cluster, through the host", r, seg.Gateway().String() + ":7400", true},
+		{"the underlay → a host service", seg.NS, under + ":7100", true},
+		{"the underlay → a host service listening everywhere", seg.NS, under + ":7102", true},
+	}
+	for _, c := range cases {
+		err := dial(c.from, c.addr)
+		if c.open && err != nil {
+			t.Errorf("%s (%s): %v; want it open", c.name, c.addr, err)
+		}
+		if !c.open && err == nil {
+			t.Errorf("%s (%s): open; want it closed to replicas", c.name, c.addr)
+		}
+	}
+	if got := <-outside; got != under {
+		t.Errorf("outside saw the replica as %s; want the host's %s (masquerade)", got, under)
+	}
+	if ch, err := h.plane.Apply(context.Background(), nw, peersOf(hosts)); err != nil || ch.Total() != 0 {
+		t.Errorf("apply again: got %+v, %v; want no change", ch, err)
+	}
+	have, ok, err := h.k.Isolation(DefaultTable, "strata0")
+	want := []string{"accept established,related from strata0", "accept tcp " + under + ":7200-7201 from strata0", "accept tcp any:7300 from strata0", "drop local from strata0"}
+	if err != nil || !ok || !slices.Equal(have, want) {
+		t.Errorf("isolation chain: got %q (%v, %v); want %q", have, ok, err, want)
 	}
 }

@@ -43,6 +43,7 @@ import (
 	"slices"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 )
 
 // RouteProtocol marks Strata's routes (`ip route show proto 83`): the
@@ -75,8 +76,49 @@ type Host struct {
 	// VTEPMAC is the VXLAN device's MAC address, which other hosts' FDB
 	// entries name (VTEPMAC derives it from the node name).
 	VTEPMAC net.HardwareAddr
-	// Table is the nftables table of the NAT rules (default DefaultTable).
+	// Table is the nftables table of the NAT and isolation rules
+	// (default DefaultTable).
 	Table string
+	// Services are the host's ports that replicas on the bridge may
+	// reach (load balancers' listeners); every other service of the host
+	// is closed to them.
+	Services []HostService
+}
+
+// HostService is a port range of the host that replicas may reach.
+type HostService struct {
+	// Addr is the host's address; the unspecified address is any of
+	// the host's addresses.
+	Addr  netip.Addr
+	Proto string // "tcp" or "udp"
+	Ports hostpolicy.PortRanges
+}
+
+// Isolation keeps the replicas on Bridge from their host: of what is
+// addressed to the host itself, they get answers to what the host opened
+// (established, related) and reach Services; everything else is dropped.
+// What they send through the host to other replicas, other hosts and
+// the outside is forwarded, not addressed to the host, and untouched.
+type Isolation struct {
+	Bridge   string
+	Services []HostService
+}
+
+// Rules describes the isolation chain's rules, in order: the kernel
+// writes each as its rule's comment, and a chain whose comments are
+// these is left alone.
+func (iso Isolation) Rules() []string {
+	out := []string{"accept established,related from " + iso.Bridge}
+	for _, s := range iso.Services {
+		addr := "any"
+		if s.Addr.IsValid() && !s.Addr.IsUnspecified() {
+			addr = s.Addr.String()
+		}
+		for _, r := range s.Ports {
+			out = append(out, fmt.Sprintf("accept %s %s:%s from %s", s.Proto, addr, hostpolicy.PortRanges{r}, iso.Bridge))
+		}
+	}
+	return append(out, "drop local from "+iso.Bridge)
 }
 
 // Network is the region network, as WatchNetwork tells it.
@@ -146,13 +188,15 @@ func (p *Plane) Host() Host { return p.host }
 
 // Changes counts what one Apply changed.
 type Changes struct {
-	Links, Addrs, Routes, Neighbors, FDB, NAT int
+	Links, Addrs, Routes, Neighbors, FDB, NAT, Filter int
 	// Deleted counts the removals among them.
 	Deleted int
 }
 
 // Total is the number of changes.
-func (c Changes) Total() int { return c.Links + c.Addrs + c.Routes + c.Neighbors + c.FDB + c.NAT }
+func (c Changes) Total() int {
+	return c.Links + c.Addrs + c.Routes + c.Neighbors + c.FDB + c.NAT + c.Filter
+}
 
 // desired is the state Apply converges to.
 type desired struct {
@@ -163,6 +207,7 @@ type desired struct {
 	fdb        []FDBEntry
 	routes     []Route
 	masquerade []netip.Prefix
+	isolation  Isolation
 }
 
 // plan computes what the host should look like for network nw and peers.
@@ -193,6 +238,7 @@ func (p *Plane) plan(nw Network, peers []Peer) (desired, []string, error) {
 		bridge:     Link{Name: h.Bridge, Kind: KindBridge, MTU: mtu, Up: true, Alias: api.BridgeAlias},
 		bridgeAddr: netip.PrefixFrom(gw, block.Bits()),
 		masquerade: []netip.Prefix{nw.Subnet.Masked()},
+		isolation:  Isolation{Bridge: h.Bridge, Services: h.Services},
 	}
 	if nw.Backend == api.BackendVXLAN {
 		d.vxlan = &Link{Name: h.VXLANDevice, Kind: KindVXLAN, MTU: mtu, Up: true, MAC: h.VTEPMAC,
@@ -306,6 +352,7 @@ func (p *Plane) Apply(ctx context.Context, nw Network, peers []Peer) (Changes, e
 		fail(p.pruneFDB(d.fdb, &ch))
 	}
 	fail(p.syncMasquerade(d.masquerade, &ch))
+	fail(p.syncIsolation(d.isolation, &ch))
 	return ch, errors.Join(errs...)
 }
 
@@ -544,5 +591,20 @@ func (p *Plane) syncMasquerade(want []netip.Prefix, ch *Changes) error {
 		return fmt.Errorf("nftables table %s: %w", p.host.Table, err)
 	}
 	ch.NAT++
+	return nil
+}
+
+func (p *Plane) syncIsolation(want Isolation, ch *Changes) error {
+	have, ok, err := p.k.Isolation(p.host.Table, want.Bridge)
+	if err != nil {
+		return fmt.Errorf("nftables table %s: isolation of %s: %w", p.host.Table, want.Bridge, err)
+	}
+	if ok && slices.Equal(have, want.Rules()) {
+		return nil
+	}
+	if err := p.k.SetIsolation(p.host.Table, want); err != nil {
+		return fmt.Errorf("nftables table %s: isolation of %s: %w", p.host.Table, want.Bridge, err)
+	}
+	ch.Filter++
 	return nil
 }

@@ -53,12 +53,15 @@ var (
 )
 
 // base is what every backend gives host a: its bridge with its gateway,
-// its underlay, masquerading of the cluster, forwarding.
+// its underlay, masquerading of the cluster, its replicas kept from the
+// host, forwarding.
 func base(mtu string) []string {
 	return []string{
 		"addr eth0 192.0.2.1/24",
 		"addr strata0 10.88.1.1/24",
 		"forwarding on",
+		"isolation strata strata0: accept established,related from strata0",
+		"isolation strata strata0: drop local from strata0",
 		"link eth0 veth mtu 1500 up true",
 		"link strata0 bridge mtu " + mtu + " up true alias strata-netplane",
 		"masquerade strata 10.88.0.0/16",
@@ -203,7 +206,7 @@ func TestApplyUpgradesTheSingleHostBridge(t *testing.T) {
 	if _, err := p.Apply(context.Background(), noneNet, []Peer{self}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"add addr strata0 10.88.0.1/24", "del addr strata0 10.88.0.1/16", "enable forwarding", "set link strata0", "set masquerade strata"}
+	want := []string{"add addr strata0 10.88.0.1/24", "del addr strata0 10.88.0.1/16", "enable forwarding", "set isolation strata strata0", "set link strata0", "set masquerade strata"}
 	got := k.takeChanges()
 	if !slices.Equal(got, want) {
 		t.Fatalf("kernel calls: got %v; want %v", got, want)
