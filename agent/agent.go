@@ -391,13 +391,8 @@ func (a *Agent) run(ctx context.Context) error {
 
 	a.queue = newWorkQueue(a.t.retryMin, a.t.retryMax)
 	a.reporter = newReporter(a.t.flushBatch)
-	if a.dataPlane {
-		// Before registering: the node tells the region its underlay.
-		a.setUpDataPlane()
-		if a.net.closeKernel != nil {
-			defer a.net.closeKernel()
-		}
-	}
+	// Before registering: the node tells the region its underlay.
+	defer a.setUpDataPlane()()
 	a.refreshHealth(ctx)
 
 	// Workers block in queue.get, which knows no context: shut the queue

@@ -52,24 +52,26 @@ func dataPlaneWanted(cfg *config.Agent, prebuilt bool, kernel netplane.Kernel) b
 type netState struct {
 	// plane is nil when the data plane could not be set up.
 	plane *netplane.Plane
-	// closeKernel releases the kernel handles the agent opened (nil: the
-	// kernel was given, its owner closes it).
-	closeKernel func()
-	host        netplane.Host
+	host  netplane.Host
 }
 
-// setUpDataPlane finds the host's underlay and builds the data plane. A
-// failure leaves the agent running without one, with the reason in the
-// Network condition.
-func (a *Agent) setUpDataPlane() {
+// setUpDataPlane finds the host's underlay and builds the data plane,
+// when the agent runs one, and returns what releases it. A failure leaves
+// the agent running without one, with the reason in the Network
+// condition.
+func (a *Agent) setUpDataPlane() (release func()) {
+	release = func() {}
+	if !a.dataPlane {
+		return release
+	}
 	k := a.netKernel
 	if k == nil {
 		nl, err := netplane.NewNetlink("")
 		if err != nil {
 			a.setNetCondition(fmt.Errorf("data plane: %w", err))
-			return
+			return release
 		}
-		k, a.net.closeKernel = nl, nl.Close
+		k, release = nl, nl.Close
 	}
 	nc := a.cfg.Network
 	var want netip.Addr
@@ -79,7 +81,7 @@ func (a *Agent) setUpDataPlane() {
 	addr, dev, mtu, err := k.Underlay(want, nc.UnderlayInterface)
 	if err != nil {
 		a.setNetCondition(fmt.Errorf("underlay: %w", err))
-		return
+		return release
 	}
 	a.net.host = netplane.Host{
 		Node: a.cfg.Node.Name, Bridge: nc.Bridge, Underlay: addr, UnderlayDev: dev, UnderlayMTU: mtu,
@@ -87,6 +89,7 @@ func (a *Agent) setUpDataPlane() {
 	}
 	a.net.plane = netplane.New(k, a.net.host, a.log.With("component", "netplane"))
 	a.log.Info("data plane set up", "underlay", addr, "interface", dev, "mtu", mtu)
+	return release
 }
 
 // hostServices are the host's ports that replicas may reach: where the
@@ -140,31 +143,8 @@ func (a *Agent) watchNetworkOnce(ctx context.Context, client agentv1.AgentServic
 	if err != nil {
 		return 0, err
 	}
-	type update struct {
-		b   *agentv1.NetworkBatch
-		err error
-	}
-	// Batches are read on their own goroutine so that the resync timer
-	// runs while the stream is quiet.
-	updates := make(chan update)
-	go func() {
-		for {
-			b, err := stream.Recv()
-			select {
-			case updates <- update{b, err}:
-			case <-sctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	var (
-		nw     netplane.Network
-		peers  map[string]netplane.Peer
-		synced bool
-	)
+	updates := recvBatches(sctx, stream)
+	var view netView
 	resync := time.NewTicker(netResync)
 	defer resync.Stop()
 	n := 0
@@ -173,35 +153,79 @@ func (a *Agent) watchNetworkOnce(ctx context.Context, client agentv1.AgentServic
 		case <-ctx.Done():
 			return n, ctx.Err()
 		case <-resync.C:
-			if synced {
-				a.applyNetwork(ctx, nw, peers)
+			if view.synced {
+				a.applyNetwork(ctx, view.nw, view.peers)
 			}
-			continue
 		case u := <-updates:
 			if u.err != nil {
 				return n, u.err
 			}
 			n++
-			b := u.b
-			if b.GetSnapshot() {
-				peers = map[string]netplane.Peer{}
-				if nw, err = networkFromPB(b.GetNetwork()); err != nil {
-					return n, err
-				}
-				synced = true
+			if err := view.merge(u.b); err != nil {
+				return n, err
 			}
-			if !synced {
-				continue
+			if view.synced {
+				a.applyNetwork(ctx, view.nw, view.peers)
 			}
-			for _, p := range b.GetUpserts() {
-				peers[p.GetNode()] = peerFromPB(p)
-			}
-			for _, name := range b.GetRemoved() {
-				delete(peers, name)
-			}
-			a.applyNetwork(ctx, nw, peers)
 		}
 	}
+}
+
+// batchOrErr is one read of the network stream.
+type batchOrErr struct {
+	b   *agentv1.NetworkBatch
+	err error
+}
+
+// recvBatches reads the stream on a goroutine of its own, so that the
+// resync timer runs while the stream is quiet, until a read fails or ctx
+// is done.
+func recvBatches(ctx context.Context, stream grpc.ServerStreamingClient[agentv1.NetworkBatch]) <-chan batchOrErr {
+	updates := make(chan batchOrErr)
+	go func() {
+		for {
+			b, err := stream.Recv()
+			select {
+			case updates <- batchOrErr{b, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return updates
+}
+
+// netView is the region network as the stream told it so far: nothing
+// until its first snapshot.
+type netView struct {
+	nw     netplane.Network
+	peers  map[string]netplane.Peer
+	synced bool
+}
+
+// merge applies one batch: a snapshot replaces everything, then upserts
+// and removals change single nodes.
+func (v *netView) merge(b *agentv1.NetworkBatch) error {
+	if b.GetSnapshot() {
+		nw, err := networkFromPB(b.GetNetwork())
+		if err != nil {
+			return err
+		}
+		v.nw, v.peers, v.synced = nw, map[string]netplane.Peer{}, true
+	}
+	if !v.synced {
+		return nil
+	}
+	for _, p := range b.GetUpserts() {
+		v.peers[p.GetNode()] = peerFromPB(p)
+	}
+	for _, name := range b.GetRemoved() {
+		delete(v.peers, name)
+	}
+	return nil
 }
 
 // applyNetwork reconciles the host with the node list and records the

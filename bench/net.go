@@ -215,83 +215,99 @@ func tcpPair(ctx context.Context, client, server *simhost.NS, addr netip.Addr) (
 		return 0, 0, err
 	}
 	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				// First byte: 's' sinks the stream, 'p' echoes bytes.
-				one := make([]byte, 1)
-				if _, err := io.ReadFull(c, one); err != nil {
-					return
-				}
-				if one[0] == 's' {
-					n, _ := io.Copy(io.Discard, c)
-					_, _ = fmt.Fprintf(c, "%d", n)
-					return
-				}
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
+	go serveSinkEcho(l)
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	target := net.JoinHostPort(addr.String(), "5001")
-
-	// Throughput: the clock stops when the server has read everything.
-	c, err := client.Dial(dctx, "tcp", target)
+	gbps, err := throughput(dctx, client, target)
 	if err != nil {
 		return 0, 0, err
 	}
+	rtt, err := roundTrip(dctx, client, target)
+	if err != nil {
+		return 0, 0, err
+	}
+	return gbps, rtt, nil
+}
+
+// serveSinkEcho serves connections on l until it closes: a first byte
+// 's' sinks the stream and answers how many bytes came, 'p' echoes bytes.
+func serveSinkEcho(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			one := make([]byte, 1)
+			if _, err := io.ReadFull(c, one); err != nil {
+				return
+			}
+			if one[0] == 's' {
+				n, _ := io.Copy(io.Discard, c)
+				_, _ = fmt.Fprintf(c, "%d", n)
+				return
+			}
+			_, _ = io.Copy(c, c)
+		}()
+	}
+}
+
+// throughput sends tpBytes on one stream to target and returns Gbit/s:
+// the clock stops when the server has read everything.
+func throughput(ctx context.Context, client *simhost.NS, target string) (float64, error) {
+	c, err := client.Dial(ctx, "tcp", target)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
 	buf := make([]byte, 256<<10)
 	start := time.Now()
 	if _, err := c.Write([]byte{'s'}); err != nil {
-		c.Close()
-		return 0, 0, err
+		return 0, err
 	}
 	for sent := 0; sent < tpBytes; sent += len(buf) {
 		if _, err := c.Write(buf); err != nil {
-			c.Close()
-			return 0, 0, err
+			return 0, err
 		}
 	}
 	_ = c.(*net.TCPConn).CloseWrite()
 	ack, err := io.ReadAll(c)
 	took := time.Since(start)
-	c.Close()
 	if err != nil || len(ack) == 0 {
-		return 0, 0, fmt.Errorf("throughput: the server's count: %q, %v", ack, err)
+		return 0, fmt.Errorf("throughput: the server's count: %q, %v", ack, err)
 	}
-	gbps := float64(tpBytes) * 8 / took.Seconds() / 1e9
+	return float64(tpBytes) * 8 / took.Seconds() / 1e9, nil
+}
 
-	// Round trips.
-	c, err = client.Dial(dctx, "tcp", target)
+// roundTrip is the p50 round trip of one byte to target, over
+// rttSamples after a warm-up.
+func roundTrip(ctx context.Context, client *simhost.NS, target string) (time.Duration, error) {
+	c, err := client.Dial(ctx, "tcp", target)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	defer c.Close()
 	_ = c.(*net.TCPConn).SetNoDelay(true)
 	if _, err := c.Write([]byte{'p'}); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	one := []byte{1}
 	rtts := make([]time.Duration, 0, rttSamples)
 	for i := range rttSamples + 200 {
 		t0 := time.Now()
 		if _, err := c.Write(one); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		if _, err := io.ReadFull(c, one); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		if i >= 200 { // warm-up
 			rtts = append(rtts, time.Since(t0))
 		}
 	}
-	return gbps, pct(rtts, 50), nil
+	return pct(rtts, 50), nil
 }
 
 // n2 times the data plane converging: a host programmed for 1,000 other

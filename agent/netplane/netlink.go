@@ -553,66 +553,80 @@ func (k *Netlink) inNS(fn func() error) error {
 // (default: its first IPv4 address) and MTU.
 func (k *Netlink) Underlay(addr netip.Addr, dev string) (netip.Addr, string, int, error) {
 	var nl netlink.Link
+	var err error
 	switch {
 	case dev != "":
-		l, ok, err := k.link(dev)
-		if err != nil {
-			return netip.Addr{}, "", 0, err
-		}
-		if !ok {
-			return netip.Addr{}, "", 0, fmt.Errorf("underlay interface %s: %w", dev, unix.ENODEV)
-		}
-		nl = l
+		nl, err = k.underlayByName(dev)
 	case addr.IsValid():
-		links, err := k.h.LinkList()
-		if err != nil {
-			return netip.Addr{}, "", 0, err
-		}
-		for _, l := range links {
-			as, _ := k.h.AddrList(l, netlink.FAMILY_V4)
-			if slices.ContainsFunc(as, func(a netlink.Addr) bool { return addrOf(a.IP) == addr }) {
-				nl = l
-				break
-			}
-		}
-		if nl == nil {
-			return netip.Addr{}, "", 0, fmt.Errorf("no interface holds the underlay address %s", addr)
-		}
+		nl, err = k.underlayByAddr(addr)
 	default:
-		rs, err := retryDump(func() ([]netlink.Route, error) {
-			return k.h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
-		})
-		if err != nil {
-			return netip.Addr{}, "", 0, err
-		}
-		for _, r := range rs {
-			if (r.Dst == nil || r.Dst.IP.IsUnspecified() && isZeroMask(r.Dst.Mask)) && r.LinkIndex > 0 {
-				if l, err := k.h.LinkByIndex(r.LinkIndex); err == nil {
-					nl = l
-					break
-				}
-			}
-		}
-		if nl == nil {
-			return netip.Addr{}, "", 0, errors.New("no default route: set network.underlayInterface or network.underlayAddress")
-		}
+		nl, err = k.underlayByDefaultRoute()
+	}
+	if err != nil {
+		return netip.Addr{}, "", 0, err
 	}
 	if !addr.IsValid() {
-		as, err := k.h.AddrList(nl, netlink.FAMILY_V4)
-		if err != nil {
+		if addr, err = k.firstAddr(nl); err != nil {
 			return netip.Addr{}, "", 0, err
-		}
-		for _, a := range as {
-			if ip := addrOf(a.IP); ip.IsValid() && !ip.IsLinkLocalUnicast() {
-				addr = ip
-				break
-			}
-		}
-		if !addr.IsValid() {
-			return netip.Addr{}, "", 0, fmt.Errorf("underlay interface %s has no IPv4 address", nl.Attrs().Name)
 		}
 	}
 	return addr, nl.Attrs().Name, nl.Attrs().MTU, nil
+}
+
+func (k *Netlink) underlayByName(dev string) (netlink.Link, error) {
+	l, ok, err := k.link(dev)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("underlay interface %s: %w", dev, unix.ENODEV)
+	}
+	return l, nil
+}
+
+func (k *Netlink) underlayByAddr(addr netip.Addr) (netlink.Link, error) {
+	links, err := k.h.LinkList()
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range links {
+		as, _ := k.h.AddrList(l, netlink.FAMILY_V4)
+		if slices.ContainsFunc(as, func(a netlink.Addr) bool { return addrOf(a.IP) == addr }) {
+			return l, nil
+		}
+	}
+	return nil, fmt.Errorf("no interface holds the underlay address %s", addr)
+}
+
+func (k *Netlink) underlayByDefaultRoute() (netlink.Link, error) {
+	rs, err := retryDump(func() ([]netlink.Route, error) {
+		return k.h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rs {
+		if (r.Dst == nil || r.Dst.IP.IsUnspecified() && isZeroMask(r.Dst.Mask)) && r.LinkIndex > 0 {
+			if l, err := k.h.LinkByIndex(r.LinkIndex); err == nil {
+				return l, nil
+			}
+		}
+	}
+	return nil, errors.New("no default route: set network.underlayInterface or network.underlayAddress")
+}
+
+// firstAddr is the first IPv4 address of nl that is not link-local.
+func (k *Netlink) firstAddr(nl netlink.Link) (netip.Addr, error) {
+	as, err := k.h.AddrList(nl, netlink.FAMILY_V4)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, a := range as {
+		if ip := addrOf(a.IP); ip.IsValid() && !ip.IsLinkLocalUnicast() {
+			return ip, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("underlay interface %s has no IPv4 address", nl.Attrs().Name)
 }
 
 func isZeroMask(m net.IPMask) bool {

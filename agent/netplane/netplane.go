@@ -256,35 +256,48 @@ func (p *Plane) plan(nw Network, peers []Peer) (desired, []string, error) {
 			if peer.Node == h.Node {
 				continue
 			}
-			why := ""
-			switch {
-			case !peer.Block.IsValid():
-				why = "no block"
-			case !peer.Underlay.IsValid():
-				why = "no underlay address"
-			case peer.Block.Overlaps(block):
-				why = "its block overlaps this node's"
-			case peer.Underlay == h.Underlay:
-				why = "it runs on this host"
-			case nw.Backend == api.BackendVXLAN && len(peer.VTEPMAC) != 6:
-				why = "no VTEP MAC"
-			}
-			if why != "" {
+			if why := p.unroutable(nw, block, peer); why != "" {
 				skipped = append(skipped, peer.Node+" ("+why+")")
 				continue
 			}
-			pb := peer.Block.Masked()
-			switch nw.Backend {
-			case api.BackendVXLAN:
-				d.neighbors = append(d.neighbors, Neighbor{IP: pb.Addr(), MAC: peer.VTEPMAC})
-				d.fdb = append(d.fdb, FDBEntry{MAC: peer.VTEPMAC, Dst: peer.Underlay})
-				d.routes = append(d.routes, Route{Dst: pb, Gw: pb.Addr(), Dev: h.VXLANDevice, Src: gw, OnLink: true})
-			case api.BackendHostGW:
-				d.routes = append(d.routes, Route{Dst: pb, Gw: peer.Underlay, Dev: h.UnderlayDev, Src: gw})
-			}
+			d.addPeer(nw.Backend, h, gw, peer)
 		}
 	}
 	return d, skipped, nil
+}
+
+// unroutable says why peer cannot be routed to from this host, "" when it
+// can; block is this node's.
+func (p *Plane) unroutable(nw Network, block netip.Prefix, peer Peer) string {
+	switch {
+	case !peer.Block.IsValid():
+		return "no block"
+	case !peer.Underlay.IsValid():
+		return "no underlay address"
+	case peer.Block.Overlaps(block):
+		return "its block overlaps this node's"
+	case peer.Underlay == p.host.Underlay:
+		return "it runs on this host"
+	case nw.Backend == api.BackendVXLAN && len(peer.VTEPMAC) != 6:
+		return "no VTEP MAC"
+	}
+	return ""
+}
+
+// addPeer adds what reaches peer's block on backend: with vxlan its
+// neighbour and forwarding entries and a route over the VXLAN device,
+// with host-gw a route via its underlay address. gw is this node's
+// gateway, the routes' source.
+func (d *desired) addPeer(backend string, h Host, gw netip.Addr, peer Peer) {
+	pb := peer.Block.Masked()
+	switch backend {
+	case api.BackendVXLAN:
+		d.neighbors = append(d.neighbors, Neighbor{IP: pb.Addr(), MAC: peer.VTEPMAC})
+		d.fdb = append(d.fdb, FDBEntry{MAC: peer.VTEPMAC, Dst: peer.Underlay})
+		d.routes = append(d.routes, Route{Dst: pb, Gw: pb.Addr(), Dev: h.VXLANDevice, Src: gw, OnLink: true})
+	case api.BackendHostGW:
+		d.routes = append(d.routes, Route{Dst: pb, Gw: peer.Underlay, Dev: h.UnderlayDev, Src: gw})
+	}
 }
 
 // Apply converges the host to network nw with nodes peers (this node
@@ -321,25 +334,8 @@ func (p *Plane) Apply(ctx context.Context, nw Network, peers []Peer) (Changes, e
 	if ctx.Err() != nil {
 		return ch, ctx.Err()
 	}
-	vxlanOK := false
-	switch {
-	case d.vxlan != nil:
-		if err := p.ensureLink(*d.vxlan, &ch); err != nil {
-			fail(err)
-		} else {
-			vxlanOK = true
-		}
-	default:
-		if _, ok, err := p.k.Link(p.host.VXLANDevice); err != nil {
-			fail(err)
-		} else if ok {
-			// The backend changed: the device goes, and its entries and
-			// routes with it.
-			fail(p.k.DelLink(p.host.VXLANDevice))
-			ch.Links++
-			ch.Deleted++
-		}
-	}
+	vxlanOK, err := p.ensureVXLAN(d.vxlan, &ch)
+	fail(err)
 	// Neighbour and forwarding entries before the routes that use them;
 	// stale routes go before the entries they used.
 	if vxlanOK {
@@ -367,7 +363,7 @@ func (p *Plane) ensureLink(want Link, ch *Changes) error {
 	if ok && have.Kind != want.Kind {
 		return fmt.Errorf("link %s is a %s, not a %s: rename it or choose another name", want.Name, have.Kind, want.Kind)
 	}
-	if ok && want.Kind == KindVXLAN && (have.VNI != want.VNI || have.Port != want.Port || have.Local != want.Local || have.Parent != want.Parent) {
+	if ok && want.Kind == KindVXLAN && !sameVXLAN(have, want) {
 		p.log.Info("recreating the VXLAN device", "link", want.Name, "vni", want.VNI, "local", want.Local, "parent", want.Parent)
 		if err := p.k.DelLink(want.Name); err != nil {
 			return fmt.Errorf("link %s: %w", want.Name, err)
@@ -382,6 +378,12 @@ func (p *Plane) ensureLink(want Link, ch *Changes) error {
 		ch.Links++
 		return nil
 	}
+	return p.updateLink(have, want, ch)
+}
+
+// updateLink brings the MTU, alias, MAC and state of an existing link
+// have to want's.
+func (p *Plane) updateLink(have, want Link, ch *Changes) error {
 	next := have
 	next.Up = true
 	if want.MTU > 0 {
@@ -401,6 +403,32 @@ func (p *Plane) ensureLink(want Link, ch *Changes) error {
 	}
 	ch.Links++
 	return nil
+}
+
+// ensureVXLAN creates or updates the VXLAN device want, or removes the
+// device when want is nil (a backend without one). ok reports whether
+// the device is there to hold entries.
+func (p *Plane) ensureVXLAN(want *Link, ch *Changes) (ok bool, err error) {
+	if want != nil {
+		if err := p.ensureLink(*want, ch); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	_, exists, err := p.k.Link(p.host.VXLANDevice)
+	if err != nil || !exists {
+		return false, err
+	}
+	// The backend changed: the device goes, and its entries and routes
+	// with it.
+	ch.Links++
+	ch.Deleted++
+	return false, p.k.DelLink(p.host.VXLANDevice)
+}
+
+// sameVXLAN reports whether two VXLAN devices have the same identity.
+func sameVXLAN(a, b Link) bool {
+	return a.VNI == b.VNI && a.Port == b.Port && a.Local == b.Local && a.Parent == b.Parent
 }
 
 // ensureAddr gives link the address want and removes its other addresses

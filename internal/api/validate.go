@@ -634,10 +634,23 @@ func (n *Node) Validate() error {
 	if n.Capacity.MilliCPU <= 0 || n.Capacity.MemoryMiB <= 0 {
 		return Invalid("capacity", "milliCPU and memoryMiB must be greater than 0")
 	}
-	if len(n.Providers) == 0 {
+	if err := validNodeProviders(n.Providers); err != nil {
+		return err
+	}
+	if n.AutoCordonInterval.Duration < 0 || n.AutoDrainInterval.Duration < 0 {
+		return Invalid("autoCordonInterval", "intervals must not be negative")
+	}
+	if n.Network != nil {
+		return n.Network.Validate()
+	}
+	return nil
+}
+
+func validNodeProviders(ps []NodeProvider) error {
+	if len(ps) == 0 {
 		return Invalid("providers", "a node needs at least one provider")
 	}
-	for i, p := range n.Providers {
+	for i, p := range ps {
 		if p.Name == "" {
 			return Invalid(fmt.Sprintf("providers[%d].name", i), "is required")
 		}
@@ -646,12 +659,6 @@ func (n *Node) Validate() error {
 				return err
 			}
 		}
-	}
-	if n.AutoCordonInterval.Duration < 0 || n.AutoDrainInterval.Duration < 0 {
-		return Invalid("autoCordonInterval", "intervals must not be negative")
-	}
-	if n.Network != nil {
-		return n.Network.Validate()
 	}
 	return nil
 }
@@ -716,6 +723,12 @@ func (n *Network) Validate() error {
 	if n.Bridge == "" || len(n.Bridge) > 15 {
 		return Invalid("bridge", "is required, at most 15 characters (a Linux interface name)")
 	}
+	return n.validPlan(pfx)
+}
+
+// validPlan checks the network's plan across hosts: its node blocks and
+// the backend between them.
+func (n *Network) validPlan(pfx netip.Prefix) error {
 	if n.NodeMask < pfx.Bits() || n.NodeMask > 30 {
 		return Invalid("nodeMask", "/%d is not a block of %s (from /%d to /30)", n.NodeMask, n.Subnet, pfx.Bits())
 	}

@@ -31,17 +31,8 @@ func (s *Server) register(ctx context.Context, n api.Node) (api.Node, error) {
 	if n.Region == "" {
 		n.Region = s.region
 	}
-	if n.Region != s.region {
-		return api.Node{}, api.Invalid("region", "node %s registers with region %q but this is region %q", n.Name, n.Region, s.region)
-	}
-	if err := n.Validate(); err != nil {
+	if err := s.canRegister(n); err != nil {
 		return api.Node{}, err
-	}
-	if _, ok := s.caches.DefaultNetwork(); !ok {
-		// The region records its network once it has started: a node
-		// registered before would go without a block. The agent tries
-		// again.
-		return api.Node{}, fmt.Errorf("the region's network is not recorded yet: %w", api.ErrUnavailable)
 	}
 	now := time.Now()
 	n.Status, n.ResourceVersion = nil, 0
@@ -77,6 +68,32 @@ func (s *Server) register(ctx context.Context, n api.Node) (api.Node, error) {
 	if err := s.waitNodes(ctx, reg.it.ModRevision); err != nil {
 		return api.Node{}, err
 	}
+	s.tellRegistered(n, reg)
+	out := *reg.it.Value
+	out.ResourceVersion = reg.it.ModRevision
+	return out, nil
+}
+
+// canRegister checks a registration before anything is written.
+func (s *Server) canRegister(n api.Node) error {
+	if n.Region != s.region {
+		return api.Invalid("region", "node %s registers with region %q but this is region %q", n.Name, n.Region, s.region)
+	}
+	if err := n.Validate(); err != nil {
+		return err
+	}
+	if _, ok := s.caches.DefaultNetwork(); !ok {
+		// The region records its network once it has started: a node
+		// registered before would go without a block. The agent tries
+		// again.
+		return fmt.Errorf("the region's network is not recorded yet: %w", api.ErrUnavailable)
+	}
+	return nil
+}
+
+// tellRegistered logs and emits what a registration did: a new node, a
+// block assigned, or none to be had.
+func (s *Server) tellRegistered(n api.Node, reg registration) {
 	if reg.created {
 		s.log.Info("node registered", "node", n.Name, "address", n.Address, "block", reg.block)
 		msg := fmt.Sprintf("node registered with %d mCPU, %d MiB", n.Capacity.MilliCPU, n.Capacity.MemoryMiB)
@@ -96,9 +113,6 @@ func (s *Server) register(ctx context.Context, n api.Node) (api.Node, error) {
 		s.log.Warn("node registered without an address block: its compute replicas cannot get addresses", "node", n.Name, "err", reg.noBlock)
 		s.emit(events.TypeWarning, "NoAddressBlock", "node/"+n.Name, "no address block: "+reg.noBlock.Error(), nil)
 	}
-	out := *reg.it.Value
-	out.ResourceVersion = reg.it.ModRevision
-	return out, nil
 }
 
 // registration is the outcome of one registration write.

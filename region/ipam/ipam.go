@@ -141,43 +141,19 @@ func PickBlock(n api.Network, node string, taken map[netip.Prefix]bool, used []A
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	bits := nw.nodeBits()
-	count := 1 << (bits - nw.subnet.Bits())
-	base := addrToUint(nw.subnet.Addr())
-	blockAt := func(i int) netip.Prefix {
-		return netip.PrefixFrom(uintToAddr(base+uint32(i)<<(32-bits)), bits)
-	}
-	own, foreign := map[int]int{}, map[int]int{}
-	for _, u := range used {
-		if !nw.subnet.Contains(u.Addr) {
-			continue
-		}
-		i := int((addrToUint(u.Addr) - base) >> (32 - bits))
-		if u.Node == node {
-			own[i]++
-		} else {
-			foreign[i]++
-		}
-	}
-	best, bestOwn := -1, 0
-	for i, c := range own {
-		if taken[blockAt(i)] || foreign[i] > 0 {
-			continue
-		}
-		if c > bestOwn || (c == bestOwn && i < best) {
-			best, bestOwn = i, c
-		}
-	}
-	if best >= 0 {
-		return blockAt(best), nil
+	g := blockGrid{nw: nw, bits: nw.nodeBits()}
+	own, foreign := g.count(node, used)
+	if i, ok := g.mostOwn(own, foreign, taken); ok {
+		return g.at(i), nil
 	}
 	h := fnv.New32a()
 	h.Write([]byte(node))
+	count := g.blocks()
 	start := int(h.Sum32() % uint32(count))
 	fallback := -1
 	for k := range count {
 		i := (start + k) % count
-		b := blockAt(i)
+		b := g.at(i)
 		if taken[b] || !nw.hasUsable(b) {
 			continue
 		}
@@ -189,9 +165,57 @@ func PickBlock(n api.Network, node string, taken map[netip.Prefix]bool, used []A
 		}
 	}
 	if fallback >= 0 {
-		return blockAt(fallback), nil
+		return g.at(fallback), nil
 	}
-	return netip.Prefix{}, fmt.Errorf("network %s (%s): every /%d block is taken: %w", n.Name, n.Subnet, bits, api.ErrExhausted)
+	return netip.Prefix{}, fmt.Errorf("network %s (%s): every /%d block is taken: %w", n.Name, n.Subnet, g.bits, api.ErrExhausted)
+}
+
+// blockGrid numbers the /bits blocks of a network from 0.
+type blockGrid struct {
+	nw   *network
+	bits int
+}
+
+// blocks is the number of blocks.
+func (g blockGrid) blocks() int { return 1 << (g.bits - g.nw.subnet.Bits()) }
+
+// at is block i.
+func (g blockGrid) at(i int) netip.Prefix {
+	return netip.PrefixFrom(uintToAddr(addrToUint(g.nw.subnet.Addr())+uint32(i)<<(32-g.bits)), g.bits)
+}
+
+// count counts, per block, the addresses in use by node's replicas (own)
+// and by other nodes' (foreign).
+func (g blockGrid) count(node string, used []AddressUse) (own, foreign map[int]int) {
+	own, foreign = map[int]int{}, map[int]int{}
+	base := addrToUint(g.nw.subnet.Addr())
+	for _, u := range used {
+		if !g.nw.subnet.Contains(u.Addr) {
+			continue
+		}
+		i := int((addrToUint(u.Addr) - base) >> (32 - g.bits))
+		if u.Node == node {
+			own[i]++
+		} else {
+			foreign[i]++
+		}
+	}
+	return own, foreign
+}
+
+// mostOwn is the free block holding the most of the node's own addresses
+// and none of another node's (the lowest of equals).
+func (g blockGrid) mostOwn(own, foreign map[int]int, taken map[netip.Prefix]bool) (int, bool) {
+	best, bestOwn := -1, 0
+	for i, c := range own {
+		if taken[g.at(i)] || foreign[i] > 0 {
+			continue
+		}
+		if c > bestOwn || (c == bestOwn && i < best) {
+			best, bestOwn = i, c
+		}
+	}
+	return best, best >= 0
 }
 
 // hasUsable reports whether block has an address that may be handed out.
