@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -12,6 +14,7 @@ import (
 	"github.com/stratahq/strata/agent/netplane"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	"github.com/stratahq/strata/providers/provider"
@@ -92,13 +95,18 @@ func (a *Agent) setUpDataPlane() (release func()) {
 	return release
 }
 
-// hostServices are the host's ports that replicas may reach: where the
-// providers that serve replicas from the host (load balancers) listen.
+// resolvConf is the node's resolver configuration, which containers get.
+const resolvConf = "/etc/resolv.conf"
+
+// hostServices are the host's ports that replicas may reach: DNS on the
+// name servers of the node's resolv.conf, should the node serve it
+// (containers get that file), and where the providers that serve
+// replicas from the host (load balancers) listen.
 func (a *Agent) hostServices() []netplane.HostService {
+	out := dnsServices(resolvConf)
 	if a.provs == nil {
-		return nil
+		return out
 	}
-	var out []netplane.HostService
 	for _, e := range a.provs.list {
 		hs, ok := e.p.(provider.HostServer)
 		if !ok {
@@ -107,6 +115,32 @@ func (a *Agent) hostServices() []netplane.HostService {
 		for _, l := range hs.HostListeners() {
 			out = append(out, netplane.HostService{Addr: l.Addr, Proto: l.Proto, Ports: l.Ports})
 		}
+	}
+	return out
+}
+
+// dnsServices are DNS (UDP and TCP 53) on each IPv4 name server of the
+// resolv.conf at path but loopback ones, which replicas cannot reach. A
+// name server that is not one of the host's addresses needs no rule
+// (replicas' queries to it are forwarded, not addressed to the host), and
+// its rule matches nothing. No file, no name server: none.
+func dnsServices(path string) []netplane.HostService {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	dns := hostpolicy.MustParsePorts("53")
+	var out []netplane.HostService
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		a, err := netip.ParseAddr(f[1])
+		if err != nil || !a.Is4() || a.IsLoopback() || a.IsUnspecified() {
+			continue
+		}
+		out = append(out, netplane.HostService{Addr: a, Proto: "udp", Ports: dns}, netplane.HostService{Addr: a, Proto: "tcp", Ports: dns})
 	}
 	return out
 }
