@@ -22,6 +22,7 @@ import (
 // others. The caller holds op.
 func (p *Provider) converge(ctx context.Context, grace time.Duration) error {
 	var r rendered
+	refused := false
 	// Each round either succeeds or puts at least one load balancer in
 	// error, so there are at most as many rounds as load balancers.
 	for round := 0; ; round++ {
@@ -69,6 +70,7 @@ func (p *Provider) converge(ctx context.Context, grace time.Duration) error {
 			}
 			p.mu.Unlock()
 			p.log.Warn("haproxy refused load balancers; serving the others", "op", le.Op, "refused", le.ByLB)
+			refused = true
 			continue
 		}
 		if err != nil {
@@ -84,9 +86,39 @@ func (p *Provider) converge(ctx context.Context, grace time.Duration) error {
 		}
 		break
 	}
+	if refused {
+		p.waitResumed(ctx)
+	}
 	err := p.syncServers(ctx, r)
 	p.converged(err)
 	return err
+}
+
+// resumeWait bounds how long a converge waits for haproxy to resume the
+// frontends a failed reload paused.
+const resumeWait = 10 * time.Second
+
+// waitResumed waits, within resumeWait, until no frontend is paused:
+// while a reload that haproxy refused was tried, the running worker
+// paused every listener, and it resumes them only once the new process
+// has failed. The load balancers that were not refused are served again
+// when the converge ends, not some time after.
+func (p *Provider) waitResumed(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, resumeWait)
+	defer cancel()
+	for {
+		// Asked afresh: a cached snapshot may be from before the reload.
+		out, err := cli(ctx, p.paths.Admin, "show stat")
+		if err == nil {
+			if snap, err := parseStat(out); err == nil && !snap.anyPaused() {
+				return
+			}
+		}
+		if backoff.Sleep(ctx, 50*time.Millisecond) != nil {
+			p.log.Warn("haproxy has not resumed its listeners after a refused reload", "within", resumeWait)
+			return
+		}
+	}
 }
 
 // converged records the outcome of a converge.
