@@ -1,0 +1,371 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/stratahq/strata/e2e/framework"
+)
+
+// Scenario is one named fault. Inject runs it on a topology under load:
+// it marks when the fault started and ended (r.fault, r.heal), and
+// checks what is particular to it; the runner checks the rest.
+type Scenario struct {
+	Name string
+	// What the fault is, for the report.
+	About string
+	// Fast scenarios run in `make test` (one seed).
+	Fast   bool
+	Inject func(t *testing.T, r *Run)
+}
+
+// Run is one scenario on one seed.
+type Run struct {
+	Top  *Topology
+	Seed uint64
+	Rng  *rand.Rand
+	// faultAt and healAt bound the fault; failoverAt, when a scenario
+	// sets it, is when the system was seen to recover (a new leader).
+	faultAt, healAt, failoverAt time.Time
+	notes                       []string
+}
+
+func (r *Run) fault()                  { r.faultAt = time.Now() }
+func (r *Run) heal()                   { r.healAt = time.Now() }
+func (r *Run) recovered()              { r.failoverAt = time.Now() }
+func (r *Run) note(f string, a ...any) { r.notes = append(r.notes, fmt.Sprintf(f, a...)) }
+
+// Result is what a run measured: a row of docs/reliability.md.
+type Result struct {
+	Scenario     string   `json:"scenario"`
+	Seed         uint64   `json:"seed"`
+	Requests     int      `json:"requests"`
+	Acked        int      `json:"ackedWrites"`
+	Unknown      int      `json:"unknownWrites"`
+	Lost         int      `json:"lost"`
+	Duplicates   int      `json:"duplicates"`
+	OverCount    int      `json:"overCount"`
+	Linearizable string   `json:"linearizable"`
+	Convergence  float64  `json:"convergenceSeconds"`
+	Failover     float64  `json:"failoverSeconds"`
+	Anomalies    []string `json:"anomalies,omitempty"`
+	Notes        []string `json:"notes,omitempty"`
+	Passed       bool     `json:"passed"`
+}
+
+// Timings of a run. The load runs warmUp before the fault and coolDown
+// after it; convergence must follow within convergeWithin of the last
+// write.
+const (
+	warmUp         = 5 * time.Second
+	coolDown       = 5 * time.Second
+	convergeWithin = 30 * time.Second
+	loadClients    = 3
+)
+
+var loadKeys = []string{"chaos-a", "chaos-b", "chaos-c", "chaos-d", "chaos-e", "chaos-f"}
+
+var (
+	resultsMu sync.Mutex
+	results   []Result
+)
+
+// runScenario starts a topology, runs the load and the fault, and checks
+// the invariants.
+func runScenario(t *testing.T, sc Scenario, seed uint64) {
+	t.Logf("scenario %s seed %d; replay: STRATA_CHAOS_SCENARIOS=%s STRATA_CHAOS_SEED=%d go test -run 'TestChaos$' ./e2e/chaos", sc.Name, seed, sc.Name, seed)
+	top := StartTopology(t)
+	top.REST(10*time.Second).Must(t, http.MethodPost, "/v1/flavors", map[string]any{
+		"name": flavorName, "kind": "container", "spec": map[string]any{"vcpus": 0.1, "memoryMiB": 16},
+	}, http.StatusCreated, nil)
+	r := &Run{Top: top, Seed: seed, Rng: rand.New(rand.NewPCG(seed, 1))}
+	smp := newSampler(t, top)
+	ld := newLoad(seed, loadKeys, loadClients, func() *framework.Client { return top.REST(10 * time.Second) })
+
+	sctx, stopSampler := context.WithCancel(context.Background())
+	lctx, stopLoad := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); smp.run(sctx, 500*time.Millisecond) }()
+	loadDone := make(chan struct{})
+	go func() { defer wg.Done(); defer close(loadDone); ld.run(lctx) }()
+	stop := func() { stopLoad(); stopSampler(); wg.Wait() }
+	t.Cleanup(stop)
+
+	time.Sleep(warmUp) // the load runs meanwhile
+	sc.Inject(t, r)
+	if r.faultAt.IsZero() || r.healAt.IsZero() {
+		t.Fatalf("scenario %s did not mark its fault and heal", sc.Name)
+	}
+	time.Sleep(coolDown)
+	stopLoad()
+	<-loadDone
+
+	res := Result{Scenario: sc.Name, Seed: seed, Notes: r.notes}
+	hist := ld.history()
+	lastWrite := r.healAt
+	for _, o := range hist {
+		if o.write() && o.End.After(lastWrite) {
+			lastWrite = o.End
+		}
+	}
+	final, conv, convErr := converge(t, top, smp, lastWrite)
+	res.Convergence = conv.Seconds()
+	if convErr != nil {
+		res.Anomalies = append(res.Anomalies, convErr.Error())
+	}
+	stopSampler()
+	wg.Wait()
+	hist = append(hist, final...)
+
+	samples, anomalies := smp.all()
+	res.Anomalies = append(res.Anomalies, anomalies...)
+	for _, a := range anomalies {
+		if strings.Contains(a, " runs on ") {
+			res.Duplicates++
+		}
+	}
+	over := overCounts(hist, samples)
+	res.OverCount = len(over)
+	res.Anomalies = append(res.Anomalies, over...)
+	for _, o := range hist {
+		res.Requests++
+		if o.write() && o.Outcome == outOK {
+			res.Acked++
+		}
+		if o.write() && o.Outcome == outUnknown {
+			res.Unknown++
+		}
+		if o.Status >= 400 && o.Status < 500 && o.Status != 404 && o.Status != 409 {
+			res.Anomalies = append(res.Anomalies, fmt.Sprintf("%s %s: %d %s", o.Kind, o.Key, o.Status, o.Err))
+		}
+	}
+	lost := lostWrites(hist, final)
+	res.Lost = len(lost)
+	res.Anomalies = append(res.Anomalies, lost...)
+	res.Failover = failover(r, hist).Seconds()
+
+	check, info := checkLinearizable(hist, 60*time.Second)
+	res.Linearizable = string(check)
+	if check != porcupine.Ok {
+		res.Anomalies = append(res.Anomalies, "history is not linearizable ("+string(check)+")")
+		if check == porcupine.Illegal {
+			path := filepath.Join(framework.LogDir(t), "history.html")
+			if f, err := os.Create(path); err == nil {
+				_ = porcupine.Visualize(registerModel.ToModel(), info, f)
+				f.Close()
+				t.Logf("linearizability counterexample: %s", path)
+			}
+		}
+	}
+	writeHistory(t, hist)
+	res.Passed = len(res.Anomalies) == 0 && !t.Failed()
+	resultsMu.Lock()
+	results = append(results, res)
+	resultsMu.Unlock()
+	t.Logf("%s seed %d: %d requests, %d acknowledged writes (%d unknown), lost %d, duplicates %d, over-count %d, linearizable %s, convergence %.1fs, failover %.1fs",
+		sc.Name, seed, res.Requests, res.Acked, res.Unknown, res.Lost, res.Duplicates, res.OverCount, res.Linearizable, res.Convergence, res.Failover)
+	for _, n := range r.notes {
+		t.Logf("note: %s", n)
+	}
+	if len(res.Anomalies) > 0 {
+		t.Errorf("%s seed %d: %d anomalies (replay: STRATA_CHAOS_SCENARIOS=%s STRATA_CHAOS_SEED=%d):\n%s",
+			sc.Name, seed, len(res.Anomalies), sc.Name, seed, strings.Join(res.Anomalies, "\n"))
+	}
+}
+
+// converge waits until every resource runs exactly what it asks, as the
+// providers say: a resource that exists (not being deleted) runs its
+// replicas, one gone runs none. It returns the final reads (part of the
+// history) and the time from the last write.
+func converge(t *testing.T, top *Topology, smp *sampler, from time.Time) ([]Op, time.Duration, error) {
+	t.Helper()
+	deadline := from.Add(convergeWithin)
+	rest := top.REST(5 * time.Second)
+	var last string
+	for {
+		var final []Op
+		want := map[string]int{}
+		settled := true
+		for _, k := range loadKeys {
+			l := &load{rest: func() *framework.Client { return rest }}
+			op := l.do(Op{Client: 100, Key: k, Kind: opGet})
+			final = append(final, op)
+			switch {
+			case op.Outcome != outOK && op.Status != 404:
+				settled = false
+			case op.Status == 404:
+				want[k] = 0
+			case op.OutDeleting:
+				settled = false
+			default:
+				want[k] = op.OutCount
+			}
+		}
+		if settled {
+			got := smp.take(context.Background()).count()
+			var diff []string
+			for _, k := range loadKeys {
+				if got[k] != want[k] {
+					diff = append(diff, fmt.Sprintf("%s runs %d; asks %d", k, got[k], want[k]))
+				}
+			}
+			if len(diff) == 0 {
+				return final, time.Since(from), nil
+			}
+			last = strings.Join(diff, ", ")
+		} else {
+			last = "resources still being deleted or the API not answering"
+		}
+		if time.Now().After(deadline) {
+			// The final reads still go into the history.
+			return final, time.Since(from), fmt.Errorf("no convergence within %s of the last write: %s", convergeWithin, last)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// overCounts finds samples where a resource ran more replicas than it
+// asked for at any time in the convergeWithin before (a scale-down and a
+// delete take a moment to reach the providers).
+func overCounts(hist []Op, samples []sample) []string {
+	var out []string
+	byKey := map[string][]Op{}
+	for _, o := range hist {
+		if o.Kind == opCreate || o.Kind == opScale || o.Kind == opDelete {
+			byKey[o.Key] = append(byKey[o.Key], o)
+		}
+	}
+	for _, s := range samples {
+		for key, n := range s.count() {
+			if bound := maxAsked(byKey[key], s.At.Add(-convergeWithin), s.At); n > bound {
+				out = append(out, fmt.Sprintf("%s: %s runs %d replicas; at most %d asked in the %s before", s.At.Format(time.StampMilli), key, n, bound, convergeWithin))
+			}
+		}
+	}
+	return out
+}
+
+// maxAsked is the most replicas the writes in effect between from and to
+// may have asked: the last write acknowledged before from (and every
+// unknown one started before it), and every write started since.
+func maxAsked(ops []Op, from, to time.Time) int {
+	best := 0
+	var lastBefore *Op
+	for i, o := range ops {
+		switch {
+		case o.Start.After(to):
+		case o.Start.After(from), o.Outcome == outUnknown:
+			best = max(best, o.Count)
+		case o.Outcome == outOK && (lastBefore == nil || o.End.After(lastBefore.End)):
+			lastBefore = &ops[i]
+		}
+	}
+	if lastBefore != nil {
+		best = max(best, lastBefore.Count)
+	}
+	return best
+}
+
+// lostWrites checks the final reads against the last acknowledged write
+// of each key: its mark (create, put), its count (create, scale), or its
+// deletion must be what the final read shows, unless a later or
+// concurrent write (acknowledged or unknown) explains the difference.
+func lostWrites(hist []Op, final []Op) []string {
+	var out []string
+	for _, f := range final {
+		if f.Outcome != outOK && f.Status != 404 {
+			continue
+		}
+		var writes []Op
+		for _, o := range hist {
+			if o.Key == f.Key && o.write() && o.Outcome != outRefused {
+				writes = append(writes, o)
+			}
+		}
+		var last *Op
+		for i, o := range writes {
+			if o.Outcome == outOK && (last == nil || o.End.After(last.End)) {
+				last = &writes[i]
+			}
+		}
+		if last == nil {
+			continue
+		}
+		candidates := []Op{*last}
+		for _, o := range writes {
+			if o != *last && (o.Outcome == outUnknown || o.End.After(last.Start)) {
+				candidates = append(candidates, o)
+			}
+		}
+		if !slices.ContainsFunc(candidates, func(w Op) bool { return explains(w, f) }) {
+			out = append(out, fmt.Sprintf("lost write: %s %s (mark %q, replicas %d, acknowledged at %s) is not in the final read (status %d, mark %q, replicas %d)",
+				last.Kind, last.Key, last.Mark, last.Count, last.End.Format(time.StampMilli), f.Status, f.OutMark, f.OutCount))
+		}
+	}
+	return out
+}
+
+// explains reports whether write w, had it been the last, leaves what
+// the final read f shows.
+func explains(w, f Op) bool {
+	switch w.Kind {
+	case opDelete:
+		return f.Status == 404
+	case opCreate:
+		return f.Outcome == outOK && f.OutMark == w.Mark && f.OutCount == w.Count
+	case opPut:
+		return f.Outcome == outOK && f.OutMark == w.Mark
+	case opScale:
+		return f.Outcome == outOK && f.OutCount == w.Count
+	}
+	return false
+}
+
+// failover is the time from the fault to the scenario's recovery mark,
+// or else to the end of the first write acknowledged that started after
+// the fault.
+func failover(r *Run, hist []Op) time.Duration {
+	if !r.failoverAt.IsZero() {
+		return r.failoverAt.Sub(r.faultAt)
+	}
+	var first time.Time
+	for _, o := range hist {
+		if o.write() && o.Outcome == outOK && o.Start.After(r.faultAt) && (first.IsZero() || o.End.Before(first)) {
+			first = o.End
+		}
+	}
+	if first.IsZero() {
+		return 0
+	}
+	return first.Sub(r.faultAt)
+}
+
+// writeHistory keeps the history as JSON lines next to the processes'
+// logs.
+func writeHistory(t *testing.T, hist []Op) {
+	sort.Slice(hist, func(i, j int) bool { return hist[i].Start.Before(hist[j].Start) })
+	var b strings.Builder
+	for _, o := range hist {
+		line, _ := json.Marshal(o)
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	path := filepath.Join(framework.LogDir(t), "history.jsonl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err == nil {
+		t.Logf("history: %s", path)
+	}
+}

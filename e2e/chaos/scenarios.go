@@ -1,0 +1,361 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stratahq/strata/e2e/framework"
+	"github.com/stratahq/strata/internal/api"
+)
+
+// Scenarios are the faults, each named; `make chaos` runs them all.
+var Scenarios = []Scenario{
+	{Name: "global-master-kill", About: "SIGKILL of the global master; restarted after a new master is elected", Fast: true, Inject: globalMasterKill},
+	{Name: "global-master-pause", About: "SIGSTOP of the global master past its lease, then SIGCONT: its election key is gone when it wakes, so its fenced writes fail", Inject: globalMasterPause},
+	{Name: "region-leader-kill", About: "SIGKILL of a region's leader; restarted after a new leader is elected", Inject: regionLeaderKill},
+	{Name: "region-global-partition", About: "a region's replicas cut from the global tier for 10 s", Fast: true, Inject: regionGlobalPartition},
+	{Name: "agent-region-partition", About: "an agent cut from its region for 8 s (past downAfter)", Inject: agentRegionPartition},
+	{Name: "agent-kill", About: "SIGKILL of an agent, restarted 3 s later", Inject: agentKill},
+	{Name: "etcd-member-restart", About: "one member of the global etcd's three killed and restarted 3 s later", Inject: etcdMemberRestart},
+	{Name: "etcd-leader-kill", About: "the raft leader of the global etcd killed, restarted once another leads", Inject: etcdLeaderKill},
+	{Name: "redis-failover", About: "SIGKILL of the global Redis master: Sentinel promotes the replica", Inject: redisFailover},
+	{Name: "redis-data-loss", About: "a region's Redis restarted empty (no persistence)", Inject: redisDataLoss},
+	{Name: "etcd-compaction", About: "a global replica cut from etcd for 6 s while the history it missed is compacted", Inject: etcdCompaction},
+	{Name: "global-tier-down", About: "both global replicas killed for 25 s (scaled down from a minute): regions keep answering and running", Inject: globalTierDown},
+}
+
+// status is a replica's GET /v1/status.
+type status struct {
+	ID       string `json:"id"`
+	Leader   string `json:"leader"`
+	IsLeader bool   `json:"isLeader"`
+}
+
+// globalMaster asks each global replica, past the load balancer, whether
+// it is the master.
+func globalMaster(top *Topology) (*Replica, error) {
+	var found []*Replica
+	for _, r := range top.Global.Replicas {
+		var st status
+		if code, err := top.ReplicaREST(r, globalHTTP, adminToken).Get("/v1/status", &st); err == nil && code == 200 && st.IsLeader {
+			found = append(found, r)
+		}
+	}
+	if len(found) != 1 {
+		return nil, fmt.Errorf("%d global replicas say they are master", len(found))
+	}
+	return found[0], nil
+}
+
+// regionLeader asks a region which replica leads.
+func regionLeader(top *Topology, tier *Tier) (*Replica, error) {
+	for _, r := range tier.Replicas {
+		var st api.RegionStatus
+		if code, err := top.ReplicaREST(r, regionHTTP, framework.RegionToken).Get("/v1/status", &st); err != nil || code != 200 {
+			continue
+		}
+		for _, l := range tier.Replicas {
+			if l.ID == st.Leader {
+				return l, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("region %s: no replica names a leader", tier.Name)
+}
+
+func waitGlobalMaster(t *testing.T, top *Topology, not *Replica, timeout time.Duration) *Replica {
+	t.Helper()
+	var m *Replica
+	framework.Eventually(t, timeout, "a new global master", func() (err error) {
+		if m, err = globalMaster(top); err == nil && m == not {
+			err = fmt.Errorf("%s is still master", m.ID)
+		}
+		return err
+	})
+	return m
+}
+
+func globalMasterKill(t *testing.T, r *Run) {
+	m := waitGlobalMaster(t, r.Top, nil, 10*time.Second)
+	r.fault()
+	m.Proc.Kill()
+	waitGlobalMaster(t, r.Top, m, 20*time.Second)
+	r.recovered()
+	m.Proc.Restart()
+	r.heal()
+}
+
+func globalMasterPause(t *testing.T, r *Run) {
+	m := waitGlobalMaster(t, r.Top, nil, 10*time.Second)
+	key := electionKey(t, m.Proc)
+	r.fault()
+	m.Proc.Signal(syscall.SIGSTOP)
+	waitGlobalMaster(t, r.Top, m, 20*time.Second)
+	r.recovered()
+	// Past its lease: the new master was elected only after the old
+	// lease expired; wait a lease more all the same.
+	time.Sleep(3 * time.Second)
+	cli := r.Top.Global.Etcd.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	resp, err := cli.Get(ctx, key)
+	cancel()
+	if err != nil {
+		t.Fatalf("get the paused master's election key %s: %v", key, err)
+	}
+	if len(resp.Kvs) != 0 {
+		t.Errorf("the paused master's election key %s still exists after its lease: its writes would not be fenced", key)
+	}
+	m.Proc.Signal(syscall.SIGCONT)
+	woke := time.Now()
+	// It must step down: poll until it says it is not master.
+	framework.Eventually(t, 15*time.Second, m.ID+" steps down after waking", func() error {
+		var st status
+		code, err := r.Top.ReplicaREST(m, globalHTTP, adminToken).Get("/v1/status", &st)
+		if err != nil || code != 200 {
+			return fmt.Errorf("status: %d %v", code, err)
+		}
+		if st.IsLeader {
+			return fmt.Errorf("%s still says it is master", m.ID)
+		}
+		return nil
+	})
+	r.note("%s stepped down %.1fs after SIGCONT; its election key %s was gone when it woke", m.ID, time.Since(woke).Seconds(), key)
+	r.heal()
+}
+
+// electionKey is the election key a replica holds, from its log's last
+// "became leader".
+func electionKey(t *testing.T, p *framework.Proc) string {
+	t.Helper()
+	var key string
+	sc := bufio.NewScanner(bytes.NewReader(p.Log()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Msg string `json:"msg"`
+			Key string `json:"key"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "became leader" {
+			key = line.Key
+		}
+	}
+	if key == "" {
+		t.Fatalf("%s: no \"became leader\" in its log", p.Name)
+	}
+	return key
+}
+
+func regionLeaderKill(t *testing.T, r *Run) {
+	tier := r.Top.Regions[r.Rng.IntN(len(r.Top.Regions))]
+	var l *Replica
+	framework.Eventually(t, 10*time.Second, "region leader", func() (err error) { l, err = regionLeader(r.Top, tier); return err })
+	r.fault()
+	l.Proc.Kill()
+	framework.Eventually(t, 20*time.Second, "a new region leader", func() error {
+		n, err := regionLeader(r.Top, tier)
+		if err == nil && n == l {
+			err = fmt.Errorf("%s still leads", l.ID)
+		}
+		return err
+	})
+	r.recovered()
+	r.note("killed %s, leader of %s", l.ID, tier.Name)
+	l.Proc.Restart()
+	r.heal()
+}
+
+func regionGlobalPartition(t *testing.T, r *Run) {
+	tier := r.Top.Regions[r.Rng.IntN(len(r.Top.Regions))]
+	side := []*framework.Host{tier.LB}
+	for _, x := range tier.Replicas {
+		side = append(side, x.Host)
+	}
+	global := []*framework.Host{r.Top.Global.LB}
+	for _, x := range r.Top.Global.Replicas {
+		global = append(global, x.Host)
+	}
+	r.note("partitioned %s from the global tier", tier.Name)
+	r.fault()
+	r.Top.Lab.Partition(side, global)
+	time.Sleep(10 * time.Second)
+	r.Top.Lab.Heal(side)
+	r.heal()
+}
+
+func agentRegionPartition(t *testing.T, r *Run) {
+	a := r.Top.Agents[r.Rng.IntN(len(r.Top.Agents))]
+	tier := r.Top.tier(a.Region)
+	region := []*framework.Host{tier.LB}
+	for _, x := range tier.Replicas {
+		region = append(region, x.Host)
+	}
+	r.note("partitioned %s from %s", a.Name, a.Region)
+	r.fault()
+	r.Top.Lab.Partition([]*framework.Host{a.Host}, region)
+	time.Sleep(8 * time.Second)
+	r.Top.Lab.Heal([]*framework.Host{a.Host})
+	r.heal()
+}
+
+func agentKill(t *testing.T, r *Run) {
+	a := r.Top.Agents[r.Rng.IntN(len(r.Top.Agents))]
+	r.note("killed %s", a.Name)
+	r.fault()
+	a.Proc.Kill()
+	time.Sleep(3 * time.Second)
+	a.Proc.Restart()
+	r.heal()
+}
+
+func etcdMemberRestart(t *testing.T, r *Run) {
+	m := r.Top.Global.Etcd.members[r.Rng.IntN(3)]
+	r.note("restarted global etcd member %s", m.name)
+	r.fault()
+	m.proc.Kill()
+	time.Sleep(3 * time.Second)
+	m.proc.Restart()
+	r.heal()
+}
+
+func etcdLeaderKill(t *testing.T, r *Run) {
+	e := r.Top.Global.Etcd
+	cli := e.Client(t)
+	var old int
+	framework.Eventually(t, 10*time.Second, "etcd leader", func() (err error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		old, err = e.leader(ctx, cli)
+		return err
+	})
+	r.note("killed global etcd leader %s", e.members[old].name)
+	r.fault()
+	e.members[old].proc.Kill()
+	framework.Eventually(t, 20*time.Second, "a new etcd leader", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := e.leader(ctx, cli)
+		if err == nil && n == old {
+			err = fmt.Errorf("old leader still leads")
+		}
+		return err
+	})
+	r.recovered()
+	e.members[old].proc.Restart()
+	r.heal()
+}
+
+func redisFailover(t *testing.T, r *Run) {
+	g := r.Top.Redis
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	old, err := g.MasterAddr(ctx)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	master := g.Master
+	if g.Replica.Addr() == old {
+		master = g.Replica
+	}
+	r.fault()
+	master.Kill()
+	g.WaitFailover(t, old, 30*time.Second)
+	r.recovered()
+	// Back as a replica of the new master (Sentinel reconfigures it).
+	master.Restart(t)
+	r.heal()
+}
+
+func redisDataLoss(t *testing.T, r *Run) {
+	tier := r.Top.Regions[r.Rng.IntN(len(r.Top.Regions))]
+	r.note("restarted %s's Redis empty", tier.Name)
+	r.fault()
+	tier.RegionRedis.Restart(t)
+	// Heartbeats must refill it before a node could be judged quiet.
+	time.Sleep(5 * time.Second)
+	r.heal()
+}
+
+func etcdCompaction(t *testing.T, r *Run) {
+	m, err := globalMaster(r.Top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other *Replica
+	for _, x := range r.Top.Global.Replicas {
+		if x != m {
+			other = x
+		}
+	}
+	var members []*framework.Host
+	for _, x := range r.Top.Global.Etcd.members {
+		members = append(members, x.host)
+	}
+	r.note("cut %s (not master) from the global etcd and compacted meanwhile", other.ID)
+	r.fault()
+	r.Top.Lab.Partition([]*framework.Host{other.Host}, members)
+	time.Sleep(3 * time.Second) // writes go on through the master meanwhile
+	cli := r.Top.Global.Etcd.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	resp, err := cli.Get(ctx, "chaos-compaction-probe")
+	if err == nil {
+		_, err = cli.Compact(ctx, resp.Header.Revision)
+	}
+	cancel()
+	if err != nil {
+		t.Fatalf("compact the global etcd: %v", err)
+	}
+	time.Sleep(3 * time.Second)
+	r.Top.Lab.Heal([]*framework.Host{other.Host})
+	r.heal()
+}
+
+func globalTierDown(t *testing.T, r *Run) {
+	// What the providers run before the outage must stay through it.
+	smp := newSampler(t, r.Top)
+	before := smp.take(context.Background()).count()
+	r.fault()
+	for _, g := range r.Top.Global.Replicas {
+		g.Proc.Kill()
+	}
+	down := time.Now()
+	for time.Since(down) < 25*time.Second {
+		for _, tier := range r.Top.Regions {
+			if code, err := r.Top.RegionREST(tier, 5*time.Second).Get("/v1/resources", nil); err != nil || code != http.StatusOK {
+				t.Errorf("%s REST during the global outage: %d %v", tier.Name, code, err)
+			}
+		}
+		now := smp.take(context.Background())
+		if len(now.Unreachable) == 0 {
+			got := now.count()
+			for k, n := range before {
+				if got[k] < n {
+					t.Errorf("during the global outage %s runs %d replicas; it ran %d before", k, got[k], n)
+				}
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	for _, g := range r.Top.Global.Replicas {
+		g.Proc.Restart()
+	}
+	waitGlobalMaster(t, r.Top, nil, 30*time.Second)
+	r.recovered()
+	r.heal()
+}
+
+// tier is a region by name.
+func (top *Topology) tier(name string) *Tier {
+	for _, t := range top.Regions {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
