@@ -42,17 +42,23 @@ MAX_COMPLEXITY     := 15
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build build-core build-libvirt deb dev dev-clean deps tools proto proto-check lint test test-unit test-security fuzz stress bench clean images help
+.PHONY: all chaos build build-core build-libvirt deb dev dev-clean deps tools proto proto-check lint test test-unit test-security fuzz stress bench clean images help
 
 all: build
+
+ETCD_VERSION ?= v3.6.16
+CHAOS_SEEDS  ?= 5
+CHAOS_TIMEOUT ?= 120m
 
 ## help: this list
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
-## build: strata, stratactl, the libvirt provider plugin (cgo), and a real etcd server for tests
+## build: strata, stratactl, the libvirt provider plugin (cgo), a real etcd server for tests,
+##        and etcdctl and etcdutl (backup and restore, docs/operations.md)
 build: build-core build-libvirt
 	$(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
+	GOBIN=$(abspath $(BIN)) $(GO) install go.etcd.io/etcd/etcdctl/v3@$(ETCD_VERSION) go.etcd.io/etcd/etcdutl/v3@$(ETCD_VERSION)
 
 ## build-core: strata and stratactl (pure Go, statically linked)
 build-core:
@@ -135,6 +141,14 @@ fuzz:
 ##      replayed on real processes included (make test runs them too)
 test-security: build
 	$(GO) test -count=1 -p $(TEST_P) -run 'TestSecurity' ./...
+
+## chaos: every fault scenario of e2e/chaos on $(CHAOS_SEEDS) seeds, as root (network namespaces):
+##        real strata, etcd, Redis and haproxy processes under load; writes docs/reliability.md.
+##        About 40 s a scenario and seed on 2 cores (12 scenarios x 5 seeds: about 45 minutes)
+chaos: build-core
+	$(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
+	STRATA_CHAOS_SCENARIOS=all STRATA_CHAOS_SEEDS=$(CHAOS_SEEDS) STRATA_CHAOS_REPORT=$(CURDIR)/docs/reliability.md \
+	  $(GO) test -count=1 -timeout $(CHAOS_TIMEOUT) -run 'TestChaos$$' ./e2e/chaos
 
 ## test-unit: the fast tests only (no real daemons)
 test-unit:
