@@ -197,6 +197,7 @@ func agentRegionPartition(t *testing.T, r *Run) {
 		region = append(region, x.Host)
 	}
 	r.note("partitioned %s from %s", a.Name, a.Region)
+	r.isolated = append(r.isolated, a.Name)
 	r.fault()
 	r.Top.Lab.Partition([]*framework.Host{a.Host}, region)
 	time.Sleep(8 * time.Second)

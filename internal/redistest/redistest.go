@@ -235,7 +235,20 @@ func (s *Server) Options() *redis.Options {
 		DialTimeout: time.Second,
 	}
 	if s.set.host != nil {
-		o.Dialer = s.set.host.DialContext
+		// A custom Dialer replaces go-redis's, TLS included.
+		tlsCfg := s.tlsConfig()
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := s.set.host.DialContext(ctx, network, addr)
+			if err != nil || tlsCfg == nil {
+				return c, err
+			}
+			tc := tls.Client(c, tlsCfg)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return tc, nil
+		}
 	}
 	if s.adminPW != "" {
 		o.Username, o.Password = AdminUser, s.adminPW

@@ -41,6 +41,9 @@ type harness struct {
 	// are the blocks its nodes got.
 	network *api.Network
 	blocks  map[netip.Prefix]bool
+	// slowDestroy: replicas of these resources take 300 ms to confirm
+	// a destroy, running meanwhile, as a real provider's stop does.
+	slowDestroy map[string]bool
 	// failed counts the controller's failed passes.
 	failed atomic.Int64
 }
@@ -64,7 +67,7 @@ func newHarnessWith(t *testing.T, endpoints []string, storeOpts []store.Option, 
 	t.Helper()
 	cli := etcdtest.Client(t, endpoints)
 	s := store.New(cli, "/strata/region/", storeOpts...)
-	h := &harness{t: t, st: state.New(s), hold: map[string]bool{}, fail: map[string]bool{}, down: map[string]bool{}}
+	h := &harness{t: t, st: state.New(s), hold: map[string]bool{}, fail: map[string]bool{}, down: map[string]bool{}, slowDestroy: map[string]bool{}}
 	h.caches = state.NewCaches(h.st)
 	h.ev = events.NewMemory(10000)
 	resp, err := cli.Put(context.Background(), "/test/leader", "me")
@@ -208,6 +211,8 @@ func (h *harness) simulateAgents(ctx context.Context) {
 			phase := api.PhaseReady
 			reason := ""
 			switch {
+			case a.Desired == api.DesiredDestroyed && h.slowDestroy[a.ResourceKey()] && time.Since(a.DestroyRequestedAt) < 300*time.Millisecond:
+				continue
 			case a.Desired == api.DesiredDestroyed:
 				phase = api.PhaseDestroyed
 			case h.fail[a.ResourceKey()]:
@@ -474,6 +479,62 @@ func TestRollingUpdateKeepsReplicasReady(t *testing.T) {
 	close(stop)
 	if low := <-minReady; low < 4 {
 		t.Errorf("ready replicas during the rollout: got a low of %d; want never below 4", low)
+	}
+}
+
+// TestChaosRegressionRolloutSurge is what e2e/chaos found under load: with
+// maxSurge 0 a rollout started a replacement while the replica it
+// replaced was still stopping, one more running than asked.
+func TestChaosRegressionRolloutSurge(t *testing.T) {
+	h := newHarness(t)
+	for i := range 3 {
+		h.addNode(fmt.Sprintf("n%d", i), "a", api.HealthUp)
+	}
+	noSurge := func(pl *api.Placement) { pl.Resource.Rollout = api.RolloutPolicy{MaxSurge: 0, MaxUnavailable: 1} }
+	h.place("web", 3, 1, noSurge)
+	h.eventually("3 ready", h.readyWith("web", 3))
+	h.set(h.slowDestroy, "t/web", true)
+
+	// Watch what exists through the rollout: replicas asked to run and
+	// those asked to go that have not confirmed it.
+	stop := make(chan struct{})
+	most := make(chan int, 1)
+	go func() {
+		high := 0
+		for {
+			select {
+			case <-stop:
+				most <- high
+				return
+			default:
+			}
+			run, dying := h.replicas("web")
+			n := len(run)
+			for _, a := range dying {
+				if st, ok := h.caches.Statuses.Get(a.ID); !ok || st.Value.Phase != api.PhaseDestroyed {
+					n++
+				}
+			}
+			high = max(high, n)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	h.place("web", 3, 2, noSurge, func(pl *api.Placement) { pl.Resource.Spec.Compute.Env = map[string]string{"V": "2"} })
+	h.eventually("rolled to revision 2", func() error {
+		if err := h.readyWith("web", 3)(); err != nil {
+			return err
+		}
+		run, _ := h.replicas("web")
+		for _, a := range run {
+			if a.Revision != 2 {
+				return fmt.Errorf("replica %s still at revision %d", a.ID, a.Revision)
+			}
+		}
+		return nil
+	})
+	close(stop)
+	if high := <-most; high > 3 {
+		t.Errorf("replicas existing during a rollout with maxSurge 0: got up to %d; want at most 3", high)
 	}
 }
 

@@ -22,11 +22,16 @@ import (
 func (c *Controller) reconcile(v *view, p *plan, key string) {
 	pl, havePlacement := c.o.Caches.Placements.Get(key)
 	var live []*replica
-	dying := 0
+	// dying are replicas asked to go that their agent has not confirmed
+	// gone; stopping the ones on reachable nodes still run there.
+	dying, stopping := 0, 0
 	for _, r := range v.replicas(key) {
 		if r.a.Desired == api.DesiredDestroyed {
 			if !c.finishDestroy(v, p, key, r) {
 				dying++
+				if lost, _ := v.lost(r.a.Node); !lost {
+					stopping++
+				}
 			}
 			continue
 		}
@@ -57,7 +62,7 @@ func (c *Controller) reconcile(v *view, p *plan, key string) {
 	}
 	live = c.keep(live, func(r *replica) bool { return c.healthy(v, p, key, r) })
 	live = c.moveOffDrainingNodes(v, p, key, pl.Value, live)
-	live = c.rollout(v, p, key, pl.Value, live)
+	live = c.rollout(v, p, key, pl.Value, live, stopping)
 	c.updateEndpoints(p, key, pl.Value, live)
 	unplaced := c.schedule(v, p, key, pl.Value, live)
 	c.writeShare(v, p, key, pl.Value, live, "", unplaced)
@@ -221,16 +226,19 @@ func (c *Controller) readyAgain(key string, now time.Time) {
 // rollout creates and destroys replicas so that the resource converges to
 // its replica count at its current revision, replacing replicas of older
 // revisions make-before-break: at most MaxSurge extra replicas exist, and
-// the ready ones never drop below Replicas - MaxUnavailable.
-func (c *Controller) rollout(v *view, p *plan, key string, pl *api.Placement, live []*replica) []*replica {
+// the ready ones never drop below Replicas - MaxUnavailable. A replica
+// asked to go exists until its agent confirms it gone (stopping of them,
+// on nodes not lost): a replacement started before would run beside it,
+// more than asked (found by e2e/chaos, TestChaosRegressionRolloutSurge).
+func (c *Controller) rollout(v *view, p *plan, key string, pl *api.Placement, live []*replica, stopping int) []*replica {
 	pr := &pl.Resource
 	slots := slotsOf(live)
 	cur, old := c.byRevision(p, key, pl, slots)
 	if len(old) > 0 && !pr.Rollout.Paused {
-		return c.replace(v, p, key, pl, live, slots, cur, old)
+		return c.replace(v, p, key, pl, live, slots, cur, old, stopping)
 	}
 	n, total := pr.Replicas, len(slots)
-	for total < n {
+	for total+stopping < n {
 		r := c.create(v, p, key, pl, "")
 		live = append(live, r)
 		total++
@@ -271,8 +279,9 @@ func (c *Controller) byRevision(p *plan, key string, pl *api.Placement, slots []
 // replace makes before it breaks: replicas of the current revision are
 // created while at most maxSurge extra exist, and old ones destroyed only
 // while the ready count stays at or above max(replicas - maxUnavailable,
-// minHealthy).
-func (c *Controller) replace(v *view, p *plan, key string, pl *api.Placement, live, slots, cur, old []*replica) []*replica {
+// minHealthy). Stopping replicas still run (see rollout): they count
+// against the surge.
+func (c *Controller) replace(v *view, p *plan, key string, pl *api.Placement, live, slots, cur, old []*replica, stopping int) []*replica {
 	pr := &pl.Resource
 	n := pr.Replicas
 	surge, unavailable := pr.Rollout.MaxSurge, pr.Rollout.MaxUnavailable
@@ -280,7 +289,7 @@ func (c *Controller) replace(v *view, p *plan, key string, pl *api.Placement, li
 		surge = 1
 	}
 	total := len(slots)
-	for len(cur) < n && total < n+surge {
+	for len(cur) < n && total+stopping < n+surge {
 		r := c.create(v, p, key, pl, "")
 		live, cur = append(live, r), append(cur, r)
 		total++
