@@ -105,52 +105,6 @@ type hostCluster struct {
 	host map[string]*simhost.Host
 }
 
-// hostRequireContainerd stops the test (a failure under CI=true) unless
-// it runs as root with ctr and a containerd that answers.
-func hostRequireContainerd(t *testing.T) {
-	t.Helper()
-	testenv.RequireRoot(t, "containerd (root)")
-	testenv.LookPath(t, "ctr")
-	if _, err := os.Stat("/run/containerd/containerd.sock"); err != nil {
-		testenv.Missing(t, "containerd", err)
-	}
-	if _, err := framework.Ctr("default", "version"); err != nil {
-		testenv.Missing(t, "containerd", err)
-	}
-	for _, plugin := range []string{"bridge", "loopback", "static"} {
-		if _, err := os.Stat(filepath.Join("/usr/lib/cni", plugin)); err != nil {
-			testenv.Missing(t, "CNI plugins (containernetworking-plugins)", err)
-		}
-	}
-}
-
-// hostBusyboxArchive builds (or finds up to date) the busybox archive of
-// `make images` and returns its absolute path.
-func hostBusyboxArchive(t *testing.T) string {
-	t.Helper()
-	if _, err := os.Stat("/bin/busybox"); err != nil {
-		testenv.Missing(t, "busybox-static", err)
-	}
-	root := testenv.RepoRoot()
-	if root == "" {
-		t.Fatal("repository root not found")
-	}
-	cmd := exec.Command(filepath.Join(root, "deploy", "dev", "images.sh"), filepath.Join(root, ".cache", "images"))
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("deploy/dev/images.sh: %v: %s", err, ee.Stderr)
-		}
-		t.Fatalf("deploy/dev/images.sh: %v", err)
-	}
-	path := strings.TrimSpace(string(out))
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("deploy/dev/images.sh printed %q: %v", path, err)
-	}
-	return path
-}
-
 func hostRandom(t *testing.T) string {
 	b := make([]byte, 3)
 	if _, err := rand.Read(b); err != nil {
@@ -166,13 +120,13 @@ func hostRandom(t *testing.T) string {
 // removed from the host.
 func startHostCluster(t *testing.T, o hostClusterOpts) *hostCluster {
 	t.Helper()
-	hostRequireContainerd(t)
+	framework.RequireContainerd(t)
 	haproxyBin := ""
 	if o.haproxy {
 		haproxyBin = testenv.LookPath(t, "haproxy")
 	}
 	c := &hostCluster{
-		t: t, o: o, bin: framework.Bin(t, "strata"), archive: hostBusyboxArchive(t),
+		t: t, o: o, bin: framework.Bin(t, "strata"), archive: framework.BusyboxArchive(t),
 		token:  "strata_e2e00003_0123456789abcdef0123456789abcdef01234567",
 		agents: map[string]*framework.Proc{}, ns: map[string]string{}, dataDir: map[string]string{}, bridge: map[string]string{},
 		host: map[string]*simhost.Host{},

@@ -58,7 +58,8 @@ func body(key, mark string, replicas int, withReplicas bool) map[string]any {
 		}},
 		// No surge: a rollout never runs more replicas than asked, so
 		// the sampler may hold the count to what was asked.
-		"rollout": map[string]any{"maxSurge": 0, "maxUnavailable": 1},
+		"rollout":  map[string]any{"maxSurge": 0, "maxUnavailable": 1},
+		"schedule": map[string]any{"nodeSelector": map[string]string{"runtime": "fake"}},
 	}
 	if withReplicas {
 		b["name"], b["replicas"] = key, replicas

@@ -26,8 +26,9 @@ resource runs more replicas than it asked within the preceding 30 s
 (over), the client history is linearizable per resource (porcupine), and
 the providers converge to the asked counts within 30 s of the last
 write (convergence, seconds, the worst seed). Failover is from the fault
-to the scenario's recovery (a new leader) or else to the first write
-acknowledged after the fault, the worst seed. Replay a row with
+to the scenario's recovery (a new leader; for global-tier-down, from the
+restart) or else to the first write acknowledged after the fault, the
+worst seed. Replay a row with
 ` + "`STRATA_CHAOS_SCENARIOS=<scenario> STRATA_CHAOS_SEED=<seed> go test -run 'TestChaos$' ./e2e/chaos`" + `.
 
 | Scenario | Seeds | Passed | Acknowledged writes | Unknown | Lost | Duplicates | Over | Linearizable | Convergence max (s) | Failover max (s) |

@@ -30,6 +30,8 @@ type Scenario struct {
 	// Fast scenarios run in `make test` (one seed).
 	Fast   bool
 	Inject func(t *testing.T, r *Run)
+	// Topology adds to the standard layout.
+	Topology []TopologyOption
 }
 
 // Run is one scenario on one seed.
@@ -40,7 +42,11 @@ type Run struct {
 	// faultAt and healAt bound the fault; failoverAt, when a scenario
 	// sets it, is when the system was seen to recover (a new leader).
 	faultAt, healAt, failoverAt time.Time
-	notes                       []string
+	// restartAt, when set, is where failover is measured from instead of
+	// faultAt: a fault that holds a tier down on purpose (global-tier-down)
+	// measures its recovery from the restart.
+	restartAt time.Time
+	notes     []string
 	// isolated are agents cut from their region by the fault: by design
 	// they keep running their replicas while the region replaces them
 	// elsewhere, until the partition heals (docs/architecture.md).
@@ -91,7 +97,7 @@ var (
 // the invariants.
 func runScenario(t *testing.T, sc Scenario, seed uint64) {
 	t.Logf("scenario %s seed %d; replay: STRATA_CHAOS_SCENARIOS=%s STRATA_CHAOS_SEED=%d go test -run 'TestChaos$' ./e2e/chaos", sc.Name, seed, sc.Name, seed)
-	top := StartTopology(t)
+	top := StartTopology(t, sc.Topology...)
 	top.REST(10*time.Second).Must(t, http.MethodPost, "/v1/flavors", map[string]any{
 		"name": flavorName, "kind": "container", "spec": map[string]any{"vcpus": 0.1, "memoryMiB": 16},
 	}, http.StatusCreated, nil)
@@ -259,6 +265,9 @@ func overCounts(hist []Op, samples []sample) []string {
 	}
 	for _, s := range samples {
 		for key, n := range s.count() {
+			if !slices.Contains(loadKeys, key) {
+				continue // a scenario's own resource
+			}
 			if bound := maxAsked(byKey[key], s.At.Add(-convergeWithin), s.At); n > bound {
 				var ids []string
 				for id, nodes := range s.Running {
@@ -386,6 +395,9 @@ func explains(w, f Op) bool {
 // the fault.
 func failover(r *Run, hist []Op) time.Duration {
 	if !r.failoverAt.IsZero() {
+		if !r.restartAt.IsZero() {
+			return r.failoverAt.Sub(r.restartAt)
+		}
 		return r.failoverAt.Sub(r.faultAt)
 	}
 	var first time.Time

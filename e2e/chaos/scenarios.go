@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ var Scenarios = []Scenario{
 	{Name: "redis-failover", About: "SIGKILL of the global Redis master: Sentinel promotes the replica", Inject: redisFailover},
 	{Name: "redis-data-loss", About: "a region's Redis restarted empty (no persistence)", Inject: redisDataLoss},
 	{Name: "etcd-compaction", About: "a global replica cut from etcd for 6 s while the history it missed is compacted", Inject: etcdCompaction},
+	{Name: "containerd-agent-kill", About: "SIGKILL of an agent on the containerd provider while its resource is scaled 2, 3, 1; restarted 3 s later: no orphan container, task or network namespace", Inject: containerdAgentKill, Topology: []TopologyOption{WithContainerdAgent()}},
 	{Name: "global-tier-down", About: "both global replicas killed for 25 s (scaled down from a minute): regions keep answering and running", Inject: globalTierDown},
 }
 
@@ -343,6 +345,7 @@ func globalTierDown(t *testing.T, r *Run) {
 		}
 		time.Sleep(time.Second)
 	}
+	r.restartAt = time.Now()
 	for _, g := range r.Top.Global.Replicas {
 		g.Proc.Restart()
 	}
@@ -357,6 +360,94 @@ func (top *Topology) tier(name string) *Tier {
 		if t.Name == name {
 			return t
 		}
+	}
+	return nil
+}
+
+func containerdAgentKill(t *testing.T, r *Run) {
+	var a *Agent
+	for _, x := range r.Top.Agents {
+		if x.Containerd != "" {
+			a = x
+		}
+	}
+	rest := r.Top.REST(30 * time.Second)
+	rest.Must(t, http.MethodPost, "/v1/resources", map[string]any{
+		"name": "busybox", "kind": "Image",
+		"spec": map[string]any{"image": map[string]any{"ref": "docker.io/library/busybox:latest", "archive": framework.BusyboxArchive(t)}},
+	}, http.StatusCreated, nil)
+	rest.Must(t, http.MethodPost, "/v1/resources", map[string]any{
+		"name": "ctr", "kind": "Compute", "replicas": 2,
+		"spec": map[string]any{"flavor": flavorName, "compute": map[string]any{
+			"image": "busybox", "command": []string{"sleep", "3600"}, "stopGracePeriod": "1s",
+		}},
+		"schedule": map[string]any{"regions": []map[string]any{{"name": a.Region}}, "nodeSelector": map[string]string{"runtime": "containerd"}},
+	}, http.StatusCreated, nil)
+	smp := newSampler(t, r.Top)
+	runs := func(n int) func() error {
+		return func() error {
+			got := 0
+			for _, nodes := range smp.take(context.Background()).Running {
+				if slices.Contains(nodes, a.Name) {
+					got++
+				}
+			}
+			if got != n {
+				return fmt.Errorf("%s runs %d replicas; want %d", a.Name, got, n)
+			}
+			return nil
+		}
+	}
+	framework.Eventually(t, 90*time.Second, "2 containers running", runs(2))
+
+	r.fault()
+	a.Proc.Kill()
+	for _, n := range []int{3, 1} {
+		rest.Must(t, http.MethodPost, "/v1/resources/ctr/scale", map[string]int{"replicas": n}, http.StatusOK, nil)
+	}
+	time.Sleep(3 * time.Second)
+	a.Proc.Restart()
+	r.heal()
+
+	// No orphans: as many containers and running tasks in the agent's
+	// containerd namespace as replicas it runs, which is what was asked.
+	framework.Eventually(t, convergeWithin, "1 container, no orphan", func() error {
+		if err := runs(1)(); err != nil {
+			return err
+		}
+		return ctrHolds(a.Containerd, 1)
+	})
+	rest.Must(t, http.MethodDelete, "/v1/resources/ctr", nil, http.StatusAccepted, nil)
+	framework.Eventually(t, convergeWithin, "no container left after the delete", func() error {
+		if err := ctrHolds(a.Containerd, 0); err != nil {
+			return err
+		}
+		if left := framework.NetNSWithPrefix("strata-" + a.Name + "-"); len(left) > 0 {
+			return fmt.Errorf("network namespaces left: %v", left)
+		}
+		return nil
+	})
+}
+
+// ctrHolds checks that containerd namespace ns holds n containers, each
+// with a running task.
+func ctrHolds(ns string, n int) error {
+	ids, err := framework.CtrContainers(ns)
+	if err != nil {
+		return err
+	}
+	tasks, err := framework.CtrTasks(ns)
+	if err != nil {
+		return err
+	}
+	running := 0
+	for _, tk := range tasks {
+		if tk.Status == "RUNNING" {
+			running++
+		}
+	}
+	if len(ids) != n || len(tasks) != n || running != n {
+		return fmt.Errorf("containerd namespace %s: %d containers %v, %d tasks (%d running); want %d of each", ns, len(ids), ids, len(tasks), running, n)
 	}
 	return nil
 }

@@ -85,6 +85,9 @@ type Agent struct {
 	Name, Region string
 	Host         *framework.Host
 	Proc         *framework.Proc
+	// Containerd is the containerd namespace of an agent on the
+	// containerd provider; empty on the fake provider.
+	Containerd string
 }
 
 // redisPassword is the password of the tiers' Redis user and of the
@@ -140,8 +143,12 @@ func (p *chaosPKI) pool(t *testing.T) *x509.CertPool {
 
 // StartTopology builds the lab and starts every process, and returns
 // when the global tier sees both regions Up with all their nodes.
-func StartTopology(t *testing.T) *Topology {
+func StartTopology(t *testing.T, opts ...TopologyOption) *Topology {
 	t.Helper()
+	var o topologyOptions
+	for _, f := range opts {
+		f(&o)
+	}
 	top := &Topology{
 		t: t, Dir: t.TempDir(),
 		PKI:     &chaosPKI{framework.NewPKI(t)},
@@ -189,6 +196,9 @@ func StartTopology(t *testing.T) *Topology {
 			a.Host = top.Lab.AddHost(a.Name)
 			top.Agents = append(top.Agents, a)
 			a.Proc = a.Host.Start(t, a.Name, top.bin, []string{"agent", "--config", top.agentConfig(tier, a)})
+		}
+		if o.containerd && ri == 0 {
+			top.startContainerdAgent(t, tier)
 		}
 	}
 	top.WaitHealthy(t, 90*time.Second)
@@ -250,15 +260,56 @@ log: {level: debug, format: json}
 
 func (top *Topology) agentConfig(tier *Tier, a *Agent) string {
 	tlsSec, _ := top.PKI.tlsYAML(top.t, pki.Node(a.Region, a.Name), a.Host.IP)
-	return top.write(a.Name+".yaml", fmt.Sprintf(`node: {name: %s, zone: a, milliCPU: 64000, memoryMiB: 262144}
+	runtime, providers := "fake", "  - name: fake\n"
+	if a.Containerd != "" {
+		runtime = "containerd"
+		providers = fmt.Sprintf("  - name: containerd\n    options: {namespace: %s, restartBackoff: 50ms, restartBackoffMax: 1s}\n", a.Containerd)
+	}
+	return top.write(a.Name+".yaml", fmt.Sprintf(`node: {name: %s, zone: a, milliCPU: 64000, memoryMiB: 262144, labels: {runtime: %s}}
 region: {endpoint: %q}
 listen: {grpc: %q}
 dataDir: %s
 statusInterval: 1s
 providers:
-  - name: fake
-log: {level: debug, format: json}
-`, a.Name, tier.LB.Addr(regionGRPC), a.Host.Addr(agentGRPC), filepath.Join(top.Dir, a.Name))+tlsSec)
+%slog: {level: debug, format: json}
+`, a.Name, runtime, tier.LB.Addr(regionGRPC), a.Host.Addr(agentGRPC), filepath.Join(top.Dir, a.Name), providers)+tlsSec)
+}
+
+// TopologyOption changes what StartTopology starts.
+type TopologyOption func(*topologyOptions)
+
+type topologyOptions struct{ containerd bool }
+
+// WithContainerdAgent adds to the first region an agent on the
+// containerd provider (labelled runtime=containerd; the fake ones are
+// runtime=fake), in a containerd namespace of its own that is removed,
+// with whatever the provider left on the host, when the test ends.
+func WithContainerdAgent() TopologyOption { return func(o *topologyOptions) { o.containerd = true } }
+
+func (top *Topology) startContainerdAgent(t *testing.T, tier *Tier) {
+	t.Helper()
+	framework.RequireContainerd(t)
+	// Unique on the host: containerd namespaces and the provider's
+	// network namespaces (strata-<node>-...) are host-wide.
+	a := &Agent{Name: fmt.Sprintf("%s-ctr%d", tier.Name, os.Getpid()%100000), Region: tier.Name}
+	a.Containerd = "strata-chaos-" + a.Name
+	a.Host = top.Lab.AddHost(a.Name)
+	t.Cleanup(func() { scrubContainerd(t, a) })
+	top.Agents = append(top.Agents, a)
+	a.Proc = a.Host.Start(t, a.Name, top.bin, []string{"agent", "--config", top.agentConfig(tier, a)})
+}
+
+// scrubContainerd removes what the containerd agent left (after a
+// failure; a passing scenario checks it left nothing itself).
+func scrubContainerd(t *testing.T, a *Agent) {
+	if _, err := framework.RemoveCtrNamespace(a.Containerd); err != nil {
+		t.Logf("clean-up: containerd namespace %s: %v", a.Containerd, err)
+	}
+	for _, n := range framework.NetNSWithPrefix("strata-" + a.Name + "-") {
+		if err := framework.RemoveNetNS(n); err != nil {
+			t.Logf("clean-up: %v", err)
+		}
+	}
 }
 
 // startHAProxy runs haproxy on the tier's LB host: TCP mode, TLS passed
@@ -339,9 +390,13 @@ func (top *Topology) WaitHealthy(t *testing.T, timeout time.Duration) {
 		if code, err := c.Get("/v1/regions", &regions); err != nil || code != 200 {
 			return fmt.Errorf("GET /v1/regions: %d %v", code, err)
 		}
+		nodes := map[string]int{}
+		for _, a := range top.Agents {
+			nodes[a.Region]++
+		}
 		up := 0
 		for _, r := range regions.Items {
-			if r.Status != nil && r.Status.Health == api.HealthUp && r.Status.NodesUp == agentsPerRegion {
+			if r.Status != nil && r.Status.Health == api.HealthUp && r.Status.NodesUp == nodes[r.Name] {
 				up++
 			}
 		}
