@@ -374,7 +374,7 @@ func containerdAgentKill(t *testing.T, r *Run) {
 	rest := r.Top.REST(30 * time.Second)
 	rest.Must(t, http.MethodPost, "/v1/resources", map[string]any{
 		"name": "busybox", "kind": "Image",
-		"spec": map[string]any{"image": map[string]any{"ref": "docker.io/library/busybox:latest", "archive": framework.BusyboxArchive(t)}},
+		"spec": map[string]any{"image": map[string]any{"ref": "docker.io/library/busybox:latest", "archive": a.Archive}},
 	}, http.StatusCreated, nil)
 	rest.Must(t, http.MethodPost, "/v1/resources", map[string]any{
 		"name": "ctr", "kind": "Compute", "replicas": 2,

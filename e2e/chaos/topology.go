@@ -86,8 +86,10 @@ type Agent struct {
 	Host         *framework.Host
 	Proc         *framework.Proc
 	// Containerd is the containerd namespace of an agent on the
-	// containerd provider; empty on the fake provider.
-	Containerd string
+	// containerd provider; empty on the fake provider. Archive is the
+	// busybox image archive it may import (its directory is the
+	// provider's one imageDirs).
+	Containerd, Archive string
 }
 
 // redisPassword is the password of the tiers' Redis user and of the
@@ -263,7 +265,8 @@ func (top *Topology) agentConfig(tier *Tier, a *Agent) string {
 	runtime, providers := "fake", "  - name: fake\n"
 	if a.Containerd != "" {
 		runtime = "containerd"
-		providers = fmt.Sprintf("  - name: containerd\n    options: {namespace: %s, restartBackoff: 50ms, restartBackoffMax: 1s}\n", a.Containerd)
+		providers = fmt.Sprintf("  - name: containerd\n    options: {namespace: %s, restartBackoff: 50ms, restartBackoffMax: 1s, imageDirs: [%q]}\n",
+			a.Containerd, filepath.Dir(a.Archive))
 	}
 	return top.write(a.Name+".yaml", fmt.Sprintf(`node: {name: %s, zone: a, milliCPU: 64000, memoryMiB: 262144, labels: {runtime: %s}}
 region: {endpoint: %q}
@@ -292,7 +295,7 @@ func (top *Topology) startContainerdAgent(t *testing.T, tier *Tier) {
 	// Unique on the host: containerd namespaces and the provider's
 	// network namespaces (strata-<node>-...) are host-wide.
 	a := &Agent{Name: fmt.Sprintf("%s-ctr%d", tier.Name, os.Getpid()%100000), Region: tier.Name}
-	a.Containerd = "strata-chaos-" + a.Name
+	a.Containerd, a.Archive = "strata-chaos-"+a.Name, framework.BusyboxArchive(t)
 	a.Host = top.Lab.AddHost(a.Name)
 	t.Cleanup(func() { scrubContainerd(t, a) })
 	top.Agents = append(top.Agents, a)
