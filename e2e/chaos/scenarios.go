@@ -372,13 +372,17 @@ func containerdAgentKill(t *testing.T, r *Run) {
 		}
 	}
 	rest := r.Top.REST(30 * time.Second)
+	// runc itself needs more than the fake replicas' 16 MiB.
+	rest.Must(t, http.MethodPost, "/v1/flavors", map[string]any{
+		"name": "ctr", "kind": "container", "spec": map[string]any{"vcpus": 0.25, "memoryMiB": 64},
+	}, http.StatusCreated, nil)
 	rest.Must(t, http.MethodPost, "/v1/resources", map[string]any{
 		"name": "busybox", "kind": "Image",
 		"spec": map[string]any{"image": map[string]any{"ref": "docker.io/library/busybox:latest", "archive": a.Archive}},
 	}, http.StatusCreated, nil)
 	rest.Must(t, http.MethodPost, "/v1/resources", map[string]any{
 		"name": "ctr", "kind": "Compute", "replicas": 2,
-		"spec": map[string]any{"flavor": flavorName, "compute": map[string]any{
+		"spec": map[string]any{"flavor": "ctr", "compute": map[string]any{
 			"image": "busybox", "command": []string{"sleep", "3600"}, "stopGracePeriod": "1s",
 		}},
 		"schedule": map[string]any{"regions": []map[string]any{{"name": a.Region}}, "nodeSelector": map[string]string{"runtime": "containerd"}},

@@ -52,12 +52,12 @@ type Host struct {
 }
 
 // NewLab creates the hub namespace and its bridge. Hosts get addresses
-// subnet.2 and up ("10.251.0" gives 10.251.0.2, ...). It needs root, ip
-// and iptables; under CI=true their absence fails the test.
+// subnet.2 and up ("10.251.0" gives 10.251.0.2, ...). It needs root, ip,
+// iptables and nsenter; under CI=true their absence fails the test.
 func NewLab(t testing.TB, prefix, subnet string) *Lab {
 	t.Helper()
 	testenv.RequireRoot(t, "network namespaces")
-	for _, bin := range []string{"ip", "iptables"} {
+	for _, bin := range []string{"ip", "iptables", "nsenter"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			testenv.Missing(t, bin, err)
 		}
@@ -175,11 +175,19 @@ func removeNS(ns string) {
 	_ = exec.Command("ip", "netns", "del", ns).Run()
 }
 
-// Start runs bin with args on the host (ip netns exec, which execs bin:
-// signals reach it directly); see the package's Start.
+// Start runs bin with args on the host; see the package's Start.
 func (h *Host) Start(t testing.TB, name, bin string, args []string, env ...string) *Proc {
 	t.Helper()
-	return Start(t, name, "ip", append([]string{"netns", "exec", h.NS, bin}, args...), env...)
+	return Start(t, name, "nsenter", h.nsenter(bin, args), env...)
+}
+
+// nsenter is the command line that runs bin in the host's network
+// namespace only: nsenter execs bin (signals reach it directly), and
+// unlike `ip netns exec` it leaves the mount namespace alone, so that
+// the network namespaces a containerd agent bind-mounts for its
+// containers are visible to containerd and runc.
+func (h *Host) nsenter(bin string, args []string) []string {
+	return append([]string{"--net=" + filepath.Join(NetNSDir, h.NS), "--", bin}, args...)
 }
 
 // Addr is the host's ip:port.
@@ -187,7 +195,7 @@ func (h *Host) Addr(port int) string { return net.JoinHostPort(h.IP, strconv.Ito
 
 // Exec runs a command on the host and returns its combined output.
 func (h *Host) Exec(ctx context.Context, bin string, args ...string) ([]byte, error) {
-	out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.NS, bin}, args...)...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "nsenter", h.nsenter(bin, args)...).CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("%s on %s: %w: %s", bin, h.Name, err, bytes.TrimSpace(out))
 	}
@@ -247,5 +255,5 @@ func (h *Host) Address() string { return h.IP }
 
 // Command prepares bin with args to run on the host.
 func (h *Host) Command(bin string, args ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", h.NS, bin}, args...)...)
+	return exec.Command("nsenter", h.nsenter(bin, args)...)
 }
