@@ -115,9 +115,10 @@ func (p *chaosPKI) files(t *testing.T, file, cn string, hosts ...string) pki.Fil
 	return p.FilesForHosts(t, file, cn, hosts...)
 }
 
-// tlsYAML is the tls section of a tier process.
-func (p *chaosPKI) tlsYAML(t *testing.T, id pki.Identity, hosts ...string) (string, pki.Files) {
-	f := p.files(t, strings.NewReplacer(":", "-", "/", "-").Replace(id.String()), id.String(), hosts...)
+// tlsYAML is the tls section of the process file (a region's replicas
+// share their identity, not their addresses: each has its own files).
+func (p *chaosPKI) tlsYAML(t *testing.T, file string, id pki.Identity, hosts ...string) (string, pki.Files) {
+	f := p.files(t, file, id.String(), hosts...)
 	return fmt.Sprintf("tls: {ca: %s, cert: %s, key: %s}\n", f.CA, f.Cert, f.Key), f
 }
 
@@ -213,7 +214,7 @@ func (top *Topology) write(name, body string) string {
 
 func (top *Topology) globalConfig(r *Replica, rt *redistest.TLS) string {
 	t := top.t
-	tlsSec, f := top.PKI.tlsYAML(t, pki.Global(r.ID), r.Host.IP, top.Global.LB.IP)
+	tlsSec, f := top.PKI.tlsYAML(t, r.ID, pki.Global(r.ID), r.Host.IP, top.Global.LB.IP)
 	return top.write(r.ID+".yaml", fmt.Sprintf(`id: %s
 listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%s], tls: {ca: %s, cert: %s, key: %s}}
@@ -235,7 +236,7 @@ log: {level: debug, format: json}
 
 func (top *Topology) regionConfig(tier *Tier, ri int, r *Replica, rt *redistest.TLS) string {
 	t := top.t
-	tlsSec, f := top.PKI.tlsYAML(t, pki.Region(tier.Name), r.Host.IP, tier.LB.IP)
+	tlsSec, f := top.PKI.tlsYAML(t, r.ID, pki.Region(tier.Name), r.Host.IP, tier.LB.IP)
 	return top.write(r.ID+".yaml", fmt.Sprintf(`name: %s
 id: %s
 zones: [a]
@@ -261,7 +262,7 @@ log: {level: debug, format: json}
 }
 
 func (top *Topology) agentConfig(tier *Tier, a *Agent) string {
-	tlsSec, _ := top.PKI.tlsYAML(top.t, pki.Node(a.Region, a.Name), a.Host.IP)
+	tlsSec, _ := top.PKI.tlsYAML(top.t, a.Name, pki.Node(a.Region, a.Name), a.Host.IP)
 	runtime, providers := "fake", "  - name: fake\n"
 	if a.Containerd != "" {
 		runtime = "containerd"
