@@ -11,6 +11,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/e2e/framework"
@@ -96,6 +97,9 @@ func (c *etcdCluster) dial(timeout time.Duration) (*clientv3.Client, error) {
 		Endpoints:   c.Endpoints(),
 		DialTimeout: timeout,
 		TLS:         c.tls,
+		// The members the faults stop are expected to refuse: the
+		// client's retry warnings would only bury the test's output.
+		Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return c.client.DialContext(ctx, "tcp", addr)
 		})},

@@ -230,13 +230,19 @@ func converge(t *testing.T, top *Topology, smp *sampler, from time.Time) ([]Op, 
 			}
 		}
 		if settled {
-			got := smp.take(context.Background()).count()
+			smpl := smp.take(context.Background())
+			got := smpl.count()
 			var diff []string
 			for _, k := range loadKeys {
 				if got[k] != want[k] {
 					diff = append(diff, fmt.Sprintf("%s runs %d; asks %d", k, got[k], want[k]))
 				}
 			}
+			orphans, err := orphans(rest, smpl)
+			if err != nil {
+				diff = append(diff, err.Error())
+			}
+			diff = append(diff, orphans...)
 			if len(diff) == 0 {
 				return final, time.Since(from), nil
 			}
@@ -250,6 +256,28 @@ func converge(t *testing.T, top *Topology, smp *sampler, from time.Time) ([]Op, 
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// orphans are the replicas the providers run of resources the global
+// tier does not know (a scenario's own resources included): what a lost
+// delete or a replica forgotten across a restart leaves behind.
+func orphans(rest *framework.Client, smpl sample) ([]string, error) {
+	var list struct{ Items []struct{ Name string } }
+	if code, err := rest.Get("/v1/resources?limit=1000", &list); err != nil || code != http.StatusOK {
+		return nil, fmt.Errorf("list resources: %d %v", code, err)
+	}
+	known := map[string]bool{}
+	for _, it := range list.Items {
+		known[it.Name] = true
+	}
+	var out []string
+	for id, nodes := range smpl.Running {
+		if !known[resourceOf(id)] {
+			out = append(out, fmt.Sprintf("orphan replica %s on %v", id, nodes))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // overCounts finds samples where a resource ran more replicas than it

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/stratahq/strata/e2e/framework"
 	"github.com/stratahq/strata/internal/api"
 )
@@ -30,7 +32,7 @@ var Scenarios = []Scenario{
 	{Name: "redis-data-loss", About: "a region's Redis restarted empty (no persistence)", Inject: redisDataLoss},
 	{Name: "etcd-compaction", About: "a global replica cut from etcd for 6 s while the history it missed is compacted", Inject: etcdCompaction},
 	{Name: "containerd-agent-kill", About: "SIGKILL of an agent on the containerd provider while its resource is scaled 2, 3, 1; restarted 3 s later: no orphan container, task or network namespace", Inject: containerdAgentKill, Topology: []TopologyOption{WithContainerdAgent()}},
-	{Name: "global-tier-down", About: "both global replicas killed for 25 s (scaled down from a minute): regions keep answering and running", Inject: globalTierDown},
+	{Name: "global-tier-down", About: "both global replicas killed for a minute: regions keep answering and running what they ran", Inject: globalTierDown},
 }
 
 // status is a replica's GET /v1/status.
@@ -114,6 +116,13 @@ func globalMasterPause(t *testing.T, r *Run) {
 	if len(resp.Kvs) != 0 {
 		t.Errorf("the paused master's election key %s still exists after its lease: its writes would not be fenced", key)
 	}
+	// What the regions hold before it wakes: a placement of its epoch
+	// written after this revision was written by it after waking.
+	epoch := logInt(t, m.Proc, "master leading", "epoch")
+	wakeRevs := map[string]int64{}
+	for _, tier := range r.Top.Regions {
+		wakeRevs[tier.Name] = etcdRevision(t, tier.Etcd.Client(t))
+	}
 	m.Proc.Signal(syscall.SIGCONT)
 	woke := time.Now()
 	// It must step down: poll until it says it is not master.
@@ -130,28 +139,111 @@ func globalMasterPause(t *testing.T, r *Run) {
 	})
 	r.note("%s stepped down %.1fs after SIGCONT; its election key %s was gone when it woke", m.ID, time.Since(woke).Seconds(), key)
 	r.heal()
+	// It must not have written after waking: no region holds a placement
+	// of its epoch written since, and it logged none applied since. (Its
+	// own etcd writes carry its election key as a guard, which was gone.)
+	for _, tier := range r.Top.Regions {
+		for _, p := range placements(t, tier) {
+			if p.epoch == epoch && p.modRev > wakeRevs[tier.Name] {
+				t.Errorf("%s holds placement %s of the woken master's epoch %d written at revision %d, after it woke (revision %d)",
+					tier.Name, p.key, epoch, p.modRev, wakeRevs[tier.Name])
+			}
+		}
+	}
+	applied := logLines(m.Proc, "placement applied")
+	for _, line := range applied {
+		if line.Time.After(woke) {
+			t.Errorf("%s applied a placement of %s at %s, after it woke at %s", m.ID, line.Resource, line.Time.Format(time.StampMilli), woke.Format(time.StampMilli))
+		}
+	}
+	r.note("%s (epoch %d) had applied %d placements before the pause", m.ID, epoch, len(applied))
 }
+
+// logLine is what the scenarios read of a process's JSON log line.
+type logLine struct {
+	Time     time.Time `json:"time"`
+	Msg      string    `json:"msg"`
+	Key      string    `json:"key"`
+	Resource string    `json:"resource"`
+	Epoch    int64     `json:"epoch"`
+}
+
+// logLines are the lines of p's log with message msg.
+func logLines(p *framework.Proc, msg string) []logLine {
+	var out []logLine
+	sc := bufio.NewScanner(bytes.NewReader(p.Log()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line logLine
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == msg {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// logInt is field (epoch) of the last line of p's log with message msg.
+func logInt(t *testing.T, p *framework.Proc, msg, field string) int64 {
+	t.Helper()
+	lines := logLines(p, msg)
+	if len(lines) == 0 || lines[len(lines)-1].Epoch == 0 {
+		t.Fatalf("%s: no %q with a %s in its log", p.Name, msg, field)
+	}
+	return lines[len(lines)-1].Epoch
+}
+
+// etcdRevision is the cluster's current revision.
+func etcdRevision(t *testing.T, cli *clientv3.Client) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, "chaos-revision-probe")
+	if err != nil {
+		t.Fatalf("etcd revision: %v", err)
+	}
+	return resp.Header.Revision
+}
+
+// regionPlacement is a placement as a region's etcd holds it.
+type regionPlacement struct {
+	key    string
+	epoch  int64
+	modRev int64
+}
+
+// placements reads a region's placements from its etcd.
+func placements(t *testing.T, tier *Tier) []regionPlacement {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := tier.Etcd.Client(t).Get(ctx, regionPlacementsPrefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("%s placements: %v", tier.Name, err)
+	}
+	var out []regionPlacement
+	for _, kv := range resp.Kvs {
+		var p api.Placement
+		if err := json.Unmarshal(kv.Value, &p); err != nil {
+			t.Fatalf("%s placement %s: %v", tier.Name, kv.Key, err)
+		}
+		out = append(out, regionPlacement{key: string(kv.Key), epoch: p.Epoch, modRev: kv.ModRevision})
+	}
+	return out
+}
+
+// regionPlacementsPrefix is where a region keeps its placements (the
+// default etcd prefix, region/state).
+const regionPlacementsPrefix = "/strata/region/placements/"
 
 // electionKey is the election key a replica holds, from its log's last
 // "became leader".
 func electionKey(t *testing.T, p *framework.Proc) string {
 	t.Helper()
-	var key string
-	sc := bufio.NewScanner(bytes.NewReader(p.Log()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var line struct {
-			Msg string `json:"msg"`
-			Key string `json:"key"`
-		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "became leader" {
-			key = line.Key
-		}
-	}
-	if key == "" {
+	lines := logLines(p, "became leader")
+	if len(lines) == 0 || lines[len(lines)-1].Key == "" {
 		t.Fatalf("%s: no \"became leader\" in its log", p.Name)
 	}
-	return key
+	return lines[len(lines)-1].Key
 }
 
 func regionLeaderKill(t *testing.T, r *Run) {
@@ -349,6 +441,9 @@ func etcdCompaction(t *testing.T, r *Run) {
 	r.note("%s listed a resource written after the compaction %.1fs after it was written", other.ID, time.Since(start).Seconds())
 }
 
+// globalOutage is how long global-tier-down holds the global tier down.
+const globalOutage = time.Minute
+
 func globalTierDown(t *testing.T, r *Run) {
 	// What the providers run before the outage must stay through it.
 	smp := newSampler(t, r.Top)
@@ -358,7 +453,7 @@ func globalTierDown(t *testing.T, r *Run) {
 		g.Proc.Kill()
 	}
 	down := time.Now()
-	for time.Since(down) < 25*time.Second {
+	for time.Since(down) < globalOutage {
 		for _, tier := range r.Top.Regions {
 			if code, err := r.Top.RegionREST(tier, 5*time.Second).Get("/v1/resources", nil); err != nil || code != http.StatusOK {
 				t.Errorf("%s REST during the global outage: %d %v", tier.Name, code, err)
