@@ -122,43 +122,67 @@ func step(s0 regState, op Op) []regState {
 // observe checks a definite answer against s.
 func observe(s regState, op Op) (regState, bool) {
 	if op.Outcome == outRefused {
-		switch op.Status {
-		case 404:
-			return s, s.Phase == absent
-		case 409:
-			if op.Kind == opCreate {
-				return s, s.Phase != absent
-			}
-			return s, s.Phase == deleting
-		}
-		return s, false
+		return s, refusalFits(s, op)
 	}
-	switch op.Kind {
-	case opCreate:
-		ok := s.Phase == absent && op.OutMark == op.Mark && op.OutCount == op.Count && op.OutRV > s.RV && !op.OutDeleting
+	if f, ok := acknowledged[op.Kind]; ok {
+		return f(s, op)
+	}
+	return s, false
+}
+
+// refusalFits: a 404 says the resource is absent; a 409 to a create that
+// it exists, to anything else that it is being deleted.
+func refusalFits(s regState, op Op) bool {
+	switch {
+	case op.Status == 404:
+		return s.Phase == absent
+	case op.Status == 409 && op.Kind == opCreate:
+		return s.Phase != absent
+	case op.Status == 409:
+		return s.Phase == deleting
+	}
+	return false
+}
+
+// shows reports whether op's answer shows the mark, the count and the
+// deletion given.
+func shows(op Op, mark string, count int, deleting bool) bool {
+	return op.OutMark == mark && op.OutCount == count && op.OutDeleting == deleting
+}
+
+// acknowledged checks a 2xx answer of each kind against s and returns
+// the state after it. A write that changes the spec (create, put) gets a
+// new resourceVersion; scale and delete may keep it; a read never sees
+// an older one.
+var acknowledged = map[opKind]func(s regState, op Op) (regState, bool){
+	opCreate: func(s regState, op Op) (regState, bool) {
+		ok := s.Phase == absent && shows(op, op.Mark, op.Count, false) && op.OutRV > s.RV
 		return regState{Phase: present, Mark: op.Mark, Replicas: op.Count, RV: op.OutRV}, ok
-	case opPut:
-		ok := s.Phase == present && op.OutMark == op.Mark && op.OutCount == s.Replicas && op.OutRV > s.RV && !op.OutDeleting
+	},
+	opPut: func(s regState, op Op) (regState, bool) {
+		ok := s.Phase == present && shows(op, op.Mark, s.Replicas, false) && op.OutRV > s.RV
 		s.Mark, s.RV = op.Mark, op.OutRV
 		return s, ok
-	case opScale:
-		ok := s.Phase == present && op.OutCount == op.Count && op.OutMark == s.Mark && op.OutRV >= s.RV && !op.OutDeleting
+	},
+	opScale: func(s regState, op Op) (regState, bool) {
+		ok := s.Phase == present && shows(op, s.Mark, op.Count, false) && op.OutRV >= s.RV
 		s.Replicas, s.RV = op.Count, op.OutRV
 		return s, ok
-	case opDelete:
+	},
+	opDelete: func(s regState, op Op) (regState, bool) {
 		ok := s.Phase != absent && op.OutMark == s.Mark && op.OutRV >= s.RV
 		s.Phase, s.RV = deleting, op.OutRV
 		return s, ok
-	case opGet:
+	},
+	opGet: func(s regState, op Op) (regState, bool) {
 		want := present
 		if op.OutDeleting {
 			want = deleting
 		}
-		ok := s.Phase == want && op.OutMark == s.Mark && op.OutCount == s.Replicas && op.OutRV >= s.RV
+		ok := s.Phase == want && shows(op, s.Mark, s.Replicas, op.OutDeleting) && op.OutRV >= s.RV
 		s.RV = op.OutRV
 		return s, ok
-	}
-	return s, false
+	},
 }
 
 // registerModel is the porcupine model: one register per resource key.

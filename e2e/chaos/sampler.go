@@ -50,6 +50,8 @@ type sampler struct {
 	samples   []sample
 	revisions map[string]int64
 	anomalies []string
+	// duplicates counts the replicas seen on two nodes at once.
+	duplicates int
 }
 
 func newSampler(t *testing.T, top *Topology) *sampler {
@@ -86,6 +88,7 @@ func (s *sampler) take(ctx context.Context) sample {
 	s.samples = append(s.samples, sm)
 	for id, nodes := range sm.Running {
 		if len(nodes) > 1 {
+			s.duplicates++
 			s.anomalies = append(s.anomalies, fmt.Sprintf("%s: replica %s runs on %v", sm.At.Format(time.StampMilli), id, nodes))
 		}
 	}
@@ -124,8 +127,10 @@ func (s *sampler) run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-func (s *sampler) all() ([]sample, []string) {
+// all returns the samples, how many times a replica ran on two nodes,
+// and every anomaly seen.
+func (s *sampler) all() ([]sample, int, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]sample(nil), s.samples...), append([]string(nil), s.anomalies...)
+	return append([]sample(nil), s.samples...), s.duplicates, append([]string(nil), s.anomalies...)
 }

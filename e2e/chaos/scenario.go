@@ -103,8 +103,35 @@ func runScenario(t *testing.T, sc Scenario, seed uint64) {
 	}, http.StatusCreated, nil)
 	r := &Run{Top: top, Seed: seed, Rng: rand.New(rand.NewPCG(seed, 1))}
 	smp := newSampler(t, top)
-	ld := newLoad(seed, loadKeys, loadClients, func() *framework.Client { return top.REST(10 * time.Second) })
+	hist, final, conv, convErr := drive(t, sc, r, smp)
 
+	res := Result{Scenario: sc.Name, Seed: seed, Convergence: conv.Seconds()}
+	if convErr != nil {
+		res.Anomalies = append(res.Anomalies, convErr.Error())
+	}
+	res.judge(t, r, hist, final, smp)
+	res.Notes = r.notes
+	res.Passed = len(res.Anomalies) == 0 && !t.Failed()
+	resultsMu.Lock()
+	results = append(results, res)
+	resultsMu.Unlock()
+	t.Logf("%s seed %d: %d requests, %d acknowledged writes (%d unknown), lost %d, duplicates %d, over-count %d, linearizable %s, convergence %.1fs, failover %.1fs",
+		sc.Name, seed, res.Requests, res.Acked, res.Unknown, res.Lost, res.Duplicates, res.OverCount, res.Linearizable, res.Convergence, res.Failover)
+	for _, n := range r.notes {
+		t.Logf("note: %s", n)
+	}
+	if len(res.Anomalies) > 0 {
+		t.Errorf("%s seed %d: %d anomalies (replay: STRATA_CHAOS_SCENARIOS=%s STRATA_CHAOS_SEED=%d):\n%s",
+			sc.Name, seed, len(res.Anomalies), sc.Name, seed, strings.Join(res.Anomalies, "\n"))
+	}
+}
+
+// drive runs the load and the sampler from warmUp before the fault to
+// coolDown after it, then waits for convergence. It returns the history
+// (the final reads last), the final reads, and the time convergence took
+// from the last write.
+func drive(t *testing.T, sc Scenario, r *Run, smp *sampler) (hist, final []Op, conv time.Duration, err error) {
+	ld := newLoad(r.Seed, loadKeys, loadClients, func() *framework.Client { return r.Top.REST(10 * time.Second) })
 	sctx, stopSampler := context.WithCancel(context.Background())
 	lctx, stopLoad := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -124,37 +151,42 @@ func runScenario(t *testing.T, sc Scenario, seed uint64) {
 	stopLoad()
 	<-loadDone
 
-	res := Result{Scenario: sc.Name, Seed: seed, Notes: r.notes}
-	hist := ld.history()
+	hist = ld.history()
 	lastWrite := r.healAt
 	for _, o := range hist {
 		if o.write() && o.End.After(lastWrite) {
 			lastWrite = o.End
 		}
 	}
-	final, conv, convErr := converge(t, top, smp, lastWrite)
-	res.Convergence = conv.Seconds()
-	if convErr != nil {
-		res.Anomalies = append(res.Anomalies, convErr.Error())
-	}
-	stopSampler()
-	wg.Wait()
-	hist = append(hist, final...)
+	final, conv, err = converge(t, r.Top, smp, lastWrite)
+	stop()
+	return append(hist, final...), final, conv, err
+}
 
-	samples, anomalies := smp.all()
+// judge checks the invariants over the history and the samples.
+func (res *Result) judge(t *testing.T, r *Run, hist, final []Op, smp *sampler) {
+	samples, dups, anomalies := smp.all()
+	res.Duplicates = dups
 	res.Anomalies = append(res.Anomalies, anomalies...)
-	for _, a := range anomalies {
-		if strings.Contains(a, " runs on ") {
-			res.Duplicates++
-		}
-	}
 	over := overCounts(hist, excuse(samples, r))
 	if d := len(overCounts(hist, samples)) - len(over); d > 0 {
 		r.note("%d times a resource ran more replicas than asked only counting those on the cut-off node %v (by design, until the partition heals)", d, r.isolated)
-		res.Notes = r.notes
 	}
 	res.OverCount = len(over)
 	res.Anomalies = append(res.Anomalies, over...)
+	res.count(hist)
+	lost := lostWrites(hist, final)
+	res.Lost = len(lost)
+	res.Anomalies = append(res.Anomalies, lost...)
+	res.Failover = failover(r, hist).Seconds()
+	res.checkHistory(t, hist)
+	writeHistory(t, hist)
+}
+
+// count counts the requests and their outcomes; a 4xx other than 404
+// and 409 (which the model expects) is an anomaly: the load sends only
+// valid requests.
+func (res *Result) count(hist []Op) {
 	for _, o := range hist {
 		res.Requests++
 		if o.write() && o.Outcome == outOK {
@@ -167,37 +199,25 @@ func runScenario(t *testing.T, sc Scenario, seed uint64) {
 			res.Anomalies = append(res.Anomalies, fmt.Sprintf("%s %s: %d %s", o.Kind, o.Key, o.Status, o.Err))
 		}
 	}
-	lost := lostWrites(hist, final)
-	res.Lost = len(lost)
-	res.Anomalies = append(res.Anomalies, lost...)
-	res.Failover = failover(r, hist).Seconds()
+}
 
+// checkHistory runs porcupine over the history; a counterexample is
+// drawn next to the processes' logs.
+func (res *Result) checkHistory(t *testing.T, hist []Op) {
 	check, info := checkLinearizable(hist, 60*time.Second)
 	res.Linearizable = string(check)
-	if check != porcupine.Ok {
-		res.Anomalies = append(res.Anomalies, "history is not linearizable ("+string(check)+")")
-		if check == porcupine.Illegal {
-			path := filepath.Join(framework.LogDir(t), "history.html")
-			if f, err := os.Create(path); err == nil {
-				_ = porcupine.Visualize(registerModel.ToModel(), info, f)
-				f.Close()
-				t.Logf("linearizability counterexample: %s", path)
-			}
-		}
+	if check == porcupine.Ok {
+		return
 	}
-	writeHistory(t, hist)
-	res.Passed = len(res.Anomalies) == 0 && !t.Failed()
-	resultsMu.Lock()
-	results = append(results, res)
-	resultsMu.Unlock()
-	t.Logf("%s seed %d: %d requests, %d acknowledged writes (%d unknown), lost %d, duplicates %d, over-count %d, linearizable %s, convergence %.1fs, failover %.1fs",
-		sc.Name, seed, res.Requests, res.Acked, res.Unknown, res.Lost, res.Duplicates, res.OverCount, res.Linearizable, res.Convergence, res.Failover)
-	for _, n := range r.notes {
-		t.Logf("note: %s", n)
+	res.Anomalies = append(res.Anomalies, "history is not linearizable ("+string(check)+")")
+	if check != porcupine.Illegal {
+		return
 	}
-	if len(res.Anomalies) > 0 {
-		t.Errorf("%s seed %d: %d anomalies (replay: STRATA_CHAOS_SCENARIOS=%s STRATA_CHAOS_SEED=%d):\n%s",
-			sc.Name, seed, len(res.Anomalies), sc.Name, seed, strings.Join(res.Anomalies, "\n"))
+	path := filepath.Join(framework.LogDir(t), "history.html")
+	if f, err := os.Create(path); err == nil {
+		_ = porcupine.Visualize(registerModel.ToModel(), info, f)
+		f.Close()
+		t.Logf("linearizability counterexample: %s", path)
 	}
 }
 
@@ -363,59 +383,80 @@ func maxAsked(ops []Op, from, to time.Time) int {
 	return best
 }
 
+// aspect is one part of a resource the load writes: its spec (the mark,
+// written by create and put) or its count (create and scale). A delete
+// ends both.
+type aspect struct {
+	name  string
+	kinds []opKind
+	// shows reports whether the final read f shows what w wrote.
+	shows func(w, f Op) bool
+}
+
+var aspects = []aspect{
+	{"spec", []opKind{opCreate, opPut, opDelete}, func(w, f Op) bool { return f.OutMark == w.Mark }},
+	{"replicas", []opKind{opCreate, opScale, opDelete}, func(w, f Op) bool { return f.OutCount == w.Count }},
+}
+
 // lostWrites checks the final reads against the last acknowledged write
-// of each key: its mark (create, put), its count (create, scale), or its
-// deletion must be what the final read shows, unless a later or
-// concurrent write (acknowledged or unknown) explains the difference.
+// of each key and aspect: the spec of the last create or put, the count
+// of the last create or scale, or the last delete must be what the final
+// read shows, unless a later or concurrent write (acknowledged or
+// unknown) explains the difference. A key counts once.
 func lostWrites(hist []Op, final []Op) []string {
 	var out []string
 	for _, f := range final {
 		if f.Outcome != outOK && f.Status != 404 {
 			continue
 		}
-		var writes []Op
-		for _, o := range hist {
-			if o.Key == f.Key && o.write() && o.Outcome != outRefused {
-				writes = append(writes, o)
+		for _, a := range aspects {
+			last, candidates := lastAcked(hist, f.Key, a.kinds)
+			if last == nil || slices.ContainsFunc(candidates, func(w Op) bool { return a.explains(w, f) }) {
+				continue
 			}
-		}
-		var last *Op
-		for i, o := range writes {
-			if o.Outcome == outOK && (last == nil || o.End.After(last.End)) {
-				last = &writes[i]
-			}
-		}
-		if last == nil {
-			continue
-		}
-		candidates := []Op{*last}
-		for _, o := range writes {
-			if o != *last && (o.Outcome == outUnknown || o.End.After(last.Start)) {
-				candidates = append(candidates, o)
-			}
-		}
-		if !slices.ContainsFunc(candidates, func(w Op) bool { return explains(w, f) }) {
-			out = append(out, fmt.Sprintf("lost write: %s %s (mark %q, replicas %d, acknowledged at %s) is not in the final read (status %d, mark %q, replicas %d)",
-				last.Kind, last.Key, last.Mark, last.Count, last.End.Format(time.StampMilli), f.Status, f.OutMark, f.OutCount))
+			out = append(out, fmt.Sprintf("lost write: %s %s (mark %q, replicas %d, acknowledged at %s) is not in the final read's %s (status %d, mark %q, replicas %d)",
+				last.Kind, last.Key, last.Mark, last.Count, last.End.Format(time.StampMilli), a.name, f.Status, f.OutMark, f.OutCount))
+			break
 		}
 	}
 	return out
 }
 
-// explains reports whether write w, had it been the last, leaves what
-// the final read f shows.
-func explains(w, f Op) bool {
-	switch w.Kind {
-	case opDelete:
-		return f.Status == 404
-	case opCreate:
-		return f.Outcome == outOK && f.OutMark == w.Mark && f.OutCount == w.Count
-	case opPut:
-		return f.Outcome == outOK && f.OutMark == w.Mark
-	case opScale:
-		return f.Outcome == outOK && f.OutCount == w.Count
+// lastAcked is the last acknowledged write of key among kinds, and the
+// writes that may be the last to take effect: it, and those unknown or
+// not over before it started.
+func lastAcked(hist []Op, key string, kinds []opKind) (*Op, []Op) {
+	var writes []Op
+	for _, o := range hist {
+		if o.Key == key && slices.Contains(kinds, o.Kind) && o.Outcome != outRefused {
+			writes = append(writes, o)
+		}
 	}
-	return false
+	var last *Op
+	for i, o := range writes {
+		if o.Outcome == outOK && (last == nil || o.End.After(last.End)) {
+			last = &writes[i]
+		}
+	}
+	if last == nil {
+		return nil, nil
+	}
+	candidates := []Op{*last}
+	for _, o := range writes {
+		if o != *last && (o.Outcome == outUnknown || o.End.After(last.Start)) {
+			candidates = append(candidates, o)
+		}
+	}
+	return last, candidates
+}
+
+// explains reports whether write w, had it been the last of the aspect,
+// leaves what the final read f shows of it.
+func (a aspect) explains(w, f Op) bool {
+	if w.Kind == opDelete {
+		return f.Status == 404
+	}
+	return f.Outcome == outOK && a.shows(w, f)
 }
 
 // failover is the time from the fault to the scenario's recovery mark,
