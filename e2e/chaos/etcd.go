@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -117,16 +118,22 @@ func (c *etcdCluster) Client(t *testing.T) *clientv3.Client {
 	return cli
 }
 
-// leader returns the index of the member that is raft leader.
-func (c *etcdCluster) leader(ctx context.Context, cli *clientv3.Client) (int, error) {
+// leader returns the index of the member that is raft leader. Each
+// member is asked on a connection of its own, with a timeout of its own:
+// a dead member must not use up the time of the others.
+func (c *etcdCluster) leader(cli *clientv3.Client) (int, error) {
+	var errs []error
 	for i, m := range c.members {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		st, err := cli.Status(ctx, "https://"+m.host.Addr(2379))
+		cancel()
 		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.name, err))
 			continue
 		}
 		if st.Header.MemberId == st.Leader {
 			return i, nil
 		}
 	}
-	return -1, fmt.Errorf("etcd %s: no member says it leads", c.name)
+	return -1, fmt.Errorf("etcd %s: no member says it leads: %w", c.name, errors.Join(errs...))
 }

@@ -166,6 +166,32 @@ type logLine struct {
 	Key      string    `json:"key"`
 	Resource string    `json:"resource"`
 	Epoch    int64     `json:"epoch"`
+	// Health transitions: a node's (region monitor), a region's (global).
+	Node   string `json:"node"`
+	To     string `json:"to"`
+	Region string `json:"region"`
+	Health string `json:"health"`
+}
+
+// noneDown fails the test if a replica of tier logged, since from, a
+// node (region) or a region (global) judged Down: a fault of Redis alone
+// must not make anyone look dead (liveness is measured from the newest of
+// registration, the last beat recorded in etcd and when the beat was
+// first seen missing).
+func noneDown(t *testing.T, tier *Tier, from time.Time) {
+	t.Helper()
+	for _, x := range tier.Replicas {
+		for _, l := range logLines(x.Proc, "node health changed") {
+			if l.To == string(api.HealthDown) && l.Time.After(from) {
+				t.Errorf("%s judged node %s Down at %s", x.ID, l.Node, l.Time.Format(time.StampMilli))
+			}
+		}
+		for _, l := range logLines(x.Proc, "region health changed") {
+			if l.Health == string(api.HealthDown) && l.Time.After(from) {
+				t.Errorf("%s judged region %s Down at %s", x.ID, l.Region, l.Time.Format(time.StampMilli))
+			}
+		}
+	}
 }
 
 // logLines are the lines of p's log with message msg.
@@ -324,18 +350,14 @@ func etcdLeaderKill(t *testing.T, r *Run) {
 	cli := e.Client(t)
 	var old int
 	framework.Eventually(t, 10*time.Second, "etcd leader", func() (err error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		old, err = e.leader(ctx, cli)
+		old, err = e.leader(cli)
 		return err
 	})
 	r.note("killed global etcd leader %s", e.members[old].name)
 	r.fault()
 	e.members[old].proc.Kill()
 	framework.Eventually(t, 20*time.Second, "a new etcd leader", func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		n, err := e.leader(ctx, cli)
+		n, err := e.leader(cli)
 		if err == nil && n == old {
 			err = fmt.Errorf("old leader still leads")
 		}
@@ -365,16 +387,25 @@ func redisFailover(t *testing.T, r *Run) {
 	// Back as a replica of the new master (Sentinel reconfigures it).
 	master.Restart(t)
 	r.heal()
+	// Past downAfter: a region whose beats were lost with the old master
+	// would have been judged by now.
+	time.Sleep(quietPast)
+	noneDown(t, r.Top.Global, r.faultAt)
 }
+
+// quietPast is longer than the tiers' downAfter (4 s) and a probe (1 s).
+const quietPast = 6 * time.Second
 
 func redisDataLoss(t *testing.T, r *Run) {
 	tier := r.Top.Regions[r.Rng.IntN(len(r.Top.Regions))]
 	r.note("restarted %s's Redis empty", tier.Name)
 	r.fault()
 	tier.RegionRedis.Restart(t)
-	// Heartbeats must refill it before a node could be judged quiet.
-	time.Sleep(5 * time.Second)
 	r.heal()
+	// Every node's beat is gone from Redis: a monitor that measured the
+	// silence from registration would judge them Down at once.
+	time.Sleep(quietPast)
+	noneDown(t, tier, r.faultAt)
 }
 
 func etcdCompaction(t *testing.T, r *Run) {

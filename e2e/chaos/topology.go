@@ -25,8 +25,10 @@ import (
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 )
 
-// Ports every host uses: each host has its own address, so the tiers'
-// default ports do not collide.
+// Ports every host uses: each host is a network namespace of its own
+// with its own address, where nothing but the test's process listens, so
+// the tiers' default ports collide with nothing and need no reservation
+// (internal/testenv/ports is for servers on the machine's loopback).
 const (
 	globalHTTP, globalGRPC = 8080, 9090
 	regionHTTP, regionGRPC = 8081, 9091
