@@ -2,8 +2,8 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
