@@ -21,16 +21,16 @@ import (
 // Scenarios are the faults, each named; `make chaos` runs them all.
 var Scenarios = []Scenario{
 	{Name: "global-master-kill", About: "SIGKILL of the global master; restarted after a new master is elected", Fast: true, Inject: globalMasterKill},
-	{Name: "global-master-pause", About: "SIGSTOP of the global master past its lease, then SIGCONT: its election key is gone when it wakes, so its fenced writes fail", Inject: globalMasterPause},
+	{Name: "global-master-pause", About: "SIGSTOP of the global master past its lease, then SIGCONT: its election key is gone when it wakes, it steps down, and no region holds a placement of its epoch written after it woke", Inject: globalMasterPause},
 	{Name: "region-leader-kill", About: "SIGKILL of a region's leader; restarted after a new leader is elected", Inject: regionLeaderKill},
 	{Name: "region-global-partition", About: "a region's replicas cut from the global tier for 10 s", Fast: true, Inject: regionGlobalPartition},
 	{Name: "agent-region-partition", About: "an agent cut from its region for 8 s (past downAfter)", Inject: agentRegionPartition},
 	{Name: "agent-kill", About: "SIGKILL of an agent, restarted 3 s later", Inject: agentKill},
 	{Name: "etcd-member-restart", About: "one member of the global etcd's three killed and restarted 3 s later", Inject: etcdMemberRestart},
 	{Name: "etcd-leader-kill", About: "the raft leader of the global etcd killed, restarted once another leads", Inject: etcdLeaderKill},
-	{Name: "redis-failover", About: "SIGKILL of the global Redis master: Sentinel promotes the replica", Inject: redisFailover},
-	{Name: "redis-data-loss", About: "a region's Redis restarted empty (no persistence)", Inject: redisDataLoss},
-	{Name: "etcd-compaction", About: "a global replica cut from etcd for 6 s while the history it missed is compacted", Inject: etcdCompaction},
+	{Name: "redis-failover", About: "SIGKILL of the global Redis master: Sentinel promotes the replica; no region judged Down", Inject: redisFailover},
+	{Name: "redis-data-loss", About: "a region's Redis restarted empty (no persistence): every beat lost, and no node judged Down", Inject: redisDataLoss},
+	{Name: "etcd-compaction", About: "a global replica cut from etcd for 6 s while the history it missed is compacted: it lists what was written since", Inject: etcdCompaction},
 	{Name: "containerd-agent-kill", About: "SIGKILL of an agent on the containerd provider while its resource is scaled 2, 3, 1; restarted 3 s later: no orphan container, task or network namespace", Inject: containerdAgentKill, Topology: []TopologyOption{WithContainerdAgent()}},
 	{Name: "global-tier-down", About: "both global replicas killed for a minute: regions keep answering and running what they ran", Inject: globalTierDown},
 }
