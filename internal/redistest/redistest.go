@@ -12,8 +12,8 @@
 package redistest
 
 import (
-	"context"
 	"bufio"
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
