@@ -46,6 +46,7 @@ type sampler struct {
 	conns map[string]*grpc.ClientConn
 	etcd  map[string]*clientv3.Client
 
+	revMu     sync.Mutex
 	mu        sync.Mutex
 	samples   []sample
 	revisions map[string]int64
@@ -98,8 +99,11 @@ func (s *sampler) take(ctx context.Context) sample {
 }
 
 // revs reads each cluster's revision; a lower one than seen before is an
-// anomaly.
+// anomaly. The reads are one at a time (revMu): of two concurrent reads
+// the later answer may rightly carry the older revision.
 func (s *sampler) revs(ctx context.Context) {
+	s.revMu.Lock()
+	defer s.revMu.Unlock()
 	for name, cli := range s.etcd {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		resp, err := cli.Get(cctx, "chaos-revision-probe")
