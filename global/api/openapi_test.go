@@ -329,6 +329,7 @@ var goSchemas = map[string]reflect.Type{
 	"ScheduleRule":      reflect.TypeFor[api.ScheduleRule](),
 	"SpecOverride":      reflect.TypeFor[api.SpecOverride](),
 	"Status":            reflect.TypeFor[Status](),
+	"Caller":            reflect.TypeFor[Caller](),
 	"TokenRequest":      reflect.TypeFor[TokenRequest](),
 	"TokenInfo":         reflect.TypeFor[TokenInfo](),
 	"NewToken":          reflect.TypeFor[NewTokenResponse](),
