@@ -46,7 +46,6 @@ export PATH := $(GOBIN):$(PATH)
 
 all: build
 
-ETCD_VERSION ?= v3.6.16
 CHAOS_SEEDS  ?= 5
 CHAOS_TIMEOUT ?= 120m
 
@@ -58,7 +57,8 @@ help:
 ##        and etcdctl and etcdutl (backup and restore, docs/operations.md)
 build: build-core build-libvirt
 	$(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
-	GOBIN=$(abspath $(BIN)) $(GO) install go.etcd.io/etcd/etcdctl/v3@$(ETCD_VERSION) go.etcd.io/etcd/etcdutl/v3@$(ETCD_VERSION)
+	$(GO) build -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3
+	$(GO) build -o $(BIN)/etcdutl go.etcd.io/etcd/etcdutl/v3
 
 ## build-core: strata and stratactl (pure Go, statically linked)
 build-core:
