@@ -60,16 +60,7 @@ func (p *Provider) converge(ctx context.Context, grace time.Duration) error {
 		default:
 			// Same structure: the runtime API does the rest.
 		}
-		var le *loadError
-		if errors.As(err, &le) && len(le.ByLB) > 0 && round < len(active) {
-			p.mu.Lock()
-			for id, reason := range le.ByLB {
-				if l, ok := p.lbs[id]; ok {
-					p.setErrorLocked(l, reason)
-				}
-			}
-			p.mu.Unlock()
-			p.log.Warn("haproxy refused load balancers; serving the others", "op", le.Op, "refused", le.ByLB)
+		if round < len(active) && p.leaveOut(err) {
 			refused = true
 			continue
 		}
@@ -92,6 +83,25 @@ func (p *Provider) converge(ctx context.Context, grace time.Duration) error {
 	err := p.syncServers(ctx, r)
 	p.converged(err)
 	return err
+}
+
+// leaveOut puts the load balancers haproxy refused (err, a loadError)
+// in error, so that the next round leaves them out; it reports whether
+// there were any.
+func (p *Provider) leaveOut(err error) bool {
+	var le *loadError
+	if !errors.As(err, &le) || len(le.ByLB) == 0 {
+		return false
+	}
+	p.mu.Lock()
+	for id, reason := range le.ByLB {
+		if l, ok := p.lbs[id]; ok {
+			p.setErrorLocked(l, reason)
+		}
+	}
+	p.mu.Unlock()
+	p.log.Warn("haproxy refused load balancers; serving the others", "op", le.Op, "refused", le.ByLB)
+	return true
 }
 
 // resumeWait bounds how long a converge waits for haproxy to resume the
