@@ -26,6 +26,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/stratahq/strata/agent/netplane"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/config"
@@ -64,6 +65,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Clock stamps statuses and conditions; timers use real time.
 	Clock func() time.Time
+	// NetKernel is the host the data plane programs (tests: a simulated
+	// host); without it the agent programs its own network namespace,
+	// when Config.Network says it should.
+	NetKernel netplane.Kernel
 }
 
 // timings are the agent's delays. They are fields rather than constants
@@ -177,8 +182,18 @@ type Agent struct {
 	liveEpoch  int64
 	snapshotAt time.Time
 	settleFrom time.Time
-	// conditions are the latest provider health conditions.
+	// conditions are the latest provider health conditions, and the
+	// data plane's.
 	conditions []api.Condition
+	// netCond is the data plane's condition (nil: no data plane).
+	netCond *api.Condition
+
+	// dataPlane: the agent programs its host (see dataPlaneWanted);
+	// netKernel is Options.NetKernel. net is set by Run before the
+	// goroutines that use it start.
+	dataPlane bool
+	netKernel netplane.Kernel
+	net       netState
 }
 
 // New checks o and returns an agent; nothing that blocks happens before
@@ -219,6 +234,8 @@ func New(o Options) (*Agent, error) {
 		t:          defaultTimings(),
 		ready:      make(chan struct{}),
 		replicas:   map[string]*replica{},
+		dataPlane:  dataPlaneWanted(&cfg, len(o.Providers) > 0, o.NetKernel),
+		netKernel:  o.NetKernel,
 	}, nil
 }
 
@@ -374,6 +391,8 @@ func (a *Agent) run(ctx context.Context) error {
 
 	a.queue = newWorkQueue(a.t.retryMin, a.t.retryMax)
 	a.reporter = newReporter(a.t.flushBatch)
+	// Before registering: the node tells the region its underlay.
+	defer a.setUpDataPlane()()
 	a.refreshHealth(ctx)
 
 	// Workers block in queue.get, which knows no context: shut the queue
@@ -418,7 +437,8 @@ func (a *Agent) regionConn() (conn grpc.ClientConnInterface, close func(), err e
 
 // startLoops starts the agent's goroutines in wg: the work queue and its
 // workers, the session with the region, the assignment stream, the
-// reporter, health checks, and a poller (and watcher) per provider.
+// reporter, health checks, the network stream (with a data plane), and
+// a poller (and watcher) per provider.
 func (a *Agent) startLoops(ctx context.Context, wg *sync.WaitGroup, client agentv1.AgentServiceClient, registered chan struct{}) {
 	wg.Go(func() { a.queue.runDelays(ctx) })
 	for range a.cfg.Concurrency {
@@ -428,6 +448,9 @@ func (a *Agent) startLoops(ctx context.Context, wg *sync.WaitGroup, client agent
 	wg.Go(func() { a.runAssignments(ctx, client, registered) })
 	wg.Go(func() { a.runReporter(ctx, client, registered) })
 	wg.Go(func() { a.runHealth(ctx) })
+	if a.net.plane != nil {
+		wg.Go(func() { a.runNetwork(ctx, client, registered) })
+	}
 	for _, p := range a.provs.list {
 		wg.Go(func() { a.runPoller(ctx, p) })
 		if w, ok := p.p.(provider.Watcher); ok {

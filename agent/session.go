@@ -36,6 +36,7 @@ func (a *Agent) node() *api.Node {
 		EnableAutoDrain:    n.EnableAutoDrain,
 		AutoDrainInterval:  api.D(n.AutoDrainInterval),
 		AgentVersion:       a.agentVersion(),
+		Network:            a.nodeNetwork(),
 	}
 }
 
@@ -176,6 +177,9 @@ func (a *Agent) refreshHealth(ctx context.Context) {
 	now := a.clock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.netCond != nil {
+		conds = append(conds, *a.netCond)
+	}
 	a.conditions = mergeConditions(a.conditions, conds, now)
 }
 

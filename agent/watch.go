@@ -23,10 +23,17 @@ func (a *Agent) runAssignments(ctx context.Context, client agentv1.AgentServiceC
 		return
 	case <-registered:
 	}
+	a.followStream(ctx, "assignment stream", func(ctx context.Context) (int, error) { return a.watchOnce(ctx, client) })
+}
+
+// followStream runs once (one stream from the region, read until it
+// ends) again and again, with jittered backoff between attempts that is
+// reset by an attempt that delivered something, until ctx is done.
+func (a *Agent) followStream(ctx context.Context, what string, once func(context.Context) (int, error)) {
 	b := a.t.regionBackoff()
 	warn := warnLimiter{every: a.t.warnEvery}
 	for {
-		got, err := a.watchOnce(ctx, client)
+		got, err := once(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -34,9 +41,9 @@ func (a *Agent) runAssignments(ctx context.Context, client agentv1.AgentServiceC
 			b.Reset()
 		}
 		if err == nil || errors.Is(err, io.EOF) {
-			a.log.Info("assignment stream ended; reconnecting", "batches", got)
+			a.log.Info(what+" ended; reconnecting", "batches", got)
 		} else {
-			warn.fail(a.log, "assignment stream failed; reconnecting", err, "batches", got)
+			warn.fail(a.log, what+" failed; reconnecting", err, "batches", got)
 		}
 		if backoff.Sleep(ctx, b.Next()) != nil {
 			return

@@ -172,6 +172,9 @@ listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%s]}
 global: {endpoint: %q}
 zones: [z0, z1, z2]
+# Every node gets a block of the network: a /10 holds a /24 for each of
+# 16,384 nodes (B8 brings 10,000; the default /16 has room for 256).
+network: {subnet: 10.64.0.0/10, gateway: 10.64.0.1, nodeMask: 24}
 %s
 log: {level: warn}
 `, c.regionID, c.regionID, c.rHTTP, c.rGRPC, quoted(c.etcdRegion), strings.Join(c.gGRPC, ","), c.regionSecurity()))

@@ -44,12 +44,13 @@ func (s *suite) run(ctx context.Context) error {
 			s.r.note("B9 did not finish: %v", err)
 		}
 	}
-	// Real containers and VMs: a machine without them still gets the
-	// rest, and a note says why these did not run.
+	// Networks of simulated hosts, real containers and VMs: a machine
+	// without them still gets the rest, and a note says why these did
+	// not run.
 	for _, b := range []struct {
 		name, what string
 		run        func(context.Context) error
-	}{{"C1", "containers", s.c1}, {"V1", "VMs", s.v1}} {
+	}{{"N1", "network across hosts", s.n1}, {"N2", "data plane convergence", s.n2}, {"C1", "containers", s.c1}, {"V1", "VMs", s.v1}} {
 		if !s.o.wants(b.name) {
 			continue
 		}

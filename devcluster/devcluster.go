@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -224,6 +225,10 @@ func (c *Cluster) startRegions() error {
 		rcfg.Network.Subnet = fmt.Sprintf("10.%d.0.0/16", 88+i)
 		rcfg.Network.Gateway = fmt.Sprintf("10.%d.0.1", 88+i)
 		rcfg.Network.Bridge = "strata" + fmt.Sprint(i)
+		// Every agent runs on this host: no routes between hosts, each
+		// agent on a bridge of its own (below), the host routing between
+		// them.
+		rcfg.Network.Backend = api.BackendNone
 		rcfg.API.Token = c.RegionToken
 		if err := c.secure(name, pki.Region(name), &rcfg.TLS, &rcfg.Insecure, &rcfg.API.TLS); err != nil {
 			return err
@@ -265,6 +270,10 @@ func (c *Cluster) startAgents() error {
 			acfg.DataDir = filepath.Join(o.DataDir, "agents", node)
 			acfg.Providers = perNode(o.Providers, node)
 			acfg.ReservedPorts = strings.Join(tierPorts, ",")
+			// One bridge per agent, of its node's block; one nftables
+			// table per region, whose agents masquerade its network.
+			acfg.Network.Bridge = fmt.Sprintf("strata%d%c", slices.Index(o.Regions, name), 'a'+i)
+			acfg.Network.Table = "strata-" + name
 			acfg.Node.MilliCPU, acfg.Node.MemoryMiB, acfg.Node.DiskMiB = 8000, 16384, 100000
 			if err := c.secure("node-"+node, pki.Node(name, node), &acfg.TLS, &acfg.Insecure, nil); err != nil {
 				return err

@@ -313,6 +313,8 @@ func tenantSteps(t *testing.T, b *browser, c *procCluster, ctlBin, globalURL str
 			t.Fatalf("tokens create printed:\n%s\nwant the secret and its config line", out)
 		}
 		tokenID = strings.Split(secret, "_")[1]
+		// Its quota, which the console shows it with its usage.
+		ctl.must("", "--context", "admin", "tenants", "set-quota", "acme", "--replicas", "10")
 		// The line works as printed, and the tenant applies with it.
 		ctl.must("", strings.Fields(line)[1:]...)
 		if got := ctl.must("", "--tenant", "acme", "tokens", "list"); !strings.Contains(got, tokenID) || !strings.Contains(got, "member") {
@@ -342,6 +344,11 @@ func tenantSteps(t *testing.T, b *browser, c *procCluster, ctlBin, globalURL str
 		b.wait(fmt.Sprintf(`!!document.querySelector(%q)`, row), 20*time.Second)
 		if n := b.value(`String(document.querySelectorAll('#resources tr[data-resource]').length)`); n != "1" {
 			t.Errorf("the tenant sees %s resources; want its one", n)
+		}
+		quota := `#quota tr[data-quota="replicas"]`
+		b.wait(fmt.Sprintf(`!document.querySelector("#quota-card").hidden && !!document.querySelector(%q)`, quota), 20*time.Second)
+		if used, limit := b.text(quota+` td:nth-child(2)`), b.text(quota+` td:nth-child(3)`); used != "2" || limit != "10" {
+			t.Errorf("the tenant's replicas quota: got %s of %s; want 2 of 10", used, limit)
 		}
 		b.do(chromedp.Click(chromedp.CSS(row+` a[data-role="resource-link"]`), chromedp.NodeVisible))
 		b.wait(`document.body.dataset.page === "resource" && document.querySelector("#res-title").dataset.revision === "2"`, 20*time.Second)

@@ -25,7 +25,7 @@ import (
 )
 
 // lbNet is the network of this file's cluster.
-var lbNet = hostNet{Name: "e2e-l0", Subnet: "10.232.0.0/24", Gateway: "10.232.0.1", Bridge: "e2e-l0"}
+var lbNet = hostNet{Name: "e2e-l0", Subnet: "10.232.0.0/24", Gateway: "10.232.0.1", Bridge: "e2e-l0", NodeMask: 24}
 
 // lbWebCommand serves the replica's hostname over HTTP on port 80.
 const lbWebCommand = "mkdir -p /www && hostname > /www/index.html && exec httpd -f -v -p 80 -h /www"
@@ -121,8 +121,13 @@ type lbLoad struct {
 }
 
 func lbStartLoad(t *testing.T, url string, workers int) *lbLoad {
+	return lbStartLoadWith(t, &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}, url, workers)
+}
+
+// lbStartLoadWith sends the load with client (one that connects from
+// another namespace, say).
+func lbStartLoadWith(t *testing.T, client *http.Client, url string, workers int) *lbLoad {
 	l := &lbLoad{stop: make(chan struct{})}
-	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 	for range workers {
 		l.wg.Add(1)
 		go func() {

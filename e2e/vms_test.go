@@ -177,7 +177,7 @@ listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 global: {endpoint: %q}
 zones: [a, b]
-network: {subnet: %s, gateway: %s, bridge: %s}
+network: {subnet: %s, gateway: %s, bridge: %s, nodeMask: 26, backend: none}
 controller: {retryBackoff: %s}
 log: {level: debug}
 `, vmRegion, vmRegion, rh, rg, re.Endpoints()[0], gg, subnet, gw, bridge, o.retryBackoff)+framework.RegionAPIYAML+c.pki.YAML(pki.Region(vmRegion)))
@@ -198,6 +198,7 @@ region: {endpoint: %q}
 listen: {grpc: %q, metrics: %q}
 dataDir: %s
 statusInterval: %s
+network: {dataPlane: disabled}
 providers:
   - name: libvirt
     plugin: %s

@@ -56,6 +56,8 @@ func TestTenThousandReplicasOnStockEtcd(t *testing.T) {
 	cfg.Etcd.Endpoints = etcd.Endpoints()
 	cfg.Log.Level = "warn"
 	cfg.API.Token = "scale-test-region-token"
+	// 400 replicas a node: blocks of /22 (1,022 addresses), 64 of them.
+	cfg.Network.NodeMask = 22
 	// Insecure mode (plaintext on loopback): this test is about scale,
 	// and its agents share one connection, as strata sim-agents does,
 	// which one node certificate (good for one node) cannot carry.

@@ -407,15 +407,41 @@ func (s *Server) hotStores() (heartbeat.Store, events.Store, func(), error) {
 }
 
 // ensureNetwork records the configured default network when the region
-// has none yet.
+// has none yet. A network recorded before node blocks gets the
+// configured node mask, backend and VNI once (the upgrade from one host:
+// its addresses in use stay valid, see ipam.PickBlock); nothing else of a
+// recorded network changes.
 func (s *Server) ensureNetwork(ctx context.Context, st *state.State) error {
 	n := s.cfg.Network
-	nw := &api.Network{Name: n.Name, Subnet: n.Subnet, Gateway: n.Gateway, Bridge: n.Bridge, Reserved: n.Reserved, Default: true, CreatedAt: time.Now()}
+	nw := &api.Network{Name: n.Name, Subnet: n.Subnet, Gateway: n.Gateway, Bridge: n.Bridge, Reserved: n.Reserved,
+		NodeMask: n.NodeMask, Backend: n.Backend, VNI: n.VNI, Default: true, CreatedAt: time.Now()}
 	if err := nw.Validate(); err != nil {
 		return fmt.Errorf("region: network: %w", err)
 	}
 	_, err := st.Networks.Create(ctx, n.Name, nw)
-	if err != nil && !errors.Is(err, store.ErrExists) {
+	if !errors.Is(err, store.ErrExists) {
+		if err != nil {
+			return fmt.Errorf("region: network %s: %w", n.Name, err)
+		}
+		return nil
+	}
+	_, err = st.Networks.Modify(ctx, n.Name, func(cur *api.Network) error {
+		if cur.NodeMask != 0 && cur.Backend != "" {
+			return store.ErrNoChange
+		}
+		if cur.NodeMask == 0 {
+			cur.NodeMask = n.NodeMask
+		}
+		if cur.Backend == "" {
+			cur.Backend, cur.VNI = n.Backend, n.VNI
+		}
+		if err := cur.Validate(); err != nil {
+			return fmt.Errorf("network %s recorded before node blocks: %w (set network.nodeMask to fit %s)", n.Name, err, cur.Subnet)
+		}
+		s.log.Info("network upgraded to node blocks", "network", n.Name, "subnet", cur.Subnet, "nodeMask", cur.NodeMask, "backend", cur.Backend)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("region: network %s: %w", n.Name, err)
 	}
 	return nil

@@ -85,3 +85,15 @@ func (p *PKI) FilesFor(t testing.TB, file, cn string) pki.Files {
 	}
 	return f
 }
+
+// FilesForHosts issues a certificate whose common name is cn, valid for
+// hosts (addresses or names) besides loopback, into file.pem and
+// file-key.pem: the certificate of a process on a test host (Lab).
+func (p *PKI) FilesForHosts(t testing.TB, file, cn string, hosts ...string) pki.Files {
+	t.Helper()
+	f, err := p.ca.WriteIdentity(p.dir, file, cn, append([]string{"127.0.0.1", "localhost"}, hosts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}

@@ -307,6 +307,7 @@ var goSchemas = map[string]reflect.Type{
 	"NetworkAttachment": reflect.TypeFor[api.NetworkAttachment](),
 	"Node":              reflect.TypeFor[api.Node](),
 	"NodeList":          reflect.TypeFor[NodeList](),
+	"NodeNetwork":       reflect.TypeFor[api.NodeNetwork](),
 	"NodeProvider":      reflect.TypeFor[api.NodeProvider](),
 	"NodeStatus":        reflect.TypeFor[api.NodeStatus](),
 	"PortSpec":          reflect.TypeFor[api.PortSpec](),
@@ -328,6 +329,7 @@ var goSchemas = map[string]reflect.Type{
 	"ScheduleRule":      reflect.TypeFor[api.ScheduleRule](),
 	"SpecOverride":      reflect.TypeFor[api.SpecOverride](),
 	"Status":            reflect.TypeFor[Status](),
+	"Caller":            reflect.TypeFor[Caller](),
 	"TokenRequest":      reflect.TypeFor[TokenRequest](),
 	"TokenInfo":         reflect.TypeFor[TokenInfo](),
 	"NewToken":          reflect.TypeFor[NewTokenResponse](),
@@ -350,7 +352,7 @@ var handWritten = []string{
 var outputOnly = []string{
 	"Assignment", "AssignmentStatus", "BackendStatus", "Capacity", "Condition", "DrainStatus",
 	"DrainStep", "Endpoint", "ErrorBody", "ErrorDetail", "Event", "EventList", "FieldDetail", "FlavorList",
-	"NetworkAttachment", "Node", "NodeList", "NodeProvider", "NodeStatus", "RegionList",
+	"NetworkAttachment", "Node", "NodeList", "NodeNetwork", "NodeProvider", "NodeStatus", "RegionList",
 	"RegionShare", "RegionStatus", "Replica", "ReplicaList", "ResourceList", "ResourceStatus",
 	"Revision", "RevisionList", "RolloutStatus", "Status", "VolumeAttachment",
 }

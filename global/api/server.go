@@ -265,6 +265,15 @@ type Status struct {
 	IsLeader    bool         `json:"isLeader"`
 	Version     string       `json:"version"`
 	Regions     []api.Region `json:"regions"`
+	// Caller is who asked: the consoles show the caller's tenant (and
+	// its quota) from it.
+	Caller Caller `json:"caller"`
+}
+
+// Caller is the identity a request was made with, as Status shows it.
+type Caller struct {
+	Tenant string   `json:"tenant,omitempty"`
+	Role   api.Role `json:"role,omitempty"`
 }
 
 // Status reports this replica, the master and the regions. Callers who
@@ -275,7 +284,7 @@ func (s *Server) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	out := Status{ID: s.id, Version: s.version}
+	out := Status{ID: s.id, Version: s.version, Caller: Caller{Tenant: id.Tenant, Role: id.Role}}
 	if s.leader != nil {
 		l, err := s.leader.Leader(ctx)
 		switch {

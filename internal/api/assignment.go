@@ -66,13 +66,17 @@ type VolumeAttachment struct {
 	SizeMiB  int64        `json:"sizeMiB,omitempty"`
 }
 
-// NetworkAttachment is a replica's address on a region network.
+// NetworkAttachment is a replica's address on a region network: Subnet
+// is its node's block, Gateway the block's first address, Bridge and MTU
+// what the node's host uses.
 type NetworkAttachment struct {
 	Network string `json:"network"`
 	Bridge  string `json:"bridge"`
 	Subnet  string `json:"subnet"`
 	Gateway string `json:"gateway"`
 	Address string `json:"address"`
+	// MTU of the replica's interface; 0 leaves the provider's default.
+	MTU int `json:"mtu,omitempty"`
 }
 
 // Endpoint is a backend of a load balancer: a ready replica's address.

@@ -6,17 +6,103 @@ import (
 )
 
 // Network (NetworkV4 in the seeds) is a region IPv4 network that replicas
-// get addresses on.
+// get addresses on. Its subnet is the cluster CIDR: each node gets a block
+// of it (NodeMask) when it registers, and each replica an address of its
+// node's block, so that hosts route blocks to each other (Backend).
 type Network struct {
-	Name    string `json:"name"`
-	Subnet  string `json:"subnet"`
+	Name   string `json:"name"`
+	Subnet string `json:"subnet"`
+	// Gateway was the one gateway of the whole subnet when every node
+	// shared a host. Each node's gateway is now the first address of its
+	// block; this address is still never handed out, so that replicas
+	// created before node blocks keep theirs.
 	Gateway string `json:"gateway"`
 	// Reserved are addresses or ranges ("10.0.0.1-10.0.0.9") never handed
 	// out.
 	Reserved []string `json:"reserved,omitempty"`
-	// Bridge is the Linux bridge the network lives on, on every node.
-	Bridge    string    `json:"bridge"`
+	// Bridge is the Linux bridge a node attaches replicas to, unless the
+	// node names its own (NodeNetwork.Bridge).
+	Bridge string `json:"bridge"`
+	// NodeMask is the prefix length of a node's block (24: a /24 each).
+	NodeMask int `json:"nodeMask,omitempty"`
+	// Backend is how hosts carry traffic between blocks (NetworkBackends).
+	Backend string `json:"backend,omitempty"`
+	// VNI is the VXLAN network identifier of the vxlan backend.
+	VNI       int       `json:"vni,omitempty"`
 	Default   bool      `json:"default,omitempty"`
+	CreatedAt time.Time `json:"createdAt,omitzero"`
+}
+
+// Network backends: how the hosts of a region carry traffic between
+// node blocks.
+const (
+	// BackendVXLAN encapsulates traffic between hosts in VXLAN (UDP
+	// 4789): hosts need only reach each other's underlay address.
+	BackendVXLAN = "vxlan"
+	// BackendHostGW routes each block via its node's underlay address:
+	// hosts must share one L2 segment.
+	BackendHostGW = "host-gw"
+	// BackendNone programs no routes between hosts: every node runs on
+	// one host (strata dev, tests), or the network routes the blocks.
+	BackendNone = "none"
+)
+
+// NetworkBackends are the valid Network.Backend values.
+var NetworkBackends = []string{BackendVXLAN, BackendHostGW, BackendNone}
+
+// Defaults of a network's node blocks and VXLAN.
+const (
+	DefaultNodeMask = 24
+	DefaultVNI      = 1
+	// VXLANPort is the UDP port of the vxlan backend (IANA's).
+	VXLANPort = 4789
+	// VXLANOverhead is what VXLAN encapsulation adds to a packet over
+	// IPv4: outer IP (20), UDP (8), VXLAN (8) and inner Ethernet (14).
+	VXLANOverhead = 50
+)
+
+// BridgeAlias marks a bridge that the agent's data plane owns (its
+// interface alias): it holds the node's gateway and routes, so providers
+// leave it in place when their last replica leaves it.
+const BridgeAlias = "strata-netplane"
+
+// ReplicaMTU is the MTU of replica interfaces on a host whose underlay
+// interface has MTU underlay: what is left once the backend's
+// encapsulation fits. Zero when the underlay MTU is unknown.
+func (n *Network) ReplicaMTU(underlay int) int {
+	if underlay <= 0 {
+		return 0
+	}
+	if n.Backend == BackendVXLAN {
+		return underlay - VXLANOverhead
+	}
+	return underlay
+}
+
+// NodeNetwork is a node's place on its region's network: its block,
+// which the region assigns, and what its agent reports of the host.
+type NodeNetwork struct {
+	// Block is the node's share of the network's subnet (CIDR); its
+	// first address is the node's gateway. The region sets it.
+	Block string `json:"block,omitempty"`
+	// UnderlayIP is the host address other hosts reach this one at:
+	// the VXLAN tunnel endpoint, or the host-gw next hop.
+	UnderlayIP string `json:"underlayIP,omitempty"`
+	// VTEPMAC is the MAC address of the host's VXLAN device.
+	VTEPMAC string `json:"vtepMAC,omitempty"`
+	// Bridge is the host's bridge for replicas (default: the network's).
+	Bridge string `json:"bridge,omitempty"`
+	// MTU is the underlay interface's MTU (0: unknown).
+	MTU int `json:"mtu,omitempty"`
+}
+
+// Block is the record that makes a block of a network one node's alone:
+// it is created only if absent, with the node's record, so that two nodes
+// never get the same block, whichever API replica registers them.
+type Block struct {
+	Network   string    `json:"network"`
+	Block     string    `json:"block"`
+	Node      string    `json:"node"`
 	CreatedAt time.Time `json:"createdAt,omitzero"`
 }
 

@@ -46,6 +46,8 @@ type Node struct {
 	Address   string         `json:"address,omitempty"`
 	Providers []NodeProvider `json:"providers,omitempty"`
 	Capacity  Capacity       `json:"capacity"`
+	// Network is the node's place on the region network.
+	Network *NodeNetwork `json:"network,omitempty"`
 
 	// Schedulable is false while the node is cordoned.
 	Schedulable  bool      `json:"schedulable"`
@@ -92,6 +94,9 @@ const (
 	ConditionCRI = "CRI"
 	ConditionCNI = "CNI"
 	ConditionCSI = "CSI"
+	// ConditionNetwork is the agent's data plane: the host programmed
+	// for the region network (bridge, routes to other nodes, NAT).
+	ConditionNetwork = "Network"
 )
 
 // Condition is one health aspect of a node.

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
 	"net/url"
 	"path"
@@ -633,10 +634,23 @@ func (n *Node) Validate() error {
 	if n.Capacity.MilliCPU <= 0 || n.Capacity.MemoryMiB <= 0 {
 		return Invalid("capacity", "milliCPU and memoryMiB must be greater than 0")
 	}
-	if len(n.Providers) == 0 {
+	if err := validNodeProviders(n.Providers); err != nil {
+		return err
+	}
+	if n.AutoCordonInterval.Duration < 0 || n.AutoDrainInterval.Duration < 0 {
+		return Invalid("autoCordonInterval", "intervals must not be negative")
+	}
+	if n.Network != nil {
+		return n.Network.Validate()
+	}
+	return nil
+}
+
+func validNodeProviders(ps []NodeProvider) error {
+	if len(ps) == 0 {
 		return Invalid("providers", "a node needs at least one provider")
 	}
-	for i, p := range n.Providers {
+	for i, p := range ps {
 		if p.Name == "" {
 			return Invalid(fmt.Sprintf("providers[%d].name", i), "is required")
 		}
@@ -646,8 +660,27 @@ func (n *Node) Validate() error {
 			}
 		}
 	}
-	if n.AutoCordonInterval.Duration < 0 || n.AutoDrainInterval.Duration < 0 {
-		return Invalid("autoCordonInterval", "intervals must not be negative")
+	return nil
+}
+
+// Validate checks what an agent reports of its host's network (the block
+// is the region's and checked where it is assigned).
+func (n *NodeNetwork) Validate() error {
+	if n.UnderlayIP != "" {
+		if a, err := netip.ParseAddr(n.UnderlayIP); err != nil || !a.Is4() {
+			return Invalid("network.underlayIP", "%q is not an IPv4 address", n.UnderlayIP)
+		}
+	}
+	if n.VTEPMAC != "" {
+		if hw, err := net.ParseMAC(n.VTEPMAC); err != nil || len(hw) != 6 {
+			return Invalid("network.vtepMAC", "%q is not a MAC address", n.VTEPMAC)
+		}
+	}
+	if len(n.Bridge) > 15 {
+		return Invalid("network.bridge", "%q is longer than 15 characters (a Linux interface name)", n.Bridge)
+	}
+	if n.MTU != 0 && (n.MTU < 576 || n.MTU > 65535) {
+		return Invalid("network.mtu", "%d is not an MTU (576-65535, or 0 for unknown)", n.MTU)
 	}
 	return nil
 }
@@ -689,6 +722,21 @@ func (n *Network) Validate() error {
 	}
 	if n.Bridge == "" || len(n.Bridge) > 15 {
 		return Invalid("bridge", "is required, at most 15 characters (a Linux interface name)")
+	}
+	return n.validPlan(pfx)
+}
+
+// validPlan checks the network's plan across hosts: its node blocks and
+// the backend between them.
+func (n *Network) validPlan(pfx netip.Prefix) error {
+	if n.NodeMask < pfx.Bits() || n.NodeMask > 30 {
+		return Invalid("nodeMask", "/%d is not a block of %s (from /%d to /30)", n.NodeMask, n.Subnet, pfx.Bits())
+	}
+	if err := oneOf("backend", n.Backend, NetworkBackends...); err != nil {
+		return err
+	}
+	if n.Backend == BackendVXLAN && (n.VNI < 1 || n.VNI > 1<<24-1) {
+		return Invalid("vni", "%d is not a VXLAN network identifier (1-16777215)", n.VNI)
 	}
 	return nil
 }

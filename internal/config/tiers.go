@@ -364,6 +364,12 @@ type Network struct {
 	Gateway  string   `mapstructure:"gateway"`
 	Bridge   string   `mapstructure:"bridge"`
 	Reserved []string `mapstructure:"reserved"`
+	// NodeMask is the prefix length of each node's block of the subnet.
+	NodeMask int `mapstructure:"nodeMask"`
+	// Backend carries traffic between hosts: vxlan, host-gw or none.
+	Backend string `mapstructure:"backend"`
+	// VNI is the VXLAN network identifier (backend vxlan).
+	VNI int `mapstructure:"vni"`
 }
 
 // RegionController sets a region controller's deadlines.
@@ -417,7 +423,7 @@ func DefaultRegion() *Region {
 	r := &Region{Server: defaultServer("127.0.0.1:8081", "127.0.0.1:9091", "/strata/region/")}
 	r.Nodes = DefaultLiveness()
 	r.Controller = DefaultRegionController()
-	r.Network = Network{Name: "default", Subnet: "10.88.0.0/16", Gateway: "10.88.0.1", Bridge: "strata0"}
+	r.Network = Network{Name: "default", Subnet: "10.88.0.0/16", Gateway: "10.88.0.1", Bridge: "strata0", NodeMask: 24, Backend: "vxlan", VNI: 1}
 	r.API.HTTPAPI = DefaultHTTPAPI()
 	return r
 }
@@ -466,7 +472,71 @@ func (r *Region) validateNetwork() error {
 	if n.Bridge == "" || len(n.Bridge) > 15 {
 		return keyError("network.bridge", "%q must be a Linux interface name (1-15 characters)", n.Bridge)
 	}
+	if n.NodeMask < pfx.Bits() || n.NodeMask > 30 {
+		return keyError("network.nodeMask", "/%d is not a block of %s (from /%d to /30)", n.NodeMask, n.Subnet, pfx.Bits())
+	}
+	switch n.Backend {
+	case "vxlan", "host-gw", "none":
+	default:
+		return keyError("network.backend", "%q is not vxlan, host-gw or none", n.Backend)
+	}
+	if n.VNI < 1 || n.VNI > 1<<24-1 {
+		return keyError("network.vni", "%d is not a VXLAN network identifier (1-16777215)", n.VNI)
+	}
 	return required("network.name", n.Name)
+}
+
+// Data plane settings of an agent (AgentNetwork.DataPlane).
+const (
+	// DataPlaneAuto programs the host unless every provider is named
+	// fake (the fake attaches nothing to the host).
+	DataPlaneAuto     = "auto"
+	DataPlaneEnabled  = "enabled"
+	DataPlaneDisabled = "disabled"
+)
+
+// AgentNetwork is how an agent sets up its host for the region network.
+type AgentNetwork struct {
+	// DataPlane says whether the agent programs the host (bridge, routes
+	// to other nodes' blocks, VXLAN, masquerade): auto, enabled or
+	// disabled.
+	DataPlane string `mapstructure:"dataPlane"`
+	// Bridge is this host's bridge for replicas (default: the region
+	// network's). Agents sharing a host need one each.
+	Bridge string `mapstructure:"bridge"`
+	// UnderlayAddress is the address other hosts reach this one at;
+	// default: the first IPv4 address of UnderlayInterface.
+	UnderlayAddress string `mapstructure:"underlayAddress"`
+	// UnderlayInterface carries traffic to other hosts; default: the
+	// interface of the default route (or the one holding
+	// UnderlayAddress).
+	UnderlayInterface string `mapstructure:"underlayInterface"`
+	// Table is the agent's nftables table (IPv4 family). Agents of
+	// different regions sharing a host need one each.
+	Table string `mapstructure:"table"`
+}
+
+func (n *AgentNetwork) validate() error {
+	switch n.DataPlane {
+	case DataPlaneAuto, DataPlaneEnabled, DataPlaneDisabled:
+	default:
+		return keyError("network.dataPlane", "%q is not auto, enabled or disabled", n.DataPlane)
+	}
+	if len(n.Bridge) > 15 {
+		return keyError("network.bridge", "%q must be a Linux interface name (1-15 characters)", n.Bridge)
+	}
+	if len(n.UnderlayInterface) > 15 {
+		return keyError("network.underlayInterface", "%q must be a Linux interface name (1-15 characters)", n.UnderlayInterface)
+	}
+	if n.UnderlayAddress != "" {
+		if a, err := netip.ParseAddr(n.UnderlayAddress); err != nil || !a.Is4() {
+			return keyError("network.underlayAddress", "%q is not an IPv4 address", n.UnderlayAddress)
+		}
+	}
+	if n.Table == "" || len(n.Table) > 31 {
+		return keyError("network.table", "%q must be an nftables table name (1-31 characters)", n.Table)
+	}
+	return nil
 }
 
 // Provider is one provider an agent runs: in-process (Plugin and Socket
@@ -529,6 +599,8 @@ type Agent struct {
 	// agent's own listen.grpc, listen.metrics and advertise.grpc ports
 	// are reserved without being listed.
 	ReservedPorts string `mapstructure:"reservedPorts"`
+	// Network sets up the host for the region network.
+	Network AgentNetwork `mapstructure:"network"`
 }
 
 // DefaultAgent returns the defaults of `strata agent`.
@@ -544,6 +616,7 @@ func DefaultAgent() *Agent {
 	a.Providers = []Provider{{Name: "fake"}}
 	a.StatusInterval = 5 * time.Second
 	a.Concurrency = 8
+	a.Network = AgentNetwork{DataPlane: DataPlaneAuto, Table: "strata"}
 	return a
 }
 
@@ -564,6 +637,7 @@ func (a *Agent) Validate() error {
 		a.TLS.validate("tls"),
 		a.Log.validate(),
 		positive("statusInterval", a.StatusInterval),
+		a.Network.validate(),
 	)
 	if err != nil {
 		return err

@@ -87,6 +87,32 @@ func TestPortPolicy(t *testing.T) {
 	}
 }
 
+// TestPortPolicyPorts: the set of ports Check passes, written out, for
+// the host firewall.
+func TestPortPolicyPorts(t *testing.T) {
+	tests := []struct {
+		p    PortPolicy
+		want string
+	}{
+		{PortPolicy{Allowed: MustParsePorts("80,8000-9000"), Reserved: MustParsePorts("8080")}, "8000-8079,8081-9000"},
+		{PortPolicy{Allowed: MustParsePorts("80,8000-9000"), Reserved: MustParsePorts("7000-8000,9000"), Privileged: true}, "80,8001-8999"},
+		{PortPolicy{Allowed: MustParsePorts("1-2000"), Reserved: MustParsePorts("1500")}, "1024-1499,1501-2000"},
+		{PortPolicy{Allowed: MustParsePorts("30000-32767"), Reserved: MustParsePorts("1-65535")}, "none"},
+		{PortPolicy{}, "none"},
+	}
+	for _, tt := range tests {
+		got := tt.p.Ports()
+		if got.String() != tt.want {
+			t.Errorf("%+v: got %s; want %s", tt.p, got, tt.want)
+		}
+		for port := 1; port <= 65535; port++ {
+			if got.Contains(port) != (tt.p.Check(port) == nil) {
+				t.Fatalf("%+v: port %d in Ports %v, Check says %v", tt.p, port, got.Contains(port), tt.p.Check(port))
+			}
+		}
+	}
+}
+
 // TestSecurityDirsResolve replays the archive/kernel/disk attacks on the
 // path check: host files outside the operator's directories, .., links
 // out of a directory, denied directories inside an allowed one.

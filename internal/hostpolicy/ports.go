@@ -122,3 +122,34 @@ func (p PortPolicy) Check(port int) error {
 	}
 	return nil
 }
+
+// Ports is the set of ports Check passes: Allowed less Reserved, and
+// less the privileged ports unless Privileged.
+func (p PortPolicy) Ports() PortRanges {
+	out := p.Allowed
+	if !p.Privileged {
+		out = out.minus(PortRange{1, 1023})
+	}
+	for _, r := range p.Reserved {
+		out = out.minus(r)
+	}
+	return out
+}
+
+// minus returns the set without the ports of x.
+func (r PortRanges) minus(x PortRange) PortRanges {
+	var out PortRanges
+	for _, pr := range r {
+		if pr.Hi < x.Lo || pr.Lo > x.Hi {
+			out = append(out, pr)
+			continue
+		}
+		if pr.Lo < x.Lo {
+			out = append(out, PortRange{pr.Lo, x.Lo - 1})
+		}
+		if pr.Hi > x.Hi {
+			out = append(out, PortRange{x.Hi + 1, pr.Hi})
+		}
+	}
+	return out
+}

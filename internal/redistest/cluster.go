@@ -55,7 +55,7 @@ func StartCluster(t testing.TB, masters int, opts ...Option) *Cluster {
 		c.command(t, s, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi))
 	}
 	for _, s := range c.Nodes[1:] {
-		c.command(t, c.Nodes[0], "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(s.port), busPort(s))
+		c.command(t, c.Nodes[0], "CLUSTER", "MEET", s.ip(), strconv.Itoa(s.port), busPort(s))
 	}
 	for _, s := range c.Nodes {
 		poll(t, 30*time.Second, "cluster node "+s.Addr()+" ok", func() (bool, string) {
@@ -125,5 +125,5 @@ func (c *Cluster) do(s *Server, args ...string) (string, error) {
 	if s.authArgs != nil {
 		cmds = append(cmds, s.authArgs)
 	}
-	return Command(s.Addr(), s.tlsConfig(), append(cmds, args)...)
+	return s.command(append(cmds, args)...)
 }

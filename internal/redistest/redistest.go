@@ -2,7 +2,8 @@
 // server (optionally over TLS, with ACL users), a master with a replica
 // and three sentinels (StartSentinel), or a Redis Cluster (StartCluster).
 //
-// Every server listens on 127.0.0.1 on a port reserved for the test (see
+// Every server listens on 127.0.0.1 (or the address of a test host, see
+// OnHost) on a port reserved for the test (see
 // package ports: no other process can take it, also across Restart) and
 // keeps no data on disk (`save ""`, `appendonly no`), so Restart behaves
 // like a production restart of a cache-style Redis: every key is gone
@@ -12,6 +13,7 @@ package redistest
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
@@ -48,7 +50,25 @@ type Option func(*settings)
 type settings struct {
 	tls   *TLS
 	users []user
+	host  Host
 }
+
+// Host is a machine other than the test's own loopback that servers run
+// on: a test host of e2e/framework's Lab (a network namespace with its
+// own address). The harness starts the servers there and reaches them
+// only through it.
+type Host interface {
+	// Address is the host's IP address: servers bind it.
+	Address() string
+	// Command prepares bin with args to run on the host.
+	Command(bin string, args ...string) *exec.Cmd
+	// DialContext opens a connection from the host.
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// OnHost runs the servers on h, bound to its address, instead of on
+// 127.0.0.1.
+func OnHost(h Host) Option { return func(s *settings) { s.host = h } }
 
 type user struct {
 	name, password string
@@ -130,7 +150,7 @@ func (s *Server) mustStart(t testing.TB) {
 // baseConf is what every data node runs with.
 func (s *Server) baseConf() []string {
 	c := []string{
-		"bind 127.0.0.1",
+		"bind " + s.ip(),
 		`save ""`,
 		"appendonly no",
 		// notice: replication and failover steps are in the log that a
@@ -178,7 +198,24 @@ func (s *Server) listenConf() []string {
 
 // Addr is the host:port clients dial.
 func (s *Server) Addr() string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	return net.JoinHostPort(s.ip(), strconv.Itoa(s.port))
+}
+
+// ip is the address the server binds.
+func (s *Server) ip() string {
+	if s.set.host != nil {
+		return s.set.host.Address()
+	}
+	return "127.0.0.1"
+}
+
+// dial is how the harness reaches the server.
+func (s *Server) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if s.set.host != nil {
+		return s.set.host.DialContext(ctx, network, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
 }
 
 // Port is the port clients dial.
@@ -197,12 +234,26 @@ func (s *Server) Options() *redis.Options {
 		// succeeds at once or is refused; waiting 5 s helps nobody.
 		DialTimeout: time.Second,
 	}
+	if s.set.host != nil {
+		// A custom Dialer replaces go-redis's, TLS included.
+		tlsCfg := s.tlsConfig()
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := s.set.host.DialContext(ctx, network, addr)
+			if err != nil || tlsCfg == nil {
+				return c, err
+			}
+			tc := tls.Client(c, tlsCfg)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return tc, nil
+		}
+	}
 	if s.adminPW != "" {
 		o.Username, o.Password = AdminUser, s.adminPW
 	}
-	if s.set.tls != nil {
-		o.TLSConfig = s.set.tls.ClientConfig()
-	}
+	o.TLSConfig = s.tlsConfig()
 	return o
 }
 
@@ -273,6 +324,9 @@ func (s *Server) start() error {
 		args = append(args, "--sentinel")
 	}
 	cmd := exec.Command(s.bin, args...)
+	if s.set.host != nil {
+		cmd = s.set.host.Command(s.bin, args...)
+	}
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	// If the test binary dies without running its cleanups, the server must
@@ -329,7 +383,7 @@ func (s *Server) probe() error {
 	if s.authArgs != nil {
 		cmds = append(cmds, s.authArgs)
 	}
-	info, err := Command(s.Addr(), s.tlsConfig(), append(cmds, []string{"INFO", "server"})...)
+	info, err := s.command(append(cmds, []string{"INFO", "server"})...)
 	if err != nil {
 		return err
 	}
@@ -346,16 +400,33 @@ func (s *Server) probe() error {
 // returns the last reply, which must be a status or bulk string; an error
 // reply to any command is an error.
 func Command(addr string, tlsCfg *tls.Config, cmds ...[]string) (string, error) {
-	d := &net.Dialer{Timeout: 500 * time.Millisecond}
-	var conn net.Conn
-	var err error
-	if tlsCfg != nil {
-		conn, err = tls.DialWithDialer(d, "tcp", addr, tlsCfg)
-	} else {
-		conn, err = d.Dial("tcp", addr)
-	}
+	var d net.Dialer
+	return command(d.DialContext, addr, tlsCfg, cmds...)
+}
+
+// command sends cmds to the server (see Command), dialled from its host.
+func (s *Server) command(cmds ...[]string) (string, error) {
+	return command(s.dial, s.Addr(), s.tlsConfig(), cmds...)
+}
+
+func command(dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, tlsCfg *tls.Config, cmds ...[]string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	conn, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return "", err
+	}
+	if tlsCfg != nil {
+		if tlsCfg.ServerName == "" {
+			tlsCfg = tlsCfg.Clone()
+			tlsCfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(conn, tlsCfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return "", err
+		}
+		conn = tc
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(time.Second))
@@ -418,7 +489,12 @@ func (s *Server) tlsConfig() *tls.Config {
 	if s.set.tls == nil {
 		return nil
 	}
-	return s.set.tls.ClientConfig()
+	c := s.set.tls.ClientConfig()
+	if s.set.host != nil {
+		// The certificate names loopback and ServerName, not the host.
+		c.ServerName = s.set.tls.ServerName
+	}
+	return c
 }
 
 func (s *Server) tail() string {

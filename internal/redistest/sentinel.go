@@ -76,7 +76,7 @@ func StartSentinel(t testing.TB, opts ...SentinelOption) *Sentinel {
 		g.Replica.adminPW = g.Master.adminPW
 		g.Replica.authArgs = g.Master.authArgs
 	}
-	g.Replica.conf = append(g.Replica.baseConf(), fmt.Sprintf("replicaof 127.0.0.1 %d", g.Master.port))
+	g.Replica.conf = append(g.Replica.baseConf(), fmt.Sprintf("replicaof %s %d", g.Master.ip(), g.Master.port))
 	g.Replica.mustStart(t)
 	g.waitReplicaInSync(t)
 
@@ -93,17 +93,17 @@ func StartSentinel(t testing.TB, opts ...SentinelOption) *Sentinel {
 	for i, s := range sentinels {
 		s.conf = append(s.listenConf(),
 			"sentinel myid "+ids[i],
-			"bind 127.0.0.1",
+			"bind "+s.ip(),
 			"loglevel notice",
-			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2", MasterName, g.Master.port),
+			fmt.Sprintf("sentinel monitor %s %s %d 2", MasterName, g.Master.ip(), g.Master.port),
 			fmt.Sprintf("sentinel down-after-milliseconds %s %d", MasterName, DownAfter.Milliseconds()),
 			fmt.Sprintf("sentinel failover-timeout %s %d", MasterName, FailoverTimeout.Milliseconds()),
 			fmt.Sprintf("sentinel parallel-syncs %s 1", MasterName),
-			fmt.Sprintf("sentinel known-replica %s 127.0.0.1 %d", MasterName, g.Replica.port),
+			fmt.Sprintf("sentinel known-replica %s %s %d", MasterName, g.Replica.ip(), g.Replica.port),
 		)
 		for j, o := range sentinels {
 			if j != i {
-				s.conf = append(s.conf, fmt.Sprintf("sentinel known-sentinel %s 127.0.0.1 %d %s", MasterName, o.port, ids[j]))
+				s.conf = append(s.conf, fmt.Sprintf("sentinel known-sentinel %s %s %d %s", MasterName, o.ip(), o.port, ids[j]))
 			}
 		}
 		if g.Master.adminPW != "" {
@@ -143,6 +143,7 @@ func (g *Sentinel) FailoverOptions() *redis.FailoverOptions {
 		Password:         o.Password,
 		TLSConfig:        o.TLSConfig,
 		DialTimeout:      o.DialTimeout,
+		Dialer:           o.Dialer,
 	}
 }
 
@@ -221,7 +222,7 @@ func (g *Sentinel) sentinelClient(s *Server) *redis.SentinelClient {
 	o := s.Options()
 	return redis.NewSentinelClient(&redis.Options{
 		Addr: s.Addr(), Password: g.password, TLSConfig: o.TLSConfig,
-		DialTimeout: o.DialTimeout, MaxRetries: -1,
+		DialTimeout: o.DialTimeout, MaxRetries: -1, Dialer: o.Dialer,
 	})
 }
 
@@ -241,7 +242,7 @@ func (s *Server) info(section string) string {
 	if s.authArgs != nil {
 		cmds = append(cmds, s.authArgs)
 	}
-	out, err := Command(s.Addr(), s.tlsConfig(), append(cmds, []string{"INFO", section})...)
+	out, err := s.command(append(cmds, []string{"INFO", section})...)
 	if err != nil {
 		return ""
 	}
@@ -269,7 +270,7 @@ func (g *Sentinel) waitSentinelsReady(t testing.TB) {
 	for _, s := range g.Sentinels {
 		poll(t, 30*time.Second, "sentinel "+s.Addr()+" sees the replica and 2 sentinels", func() (bool, string) {
 			info := s.info("sentinel")
-			want := fmt.Sprintf("name=%s,status=ok,address=127.0.0.1:%d,slaves=1,sentinels=3", MasterName, g.Master.port)
+			want := fmt.Sprintf("name=%s,status=ok,address=%s,slaves=1,sentinels=3", MasterName, g.Master.Addr())
 			return strings.Contains(info, want), info
 		})
 	}

@@ -114,17 +114,24 @@ func buildConflist(a *api.Assignment) (*conflist, error) {
 	if ip.To4() == nil {
 		defaultRoute = "::/0"
 	}
+	// No ipMasq: the agent's data plane masquerades what leaves the
+	// region network (the plugin's rule would also masquerade traffic to
+	// other nodes' blocks, which must keep the replica's address).
 	br := map[string]any{
 		"type":        "bridge",
 		"bridge":      n.Bridge,
 		"isGateway":   true,
-		"ipMasq":      true,
 		"hairpinMode": true,
 		"ipam": map[string]any{
 			"type":      "static",
 			"addresses": []map[string]any{{"address": fmt.Sprintf("%s/%d", ip, ones), "gateway": gw.String()}},
 			"routes":    []map[string]any{{"dst": defaultRoute, "gw": gw.String()}},
 		},
+	}
+	if n.MTU > 0 {
+		// The replica's veth (and the bridge, if the plugin creates it)
+		// leave room for the data plane's encapsulation.
+		br["mtu"] = n.MTU
 	}
 	plugins := []map[string]any{br, lo}
 	if pm := portMappings(a); len(pm) > 0 {
@@ -335,9 +342,14 @@ func (p *Provider) withBridgeLock(bridge string, fn func() error) error {
 	return fn()
 }
 
-// removeBridgeIfUnused deletes bridge when it has no port left. The
-// caller holds the bridge's lock.
+// removeBridgeIfUnused deletes bridge when it has no port left, unless
+// the agent's data plane owns it (its alias says so): that bridge holds
+// the node's gateway and routes, and stays. The caller holds the bridge's
+// lock.
 func (p *Provider) removeBridgeIfUnused(bridge string) error {
+	if alias, _ := os.ReadFile(filepath.Join("/sys/class/net", bridge, "ifalias")); strings.TrimSpace(string(alias)) == api.BridgeAlias {
+		return nil
+	}
 	ports, err := readBridge(bridge)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // gone, or not a bridge we can judge

@@ -149,6 +149,42 @@ func TestBridgeSharedByReplicas(t *testing.T) {
 	}
 }
 
+// TestDataPlaneBridgeStays: a bridge the agent's data plane owns (its
+// alias says so) stays when its last replica goes, and a replica gets the
+// attachment's MTU.
+func TestDataPlaneBridgeStays(t *testing.T) {
+	e := newEnv(t)
+	const bridge = "st-test2"
+	freshBridge(t, bridge)
+	for _, args := range [][]string{
+		{"link", "add", bridge, "type", "bridge"},
+		{"link", "set", bridge, "alias", api.BridgeAlias},
+		{"addr", "add", "10.213.4.1/24", "dev", bridge},
+		{"link", "set", bridge, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() {
+		if err := deleteLink(bridge); err != nil {
+			t.Errorf("remove bridge %s: %v", bridge, err)
+		}
+	})
+	a := e.assignment("mtu-"+randomSuffix(t), "sh", "-c", `echo mtu=$(cat /sys/class/net/eth0/mtu)`)
+	a.Spec.Compute.RestartPolicy = api.RestartNever
+	a.Network = &api.NetworkAttachment{Network: "dp", Bridge: bridge, Subnet: "10.213.4.0/24", Gateway: "10.213.4.1", Address: "10.213.4.9", MTU: 1400}
+	e.apply(t, a)
+	e.waitStatus(t, a.ID, "exits", func(st api.AssignmentStatus) bool { return st.ExitCode != nil })
+	e.waitLogs(t, a.ID, "mtu=1400")
+	if err := e.p.Delete(e.ctx(t), a, time.Second); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if ports, err := readBridge(bridge); err != nil || len(ports) != 0 {
+		t.Fatalf("bridge %s after its last replica: ports %v (%v); want it in place, empty", bridge, ports, err)
+	}
+}
+
 // freshBridge makes sure bridge does not exist before a test that checks
 // its removal: an unused one left by an interrupted run is removed, one
 // in use means another run is on it.
@@ -245,7 +281,7 @@ func TestBuildConflist(t *testing.T) {
 		{
 			name: "bridge with static address",
 			want: `{"cniVersion":"1.0.0","name":"prod","plugins":[` +
-				`{"bridge":"st-prod","hairpinMode":true,"ipMasq":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
+				`{"bridge":"st-prod","hairpinMode":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
 				`{"type":"loopback"}]}`,
 		},
 		{
@@ -254,7 +290,7 @@ func TestBuildConflist(t *testing.T) {
 				a.Spec.Compute.Ports = []api.PortSpec{{ContainerPort: 80, HostPort: 8080}, {ContainerPort: 53, HostPort: 5353, Protocol: "UDP"}, {ContainerPort: 9000}}
 			},
 			want: `{"cniVersion":"1.0.0","name":"prod","plugins":[` +
-				`{"bridge":"st-prod","hairpinMode":true,"ipMasq":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
+				`{"bridge":"st-prod","hairpinMode":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
 				`{"type":"loopback"},` +
 				`{"runtimeConfig":{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"},{"hostPort":5353,"containerPort":53,"protocol":"udp"}]},"snat":true,"type":"portmap"}]}`,
 		},
@@ -262,7 +298,14 @@ func TestBuildConflist(t *testing.T) {
 			name:   "no gateway takes the subnet's first host",
 			change: func(a *api.Assignment) { a.Network.Gateway = "" },
 			want: `{"cniVersion":"1.0.0","name":"prod","plugins":[` +
-				`{"bridge":"st-prod","hairpinMode":true,"ipMasq":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
+				`{"bridge":"st-prod","hairpinMode":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"type":"bridge"},` +
+				`{"type":"loopback"}]}`,
+		},
+		{
+			name:   "the attachment's MTU goes to the bridge plugin",
+			change: func(a *api.Assignment) { a.Network.MTU = 1450 },
+			want: `{"cniVersion":"1.0.0","name":"prod","plugins":[` +
+				`{"bridge":"st-prod","hairpinMode":true,"ipam":{"addresses":[{"address":"10.1.2.3/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}],"type":"static"},"isGateway":true,"mtu":1450,"type":"bridge"},` +
 				`{"type":"loopback"}]}`,
 		},
 		{

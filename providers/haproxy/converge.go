@@ -22,6 +22,7 @@ import (
 // others. The caller holds op.
 func (p *Provider) converge(ctx context.Context, grace time.Duration) error {
 	var r rendered
+	refused := false
 	// Each round either succeeds or puts at least one load balancer in
 	// error, so there are at most as many rounds as load balancers.
 	for round := 0; ; round++ {
@@ -59,16 +60,8 @@ func (p *Provider) converge(ctx context.Context, grace time.Duration) error {
 		default:
 			// Same structure: the runtime API does the rest.
 		}
-		var le *loadError
-		if errors.As(err, &le) && len(le.ByLB) > 0 && round < len(active) {
-			p.mu.Lock()
-			for id, reason := range le.ByLB {
-				if l, ok := p.lbs[id]; ok {
-					p.setErrorLocked(l, reason)
-				}
-			}
-			p.mu.Unlock()
-			p.log.Warn("haproxy refused load balancers; serving the others", "op", le.Op, "refused", le.ByLB)
+		if round < len(active) && p.leaveOut(err) {
+			refused = true
 			continue
 		}
 		if err != nil {
@@ -84,9 +77,58 @@ func (p *Provider) converge(ctx context.Context, grace time.Duration) error {
 		}
 		break
 	}
+	if refused {
+		p.waitResumed(ctx)
+	}
 	err := p.syncServers(ctx, r)
 	p.converged(err)
 	return err
+}
+
+// leaveOut puts the load balancers haproxy refused (err, a loadError)
+// in error, so that the next round leaves them out; it reports whether
+// there were any.
+func (p *Provider) leaveOut(err error) bool {
+	var le *loadError
+	if !errors.As(err, &le) || len(le.ByLB) == 0 {
+		return false
+	}
+	p.mu.Lock()
+	for id, reason := range le.ByLB {
+		if l, ok := p.lbs[id]; ok {
+			p.setErrorLocked(l, reason)
+		}
+	}
+	p.mu.Unlock()
+	p.log.Warn("haproxy refused load balancers; serving the others", "op", le.Op, "refused", le.ByLB)
+	return true
+}
+
+// resumeWait bounds how long a converge waits for haproxy to resume the
+// frontends a failed reload paused.
+const resumeWait = 10 * time.Second
+
+// waitResumed waits, within resumeWait, until no frontend is paused:
+// while a reload that haproxy refused was tried, the running worker
+// paused every listener, and it resumes them only once the new process
+// has failed. The load balancers that were not refused are served again
+// when the converge ends, not some time after.
+func (p *Provider) waitResumed(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, resumeWait)
+	defer cancel()
+	for {
+		// Asked afresh: a cached snapshot may be from before the reload.
+		out, err := cli(ctx, p.paths.Admin, "show stat")
+		if err == nil {
+			if snap, err := parseStat(out); err == nil && !snap.anyPaused() {
+				return
+			}
+		}
+		if backoff.Sleep(ctx, 50*time.Millisecond) != nil {
+			p.log.Warn("haproxy has not resumed its listeners after a refused reload", "within", resumeWait)
+			return
+		}
+	}
 }
 
 // converged records the outcome of a converge.

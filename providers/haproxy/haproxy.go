@@ -286,10 +286,11 @@ type Provider struct {
 }
 
 var (
-	_ provider.Provider = (*Provider)(nil)
-	_ provider.Watcher  = (*Provider)(nil)
-	_ provider.Closer   = (*Provider)(nil)
-	_ provider.Factory  = Factory
+	_ provider.Provider   = (*Provider)(nil)
+	_ provider.Watcher    = (*Provider)(nil)
+	_ provider.Closer     = (*Provider)(nil)
+	_ provider.HostServer = (*Provider)(nil)
+	_ provider.Factory    = Factory
 )
 
 // lb is one load balancer.
@@ -315,6 +316,24 @@ func Factory(ctx context.Context, o provider.Options) (provider.Provider, error)
 		opts = append(opts, WithName(o.Name))
 	}
 	return New(ctx, cfg, opts...)
+}
+
+// HostListeners are the addresses and ports listeners may bind, but
+// loopback addresses, which replicas cannot reach anyway: replicas of the
+// node may reach its load balancers there.
+func (p *Provider) HostListeners() []provider.HostListener {
+	ports := p.lim.ports.Ports()
+	if len(ports) == 0 {
+		return nil
+	}
+	var out []provider.HostListener
+	for _, a := range p.lim.addresses {
+		if a.IsLoopback() || slices.ContainsFunc(out, func(l provider.HostListener) bool { return l.Addr == a }) {
+			continue
+		}
+		out = append(out, provider.HostListener{Addr: a, Proto: "tcp", Ports: ports})
+	}
+	return out
 }
 
 // New returns a provider holding the load balancers found in the state

@@ -3,6 +3,7 @@ package haproxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"reflect"
@@ -449,6 +450,39 @@ func TestFactory(t *testing.T) {
 			}
 			if info, _ := p.Info(t.Context()); info.Name != "lb" || !slices.Equal(info.Kinds, []api.ProviderKind{api.ProviderLoadbalancer}) {
 				t.Errorf("Info: got %+v; want name lb serving loadbalancer", info)
+			}
+		})
+	}
+}
+
+// TestHostListeners: where replicas may reach load balancers on the
+// node: each non-loopback bind address, with the ports listeners may
+// bind there (allowed less reserved, privileged only when allowed).
+func TestHostListeners(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"loopback only (the default)", Config{BindAddress: "127.0.0.1"}, ""},
+		{"node addresses", Config{BindAddress: "127.0.0.1", BindAddresses: []string{"192.0.2.7", "0.0.0.0", "192.0.2.7"}, Ports: "80,30000-30010", AllowPrivilegedPorts: false},
+			"tcp 192.0.2.7 30000-30004,30006-30010; tcp 0.0.0.0 30000-30004,30006-30010"},
+		{"no port left", Config{BindAddress: "192.0.2.7", Ports: "30005"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.StateDir = t.TempDir()
+			cfg := tt.cfg.withDefaults()
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			p := &Provider{lim: cfg.limits(hostpolicy.MustParsePorts("30005"))}
+			var got []string
+			for _, l := range p.HostListeners() {
+				got = append(got, fmt.Sprintf("%s %s %s", l.Proto, l.Addr, l.Ports))
+			}
+			if s := strings.Join(got, "; "); s != tt.want {
+				t.Errorf("got %q; want %q", s, tt.want)
 			}
 		})
 	}

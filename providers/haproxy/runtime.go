@@ -88,6 +88,17 @@ type stats struct {
 	At        time.Time
 }
 
+// anyPaused reports whether haproxy holds a frontend paused (a reload in
+// progress, or one that failed and is being undone).
+func (s stats) anyPaused() bool {
+	for _, st := range s.Frontends {
+		if st == "PAUSED" {
+			return true
+		}
+	}
+	return false
+}
+
 // serverStat is a server's line of "show stat".
 type serverStat struct {
 	Status string

@@ -150,7 +150,9 @@ type domainSpec struct {
 	Cmdline   string
 	Disks     []disk
 	Bridge    string
-	Console   string
+	// MTU of the VM's interface on the bridge (0: libvirt's default).
+	MTU     int
+	Console string
 }
 
 // ErrBadSpec marks an assignment the provider cannot turn into a domain;
@@ -363,6 +365,11 @@ type interfaceXML struct {
 	MAC    macXML    `xml:"mac"`
 	Source sourceXML `xml:"source"`
 	Model  modelXML  `xml:"model"`
+	MTU    *mtuXML   `xml:"mtu"`
+}
+
+type mtuXML struct {
+	Size int `xml:"size,attr"`
 }
 
 type macXML struct {
@@ -447,12 +454,18 @@ func (s domainSpec) render(meta *replicaMeta) (string, error) {
 	if s.Bridge != "" {
 		// libvirt creates the tap device (vnetN), enslaves it to the
 		// bridge, and removes it when the domain stops.
-		d.Devices.Interfaces = append(d.Devices.Interfaces, interfaceXML{
+		nic := interfaceXML{
 			Type:   "bridge",
 			MAC:    macXML{Address: macAddress(s.ID)},
 			Source: sourceXML{Bridge: s.Bridge},
 			Model:  modelXML{Type: "virtio"},
-		})
+		}
+		if s.MTU > 0 {
+			// The tap device and the guest's virtio NIC leave room for
+			// the data plane's encapsulation.
+			nic.MTU = &mtuXML{Size: s.MTU}
+		}
+		d.Devices.Interfaces = append(d.Devices.Interfaces, nic)
 	}
 	port := 0
 	// A pty keeps `virsh console` working; its log (written by virtlogd,

@@ -126,6 +126,7 @@ func TestRender(t *testing.T) {
 			{Path: "/pool/vol-1", Format: "raw", Target: "vdb", ReadOnly: true},
 		},
 		Bridge:  "strata0",
+		MTU:     1450,
 		Console: "/console/strata-r1.log",
 	}
 	meta := replicaMeta{ID: "r1", Node: "n1", Kind: api.KindCompute, Generation: 4, Spec: "abc", Restarts: 1, Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
@@ -167,6 +168,9 @@ func TestRender(t *testing.T) {
 			Model struct {
 				Type string `xml:"type,attr"`
 			} `xml:"model"`
+			MTU struct {
+				Size int `xml:"size,attr"`
+			} `xml:"mtu"`
 		} `xml:"devices>interface"`
 		SerialLog struct {
 			File string `xml:"file,attr"`
@@ -192,6 +196,7 @@ func TestRender(t *testing.T) {
 		{"metadata generation", got.Metadata.Replica.Generation, int64(4)},
 		{"disks", len(got.Disks), 2},
 		{"interface", got.Interface.Type + " " + got.Interface.Source.Bridge + " " + got.Interface.Model.Type, "bridge strata0 virtio"},
+		{"interface MTU", got.Interface.MTU.Size, 1450},
 		{"serial log", got.SerialLog.File, "/console/strata-r1.log"},
 	}
 	for _, c := range checks {

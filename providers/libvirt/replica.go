@@ -228,7 +228,7 @@ func (p *Provider) resolve(ctx context.Context, c *libvirt.Connect, a *api.Assig
 		if err := p.useBridge(ctx, a.Network); err != nil {
 			return domainSpec{}, err
 		}
-		spec.Bridge = a.Network.Bridge
+		spec.Bridge, spec.MTU = a.Network.Bridge, a.Network.MTU
 	}
 	return spec, nil
 }

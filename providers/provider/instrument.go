@@ -30,10 +30,11 @@ type instrumented struct {
 }
 
 var (
-	_ Provider = (*instrumented)(nil)
-	_ Logger   = (*instrumented)(nil)
-	_ Watcher  = (*instrumented)(nil)
-	_ Closer   = (*instrumented)(nil)
+	_ Provider   = (*instrumented)(nil)
+	_ Logger     = (*instrumented)(nil)
+	_ Watcher    = (*instrumented)(nil)
+	_ Closer     = (*instrumented)(nil)
+	_ HostServer = (*instrumented)(nil)
 )
 
 // timed runs one call of op and reports it.
@@ -97,6 +98,13 @@ func (i *instrumented) Watch(ctx context.Context) (<-chan api.AssignmentStatus, 
 func (i *instrumented) Close() error {
 	if c, ok := i.p.(Closer); ok {
 		return c.Close()
+	}
+	return nil
+}
+
+func (i *instrumented) HostListeners() []HostListener {
+	if h, ok := i.p.(HostServer); ok {
+		return h.HostListeners()
 	}
 	return nil
 }

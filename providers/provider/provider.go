@@ -13,6 +13,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
@@ -110,6 +111,25 @@ type Logger interface {
 // provider does not.
 type Watcher interface {
 	Watch(ctx context.Context) (<-chan api.AssignmentStatus, error)
+}
+
+// HostServer is an optional capability: providers that serve replicas
+// from the node's own addresses (load balancers' listeners) say where,
+// and the node's firewall lets the replicas on its bridge reach those
+// ports and no other service of the host. A plugin behind a socket does
+// not offer it: replicas reach none of its listeners through the host.
+type HostServer interface {
+	HostListeners() []HostListener
+}
+
+// HostListener is where a provider may listen on the node for replicas.
+type HostListener struct {
+	// Addr is the address; the unspecified address is every address
+	// of the node.
+	Addr netip.Addr
+	// Proto is "tcp" or "udp".
+	Proto string
+	Ports hostpolicy.PortRanges
 }
 
 // Closer is an optional capability for providers holding connections or

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,8 @@ type testEnv struct {
 	region regionv1.RegionServiceClient
 	agent  agentv1.AgentServiceClient
 	http   *httptest.Server
+	opts   Options
+	tune   tuning
 }
 
 // countingBeats counts RecordBatch calls: each is one Redis round trip in
@@ -119,12 +122,49 @@ func newEnv(t *testing.T, configure ...func(*Options, *tuning)) *testEnv {
 	hs := httptest.NewServer(rest.Guard(srv.Handler(), rest.GuardOptions{}))
 	t.Cleanup(hs.Close)
 
-	return &testEnv{
+	e := &testEnv{
 		t: t, cli: cli, st: st, caches: caches, srv: srv, beats: beats, events: evStore,
 		region: regionv1.NewRegionServiceClient(conn),
 		agent:  agentv1.NewAgentServiceClient(conn),
 		http:   hs,
+		opts:   opts,
+		tune:   tune,
 	}
+	// As a region records its network at start; tests with another put
+	// theirs over it.
+	e.putNetwork("10.88.0.0/16", 24)
+	return e
+}
+
+// replica starts a second API server on the same etcd and caches, as a
+// second region replica would run, and returns its AgentService.
+func (e *testEnv) replica() agentv1.AgentServiceClient {
+	e.t.Helper()
+	srv, err := New(e.opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	srv.tune = e.tune
+	storetest.Go(e.t, srv.Run)
+	addr := transporttest.Serve(e.t, e.opts.Security, srv.GRPCPolicy(), e.opts.Logger, srv.RegisterGRPC)
+	return agentv1.NewAgentServiceClient(transporttest.Dial(e.t, addr, e.opts.Security, transport.AnyServer()))
+}
+
+// putNetwork records the region's default network with blocks of
+// /nodeMask and waits for the cache.
+func (e *testEnv) putNetwork(subnet string, nodeMask int) *api.Network {
+	e.t.Helper()
+	pfx := netip.MustParsePrefix(subnet)
+	nw := &api.Network{Name: "default", Subnet: subnet, Gateway: pfx.Addr().Next().String(), Bridge: "br0",
+		NodeMask: nodeMask, Backend: api.BackendVXLAN, VNI: 1, Default: true}
+	rev, err := e.st.Networks.Put(e.ctx(), nw.Name, nw)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.caches.Networks.WaitForRev(e.ctx(), rev); err != nil {
+		e.t.Fatal(err)
+	}
+	return nw
 }
 
 // testLogger writes to the test's output until the test ends; anything

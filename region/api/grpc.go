@@ -211,6 +211,14 @@ func (a agentService) WatchAssignments(req *agentv1.WatchAssignmentsRequest, str
 	return apiErr(a.s.watchAssignments(ctx, req.GetNode(), stream.Send))
 }
 
+func (a agentService) WatchNetwork(req *agentv1.WatchNetworkRequest, stream grpc.ServerStreamingServer[agentv1.NetworkBatch]) error {
+	ctx := stream.Context()
+	if err := a.authorize(ctx, req.GetNode()); err != nil {
+		return err
+	}
+	return apiErr(a.s.watchNetwork(ctx, stream.Send))
+}
+
 func (a agentService) ReportStatus(ctx context.Context, req *agentv1.ReportStatusRequest) (*agentv1.ReportStatusResponse, error) {
 	if err := a.authorize(ctx, req.GetNode()); err != nil {
 		return nil, err

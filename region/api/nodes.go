@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"time"
@@ -13,68 +14,226 @@ import (
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/region/ipam"
+	"github.com/stratahq/strata/region/state"
 )
 
 // register creates or refreshes an agent's node. The agent owns the
-// description (labels, capacity, providers, address); the operator owns
-// the cordon, which a re-registration never lifts. Every registration
-// refreshes registeredAt, one write per agent session: it is the node
-// monitor's evidence of life that survives a heartbeat store losing its
-// beats (a node that just registered is alive, whatever Redis says).
+// description (labels, capacity, providers, address, its host's network);
+// the operator owns the cordon, which a re-registration never lifts; the
+// region owns the node's block of the network, which the node keeps for
+// its lifetime and gets at its first registration (or at the first after
+// blocks ran out). Every registration refreshes registeredAt, one write
+// per agent session: it is the node monitor's evidence of life that
+// survives a heartbeat store losing its beats (a node that just
+// registered is alive, whatever Redis says).
 func (s *Server) register(ctx context.Context, n api.Node) (api.Node, error) {
 	if n.Region == "" {
 		n.Region = s.region
 	}
-	if n.Region != s.region {
-		return api.Node{}, api.Invalid("region", "node %s registers with region %q but this is region %q", n.Name, n.Region, s.region)
-	}
-	if err := n.Validate(); err != nil {
+	if err := s.canRegister(n); err != nil {
 		return api.Node{}, err
 	}
 	now := time.Now()
 	n.Status, n.ResourceVersion = nil, 0
-
-	created := false
-	it, err := s.st.Nodes.Modify(ctx, n.Name, func(cur *api.Node) error {
-		next := n
-		next.Schedulable, next.CordonReason, next.CordonedBy, next.CordonedAt = cur.Schedulable, cur.CordonReason, cur.CordonedBy, cur.CordonedAt
-		next.RegisteredAt = now
-		*cur = next
-		return nil
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		n.Schedulable, n.CordonReason, n.CordonedBy, n.CordonedAt = true, "", "", time.Time{}
-		n.RegisteredAt = now
-		txn := s.st.Store.Txn()
-		s.st.Nodes.TxnCreate(txn, n.Name, &n)
-		// A status left over from an earlier life of the name is stale.
-		s.st.NodeStatus.TxnPut(txn, n.Name, &api.NodeStatus{Health: api.HealthUp, Since: now})
-		var rev int64
-		rev, err = txn.Commit(ctx)
-		it, created = store.Item[api.Node]{Name: n.Name, Value: &n, ModRevision: rev}, true
+	if n.Network != nil {
+		nn := *n.Network
+		nn.Block = "" // the region's, whatever the agent says
+		n.Network = &nn
 	}
-	if err != nil {
+
+	var (
+		reg registration
+		err error
+	)
+	for attempt := 1; ; attempt++ {
+		reg, err = s.registerOnce(ctx, n, now)
+		if err == nil {
+			break
+		}
+		// Another registration took the block this one picked, or the
+		// node changed (an operator's cordon) since it was read.
+		if retryable(err) && attempt < planAttempts {
+			continue
+		}
 		return api.Node{}, fmt.Errorf("register node %s: %w", n.Name, err)
 	}
-	if !created {
+	if !reg.created {
 		if err := s.ensureNodeStatus(ctx, n.Name, now); err != nil {
 			return api.Node{}, err
 		}
 	}
 	// A node that was Down stays Down until the monitor sees this beat.
 	s.beats.add(heartbeat.Beat{ID: n.Name, At: now})
-	if err := s.waitNodes(ctx, it.ModRevision); err != nil {
+	if err := s.waitNodes(ctx, reg.it.ModRevision); err != nil {
 		return api.Node{}, err
 	}
-	if created {
-		s.log.Info("node registered", "node", n.Name, "address", n.Address)
-		s.emit(events.TypeNormal, "NodeRegistered", "node/"+n.Name,
-			fmt.Sprintf("node registered with %d mCPU, %d MiB", n.Capacity.MilliCPU, n.Capacity.MemoryMiB),
-			map[string]string{"address": n.Address, "agentVersion": n.AgentVersion})
-	}
-	out := *it.Value
-	out.ResourceVersion = it.ModRevision
+	s.tellRegistered(n, reg)
+	out := *reg.it.Value
+	out.ResourceVersion = reg.it.ModRevision
 	return out, nil
+}
+
+// canRegister checks a registration before anything is written.
+func (s *Server) canRegister(n api.Node) error {
+	if n.Region != s.region {
+		return api.Invalid("region", "node %s registers with region %q but this is region %q", n.Name, n.Region, s.region)
+	}
+	if err := n.Validate(); err != nil {
+		return err
+	}
+	if _, ok := s.caches.DefaultNetwork(); !ok {
+		// The region records its network once it has started: a node
+		// registered before would go without a block. The agent tries
+		// again.
+		return fmt.Errorf("the region's network is not recorded yet: %w", api.ErrUnavailable)
+	}
+	return nil
+}
+
+// tellRegistered logs and emits what a registration did: a new node, a
+// block assigned, or none to be had.
+func (s *Server) tellRegistered(n api.Node, reg registration) {
+	if reg.created {
+		s.log.Info("node registered", "node", n.Name, "address", n.Address, "block", reg.block)
+		msg := fmt.Sprintf("node registered with %d mCPU, %d MiB", n.Capacity.MilliCPU, n.Capacity.MemoryMiB)
+		fields := map[string]string{"address": n.Address, "agentVersion": n.AgentVersion}
+		if reg.block != "" {
+			msg += ", address block " + reg.block
+			fields["block"] = reg.block
+		}
+		s.emit(events.TypeNormal, "NodeRegistered", "node/"+n.Name, msg, fields)
+	}
+	switch {
+	case reg.block != "" && !reg.created:
+		s.log.Info("node got its address block", "node", n.Name, "block", reg.block)
+		s.emit(events.TypeNormal, "BlockAssigned", "node/"+n.Name, "address block "+reg.block+" assigned",
+			map[string]string{"block": reg.block})
+	case reg.noBlock != nil:
+		s.log.Warn("node registered without an address block: its compute replicas cannot get addresses", "node", n.Name, "err", reg.noBlock)
+		s.emit(events.TypeWarning, "NoAddressBlock", "node/"+n.Name, "no address block: "+reg.noBlock.Error(), nil)
+	}
+}
+
+// registration is the outcome of one registration write.
+type registration struct {
+	it      store.Item[api.Node]
+	created bool
+	// block is the block assigned by this write, if any; noBlock why
+	// none could be.
+	block   string
+	noBlock error
+}
+
+// registerOnce writes one registration: the node, and the block it gets
+// if it has none, in one transaction. A conflict (the node changed, the
+// block was taken meanwhile) fails it; register tries again.
+func (s *Server) registerOnce(ctx context.Context, n api.Node, now time.Time) (registration, error) {
+	var reg registration
+	cur, err := s.st.Nodes.Get(ctx, n.Name)
+	exists := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return reg, err
+	}
+	next := n
+	next.RegisteredAt = now
+	if exists {
+		c := cur.Value
+		next.Schedulable, next.CordonReason, next.CordonedBy, next.CordonedAt = c.Schedulable, c.CordonReason, c.CordonedBy, c.CordonedAt
+		if b := nodeBlock(c); b != "" {
+			next.Network = withBlock(next.Network, b)
+		}
+	} else {
+		next.Schedulable, next.CordonReason, next.CordonedBy, next.CordonedAt = true, "", "", time.Time{}
+	}
+	txn := s.st.Store.Txn()
+	if nodeBlock(&next) == "" {
+		if nw, ok := s.caches.DefaultNetwork(); ok { // checked by register
+			block, recorded, err := s.pickBlock(ctx, nw, n.Name)
+			switch {
+			case err == nil:
+				next.Network = withBlock(next.Network, block)
+				reg.block = block
+				if !recorded {
+					s.st.Blocks.TxnCreate(txn, state.BlockName(nw.Name, block), &api.Block{Network: nw.Name, Block: block, Node: n.Name, CreatedAt: now})
+				}
+			case ipam.IsExhausted(err):
+				reg.noBlock = err
+			default:
+				return reg, err
+			}
+		}
+	}
+	if exists {
+		s.st.Nodes.TxnUpdate(txn, n.Name, &next, cur.ModRevision)
+	} else {
+		s.st.Nodes.TxnCreate(txn, n.Name, &next)
+		// A status left over from an earlier life of the name is stale.
+		s.st.NodeStatus.TxnPut(txn, n.Name, &api.NodeStatus{Health: api.HealthUp, Since: now})
+	}
+	rev, err := txn.Commit(ctx)
+	if err != nil {
+		return reg, err
+	}
+	reg.it, reg.created = store.Item[api.Node]{Name: n.Name, Value: &next, ModRevision: rev}, !exists
+	return reg, nil
+}
+
+// pickBlock chooses node's block of network nw, from the blocks recorded
+// in etcd (not the cache: a block taken a moment ago must count) and the
+// addresses replicas hold. recorded is true when a block record for the
+// node exists already (a registration whose node write failed after).
+func (s *Server) pickBlock(ctx context.Context, nw *api.Network, node string) (block string, recorded bool, err error) {
+	items, _, err := s.st.Blocks.ListPrefix(ctx, nw.Name+"/")
+	if err != nil {
+		return "", false, fmt.Errorf("list blocks of network %s: %w", nw.Name, err)
+	}
+	taken := make(map[netip.Prefix]bool, len(items))
+	for _, it := range items {
+		b, err := netip.ParsePrefix(it.Value.Block)
+		if err != nil {
+			continue
+		}
+		if it.Value.Node == node {
+			return b.String(), true, nil
+		}
+		taken[b] = true
+	}
+	var used []ipam.AddressUse
+	for _, it := range s.caches.Ports.ListPrefix(nw.Name + "/") {
+		a, err := netip.ParseAddr(it.Value.Address)
+		if err != nil {
+			continue
+		}
+		holder := ""
+		if asg, ok := s.caches.Assignments.Get(it.Value.Assignment); ok {
+			holder = asg.Value.Node
+		}
+		used = append(used, ipam.AddressUse{Addr: a, Node: holder})
+	}
+	b, err := ipam.PickBlock(*nw, node, taken, used)
+	if err != nil {
+		return "", false, err
+	}
+	return b.String(), false, nil
+}
+
+// nodeBlock is a node's block, "" when it has none.
+func nodeBlock(n *api.Node) string {
+	if n.Network == nil {
+		return ""
+	}
+	return n.Network.Block
+}
+
+// withBlock returns a copy of nn (nil: an empty one) with block set.
+func withBlock(nn *api.NodeNetwork, block string) *api.NodeNetwork {
+	out := api.NodeNetwork{}
+	if nn != nil {
+		out = *nn
+	}
+	out.Block = block
+	return &out
 }
 
 // ensureNodeStatus creates a missing node status (Up). An existing one is
@@ -274,6 +433,14 @@ func (s *Server) deleteNode(ctx context.Context, name string) error {
 	txn := s.st.Store.Txn()
 	s.st.Nodes.TxnDelete(txn, name, it.ModRevision)
 	s.st.NodeStatus.TxnDelete(txn, name, 0)
+	// The node's block goes with it: another node may have it, skipping
+	// the addresses the deleted node's replicas still hold until they
+	// are rescheduled.
+	if b := nodeBlock(it.Value); b != "" {
+		if nw, ok := s.caches.DefaultNetwork(); ok {
+			s.st.Blocks.TxnDelete(txn, state.BlockName(nw.Name, b), 0)
+		}
+	}
 	rev, err := txn.Commit(ctx)
 	if err != nil {
 		return fmt.Errorf("delete node %s: %w", name, err)

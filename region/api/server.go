@@ -120,6 +120,7 @@ type tuning struct {
 	statusWindow time.Duration // agents' reports per transaction
 	shareWindow  time.Duration // WatchShares coalescing
 	assignWindow time.Duration // WatchAssignments coalescing
+	netWindow    time.Duration // WatchNetwork coalescing
 	watchBuffer  int           // change batches a watcher may lag behind
 	maxBatch     int           // changes per watch message
 }
@@ -130,6 +131,7 @@ func defaultTuning() tuning {
 		statusWindow: 5 * time.Millisecond,
 		shareWindow:  10 * time.Millisecond,
 		assignWindow: 5 * time.Millisecond,
+		netWindow:    10 * time.Millisecond,
 		watchBuffer:  1024,
 		maxBatch:     500,
 	}

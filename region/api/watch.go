@@ -194,6 +194,64 @@ func (s *Server) watchAssignments(ctx context.Context, node string, send func(*a
 	})
 }
 
+// watchNetwork streams the region's default network and every node's
+// place on it: a snapshot in one message (the agent removes what it
+// lacks), then the nodes whose place changed (registered, deleted,
+// re-addressed). Changes that do not touch a node's network (cordons,
+// registrations that change nothing of it) are not sent.
+func (s *Server) watchNetwork(ctx context.Context, send func(*agentv1.NetworkBatch) error) error {
+	for _, synced := range []<-chan struct{}{s.caches.Nodes.Synced(), s.caches.Networks.Synced()} {
+		if err := waitSynced(ctx, synced); err != nil {
+			return err
+		}
+	}
+	nw, ok := s.caches.DefaultNetwork()
+	if !ok {
+		return fmt.Errorf("the region has no default network: %w", api.ErrUnavailable)
+	}
+	w := newWatch[api.Node](s.tune.watchBuffer)
+	unsubscribe := s.caches.NodeFeed.Subscribe(func(changes []store.Change[api.Node]) {
+		var moved []store.Change[api.Node]
+		for _, c := range changes {
+			if c.Old == nil || c.New == nil || !api.SameJSON(c.Old.Value.Network, c.New.Value.Network) {
+				moved = append(moved, c)
+			}
+		}
+		if len(moved) > 0 {
+			w.offer(moved)
+		}
+	})
+	defer unsubscribe()
+
+	items := s.caches.Nodes.List()
+	snap := &agentv1.NetworkBatch{Snapshot: true, Network: regionNetworkToPB(nw), Upserts: make([]*agentv1.NetworkPeer, 0, len(items))}
+	for _, it := range items {
+		snap.Upserts = append(snap.Upserts, networkPeer(it.Value))
+	}
+	if err := send(snap); err != nil {
+		return err
+	}
+	return pump(ctx, w, s.tune.netWindow, s.tune.maxBatch, func(changes []store.Change[api.Node]) error {
+		msg := &agentv1.NetworkBatch{}
+		for _, c := range changes {
+			if c.New != nil {
+				msg.Upserts = append(msg.Upserts, networkPeer(c.New.Value))
+			} else {
+				msg.Removed = append(msg.Removed, c.Name)
+			}
+		}
+		return send(msg)
+	})
+}
+
+func networkPeer(n *api.Node) *agentv1.NetworkPeer {
+	return &agentv1.NetworkPeer{Node: n.Name, Network: apiproto.NodeNetworkToPB(n.Network)}
+}
+
+func regionNetworkToPB(n *api.Network) *agentv1.RegionNetwork {
+	return &agentv1.RegionNetwork{Name: n.Name, Subnet: n.Subnet, NodeMask: int32(n.NodeMask), Backend: n.Backend, Vni: int32(n.VNI), Bridge: n.Bridge}
+}
+
 // assignmentHub routes assignment changes to the watches of the nodes they
 // concern, so that each cache batch is sorted once rather than filtered by
 // every agent's stream. It is subscribed to the feed while it has watches.

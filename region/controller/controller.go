@@ -27,6 +27,7 @@ import (
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/reconcile"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/region/ipam"
 	"github.com/stratahq/strata/region/state"
 )
 
@@ -61,6 +62,24 @@ type Options struct {
 	Clock  func() time.Time
 }
 
+// blockCapacity is how many replicas' addresses a block of nw holds; 0
+// for no block.
+func (c *Controller) blockCapacity(nw *api.Network, block netip.Prefix) int {
+	if !block.IsValid() {
+		return 0
+	}
+	key := poolKey(nw.Name, block)
+	if n, ok := c.blockCaps[key]; ok {
+		return n
+	}
+	n, err := ipam.Capacity(*nw, block)
+	if err != nil {
+		c.log.Warn("address capacity of a node block", "block", block, "err", err)
+	}
+	c.blockCaps[key] = n
+	return n
+}
+
 // Controller is a region's control loop. Lead runs it while this process
 // holds the region's leadership.
 type Controller struct {
@@ -75,8 +94,10 @@ type Controller struct {
 
 	// backoff per resource key, in memory: a new leader starts afresh.
 	backoff map[string]*retry
-	// ipamNext is where each network's round-robin allocation resumes.
-	ipamNext map[string]netip.Addr
+	// ipamNext is where each node block's round-robin allocation
+	// resumes (by poolKey); blockCaps caches ipam.Capacity of each.
+	ipamNext  map[string]netip.Addr
+	blockCaps map[string]int
 	// balancers are the load balancers' resource keys.
 	balancersMu sync.Mutex
 	balancers   map[string]struct{}
@@ -117,6 +138,7 @@ func New(o Options) *Controller {
 		index:     newIndex(),
 		backoff:   map[string]*retry{},
 		ipamNext:  map[string]netip.Addr{},
+		blockCaps: map[string]int{},
 		balancers: map[string]struct{}{},
 	}
 	c.watchEndpoints()

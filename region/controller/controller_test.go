@@ -16,6 +16,7 @@ import (
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/region/ipam"
 	"github.com/stratahq/strata/region/state"
 )
 
@@ -36,6 +37,13 @@ type harness struct {
 	fail map[string]bool
 	// down nodes never report.
 	down map[string]bool
+	// network is the default network once addNetwork recorded it; blocks
+	// are the blocks its nodes got.
+	network *api.Network
+	blocks  map[netip.Prefix]bool
+	// slowDestroy: replicas of these resources take 300 ms to confirm
+	// a destroy, running meanwhile, as a real provider's stop does.
+	slowDestroy map[string]bool
 	// failed counts the controller's failed passes.
 	failed atomic.Int64
 }
@@ -59,7 +67,7 @@ func newHarnessWith(t *testing.T, endpoints []string, storeOpts []store.Option, 
 	t.Helper()
 	cli := etcdtest.Client(t, endpoints)
 	s := store.New(cli, "/strata/region/", storeOpts...)
-	h := &harness{t: t, st: state.New(s), hold: map[string]bool{}, fail: map[string]bool{}, down: map[string]bool{}}
+	h := &harness{t: t, st: state.New(s), hold: map[string]bool{}, fail: map[string]bool{}, down: map[string]bool{}, slowDestroy: map[string]bool{}}
 	h.caches = state.NewCaches(h.st)
 	h.ev = events.NewMemory(10000)
 	resp, err := cli.Put(context.Background(), "/test/leader", "me")
@@ -116,14 +124,14 @@ func (p *passFailures) WithGroup(string) slog.Handler      { return p }
 
 func (h *harness) failedPasses() int64 { return h.failed.Load() }
 
-// addNetwork makes subnet the region's default network.
-func (h *harness) addNetwork(subnet string) {
+// addNetwork makes subnet the region's default network, with blocks of
+// /nodeMask, and gives every node its block, as registering does.
+func (h *harness) addNetwork(subnet string, nodeMask int) {
 	h.t.Helper()
 	pfx := netip.MustParsePrefix(subnet)
 	gw := pfx.Addr().Next()
-	if _, err := h.st.Networks.Put(context.Background(), "default", &api.Network{
-		Name: "default", Subnet: subnet, Gateway: gw.String(), Bridge: "st0", Default: true,
-	}); err != nil {
+	nw := &api.Network{Name: "default", Subnet: subnet, Gateway: gw.String(), Bridge: "st0", NodeMask: nodeMask, Backend: api.BackendVXLAN, VNI: 1, Default: true}
+	if _, err := h.st.Networks.Put(context.Background(), "default", nw); err != nil {
 		h.t.Fatal(err)
 	}
 	h.eventually("network cached", func() error {
@@ -132,6 +140,41 @@ func (h *harness) addNetwork(subnet string) {
 		}
 		return nil
 	})
+	h.mu.Lock()
+	h.network, h.blocks = nw, map[netip.Prefix]bool{}
+	h.mu.Unlock()
+	for _, it := range h.caches.Nodes.List() {
+		n := *it.Value
+		h.putNode(&n)
+	}
+}
+
+// putNode records a node, with a block of the network if there is one.
+func (h *harness) putNode(n *api.Node) {
+	h.t.Helper()
+	h.mu.Lock()
+	if h.network != nil && (n.Network == nil || n.Network.Block == "") {
+		b, err := ipam.PickBlock(*h.network, n.Name, h.blocks, nil)
+		if err != nil {
+			h.mu.Unlock()
+			h.t.Fatalf("block for %s: %v", n.Name, err)
+		}
+		h.blocks[b] = true
+		nn := api.NodeNetwork{MTU: 1500}
+		if n.Network != nil {
+			nn = *n.Network
+		}
+		nn.Block = b.String()
+		n.Network = &nn
+	}
+	h.mu.Unlock()
+	rev, err := h.st.Nodes.Put(context.Background(), n.Name, n)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.caches.Nodes.WaitForRev(context.Background(), rev); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 // shareReady reports nil once name's share reads ready with n ready.
@@ -168,6 +211,8 @@ func (h *harness) simulateAgents(ctx context.Context) {
 			phase := api.PhaseReady
 			reason := ""
 			switch {
+			case a.Desired == api.DesiredDestroyed && h.slowDestroy[a.ResourceKey()] && time.Since(a.DestroyRequestedAt) < 300*time.Millisecond:
+				continue
 			case a.Desired == api.DesiredDestroyed:
 				phase = api.PhaseDestroyed
 			case h.fail[a.ResourceKey()]:
@@ -209,9 +254,7 @@ func newNode(name, zone string) *api.Node {
 
 func (h *harness) addNode(name, zone string, health api.Health) {
 	h.t.Helper()
-	if _, err := h.st.Nodes.Put(context.Background(), name, newNode(name, zone)); err != nil {
-		h.t.Fatal(err)
-	}
+	h.putNode(newNode(name, zone))
 	h.setHealth(name, health)
 }
 
@@ -439,6 +482,62 @@ func TestRollingUpdateKeepsReplicasReady(t *testing.T) {
 	}
 }
 
+// TestChaosRegressionRolloutSurge is what e2e/chaos found under load: with
+// maxSurge 0 a rollout started a replacement while the replica it
+// replaced was still stopping, one more running than asked.
+func TestChaosRegressionRolloutSurge(t *testing.T) {
+	h := newHarness(t)
+	for i := range 3 {
+		h.addNode(fmt.Sprintf("n%d", i), "a", api.HealthUp)
+	}
+	noSurge := func(pl *api.Placement) { pl.Resource.Rollout = api.RolloutPolicy{MaxSurge: 0, MaxUnavailable: 1} }
+	h.place("web", 3, 1, noSurge)
+	h.eventually("3 ready", h.readyWith("web", 3))
+	h.set(h.slowDestroy, "t/web", true)
+
+	// Watch what exists through the rollout: replicas asked to run and
+	// those asked to go that have not confirmed it.
+	stop := make(chan struct{})
+	most := make(chan int, 1)
+	go func() {
+		high := 0
+		for {
+			select {
+			case <-stop:
+				most <- high
+				return
+			default:
+			}
+			run, dying := h.replicas("web")
+			n := len(run)
+			for _, a := range dying {
+				if st, ok := h.caches.Statuses.Get(a.ID); !ok || st.Value.Phase != api.PhaseDestroyed {
+					n++
+				}
+			}
+			high = max(high, n)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	h.place("web", 3, 2, noSurge, func(pl *api.Placement) { pl.Resource.Spec.Compute.Env = map[string]string{"V": "2"} })
+	h.eventually("rolled to revision 2", func() error {
+		if err := h.readyWith("web", 3)(); err != nil {
+			return err
+		}
+		run, _ := h.replicas("web")
+		for _, a := range run {
+			if a.Revision != 2 {
+				return fmt.Errorf("replica %s still at revision %d", a.ID, a.Revision)
+			}
+		}
+		return nil
+	})
+	close(stop)
+	if high := <-most; high > 3 {
+		t.Errorf("replicas existing during a rollout with maxSurge 0: got up to %d; want at most 3", high)
+	}
+}
+
 func TestNodeDownReschedules(t *testing.T) {
 	h := newHarness(t)
 	h.addNode("n1", "a", api.HealthUp)
@@ -627,17 +726,7 @@ func TestDeposedLeaderIsFenced(t *testing.T) {
 func TestIPAMNeverDuplicatesAcrossLeaders(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	if _, err := h.st.Networks.Put(ctx, "default", &api.Network{
-		Name: "default", Subnet: "10.77.0.0/24", Gateway: "10.77.0.1", Bridge: "st0", Default: true,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	h.eventually("network cached", func() error {
-		if _, ok := h.caches.Networks.Get("default"); !ok {
-			return fmt.Errorf("not yet")
-		}
-		return nil
-	})
+	h.addNetwork("10.77.0.0/24", 26)
 	for i := range 4 {
 		h.addNode(fmt.Sprintf("n%d", i), "a", api.HealthUp)
 	}
@@ -682,23 +771,13 @@ func TestIPAMNeverDuplicatesAcrossLeaders(t *testing.T) {
 func TestLoadbalancerEndpointsFollowReadyReplicas(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	if _, err := h.st.Networks.Put(ctx, "default", &api.Network{Name: "default", Subnet: "10.66.0.0/24", Gateway: "10.66.0.1", Bridge: "st0", Default: true}); err != nil {
-		t.Fatal(err)
-	}
-	h.eventually("network cached", func() error {
-		if _, ok := h.caches.Networks.Get("default"); !ok {
-			return fmt.Errorf("not yet")
-		}
-		return nil
-	})
+	h.addNetwork("10.66.0.0/24", 24)
 	n := &api.Node{
 		Name: "n1", Region: "r1", Zone: "a", Schedulable: true,
 		Providers: []api.NodeProvider{{Name: "fake", Kinds: []api.ProviderKind{api.ProviderContainer, api.ProviderLoadbalancer}}},
 		Capacity:  api.Capacity{MilliCPU: 8000, MemoryMiB: 16384},
 	}
-	if _, err := h.st.Nodes.Put(ctx, "n1", n); err != nil {
-		t.Fatal(err)
-	}
+	h.putNode(n)
 	h.setHealth("n1", api.HealthUp)
 	h.place("web", 3, 1, func(p *api.Placement) { p.Resource.Labels = map[string]string{"app": "web"} })
 	lb := &api.Placement{Region: "r1", Resource: api.Resource{
@@ -763,7 +842,7 @@ func TestPassLargerThanOneTransaction(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			const n = 60 // 60 × 3 records, and 60 × (port + assignment) to replace them
 			h := newHarnessWith(t, etcdtest.Embedded(t), []store.Option{store.WithMaxTxnOps(c.limit)})
-			h.addNetwork("10.55.0.0/22")
+			h.addNetwork("10.55.0.0/22", 24)
 			h.addNode("n1", "a", api.HealthUp)
 			h.place("web", n, 1, func(p *api.Placement) { p.Flavor.Spec.VCPUs = 0.1; p.Flavor.Spec.MemoryMiB = 64 })
 			h.eventually("all on n1", h.readyWith("web", n))
@@ -820,7 +899,7 @@ func TestUnwritableResourceSurfacesAndStops(t *testing.T) {
 	h := newHarnessWith(t, etcdtest.Embedded(t), []store.Option{store.WithMaxTxnOps(2)}, func(o *Options) {
 		o.Clock = func() time.Time { passes.Add(1); return time.Now() }
 	})
-	h.addNetwork("10.56.0.0/24")
+	h.addNetwork("10.56.0.0/24", 24)
 	h.addNode("n1", "a", api.HealthUp)
 	// An image has only a share to write: it keeps the passes going.
 	h.place("img", 0, 1, func(p *api.Placement) { p.Resource.Kind = api.KindImage })
@@ -869,4 +948,111 @@ func TestUnwritableResourceSurfacesAndStops(t *testing.T) {
 	if got := h.failedPasses(); got != failures {
 		t.Errorf("failed passes after the deletion: got %d more; want none", got-failures)
 	}
+}
+
+// TestAddressesComeFromTheNodeBlock checks that a replica's address, subnet
+// and gateway are those of the block of the node it is placed on, with the
+// node's bridge and MTU; that a block holding addresses the scheduler did
+// not count (another node's replicas) is ruled out once found full; that
+// replicas beyond the blocks' room stay unplaced saying so; and that a
+// replica rescheduled to another node gets an address there.
+func TestAddressesComeFromTheNodeBlock(t *testing.T) {
+	h := newHarness(t)
+	h.addNetwork("10.44.0.0/24", 26) // 61 addresses a block
+	h.addNode("n1", "a", api.HealthUp)
+	n2 := &api.Node{
+		Name: "n2", Region: "r1", Zone: "a", Schedulable: true,
+		Providers: []api.NodeProvider{{Name: "fake", Kinds: []api.ProviderKind{api.ProviderContainer}}},
+		Capacity:  api.Capacity{MilliCPU: 8000, MemoryMiB: 16384, DiskMiB: 100000},
+		Network:   &api.NodeNetwork{Bridge: "own0", MTU: 9000},
+	}
+	h.putNode(n2)
+	h.setHealth("n2", api.HealthUp)
+	blocks := map[string]netip.Prefix{}
+	for _, name := range []string{"n1", "n2"} {
+		it, _ := h.caches.Nodes.Get(name)
+		blocks[name] = netip.MustParsePrefix(it.Value.Network.Block)
+	}
+	// Every address of n2's block is held already, by replicas of a
+	// node the scheduler does not count them against.
+	txn := h.st.Store.Txn()
+	for a := blocks["n2"].Addr(); blocks["n2"].Contains(a); a = a.Next() {
+		h.st.Ports.TxnCreate(txn, state.PortName("default", a.String()), &api.Port{Network: "default", Address: a.String(), Assignment: "gone-" + a.String()})
+	}
+	if _, err := txn.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	small := func(p *api.Placement) { p.Flavor.Spec.VCPUs = 0.01; p.Flavor.Spec.MemoryMiB = 16 }
+	h.place("web", 4, 1, small)
+	h.eventually("4 web replicas ready", h.readyWith("web", 4))
+	check := func(a *api.Assignment) {
+		t.Helper()
+		block := blocks[a.Node]
+		n := a.Network
+		if n == nil {
+			t.Fatalf("replica %s on %s: no address", a.ID, a.Node)
+		}
+		addr := netip.MustParseAddr(n.Address)
+		wantBridge, wantMTU := "st0", 1450
+		if a.Node == "n2" {
+			wantBridge, wantMTU = "own0", 8950
+		}
+		if !block.Contains(addr) || n.Subnet != block.String() || n.Gateway != block.Addr().Next().String() || n.Bridge != wantBridge || n.MTU != wantMTU {
+			t.Fatalf("replica %s on %s: got %+v; want an address of %s, gateway %s, bridge %s, MTU %d",
+				a.ID, a.Node, *n, block, block.Addr().Next(), wantBridge, wantMTU)
+		}
+	}
+	run, _ := h.replicas("web")
+	for _, a := range run {
+		if a.Node != "n1" {
+			t.Fatalf("replica %s on %s; want n1, the only node with a free address", a.ID, a.Node)
+		}
+		check(a)
+	}
+
+	// 61 addresses in n1's block, 4 taken: 57 more fit, 3 do not.
+	h.place("big", 60, 1, small)
+	h.eventually("57 of 60 placed, 3 without an address", func() error {
+		run, _ := h.replicas("big")
+		placed := 0
+		for _, a := range run {
+			if a.Node != "" {
+				placed++
+				check(a)
+			}
+		}
+		s := h.share("big")
+		if placed != 57 || s == nil || !strings.Contains(s.Reason, "no free address in the node's block") {
+			return fmt.Errorf("%d placed, share %+v", placed, s)
+		}
+		return nil
+	})
+
+	// n2's block freed: n1 goes down, its replicas move to n2 with
+	// addresses there.
+	txn = h.st.Store.Txn()
+	for a := blocks["n2"].Addr(); blocks["n2"].Contains(a); a = a.Next() {
+		h.st.Ports.TxnDelete(txn, state.PortName("default", a.String()), 0)
+	}
+	if _, err := txn.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.place("big", 0, 1, small)
+	h.eventually("big scaled to 0", h.readyWith("big", 0))
+	h.set(h.down, "n1", true)
+	h.setHealth("n1", api.HealthDown)
+	h.eventually("web moved to n2 with n2's addresses", func() error {
+		run, _ := h.replicas("web")
+		if len(run) != 4 {
+			return fmt.Errorf("%d running", len(run))
+		}
+		for _, a := range run {
+			if a.Node != "n2" {
+				return fmt.Errorf("replica %s on %s", a.ID, a.Node)
+			}
+			check(a)
+		}
+		return h.shareReady("web", 4)
+	})
 }

@@ -27,6 +27,9 @@ type nodeUsage struct {
 	allocated api.Capacity
 	// running counts running replicas per resource key.
 	running map[string]int
+	// addresses counts the records holding an address (a Port record,
+	// which goes with the assignment's record).
+	addresses int
 }
 
 type counted struct {
@@ -34,6 +37,7 @@ type counted struct {
 	resource string
 	need     api.Capacity
 	running  bool
+	address  bool
 }
 
 func newIndex() *index {
@@ -52,6 +56,9 @@ func (x *index) account(id string, now *counted) {
 	if old, ok := x.counted[id]; ok {
 		u := x.usage[old.node]
 		u.allocated = u.allocated.Sub(old.need)
+		if old.address {
+			u.addresses--
+		}
 		if old.running {
 			if u.running[old.resource]--; u.running[old.resource] <= 0 {
 				delete(u.running, old.resource)
@@ -68,6 +75,9 @@ func (x *index) account(id string, now *counted) {
 		x.usage[now.node] = u
 	}
 	u.allocated = u.allocated.Add(now.need)
+	if now.address {
+		u.addresses++
+	}
 	if now.running {
 		u.running[now.resource]++
 	}
@@ -87,7 +97,8 @@ func (x *index) put(a *api.Assignment) {
 		add(x.byNode, a.Node, a.ID)
 		x.node[a.ID] = a.Node
 	}
-	x.account(a.ID, &counted{node: a.Node, resource: key, need: a.Flavor.Capacity(), running: a.Desired == api.DesiredRunning})
+	x.account(a.ID, &counted{node: a.Node, resource: key, need: a.Flavor.Capacity(), running: a.Desired == api.DesiredRunning,
+		address: a.Network != nil && a.Network.Address != ""})
 }
 
 func (x *index) remove(a *api.Assignment) {
@@ -117,6 +128,16 @@ func (x *index) nodeUsage(node string) (api.Capacity, map[string]int) {
 		running[k] = v
 	}
 	return u.allocated, running
+}
+
+// addresses returns how many of a node's records hold an address.
+func (x *index) addresses(node string) int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if u := x.usage[node]; u != nil {
+		return u.addresses
+	}
+	return 0
 }
 
 func (x *index) resourceOf(id string) (string, bool) {

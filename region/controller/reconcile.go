@@ -12,6 +12,7 @@ import (
 	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/region/ipam"
 	"github.com/stratahq/strata/region/scheduler"
 	"github.com/stratahq/strata/region/state"
 )
@@ -21,11 +22,16 @@ import (
 func (c *Controller) reconcile(v *view, p *plan, key string) {
 	pl, havePlacement := c.o.Caches.Placements.Get(key)
 	var live []*replica
-	dying := 0
+	// dying are replicas asked to go that their agent has not confirmed
+	// gone; stopping the ones on reachable nodes still run there.
+	dying, stopping := 0, 0
 	for _, r := range v.replicas(key) {
 		if r.a.Desired == api.DesiredDestroyed {
 			if !c.finishDestroy(v, p, key, r) {
 				dying++
+				if lost, _ := v.lost(r.a.Node); !lost {
+					stopping++
+				}
 			}
 			continue
 		}
@@ -56,7 +62,7 @@ func (c *Controller) reconcile(v *view, p *plan, key string) {
 	}
 	live = c.keep(live, func(r *replica) bool { return c.healthy(v, p, key, r) })
 	live = c.moveOffDrainingNodes(v, p, key, pl.Value, live)
-	live = c.rollout(v, p, key, pl.Value, live)
+	live = c.rollout(v, p, key, pl.Value, live, stopping)
 	c.updateEndpoints(p, key, pl.Value, live)
 	unplaced := c.schedule(v, p, key, pl.Value, live)
 	c.writeShare(v, p, key, pl.Value, live, "", unplaced)
@@ -220,16 +226,19 @@ func (c *Controller) readyAgain(key string, now time.Time) {
 // rollout creates and destroys replicas so that the resource converges to
 // its replica count at its current revision, replacing replicas of older
 // revisions make-before-break: at most MaxSurge extra replicas exist, and
-// the ready ones never drop below Replicas - MaxUnavailable.
-func (c *Controller) rollout(v *view, p *plan, key string, pl *api.Placement, live []*replica) []*replica {
+// the ready ones never drop below Replicas - MaxUnavailable. A replica
+// asked to go exists until its agent confirms it gone (stopping of them,
+// on nodes not lost): a replacement started before would run beside it,
+// more than asked (found by e2e/chaos, TestChaosRegressionRolloutSurge).
+func (c *Controller) rollout(v *view, p *plan, key string, pl *api.Placement, live []*replica, stopping int) []*replica {
 	pr := &pl.Resource
 	slots := slotsOf(live)
 	cur, old := c.byRevision(p, key, pl, slots)
 	if len(old) > 0 && !pr.Rollout.Paused {
-		return c.replace(v, p, key, pl, live, slots, cur, old)
+		return c.replace(v, p, key, pl, live, slots, cur, old, stopping)
 	}
 	n, total := pr.Replicas, len(slots)
-	for total < n {
+	for total+stopping < n {
 		r := c.create(v, p, key, pl, "")
 		live = append(live, r)
 		total++
@@ -270,8 +279,9 @@ func (c *Controller) byRevision(p *plan, key string, pl *api.Placement, slots []
 // replace makes before it breaks: replicas of the current revision are
 // created while at most maxSurge extra exist, and old ones destroyed only
 // while the ready count stays at or above max(replicas - maxUnavailable,
-// minHealthy).
-func (c *Controller) replace(v *view, p *plan, key string, pl *api.Placement, live, slots, cur, old []*replica) []*replica {
+// minHealthy). Stopping replicas still run (see rollout): they count
+// against the surge.
+func (c *Controller) replace(v *view, p *plan, key string, pl *api.Placement, live, slots, cur, old []*replica, stopping int) []*replica {
 	pr := &pl.Resource
 	n := pr.Replicas
 	surge, unavailable := pr.Rollout.MaxSurge, pr.Rollout.MaxUnavailable
@@ -279,7 +289,7 @@ func (c *Controller) replace(v *view, p *plan, key string, pl *api.Placement, li
 		surge = 1
 	}
 	total := len(slots)
-	for len(cur) < n && total < n+surge {
+	for len(cur) < n && total+stopping < n+surge {
 		r := c.create(v, p, key, pl, "")
 		live, cur = append(live, r), append(cur, r)
 		total++
@@ -425,6 +435,24 @@ func (c *Controller) schedule(v *view, p *plan, key string, pl *api.Placement, l
 		reqs = append(reqs, req)
 		ready = append(ready, r)
 	}
+	// A node's block may turn out full (addresses held by replicas of
+	// another node, which the snapshot's count does not see): its
+	// replicas are placed again without it, until every one is placed or
+	// no node is left to rule out.
+	for len(reqs) > 0 {
+		var why string
+		reqs, ready, why = c.placeBatch(v, p, snap, key, reqs, ready)
+		if why != "" {
+			unplacedReason = why
+		}
+	}
+	return unplacedReason
+}
+
+// placeBatch places one batch of replicas and returns those to place
+// again (their node's block turned out full), and the reason of those
+// left unplaced ("" when none is).
+func (c *Controller) placeBatch(v *view, p *plan, snap *scheduler.Snapshot, key string, reqs []scheduler.Request, ready []*replica) ([]scheduler.Request, []*replica, string) {
 	placeStart := time.Now()
 	decisions := snap.Place(reqs)
 	placed := 0
@@ -434,33 +462,44 @@ func (c *Controller) schedule(v *view, p *plan, key string, pl *api.Placement, l
 		}
 	}
 	c.o.SchedulerMetrics.Batch(placeStart, placed, len(decisions)-placed)
+	var againReqs []scheduler.Request
+	var again []*replica
+	unplacedReason := ""
 	for i, d := range decisions {
 		why := "unschedulable: " + d.Reason
 		if d.Node != "" {
-			why = c.place(v, p, snap, key, ready[i], reqs[i], d.Node)
+			var retry bool
+			why, retry = c.place(v, p, snap, key, ready[i], reqs[i], d.Node)
+			if retry {
+				againReqs, again = append(againReqs, reqs[i]), append(again, ready[i])
+				continue
+			}
 		}
 		if why != "" {
 			c.leaveUnplaced(v, p, key, ready[i], why)
 			unplacedReason = why
 		}
 	}
-	return unplacedReason
+	return againReqs, again, unplacedReason
 }
 
-// place puts replica r on node, with an address for a compute replica
-// that has none, or says why it cannot (no address left).
-func (c *Controller) place(v *view, p *plan, snap *scheduler.Snapshot, key string, r *replica, req scheduler.Request, node string) string {
+// place puts replica r on node, with an address of the node's block for
+// a compute replica that has none, or says why it cannot (no address
+// left). retry is true when the node's block turned out full: the node
+// is ruled out and the replica placed again.
+func (c *Controller) place(v *view, p *plan, snap *scheduler.Snapshot, key string, r *replica, req scheduler.Request, node string) (why string, retry bool) {
 	a := *r.a
 	var port *api.Port
-	if a.Kind == api.KindCompute && a.Network == nil {
-		att, pt, err := c.address(v, &a)
+	if req.Address {
+		att, pt, err := c.address(v, &a, node)
 		if err != nil {
 			snap.Release(node, key, req.Need)
-			return "no address: " + err.Error()
+			if ipam.IsExhausted(err) && snap.NoAddresses(node) {
+				return "", true
+			}
+			return "no address: " + err.Error(), false
 		}
-		if att != nil {
-			a.Network, port = att, pt
-		}
+		a.Network, port = att, pt
 	}
 	a.Node = node
 	a.ScheduledAt = v.now
@@ -474,18 +513,37 @@ func (c *Controller) place(v *view, p *plan, snap *scheduler.Snapshot, key strin
 	p.placeReplica(key, &a, r.modRev, port)
 	r.a = &a
 	p.event(key, c.event(events.TypeNormal, "Scheduled", "replica/"+a.ID, "placed on "+node))
-	return ""
+	return "", false
 }
 
-// address takes a replica's address on its network from the region's
-// IPAM; no network configured in the region means no address.
-func (c *Controller) address(v *view, a *api.Assignment) (*api.NetworkAttachment, *api.Port, error) {
-	network := ""
-	if a.Spec.Compute != nil {
-		network = a.Spec.Compute.Network
+// needsAddress reports whether a replica takes an address when it is
+// placed: a compute replica without one, in a region with a network.
+func (v *view) needsAddress(a *api.Assignment) bool {
+	if a.Kind != api.KindCompute || a.Network != nil {
+		return false
 	}
-	pool, err := v.pool(network)
-	if err != nil || pool == nil {
+	name := ""
+	if a.Spec.Compute != nil {
+		name = a.Spec.Compute.Network
+	}
+	nw, err := v.network(name)
+	// A network that does not exist is an error address reports.
+	return err != nil || nw != nil
+}
+
+// address takes a replica's address on its network from the block of the
+// node it goes to, with what that node's host uses (bridge, MTU).
+func (c *Controller) address(v *view, a *api.Assignment, node string) (*api.NetworkAttachment, *api.Port, error) {
+	name := ""
+	if a.Spec.Compute != nil {
+		name = a.Spec.Compute.Network
+	}
+	nw, err := v.network(name)
+	if err != nil || nw == nil {
+		return nil, nil, err
+	}
+	pool, err := v.pool(nw, node)
+	if err != nil {
 		return nil, nil, err
 	}
 	addr, err := pool.Allocate(a.ID)
@@ -493,6 +551,12 @@ func (c *Controller) address(v *view, a *api.Assignment) (*api.NetworkAttachment
 		return nil, nil, err
 	}
 	att := pool.Attachment(addr)
+	if nv, ok := v.node(node); ok && nv.node.Network != nil {
+		if nv.node.Network.Bridge != "" {
+			att.Bridge = nv.node.Network.Bridge
+		}
+		att.MTU = nw.ReplicaMTU(nv.node.Network.MTU)
+	}
 	return att, &api.Port{Network: att.Network, Address: att.Address, Assignment: a.ID, CreatedAt: v.now}, nil
 }
 
@@ -504,6 +568,7 @@ func (c *Controller) request(v *view, key string, pl *api.Placement, r *replica)
 		Provider: r.a.Provider,
 		Need:     r.a.Flavor.Capacity(),
 		Rule:     pl.Resource.Schedule,
+		Address:  v.needsAddress(r.a),
 	}
 	if r.a.Replaces != "" {
 		if it, ok := c.o.Caches.Assignments.Get(r.a.Replaces); ok {

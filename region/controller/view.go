@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
@@ -20,8 +21,11 @@ type view struct {
 	snap  *scheduler.Snapshot
 	// drainRuns are the running drains, built on first use.
 	drainRuns map[string]*drainRun
-	// pools are the IPAM pools of the networks this pass allocates on.
+	// pools are the IPAM pools of the node blocks this pass allocates
+	// on, by poolKey; ports are each network's ports by block, built on
+	// first use.
 	pools map[string]*ipam.Pool
+	ports map[string]map[netip.Prefix][]api.Port
 }
 
 type nodeView struct {
@@ -72,12 +76,13 @@ func (v *view) lost(node string) (bool, string) {
 
 // snapshot builds the scheduler's snapshot on first use in a pass: every
 // node with what its replicas take (kept current by the index), counting
-// replicas still being destroyed: they hold their resources until their
-// records go.
+// replicas still being destroyed: they hold their resources (and their
+// addresses) until their records go.
 func (v *view) snapshot() *scheduler.Snapshot {
 	if v.snap != nil {
 		return v.snap
 	}
+	nw, hasNetwork := v.c.o.Caches.DefaultNetwork()
 	list := make([]*scheduler.NodeInfo, 0, len(v.nodes))
 	for name, nv := range v.nodes {
 		allocated, running := v.c.index.nodeUsage(name)
@@ -85,47 +90,98 @@ func (v *view) snapshot() *scheduler.Snapshot {
 		if nv.status != nil {
 			ni.Errored = api.WorstCondition(nv.status.Conditions) == api.ConditionError
 		}
+		if hasNetwork {
+			ni.Addresses = v.c.blockCapacity(nw, nodeBlock(nv.node)) - v.c.index.addresses(name)
+		}
 		list = append(list, ni)
 	}
 	v.snap = scheduler.NewSnapshot(list)
 	return v.snap
 }
 
-// pool returns the IPAM pool of a network ("" is the default network),
-// built on first use from the network's ports.
-func (v *view) pool(name string) (*ipam.Pool, error) {
-	if name == "" {
-		for _, it := range v.c.o.Caches.Networks.List() {
-			if it.Value.Default {
-				name = it.Name
-				break
-			}
-		}
-		if name == "" {
-			return nil, nil
-		}
+// nodeBlock is a node's block of the default network, invalid when it has
+// none.
+func nodeBlock(n *api.Node) netip.Prefix {
+	if n == nil || n.Network == nil {
+		return netip.Prefix{}
 	}
-	if p, ok := v.pools[name]; ok {
-		return p, nil
+	b, err := netip.ParsePrefix(n.Network.Block)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	return b.Masked()
+}
+
+// network returns a network by name ("" is the default network); nil
+// when the region has none.
+func (v *view) network(name string) (*api.Network, error) {
+	if name == "" {
+		nw, _ := v.c.o.Caches.DefaultNetwork()
+		return nw, nil
 	}
 	it, ok := v.c.o.Caches.Networks.Get(name)
 	if !ok {
 		return nil, fmt.Errorf("network %q does not exist in this region", name)
 	}
-	var ports []api.Port
-	for _, pt := range v.c.o.Caches.Ports.ListPrefix(name + "/") {
-		ports = append(ports, *pt.Value)
+	return it.Value, nil
+}
+
+// pool returns the IPAM pool of node's block on network nw, built on first
+// use from the network's ports.
+func (v *view) pool(nw *api.Network, node string) (*ipam.Pool, error) {
+	nv, ok := v.nodes[node]
+	if !ok {
+		return nil, fmt.Errorf("node %s: %w", node, ipam.ErrNoBlock)
 	}
-	p, err := ipam.NewPool(*it.Value, ports, v.c.ipamNext[name])
+	if !nw.Default {
+		// Nodes get blocks of the default network only.
+		return nil, fmt.Errorf("network %s is not the region's default network, the only one with node blocks", nw.Name)
+	}
+	block := nodeBlock(nv.node)
+	if !block.IsValid() {
+		return nil, fmt.Errorf("node %s: %w", node, ipam.ErrNoBlock)
+	}
+	key := poolKey(nw.Name, block)
+	if p, ok := v.pools[key]; ok {
+		return p, nil
+	}
+	p, err := ipam.NewPool(*nw, block, v.blockPorts(nw, block), v.c.ipamNext[key])
 	if err != nil {
 		return nil, err
 	}
 	if v.pools == nil {
 		v.pools = map[string]*ipam.Pool{}
 	}
-	v.pools[name] = p
+	v.pools[key] = p
 	return p, nil
 }
+
+// blockPorts returns the ports of network nw inside block, sorting the
+// network's ports by block once per pass.
+func (v *view) blockPorts(nw *api.Network, block netip.Prefix) []api.Port {
+	if v.ports == nil {
+		v.ports = map[string]map[netip.Prefix][]api.Port{}
+	}
+	byBlock, ok := v.ports[nw.Name]
+	if !ok {
+		byBlock = map[netip.Prefix][]api.Port{}
+		for _, pt := range v.c.o.Caches.Ports.ListPrefix(nw.Name + "/") {
+			a, err := netip.ParseAddr(pt.Value.Address)
+			if err != nil {
+				continue
+			}
+			b, err := a.Prefix(block.Bits())
+			if err != nil {
+				continue
+			}
+			byBlock[b] = append(byBlock[b], *pt.Value)
+		}
+		v.ports[nw.Name] = byBlock
+	}
+	return byBlock[block]
+}
+
+func poolKey(network string, block netip.Prefix) string { return network + "/" + block.String() }
 
 // replica is one assignment with what the pass knows of it.
 type replica struct {

@@ -9,7 +9,7 @@
 //	(not cordoned), no condition in Error, pinned node (a replica goes
 //	where its local volume is), not the node the replica leaves, node
 //	selector, availability zones, hard anti-affinity, free cpu, memory
-//	and disk
+//	and disk, a free address in the node's block (replicas that need one)
 //
 //	scores: least allocated (default) or bin-packing, soft anti-affinity,
 //	spread across zones
@@ -40,6 +40,10 @@ type NodeInfo struct {
 	Allocated api.Capacity
 	// Placed counts replicas per resource key (tenant/name) on the node.
 	Placed map[string]int
+	// Addresses is how many addresses the node's block has left for
+	// replicas that need one (Request.Address); 0 for a node without a
+	// block.
+	Addresses int
 }
 
 // Snapshot is the state a batch of placements is decided against.
@@ -54,6 +58,8 @@ type Snapshot struct {
 	capa  []api.Capacity
 	// alloc is the nodes' Allocated, kept in step with them.
 	alloc []api.Capacity
+	// addrs is the nodes' Addresses, kept in step with them.
+	addrs []int
 	// serves[kind][i] tells whether nodes[i] serves kind, and
 	// labels[key][i] what nodes[i] has for label key; each filled on
 	// first use.
@@ -80,6 +86,7 @@ func NewSnapshot(nodes []*NodeInfo) *Snapshot {
 		state:   make([]why, len(nodes)),
 		capa:    make([]api.Capacity, len(nodes)),
 		alloc:   make([]api.Capacity, len(nodes)),
+		addrs:   make([]int, len(nodes)),
 		labels:  map[string][]labelValue{},
 		serves:  map[api.ProviderKind][]bool{},
 		holders: map[string][]int{},
@@ -93,7 +100,7 @@ func NewSnapshot(nodes []*NodeInfo) *Snapshot {
 			s.zoneNames = append(s.zoneNames, n.Node.Zone)
 		}
 		s.zone[i] = z
-		s.capa[i], s.alloc[i] = n.Node.Capacity, n.Allocated
+		s.capa[i], s.alloc[i], s.addrs[i] = n.Node.Capacity, n.Allocated, n.Addresses
 		switch {
 		case n.Health != api.HealthUp:
 			s.state[i] = byDown
@@ -168,6 +175,8 @@ type Request struct {
 	Pin string
 	// Avoid is a node the replica must not go to (the one it leaves).
 	Avoid string
+	// Address: the replica needs an address of its node's block.
+	Address bool
 }
 
 // Decision is where a request goes; Node is empty when no node fits, and
@@ -196,6 +205,7 @@ const (
 	byCPU
 	byMemory
 	byDisk
+	byAddress
 	numWhy
 )
 
@@ -225,6 +235,8 @@ func (w why) String() string {
 		return "insufficient memory"
 	case byDisk:
 		return "insufficient disk"
+	case byAddress:
+		return "no free address in the node's block"
 	}
 	return "fits"
 }
@@ -261,7 +273,7 @@ type cand struct {
 
 // sameRun reports whether r can be placed with the run started for key.
 func sameRun(key, r *Request) bool {
-	return key.Resource == r.Resource && key.Provider == r.Provider && key.Need == r.Need &&
+	return key.Resource == r.Resource && key.Provider == r.Provider && key.Need == r.Need && key.Address == r.Address &&
 		key.Rule.AntiAffinity == r.Rule.AntiAffinity && key.Rule.Strategy == r.Rule.Strategy &&
 		maps.Equal(key.Rule.NodeSelector, r.Rule.NodeSelector) && slices.Equal(key.Rule.Zones, r.Rule.Zones)
 }
@@ -409,6 +421,8 @@ func (s *Snapshot) rescore(j int) {
 		c.why = byMemory
 	case r.Need.DiskMiB > free.DiskMiB:
 		c.why = byDisk
+	case r.Address && s.addrs[c.node] <= 0:
+		c.why = byAddress
 	default:
 		c.why = fits
 		after := alloc.Add(r.Need)
@@ -472,6 +486,10 @@ func (s *Snapshot) placeOne(r *Request) Decision {
 	n := s.nodes[c.node]
 	s.alloc[c.node] = s.alloc[c.node].Add(r.Need)
 	n.Allocated = s.alloc[c.node]
+	if r.Address {
+		s.addrs[c.node]--
+		n.Addresses = s.addrs[c.node]
+	}
 	if n.Placed[r.Resource] == 0 {
 		s.holders[r.Resource] = append(s.holders[r.Resource], int(c.node))
 	}
@@ -497,8 +515,23 @@ func (ru *run) best() int {
 	return best
 }
 
+// NoAddresses records that node's block has no address left after all (a
+// decision made on the snapshot's count, which could not take one): the
+// next Place skips it for replicas that need one. It reports whether that
+// changed anything.
+func (s *Snapshot) NoAddresses(node string) bool {
+	i := s.find(node)
+	if i < 0 || s.addrs[i] <= 0 {
+		return false
+	}
+	s.addrs[i] = 0
+	s.nodes[i].Addresses = 0
+	return true
+}
+
 // Release returns a replica's share of a node to the snapshot (a replica
-// destroyed in the same pass).
+// destroyed in the same pass, or one whose placement could not be
+// written); its address, if it took one, stays booked.
 func (s *Snapshot) Release(node, resource string, need api.Capacity) {
 	i := s.find(node)
 	if i < 0 {

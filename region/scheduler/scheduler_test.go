@@ -741,3 +741,40 @@ func parseReason(s string) (total, sum int, err error) {
 	}
 	return total, sum, nil
 }
+
+// TestAddresses places replicas that need an address only on nodes with
+// one left in their block, books the addresses as it goes, and leaves the
+// others alone; NoAddresses rules a node out for the next Place.
+func TestAddresses(t *testing.T) {
+	addrs := func(n int) func(*NodeInfo) { return func(ni *NodeInfo) { ni.Addresses = n } }
+	s := NewSnapshot([]*NodeInfo{mk("a", addrs(0)), mk("b", addrs(2)), mk("c", addrs(1))})
+	reqs := make([]Request, 4)
+	for i := range reqs {
+		reqs[i] = Request{Resource: res, Provider: api.ProviderContainer, Need: api.Capacity{MilliCPU: 100, MemoryMiB: 64}, Address: true}
+	}
+	var got []string
+	for _, d := range s.Place(reqs) {
+		got = append(got, d.Node)
+		if d.Node == "" && !strings.Contains(d.Reason, "3 no free address in the node's block") {
+			t.Errorf("unplaced reason: got %q; want 3 nodes without a free address", d.Reason)
+		}
+	}
+	slices.Sort(got)
+	if want := []string{"", "b", "b", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("placements: got %v; want %v", got, want)
+	}
+	// Replicas that need no address still go anywhere.
+	if d := s.Place([]Request{{Resource: "t/lb", Provider: api.ProviderContainer, Need: api.Capacity{MilliCPU: 100}}}); d[0].Node == "" {
+		t.Fatalf("a replica without an address: got unplaced (%s); want placed", d[0].Reason)
+	}
+
+	s = NewSnapshot([]*NodeInfo{mk("a", addrs(5)), mk("b", addrs(5))})
+	if !s.NoAddresses("a") || s.NoAddresses("a") {
+		t.Fatal("NoAddresses: want true the first time, false the second")
+	}
+	for _, d := range s.Place(reqs[:3]) {
+		if d.Node != "b" {
+			t.Fatalf("after NoAddresses(a): got %q; want b", d.Node)
+		}
+	}
+}

@@ -77,3 +77,14 @@ func ReplicaPhase(a *api.Assignment, st *api.AssignmentStatus) api.Phase {
 
 // Feed is the change feed of a cache (see store.Feed).
 type Feed[T any] = store.Feed[T]
+
+// DefaultNetwork returns the region's default network, if one is
+// recorded.
+func (c *Caches) DefaultNetwork() (*api.Network, bool) {
+	for _, it := range c.Networks.List() {
+		if it.Value.Default {
+			return it.Value, true
+		}
+	}
+	return nil, false
+}

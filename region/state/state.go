@@ -10,11 +10,14 @@
 //	drains/<node>                api.DrainStatus
 //	networks/<name>              api.Network
 //	ports/<network>/<address>    api.Port (IPAM)
+//	blocks/<network>/<a.b.c.d-n> api.Block (a node's block of a network)
 //	meta/epoch                   Epoch (newest global master seen)
 //	election/                    the region controller election
 package state
 
 import (
+	"strings"
+
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/store"
 )
@@ -34,6 +37,7 @@ type State struct {
 	Drains      *store.Collection[api.DrainStatus]
 	Networks    *store.Collection[api.Network]
 	Ports       *store.Collection[api.Port]
+	Blocks      *store.Collection[api.Block]
 	Meta        *store.Collection[Epoch]
 }
 
@@ -50,6 +54,7 @@ func New(s *store.Store) *State {
 		Drains:      store.NewCollection(s, "drains/", store.JSON[api.DrainStatus]()),
 		Networks:    store.NewCollection(s, "networks/", store.JSON[api.Network]()),
 		Ports:       store.NewCollection(s, "ports/", store.JSON[api.Port]()),
+		Blocks:      store.NewCollection(s, "blocks/", store.JSON[api.Block]()),
 		Meta:        store.NewCollection(s, "meta/", store.JSON[Epoch]()),
 	}
 }
@@ -76,3 +81,9 @@ const EpochName = "epoch"
 
 // PortName is the Ports name of an address on a network.
 func PortName(network, address string) string { return network + "/" + address }
+
+// BlockName is the Blocks name of a block (CIDR) of a network; the CIDR's
+// slash becomes a dash, so that a network's blocks are one level below it.
+func BlockName(network, block string) string {
+	return network + "/" + strings.Replace(block, "/", "-", 1)
+}

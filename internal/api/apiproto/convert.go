@@ -1037,6 +1037,32 @@ func NodeToPB(n *api.Node) *resourcev1.Node {
 		RegisteredAt:       timeToPB(n.RegisteredAt),
 		ResourceVersion:    n.ResourceVersion,
 		Status:             NodeStatusToPB(n.Status),
+		Network:            NodeNetworkToPB(n.Network),
+	}
+}
+
+// NodeNetworkToPB converts a NodeNetwork; nil gives nil.
+func NodeNetworkToPB(n *api.NodeNetwork) *resourcev1.NodeNetwork {
+	if n == nil {
+		return nil
+	}
+	return &resourcev1.NodeNetwork{
+		Block:      n.Block,
+		UnderlayIp: n.UnderlayIP,
+		VtepMac:    n.VTEPMAC,
+		Bridge:     n.Bridge,
+		Mtu:        int32ToPB(n.MTU),
+	}
+}
+
+// NodeNetworkFromPB converts a NodeNetwork; nil gives the zero value.
+func NodeNetworkFromPB(p *resourcev1.NodeNetwork) api.NodeNetwork {
+	return api.NodeNetwork{
+		Block:      p.GetBlock(),
+		UnderlayIP: p.GetUnderlayIp(),
+		VTEPMAC:    p.GetVtepMac(),
+		Bridge:     p.GetBridge(),
+		MTU:        int(p.GetMtu()),
 	}
 }
 
@@ -1063,6 +1089,7 @@ func NodeFromPB(p *resourcev1.Node) api.Node {
 		RegisteredAt:       timeFromPB(p.GetRegisteredAt()),
 		ResourceVersion:    p.GetResourceVersion(),
 		Status:             ptrFromPB(p.GetStatus(), NodeStatusFromPB),
+		Network:            ptrFromPB(p.GetNetwork(), NodeNetworkFromPB),
 	}
 }
 
@@ -1259,6 +1286,7 @@ func NetworkAttachmentToPB(n *api.NetworkAttachment) *resourcev1.NetworkAttachme
 		Subnet:  n.Subnet,
 		Gateway: n.Gateway,
 		Address: n.Address,
+		Mtu:     int32ToPB(n.MTU),
 	}
 }
 
@@ -1271,6 +1299,7 @@ func NetworkAttachmentFromPB(p *resourcev1.NetworkAttachment) api.NetworkAttachm
 		Subnet:  p.GetSubnet(),
 		Gateway: p.GetGateway(),
 		Address: p.GetAddress(),
+		MTU:     int(p.GetMtu()),
 	}
 }
 

@@ -69,6 +69,7 @@ func convCases() []convCase {
 		convCaseOf(RegionStatusToPB, RegionStatusFromPB),
 		convCaseOf(PlacementToPB, PlacementFromPB),
 		convCaseOf(NodeToPB, NodeFromPB),
+		convCaseOf(NodeNetworkToPB, NodeNetworkFromPB),
 		convCaseOf(NodeProviderToPB, NodeProviderFromPB),
 		convCaseOf(CapacityToPB, CapacityFromPB),
 		convCaseOf(ConditionToPB, ConditionFromPB),

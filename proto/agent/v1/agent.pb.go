@@ -438,6 +438,257 @@ func (*ReportStatusResponse) Descriptor() ([]byte, []int) {
 	return file_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
+type WatchNetworkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchNetworkRequest) Reset() {
+	*x = WatchNetworkRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchNetworkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchNetworkRequest) ProtoMessage() {}
+
+func (x *WatchNetworkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchNetworkRequest.ProtoReflect.Descriptor instead.
+func (*WatchNetworkRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WatchNetworkRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+type NetworkBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// snapshot marks a full set: nodes not in it are gone.
+	Snapshot bool `protobuf:"varint,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// network is the region network; every snapshot carries it.
+	Network       *RegionNetwork `protobuf:"bytes,2,opt,name=network,proto3" json:"network,omitempty"`
+	Upserts       []*NetworkPeer `protobuf:"bytes,3,rep,name=upserts,proto3" json:"upserts,omitempty"`
+	Removed       []string       `protobuf:"bytes,4,rep,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkBatch) Reset() {
+	*x = NetworkBatch{}
+	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkBatch) ProtoMessage() {}
+
+func (x *NetworkBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkBatch.ProtoReflect.Descriptor instead.
+func (*NetworkBatch) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *NetworkBatch) GetSnapshot() bool {
+	if x != nil {
+		return x.Snapshot
+	}
+	return false
+}
+
+func (x *NetworkBatch) GetNetwork() *RegionNetwork {
+	if x != nil {
+		return x.Network
+	}
+	return nil
+}
+
+func (x *NetworkBatch) GetUpserts() []*NetworkPeer {
+	if x != nil {
+		return x.Upserts
+	}
+	return nil
+}
+
+func (x *NetworkBatch) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+type RegionNetwork struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Subnet   string                 `protobuf:"bytes,2,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	NodeMask int32                  `protobuf:"varint,3,opt,name=node_mask,json=nodeMask,proto3" json:"node_mask,omitempty"`
+	Backend  string                 `protobuf:"bytes,4,opt,name=backend,proto3" json:"backend,omitempty"`
+	Vni      int32                  `protobuf:"varint,5,opt,name=vni,proto3" json:"vni,omitempty"`
+	// bridge is the network's bridge, for nodes that name none.
+	Bridge        string `protobuf:"bytes,6,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionNetwork) Reset() {
+	*x = RegionNetwork{}
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionNetwork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionNetwork) ProtoMessage() {}
+
+func (x *RegionNetwork) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionNetwork.ProtoReflect.Descriptor instead.
+func (*RegionNetwork) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RegionNetwork) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RegionNetwork) GetSubnet() string {
+	if x != nil {
+		return x.Subnet
+	}
+	return ""
+}
+
+func (x *RegionNetwork) GetNodeMask() int32 {
+	if x != nil {
+		return x.NodeMask
+	}
+	return 0
+}
+
+func (x *RegionNetwork) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *RegionNetwork) GetVni() int32 {
+	if x != nil {
+		return x.Vni
+	}
+	return 0
+}
+
+func (x *RegionNetwork) GetBridge() string {
+	if x != nil {
+		return x.Bridge
+	}
+	return ""
+}
+
+type NetworkPeer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Network       *v1.NodeNetwork        `protobuf:"bytes,2,opt,name=network,proto3" json:"network,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkPeer) Reset() {
+	*x = NetworkPeer{}
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkPeer) ProtoMessage() {}
+
+func (x *NetworkPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkPeer.ProtoReflect.Descriptor instead.
+func (*NetworkPeer) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *NetworkPeer) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NetworkPeer) GetNetwork() *v1.NodeNetwork {
+	if x != nil {
+		return x.Network
+	}
+	return nil
+}
+
 type NodeStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -446,7 +697,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +709,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +722,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 type NodeStatusResponse struct {
@@ -487,7 +738,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +750,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +763,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NodeStatusResponse) GetNode() string {
@@ -561,7 +812,7 @@ type NodeLogsRequest struct {
 
 func (x *NodeLogsRequest) Reset() {
 	*x = NodeLogsRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +824,7 @@ func (x *NodeLogsRequest) String() string {
 func (*NodeLogsRequest) ProtoMessage() {}
 
 func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +837,7 @@ func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLogsRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NodeLogsRequest) GetAssignmentId() string {
@@ -644,7 +895,24 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x13ReportStatusRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12@\n" +
 	"\bstatuses\x18\x02 \x03(\v2$.strata.resource.v1.AssignmentStatusR\bstatuses\"\x16\n" +
-	"\x14ReportStatusResponse\"\x13\n" +
+	"\x14ReportStatusResponse\")\n" +
+	"\x13WatchNetworkRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"\xb6\x01\n" +
+	"\fNetworkBatch\x12\x1a\n" +
+	"\bsnapshot\x18\x01 \x01(\bR\bsnapshot\x128\n" +
+	"\anetwork\x18\x02 \x01(\v2\x1e.strata.agent.v1.RegionNetworkR\anetwork\x126\n" +
+	"\aupserts\x18\x03 \x03(\v2\x1c.strata.agent.v1.NetworkPeerR\aupserts\x12\x18\n" +
+	"\aremoved\x18\x04 \x03(\tR\aremoved\"\x9c\x01\n" +
+	"\rRegionNetwork\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06subnet\x18\x02 \x01(\tR\x06subnet\x12\x1b\n" +
+	"\tnode_mask\x18\x03 \x01(\x05R\bnodeMask\x12\x18\n" +
+	"\abackend\x18\x04 \x01(\tR\abackend\x12\x10\n" +
+	"\x03vni\x18\x05 \x01(\x05R\x03vni\x12\x16\n" +
+	"\x06bridge\x18\x06 \x01(\tR\x06bridge\"\\\n" +
+	"\vNetworkPeer\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x129\n" +
+	"\anetwork\x18\x02 \x01(\v2\x1f.strata.resource.v1.NodeNetworkR\anetwork\"\x13\n" +
 	"\x11NodeStatusRequest\"\x8f\x02\n" +
 	"\x12NodeStatusResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12#\n" +
@@ -659,12 +927,13 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\rassignment_id\x18\x01 \x01(\tR\fassignmentId\x12\x16\n" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\x12\x1d\n" +
 	"\n" +
-	"tail_lines\x18\x03 \x01(\x05R\ttailLines2\xf2\x02\n" +
+	"tail_lines\x18\x03 \x01(\x05R\ttailLines2\xc9\x03\n" +
 	"\fAgentService\x12O\n" +
 	"\bRegister\x12 .strata.agent.v1.RegisterRequest\x1a!.strata.agent.v1.RegisterResponse\x12R\n" +
 	"\tHeartbeat\x12!.strata.agent.v1.HeartbeatRequest\x1a\".strata.agent.v1.HeartbeatResponse\x12`\n" +
 	"\x10WatchAssignments\x12(.strata.agent.v1.WatchAssignmentsRequest\x1a .strata.agent.v1.AssignmentBatch0\x01\x12[\n" +
-	"\fReportStatus\x12$.strata.agent.v1.ReportStatusRequest\x1a%.strata.agent.v1.ReportStatusResponse2\xaa\x01\n" +
+	"\fReportStatus\x12$.strata.agent.v1.ReportStatusRequest\x1a%.strata.agent.v1.ReportStatusResponse\x12U\n" +
+	"\fWatchNetwork\x12$.strata.agent.v1.WatchNetworkRequest\x1a\x1d.strata.agent.v1.NetworkBatch0\x012\xaa\x01\n" +
 	"\vNodeService\x12Q\n" +
 	"\x06Status\x12\".strata.agent.v1.NodeStatusRequest\x1a#.strata.agent.v1.NodeStatusResponse\x12H\n" +
 	"\x04Logs\x12 .strata.agent.v1.NodeLogsRequest\x1a\x1c.strata.resource.v1.LogChunk0\x01B3Z1github.com/stratahq/strata/proto/agent/v1;agentv1b\x06proto3"
@@ -681,7 +950,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_agent_v1_agent_proto_rawDescData
 }
 
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(*RegisterRequest)(nil),         // 0: strata.agent.v1.RegisterRequest
 	(*RegisterResponse)(nil),        // 1: strata.agent.v1.RegisterResponse
@@ -691,44 +960,54 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*AssignmentBatch)(nil),         // 5: strata.agent.v1.AssignmentBatch
 	(*ReportStatusRequest)(nil),     // 6: strata.agent.v1.ReportStatusRequest
 	(*ReportStatusResponse)(nil),    // 7: strata.agent.v1.ReportStatusResponse
-	(*NodeStatusRequest)(nil),       // 8: strata.agent.v1.NodeStatusRequest
-	(*NodeStatusResponse)(nil),      // 9: strata.agent.v1.NodeStatusResponse
-	(*NodeLogsRequest)(nil),         // 10: strata.agent.v1.NodeLogsRequest
-	nil,                             // 11: strata.agent.v1.HeartbeatRequest.MetricsEntry
-	(*v1.Node)(nil),                 // 12: strata.resource.v1.Node
-	(*v1.Condition)(nil),            // 13: strata.resource.v1.Condition
-	(*v1.Assignment)(nil),           // 14: strata.resource.v1.Assignment
-	(*v1.AssignmentStatus)(nil),     // 15: strata.resource.v1.AssignmentStatus
-	(*timestamppb.Timestamp)(nil),   // 16: google.protobuf.Timestamp
-	(*v1.LogChunk)(nil),             // 17: strata.resource.v1.LogChunk
+	(*WatchNetworkRequest)(nil),     // 8: strata.agent.v1.WatchNetworkRequest
+	(*NetworkBatch)(nil),            // 9: strata.agent.v1.NetworkBatch
+	(*RegionNetwork)(nil),           // 10: strata.agent.v1.RegionNetwork
+	(*NetworkPeer)(nil),             // 11: strata.agent.v1.NetworkPeer
+	(*NodeStatusRequest)(nil),       // 12: strata.agent.v1.NodeStatusRequest
+	(*NodeStatusResponse)(nil),      // 13: strata.agent.v1.NodeStatusResponse
+	(*NodeLogsRequest)(nil),         // 14: strata.agent.v1.NodeLogsRequest
+	nil,                             // 15: strata.agent.v1.HeartbeatRequest.MetricsEntry
+	(*v1.Node)(nil),                 // 16: strata.resource.v1.Node
+	(*v1.Condition)(nil),            // 17: strata.resource.v1.Condition
+	(*v1.Assignment)(nil),           // 18: strata.resource.v1.Assignment
+	(*v1.AssignmentStatus)(nil),     // 19: strata.resource.v1.AssignmentStatus
+	(*v1.NodeNetwork)(nil),          // 20: strata.resource.v1.NodeNetwork
+	(*timestamppb.Timestamp)(nil),   // 21: google.protobuf.Timestamp
+	(*v1.LogChunk)(nil),             // 22: strata.resource.v1.LogChunk
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
-	12, // 0: strata.agent.v1.RegisterRequest.node:type_name -> strata.resource.v1.Node
-	12, // 1: strata.agent.v1.RegisterResponse.node:type_name -> strata.resource.v1.Node
-	13, // 2: strata.agent.v1.HeartbeatRequest.conditions:type_name -> strata.resource.v1.Condition
-	11, // 3: strata.agent.v1.HeartbeatRequest.metrics:type_name -> strata.agent.v1.HeartbeatRequest.MetricsEntry
-	14, // 4: strata.agent.v1.AssignmentBatch.upserts:type_name -> strata.resource.v1.Assignment
-	15, // 5: strata.agent.v1.ReportStatusRequest.statuses:type_name -> strata.resource.v1.AssignmentStatus
-	16, // 6: strata.agent.v1.NodeStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	13, // 7: strata.agent.v1.NodeStatusResponse.conditions:type_name -> strata.resource.v1.Condition
-	15, // 8: strata.agent.v1.NodeStatusResponse.assignments:type_name -> strata.resource.v1.AssignmentStatus
-	0,  // 9: strata.agent.v1.AgentService.Register:input_type -> strata.agent.v1.RegisterRequest
-	2,  // 10: strata.agent.v1.AgentService.Heartbeat:input_type -> strata.agent.v1.HeartbeatRequest
-	4,  // 11: strata.agent.v1.AgentService.WatchAssignments:input_type -> strata.agent.v1.WatchAssignmentsRequest
-	6,  // 12: strata.agent.v1.AgentService.ReportStatus:input_type -> strata.agent.v1.ReportStatusRequest
-	8,  // 13: strata.agent.v1.NodeService.Status:input_type -> strata.agent.v1.NodeStatusRequest
-	10, // 14: strata.agent.v1.NodeService.Logs:input_type -> strata.agent.v1.NodeLogsRequest
-	1,  // 15: strata.agent.v1.AgentService.Register:output_type -> strata.agent.v1.RegisterResponse
-	3,  // 16: strata.agent.v1.AgentService.Heartbeat:output_type -> strata.agent.v1.HeartbeatResponse
-	5,  // 17: strata.agent.v1.AgentService.WatchAssignments:output_type -> strata.agent.v1.AssignmentBatch
-	7,  // 18: strata.agent.v1.AgentService.ReportStatus:output_type -> strata.agent.v1.ReportStatusResponse
-	9,  // 19: strata.agent.v1.NodeService.Status:output_type -> strata.agent.v1.NodeStatusResponse
-	17, // 20: strata.agent.v1.NodeService.Logs:output_type -> strata.resource.v1.LogChunk
-	15, // [15:21] is the sub-list for method output_type
-	9,  // [9:15] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	16, // 0: strata.agent.v1.RegisterRequest.node:type_name -> strata.resource.v1.Node
+	16, // 1: strata.agent.v1.RegisterResponse.node:type_name -> strata.resource.v1.Node
+	17, // 2: strata.agent.v1.HeartbeatRequest.conditions:type_name -> strata.resource.v1.Condition
+	15, // 3: strata.agent.v1.HeartbeatRequest.metrics:type_name -> strata.agent.v1.HeartbeatRequest.MetricsEntry
+	18, // 4: strata.agent.v1.AssignmentBatch.upserts:type_name -> strata.resource.v1.Assignment
+	19, // 5: strata.agent.v1.ReportStatusRequest.statuses:type_name -> strata.resource.v1.AssignmentStatus
+	10, // 6: strata.agent.v1.NetworkBatch.network:type_name -> strata.agent.v1.RegionNetwork
+	11, // 7: strata.agent.v1.NetworkBatch.upserts:type_name -> strata.agent.v1.NetworkPeer
+	20, // 8: strata.agent.v1.NetworkPeer.network:type_name -> strata.resource.v1.NodeNetwork
+	21, // 9: strata.agent.v1.NodeStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	17, // 10: strata.agent.v1.NodeStatusResponse.conditions:type_name -> strata.resource.v1.Condition
+	19, // 11: strata.agent.v1.NodeStatusResponse.assignments:type_name -> strata.resource.v1.AssignmentStatus
+	0,  // 12: strata.agent.v1.AgentService.Register:input_type -> strata.agent.v1.RegisterRequest
+	2,  // 13: strata.agent.v1.AgentService.Heartbeat:input_type -> strata.agent.v1.HeartbeatRequest
+	4,  // 14: strata.agent.v1.AgentService.WatchAssignments:input_type -> strata.agent.v1.WatchAssignmentsRequest
+	6,  // 15: strata.agent.v1.AgentService.ReportStatus:input_type -> strata.agent.v1.ReportStatusRequest
+	8,  // 16: strata.agent.v1.AgentService.WatchNetwork:input_type -> strata.agent.v1.WatchNetworkRequest
+	12, // 17: strata.agent.v1.NodeService.Status:input_type -> strata.agent.v1.NodeStatusRequest
+	14, // 18: strata.agent.v1.NodeService.Logs:input_type -> strata.agent.v1.NodeLogsRequest
+	1,  // 19: strata.agent.v1.AgentService.Register:output_type -> strata.agent.v1.RegisterResponse
+	3,  // 20: strata.agent.v1.AgentService.Heartbeat:output_type -> strata.agent.v1.HeartbeatResponse
+	5,  // 21: strata.agent.v1.AgentService.WatchAssignments:output_type -> strata.agent.v1.AssignmentBatch
+	7,  // 22: strata.agent.v1.AgentService.ReportStatus:output_type -> strata.agent.v1.ReportStatusResponse
+	9,  // 23: strata.agent.v1.AgentService.WatchNetwork:output_type -> strata.agent.v1.NetworkBatch
+	13, // 24: strata.agent.v1.NodeService.Status:output_type -> strata.agent.v1.NodeStatusResponse
+	22, // 25: strata.agent.v1.NodeService.Logs:output_type -> strata.resource.v1.LogChunk
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -742,7 +1021,7 @@ func file_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -27,6 +27,7 @@ const (
 	AgentService_Heartbeat_FullMethodName        = "/strata.agent.v1.AgentService/Heartbeat"
 	AgentService_WatchAssignments_FullMethodName = "/strata.agent.v1.AgentService/WatchAssignments"
 	AgentService_ReportStatus_FullMethodName     = "/strata.agent.v1.AgentService/ReportStatus"
+	AgentService_WatchNetwork_FullMethodName     = "/strata.agent.v1.AgentService/WatchNetwork"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -44,6 +45,10 @@ type AgentServiceClient interface {
 	WatchAssignments(ctx context.Context, in *WatchAssignmentsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AssignmentBatch], error)
 	// ReportStatus records what the node's providers observed, in batches.
 	ReportStatus(ctx context.Context, in *ReportStatusRequest, opts ...grpc.CallOption) (*ReportStatusResponse, error)
+	// WatchNetwork streams what a host needs to carry the region network:
+	// the network, then every node's place on it (block, underlay address,
+	// VXLAN MAC), a snapshot, then changes, coalesced in batches.
+	WatchNetwork(ctx context.Context, in *WatchNetworkRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[NetworkBatch], error)
 }
 
 type agentServiceClient struct {
@@ -103,6 +108,25 @@ func (c *agentServiceClient) ReportStatus(ctx context.Context, in *ReportStatusR
 	return out, nil
 }
 
+func (c *agentServiceClient) WatchNetwork(ctx context.Context, in *WatchNetworkRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[NetworkBatch], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[1], AgentService_WatchNetwork_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchNetworkRequest, NetworkBatch]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_WatchNetworkClient = grpc.ServerStreamingClient[NetworkBatch]
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -118,6 +142,10 @@ type AgentServiceServer interface {
 	WatchAssignments(*WatchAssignmentsRequest, grpc.ServerStreamingServer[AssignmentBatch]) error
 	// ReportStatus records what the node's providers observed, in batches.
 	ReportStatus(context.Context, *ReportStatusRequest) (*ReportStatusResponse, error)
+	// WatchNetwork streams what a host needs to carry the region network:
+	// the network, then every node's place on it (block, underlay address,
+	// VXLAN MAC), a snapshot, then changes, coalesced in batches.
+	WatchNetwork(*WatchNetworkRequest, grpc.ServerStreamingServer[NetworkBatch]) error
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -139,6 +167,9 @@ func (UnimplementedAgentServiceServer) WatchAssignments(*WatchAssignmentsRequest
 }
 func (UnimplementedAgentServiceServer) ReportStatus(context.Context, *ReportStatusRequest) (*ReportStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportStatus not implemented")
+}
+func (UnimplementedAgentServiceServer) WatchNetwork(*WatchNetworkRequest, grpc.ServerStreamingServer[NetworkBatch]) error {
+	return status.Error(codes.Unimplemented, "method WatchNetwork not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -226,6 +257,17 @@ func _AgentService_ReportStatus_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_WatchNetwork_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchNetworkRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).WatchNetwork(m, &grpc.GenericServerStream[WatchNetworkRequest, NetworkBatch]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_WatchNetworkServer = grpc.ServerStreamingServer[NetworkBatch]
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -250,6 +292,11 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchAssignments",
 			Handler:       _AgentService_WatchAssignments_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchNetwork",
+			Handler:       _AgentService_WatchNetwork_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -2841,6 +2841,7 @@ type Node struct {
 	RegisteredAt       *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
 	ResourceVersion    int64                  `protobuf:"varint,19,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
 	Status             *NodeStatus            `protobuf:"bytes,20,opt,name=status,proto3" json:"status,omitempty"`
+	Network            *NodeNetwork           `protobuf:"bytes,21,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -3015,6 +3016,89 @@ func (x *Node) GetStatus() *NodeStatus {
 	return nil
 }
 
+func (x *Node) GetNetwork() *NodeNetwork {
+	if x != nil {
+		return x.Network
+	}
+	return nil
+}
+
+type NodeNetwork struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Block         string                 `protobuf:"bytes,1,opt,name=block,proto3" json:"block,omitempty"`
+	UnderlayIp    string                 `protobuf:"bytes,2,opt,name=underlay_ip,json=underlayIp,proto3" json:"underlay_ip,omitempty"`
+	VtepMac       string                 `protobuf:"bytes,3,opt,name=vtep_mac,json=vtepMac,proto3" json:"vtep_mac,omitempty"`
+	Bridge        string                 `protobuf:"bytes,4,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	Mtu           int32                  `protobuf:"varint,5,opt,name=mtu,proto3" json:"mtu,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeNetwork) Reset() {
+	*x = NodeNetwork{}
+	mi := &file_resource_v1_resource_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeNetwork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeNetwork) ProtoMessage() {}
+
+func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeNetwork.ProtoReflect.Descriptor instead.
+func (*NodeNetwork) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *NodeNetwork) GetBlock() string {
+	if x != nil {
+		return x.Block
+	}
+	return ""
+}
+
+func (x *NodeNetwork) GetUnderlayIp() string {
+	if x != nil {
+		return x.UnderlayIp
+	}
+	return ""
+}
+
+func (x *NodeNetwork) GetVtepMac() string {
+	if x != nil {
+		return x.VtepMac
+	}
+	return ""
+}
+
+func (x *NodeNetwork) GetBridge() string {
+	if x != nil {
+		return x.Bridge
+	}
+	return ""
+}
+
+func (x *NodeNetwork) GetMtu() int32 {
+	if x != nil {
+		return x.Mtu
+	}
+	return 0
+}
+
 type VolumeAttachment struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -3029,7 +3113,7 @@ type VolumeAttachment struct {
 
 func (x *VolumeAttachment) Reset() {
 	*x = VolumeAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[33]
+	mi := &file_resource_v1_resource_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3125,7 @@ func (x *VolumeAttachment) String() string {
 func (*VolumeAttachment) ProtoMessage() {}
 
 func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[33]
+	mi := &file_resource_v1_resource_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3138,7 @@ func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeAttachment.ProtoReflect.Descriptor instead.
 func (*VolumeAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{33}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *VolumeAttachment) GetName() string {
@@ -3106,13 +3190,14 @@ type NetworkAttachment struct {
 	Subnet        string                 `protobuf:"bytes,3,opt,name=subnet,proto3" json:"subnet,omitempty"`
 	Gateway       string                 `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
 	Address       string                 `protobuf:"bytes,5,opt,name=address,proto3" json:"address,omitempty"`
+	Mtu           int32                  `protobuf:"varint,6,opt,name=mtu,proto3" json:"mtu,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NetworkAttachment) Reset() {
 	*x = NetworkAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	mi := &file_resource_v1_resource_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3124,7 +3209,7 @@ func (x *NetworkAttachment) String() string {
 func (*NetworkAttachment) ProtoMessage() {}
 
 func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	mi := &file_resource_v1_resource_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3137,7 +3222,7 @@ func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkAttachment.ProtoReflect.Descriptor instead.
 func (*NetworkAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{34}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *NetworkAttachment) GetNetwork() string {
@@ -3175,6 +3260,13 @@ func (x *NetworkAttachment) GetAddress() string {
 	return ""
 }
 
+func (x *NetworkAttachment) GetMtu() int32 {
+	if x != nil {
+		return x.Mtu
+	}
+	return 0
+}
+
 type Endpoint struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Replica       string                 `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
@@ -3186,7 +3278,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_resource_v1_resource_proto_msgTypes[35]
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3290,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[35]
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3303,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{35}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Endpoint) GetReplica() string {
@@ -3265,7 +3357,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3369,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3382,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Assignment) GetId() string {
@@ -3467,7 +3559,7 @@ type AssignmentStatus struct {
 
 func (x *AssignmentStatus) Reset() {
 	*x = AssignmentStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3479,7 +3571,7 @@ func (x *AssignmentStatus) String() string {
 func (*AssignmentStatus) ProtoMessage() {}
 
 func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3492,7 +3584,7 @@ func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentStatus.ProtoReflect.Descriptor instead.
 func (*AssignmentStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AssignmentStatus) GetId() string {
@@ -3591,7 +3683,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +3695,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +3708,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Replica) GetAssignment() *Assignment {
@@ -3665,7 +3757,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3677,7 +3769,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3690,7 +3782,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Event) GetId() string {
@@ -3767,7 +3859,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3779,7 +3871,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3792,7 +3884,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -3830,7 +3922,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3842,7 +3934,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3855,7 +3947,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LogsRequest) GetTenant() string {
@@ -4196,7 +4288,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x0elast_heartbeat\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\x12:\n" +
 	"\tallocated\x18\x06 \x01(\v2\x1c.strata.resource.v1.CapacityR\tallocated\x12\x1a\n" +
 	"\breplicas\x18\a \x01(\x05R\breplicas\x125\n" +
-	"\x05drain\x18\b \x01(\v2\x1f.strata.resource.v1.DrainStatusR\x05drain\"\xd6\a\n" +
+	"\x05drain\x18\b \x01(\v2\x1f.strata.resource.v1.DrainStatusR\x05drain\"\x91\b\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x12\n" +
@@ -4220,23 +4312,32 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\ragent_version\x18\x11 \x01(\tR\fagentVersion\x12?\n" +
 	"\rregistered_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12)\n" +
 	"\x10resource_version\x18\x13 \x01(\x03R\x0fresourceVersion\x126\n" +
-	"\x06status\x18\x14 \x01(\v2\x1e.strata.resource.v1.NodeStatusR\x06status\x1a9\n" +
+	"\x06status\x18\x14 \x01(\v2\x1e.strata.resource.v1.NodeStatusR\x06status\x129\n" +
+	"\anetwork\x18\x15 \x01(\v2\x1f.strata.resource.v1.NodeNetworkR\anetwork\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa7\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x01\n" +
+	"\vNodeNetwork\x12\x14\n" +
+	"\x05block\x18\x01 \x01(\tR\x05block\x12\x1f\n" +
+	"\vunderlay_ip\x18\x02 \x01(\tR\n" +
+	"underlayIp\x12\x19\n" +
+	"\bvtep_mac\x18\x03 \x01(\tR\avtepMac\x12\x16\n" +
+	"\x06bridge\x18\x04 \x01(\tR\x06bridge\x12\x10\n" +
+	"\x03mtu\x18\x05 \x01(\x05R\x03mtu\"\xa7\x01\n" +
 	"\x10VolumeAttachment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tvolume_id\x18\x02 \x01(\tR\bvolumeId\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12\x1b\n" +
 	"\tread_only\x18\x04 \x01(\bR\breadOnly\x12\x16\n" +
 	"\x06format\x18\x05 \x01(\tR\x06format\x12\x19\n" +
-	"\bsize_mib\x18\x06 \x01(\x03R\asizeMib\"\x91\x01\n" +
+	"\bsize_mib\x18\x06 \x01(\x03R\asizeMib\"\xa3\x01\n" +
 	"\x11NetworkAttachment\x12\x18\n" +
 	"\anetwork\x18\x01 \x01(\tR\anetwork\x12\x16\n" +
 	"\x06bridge\x18\x02 \x01(\tR\x06bridge\x12\x16\n" +
 	"\x06subnet\x18\x03 \x01(\tR\x06subnet\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x18\n" +
-	"\aaddress\x18\x05 \x01(\tR\aaddress\"R\n" +
+	"\aaddress\x18\x05 \x01(\tR\aaddress\x12\x10\n" +
+	"\x03mtu\x18\x06 \x01(\x05R\x03mtu\"R\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -4334,7 +4435,7 @@ func file_resource_v1_resource_proto_rawDescGZIP() []byte {
 	return file_resource_v1_resource_proto_rawDescData
 }
 
-var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_resource_v1_resource_proto_goTypes = []any{
 	(*FlavorSpec)(nil),            // 0: strata.resource.v1.FlavorSpec
 	(*Flavor)(nil),                // 1: strata.resource.v1.Flavor
@@ -4369,126 +4470,128 @@ var file_resource_v1_resource_proto_goTypes = []any{
 	(*DrainStatus)(nil),           // 30: strata.resource.v1.DrainStatus
 	(*NodeStatus)(nil),            // 31: strata.resource.v1.NodeStatus
 	(*Node)(nil),                  // 32: strata.resource.v1.Node
-	(*VolumeAttachment)(nil),      // 33: strata.resource.v1.VolumeAttachment
-	(*NetworkAttachment)(nil),     // 34: strata.resource.v1.NetworkAttachment
-	(*Endpoint)(nil),              // 35: strata.resource.v1.Endpoint
-	(*Assignment)(nil),            // 36: strata.resource.v1.Assignment
-	(*AssignmentStatus)(nil),      // 37: strata.resource.v1.AssignmentStatus
-	(*Replica)(nil),               // 38: strata.resource.v1.Replica
-	(*Event)(nil),                 // 39: strata.resource.v1.Event
-	(*LogChunk)(nil),              // 40: strata.resource.v1.LogChunk
-	(*LogsRequest)(nil),           // 41: strata.resource.v1.LogsRequest
-	nil,                           // 42: strata.resource.v1.ComputeSpec.EnvEntry
-	nil,                           // 43: strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	nil,                           // 44: strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	nil,                           // 45: strata.resource.v1.SpecOverride.EnvEntry
-	nil,                           // 46: strata.resource.v1.ResourceStatus.RegionsEntry
-	nil,                           // 47: strata.resource.v1.ResourceStatus.ConditionsEntry
-	nil,                           // 48: strata.resource.v1.Resource.LabelsEntry
-	nil,                           // 49: strata.resource.v1.Resource.OverridesEntry
-	nil,                           // 50: strata.resource.v1.Region.LabelsEntry
-	nil,                           // 51: strata.resource.v1.Node.LabelsEntry
-	nil,                           // 52: strata.resource.v1.Assignment.LabelsEntry
-	nil,                           // 53: strata.resource.v1.Event.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 54: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 55: google.protobuf.Duration
+	(*NodeNetwork)(nil),           // 33: strata.resource.v1.NodeNetwork
+	(*VolumeAttachment)(nil),      // 34: strata.resource.v1.VolumeAttachment
+	(*NetworkAttachment)(nil),     // 35: strata.resource.v1.NetworkAttachment
+	(*Endpoint)(nil),              // 36: strata.resource.v1.Endpoint
+	(*Assignment)(nil),            // 37: strata.resource.v1.Assignment
+	(*AssignmentStatus)(nil),      // 38: strata.resource.v1.AssignmentStatus
+	(*Replica)(nil),               // 39: strata.resource.v1.Replica
+	(*Event)(nil),                 // 40: strata.resource.v1.Event
+	(*LogChunk)(nil),              // 41: strata.resource.v1.LogChunk
+	(*LogsRequest)(nil),           // 42: strata.resource.v1.LogsRequest
+	nil,                           // 43: strata.resource.v1.ComputeSpec.EnvEntry
+	nil,                           // 44: strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	nil,                           // 45: strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	nil,                           // 46: strata.resource.v1.SpecOverride.EnvEntry
+	nil,                           // 47: strata.resource.v1.ResourceStatus.RegionsEntry
+	nil,                           // 48: strata.resource.v1.ResourceStatus.ConditionsEntry
+	nil,                           // 49: strata.resource.v1.Resource.LabelsEntry
+	nil,                           // 50: strata.resource.v1.Resource.OverridesEntry
+	nil,                           // 51: strata.resource.v1.Region.LabelsEntry
+	nil,                           // 52: strata.resource.v1.Node.LabelsEntry
+	nil,                           // 53: strata.resource.v1.Assignment.LabelsEntry
+	nil,                           // 54: strata.resource.v1.Event.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 55: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 56: google.protobuf.Duration
 }
 var file_resource_v1_resource_proto_depIdxs = []int32{
 	0,  // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
-	54, // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
-	54, // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
-	42, // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
+	55, // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
+	55, // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
+	43, // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
 	2,  // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
 	3,  // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
-	55, // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
-	55, // 7: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	55, // 8: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	56, // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
+	56, // 7: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	56, // 8: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
 	7,  // 9: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
-	43, // 10: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	44, // 10: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
 	8,  // 11: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
 	4,  // 12: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
 	5,  // 13: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
 	6,  // 14: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
 	9,  // 15: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
 	11, // 16: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
-	44, // 17: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	45, // 18: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
-	55, // 19: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
-	54, // 20: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	54, // 21: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	54, // 22: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	46, // 23: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	45, // 17: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	46, // 18: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
+	56, // 19: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
+	55, // 20: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
+	55, // 21: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	55, // 22: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	47, // 23: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
 	17, // 24: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	54, // 25: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	47, // 26: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	55, // 25: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	48, // 26: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
 	18, // 27: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	48, // 28: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	49, // 28: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
 	10, // 29: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
 	12, // 30: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	49, // 31: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	50, // 31: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
 	14, // 32: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
 	15, // 33: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	54, // 34: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	54, // 35: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	54, // 36: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	55, // 34: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	55, // 35: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	55, // 36: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
 	19, // 37: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
 	10, // 38: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
 	0,  // 39: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	54, // 40: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	54, // 41: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	54, // 42: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	50, // 43: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	54, // 44: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	55, // 40: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	55, // 41: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	55, // 42: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	51, // 43: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	55, // 44: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
 	22, // 45: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
 	20, // 46: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
 	1,  // 47: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
 	6,  // 48: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	54, // 49: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	54, // 50: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	55, // 51: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	54, // 52: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	54, // 53: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	54, // 54: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	54, // 55: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	55, // 49: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	55, // 50: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	56, // 51: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	55, // 52: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	55, // 53: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	55, // 54: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	55, // 55: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
 	29, // 56: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	54, // 57: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	55, // 57: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
 	27, // 58: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	54, // 59: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	55, // 59: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
 	25, // 60: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
 	30, // 61: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	51, // 62: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	52, // 62: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
 	26, // 63: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
 	25, // 64: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	54, // 65: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	55, // 66: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	55, // 67: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	54, // 68: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	55, // 65: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	56, // 66: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	56, // 67: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	55, // 68: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
 	31, // 69: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
-	52, // 70: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	10, // 71: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,  // 72: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	6,  // 73: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	33, // 74: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	34, // 75: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	35, // 76: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	54, // 77: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	54, // 78: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	54, // 79: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	54, // 80: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	54, // 81: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 82: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	36, // 83: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	37, // 84: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	54, // 85: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	53, // 86: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	54, // 87: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	16, // 88: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	13, // 89: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	90, // [90:90] is the sub-list for method output_type
-	90, // [90:90] is the sub-list for method input_type
-	90, // [90:90] is the sub-list for extension type_name
-	90, // [90:90] is the sub-list for extension extendee
-	0,  // [0:90] is the sub-list for field type_name
+	33, // 70: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
+	53, // 71: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	10, // 72: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,  // 73: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	6,  // 74: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	34, // 75: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	35, // 76: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	36, // 77: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	55, // 78: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	55, // 79: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	55, // 80: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	55, // 81: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	55, // 82: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 83: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	37, // 84: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	38, // 85: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	55, // 86: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	54, // 87: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	55, // 88: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	16, // 89: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	13, // 90: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	91, // [91:91] is the sub-list for method output_type
+	91, // [91:91] is the sub-list for method input_type
+	91, // [91:91] is the sub-list for extension type_name
+	91, // [91:91] is the sub-list for extension extendee
+	0,  // [0:91] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
@@ -4496,14 +4599,14 @@ func file_resource_v1_resource_proto_init() {
 	if File_resource_v1_resource_proto != nil {
 		return
 	}
-	file_resource_v1_resource_proto_msgTypes[37].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resource_v1_resource_proto_rawDesc), len(file_resource_v1_resource_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   54,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

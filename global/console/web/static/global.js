@@ -40,6 +40,7 @@ function overviewPage() {
       renderSummary(regions, resources);
       renderRegions(regions);
       renderResources(resources);
+      await loadQuota(status.caller);
       setLive('polling', 'The overview refreshes every few seconds', 'Auto-refresh');
     } catch (e) {
       if (e.status === 401) return;
@@ -92,6 +93,39 @@ function overviewPage() {
     try { url = new URL(g.consoleURL.endsWith('/') ? g.consoleURL : g.consoleURL + '/', location.href); } catch { return h('span', { class: 'muted' }, '—'); }
     if (!/^https?:$/.test(url.protocol)) return h('span', { class: 'muted' }, '—');
     return h('a', { class: 'btn btn-sm', href: url.href, dataset: { role: 'console-link', region: g.name } }, 'Open console →');
+  }
+
+  // The caller's tenant's quota with its usage; the card stays hidden
+  // when the tenant has no record or the answer is refused.
+  async function loadQuota(caller) {
+    const card = $('#quota-card');
+    if (!caller || !caller.tenant) { card.hidden = true; return; }
+    let q;
+    try {
+      q = await api('/v1/tenants/' + encodeURIComponent(caller.tenant) + '/quota');
+    } catch (e) {
+      card.hidden = true;
+      return;
+    }
+    const rows = [
+      ['Resources', 'resources', (n) => String(n)],
+      ['Replicas', 'replicas', (n) => String(n)],
+      ['vCPUs', 'vcpus', (n) => (Math.round(n * 100) / 100).toString()],
+      ['Memory', 'memoryMiB', (n) => n + ' MiB'],
+      ['Volumes', 'volumeGiB', (n) => n + ' GiB'],
+      ['Load balancers', 'loadbalancers', (n) => String(n)],
+    ];
+    const quota = q.quota || {}, usage = q.usage || {};
+    $('#quota-note').textContent = 'tenant ' + q.tenant;
+    $('#quota tbody').replaceChildren(...rows.map(([label, key, fmt]) => {
+      const used = usage[key] || 0, limit = quota[key] || 0;
+      return h('tr', { dataset: { quota: key } },
+        h('td', {}, label),
+        h('td', { class: 'num' }, fmt(used)),
+        h('td', { class: 'num' }, limit ? fmt(limit) : 'no limit'),
+        h('td', {}, limit ? bar(pct(used, limit)) : ''));
+    }));
+    card.hidden = false;
   }
 
   function renderRegions(regions) {

@@ -1,0 +1,337 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/stratahq/strata/agent/netplane"
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/hostpolicy"
+	"github.com/stratahq/strata/internal/transport"
+	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	"github.com/stratahq/strata/providers/provider"
+)
+
+// netResync is how often the data plane is applied again from the node
+// list it holds, between changes: it repairs what someone changed on the
+// host behind the agent's back.
+const netResync = time.Minute
+
+// dataPlaneWanted says whether the agent programs its host: always when
+// enabled, never when disabled, and with auto unless it runs pre-built
+// providers (tests, benchmarks) or only providers named fake (the fake,
+// in process or behind a socket), which attach nothing to the host.
+func dataPlaneWanted(cfg *config.Agent, prebuilt bool, kernel netplane.Kernel) bool {
+	switch cfg.Network.DataPlane {
+	case config.DataPlaneEnabled:
+		return true
+	case config.DataPlaneDisabled:
+		return false
+	}
+	if kernel != nil {
+		return true
+	}
+	if prebuilt {
+		return false
+	}
+	for _, p := range cfg.Providers {
+		if p.Name != "fake" {
+			return true
+		}
+	}
+	return false
+}
+
+// netState is the data plane, set up by Run before the goroutines that
+// use it start and read-only afterwards.
+type netState struct {
+	// plane is nil when the data plane could not be set up.
+	plane *netplane.Plane
+	host  netplane.Host
+}
+
+// setUpDataPlane finds the host's underlay and builds the data plane,
+// when the agent runs one, and returns what releases it. A failure leaves
+// the agent running without one, with the reason in the Network
+// condition.
+func (a *Agent) setUpDataPlane() (release func()) {
+	release = func() {}
+	if !a.dataPlane {
+		return release
+	}
+	k := a.netKernel
+	if k == nil {
+		nl, err := netplane.NewNetlink("")
+		if err != nil {
+			a.setNetCondition(fmt.Errorf("data plane: %w", err))
+			return release
+		}
+		k, release = nl, nl.Close
+	}
+	nc := a.cfg.Network
+	var want netip.Addr
+	if nc.UnderlayAddress != "" {
+		want, _ = netip.ParseAddr(nc.UnderlayAddress) // validated with the config
+	}
+	addr, dev, mtu, err := k.Underlay(want, nc.UnderlayInterface)
+	if err != nil {
+		a.setNetCondition(fmt.Errorf("underlay: %w", err))
+		return release
+	}
+	a.net.host = netplane.Host{
+		Node: a.cfg.Node.Name, Bridge: nc.Bridge, Underlay: addr, UnderlayDev: dev, UnderlayMTU: mtu,
+		VTEPMAC: netplane.VTEPMAC(a.cfg.Node.Name), Table: nc.Table, Services: a.hostServices(),
+	}
+	a.net.plane = netplane.New(k, a.net.host, a.log.With("component", "netplane"))
+	a.log.Info("data plane set up", "underlay", addr, "interface", dev, "mtu", mtu)
+	return release
+}
+
+// resolvConf is the node's resolver configuration, which containers get.
+const resolvConf = "/etc/resolv.conf"
+
+// hostServices are the host's ports that replicas may reach: DNS on the
+// name servers of the node's resolv.conf, should the node serve it
+// (containers get that file), and where the providers that serve
+// replicas from the host (load balancers) listen.
+func (a *Agent) hostServices() []netplane.HostService {
+	out := dnsServices(resolvConf)
+	if a.provs == nil {
+		return out
+	}
+	for _, e := range a.provs.list {
+		hs, ok := e.p.(provider.HostServer)
+		if !ok {
+			continue
+		}
+		for _, l := range hs.HostListeners() {
+			out = append(out, netplane.HostService{Addr: l.Addr, Proto: l.Proto, Ports: l.Ports})
+		}
+	}
+	return out
+}
+
+// dnsServices are DNS (UDP and TCP 53) on each IPv4 name server of the
+// resolv.conf at path but loopback ones, which replicas cannot reach. A
+// name server that is not one of the host's addresses needs no rule
+// (replicas' queries to it are forwarded, not addressed to the host), and
+// its rule matches nothing. No file, no name server: none.
+func dnsServices(path string) []netplane.HostService {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	dns := hostpolicy.MustParsePorts("53")
+	var out []netplane.HostService
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		a, err := netip.ParseAddr(f[1])
+		if err != nil || !a.Is4() || a.IsLoopback() || a.IsUnspecified() {
+			continue
+		}
+		out = append(out, netplane.HostService{Addr: a, Proto: "udp", Ports: dns}, netplane.HostService{Addr: a, Proto: "tcp", Ports: dns})
+	}
+	return out
+}
+
+// nodeNetwork is what the node tells the region of its host.
+func (a *Agent) nodeNetwork() *api.NodeNetwork {
+	h := a.net.host
+	if !h.Underlay.IsValid() {
+		if a.cfg.Network.Bridge == "" {
+			return nil
+		}
+		return &api.NodeNetwork{Bridge: a.cfg.Network.Bridge}
+	}
+	return &api.NodeNetwork{UnderlayIP: h.Underlay.String(), VTEPMAC: h.VTEPMAC.String(), Bridge: a.cfg.Network.Bridge, MTU: h.UnderlayMTU}
+}
+
+// runNetwork follows the region's network stream and applies it to the
+// host, until ctx is done.
+func (a *Agent) runNetwork(ctx context.Context, client agentv1.AgentServiceClient, registered <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-registered:
+	}
+	a.followStream(ctx, "network stream", func(ctx context.Context) (int, error) { return a.watchNetworkOnce(ctx, client) })
+}
+
+// watchNetworkOnce reads one network stream until it fails, applying each
+// batch, and returns how many batches it delivered.
+func (a *Agent) watchNetworkOnce(ctx context.Context, client agentv1.AgentServiceClient) (int, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := client.WatchNetwork(sctx, &agentv1.WatchNetworkRequest{Node: a.cfg.Node.Name}, grpc.MaxCallRecvMsgSize(transport.LargeMessageBytes))
+	if err != nil {
+		return 0, err
+	}
+	updates := recvBatches(sctx, stream)
+	var view netView
+	resync := time.NewTicker(netResync)
+	defer resync.Stop()
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-resync.C:
+			if view.synced {
+				a.applyNetwork(ctx, view.nw, view.peers)
+			}
+		case u := <-updates:
+			if u.err != nil {
+				return n, u.err
+			}
+			n++
+			if err := view.merge(u.b); err != nil {
+				return n, err
+			}
+			if view.synced {
+				a.applyNetwork(ctx, view.nw, view.peers)
+			}
+		}
+	}
+}
+
+// batchOrErr is one read of the network stream.
+type batchOrErr struct {
+	b   *agentv1.NetworkBatch
+	err error
+}
+
+// recvBatches reads the stream on a goroutine of its own, so that the
+// resync timer runs while the stream is quiet, until a read fails or ctx
+// is done.
+func recvBatches(ctx context.Context, stream grpc.ServerStreamingClient[agentv1.NetworkBatch]) <-chan batchOrErr {
+	updates := make(chan batchOrErr)
+	go func() {
+		for {
+			b, err := stream.Recv()
+			select {
+			case updates <- batchOrErr{b, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return updates
+}
+
+// netView is the region network as the stream told it so far: nothing
+// until its first snapshot.
+type netView struct {
+	nw     netplane.Network
+	peers  map[string]netplane.Peer
+	synced bool
+}
+
+// merge applies one batch: a snapshot replaces everything, then upserts
+// and removals change single nodes.
+func (v *netView) merge(b *agentv1.NetworkBatch) error {
+	if b.GetSnapshot() {
+		nw, err := networkFromPB(b.GetNetwork())
+		if err != nil {
+			return err
+		}
+		v.nw, v.peers, v.synced = nw, map[string]netplane.Peer{}, true
+	}
+	if !v.synced {
+		return nil
+	}
+	for _, p := range b.GetUpserts() {
+		v.peers[p.GetNode()] = peerFromPB(p)
+	}
+	for _, name := range b.GetRemoved() {
+		delete(v.peers, name)
+	}
+	return nil
+}
+
+// applyNetwork reconciles the host with the node list and records the
+// outcome in the Network condition.
+func (a *Agent) applyNetwork(ctx context.Context, nw netplane.Network, peers map[string]netplane.Peer) {
+	list := make([]netplane.Peer, 0, len(peers))
+	for _, p := range peers {
+		list = append(list, p)
+	}
+	start := time.Now()
+	ch, err := a.net.plane.Apply(ctx, nw, list)
+	if ctx.Err() != nil {
+		return
+	}
+	took := time.Since(start)
+	switch {
+	case err != nil:
+		a.log.Warn("data plane: apply failed", "err", err, "nodes", len(list), "changes", ch.Total())
+	case ch.Total() > 0:
+		a.log.Info("data plane applied", "nodes", len(list), "changes", ch.Total(), "removed", ch.Deleted, "took", took)
+	default:
+		a.log.Debug("data plane unchanged", "nodes", len(list), "took", took)
+	}
+	a.setNetCondition(err)
+}
+
+// setNetCondition records the data plane's state as the Network condition,
+// at once (the next health refresh keeps it).
+func (a *Agent) setNetCondition(err error) {
+	c := api.Condition{Type: api.ConditionNetwork, Status: api.ConditionReady, Message: "host programmed for the region network"}
+	if err != nil {
+		c.Status, c.Reason, c.Message = api.ConditionError, "DataPlaneFailed", err.Error()
+	}
+	now := a.clock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.netCond = &c
+	a.conditions = mergeConditions(a.conditions, replaceCondition(a.conditions, c), now)
+}
+
+// replaceCondition returns cs with the condition of c's type replaced by c.
+func replaceCondition(cs []api.Condition, c api.Condition) []api.Condition {
+	out := make([]api.Condition, 0, len(cs)+1)
+	for _, x := range cs {
+		if x.Type != c.Type {
+			out = append(out, x)
+		}
+	}
+	return append(out, c)
+}
+
+func networkFromPB(p *agentv1.RegionNetwork) (netplane.Network, error) {
+	subnet, err := netip.ParsePrefix(p.GetSubnet())
+	if err != nil {
+		return netplane.Network{}, fmt.Errorf("region network subnet %q: %w", p.GetSubnet(), err)
+	}
+	return netplane.Network{Subnet: subnet, Backend: p.GetBackend(), VNI: int(p.GetVni()), Bridge: p.GetBridge()}, nil
+}
+
+// peerFromPB reads a node's place; fields that do not parse stay empty
+// and the data plane leaves the node out.
+func peerFromPB(p *agentv1.NetworkPeer) netplane.Peer {
+	out := netplane.Peer{Node: p.GetNode()}
+	n := p.GetNetwork()
+	if b, err := netip.ParsePrefix(n.GetBlock()); err == nil {
+		out.Block = b
+	}
+	if u, err := netip.ParseAddr(n.GetUnderlayIp()); err == nil {
+		out.Underlay = u
+	}
+	if mac, err := net.ParseMAC(n.GetVtepMac()); err == nil {
+		out.VTEPMAC = mac
+	}
+	return out
+}
