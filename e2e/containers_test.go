@@ -724,10 +724,14 @@ func TestContainersNetworkAndLogs(t *testing.T) {
 		}
 	}
 	for _, r := range web {
-		body, err := hostGet("http://" + replicaAddress(r) + "/")
-		if err != nil {
-			t.Fatalf("from the host: %v", err)
-		}
+		// Ready is the task running (the resource has no health check):
+		// its shell starts httpd a moment later.
+		var body string
+		framework.Eventually(t, 30*time.Second, "http://"+replicaAddress(r)+"/ from the host", func() error {
+			var err error
+			body, err = hostGet("http://" + replicaAddress(r) + "/")
+			return err
+		})
 		if got := strings.TrimSpace(body); got != r.ID {
 			t.Errorf("http://%s/ from the host: got %q; want the hostname %q", replicaAddress(r), got, r.ID)
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -177,10 +178,10 @@ listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 global: {endpoint: %q}
 zones: [a, b]
-network: {subnet: %s, gateway: %s, bridge: %s, nodeMask: 26, backend: none}
+network: {subnet: %s, gateway: %s, bridge: %s, nodeMask: %d, backend: none}
 controller: {retryBackoff: %s}
 log: {level: debug}
-`, vmRegion, vmRegion, rh, rg, re.Endpoints()[0], gg, subnet, gw, bridge, o.retryBackoff)+framework.RegionAPIYAML+c.pki.YAML(pki.Region(vmRegion)))
+`, vmRegion, vmRegion, rh, rg, re.Endpoints()[0], gg, subnet, gw, bridge, vmNodeMask, o.retryBackoff)+framework.RegionAPIYAML+c.pki.YAML(pki.Region(vmRegion)))
 	rp := &regionProcs{name: vmRegion, http: rh, agents: map[string]*framework.Proc{}, agentMetrics: map[string]string{}}
 	rp.proc = framework.Start(t, "region-"+vmRegion, c.bin, []string{"region", "--config", cfg})
 	c.regions[vmRegion] = rp
@@ -443,6 +444,10 @@ func (c *vmCluster) logs(query string) (string, error) {
 	return string(resp.Body), nil
 }
 
+// vmNodeMask is the size of each VM node's address block (four nodes fit
+// in a test's /24).
+const vmNodeMask = 26
+
 // waitBooted polls the replica's console through the logs API until the
 // guest's marker line names its hostname and IPAM address and `ip addr`
 // shows that address; it returns the console.
@@ -450,8 +455,8 @@ func (c *vmCluster) waitBooted(t *testing.T, rep api.Replica, query string, time
 	t.Helper()
 	addr := rep.Network.Address
 	wantMarker := fmt.Sprintf("%s %s %s", vmMarker, vmHostname(rep.ID), addr)
-	_, bits, _ := strings.Cut(c.subnet, "/")
-	wantInet := fmt.Sprintf("inet %s/%s", addr, bits)
+	// The guest's interface holds its node's block, not the region's subnet.
+	wantInet := fmt.Sprintf("inet %s/%d", addr, vmNodeMask)
 	var log string
 	framework.Eventually(t, timeout, "the guest's marker and address in the console of "+rep.ID, func() error {
 		var err error
@@ -536,7 +541,8 @@ func TestVMBootsThroughStrata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantIP := "ip=" + rep.Network.Address + "::" + rep.Network.Gateway + ":255.255.255.0:" + vmHostname(rep.ID) + ":eth0:off"
+	mask := net.IP(net.CIDRMask(vmNodeMask, 32)).String() // the node block's
+	wantIP := "ip=" + rep.Network.Address + "::" + rep.Network.Gateway + ":" + mask + ":" + vmHostname(rep.ID) + ":eth0:off"
 	for _, want := range []string{vmCmdline + " console=ttyS0 " + wantIP, "[strata] "} {
 		if !strings.Contains(full, want) {
 			t.Errorf("console: no %q in\n%s", want, lastLines(full, 40))
