@@ -1,0 +1,175 @@
+package alerts
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+)
+
+// Headers every notification carries.
+const (
+	// HeaderSignature is "sha256=<hex HMAC-SHA256 of the body>" keyed by
+	// the receiver's secret (absent without a secret).
+	HeaderSignature = "X-Strata-Signature"
+	// HeaderDedupeKey names the notification: a receiver that sees a key
+	// twice (a retry whose answer was lost, a failover) drops the copy.
+	HeaderDedupeKey = "X-Strata-Dedupe-Key"
+)
+
+// Sign is the signature header's value for body.
+func Sign(secret, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Verify checks a signature header against body in constant time.
+func Verify(secret, body []byte, header string) bool {
+	return hmac.Equal([]byte(header), []byte(Sign(secret, body)))
+}
+
+// Notification is the generic webhook body.
+type Notification struct {
+	Version   string            `json:"version"`
+	Rule      string            `json:"rule"`
+	DedupeKey string            `json:"dedupeKey"`
+	Status    string            `json:"status"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Alerts    []Alert           `json:"alerts"`
+}
+
+// amMessage is Alertmanager's webhook body (version 4).
+type amMessage struct {
+	Version           string            `json:"version"`
+	GroupKey          string            `json:"groupKey"`
+	TruncatedAlerts   int               `json:"truncatedAlerts"`
+	Status            string            `json:"status"`
+	Receiver          string            `json:"receiver"`
+	GroupLabels       map[string]string `json:"groupLabels"`
+	CommonLabels      map[string]string `json:"commonLabels"`
+	CommonAnnotations map[string]string `json:"commonAnnotations"`
+	ExternalURL       string            `json:"externalURL"`
+	Alerts            []amAlert         `json:"alerts"`
+}
+
+type amAlert struct {
+	Status       string            `json:"status"`
+	Labels       map[string]string `json:"labels"`
+	Annotations  map[string]string `json:"annotations"`
+	StartsAt     time.Time         `json:"startsAt"`
+	EndsAt       time.Time         `json:"endsAt"`
+	GeneratorURL string            `json:"generatorURL"`
+	Fingerprint  string            `json:"fingerprint"`
+}
+
+// groupStatus is firing while any alert of the batch fires.
+func groupStatus(batch []Alert) string {
+	if slices.ContainsFunc(batch, func(a Alert) bool { return a.Status == StatusFiring }) {
+		return StatusFiring
+	}
+	return StatusResolved
+}
+
+// Body encodes a notification in the rule's receiver format.
+func Body(rule *api.AlertRule, batch []Alert, dedupe string) ([]byte, error) {
+	if rule.Receiver.Type == api.ReceiverAlertmanager {
+		return json.Marshal(alertmanagerBody(rule, batch))
+	}
+	return json.Marshal(Notification{
+		Version: "1", Rule: rule.Name, DedupeKey: dedupe, Status: groupStatus(batch), Labels: rule.Labels, Alerts: batch,
+	})
+}
+
+func alertmanagerBody(rule *api.AlertRule, batch []Alert) amMessage {
+	m := amMessage{
+		Version:           "4",
+		GroupKey:          fmt.Sprintf("{}:{rule=%q}", rule.Name),
+		Status:            groupStatus(batch),
+		Receiver:          rule.Name,
+		GroupLabels:       map[string]string{"rule": rule.Name},
+		CommonAnnotations: map[string]string{},
+	}
+	var common map[string]string
+	for _, a := range batch {
+		labels := amLabels(rule, &a)
+		if common == nil {
+			common = maps.Clone(labels)
+		} else {
+			maps.DeleteFunc(common, func(k, v string) bool { return labels[k] != v })
+		}
+		m.Alerts = append(m.Alerts, amAlert{
+			Status: a.Status, Labels: labels, Annotations: map[string]string{"message": a.Message},
+			StartsAt: a.StartsAt, EndsAt: a.EndsAt, Fingerprint: DedupeKey(rule.Name, []Alert{{Name: a.Name, Object: a.Object}}),
+		})
+	}
+	m.CommonLabels = common
+	return m
+}
+
+func amLabels(rule *api.AlertRule, a *Alert) map[string]string {
+	l := maps.Clone(rule.Labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l["alertname"], l["rule"], l["object"] = a.Name, rule.Name, a.Object
+	if a.Region != "" {
+		l["region"] = a.Region
+	}
+	if a.Tenant != "" {
+		l["tenant"] = a.Tenant
+	}
+	return l
+}
+
+// Sender posts notifications.
+type Sender struct {
+	Client *http.Client
+}
+
+// Send posts one notification and returns nil when the receiver took it
+// (2xx). Errors name neither the URL (it may hold a token) nor the
+// secret.
+func (s Sender) Send(ctx context.Context, rule *api.AlertRule, batch []Alert) error {
+	dedupe := DedupeKey(rule.Name, batch)
+	body, err := Body(rule, batch, dedupe)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rule.Receiver.URL, bytes.NewReader(body))
+	if err != nil {
+		return errors.New("bad receiver url")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderDedupeKey, dedupe)
+	req.Header.Set("User-Agent", "strata-alerts")
+	if rule.Receiver.Secret != "" {
+		req.Header.Set(HeaderSignature, Sign([]byte(rule.Receiver.Secret), body))
+	}
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("post: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("receiver answered %s", resp.Status)
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+package api
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"time"
+)
+
+var alertReasonRE = regexp.MustCompile(alertReasonPattern)
+
+// ReceiverType is the wire format an alert receiver speaks.
+type ReceiverType string
+
+// Receiver types.
+const (
+	// ReceiverWebhook posts Strata's own JSON, signed with HMAC-SHA256.
+	ReceiverWebhook ReceiverType = "webhook"
+	// ReceiverAlertmanager posts Alertmanager's webhook format (version
+	// "4"), so that a receiver written for Alertmanager works unchanged.
+	ReceiverAlertmanager ReceiverType = "alertmanager"
+)
+
+// Alert limits.
+const (
+	MaxAlertReasons    = 32
+	MaxAlertSecretLen  = 256
+	MinAlertGroupWait  = 0
+	MaxAlertGroupWait  = time.Hour
+	DefaultAlertGroup  = 10 * time.Second
+	MaxAlertObjectLen  = 512
+	minAlertSecretLen  = 16
+	maxAlertReasonLen  = 64
+	alertReasonPattern = `^[A-Z][A-Za-z0-9]*$`
+)
+
+// AlertRule sends the events and conditions it matches to a receiver.
+// Rules are infrastructure: admins and infra tokens manage them.
+type AlertRule struct {
+	Name string `json:"name"`
+	// Reasons are the event reasons that fire the rule: NodeDown,
+	// NodeSuspect, AutoCordoned, AutoDrainStarted, RegionDown,
+	// RegionSuspect, ... A condition's clearing event (NodeUp, RegionUp,
+	// Uncordoned) resolves what it fired; it need not be listed.
+	Reasons []string `json:"reasons"`
+	// Region, Tenant and Object narrow the events matched; empty matches
+	// all. Object is a prefix in path steps ("node/n1", "node/").
+	Region string `json:"region,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
+	Object string `json:"object,omitempty"`
+	// Labels are added to every alert the rule sends (Alertmanager
+	// routes on them).
+	Labels map[string]string `json:"labels,omitempty"`
+	// GroupWait is the grouping window: alerts of the rule are gathered
+	// for this long before one notification carries them (default 10s).
+	GroupWait *Duration     `json:"groupWait,omitempty"`
+	Receiver  AlertReceiver `json:"receiver"`
+
+	CreatedAt       time.Time `json:"createdAt,omitzero"`
+	UpdatedAt       time.Time `json:"updatedAt,omitzero"`
+	ResourceVersion int64     `json:"resourceVersion,omitempty"`
+	// Status is the rule's delivery state (read only).
+	Status *AlertDelivery `json:"status,omitempty"`
+}
+
+// AlertReceiver is where a rule's notifications go.
+type AlertReceiver struct {
+	Type ReceiverType `json:"type"`
+	URL  string       `json:"url"`
+	// Secret keys the HMAC-SHA256 signature of every body
+	// (X-Strata-Signature: sha256=<hex>). Write only: reads show
+	// HasSecret instead.
+	Secret    string `json:"secret,omitempty"`
+	HasSecret bool   `json:"hasSecret,omitempty"`
+}
+
+// AlertDelivery is a rule's delivery state as the master last wrote it.
+type AlertDelivery struct {
+	// Active counts the conditions firing and not resolved yet.
+	Active int `json:"active"`
+	// Pending counts the alerts waiting to be sent (grouping or retry).
+	Pending     int       `json:"pending"`
+	Sent        int64     `json:"sent"`
+	Dropped     int64     `json:"dropped"`
+	Attempts    int       `json:"attempts,omitempty"`
+	LastAttempt time.Time `json:"lastAttempt,omitzero"`
+	LastSuccess time.Time `json:"lastSuccess,omitzero"`
+	LastError   string    `json:"lastError,omitempty"`
+}
+
+// GroupWaitOr is the rule's grouping window.
+func (r *AlertRule) GroupWaitOr() time.Duration {
+	if r.GroupWait == nil {
+		return DefaultAlertGroup
+	}
+	return r.GroupWait.Duration
+}
+
+// Validate checks a rule as a client writes it.
+func (r *AlertRule) Validate() error {
+	if err := ValidateName("name", r.Name); err != nil {
+		return err
+	}
+	if err := r.validateMatch(); err != nil {
+		return err
+	}
+	if err := ValidateLabels("labels", r.Labels); err != nil {
+		return err
+	}
+	if g := r.GroupWait; g != nil && (g.Duration < MinAlertGroupWait || g.Duration > MaxAlertGroupWait) {
+		return Invalid("groupWait", "%s is outside [0s, %s]", g.Duration, MaxAlertGroupWait)
+	}
+	return r.Receiver.validate()
+}
+
+func (r *AlertRule) validateMatch() error {
+	if len(r.Reasons) == 0 {
+		return Invalid("reasons", "is required: name the event reasons that fire the rule (NodeDown, RegionDown, ...)")
+	}
+	if len(r.Reasons) > MaxAlertReasons {
+		return Invalid("reasons", "has %d entries; at most %d", len(r.Reasons), MaxAlertReasons)
+	}
+	for i, reason := range r.Reasons {
+		if len(reason) > maxAlertReasonLen || !alertReasonRE.MatchString(reason) {
+			return Invalid(fmt.Sprintf("reasons[%d]", i), "%q is not an event reason (CamelCase, like NodeDown)", reason)
+		}
+		if slices.Contains(r.Reasons[:i], reason) {
+			return Invalid(fmt.Sprintf("reasons[%d]", i), "%q is listed twice", reason)
+		}
+	}
+	if r.Region != "" {
+		if err := ValidateName("region", r.Region); err != nil {
+			return err
+		}
+	}
+	if r.Tenant != "" {
+		if err := ValidateName("tenant", r.Tenant); err != nil {
+			return err
+		}
+	}
+	return ValidateText("object", r.Object, MaxAlertObjectLen)
+}
+
+func (rc *AlertReceiver) validate() error {
+	switch rc.Type {
+	case ReceiverWebhook, ReceiverAlertmanager:
+	default:
+		return Invalid("receiver.type", "%q is not a receiver type: want webhook or alertmanager", rc.Type)
+	}
+	if rc.URL == "" {
+		return Invalid("receiver.url", "is required")
+	}
+	if len(rc.URL) > MaxPathLen {
+		return Invalid("receiver.url", "is longer than %d characters", MaxPathLen)
+	}
+	u, err := url.Parse(rc.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return Invalid("receiver.url", "is not an http(s) URL")
+	}
+	if u.User != nil {
+		return Invalid("receiver.url", "must not carry credentials: use receiver.secret")
+	}
+	if rc.Secret != "" && (len(rc.Secret) < minAlertSecretLen || len(rc.Secret) > MaxAlertSecretLen) {
+		return Invalid("receiver.secret", "must be %d to %d characters long", minAlertSecretLen, MaxAlertSecretLen)
+	}
+	return nil
+}
