@@ -135,6 +135,13 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/lb/logs?tail=10", nil))
 	e.must(t, http.StatusAccepted, e.do(t, "DELETE", "/v1/resources/vol", nil))
 
+	// Alert rules.
+	rule := e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/alertrules", alertRuleBody("nodes")))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/alertrules", nil))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/alertrules/nodes", nil))
+	e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/alertrules/nodes", `{"reasons":["NodeDown"],"receiver":{"type":"alertmanager","url":"https://hooks.example.com/a"}}`, ifMatch(rule)))
+	e.must(t, http.StatusOK, e.do(t, "DELETE", "/v1/alertrules/nodes", nil))
+
 	// Regions, nodes, events, tokens, status, probes.
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/regions", nil))
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/regions/eu", nil))
@@ -161,6 +168,8 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/nodes?region=mars", nil))
 		e.must(t, http.StatusUnauthorized, e.do(t, "GET", "/v1/resources", nil, withToken("")))
 		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/resources/nothing", nil))
+		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/alertrules", alertRuleBody("bad", func(m map[string]any) { m["reasons"] = []string{} })))
+		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/alertrules/nothing", nil))
 		e.must(t, http.StatusConflict, e.do(t, "PUT", "/v1/resources/web", computeBody("web"), ifMatch(web)))
 		e.must(t, http.StatusConflict, e.do(t, "POST", "/v1/resources", computeBody("web")))
 		e.must(t, http.StatusUnsupportedMediaType, e.do(t, "POST", "/v1/flavors", `{}`, withHeader("Content-Type", "text/plain")))

@@ -275,6 +275,11 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 
 // goSchemas maps the document's schemas to the Go types they describe.
 var goSchemas = map[string]reflect.Type{
+	"AlertDelivery":     reflect.TypeFor[api.AlertDelivery](),
+	"AlertReceiver":     reflect.TypeFor[api.AlertReceiver](),
+	"AlertRule":         reflect.TypeFor[api.AlertRule](),
+	"AlertRuleUpdate":   reflect.TypeFor[api.AlertRule](),
+	"AlertRuleList":     reflect.TypeFor[rest.List[api.AlertRule]](),
 	"AssignmentStatus":  reflect.TypeFor[api.AssignmentStatus](),
 	"Assignment":        reflect.TypeFor[api.Assignment](),
 	"BackendStatus":     reflect.TypeFor[api.BackendStatus](),
@@ -350,6 +355,7 @@ var handWritten = []string{
 // outputOnly are the schemas only servers send: their required fields
 // are exactly those always encoded (no omitempty or omitzero).
 var outputOnly = []string{
+	"AlertDelivery", "AlertRuleList",
 	"Assignment", "AssignmentStatus", "BackendStatus", "Capacity", "Condition", "DrainStatus",
 	"DrainStep", "Endpoint", "ErrorBody", "ErrorDetail", "Event", "EventList", "FieldDetail", "FlavorList",
 	"NetworkAttachment", "Node", "NodeList", "NodeNetwork", "NodeProvider", "NodeStatus", "RegionList",

@@ -1,0 +1,229 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/stratahq/strata/global/alerts"
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/rest"
+	"github.com/stratahq/strata/internal/store"
+)
+
+// AlertRules are the rules that send events and conditions to webhook
+// receivers (global/alerts delivers them). Rules are infrastructure:
+// admin and infra tokens manage and read them. A receiver's secret is
+// write only: no answer carries it.
+type AlertRules struct {
+	c *alerts.Collections
+}
+
+// AlertRules returns the alert rules' service.
+func (s *Server) AlertRules() *AlertRules {
+	return &AlertRules{c: alerts.NewCollections(s.st.Store)}
+}
+
+// Create adds a rule.
+func (a *AlertRules) Create(ctx context.Context, r api.AlertRule) (api.AlertRule, error) {
+	if _, err := authorize(ctx, seeEverything); err != nil {
+		return api.AlertRule{}, err
+	}
+	r.Status, r.Receiver.HasSecret = nil, false
+	if err := r.Validate(); err != nil {
+		return api.AlertRule{}, err
+	}
+	t := now()
+	r.CreatedAt, r.UpdatedAt, r.ResourceVersion = t, t, 0
+	rev, err := a.c.Rules.Create(ctx, r.Name, &r)
+	if err != nil {
+		return api.AlertRule{}, storeErr(err, "alert rule", r.Name)
+	}
+	return a.view(store.Item[api.AlertRule]{Name: r.Name, Value: &r, ModRevision: rev}, nil), nil
+}
+
+// Get returns a rule with its delivery state.
+func (a *AlertRules) Get(ctx context.Context, name string) (api.AlertRule, error) {
+	if _, err := authorize(ctx, seeEverything); err != nil {
+		return api.AlertRule{}, err
+	}
+	if err := api.ValidateName("name", name); err != nil {
+		return api.AlertRule{}, err
+	}
+	it, err := a.c.Rules.Get(ctx, name)
+	if err != nil {
+		return api.AlertRule{}, storeErr(err, "alert rule", name)
+	}
+	st, err := a.c.States.Get(ctx, name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return api.AlertRule{}, storeErr(err, "alert state", name)
+	}
+	return a.view(it, st.Value), nil
+}
+
+// List returns every rule, by name, with its delivery state. Rules are
+// few: no paging.
+func (a *AlertRules) List(ctx context.Context) ([]api.AlertRule, error) {
+	if _, err := authorize(ctx, seeEverything); err != nil {
+		return nil, err
+	}
+	items, _, err := a.c.Rules.ListAll(ctx)
+	if err != nil {
+		return nil, storeErr(err, "alert rules", "")
+	}
+	states, _, err := a.c.States.ListAll(ctx)
+	if err != nil {
+		return nil, storeErr(err, "alert states", "")
+	}
+	byName := make(map[string]*alerts.RuleState, len(states))
+	for _, st := range states {
+		byName[st.Name] = st.Value
+	}
+	out := make([]api.AlertRule, len(items))
+	for i, it := range items {
+		out[i] = a.view(it, byName[it.Name])
+	}
+	return out, nil
+}
+
+// Update replaces a rule's spec. A receiver without a secret keeps the
+// secret it had (a client writes back what it read, which has none);
+// the secret changes only when a new one is sent. A resourceVersion
+// makes the write conditional.
+func (a *AlertRules) Update(ctx context.Context, r api.AlertRule) (api.AlertRule, error) {
+	if _, err := authorize(ctx, seeEverything); err != nil {
+		return api.AlertRule{}, err
+	}
+	r.Status, r.Receiver.HasSecret = nil, false
+	if err := r.Validate(); err != nil {
+		return api.AlertRule{}, err
+	}
+	var out api.AlertRule
+	err := a.c.Rules.Store().RetryConflicts(ctx, "update alert rule "+r.Name, func() error {
+		it, err := a.c.Rules.Get(ctx, r.Name)
+		if err != nil {
+			return err
+		}
+		if r.ResourceVersion != 0 && r.ResourceVersion != it.ModRevision {
+			return fmt.Errorf("alert rule %q: resourceVersion %d is stale (it is now %d); read it again: %w",
+				r.Name, r.ResourceVersion, it.ModRevision, api.ErrConflict)
+		}
+		next := r
+		if next.Receiver.Secret == "" {
+			next.Receiver.Secret = it.Value.Receiver.Secret
+		}
+		next.CreatedAt, next.UpdatedAt, next.ResourceVersion = it.Value.CreatedAt, now(), 0
+		rev, err := a.c.Rules.Update(ctx, r.Name, &next, it.ModRevision)
+		if err != nil {
+			return err
+		}
+		out = a.view(store.Item[api.AlertRule]{Name: r.Name, Value: &next, ModRevision: rev}, nil)
+		return nil
+	})
+	if err != nil {
+		return api.AlertRule{}, storeErr(err, "alert rule", r.Name)
+	}
+	return out, nil
+}
+
+// Delete removes a rule; the master forgets its state and stops its
+// deliveries. expect, when not 0, is the resourceVersion the client read.
+func (a *AlertRules) Delete(ctx context.Context, name string, expect int64) (api.AlertRule, error) {
+	if _, err := authorize(ctx, seeEverything); err != nil {
+		return api.AlertRule{}, err
+	}
+	if err := api.ValidateName("name", name); err != nil {
+		return api.AlertRule{}, err
+	}
+	it, err := a.c.Rules.Get(ctx, name)
+	if err != nil {
+		return api.AlertRule{}, storeErr(err, "alert rule", name)
+	}
+	if expect != 0 && expect != it.ModRevision {
+		return api.AlertRule{}, fmt.Errorf("alert rule %q: resourceVersion %d is stale (it is now %d); read it again: %w",
+			name, expect, it.ModRevision, api.ErrConflict)
+	}
+	if _, err := a.c.Rules.Delete(ctx, name, it.ModRevision); err != nil {
+		return api.AlertRule{}, storeErr(err, "alert rule", name)
+	}
+	return a.view(it, nil), nil
+}
+
+// view is a rule as answers show it: without its secret, with its
+// delivery state when known.
+func (a *AlertRules) view(it store.Item[api.AlertRule], st *alerts.RuleState) api.AlertRule {
+	r := *it.Value
+	r.ResourceVersion = it.ModRevision
+	r.Receiver.HasSecret = r.Receiver.Secret != ""
+	r.Receiver.Secret = ""
+	if st != nil {
+		v := st.View()
+		r.Status = &v
+	}
+	return r
+}
+
+// ---- REST ----
+
+func (h *restHandlers) alertRoutes() []route {
+	return []route{
+		{"POST /v1/alertrules", h.createAlertRule},
+		{"GET /v1/alertrules", h.listAlertRules},
+		{"GET /v1/alertrules/{name}", h.getAlertRule},
+		{"PUT /v1/alertrules/{name}", h.updateAlertRule},
+		{"DELETE /v1/alertrules/{name}", h.deleteAlertRule},
+	}
+}
+
+func (h *restHandlers) createAlertRule(r *http.Request) (any, error) {
+	var ar api.AlertRule
+	if err := rest.Decode(r, &ar); err != nil {
+		return nil, err
+	}
+	out, err := h.s.AlertRules().Create(r.Context(), ar)
+	return rest.Created(out), err
+}
+
+func (h *restHandlers) listAlertRules(r *http.Request) (any, error) {
+	items, err := h.s.AlertRules().List(r.Context())
+	return rest.List[api.AlertRule]{Items: items}, err
+}
+
+func (h *restHandlers) getAlertRule(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	return h.s.AlertRules().Get(r.Context(), name)
+}
+
+func (h *restHandlers) updateAlertRule(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	var ar api.AlertRule
+	if err := rest.Decode(r, &ar); err != nil {
+		return nil, err
+	}
+	if ar.Name, err = nameInBody(ar.Name, name); err != nil {
+		return nil, err
+	}
+	if ar.ResourceVersion, err = rest.Precondition(r, ar.ResourceVersion); err != nil {
+		return nil, err
+	}
+	return h.s.AlertRules().Update(r.Context(), ar)
+}
+
+func (h *restHandlers) deleteAlertRule(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	expect, err := rest.IfMatch(r)
+	if err != nil {
+		return nil, err
+	}
+	return h.s.AlertRules().Delete(r.Context(), name, expect)
+}
