@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/stratahq/strata/global/alerts"
 	globalapi "github.com/stratahq/strata/global/api"
 	globalconsole "github.com/stratahq/strata/global/console"
 	"github.com/stratahq/strata/global/controller"
@@ -221,6 +222,11 @@ func (s *Server) Run(ctx context.Context) error {
 		Logger:            s.log,
 	})
 	registerGlobalGauges(reg, caches, elector, ctrl)
+	alerter := alerts.New(alerts.Options{
+		Collections: alerts.NewCollections(st.Store),
+		Source:      alerts.RegionSource{Caches: caches, Clients: pool},
+		Logger:      s.log,
+	})
 	s.mu.Lock()
 	s.api, s.ctrl = svc, ctrl
 	s.mu.Unlock()
@@ -249,7 +255,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
 	g.Go(func() error { return serving.IgnoreCanceled(svc.Run(gctx)) })
-	g.Go(func() error { return s.lead(gctx, svc, elector, ctrl) })
+	g.Go(func() error { return s.lead(gctx, svc, elector, ctrl, alerter) })
 	g.Go(func() error { return auditLog.ReopenOnHangup(gctx, s.log) })
 	// Ready once the caches hold etcd's state and etcd takes transactions
 	// as large as configured; a limit above the server's stops the global.
@@ -288,7 +294,7 @@ func (s *Server) sharedStores() (hb heartbeat.Store, evs events.Store, close fun
 // lead stands for election once the replica serves (with its bootstrap
 // token in place) and runs the master's work while elected, until ctx
 // ends.
-func (s *Server) lead(ctx context.Context, svc *globalapi.Server, elector *election.Elector, ctrl *controller.Controller) error {
+func (s *Server) lead(ctx context.Context, svc *globalapi.Server, elector *election.Elector, ctrl *controller.Controller, alerter *alerts.Dispatcher) error {
 	select {
 	case <-s.ready: // caches synced, transaction limit checked
 	case <-ctx.Done():
@@ -301,6 +307,19 @@ func (s *Server) lead(ctx context.Context, svc *globalapi.Server, elector *elect
 	}
 	return serving.IgnoreCanceled(elector.Run(ctx, func(leaderCtx context.Context, l *election.Leadership) {
 		s.log.Info("this replica is the master")
+		// Alerts run beside the controller, never in its loop: a slow
+		// receiver cannot hold a pass.
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		actx, cancel := context.WithCancel(leaderCtx)
+		defer cancel() // before the Wait: the master's work ends together
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := alerter.Lead(actx, l); err != nil && actx.Err() == nil {
+				s.log.Warn("alert delivery ended", "err", err)
+			}
+		}()
 		if err := ctrl.Lead(leaderCtx, l); err != nil && leaderCtx.Err() == nil {
 			s.log.Warn("master work ended", "err", err)
 		}

@@ -113,8 +113,15 @@ func (d *Dispatcher) Lead(ctx context.Context, guard store.Guard) error {
 		results: make(chan result, d.o.MaxInFlight),
 	}
 	defer r.wait()
-	if err := r.load(ctx); err != nil {
-		return err
+	for {
+		err := r.load(ctx)
+		if err == nil {
+			break
+		}
+		d.log.Warn("alerts cannot load their state; retrying", "err", err)
+		if backoff.Sleep(ctx, d.o.Poll) != nil {
+			return nil
+		}
 	}
 	t := time.NewTicker(d.o.Poll)
 	defer t.Stop()
