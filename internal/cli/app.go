@@ -188,6 +188,7 @@ or forbidden; 5 cannot connect.`,
 		a.nodesCommand(),
 		a.tokensCommand(),
 		a.tenantsCommand(),
+		a.alertsCommand(),
 		a.versionCommand(),
 	)
 	return root

@@ -48,6 +48,10 @@ type Server struct {
 	Logs map[string]string
 	// Tokens are the tokens by id, as the API lists them (no secrets).
 	Tokens map[string]Token
+	// AlertRules are the rules as the API answers them; AlertSecrets
+	// their receivers' secrets, by rule.
+	AlertRules   map[string]api.AlertRule
+	AlertSecrets map[string]string
 	// Version is what /v1/status reports.
 	Version string
 	// NoStreaming answers watch=true with 503, as a server behind a
@@ -80,9 +84,12 @@ func New(t testing.TB, now func() time.Time) *Server {
 		Drains:    map[string][]api.DrainStatus{},
 		Logs:      map[string]string{},
 		Tokens:    map[string]Token{},
-		Version:   "v0.0.0-test",
-		now:       now,
-		newEvts:   make(chan struct{}),
+
+		AlertRules:   map[string]api.AlertRule{},
+		AlertSecrets: map[string]string{},
+		Version:      "v0.0.0-test",
+		now:          now,
+		newEvts:      make(chan struct{}),
 	}
 	for _, r := range []string{"dev-1", "dev-2"} {
 		s.Regions[r] = api.Region{Name: r, Endpoint: "127.0.0.1:9090", RegisteredAt: now()}
@@ -161,6 +168,7 @@ func (s *Server) handler() http.Handler {
 
 		"GET /v1/status": s.status,
 	}
+	maps.Copy(routes, s.alertRoutes())
 	for pattern, h := range routes {
 		mux.Handle(pattern, s.endpoint(h))
 	}

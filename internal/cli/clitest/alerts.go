@@ -1,0 +1,52 @@
+package clitest
+
+import (
+	"net/http"
+
+	"github.com/stratahq/strata/internal/api"
+)
+
+// alertRoutes are the alert rules' routes. The fake keeps the secret as
+// the API does (stored, never answered) in Secrets.
+func (s *Server) alertRoutes() map[string]handler {
+	return map[string]handler{
+		"GET /v1/alertrules":           s.listAlertRules,
+		"POST /v1/alertrules":          s.createAlertRule,
+		"GET /v1/alertrules/{name}":    s.getAlertRule,
+		"DELETE /v1/alertrules/{name}": s.deleteAlertRule,
+	}
+}
+
+func (s *Server) listAlertRules(*http.Request) (int, any, error) {
+	return http.StatusOK, list[api.AlertRule]{Items: sortedValues(s.AlertRules)}, nil
+}
+
+func (s *Server) getAlertRule(r *http.Request) (int, any, error) {
+	return named(s.AlertRules, "alert rule", r)
+}
+
+func (s *Server) createAlertRule(r *http.Request) (int, any, error) {
+	var ar api.AlertRule
+	if err := decode(r, &ar); err != nil {
+		return 0, nil, err
+	}
+	if err := ar.Validate(); err != nil {
+		return 0, nil, err
+	}
+	if _, ok := s.AlertRules[ar.Name]; ok {
+		return 0, nil, api.AlreadyExists("alert rule", ar.Name)
+	}
+	s.AlertSecrets[ar.Name] = ar.Receiver.Secret
+	ar.Receiver.HasSecret, ar.Receiver.Secret = ar.Receiver.Secret != "", ""
+	ar.CreatedAt, ar.UpdatedAt, ar.ResourceVersion = s.now(), s.now(), s.version()
+	s.AlertRules[ar.Name] = ar
+	return http.StatusCreated, ar, nil
+}
+
+func (s *Server) deleteAlertRule(r *http.Request) (int, any, error) {
+	code, v, err := named(s.AlertRules, "alert rule", r)
+	if err == nil {
+		delete(s.AlertRules, r.PathValue("name"))
+	}
+	return code, v, err
+}
