@@ -137,8 +137,25 @@ func (s *RuleState) Apply(rule *api.AlertRule, ev *Event, now time.Time) bool {
 	} else if s.queued(a.Key(), StatusFiring) {
 		return changed // the same one-off event again within the window
 	}
-	s.Outbox = append(s.Outbox, a)
+	s.queue(a)
 	return true
+}
+
+// Bounds of a rule's state, which is one etcd value.
+const (
+	// MaxOutbox is the most alerts a rule keeps waiting; past it the
+	// oldest are dropped and counted (a receiver down during a storm).
+	MaxOutbox = 1000
+	// MaxBatch is the most alerts one notification carries.
+	MaxBatch = 200
+)
+
+func (s *RuleState) queue(a Alert) {
+	s.Outbox = append(s.Outbox, a)
+	if over := len(s.Outbox) - MaxOutbox; over > 0 {
+		s.Outbox = slices.Delete(s.Outbox, 0, over)
+		s.Delivery.Dropped += int64(over)
+	}
 }
 
 // resolveFamily resolves the object's active alerts of ev's family that
@@ -161,7 +178,7 @@ func (s *RuleState) resolveFamily(ev *Event, now time.Time) bool {
 			continue
 		}
 		a.Status, a.EndsAt, a.EventID, a.QueuedAt = StatusResolved, ev.Time, ev.ID, now
-		s.Outbox = append(s.Outbox, a)
+		s.queue(a)
 	}
 	return changed
 }
@@ -172,13 +189,13 @@ func (s *RuleState) outboxIndex(key, status string) int {
 	return slices.IndexFunc(s.Outbox, func(a Alert) bool { return a.Key() == key && a.Status == status })
 }
 
-// Ready returns the alerts to send now: the whole outbox once its
-// oldest alert has waited the grouping window, else nil.
+// Ready returns the alerts to send now: the outbox (its oldest MaxBatch)
+// once its oldest alert has waited the grouping window, else nil.
 func (s *RuleState) Ready(window time.Duration, now time.Time) []Alert {
 	if len(s.Outbox) == 0 || now.Sub(s.Outbox[0].QueuedAt) < window {
 		return nil
 	}
-	return slices.Clone(s.Outbox)
+	return slices.Clone(s.Outbox[:min(len(s.Outbox), MaxBatch)])
 }
 
 // Sent removes what a notification carried from the outbox (alerts

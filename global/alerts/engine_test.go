@@ -2,6 +2,7 @@ package alerts
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -203,4 +204,26 @@ func TestBodyFormats(t *testing.T) {
 			t.Fatalf("alert 1: got %+v; want resolved with endsAt", m.Alerts[1])
 		}
 	})
+}
+
+func TestOutboxBounded(t *testing.T) {
+	rule := nodeRule()
+	s := &RuleState{Since: t0}
+	for i := range MaxOutbox + 5 {
+		s.Apply(rule, ev(fmt.Sprintf("%d-0", i+1), "NodeDown", fmt.Sprintf("node/n%d", i), t0), t0)
+	}
+	if v := s.View(); v.Pending != MaxOutbox || v.Dropped != 5 {
+		t.Fatalf("got %+v; want %d pending, 5 dropped", v, MaxOutbox)
+	}
+	if s.Outbox[0].Object != "node/n5" {
+		t.Fatalf("oldest kept: got %s; want node/n5 (the oldest dropped)", s.Outbox[0].Object)
+	}
+	batch := s.Ready(0, t0)
+	if len(batch) != MaxBatch {
+		t.Fatalf("batch: got %d alerts; want %d", len(batch), MaxBatch)
+	}
+	s.Sent(batch, t0)
+	if v := s.View(); v.Pending != MaxOutbox-MaxBatch {
+		t.Fatalf("after one batch: got %d pending; want %d", v.Pending, MaxOutbox-MaxBatch)
+	}
 }
