@@ -47,9 +47,15 @@ func (s *Server) Handler() http.Handler {
 	}
 	a := rest.New(s.authenticate, opts...)
 	a.Handle("GET /v1/nodes", func(r *http.Request) (any, error) {
-		nodes, err := s.listNodes(r.URL.Query().Get("selector"))
-		return rest.List[api.Node]{Items: nodes}, err
-	})
+		limit, after, err := rest.Page(r)
+		if err != nil {
+			return nil, err
+		}
+		// One more than the page says whether another follows.
+		nodes, err := s.listNodes(r.URL.Query().Get("selector"), after, limit+1)
+		page, next := api.Paginate(nodes, func(n api.Node) string { return n.Name }, "", limit)
+		return rest.List[api.Node]{Items: page, Continue: next}, err
+	}, "selector", "limit", "continue")
 	a.Handle("GET /v1/nodes/{name}", func(r *http.Request) (any, error) {
 		return s.getNode(r.PathValue("name"))
 	})
@@ -80,21 +86,24 @@ func (s *Server) Handler() http.Handler {
 		return s.getDrain(r.PathValue("name"))
 	})
 	a.Handle("GET /v1/resources", func(r *http.Request) (any, error) {
-		return rest.List[api.Placement]{Items: s.listResources()}, nil
-	})
+		limit, after, err := rest.Page(r)
+		if err != nil {
+			return nil, err
+		}
+		page, next := api.Paginate(s.listResources(after, limit+1), placementKey, "", limit)
+		return rest.List[api.Placement]{Items: page, Continue: next}, nil
+	}, "limit", "continue")
 	a.Handle("GET /v1/resources/{tenant}/{name}/replicas", func(r *http.Request) (any, error) {
-		reps, err := s.listReplicas(r.PathValue("tenant"), r.PathValue("name"), "")
-		return rest.List[api.Replica]{Items: reps}, err
-	})
+		return s.restReplicas(r, r.PathValue("tenant"), r.PathValue("name"), "")
+	}, "limit", "continue")
 	a.Handle("GET /v1/replicas", func(r *http.Request) (any, error) {
 		node := r.URL.Query().Get("node")
 		if node == "" {
 			return nil, api.Invalid("node", "is required")
 		}
-		reps, err := s.listReplicas("", "", node)
-		return rest.List[api.Replica]{Items: reps}, err
-	})
-	a.Handle("GET /v1/events", s.restEvents)
+		return s.restReplicas(r, "", "", node)
+	}, "node", "limit", "continue")
+	a.Handle("GET /v1/events", s.restEvents, "after", "limit", "object", "tenant")
 	a.Handle("GET /v1/status", func(r *http.Request) (any, error) {
 		return s.Summary()
 	})
@@ -112,6 +121,24 @@ func (s *Server) Handler() http.Handler {
 	}))
 	return a.Handler()
 }
+
+// restReplicas is a page of listReplicas.
+func (s *Server) restReplicas(r *http.Request, tenant, resource, node string) (any, error) {
+	limit, after, err := rest.Page(r)
+	if err != nil {
+		return nil, err
+	}
+	reps, err := s.listReplicas(tenant, resource, node)
+	if err != nil {
+		return nil, err
+	}
+	page, next := api.Paginate(reps, replicaKey, after, limit)
+	return rest.List[api.Replica]{Items: page, Continue: next}, nil
+}
+
+// placementKey is the name of a placement in the region's store, by
+// which placements are sorted and paged.
+func placementKey(p api.Placement) string { return p.Key() }
 
 func (s *Server) restEvents(r *http.Request) (any, error) {
 	limit, err := rest.QueryInt(r, "limit")
