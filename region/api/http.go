@@ -23,23 +23,25 @@ type Event = api.Event
 
 // Handler returns the operator REST API:
 //
-//	GET    /v1/nodes?selector=            nodes with their status
+//	GET    /v1/nodes?selector=&limit=&continue=   nodes with their status
 //	GET    /v1/nodes/{name}
 //	DELETE /v1/nodes/{name}
 //	POST   /v1/nodes/{name}/cordon        CordonRequest (optional)
 //	POST   /v1/nodes/{name}/uncordon
 //	POST   /v1/nodes/{name}/drain         api.DrainRequest (optional)
 //	GET    /v1/nodes/{name}/drain
-//	GET    /v1/resources                  placements, the region's share as status
-//	GET    /v1/resources/{tenant}/{name}/replicas
-//	GET    /v1/replicas?node=
+//	GET    /v1/resources?limit=&continue= placements, the region's share as status
+//	GET    /v1/resources/{tenant}/{name}/replicas?limit=&continue=
+//	GET    /v1/replicas?node=&limit=&continue=
 //	GET    /v1/events?after=&limit=&object=&tenant=
 //	GET    /v1/status
 //	GET    /healthz, /readyz              unauthenticated probes
 //
 // Everything else requires "Authorization: Bearer <token>" (api.token;
-// there is no anonymous mode). Lists are rest.List, errors api.ErrorBody:
-// the edge (internal/rest) is the global tier's too.
+// there is no anonymous mode). Lists are rest.List, paged as the global
+// tier's (rest.Page, api.Paginate); errors are api.ErrorBody; a query
+// parameter a route does not take is refused: the edge (internal/rest) is
+// the global tier's too.
 func (s *Server) Handler() http.Handler {
 	opts := []rest.Option{rest.WithMaxBody(s.maxBody), rest.WithLogger(s.log), rest.WithRealm("strata-region"), rest.WithErrorMapping(apiErr)}
 	if s.audit != nil {
