@@ -33,7 +33,7 @@ type Event = api.Event
 //	GET    /v1/resources?limit=&continue= placements, the region's share as status
 //	GET    /v1/resources/{tenant}/{name}/replicas?limit=&continue=
 //	GET    /v1/replicas?node=&limit=&continue=
-//	GET    /v1/events?after=&limit=&object=&tenant=
+//	GET    /v1/events?after=&continue=&limit=&object=&tenant=
 //	GET    /v1/status
 //	GET    /healthz, /readyz              unauthenticated probes
 //
@@ -105,7 +105,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		return s.restReplicas(r, "", "", node)
 	}, "node", "limit", "continue")
-	a.Handle("GET /v1/events", s.restEvents, "after", "limit", "object", "tenant")
+	a.Handle("GET /v1/events", s.restEvents, "after", "continue", "limit", "object", "tenant")
 	a.Handle("GET /v1/status", func(r *http.Request) (any, error) {
 		return s.Summary()
 	})
@@ -142,18 +142,34 @@ func (s *Server) restReplicas(r *http.Request, tenant, resource, node string) (a
 // which placements are sorted and paged.
 func placementKey(p api.Placement) string { return p.Key() }
 
+// restEvents pages events with a cursor, as the global tier's: after (or
+// continue) is the id of the last event of the previous page, and a full
+// page's continue is its last id, as more may follow at once.
 func (s *Server) restEvents(r *http.Request) (any, error) {
 	limit, err := rest.QueryInt(r, "limit")
 	if err != nil {
 		return nil, err
 	}
 	q := r.URL.Query()
-	evs, err := s.listEvents(r.Context(), q.Get("after"), limit, q.Get("object"), q.Get("tenant"))
+	after := q.Get("after")
+	if c := q.Get("continue"); c != "" {
+		if after != "" && after != c {
+			return nil, api.Invalid("continue", "is another cursor than after; send one")
+		}
+		after = c
+	}
+	evs, err := s.listEvents(r.Context(), after, limit, q.Get("object"), q.Get("tenant"))
+	if err != nil {
+		return nil, err
+	}
 	out := rest.List[Event]{Items: make([]Event, len(evs))}
 	for i, ev := range evs {
 		out.Items[i] = Event(ev)
 	}
-	return out, err
+	if n, _ := api.PageSize(limit); len(evs) > 0 && len(evs) >= n {
+		out.Continue = evs[len(evs)-1].ID
+	}
+	return out, nil
 }
 
 // authenticate checks the bearer token: the region's REST API has one,

@@ -268,6 +268,34 @@ func TestRESTPaging(t *testing.T) {
 		})
 	}
 
+	// Events page with a cursor: after (or continue) is the last id seen,
+	// and a full page's continue is its last id.
+	for _, n := range nodes {
+		e.waitEvent("NodeRegistered", "node/"+n)
+	}
+	type eventPage struct {
+		Items []struct {
+			ID string `json:"id"`
+		} `json:"items"`
+		Continue string `json:"continue"`
+	}
+	ids := func(p eventPage) (out []string) {
+		for _, ev := range p.Items {
+			out = append(out, ev.ID)
+		}
+		return out
+	}
+	var all, first, second eventPage
+	if code := get(t, "/v1/events?limit=1000", &all); code != 200 || len(all.Items) < 5 || all.Continue != "" {
+		t.Fatalf("GET /v1/events?limit=1000: got %d, %d events, continue %q; want 200, 5 or more, none", code, len(all.Items), all.Continue)
+	}
+	want := ids(all)
+	get(t, "/v1/events?limit=2&after="+want[0], &first)
+	get(t, "/v1/events?limit=2&continue="+first.Continue, &second)
+	if got := append(ids(first), ids(second)...); !slices.Equal(got, want[1:5]) || first.Continue != want[2] {
+		t.Errorf("two pages of events after %s: got %v (continue %q); want %v (continue %q)", want[0], got, first.Continue, want[1:5], want[2])
+	}
+
 	// A list without a limit is a page of api.DefaultPageSize; a bad
 	// limit or continue, or a parameter the list does not take, is a 400
 	// that names it.
@@ -279,6 +307,8 @@ func TestRESTPaging(t *testing.T) {
 		{"/v1/nodes?selecter=zone=a", "selecter"},
 		{"/v1/replicas?node=n1&tenant=acme", "tenant"},
 		{"/v1/nodes/n1?verbose=true", "verbose"},
+		{"/v1/events?after=" + want[0] + "&continue=" + want[1], "continue"},
+		{"/v1/events?limit=-2", "limit"},
 	} {
 		var eb api.ErrorBody
 		if code := get(t, tt.path, &eb); code != 400 || eb.Error.Field != tt.field {

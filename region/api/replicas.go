@@ -186,24 +186,17 @@ func (s *Server) Summary() (api.RegionStatus, error) {
 	return st, nil
 }
 
-// Event list bounds.
-const (
-	defaultEventLimit = 100
-	maxEventLimit     = 1000
-)
-
 // listEvents returns events after a cursor, oldest first; without a cursor
 // the newest limit events (what an operator looking at a region wants).
+// limit is as a list's (api.PageSize).
 func (s *Server) listEvents(ctx context.Context, after string, limit int, object, tenant string) ([]events.Event, error) {
-	if limit < 0 {
-		return nil, api.Invalid("limit", "must not be negative")
-	}
-	if limit == 0 {
-		limit = defaultEventLimit
+	limit, err := api.PageSize(limit)
+	if err != nil {
+		return nil, err
 	}
 	evs, err := s.events.Range(ctx, events.Query{
 		After:  after,
-		Limit:  min(limit, maxEventLimit),
+		Limit:  limit,
 		Object: object,
 		Tenant: tenant,
 		Newest: after == "",
