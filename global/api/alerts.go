@@ -168,11 +168,11 @@ func (a *AlertRules) view(it store.Item[api.AlertRule], st *alerts.RuleState) ap
 
 func (h *restHandlers) alertRoutes() []route {
 	return []route{
-		{"POST /v1/alertrules", h.createAlertRule},
-		{"GET /v1/alertrules", h.listAlertRules},
-		{"GET /v1/alertrules/{name}", h.getAlertRule},
-		{"PUT /v1/alertrules/{name}", h.updateAlertRule},
-		{"DELETE /v1/alertrules/{name}", h.deleteAlertRule},
+		{"POST /v1/alertrules", h.createAlertRule, nil},
+		{"GET /v1/alertrules", h.listAlertRules, nil},
+		{"GET /v1/alertrules/{name}", h.getAlertRule, nil},
+		{"PUT /v1/alertrules/{name}", h.updateAlertRule, nil},
+		{"DELETE /v1/alertrules/{name}", h.deleteAlertRule, nil},
 	}
 }
 
