@@ -286,6 +286,20 @@ func adminGlobalSteps(t *testing.T, b *browser, c *procCluster, globalURL string
 		})
 		b.shot("token-revoked")
 	})
+	b.step("the alert rules page", func() {
+		admin := framework.NewClient(globalURL, c.token)
+		admin.Must(t, http.MethodPost, "/v1/alertrules", map[string]any{
+			"name": "nodes", "reasons": []string{"NodeDown"},
+			"receiver": map[string]any{"type": "alertmanager", "url": "http://127.0.0.1:9/hook", "secret": "console-test-secret-0123"},
+		}, http.StatusCreated, nil)
+		b.do(chromedp.Click(chromedp.CSS(`nav a[href="alerts"]`), chromedp.NodeVisible))
+		b.wait(`!!document.querySelector('#alertrules tr[data-rule="nodes"]')`, 20*time.Second)
+		if row := b.text(`#alertrules tr[data-rule="nodes"]`); !strings.Contains(row, "NodeDown") || !strings.Contains(row, "alertmanager") || strings.Contains(row, "console-test-secret") {
+			t.Errorf("the rule's row says %q; want its reason and receiver, not its secret", row)
+		}
+		b.shot("alerts")
+		admin.Must(t, http.MethodDelete, "/v1/alertrules/nodes", nil, http.StatusOK, nil)
+	})
 }
 
 // tenantSteps are the new operator's path: a tenant token made with

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
@@ -227,31 +228,52 @@ func (r *leadRun) syncRules(ctx context.Context, now time.Time) (changed map[str
 	return changed, gone, nil
 }
 
-// read feeds every region's new events to the rules. A region that does
-// not answer keeps its cursor, and is read again next pass.
+// read feeds every region's new events to the rules. The regions are
+// read at once, so a region slow to answer costs one read timeout, not
+// one per region; one that does not answer keeps its cursor, and is read
+// again next pass.
 func (r *leadRun) read(ctx context.Context, now time.Time, changed map[string]bool) bool {
+	regions := r.d.o.Source.Regions()
+	got := make([][]Event, len(regions))
+	var wg sync.WaitGroup
+	for i, region := range regions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = r.readRegion(ctx, region, cmp.Or(r.cursor.Regions[region], "0-0"))
+		}()
+	}
+	wg.Wait()
 	moved := false
-	for _, region := range r.d.o.Source.Regions() {
-		for range r.d.o.ReadPages {
-			after := cmp.Or(r.cursor.Regions[region], "0-0")
-			evs, err := r.d.o.Source.Read(ctx, region, after, r.d.o.ReadLimit)
-			if err != nil {
-				r.d.log.Debug("cannot read a region's events", "region", region, "err", err)
-				break
-			}
-			for i := range evs {
-				r.apply(&evs[i], now, changed)
-			}
-			if len(evs) > 0 {
-				r.cursor.Regions[region] = evs[len(evs)-1].ID
-				moved = true
-			}
-			if len(evs) < r.d.o.ReadLimit {
-				break
-			}
+	for i, evs := range got {
+		for j := range evs {
+			r.apply(&evs[j], now, changed)
+		}
+		if len(evs) > 0 {
+			r.cursor.Regions[regions[i]] = evs[len(evs)-1].ID
+			moved = true
 		}
 	}
 	return moved
+}
+
+// readRegion reads up to ReadPages pages of region's stream after the
+// cursor.
+func (r *leadRun) readRegion(ctx context.Context, region, after string) []Event {
+	var out []Event
+	for range r.d.o.ReadPages {
+		evs, err := r.d.o.Source.Read(ctx, region, after, r.d.o.ReadLimit)
+		if err != nil {
+			r.d.log.Debug("cannot read a region's events", "region", region, "err", err)
+			break
+		}
+		out = append(out, evs...)
+		if len(evs) < r.d.o.ReadLimit {
+			break
+		}
+		after = evs[len(evs)-1].ID
+	}
+	return out
 }
 
 func (r *leadRun) apply(ev *Event, now time.Time, changed map[string]bool) {

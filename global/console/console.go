@@ -3,8 +3,8 @@
 // region's own console, the master and the version; a page per resource
 // (spec, revisions with their differences, placement and replicas per
 // region, events) that scales it, rolls it back, pauses and resumes its
-// rollout and deletes it; and a page where admins create and revoke
-// tokens. Every action is a call of the same REST API stratactl uses,
+// rollout and deletes it; a page where admins create and revoke
+// tokens; and a page of alert rules with their delivery state. Every action is a call of the same REST API stratactl uses,
 // behind a confirmation; the console has no endpoint of its own.
 //
 // Like the region console it is server-rendered page shells and embedded
@@ -18,6 +18,7 @@
 //	GET /console/                         the overview
 //	GET /console/resource?tenant=T&name=N one resource
 //	GET /console/tokens                   the tokens (admins)
+//	GET /console/alerts                   alert rules and their delivery (admins, infra)
 //	GET /console/static/...               CSS, JavaScript, icons
 package console
 
@@ -67,6 +68,7 @@ func Handler(o Options) http.Handler {
 		"":         {Page: "overview", Title: "Overview"},
 		"resource": {Page: "resource", Title: "Resource"},
 		"tokens":   {Page: "tokens", Title: "Tokens"},
+		"alerts":   {Page: "alerts", Title: "Alerts"},
 	}
 	tmpls := make(map[string]*template.Template, len(pages))
 	for _, p := range pages {

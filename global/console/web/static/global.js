@@ -1,5 +1,5 @@
 // Strata global console: the overview of regions and resources, a page
-// per resource that acts on it, and the tokens page. Every action is a
+// per resource that acts on it, the tokens page and the alert rules. Every action is a
 // call of the global REST API (the one stratactl uses), behind a
 // confirmation dialog.
 import {
@@ -527,10 +527,60 @@ function tokensPage() {
   r.now();
 }
 
+// ---- alert rules (admins, infra) ----
+
+function alertsPage() {
+  const alertBox = $('#alert');
+  const body = $('#alertrules tbody');
+  const r = refresher(load, () => REFRESH_MS * 2);
+
+  async function load() {
+    try {
+      const list = await api('/v1/alertrules');
+      clearAlert(alertBox);
+      render(list.items || []);
+      setLive('polling', 'The list refreshes every few seconds', 'Auto-refresh');
+    } catch (e) {
+      if (e.status === 401) return;
+      const msg = e.status === 403 ? 'Only admin and infra tokens see alert rules' : 'The alert rules could not be loaded';
+      showAlert(alertBox, e, msg);
+      body.replaceChildren(h('tr', {}, h('td', { colspan: '9', class: 'detail-empty' }, msg + '.')));
+    }
+  }
+
+  function when(t) {
+    return time(t) ? relTime(t) : h('span', { class: 'muted' }, 'never');
+  }
+
+  function render(items) {
+    $('#alerts-note').textContent = plural(items.length, 'rule');
+    if (!items.length) {
+      body.replaceChildren(h('tr', {}, h('td', { colspan: '9', class: 'detail-empty' }, 'No alert rules: stratactl alerts create NAME --reason NodeDown --url URL.')));
+      return;
+    }
+    body.replaceChildren(...items.map((a) => {
+      const s = a.status || { active: 0, pending: 0, sent: 0, dropped: 0 };
+      return h('tr', { dataset: { rule: a.name } },
+        h('td', { class: 'mono' }, a.name),
+        h('td', {}, (a.reasons || []).join(', ')),
+        h('td', {}, pill(a.receiver.type, 'neutral'), ' ', h('span', { class: 'mono muted' }, a.receiver.url)),
+        h('td', { class: 'num' }, String(s.active)),
+        h('td', { class: 'num' }, s.pending ? pill(String(s.pending), 'warn') : '0'),
+        h('td', { class: 'num' }, String(s.sent)),
+        h('td', { class: 'num' }, s.dropped ? pill(String(s.dropped), 'err') : '0'),
+        h('td', { class: 'time-cell' }, when(s.lastSuccess)),
+        h('td', {}, s.lastError ? h('span', { class: 'tone-err' }, s.lastError) : h('span', { class: 'muted' }, '—')));
+    }));
+  }
+
+  r.now();
+}
+
 start(() => {
   const page = document.body.dataset.page;
   if (page === 'resource') resourcePage();
   else if (page === 'tokens') tokensPage();
+  else if (page === 'alerts') alertsPage();
   else overviewPage();
   document.body.dataset.started = 'true';
 });
