@@ -51,9 +51,13 @@ func (a *Alert) Key() string { return a.Name + "|" + a.Object }
 // RuleState is what the master keeps of one rule in etcd: its firing
 // alerts, its outbox and its delivery state.
 type RuleState struct {
-	Active   map[string]Alert  `json:"active,omitempty"`
-	Outbox   []Alert           `json:"outbox,omitempty"`
-	Delivery api.AlertDelivery `json:"delivery"`
+	Active map[string]Alert `json:"active,omitempty"`
+	Outbox []Alert          `json:"outbox,omitempty"`
+	// Attempted is how many alerts at the head of the outbox a failed
+	// attempt carried: the retry carries the same ones (the same dedupe
+	// key), and the receiver may have seen them.
+	Attempted int               `json:"attempted,omitempty"`
+	Delivery  api.AlertDelivery `json:"delivery"`
 	// Since is when the rule started seeing events: older ones do not
 	// fire it (a new rule does not page for last week).
 	Since time.Time `json:"since"`
@@ -155,6 +159,7 @@ func (s *RuleState) queue(a Alert) {
 	if over := len(s.Outbox) - MaxOutbox; over > 0 {
 		s.Outbox = slices.Delete(s.Outbox, 0, over)
 		s.Delivery.Dropped += int64(over)
+		s.Attempted = max(s.Attempted-over, 0)
 	}
 }
 
@@ -172,7 +177,7 @@ func (s *RuleState) resolveFamily(ev *Event, now time.Time) bool {
 		}
 		delete(s.Active, key)
 		changed = true
-		if i := s.outboxIndex(key, StatusFiring); i >= 0 {
+		if i := s.outboxIndex(key, StatusFiring); i >= s.Attempted {
 			// Never sent: the receiver need not hear of it at all.
 			s.Outbox = slices.Delete(s.Outbox, i, i+1)
 			continue
@@ -189,9 +194,13 @@ func (s *RuleState) outboxIndex(key, status string) int {
 	return slices.IndexFunc(s.Outbox, func(a Alert) bool { return a.Key() == key && a.Status == status })
 }
 
-// Ready returns the alerts to send now: the outbox (its oldest MaxBatch)
-// once its oldest alert has waited the grouping window, else nil.
+// Ready returns the alerts to send now: the ones a failed attempt
+// carried, to retry; else the outbox (its oldest MaxBatch) once its
+// oldest alert has waited the grouping window; else nil.
 func (s *RuleState) Ready(window time.Duration, now time.Time) []Alert {
+	if n := min(s.Attempted, len(s.Outbox)); n > 0 {
+		return slices.Clone(s.Outbox[:n])
+	}
 	if len(s.Outbox) == 0 || now.Sub(s.Outbox[0].QueuedAt) < window {
 		return nil
 	}
@@ -211,6 +220,7 @@ func (s *RuleState) Sent(batch []Alert, at time.Time) {
 func (s *RuleState) Failed(batch []Alert, at time.Time, why string, giveUp bool) {
 	s.Delivery.Attempts++
 	s.Delivery.LastAttempt, s.Delivery.LastError = at, why
+	s.Attempted = len(batch)
 	if giveUp {
 		s.remove(batch)
 		s.Delivery.Dropped += int64(len(batch))
@@ -222,6 +232,7 @@ func (s *RuleState) remove(batch []Alert) {
 	s.Outbox = slices.DeleteFunc(s.Outbox, func(a Alert) bool {
 		return slices.ContainsFunc(batch, func(b Alert) bool { return sameNotice(&a, &b) })
 	})
+	s.Attempted = 0
 }
 
 func sameNotice(a, b *Alert) bool {

@@ -227,3 +227,29 @@ func TestOutboxBounded(t *testing.T) {
 		t.Fatalf("after one batch: got %d pending; want %d", v.Pending, MaxOutbox-MaxBatch)
 	}
 }
+
+// TestRetryCarriesTheSameAlerts: alerts queued after a failed attempt
+// wait for the next notification, so the retry has the same dedupe key;
+// a condition that clears after an attempt is resolved, not withdrawn
+// (the receiver may have seen it).
+func TestRetryCarriesTheSameAlerts(t *testing.T) {
+	rule := nodeRule()
+	s := &RuleState{Since: t0}
+	s.Apply(rule, ev("1-0", "NodeDown", "node/n1", t0), t0)
+	first := s.Ready(0, t0)
+	s.Failed(first, t0, "receiver answered 500", false)
+	s.Apply(rule, ev("2-0", "NodeDown", "node/n2", t0.Add(time.Second)), t0.Add(time.Second))
+	retry := s.Ready(0, t0.Add(2*time.Second))
+	if DedupeKey("nodes", retry) != DedupeKey("nodes", first) || len(retry) != 1 {
+		t.Fatalf("retry: got %+v; want the failed batch again", retry)
+	}
+	s.Apply(rule, ev("3-0", "NodeUp", "node/n1", t0.Add(3*time.Second)), t0.Add(3*time.Second))
+	if v := s.View(); v.Pending != 3 {
+		t.Fatalf("after NodeUp: got %d pending; want 3 (n1 firing, n2 firing, n1 resolved)", v.Pending)
+	}
+	s.Sent(s.Ready(0, t0.Add(4*time.Second)), t0.Add(4*time.Second))
+	next := s.Ready(0, t0.Add(5*time.Second))
+	if len(next) != 2 || next[0].Object != "node/n2" || next[1].Status != StatusResolved {
+		t.Fatalf("after the retry: got %+v; want n2 firing and n1 resolved", next)
+	}
+}
