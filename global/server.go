@@ -227,6 +227,7 @@ func (s *Server) Run(ctx context.Context) error {
 		Source:      alerts.RegionSource{Caches: caches, Clients: pool},
 		Logger:      s.log,
 	})
+	registerAlertMetrics(reg, alerter)
 	s.mu.Lock()
 	s.api, s.ctrl = svc, ctrl
 	s.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
@@ -58,6 +59,16 @@ type Options struct {
 type Dispatcher struct {
 	o   Options
 	log *slog.Logger
+
+	sent, failed, dropped atomic.Uint64
+	pending               atomic.Int64
+}
+
+// Stats are this process's delivery counters, for metrics: posts the
+// receivers took and refused, alerts dropped, and alerts waiting (while
+// this process is the master).
+func (d *Dispatcher) Stats() (sent, failed, dropped uint64, pending int64) {
+	return d.sent.Load(), d.failed.Load(), d.dropped.Load(), d.pending.Load()
 }
 
 // New returns a dispatcher.
@@ -114,6 +125,7 @@ func (d *Dispatcher) Lead(ctx context.Context, guard store.Guard) error {
 		results: make(chan result, d.o.MaxInFlight),
 	}
 	defer r.wait()
+	defer d.pending.Store(0) // no longer the master's to send
 	for {
 		err := r.load(ctx)
 		if err == nil {
@@ -199,7 +211,17 @@ func (r *leadRun) pass(ctx context.Context) error {
 		return err
 	}
 	r.dispatch(ctx, now)
+	r.countPending()
 	return nil
+}
+
+// countPending publishes how many alerts wait, over every rule.
+func (r *leadRun) countPending() {
+	n := 0
+	for _, st := range r.states {
+		n += len(st.Outbox)
+	}
+	r.d.pending.Store(int64(n))
 }
 
 // syncRules reads the rules; a new rule gets a state that sees events
@@ -355,12 +377,18 @@ func (r *leadRun) done(ctx context.Context, res result) error {
 	if !ok {
 		return nil // the rule was deleted meanwhile
 	}
+	defer r.countPending()
 	if res.err == nil {
+		r.d.sent.Add(1)
 		st.Sent(res.batch, res.at)
 		delete(r.retry, res.rule)
 		r.d.log.Info("alert notification sent", "rule", res.rule, "alerts", len(res.batch))
 	} else {
 		giveUp := st.Delivery.Attempts+1 >= r.d.o.MaxAttempts
+		r.d.failed.Add(1)
+		if giveUp {
+			r.d.dropped.Add(uint64(len(res.batch)))
+		}
 		st.Failed(res.batch, res.at, res.err.Error(), giveUp)
 		delay := r.d.o.Backoff.Delay(st.Delivery.Attempts)
 		r.retry[res.rule] = res.at.Add(delay)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,6 +198,22 @@ func TestMasterSendsRegionDownOnceAcrossFailover(t *testing.T) {
 		}
 		if s := r.Status; s == nil || s.Sent != 1 || s.Active != 1 || s.Pending != 0 || s.LastSuccess.IsZero() {
 			return fmt.Errorf("status %+v", r.Status)
+		}
+		return nil
+	})
+
+	// The master's metrics count the refused post and the one taken.
+	waitFor(t, "the master's metrics", 10*time.Second, func() error {
+		resp, err := http.Get("http://" + a.srv.HTTPAddr() + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, want := range []string{`strata_alerts_sent_total{tier="global"} 1`, `strata_alerts_failed_total{tier="global"} 1`, `strata_alerts_pending{tier="global"} 0`} {
+			if !strings.Contains(string(body), want) {
+				return fmt.Errorf("no %q in the metrics", want)
+			}
 		}
 		return nil
 	})
