@@ -21,6 +21,7 @@ type Caches struct {
 	Drains      *store.Cache[api.DrainStatus]
 	Networks    *store.Cache[api.Network]
 	Ports       *store.Cache[api.Port]
+	Policies    *store.Cache[api.NetworkPolicy]
 	Meta        *store.Cache[Epoch]
 
 	// Feeds deliver each cache's changes to subscribers.
@@ -31,6 +32,7 @@ type Caches struct {
 	NodeFeed       store.Feed[api.Node]
 	NodeStatusFeed store.Feed[api.NodeStatus]
 	DrainFeed      store.Feed[api.DrainStatus]
+	PolicyFeed     store.Feed[api.NetworkPolicy]
 }
 
 // NewCaches returns the caches of st; Run fills them.
@@ -45,8 +47,9 @@ func NewCaches(st *State) *Caches {
 	c.Drains = store.NewCache(st.Drains, store.WithOnChange(c.DrainFeed.Publish))
 	c.Networks = store.NewCache(st.Networks)
 	c.Ports = store.NewCache(st.Ports)
+	c.Policies = store.NewCache(st.Policies, store.WithOnChange(c.PolicyFeed.Publish))
 	c.Meta = store.NewCache(st.Meta)
-	c.CacheSet = store.NewCacheSet("region", c.Placements, c.Shares, c.Assignments, c.Statuses, c.Nodes, c.NodeStatus, c.Drains, c.Networks, c.Ports, c.Meta)
+	c.CacheSet = store.NewCacheSet("region", c.Placements, c.Shares, c.Assignments, c.Statuses, c.Nodes, c.NodeStatus, c.Drains, c.Networks, c.Ports, c.Policies, c.Meta)
 	return c
 }
 
