@@ -234,6 +234,10 @@ func TestKernelPolicy(t *testing.T) {
 	pols := []api.NetworkPolicy{{Name: "web", Tenant: "a", Selector: map[string]string{"app": "web"},
 		Ingress: []api.IngressRule{{From: []api.PolicyPeer{{Resources: &api.PeerSelector{MatchLabels: map[string]string{"app": "client"}}}}, Ports: []api.PolicyPort{{Port: 80}}}}}}
 	ctx := context.Background()
+	// Both hosts enforce: host 1 for its own replicas.
+	if _, _, err := hosts[0].plane.ApplyPolicy(ctx, nw, peers, eps, pols); err != nil {
+		t.Fatalf("apply policy on host 1: %v", err)
+	}
 	changed, rs, err := hosts[1].plane.ApplyPolicy(ctx, nw, peers, eps, pols)
 	if err != nil || !changed {
 		t.Fatalf("apply policy: changed %v, %v", changed, err)
