@@ -6,11 +6,13 @@ import (
 	"net"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +52,11 @@ func (k *Netlink) PolicyDigest(table string) (string, bool, error) {
 }
 
 func (k *Netlink) SetPolicy(rs *Ruleset) error {
-	c, err := k.nft()
+	opts := []nftables.ConnOption{nftables.WithSockOptions(largeBuffers)}
+	if k.ns >= 0 {
+		opts = append(opts, nftables.WithNetNSFd(int(k.ns)))
+	}
+	c, err := nftables.New(opts...)
 	if err != nil {
 		return err
 	}
@@ -86,11 +92,41 @@ func (k *Netlink) SetPolicy(rs *Ruleset) error {
 	for _, pc := range rs.Chains {
 		for _, r := range pc.Rules {
 			c.AddRule(&nftables.Rule{Table: t, Chain: chains[pc.Name], Exprs: ruleExprs(rs, sets, r),
-				UserData: userdata.AppendString(nil, userdata.TypeComment, r.Comment)})
+				UserData: userdata.AppendString(nil, userdata.TypeComment, clipComment(r.Comment))})
 		}
 	}
 	// One transaction: the old table and the new one swap at once.
 	return c.Flush()
+}
+
+// batchBuffer bounds one transaction: a ruleset of 10,000 addresses and
+// 1,000 policies is about a megabyte, and an acknowledgement comes back
+// for each of its messages.
+const batchBuffer = 64 << 20
+
+// largeBuffers lets one transaction be as large as batchBuffer: the whole
+// ruleset goes in one sendmsg, which the socket's default send buffer
+// (net.core.wmem_default) refuses past a few hundred kilobytes. As root
+// the buffers are forced past the sysctl limits, as nft does.
+func largeBuffers(c *netlink.Conn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		for _, opt := range []int{unix.SO_SNDBUFFORCE, unix.SO_RCVBUFFORCE} {
+			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, batchBuffer); e != nil {
+				serr = e
+			}
+		}
+	})
+	if serr != nil {
+		// Not root (CAP_NET_ADMIN without the force): the sysctl limits.
+		_ = c.SetWriteBuffer(batchBuffer)
+		_ = c.SetReadBuffer(batchBuffer)
+	}
+	return err
 }
 
 // addSet adds an address set with its elements, in chunks.
@@ -169,6 +205,22 @@ func addBaseRules(c *nftables.Conn, t *nftables.Table, base *nftables.Chain, gat
 		}
 		c.AddRule(&nftables.Rule{Table: t, Chain: base, Exprs: e, UserData: userdata.AppendString(nil, userdata.TypeComment, comment)})
 	}
+}
+
+// maxComment is the longest comment the kernel keeps with a rule
+// (NFT_USERDATA_MAXLEN, with the string's NUL): a longer one is ERANGE.
+const maxComment = 255
+
+// clipComment cuts c to maxComment bytes, at a rune boundary.
+func clipComment(c string) string {
+	if len(c) <= maxComment {
+		return c
+	}
+	c = c[:maxComment-3]
+	for !utf8.ValidString(c) {
+		c = c[:len(c)-1]
+	}
+	return c + "..."
 }
 
 // saddr loads the source address into register 1.

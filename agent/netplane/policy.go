@@ -219,7 +219,11 @@ func (c *compiler) chainOf(e Endpoint, eps []Endpoint, pols []api.NetworkPolicy)
 		for _, p := range sel {
 			ch.Rules = append(ch.Rules, c.policyRules(p, tenantSet, eps)...)
 		}
-		ch.Rules = append(ch.Rules, PolicyRule{Verdict: VerdictDrop, Comment: "selected by " + e.Tenant + "/" + strings.Join(names, ",") + ": nothing else"})
+		by := e.Tenant + "/" + names[0]
+		if len(names) > 1 {
+			by += fmt.Sprintf(" and %d more", len(names)-1)
+		}
+		ch.Rules = append(ch.Rules, PolicyRule{Verdict: VerdictDrop, Comment: "selected by " + by + ": nothing else"})
 	}
 	c.chains[key] = ch.Name
 	c.rs.Chains = append(c.rs.Chains, ch)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/simhost"
@@ -293,5 +295,51 @@ func TestKernelPolicy(t *testing.T) {
 	}
 	if canDial(bRemote, "10.97.2.2:80") {
 		t.Error("b → a's web once no policy selects it: reached; want refused (tenants isolated)")
+	}
+}
+
+// TestKernelPolicyLarge programs 1,000 policies selecting one replica,
+// each admitting 10 addresses, in one transaction (larger than a
+// netlink socket's default buffer; the selected replica's drop rule
+// names the policies in a comment the kernel bounds), and applies it
+// again from a new Plane: nothing to change.
+func TestKernelPolicyLarge(t *testing.T) {
+	_, hosts := newKernelHosts(t, 1)
+	nw := Network{Subnet: netip.MustParsePrefix("10.0.0.0/8"), Backend: api.BackendVXLAN, VNI: 44}
+	peers := peersOf(hosts)
+	applyAll(t, nw, hosts, peers)
+	eps := []Endpoint{ep("s", "10.97.1.2", "t", "n1", map[string]string{"role": "server"})}
+	var pols []api.NetworkPolicy
+	n := 0
+	for i := range 1000 {
+		peer := fmt.Sprint(i)
+		for range 10 {
+			n++
+			eps = append(eps, Endpoint{ID: fmt.Sprint("r", n), Addr: netip.AddrFrom4([4]byte{10, byte(100 + n>>16), byte(n >> 8), byte(n)}), Tenant: "t", Node: "x", Labels: map[string]string{"peer": peer}})
+		}
+		pols = append(pols, api.NetworkPolicy{Name: "p" + peer, Tenant: "t", Selector: map[string]string{"role": "server"},
+			Ingress: []api.IngressRule{{From: []api.PolicyPeer{{Resources: &api.PeerSelector{MatchLabels: map[string]string{"peer": peer}}}}, Ports: []api.PolicyPort{{Port: 5001}}}}})
+	}
+	ctx := context.Background()
+	changed, rs, err := hosts[0].plane.ApplyPolicy(ctx, nw, peers, eps, pols)
+	if err != nil || !changed {
+		t.Fatalf("apply 1,000 policies: changed %v, %v", changed, err)
+	}
+	if rs.Elements() < 20000 || rs.Rules() < 1000 {
+		t.Fatalf("ruleset: %d rules, %d elements; want the 1,000 policies' rules and their addresses", rs.Rules(), rs.Elements())
+	}
+	if changed, _, err := New(hosts[0].k, hosts[0].plane.Host(), nil).ApplyPolicy(ctx, nw, peers, eps, pols); err != nil || changed {
+		t.Fatalf("apply again from a new Plane: changed %v, %v; want nothing to change", changed, err)
+	}
+}
+
+func TestClipComment(t *testing.T) {
+	long := strings.Repeat("é", 200)
+	got := clipComment(long)
+	if len(got) > maxComment || !utf8.ValidString(got) || !strings.HasSuffix(got, "...") {
+		t.Errorf("clipComment of %d bytes: %d bytes, valid %v; want at most %d, valid UTF-8, ending ...", len(long), len(got), utf8.ValidString(got), maxComment)
+	}
+	if clipComment("short") != "short" {
+		t.Error("a short comment changed")
 	}
 }
