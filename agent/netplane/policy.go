@@ -162,6 +162,53 @@ type compiler struct {
 	setByID map[string]string // content key -> set name
 	tenant  map[string]string // tenant -> its replicas' set
 	chains  map[string]string // chain key -> chain name
+	// byLabel indexes the endpoints (with addresses) by tenant and
+	// label, and byTenant by tenant, so that a peer's selector costs
+	// its matches, not every replica.
+	byLabel  map[string][]Endpoint
+	byTenant map[string][]Endpoint
+}
+
+// index fills byLabel and byTenant from eps.
+func (c *compiler) index(eps []Endpoint) {
+	c.byLabel, c.byTenant = map[string][]Endpoint{}, map[string][]Endpoint{}
+	for _, e := range eps {
+		if !e.Addr.IsValid() {
+			continue
+		}
+		c.byTenant[e.Tenant] = append(c.byTenant[e.Tenant], e)
+		for k, v := range e.Labels {
+			key := labelKey(e.Tenant, k, v)
+			c.byLabel[key] = append(c.byLabel[key], e)
+		}
+	}
+}
+
+func labelKey(tenant, k, v string) string { return tenant + "\x00" + k + "=" + v }
+
+// matching returns the tenant's endpoints whose labels hold every one of
+// match: the fewest candidates of one label, checked for the others.
+func (c *compiler) matching(tenant string, match map[string]string) []Endpoint {
+	cands := c.byTenant[tenant]
+	for k, v := range match {
+		if l := c.byLabel[labelKey(tenant, k, v)]; len(l) < len(cands) {
+			cands = l
+		}
+	}
+	var out []Endpoint
+	for _, e := range cands {
+		ok := true
+		for k, v := range match {
+			if got, has := e.Labels[k]; !has || got != v {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // CompilePolicy compiles in into a Ruleset. The result depends only on
@@ -171,6 +218,7 @@ func CompilePolicy(in PolicyInput) *Ruleset {
 	c.rs = Ruleset{Table: in.Table, Subnet: in.Subnet.Masked()}
 	eps := slices.Clone(in.Endpoints)
 	slices.SortFunc(eps, func(a, b Endpoint) int { return cmp.Or(a.Addr.Compare(b.Addr), strings.Compare(a.ID, b.ID)) })
+	c.index(eps)
 	pols := slices.Clone(in.Policies)
 	slices.SortFunc(pols, func(a, b api.NetworkPolicy) int { return strings.Compare(a.Key(), b.Key()) })
 
@@ -185,14 +233,14 @@ func CompilePolicy(in PolicyInput) *Ruleset {
 			continue
 		}
 		seen[e.Addr] = true
-		c.rs.Local = append(c.rs.Local, LocalReplica{Addr: e.Addr, Chain: c.chainOf(e, eps, pols)})
+		c.rs.Local = append(c.rs.Local, LocalReplica{Addr: e.Addr, Chain: c.chainOf(e, pols)})
 	}
 	return &c.rs
 }
 
 // chainOf returns the chain of local replica e: its tenant's, or the one
 // of the policies that select it, built on first use.
-func (c *compiler) chainOf(e Endpoint, eps []Endpoint, pols []api.NetworkPolicy) string {
+func (c *compiler) chainOf(e Endpoint, pols []api.NetworkPolicy) string {
 	var sel []*api.NetworkPolicy
 	var names []string
 	for i := range pols {
@@ -208,7 +256,7 @@ func (c *compiler) chainOf(e Endpoint, eps []Endpoint, pols []api.NetworkPolicy)
 	if name, ok := c.chains[key]; ok {
 		return name
 	}
-	tenantSet := c.tenantSet(e.Tenant, eps)
+	tenantSet := c.tenantSet(e.Tenant)
 	guard := PolicyRule{ForeignTenant: tenantSet, Verdict: VerdictDrop, Comment: "drop other tenants than " + e.Tenant}
 	ch := PolicyChain{Rules: []PolicyRule{guard}}
 	if len(sel) == 0 {
@@ -217,7 +265,7 @@ func (c *compiler) chainOf(e Endpoint, eps []Endpoint, pols []api.NetworkPolicy)
 	} else {
 		ch.Name = fmt.Sprintf("select-%d", len(c.chains))
 		for _, p := range sel {
-			ch.Rules = append(ch.Rules, c.policyRules(p, tenantSet, eps)...)
+			ch.Rules = append(ch.Rules, c.policyRules(p, tenantSet)...)
 		}
 		by := e.Tenant + "/" + names[0]
 		if len(names) > 1 {
@@ -231,15 +279,13 @@ func (c *compiler) chainOf(e Endpoint, eps []Endpoint, pols []api.NetworkPolicy)
 }
 
 // tenantSet names the set of tenant's replicas, built on first use.
-func (c *compiler) tenantSet(tenant string, eps []Endpoint) string {
+func (c *compiler) tenantSet(tenant string) string {
 	if name, ok := c.tenant[tenant]; ok {
 		return name
 	}
 	var addrs []netip.Addr
-	for _, e := range eps {
-		if e.Tenant == tenant && e.Addr.IsValid() {
-			addrs = append(addrs, e.Addr)
-		}
+	for _, e := range c.byTenant[tenant] {
+		addrs = append(addrs, e.Addr)
 	}
 	name := fmt.Sprintf("tenant-%d", len(c.tenant))
 	c.tenant[tenant] = name
@@ -250,7 +296,7 @@ func (c *compiler) tenantSet(tenant string, eps []Endpoint) string {
 // policyRules are the accept rules of p: for each ingress rule, each of
 // its peers (all sources of the tenant and outside the cluster without
 // any) times each of its ports (every port without any).
-func (c *compiler) policyRules(p *api.NetworkPolicy, tenantSet string, eps []Endpoint) []PolicyRule {
+func (c *compiler) policyRules(p *api.NetworkPolicy, tenantSet string) []PolicyRule {
 	var out []PolicyRule
 	for i, r := range p.Ingress {
 		where := fmt.Sprintf("%s/%s ingress[%d]", p.Tenant, p.Name, i)
@@ -259,7 +305,7 @@ func (c *compiler) policyRules(p *api.NetworkPolicy, tenantSet string, eps []End
 			srcs = []PolicyRule{{SrcSet: tenantSet}, {OutsideCluster: true}}
 		}
 		for _, peer := range r.From {
-			srcs = append(srcs, PolicyRule{SrcSet: c.peerSet(p.Tenant, peer, eps)})
+			srcs = append(srcs, PolicyRule{SrcSet: c.peerSet(p.Tenant, peer)})
 		}
 		ports := r.Ports
 		if len(ports) == 0 {
@@ -281,16 +327,14 @@ func (c *compiler) policyRules(p *api.NetworkPolicy, tenantSet string, eps []End
 
 // peerSet names the set of a peer's addresses: the tenant's replicas
 // its selector matches, or its IP block less the exceptions.
-func (c *compiler) peerSet(tenant string, peer api.PolicyPeer, eps []Endpoint) string {
+func (c *compiler) peerSet(tenant string, peer api.PolicyPeer) string {
 	var key string
 	var set AddrSet
 	if peer.Resources != nil {
 		key = "resources " + tenant + " " + api.SelectorFromMap(peer.Resources.MatchLabels).String()
 		var addrs []netip.Addr
-		for _, e := range eps {
-			if e.Tenant == tenant && e.Addr.IsValid() && peer.Resources.Matches(e.Labels) {
-				addrs = append(addrs, e.Addr)
-			}
+		for _, e := range c.matching(tenant, peer.Resources.MatchLabels) {
+			addrs = append(addrs, e.Addr)
 		}
 		set.Ranges = singles(addrs)
 	} else {
