@@ -46,6 +46,7 @@ func TestOverview(t *testing.T) {
 	for _, tc := range []struct{ path, page, want string }{
 		{"/console/resource?tenant=acme&name=web", "resource", `id="revisions"`},
 		{"/console/tokens", "tokens", `data-action="create-token"`},
+		{"/console/policies", "policies", `id="policies"`},
 	} {
 		resp, body := get(tc.path)
 		if resp.StatusCode != http.StatusOK {
