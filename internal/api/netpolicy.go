@@ -98,9 +98,9 @@ type PolicyRegionStatus struct {
 
 // Policy limits.
 const (
-	MaxPolicyRules = 64
-	MaxPolicyPeers = 64
-	MaxPolicyPorts = 64
+	MaxPolicyRules  = 64
+	MaxPolicyPeers  = 64
+	MaxPolicyPorts  = 64
 	MaxPolicyExcept = 64
 )
 

@@ -213,49 +213,16 @@ func sameEndpoint(a, b *agentv1.NetworkEndpoint) bool {
 // the view again and sends the difference, until ctx is done or send
 // fails.
 func (s *Server) followPolicies(ctx context.Context, node string, sent policyView, window time.Duration, send func(*agentv1.NetworkBatch) error) error {
-	var mu sync.Mutex
-	tenants := sent.tenants
-	concerns := func(tenant, on string) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return on == node || tenants[tenant]
-	}
-	kick := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case kick <- struct{}{}:
-		default:
-		}
-	}
-	unsubA := s.caches.AssignmentFeed.Subscribe(func(changes []store.Change[api.Assignment]) {
-		for _, c := range changes {
-			for _, it := range []*store.Item[api.Assignment]{c.Old, c.New} {
-				if it != nil && concerns(it.Value.Tenant, it.Value.Node) {
-					poke()
-					return
-				}
-			}
-		}
-	})
-	defer unsubA()
-	unsubP := s.caches.PolicyFeed.Subscribe(func(changes []store.Change[api.NetworkPolicy]) {
-		for _, c := range changes {
-			tenant, _, _ := strings.Cut(c.Name, "/")
-			if concerns(tenant, "") {
-				poke()
-				return
-			}
-		}
-	})
-	defer unsubP()
+	w := s.watchPolicyView(node, sent.tenants)
+	defer w.stop()
 	// What changed between the snapshot and the subscriptions is found
 	// by a first look.
-	poke()
+	w.poke()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-kick:
+		case <-w.kick:
 		}
 		select {
 		case <-ctx.Done():
@@ -270,8 +237,62 @@ func (s *Server) followPolicies(ctx context.Context, node string, sent policyVie
 			}
 		}
 		sent = next
-		mu.Lock()
-		tenants = next.tenants
-		mu.Unlock()
+		w.setTenants(next.tenants)
+	}
+}
+
+// viewWatch signals (kick) the changes of assignments and policies that
+// may change one node's policy view: those on the node, and those of the
+// tenants it has replicas of.
+type viewWatch struct {
+	node string
+	kick chan struct{}
+	stop func()
+
+	mu      sync.Mutex
+	tenants map[string]bool
+}
+
+func (s *Server) watchPolicyView(node string, tenants map[string]bool) *viewWatch {
+	w := &viewWatch{node: node, kick: make(chan struct{}, 1), tenants: tenants}
+	unsubA := s.caches.AssignmentFeed.Subscribe(func(changes []store.Change[api.Assignment]) {
+		for _, c := range changes {
+			for _, it := range []*store.Item[api.Assignment]{c.Old, c.New} {
+				if it != nil && w.concerns(it.Value.Tenant, it.Value.Node) {
+					w.poke()
+					return
+				}
+			}
+		}
+	})
+	unsubP := s.caches.PolicyFeed.Subscribe(func(changes []store.Change[api.NetworkPolicy]) {
+		for _, c := range changes {
+			tenant, _, _ := strings.Cut(c.Name, "/")
+			if w.concerns(tenant, "") {
+				w.poke()
+				return
+			}
+		}
+	})
+	w.stop = func() { unsubA(); unsubP() }
+	return w
+}
+
+func (w *viewWatch) concerns(tenant, node string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return node == w.node || w.tenants[tenant]
+}
+
+func (w *viewWatch) setTenants(t map[string]bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tenants = t
+}
+
+func (w *viewWatch) poke() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
 	}
 }
