@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -302,8 +303,10 @@ func (a *Agent) applyNetwork(ctx context.Context, v *netView) {
 	if ctx.Err() != nil {
 		return
 	}
-	if err == nil {
-		err = a.applyPolicy(ctx, v, list)
+	// Isolation does not wait for the routes: a host that failed to
+	// route to one node still enforces what it can.
+	if !errors.Is(err, netplane.ErrNoBlock) {
+		err = errors.Join(err, a.applyPolicy(ctx, v, list))
 	}
 	took := time.Since(start)
 	switch {

@@ -113,12 +113,6 @@ func (p *NetworkPolicy) Selects(tenant string, labels map[string]string) bool {
 	return tenant == p.Tenant && SelectorFromMap(p.Selector).Matches(labels)
 }
 
-// Matches reports whether a replica with labels is one of the peer's
-// resources (false for an IP block).
-func (s *PeerSelector) Matches(labels map[string]string) bool {
-	return s != nil && SelectorFromMap(s.MatchLabels).Matches(labels)
-}
-
 // Validate checks a policy; the tenant and the server's fields are the
 // server's.
 func (p *NetworkPolicy) Validate() error {
