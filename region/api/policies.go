@@ -13,6 +13,7 @@ import (
 	"github.com/stratahq/strata/internal/store"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
+	"github.com/stratahq/strata/region/state"
 )
 
 // syncPolicies makes the region's policies the set ps, which the master
@@ -101,7 +102,7 @@ func (s *Server) policyStatus(ctx context.Context, tenant string) ([]*regionv1.P
 	if len(pols) == 0 {
 		return nil, nil
 	}
-	eps := endpointsOf(s.caches.Assignments.List(), map[string]bool{tenant: true})
+	eps := endpointsOf(s.caches.Assignments.ByIndex(state.AssignmentsByTenant, tenant, "", "", 0, nil), map[string]bool{tenant: true})
 	out := make([]*regionv1.PolicyRegionStatus, 0, len(pols))
 	for _, it := range pols {
 		p := it.Value
@@ -147,15 +148,14 @@ type policyView struct {
 
 // policyViewOf computes node's policyView from the caches.
 func (s *Server) policyViewOf(node string) policyView {
-	as := s.caches.Assignments.List()
-	v := policyView{tenants: map[string]bool{}, policies: map[string][]byte{}}
-	for _, it := range as {
-		if a := it.Value; a.Node == node && hasAddress(a) {
+	v := policyView{tenants: map[string]bool{}, policies: map[string][]byte{}, endpoints: map[string]*agentv1.NetworkEndpoint{}}
+	for _, it := range s.caches.Assignments.ByIndex(state.AssignmentsByNode, node, "", "", 0, nil) {
+		if a := it.Value; hasAddress(a) {
 			v.tenants[a.Tenant] = true
 		}
 	}
-	v.endpoints = endpointsOf(as, v.tenants)
 	for t := range v.tenants {
+		maps.Copy(v.endpoints, endpointsOf(s.caches.Assignments.ByIndex(state.AssignmentsByTenant, t, "", "", 0, nil), v.tenants))
 		for _, it := range s.caches.Policies.ListPrefix(t + "/") {
 			b, err := json.Marshal(it.Value)
 			if err == nil {

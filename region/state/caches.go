@@ -40,7 +40,8 @@ func NewCaches(st *State) *Caches {
 	c := &Caches{}
 	c.Placements = store.NewCache(st.Placements, store.WithOnChange(c.PlacementFeed.Publish))
 	c.Shares = store.NewCache(st.Shares, store.WithOnChange(c.ShareFeed.Publish))
-	c.Assignments = store.NewCache(st.Assignments, store.WithOnChange(c.AssignmentFeed.Publish))
+	c.Assignments = store.NewCache(st.Assignments, store.WithOnChange(c.AssignmentFeed.Publish),
+		store.WithIndex(AssignmentsByNode, assignmentNode), store.WithIndex(AssignmentsByTenant, assignmentTenant))
 	c.Statuses = store.NewCache(st.Statuses, store.WithOnChange(c.StatusFeed.Publish))
 	c.Nodes = store.NewCache(st.Nodes, store.WithOnChange(c.NodeFeed.Publish))
 	c.NodeStatus = store.NewCache(st.NodeStatus, store.WithOnChange(c.NodeStatusFeed.Publish))
@@ -91,3 +92,21 @@ func (c *Caches) DefaultNetwork() (*api.Network, bool) {
 	}
 	return nil, false
 }
+
+// Indexes of the Assignments cache: by node (placed replicas) and by
+// tenant, so that what one node's host needs of the tenants it runs
+// (the network stream's policy view) costs those tenants' replicas, not
+// the region's.
+const (
+	AssignmentsByNode   = "node"
+	AssignmentsByTenant = "tenant"
+)
+
+func assignmentNode(_ string, a *api.Assignment) []string {
+	if a.Node == "" {
+		return nil
+	}
+	return []string{a.Node}
+}
+
+func assignmentTenant(_ string, a *api.Assignment) []string { return []string{a.Tenant} }
