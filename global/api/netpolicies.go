@@ -68,6 +68,12 @@ func (n *NetworkPolicies) Create(ctx context.Context, tenant string, in api.Netw
 	if err := in.Validate(); err != nil {
 		return api.NetworkPolicy{}, err
 	}
+	if err := caught(ctx, n.cache, &n.wrote); err != nil {
+		return api.NetworkPolicy{}, err
+	}
+	if have := len(n.cache.ListPrefix(tenant + "/")); have >= api.MaxPoliciesPerTenant {
+		return api.NetworkPolicy{}, fmt.Errorf("%w: tenant %s has %d network policies, the most a tenant may have", api.ErrQuotaExceeded, tenant, have)
+	}
 	if in.UID, err = randomHex(16); err != nil {
 		return api.NetworkPolicy{}, err
 	}

@@ -96,8 +96,12 @@ type PolicyRegionStatus struct {
 	Nodes    int `json:"nodes"`
 }
 
-// Policy limits.
+// Policy limits. MaxPoliciesPerTenant bounds what one tenant makes every
+// host running its replicas enforce (checked against the API's cache: a
+// burst of concurrent creates may pass it by a few).
 const (
+	MaxPoliciesPerTenant = 2000
+
 	MaxPolicyRules  = 64
 	MaxPolicyPeers  = 64
 	MaxPolicyPorts  = 64
