@@ -122,7 +122,7 @@ func (c *Client) DeleteFlavor(ctx context.Context, name string) (api.Flavor, err
 
 // ListPolicies returns the tenant's network policies.
 func (c *Client) ListPolicies(ctx context.Context) ([]api.NetworkPolicy, error) {
-	return items[api.NetworkPolicy](ctx, c, request{method: http.MethodGet, path: "/v1/networkpolicies", query: c.tenantQuery()})
+	return whole[api.NetworkPolicy](ctx, c, request{method: http.MethodGet, path: "/v1/networkpolicies", query: c.tenantQuery()})
 }
 
 // GetPolicy returns a network policy with its status.
