@@ -103,6 +103,9 @@ type hostCluster struct {
 	// seg and host are the simulated hosts (hostClusterOpts.hosts).
 	seg  *simhost.Segment
 	host map[string]*simhost.Host
+	// tenants are the tenants besides the caller's that the test put
+	// resources in (deleteAll deletes theirs too).
+	tenants []string
 }
 
 func hostRandom(t *testing.T) string {
@@ -501,23 +504,25 @@ func (c *hostCluster) deleteAll(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for _, usersOnly := range []bool{true, false} {
 		for {
-			var list struct{ Items []api.Resource }
-			if _, err := c.global.Get("/v1/resources", &list); err != nil {
-				return err
-			}
 			var left []string
-			for _, r := range list.Items {
-				if usersOnly && r.Kind != api.KindCompute && r.Kind != api.KindLoadbalancer {
-					continue
+			for _, q := range c.tenantQueries() {
+				var list struct{ Items []api.Resource }
+				if _, err := c.global.Get("/v1/resources"+q, &list); err != nil {
+					return err
 				}
-				left = append(left, r.Name)
-				if r.DeletionRequestedAt == nil {
-					resp, err := c.global.Do(context.Background(), http.MethodDelete, "/v1/resources/"+r.Name, nil)
-					if err != nil {
-						return err
+				for _, r := range list.Items {
+					if usersOnly && r.Kind != api.KindCompute && r.Kind != api.KindLoadbalancer {
+						continue
 					}
-					if resp.Status != http.StatusAccepted && resp.Status != http.StatusNotFound {
-						return fmt.Errorf("DELETE %s: %d %s", r.Name, resp.Status, resp.Body)
+					left = append(left, r.Tenant+"/"+r.Name)
+					if r.DeletionRequestedAt == nil {
+						resp, err := c.global.Do(context.Background(), http.MethodDelete, "/v1/resources/"+r.Name+q, nil)
+						if err != nil {
+							return err
+						}
+						if resp.Status != http.StatusAccepted && resp.Status != http.StatusNotFound {
+							return fmt.Errorf("DELETE %s: %d %s", r.Name, resp.Status, resp.Body)
+						}
 					}
 				}
 			}
@@ -540,6 +545,16 @@ func (c *hostCluster) deleteAll(timeout time.Duration) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// tenantQueries are the query strings of the tenants the test used:
+// the caller's ("") and each of tenants.
+func (c *hostCluster) tenantQueries() []string {
+	out := []string{""}
+	for _, t := range c.tenants {
+		out = append(out, "?tenant="+t)
+	}
+	return out
 }
 
 // regionReplicas lists the replicas the region has assigned, node by node

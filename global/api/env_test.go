@@ -456,3 +456,9 @@ func (f *fakeRegion) ListReplicas(_ context.Context, req *regionv1.ListReplicasR
 	}
 	return resp, nil
 }
+
+// PolicyStatus answers that the region holds generation 1 of the
+// policy "web-only", selecting one replica on one node.
+func (f *fakeRegion) PolicyStatus(_ context.Context, req *regionv1.PolicyStatusRequest) (*regionv1.PolicyStatusResponse, error) {
+	return &regionv1.PolicyStatusResponse{Items: []*regionv1.PolicyRegionStatus{{Name: "web-only", ObservedGeneration: 1, Replicas: 1, Nodes: 1}}}, nil
+}

@@ -141,6 +141,13 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/alertrules/nodes", nil))
 	e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/alertrules/nodes", `{"reasons":["NodeDown"],"receiver":{"type":"alertmanager","url":"https://hooks.example.com/a"}}`, ifMatch(rule)))
 	e.must(t, http.StatusOK, e.do(t, "DELETE", "/v1/alertrules/nodes", nil))
+	// Network policies.
+	pol := e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/networkpolicies", `{"name":"web-only","selector":{"app":"web"},"ingress":[{"from":[{"resources":{"matchLabels":{"app":"lb"}}},{"ipBlock":{"cidr":"192.168.0.0/16","except":["192.168.1.0/24"]}}],"ports":[{"protocol":"tcp","port":80},{"protocol":"udp","port":5000,"endPort":5010}]}]}`))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/networkpolicies", nil))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/networkpolicies/web-only?tenant=default", nil))
+	pol2 := e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/networkpolicies/web-only", `{"selector":{"app":"web"},"ingress":[]}`, ifMatch(pol)))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/networkpolicies", `{"name":"tmp"}`))
+	e.must(t, http.StatusOK, e.do(t, "DELETE", "/v1/networkpolicies/tmp", nil))
 
 	// Regions, nodes, events, tokens, status, probes.
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/regions", nil))
@@ -178,8 +185,14 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 		e.must(t, http.StatusUnsupportedMediaType, e.do(t, "POST", "/v1/flavors", `{}`, withHeader("Content-Type", "text/plain")))
 		e.must(t, http.StatusRequestEntityTooLarge, e.do(t, "POST", "/v1/resources", `{"name":"`+strings.Repeat("x", 2<<20)+`"}`))
 		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/resources/web/logs", nil)) // no replicas in the fake region
+		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/networkpolicies", `{"name":"p","ingress":[{"from":[{}],"ports":[{"protocol":"icmp","port":70000}]}]}`))
+		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/networkpolicies", `{"name":"p","ingress":[{"from":[{"ipBlock":{"cidr":"10.0.0.1/8"}}]}]}`))
+		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/networkpolicies/nothing", nil))
+		e.must(t, http.StatusConflict, e.do(t, "PUT", "/v1/networkpolicies/web-only", `{"selector":{}}`, ifMatch(pol)))
+		e.must(t, http.StatusConflict, e.do(t, "POST", "/v1/networkpolicies", `{"name":"web-only"}`))
 	})
 	_ = web2
+	_ = pol2
 
 	if len(exchanges) < 50 {
 		t.Fatalf("recorded %d exchanges; want the whole set", len(exchanges))

@@ -122,6 +122,7 @@ type Server struct {
 	events    *Events
 	tokens    *Tokens
 	tenants   *Tenants
+	policies  *NetworkPolicies
 
 	st      *state.State
 	caches  *state.Caches
@@ -176,6 +177,7 @@ func New(o Options) (*Server, error) {
 	s.nodes = &Nodes{fan: fan}
 	s.replicas = &Replicas{fan: fan, resources: s.resources}
 	s.tokens = &Tokens{tokens: st.Tokens, cache: c.Tokens, log: log}
+	s.policies = &NetworkPolicies{st: st, cache: c.Policies, fan: fan}
 	return s, nil
 }
 
@@ -212,6 +214,9 @@ func (s *Server) Tokens() *Tokens { return s.tokens }
 // Tenants are the tenants' records (quotas) and usage.
 func (s *Server) Tenants() *Tenants { return s.tenants }
 
+// NetworkPolicies are the tenants' network policies.
+func (s *Server) NetworkPolicies() *NetworkPolicies { return s.policies }
+
 // Run keeps the Server's own caches current until ctx is done, then
 // returns ctx.Err(). Shared caches (Options.Caches) are their owner's to
 // run: a cache runs once.
@@ -239,6 +244,7 @@ func (s *Server) Ready(ctx context.Context) error {
 		{"tokens", c.Tokens.Synced()},
 		{"tenants", c.Tenants.Synced()},
 		{"admissions", c.Admissions.Synced()},
+		{"netpolicies", c.Policies.Synced()},
 	}
 	for _, c := range caches {
 		select {

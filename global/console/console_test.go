@@ -47,6 +47,7 @@ func TestOverview(t *testing.T) {
 		{"/console/resource?tenant=acme&name=web", "resource", `id="revisions"`},
 		{"/console/tokens", "tokens", `data-action="create-token"`},
 		{"/console/alerts", "alerts", `id="alertrules"`},
+		{"/console/policies", "policies", `id="policies"`},
 	} {
 		resp, body := get(tc.path)
 		if resp.StatusCode != http.StatusOK {

@@ -121,6 +121,12 @@ func (a *App) deleteOne(ctx context.Context, c *client.Client, typ objType, name
 			fmt.Fprintf(a.io.Out, "flavor/%s deleted\n", name)
 		}
 		return "flavor/" + name, err
+	case typePolicies:
+		_, err := c.DeletePolicy(ctx, name)
+		if err == nil {
+			fmt.Fprintf(a.io.Out, "networkpolicy/%s deleted\n", name)
+		}
+		return "networkpolicy/" + name, err
 	case typeRegions:
 		_, err := c.DeleteRegion(ctx, name)
 		if err == nil {

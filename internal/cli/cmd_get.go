@@ -27,6 +27,7 @@ const (
 	typeNodes     objType = "nodes"
 	typeReplicas  objType = "replicas"
 	typeRevisions objType = "revisions"
+	typePolicies  objType = "networkpolicies"
 )
 
 // parseType accepts the plural, the singular and the short name.
@@ -44,8 +45,10 @@ func parseType(s string) (objType, error) {
 		return typeReplicas, nil
 	case "revisions", "revision", "rev":
 		return typeRevisions, nil
+	case "networkpolicies", "networkpolicy", "netpol":
+		return typePolicies, nil
 	}
-	return "", usageErrorf("unknown type %q (want flavors|fl, resources|res, regions|rg, nodes|no, replicas|rep or revisions|rev)", s)
+	return "", usageErrorf("unknown type %q (want flavors|fl, resources|res, regions|rg, nodes|no, replicas|rep, revisions|rev or networkpolicies|netpol)", s)
 }
 
 const typesHelp = `Types (plural, singular or short name):
@@ -54,7 +57,8 @@ const typesHelp = `Types (plural, singular or short name):
   regions    rg    [NAME]          -l SELECTOR
   nodes      no    [REGION/NODE]   -l SELECTOR, --region REGION
   replicas   rep   RESOURCE        -l SELECTOR, --region REGION
-  revisions  rev   RESOURCE`
+  revisions  rev   RESOURCE
+  networkpolicies  netpol  [NAME]`
 
 // getOptions are get's flags.
 type getOptions struct {
@@ -109,7 +113,7 @@ func (o *getOptions) checkFilters(flags *pflag.FlagSet, typ objType) error {
 		return usageErrorf("--region applies to nodes and replicas, not %s", typ)
 	}
 	if flags.Changed("selector") {
-		if typ == typeFlavors || typ == typeRevisions {
+		if typ == typeFlavors || typ == typeRevisions || typ == typePolicies {
 			return usageErrorf("--selector does not apply to %s", typ)
 		}
 		if _, err := api.ParseSelector(o.selector); err != nil {
@@ -136,7 +140,7 @@ func (a *App) getCommand() *cobra.Command {
   stratactl get replicas web
   stratactl get revisions web`,
 		Args:      args(cobra.RangeArgs(1, 2)),
-		ValidArgs: []string{"flavors", "resources", "regions", "nodes", "replicas", "revisions"},
+		ValidArgs: []string{"flavors", "resources", "regions", "nodes", "replicas", "revisions", "networkpolicies"},
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			typ, err := parseType(argv[0])
 			if err != nil {
@@ -228,6 +232,16 @@ func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name str
 		return fetchReplicas(ctx, c, name, o.region, sel)
 	case typeRevisions:
 		return fetchRevisions(ctx, c, name)
+	case typePolicies:
+		items, err := namedOrAll(ctx, name, c.GetPolicy, c.ListPolicies)
+		if err != nil {
+			return view{}, err
+		}
+		return view{
+			table: func(wide bool, now time.Time) printers.Table { return printers.Policies(items, wide, now) },
+			data:  one(name, items, func(p api.NetworkPolicy) any { return manifest.FromPolicy(p) }),
+			empty: "no network policies found",
+		}, nil
 	}
 	return view{}, fmt.Errorf("unknown type %q", typ)
 }

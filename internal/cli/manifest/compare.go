@@ -22,6 +22,15 @@ func RegionUpToDate(want, cur api.Region) bool {
 	return api.SameJSON(reg(want), reg(cur))
 }
 
+// PolicyUpToDate reports whether cur already selects and admits what
+// want says.
+func PolicyUpToDate(want, cur api.NetworkPolicy) bool {
+	rules := func(p api.NetworkPolicy) api.NetworkPolicy {
+		return api.NetworkPolicy{Selector: p.Selector, Ingress: p.Ingress}
+	}
+	return api.SameJSON(rules(want), rules(cur))
+}
+
 // ResourceUpToDate reports whether cur already has every user-settable
 // field as o says. A manifest without replicas leaves the count alone, and
 // one without a tenant means the resource's own.

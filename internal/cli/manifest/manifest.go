@@ -10,6 +10,7 @@
 //     loadbalancer) is written "providerKind" (default container), because
 //     "kind" says that the document is a Flavor.
 //   - Region: a region registration, as POST /v1/regions takes it.
+//   - NetworkPolicy: a network policy, as POST /v1/networkpolicies takes it.
 //   - List: {"kind": "List", "items": [...]}, what `get -o json|yaml`
 //     prints for several objects.
 //
@@ -50,14 +51,16 @@ const (
 	KindVolume       Kind = "Volume"
 	KindCompute      Kind = "Compute"
 	KindLoadbalancer Kind = "Loadbalancer"
+	KindPolicy       Kind = "NetworkPolicy"
 	KindList         Kind = "List"
 )
 
 // Kinds lists the object kinds in the order apply creates them, so that
 // what an object refers to exists before it: regions and flavors first,
 // then images and volumes that compute mounts or boots from, then compute,
-// then the load balancers in front of it. Delete goes the other way.
-var Kinds = []Kind{KindRegion, KindFlavor, KindImage, KindVolume, KindCompute, KindLoadbalancer}
+// then the load balancers in front of it, then the network policies that
+// select replicas by label. Delete goes the other way.
+var Kinds = []Kind{KindRegion, KindFlavor, KindImage, KindVolume, KindCompute, KindLoadbalancer, KindPolicy}
 
 // IsResource reports whether k is one of the resource kinds.
 func (k Kind) IsResource() bool {
@@ -96,6 +99,7 @@ type Object struct {
 	// update, like the REST API.
 	ReplicasSet bool
 	Region      *api.Region
+	Policy      *api.NetworkPolicy
 }
 
 // Name returns the object's name.
@@ -107,6 +111,8 @@ func (o *Object) Name() string {
 		return o.Resource.Name
 	case o.Region != nil:
 		return o.Region.Name
+	case o.Policy != nil:
+		return o.Policy.Name
 	}
 	return ""
 }
@@ -358,6 +364,8 @@ func parseObject(src Source, js []byte) (Object, error) {
 		o.Flavor, err = parseFlavor(js)
 	case kind == KindRegion:
 		o.Region, err = parseRegion(js)
+	case kind == KindPolicy:
+		o.Policy, err = parsePolicy(js)
 	case kind.IsResource():
 		o.Resource, o.ReplicasSet, err = parseResource(js)
 	default:
@@ -461,6 +469,30 @@ func parseRegion(js []byte) (*api.Region, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+// PolicyDocument is a network policy as a manifest: its REST JSON with
+// kind "NetworkPolicy".
+type PolicyDocument struct {
+	Kind Kind `json:"kind"`
+	api.NetworkPolicy
+}
+
+// FromPolicy returns p as a manifest.
+func FromPolicy(p api.NetworkPolicy) PolicyDocument {
+	return PolicyDocument{Kind: KindPolicy, NetworkPolicy: p}
+}
+
+func parsePolicy(js []byte) (*api.NetworkPolicy, error) {
+	var d PolicyDocument
+	if err := strict(js, &d); err != nil {
+		return nil, err
+	}
+	p := &api.NetworkPolicy{Name: d.Name, Tenant: d.Tenant, Selector: d.Selector, Ingress: d.Ingress}
+	if err := p.Validate(); err != nil {
+		return p, err
+	}
+	return p, nil
 }
 
 // resourceDocument is a resource as a manifest. Replicas shadows the

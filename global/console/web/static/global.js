@@ -1,5 +1,6 @@
 // Strata global console: the overview of regions and resources, a page
-// per resource that acts on it, the tokens page and the alert rules. Every action is a
+// per resource that acts on it, the network policies page, the tokens
+// page and the alert rules. Every action is a
 // call of the global REST API (the one stratactl uses), behind a
 // confirmation dialog.
 import {
@@ -527,6 +528,83 @@ function tokensPage() {
   r.now();
 }
 
+// labels renders a label map as "k=v, k=v", or what empty means.
+function labels(m, empty) {
+  const ks = Object.keys(m || {}).sort();
+  return ks.length ? ks.map((k) => `${k}=${m[k]}`).join(', ') : empty;
+}
+
+// admits says in short what a policy's rules admit.
+function admits(p) {
+  const rules = p.ingress || [];
+  if (!rules.length) return h('span', { class: 'muted' }, 'nothing (replies only)');
+  return rules.map((r) => {
+    const from = (r.from || []).map((f) => f.ipBlock ? f.ipBlock.cidr + ((f.ipBlock.except || []).length ? ` except ${f.ipBlock.except.join(' ')}` : '')
+      : labels(f.resources && f.resources.matchLabels, 'all resources')).join(' or ') || 'anyone of the tenant or outside';
+    const ports = (r.ports || []).map((pt) => `${pt.protocol || 'tcp'}/${pt.port ? pt.port + (pt.endPort ? '-' + pt.endPort : '') : 'any'}`).join(' ') || 'any port';
+    return `${from} → ${ports}`;
+  }).join('; ');
+}
+
+// enforced says where a policy is enforced at its generation.
+function enforced(p) {
+  const st = p.status || {};
+  const parts = (st.regions || []).map((r) => r.observedGeneration !== p.generation
+    ? `${r.region}: generation ${r.observedGeneration}`
+    : `${plural(r.nodes, 'node')} in ${r.region}`);
+  if ((st.unreachable || []).length) parts.push(`${st.unreachable.join(', ')} did not answer`);
+  return parts.length ? parts.join(', ') : h('span', { class: 'muted' }, 'no replica selected');
+}
+
+function policiesPage() {
+  const alertBox = $('#alert');
+  const body = $('#policies tbody');
+  const r = refresher(load, () => REFRESH_MS);
+
+  async function load() {
+    try {
+      const list = await api('/v1/networkpolicies');
+      clearAlert(alertBox);
+      render(list.items || []);
+      setLive('polling', 'The list refreshes every few seconds', 'Auto-refresh');
+    } catch (e) {
+      if (e.status === 401) return;
+      showAlert(alertBox, e, 'The policies could not be loaded');
+      body.replaceChildren(h('tr', {}, h('td', { colspan: '7', class: 'detail-empty' }, 'The policies could not be loaded.')));
+    }
+  }
+
+  function render(items) {
+    $('#policies-note').textContent = plural(items.length, 'policy', 'policies');
+    if (items.length) $('#policies-tenant').textContent = items[0].tenant;
+    if (!items.length) {
+      body.replaceChildren(h('tr', {}, h('td', { colspan: '7', class: 'detail-empty' }, 'No network policies: every replica admits its own tenant, and no other.')));
+      return;
+    }
+    body.replaceChildren(...items.map((p) => h('tr', { dataset: { policy: p.name } },
+      h('td', { class: 'mono' }, p.name),
+      h('td', {}, labels(p.selector, 'every replica')),
+      h('td', {}, admits(p)),
+      h('td', { class: 'num' }, String(p.generation)),
+      h('td', {}, enforced(p)),
+      h('td', { class: 'time-cell' }, relTime(p.createdAt)),
+      h('td', { class: 'num' }, h('button', { type: 'button', class: 'btn btn-sm', dataset: { action: 'delete', policy: p.name }, onclick: () => remove(p) }, 'Delete…')))));
+  }
+
+  async function remove(p) {
+    const ok = await confirmDialog({
+      title: `Delete network policy ${p.name}?`,
+      body: [h('p', {}, `The replicas it selects (${labels(p.selector, 'every replica')}) then admit what their other policies allow, or their whole tenant when no other selects them.`)],
+      confirmLabel: 'Delete',
+      danger: true,
+      onConfirm: () => api('/v1/networkpolicies/' + encodeURIComponent(p.name), { method: 'DELETE' }),
+    });
+    if (ok) { toast(`network policy ${p.name} deleted`); r.now(); }
+  }
+
+  r.now();
+}
+
 // ---- alert rules (admins, infra) ----
 
 function alertsPage() {
@@ -580,6 +658,7 @@ start(() => {
   const page = document.body.dataset.page;
   if (page === 'resource') resourcePage();
   else if (page === 'tokens') tokensPage();
+  else if (page === 'policies') policiesPage();
   else if (page === 'alerts') alertsPage();
   else overviewPage();
   document.body.dataset.started = 'true';
