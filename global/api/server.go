@@ -30,6 +30,7 @@ import (
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
@@ -103,6 +104,9 @@ type Options struct {
 	// Audit records every call that changes something (REST, and
 	// ResourceService over gRPC); nil records nothing.
 	Audit *audit.Log
+	// Secrets seals and opens the tenants' Secrets (the key files of
+	// config.Global.Secrets); nil refuses Secret writes and reveals.
+	Secrets *secretbox.Keyring
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -121,6 +125,8 @@ type Server struct {
 	events    *Events
 	tokens    *Tokens
 	tenants   *Tenants
+	configs   *Configs
+	secrets   *Secrets
 
 	st      *state.State
 	caches  *state.Caches
@@ -175,6 +181,8 @@ func New(o Options) (*Server, error) {
 	s.nodes = &Nodes{fan: fan}
 	s.replicas = &Replicas{fan: fan, resources: s.resources}
 	s.tokens = &Tokens{tokens: st.Tokens, cache: c.Tokens, log: log}
+	s.configs = &Configs{configs: st.Configs}
+	s.secrets = &Secrets{secrets: st.Secrets, ring: o.Secrets}
 	return s, nil
 }
 
@@ -210,6 +218,12 @@ func (s *Server) Tokens() *Tokens { return s.tokens }
 
 // Tenants are the tenants' records (quotas) and usage.
 func (s *Server) Tenants() *Tenants { return s.tenants }
+
+// Configs are the tenants' Configs.
+func (s *Server) Configs() *Configs { return s.configs }
+
+// Secrets are the tenants' Secrets.
+func (s *Server) Secrets() *Secrets { return s.secrets }
 
 // Run keeps the Server's own caches current until ctx is done, then
 // returns ctx.Err(). Shared caches (Options.Caches) are their owner's to
