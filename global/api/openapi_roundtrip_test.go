@@ -135,6 +135,18 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/lb/logs?tail=10", nil))
 	e.must(t, http.StatusAccepted, e.do(t, "DELETE", "/v1/resources/vol", nil))
 
+	// Configs and secrets.
+	conf := e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/configs", `{"name":"conf","labels":{"app":"web"},"data":{"app.conf":"x=1\n"}}`))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/configs?limit=1", nil))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/configs/conf", nil))
+	e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/configs/conf", `{"data":{"app.conf":"x=2\n"}}`, ifMatch(conf)))
+	e.must(t, http.StatusOK, e.do(t, "DELETE", "/v1/configs/conf", nil))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/secrets", `{"name":"reg","type":"registry","data":{"registry":"r.example:5000","username":"u","password":"p"}}`))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/secrets?limit=1", nil))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/secrets/reg?reveal=true", nil))
+	e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/secrets/reg", `{"type":"registry","data":{"registry":"r.example:5000","username":"u","password":"p2"}}`))
+	e.must(t, http.StatusOK, e.do(t, "DELETE", "/v1/secrets/reg", nil))
+
 	// Regions, nodes, events, tokens, status, probes.
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/regions", nil))
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/regions/eu", nil))
@@ -166,6 +178,9 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 		e.must(t, http.StatusUnsupportedMediaType, e.do(t, "POST", "/v1/flavors", `{}`, withHeader("Content-Type", "text/plain")))
 		e.must(t, http.StatusRequestEntityTooLarge, e.do(t, "POST", "/v1/resources", `{"name":"`+strings.Repeat("x", 2<<20)+`"}`))
 		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/resources/web/logs", nil)) // no replicas in the fake region
+		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/secrets", `{"name":"s","data":{"a/b":"v"}}`))
+		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/secrets/none", nil))
+		e.must(t, http.StatusBadRequest, e.do(t, "GET", "/v1/secrets?reveal=maybe", nil))
 	})
 	_ = web2
 

@@ -293,6 +293,10 @@ var goSchemas = map[string]reflect.Type{
 	"Event":             reflect.TypeFor[api.Event](),
 	"Quota":             reflect.TypeFor[api.Quota](),
 	"Tenant":            reflect.TypeFor[api.Tenant](),
+	"Config":            reflect.TypeFor[api.Config](),
+	"ConfigList":        reflect.TypeFor[rest.List[api.Config]](),
+	"Secret":            reflect.TypeFor[api.Secret](),
+	"SecretList":        reflect.TypeFor[rest.List[api.Secret]](),
 	"TenantList":        reflect.TypeFor[rest.List[api.Tenant]](),
 	"TenantQuota":       reflect.TypeFor[TenantQuota](),
 	"EventList":         reflect.TypeFor[EventList](),
@@ -344,7 +348,7 @@ var goSchemas = map[string]reflect.Type{
 // that rest.go decodes into anonymous structs. Check them by eye.
 var handWritten = []string{
 	"CordonRequest", "Duration", "EmptyObject", "Health", "Phase", "ProbeStatus",
-	"ProviderKind", "ResourceKind", "RollbackRequest", "ScaleRequest",
+	"ProviderKind", "ResourceKind", "RollbackRequest", "ScaleRequest", "SecretType",
 }
 
 // outputOnly are the schemas only servers send: their required fields
