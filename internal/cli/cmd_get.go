@@ -27,6 +27,8 @@ const (
 	typeNodes     objType = "nodes"
 	typeReplicas  objType = "replicas"
 	typeRevisions objType = "revisions"
+	typeConfigs   objType = "configs"
+	typeSecrets   objType = "secrets"
 )
 
 // parseType accepts the plural, the singular and the short name.
@@ -44,8 +46,12 @@ func parseType(s string) (objType, error) {
 		return typeReplicas, nil
 	case "revisions", "revision", "rev":
 		return typeRevisions, nil
+	case "configs", "config", "cfg":
+		return typeConfigs, nil
+	case "secrets", "secret", "sec":
+		return typeSecrets, nil
 	}
-	return "", usageErrorf("unknown type %q (want flavors|fl, resources|res, regions|rg, nodes|no, replicas|rep or revisions|rev)", s)
+	return "", usageErrorf("unknown type %q (want flavors|fl, resources|res, regions|rg, nodes|no, replicas|rep, revisions|rev, configs|cfg or secrets|sec)", s)
 }
 
 const typesHelp = `Types (plural, singular or short name):
@@ -54,7 +60,9 @@ const typesHelp = `Types (plural, singular or short name):
   regions    rg    [NAME]          -l SELECTOR
   nodes      no    [REGION/NODE]   -l SELECTOR, --region REGION
   replicas   rep   RESOURCE        -l SELECTOR, --region REGION
-  revisions  rev   RESOURCE`
+  revisions  rev   RESOURCE
+  configs    cfg   [NAME]          -l SELECTOR
+  secrets    sec   [NAME]          -l SELECTOR, --reveal (values in -o json|yaml)`
 
 // getOptions are get's flags.
 type getOptions struct {
@@ -63,6 +71,7 @@ type getOptions struct {
 	kind     string
 	region   string
 	watch    bool
+	reveal   bool
 }
 
 func (o *getOptions) addFlags(cmd *cobra.Command, withType bool) {
@@ -73,6 +82,7 @@ func (o *getOptions) addFlags(cmd *cobra.Command, withType bool) {
 	f.StringVar(&o.region, "region", "", "only this region (nodes, replicas)")
 	if withType {
 		f.StringVar(&o.kind, "kind", "", "only this kind of resource: Compute, Volume, Image, Loadbalancer")
+		f.BoolVar(&o.reveal, "reveal", false, "secrets: include their values in -o json|yaml (roles that may read secrets; tables never show them)")
 	}
 }
 
@@ -105,6 +115,9 @@ func (o *getOptions) checkFilters(flags *pflag.FlagSet, typ objType) error {
 	if flags.Changed("kind") && typ != typeResources {
 		return usageErrorf("--kind applies to resources, not %s", typ)
 	}
+	if flags.Changed("reveal") && typ != typeSecrets {
+		return usageErrorf("--reveal applies to secrets, not %s", typ)
+	}
 	if flags.Changed("region") && typ != typeNodes && typ != typeReplicas {
 		return usageErrorf("--region applies to nodes and replicas, not %s", typ)
 	}
@@ -136,7 +149,7 @@ func (a *App) getCommand() *cobra.Command {
   stratactl get replicas web
   stratactl get revisions web`,
 		Args:      args(cobra.RangeArgs(1, 2)),
-		ValidArgs: []string{"flavors", "resources", "regions", "nodes", "replicas", "revisions"},
+		ValidArgs: []string{"flavors", "resources", "regions", "nodes", "replicas", "revisions", "configs", "secrets"},
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			typ, err := parseType(argv[0])
 			if err != nil {
@@ -228,6 +241,10 @@ func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name str
 		return fetchReplicas(ctx, c, name, o.region, sel)
 	case typeRevisions:
 		return fetchRevisions(ctx, c, name)
+	case typeConfigs:
+		return fetchConfigs(ctx, c, name, sel)
+	case typeSecrets:
+		return fetchSecrets(ctx, c, name, sel, o.reveal)
 	}
 	return view{}, fmt.Errorf("unknown type %q", typ)
 }

@@ -10,6 +10,7 @@
 //     loadbalancer) is written "providerKind" (default container), because
 //     "kind" says that the document is a Flavor.
 //   - Region: a region registration, as POST /v1/regions takes it.
+//   - Config, Secret: as POST /v1/configs and /v1/secrets take them.
 //   - List: {"kind": "List", "items": [...]}, what `get -o json|yaml`
 //     prints for several objects.
 //
@@ -50,14 +51,18 @@ const (
 	KindVolume       Kind = "Volume"
 	KindCompute      Kind = "Compute"
 	KindLoadbalancer Kind = "Loadbalancer"
+	KindConfig       Kind = "Config"
+	KindSecret       Kind = "Secret"
 	KindList         Kind = "List"
 )
 
 // Kinds lists the object kinds in the order apply creates them, so that
 // what an object refers to exists before it: regions and flavors first,
 // then images and volumes that compute mounts or boots from, then compute,
-// then the load balancers in front of it. Delete goes the other way.
-var Kinds = []Kind{KindRegion, KindFlavor, KindImage, KindVolume, KindCompute, KindLoadbalancer}
+// then the load balancers in front of it. Configs and secrets, which
+// compute mounts and pulls with, come before images. Delete goes the
+// other way.
+var Kinds = []Kind{KindRegion, KindFlavor, KindConfig, KindSecret, KindImage, KindVolume, KindCompute, KindLoadbalancer}
 
 // IsResource reports whether k is one of the resource kinds.
 func (k Kind) IsResource() bool {
@@ -96,6 +101,8 @@ type Object struct {
 	// update, like the REST API.
 	ReplicasSet bool
 	Region      *api.Region
+	Config      *api.Config
+	Secret      *api.Secret
 }
 
 // Name returns the object's name.
@@ -107,6 +114,24 @@ func (o *Object) Name() string {
 		return o.Resource.Name
 	case o.Region != nil:
 		return o.Region.Name
+	case o.Config != nil:
+		return o.Config.Name
+	case o.Secret != nil:
+		return o.Secret.Name
+	}
+	return ""
+}
+
+// Tenant is the tenant the object's manifest names ("" for none, and for
+// objects that belong to no tenant).
+func (o *Object) Tenant() string {
+	switch {
+	case o.Resource != nil:
+		return o.Resource.Tenant
+	case o.Config != nil:
+		return o.Config.Tenant
+	case o.Secret != nil:
+		return o.Secret.Tenant
 	}
 	return ""
 }
@@ -360,6 +385,10 @@ func parseObject(src Source, js []byte) (Object, error) {
 		o.Region, err = parseRegion(js)
 	case kind.IsResource():
 		o.Resource, o.ReplicasSet, err = parseResource(js)
+	case kind == KindConfig:
+		o.Config, err = parseConfig(js)
+	case kind == KindSecret:
+		o.Secret, err = parseSecret(js)
 	default:
 		err = unknownKind(head.Kind, js)
 	}
