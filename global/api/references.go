@@ -39,6 +39,9 @@ func (s *Resources) checkReferences(ctx context.Context, r *api.Resource) (*api.
 		if err := s.checkImage(ctx, r.Tenant, "spec.compute.image", c.Image, flavor); err != nil {
 			return nil, err
 		}
+		if err := s.checkConfigRefs(ctx, r, flavor); err != nil {
+			return nil, err
+		}
 	}
 	return flavor, nil
 }

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"fmt"
+	"path"
 	"regexp"
 	"time"
 	"unicode/utf8"
@@ -166,3 +168,129 @@ func (c Config) GetResourceVersion() int64 { return c.ResourceVersion }
 
 // GetResourceVersion makes the REST edge send a Secret's ETag.
 func (s Secret) GetResourceVersion() int64 { return s.ResourceVersion }
+
+// MaxConfigRefs bounds the Configs and Secrets one Compute spec names
+// (files and envFrom together).
+const MaxConfigRefs = 16
+
+// ConfigRef names a Config or a Secret of the resource's tenant: exactly
+// one of the two.
+type ConfigRef struct {
+	Config string `json:"config,omitempty"`
+	Secret string `json:"secret,omitempty"`
+}
+
+// Kind is "config" or "secret".
+func (r ConfigRef) Kind() string {
+	if r.Secret != "" {
+		return "secret"
+	}
+	return "config"
+}
+
+// Name is the Config's or Secret's name.
+func (r ConfigRef) Name() string { return r.Config + r.Secret }
+
+func (r ConfigRef) validate() error {
+	switch {
+	case r.Config == "" && r.Secret == "":
+		return Invalid("", "names neither a config nor a secret")
+	case r.Config != "" && r.Secret != "":
+		return Invalid("", "names a config and a secret; one per entry")
+	case r.Config != "":
+		return ValidateName("config", r.Config)
+	}
+	return ValidateName("secret", r.Secret)
+}
+
+// FileMount mounts every key of a Config or Secret as a read-only file
+// named after the key in the directory Path.
+type FileMount struct {
+	Config string `json:"config,omitempty"`
+	Secret string `json:"secret,omitempty"`
+	Path   string `json:"path"`
+}
+
+// Ref is the Config or Secret f mounts.
+func (f FileMount) Ref() ConfigRef { return ConfigRef{Config: f.Config, Secret: f.Secret} }
+
+// EnvSource takes environment variables from a Config or Secret: with
+// Key, that key's value as the variable Name (default: the key); without,
+// every key, each as the variable of its name (keys that are not
+// variable names are an error on the node).
+type EnvSource struct {
+	Config string `json:"config,omitempty"`
+	Secret string `json:"secret,omitempty"`
+	Key    string `json:"key,omitempty"`
+	Name   string `json:"name,omitempty"`
+}
+
+// Ref is the Config or Secret e reads.
+func (e EnvSource) Ref() ConfigRef { return ConfigRef{Config: e.Config, Secret: e.Secret} }
+
+// Refs lists the Configs and Secrets c names (files, envFrom and the
+// pull secret), each once, in order.
+func (c *ComputeSpec) Refs() []ConfigRef {
+	var out []ConfigRef
+	add := func(r ConfigRef) {
+		for _, o := range out {
+			if o == r {
+				return
+			}
+		}
+		out = append(out, r)
+	}
+	for _, f := range c.Files {
+		add(f.Ref())
+	}
+	for _, e := range c.EnvFrom {
+		add(e.Ref())
+	}
+	if c.PullSecret != "" {
+		add(ConfigRef{Secret: c.PullSecret})
+	}
+	return out
+}
+
+func (c *ComputeSpec) validateConfigRefs() error {
+	var p problems
+	for i, f := range c.Files {
+		field := fmt.Sprintf("files[%d]", i)
+		p.in(field, f.Ref().validate())
+		if !path.IsAbs(f.Path) || path.Clean(f.Path) == "/" {
+			p.add(Invalid(field+".path", "%q must be an absolute path other than /", f.Path))
+		} else {
+			p.add(validText(field+".path", f.Path, MaxPathLen))
+		}
+	}
+	for i, e := range c.EnvFrom {
+		field := fmt.Sprintf("envFrom[%d]", i)
+		p.in(field, e.Ref().validate())
+		switch {
+		case e.Name != "" && e.Key == "":
+			p.add(Invalid(field+".name", "needs a key (without one, every key is a variable of its own name)"))
+		case e.Key != "" && (len(e.Key) > MaxDataKeyLen || !dataKeyRE.MatchString(e.Key)):
+			p.add(Invalid(field+".key", "%q is not a key", e.Key))
+		}
+		if v := cmpOr(e.Name, e.Key); v != "" && (len(v) > MaxEnvNameLen || !envKeyRE.MatchString(v)) {
+			p.add(Invalid(field+".name", "%q is not a variable name: letters, digits and '_', not starting with a digit", v))
+		}
+	}
+	if c.PullSecret != "" {
+		p.add(ValidateName("pullSecret", c.PullSecret))
+	}
+	if n := len(c.Refs()); n > MaxConfigRefs {
+		p.add(Invalid("files", "with envFrom and pullSecret names %d configs and secrets; at most %d", n, MaxConfigRefs))
+	}
+	return p.err()
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// ValidEnvName reports whether s is an environment variable name.
+func ValidEnvName(s string) bool { return len(s) <= MaxEnvNameLen && envKeyRE.MatchString(s) }

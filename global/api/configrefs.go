@@ -1,0 +1,148 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/stratahq/strata/global/state"
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/store"
+)
+
+// checkConfigRefs checks the Configs and Secrets a Compute spec names:
+// each exists in the resource's tenant, a pullSecret is a registry
+// Secret, and a VM names none (VMs cannot mount them yet: refused rather
+// than ignored).
+func (s *Resources) checkConfigRefs(ctx context.Context, r *api.Resource, flavor *api.Flavor) error {
+	c := r.Spec.Compute
+	if c == nil {
+		return nil
+	}
+	refs := c.Refs()
+	if len(refs) == 0 {
+		return nil
+	}
+	if flavor != nil && flavor.Kind == api.ProviderVM {
+		return api.Invalid("spec.compute.files", "configs and secrets (files, envFrom, pullSecret) are not supported on VMs yet (flavor %q is a vm flavor)", flavor.Name)
+	}
+	for _, ref := range refs {
+		key := state.ResourceName(r.Tenant, ref.Name())
+		var err error
+		if ref.Kind() == "config" {
+			_, err = s.st.Configs.Get(ctx, key)
+		} else {
+			err = s.checkSecretRef(ctx, key, ref.Name(), ref.Name() == c.PullSecret)
+		}
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return api.Invalid("spec.compute", "%s %q does not exist in tenant %q", ref.Kind(), ref.Name(), r.Tenant)
+		case err != nil:
+			return storeErr(err, ref.Kind(), ref.Name())
+		}
+	}
+	return nil
+}
+
+// checkSecretRef checks that the secret called key exists and, for a pull
+// secret, that it holds registry credentials.
+func (s *Resources) checkSecretRef(ctx context.Context, key, name string, pull bool) error {
+	it, err := s.st.Secrets.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	if pull && it.Value.Type != api.SecretRegistry {
+		return api.Invalid("spec.compute.pullSecret", "secret %q is of type %s, not %s", name, it.Value.Type, api.SecretRegistry)
+	}
+	return nil
+}
+
+// errNotReferenced is what a region asking for data a resource does not
+// name gets: the same answer as for a resource that does not exist.
+var errNotReferenced = fmt.Errorf("not referenced: %w", api.ErrNotFound)
+
+// ConfigData is the data of one Config or Secret, for a replica.
+type ConfigData struct {
+	Ref  api.ConfigRef
+	Type api.SecretType // a Secret's
+	Data map[string]string
+}
+
+// ConfigData returns the data (secrets decrypted) of refs for the
+// resource tenant/name, asked by a region that runs its replicas. Every
+// ref must be named by the resource's spec or one of its kept revisions
+// (a rollout runs old ones): anything else is not found, so that a
+// region gets only what a resource it runs uses. Nothing here is logged.
+func (s *Server) ConfigData(ctx context.Context, tenant, name string, refs []api.ConfigRef) ([]ConfigData, error) {
+	if err := api.ValidateName("tenant", tenant); err != nil {
+		return nil, err
+	}
+	if err := api.ValidateName("resource", name); err != nil {
+		return nil, err
+	}
+	named, err := s.namedRefs(ctx, tenant, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ConfigData, 0, len(refs))
+	for _, ref := range refs {
+		if !named[ref] {
+			return nil, fmt.Errorf("%s %q of resource %q: %w", ref.Kind(), ref.Name(), name, errNotReferenced)
+		}
+		d, err := s.readRef(ctx, tenant, ref)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// namedRefs is every Config and Secret the resource's spec and kept
+// revisions name.
+func (s *Server) namedRefs(ctx context.Context, tenant, name string) (map[api.ConfigRef]bool, error) {
+	it, err := s.st.Resources.Get(ctx, state.ResourceName(tenant, name))
+	if err != nil {
+		return nil, storeErr(err, "resource", name)
+	}
+	named := map[api.ConfigRef]bool{}
+	add := func(spec api.ResourceSpec) {
+		if spec.Compute != nil {
+			for _, r := range spec.Compute.Refs() {
+				named[r] = true
+			}
+		}
+	}
+	add(it.Value.Spec)
+	revs, _, err := s.st.Revisions.ListPrefix(ctx, state.RevisionPrefix(tenant, name))
+	if err != nil {
+		return nil, storeErr(err, "revisions", name)
+	}
+	for _, rv := range revs {
+		if rv.Value.UID == it.Value.UID {
+			add(rv.Value.Spec)
+		}
+	}
+	return named, nil
+}
+
+// readRef reads one Config or Secret (decrypted).
+func (s *Server) readRef(ctx context.Context, tenant string, ref api.ConfigRef) (ConfigData, error) {
+	key := state.ResourceName(tenant, ref.Name())
+	if ref.Kind() == "config" {
+		it, err := s.st.Configs.Get(ctx, key)
+		if err != nil {
+			return ConfigData{}, storeErr(err, "config", ref.Name())
+		}
+		return ConfigData{Ref: ref, Data: it.Value.Data}, nil
+	}
+	it, err := s.st.Secrets.Get(ctx, key)
+	if err != nil {
+		return ConfigData{}, storeErr(err, "secret", ref.Name())
+	}
+	data, err := s.secrets.open(it)
+	if err != nil {
+		return ConfigData{}, err
+	}
+	return ConfigData{Ref: ref, Type: it.Value.Type, Data: data}, nil
+}
