@@ -8,8 +8,8 @@ import (
 	"slices"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/providers/provider"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	"github.com/stratahq/strata/providers/provider"
 )
 
 // apply applies asg with its provider. An assignment that names Configs
