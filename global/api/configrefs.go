@@ -146,3 +146,24 @@ func (s *Server) readRef(ctx context.Context, tenant string, ref api.ConfigRef) 
 	}
 	return ConfigData{Ref: ref, Type: it.Value.Type, Data: data}, nil
 }
+
+// refusedInUse is ErrConflict naming a resource of tenant that names
+// ref, or nil when none does. It reads etcd, not a cache, as the check of
+// a flavor in use does; a resource created between this read and the
+// delete then reports the missing config on its replicas.
+func refusedInUse(ctx context.Context, resources *store.Collection[api.Resource], tenant string, ref api.ConfigRef) error {
+	items, _, err := resources.ListPrefix(ctx, tenant+"/")
+	if err != nil {
+		return storeErr(err, "resources", "")
+	}
+	for _, it := range items {
+		if c := it.Value.Spec.Compute; c != nil {
+			for _, r := range c.Refs() {
+				if r == ref {
+					return fmt.Errorf("%s %q is used by resource %q: %w", ref.Kind(), ref.Name(), it.Value.Name, api.ErrConflict)
+				}
+			}
+		}
+	}
+	return nil
+}

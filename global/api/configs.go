@@ -15,6 +15,8 @@ import (
 // etcd (a tenant's are few and read rarely by people), not a cache.
 type Configs struct {
 	configs *store.Collection[api.Config]
+	// resources are read to refuse deleting a config in use.
+	resources *store.Collection[api.Resource]
 }
 
 // Create adds a Config to a tenant.
@@ -123,6 +125,9 @@ func (c *Configs) Delete(ctx context.Context, tenant, name string, expect int64)
 		return api.Config{}, storeErr(err, "config", name)
 	}
 	if err := fresh("config", name, expect, it.ModRevision); err != nil {
+		return api.Config{}, err
+	}
+	if err := refusedInUse(ctx, c.resources, tenant, api.ConfigRef{Config: name}); err != nil {
 		return api.Config{}, err
 	}
 	if _, err := c.configs.Delete(ctx, key, it.ModRevision); err != nil {

@@ -294,6 +294,8 @@ var goSchemas = map[string]reflect.Type{
 	"Quota":             reflect.TypeFor[api.Quota](),
 	"Tenant":            reflect.TypeFor[api.Tenant](),
 	"Config":            reflect.TypeFor[api.Config](),
+	"FileMount":         reflect.TypeFor[api.FileMount](),
+	"EnvSource":         reflect.TypeFor[api.EnvSource](),
 	"ConfigList":        reflect.TypeFor[rest.List[api.Config]](),
 	"Secret":            reflect.TypeFor[api.Secret](),
 	"SecretList":        reflect.TypeFor[rest.List[api.Secret]](),

@@ -23,6 +23,8 @@ type Secrets struct {
 	secrets *store.Collection[state.SealedSecret]
 	// ring seals and opens; nil refuses every operation that needs it.
 	ring *secretbox.Keyring
+	// resources are read to refuse deleting a secret in use.
+	resources *store.Collection[api.Resource]
 }
 
 // errNoKeyring is what a secret write or reveal gets on a global tier
@@ -171,6 +173,9 @@ func (s *Secrets) Delete(ctx context.Context, tenant, name string, expect int64)
 		return api.Secret{}, storeErr(err, "secret", name)
 	}
 	if err := fresh("secret", name, expect, it.ModRevision); err != nil {
+		return api.Secret{}, err
+	}
+	if err := refusedInUse(ctx, s.resources, tenant, api.ConfigRef{Secret: name}); err != nil {
 		return api.Secret{}, err
 	}
 	if _, err := s.secrets.Delete(ctx, key, it.ModRevision); err != nil {
