@@ -2,8 +2,10 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
@@ -19,20 +21,29 @@ func (s *Resources) checkConfigRefs(ctx context.Context, r *api.Resource, flavor
 	if c == nil {
 		return nil
 	}
+	// The generations are the server's, read afresh on every write.
+	c.ConfigVersions = nil
 	refs := c.Refs()
 	if len(refs) == 0 {
 		return nil
 	}
+	c.ConfigVersions = make(map[string]int64, len(refs))
 	if flavor != nil && flavor.Kind == api.ProviderVM {
 		return api.Invalid("spec.compute.files", "configs and secrets (files, envFrom, pullSecret) are not supported on VMs yet (flavor %q is a vm flavor)", flavor.Name)
 	}
 	for _, ref := range refs {
 		key := state.ResourceName(r.Tenant, ref.Name())
-		var err error
+		var (
+			gen int64
+			err error
+		)
 		if ref.Kind() == "config" {
-			_, err = s.st.Configs.Get(ctx, key)
+			var it store.Item[api.Config]
+			if it, err = s.st.Configs.Get(ctx, key); err == nil {
+				gen = it.Value.Generation
+			}
 		} else {
-			err = s.checkSecretRef(ctx, key, ref.Name(), ref.Name() == c.PullSecret)
+			gen, err = s.checkSecretRef(ctx, key, ref.Name(), ref.Name() == c.PullSecret)
 		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -40,21 +51,23 @@ func (s *Resources) checkConfigRefs(ctx context.Context, r *api.Resource, flavor
 		case err != nil:
 			return storeErr(err, ref.Kind(), ref.Name())
 		}
+		c.ConfigVersions[ref.Kind()+"/"+ref.Name()] = gen
 	}
 	return nil
 }
 
 // checkSecretRef checks that the secret called key exists and, for a pull
 // secret, that it holds registry credentials.
-func (s *Resources) checkSecretRef(ctx context.Context, key, name string, pull bool) error {
+// It returns the secret's generation.
+func (s *Resources) checkSecretRef(ctx context.Context, key, name string, pull bool) (int64, error) {
 	it, err := s.st.Secrets.Get(ctx, key)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if pull && it.Value.Type != api.SecretRegistry {
-		return api.Invalid("spec.compute.pullSecret", "secret %q is of type %s, not %s", name, it.Value.Type, api.SecretRegistry)
+		return 0, api.Invalid("spec.compute.pullSecret", "secret %q is of type %s, not %s", name, it.Value.Type, api.SecretRegistry)
 	}
-	return nil
+	return it.Value.Generation, nil
 }
 
 // errNotReferenced is what a region asking for data a resource does not
@@ -166,4 +179,66 @@ func refusedInUse(ctx context.Context, resources *store.Collection[api.Resource]
 		}
 	}
 	return nil
+}
+
+// rollUsers makes a new revision of every resource of tenant whose spec
+// names ref, with ref's new generation, so that its replicas are
+// replaced through the normal rollout (maxSurge, maxUnavailable, pause,
+// automatic revert). It follows a Config's or Secret's change: a
+// resource that fails to roll is logged and rolls at its next write.
+func (s *Resources) rollUsers(ctx context.Context, tenant string, ref api.ConfigRef) {
+	items, _, err := s.st.Resources.ListPrefix(ctx, tenant+"/")
+	if err != nil {
+		s.log.Warn("listing the resources that use a changed "+ref.Kind(), "tenant", tenant, "name", ref.Name(), "err", err)
+		return
+	}
+	for _, it := range items {
+		c := it.Value.Spec.Compute
+		if c == nil || it.Value.Deleting() || !slices.Contains(c.Refs(), ref) {
+			continue
+		}
+		if _, err := s.write(ctx, tenant, it.Value.Name, 0, s.restamp(ctx, ref)); err != nil && !errors.Is(err, store.ErrNoChange) {
+			s.log.Warn("rolling a resource after a "+ref.Kind()+" changed", "resource", it.Name, "name", ref.Name(), "err", err)
+		}
+	}
+}
+
+// restamp is the change that reads the generations of the resource's
+// Configs and Secrets again; a different one is a new revision.
+func (s *Resources) restamp(ctx context.Context, ref api.ConfigRef) change {
+	return func(cur *api.Resource, txn *store.Txn) error {
+		if cur.Deleting() || cur.Spec.Compute == nil {
+			return store.ErrNoChange
+		}
+		next := deepCopySpec(cur.Spec)
+		r := *cur
+		r.Spec = next
+		flavor, err := s.fittingFlavor(ctx, &r, "spec.flavor", next.Flavor)
+		if err != nil {
+			return err
+		}
+		if err := s.checkConfigRefs(ctx, &r, flavor); err != nil {
+			return err
+		}
+		if api.SameJSON(cur.Spec, r.Spec) {
+			return store.ErrNoChange
+		}
+		cur.Spec = r.Spec
+		cur.Revision++
+		return s.addRevision(txn, cur, flavor, ref.Kind()+" "+ref.Name()+" changed")
+	}
+}
+
+// deepCopySpec copies a spec through JSON (what is stored is what
+// matters), so that a change never writes through to the cached one.
+func deepCopySpec(spec api.ResourceSpec) api.ResourceSpec {
+	var out api.ResourceSpec
+	b, err := json.Marshal(spec)
+	if err == nil {
+		err = json.Unmarshal(b, &out)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("copying a resource spec: %v", err)) // api.ResourceSpec always round-trips
+	}
+	return out
 }

@@ -57,6 +57,41 @@ func TestConfigRefs(t *testing.T) {
 		t.Errorf("a VM with envFrom: got %s; want 400 not supported on VMs yet", r)
 	}
 
+	// A change of a config's or secret's data rolls web: a new revision
+	// with the new generation; labels alone do not.
+	revOf := func() (int64, map[string]int64) {
+		res := decodeAs[api.Resource](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/web", nil)))
+		return res.Revision, res.Spec.Compute.ConfigVersions
+	}
+	rev0, vers := revOf()
+	if vers["config/conf"] != 1 || vers["secret/db"] != 1 || vers["secret/reg"] != 1 {
+		t.Fatalf("configVersions %v; want generation 1 of each", vers)
+	}
+	e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/configs/conf", `{"labels":{"a":"b"},"data":{"app.conf":"x=1"}}`))
+	if rev, _ := revOf(); rev != rev0 {
+		t.Fatalf("a label change rolled web (revision %d -> %d)", rev0, rev)
+	}
+	e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/configs/conf", `{"data":{"app.conf":"x=2"}}`))
+	rev1, vers := revOf()
+	if rev1 != rev0+1 || vers["config/conf"] != 2 {
+		t.Fatalf("after a config change: revision %d, versions %v; want %d and config/conf 2", rev1, vers, rev0+1)
+	}
+	revs := decodeAs[struct{ Items []api.Revision }](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/web/revisions", nil)))
+	if last := revs.Items[len(revs.Items)-1]; last.Cause != "config conf changed" {
+		t.Errorf("revision cause %q; want config conf changed", last.Cause)
+	}
+	e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/secrets/db", `{"data":{"password":"pw-9"}}`)) // the same
+	if rev, _ := revOf(); rev != rev1 {
+		t.Fatalf("the same secret data rolled web")
+	}
+	e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/secrets/db", `{"data":{"password":"pw-10"}}`))
+	if rev, vers := revOf(); rev != rev1+1 || vers["secret/db"] != 2 {
+		t.Fatalf("after a secret change: revision %d, versions %v", rev, vers)
+	}
+	if _, err := ReencryptSecrets(t.Context(), e.st, testKeyring(t)); err == nil {
+		t.Fatal("reencrypt with a keyring that cannot open the secrets succeeded")
+	}
+
 	if r := e.do(t, "DELETE", "/v1/configs/conf", nil); r.code != http.StatusConflict || !strings.Contains(string(r.body), `config \"conf\" is used by resource \"web\"`) {
 		t.Errorf("deleting a config in use: got %s; want 409 naming web", r)
 	}
@@ -77,7 +112,7 @@ func TestConfigRefs(t *testing.T) {
 			got[it.GetKind()+"/"+it.GetName()+"/"+k] = v
 		}
 	}
-	if got["config/conf/app.conf"] != "x=1" || got["secret/db/password"] != "pw-9" || got["secret/reg/password"] != "rp" {
+	if got["config/conf/app.conf"] != "x=2" || got["secret/db/password"] != "pw-10" || got["secret/reg/password"] != "rp" {
 		t.Fatalf("GetConfigData: %v", got)
 	}
 	// A secret web does not name, another region's name, an unknown

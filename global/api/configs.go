@@ -15,6 +15,8 @@ import (
 // etcd (a tenant's are few and read rarely by people), not a cache.
 type Configs struct {
 	configs *store.Collection[api.Config]
+	// roll rolls out the resources that use a Config whose data changed.
+	roll func(ctx context.Context, tenant string, ref api.ConfigRef)
 	// resources are read to refuse deleting a config in use.
 	resources *store.Collection[api.Resource]
 }
@@ -29,7 +31,7 @@ func (c *Configs) Create(ctx context.Context, tenant string, in api.Config) (api
 		return api.Config{}, err
 	}
 	t := now()
-	out := api.Config{Name: in.Name, Tenant: tenant, Labels: in.Labels, Data: in.Data, CreatedAt: t, UpdatedAt: t}
+	out := api.Config{Name: in.Name, Tenant: tenant, Labels: in.Labels, Data: in.Data, Generation: 1, CreatedAt: t, UpdatedAt: t}
 	rev, err := c.configs.Create(ctx, state.ResourceName(tenant, in.Name), &out)
 	if err != nil {
 		return api.Config{}, storeErr(err, "config", in.Name)
@@ -84,7 +86,9 @@ func (c *Configs) Update(ctx context.Context, tenant string, in api.Config) (api
 	}
 	key := state.ResourceName(tenant, in.Name)
 	var out api.Config
+	changed := false
 	err = c.configs.Store().RetryConflicts(ctx, "update config "+key, func() error {
+		changed = false
 		it, err := c.configs.Get(ctx, key)
 		if err != nil {
 			return err
@@ -97,6 +101,10 @@ func (c *Configs) Update(ctx context.Context, tenant string, in api.Config) (api
 			out = configView(it)
 			return nil
 		}
+		changed = !maps.Equal(cur.Data, in.Data)
+		if changed {
+			cur.Generation++
+		}
 		cur.Labels, cur.Data, cur.UpdatedAt = in.Labels, in.Data, now()
 		rev, err := c.configs.Update(ctx, key, cur, it.ModRevision)
 		if err != nil {
@@ -108,6 +116,9 @@ func (c *Configs) Update(ctx context.Context, tenant string, in api.Config) (api
 	})
 	if err != nil {
 		return api.Config{}, storeErr(err, "config", in.Name)
+	}
+	if changed && c.roll != nil {
+		c.roll(ctx, tenant, api.ConfigRef{Config: in.Name})
 	}
 	return out, nil
 }

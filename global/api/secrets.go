@@ -25,6 +25,8 @@ type Secrets struct {
 	ring *secretbox.Keyring
 	// resources are read to refuse deleting a secret in use.
 	resources *store.Collection[api.Resource]
+	// roll rolls out the resources that use a Secret whose data changed.
+	roll func(ctx context.Context, tenant string, ref api.ConfigRef)
 }
 
 // errNoKeyring is what a secret write or reveal gets on a global tier
@@ -44,7 +46,7 @@ func (s *Secrets) Create(ctx context.Context, tenant string, in api.Secret) (api
 	}
 	t := now()
 	key := state.ResourceName(tenant, in.Name)
-	stored := state.SealedSecret{Name: in.Name, Tenant: tenant, Type: in.Type, Labels: in.Labels, CreatedAt: t, UpdatedAt: t}
+	stored := state.SealedSecret{Name: in.Name, Tenant: tenant, Type: in.Type, Labels: in.Labels, Generation: 1, CreatedAt: t, UpdatedAt: t}
 	if err := s.seal(&stored, key, in.Data); err != nil {
 		return api.Secret{}, err
 	}
@@ -113,7 +115,9 @@ func (s *Secrets) Update(ctx context.Context, tenant string, in api.Secret) (api
 	}
 	key := state.ResourceName(tenant, in.Name)
 	var out api.Secret
+	changed := false
 	err = s.secrets.Store().RetryConflicts(ctx, "update secret "+key, func() error {
+		changed = false
 		it, err := s.secrets.Get(ctx, key)
 		if err != nil {
 			return err
@@ -125,9 +129,14 @@ func (s *Secrets) Update(ctx context.Context, tenant string, in api.Secret) (api
 		if err := fresh("secret", in.Name, in.ResourceVersion, it.ModRevision); err != nil {
 			return err
 		}
-		if same, err := s.holds(it, in); err != nil || same {
+		sameLabels, sameData, err := s.holds(it, in)
+		if err != nil || sameLabels && sameData {
 			out = secretView(it, nil)
 			return err
+		}
+		if !sameData {
+			cur.Generation++
+			changed = true
 		}
 		cur.Labels, cur.UpdatedAt = in.Labels, now()
 		if err := s.seal(cur, key, in.Data); err != nil {
@@ -144,20 +153,25 @@ func (s *Secrets) Update(ctx context.Context, tenant string, in api.Secret) (api
 	if err != nil {
 		return api.Secret{}, storeErr(err, "secret", in.Name)
 	}
+	if changed && s.roll != nil {
+		s.roll(ctx, tenant, api.ConfigRef{Secret: in.Name})
+	}
 	return out, nil
 }
 
 // holds reports whether the stored secret already has in's labels and
-// data, sealed by the primary key.
-func (s *Secrets) holds(it store.Item[state.SealedSecret], in api.Secret) (bool, error) {
-	if !maps.Equal(it.Value.Labels, in.Labels) || s.ring == nil || s.ring.Stale(it.Value.Sealed) {
-		return false, nil
+// its data. Data sealed by an older key counts as other data to write
+// (sealed anew), not as a change.
+func (s *Secrets) holds(it store.Item[state.SealedSecret], in api.Secret) (sameLabels, sameData bool, err error) {
+	if s.ring == nil {
+		return false, false, errNoKeyring
 	}
 	data, err := s.open(it)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	return maps.Equal(data, in.Data), nil
+	sameLabels = maps.Equal(it.Value.Labels, in.Labels) && !s.ring.Stale(it.Value.Sealed)
+	return sameLabels, maps.Equal(data, in.Data), nil
 }
 
 // Delete removes a tenant's Secret and returns it (keys only). expect,
@@ -257,7 +271,7 @@ func (s *Secrets) view(it store.Item[state.SealedSecret], reveal bool) (api.Secr
 func secretView(it store.Item[state.SealedSecret], data map[string]string) api.Secret {
 	v := it.Value
 	return api.Secret{
-		Name: v.Name, Tenant: v.Tenant, Type: v.Type, Labels: v.Labels, Data: data, Keys: v.Keys,
+		Name: v.Name, Tenant: v.Tenant, Type: v.Type, Labels: v.Labels, Data: data, Keys: v.Keys, Generation: v.Generation,
 		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt, ResourceVersion: it.ModRevision,
 	}
 }

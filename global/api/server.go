@@ -181,8 +181,8 @@ func New(o Options) (*Server, error) {
 	s.nodes = &Nodes{fan: fan}
 	s.replicas = &Replicas{fan: fan, resources: s.resources}
 	s.tokens = &Tokens{tokens: st.Tokens, cache: c.Tokens, log: log}
-	s.configs = &Configs{configs: st.Configs, resources: st.Resources}
-	s.secrets = &Secrets{secrets: st.Secrets, ring: o.Secrets, resources: st.Resources}
+	s.configs = &Configs{configs: st.Configs, resources: st.Resources, roll: s.resources.rollUsers}
+	s.secrets = &Secrets{secrets: st.Secrets, ring: o.Secrets, resources: st.Resources, roll: s.resources.rollUsers}
 	return s, nil
 }
 

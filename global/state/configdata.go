@@ -17,12 +17,13 @@ import (
 // for the secret's name (tenant/name), so that etcd, its backups and
 // snapshots never hold a value in plain text.
 type SealedSecret struct {
-	Name      string             `json:"name"`
-	Tenant    string             `json:"tenant"`
-	Type      api.SecretType     `json:"type"`
-	Labels    map[string]string  `json:"labels,omitempty"`
-	Keys      []string           `json:"keys,omitempty"`
-	Sealed    secretbox.Envelope `json:"sealed"`
-	CreatedAt time.Time          `json:"createdAt,omitzero"`
-	UpdatedAt time.Time          `json:"updatedAt,omitzero"`
+	Name       string             `json:"name"`
+	Tenant     string             `json:"tenant"`
+	Type       api.SecretType     `json:"type"`
+	Labels     map[string]string  `json:"labels,omitempty"`
+	Keys       []string           `json:"keys,omitempty"`
+	Generation int64              `json:"generation,omitempty"`
+	Sealed     secretbox.Envelope `json:"sealed"`
+	CreatedAt  time.Time          `json:"createdAt,omitzero"`
+	UpdatedAt  time.Time          `json:"updatedAt,omitzero"`
 }

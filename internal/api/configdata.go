@@ -36,9 +36,12 @@ type Config struct {
 	Tenant string            `json:"tenant,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
 	// Data is the keys and their values (UTF-8 text).
-	Data      map[string]string `json:"data,omitempty"`
-	CreatedAt time.Time         `json:"createdAt,omitzero"`
-	UpdatedAt time.Time         `json:"updatedAt,omitzero"`
+	Data map[string]string `json:"data,omitempty"`
+	// Generation counts the changes of Data (server-set): the resources
+	// that use the Config roll when it grows.
+	Generation int64     `json:"generation,omitempty"`
+	CreatedAt  time.Time `json:"createdAt,omitzero"`
+	UpdatedAt  time.Time `json:"updatedAt,omitzero"`
 	// ResourceVersion is the store's modification revision; send it back
 	// on update to make the write conditional.
 	ResourceVersion int64 `json:"resourceVersion,omitempty"`
@@ -77,9 +80,11 @@ type Secret struct {
 	// only when revealed.
 	Data map[string]string `json:"data,omitempty"`
 	// Keys are Data's keys, sorted; set by the server.
-	Keys      []string  `json:"keys,omitempty"`
-	CreatedAt time.Time `json:"createdAt,omitzero"`
-	UpdatedAt time.Time `json:"updatedAt,omitzero"`
+	Keys []string `json:"keys,omitempty"`
+	// Generation counts the changes of Data (server-set), as a Config's.
+	Generation int64     `json:"generation,omitempty"`
+	CreatedAt  time.Time `json:"createdAt,omitzero"`
+	UpdatedAt  time.Time `json:"updatedAt,omitzero"`
 	// ResourceVersion is the store's modification revision; send it back
 	// on update to make the write conditional.
 	ResourceVersion int64 `json:"resourceVersion,omitempty"`

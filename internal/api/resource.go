@@ -161,6 +161,10 @@ type ComputeSpec struct {
 	EnvFrom []EnvSource `json:"envFrom,omitempty"`
 	// PullSecret names a registry Secret the image is pulled with.
 	PullSecret string `json:"pullSecret,omitempty"`
+	// ConfigVersions are the generations of the Configs and Secrets the
+	// spec names ("config/NAME", "secret/NAME"), set by the server: a
+	// change of one is a new revision, rolled out like any other.
+	ConfigVersions map[string]int64 `json:"configVersions,omitempty"`
 }
 
 // PortSpec publishes a port of a replica.

@@ -127,6 +127,17 @@ func stringsCopy[To, From ~string](in []From) []To {
 }
 
 // stringMapCopy copies a map[string]string; empty gives nil.
+func int64MapCopy(in map[string]int64) map[string]int64 {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
 func stringMapCopy(in map[string]string) map[string]string {
 	if len(in) == 0 {
 		return nil
@@ -293,6 +304,7 @@ func computeSpecToPB(c *api.ComputeSpec) *resourcev1.ComputeSpec {
 		Files:           sliceToPB(c.Files, fileMountToPB),
 		EnvFrom:         sliceToPB(c.EnvFrom, envSourceToPB),
 		PullSecret:      c.PullSecret,
+		ConfigVersions:  int64MapCopy(c.ConfigVersions),
 	}
 }
 
@@ -312,6 +324,7 @@ func computeSpecFromPB(p *resourcev1.ComputeSpec) api.ComputeSpec {
 		Files:           sliceFromPB(p.GetFiles(), fileMountFromPB),
 		EnvFrom:         sliceFromPB(p.GetEnvFrom(), envSourceFromPB),
 		PullSecret:      p.GetPullSecret(),
+		ConfigVersions:  int64MapCopy(p.GetConfigVersions()),
 	}
 }
 

@@ -315,11 +315,12 @@ type ComputeSpec struct {
 	// Configs and Secrets mounted as files, taken as environment, and the
 	// registry Secret of the pull (names only: values travel on request,
 	// see agent.v1 GetConfigData).
-	Files         []*FileMount `protobuf:"bytes,12,rep,name=files,proto3" json:"files,omitempty"`
-	EnvFrom       []*EnvSource `protobuf:"bytes,13,rep,name=env_from,json=envFrom,proto3" json:"env_from,omitempty"`
-	PullSecret    string       `protobuf:"bytes,14,opt,name=pull_secret,json=pullSecret,proto3" json:"pull_secret,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Files          []*FileMount     `protobuf:"bytes,12,rep,name=files,proto3" json:"files,omitempty"`
+	EnvFrom        []*EnvSource     `protobuf:"bytes,13,rep,name=env_from,json=envFrom,proto3" json:"env_from,omitempty"`
+	PullSecret     string           `protobuf:"bytes,14,opt,name=pull_secret,json=pullSecret,proto3" json:"pull_secret,omitempty"`
+	ConfigVersions map[string]int64 `protobuf:"bytes,15,rep,name=config_versions,json=configVersions,proto3" json:"config_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ComputeSpec) Reset() {
@@ -448,6 +449,13 @@ func (x *ComputeSpec) GetPullSecret() string {
 		return x.PullSecret
 	}
 	return ""
+}
+
+func (x *ComputeSpec) GetConfigVersions() map[string]int64 {
+	if x != nil {
+		return x.ConfigVersions
+	}
+	return nil
 }
 
 type FileMount struct {
@@ -4168,7 +4176,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\vVolumeMount\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\x8e\x05\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xaf\x06\n" +
 	"\vComputeSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -4187,10 +4195,14 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x05files\x18\f \x03(\v2\x1d.strata.resource.v1.FileMountR\x05files\x128\n" +
 	"\benv_from\x18\r \x03(\v2\x1d.strata.resource.v1.EnvSourceR\aenvFrom\x12\x1f\n" +
 	"\vpull_secret\x18\x0e \x01(\tR\n" +
-	"pullSecret\x1a6\n" +
+	"pullSecret\x12\\\n" +
+	"\x0fconfig_versions\x18\x0f \x03(\v23.strata.resource.v1.ComputeSpec.ConfigVersionsEntryR\x0econfigVersions\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
+	"\x13ConfigVersionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"O\n" +
 	"\tFileMount\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\tR\x06config\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x12\n" +
@@ -4603,7 +4615,7 @@ func file_resource_v1_resource_proto_rawDescGZIP() []byte {
 	return file_resource_v1_resource_proto_rawDescData
 }
 
-var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_resource_v1_resource_proto_goTypes = []any{
 	(*FlavorSpec)(nil),            // 0: strata.resource.v1.FlavorSpec
 	(*Flavor)(nil),                // 1: strata.resource.v1.Flavor
@@ -4651,119 +4663,121 @@ var file_resource_v1_resource_proto_goTypes = []any{
 	(*LogChunk)(nil),              // 43: strata.resource.v1.LogChunk
 	(*LogsRequest)(nil),           // 44: strata.resource.v1.LogsRequest
 	nil,                           // 45: strata.resource.v1.ComputeSpec.EnvEntry
-	nil,                           // 46: strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	nil,                           // 47: strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	nil,                           // 48: strata.resource.v1.SpecOverride.EnvEntry
-	nil,                           // 49: strata.resource.v1.ResourceStatus.RegionsEntry
-	nil,                           // 50: strata.resource.v1.ResourceStatus.ConditionsEntry
-	nil,                           // 51: strata.resource.v1.Resource.LabelsEntry
-	nil,                           // 52: strata.resource.v1.Resource.OverridesEntry
-	nil,                           // 53: strata.resource.v1.Region.LabelsEntry
-	nil,                           // 54: strata.resource.v1.Node.LabelsEntry
-	nil,                           // 55: strata.resource.v1.Assignment.LabelsEntry
-	nil,                           // 56: strata.resource.v1.Event.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 57: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 58: google.protobuf.Duration
+	nil,                           // 46: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	nil,                           // 47: strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	nil,                           // 48: strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	nil,                           // 49: strata.resource.v1.SpecOverride.EnvEntry
+	nil,                           // 50: strata.resource.v1.ResourceStatus.RegionsEntry
+	nil,                           // 51: strata.resource.v1.ResourceStatus.ConditionsEntry
+	nil,                           // 52: strata.resource.v1.Resource.LabelsEntry
+	nil,                           // 53: strata.resource.v1.Resource.OverridesEntry
+	nil,                           // 54: strata.resource.v1.Region.LabelsEntry
+	nil,                           // 55: strata.resource.v1.Node.LabelsEntry
+	nil,                           // 56: strata.resource.v1.Assignment.LabelsEntry
+	nil,                           // 57: strata.resource.v1.Event.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 58: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 59: google.protobuf.Duration
 }
 var file_resource_v1_resource_proto_depIdxs = []int32{
 	0,  // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
-	57, // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
-	57, // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
+	58, // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
+	58, // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
 	45, // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
 	2,  // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
 	3,  // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
-	58, // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
+	59, // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
 	5,  // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
 	6,  // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
-	58, // 9: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	58, // 10: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
-	9,  // 11: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
-	46, // 12: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	10, // 13: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
-	4,  // 14: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
-	7,  // 15: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
-	8,  // 16: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
-	11, // 17: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
-	13, // 18: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
-	47, // 19: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	48, // 20: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
-	58, // 21: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
-	57, // 22: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	57, // 23: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	57, // 24: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	49, // 25: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
-	19, // 26: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	57, // 27: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	50, // 28: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
-	20, // 29: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	51, // 30: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
-	12, // 31: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
-	14, // 32: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	52, // 33: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
-	16, // 34: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
-	17, // 35: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	57, // 36: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	57, // 37: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	57, // 38: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
-	21, // 39: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
-	12, // 40: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,  // 41: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	57, // 42: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	57, // 43: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	57, // 44: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	53, // 45: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	57, // 46: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
-	24, // 47: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
-	22, // 48: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
-	1,  // 49: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
-	8,  // 50: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	57, // 51: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	57, // 52: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	58, // 53: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	57, // 54: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	57, // 55: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	57, // 56: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	57, // 57: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
-	31, // 58: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	57, // 59: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
-	29, // 60: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	57, // 61: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	27, // 62: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
-	32, // 63: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	54, // 64: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
-	28, // 65: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
-	27, // 66: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	57, // 67: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	58, // 68: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	58, // 69: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	57, // 70: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
-	33, // 71: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
-	35, // 72: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
-	55, // 73: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	12, // 74: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,  // 75: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	8,  // 76: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	36, // 77: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	37, // 78: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	38, // 79: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	57, // 80: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	57, // 81: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	57, // 82: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	57, // 83: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	57, // 84: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	19, // 85: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	39, // 86: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	40, // 87: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	57, // 88: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	56, // 89: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	57, // 90: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	18, // 91: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	15, // 92: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	93, // [93:93] is the sub-list for method output_type
-	93, // [93:93] is the sub-list for method input_type
-	93, // [93:93] is the sub-list for extension type_name
-	93, // [93:93] is the sub-list for extension extendee
-	0,  // [0:93] is the sub-list for field type_name
+	46, // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	59, // 10: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	59, // 11: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	9,  // 12: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
+	47, // 13: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	10, // 14: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
+	4,  // 15: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
+	7,  // 16: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
+	8,  // 17: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
+	11, // 18: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
+	13, // 19: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
+	48, // 20: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	49, // 21: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
+	59, // 22: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
+	58, // 23: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
+	58, // 24: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	58, // 25: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	50, // 26: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	19, // 27: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	58, // 28: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	51, // 29: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	20, // 30: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
+	52, // 31: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	12, // 32: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
+	14, // 33: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
+	53, // 34: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	16, // 35: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
+	17, // 36: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
+	58, // 37: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	58, // 38: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	58, // 39: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	21, // 40: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
+	12, // 41: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,  // 42: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
+	58, // 43: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	58, // 44: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	58, // 45: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	54, // 46: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	58, // 47: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	24, // 48: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
+	22, // 49: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
+	1,  // 50: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
+	8,  // 51: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
+	58, // 52: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	58, // 53: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	59, // 54: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	58, // 55: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	58, // 56: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	58, // 57: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	58, // 58: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	31, // 59: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
+	58, // 60: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	29, // 61: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
+	58, // 62: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	27, // 63: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
+	32, // 64: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
+	55, // 65: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	28, // 66: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
+	27, // 67: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
+	58, // 68: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	59, // 69: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	59, // 70: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	58, // 71: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	33, // 72: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
+	35, // 73: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
+	56, // 74: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	12, // 75: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,  // 76: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	8,  // 77: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	36, // 78: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	37, // 79: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	38, // 80: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	58, // 81: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	58, // 82: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	58, // 83: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	58, // 84: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	58, // 85: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	19, // 86: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	39, // 87: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	40, // 88: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	58, // 89: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	57, // 90: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	58, // 91: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	18, // 92: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	15, // 93: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	94, // [94:94] is the sub-list for method output_type
+	94, // [94:94] is the sub-list for method input_type
+	94, // [94:94] is the sub-list for extension type_name
+	94, // [94:94] is the sub-list for extension extendee
+	0,  // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
@@ -4778,7 +4792,7 @@ func file_resource_v1_resource_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resource_v1_resource_proto_rawDesc), len(file_resource_v1_resource_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   57,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
