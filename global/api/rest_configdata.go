@@ -10,17 +10,17 @@ import (
 // configDataRoutes are the routes of Configs and Secrets.
 func (h *restHandlers) configDataRoutes() []route {
 	return []route{
-		{"POST /v1/configs", h.createConfig},
-		{"GET /v1/configs", h.listConfigs},
-		{"GET /v1/configs/{name}", h.getConfig},
-		{"PUT /v1/configs/{name}", h.updateConfig},
-		{"DELETE /v1/configs/{name}", h.deleteConfig},
+		{"POST /v1/configs", h.createConfig, inTenant},
+		{"GET /v1/configs", h.listConfigs, []string{"tenant", "limit", "continue"}},
+		{"GET /v1/configs/{name}", h.getConfig, inTenant},
+		{"PUT /v1/configs/{name}", h.updateConfig, inTenant},
+		{"DELETE /v1/configs/{name}", h.deleteConfig, inTenant},
 
-		{"POST /v1/secrets", h.createSecret},
-		{"GET /v1/secrets", h.listSecrets},
-		{"GET /v1/secrets/{name}", h.getSecret},
-		{"PUT /v1/secrets/{name}", h.updateSecret},
-		{"DELETE /v1/secrets/{name}", h.deleteSecret},
+		{"POST /v1/secrets", h.createSecret, inTenant},
+		{"GET /v1/secrets", h.listSecrets, []string{"tenant", "limit", "continue", "reveal"}},
+		{"GET /v1/secrets/{name}", h.getSecret, []string{"tenant", "reveal"}},
+		{"PUT /v1/secrets/{name}", h.updateSecret, inTenant},
+		{"DELETE /v1/secrets/{name}", h.deleteSecret, inTenant},
 	}
 }
 
