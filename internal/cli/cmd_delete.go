@@ -121,18 +121,8 @@ func (a *App) deleteOne(ctx context.Context, c *client.Client, typ objType, name
 			fmt.Fprintf(a.io.Out, "flavor/%s deleted\n", name)
 		}
 		return "flavor/" + name, err
-	case typeConfigs:
-		_, err := c.DeleteConfig(ctx, name)
-		if err == nil {
-			fmt.Fprintf(a.io.Out, "config/%s deleted\n", name)
-		}
-		return "config/" + name, err
-	case typeSecrets:
-		_, err := c.DeleteSecret(ctx, name)
-		if err == nil {
-			fmt.Fprintf(a.io.Out, "secret/%s deleted\n", name)
-		}
-		return "secret/" + name, err
+	case typeConfigs, typeSecrets:
+		return a.deleteConfigData(ctx, c, typ, name)
 	case typeRegions:
 		_, err := c.DeleteRegion(ctx, name)
 		if err == nil {

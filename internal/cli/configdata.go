@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
@@ -24,6 +25,22 @@ func applyConfigData(ctx context.Context, c *client.Client, o manifest.Object, d
 	return decide(dryRun, err, func() bool { return manifest.SecretUpToDate(*o.Secret, cur) },
 		func() error { _, err := c.CreateSecret(ctx, *o.Secret); return err },
 		func() error { _, err := c.UpdateSecret(ctx, *o.Secret); return err })
+}
+
+// deleteConfigData deletes a config or a secret and says so.
+func (a *App) deleteConfigData(ctx context.Context, c *client.Client, typ objType, name string) (string, error) {
+	ref := "config/" + name
+	var err error
+	if typ == typeSecrets {
+		ref = "secret/" + name
+		_, err = c.DeleteSecret(ctx, name)
+	} else {
+		_, err = c.DeleteConfig(ctx, name)
+	}
+	if err == nil {
+		fmt.Fprintf(a.io.Out, "%s deleted\n", ref)
+	}
+	return ref, err
 }
 
 func fetchConfigs(ctx context.Context, c *client.Client, name string, sel api.Selector) (view, error) {
