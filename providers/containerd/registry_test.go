@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/v2/core/images"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -214,8 +215,10 @@ func TestRegistryPull(t *testing.T) {
 			cfg.RegistryHosts = map[string]RegistryHost{reg.host: tc.host}
 			cfg.PullProgressInterval = 20 * time.Millisecond
 			p := e.reopen(t, cfg)
-			// The namespace holds no image of this reference: each case pulls.
-			if err := p.client.ImageService().Delete(p.nsCtx(context.Background()), reg.ref()); err != nil && !isNotFound(err) {
+			// The namespace holds no image of this reference, nor its
+			// blobs (collected at once): each case pulls all of it, so
+			// that a ready one shows its progress.
+			if err := p.client.ImageService().Delete(p.nsCtx(context.Background()), reg.ref(), images.SynchronousDelete()); err != nil && !isNotFound(err) {
 				t.Fatalf("removing the image of the case before: %v", err)
 			}
 			ctx := e.ctx(t)
