@@ -82,18 +82,20 @@ type ConfigData struct {
 }
 
 // ConfigData returns the data (secrets decrypted) of refs for the
-// resource tenant/name, asked by a region that runs its replicas. Every
-// ref must be named by the resource's spec or one of its kept revisions
-// (a rollout runs old ones): anything else is not found, so that a
-// region gets only what a resource it runs uses. Nothing here is logged.
-func (s *Server) ConfigData(ctx context.Context, tenant, name string, refs []api.ConfigRef) ([]ConfigData, error) {
+// resource tenant/name, asked by region, which must be one the resource
+// is placed in (its status names it) or scheduled to (its schedule names
+// it). Every ref must be named by the resource's spec or one of its kept
+// revisions (a rollout runs old ones): anything else is not found, so
+// that a region gets only what a resource it runs uses. Nothing here is
+// logged.
+func (s *Server) ConfigData(ctx context.Context, region, tenant, name string, refs []api.ConfigRef) ([]ConfigData, error) {
 	if err := api.ValidateName("tenant", tenant); err != nil {
 		return nil, err
 	}
 	if err := api.ValidateName("resource", name); err != nil {
 		return nil, err
 	}
-	named, err := s.namedRefs(ctx, tenant, name)
+	named, err := s.namedRefs(ctx, region, tenant, name)
 	if err != nil {
 		return nil, err
 	}
@@ -113,10 +115,13 @@ func (s *Server) ConfigData(ctx context.Context, tenant, name string, refs []api
 
 // namedRefs is every Config and Secret the resource's spec and kept
 // revisions name.
-func (s *Server) namedRefs(ctx context.Context, tenant, name string) (map[api.ConfigRef]bool, error) {
+func (s *Server) namedRefs(ctx context.Context, region, tenant, name string) (map[api.ConfigRef]bool, error) {
 	it, err := s.st.Resources.Get(ctx, state.ResourceName(tenant, name))
 	if err != nil {
 		return nil, storeErr(err, "resource", name)
+	}
+	if err := s.placedIn(ctx, it, region); err != nil {
+		return nil, err
 	}
 	named := map[api.ConfigRef]bool{}
 	add := func(spec api.ResourceSpec) {
@@ -137,6 +142,27 @@ func (s *Server) namedRefs(ctx context.Context, tenant, name string) (map[api.Co
 		}
 	}
 	return named, nil
+}
+
+// placedIn checks that the resource it may run in region: its schedule
+// names the region, or its status (the master's placement) does. A
+// region not placed yet is told so, and its agent asks again later.
+func (s *Server) placedIn(ctx context.Context, it store.Item[api.Resource], region string) error {
+	for _, t := range it.Value.Schedule.Regions {
+		if t.Name == region {
+			return nil
+		}
+	}
+	st, err := s.st.Statuses.Get(ctx, it.Name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return storeErr(err, "resource", it.Value.Name)
+	}
+	if err == nil && st.Value.UID == it.Value.UID {
+		if _, ok := st.Value.Regions[region]; ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("resource %q is not placed in region %q: %w", it.Value.Name, region, errNotReferenced)
 }
 
 // readRef reads one Config or Secret (decrypted).

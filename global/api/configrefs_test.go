@@ -17,7 +17,7 @@ import (
 // names, and only as itself.
 func TestConfigRefs(t *testing.T) {
 	e := newEnv(t, envConfig{})
-	e.fixtures(t, nil)
+	e.fixtures(t, map[string]string{"eu": "127.0.0.1:1", "us": "127.0.0.1:2"})
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/configs", `{"name":"conf","data":{"app.conf":"x=1"}}`))
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/secrets", `{"name":"db","data":{"password":"pw-9"}}`))
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/secrets", `{"name":"reg","type":"registry","data":{"registry":"r.example:5000","username":"u","password":"rp"}}`))
@@ -34,7 +34,9 @@ func TestConfigRefs(t *testing.T) {
 		"envFrom":    []map[string]any{{"secret": "db", "key": "password", "name": "DB_PASSWORD"}},
 		"pullSecret": "reg",
 	}
-	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", compute("web", "small", web)))
+	webBody := compute("web", "small", web)
+	webBody["schedule"] = map[string]any{"regions": []map[string]any{{"name": "eu"}}}
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", webBody))
 
 	for _, tc := range []struct {
 		name string
@@ -122,6 +124,11 @@ func TestConfigRefs(t *testing.T) {
 	}
 	if _, err := ask("us", &globalv1.ConfigDataRef{Kind: "config", Name: "conf"}); !errors.Is(err, api.ErrForbidden) {
 		t.Errorf("region eu asking as us: %v; want PermissionDenied", err)
+	}
+	usFed := globalv1.NewFederationServiceClient(e.dialAs(t, srv, pki.Region("us")))
+	if _, err := usFed.GetConfigData(ctx, &globalv1.GetConfigDataRequest{Region: "us", Tenant: DefaultTenant, Resource: "web",
+		Refs: []*globalv1.ConfigDataRef{{Kind: "secret", Name: "db"}}}); !errors.Is(err, api.ErrNotFound) || strings.Contains(err.Error(), "pw-") {
+		t.Errorf("region us, where web is not placed: %v; want not found without the value", err)
 	}
 	tenantFed := globalv1.NewFederationServiceClient(e.dialAs(t, srv, pki.Node("eu", "n1")))
 	if _, err := tenantFed.GetConfigData(ctx, &globalv1.GetConfigDataRequest{Region: "eu", Tenant: DefaultTenant, Resource: "web"}); !errors.Is(err, api.ErrForbidden) {

@@ -26,7 +26,7 @@ func (f *federationServer) GetConfigData(ctx context.Context, req *globalv1.GetC
 			return nil, api.Invalid("refs", "kind %q is not config or secret", r.GetKind())
 		}
 	}
-	items, err := f.s.ConfigData(ctx, req.GetTenant(), req.GetResource(), refs)
+	items, err := f.s.ConfigData(ctx, req.GetRegion(), req.GetTenant(), req.GetResource(), refs)
 	if err != nil {
 		return nil, err
 	}
