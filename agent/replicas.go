@@ -420,7 +420,7 @@ func (a *Agent) reconcileRunning(ctx context.Context, r *replica) {
 	a.mu.Unlock()
 
 	actx, cancel := context.WithTimeout(ctx, a.t.applyCall)
-	st, err := e.p.Apply(actx, asg)
+	st, err := a.apply(actx, e, asg)
 	cancel()
 
 	a.mu.Lock()

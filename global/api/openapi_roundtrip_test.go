@@ -142,6 +142,22 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 	pol2 := e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/networkpolicies/web-only", `{"selector":{"app":"web"},"ingress":[]}`, ifMatch(pol)))
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/networkpolicies", `{"name":"tmp"}`))
 	e.must(t, http.StatusOK, e.do(t, "DELETE", "/v1/networkpolicies/tmp", nil))
+	// Configs and secrets.
+	conf := e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/configs", `{"name":"conf","labels":{"app":"web"},"data":{"app.conf":"x=1\n"}}`))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/configs?limit=1", nil))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/configs/conf", nil))
+	e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/configs/conf", `{"data":{"app.conf":"x=2\n"}}`, ifMatch(conf)))
+	e.must(t, http.StatusOK, e.do(t, "DELETE", "/v1/configs/conf", nil))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/secrets", `{"name":"reg","type":"registry","data":{"registry":"r.example:5000","username":"u","password":"p"}}`))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/secrets?limit=1", nil))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/secrets/reg?reveal=true", nil))
+	e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/secrets/reg", `{"type":"registry","data":{"registry":"r.example:5000","username":"u","password":"p2"}}`))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/configs", `{"name":"conf2","data":{"app.conf":"x=1\n"}}`))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", computeBody("withconf", func(m map[string]any) {
+		m["spec"].(map[string]any)["compute"] = map[string]any{"image": "r.example:5000/app:1", "pullSecret": "reg",
+			"files": []map[string]any{{"config": "conf2", "path": "/etc/app"}}, "envFrom": []map[string]any{{"config": "conf2", "key": "app.conf", "name": "APP_CONF"}}}
+	})))
+	bad(func() { e.must(t, http.StatusConflict, e.do(t, "DELETE", "/v1/secrets/reg", nil)) }) // withconf pulls with it
 
 	// Regions, nodes, events, tokens, status, probes.
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/regions", nil))
@@ -182,6 +198,9 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/networkpolicies/nothing", nil))
 		e.must(t, http.StatusConflict, e.do(t, "PUT", "/v1/networkpolicies/web-only", `{"selector":{}}`, ifMatch(pol)))
 		e.must(t, http.StatusConflict, e.do(t, "POST", "/v1/networkpolicies", `{"name":"web-only"}`))
+		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/secrets", `{"name":"s","data":{"a/b":"v"}}`))
+		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/secrets/none", nil))
+		e.must(t, http.StatusBadRequest, e.do(t, "GET", "/v1/secrets?reveal=maybe", nil))
 	})
 	_ = web2
 	_ = pol2

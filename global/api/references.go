@@ -36,6 +36,9 @@ func (s *Resources) checkReferences(ctx context.Context, r *api.Resource) (*api.
 		return nil, err
 	}
 	if c := r.Spec.Compute; c != nil {
+		if err := s.checkConfigRefs(ctx, r, flavor); err != nil {
+			return nil, err
+		}
 		if err := s.checkImage(ctx, r.Tenant, "spec.compute.image", c.Image, flavor); err != nil {
 			return nil, err
 		}

@@ -26,7 +26,7 @@ func (s *Server) restAPI() *rest.API {
 		opts = append(opts, rest.WithAudit(s.auditREST))
 	}
 	a := rest.New(s.tokens.authenticate, opts...)
-	for _, rt := range h.routes() {
+	for _, rt := range append(h.routes(), h.configDataRoutes()...) {
 		a.Handle(rt.pattern, rt.fn, rt.query...)
 	}
 	h.stream = a.Error

@@ -154,6 +154,17 @@ type ComputeSpec struct {
 	StopGracePeriod Duration      `json:"stopGracePeriod,omitzero"`
 	// KernelArgs is appended to a VM's kernel command line.
 	KernelArgs string `json:"kernelArgs,omitempty"`
+	// Files mounts Configs and Secrets of the tenant as read-only files
+	// (containers only; see configdata.go).
+	Files []FileMount `json:"files,omitempty"`
+	// EnvFrom takes environment variables from Configs and Secrets.
+	EnvFrom []EnvSource `json:"envFrom,omitempty"`
+	// PullSecret names a registry Secret the image is pulled with.
+	PullSecret string `json:"pullSecret,omitempty"`
+	// ConfigVersions are the generations of the Configs and Secrets the
+	// spec names ("config/NAME", "secret/NAME"), set by the server: a
+	// change of one is a new revision, rolled out like any other.
+	ConfigVersions map[string]int64 `json:"configVersions,omitempty"`
 }
 
 // PortSpec publishes a port of a replica.

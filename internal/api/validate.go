@@ -335,6 +335,7 @@ func (c *ComputeSpec) validate() error {
 		p.add(ValidateName("network", c.Network))
 	}
 	p.add(oneOf("restartPolicy", c.RestartPolicy, "", RestartAlways, RestartOnFailure, RestartNever))
+	p.add(c.validateConfigRefs())
 	if c.StopGracePeriod.Duration < 0 {
 		p.add(Invalid("stopGracePeriod", "must not be negative"))
 	}

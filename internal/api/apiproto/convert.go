@@ -127,6 +127,17 @@ func stringsCopy[To, From ~string](in []From) []To {
 }
 
 // stringMapCopy copies a map[string]string; empty gives nil.
+func int64MapCopy(in map[string]int64) map[string]int64 {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
 func stringMapCopy(in map[string]string) map[string]string {
 	if len(in) == 0 {
 		return nil
@@ -290,6 +301,10 @@ func computeSpecToPB(c *api.ComputeSpec) *resourcev1.ComputeSpec {
 		RestartPolicy:   string(c.RestartPolicy),
 		StopGracePeriod: durationToPB(c.StopGracePeriod),
 		KernelArgs:      c.KernelArgs,
+		Files:           sliceToPB(c.Files, fileMountToPB),
+		EnvFrom:         sliceToPB(c.EnvFrom, envSourceToPB),
+		PullSecret:      c.PullSecret,
+		ConfigVersions:  int64MapCopy(c.ConfigVersions),
 	}
 }
 
@@ -306,7 +321,33 @@ func computeSpecFromPB(p *resourcev1.ComputeSpec) api.ComputeSpec {
 		RestartPolicy:   api.RestartPolicy(p.GetRestartPolicy()),
 		StopGracePeriod: durationFromPB(p.GetStopGracePeriod()),
 		KernelArgs:      p.GetKernelArgs(),
+		Files:           sliceFromPB(p.GetFiles(), fileMountFromPB),
+		EnvFrom:         sliceFromPB(p.GetEnvFrom(), envSourceFromPB),
+		PullSecret:      p.GetPullSecret(),
+		ConfigVersions:  int64MapCopy(p.GetConfigVersions()),
 	}
+}
+
+func fileMountToPB(f *api.FileMount) *resourcev1.FileMount {
+	if f == nil {
+		return nil
+	}
+	return &resourcev1.FileMount{Config: f.Config, Secret: f.Secret, Path: f.Path}
+}
+
+func fileMountFromPB(p *resourcev1.FileMount) api.FileMount {
+	return api.FileMount{Config: p.GetConfig(), Secret: p.GetSecret(), Path: p.GetPath()}
+}
+
+func envSourceToPB(e *api.EnvSource) *resourcev1.EnvSource {
+	if e == nil {
+		return nil
+	}
+	return &resourcev1.EnvSource{Config: e.Config, Secret: e.Secret, Key: e.Key, Name: e.Name}
+}
+
+func envSourceFromPB(p *resourcev1.EnvSource) api.EnvSource {
+	return api.EnvSource{Config: p.GetConfig(), Secret: p.GetSecret(), Key: p.GetKey(), Name: p.GetName()}
 }
 
 func portSpecToPB(s *api.PortSpec) *resourcev1.PortSpec {

@@ -49,6 +49,8 @@ func convCases() []convCase {
 		convCaseOf(computeSpecToPB, computeSpecFromPB),
 		convCaseOf(portSpecToPB, portSpecFromPB),
 		convCaseOf(volumeMountToPB, volumeMountFromPB),
+		convCaseOf(fileMountToPB, fileMountFromPB),
+		convCaseOf(envSourceToPB, envSourceFromPB),
 		convCaseOf(volumeSpecToPB, volumeSpecFromPB),
 		convCaseOf(ImageSpecToPB, ImageSpecFromPB),
 		convCaseOf(loadbalancerSpecToPB, loadbalancerSpecFromPB),

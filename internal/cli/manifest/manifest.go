@@ -10,6 +10,7 @@
 //     loadbalancer) is written "providerKind" (default container), because
 //     "kind" says that the document is a Flavor.
 //   - Region: a region registration, as POST /v1/regions takes it.
+//   - Config, Secret: as POST /v1/configs and /v1/secrets take them.
 //   - NetworkPolicy: a network policy, as POST /v1/networkpolicies takes it.
 //   - List: {"kind": "List", "items": [...]}, what `get -o json|yaml`
 //     prints for several objects.
@@ -52,6 +53,8 @@ const (
 	KindCompute      Kind = "Compute"
 	KindLoadbalancer Kind = "Loadbalancer"
 	KindPolicy       Kind = "NetworkPolicy"
+	KindConfig       Kind = "Config"
+	KindSecret       Kind = "Secret"
 	KindList         Kind = "List"
 )
 
@@ -59,8 +62,9 @@ const (
 // what an object refers to exists before it: regions and flavors first,
 // then images and volumes that compute mounts or boots from, then compute,
 // then the load balancers in front of it, then the network policies that
-// select replicas by label. Delete goes the other way.
-var Kinds = []Kind{KindRegion, KindFlavor, KindImage, KindVolume, KindCompute, KindLoadbalancer, KindPolicy}
+// select replicas by label. Configs and secrets, which compute mounts and
+// pulls with, come before images. Delete goes the other way.
+var Kinds = []Kind{KindRegion, KindFlavor, KindConfig, KindSecret, KindImage, KindVolume, KindCompute, KindLoadbalancer, KindPolicy}
 
 // IsResource reports whether k is one of the resource kinds.
 func (k Kind) IsResource() bool {
@@ -100,6 +104,8 @@ type Object struct {
 	ReplicasSet bool
 	Region      *api.Region
 	Policy      *api.NetworkPolicy
+	Config      *api.Config
+	Secret      *api.Secret
 }
 
 // Name returns the object's name.
@@ -113,6 +119,26 @@ func (o *Object) Name() string {
 		return o.Region.Name
 	case o.Policy != nil:
 		return o.Policy.Name
+	case o.Config != nil:
+		return o.Config.Name
+	case o.Secret != nil:
+		return o.Secret.Name
+	}
+	return ""
+}
+
+// Tenant is the tenant the object's manifest names ("" for none, and for
+// objects that belong to no tenant).
+func (o *Object) Tenant() string {
+	switch {
+	case o.Resource != nil:
+		return o.Resource.Tenant
+	case o.Policy != nil:
+		return o.Policy.Tenant
+	case o.Config != nil:
+		return o.Config.Tenant
+	case o.Secret != nil:
+		return o.Secret.Tenant
 	}
 	return ""
 }
@@ -368,6 +394,10 @@ func parseObject(src Source, js []byte) (Object, error) {
 		o.Policy, err = parsePolicy(js)
 	case kind.IsResource():
 		o.Resource, o.ReplicasSet, err = parseResource(js)
+	case kind == KindConfig:
+		o.Config, err = parseConfig(js)
+	case kind == KindSecret:
+		o.Secret, err = parseSecret(js)
 	default:
 		err = unknownKind(head.Kind, js)
 	}

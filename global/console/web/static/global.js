@@ -1,6 +1,6 @@
 // Strata global console: the overview of regions and resources, a page
-// per resource that acts on it, the network policies page and the tokens
-// page. Every action is a
+// per resource that acts on it, the network policies page, the configs
+// and secrets page, and the tokens page. Every action is a
 // call of the global REST API (the one stratactl uses), behind a
 // confirmation dialog.
 import {
@@ -605,11 +605,67 @@ function policiesPage() {
   r.now();
 }
 
+// ---- configs and secrets ----
+
+// configsPage lists the tenant's configs and secrets with their keys.
+// It never asks for a secret's values: they do not reach the
+// browser.
+function configsPage() {
+  const alertBox = $('#alert');
+  const r = refresher(load, () => REFRESH_MS * 2);
+
+  async function load() {
+    try {
+      const [configs, secrets] = await Promise.all([api('/v1/configs'), api('/v1/secrets')]);
+      clearAlert(alertBox);
+      renderConfigs(configs.items || []);
+      renderSecrets(secrets.items || []);
+      setLive('polling', 'The lists refresh every few seconds', 'Auto-refresh');
+    } catch (e) {
+      if (e.status === 401) return;
+      showAlert(alertBox, e, 'The configs and secrets could not be loaded');
+    }
+  }
+
+  const labels = (l) => Object.keys(l || {}).sort().map((k) => `${k}=${l[k]}`).join(', ') || h('span', { class: 'muted' }, '—');
+  const keys = (ks) => (ks.length ? h('span', { class: 'mono' }, ks.join(', ')) : h('span', { class: 'muted' }, 'none'));
+  const del = (what, name) => h('button', { type: 'button', class: 'btn btn-sm', dataset: { action: 'delete-' + what, name }, onclick: () => remove(what, name) }, 'Delete…');
+
+  function renderConfigs(items) {
+    $('#configs-note').textContent = plural(items.length, 'config');
+    $('#configs tbody').replaceChildren(...items.map((c) => h('tr', { dataset: { config: c.name } },
+      h('td', {}, c.name), h('td', {}, keys(Object.keys(c.data || {}).sort())), h('td', {}, labels(c.labels)),
+      h('td', { class: 'time-cell' }, relTime(c.updatedAt)), h('td', { class: 'num' }, del('config', c.name)))));
+  }
+
+  function renderSecrets(items) {
+    $('#secrets-note').textContent = plural(items.length, 'secret');
+    $('#secrets tbody').replaceChildren(...items.map((s) => h('tr', { dataset: { secret: s.name } },
+      h('td', {}, s.name), h('td', {}, pill(s.type || 'opaque', s.type === 'registry' ? 'info' : 'neutral')),
+      h('td', {}, keys(s.keys || [])), h('td', {}, labels(s.labels)),
+      h('td', { class: 'time-cell' }, relTime(s.updatedAt)), h('td', { class: 'num' }, del('secret', s.name)))));
+  }
+
+  async function remove(what, name) {
+    const ok = await confirmDialog({
+      title: `Delete ${what} ${name}?`,
+      body: [h('p', {}, `The ${what} is removed at once.`)],
+      confirmLabel: 'Delete',
+      danger: true,
+      onConfirm: () => api(`/v1/${what}s/` + encodeURIComponent(name), { method: 'DELETE' }),
+    });
+    if (ok) { toast(`${what} ${name} deleted`); r.now(); }
+  }
+
+  r.now();
+}
+
 start(() => {
   const page = document.body.dataset.page;
   if (page === 'resource') resourcePage();
   else if (page === 'tokens') tokensPage();
   else if (page === 'policies') policiesPage();
+  else if (page === 'configs') configsPage();
   else overviewPage();
   document.body.dataset.started = 'true';
 });
