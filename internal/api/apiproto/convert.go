@@ -260,6 +260,7 @@ func ResourceSpecToPB(s *api.ResourceSpec) *resourcev1.ResourceSpec {
 		Volume:       volumeSpecToPB(s.Volume),
 		Image:        ImageSpecToPB(s.Image),
 		Loadbalancer: loadbalancerSpecToPB(s.Loadbalancer),
+		Job:          jobSpecToPB(s.Job),
 	}
 }
 
@@ -271,6 +272,7 @@ func ResourceSpecFromPB(p *resourcev1.ResourceSpec) api.ResourceSpec {
 		Volume:       ptrFromPB(p.GetVolume(), volumeSpecFromPB),
 		Image:        ptrFromPB(p.GetImage(), ImageSpecFromPB),
 		Loadbalancer: ptrFromPB(p.GetLoadbalancer(), loadbalancerSpecFromPB),
+		Job:          ptrFromPB(p.GetJob(), jobSpecFromPB),
 	}
 }
 
@@ -590,6 +592,7 @@ func ResourceStatusToPB(s *api.ResourceStatus) *resourcev1.ResourceStatus {
 		UpdatedAt:          timeToPB(s.UpdatedAt),
 		Conditions:         stringMapCopy(s.Conditions),
 		Rollout:            rolloutStatusToPB(s.Rollout),
+		Job:                JobStatusToPB(s.Job),
 	}
 }
 
@@ -610,6 +613,7 @@ func ResourceStatusFromPB(p *resourcev1.ResourceStatus) api.ResourceStatus {
 		UpdatedAt:          timeFromPB(p.GetUpdatedAt()),
 		Conditions:         stringMapCopy(p.GetConditions()),
 		Rollout:            ptrFromPB(p.GetRollout(), rolloutStatusFromPB),
+		Job:                ptrFromPB(p.GetJob(), JobStatusFromPB),
 	}
 }
 
@@ -628,6 +632,7 @@ func RegionShareToPB(s *api.RegionShare) *resourcev1.RegionShare {
 		ObservedGeneration: s.ObservedGeneration,
 		UpdatedAt:          timeToPB(s.UpdatedAt),
 		FailoverFrom:       s.FailoverFrom,
+		Job:                JobStatusToPB(s.Job),
 	}
 }
 
@@ -643,6 +648,7 @@ func RegionShareFromPB(p *resourcev1.RegionShare) api.RegionShare {
 		ObservedGeneration: p.GetObservedGeneration(),
 		UpdatedAt:          timeFromPB(p.GetUpdatedAt()),
 		FailoverFrom:       p.GetFailoverFrom(),
+		Job:                ptrFromPB(p.GetJob(), JobStatusFromPB),
 	}
 }
 

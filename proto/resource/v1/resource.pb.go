@@ -810,6 +810,7 @@ type ResourceSpec struct {
 	Volume        *VolumeSpec            `protobuf:"bytes,3,opt,name=volume,proto3" json:"volume,omitempty"`
 	Image         *ImageSpec             `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`
 	Loadbalancer  *LoadbalancerSpec      `protobuf:"bytes,5,opt,name=loadbalancer,proto3" json:"loadbalancer,omitempty"`
+	Job           *JobSpec               `protobuf:"bytes,20,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -875,6 +876,13 @@ func (x *ResourceSpec) GetImage() *ImageSpec {
 func (x *ResourceSpec) GetLoadbalancer() *LoadbalancerSpec {
 	if x != nil {
 		return x.Loadbalancer
+	}
+	return nil
+}
+
+func (x *ResourceSpec) GetJob() *JobSpec {
+	if x != nil {
+		return x.Job
 	}
 	return nil
 }
@@ -1230,6 +1238,7 @@ type RegionShare struct {
 	ObservedGeneration int64                  `protobuf:"varint,7,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
 	UpdatedAt          *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	FailoverFrom       string                 `protobuf:"bytes,9,opt,name=failover_from,json=failoverFrom,proto3" json:"failover_from,omitempty"`
+	Job                *JobStatus             `protobuf:"bytes,20,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -1325,6 +1334,13 @@ func (x *RegionShare) GetFailoverFrom() string {
 		return x.FailoverFrom
 	}
 	return ""
+}
+
+func (x *RegionShare) GetJob() *JobStatus {
+	if x != nil {
+		return x.Job
+	}
+	return nil
 }
 
 type BackendStatus struct {
@@ -1503,6 +1519,7 @@ type ResourceStatus struct {
 	UpdatedAt          *timestamppb.Timestamp  `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	Conditions         map[string]string       `protobuf:"bytes,13,rep,name=conditions,proto3" json:"conditions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Rollout            *RolloutStatus          `protobuf:"bytes,14,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	Job                *JobStatus              `protobuf:"bytes,20,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -1631,6 +1648,13 @@ func (x *ResourceStatus) GetConditions() map[string]string {
 func (x *ResourceStatus) GetRollout() *RolloutStatus {
 	if x != nil {
 		return x.Rollout
+	}
+	return nil
+}
+
+func (x *ResourceStatus) GetJob() *JobStatus {
+	if x != nil {
+		return x.Job
 	}
 	return nil
 }
@@ -3985,6 +4009,414 @@ func (x *LogsRequest) GetTailLines() int32 {
 	return 0
 }
 
+type JobSpec struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Completions       int32                  `protobuf:"varint,1,opt,name=completions,proto3" json:"completions,omitempty"`
+	Parallelism       int32                  `protobuf:"varint,2,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
+	BackoffLimit      *int32                 `protobuf:"varint,3,opt,name=backoff_limit,json=backoffLimit,proto3,oneof" json:"backoff_limit,omitempty"`
+	ActiveDeadline    *durationpb.Duration   `protobuf:"bytes,4,opt,name=active_deadline,json=activeDeadline,proto3" json:"active_deadline,omitempty"`
+	Schedule          string                 `protobuf:"bytes,5,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	ConcurrencyPolicy string                 `protobuf:"bytes,6,opt,name=concurrency_policy,json=concurrencyPolicy,proto3" json:"concurrency_policy,omitempty"`
+	HistoryLimit      int32                  `protobuf:"varint,7,opt,name=history_limit,json=historyLimit,proto3" json:"history_limit,omitempty"`
+	Ttl               *durationpb.Duration   `protobuf:"bytes,8,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *JobSpec) Reset() {
+	*x = JobSpec{}
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobSpec) ProtoMessage() {}
+
+func (x *JobSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
+func (*JobSpec) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *JobSpec) GetCompletions() int32 {
+	if x != nil {
+		return x.Completions
+	}
+	return 0
+}
+
+func (x *JobSpec) GetParallelism() int32 {
+	if x != nil {
+		return x.Parallelism
+	}
+	return 0
+}
+
+func (x *JobSpec) GetBackoffLimit() int32 {
+	if x != nil && x.BackoffLimit != nil {
+		return *x.BackoffLimit
+	}
+	return 0
+}
+
+func (x *JobSpec) GetActiveDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.ActiveDeadline
+	}
+	return nil
+}
+
+func (x *JobSpec) GetSchedule() string {
+	if x != nil {
+		return x.Schedule
+	}
+	return ""
+}
+
+func (x *JobSpec) GetConcurrencyPolicy() string {
+	if x != nil {
+		return x.ConcurrencyPolicy
+	}
+	return ""
+}
+
+func (x *JobSpec) GetHistoryLimit() int32 {
+	if x != nil {
+		return x.HistoryLimit
+	}
+	return 0
+}
+
+func (x *JobSpec) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+type JobAttempt struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Phase         string                 `protobuf:"bytes,3,opt,name=phase,proto3" json:"phase,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	ExitCode      *int32                 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	Removed       bool                   `protobuf:"varint,8,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobAttempt) Reset() {
+	*x = JobAttempt{}
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobAttempt) ProtoMessage() {}
+
+func (x *JobAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
+func (*JobAttempt) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *JobAttempt) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetExitCode() int32 {
+	if x != nil && x.ExitCode != nil {
+		return *x.ExitCode
+	}
+	return 0
+}
+
+func (x *JobAttempt) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *JobAttempt) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *JobAttempt) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
+type JobRun struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        int64                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Phase         string                 `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Active        int32                  `protobuf:"varint,4,opt,name=active,proto3" json:"active,omitempty"`
+	Succeeded     int32                  `protobuf:"varint,5,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Failed        int32                  `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	Attempts      []*JobAttempt          `protobuf:"bytes,9,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobRun) Reset() {
+	*x = JobRun{}
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobRun) ProtoMessage() {}
+
+func (x *JobRun) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobRun.ProtoReflect.Descriptor instead.
+func (*JobRun) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *JobRun) GetNumber() int64 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *JobRun) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *JobRun) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *JobRun) GetActive() int32 {
+	if x != nil {
+		return x.Active
+	}
+	return 0
+}
+
+func (x *JobRun) GetSucceeded() int32 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *JobRun) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *JobRun) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *JobRun) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *JobRun) GetAttempts() []*JobAttempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+type JobStatus struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Phase          string                 `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
+	Reason         string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Active         int32                  `protobuf:"varint,3,opt,name=active,proto3" json:"active,omitempty"`
+	Succeeded      int32                  `protobuf:"varint,4,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Failed         int32                  `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`
+	Runs           []*JobRun              `protobuf:"bytes,6,rep,name=runs,proto3" json:"runs,omitempty"`
+	LastScheduleAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_schedule_at,json=lastScheduleAt,proto3" json:"last_schedule_at,omitempty"`
+	NextRunAt      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=next_run_at,json=nextRunAt,proto3" json:"next_run_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *JobStatus) Reset() {
+	*x = JobStatus{}
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobStatus) ProtoMessage() {}
+
+func (x *JobStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
+func (*JobStatus) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *JobStatus) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *JobStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *JobStatus) GetActive() int32 {
+	if x != nil {
+		return x.Active
+	}
+	return 0
+}
+
+func (x *JobStatus) GetSucceeded() int32 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *JobStatus) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *JobStatus) GetRuns() []*JobRun {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *JobStatus) GetLastScheduleAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastScheduleAt
+	}
+	return nil
+}
+
+func (x *JobStatus) GetNextRunAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextRunAt
+	}
+	return nil
+}
+
 var File_resource_v1_resource_proto protoreflect.FileDescriptor
 
 const file_resource_v1_resource_proto_rawDesc = "" +
@@ -4066,13 +4498,14 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\fhealth_check\x18\x04 \x01(\v2\x1f.strata.resource.v1.HealthCheckR\vhealthCheck\x1a;\n" +
 	"\rSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x02\n" +
 	"\fResourceSpec\x12\x16\n" +
 	"\x06flavor\x18\x01 \x01(\tR\x06flavor\x129\n" +
 	"\acompute\x18\x02 \x01(\v2\x1f.strata.resource.v1.ComputeSpecR\acompute\x126\n" +
 	"\x06volume\x18\x03 \x01(\v2\x1e.strata.resource.v1.VolumeSpecR\x06volume\x123\n" +
 	"\x05image\x18\x04 \x01(\v2\x1d.strata.resource.v1.ImageSpecR\x05image\x12H\n" +
-	"\floadbalancer\x18\x05 \x01(\v2$.strata.resource.v1.LoadbalancerSpecR\floadbalancer\":\n" +
+	"\floadbalancer\x18\x05 \x01(\v2$.strata.resource.v1.LoadbalancerSpecR\floadbalancer\x12-\n" +
+	"\x03job\x18\x14 \x01(\v2\x1b.strata.resource.v1.JobSpecR\x03job\":\n" +
 	"\fRegionTarget\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\x05R\x06weight\"\xe2\x02\n" +
@@ -4106,7 +4539,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"minHealthy\x12\x1f\n" +
 	"\vauto_revert\x18\x04 \x01(\bR\n" +
 	"autoRevert\x12\x16\n" +
-	"\x06paused\x18\x05 \x01(\bR\x06paused\"\xb4\x02\n" +
+	"\x06paused\x18\x05 \x01(\bR\x06paused\"\xe5\x02\n" +
 	"\vRegionShare\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
@@ -4117,7 +4550,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x13observed_generation\x18\a \x01(\x03R\x12observedGeneration\x129\n" +
 	"\n" +
 	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
-	"\rfailover_from\x18\t \x01(\tR\ffailoverFrom\"o\n" +
+	"\rfailover_from\x18\t \x01(\tR\ffailoverFrom\x12/\n" +
+	"\x03job\x18\x14 \x01(\v2\x1d.strata.resource.v1.JobStatusR\x03job\"o\n" +
 	"\rBackendStatus\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -4131,7 +4565,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x129\n" +
 	"\n" +
 	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x16\n" +
-	"\x06revert\x18\a \x01(\bR\x06revert\"\x8d\x06\n" +
+	"\x06revert\x18\a \x01(\bR\x06revert\"\xbe\x06\n" +
 	"\x0eResourceStatus\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x16\n" +
@@ -4150,7 +4584,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\n" +
 	"conditions\x18\r \x03(\v22.strata.resource.v1.ResourceStatus.ConditionsEntryR\n" +
 	"conditions\x12;\n" +
-	"\arollout\x18\x0e \x01(\v2!.strata.resource.v1.RolloutStatusR\arollout\x1a[\n" +
+	"\arollout\x18\x0e \x01(\v2!.strata.resource.v1.RolloutStatusR\arollout\x12/\n" +
+	"\x03job\x18\x14 \x01(\v2\x1d.strata.resource.v1.JobStatusR\x03job\x1a[\n" +
 	"\fRegionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
 	"\x05value\x18\x02 \x01(\v2\x1f.strata.resource.v1.RegionShareR\x05value:\x028\x01\x1a=\n" +
@@ -4421,7 +4856,52 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\areplica\x18\x03 \x01(\tR\areplica\x12\x16\n" +
 	"\x06follow\x18\x04 \x01(\bR\x06follow\x12\x1d\n" +
 	"\n" +
-	"tail_lines\x18\x05 \x01(\x05R\ttailLinesB9Z7github.com/stratahq/strata/proto/resource/v1;resourcev1b\x06proto3"
+	"tail_lines\x18\x05 \x01(\x05R\ttailLines\"\xea\x02\n" +
+	"\aJobSpec\x12 \n" +
+	"\vcompletions\x18\x01 \x01(\x05R\vcompletions\x12 \n" +
+	"\vparallelism\x18\x02 \x01(\x05R\vparallelism\x12(\n" +
+	"\rbackoff_limit\x18\x03 \x01(\x05H\x00R\fbackoffLimit\x88\x01\x01\x12B\n" +
+	"\x0factive_deadline\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eactiveDeadline\x12\x1a\n" +
+	"\bschedule\x18\x05 \x01(\tR\bschedule\x12-\n" +
+	"\x12concurrency_policy\x18\x06 \x01(\tR\x11concurrencyPolicy\x12#\n" +
+	"\rhistory_limit\x18\a \x01(\x05R\fhistoryLimit\x12+\n" +
+	"\x03ttl\x18\b \x01(\v2\x19.google.protobuf.DurationR\x03ttlB\x10\n" +
+	"\x0e_backoff_limit\"\xa0\x02\n" +
+	"\n" +
+	"JobAttempt\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x14\n" +
+	"\x05phase\x18\x03 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12 \n" +
+	"\texit_code\x18\x05 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x129\n" +
+	"\n" +
+	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12\x18\n" +
+	"\aremoved\x18\b \x01(\bR\aremovedB\f\n" +
+	"\n" +
+	"_exit_code\"\xd0\x02\n" +
+	"\x06JobRun\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x03R\x06number\x12\x14\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06active\x18\x04 \x01(\x05R\x06active\x12\x1c\n" +
+	"\tsucceeded\x18\x05 \x01(\x05R\tsucceeded\x12\x16\n" +
+	"\x06failed\x18\x06 \x01(\x05R\x06failed\x129\n" +
+	"\n" +
+	"started_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12:\n" +
+	"\battempts\x18\t \x03(\v2\x1e.strata.resource.v1.JobAttemptR\battempts\"\xb9\x02\n" +
+	"\tJobStatus\x12\x14\n" +
+	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06active\x18\x03 \x01(\x05R\x06active\x12\x1c\n" +
+	"\tsucceeded\x18\x04 \x01(\x05R\tsucceeded\x12\x16\n" +
+	"\x06failed\x18\x05 \x01(\x05R\x06failed\x12.\n" +
+	"\x04runs\x18\x06 \x03(\v2\x1a.strata.resource.v1.JobRunR\x04runs\x12D\n" +
+	"\x10last_schedule_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x0elastScheduleAt\x12:\n" +
+	"\vnext_run_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tnextRunAtB9Z7github.com/stratahq/strata/proto/resource/v1;resourcev1b\x06proto3"
 
 var (
 	file_resource_v1_resource_proto_rawDescOnce sync.Once
@@ -4435,7 +4915,7 @@ func file_resource_v1_resource_proto_rawDescGZIP() []byte {
 	return file_resource_v1_resource_proto_rawDescData
 }
 
-var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_resource_v1_resource_proto_goTypes = []any{
 	(*FlavorSpec)(nil),            // 0: strata.resource.v1.FlavorSpec
 	(*Flavor)(nil),                // 1: strata.resource.v1.Flavor
@@ -4480,118 +4960,135 @@ var file_resource_v1_resource_proto_goTypes = []any{
 	(*Event)(nil),                 // 40: strata.resource.v1.Event
 	(*LogChunk)(nil),              // 41: strata.resource.v1.LogChunk
 	(*LogsRequest)(nil),           // 42: strata.resource.v1.LogsRequest
-	nil,                           // 43: strata.resource.v1.ComputeSpec.EnvEntry
-	nil,                           // 44: strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	nil,                           // 45: strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	nil,                           // 46: strata.resource.v1.SpecOverride.EnvEntry
-	nil,                           // 47: strata.resource.v1.ResourceStatus.RegionsEntry
-	nil,                           // 48: strata.resource.v1.ResourceStatus.ConditionsEntry
-	nil,                           // 49: strata.resource.v1.Resource.LabelsEntry
-	nil,                           // 50: strata.resource.v1.Resource.OverridesEntry
-	nil,                           // 51: strata.resource.v1.Region.LabelsEntry
-	nil,                           // 52: strata.resource.v1.Node.LabelsEntry
-	nil,                           // 53: strata.resource.v1.Assignment.LabelsEntry
-	nil,                           // 54: strata.resource.v1.Event.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 55: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 56: google.protobuf.Duration
+	(*JobSpec)(nil),               // 43: strata.resource.v1.JobSpec
+	(*JobAttempt)(nil),            // 44: strata.resource.v1.JobAttempt
+	(*JobRun)(nil),                // 45: strata.resource.v1.JobRun
+	(*JobStatus)(nil),             // 46: strata.resource.v1.JobStatus
+	nil,                           // 47: strata.resource.v1.ComputeSpec.EnvEntry
+	nil,                           // 48: strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	nil,                           // 49: strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	nil,                           // 50: strata.resource.v1.SpecOverride.EnvEntry
+	nil,                           // 51: strata.resource.v1.ResourceStatus.RegionsEntry
+	nil,                           // 52: strata.resource.v1.ResourceStatus.ConditionsEntry
+	nil,                           // 53: strata.resource.v1.Resource.LabelsEntry
+	nil,                           // 54: strata.resource.v1.Resource.OverridesEntry
+	nil,                           // 55: strata.resource.v1.Region.LabelsEntry
+	nil,                           // 56: strata.resource.v1.Node.LabelsEntry
+	nil,                           // 57: strata.resource.v1.Assignment.LabelsEntry
+	nil,                           // 58: strata.resource.v1.Event.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 59: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 60: google.protobuf.Duration
 }
 var file_resource_v1_resource_proto_depIdxs = []int32{
-	0,  // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
-	55, // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
-	55, // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
-	43, // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
-	2,  // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
-	3,  // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
-	56, // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
-	56, // 7: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	56, // 8: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
-	7,  // 9: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
-	44, // 10: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	8,  // 11: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
-	4,  // 12: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
-	5,  // 13: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
-	6,  // 14: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
-	9,  // 15: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
-	11, // 16: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
-	45, // 17: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	46, // 18: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
-	56, // 19: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
-	55, // 20: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	55, // 21: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	55, // 22: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	47, // 23: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
-	17, // 24: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	55, // 25: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	48, // 26: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
-	18, // 27: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	49, // 28: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
-	10, // 29: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
-	12, // 30: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	50, // 31: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
-	14, // 32: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
-	15, // 33: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	55, // 34: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	55, // 35: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	55, // 36: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
-	19, // 37: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
-	10, // 38: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,  // 39: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	55, // 40: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	55, // 41: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	55, // 42: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	51, // 43: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	55, // 44: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
-	22, // 45: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
-	20, // 46: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
-	1,  // 47: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
-	6,  // 48: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	55, // 49: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	55, // 50: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	56, // 51: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	55, // 52: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	55, // 53: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	55, // 54: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	55, // 55: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
-	29, // 56: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	55, // 57: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
-	27, // 58: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	55, // 59: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	25, // 60: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
-	30, // 61: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	52, // 62: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
-	26, // 63: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
-	25, // 64: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	55, // 65: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	56, // 66: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	56, // 67: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	55, // 68: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
-	31, // 69: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
-	33, // 70: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
-	53, // 71: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	10, // 72: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,  // 73: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	6,  // 74: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	34, // 75: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	35, // 76: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	36, // 77: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	55, // 78: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	55, // 79: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	55, // 80: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	55, // 81: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	55, // 82: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 83: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	37, // 84: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	38, // 85: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	55, // 86: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	54, // 87: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	55, // 88: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	16, // 89: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	13, // 90: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	91, // [91:91] is the sub-list for method output_type
-	91, // [91:91] is the sub-list for method input_type
-	91, // [91:91] is the sub-list for extension type_name
-	91, // [91:91] is the sub-list for extension extendee
-	0,  // [0:91] is the sub-list for field type_name
+	0,   // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
+	59,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
+	59,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
+	47,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
+	2,   // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
+	3,   // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
+	60,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
+	60,  // 7: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	60,  // 8: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	7,   // 9: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
+	48,  // 10: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	8,   // 11: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
+	4,   // 12: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
+	5,   // 13: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
+	6,   // 14: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
+	9,   // 15: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
+	43,  // 16: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
+	11,  // 17: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
+	49,  // 18: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	50,  // 19: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
+	60,  // 20: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
+	59,  // 21: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
+	46,  // 22: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
+	59,  // 23: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	59,  // 24: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	51,  // 25: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	17,  // 26: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	59,  // 27: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	52,  // 28: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	18,  // 29: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
+	46,  // 30: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
+	53,  // 31: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	10,  // 32: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
+	12,  // 33: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
+	54,  // 34: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	14,  // 35: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
+	15,  // 36: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
+	59,  // 37: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	59,  // 38: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	59,  // 39: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	19,  // 40: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
+	10,  // 41: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 42: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
+	59,  // 43: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	59,  // 44: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	59,  // 45: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	55,  // 46: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	59,  // 47: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	22,  // 48: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
+	20,  // 49: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
+	1,   // 50: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
+	6,   // 51: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
+	59,  // 52: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	59,  // 53: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	60,  // 54: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	59,  // 55: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	59,  // 56: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	59,  // 57: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	59,  // 58: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	29,  // 59: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
+	59,  // 60: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	27,  // 61: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
+	59,  // 62: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	25,  // 63: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
+	30,  // 64: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
+	56,  // 65: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	26,  // 66: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
+	25,  // 67: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
+	59,  // 68: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	60,  // 69: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	60,  // 70: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	59,  // 71: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	31,  // 72: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
+	33,  // 73: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
+	57,  // 74: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	10,  // 75: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 76: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	6,   // 77: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	34,  // 78: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	35,  // 79: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	36,  // 80: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	59,  // 81: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	59,  // 82: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	59,  // 83: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	59,  // 84: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	59,  // 85: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	17,  // 86: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	37,  // 87: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	38,  // 88: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	59,  // 89: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	58,  // 90: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	59,  // 91: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	60,  // 92: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	60,  // 93: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	59,  // 94: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	59,  // 95: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	59,  // 96: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	59,  // 97: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	44,  // 98: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	45,  // 99: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	59,  // 100: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	59,  // 101: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	16,  // 102: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	13,  // 103: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	104, // [104:104] is the sub-list for method output_type
+	104, // [104:104] is the sub-list for method input_type
+	104, // [104:104] is the sub-list for extension type_name
+	104, // [104:104] is the sub-list for extension extendee
+	0,   // [0:104] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
@@ -4600,13 +5097,15 @@ func file_resource_v1_resource_proto_init() {
 		return
 	}
 	file_resource_v1_resource_proto_msgTypes[38].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[43].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[44].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resource_v1_resource_proto_rawDesc), len(file_resource_v1_resource_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   55,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
