@@ -33,6 +33,10 @@ func (v *view) status(desired map[string]int, phase api.Phase, reason string, ro
 		st.Regions = nil
 	}
 	st.Rollout = ro
+	if st.Job != nil && st.Phase == api.PhaseProvision && len(st.Job.Runs) > 0 {
+		r := st.Job.Runs[0]
+		st.Reason = fmt.Sprintf("run %d: %d active, %d succeeded, %d failed", r.Number, r.Active, r.Succeeded, r.Failed)
+	}
 	if ro != nil && ro.State == api.RolloutProgressing && st.Phase == api.PhaseProvision && ro.Region != "" {
 		st.Reason = fmt.Sprintf("rolling out revision %d: %s", ro.Revision, ro.Region)
 	}
@@ -72,6 +76,7 @@ func (v *view) count(st *api.ResourceStatus, t *tally, name string, want int, is
 		// What an unreachable region last said of a share it no longer
 		// has (failed over): shown, but not counted.
 		rs := sh.RegionShare
+		rs.Job = nil
 		rs.Reason = "region unreachable; last known state"
 		st.Regions[name] = rs
 		return
@@ -84,6 +89,14 @@ func (v *view) count(st *api.ResourceStatus, t *tally, name string, want int, is
 		return
 	}
 	rs := sh.RegionShare
+	if rs.Job != nil {
+		// A Job runs in one region: its state is the resource's, shown
+		// once.
+		if want > 0 || st.Job == nil {
+			st.Job = rs.Job
+		}
+		rs.Job = nil
+	}
 	st.Regions[name] = rs
 	st.Ready += rs.Ready
 	st.Updated += rs.Updated

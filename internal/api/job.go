@@ -78,7 +78,8 @@ func (j *JobSpec) Backoff() int {
 	return *j.BackoffLimit
 }
 
-func (j *JobSpec) defaults() {
+// Default fills in what a job spec leaves out.
+func (j *JobSpec) Default() {
 	orDefault(&j.Completions, 1)
 	orDefault(&j.Parallelism, 1)
 	if j.BackoffLimit == nil {
@@ -174,6 +175,9 @@ const (
 	AttemptRunning   AttemptPhase = "Running"
 	AttemptSucceeded AttemptPhase = "Succeeded"
 	AttemptFailed    AttemptPhase = "Failed"
+	// AttemptStopped: the run ended (it succeeded, failed or was
+	// replaced) while the attempt ran; it counts neither way.
+	AttemptStopped AttemptPhase = "Stopped"
 )
 
 // JobStatus is a job's state, written by the region that runs it. Its

@@ -200,7 +200,7 @@ func (r *Resource) Default() {
 	orDefault(&r.Tenant, "default")
 	orDefault(&r.MaxRevisionHistory, DefaultRevisionHistory)
 	if j := r.Spec.Job; j != nil {
-		j.defaults()
+		j.Default()
 		if c := r.Spec.Compute; c != nil {
 			orDefault(&c.RestartPolicy, RestartNever)
 		}
