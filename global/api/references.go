@@ -107,7 +107,7 @@ func (s *Resources) fittingFlavor(ctx context.Context, r *api.Resource, field, n
 	var fits bool
 	want := ""
 	switch r.Kind {
-	case api.KindCompute:
+	case api.KindCompute, api.KindJob:
 		fits, want = f.Kind == api.ProviderContainer || f.Kind == api.ProviderVM, "a container or vm flavor"
 	case api.KindLoadbalancer:
 		fits, want = f.Kind == api.ProviderLoadbalancer, "a loadbalancer flavor"
