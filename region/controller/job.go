@@ -47,6 +47,7 @@ func (c *Controller) reconcileJob(v *view, p *plan, key string, pl *api.Placemen
 			c.destroy(v, p, key, r, why)
 		}
 	}
+	c.drainJob(v, p, key, alive(live), obs)
 	live = alive(live)
 	for _, s := range res.Start {
 		live = append(live, c.createAttempt(v, p, key, pl, s))
@@ -57,6 +58,35 @@ func (c *Controller) reconcileJob(v *view, p *plan, key string, pl *api.Placemen
 	// Only running attempts are placed; finished ones keep their node.
 	unplaced := c.schedule(v, p, key, pl, live)
 	c.writeJobShare(v, p, key, pl, &res.Status, unplaced)
+}
+
+// drainJob takes a Job's attempts off draining nodes. An attempt cannot
+// move: one that exited is removed at once (its output with it), one that
+// runs is left to finish until the drain's deadline, then stopped (its
+// run counts it failed and retries it elsewhere). obs[i] is live[i]'s.
+func (c *Controller) drainJob(v *view, p *plan, key string, live []*replica, obs []jobObs) {
+	runs := v.drains()
+	if len(runs) == 0 {
+		return
+	}
+	exited := make(map[string]bool, len(obs))
+	for _, ob := range obs {
+		exited[ob.ID] = ob.ExitCode != nil
+	}
+	for _, r := range live {
+		run := runs[r.a.Node]
+		switch {
+		case run == nil:
+		case exited[r.a.ID]:
+			c.destroy(v, p, key, r, "finished job attempt removed by the drain of "+r.a.Node)
+			run.moved++
+			run.step(v, r, "", "removed", "finished job attempt")
+		case run.forced:
+			c.destroy(v, p, key, r, "drain deadline passed")
+			run.stopped++
+			run.step(v, r, "", "forced", "job attempt stopped: deadline passed before it finished")
+		}
+	}
 }
 
 // observeAttempt is what the pass sees of a live attempt.

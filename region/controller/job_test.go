@@ -94,3 +94,53 @@ func TestJobBackoffLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestJobDrain checks that a drain finishes on a node with a Job's
+// attempts: the exited ones are removed, the running one is stopped at
+// the drain's deadline, and its run retries it on another node.
+func TestJobDrain(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1", "z1", api.HealthUp)
+	h.mu.Lock()
+	h.exit["t/done"] = 0
+	h.hold["t/long"] = true
+	h.mu.Unlock()
+	h.place("done", 1, 1, placeJob("done", api.JobSpec{Completions: 2, Parallelism: 2}))
+	h.place("long", 1, 1, placeJob("long", api.JobSpec{}))
+	h.eventually("done succeeded, long running", func() error {
+		d, l := h.share("done"), h.share("long")
+		if d == nil || d.Job == nil || d.Job.Phase != api.JobSucceeded || l == nil || l.Job == nil || l.Job.Active != 1 {
+			return fmt.Errorf("done %+v, long %+v", d, l)
+		}
+		return nil
+	})
+	h.addNode("n2", "z1", api.HealthUp)
+	n1, _ := h.st.Nodes.Get(t.Context(), "n1")
+	n1.Value.Schedulable = false
+	if _, err := h.st.Nodes.Put(t.Context(), "n1", n1.Value); err != nil {
+		t.Fatal(err)
+	}
+	// The deadline has passed already: the running attempt is stopped.
+	d := &api.DrainStatus{Node: "n1", State: api.DrainRunning, StartedAt: time.Now(), Deadline: time.Now().Add(-time.Second), MaxParallel: 2}
+	if _, err := h.st.Drains.Create(t.Context(), "n1", d); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("drain finished", func() error {
+		it, ok := h.caches.Drains.Get("n1")
+		if !ok || it.Value.Remaining != 0 || it.Value.State == api.DrainRunning {
+			return fmt.Errorf("drain %+v", it.Value)
+		}
+		return nil
+	})
+	h.eventually("long retried on n2", func() error {
+		s := h.share("long")
+		running, _ := h.replicas("long")
+		if s.Job.Failed != 1 || len(running) != 1 || running[0].Node != "n2" {
+			return fmt.Errorf("job %+v, replicas %d", s.Job, len(running))
+		}
+		return nil
+	})
+	if s := h.share("done"); s.Job.Phase != api.JobSucceeded || s.Job.Succeeded != 2 {
+		t.Errorf("done after the drain: %+v; want still succeeded with 2", s.Job)
+	}
+}
