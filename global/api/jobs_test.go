@@ -32,6 +32,7 @@ func TestJobREST(t *testing.T) {
 	tests := []struct {
 		name, job, compute, extra string
 		field, msg                string
+		flavor                    string // default small
 	}{
 		{"negative backoff", `{"backoffLimit":-1}`, "", "", "spec.job.backoffLimit", "between 0 and 100"},
 		{"bad schedule", `{"schedule":"61 * * * *"}`, "", "", "spec.job.schedule", "minute"},
@@ -44,10 +45,15 @@ func TestJobREST(t *testing.T) {
 		{"restart always", `{}`, `,"restartPolicy":"always"`, "", "spec.compute.restartPolicy", "never restarted"},
 		{"two replicas", `{}`, "", `,"replicas":2`, "replicas", "one region"},
 		{"unknown field", `{"completion":3}`, "", "", "spec.job.completion", "unknown"},
+		{"vm flavor", `{}`, "", "", "spec.flavor", "VM jobs are not supported", "vmx"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			body := `{"name":"bad","kind":"Job"` + tc.extra + `,"spec":{"flavor":"small","compute":{"image":"busybox"` + tc.compute + `},"job":` + tc.job + `}}`
+			flavor := tc.flavor
+			if flavor == "" {
+				flavor = "small"
+			}
+			body := `{"name":"bad","kind":"Job"` + tc.extra + `,"spec":{"flavor":"` + flavor + `","compute":{"image":"busybox"` + tc.compute + `},"job":` + tc.job + `}}`
 			r := e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/resources", body))
 			eb := decodeAs[api.ErrorBody](t, r).Error
 			if eb.Field != tc.field || !strings.Contains(eb.Message, tc.msg) {
