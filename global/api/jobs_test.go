@@ -34,17 +34,17 @@ func TestJobREST(t *testing.T) {
 		field, msg                string
 		flavor                    string // default small
 	}{
-		{"negative backoff", `{"backoffLimit":-1}`, "", "", "spec.job.backoffLimit", "between 0 and 100"},
-		{"bad schedule", `{"schedule":"61 * * * *"}`, "", "", "spec.job.schedule", "minute"},
-		{"six fields", `{"schedule":"0 * * * * *"}`, "", "", "spec.job.schedule", "want 5"},
-		{"policy without schedule", `{"concurrencyPolicy":"Forbid"}`, "", "", "spec.job.concurrencyPolicy", "scheduled jobs only"},
-		{"unknown policy", `{"schedule":"@daily"}`, "", "", "spec.job.schedule", "fields"},
-		{"bad policy", `{"schedule":"0 3 * * *","concurrencyPolicy":"Sometimes"}`, "", "", "spec.job.concurrencyPolicy", "not one of"},
-		{"too many completions", `{"completions":1001}`, "", "", "spec.job.completions", "between 1 and 1000"},
-		{"negative deadline", `{"activeDeadline":"-1s"}`, "", "", "spec.job.activeDeadline", "negative"},
-		{"restart always", `{}`, `,"restartPolicy":"always"`, "", "spec.compute.restartPolicy", "never restarted"},
-		{"two replicas", `{}`, "", `,"replicas":2`, "replicas", "one region"},
-		{"unknown field", `{"completion":3}`, "", "", "spec.job.completion", "unknown"},
+		{"negative backoff", `{"backoffLimit":-1}`, "", "", "spec.job.backoffLimit", "between 0 and 100", ""},
+		{"bad schedule", `{"schedule":"61 * * * *"}`, "", "", "spec.job.schedule", "minute", ""},
+		{"six fields", `{"schedule":"0 * * * * *"}`, "", "", "spec.job.schedule", "want 5", ""},
+		{"policy without schedule", `{"concurrencyPolicy":"Forbid"}`, "", "", "spec.job.concurrencyPolicy", "scheduled jobs only", ""},
+		{"unknown policy", `{"schedule":"@daily"}`, "", "", "spec.job.schedule", "fields", ""},
+		{"bad policy", `{"schedule":"0 3 * * *","concurrencyPolicy":"Sometimes"}`, "", "", "spec.job.concurrencyPolicy", "not one of", ""},
+		{"too many completions", `{"completions":1001}`, "", "", "spec.job.completions", "between 1 and 1000", ""},
+		{"negative deadline", `{"activeDeadline":"-1s"}`, "", "", "spec.job.activeDeadline", "negative", ""},
+		{"restart always", `{}`, `,"restartPolicy":"always"`, "", "spec.compute.restartPolicy", "never restarted", ""},
+		{"two replicas", `{}`, "", `,"replicas":2`, "replicas", "one region", ""},
+		{"unknown field", `{"completion":3}`, "", "", "spec.job.completion", "unknown", ""},
 		{"vm flavor", `{}`, "", "", "spec.flavor", "VM jobs are not supported", "vmx"},
 	}
 	for _, tc := range tests {
