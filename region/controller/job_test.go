@@ -2,6 +2,8 @@ package controller
 
 import (
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,4 +145,66 @@ func TestJobDrain(t *testing.T) {
 	if s := h.share("done"); s.Job.Phase != api.JobSucceeded || s.Job.Succeeded != 2 {
 		t.Errorf("done after the drain: %+v; want still succeeded with 2", s.Job)
 	}
+}
+
+// TestJobSchedule runs a scheduled job through the controller and etcd on
+// a fake clock: no run before the schedule fires, one run per firing,
+// Forbid skips a firing while a run is active, and finished runs beyond
+// the history limit go with their attempts.
+func TestJobSchedule(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	h := newHarness(t, func(o *Options) { o.Clock = clock })
+	h.addNode("n1", "z1", api.HealthUp)
+	h.set(h.hold, "t/cron", true)
+	h.place("cron", 1, 1, placeJob("cron", api.JobSpec{Schedule: "* * * * *", ConcurrencyPolicy: api.ConcurrencyForbid, HistoryLimit: 1}),
+		func(pl *api.Placement) { pl.Resource.CreatedAt = clock() })
+	runs := func(want string) func() error {
+		return func() error {
+			s := h.share("cron")
+			if s == nil || s.Job == nil {
+				return fmt.Errorf("no job status")
+			}
+			var got []string
+			for _, r := range s.Job.Runs {
+				got = append(got, fmt.Sprintf("%d:%s", r.Number, r.Phase))
+			}
+			if g := strings.Join(got, " "); g != want {
+				return fmt.Errorf("runs %q; want %q", g, want)
+			}
+			return nil
+		}
+	}
+	h.eventually("waiting for the schedule", func() error {
+		s := h.share("cron")
+		if s == nil || s.Job == nil || s.Job.Phase != api.JobPending || !s.Job.NextRunAt.Equal(time.Date(2026, 3, 1, 10, 1, 0, 0, time.UTC)) {
+			return fmt.Errorf("share %+v", s)
+		}
+		return nil
+	})
+	advance(30 * time.Second)
+	h.eventually("run 1 started", runs("1:Running"))
+	advance(time.Minute) // run 1 still active: Forbid skips this firing
+	h.eventually("firing skipped", func() error {
+		if s := h.share("cron"); !s.Job.LastScheduleAt.Equal(time.Date(2026, 3, 1, 10, 2, 0, 0, time.UTC)) {
+			return fmt.Errorf("last schedule %s", s.Job.LastScheduleAt)
+		}
+		return runs("1:Running")()
+	})
+	h.mu.Lock()
+	h.hold["t/cron"] = false
+	h.exit["t/cron"] = 0
+	h.mu.Unlock()
+	h.eventually("run 1 succeeded", runs("1:Succeeded"))
+	advance(time.Minute)
+	h.eventually("run 2 succeeded, run 1 out of the history", runs("2:Succeeded"))
+	h.eventually("run 1's attempt removed", func() error {
+		running, _ := h.replicas("cron")
+		if len(running) != 1 || running[0].Labels[api.LabelJobRun] != "2" {
+			return fmt.Errorf("%d replicas", len(running))
+		}
+		return nil
+	})
 }
