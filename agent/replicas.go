@@ -246,6 +246,14 @@ func exitedAttempt(asg *api.Assignment, st api.AssignmentStatus) bool {
 	return asg.Spec.Job != nil && st.ExitCode != nil && st.ObservedGeneration == asg.Generation
 }
 
+// adoptable reports whether the provider already runs asg as asked: at
+// its generation, not in error (an exited Job attempt is as asked), and
+// not waiting for a forced Apply.
+func (r *replica) adoptable(asg *api.Assignment) bool {
+	return r.prov != nil && r.exists && r.appliedGen == asg.Generation && !r.forceApply &&
+		(r.status.Phase != api.PhaseError || exitedAttempt(asg, r.status))
+}
+
 // upsertLocked records an assignment and reports whether it needs a
 // worker. A running replica the provider already has at this generation,
 // not in error, is adopted: reported, not applied again.
@@ -267,7 +275,7 @@ func (a *Agent) upsertLocked(asg *api.Assignment) bool {
 	}
 	switch asg.Desired {
 	case api.DesiredRunning:
-		if r.prov != nil && r.exists && r.appliedGen == asg.Generation && !r.forceApply && (r.status.Phase != api.PhaseError || exitedAttempt(asg, r.status)) {
+		if r.adoptable(asg) {
 			a.setStatusLocked(r, r.status, asg.Generation, true)
 			switch {
 			case r.status.Phase == "" || r.status.Phase == api.PhaseProvision || r.status.Phase == api.PhaseCreated:

@@ -88,15 +88,7 @@ func (v *view) count(st *api.ResourceStatus, t *tally, name string, want int, is
 		}
 		return
 	}
-	rs := sh.RegionShare
-	if rs.Job != nil {
-		// A Job runs in one region: its state is the resource's, shown
-		// once.
-		if want > 0 || st.Job == nil {
-			st.Job = rs.Job
-		}
-		rs.Job = nil
-	}
+	rs := takeJob(st, sh.RegionShare, want)
 	st.Regions[name] = rs
 	st.Ready += rs.Ready
 	st.Updated += rs.Updated
@@ -114,6 +106,19 @@ func (v *view) count(st *api.ResourceStatus, t *tally, name string, want int, is
 	case rs.Phase == api.PhaseCreated && rs.Reason != "":
 		t.createdRegion = cmp.Or(t.createdRegion, name)
 	}
+}
+
+// takeJob moves a Job's state from a region's share to the status: a
+// Job runs in one region (the one that wants replicas), and its state is
+// the resource's, shown once.
+func takeJob(st *api.ResourceStatus, rs api.RegionShare, want int) api.RegionShare {
+	if rs.Job != nil {
+		if want > 0 || st.Job == nil {
+			st.Job = rs.Job
+		}
+		rs.Job = nil
+	}
+	return rs
 }
 
 // verdict is the resource's phase and reason: an override first, then

@@ -110,6 +110,14 @@ func (j *JobSpec) validate() error {
 	if j.TTL.Duration < 0 {
 		p.add(Invalid("ttl", "must not be negative"))
 	}
+	p.add(j.validateSchedule())
+	return p.err()
+}
+
+// validateSchedule checks the schedule and what applies to scheduled
+// jobs only.
+func (j *JobSpec) validateSchedule() error {
+	var p problems
 	if j.Schedule != "" {
 		if _, err := cron.Parse(j.Schedule); err != nil {
 			p.add(Invalid("schedule", "%s", err.Error()))

@@ -218,11 +218,36 @@ func (o *jobResult) schedule(in jobInput) {
 		}
 		return
 	}
+	due := o.fired(in)
+	if due.IsZero() || !in.Enabled {
+		return
+	}
+	st.LastScheduleAt = due
+	if o.active() > 0 {
+		switch in.Spec.ConcurrencyPolicy {
+		case api.ConcurrencyForbid:
+			o.Events = append(o.Events, jobEvent{"Normal", "RunSkipped", fmt.Sprintf("schedule fired at %s while a run is active (concurrencyPolicy Forbid)", due.Format(time.RFC3339))})
+			return
+		case api.ConcurrencyReplace:
+			for i := range st.Runs {
+				if r := &st.Runs[i]; !r.Finished() {
+					o.endRun(in, r, api.JobFailed, api.ReasonReplaced)
+				}
+			}
+		}
+	}
+	o.startRun(in.Now)
+}
+
+// fired returns the newest firing of the schedule since the last one
+// (or the job's creation) that is not after now, zero for none, and
+// records when the schedule fires next.
+func (o *jobResult) fired(in jobInput) time.Time {
 	sched, err := cron.Parse(in.Spec.Schedule)
 	if err != nil {
-		return // refused by validation
+		return time.Time{} // refused by validation
 	}
-	base := st.LastScheduleAt
+	base := o.Status.LastScheduleAt
 	if base.IsZero() {
 		base = in.Created
 	}
@@ -232,29 +257,19 @@ func (o *jobResult) schedule(in jobInput) {
 	for t, n := sched.Next(base), 0; !t.IsZero() && !t.After(in.Now) && n < 100000; t, n = sched.Next(t), n+1 {
 		due = t
 	}
-	st.NextRunAt = sched.Next(in.Now)
-	if due.IsZero() || !in.Enabled {
-		return
-	}
-	st.LastScheduleAt = due
-	active := 0
-	for i := range st.Runs {
-		if !st.Runs[i].Finished() {
-			active++
+	o.Status.NextRunAt = sched.Next(in.Now)
+	return due
+}
+
+// active counts the runs not finished.
+func (o *jobResult) active() int {
+	n := 0
+	for i := range o.Status.Runs {
+		if !o.Status.Runs[i].Finished() {
+			n++
 		}
 	}
-	switch {
-	case active > 0 && in.Spec.ConcurrencyPolicy == api.ConcurrencyForbid:
-		o.Events = append(o.Events, jobEvent{"Normal", "RunSkipped", fmt.Sprintf("schedule fired at %s while a run is active (concurrencyPolicy Forbid)", due.Format(time.RFC3339))})
-		return
-	case active > 0 && in.Spec.ConcurrencyPolicy == api.ConcurrencyReplace:
-		for i := range st.Runs {
-			if r := &st.Runs[i]; !r.Finished() {
-				o.endRun(in, r, api.JobFailed, api.ReasonReplaced)
-			}
-		}
-	}
-	o.startRun(in.Now)
+	return n
 }
 
 // startRun adds a new run, newest first; its number follows the newest
