@@ -61,6 +61,12 @@ func TestJobs(t *testing.T) {
 	if got := e.must("", "get", "resources", "--kind", "Job"); !strings.Contains(got, "backup") || !strings.Contains(got, "Job") {
 		t.Errorf("get resources --kind Job: got\n%s", got)
 	}
+	desc := e.must("", "describe", "resource", "backup")
+	for _, want := range []string{"Kind:              Job", `Job:             completions 3, parallelism 2, backoff limit 1, schedule "0 3 * * *" (Forbid, keeps 3 runs), ttl 1h0m0s`, "Attempts:", "backup-bbbb2222"} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("describe: no %q in\n%s", want, desc)
+		}
+	}
 	e.must(webDoc, "apply", "-f", "-")
 	if r := e.run("", "jobs", "web"); r.code != 2 || !strings.Contains(r.stderr, "web is a Compute, not a Job") {
 		t.Errorf("jobs web: got exit %d, stderr %q; want 2, not a Job", r.code, r.stderr)
