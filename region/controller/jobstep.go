@@ -80,7 +80,7 @@ func stepJob(in jobInput) jobResult {
 	out := jobResult{Status: cloneJobStatus(in.Prev), Stop: map[string]string{}, Remove: map[string]string{}}
 	st := &out.Status
 	seen := out.observe(in)
-	out.markGone(seen)
+	out.markGone(seen, in.Now)
 	out.schedule(in)
 	for i := range st.Runs {
 		if !st.Runs[i].Finished() {
@@ -177,7 +177,7 @@ func (o *jobResult) finishAttempt(in jobInput, r *api.JobRun, a *api.JobAttempt,
 
 // markGone finishes attempts whose replica is gone: a running one
 // vanished (failed), a finished one was removed (its logs are gone).
-func (o *jobResult) markGone(seen map[string]int64) {
+func (o *jobResult) markGone(seen map[string]int64, now time.Time) {
 	for i := range o.Status.Runs {
 		r := &o.Status.Runs[i]
 		for j := range r.Attempts {
@@ -185,26 +185,18 @@ func (o *jobResult) markGone(seen map[string]int64) {
 			if _, ok := seen[a.ID]; ok {
 				continue
 			}
-			if a.Phase == api.AttemptRunning && !r.Finished() {
+			if a.Phase == api.AttemptRunning {
 				a.Phase, a.Reason = api.AttemptFailed, "its replica is gone"
-			} else if a.Phase == api.AttemptRunning {
-				a.Phase = api.AttemptStopped
+				if r.Finished() {
+					a.Phase = api.AttemptStopped
+				}
 			}
 			if a.FinishedAt.IsZero() {
-				a.FinishedAt = o.now(r)
+				a.FinishedAt = now
 			}
 			a.Removed = true
 		}
 	}
-}
-
-// now is a stand-in for the pass's time where only a run is at hand: the
-// run's finish, or its start.
-func (o *jobResult) now(r *api.JobRun) time.Time {
-	if !r.FinishedAt.IsZero() {
-		return r.FinishedAt
-	}
-	return r.StartedAt
 }
 
 // schedule starts the runs that are due: the one run of a job without a

@@ -231,6 +231,7 @@ func TestStepJobAttempts(t *testing.T) {
 func TestStepJobBroken(t *testing.T) {
 	s := newJobSim(t, api.JobSpec{Parallelism: 2, Completions: 2})
 	s.step()
+	s.now = s.now.Add(time.Minute)
 	s.live["a1"].Broken = "node n1 is down"
 	delete(s.live, "a2")
 	s.step()
@@ -241,8 +242,8 @@ func TestStepJobBroken(t *testing.T) {
 		t.Errorf("got %s; want 2 failed", s.counts())
 	}
 	for _, a := range s.st.Runs[0].Attempts[:2] {
-		if a.Phase != api.AttemptFailed || a.ExitCode != nil {
-			t.Errorf("attempt %s: got %+v; want failed without exit code", a.ID, a)
+		if a.Phase != api.AttemptFailed || a.ExitCode != nil || !a.FinishedAt.Equal(s.now) {
+			t.Errorf("attempt %s: got %+v; want failed without exit code, finished now (%s)", a.ID, a, s.now)
 		}
 	}
 }
