@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -47,7 +48,10 @@ func (c *Controller) reconcileJob(v *view, p *plan, key string, pl *api.Placemen
 			c.destroy(v, p, key, r, why)
 		}
 	}
+	// Each replica is written once per pass: what the drain removes is
+	// not marked exited.
 	c.drainJob(v, p, key, alive(live), obs)
+	c.markExited(v, p, key, alive(live), obs)
 	live = alive(live)
 	for _, s := range res.Start {
 		live = append(live, c.createAttempt(v, p, key, pl, s))
@@ -60,10 +64,34 @@ func (c *Controller) reconcileJob(v *view, p *plan, key string, pl *api.Placemen
 	c.writeJobShare(v, p, key, pl, &res.Status, unplaced)
 }
 
+// markExited records on the assignment of each attempt that exited when
+// it did, so that the scheduler no longer counts its CPU and memory. The
+// generation stays: the agent has nothing to do (it never runs an exited
+// attempt again). obs holds the observations of the live attempts.
+func (c *Controller) markExited(v *view, p *plan, key string, live []*replica, obs []jobObs) {
+	exitedAt := make(map[string]time.Time, len(obs))
+	for _, ob := range obs {
+		if ob.ExitCode != nil {
+			exitedAt[ob.ID] = cmp.Or(ob.ExitedAt, v.now)
+		}
+	}
+	for _, r := range live {
+		at, ok := exitedAt[r.a.ID]
+		if !ok || !r.a.ExitedAt.IsZero() || r.modRev == 0 {
+			continue
+		}
+		a := *r.a
+		a.ExitedAt = at
+		p.updateAssignment(key, &a, r.modRev)
+		r.a = &a
+	}
+}
+
 // drainJob takes a Job's attempts off draining nodes. An attempt cannot
 // move: one that exited is removed at once (its output with it), one that
 // runs is left to finish until the drain's deadline, then stopped (its
-// run counts it failed and retries it elsewhere). obs[i] is live[i]'s.
+// run counts it failed and retries it elsewhere). obs holds
+// the observations of the live attempts.
 func (c *Controller) drainJob(v *view, p *plan, key string, live []*replica, obs []jobObs) {
 	runs := v.drains()
 	if len(runs) == 0 {

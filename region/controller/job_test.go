@@ -208,3 +208,30 @@ func TestJobSchedule(t *testing.T) {
 		return nil
 	})
 }
+
+// TestJobExitedAttemptsFreeTheNode checks that an exited attempt, kept
+// for its logs, no longer takes its CPU and memory: a job whose attempts
+// each fill the node's CPU runs them one after the other.
+func TestJobExitedAttemptsFreeTheNode(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1", "z1", api.HealthUp)
+	h.mu.Lock()
+	h.exit["t/big"] = 0
+	h.mu.Unlock()
+	h.place("big", 1, 1, placeJob("big", api.JobSpec{Completions: 3}), func(pl *api.Placement) {
+		pl.Flavor.Spec.VCPUs = 8 // the whole node
+	})
+	h.eventually("3 attempts ran on the one node", func() error {
+		s := h.share("big")
+		if s == nil || s.Job == nil || s.Job.Phase != api.JobSucceeded || s.Job.Succeeded != 3 {
+			return fmt.Errorf("share %+v", s)
+		}
+		return nil
+	})
+	running, _ := h.replicas("big")
+	for _, a := range running {
+		if a.ExitedAt.IsZero() || a.Node != "n1" {
+			t.Errorf("attempt %s: exited at %s on %s; want its exit recorded, on n1", a.ID, a.ExitedAt, a.Node)
+		}
+	}
+}

@@ -1221,6 +1221,7 @@ func AssignmentToPB(a *api.Assignment) *resourcev1.Assignment {
 
 		ScheduledAt:        timeToPB(a.ScheduledAt),
 		DestroyRequestedAt: timeToPB(a.DestroyRequestedAt),
+		ExitedAt:           timeToPB(a.ExitedAt),
 	}
 }
 
@@ -1250,6 +1251,7 @@ func AssignmentFromPB(p *resourcev1.Assignment) api.Assignment {
 
 		ScheduledAt:        timeFromPB(p.GetScheduledAt()),
 		DestroyRequestedAt: timeFromPB(p.GetDestroyRequestedAt()),
+		ExitedAt:           timeFromPB(p.GetExitedAt()),
 	}
 }
 

@@ -3375,6 +3375,7 @@ type Assignment struct {
 	Replaces           string                 `protobuf:"bytes,20,opt,name=replaces,proto3" json:"replaces,omitempty"`
 	ScheduledAt        *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
 	DestroyRequestedAt *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=destroy_requested_at,json=destroyRequestedAt,proto3" json:"destroy_requested_at,omitempty"`
+	ExitedAt           *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=exited_at,json=exitedAt,proto3" json:"exited_at,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -3559,6 +3560,13 @@ func (x *Assignment) GetScheduledAt() *timestamppb.Timestamp {
 func (x *Assignment) GetDestroyRequestedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.DestroyRequestedAt
+	}
+	return nil
+}
+
+func (x *Assignment) GetExitedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExitedAt
 	}
 	return nil
 }
@@ -4776,7 +4784,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\bEndpoint\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04port\x18\x03 \x01(\x05R\x04port\"\xe8\a\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\"\xa1\b\n" +
 	"\n" +
 	"Assignment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
@@ -4804,7 +4812,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x06reason\x18\x13 \x01(\tR\x06reason\x12\x1a\n" +
 	"\breplaces\x18\x14 \x01(\tR\breplaces\x12=\n" +
 	"\fscheduled_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x12L\n" +
-	"\x14destroy_requested_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\x12destroyRequestedAt\x1a9\n" +
+	"\x14destroy_requested_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\x12destroyRequestedAt\x127\n" +
+	"\texited_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\bexitedAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x03\n" +
@@ -5064,31 +5073,32 @@ var file_resource_v1_resource_proto_depIdxs = []int32{
 	59,  // 81: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
 	59,  // 82: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
 	59,  // 83: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	59,  // 84: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	59,  // 85: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	17,  // 86: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	37,  // 87: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	38,  // 88: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	59,  // 89: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	58,  // 90: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	59,  // 91: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	60,  // 92: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
-	60,  // 93: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
-	59,  // 94: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	59,  // 95: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	59,  // 96: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
-	59,  // 97: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
-	44,  // 98: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
-	45,  // 99: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
-	59,  // 100: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
-	59,  // 101: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
-	16,  // 102: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	13,  // 103: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	104, // [104:104] is the sub-list for method output_type
-	104, // [104:104] is the sub-list for method input_type
-	104, // [104:104] is the sub-list for extension type_name
-	104, // [104:104] is the sub-list for extension extendee
-	0,   // [0:104] is the sub-list for field type_name
+	59,  // 84: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
+	59,  // 85: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	59,  // 86: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	17,  // 87: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	37,  // 88: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	38,  // 89: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	59,  // 90: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	58,  // 91: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	59,  // 92: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	60,  // 93: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	60,  // 94: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	59,  // 95: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	59,  // 96: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	59,  // 97: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	59,  // 98: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	44,  // 99: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	45,  // 100: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	59,  // 101: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	59,  // 102: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	16,  // 103: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	13,  // 104: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	105, // [105:105] is the sub-list for method output_type
+	105, // [105:105] is the sub-list for method input_type
+	105, // [105:105] is the sub-list for extension type_name
+	105, // [105:105] is the sub-list for extension extendee
+	0,   // [0:105] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
