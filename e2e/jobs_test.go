@@ -112,6 +112,19 @@ func TestJobs(t *testing.T) {
 			t.Errorf("fails: replica %s restarted %d times; a Job's attempt never is", rep.ID, rep.Status.Restarts)
 		}
 	}
+	// Kept for their logs, the exited attempts take no CPU or memory.
+	framework.Eventually(t, 30*time.Second, "exits recorded on the attempts", func() error {
+		reps, err := c.replicas("ok")
+		if err != nil {
+			return err
+		}
+		for _, rep := range reps {
+			if rep.ExitedAt.IsZero() {
+				return fmt.Errorf("replica %s: no exitedAt", rep.ID)
+			}
+		}
+		return nil
+	})
 	var list struct{ Items []api.Resource }
 	c.global.Must(t, http.MethodGet, "/v1/resources?kind=Job", nil, http.StatusOK, &list)
 	var names []string
