@@ -52,13 +52,15 @@ func (c *hostCluster) waitJob(name string, phase api.JobPhase, timeout time.Dura
 // of 3 completions, 2 at a time, whose attempts exit 0 succeeds with 3
 // successes; a job whose attempts exit 1 with backoffLimit 1 fails after
 // 2 attempts, each with exit code 1, and their output stays readable
-// after the job ended.
+// after the job ended; a job with a TTL of 2s has its container removed
+// after it, and its attempt's record (exit code) kept.
 func TestJobs(t *testing.T) {
 	c := startHostCluster(t, hostClusterOpts{region: "e2e-j", network: jobsNet, agents: 1})
 	c.flavor("small", 0.25, 64)
 	c.image()
 	c.create(hostJob("ok", "echo attempt $HOSTNAME; sleep 1; exit 0", map[string]any{"completions": 3, "parallelism": 2}))
 	c.create(hostJob("fails", "echo failing; exit 1", map[string]any{"backoffLimit": 1}))
+	c.create(hostJob("brief", "echo short-lived", map[string]any{"ttl": "2s"}))
 
 	ok := c.waitJob("ok", api.JobSucceeded, 2*time.Minute)
 	j := ok.Status.Job
@@ -125,13 +127,38 @@ func TestJobs(t *testing.T) {
 		}
 		return nil
 	})
+	// Past its TTL a finished attempt's container goes; its record stays.
+	framework.Eventually(t, time.Minute, "brief's attempt removed after its TTL", func() error {
+		r, err := c.status("brief")
+		if err != nil {
+			return err
+		}
+		j := r.Status.Job
+		if j == nil || j.Phase != api.JobSucceeded || len(j.Runs) != 1 || len(j.Runs[0].Attempts) != 1 {
+			return fmt.Errorf("job %+v", j)
+		}
+		if a := j.Runs[0].Attempts[0]; !a.Removed || a.ExitCode == nil || *a.ExitCode != 0 {
+			return fmt.Errorf("attempt %+v; want removed, exit code 0 kept", a)
+		}
+		reps, err := c.replicas("brief")
+		if err != nil {
+			return err
+		}
+		if len(reps) != 0 {
+			return fmt.Errorf("%d replicas left", len(reps))
+		}
+		return nil
+	})
+	if _, err := c.logs("brief", ""); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("logs of brief after its TTL: got %v; want a 404", err)
+	}
 	var list struct{ Items []api.Resource }
 	c.global.Must(t, http.MethodGet, "/v1/resources?kind=Job", nil, http.StatusOK, &list)
 	var names []string
 	for _, r := range list.Items {
 		names = append(names, r.Name)
 	}
-	if got := strings.Join(names, ","); got != "fails,ok" {
-		t.Errorf("kind=Job: got %s; want fails,ok", got)
+	if got := strings.Join(names, ","); got != "brief,fails,ok" {
+		t.Errorf("kind=Job: got %s; want brief,fails,ok", got)
 	}
 }
