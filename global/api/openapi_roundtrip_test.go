@@ -106,6 +106,9 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", `{"name":"lb","kind":"Loadbalancer","spec":{"loadbalancer":{"listeners":[{"port":30080,"protocol":"http"}],"selector":{"app":"web"},"healthCheck":{"type":"http","path":"/healthz","interval":"2s"}}}}`))
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", `{"name":"vol","kind":"Volume","spec":{"volume":{"sizeMiB":64}}}`))
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", `{"name":"img","kind":"Image","spec":{"image":{"ref":"docker.io/library/busybox:latest"}}}`))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", `{"name":"batch","kind":"Job","spec":{"flavor":"small","compute":{"image":"busybox","command":["sh","-c","exit 0"]},"job":{"completions":3,"parallelism":2,"backoffLimit":1,"activeDeadline":"10m","schedule":"*/5 * * * *","concurrencyPolicy":"Forbid","historyLimit":2,"ttl":"30m"}}}`))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/batch", nil))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources?kind=Job", nil))
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources?selector=app%3Dweb&limit=1", nil))
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources?kind=Compute", nil))
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/web", nil, ifMatch(web)))
@@ -180,6 +183,7 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 	bad(func() {
 		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/resources", `{"name":"Bad","kind":"Compute","replicas":-1,"spec":{"flavor":"small","compute":{"image":""}}}`))
 		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/resources", `{"name":"a","name":"b"}`))
+		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/resources", `{"name":"j","kind":"Job","spec":{"flavor":"small","compute":{"image":"busybox"},"job":{"backoffLimit":-1,"schedule":"61 * * * *"}}}`))
 		e.must(t, http.StatusBadRequest, e.do(t, "GET", "/v1/resources?limit=-5", nil))
 		e.must(t, http.StatusBadRequest, e.do(t, "GET", "/v1/events?after=garbage", nil))
 		e.must(t, http.StatusBadRequest, e.do(t, "GET", "/v1/resources?limt=5", nil))

@@ -18,7 +18,7 @@ const (
 
 // ResourceKinds lists the kinds Strata knows. New kinds (Configmap, Secret)
 // are added here and in Resource.Validate.
-var ResourceKinds = []ResourceKind{KindCompute, KindVolume, KindImage, KindLoadbalancer}
+var ResourceKinds = []ResourceKind{KindCompute, KindVolume, KindImage, KindLoadbalancer, KindJob}
 
 // ProviderKind is what a provider serves on a node; an agent routes each
 // assignment to the provider that serves its ProviderKind.
@@ -125,6 +125,8 @@ type ResourceSpec struct {
 	Volume       *VolumeSpec       `json:"volume,omitempty"`
 	Image        *ImageSpec        `json:"image,omitempty"`
 	Loadbalancer *LoadbalancerSpec `json:"loadbalancer,omitempty"`
+	// Job is set, with Compute, on a Job.
+	Job *JobSpec `json:"job,omitempty"`
 }
 
 // RestartPolicy says what happens when a container or VM exits.
@@ -320,6 +322,8 @@ type ResourceStatus struct {
 	UpdatedAt          time.Time              `json:"updatedAt,omitzero"`
 	Conditions         map[string]string      `json:"conditions,omitempty"`
 	Rollout            *RolloutStatus         `json:"rollout,omitempty"`
+	// Job is a Job's state (from the region that runs it).
+	Job *JobStatus `json:"job,omitempty"`
 }
 
 // RegionShare is a resource's state in one region.
@@ -334,6 +338,8 @@ type RegionShare struct {
 	UpdatedAt          time.Time `json:"updatedAt,omitzero"`
 	// FailoverFrom names the region this share stands in for.
 	FailoverFrom string `json:"failoverFrom,omitempty"`
+	// Job is a Job's state in this region.
+	Job *JobStatus `json:"job,omitempty"`
 }
 
 // BackendStatus is one backend of a load balancer as HAProxy sees it.

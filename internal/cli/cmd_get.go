@@ -85,7 +85,7 @@ func (o *getOptions) addFlags(cmd *cobra.Command, withType bool) {
 	f.BoolVarP(&o.watch, "watch", "w", false, "render again on every change until Ctrl-C: redrawn in place on a terminal, each change after a blank line otherwise (polls every second)")
 	f.StringVar(&o.region, "region", "", "only this region (nodes, replicas)")
 	if withType {
-		f.StringVar(&o.kind, "kind", "", "only this kind of resource: Compute, Volume, Image, Loadbalancer")
+		f.StringVar(&o.kind, "kind", "", "only this kind of resource: Compute, Volume, Image, Loadbalancer, Job")
 		f.BoolVar(&o.reveal, "reveal", false, "secrets: include their values in -o json|yaml (roles that may read secrets; tables never show them)")
 	}
 }

@@ -271,6 +271,7 @@ func ResourceSpecToPB(s *api.ResourceSpec) *resourcev1.ResourceSpec {
 		Volume:       volumeSpecToPB(s.Volume),
 		Image:        ImageSpecToPB(s.Image),
 		Loadbalancer: loadbalancerSpecToPB(s.Loadbalancer),
+		Job:          jobSpecToPB(s.Job),
 	}
 }
 
@@ -282,6 +283,7 @@ func ResourceSpecFromPB(p *resourcev1.ResourceSpec) api.ResourceSpec {
 		Volume:       ptrFromPB(p.GetVolume(), volumeSpecFromPB),
 		Image:        ptrFromPB(p.GetImage(), ImageSpecFromPB),
 		Loadbalancer: ptrFromPB(p.GetLoadbalancer(), loadbalancerSpecFromPB),
+		Job:          ptrFromPB(p.GetJob(), jobSpecFromPB),
 	}
 }
 
@@ -631,6 +633,7 @@ func ResourceStatusToPB(s *api.ResourceStatus) *resourcev1.ResourceStatus {
 		UpdatedAt:          timeToPB(s.UpdatedAt),
 		Conditions:         stringMapCopy(s.Conditions),
 		Rollout:            rolloutStatusToPB(s.Rollout),
+		Job:                JobStatusToPB(s.Job),
 	}
 }
 
@@ -651,6 +654,7 @@ func ResourceStatusFromPB(p *resourcev1.ResourceStatus) api.ResourceStatus {
 		UpdatedAt:          timeFromPB(p.GetUpdatedAt()),
 		Conditions:         stringMapCopy(p.GetConditions()),
 		Rollout:            ptrFromPB(p.GetRollout(), rolloutStatusFromPB),
+		Job:                ptrFromPB(p.GetJob(), JobStatusFromPB),
 	}
 }
 
@@ -669,6 +673,7 @@ func RegionShareToPB(s *api.RegionShare) *resourcev1.RegionShare {
 		ObservedGeneration: s.ObservedGeneration,
 		UpdatedAt:          timeToPB(s.UpdatedAt),
 		FailoverFrom:       s.FailoverFrom,
+		Job:                JobStatusToPB(s.Job),
 	}
 }
 
@@ -684,6 +689,7 @@ func RegionShareFromPB(p *resourcev1.RegionShare) api.RegionShare {
 		ObservedGeneration: p.GetObservedGeneration(),
 		UpdatedAt:          timeFromPB(p.GetUpdatedAt()),
 		FailoverFrom:       p.GetFailoverFrom(),
+		Job:                ptrFromPB(p.GetJob(), JobStatusFromPB),
 	}
 }
 
@@ -1256,6 +1262,7 @@ func AssignmentToPB(a *api.Assignment) *resourcev1.Assignment {
 
 		ScheduledAt:        timeToPB(a.ScheduledAt),
 		DestroyRequestedAt: timeToPB(a.DestroyRequestedAt),
+		ExitedAt:           timeToPB(a.ExitedAt),
 	}
 }
 
@@ -1285,6 +1292,7 @@ func AssignmentFromPB(p *resourcev1.Assignment) api.Assignment {
 
 		ScheduledAt:        timeFromPB(p.GetScheduledAt()),
 		DestroyRequestedAt: timeFromPB(p.GetDestroyRequestedAt()),
+		ExitedAt:           timeFromPB(p.GetExitedAt()),
 	}
 }
 

@@ -85,6 +85,10 @@ func convCases() []convCase {
 		convCaseOf(EndpointToPB, EndpointFromPB),
 		convCaseOf(AssignmentStatusToPB, AssignmentStatusFromPB),
 		convCaseOf(ReplicaToPB, ReplicaFromPB),
+		convCaseOf(jobSpecToPB, jobSpecFromPB),
+		convCaseOf(JobStatusToPB, JobStatusFromPB),
+		convCaseOf(jobRunToPB, jobRunFromPB),
+		convCaseOf(jobAttemptToPB, jobAttemptFromPB),
 	}
 }
 

@@ -3,7 +3,7 @@
 // A manifest is exactly the object's REST JSON (or the same in YAML) plus
 // a "kind" that says which object it is:
 //
-//   - Compute, Volume, Image, Loadbalancer: a resource, as POST
+//   - Compute, Volume, Image, Loadbalancer, Job: a resource, as POST
 //     /v1/resources takes it; its REST "kind" already is one of these.
 //   - Flavor: a flavor, as POST /v1/flavors takes it, except that the
 //     flavor's own REST "kind" (the provider kind: container, vm,
@@ -55,6 +55,7 @@ const (
 	KindPolicy       Kind = "NetworkPolicy"
 	KindConfig       Kind = "Config"
 	KindSecret       Kind = "Secret"
+	KindJob          Kind = "Job"
 	KindList         Kind = "List"
 )
 
@@ -62,13 +63,14 @@ const (
 // what an object refers to exists before it: regions and flavors first,
 // then images and volumes that compute mounts or boots from, then compute,
 // then the load balancers in front of it, then the network policies that
-// select replicas by label. Configs and secrets, which compute mounts and
-// pulls with, come before images. Delete goes the other way.
-var Kinds = []Kind{KindRegion, KindFlavor, KindConfig, KindSecret, KindImage, KindVolume, KindCompute, KindLoadbalancer, KindPolicy}
+// select replicas by label, then jobs (which may use what compute serves).
+// Configs and secrets, which compute mounts and pulls with, come before
+// images. Delete goes the other way.
+var Kinds = []Kind{KindRegion, KindFlavor, KindConfig, KindSecret, KindImage, KindVolume, KindCompute, KindLoadbalancer, KindPolicy, KindJob}
 
 // IsResource reports whether k is one of the resource kinds.
 func (k Kind) IsResource() bool {
-	return k == KindCompute || k == KindVolume || k == KindImage || k == KindLoadbalancer
+	return k == KindCompute || k == KindVolume || k == KindImage || k == KindLoadbalancer || k == KindJob
 }
 
 // Source says where a document came from, for error messages.

@@ -973,6 +973,7 @@ type ResourceSpec struct {
 	Volume        *VolumeSpec            `protobuf:"bytes,3,opt,name=volume,proto3" json:"volume,omitempty"`
 	Image         *ImageSpec             `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`
 	Loadbalancer  *LoadbalancerSpec      `protobuf:"bytes,5,opt,name=loadbalancer,proto3" json:"loadbalancer,omitempty"`
+	Job           *JobSpec               `protobuf:"bytes,20,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1038,6 +1039,13 @@ func (x *ResourceSpec) GetImage() *ImageSpec {
 func (x *ResourceSpec) GetLoadbalancer() *LoadbalancerSpec {
 	if x != nil {
 		return x.Loadbalancer
+	}
+	return nil
+}
+
+func (x *ResourceSpec) GetJob() *JobSpec {
+	if x != nil {
+		return x.Job
 	}
 	return nil
 }
@@ -1393,6 +1401,7 @@ type RegionShare struct {
 	ObservedGeneration int64                  `protobuf:"varint,7,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
 	UpdatedAt          *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	FailoverFrom       string                 `protobuf:"bytes,9,opt,name=failover_from,json=failoverFrom,proto3" json:"failover_from,omitempty"`
+	Job                *JobStatus             `protobuf:"bytes,20,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -1488,6 +1497,13 @@ func (x *RegionShare) GetFailoverFrom() string {
 		return x.FailoverFrom
 	}
 	return ""
+}
+
+func (x *RegionShare) GetJob() *JobStatus {
+	if x != nil {
+		return x.Job
+	}
+	return nil
 }
 
 type BackendStatus struct {
@@ -1666,6 +1682,7 @@ type ResourceStatus struct {
 	UpdatedAt          *timestamppb.Timestamp  `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	Conditions         map[string]string       `protobuf:"bytes,13,rep,name=conditions,proto3" json:"conditions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Rollout            *RolloutStatus          `protobuf:"bytes,14,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	Job                *JobStatus              `protobuf:"bytes,20,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -1794,6 +1811,13 @@ func (x *ResourceStatus) GetConditions() map[string]string {
 func (x *ResourceStatus) GetRollout() *RolloutStatus {
 	if x != nil {
 		return x.Rollout
+	}
+	return nil
+}
+
+func (x *ResourceStatus) GetJob() *JobStatus {
+	if x != nil {
+		return x.Job
 	}
 	return nil
 }
@@ -3514,6 +3538,7 @@ type Assignment struct {
 	Replaces           string                 `protobuf:"bytes,20,opt,name=replaces,proto3" json:"replaces,omitempty"`
 	ScheduledAt        *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
 	DestroyRequestedAt *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=destroy_requested_at,json=destroyRequestedAt,proto3" json:"destroy_requested_at,omitempty"`
+	ExitedAt           *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=exited_at,json=exitedAt,proto3" json:"exited_at,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -3698,6 +3723,13 @@ func (x *Assignment) GetScheduledAt() *timestamppb.Timestamp {
 func (x *Assignment) GetDestroyRequestedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.DestroyRequestedAt
+	}
+	return nil
+}
+
+func (x *Assignment) GetExitedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExitedAt
 	}
 	return nil
 }
@@ -4148,6 +4180,414 @@ func (x *LogsRequest) GetTailLines() int32 {
 	return 0
 }
 
+type JobSpec struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Completions       int32                  `protobuf:"varint,1,opt,name=completions,proto3" json:"completions,omitempty"`
+	Parallelism       int32                  `protobuf:"varint,2,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
+	BackoffLimit      *int32                 `protobuf:"varint,3,opt,name=backoff_limit,json=backoffLimit,proto3,oneof" json:"backoff_limit,omitempty"`
+	ActiveDeadline    *durationpb.Duration   `protobuf:"bytes,4,opt,name=active_deadline,json=activeDeadline,proto3" json:"active_deadline,omitempty"`
+	Schedule          string                 `protobuf:"bytes,5,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	ConcurrencyPolicy string                 `protobuf:"bytes,6,opt,name=concurrency_policy,json=concurrencyPolicy,proto3" json:"concurrency_policy,omitempty"`
+	HistoryLimit      int32                  `protobuf:"varint,7,opt,name=history_limit,json=historyLimit,proto3" json:"history_limit,omitempty"`
+	Ttl               *durationpb.Duration   `protobuf:"bytes,8,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *JobSpec) Reset() {
+	*x = JobSpec{}
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobSpec) ProtoMessage() {}
+
+func (x *JobSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
+func (*JobSpec) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *JobSpec) GetCompletions() int32 {
+	if x != nil {
+		return x.Completions
+	}
+	return 0
+}
+
+func (x *JobSpec) GetParallelism() int32 {
+	if x != nil {
+		return x.Parallelism
+	}
+	return 0
+}
+
+func (x *JobSpec) GetBackoffLimit() int32 {
+	if x != nil && x.BackoffLimit != nil {
+		return *x.BackoffLimit
+	}
+	return 0
+}
+
+func (x *JobSpec) GetActiveDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.ActiveDeadline
+	}
+	return nil
+}
+
+func (x *JobSpec) GetSchedule() string {
+	if x != nil {
+		return x.Schedule
+	}
+	return ""
+}
+
+func (x *JobSpec) GetConcurrencyPolicy() string {
+	if x != nil {
+		return x.ConcurrencyPolicy
+	}
+	return ""
+}
+
+func (x *JobSpec) GetHistoryLimit() int32 {
+	if x != nil {
+		return x.HistoryLimit
+	}
+	return 0
+}
+
+func (x *JobSpec) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+type JobAttempt struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Phase         string                 `protobuf:"bytes,3,opt,name=phase,proto3" json:"phase,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	ExitCode      *int32                 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	Removed       bool                   `protobuf:"varint,8,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobAttempt) Reset() {
+	*x = JobAttempt{}
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobAttempt) ProtoMessage() {}
+
+func (x *JobAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
+func (*JobAttempt) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *JobAttempt) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetExitCode() int32 {
+	if x != nil && x.ExitCode != nil {
+		return *x.ExitCode
+	}
+	return 0
+}
+
+func (x *JobAttempt) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *JobAttempt) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *JobAttempt) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
+type JobRun struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        int64                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Phase         string                 `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Active        int32                  `protobuf:"varint,4,opt,name=active,proto3" json:"active,omitempty"`
+	Succeeded     int32                  `protobuf:"varint,5,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Failed        int32                  `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	Attempts      []*JobAttempt          `protobuf:"bytes,9,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobRun) Reset() {
+	*x = JobRun{}
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobRun) ProtoMessage() {}
+
+func (x *JobRun) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobRun.ProtoReflect.Descriptor instead.
+func (*JobRun) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *JobRun) GetNumber() int64 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *JobRun) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *JobRun) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *JobRun) GetActive() int32 {
+	if x != nil {
+		return x.Active
+	}
+	return 0
+}
+
+func (x *JobRun) GetSucceeded() int32 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *JobRun) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *JobRun) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *JobRun) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *JobRun) GetAttempts() []*JobAttempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+type JobStatus struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Phase          string                 `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
+	Reason         string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Active         int32                  `protobuf:"varint,3,opt,name=active,proto3" json:"active,omitempty"`
+	Succeeded      int32                  `protobuf:"varint,4,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Failed         int32                  `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`
+	Runs           []*JobRun              `protobuf:"bytes,6,rep,name=runs,proto3" json:"runs,omitempty"`
+	LastScheduleAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_schedule_at,json=lastScheduleAt,proto3" json:"last_schedule_at,omitempty"`
+	NextRunAt      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=next_run_at,json=nextRunAt,proto3" json:"next_run_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *JobStatus) Reset() {
+	*x = JobStatus{}
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobStatus) ProtoMessage() {}
+
+func (x *JobStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
+func (*JobStatus) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *JobStatus) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *JobStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *JobStatus) GetActive() int32 {
+	if x != nil {
+		return x.Active
+	}
+	return 0
+}
+
+func (x *JobStatus) GetSucceeded() int32 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *JobStatus) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *JobStatus) GetRuns() []*JobRun {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *JobStatus) GetLastScheduleAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastScheduleAt
+	}
+	return nil
+}
+
+func (x *JobStatus) GetNextRunAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextRunAt
+	}
+	return nil
+}
+
 var File_resource_v1_resource_proto protoreflect.FileDescriptor
 
 const file_resource_v1_resource_proto_rawDesc = "" +
@@ -4246,13 +4686,14 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\fhealth_check\x18\x04 \x01(\v2\x1f.strata.resource.v1.HealthCheckR\vhealthCheck\x1a;\n" +
 	"\rSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x02\n" +
 	"\fResourceSpec\x12\x16\n" +
 	"\x06flavor\x18\x01 \x01(\tR\x06flavor\x129\n" +
 	"\acompute\x18\x02 \x01(\v2\x1f.strata.resource.v1.ComputeSpecR\acompute\x126\n" +
 	"\x06volume\x18\x03 \x01(\v2\x1e.strata.resource.v1.VolumeSpecR\x06volume\x123\n" +
 	"\x05image\x18\x04 \x01(\v2\x1d.strata.resource.v1.ImageSpecR\x05image\x12H\n" +
-	"\floadbalancer\x18\x05 \x01(\v2$.strata.resource.v1.LoadbalancerSpecR\floadbalancer\":\n" +
+	"\floadbalancer\x18\x05 \x01(\v2$.strata.resource.v1.LoadbalancerSpecR\floadbalancer\x12-\n" +
+	"\x03job\x18\x14 \x01(\v2\x1b.strata.resource.v1.JobSpecR\x03job\":\n" +
 	"\fRegionTarget\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\x05R\x06weight\"\xe2\x02\n" +
@@ -4286,7 +4727,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"minHealthy\x12\x1f\n" +
 	"\vauto_revert\x18\x04 \x01(\bR\n" +
 	"autoRevert\x12\x16\n" +
-	"\x06paused\x18\x05 \x01(\bR\x06paused\"\xb4\x02\n" +
+	"\x06paused\x18\x05 \x01(\bR\x06paused\"\xe5\x02\n" +
 	"\vRegionShare\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
@@ -4297,7 +4738,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x13observed_generation\x18\a \x01(\x03R\x12observedGeneration\x129\n" +
 	"\n" +
 	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
-	"\rfailover_from\x18\t \x01(\tR\ffailoverFrom\"o\n" +
+	"\rfailover_from\x18\t \x01(\tR\ffailoverFrom\x12/\n" +
+	"\x03job\x18\x14 \x01(\v2\x1d.strata.resource.v1.JobStatusR\x03job\"o\n" +
 	"\rBackendStatus\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -4311,7 +4753,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x129\n" +
 	"\n" +
 	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x16\n" +
-	"\x06revert\x18\a \x01(\bR\x06revert\"\x8d\x06\n" +
+	"\x06revert\x18\a \x01(\bR\x06revert\"\xbe\x06\n" +
 	"\x0eResourceStatus\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x16\n" +
@@ -4330,7 +4772,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\n" +
 	"conditions\x18\r \x03(\v22.strata.resource.v1.ResourceStatus.ConditionsEntryR\n" +
 	"conditions\x12;\n" +
-	"\arollout\x18\x0e \x01(\v2!.strata.resource.v1.RolloutStatusR\arollout\x1a[\n" +
+	"\arollout\x18\x0e \x01(\v2!.strata.resource.v1.RolloutStatusR\arollout\x12/\n" +
+	"\x03job\x18\x14 \x01(\v2\x1d.strata.resource.v1.JobStatusR\x03job\x1a[\n" +
 	"\fRegionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
 	"\x05value\x18\x02 \x01(\v2\x1f.strata.resource.v1.RegionShareR\x05value:\x028\x01\x1a=\n" +
@@ -4521,7 +4964,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\bEndpoint\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04port\x18\x03 \x01(\x05R\x04port\"\xe8\a\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\"\xa1\b\n" +
 	"\n" +
 	"Assignment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
@@ -4549,7 +4992,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x06reason\x18\x13 \x01(\tR\x06reason\x12\x1a\n" +
 	"\breplaces\x18\x14 \x01(\tR\breplaces\x12=\n" +
 	"\fscheduled_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x12L\n" +
-	"\x14destroy_requested_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\x12destroyRequestedAt\x1a9\n" +
+	"\x14destroy_requested_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\x12destroyRequestedAt\x127\n" +
+	"\texited_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\bexitedAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x03\n" +
@@ -4601,7 +5045,52 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\areplica\x18\x03 \x01(\tR\areplica\x12\x16\n" +
 	"\x06follow\x18\x04 \x01(\bR\x06follow\x12\x1d\n" +
 	"\n" +
-	"tail_lines\x18\x05 \x01(\x05R\ttailLinesB9Z7github.com/stratahq/strata/proto/resource/v1;resourcev1b\x06proto3"
+	"tail_lines\x18\x05 \x01(\x05R\ttailLines\"\xea\x02\n" +
+	"\aJobSpec\x12 \n" +
+	"\vcompletions\x18\x01 \x01(\x05R\vcompletions\x12 \n" +
+	"\vparallelism\x18\x02 \x01(\x05R\vparallelism\x12(\n" +
+	"\rbackoff_limit\x18\x03 \x01(\x05H\x00R\fbackoffLimit\x88\x01\x01\x12B\n" +
+	"\x0factive_deadline\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eactiveDeadline\x12\x1a\n" +
+	"\bschedule\x18\x05 \x01(\tR\bschedule\x12-\n" +
+	"\x12concurrency_policy\x18\x06 \x01(\tR\x11concurrencyPolicy\x12#\n" +
+	"\rhistory_limit\x18\a \x01(\x05R\fhistoryLimit\x12+\n" +
+	"\x03ttl\x18\b \x01(\v2\x19.google.protobuf.DurationR\x03ttlB\x10\n" +
+	"\x0e_backoff_limit\"\xa0\x02\n" +
+	"\n" +
+	"JobAttempt\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x14\n" +
+	"\x05phase\x18\x03 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12 \n" +
+	"\texit_code\x18\x05 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x129\n" +
+	"\n" +
+	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12\x18\n" +
+	"\aremoved\x18\b \x01(\bR\aremovedB\f\n" +
+	"\n" +
+	"_exit_code\"\xd0\x02\n" +
+	"\x06JobRun\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x03R\x06number\x12\x14\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06active\x18\x04 \x01(\x05R\x06active\x12\x1c\n" +
+	"\tsucceeded\x18\x05 \x01(\x05R\tsucceeded\x12\x16\n" +
+	"\x06failed\x18\x06 \x01(\x05R\x06failed\x129\n" +
+	"\n" +
+	"started_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12:\n" +
+	"\battempts\x18\t \x03(\v2\x1e.strata.resource.v1.JobAttemptR\battempts\"\xb9\x02\n" +
+	"\tJobStatus\x12\x14\n" +
+	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06active\x18\x03 \x01(\x05R\x06active\x12\x1c\n" +
+	"\tsucceeded\x18\x04 \x01(\x05R\tsucceeded\x12\x16\n" +
+	"\x06failed\x18\x05 \x01(\x05R\x06failed\x12.\n" +
+	"\x04runs\x18\x06 \x03(\v2\x1a.strata.resource.v1.JobRunR\x04runs\x12D\n" +
+	"\x10last_schedule_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x0elastScheduleAt\x12:\n" +
+	"\vnext_run_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tnextRunAtB9Z7github.com/stratahq/strata/proto/resource/v1;resourcev1b\x06proto3"
 
 var (
 	file_resource_v1_resource_proto_rawDescOnce sync.Once
@@ -4615,7 +5104,7 @@ func file_resource_v1_resource_proto_rawDescGZIP() []byte {
 	return file_resource_v1_resource_proto_rawDescData
 }
 
-var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_resource_v1_resource_proto_goTypes = []any{
 	(*FlavorSpec)(nil),            // 0: strata.resource.v1.FlavorSpec
 	(*Flavor)(nil),                // 1: strata.resource.v1.Flavor
@@ -4662,122 +5151,140 @@ var file_resource_v1_resource_proto_goTypes = []any{
 	(*Event)(nil),                 // 42: strata.resource.v1.Event
 	(*LogChunk)(nil),              // 43: strata.resource.v1.LogChunk
 	(*LogsRequest)(nil),           // 44: strata.resource.v1.LogsRequest
-	nil,                           // 45: strata.resource.v1.ComputeSpec.EnvEntry
-	nil,                           // 46: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	nil,                           // 47: strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	nil,                           // 48: strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	nil,                           // 49: strata.resource.v1.SpecOverride.EnvEntry
-	nil,                           // 50: strata.resource.v1.ResourceStatus.RegionsEntry
-	nil,                           // 51: strata.resource.v1.ResourceStatus.ConditionsEntry
-	nil,                           // 52: strata.resource.v1.Resource.LabelsEntry
-	nil,                           // 53: strata.resource.v1.Resource.OverridesEntry
-	nil,                           // 54: strata.resource.v1.Region.LabelsEntry
-	nil,                           // 55: strata.resource.v1.Node.LabelsEntry
-	nil,                           // 56: strata.resource.v1.Assignment.LabelsEntry
-	nil,                           // 57: strata.resource.v1.Event.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 58: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 59: google.protobuf.Duration
+	(*JobSpec)(nil),               // 45: strata.resource.v1.JobSpec
+	(*JobAttempt)(nil),            // 46: strata.resource.v1.JobAttempt
+	(*JobRun)(nil),                // 47: strata.resource.v1.JobRun
+	(*JobStatus)(nil),             // 48: strata.resource.v1.JobStatus
+	nil,                           // 49: strata.resource.v1.ComputeSpec.EnvEntry
+	nil,                           // 50: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	nil,                           // 51: strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	nil,                           // 52: strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	nil,                           // 53: strata.resource.v1.SpecOverride.EnvEntry
+	nil,                           // 54: strata.resource.v1.ResourceStatus.RegionsEntry
+	nil,                           // 55: strata.resource.v1.ResourceStatus.ConditionsEntry
+	nil,                           // 56: strata.resource.v1.Resource.LabelsEntry
+	nil,                           // 57: strata.resource.v1.Resource.OverridesEntry
+	nil,                           // 58: strata.resource.v1.Region.LabelsEntry
+	nil,                           // 59: strata.resource.v1.Node.LabelsEntry
+	nil,                           // 60: strata.resource.v1.Assignment.LabelsEntry
+	nil,                           // 61: strata.resource.v1.Event.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 62: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 63: google.protobuf.Duration
 }
 var file_resource_v1_resource_proto_depIdxs = []int32{
-	0,  // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
-	58, // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
-	58, // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
-	45, // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
-	2,  // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
-	3,  // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
-	59, // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
-	5,  // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
-	6,  // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
-	46, // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	59, // 10: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	59, // 11: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
-	9,  // 12: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
-	47, // 13: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	10, // 14: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
-	4,  // 15: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
-	7,  // 16: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
-	8,  // 17: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
-	11, // 18: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
-	13, // 19: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
-	48, // 20: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	49, // 21: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
-	59, // 22: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
-	58, // 23: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	58, // 24: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	58, // 25: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	50, // 26: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
-	19, // 27: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	58, // 28: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	51, // 29: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
-	20, // 30: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	52, // 31: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
-	12, // 32: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
-	14, // 33: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	53, // 34: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
-	16, // 35: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
-	17, // 36: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	58, // 37: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	58, // 38: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	58, // 39: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
-	21, // 40: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
-	12, // 41: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,  // 42: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	58, // 43: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	58, // 44: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	58, // 45: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	54, // 46: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	58, // 47: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
-	24, // 48: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
-	22, // 49: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
-	1,  // 50: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
-	8,  // 51: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	58, // 52: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	58, // 53: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	59, // 54: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	58, // 55: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	58, // 56: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	58, // 57: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	58, // 58: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
-	31, // 59: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	58, // 60: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
-	29, // 61: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	58, // 62: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	27, // 63: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
-	32, // 64: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	55, // 65: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
-	28, // 66: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
-	27, // 67: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	58, // 68: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	59, // 69: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	59, // 70: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	58, // 71: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
-	33, // 72: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
-	35, // 73: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
-	56, // 74: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	12, // 75: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,  // 76: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	8,  // 77: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	36, // 78: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	37, // 79: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	38, // 80: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	58, // 81: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	58, // 82: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	58, // 83: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	58, // 84: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	58, // 85: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	19, // 86: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	39, // 87: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	40, // 88: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	58, // 89: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	57, // 90: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	58, // 91: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	18, // 92: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	15, // 93: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	94, // [94:94] is the sub-list for method output_type
-	94, // [94:94] is the sub-list for method input_type
-	94, // [94:94] is the sub-list for extension type_name
-	94, // [94:94] is the sub-list for extension extendee
-	0,  // [0:94] is the sub-list for field type_name
+	0,   // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
+	62,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
+	62,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
+	49,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
+	2,   // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
+	3,   // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
+	63,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
+	5,   // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
+	6,   // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
+	50,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	63,  // 10: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	63,  // 11: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	9,   // 12: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
+	51,  // 13: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	10,  // 14: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
+	4,   // 15: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
+	7,   // 16: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
+	8,   // 17: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
+	11,  // 18: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
+	45,  // 19: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
+	13,  // 20: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
+	52,  // 21: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	53,  // 22: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
+	63,  // 23: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
+	62,  // 24: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
+	48,  // 25: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
+	62,  // 26: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	62,  // 27: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	54,  // 28: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	19,  // 29: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	62,  // 30: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	55,  // 31: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	20,  // 32: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
+	48,  // 33: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
+	56,  // 34: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	12,  // 35: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
+	14,  // 36: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
+	57,  // 37: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	16,  // 38: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
+	17,  // 39: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
+	62,  // 40: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	62,  // 41: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	62,  // 42: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	21,  // 43: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
+	12,  // 44: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 45: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
+	62,  // 46: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	62,  // 47: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	62,  // 48: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	58,  // 49: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	62,  // 50: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	24,  // 51: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
+	22,  // 52: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
+	1,   // 53: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
+	8,   // 54: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
+	62,  // 55: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	62,  // 56: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	63,  // 57: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	62,  // 58: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	62,  // 59: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	62,  // 60: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	62,  // 61: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	31,  // 62: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
+	62,  // 63: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	29,  // 64: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
+	62,  // 65: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	27,  // 66: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
+	32,  // 67: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
+	59,  // 68: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	28,  // 69: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
+	27,  // 70: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
+	62,  // 71: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	63,  // 72: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	63,  // 73: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	62,  // 74: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	33,  // 75: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
+	35,  // 76: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
+	60,  // 77: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	12,  // 78: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 79: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	8,   // 80: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	36,  // 81: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	37,  // 82: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	38,  // 83: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	62,  // 84: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	62,  // 85: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	62,  // 86: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	62,  // 87: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
+	62,  // 88: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	62,  // 89: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	19,  // 90: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	39,  // 91: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	40,  // 92: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	62,  // 93: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	61,  // 94: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	62,  // 95: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	63,  // 96: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	63,  // 97: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	62,  // 98: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	62,  // 99: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	62,  // 100: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	62,  // 101: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	46,  // 102: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	47,  // 103: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	62,  // 104: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	62,  // 105: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	18,  // 106: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	15,  // 107: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	108, // [108:108] is the sub-list for method output_type
+	108, // [108:108] is the sub-list for method input_type
+	108, // [108:108] is the sub-list for extension type_name
+	108, // [108:108] is the sub-list for extension extendee
+	0,   // [0:108] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
@@ -4786,13 +5293,15 @@ func file_resource_v1_resource_proto_init() {
 		return
 	}
 	file_resource_v1_resource_proto_msgTypes[40].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[45].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resource_v1_resource_proto_rawDesc), len(file_resource_v1_resource_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   58,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

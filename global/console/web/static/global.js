@@ -262,11 +262,42 @@ function resourcePage() {
       stat('Revision', 'r' + (res.revision || 0), plural(revisions.length, 'revision') + ' kept'),
       stat('Rollout', paused ? 'paused' : rollout ? rollout.state : '—', rollout && rollout.message ? rollout.message : ''));
 
+    if (s.job || (res.spec && res.spec.job)) renderJob(s.job);
     renderPlacement(s);
     renderReplicas(reps);
     renderRevisions(revs);
     $('#spec').textContent = JSON.stringify(res.spec, null, 2);
     renderEvents(evs);
+  }
+
+  // renderJob shows a Job's kept runs, newest first, and their attempts:
+  // node, exit code, times.
+  function renderJob(job) {
+    $('#job').hidden = false;
+    const spec = res.spec.job || {};
+    const runs = (job && job.runs) || [];
+    const note = [];
+    if (job) note.push(`${job.phase}${job.reason ? ' (' + job.reason + ')' : ''}`, `${job.succeeded || 0}/${spec.completions || 1} succeeded`, `${job.active || 0} active`, `${job.failed || 0} failed`);
+    if (spec.schedule) note.push(`schedule ${spec.schedule}`);
+    if (job && job.nextRunAt) note.push('next run ' + relTime(job.nextRunAt));
+    $('#job-note').textContent = note.join(' · ');
+    const rows = [];
+    for (const run of runs) {
+      for (const a of run.attempts || []) {
+        const tone = a.phase === 'Succeeded' ? 'ok' : a.phase === 'Failed' ? 'err' : a.phase === 'Running' ? 'info' : 'neutral';
+        rows.push(h('tr', { dataset: { run: String(run.number), attempt: a.id, phase: a.phase, exitCode: a.exitCode === undefined ? '' : String(a.exitCode) } },
+          h('td', { class: 'num' }, String(run.number)),
+          h('td', { class: 'mono' }, a.id, a.removed ? h('span', { class: 'muted' }, ' (removed)') : null),
+          h('td', { class: 'mono' }, a.node || '—'),
+          h('td', {}, pill(a.phase, tone)),
+          h('td', { class: 'num mono' }, a.exitCode === undefined ? '—' : String(a.exitCode)),
+          h('td', { class: 'time-cell' }, a.startedAt ? relTime(a.startedAt) : '—'),
+          h('td', { class: 'time-cell' }, a.finishedAt ? relTime(a.finishedAt) : '—'),
+          h('td', { class: 'reason-cell' }, a.reason || h('span', { class: 'muted' }, '—'))));
+      }
+    }
+    $('#job-attempts tbody').replaceChildren(...(rows.length ? rows
+      : [h('tr', {}, h('td', { colspan: '8', class: 'detail-empty' }, spec.schedule ? 'No run yet: waiting for the schedule.' : 'No attempt yet.'))]));
   }
 
   function renderPlacement(s) {
