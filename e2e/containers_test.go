@@ -39,6 +39,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/simhost"
 	"github.com/stratahq/strata/internal/testenv"
 )
@@ -94,6 +95,8 @@ type hostCluster struct {
 	regionEtcd *clientv3.Client
 	nodes      []string
 	agents     map[string]*framework.Proc
+	// tiers are the global and region processes.
+	tiers []*framework.Proc
 	// bridge is each node's bridge.
 	bridge map[string]string
 	// ns is each node's containerd namespace, dataDir its agent's data
@@ -179,12 +182,17 @@ func startHostCluster(t *testing.T, o hostClusterOpts) *hostCluster {
 
 	globalEtcd := etcdtest.StartProcess(t)
 	gHTTP, gGRPC := framework.FreeAddr(t), framework.FreeAddr(t)
-	framework.Start(t, "global", c.bin, []string{"global", "--config", c.write("global.yaml", fmt.Sprintf(`id: g1
+	secretsKey := filepath.Join(c.dir, "secrets.key")
+	if _, err := secretbox.GenerateKey(secretsKey); err != nil {
+		t.Fatal(err)
+	}
+	c.tiers = append(c.tiers, framework.Start(t, "global", c.bin, []string{"global", "--config", c.write("global.yaml", fmt.Sprintf(`id: g1
 listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 api: {bootstrapToken: %q}
+secrets: {keyFiles: [%q]}
 log: {level: debug}
-`, gHTTP, gGRPC, globalEtcd.Endpoints()[0], c.token)+c.pki.YAML(pki.Global("g1")))})
+`, gHTTP, gGRPC, globalEtcd.Endpoints()[0], c.token, secretsKey)+c.pki.YAML(pki.Global("g1")))}))
 	c.global = framework.NewClient("http://"+gHTTP, c.token)
 
 	regionEtcd := etcdtest.StartProcess(t)
@@ -194,7 +202,7 @@ log: {level: debug}
 	if n.NodeMask == 0 {
 		n.NodeMask = 24 // one agent on a /24
 	}
-	framework.Start(t, "region-"+o.region, c.bin, []string{"region", "--config", c.write("region.yaml", fmt.Sprintf(`name: %s
+	c.tiers = append(c.tiers, framework.Start(t, "region-"+o.region, c.bin, []string{"region", "--config", c.write("region.yaml", fmt.Sprintf(`name: %s
 id: %s-r1
 listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
@@ -202,7 +210,7 @@ global: {endpoint: %q}
 zones: [a, b]
 network: {name: %s, subnet: %s, gateway: %s, bridge: %s, nodeMask: %d, backend: %s}
 log: {level: debug}
-`, o.region, o.region, rHTTP, rGRPC, regionEtcd.Endpoints()[0], gGRPC, n.Name, n.Subnet, n.Gateway, n.Bridge, n.NodeMask, c.backend())+framework.RegionAPIYAML+o.regionYAML+c.pki.YAML(pki.Region(o.region)))})
+`, o.region, o.region, rHTTP, rGRPC, regionEtcd.Endpoints()[0], gGRPC, n.Name, n.Subnet, n.Gateway, n.Bridge, n.NodeMask, c.backend())+framework.RegionAPIYAML+o.regionYAML+c.pki.YAML(pki.Region(o.region)))}))
 	c.regionAPI = framework.NewClient("http://"+rHTTP, framework.RegionToken)
 
 	for j, node := range c.nodes {

@@ -300,6 +300,12 @@ var goSchemas = map[string]reflect.Type{
 	"Tenant":              reflect.TypeFor[api.Tenant](),
 	"TenantList":          reflect.TypeFor[rest.List[api.Tenant]](),
 	"TenantQuota":         reflect.TypeFor[TenantQuota](),
+	"Config":              reflect.TypeFor[api.Config](),
+	"FileMount":           reflect.TypeFor[api.FileMount](),
+	"EnvSource":           reflect.TypeFor[api.EnvSource](),
+	"ConfigList":          reflect.TypeFor[rest.List[api.Config]](),
+	"Secret":              reflect.TypeFor[api.Secret](),
+	"SecretList":          reflect.TypeFor[rest.List[api.Secret]](),
 	"NetworkPolicy":       reflect.TypeFor[api.NetworkPolicy](),
 	"NetworkPolicyUpdate": reflect.TypeFor[api.NetworkPolicy](),
 	"NetworkPolicyList":   reflect.TypeFor[rest.List[api.NetworkPolicy]](),
@@ -341,6 +347,10 @@ var goSchemas = map[string]reflect.Type{
 	"RevisionList":        reflect.TypeFor[rest.List[api.Revision]](),
 	"RolloutPolicy":       reflect.TypeFor[api.RolloutPolicy](),
 	"RolloutStatus":       reflect.TypeFor[api.RolloutStatus](),
+	"JobSpec":             reflect.TypeFor[api.JobSpec](),
+	"JobStatus":           reflect.TypeFor[api.JobStatus](),
+	"JobRun":              reflect.TypeFor[api.JobRun](),
+	"JobAttempt":          reflect.TypeFor[api.JobAttempt](),
 	"ScheduleRule":        reflect.TypeFor[api.ScheduleRule](),
 	"SpecOverride":        reflect.TypeFor[api.SpecOverride](),
 	"Status":              reflect.TypeFor[Status](),
@@ -359,7 +369,7 @@ var goSchemas = map[string]reflect.Type{
 // that rest.go decodes into anonymous structs. Check them by eye.
 var handWritten = []string{
 	"CordonRequest", "Duration", "EmptyObject", "Health", "Phase", "ProbeStatus",
-	"ProviderKind", "ResourceKind", "RollbackRequest", "ScaleRequest",
+	"ProviderKind", "ResourceKind", "RollbackRequest", "ScaleRequest", "SecretType",
 }
 
 // outputOnly are the schemas only servers send: their required fields

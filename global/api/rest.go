@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,7 +27,7 @@ func (s *Server) restAPI() *rest.API {
 		opts = append(opts, rest.WithAudit(s.auditREST))
 	}
 	a := rest.New(s.tokens.authenticate, opts...)
-	for _, rt := range append(h.routes(), h.alertRoutes()...) {
+	for _, rt := range slices.Concat(h.routes(), h.configDataRoutes(), h.alertRoutes()) {
 		a.Handle(rt.pattern, rt.fn, rt.query...)
 	}
 	h.stream = a.Error

@@ -4,9 +4,10 @@
 // (spec, revisions with their differences, placement and replicas per
 // region, events) that scales it, rolls it back, pauses and resumes its
 // rollout and deletes it; a page of the caller's network policies, where
-// they are enforced, that deletes them; a page where admins create and
-// revoke tokens; and a page of alert rules with their delivery state.
-// Every action is a call of the same REST API stratactl uses,
+// they are enforced, that deletes them; a page of the tenant's configs and
+// secrets (their keys; a secret's values never reach the console); a page
+// where admins create and revoke tokens; and a page of alert rules with
+// their delivery state. Every action is a call of the same REST API stratactl uses,
 // behind a confirmation; the console has no endpoint of its own.
 //
 // Like the region console it is server-rendered page shells and embedded
@@ -21,6 +22,7 @@
 //	GET /console/resource?tenant=T&name=N one resource
 //	GET /console/tokens                   the tokens (admins)
 //	GET /console/policies                 the caller's network policies
+//	GET /console/configs                  the tenant's configs and secrets (keys, never secret values)
 //	GET /console/alerts                   alert rules and their delivery (admins, infra)
 //	GET /console/static/...               CSS, JavaScript, icons
 package console
@@ -72,6 +74,7 @@ func Handler(o Options) http.Handler {
 		"resource": {Page: "resource", Title: "Resource"},
 		"tokens":   {Page: "tokens", Title: "Tokens"},
 		"policies": {Page: "policies", Title: "Network policies"},
+		"configs":  {Page: "configs", Title: "Configs and secrets"},
 		"alerts":   {Page: "alerts", Title: "Alerts"},
 	}
 	tmpls := make(map[string]*template.Template, len(pages))

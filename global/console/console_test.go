@@ -48,6 +48,7 @@ func TestOverview(t *testing.T) {
 		{"/console/tokens", "tokens", `data-action="create-token"`},
 		{"/console/alerts", "alerts", `id="alertrules"`},
 		{"/console/policies", "policies", `id="policies"`},
+		{"/console/configs", "configs", `id="secrets"`},
 	} {
 		resp, body := get(tc.path)
 		if resp.StatusCode != http.StatusOK {
@@ -58,6 +59,10 @@ func TestOverview(t *testing.T) {
 				t.Errorf("GET %s: no %q", tc.path, want)
 			}
 		}
+	}
+	// The configs page never asks for a secret's values.
+	if _, js := get("/console/static/global.js"); !strings.Contains(js, "api('/v1/secrets')") || strings.Contains(js, "reveal") {
+		t.Errorf("global.js: want /v1/secrets listed without reveal")
 	}
 	if resp, _ := get("/console/nodes"); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /console/nodes: %d; want 404", resp.StatusCode)

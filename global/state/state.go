@@ -12,6 +12,8 @@
 //	admissions/<tenant>                   Admission (a limited tenant's last admitted write)
 //	tokens/<id>                           api.Token (hashed)
 //	requests/<tenant>/<key>               Request (idempotency keys)
+//	configs/<tenant>/<name>               api.Config
+//	secrets/<tenant>/<name>               SealedSecret (data encrypted)
 //	election/                             the master election
 package state
 
@@ -42,6 +44,8 @@ type State struct {
 	Admissions   *store.Collection[Admission]
 	Tokens       *store.Collection[api.Token]
 	Requests     *store.Collection[Request]
+	Configs      *store.Collection[api.Config]
+	Secrets      *store.Collection[SealedSecret]
 }
 
 // New returns the collections over s.
@@ -59,6 +63,8 @@ func New(s *store.Store) *State {
 		Admissions:   store.NewCollection(s, "admissions/", store.JSON[Admission]()),
 		Tokens:       store.NewCollection(s, "tokens/", store.JSON[api.Token]()),
 		Requests:     store.NewCollection(s, "requests/", store.JSON[Request]()),
+		Configs:      store.NewCollection(s, "configs/", store.JSON[api.Config]()),
+		Secrets:      store.NewCollection(s, "secrets/", store.JSON[SealedSecret]()),
 	}
 }
 

@@ -32,6 +32,8 @@ const manifestHelp = `A manifest is exactly the object's REST JSON (or the same 
                                          written "providerKind" (default: container)
   Region                                 a region registration, as POST /v1/regions takes it
   NetworkPolicy                          a network policy, as POST /v1/networkpolicies takes it
+  Config, Secret                         as POST /v1/configs and /v1/secrets take them (a
+                                         Secret's manifest carries its data: get prints keys only)
   List                                   {kind: List, items: [...]}, what get -o json|yaml prints
 
 A file holds one document, several YAML documents separated by "---", or
@@ -158,6 +160,8 @@ func applyObject(ctx context.Context, c *client.Client, o manifest.Object, dryRu
 		return decide(dryRun, err, func() bool { return manifest.PolicyUpToDate(p, cur) },
 			func() error { _, err := c.CreatePolicy(ctx, p); return err },
 			func() error { _, err := c.UpdatePolicy(ctx, p); return err })
+	case o.Config != nil, o.Secret != nil:
+		return applyConfigData(ctx, resourceClient(c, o), o, dryRun)
 	}
 	return "", fmt.Errorf("empty manifest object")
 }
@@ -184,7 +188,7 @@ func decide(dryRun bool, getErr error, upToDate func() bool, create, update func
 // resourceClient acts in the tenant a manifest names when --tenant does not
 // say otherwise (an admin applying another tenant's export).
 func resourceClient(c *client.Client, o manifest.Object) *client.Client {
-	return tenantClient(c, o.Resource.Tenant)
+	return tenantClient(c, o.Tenant())
 }
 
 // tenantClient acts in tenant t when it is set and --tenant does not say
@@ -229,6 +233,10 @@ func (a *App) deleteObjects(ctx context.Context, c *client.Client, objs []manife
 	for _, m := range objs {
 		var err error
 		switch m.Kind {
+		case manifest.KindConfig:
+			_, err = resourceClient(c, m).DeleteConfig(ctx, m.Name())
+		case manifest.KindSecret:
+			_, err = resourceClient(c, m).DeleteSecret(ctx, m.Name())
 		case manifest.KindFlavor:
 			_, err = c.DeleteFlavor(ctx, m.Name())
 		case manifest.KindRegion:

@@ -127,6 +127,8 @@ func (a *App) deleteOne(ctx context.Context, c *client.Client, typ objType, name
 			fmt.Fprintf(a.io.Out, "networkpolicy/%s deleted\n", name)
 		}
 		return "networkpolicy/" + name, err
+	case typeConfigs, typeSecrets:
+		return a.deleteConfigData(ctx, c, typ, name)
 	case typeRegions:
 		_, err := c.DeleteRegion(ctx, name)
 		if err == nil {

@@ -28,6 +28,8 @@ const (
 	typeReplicas  objType = "replicas"
 	typeRevisions objType = "revisions"
 	typePolicies  objType = "networkpolicies"
+	typeConfigs   objType = "configs"
+	typeSecrets   objType = "secrets"
 )
 
 // parseType accepts the plural, the singular and the short name.
@@ -47,8 +49,12 @@ func parseType(s string) (objType, error) {
 		return typeRevisions, nil
 	case "networkpolicies", "networkpolicy", "netpol":
 		return typePolicies, nil
+	case "configs", "config", "cfg":
+		return typeConfigs, nil
+	case "secrets", "secret", "sec":
+		return typeSecrets, nil
 	}
-	return "", usageErrorf("unknown type %q (want flavors|fl, resources|res, regions|rg, nodes|no, replicas|rep, revisions|rev or networkpolicies|netpol)", s)
+	return "", usageErrorf("unknown type %q (want flavors|fl, resources|res, regions|rg, nodes|no, replicas|rep, revisions|rev, networkpolicies|netpol, configs|cfg or secrets|sec)", s)
 }
 
 const typesHelp = `Types (plural, singular or short name):
@@ -58,6 +64,8 @@ const typesHelp = `Types (plural, singular or short name):
   nodes      no    [REGION/NODE]   -l SELECTOR, --region REGION
   replicas   rep   RESOURCE        -l SELECTOR, --region REGION
   revisions  rev   RESOURCE
+  configs    cfg   [NAME]          -l SELECTOR
+  secrets    sec   [NAME]          -l SELECTOR, --reveal (values in -o json|yaml)
   networkpolicies  netpol  [NAME]`
 
 // getOptions are get's flags.
@@ -67,6 +75,7 @@ type getOptions struct {
 	kind     string
 	region   string
 	watch    bool
+	reveal   bool
 }
 
 func (o *getOptions) addFlags(cmd *cobra.Command, withType bool) {
@@ -76,7 +85,8 @@ func (o *getOptions) addFlags(cmd *cobra.Command, withType bool) {
 	f.BoolVarP(&o.watch, "watch", "w", false, "render again on every change until Ctrl-C: redrawn in place on a terminal, each change after a blank line otherwise (polls every second)")
 	f.StringVar(&o.region, "region", "", "only this region (nodes, replicas)")
 	if withType {
-		f.StringVar(&o.kind, "kind", "", "only this kind of resource: Compute, Volume, Image, Loadbalancer")
+		f.StringVar(&o.kind, "kind", "", "only this kind of resource: Compute, Volume, Image, Loadbalancer, Job")
+		f.BoolVar(&o.reveal, "reveal", false, "secrets: include their values in -o json|yaml (roles that may read secrets; tables never show them)")
 	}
 }
 
@@ -109,6 +119,9 @@ func (o *getOptions) checkFilters(flags *pflag.FlagSet, typ objType) error {
 	if flags.Changed("kind") && typ != typeResources {
 		return usageErrorf("--kind applies to resources, not %s", typ)
 	}
+	if flags.Changed("reveal") && typ != typeSecrets {
+		return usageErrorf("--reveal applies to secrets, not %s", typ)
+	}
 	if flags.Changed("region") && typ != typeNodes && typ != typeReplicas {
 		return usageErrorf("--region applies to nodes and replicas, not %s", typ)
 	}
@@ -140,7 +153,7 @@ func (a *App) getCommand() *cobra.Command {
   stratactl get replicas web
   stratactl get revisions web`,
 		Args:      args(cobra.RangeArgs(1, 2)),
-		ValidArgs: []string{"flavors", "resources", "regions", "nodes", "replicas", "revisions", "networkpolicies"},
+		ValidArgs: []string{"flavors", "resources", "regions", "nodes", "replicas", "revisions", "networkpolicies", "configs", "secrets"},
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			typ, err := parseType(argv[0])
 			if err != nil {
@@ -242,6 +255,10 @@ func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name str
 			data:  one(name, items, func(p api.NetworkPolicy) any { return manifest.FromPolicy(p) }),
 			empty: "no network policies found",
 		}, nil
+	case typeConfigs:
+		return fetchConfigs(ctx, c, name, sel)
+	case typeSecrets:
+		return fetchSecrets(ctx, c, name, sel, o.reveal)
 	}
 	return view{}, fmt.Errorf("unknown type %q", typ)
 }

@@ -43,5 +43,10 @@ func ResourceUpToDate(o Object, cur api.Resource) bool {
 	if !o.ReplicasSet {
 		want.Replicas = cur.Replicas
 	}
-	return api.SameJSON(Defaulted(want.Settable()), Defaulted(cur.Settable()))
+	w := Defaulted(want.Settable())
+	if w.Spec.Compute != nil && cur.Spec.Compute != nil {
+		// The generations of configs and secrets are the server's.
+		w.Spec.Compute.ConfigVersions = cur.Spec.Compute.ConfigVersions
+	}
+	return api.SameJSON(w, Defaulted(cur.Settable()))
 }

@@ -3,13 +3,14 @@
 // A manifest is exactly the object's REST JSON (or the same in YAML) plus
 // a "kind" that says which object it is:
 //
-//   - Compute, Volume, Image, Loadbalancer: a resource, as POST
+//   - Compute, Volume, Image, Loadbalancer, Job: a resource, as POST
 //     /v1/resources takes it; its REST "kind" already is one of these.
 //   - Flavor: a flavor, as POST /v1/flavors takes it, except that the
 //     flavor's own REST "kind" (the provider kind: container, vm,
 //     loadbalancer) is written "providerKind" (default container), because
 //     "kind" says that the document is a Flavor.
 //   - Region: a region registration, as POST /v1/regions takes it.
+//   - Config, Secret: as POST /v1/configs and /v1/secrets take them.
 //   - NetworkPolicy: a network policy, as POST /v1/networkpolicies takes it.
 //   - List: {"kind": "List", "items": [...]}, what `get -o json|yaml`
 //     prints for several objects.
@@ -52,6 +53,9 @@ const (
 	KindCompute      Kind = "Compute"
 	KindLoadbalancer Kind = "Loadbalancer"
 	KindPolicy       Kind = "NetworkPolicy"
+	KindConfig       Kind = "Config"
+	KindSecret       Kind = "Secret"
+	KindJob          Kind = "Job"
 	KindList         Kind = "List"
 )
 
@@ -59,12 +63,14 @@ const (
 // what an object refers to exists before it: regions and flavors first,
 // then images and volumes that compute mounts or boots from, then compute,
 // then the load balancers in front of it, then the network policies that
-// select replicas by label. Delete goes the other way.
-var Kinds = []Kind{KindRegion, KindFlavor, KindImage, KindVolume, KindCompute, KindLoadbalancer, KindPolicy}
+// select replicas by label, then jobs (which may use what compute serves).
+// Configs and secrets, which compute mounts and pulls with, come before
+// images. Delete goes the other way.
+var Kinds = []Kind{KindRegion, KindFlavor, KindConfig, KindSecret, KindImage, KindVolume, KindCompute, KindLoadbalancer, KindPolicy, KindJob}
 
 // IsResource reports whether k is one of the resource kinds.
 func (k Kind) IsResource() bool {
-	return k == KindCompute || k == KindVolume || k == KindImage || k == KindLoadbalancer
+	return k == KindCompute || k == KindVolume || k == KindImage || k == KindLoadbalancer || k == KindJob
 }
 
 // Source says where a document came from, for error messages.
@@ -100,6 +106,8 @@ type Object struct {
 	ReplicasSet bool
 	Region      *api.Region
 	Policy      *api.NetworkPolicy
+	Config      *api.Config
+	Secret      *api.Secret
 }
 
 // Name returns the object's name.
@@ -113,6 +121,26 @@ func (o *Object) Name() string {
 		return o.Region.Name
 	case o.Policy != nil:
 		return o.Policy.Name
+	case o.Config != nil:
+		return o.Config.Name
+	case o.Secret != nil:
+		return o.Secret.Name
+	}
+	return ""
+}
+
+// Tenant is the tenant the object's manifest names ("" for none, and for
+// objects that belong to no tenant).
+func (o *Object) Tenant() string {
+	switch {
+	case o.Resource != nil:
+		return o.Resource.Tenant
+	case o.Policy != nil:
+		return o.Policy.Tenant
+	case o.Config != nil:
+		return o.Config.Tenant
+	case o.Secret != nil:
+		return o.Secret.Tenant
 	}
 	return ""
 }
@@ -368,6 +396,10 @@ func parseObject(src Source, js []byte) (Object, error) {
 		o.Policy, err = parsePolicy(js)
 	case kind.IsResource():
 		o.Resource, o.ReplicasSet, err = parseResource(js)
+	case kind == KindConfig:
+		o.Config, err = parseConfig(js)
+	case kind == KindSecret:
+		o.Secret, err = parseSecret(js)
 	default:
 		err = unknownKind(head.Kind, js)
 	}

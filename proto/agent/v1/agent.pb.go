@@ -982,6 +982,170 @@ func (x *NodeLogsRequest) GetTailLines() int32 {
 	return 0
 }
 
+type GetConfigDataRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	AssignmentId  string                 `protobuf:"bytes,2,opt,name=assignment_id,json=assignmentId,proto3" json:"assignment_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConfigDataRequest) Reset() {
+	*x = GetConfigDataRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConfigDataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConfigDataRequest) ProtoMessage() {}
+
+func (x *GetConfigDataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConfigDataRequest.ProtoReflect.Descriptor instead.
+func (*GetConfigDataRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetConfigDataRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *GetConfigDataRequest) GetAssignmentId() string {
+	if x != nil {
+		return x.AssignmentId
+	}
+	return ""
+}
+
+type ConfigData struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Data          map[string]string      `protobuf:"bytes,3,rep,name=data,proto3" json:"data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Type          string                 `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigData) Reset() {
+	*x = ConfigData{}
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigData) ProtoMessage() {}
+
+func (x *ConfigData) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigData.ProtoReflect.Descriptor instead.
+func (*ConfigData) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ConfigData) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ConfigData) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConfigData) GetData() map[string]string {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ConfigData) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+type GetConfigDataResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*ConfigData          `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConfigDataResponse) Reset() {
+	*x = GetConfigDataResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConfigDataResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConfigDataResponse) ProtoMessage() {}
+
+func (x *GetConfigDataResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConfigDataResponse.ProtoReflect.Descriptor instead.
+func (*GetConfigDataResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetConfigDataResponse) GetItems() []*ConfigData {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 var File_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agent_v1_agent_proto_rawDesc = "" +
@@ -1062,13 +1226,28 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\rassignment_id\x18\x01 \x01(\tR\fassignmentId\x12\x16\n" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\x12\x1d\n" +
 	"\n" +
-	"tail_lines\x18\x03 \x01(\x05R\ttailLines2\xc9\x03\n" +
+	"tail_lines\x18\x03 \x01(\x05R\ttailLines\"O\n" +
+	"\x14GetConfigDataRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12#\n" +
+	"\rassignment_id\x18\x02 \x01(\tR\fassignmentId\"\xbc\x01\n" +
+	"\n" +
+	"ConfigData\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x129\n" +
+	"\x04data\x18\x03 \x03(\v2%.strata.agent.v1.ConfigData.DataEntryR\x04data\x12\x12\n" +
+	"\x04type\x18\x04 \x01(\tR\x04type\x1a7\n" +
+	"\tDataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"J\n" +
+	"\x15GetConfigDataResponse\x121\n" +
+	"\x05items\x18\x01 \x03(\v2\x1b.strata.agent.v1.ConfigDataR\x05items2\xa9\x04\n" +
 	"\fAgentService\x12O\n" +
 	"\bRegister\x12 .strata.agent.v1.RegisterRequest\x1a!.strata.agent.v1.RegisterResponse\x12R\n" +
 	"\tHeartbeat\x12!.strata.agent.v1.HeartbeatRequest\x1a\".strata.agent.v1.HeartbeatResponse\x12`\n" +
 	"\x10WatchAssignments\x12(.strata.agent.v1.WatchAssignmentsRequest\x1a .strata.agent.v1.AssignmentBatch0\x01\x12[\n" +
 	"\fReportStatus\x12$.strata.agent.v1.ReportStatusRequest\x1a%.strata.agent.v1.ReportStatusResponse\x12U\n" +
-	"\fWatchNetwork\x12$.strata.agent.v1.WatchNetworkRequest\x1a\x1d.strata.agent.v1.NetworkBatch0\x012\xaa\x01\n" +
+	"\fWatchNetwork\x12$.strata.agent.v1.WatchNetworkRequest\x1a\x1d.strata.agent.v1.NetworkBatch0\x01\x12^\n" +
+	"\rGetConfigData\x12%.strata.agent.v1.GetConfigDataRequest\x1a&.strata.agent.v1.GetConfigDataResponse2\xaa\x01\n" +
 	"\vNodeService\x12Q\n" +
 	"\x06Status\x12\".strata.agent.v1.NodeStatusRequest\x1a#.strata.agent.v1.NodeStatusResponse\x12H\n" +
 	"\x04Logs\x12 .strata.agent.v1.NodeLogsRequest\x1a\x1c.strata.resource.v1.LogChunk0\x01B3Z1github.com/stratahq/strata/proto/agent/v1;agentv1b\x06proto3"
@@ -1085,7 +1264,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_agent_v1_agent_proto_rawDescData
 }
 
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(*RegisterRequest)(nil),         // 0: strata.agent.v1.RegisterRequest
 	(*RegisterResponse)(nil),        // 1: strata.agent.v1.RegisterResponse
@@ -1103,50 +1282,58 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*NodeStatusRequest)(nil),       // 13: strata.agent.v1.NodeStatusRequest
 	(*NodeStatusResponse)(nil),      // 14: strata.agent.v1.NodeStatusResponse
 	(*NodeLogsRequest)(nil),         // 15: strata.agent.v1.NodeLogsRequest
-	nil,                             // 16: strata.agent.v1.HeartbeatRequest.MetricsEntry
-	nil,                             // 17: strata.agent.v1.NetworkEndpoint.LabelsEntry
-	(*v1.Node)(nil),                 // 18: strata.resource.v1.Node
-	(*v1.Condition)(nil),            // 19: strata.resource.v1.Condition
-	(*v1.Assignment)(nil),           // 20: strata.resource.v1.Assignment
-	(*v1.AssignmentStatus)(nil),     // 21: strata.resource.v1.AssignmentStatus
-	(*v1.NodeNetwork)(nil),          // 22: strata.resource.v1.NodeNetwork
-	(*timestamppb.Timestamp)(nil),   // 23: google.protobuf.Timestamp
-	(*v1.LogChunk)(nil),             // 24: strata.resource.v1.LogChunk
+	(*GetConfigDataRequest)(nil),    // 16: strata.agent.v1.GetConfigDataRequest
+	(*ConfigData)(nil),              // 17: strata.agent.v1.ConfigData
+	(*GetConfigDataResponse)(nil),   // 18: strata.agent.v1.GetConfigDataResponse
+	nil,                             // 19: strata.agent.v1.HeartbeatRequest.MetricsEntry
+	nil,                             // 20: strata.agent.v1.NetworkEndpoint.LabelsEntry
+	nil,                             // 21: strata.agent.v1.ConfigData.DataEntry
+	(*v1.Node)(nil),                 // 22: strata.resource.v1.Node
+	(*v1.Condition)(nil),            // 23: strata.resource.v1.Condition
+	(*v1.Assignment)(nil),           // 24: strata.resource.v1.Assignment
+	(*v1.AssignmentStatus)(nil),     // 25: strata.resource.v1.AssignmentStatus
+	(*v1.NodeNetwork)(nil),          // 26: strata.resource.v1.NodeNetwork
+	(*timestamppb.Timestamp)(nil),   // 27: google.protobuf.Timestamp
+	(*v1.LogChunk)(nil),             // 28: strata.resource.v1.LogChunk
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
-	18, // 0: strata.agent.v1.RegisterRequest.node:type_name -> strata.resource.v1.Node
-	18, // 1: strata.agent.v1.RegisterResponse.node:type_name -> strata.resource.v1.Node
-	19, // 2: strata.agent.v1.HeartbeatRequest.conditions:type_name -> strata.resource.v1.Condition
-	16, // 3: strata.agent.v1.HeartbeatRequest.metrics:type_name -> strata.agent.v1.HeartbeatRequest.MetricsEntry
-	20, // 4: strata.agent.v1.AssignmentBatch.upserts:type_name -> strata.resource.v1.Assignment
-	21, // 5: strata.agent.v1.ReportStatusRequest.statuses:type_name -> strata.resource.v1.AssignmentStatus
+	22, // 0: strata.agent.v1.RegisterRequest.node:type_name -> strata.resource.v1.Node
+	22, // 1: strata.agent.v1.RegisterResponse.node:type_name -> strata.resource.v1.Node
+	23, // 2: strata.agent.v1.HeartbeatRequest.conditions:type_name -> strata.resource.v1.Condition
+	19, // 3: strata.agent.v1.HeartbeatRequest.metrics:type_name -> strata.agent.v1.HeartbeatRequest.MetricsEntry
+	24, // 4: strata.agent.v1.AssignmentBatch.upserts:type_name -> strata.resource.v1.Assignment
+	25, // 5: strata.agent.v1.ReportStatusRequest.statuses:type_name -> strata.resource.v1.AssignmentStatus
 	11, // 6: strata.agent.v1.NetworkBatch.network:type_name -> strata.agent.v1.RegionNetwork
 	12, // 7: strata.agent.v1.NetworkBatch.upserts:type_name -> strata.agent.v1.NetworkPeer
 	10, // 8: strata.agent.v1.NetworkBatch.endpoints:type_name -> strata.agent.v1.NetworkEndpoint
-	17, // 9: strata.agent.v1.NetworkEndpoint.labels:type_name -> strata.agent.v1.NetworkEndpoint.LabelsEntry
-	22, // 10: strata.agent.v1.NetworkPeer.network:type_name -> strata.resource.v1.NodeNetwork
-	23, // 11: strata.agent.v1.NodeStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	19, // 12: strata.agent.v1.NodeStatusResponse.conditions:type_name -> strata.resource.v1.Condition
-	21, // 13: strata.agent.v1.NodeStatusResponse.assignments:type_name -> strata.resource.v1.AssignmentStatus
-	0,  // 14: strata.agent.v1.AgentService.Register:input_type -> strata.agent.v1.RegisterRequest
-	2,  // 15: strata.agent.v1.AgentService.Heartbeat:input_type -> strata.agent.v1.HeartbeatRequest
-	4,  // 16: strata.agent.v1.AgentService.WatchAssignments:input_type -> strata.agent.v1.WatchAssignmentsRequest
-	6,  // 17: strata.agent.v1.AgentService.ReportStatus:input_type -> strata.agent.v1.ReportStatusRequest
-	8,  // 18: strata.agent.v1.AgentService.WatchNetwork:input_type -> strata.agent.v1.WatchNetworkRequest
-	13, // 19: strata.agent.v1.NodeService.Status:input_type -> strata.agent.v1.NodeStatusRequest
-	15, // 20: strata.agent.v1.NodeService.Logs:input_type -> strata.agent.v1.NodeLogsRequest
-	1,  // 21: strata.agent.v1.AgentService.Register:output_type -> strata.agent.v1.RegisterResponse
-	3,  // 22: strata.agent.v1.AgentService.Heartbeat:output_type -> strata.agent.v1.HeartbeatResponse
-	5,  // 23: strata.agent.v1.AgentService.WatchAssignments:output_type -> strata.agent.v1.AssignmentBatch
-	7,  // 24: strata.agent.v1.AgentService.ReportStatus:output_type -> strata.agent.v1.ReportStatusResponse
-	9,  // 25: strata.agent.v1.AgentService.WatchNetwork:output_type -> strata.agent.v1.NetworkBatch
-	14, // 26: strata.agent.v1.NodeService.Status:output_type -> strata.agent.v1.NodeStatusResponse
-	24, // 27: strata.agent.v1.NodeService.Logs:output_type -> strata.resource.v1.LogChunk
-	21, // [21:28] is the sub-list for method output_type
-	14, // [14:21] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	20, // 9: strata.agent.v1.NetworkEndpoint.labels:type_name -> strata.agent.v1.NetworkEndpoint.LabelsEntry
+	26, // 10: strata.agent.v1.NetworkPeer.network:type_name -> strata.resource.v1.NodeNetwork
+	27, // 11: strata.agent.v1.NodeStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	23, // 12: strata.agent.v1.NodeStatusResponse.conditions:type_name -> strata.resource.v1.Condition
+	25, // 13: strata.agent.v1.NodeStatusResponse.assignments:type_name -> strata.resource.v1.AssignmentStatus
+	21, // 14: strata.agent.v1.ConfigData.data:type_name -> strata.agent.v1.ConfigData.DataEntry
+	17, // 15: strata.agent.v1.GetConfigDataResponse.items:type_name -> strata.agent.v1.ConfigData
+	0,  // 16: strata.agent.v1.AgentService.Register:input_type -> strata.agent.v1.RegisterRequest
+	2,  // 17: strata.agent.v1.AgentService.Heartbeat:input_type -> strata.agent.v1.HeartbeatRequest
+	4,  // 18: strata.agent.v1.AgentService.WatchAssignments:input_type -> strata.agent.v1.WatchAssignmentsRequest
+	6,  // 19: strata.agent.v1.AgentService.ReportStatus:input_type -> strata.agent.v1.ReportStatusRequest
+	8,  // 20: strata.agent.v1.AgentService.WatchNetwork:input_type -> strata.agent.v1.WatchNetworkRequest
+	16, // 21: strata.agent.v1.AgentService.GetConfigData:input_type -> strata.agent.v1.GetConfigDataRequest
+	13, // 22: strata.agent.v1.NodeService.Status:input_type -> strata.agent.v1.NodeStatusRequest
+	15, // 23: strata.agent.v1.NodeService.Logs:input_type -> strata.agent.v1.NodeLogsRequest
+	1,  // 24: strata.agent.v1.AgentService.Register:output_type -> strata.agent.v1.RegisterResponse
+	3,  // 25: strata.agent.v1.AgentService.Heartbeat:output_type -> strata.agent.v1.HeartbeatResponse
+	5,  // 26: strata.agent.v1.AgentService.WatchAssignments:output_type -> strata.agent.v1.AssignmentBatch
+	7,  // 27: strata.agent.v1.AgentService.ReportStatus:output_type -> strata.agent.v1.ReportStatusResponse
+	9,  // 28: strata.agent.v1.AgentService.WatchNetwork:output_type -> strata.agent.v1.NetworkBatch
+	18, // 29: strata.agent.v1.AgentService.GetConfigData:output_type -> strata.agent.v1.GetConfigDataResponse
+	14, // 30: strata.agent.v1.NodeService.Status:output_type -> strata.agent.v1.NodeStatusResponse
+	28, // 31: strata.agent.v1.NodeService.Logs:output_type -> strata.resource.v1.LogChunk
+	24, // [24:32] is the sub-list for method output_type
+	16, // [16:24] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -1160,7 +1347,7 @@ func file_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -1,6 +1,6 @@
 // Strata global console: the overview of regions and resources, a page
-// per resource that acts on it, the network policies page, the tokens
-// page and the alert rules. Every action is a
+// per resource that acts on it, the network policies page, the configs
+// and secrets page, the tokens page and the alert rules. Every action is a
 // call of the global REST API (the one stratactl uses), behind a
 // confirmation dialog.
 import {
@@ -262,11 +262,42 @@ function resourcePage() {
       stat('Revision', 'r' + (res.revision || 0), plural(revisions.length, 'revision') + ' kept'),
       stat('Rollout', paused ? 'paused' : rollout ? rollout.state : '—', rollout && rollout.message ? rollout.message : ''));
 
+    if (s.job || (res.spec && res.spec.job)) renderJob(s.job);
     renderPlacement(s);
     renderReplicas(reps);
     renderRevisions(revs);
     $('#spec').textContent = JSON.stringify(res.spec, null, 2);
     renderEvents(evs);
+  }
+
+  // renderJob shows a Job's kept runs, newest first, and their attempts:
+  // node, exit code, times.
+  function renderJob(job) {
+    $('#job').hidden = false;
+    const spec = res.spec.job || {};
+    const runs = (job && job.runs) || [];
+    const note = [];
+    if (job) note.push(`${job.phase}${job.reason ? ' (' + job.reason + ')' : ''}`, `${job.succeeded || 0}/${spec.completions || 1} succeeded`, `${job.active || 0} active`, `${job.failed || 0} failed`);
+    if (spec.schedule) note.push(`schedule ${spec.schedule}`);
+    if (job && job.nextRunAt) note.push('next run ' + relTime(job.nextRunAt));
+    $('#job-note').textContent = note.join(' · ');
+    const rows = [];
+    for (const run of runs) {
+      for (const a of run.attempts || []) {
+        const tone = a.phase === 'Succeeded' ? 'ok' : a.phase === 'Failed' ? 'err' : a.phase === 'Running' ? 'info' : 'neutral';
+        rows.push(h('tr', { dataset: { run: String(run.number), attempt: a.id, phase: a.phase, exitCode: a.exitCode === undefined ? '' : String(a.exitCode) } },
+          h('td', { class: 'num' }, String(run.number)),
+          h('td', { class: 'mono' }, a.id, a.removed ? h('span', { class: 'muted' }, ' (removed)') : null),
+          h('td', { class: 'mono' }, a.node || '—'),
+          h('td', {}, pill(a.phase, tone)),
+          h('td', { class: 'num mono' }, a.exitCode === undefined ? '—' : String(a.exitCode)),
+          h('td', { class: 'time-cell' }, a.startedAt ? relTime(a.startedAt) : '—'),
+          h('td', { class: 'time-cell' }, a.finishedAt ? relTime(a.finishedAt) : '—'),
+          h('td', { class: 'reason-cell' }, a.reason || h('span', { class: 'muted' }, '—'))));
+      }
+    }
+    $('#job-attempts tbody').replaceChildren(...(rows.length ? rows
+      : [h('tr', {}, h('td', { colspan: '8', class: 'detail-empty' }, spec.schedule ? 'No run yet: waiting for the schedule.' : 'No attempt yet.'))]));
   }
 
   function renderPlacement(s) {
@@ -605,6 +636,61 @@ function policiesPage() {
   r.now();
 }
 
+// ---- configs and secrets ----
+
+// configsPage lists the tenant's configs and secrets with their keys.
+// It never asks for a secret's values: they do not reach the
+// browser.
+function configsPage() {
+  const alertBox = $('#alert');
+  const r = refresher(load, () => REFRESH_MS * 2);
+
+  async function load() {
+    try {
+      const [configs, secrets] = await Promise.all([api('/v1/configs'), api('/v1/secrets')]);
+      clearAlert(alertBox);
+      renderConfigs(configs.items || []);
+      renderSecrets(secrets.items || []);
+      setLive('polling', 'The lists refresh every few seconds', 'Auto-refresh');
+    } catch (e) {
+      if (e.status === 401) return;
+      showAlert(alertBox, e, 'The configs and secrets could not be loaded');
+    }
+  }
+
+  const labels = (l) => Object.keys(l || {}).sort().map((k) => `${k}=${l[k]}`).join(', ') || h('span', { class: 'muted' }, '—');
+  const keys = (ks) => (ks.length ? h('span', { class: 'mono' }, ks.join(', ')) : h('span', { class: 'muted' }, 'none'));
+  const del = (what, name) => h('button', { type: 'button', class: 'btn btn-sm', dataset: { action: 'delete-' + what, name }, onclick: () => remove(what, name) }, 'Delete…');
+
+  function renderConfigs(items) {
+    $('#configs-note').textContent = plural(items.length, 'config');
+    $('#configs tbody').replaceChildren(...items.map((c) => h('tr', { dataset: { config: c.name } },
+      h('td', {}, c.name), h('td', {}, keys(Object.keys(c.data || {}).sort())), h('td', {}, labels(c.labels)),
+      h('td', { class: 'time-cell' }, relTime(c.updatedAt)), h('td', { class: 'num' }, del('config', c.name)))));
+  }
+
+  function renderSecrets(items) {
+    $('#secrets-note').textContent = plural(items.length, 'secret');
+    $('#secrets tbody').replaceChildren(...items.map((s) => h('tr', { dataset: { secret: s.name } },
+      h('td', {}, s.name), h('td', {}, pill(s.type || 'opaque', s.type === 'registry' ? 'info' : 'neutral')),
+      h('td', {}, keys(s.keys || [])), h('td', {}, labels(s.labels)),
+      h('td', { class: 'time-cell' }, relTime(s.updatedAt)), h('td', { class: 'num' }, del('secret', s.name)))));
+  }
+
+  async function remove(what, name) {
+    const ok = await confirmDialog({
+      title: `Delete ${what} ${name}?`,
+      body: [h('p', {}, `The ${what} is removed at once.`)],
+      confirmLabel: 'Delete',
+      danger: true,
+      onConfirm: () => api(`/v1/${what}s/` + encodeURIComponent(name), { method: 'DELETE' }),
+    });
+    if (ok) { toast(`${what} ${name} deleted`); r.now(); }
+  }
+
+  r.now();
+}
+
 // ---- alert rules (admins, infra) ----
 
 function alertsPage() {
@@ -659,6 +745,7 @@ start(() => {
   if (page === 'resource') resourcePage();
   else if (page === 'tokens') tokensPage();
   else if (page === 'policies') policiesPage();
+  else if (page === 'configs') configsPage();
   else if (page === 'alerts') alertsPage();
   else overviewPage();
   document.body.dataset.started = 'true';
