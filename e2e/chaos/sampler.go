@@ -159,7 +159,9 @@ func (s *sampler) take(ctx context.Context) sample {
 	sm := s.cut(first, second, at)
 	s.mu.Lock()
 	s.samples = append(s.samples, sm)
-	for id, nodes := range sm.Running {
+	// A replica's id is placed on one node once and never moves: one
+	// seen on two nodes, at whatever moments, ran twice.
+	for id, nodes := range sm.Seen {
 		if len(nodes) > 1 {
 			s.duplicates++
 			s.anomalies = append(s.anomalies, fmt.Sprintf("%s: replica %s runs on %v", sm.At.Format(time.StampMilli), id, nodes))
