@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -530,16 +531,34 @@ func (c *hostCluster) deleteAll(timeout time.Duration) error {
 		}
 	}
 	for {
-		var reps struct{ Items []api.Replica }
-		_, err := c.regionAPI.Get("/v1/replicas", &reps)
-		if err == nil && len(reps.Items) == 0 {
+		reps, err := c.regionReplicas()
+		if err == nil && len(reps) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the region still has replicas %v (%v) %s after the deletions", hostIDs(reps.Items), err, timeout)
+			return fmt.Errorf("the region still has replicas %v (%v) %s after the deletions", hostIDs(reps), err, timeout)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// regionReplicas lists the replicas the region has assigned, node by node
+// (the region lists replicas per node); any answer but 200 is an error.
+func (c *hostCluster) regionReplicas() ([]api.Replica, error) {
+	var nodes struct{ Items []api.Node }
+	if code, err := c.regionAPI.Get("/v1/nodes", &nodes); err != nil || code != http.StatusOK {
+		return nil, fmt.Errorf("GET /v1/nodes: %d %v", code, err)
+	}
+	var all []api.Replica
+	for _, n := range nodes.Items {
+		var reps struct{ Items []api.Replica }
+		path := "/v1/replicas?node=" + url.QueryEscape(n.Name)
+		if code, err := c.regionAPI.Get(path, &reps); err != nil || code != http.StatusOK {
+			return nil, fmt.Errorf("GET %s: %d %v", path, code, err)
+		}
+		all = append(all, reps.Items...)
+	}
+	return all, nil
 }
 
 func hostIDs(reps []api.Replica) []string {

@@ -652,3 +652,24 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// The query parameters a route takes (the ones the edge lets through,
+// refusing any other) are those the document describes for it.
+func TestOpenAPIQueryParametersAreServed(t *testing.T) {
+	doc := loadOpenAPI(t)
+	a := (&Server{}).restAPI()
+	for _, o := range operations(doc) {
+		var documented []string
+		for _, p := range asList(o.op["parameters"]) {
+			if p := derefSchema(t, doc, p); p["in"] == "query" {
+				documented = append(documented, p["name"].(string))
+			}
+		}
+		slices.Sort(documented)
+		served := a.Query(o.pattern())
+		slices.Sort(served)
+		if !slices.Equal(served, documented) {
+			t.Errorf("%s takes the query parameters %v; openapi.json describes %v", o.pattern(), served, documented)
+		}
+	}
+}

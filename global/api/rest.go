@@ -27,11 +27,11 @@ func (s *Server) restAPI() *rest.API {
 	}
 	a := rest.New(s.tokens.authenticate, opts...)
 	for _, rt := range h.routes() {
-		a.Handle(rt.pattern, rt.fn)
+		a.Handle(rt.pattern, rt.fn, rt.query...)
 	}
 	h.stream = a.Error
-	a.HandleStream("GET /v1/resources/{name}/logs", h.logs)
-	a.HandleStream("GET /v1/events", h.events)
+	a.HandleStream("GET /v1/resources/{name}/logs", h.logs, "tenant", "replica", "follow", "tail")
+	a.HandleStream("GET /v1/events", h.events, "region", "after", "limit", "object", "watch", "continue")
 	a.HandlePublic("GET /v1/openapi.json", OpenAPIHandler())
 	a.HandlePublic("GET /healthz", http.HandlerFunc(h.healthz))
 	a.HandlePublic("GET /readyz", http.HandlerFunc(h.readyz))
@@ -48,55 +48,64 @@ type restHandlers struct {
 type route struct {
 	pattern string
 	fn      rest.Func
+	// query are the query parameters the route takes (rest.API.Handle).
+	query []string
 }
+
+// The query parameters of lists, and of the routes of one resource,
+// which may name its tenant.
+var (
+	paged    = []string{"limit", "continue"}
+	inTenant = []string{"tenant"}
+)
 
 func (h *restHandlers) routes() []route {
 	return []route{
-		{"POST /v1/flavors", h.createFlavor},
-		{"GET /v1/flavors", h.listFlavors},
-		{"GET /v1/flavors/{name}", h.getFlavor},
-		{"PUT /v1/flavors/{name}", h.updateFlavor},
-		{"DELETE /v1/flavors/{name}", h.deleteFlavor},
+		{"POST /v1/flavors", h.createFlavor, nil},
+		{"GET /v1/flavors", h.listFlavors, paged},
+		{"GET /v1/flavors/{name}", h.getFlavor, nil},
+		{"PUT /v1/flavors/{name}", h.updateFlavor, nil},
+		{"DELETE /v1/flavors/{name}", h.deleteFlavor, nil},
 
-		{"POST /v1/resources", h.createResource},
-		{"GET /v1/resources", h.listResources},
-		{"GET /v1/resources/{name}", h.getResource},
-		{"PUT /v1/resources/{name}", h.updateResource},
-		{"DELETE /v1/resources/{name}", h.deleteResource},
-		{"POST /v1/resources/{name}/scale", h.scaleResource},
-		{"POST /v1/resources/{name}/rollback", h.rollbackResource},
-		{"GET /v1/resources/{name}/revisions", h.listRevisions},
-		{"GET /v1/resources/{name}/replicas", h.listReplicas},
-		{"POST /v1/resources/{name}/revisions/{number}/pin", h.pinRevision(true)},
-		{"POST /v1/resources/{name}/revisions/{number}/unpin", h.pinRevision(false)},
-		{"POST /v1/resources/{name}/rollout/pause", h.pauseRollout(true)},
-		{"POST /v1/resources/{name}/rollout/resume", h.pauseRollout(false)},
-		{"POST /v1/resources/{name}/rollout/cancel", h.cancelRollout},
+		{"POST /v1/resources", h.createResource, inTenant},
+		{"GET /v1/resources", h.listResources, []string{"tenant", "selector", "labelSelector", "kind", "limit", "continue"}},
+		{"GET /v1/resources/{name}", h.getResource, inTenant},
+		{"PUT /v1/resources/{name}", h.updateResource, inTenant},
+		{"DELETE /v1/resources/{name}", h.deleteResource, inTenant},
+		{"POST /v1/resources/{name}/scale", h.scaleResource, inTenant},
+		{"POST /v1/resources/{name}/rollback", h.rollbackResource, inTenant},
+		{"GET /v1/resources/{name}/revisions", h.listRevisions, inTenant},
+		{"GET /v1/resources/{name}/replicas", h.listReplicas, inTenant},
+		{"POST /v1/resources/{name}/revisions/{number}/pin", h.pinRevision(true), inTenant},
+		{"POST /v1/resources/{name}/revisions/{number}/unpin", h.pinRevision(false), inTenant},
+		{"POST /v1/resources/{name}/rollout/pause", h.pauseRollout(true), inTenant},
+		{"POST /v1/resources/{name}/rollout/resume", h.pauseRollout(false), inTenant},
+		{"POST /v1/resources/{name}/rollout/cancel", h.cancelRollout, inTenant},
 
-		{"POST /v1/regions", h.registerRegion},
-		{"GET /v1/regions", h.listRegions},
-		{"GET /v1/regions/{name}", h.getRegion},
-		{"DELETE /v1/regions/{name}", h.deleteRegion},
+		{"POST /v1/regions", h.registerRegion, nil},
+		{"GET /v1/regions", h.listRegions, nil},
+		{"GET /v1/regions/{name}", h.getRegion, nil},
+		{"DELETE /v1/regions/{name}", h.deleteRegion, nil},
 
-		{"GET /v1/nodes", h.listNodes},
-		{"GET /v1/regions/{region}/nodes/{node}", h.getNode},
-		{"DELETE /v1/regions/{region}/nodes/{node}", h.deleteNode},
-		{"POST /v1/regions/{region}/nodes/{node}/cordon", h.cordonNode},
-		{"POST /v1/regions/{region}/nodes/{node}/uncordon", h.uncordonNode},
-		{"POST /v1/regions/{region}/nodes/{node}/drain", h.drainNode},
-		{"GET /v1/regions/{region}/nodes/{node}/drain", h.getDrain},
+		{"GET /v1/nodes", h.listNodes, []string{"region", "selector", "limit", "continue"}},
+		{"GET /v1/regions/{region}/nodes/{node}", h.getNode, nil},
+		{"DELETE /v1/regions/{region}/nodes/{node}", h.deleteNode, nil},
+		{"POST /v1/regions/{region}/nodes/{node}/cordon", h.cordonNode, nil},
+		{"POST /v1/regions/{region}/nodes/{node}/uncordon", h.uncordonNode, nil},
+		{"POST /v1/regions/{region}/nodes/{node}/drain", h.drainNode, nil},
+		{"GET /v1/regions/{region}/nodes/{node}/drain", h.getDrain, nil},
 
-		{"POST /v1/tokens", h.createToken},
-		{"GET /v1/tokens", h.listTokens},
-		{"DELETE /v1/tokens/{id}", h.deleteToken},
+		{"POST /v1/tokens", h.createToken, nil},
+		{"GET /v1/tokens", h.listTokens, paged},
+		{"DELETE /v1/tokens/{id}", h.deleteToken, nil},
 
-		{"GET /v1/tenants", h.listTenants},
-		{"GET /v1/tenants/{name}", h.getTenant},
-		{"PUT /v1/tenants/{name}", h.putTenant},
-		{"DELETE /v1/tenants/{name}", h.deleteTenant},
-		{"GET /v1/tenants/{name}/quota", h.tenantQuota},
+		{"GET /v1/tenants", h.listTenants, nil},
+		{"GET /v1/tenants/{name}", h.getTenant, nil},
+		{"PUT /v1/tenants/{name}", h.putTenant, nil},
+		{"DELETE /v1/tenants/{name}", h.deleteTenant, nil},
+		{"GET /v1/tenants/{name}/quota", h.tenantQuota, nil},
 
-		{"GET /v1/status", h.status},
+		{"GET /v1/status", h.status, nil},
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -406,7 +407,10 @@ func caught[T any](ctx context.Context, c *store.Cache[T], w *written) error {
 		return nil
 	}
 	if err := c.WaitForRev(ctx, w.rev.Load()); err != nil {
-		return waitErr("catch up with the latest write")
+		// Which cache, where it is and what it waits for tell a stuck
+		// watch (at the same revision every time) from a slow one.
+		return waitErr(fmt.Sprintf("catch up with the latest write (%s cache at revision %d, the write at %d)",
+			strings.TrimSuffix(c.Prefix(), "/"), c.Rev(), w.rev.Load()))
 	}
 	return nil
 }

@@ -85,6 +85,12 @@ func TestValidationErrors(t *testing.T) {
 			400, []string{"name"}},
 		{"NUL in a token name", "POST", "/v1/tokens", `{"tenant":"default","role":"viewer","name":"a\u0000b"}`,
 			400, []string{"name"}},
+		{"misspelt query parameter", "GET", "/v1/resources?limt=5&selecter=app=web", nil,
+			400, []string{"limt", "selecter"}},
+		{"query parameter of another route", "DELETE", "/v1/resources/web?force=true", nil,
+			400, []string{"force"}},
+		{"query parameter on a stream", "GET", "/v1/events?limit=5&since=1h", nil,
+			400, []string{"since"}},
 		{"newlines stay allowed in a script", "POST", "/v1/resources",
 			computeBody("script", func(m map[string]any) {
 				m["spec"].(map[string]any)["compute"] = map[string]any{"image": "x", "command": []string{"sh", "-c", "echo a\n\techo b"}}

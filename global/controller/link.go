@@ -362,6 +362,17 @@ func (l *link) ackPlacements(batch []pendingPlacement, keysOut []string, results
 }
 
 func (l *link) ackRemovals(refs []*regionv1.PlacementRef, results []*regionv1.PlacementResult) {
+	l.forget(refs, results)
+	// Marked outside the link's lock, as watchOnce does: the dirty set
+	// is the controller's, and its passes take the link's lock.
+	for _, ref := range refs {
+		l.c.mark(ref.GetTenant() + "/" + ref.GetName())
+	}
+}
+
+// forget drops the removals the region acknowledged, and has the others
+// sent again.
+func (l *link) forget(refs []*regionv1.PlacementRef, results []*regionv1.PlacementResult) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	byKey := map[string]*regionv1.PlacementResult{}
@@ -378,9 +389,6 @@ func (l *link) ackRemovals(refs []*regionv1.PlacementRef, results []*regionv1.Pl
 		delete(l.sent, key)
 		delete(l.retryAt, key)
 		l.removed[key] = true
-	}
-	for _, ref := range refs {
-		l.c.mark(ref.GetTenant() + "/" + ref.GetName())
 	}
 }
 

@@ -49,21 +49,33 @@ func (d *Dirty) poke() {
 }
 
 // Take returns the marked keys, without duplicates, and clears the set.
-// When everything was marked, the keys every() lists are included; it is
-// called with the set's lock held, so it must not mark.
+// When everything was marked, the keys every() lists are included. every
+// runs without the set's lock: it may take locks of its own whose holders
+// mark keys (a lock held across it would order the set's lock before
+// theirs while they order theirs before the set's: a deadlock). A key
+// marked meanwhile is in this Take or the next.
 func (d *Dirty) Take(every func() []string) []string {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.all {
-		for _, k := range every() {
-			d.keys[k] = struct{}{}
-		}
-		d.all = false
-	}
+	all := d.all
+	d.all = false
 	out := make([]string, 0, len(d.keys))
 	for k := range d.keys {
 		out = append(out, k)
 	}
 	clear(d.keys)
+	d.mu.Unlock()
+	if !all {
+		return out
+	}
+	seen := make(map[string]struct{}, len(out))
+	for _, k := range out {
+		seen[k] = struct{}{}
+	}
+	for _, k := range every() {
+		if _, dup := seen[k]; !dup {
+			seen[k] = struct{}{}
+			out = append(out, k)
+		}
+	}
 	return out
 }

@@ -92,6 +92,22 @@ func QueryInt(r *http.Request, key string) (int, error) {
 	return n, nil
 }
 
+// Page reads a list's limit and continue (api.PageSize, api.AfterToken):
+// the page size, and the key of the last item of the previous page ("":
+// the first page). A list served from a sorted cache hands them to its
+// Range, then api.Paginate; both tiers page alike.
+func Page(r *http.Request) (limit int, after string, err error) {
+	n, err := QueryInt(r, "limit")
+	if err != nil {
+		return 0, "", err
+	}
+	if limit, err = api.PageSize(n); err != nil {
+		return 0, "", err
+	}
+	after, err = api.AfterToken(r.URL.Query().Get("continue"))
+	return limit, after, err
+}
+
 // QueryBool returns the query parameter key as true or false; false when
 // absent.
 func QueryBool(r *http.Request, key string) (bool, error) {

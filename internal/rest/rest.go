@@ -10,6 +10,8 @@
 //     take (405, with Allow);
 //   - request bodies: a size limit and strict JSON (Decode: unknown
 //     fields, trailing data and oversized bodies are refused);
+//   - query strings: each route declares the parameters it takes; any
+//     other, or one given twice, is refused with a 400 that names it;
 //   - errors: one JSON shape, api.ErrorBody, and one mapping from api
 //     sentinels to HTTP statuses (api.HTTPError); unclassified errors are
 //     500s whose cause is logged, never sent;
@@ -27,6 +29,7 @@ import (
 	"net/http"
 	"path"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,6 +74,7 @@ type API struct {
 	public   map[string]bool
 	routed   map[string]bool
 	patterns []string
+	query    map[string][]string // pattern -> the query parameters it takes
 	auth     Authenticator
 	maxBody  int64
 	realm    string
@@ -124,6 +128,7 @@ func New(auth Authenticator, opts ...Option) *API {
 		mux:     http.NewServeMux(),
 		public:  map[string]bool{},
 		routed:  map[string]bool{},
+		query:   map[string][]string{},
 		auth:    auth,
 		maxBody: DefaultMaxBody,
 		realm:   "strata",
@@ -136,10 +141,14 @@ func New(auth Authenticator, opts ...Option) *API {
 }
 
 // Handle serves pattern (an http.ServeMux pattern: "GET /v1/nodes/{name}")
-// with fn, for authenticated callers.
-func (a *API) Handle(pattern string, fn Func) {
-	a.register(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.begin(w, r)
+// with fn, for authenticated callers. query names the query parameters
+// the route takes: a request with any other is refused (400) before fn
+// runs, and so is one that gives a parameter twice.
+func (a *API) Handle(pattern string, fn Func, query ...string) {
+	a.register(pattern, query, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.begin(w, r, query) {
+			return
+		}
 		v, err := fn(r)
 		if err == nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			err = checkIfMatch(r, v)
@@ -163,40 +172,55 @@ func (a *API) Handle(pattern string, fn Func) {
 
 // HandleStream serves pattern with h, which writes its own answer (a log
 // stream, server-sent events), for authenticated callers. h reports an
-// error that comes before its first byte with Error.
-func (a *API) HandleStream(pattern string, h http.HandlerFunc) {
-	a.register(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.begin(w, r)
-		h(w, r)
+// error that comes before its first byte with Error. query is as for
+// Handle.
+func (a *API) HandleStream(pattern string, h http.HandlerFunc, query ...string) {
+	a.register(pattern, query, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.begin(w, r, query) {
+			h(w, r)
+		}
 	}))
 }
 
 // HandlePublic serves pattern with h without a token: the probes a load
-// balancer calls and the API's own description.
+// balancer calls and the API's own description. They take no query
+// parameters.
 func (a *API) HandlePublic(pattern string, h http.Handler) {
 	a.public[pattern] = true
-	a.register(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.begin(w, r)
-		h.ServeHTTP(w, r)
+	a.register(pattern, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.begin(w, r, nil) {
+			h.ServeHTTP(w, r)
+		}
 	}))
 }
 
-func (a *API) register(pattern string, h http.Handler) {
+func (a *API) register(pattern string, query []string, h http.Handler) {
 	a.mux.Handle(pattern, h)
 	a.routed[pattern] = true
 	a.patterns = append(a.patterns, pattern)
+	a.query[pattern] = slices.Clone(query)
 }
 
 // begin is what every route does first: note the route for the metrics
 // (the request is a copy carrying the identity, which the metrics
-// middleware never sees) and bound the body.
-func (a *API) begin(w http.ResponseWriter, r *http.Request) {
+// middleware never sees), bound the body and check the query against
+// what the route takes (query). It answers the request and returns false
+// when the query is refused.
+func (a *API) begin(w http.ResponseWriter, r *http.Request, query []string) bool {
 	metrics.NoteRoute(r)
 	r.Body = http.MaxBytesReader(w, r.Body, a.maxBody)
+	if err := checkQuery(r, query); err != nil {
+		a.Error(w, r, err)
+		return false
+	}
+	return true
 }
 
 // Patterns returns the patterns served, in the order they were declared.
 func (a *API) Patterns() []string { return append([]string(nil), a.patterns...) }
+
+// Query returns the query parameters a pattern takes, as declared.
+func (a *API) Query(pattern string) []string { return slices.Clone(a.query[pattern]) }
 
 // Handler returns the API with its edge.
 func (a *API) Handler() http.Handler {

@@ -68,6 +68,9 @@ func testAPI(t *testing.T, logs *bytes.Buffer, opts ...Option) *API {
 	})
 	a.Handle("GET /v1/panic", func(r *http.Request) (any, error) { panic("boom") })
 	a.Handle("GET /v1/list", func(r *http.Request) (any, error) { return List[string]{}, nil })
+	a.Handle("GET /v1/paged", func(r *http.Request) (any, error) {
+		return map[string]string{"limit": r.URL.Query().Get("limit")}, nil
+	}, "limit", "continue")
 	a.HandleStream("GET /v1/stream", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "line\n")
@@ -127,6 +130,18 @@ func TestEdge(t *testing.T) {
 		{name: "panic is one 500", method: "GET", path: "/v1/panic", auth: auth, wantCode: 500, wantErr: "Internal"},
 		{name: "empty list is []", method: "GET", path: "/v1/list", auth: auth, wantCode: 200, wantBody: `{"items":[]}`},
 		{name: "stream writes its own answer", method: "GET", path: "/v1/stream", auth: auth, wantCode: 200, wantBody: "line"},
+		{name: "declared query parameter", method: "GET", path: "/v1/paged?limit=5&continue=", auth: auth, wantCode: 200, wantBody: `"limit":"5"`},
+		{name: "unknown query parameter", method: "GET", path: "/v1/paged?limt=5", auth: auth, wantCode: 400, wantErr: "InvalidArgument", wantField: "limt",
+			wantBody: "is not a query parameter of GET /v1/paged (it takes limit, continue)"},
+		{name: "query on a route that takes none", method: "GET", path: "/v1/things/a?verbose=1", auth: auth, wantCode: 400, wantErr: "InvalidArgument", wantField: "verbose",
+			wantBody: "(it takes none)"},
+		{name: "query on a write", method: "DELETE", path: "/v1/things/a?force=true", auth: auth, wantCode: 400, wantErr: "InvalidArgument", wantField: "force"},
+		{name: "query on a stream", method: "GET", path: "/v1/stream?follow=1", auth: auth, wantCode: 400, wantErr: "InvalidArgument", wantField: "follow"},
+		{name: "query on a public route", method: "GET", path: "/healthz?x=1", wantCode: 400, wantErr: "InvalidArgument", wantField: "x"},
+		{name: "query parameter given twice", method: "GET", path: "/v1/paged?limit=1&limit=2", auth: auth, wantCode: 400, wantErr: "InvalidArgument", wantField: "limit", wantBody: "given 2 times"},
+		{name: "every bad parameter is listed", method: "GET", path: "/v1/paged?b=1&a=2", auth: auth, wantCode: 400, wantErr: "InvalidArgument", wantField: "a", wantBody: `"field":"b"`},
+		{name: "query that does not parse", method: "GET", path: "/v1/paged?limit=%zz", auth: auth, wantCode: 400, wantErr: "InvalidArgument", wantField: "query"},
+		{name: "query is checked after the token", method: "GET", path: "/v1/paged?limt=5", wantCode: 401, wantErr: "Unauthenticated"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -220,9 +235,12 @@ func TestEdgeOptions(t *testing.T) {
 		t.Errorf("got %d %s; want 404 from the mapped error", rec.Code, rec.Body)
 	}
 	want := []string{"GET /v1/things/{name}", "POST /v1/things", "POST /v1/things/{name}/poke", "DELETE /v1/things/{name}",
-		"GET /v1/broken", "GET /v1/busy", "GET /v1/panic", "GET /v1/list", "GET /v1/stream", "GET /healthz", "GET /v1/mapped"}
+		"GET /v1/broken", "GET /v1/busy", "GET /v1/panic", "GET /v1/list", "GET /v1/paged", "GET /v1/stream", "GET /healthz", "GET /v1/mapped"}
 	if got := a.Patterns(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("got patterns %q; want %q", got, want)
+	}
+	if got := a.Query("GET /v1/paged"); strings.Join(got, ",") != "limit,continue" {
+		t.Errorf("Query(GET /v1/paged): got %q; want [limit continue]", got)
 	}
 }
 

@@ -170,6 +170,10 @@ func (c *Cache[T]) Len() int {
 	return len(c.items)
 }
 
+// Prefix is the prefix of the cached collection in its store, which
+// names the cache in errors and logs.
+func (c *Cache[T]) Prefix() string { return c.coll.prefix }
+
 // Rev returns the revision the cache is current at; 0 before the first list.
 func (c *Cache[T]) Rev() int64 {
 	c.mu.RLock()

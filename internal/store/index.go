@@ -125,19 +125,23 @@ func (c *Cache[T]) ByIndex(index, value, namePrefix, after string, limit int, ke
 // Range returns the objects whose names start with namePrefix and come
 // after after ("" for all), sorted by name, that keep accepts (nil: all);
 // at most limit of them (0: all). It reads only as far as it must: a page
-// of a large prefix costs the page, not the prefix.
+// of a large prefix costs the page, not the prefix. keep runs under the
+// cache's lock: it must not call the cache.
 func (c *Cache[T]) Range(namePrefix, after string, limit int, keep func(Item[T]) bool) []Item[T] {
 	c.mu.RLock()
-	if c.names == nil {
-		c.mu.RUnlock()
-		c.mu.Lock()
-		if c.names == nil {
-			c.names = slices.Sorted(maps.Keys(c.items))
-		}
-		c.mu.Unlock()
-		c.mu.RLock()
+	if c.names != nil {
+		defer c.mu.RUnlock()
+		return c.rangeLocked(c.names, namePrefix, after, limit, keep)
 	}
-	defer c.mu.RUnlock()
+	c.mu.RUnlock()
+	// Under the write lock to the end: between an unlock and a read lock
+	// a watch batch may reset the names again, and the range would read
+	// none at all.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.names == nil {
+		c.names = slices.Sorted(maps.Keys(c.items))
+	}
 	return c.rangeLocked(c.names, namePrefix, after, limit, keep)
 }
 

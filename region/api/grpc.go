@@ -78,7 +78,7 @@ func (r regionService) WatchShares(_ *regionv1.WatchSharesRequest, stream grpc.S
 }
 
 func (r regionService) ListNodes(ctx context.Context, req *regionv1.ListNodesRequest) (*regionv1.ListNodesResponse, error) {
-	nodes, err := r.s.listNodes(req.GetSelector())
+	nodes, err := r.s.listNodes(req.GetSelector(), "", 0)
 	if err != nil {
 		return nil, apiErr(err)
 	}

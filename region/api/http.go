@@ -23,23 +23,25 @@ type Event = api.Event
 
 // Handler returns the operator REST API:
 //
-//	GET    /v1/nodes?selector=            nodes with their status
+//	GET    /v1/nodes?selector=&limit=&continue=   nodes with their status
 //	GET    /v1/nodes/{name}
 //	DELETE /v1/nodes/{name}
 //	POST   /v1/nodes/{name}/cordon        CordonRequest (optional)
 //	POST   /v1/nodes/{name}/uncordon
 //	POST   /v1/nodes/{name}/drain         api.DrainRequest (optional)
 //	GET    /v1/nodes/{name}/drain
-//	GET    /v1/resources                  placements, the region's share as status
-//	GET    /v1/resources/{tenant}/{name}/replicas
-//	GET    /v1/replicas?node=
-//	GET    /v1/events?after=&limit=&object=&tenant=
+//	GET    /v1/resources?limit=&continue= placements, the region's share as status
+//	GET    /v1/resources/{tenant}/{name}/replicas?limit=&continue=
+//	GET    /v1/replicas?node=&limit=&continue=
+//	GET    /v1/events?after=&continue=&limit=&object=&tenant=
 //	GET    /v1/status
 //	GET    /healthz, /readyz              unauthenticated probes
 //
 // Everything else requires "Authorization: Bearer <token>" (api.token;
-// there is no anonymous mode). Lists are rest.List, errors api.ErrorBody:
-// the edge (internal/rest) is the global tier's too.
+// there is no anonymous mode). Lists are rest.List, paged as the global
+// tier's (rest.Page, api.Paginate); errors are api.ErrorBody; a query
+// parameter a route does not take is refused: the edge (internal/rest) is
+// the global tier's too.
 func (s *Server) Handler() http.Handler {
 	opts := []rest.Option{rest.WithMaxBody(s.maxBody), rest.WithLogger(s.log), rest.WithRealm("strata-region"), rest.WithErrorMapping(apiErr)}
 	if s.audit != nil {
@@ -47,9 +49,15 @@ func (s *Server) Handler() http.Handler {
 	}
 	a := rest.New(s.authenticate, opts...)
 	a.Handle("GET /v1/nodes", func(r *http.Request) (any, error) {
-		nodes, err := s.listNodes(r.URL.Query().Get("selector"))
-		return rest.List[api.Node]{Items: nodes}, err
-	})
+		limit, after, err := rest.Page(r)
+		if err != nil {
+			return nil, err
+		}
+		// One more than the page says whether another follows.
+		nodes, err := s.listNodes(r.URL.Query().Get("selector"), after, limit+1)
+		page, next := api.Paginate(nodes, func(n api.Node) string { return n.Name }, "", limit)
+		return rest.List[api.Node]{Items: page, Continue: next}, err
+	}, "selector", "limit", "continue")
 	a.Handle("GET /v1/nodes/{name}", func(r *http.Request) (any, error) {
 		return s.getNode(r.PathValue("name"))
 	})
@@ -80,21 +88,24 @@ func (s *Server) Handler() http.Handler {
 		return s.getDrain(r.PathValue("name"))
 	})
 	a.Handle("GET /v1/resources", func(r *http.Request) (any, error) {
-		return rest.List[api.Placement]{Items: s.listResources()}, nil
-	})
+		limit, after, err := rest.Page(r)
+		if err != nil {
+			return nil, err
+		}
+		page, next := api.Paginate(s.listResources(after, limit+1), placementKey, "", limit)
+		return rest.List[api.Placement]{Items: page, Continue: next}, nil
+	}, "limit", "continue")
 	a.Handle("GET /v1/resources/{tenant}/{name}/replicas", func(r *http.Request) (any, error) {
-		reps, err := s.listReplicas(r.PathValue("tenant"), r.PathValue("name"), "")
-		return rest.List[api.Replica]{Items: reps}, err
-	})
+		return s.restReplicas(r, r.PathValue("tenant"), r.PathValue("name"), "")
+	}, "limit", "continue")
 	a.Handle("GET /v1/replicas", func(r *http.Request) (any, error) {
 		node := r.URL.Query().Get("node")
 		if node == "" {
 			return nil, api.Invalid("node", "is required")
 		}
-		reps, err := s.listReplicas("", "", node)
-		return rest.List[api.Replica]{Items: reps}, err
-	})
-	a.Handle("GET /v1/events", s.restEvents)
+		return s.restReplicas(r, "", "", node)
+	}, "node", "limit", "continue")
+	a.Handle("GET /v1/events", s.restEvents, "after", "continue", "limit", "object", "tenant")
 	a.Handle("GET /v1/status", func(r *http.Request) (any, error) {
 		return s.Summary()
 	})
@@ -113,18 +124,52 @@ func (s *Server) Handler() http.Handler {
 	return a.Handler()
 }
 
+// restReplicas is a page of listReplicas.
+func (s *Server) restReplicas(r *http.Request, tenant, resource, node string) (any, error) {
+	limit, after, err := rest.Page(r)
+	if err != nil {
+		return nil, err
+	}
+	reps, err := s.listReplicas(tenant, resource, node)
+	if err != nil {
+		return nil, err
+	}
+	page, next := api.Paginate(reps, replicaKey, after, limit)
+	return rest.List[api.Replica]{Items: page, Continue: next}, nil
+}
+
+// placementKey is the name of a placement in the region's store, by
+// which placements are sorted and paged.
+func placementKey(p api.Placement) string { return p.Key() }
+
+// restEvents pages events with a cursor, as the global tier's: after (or
+// continue) is the id of the last event of the previous page, and a full
+// page's continue is its last id, as more may follow at once.
 func (s *Server) restEvents(r *http.Request) (any, error) {
 	limit, err := rest.QueryInt(r, "limit")
 	if err != nil {
 		return nil, err
 	}
 	q := r.URL.Query()
-	evs, err := s.listEvents(r.Context(), q.Get("after"), limit, q.Get("object"), q.Get("tenant"))
+	after := q.Get("after")
+	if c := q.Get("continue"); c != "" {
+		if after != "" && after != c {
+			return nil, api.Invalid("continue", "is another cursor than after; send one")
+		}
+		after = c
+	}
+	evs, err := s.listEvents(r.Context(), after, limit, q.Get("object"), q.Get("tenant"))
+	if err != nil {
+		return nil, err
+	}
 	out := rest.List[Event]{Items: make([]Event, len(evs))}
 	for i, ev := range evs {
 		out.Items[i] = Event(ev)
 	}
-	return out, err
+	if n, _ := api.PageSize(limit); len(evs) > 0 && len(evs) >= n {
+		out.Continue = evs[len(evs)-1].ID
+	}
+	return out, nil
 }
 
 // authenticate checks the bearer token: the region's REST API has one,

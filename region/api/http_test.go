@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -165,5 +166,153 @@ func TestSecurityRegionREST(t *testing.T) {
 				t.Fatalf("got %d %s; want %d", resp.StatusCode, raw, tt.wantCode)
 			}
 		})
+	}
+}
+
+// TestRESTPaging follows every region list page by page, with limit and
+// continue as the global tier's lists take them: every object once, in
+// order, and a last page without continue.
+func TestRESTPaging(t *testing.T) {
+	e := newEnv(t)
+	var nodes, placements, replicas []string
+	for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		e.register(testNode(n))
+		nodes = append(nodes, n)
+	}
+	var ps []api.Placement
+	for _, n := range []string{"a", "b", "c"} {
+		ps = append(ps, testPlacement("acme", n, "uid-"+n, 3, 1))
+		placements = append(placements, "acme/"+n)
+	}
+	if _, err := e.srv.applyPlacements(e.ctx(), ps); err != nil {
+		t.Fatal(err)
+	}
+	var as []api.Assignment
+	for _, id := range []string{"r3", "r1", "r2"} {
+		as = append(as, testAssignment(id, "acme", "a", "n1"))
+		replicas = append(replicas, id)
+	}
+	slices.Sort(replicas)
+	e.putAssignments(as...)
+
+	get := func(t *testing.T, path string, out any) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(e.ctx(), "GET", e.http.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("GET %s: %v (%s)", path, err, raw)
+		}
+		return resp.StatusCode
+	}
+	type item struct {
+		Name     string          `json:"name"`
+		ID       string          `json:"id"`
+		Resource json.RawMessage `json:"resource"`
+	}
+	placementKey := func(it item) string {
+		var r api.Resource
+		_ = json.Unmarshal(it.Resource, &r)
+		return r.Key()
+	}
+	follow := func(t *testing.T, path string, key func(item) string) (got []string, pages int) {
+		t.Helper()
+		cont := ""
+		for pages = 1; pages < 10; pages++ {
+			var page struct {
+				Items    []item `json:"items"`
+				Continue string `json:"continue"`
+			}
+			p := path
+			if cont != "" {
+				p += "&continue=" + cont
+			}
+			if code := get(t, p, &page); code != 200 {
+				t.Fatalf("GET %s: got %d; want 200", p, code)
+			}
+			for _, it := range page.Items {
+				got = append(got, key(it))
+			}
+			if page.Continue == "" {
+				return got, pages
+			}
+			cont = page.Continue
+		}
+		t.Fatalf("GET %s: more than 10 pages", path)
+		return nil, 0
+	}
+	tests := []struct {
+		path      string
+		key       func(item) string
+		want      []string
+		wantPages int
+	}{
+		{"/v1/nodes?limit=2", func(it item) string { return it.Name }, nodes, 3},
+		{"/v1/nodes?limit=5", func(it item) string { return it.Name }, nodes, 1},
+		{"/v1/nodes?selector=zone=a&limit=4", func(it item) string { return it.Name }, nodes, 2},
+		{"/v1/resources?limit=1", placementKey, placements, 3},
+		{"/v1/resources/acme/a/replicas?limit=2", func(it item) string { return it.ID }, replicas, 2},
+		{"/v1/replicas?node=n1&limit=1", func(it item) string { return it.ID }, replicas, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			got, pages := follow(t, tt.path, tt.key)
+			if !slices.Equal(got, tt.want) || pages != tt.wantPages {
+				t.Errorf("got %v in %d pages; want %v in %d", got, pages, tt.want, tt.wantPages)
+			}
+		})
+	}
+
+	// Events page with a cursor: after (or continue) is the last id seen,
+	// and a full page's continue is its last id.
+	for _, n := range nodes {
+		e.waitEvent("NodeRegistered", "node/"+n)
+	}
+	type eventPage struct {
+		Items []struct {
+			ID string `json:"id"`
+		} `json:"items"`
+		Continue string `json:"continue"`
+	}
+	ids := func(p eventPage) (out []string) {
+		for _, ev := range p.Items {
+			out = append(out, ev.ID)
+		}
+		return out
+	}
+	var all, first, second eventPage
+	if code := get(t, "/v1/events?limit=1000", &all); code != 200 || len(all.Items) < 5 || all.Continue != "" {
+		t.Fatalf("GET /v1/events?limit=1000: got %d, %d events, continue %q; want 200, 5 or more, none", code, len(all.Items), all.Continue)
+	}
+	want := ids(all)
+	get(t, "/v1/events?limit=2&after="+want[0], &first)
+	get(t, "/v1/events?limit=2&continue="+first.Continue, &second)
+	if got := append(ids(first), ids(second)...); !slices.Equal(got, want[1:5]) || first.Continue != want[2] {
+		t.Errorf("two pages of events after %s: got %v (continue %q); want %v (continue %q)", want[0], got, first.Continue, want[1:5], want[2])
+	}
+
+	// A list without a limit is a page of api.DefaultPageSize; a bad
+	// limit or continue, or a parameter the list does not take, is a 400
+	// that names it.
+	for _, tt := range []struct{ path, field string }{
+		{"/v1/nodes?limit=-1", "limit"},
+		{"/v1/nodes?limit=x", "limit"},
+		{"/v1/nodes?continue=garbage", "continue"},
+		{"/v1/resources?continue=" + api.ContinueToken("\x01"), "continue"},
+		{"/v1/nodes?selecter=zone=a", "selecter"},
+		{"/v1/replicas?node=n1&tenant=acme", "tenant"},
+		{"/v1/nodes/n1?verbose=true", "verbose"},
+		{"/v1/events?after=" + want[0] + "&continue=" + want[1], "continue"},
+		{"/v1/events?limit=-2", "limit"},
+	} {
+		var eb api.ErrorBody
+		if code := get(t, tt.path, &eb); code != 400 || eb.Error.Field != tt.field {
+			t.Errorf("GET %s: got %d %+v; want 400 naming %s", tt.path, code, eb.Error, tt.field)
+		}
 	}
 }

@@ -354,19 +354,18 @@ func mergeConditions(stored, reported []api.Condition, now time.Time) (next, cha
 	return next, changed
 }
 
-// listNodes returns the nodes whose labels match selector, by name.
-func (s *Server) listNodes(selector string) ([]api.Node, error) {
+// listNodes returns the nodes whose labels match selector, by name: those
+// whose names come after after, at most limit of them (0: all).
+func (s *Server) listNodes(selector, after string, limit int) ([]api.Node, error) {
 	sel, err := api.ParseSelector(selector)
 	if err != nil {
 		return nil, err
 	}
-	items := s.caches.Nodes.List()
+	items := s.caches.Nodes.Range("", after, limit, func(it store.Item[api.Node]) bool { return sel.Matches(it.Value.Labels) })
 	usage := s.nodeUsage()
 	out := make([]api.Node, 0, len(items))
 	for _, it := range items {
-		if sel.Matches(it.Value.Labels) {
-			out = append(out, s.nodeView(it, usage))
-		}
+		out = append(out, s.nodeView(it, usage))
 	}
 	return out, nil
 }

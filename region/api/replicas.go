@@ -19,7 +19,7 @@ import (
 )
 
 // listReplicas returns the replicas of one resource (tenant and resource)
-// or of one node, sorted by resource then id.
+// or of one node, sorted by replicaKey.
 func (s *Server) listReplicas(tenant, resource, node string) ([]api.Replica, error) {
 	byNode := node != ""
 	switch {
@@ -44,11 +44,13 @@ func (s *Server) listReplicas(tenant, resource, node string) ([]api.Replica, err
 			return nil, err
 		}
 	}
-	slices.SortFunc(out, func(a, b api.Replica) int {
-		return cmp.Or(cmp.Compare(a.ResourceKey(), b.ResourceKey()), cmp.Compare(a.ID, b.ID))
-	})
+	slices.SortFunc(out, func(a, b api.Replica) int { return cmp.Compare(replicaKey(a), replicaKey(b)) })
 	return out, nil
 }
+
+// replicaKey is what replicas are sorted, and paged, by: their resource,
+// then their id.
+func replicaKey(r api.Replica) string { return r.ResourceKey() + "/" + r.ID }
 
 // known says whether a node (node != "") or a resource is known to the
 // region: a not-found error if not.
@@ -184,24 +186,17 @@ func (s *Server) Summary() (api.RegionStatus, error) {
 	return st, nil
 }
 
-// Event list bounds.
-const (
-	defaultEventLimit = 100
-	maxEventLimit     = 1000
-)
-
 // listEvents returns events after a cursor, oldest first; without a cursor
 // the newest limit events (what an operator looking at a region wants).
+// limit is as a list's (api.PageSize).
 func (s *Server) listEvents(ctx context.Context, after string, limit int, object, tenant string) ([]events.Event, error) {
-	if limit < 0 {
-		return nil, api.Invalid("limit", "must not be negative")
-	}
-	if limit == 0 {
-		limit = defaultEventLimit
+	limit, err := api.PageSize(limit)
+	if err != nil {
+		return nil, err
 	}
 	evs, err := s.events.Range(ctx, events.Query{
 		After:  after,
-		Limit:  min(limit, maxEventLimit),
+		Limit:  limit,
 		Object: object,
 		Tenant: tenant,
 		Newest: after == "",
@@ -230,9 +225,10 @@ func eventToPB(ev *events.Event) *resourcev1.Event {
 }
 
 // listResources returns the placements with the region's share of each as
-// its status.
-func (s *Server) listResources() []api.Placement {
-	items := s.caches.Placements.List()
+// its status, by tenant/name: those after after, at most limit of them
+// (0: all).
+func (s *Server) listResources(after string, limit int) []api.Placement {
+	items := s.caches.Placements.Range("", after, limit, nil)
 	out := make([]api.Placement, 0, len(items))
 	for _, it := range items {
 		p := *it.Value

@@ -49,7 +49,9 @@ const pageSize = 500
 
 // all makes the list request r and follows its pages (continue) to the
 // end, so that a list shows everything however the server pages it. The
-// regions unreachable on any page are all named.
+// regions unreachable on any page are all named. r must be a paged list
+// (one that takes limit and continue): the API refuses a query parameter
+// a route does not take.
 func all[T any](ctx context.Context, c *Client, r request) (List[T], error) {
 	var out List[T]
 	q := url.Values{}
@@ -79,6 +81,13 @@ func all[T any](ctx context.Context, c *Client, r request) (List[T], error) {
 // items is all's items.
 func items[T any](ctx context.Context, c *Client, r request) ([]T, error) {
 	l, err := all[T](ctx, c, r)
+	return l.Items, err
+}
+
+// whole is the items of a list that comes in one answer (regions,
+// tenants, a resource's revisions: lists bounded by configuration).
+func whole[T any](ctx context.Context, c *Client, r request) ([]T, error) {
+	l, err := call[List[T]](ctx, c, r)
 	return l.Items, err
 }
 
@@ -177,7 +186,7 @@ func (c *Client) RollbackResource(ctx context.Context, name string, to int64) (a
 
 // ListRevisions returns a resource's revisions, oldest first.
 func (c *Client) ListRevisions(ctx context.Context, name string) ([]api.Revision, error) {
-	return items[api.Revision](ctx, c, request{method: http.MethodGet, path: "/v1/resources/" + escape(name) + "/revisions", query: c.tenantQuery()})
+	return whole[api.Revision](ctx, c, request{method: http.MethodGet, path: "/v1/resources/" + escape(name) + "/revisions", query: c.tenantQuery()})
 }
 
 // ListReplicas returns a resource's replicas in every region it runs in.
@@ -189,7 +198,7 @@ func (c *Client) ListReplicas(ctx context.Context, name string) (List[api.Replic
 
 // ListRegions returns every region with its status.
 func (c *Client) ListRegions(ctx context.Context) ([]api.Region, error) {
-	return items[api.Region](ctx, c, request{method: http.MethodGet, path: "/v1/regions"})
+	return whole[api.Region](ctx, c, request{method: http.MethodGet, path: "/v1/regions"})
 }
 
 // GetRegion returns one region.
@@ -323,7 +332,7 @@ type TenantQuota struct {
 
 // ListTenants returns the tenants that have a record (admins only).
 func (c *Client) ListTenants(ctx context.Context) ([]api.Tenant, error) {
-	return items[api.Tenant](ctx, c, request{method: http.MethodGet, path: "/v1/tenants"})
+	return whole[api.Tenant](ctx, c, request{method: http.MethodGet, path: "/v1/tenants"})
 }
 
 // GetTenant returns a tenant's record (one without a record: its name).

@@ -79,6 +79,20 @@ export async function api(path, { method = 'GET', body, signal, token, anonymous
   return data;
 }
 
+// apiAll lists every item of a paged list (path takes limit and
+// continue), following its pages to the end: {items}.
+export async function apiAll(path, opts) {
+  const items = [];
+  const sep = path.includes('?') ? '&' : '?';
+  let cont = '';
+  for (;;) {
+    const body = await api(`${path}${sep}limit=1000${cont ? '&continue=' + encodeURIComponent(cont) : ''}`, opts);
+    items.push(...((body && body.items) || []));
+    cont = body && body.continue;
+    if (!cont) return { items };
+  }
+}
+
 // describeError is one line for an error: "NotFound: node "x" not found".
 export function describeError(e) {
   if (e instanceof ApiError) {

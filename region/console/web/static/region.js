@@ -1,6 +1,6 @@
 // Strata region console: the nodes, resources and events pages.
 import {
-  $, $$, h, api, auth, ApiError, start, refresher, setLive, sleep, toast,
+  $, $$, h, api, apiAll, auth, ApiError, start, refresher, setLive, sleep, toast,
   confirmDialog, field, showAlert, clearAlert, describeError,
   pill, bar, pct, cpu, mem, memValue, memUnit, plural, shortID, time, ago, clock, absolute, relTime,
   healthTone, conditionTone, phaseTone, drainTone,
@@ -147,7 +147,7 @@ function nodesPage() {
 
   async function load() {
     try {
-      const body = await api('/v1/nodes');
+      const body = await apiAll('/v1/nodes');
       nodes = ((body && body.items) || []).slice().sort((a, b) => a.name.localeCompare(b.name));
       loaded = true;
       clearAlert(alertBox);
@@ -510,10 +510,10 @@ function resourcesPage() {
 
   async function load() {
     try {
-      const body = await api('/v1/resources');
+      const body = await apiAll('/v1/resources');
       items = ((body && body.items) || []).slice().sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
       if (nodeFilter) {
-        const reps = await api('/v1/replicas?node=' + encodeURIComponent(nodeFilter));
+        const reps = await apiAll('/v1/replicas?node=' + encodeURIComponent(nodeFilter));
         nodeKeys = new Set(((reps && reps.items) || []).map((x) => `${x.tenant}/${x.resource}`));
       }
       loaded = true;
@@ -532,7 +532,7 @@ function resourcesPage() {
   async function loadReplicas(key) {
     const [tenant, name] = key.split('/');
     try {
-      const body = await api(`/v1/resources/${encodeURIComponent(tenant)}/${encodeURIComponent(name)}/replicas`);
+      const body = await apiAll(`/v1/resources/${encodeURIComponent(tenant)}/${encodeURIComponent(name)}/replicas`);
       replicas.set(key, { items: (body && body.items) || [] });
     } catch (e) {
       if (e.status === 401) return;
