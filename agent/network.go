@@ -71,7 +71,7 @@ func (a *Agent) setUpDataPlane() (release func()) {
 	if k == nil {
 		nl, err := netplane.NewNetlink("")
 		if err != nil {
-			a.setNetCondition(fmt.Errorf("data plane: %w", err))
+			a.dataPlaneFailed(fmt.Errorf("data plane: %w", err))
 			return release
 		}
 		k, release = nl, nl.Close
@@ -83,7 +83,7 @@ func (a *Agent) setUpDataPlane() (release func()) {
 	}
 	addr, dev, mtu, err := k.Underlay(want, nc.UnderlayInterface)
 	if err != nil {
-		a.setNetCondition(fmt.Errorf("underlay: %w", err))
+		a.dataPlaneFailed(fmt.Errorf("underlay: %w", err))
 		return release
 	}
 	a.net.host = netplane.Host{
@@ -283,6 +283,14 @@ func (a *Agent) applyNetwork(ctx context.Context, nw netplane.Network, peers map
 	default:
 		a.log.Debug("data plane unchanged", "nodes", len(list), "took", took)
 	}
+	a.setNetCondition(err)
+}
+
+// dataPlaneFailed logs why the data plane could not be set up and
+// records it as the Network condition: the node takes no replica that
+// needs the region network until the agent restarts.
+func (a *Agent) dataPlaneFailed(err error) {
+	a.log.Error("data plane not set up; replicas on the region network cannot be placed here", "err", err)
 	a.setNetCondition(err)
 }
 
