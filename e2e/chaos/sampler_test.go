@@ -38,10 +38,13 @@ func (w *world) ask(_ context.Context, agent string) (*agentv1.NodeStatusRespons
 
 // A replica stopped on one agent after it answered and its replacement
 // started on the next before it answered never ran beside it: a sample
-// must not count both. Found by e2e/chaos agent-kill seed 5, whose sample
-// asked the restarted agent last and counted 5 replicas of a resource
-// that never asked more than 4; the sampler then counted every answer of
-// one pass over the agents as one instant.
+// must not count both. e2e/chaos agent-kill seed 5 reported chaos-e
+// running 5 replicas, 3 of them in region r1, though the resource never
+// asked more than 4 (at most 2 in r1: the split of 4 over two regions);
+// its sample counted the answers of one pass over the agents, asked one
+// after the other (the restarted one last), as one instant, and such a
+// pass took up to 1.4 s under load while the controller replaced
+// replicas in between.
 func TestAgentKillSamplerCountsOneInstant(t *testing.T) {
 	top := &Topology{Agents: []*Agent{{Name: "r1-n1"}, {Name: "r1-n2"}}}
 	// chaos-a asks 2 throughout: x stops on r1-n1 once r1-n1 has
