@@ -167,6 +167,8 @@ type Agent struct {
 	capacity api.Capacity
 	queue    *workQueue
 	reporter *reporter
+	// configs fetches the data of Configs and Secrets (GetConfigData).
+	configs agentv1.AgentServiceClient
 
 	// mu guards the replica table and what goes with it.
 	mu       sync.Mutex
@@ -440,6 +442,7 @@ func (a *Agent) regionConn() (conn grpc.ClientConnInterface, close func(), err e
 // reporter, health checks, the network stream (with a data plane), and
 // a poller (and watcher) per provider.
 func (a *Agent) startLoops(ctx context.Context, wg *sync.WaitGroup, client agentv1.AgentServiceClient, registered chan struct{}) {
+	a.configs = client
 	wg.Go(func() { a.queue.runDelays(ctx) })
 	for range a.cfg.Concurrency {
 		wg.Go(func() { a.work(ctx) })

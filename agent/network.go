@@ -2,10 +2,14 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -188,7 +192,7 @@ func (a *Agent) watchNetworkOnce(ctx context.Context, client agentv1.AgentServic
 			return n, ctx.Err()
 		case <-resync.C:
 			if view.synced {
-				a.applyNetwork(ctx, view.nw, view.peers)
+				a.applyNetwork(ctx, &view)
 			}
 		case u := <-updates:
 			if u.err != nil {
@@ -199,7 +203,7 @@ func (a *Agent) watchNetworkOnce(ctx context.Context, client agentv1.AgentServic
 				return n, err
 			}
 			if view.synced {
-				a.applyNetwork(ctx, view.nw, view.peers)
+				a.applyNetwork(ctx, &view)
 			}
 		}
 	}
@@ -238,6 +242,10 @@ type netView struct {
 	nw     netplane.Network
 	peers  map[string]netplane.Peer
 	synced bool
+	// endpoints (by replica id) and policies (by tenant/name) are what
+	// the host enforces of isolation and network policies.
+	endpoints map[string]netplane.Endpoint
+	policies  map[string]api.NetworkPolicy
 }
 
 // merge applies one batch: a snapshot replaces everything, then upserts
@@ -249,6 +257,7 @@ func (v *netView) merge(b *agentv1.NetworkBatch) error {
 			return err
 		}
 		v.nw, v.peers, v.synced = nw, map[string]netplane.Peer{}, true
+		v.endpoints, v.policies = map[string]netplane.Endpoint{}, map[string]api.NetworkPolicy{}
 	}
 	if !v.synced {
 		return nil
@@ -259,20 +268,45 @@ func (v *netView) merge(b *agentv1.NetworkBatch) error {
 	for _, name := range b.GetRemoved() {
 		delete(v.peers, name)
 	}
+	for _, e := range b.GetEndpoints() {
+		v.endpoints[e.GetId()] = endpointFromPB(e)
+	}
+	for _, id := range b.GetEndpointsRemoved() {
+		delete(v.endpoints, id)
+	}
+	for _, raw := range b.GetPolicies() {
+		var p api.NetworkPolicy
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return fmt.Errorf("network policy from the region: %w", err)
+		}
+		v.policies[p.Key()] = p
+	}
+	for _, key := range b.GetPoliciesRemoved() {
+		delete(v.policies, key)
+	}
 	return nil
+}
+
+// endpointFromPB reads a replica's address; one that does not parse
+// stays invalid and the ruleset leaves it out.
+func endpointFromPB(e *agentv1.NetworkEndpoint) netplane.Endpoint {
+	addr, _ := netip.ParseAddr(e.GetAddress())
+	return netplane.Endpoint{ID: e.GetId(), Addr: addr, Tenant: e.GetTenant(), Resource: e.GetResource(), Labels: e.GetLabels(), Node: e.GetNode()}
 }
 
 // applyNetwork reconciles the host with the node list and records the
 // outcome in the Network condition.
-func (a *Agent) applyNetwork(ctx context.Context, nw netplane.Network, peers map[string]netplane.Peer) {
-	list := make([]netplane.Peer, 0, len(peers))
-	for _, p := range peers {
-		list = append(list, p)
-	}
+func (a *Agent) applyNetwork(ctx context.Context, v *netView) {
+	list := slices.Collect(maps.Values(v.peers))
 	start := time.Now()
-	ch, err := a.net.plane.Apply(ctx, nw, list)
+	ch, err := a.net.plane.Apply(ctx, v.nw, list)
 	if ctx.Err() != nil {
 		return
+	}
+	// Isolation does not wait for the routes: a host that failed to
+	// route to one node still enforces what it can.
+	if !errors.Is(err, netplane.ErrNoBlock) {
+		err = errors.Join(err, a.applyPolicy(ctx, v, list))
 	}
 	took := time.Since(start)
 	switch {
@@ -284,6 +318,21 @@ func (a *Agent) applyNetwork(ctx context.Context, nw netplane.Network, peers map
 		a.log.Debug("data plane unchanged", "nodes", len(list), "took", took)
 	}
 	a.setNetCondition(err)
+}
+
+// applyPolicy converges the host's isolation and policy ruleset.
+func (a *Agent) applyPolicy(ctx context.Context, v *netView, peers []netplane.Peer) error {
+	eps := slices.Collect(maps.Values(v.endpoints))
+	pols := slices.Collect(maps.Values(v.policies))
+	start := time.Now()
+	changed, rs, err := a.net.plane.ApplyPolicy(ctx, v.nw, peers, eps, pols)
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	if changed {
+		a.log.Info("network policy applied", "table", rs.Table, "replicas", len(rs.Local), "policies", len(pols), "rules", rs.Rules(), "elements", rs.Elements(), "took", time.Since(start))
+	}
+	return nil
 }
 
 // dataPlaneFailed logs why the data plane could not be set up and

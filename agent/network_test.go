@@ -7,7 +7,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stratahq/strata/agent/netplane"
 	"github.com/stratahq/strata/internal/config"
+	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 )
 
 func TestDataPlaneWanted(t *testing.T) {
@@ -74,5 +76,38 @@ func TestDNSServices(t *testing.T) {
 	}
 	if got := dnsServices(filepath.Join(t.TempDir(), "missing")); got != nil {
 		t.Errorf("no resolv.conf: got %v; want none", got)
+	}
+}
+
+// TestNetViewMerge: a snapshot replaces the endpoints and policies the
+// view held; later batches add, replace and remove them; a policy that
+// is not JSON fails the batch (the stream reconnects for a snapshot).
+func TestNetViewMerge(t *testing.T) {
+	snap := &agentv1.NetworkBatch{
+		Snapshot: true, Network: &agentv1.RegionNetwork{Subnet: "10.9.0.0/16", Backend: "vxlan"},
+		Endpoints: []*agentv1.NetworkEndpoint{{Id: "a1", Address: "10.9.0.2", Tenant: "a", Node: "n1", Labels: map[string]string{"app": "web"}}},
+		Policies:  [][]byte{[]byte(`{"name":"web","tenant":"a","selector":{"app":"web"}}`)},
+	}
+	var v netView
+	v.endpoints = map[string]netplane.Endpoint{"stale": {ID: "stale"}}
+	if err := v.merge(snap); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v.endpoints["stale"]; ok || v.endpoints["a1"].Addr.String() != "10.9.0.2" || v.policies["a/web"].Selector["app"] != "web" {
+		t.Fatalf("after the snapshot: endpoints %v, policies %v; want a1 and a/web only", v.endpoints, v.policies)
+	}
+	next := &agentv1.NetworkBatch{
+		Endpoints:        []*agentv1.NetworkEndpoint{{Id: "a2", Address: "10.9.1.2", Tenant: "a", Node: "n2"}},
+		EndpointsRemoved: []string{"a1"},
+		PoliciesRemoved:  []string{"a/web"},
+	}
+	if err := v.merge(next); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.endpoints) != 1 || v.endpoints["a2"].Node != "n2" || len(v.policies) != 0 {
+		t.Fatalf("after a change: endpoints %v, policies %v; want a2 only, no policy", v.endpoints, v.policies)
+	}
+	if err := v.merge(&agentv1.NetworkBatch{Policies: [][]byte{[]byte("{")}}); err == nil {
+		t.Fatal("a policy that is not JSON: merged; want an error")
 	}
 }

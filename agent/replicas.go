@@ -238,6 +238,22 @@ func (a *Agent) removeLocked(id string) bool {
 // mine reports whether an assignment placed on node is this node's.
 func (a *Agent) mine(node string) bool { return node == "" || node == a.cfg.Node.Name }
 
+// exitedAttempt reports whether a Job's attempt has run to its end: its
+// process exited. It is never applied again at the same generation (that
+// would run it a second time); the region counts it and retries, if at
+// all, with a new attempt.
+func exitedAttempt(asg *api.Assignment, st api.AssignmentStatus) bool {
+	return asg.Spec.Job != nil && st.ExitCode != nil && st.ObservedGeneration == asg.Generation
+}
+
+// adoptable reports whether the provider already runs asg as asked: at
+// its generation, not in error (an exited Job attempt is as asked), and
+// not waiting for a forced Apply.
+func (r *replica) adoptable(asg *api.Assignment) bool {
+	return r.prov != nil && r.exists && r.appliedGen == asg.Generation && !r.forceApply &&
+		(r.status.Phase != api.PhaseError || exitedAttempt(asg, r.status))
+}
+
 // upsertLocked records an assignment and reports whether it needs a
 // worker. A running replica the provider already has at this generation,
 // not in error, is adopted: reported, not applied again.
@@ -259,7 +275,7 @@ func (a *Agent) upsertLocked(asg *api.Assignment) bool {
 	}
 	switch asg.Desired {
 	case api.DesiredRunning:
-		if r.prov != nil && r.exists && r.appliedGen == asg.Generation && !r.forceApply && r.status.Phase != api.PhaseError {
+		if r.adoptable(asg) {
 			a.setStatusLocked(r, r.status, asg.Generation, true)
 			switch {
 			case r.status.Phase == "" || r.status.Phase == api.PhaseProvision || r.status.Phase == api.PhaseCreated:
@@ -420,7 +436,7 @@ func (a *Agent) reconcileRunning(ctx context.Context, r *replica) {
 	a.mu.Unlock()
 
 	actx, cancel := context.WithTimeout(ctx, a.t.applyCall)
-	st, err := e.p.Apply(actx, asg)
+	st, err := a.apply(actx, e, asg)
 	cancel()
 
 	a.mu.Lock()
@@ -495,6 +511,9 @@ func (a *Agent) observedLocked(r *replica, st api.AssignmentStatus, err error) {
 	switch {
 	case err == nil:
 		a.setStatusLocked(r, st, r.appliedGen, false)
+	case isNotFound(err) && r.asg != nil && exitedAttempt(r.asg, r.status):
+		// A finished attempt is not run again; its status stays.
+		a.log.Warn("provider lost a finished job attempt", "id", id, "provider", r.prov.name)
 	case isNotFound(err):
 		a.log.Warn("provider lost a running replica; applying it again", "id", id, "provider", r.prov.name)
 		r.exists = false

@@ -29,6 +29,7 @@ import (
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/providers/provider"
 	"github.com/stratahq/strata/region"
 )
@@ -197,6 +198,11 @@ func (c *Cluster) startGlobal() error {
 	gcfg.Listen.GRPC = addr(o.Host, o.GRPCPort, 0)
 	gcfg.Etcd = config.Etcd{Embedded: true, DataDir: filepath.Join(o.DataDir, "etcd", "global"), Prefix: "/strata/global/", DialTimeout: 5 * time.Second}
 	gcfg.API.BootstrapToken = c.Token
+	keyFile, err := devSecretsKey(o.DataDir)
+	if err != nil {
+		return err
+	}
+	gcfg.Secrets.KeyFiles = []string{keyFile}
 	if err := c.secure("global", pki.Global(gcfg.ID), &gcfg.TLS, &gcfg.Insecure, &gcfg.API.TLS); err != nil {
 		return err
 	}
@@ -210,6 +216,22 @@ func (c *Cluster) startGlobal() error {
 	c.Global = gsrv
 	c.g.Go(func() error { return gsrv.Run(c.ctx) })
 	return nil
+}
+
+// devSecretsKey is the dev cluster's key of Secrets' encryption, in its
+// data directory: made on the first start, kept for the next ones.
+func devSecretsKey(dataDir string) (string, error) {
+	p := filepath.Join(dataDir, "secrets.key")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", fmt.Errorf("devcluster: %w", err)
+	}
+	if _, err := secretbox.GenerateKey(p); err != nil {
+		return "", fmt.Errorf("devcluster: %w", err)
+	}
+	return p, nil
 }
 
 func (c *Cluster) startRegions() error {

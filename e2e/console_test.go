@@ -38,7 +38,8 @@ import (
 // create and revoke a token on the tokens page. Then the new operator's
 // path: an admin makes a tenant token with stratactl, the tenant signs in
 // to the global console with it, scales, rolls back, pauses and resumes
-// and deletes a resource there and sees each action as an event. Every
+// and deletes a resource there and sees each action as an event, applies
+// a network policy with stratactl and deletes it on the policies page. Every
 // step leaves a full-page screenshot (the test logs where), and every line
 // the processes logged is checked for repeated keys.
 func TestConsole(t *testing.T) {
@@ -430,6 +431,23 @@ func tenantSteps(t *testing.T, b *browser, c *procCluster, ctlBin, globalURL str
 			}
 			return nil
 		})
+	})
+	b.step("a network policy applied with stratactl, seen and deleted on the policies page", func() {
+		ctl.must("kind: NetworkPolicy\nname: shop-from-lb\nselector: {app: shop}\ningress:\n- from: [{resources: {matchLabels: {app: lb}}}]\n  ports: [{port: 8080}]\n",
+			"--context", "acme", "apply", "-f", "-")
+		b.do(chromedp.Click(chromedp.CSS(`nav a[href="policies"]`), chromedp.NodeVisible))
+		b.wait(`!!document.querySelector('#policies tr[data-policy="shop-from-lb"]')`, 20*time.Second)
+		if got := b.text(`#policies tr[data-policy="shop-from-lb"]`); !strings.Contains(got, "app=shop") || !strings.Contains(got, "app=lb → tcp/8080") {
+			t.Errorf("the policy's row says %q; want its selector and what it admits", got)
+		}
+		b.shot("policies")
+		b.do(chromedp.Click(chromedp.CSS(`button[data-action="delete"][data-policy="shop-from-lb"]`), chromedp.NodeVisible))
+		b.wait(`document.querySelector("#dialog").open`, 5*time.Second)
+		b.do(chromedp.Click(chromedp.CSS(`#dialog button[value="confirm"]`), chromedp.NodeVisible))
+		b.wait(`!document.querySelector('#policies tr[data-policy="shop-from-lb"]')`, 10*time.Second)
+		if got := ctl.must("", "--context", "acme", "get", "netpol"); strings.Contains(got, "shop-from-lb") {
+			t.Errorf("get netpol after the console deleted it:\n%s", got)
+		}
 	})
 }
 

@@ -39,6 +39,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/simhost"
 	"github.com/stratahq/strata/internal/testenv"
 )
@@ -94,6 +95,8 @@ type hostCluster struct {
 	regionEtcd *clientv3.Client
 	nodes      []string
 	agents     map[string]*framework.Proc
+	// tiers are the global and region processes.
+	tiers []*framework.Proc
 	// bridge is each node's bridge.
 	bridge map[string]string
 	// ns is each node's containerd namespace, dataDir its agent's data
@@ -103,6 +106,9 @@ type hostCluster struct {
 	// seg and host are the simulated hosts (hostClusterOpts.hosts).
 	seg  *simhost.Segment
 	host map[string]*simhost.Host
+	// tenants are the tenants besides the caller's that the test put
+	// resources in (deleteAll deletes theirs too).
+	tenants []string
 }
 
 func hostRandom(t *testing.T) string {
@@ -176,12 +182,17 @@ func startHostCluster(t *testing.T, o hostClusterOpts) *hostCluster {
 
 	globalEtcd := etcdtest.StartProcess(t)
 	gHTTP, gGRPC := framework.FreeAddr(t), framework.FreeAddr(t)
-	framework.Start(t, "global", c.bin, []string{"global", "--config", c.write("global.yaml", fmt.Sprintf(`id: g1
+	secretsKey := filepath.Join(c.dir, "secrets.key")
+	if _, err := secretbox.GenerateKey(secretsKey); err != nil {
+		t.Fatal(err)
+	}
+	c.tiers = append(c.tiers, framework.Start(t, "global", c.bin, []string{"global", "--config", c.write("global.yaml", fmt.Sprintf(`id: g1
 listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 api: {bootstrapToken: %q}
+secrets: {keyFiles: [%q]}
 log: {level: debug}
-`, gHTTP, gGRPC, globalEtcd.Endpoints()[0], c.token)+c.pki.YAML(pki.Global("g1")))})
+`, gHTTP, gGRPC, globalEtcd.Endpoints()[0], c.token, secretsKey)+c.pki.YAML(pki.Global("g1")))}))
 	c.global = framework.NewClient("http://"+gHTTP, c.token)
 
 	regionEtcd := etcdtest.StartProcess(t)
@@ -191,7 +202,7 @@ log: {level: debug}
 	if n.NodeMask == 0 {
 		n.NodeMask = 24 // one agent on a /24
 	}
-	framework.Start(t, "region-"+o.region, c.bin, []string{"region", "--config", c.write("region.yaml", fmt.Sprintf(`name: %s
+	c.tiers = append(c.tiers, framework.Start(t, "region-"+o.region, c.bin, []string{"region", "--config", c.write("region.yaml", fmt.Sprintf(`name: %s
 id: %s-r1
 listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
@@ -199,7 +210,7 @@ global: {endpoint: %q}
 zones: [a, b]
 network: {name: %s, subnet: %s, gateway: %s, bridge: %s, nodeMask: %d, backend: %s}
 log: {level: debug}
-`, o.region, o.region, rHTTP, rGRPC, regionEtcd.Endpoints()[0], gGRPC, n.Name, n.Subnet, n.Gateway, n.Bridge, n.NodeMask, c.backend())+framework.RegionAPIYAML+o.regionYAML+c.pki.YAML(pki.Region(o.region)))})
+`, o.region, o.region, rHTTP, rGRPC, regionEtcd.Endpoints()[0], gGRPC, n.Name, n.Subnet, n.Gateway, n.Bridge, n.NodeMask, c.backend())+framework.RegionAPIYAML+o.regionYAML+c.pki.YAML(pki.Region(o.region)))}))
 	c.regionAPI = framework.NewClient("http://"+rHTTP, framework.RegionToken)
 
 	for j, node := range c.nodes {
@@ -501,23 +512,25 @@ func (c *hostCluster) deleteAll(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for _, usersOnly := range []bool{true, false} {
 		for {
-			var list struct{ Items []api.Resource }
-			if _, err := c.global.Get("/v1/resources", &list); err != nil {
-				return err
-			}
 			var left []string
-			for _, r := range list.Items {
-				if usersOnly && r.Kind != api.KindCompute && r.Kind != api.KindLoadbalancer {
-					continue
+			for _, q := range c.tenantQueries() {
+				var list struct{ Items []api.Resource }
+				if _, err := c.global.Get("/v1/resources"+q, &list); err != nil {
+					return err
 				}
-				left = append(left, r.Name)
-				if r.DeletionRequestedAt == nil {
-					resp, err := c.global.Do(context.Background(), http.MethodDelete, "/v1/resources/"+r.Name, nil)
-					if err != nil {
-						return err
+				for _, r := range list.Items {
+					if usersOnly && r.Kind != api.KindCompute && r.Kind != api.KindLoadbalancer {
+						continue
 					}
-					if resp.Status != http.StatusAccepted && resp.Status != http.StatusNotFound {
-						return fmt.Errorf("DELETE %s: %d %s", r.Name, resp.Status, resp.Body)
+					left = append(left, r.Tenant+"/"+r.Name)
+					if r.DeletionRequestedAt == nil {
+						resp, err := c.global.Do(context.Background(), http.MethodDelete, "/v1/resources/"+r.Name+q, nil)
+						if err != nil {
+							return err
+						}
+						if resp.Status != http.StatusAccepted && resp.Status != http.StatusNotFound {
+							return fmt.Errorf("DELETE %s: %d %s", r.Name, resp.Status, resp.Body)
+						}
 					}
 				}
 			}
@@ -540,6 +553,16 @@ func (c *hostCluster) deleteAll(timeout time.Duration) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// tenantQueries are the query strings of the tenants the test used:
+// the caller's ("") and each of tenants.
+func (c *hostCluster) tenantQueries() []string {
+	out := []string{""}
+	for _, t := range c.tenants {
+		out = append(out, "?tenant="+t)
+	}
+	return out
 }
 
 // regionReplicas lists the replicas the region has assigned, node by node

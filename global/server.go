@@ -30,6 +30,7 @@ import (
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/redisclient"
+	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
@@ -161,6 +162,10 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	st := state.New(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)))
 	caches := state.NewCaches(st)
+	ring, err := s.keyring()
+	if err != nil {
+		return err
+	}
 
 	hb, evs, closeStores, err := s.sharedStores()
 	if err != nil {
@@ -199,6 +204,7 @@ func (s *Server) Run(ctx context.Context) error {
 		HeartbeatInterval: cfg.Regions.HeartbeatInterval,
 		Version:           version.String(),
 		Audit:             auditLog,
+		Secrets:           ring,
 		Logger:            s.log,
 	})
 	if err != nil {
@@ -263,6 +269,22 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // sharedStores are what the replicas share outside etcd: the region
+// keyring loads the Secrets' key files (nil without any: Secrets are
+// refused).
+func (s *Server) keyring() (*secretbox.Keyring, error) {
+	files := s.cfg.Secrets.KeyFiles
+	if len(files) == 0 {
+		s.log.Warn("secrets.keyFiles names no key file: the API refuses to store Secrets")
+		return nil, nil
+	}
+	ring, err := secretbox.LoadKeyring(files)
+	if err != nil {
+		return nil, fmt.Errorf("global: secrets: %w", err)
+	}
+	s.log.Info("secrets: keys loaded", "primary", ring.Primary(), "keys", len(files))
+	return ring, nil
+}
+
 // heartbeats (the store given, else Redis when configured, else memory:
 // one replica only) and the global event stream (Redis when configured,
 // else nil: the API keeps it in memory). close releases them.

@@ -19,6 +19,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
@@ -174,7 +176,14 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	defer auditLog.Close() // after the servers stopped (g.Wait)
 
+	global, closeGlobal, err := s.dialGlobal(sec)
+	if err != nil {
+		return err
+	}
+	defer closeGlobal()
+
 	apiSrv, err := regionapi.New(regionapi.Options{
+		ConfigData:        global.configData,
 		Region:            cfg.Name,
 		State:             st,
 		Caches:            caches,
@@ -228,12 +237,6 @@ func (s *Server) Run(ctx context.Context) error {
 		Metrics:           reg.Monitor(),
 		Logger:            s.log,
 	})
-
-	global, closeGlobal, err := s.dialGlobal(sec)
-	if err != nil {
-		return err
-	}
-	defer closeGlobal()
 
 	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, reg.GRPC()...)
 	if err != nil {
@@ -508,6 +511,26 @@ func (g *globalReplicas) beat(ctx context.Context, req *globalv1.RegionHeartbeat
 		}
 		err = cerr
 		g.current = (g.current + 1) % len(g.clients)
+	}
+	return nil, err
+}
+
+// configData asks the global tier for the data of Configs and Secrets a
+// replica needs, from the first replica that answers. Nothing of it is
+// kept or logged here.
+func (g *globalReplicas) configData(ctx context.Context, req *globalv1.GetConfigDataRequest) (*globalv1.GetConfigDataResponse, error) {
+	if len(g.clients) == 0 {
+		return nil, fmt.Errorf("the region runs stand-alone (no global.endpoint): configs and secrets come from the global tier: %w", api.ErrUnavailable)
+	}
+	var err error
+	for _, c := range g.clients {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, cerr := c.GetConfigData(cctx, req)
+		cancel()
+		if cerr == nil || status.Code(cerr) != codes.Unavailable && status.Code(cerr) != codes.DeadlineExceeded {
+			return resp, cerr
+		}
+		err = cerr
 	}
 	return nil, err
 }

@@ -17,6 +17,11 @@
 //   - none: no routes to other nodes (every node on one host, or the
 //     network routes the blocks).
 //
+// ApplyPolicy (policy.go) enforces, on the same host, tenant isolation
+// and the network policies of the tenants whose replicas run there, in
+// an nftables table of its own compiled from the replicas' addresses
+// (sets) and the policies (chains).
+//
 // Apply reads what the kernel has and changes only what differs: an entry
 // that is right is left alone, so an agent restart, or a node list that
 // did not change, disturbs no connection; what is Strata's and no longer

@@ -51,13 +51,14 @@ func newRoot() *cobra.Command {
   strata agent    a node agent driving containerd, libvirt and HAProxy
   strata dev      everything on one machine, on embedded defaults
   strata certs    a CA and the certificates of global, region and node identities
+  strata secrets  the keys of Secrets' encryption at rest: keygen, reencrypt
 
 Every tier reads a YAML file (--config), STRATA_* environment variables
 (STRATA_ETCD_ENDPOINTS=...) and flags, in rising precedence.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newGlobalCmd(), newRegionCmd(), newAgentCmd(), newDevCmd(), newCertsCmd(), newSimAgentsCmd())
+	root.AddCommand(newVersionCmd(), newGlobalCmd(), newRegionCmd(), newAgentCmd(), newDevCmd(), newCertsCmd(), newSecretsCmd(), newSimAgentsCmd())
 	return root
 }
 

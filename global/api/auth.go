@@ -115,6 +115,9 @@ const (
 	readTenant // its own record and quota
 	manageTokens
 	manageTenants
+	// readSecrets reads the values of its tenant's Secrets (reads
+	// without it see their keys only).
+	readSecrets
 )
 
 // may is the role table:
@@ -122,9 +125,12 @@ const (
 //	admin     everything, in any tenant
 //	infra     nodes (cordon, drain, delete), regions, every region's
 //	          events; no tenant's resources
-//	operator  its tenant's resources, reading regions
-//	member    its tenant's resources
-//	viewer    reading its tenant's resources
+//	operator  its tenant's resources, configs and secrets (values
+//	          included), reading regions
+//	member    its tenant's resources, configs and secrets (values
+//	          included)
+//	viewer    reading its tenant's resources and configs, and its
+//	          secrets' keys but not their values
 //
 // Every role reads flavors (they are needed to write a resource), the
 // status overview (region endpoints with readRegions only), its tenant's
@@ -135,7 +141,7 @@ func may(r api.Role, a action) bool {
 		return validRole(r)
 	case readResources:
 		return validRole(r) && r != api.RoleInfra
-	case writeResources:
+	case writeResources, readSecrets:
 		return r == api.RoleAdmin || r == api.RoleOperator || r == api.RoleMember
 	case readRegions:
 		return r == api.RoleAdmin || r == api.RoleOperator || r == api.RoleInfra

@@ -27,6 +27,7 @@ import (
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/rest"
+	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/testenv/logcheck"
 	"github.com/stratahq/strata/internal/transport"
@@ -57,6 +58,8 @@ type envConfig struct {
 	leader       LeaderSource
 	logger       *slog.Logger
 	audit        *audit.Log
+	// secrets seals Secrets; nil: a keyring of one new key.
+	secrets *secretbox.Keyring
 }
 
 func newEnv(t *testing.T, cfg envConfig) *testEnv {
@@ -85,10 +88,13 @@ func newEnv(t *testing.T, cfg envConfig) *testEnv {
 		log = logcheck.New(t, slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	beats := &recordedBeats{latest: heartbeat.NewMemory()}
+	if cfg.secrets == nil {
+		cfg.secrets = testKeyring(t)
+	}
 	svc, err := New(Options{
 		State: st, Caches: caches, Regions: pool, Heartbeats: beats, Leader: cfg.leader,
 		ID: "global-1", Version: "test",
-		RegionTimeout: time.Second, Logger: log, Audit: cfg.audit,
+		RegionTimeout: time.Second, Logger: log, Audit: cfg.audit, Secrets: cfg.secrets,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -455,4 +461,10 @@ func (f *fakeRegion) ListReplicas(_ context.Context, req *regionv1.ListReplicasR
 		}
 	}
 	return resp, nil
+}
+
+// PolicyStatus answers that the region holds generation 1 of the
+// policy "web-only", selecting one replica on one node.
+func (f *fakeRegion) PolicyStatus(_ context.Context, req *regionv1.PolicyStatusRequest) (*regionv1.PolicyStatusResponse, error) {
+	return &regionv1.PolicyStatusResponse{Items: []*regionv1.PolicyRegionStatus{{Name: "web-only", ObservedGeneration: 1, Replicas: 1, Nodes: 1}}}, nil
 }

@@ -37,6 +37,7 @@ func fuzzServer(f *testing.F) (http.Handler, string) {
 	for _, r := range []struct{ path, body string }{
 		{"/v1/flavors", `{"name":"small","kind":"container","spec":{"vcpus":0.5,"memoryMiB":256}}`},
 		{"/v1/resources", `{"name":"web","kind":"Compute","spec":{"flavor":"small","compute":{"image":"busybox"}}}`},
+		{"/v1/networkpolicies", `{"name":"web-only","selector":{"app":"web"},"ingress":[{"from":[{"resources":{}}]}]}`},
 	} {
 		if rec := serveFuzz(h, token, "POST", r.path, "", []byte(r.body)); rec.Code != http.StatusCreated {
 			f.Fatalf("POST %s: got %d %s", r.path, rec.Code, rec.Body)
@@ -83,6 +84,8 @@ var bodyRoutes = []struct{ method, path string }{
 	{"PUT", "/v1/flavors/small"},
 	{"POST", "/v1/tokens"},
 	{"POST", "/v1/regions"},
+	{"POST", "/v1/networkpolicies"},
+	{"PUT", "/v1/networkpolicies/web-only"},
 }
 
 // FuzzRESTBodies sends arbitrary bodies to the routes that decode one:
@@ -97,6 +100,7 @@ func FuzzRESTBodies(f *testing.F) {
 		`{"name":"f","kind":"vm","spec":{"vcpus":2,"memoryMiB":512}}`,
 		`{"tenant":"default","role":"viewer","name":"ci"}`,
 		`{"name":"eu","endpoint":"127.0.0.1:1"}`,
+		`{"name":"p","selector":{"a":"b"},"ingress":[{"from":[{"ipBlock":{"cidr":"10.0.0.0/8","except":["10.1.0.0/16"]}},{"resources":{"matchLabels":{"x":"y"}}}],"ports":[{"protocol":"udp","port":53,"endPort":54}]}]}`,
 		`{"name":"a","name":"b"}`, `[]`, `{"x":1}`, `{"replicas":1e400}`, ``,
 	}
 	for i, s := range seeds {
@@ -112,6 +116,7 @@ func FuzzRESTBodies(f *testing.F) {
 var queryRoutes = []string{
 	"/v1/resources", "/v1/flavors", "/v1/tokens", "/v1/regions", "/v1/nodes", "/v1/events",
 	"/v1/resources/web", "/v1/resources/web/revisions", "/v1/flavors/small",
+	"/v1/networkpolicies", "/v1/networkpolicies/web-only",
 }
 
 // FuzzRESTQueries sends arbitrary query strings to the routes that read

@@ -19,7 +19,7 @@ import (
 // services' errors to gRPC statuses.
 func (s *Server) RegisterGRPC(srv *grpc.Server) {
 	globalv1.RegisterResourceServiceServer(srv, &resourceServer{s: s})
-	globalv1.RegisterFederationServiceServer(srv, &federationServer{regions: s.regions})
+	globalv1.RegisterFederationServiceServer(srv, &federationServer{regions: s.regions, s: s})
 }
 
 // GRPCPolicy says who may call the global tier's gRPC services:
@@ -292,6 +292,7 @@ func regionsToPB(regions []api.Region) []*resourcev1.Region {
 type federationServer struct {
 	globalv1.UnimplementedFederationServiceServer
 	regions *Regions
+	s       *Server
 }
 
 // RegionHeartbeat lets a region speak only for itself: the caller must

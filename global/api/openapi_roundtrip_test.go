@@ -106,6 +106,9 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", `{"name":"lb","kind":"Loadbalancer","spec":{"loadbalancer":{"listeners":[{"port":30080,"protocol":"http"}],"selector":{"app":"web"},"healthCheck":{"type":"http","path":"/healthz","interval":"2s"}}}}`))
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", `{"name":"vol","kind":"Volume","spec":{"volume":{"sizeMiB":64}}}`))
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", `{"name":"img","kind":"Image","spec":{"image":{"ref":"docker.io/library/busybox:latest"}}}`))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", `{"name":"batch","kind":"Job","spec":{"flavor":"small","compute":{"image":"busybox","command":["sh","-c","exit 0"]},"job":{"completions":3,"parallelism":2,"backoffLimit":1,"activeDeadline":"10m","schedule":"*/5 * * * *","concurrencyPolicy":"Forbid","historyLimit":2,"ttl":"30m"}}}`))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/batch", nil))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources?kind=Job", nil))
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources?selector=app%3Dweb&limit=1", nil))
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources?kind=Compute", nil))
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/web", nil, ifMatch(web)))
@@ -135,6 +138,30 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/lb/logs?tail=10", nil))
 	e.must(t, http.StatusAccepted, e.do(t, "DELETE", "/v1/resources/vol", nil))
 
+	// Network policies.
+	pol := e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/networkpolicies", `{"name":"web-only","selector":{"app":"web"},"ingress":[{"from":[{"resources":{"matchLabels":{"app":"lb"}}},{"ipBlock":{"cidr":"192.168.0.0/16","except":["192.168.1.0/24"]}}],"ports":[{"protocol":"tcp","port":80},{"protocol":"udp","port":5000,"endPort":5010}]}]}`))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/networkpolicies", nil))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/networkpolicies/web-only?tenant=default", nil))
+	pol2 := e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/networkpolicies/web-only", `{"selector":{"app":"web"},"ingress":[]}`, ifMatch(pol)))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/networkpolicies", `{"name":"tmp"}`))
+	e.must(t, http.StatusOK, e.do(t, "DELETE", "/v1/networkpolicies/tmp", nil))
+	// Configs and secrets.
+	conf := e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/configs", `{"name":"conf","labels":{"app":"web"},"data":{"app.conf":"x=1\n"}}`))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/configs?limit=1", nil))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/configs/conf", nil))
+	e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/configs/conf", `{"data":{"app.conf":"x=2\n"}}`, ifMatch(conf)))
+	e.must(t, http.StatusOK, e.do(t, "DELETE", "/v1/configs/conf", nil))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/secrets", `{"name":"reg","type":"registry","data":{"registry":"r.example:5000","username":"u","password":"p"}}`))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/secrets?limit=1", nil))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/secrets/reg?reveal=true", nil))
+	e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/secrets/reg", `{"type":"registry","data":{"registry":"r.example:5000","username":"u","password":"p2"}}`))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/configs", `{"name":"conf2","data":{"app.conf":"x=1\n"}}`))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", computeBody("withconf", func(m map[string]any) {
+		m["spec"].(map[string]any)["compute"] = map[string]any{"image": "r.example:5000/app:1", "pullSecret": "reg",
+			"files": []map[string]any{{"config": "conf2", "path": "/etc/app"}}, "envFrom": []map[string]any{{"config": "conf2", "key": "app.conf", "name": "APP_CONF"}}}
+	})))
+	bad(func() { e.must(t, http.StatusConflict, e.do(t, "DELETE", "/v1/secrets/reg", nil)) }) // withconf pulls with it
+
 	// Regions, nodes, events, tokens, status, probes.
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/regions", nil))
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/regions/eu", nil))
@@ -156,6 +183,7 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 	bad(func() {
 		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/resources", `{"name":"Bad","kind":"Compute","replicas":-1,"spec":{"flavor":"small","compute":{"image":""}}}`))
 		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/resources", `{"name":"a","name":"b"}`))
+		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/resources", `{"name":"j","kind":"Job","spec":{"flavor":"small","compute":{"image":"busybox"},"job":{"backoffLimit":-1,"schedule":"61 * * * *"}}}`))
 		e.must(t, http.StatusBadRequest, e.do(t, "GET", "/v1/resources?limit=-5", nil))
 		e.must(t, http.StatusBadRequest, e.do(t, "GET", "/v1/events?after=garbage", nil))
 		e.must(t, http.StatusBadRequest, e.do(t, "GET", "/v1/resources?limt=5", nil))
@@ -169,8 +197,17 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 		e.must(t, http.StatusUnsupportedMediaType, e.do(t, "POST", "/v1/flavors", `{}`, withHeader("Content-Type", "text/plain")))
 		e.must(t, http.StatusRequestEntityTooLarge, e.do(t, "POST", "/v1/resources", `{"name":"`+strings.Repeat("x", 2<<20)+`"}`))
 		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/resources/web/logs", nil)) // no replicas in the fake region
+		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/networkpolicies", `{"name":"p","ingress":[{"from":[{}],"ports":[{"protocol":"icmp","port":70000}]}]}`))
+		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/networkpolicies", `{"name":"p","ingress":[{"from":[{"ipBlock":{"cidr":"10.0.0.1/8"}}]}]}`))
+		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/networkpolicies/nothing", nil))
+		e.must(t, http.StatusConflict, e.do(t, "PUT", "/v1/networkpolicies/web-only", `{"selector":{}}`, ifMatch(pol)))
+		e.must(t, http.StatusConflict, e.do(t, "POST", "/v1/networkpolicies", `{"name":"web-only"}`))
+		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/secrets", `{"name":"s","data":{"a/b":"v"}}`))
+		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/secrets/none", nil))
+		e.must(t, http.StatusBadRequest, e.do(t, "GET", "/v1/secrets?reveal=maybe", nil))
 	})
 	_ = web2
+	_ = pol2
 
 	if len(exchanges) < 50 {
 		t.Fatalf("recorded %d exchanges; want the whole set", len(exchanges))

@@ -36,6 +36,9 @@ func (s *Resources) checkReferences(ctx context.Context, r *api.Resource) (*api.
 		return nil, err
 	}
 	if c := r.Spec.Compute; c != nil {
+		if err := s.checkConfigRefs(ctx, r, flavor); err != nil {
+			return nil, err
+		}
 		if err := s.checkImage(ctx, r.Tenant, "spec.compute.image", c.Image, flavor); err != nil {
 			return nil, err
 		}
@@ -109,6 +112,9 @@ func (s *Resources) fittingFlavor(ctx context.Context, r *api.Resource, field, n
 	switch r.Kind {
 	case api.KindCompute:
 		fits, want = f.Kind == api.ProviderContainer || f.Kind == api.ProviderVM, "a container or vm flavor"
+	case api.KindJob:
+		// A VM reports no exit code: its attempts could not be counted.
+		fits, want = f.Kind == api.ProviderContainer, "a container flavor (VM jobs are not supported yet: a VM reports no exit code)"
 	case api.KindLoadbalancer:
 		fits, want = f.Kind == api.ProviderLoadbalancer, "a loadbalancer flavor"
 	case api.KindVolume:

@@ -26,7 +26,7 @@ func (s *Server) restAPI() *rest.API {
 		opts = append(opts, rest.WithAudit(s.auditREST))
 	}
 	a := rest.New(s.tokens.authenticate, opts...)
-	for _, rt := range h.routes() {
+	for _, rt := range append(h.routes(), h.configDataRoutes()...) {
 		a.Handle(rt.pattern, rt.fn, rt.query...)
 	}
 	h.stream = a.Error
@@ -104,6 +104,12 @@ func (h *restHandlers) routes() []route {
 		{"PUT /v1/tenants/{name}", h.putTenant, nil},
 		{"DELETE /v1/tenants/{name}", h.deleteTenant, nil},
 		{"GET /v1/tenants/{name}/quota", h.tenantQuota, nil},
+
+		{"POST /v1/networkpolicies", h.createPolicy, inTenant},
+		{"GET /v1/networkpolicies", h.listPolicies, inTenant},
+		{"GET /v1/networkpolicies/{name}", h.getPolicy, inTenant},
+		{"PUT /v1/networkpolicies/{name}", h.updatePolicy, inTenant},
+		{"DELETE /v1/networkpolicies/{name}", h.deletePolicy, inTenant},
 
 		{"GET /v1/status", h.status, nil},
 	}
@@ -736,4 +742,58 @@ func (s *sse) keepalive() bool {
 	}
 	s.flusher.Flush()
 	return true
+}
+
+// ---- network policies ----
+
+func (h *restHandlers) createPolicy(r *http.Request) (any, error) {
+	var p api.NetworkPolicy
+	if err := rest.Decode(r, &p); err != nil {
+		return nil, err
+	}
+	out, err := h.s.policies.Create(r.Context(), tenantOf(r), p)
+	return rest.Created(out), err
+}
+
+func (h *restHandlers) listPolicies(r *http.Request) (any, error) {
+	items, err := h.s.policies.List(r.Context(), tenantOf(r))
+	return rest.List[api.NetworkPolicy]{Items: items}, err
+}
+
+func (h *restHandlers) getPolicy(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	return h.s.policies.Get(r.Context(), tenantOf(r), name)
+}
+
+func (h *restHandlers) updatePolicy(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	var p api.NetworkPolicy
+	if err := rest.Decode(r, &p); err != nil {
+		return nil, err
+	}
+	if p.Name, err = nameInBody(p.Name, name); err != nil {
+		return nil, err
+	}
+	if p.ResourceVersion, err = rest.Precondition(r, p.ResourceVersion); err != nil {
+		return nil, err
+	}
+	return h.s.policies.Update(r.Context(), tenantOf(r), p)
+}
+
+func (h *restHandlers) deletePolicy(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	expect, err := rest.IfMatch(r)
+	if err != nil {
+		return nil, err
+	}
+	return h.s.policies.Delete(r.Context(), tenantOf(r), name, expect)
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
@@ -104,6 +105,9 @@ type Options struct {
 	// Audit records every call that changes something (REST, and
 	// ResourceService over gRPC); nil records nothing.
 	Audit *audit.Log
+	// Secrets seals and opens the tenants' Secrets (the key files of
+	// config.Global.Secrets); nil refuses Secret writes and reveals.
+	Secrets *secretbox.Keyring
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -122,6 +126,9 @@ type Server struct {
 	events    *Events
 	tokens    *Tokens
 	tenants   *Tenants
+	policies  *NetworkPolicies
+	configs   *Configs
+	secrets   *Secrets
 
 	st      *state.State
 	caches  *state.Caches
@@ -176,6 +183,9 @@ func New(o Options) (*Server, error) {
 	s.nodes = &Nodes{fan: fan}
 	s.replicas = &Replicas{fan: fan, resources: s.resources}
 	s.tokens = &Tokens{tokens: st.Tokens, cache: c.Tokens, log: log}
+	s.policies = &NetworkPolicies{st: st, cache: c.Policies, fan: fan}
+	s.configs = &Configs{configs: st.Configs, resources: st.Resources, roll: s.resources.rollUsers}
+	s.secrets = &Secrets{secrets: st.Secrets, ring: o.Secrets, resources: st.Resources, roll: s.resources.rollUsers}
 	return s, nil
 }
 
@@ -212,6 +222,15 @@ func (s *Server) Tokens() *Tokens { return s.tokens }
 // Tenants are the tenants' records (quotas) and usage.
 func (s *Server) Tenants() *Tenants { return s.tenants }
 
+// NetworkPolicies are the tenants' network policies.
+func (s *Server) NetworkPolicies() *NetworkPolicies { return s.policies }
+
+// Configs are the tenants' Configs.
+func (s *Server) Configs() *Configs { return s.configs }
+
+// Secrets are the tenants' Secrets.
+func (s *Server) Secrets() *Secrets { return s.secrets }
+
 // Run keeps the Server's own caches current until ctx is done, then
 // returns ctx.Err(). Shared caches (Options.Caches) are their owner's to
 // run: a cache runs once.
@@ -239,6 +258,7 @@ func (s *Server) Ready(ctx context.Context) error {
 		{"tokens", c.Tokens.Synced()},
 		{"tenants", c.Tenants.Synced()},
 		{"admissions", c.Admissions.Synced()},
+		{"netpolicies", c.Policies.Synced()},
 	}
 	for _, c := range caches {
 		select {

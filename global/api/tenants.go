@@ -329,6 +329,10 @@ func (q *quotas) total(r *api.Resource, split map[string]int, static bool) api.Q
 // amount is one resource with n replicas in region ("" for its spec
 // without overrides).
 func (q *quotas) amount(r *api.Resource, region string, n int) api.Quota {
+	if j := r.Spec.Job; j != nil && n > 0 {
+		// A Job's share runs up to parallelism attempts at once.
+		n = max(j.Parallelism, 1)
+	}
 	a := api.Quota{Resources: 1, Replicas: n}
 	if r.Kind == api.KindLoadbalancer {
 		a.Loadbalancers = 1

@@ -3,8 +3,10 @@
 // region's own console, the master and the version; a page per resource
 // (spec, revisions with their differences, placement and replicas per
 // region, events) that scales it, rolls it back, pauses and resumes its
-// rollout and deletes it; and a page where admins create and revoke
-// tokens. Every action is a call of the same REST API stratactl uses,
+// rollout and deletes it; a page of the caller's network policies, where
+// they are enforced, that deletes them; a page of the tenant's configs and
+// secrets (their keys; a secret's values never reach the console); and a
+// page where admins create and revoke tokens. Every action is a call of the same REST API stratactl uses,
 // behind a confirmation; the console has no endpoint of its own.
 //
 // Like the region console it is server-rendered page shells and embedded
@@ -18,6 +20,8 @@
 //	GET /console/                         the overview
 //	GET /console/resource?tenant=T&name=N one resource
 //	GET /console/tokens                   the tokens (admins)
+//	GET /console/policies                 the caller's network policies
+//	GET /console/configs                  the tenant's configs and secrets (keys, never secret values)
 //	GET /console/static/...               CSS, JavaScript, icons
 package console
 
@@ -67,6 +71,8 @@ func Handler(o Options) http.Handler {
 		"":         {Page: "overview", Title: "Overview"},
 		"resource": {Page: "resource", Title: "Resource"},
 		"tokens":   {Page: "tokens", Title: "Tokens"},
+		"policies": {Page: "policies", Title: "Network policies"},
+		"configs":  {Page: "configs", Title: "Configs and secrets"},
 	}
 	tmpls := make(map[string]*template.Template, len(pages))
 	for _, p := range pages {

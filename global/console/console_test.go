@@ -46,6 +46,8 @@ func TestOverview(t *testing.T) {
 	for _, tc := range []struct{ path, page, want string }{
 		{"/console/resource?tenant=acme&name=web", "resource", `id="revisions"`},
 		{"/console/tokens", "tokens", `data-action="create-token"`},
+		{"/console/policies", "policies", `id="policies"`},
+		{"/console/configs", "configs", `id="secrets"`},
 	} {
 		resp, body := get(tc.path)
 		if resp.StatusCode != http.StatusOK {
@@ -56,6 +58,10 @@ func TestOverview(t *testing.T) {
 				t.Errorf("GET %s: no %q", tc.path, want)
 			}
 		}
+	}
+	// The configs page never asks for a secret's values.
+	if _, js := get("/console/static/global.js"); !strings.Contains(js, "api('/v1/secrets')") || strings.Contains(js, "reveal") {
+		t.Errorf("global.js: want /v1/secrets listed without reveal")
 	}
 	if resp, _ := get("/console/nodes"); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /console/nodes: %d; want 404", resp.StatusCode)

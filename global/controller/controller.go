@@ -127,6 +127,12 @@ func New(o Options) *Controller {
 	o.Caches.FlavorFeed.Subscribe(func([]store.Change[api.Flavor]) { c.markAll() })
 	o.Caches.RegionFeed.Subscribe(func([]store.Change[api.Region]) { c.markAll() })
 	o.Caches.RegionStatusFeed.Subscribe(func([]store.Change[api.RegionStatus]) { c.markAll() })
+	// Policies go to every region whole (link.syncPolicies).
+	o.Caches.PolicyFeed.Subscribe(func([]store.Change[api.NetworkPolicy]) {
+		for _, l := range c.linkList() {
+			l.poke()
+		}
+	})
 	return c
 }
 

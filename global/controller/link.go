@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -10,10 +12,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/stratahq/strata/global/placement"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/backoff"
+	"github.com/stratahq/strata/internal/transport"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
@@ -43,6 +48,9 @@ type link struct {
 	removals map[string]string // key → uid to remove
 	removed  map[string]bool   // removals the region acknowledged
 	retryAt  map[string]time.Time
+	// policies is the fingerprint of the policy set the region
+	// acknowledged ("" until then).
+	policies string
 }
 
 type pendingPlacement struct {
@@ -220,6 +228,7 @@ func (l *link) applyShares(resp *regionv1.WatchSharesResponse) []string {
 		l.shares = map[string]*share{}
 		l.sent = map[string]string{}
 		l.removed = map[string]bool{}
+		l.policies = ""
 		l.synced = true
 		l.poke()
 	}
@@ -250,6 +259,9 @@ func (l *link) send(ctx context.Context) {
 			return
 		case <-l.kick:
 		case <-tick.C:
+		}
+		if err := l.syncPolicies(ctx); err != nil && ctx.Err() == nil {
+			l.log.Warn("cannot send network policies to the region; will retry", "err", err)
 		}
 		for ctx.Err() == nil {
 			sentAny, err := l.sendBatch(ctx)
@@ -412,4 +424,46 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// syncPolicies sends the region every network policy when the set
+// changed since the region last acknowledged it.
+func (l *link) syncPolicies(ctx context.Context) error {
+	items := l.c.o.Caches.Policies.List()
+	req := &regionv1.SyncPoliciesRequest{Policies: make([][]byte, 0, len(items)), Epoch: l.epoch}
+	h := sha256.New()
+	for _, it := range items {
+		p := *it.Value
+		p.ResourceVersion, p.Status = 0, nil
+		b, err := json.Marshal(&p)
+		if err != nil {
+			return err
+		}
+		req.Policies = append(req.Policies, b)
+		h.Write(b)
+	}
+	fp := hex.EncodeToString(h.Sum(nil))
+	l.mu.Lock()
+	same := l.policies == fp
+	l.mu.Unlock()
+	if same {
+		return nil
+	}
+	cl, err := l.c.regionClient(ctx, l.region)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	resp, err := cl.SyncPolicies(cctx, req, grpc.MaxCallSendMsgSize(transport.LargeMessageBytes))
+	if err != nil {
+		return err
+	}
+	if resp.GetChanged() > 0 {
+		l.log.Info("network policies sent", "policies", len(items), "changed", resp.GetChanged())
+	}
+	l.mu.Lock()
+	l.policies = fp
+	l.mu.Unlock()
+	return nil
 }

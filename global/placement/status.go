@@ -33,6 +33,10 @@ func (v *view) status(desired map[string]int, phase api.Phase, reason string, ro
 		st.Regions = nil
 	}
 	st.Rollout = ro
+	if st.Job != nil && st.Phase == api.PhaseProvision && len(st.Job.Runs) > 0 {
+		r := st.Job.Runs[0]
+		st.Reason = fmt.Sprintf("run %d: %d active, %d succeeded, %d failed", r.Number, r.Active, r.Succeeded, r.Failed)
+	}
 	if ro != nil && ro.State == api.RolloutProgressing && st.Phase == api.PhaseProvision && ro.Region != "" {
 		st.Reason = fmt.Sprintf("rolling out revision %d: %s", ro.Revision, ro.Region)
 	}
@@ -72,6 +76,7 @@ func (v *view) count(st *api.ResourceStatus, t *tally, name string, want int, is
 		// What an unreachable region last said of a share it no longer
 		// has (failed over): shown, but not counted.
 		rs := sh.RegionShare
+		rs.Job = nil
 		rs.Reason = "region unreachable; last known state"
 		st.Regions[name] = rs
 		return
@@ -83,7 +88,7 @@ func (v *view) count(st *api.ResourceStatus, t *tally, name string, want int, is
 		}
 		return
 	}
-	rs := sh.RegionShare
+	rs := takeJob(st, sh.RegionShare, want)
 	st.Regions[name] = rs
 	st.Ready += rs.Ready
 	st.Updated += rs.Updated
@@ -101,6 +106,19 @@ func (v *view) count(st *api.ResourceStatus, t *tally, name string, want int, is
 	case rs.Phase == api.PhaseCreated && rs.Reason != "":
 		t.createdRegion = cmp.Or(t.createdRegion, name)
 	}
+}
+
+// takeJob moves a Job's state from a region's share to the status: a
+// Job runs in one region (the one that wants replicas), and its state is
+// the resource's, shown once.
+func takeJob(st *api.ResourceStatus, rs api.RegionShare, want int) api.RegionShare {
+	if rs.Job != nil {
+		if want > 0 || st.Job == nil {
+			st.Job = rs.Job
+		}
+		rs.Job = nil
+	}
+	return rs
 }
 
 // verdict is the resource's phase and reason: an override first, then

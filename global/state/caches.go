@@ -19,11 +19,13 @@ type Caches struct {
 	Tokens       *store.Cache[api.Token]
 	Tenants      *store.Cache[api.Tenant]
 	Admissions   *store.Cache[Admission]
+	Policies     *store.Cache[api.NetworkPolicy]
 
 	ResourceFeed     store.Feed[api.Resource]
 	FlavorFeed       store.Feed[api.Flavor]
 	RegionFeed       store.Feed[api.Region]
 	RegionStatusFeed store.Feed[api.RegionStatus]
+	PolicyFeed       store.Feed[api.NetworkPolicy]
 }
 
 // NewCaches returns the caches of st; Run fills them.
@@ -38,7 +40,8 @@ func NewCaches(st *State) *Caches {
 	c.Tokens = store.NewCache(st.Tokens)
 	c.Tenants = store.NewCache(st.Tenants)
 	c.Admissions = store.NewCache(st.Admissions)
-	c.CacheSet = store.NewCacheSet("global", c.Flavors, c.Resources, c.Statuses, c.Regions, c.RegionStatus, c.Tokens, c.Tenants, c.Admissions)
+	c.Policies = store.NewCache(st.Policies, store.WithOnChange(c.PolicyFeed.Publish))
+	c.CacheSet = store.NewCacheSet("global", c.Flavors, c.Resources, c.Statuses, c.Regions, c.RegionStatus, c.Tokens, c.Tenants, c.Admissions, c.Policies)
 	return c
 }
 

@@ -8,9 +8,12 @@
 //	regions/<name>                        api.Region (registration)
 //	regionstatus/<name>                   api.RegionStatus (health transitions)
 //	tenants/<name>                        api.Tenant (quotas)
+//	netpolicies/<tenant>/<name>           api.NetworkPolicy
 //	admissions/<tenant>                   Admission (a limited tenant's last admitted write)
 //	tokens/<id>                           api.Token (hashed)
 //	requests/<tenant>/<key>               Request (idempotency keys)
+//	configs/<tenant>/<name>               api.Config
+//	secrets/<tenant>/<name>               SealedSecret (data encrypted)
 //	election/                             the master election
 package state
 
@@ -37,9 +40,12 @@ type State struct {
 	Regions      *store.Collection[api.Region]
 	RegionStatus *store.Collection[api.RegionStatus]
 	Tenants      *store.Collection[api.Tenant]
+	Policies     *store.Collection[api.NetworkPolicy]
 	Admissions   *store.Collection[Admission]
 	Tokens       *store.Collection[api.Token]
 	Requests     *store.Collection[Request]
+	Configs      *store.Collection[api.Config]
+	Secrets      *store.Collection[SealedSecret]
 }
 
 // New returns the collections over s.
@@ -53,9 +59,12 @@ func New(s *store.Store) *State {
 		Regions:      store.NewCollection(s, "regions/", store.JSON[api.Region]()),
 		RegionStatus: store.NewCollection(s, "regionstatus/", store.JSON[api.RegionStatus]()),
 		Tenants:      store.NewCollection(s, "tenants/", store.JSON[api.Tenant]()),
+		Policies:     store.NewCollection(s, "netpolicies/", store.JSON[api.NetworkPolicy]()),
 		Admissions:   store.NewCollection(s, "admissions/", store.JSON[Admission]()),
 		Tokens:       store.NewCollection(s, "tokens/", store.JSON[api.Token]()),
 		Requests:     store.NewCollection(s, "requests/", store.JSON[Request]()),
+		Configs:      store.NewCollection(s, "configs/", store.JSON[api.Config]()),
+		Secrets:      store.NewCollection(s, "secrets/", store.JSON[SealedSecret]()),
 	}
 }
 

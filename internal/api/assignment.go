@@ -49,6 +49,10 @@ type Assignment struct {
 	// DestroyRequestedAt is when Desired became destroyed; its destroy
 	// deadline counts from there.
 	DestroyRequestedAt time.Time `json:"destroyRequestedAt,omitzero"`
+	// ExitedAt is set by the region once a Job's attempt has exited: it
+	// runs no more and takes no CPU or memory from its node (its stopped
+	// container, and its address, stay until its TTL).
+	ExitedAt time.Time `json:"exitedAt,omitzero"`
 }
 
 // ResourceKey is tenant/resource.

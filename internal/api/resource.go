@@ -18,7 +18,7 @@ const (
 
 // ResourceKinds lists the kinds Strata knows. New kinds (Configmap, Secret)
 // are added here and in Resource.Validate.
-var ResourceKinds = []ResourceKind{KindCompute, KindVolume, KindImage, KindLoadbalancer}
+var ResourceKinds = []ResourceKind{KindCompute, KindVolume, KindImage, KindLoadbalancer, KindJob}
 
 // ProviderKind is what a provider serves on a node; an agent routes each
 // assignment to the provider that serves its ProviderKind.
@@ -125,6 +125,8 @@ type ResourceSpec struct {
 	Volume       *VolumeSpec       `json:"volume,omitempty"`
 	Image        *ImageSpec        `json:"image,omitempty"`
 	Loadbalancer *LoadbalancerSpec `json:"loadbalancer,omitempty"`
+	// Job is set, with Compute, on a Job.
+	Job *JobSpec `json:"job,omitempty"`
 }
 
 // RestartPolicy says what happens when a container or VM exits.
@@ -154,6 +156,17 @@ type ComputeSpec struct {
 	StopGracePeriod Duration      `json:"stopGracePeriod,omitzero"`
 	// KernelArgs is appended to a VM's kernel command line.
 	KernelArgs string `json:"kernelArgs,omitempty"`
+	// Files mounts Configs and Secrets of the tenant as read-only files
+	// (containers only; see configdata.go).
+	Files []FileMount `json:"files,omitempty"`
+	// EnvFrom takes environment variables from Configs and Secrets.
+	EnvFrom []EnvSource `json:"envFrom,omitempty"`
+	// PullSecret names a registry Secret the image is pulled with.
+	PullSecret string `json:"pullSecret,omitempty"`
+	// ConfigVersions are the generations of the Configs and Secrets the
+	// spec names ("config/NAME", "secret/NAME"), set by the server: a
+	// change of one is a new revision, rolled out like any other.
+	ConfigVersions map[string]int64 `json:"configVersions,omitempty"`
 }
 
 // PortSpec publishes a port of a replica.
@@ -309,6 +322,8 @@ type ResourceStatus struct {
 	UpdatedAt          time.Time              `json:"updatedAt,omitzero"`
 	Conditions         map[string]string      `json:"conditions,omitempty"`
 	Rollout            *RolloutStatus         `json:"rollout,omitempty"`
+	// Job is a Job's state (from the region that runs it).
+	Job *JobStatus `json:"job,omitempty"`
 }
 
 // RegionShare is a resource's state in one region.
@@ -323,6 +338,8 @@ type RegionShare struct {
 	UpdatedAt          time.Time `json:"updatedAt,omitzero"`
 	// FailoverFrom names the region this share stands in for.
 	FailoverFrom string `json:"failoverFrom,omitempty"`
+	// Job is a Job's state in this region.
+	Job *JobStatus `json:"job,omitempty"`
 }
 
 // BackendStatus is one backend of a load balancer as HAProxy sees it.

@@ -199,6 +199,12 @@ func (ro RolloutPolicy) validate(replicas int) error {
 func (r *Resource) Default() {
 	orDefault(&r.Tenant, "default")
 	orDefault(&r.MaxRevisionHistory, DefaultRevisionHistory)
+	if j := r.Spec.Job; j != nil {
+		j.Default()
+		if c := r.Spec.Compute; c != nil {
+			orDefault(&c.RestartPolicy, RestartNever)
+		}
+	}
 	if c := r.Spec.Compute; c != nil {
 		c.defaults()
 	}
@@ -269,6 +275,8 @@ func ValidateReplicas(kind ResourceKind, n int) error {
 		return Invalid("replicas", "%d is more than %d", n, MaxReplicas)
 	case kind == KindVolume && n > 1:
 		return Invalid("replicas", "a Volume lives on one node: replicas must be 0 or 1, not %d", n)
+	case kind == KindJob && n > 1:
+		return Invalid("replicas", "a Job runs in one region (its attempts are job.parallelism): replicas must be 0 or 1, not %d", n)
 	case kind == KindImage && n != 0:
 		return Invalid("replicas", "an Image has no replicas (agents fetch it when needed): omit it or set 0")
 	}
@@ -281,9 +289,14 @@ func (s *ResourceSpec) validate(kind ResourceKind) error {
 		KindVolume:       s.Volume != nil,
 		KindImage:        s.Image != nil,
 		KindLoadbalancer: s.Loadbalancer != nil,
+		KindJob:          s.Job != nil,
 	}
 	field := map[ResourceKind]string{
-		KindCompute: "compute", KindVolume: "volume", KindImage: "image", KindLoadbalancer: "loadbalancer",
+		KindCompute: "compute", KindVolume: "volume", KindImage: "image", KindLoadbalancer: "loadbalancer", KindJob: "job",
+	}
+	if kind == KindJob {
+		// A Job's attempts run its compute section.
+		sections[KindCompute] = false
 	}
 	for _, k := range ResourceKinds {
 		if k != kind && sections[k] {
@@ -310,6 +323,8 @@ func (s *ResourceSpec) validate(kind ResourceKind) error {
 		return within("image", s.Image.validate())
 	case KindLoadbalancer:
 		return within("loadbalancer", s.Loadbalancer.validate())
+	case KindJob:
+		return s.validateJob()
 	}
 	return nil
 }
@@ -335,6 +350,7 @@ func (c *ComputeSpec) validate() error {
 		p.add(ValidateName("network", c.Network))
 	}
 	p.add(oneOf("restartPolicy", c.RestartPolicy, "", RestartAlways, RestartOnFailure, RestartNever))
+	p.add(c.validateConfigRefs())
 	if c.StopGracePeriod.Duration < 0 {
 		p.add(Invalid("stopGracePeriod", "must not be negative"))
 	}

@@ -31,6 +31,9 @@ const manifestHelp = `A manifest is exactly the object's REST JSON (or the same 
                                          its REST "kind" (container, vm, loadbalancer)
                                          written "providerKind" (default: container)
   Region                                 a region registration, as POST /v1/regions takes it
+  NetworkPolicy                          a network policy, as POST /v1/networkpolicies takes it
+  Config, Secret                         as POST /v1/configs and /v1/secrets take them (a
+                                         Secret's manifest carries its data: get prints keys only)
   List                                   {kind: List, items: [...]}, what get -o json|yaml prints
 
 A file holds one document, several YAML documents separated by "---", or
@@ -148,6 +151,17 @@ func applyObject(ctx context.Context, c *client.Client, o manifest.Object, dryRu
 		return decide(dryRun, err, func() bool { return manifest.ResourceUpToDate(o, cur) },
 			func() error { _, err := c.CreateResource(ctx, w); return err },
 			func() error { _, err := c.UpdateResource(ctx, w); return err })
+
+	case o.Policy != nil:
+		c = tenantClient(c, o.Policy.Tenant)
+		p := *o.Policy
+		p.Tenant = ""
+		cur, err := c.GetPolicy(ctx, p.Name)
+		return decide(dryRun, err, func() bool { return manifest.PolicyUpToDate(p, cur) },
+			func() error { _, err := c.CreatePolicy(ctx, p); return err },
+			func() error { _, err := c.UpdatePolicy(ctx, p); return err })
+	case o.Config != nil, o.Secret != nil:
+		return applyConfigData(ctx, resourceClient(c, o), o, dryRun)
 	}
 	return "", fmt.Errorf("empty manifest object")
 }
@@ -174,7 +188,13 @@ func decide(dryRun bool, getErr error, upToDate func() bool, create, update func
 // resourceClient acts in the tenant a manifest names when --tenant does not
 // say otherwise (an admin applying another tenant's export).
 func resourceClient(c *client.Client, o manifest.Object) *client.Client {
-	if t := o.Resource.Tenant; t != "" && c.Tenant() == "" {
+	return tenantClient(c, o.Tenant())
+}
+
+// tenantClient acts in tenant t when it is set and --tenant does not say
+// otherwise.
+func tenantClient(c *client.Client, t string) *client.Client {
+	if t != "" && c.Tenant() == "" {
 		return c.WithTenant(t)
 	}
 	return c
@@ -213,10 +233,16 @@ func (a *App) deleteObjects(ctx context.Context, c *client.Client, objs []manife
 	for _, m := range objs {
 		var err error
 		switch m.Kind {
+		case manifest.KindConfig:
+			_, err = resourceClient(c, m).DeleteConfig(ctx, m.Name())
+		case manifest.KindSecret:
+			_, err = resourceClient(c, m).DeleteSecret(ctx, m.Name())
 		case manifest.KindFlavor:
 			_, err = c.DeleteFlavor(ctx, m.Name())
 		case manifest.KindRegion:
 			_, err = c.DeleteRegion(ctx, m.Name())
+		case manifest.KindPolicy:
+			_, err = tenantClient(c, m.Policy.Tenant).DeletePolicy(ctx, m.Name())
 		default:
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 
 const (
 	flavorDoc = "kind: Flavor\nname: small\nspec: {vcpus: 0.5, memoryMiB: 256}\n"
+	policyDoc = "kind: NetworkPolicy\nname: web-only\nselector: {app: web}\ningress:\n- from: [{resources: {matchLabels: {app: lb}}}]\n  ports: [{port: 80}]\n"
 	webDoc    = "kind: Compute\nname: web\nlabels: {app: web}\nspec: {flavor: small, compute: {image: busybox}}\nschedule: {regions: [{name: dev-1}]}\n"
 )
 
@@ -94,8 +95,34 @@ func TestApply(t *testing.T) {
 			name:     "a bad document stops everything before a write",
 			manifest: flavorDoc + "---\nkind: Deployment\nname: web\n",
 			code:     2,
-			stderr: "error: stdin: document 2 (line 5): unknown kind \"Deployment\" (want one of Region, Flavor, Image, Volume, Compute, Loadbalancer)\n" +
+			stderr: "error: stdin: document 2 (line 5): unknown kind \"Deployment\" (want one of Region, Flavor, Config, Secret, Image, Volume, Compute, Loadbalancer, NetworkPolicy, Job)\n" +
 				"run `stratactl apply --help` for usage\n",
+		},
+		{
+			name:     "a network policy twice in one apply is refused",
+			before:   policyDoc,
+			manifest: policyDoc + "---\n" + strings.Replace(policyDoc, "name: web-only", "name: db-only", 1) + "---\n" + strings.Replace(policyDoc, "port: 80", "port: 8080", 1),
+			code:     2,
+			stderr:   "error: stdin: document 3 (line 15): networkpolicy/web-only is also defined in stdin: document 1 (line 1); one apply takes each object once\nrun `stratactl apply --help` for usage\n",
+		},
+		{
+			name:     "a changed network policy is configured",
+			before:   policyDoc,
+			manifest: strings.Replace(policyDoc, "port: 80", "port: 8080", 1) + "---\n" + strings.Replace(policyDoc, "name: web-only", "name: db-only", 1),
+			stdout:   "networkpolicy/web-only configured\nnetworkpolicy/db-only created\n",
+			writes:   []string{"PUT /v1/networkpolicies/web-only", "POST /v1/networkpolicies"},
+		},
+		{
+			name:     "an unchanged network policy is left alone",
+			before:   policyDoc,
+			manifest: policyDoc,
+			stdout:   "networkpolicy/web-only unchanged\n",
+		},
+		{
+			name:     "a bad network policy stops everything, naming its field",
+			manifest: strings.Replace(policyDoc, "port: 80", "port: 80, protocol: icmp", 1),
+			code:     2,
+			stderr:   "error: stdin: document 1 (line 1): networkpolicy/web-only: ingress[0].ports[0].protocol: \"icmp\" is not one of \"tcp\", \"udp\"\nrun `stratactl apply --help` for usage\n",
 		},
 		{
 			name:     "a manifest's tenant is where the resource goes",

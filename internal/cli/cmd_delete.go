@@ -121,6 +121,14 @@ func (a *App) deleteOne(ctx context.Context, c *client.Client, typ objType, name
 			fmt.Fprintf(a.io.Out, "flavor/%s deleted\n", name)
 		}
 		return "flavor/" + name, err
+	case typePolicies:
+		_, err := c.DeletePolicy(ctx, name)
+		if err == nil {
+			fmt.Fprintf(a.io.Out, "networkpolicy/%s deleted\n", name)
+		}
+		return "networkpolicy/" + name, err
+	case typeConfigs, typeSecrets:
+		return a.deleteConfigData(ctx, c, typ, name)
 	case typeRegions:
 		_, err := c.DeleteRegion(ctx, name)
 		if err == nil {

@@ -27,6 +27,9 @@ const (
 	typeNodes     objType = "nodes"
 	typeReplicas  objType = "replicas"
 	typeRevisions objType = "revisions"
+	typePolicies  objType = "networkpolicies"
+	typeConfigs   objType = "configs"
+	typeSecrets   objType = "secrets"
 )
 
 // parseType accepts the plural, the singular and the short name.
@@ -44,8 +47,14 @@ func parseType(s string) (objType, error) {
 		return typeReplicas, nil
 	case "revisions", "revision", "rev":
 		return typeRevisions, nil
+	case "networkpolicies", "networkpolicy", "netpol":
+		return typePolicies, nil
+	case "configs", "config", "cfg":
+		return typeConfigs, nil
+	case "secrets", "secret", "sec":
+		return typeSecrets, nil
 	}
-	return "", usageErrorf("unknown type %q (want flavors|fl, resources|res, regions|rg, nodes|no, replicas|rep or revisions|rev)", s)
+	return "", usageErrorf("unknown type %q (want flavors|fl, resources|res, regions|rg, nodes|no, replicas|rep, revisions|rev, networkpolicies|netpol, configs|cfg or secrets|sec)", s)
 }
 
 const typesHelp = `Types (plural, singular or short name):
@@ -54,7 +63,10 @@ const typesHelp = `Types (plural, singular or short name):
   regions    rg    [NAME]          -l SELECTOR
   nodes      no    [REGION/NODE]   -l SELECTOR, --region REGION
   replicas   rep   RESOURCE        -l SELECTOR, --region REGION
-  revisions  rev   RESOURCE`
+  revisions  rev   RESOURCE
+  configs    cfg   [NAME]          -l SELECTOR
+  secrets    sec   [NAME]          -l SELECTOR, --reveal (values in -o json|yaml)
+  networkpolicies  netpol  [NAME]`
 
 // getOptions are get's flags.
 type getOptions struct {
@@ -63,6 +75,7 @@ type getOptions struct {
 	kind     string
 	region   string
 	watch    bool
+	reveal   bool
 }
 
 func (o *getOptions) addFlags(cmd *cobra.Command, withType bool) {
@@ -72,7 +85,8 @@ func (o *getOptions) addFlags(cmd *cobra.Command, withType bool) {
 	f.BoolVarP(&o.watch, "watch", "w", false, "render again on every change until Ctrl-C: redrawn in place on a terminal, each change after a blank line otherwise (polls every second)")
 	f.StringVar(&o.region, "region", "", "only this region (nodes, replicas)")
 	if withType {
-		f.StringVar(&o.kind, "kind", "", "only this kind of resource: Compute, Volume, Image, Loadbalancer")
+		f.StringVar(&o.kind, "kind", "", "only this kind of resource: Compute, Volume, Image, Loadbalancer, Job")
+		f.BoolVar(&o.reveal, "reveal", false, "secrets: include their values in -o json|yaml (roles that may read secrets; tables never show them)")
 	}
 }
 
@@ -105,11 +119,14 @@ func (o *getOptions) checkFilters(flags *pflag.FlagSet, typ objType) error {
 	if flags.Changed("kind") && typ != typeResources {
 		return usageErrorf("--kind applies to resources, not %s", typ)
 	}
+	if flags.Changed("reveal") && typ != typeSecrets {
+		return usageErrorf("--reveal applies to secrets, not %s", typ)
+	}
 	if flags.Changed("region") && typ != typeNodes && typ != typeReplicas {
 		return usageErrorf("--region applies to nodes and replicas, not %s", typ)
 	}
 	if flags.Changed("selector") {
-		if typ == typeFlavors || typ == typeRevisions {
+		if typ == typeFlavors || typ == typeRevisions || typ == typePolicies {
 			return usageErrorf("--selector does not apply to %s", typ)
 		}
 		if _, err := api.ParseSelector(o.selector); err != nil {
@@ -136,7 +153,7 @@ func (a *App) getCommand() *cobra.Command {
   stratactl get replicas web
   stratactl get revisions web`,
 		Args:      args(cobra.RangeArgs(1, 2)),
-		ValidArgs: []string{"flavors", "resources", "regions", "nodes", "replicas", "revisions"},
+		ValidArgs: []string{"flavors", "resources", "regions", "nodes", "replicas", "revisions", "networkpolicies", "configs", "secrets"},
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			typ, err := parseType(argv[0])
 			if err != nil {
@@ -228,6 +245,20 @@ func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name str
 		return fetchReplicas(ctx, c, name, o.region, sel)
 	case typeRevisions:
 		return fetchRevisions(ctx, c, name)
+	case typePolicies:
+		items, err := namedOrAll(ctx, name, c.GetPolicy, c.ListPolicies)
+		if err != nil {
+			return view{}, err
+		}
+		return view{
+			table: func(wide bool, now time.Time) printers.Table { return printers.Policies(items, wide, now) },
+			data:  one(name, items, func(p api.NetworkPolicy) any { return manifest.FromPolicy(p) }),
+			empty: "no network policies found",
+		}, nil
+	case typeConfigs:
+		return fetchConfigs(ctx, c, name, sel)
+	case typeSecrets:
+		return fetchSecrets(ctx, c, name, sel, o.reveal)
 	}
 	return view{}, fmt.Errorf("unknown type %q", typ)
 }

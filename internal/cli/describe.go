@@ -218,6 +218,7 @@ func writeResource(w io.Writer, d resourceDescription, now time.Time) error {
 	if s := r.Status; s != nil && len(s.Backends) > 0 {
 		section(w, "Backends", backendsTable(s), "", "")
 	}
+	jobSection(w, r, now)
 	section(w, "Replicas", printers.Replicas(d.Replicas, false, now), d.Missing["replicas"], "none")
 	section(w, "Revisions", printers.Revisions(d.Revisions, r.Revision, false, now), d.Missing["revisions"], "none")
 	section(w, "Events", printers.Events(d.Events, false, now), d.Missing["events"], "none")
@@ -307,6 +308,9 @@ func specFields(f *fields, s api.ResourceSpec) {
 		f.addIf("  Disk", i.Disk)
 	case s.Loadbalancer != nil:
 		loadbalancerFields(f, s.Loadbalancer)
+	}
+	if s.Job != nil {
+		jobFields(f, s.Job)
 	}
 }
 

@@ -338,6 +338,26 @@ type Global struct {
 		// token exists yet.
 		BootstrapToken string `mapstructure:"bootstrapToken"`
 	} `mapstructure:"api"`
+	// Secrets is how tenants' Secrets are encrypted at rest.
+	Secrets Secrets `mapstructure:"secrets"`
+}
+
+// Secrets names the key files of the Secrets' envelope encryption: each
+// holds a 256-bit key (base64, first line); the first encrypts, all
+// decrypt, so a rotation puts the new file first, restarts every
+// replica, runs `strata secrets reencrypt`, then drops the old one.
+// None: the tier refuses to store Secrets.
+type Secrets struct {
+	KeyFiles []string `mapstructure:"keyFiles"`
+}
+
+func (s *Secrets) validate(key string) error {
+	for i, f := range s.KeyFiles {
+		if _, err := os.Stat(f); err != nil {
+			return keyError(fmt.Sprintf("%s.keyFiles[%d]", key, i), "%v", err)
+		}
+	}
+	return nil
 }
 
 // DefaultGlobal returns the defaults of `strata global`.
@@ -354,6 +374,7 @@ func (g *Global) Validate() error {
 		g.Server.validate(),
 		g.Regions.validate("regions"),
 		g.API.validate("api"),
+		g.Secrets.validate("secrets"),
 	)
 }
 

@@ -126,6 +126,17 @@ func (c *Collection[T]) List(ctx context.Context, opts ListOptions) (Page[T], er
 	return Page[T]{Items: c.decodeAll(res.Items), Continue: res.Continue, Revision: res.Revision}, nil
 }
 
+// ListPrefixPage is List for the objects whose name starts with
+// namePrefix (one tenant's); a Continue token is valid for the same
+// prefix only.
+func (c *Collection[T]) ListPrefixPage(ctx context.Context, namePrefix string, opts ListOptions) (Page[T], error) {
+	res, err := c.s.List(ctx, c.prefix+namePrefix, opts)
+	if err != nil {
+		return Page[T]{}, err
+	}
+	return Page[T]{Items: c.decodeAll(res.Items), Continue: res.Continue, Revision: res.Revision}, nil
+}
+
 // ListAll returns every object and the revision it was read at.
 func (c *Collection[T]) ListAll(ctx context.Context) ([]Item[T], int64, error) {
 	return c.ListPrefix(ctx, "")

@@ -73,7 +73,7 @@ func (p *Provider) Apply(ctx context.Context, a *api.Assignment) (api.Assignment
 }
 
 func (p *Provider) applyCompute(ctx context.Context, a *api.Assignment) (api.AssignmentStatus, error) {
-	hash, err := specHash(a)
+	hash, err := specHash(a, configDataOf(ctx))
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
@@ -203,10 +203,14 @@ func graceOf(a *api.Assignment, labels map[string]string) time.Duration {
 // specHash digests what a container is made of; what only labels
 // carry (generation, restart policy, grace period) is left out, so that
 // changing it recreates nothing.
-func specHash(a *api.Assignment) (string, error) {
+func specHash(a *api.Assignment, d *provider.ConfigData) (string, error) {
 	var c api.ComputeSpec
 	if a.Spec.Compute != nil {
 		c = *a.Spec.Compute
+	}
+	configs, err := configDigest(d)
+	if err != nil {
+		return "", err
 	}
 	b, err := json.Marshal(struct {
 		Image      *api.ImageSpec
@@ -220,7 +224,8 @@ func specHash(a *api.Assignment) (string, error) {
 		VCPUs      float64
 		MemoryMiB  int64
 		Network    *api.NetworkAttachment
-	}{a.Image, c.Image, c.Command, c.Args, c.Env, c.WorkingDir, c.Ports, a.Volumes, a.Flavor.VCPUs, a.Flavor.MemoryMiB, a.Network})
+		Configs    string `json:",omitempty"`
+	}{a.Image, c.Image, c.Command, c.Args, c.Env, c.WorkingDir, c.Ports, a.Volumes, a.Flavor.VCPUs, a.Flavor.MemoryMiB, a.Network, configs})
 	if err != nil {
 		return "", fmt.Errorf("spec digest: %w", err)
 	}
@@ -326,7 +331,11 @@ func (p *Provider) prepare(ctx context.Context, a *api.Assignment) (img client.I
 	if mounts, err = p.volumeMounts(a); err != nil {
 		return nil, nil, "volumes", err
 	}
-	return img, mounts, "", nil
+	files, err := p.configMounts(a.ID, configDataOf(ctx))
+	if err != nil {
+		return nil, nil, "configs and secrets", err
+	}
+	return img, append(mounts, files...), "", nil
 }
 
 // provisioning reports a's progress while it is being provisioned (an
@@ -455,10 +464,10 @@ func (p *Provider) specOpts(ctx context.Context, a *api.Assignment, img client.I
 		}
 		opts = append(opts, oci.WithProcessArgs(argv...))
 	}
-	if len(c.Env) > 0 {
-		env := make([]string, 0, len(c.Env))
-		for _, k := range keys(c.Env) {
-			env = append(env, k+"="+c.Env[k])
+	if vars := envOf(ctx, c); len(vars) > 0 {
+		env := make([]string, 0, len(vars))
+		for _, k := range keys(vars) {
+			env = append(env, k+"="+vars[k])
 		}
 		opts = append(opts, oci.WithEnv(env))
 	}

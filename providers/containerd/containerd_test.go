@@ -44,6 +44,10 @@ func TestConformance(t *testing.T) {
 		ReadyTimeout: time.Minute,
 		SupportsLogs: true,
 		Watches:      true,
+		Exit: func(a *api.Assignment, code int32) {
+			a.Spec.Compute.Command = []string{"sh", "-c", fmt.Sprintf("echo done; exit %d", code)}
+			a.Spec.Compute.RestartPolicy = api.RestartNever
+		},
 		// SIGKILL to the container's process, as the OOM killer or an
 		// operator would: only containerd's exit event can tell.
 		Kill: func(t *testing.T, id string) {

@@ -130,6 +130,9 @@ func (p *Provider) removeCompute(ctx context.Context, id string, grace time.Dura
 	if err := removeFiles(p.hostsPath(id)); err != nil {
 		errs = append(errs, err)
 	}
+	if err := os.RemoveAll(p.configsDir(id)); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

@@ -102,6 +102,10 @@ func (c Config) registryHost(host string) RegistryHost {
 // resolver reaches host with its settings.
 func (p *Provider) resolver(ctx context.Context, host string) (docker.RegistryHosts, error) {
 	h := p.cfg.registryHost(host)
+	auth, err := pullAuthFor(ctx, host)
+	if err != nil {
+		return nil, err
+	}
 	tlsCfg, err := h.tlsConfig()
 	if err != nil {
 		return nil, fmt.Errorf("registry %s: %w", host, err)
@@ -112,7 +116,11 @@ func (p *Provider) resolver(ctx context.Context, host string) (docker.RegistryHo
 	if h.PlainHTTP {
 		opts.DefaultScheme = "http"
 	}
-	if h.Username != "" {
+	switch {
+	case auth != nil:
+		// The tenant's registry Secret, over the node's credentials.
+		opts.Credentials = func(string) (string, string, error) { return auth.Username, auth.Password, nil }
+	case h.Username != "":
 		opts.Credentials = func(string) (string, string, error) {
 			pw, err := h.password()
 			if err != nil {
@@ -205,17 +213,21 @@ func (p *Provider) pullWith(ctx context.Context, ref, host string, progress func
 	stop()
 	following.Wait()
 	if err != nil {
-		return nil, pullError(ref, host, err)
+		whose := "the node's credentials"
+		if auth, _ := pullAuthFor(ctx, host); auth != nil {
+			whose = "the pull secret's credentials"
+		}
+		return nil, pullError(ref, host, whose, err)
 	}
 	return img, nil
 }
 
 // pullError says why a pull failed in words a tenant can act on.
-func pullError(ref, host string, err error) error {
+func pullError(ref, host, whose string, err error) error {
 	var status remoteserrors.ErrUnexpectedStatus
 	switch {
 	case errdefs.IsUnauthorized(err), errors.As(err, &status) && status.StatusCode == http.StatusUnauthorized:
-		return fmt.Errorf("pull %s: registry %s refused the node's credentials (401 Unauthorized)", ref, host)
+		return fmt.Errorf("pull %s: registry %s refused %s (401 Unauthorized)", ref, host, whose)
 	case errdefs.IsNotFound(err):
 		return fmt.Errorf("pull %s: not found in registry %s", ref, host)
 	}

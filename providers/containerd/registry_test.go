@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/v2/core/images"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -24,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/providers/provider"
 )
 
 // testRegistry is a real OCI registry (go-containerregistry's) over TLS
@@ -184,16 +186,27 @@ func TestRegistryPull(t *testing.T) {
 	good := writeSecret("good", registryPassword)
 	bad := writeSecret("bad", "wrong-password-123")
 
+	// A tenant's registry Secret, as the agent hands it to ApplyConfig.
+	pullSecret := func(pw string) *provider.ConfigData {
+		return &provider.ConfigData{PullAuth: &provider.RegistryAuth{Host: reg.host, Username: registryUser, Password: pw}}
+	}
 	tests := []struct {
 		name       string
 		host       RegistryHost
+		data       *provider.ConfigData
 		wantPhase  api.Phase
 		wantReason string
 	}{
-		{"right credentials", RegistryHost{CA: reg.caFile, Username: registryUser, PasswordFile: good}, api.PhaseReady, ""},
-		{"wrong password", RegistryHost{CA: reg.caFile, Username: registryUser, PasswordFile: bad}, api.PhaseError,
+		{"right credentials", RegistryHost{CA: reg.caFile, Username: registryUser, PasswordFile: good}, nil, api.PhaseReady, ""},
+		{"wrong password", RegistryHost{CA: reg.caFile, Username: registryUser, PasswordFile: bad}, nil, api.PhaseError,
 			"image: pull " + reg.ref() + ": registry " + reg.host + " refused the node's credentials (401 Unauthorized)"},
-		{"unknown CA", RegistryHost{Username: registryUser, PasswordFile: good}, api.PhaseError, "certificate signed by unknown authority"},
+		{"unknown CA", RegistryHost{Username: registryUser, PasswordFile: good}, nil, api.PhaseError, "certificate signed by unknown authority"},
+		{"pull secret", RegistryHost{CA: reg.caFile}, pullSecret(registryPassword), api.PhaseReady, ""},
+		{"pull secret over the node's wrong password", RegistryHost{CA: reg.caFile, Username: registryUser, PasswordFile: bad}, pullSecret(registryPassword), api.PhaseReady, ""},
+		{"pull secret with a wrong password", RegistryHost{CA: reg.caFile}, pullSecret("wrong-password-123"), api.PhaseError,
+			"image: pull " + reg.ref() + ": registry " + reg.host + " refused the pull secret's credentials (401 Unauthorized)"},
+		{"pull secret of another registry", RegistryHost{CA: reg.caFile}, &provider.ConfigData{PullAuth: &provider.RegistryAuth{Host: "other.example:5000", Username: "u", Password: "p"}}, api.PhaseError,
+			"the pull secret is for registry other.example:5000, the image is from " + reg.host},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,8 +215,10 @@ func TestRegistryPull(t *testing.T) {
 			cfg.RegistryHosts = map[string]RegistryHost{reg.host: tc.host}
 			cfg.PullProgressInterval = 20 * time.Millisecond
 			p := e.reopen(t, cfg)
-			// The namespace holds no image of this reference: each case pulls.
-			if err := p.client.ImageService().Delete(p.nsCtx(context.Background()), reg.ref()); err != nil && !isNotFound(err) {
+			// The namespace holds no image of this reference, nor its
+			// blobs (collected at once): each case pulls all of it, so
+			// that a ready one shows its progress.
+			if err := p.client.ImageService().Delete(p.nsCtx(context.Background()), reg.ref(), images.SynchronousDelete()); err != nil && !isNotFound(err) {
 				t.Fatalf("removing the image of the case before: %v", err)
 			}
 			ctx := e.ctx(t)
@@ -220,7 +235,13 @@ func TestRegistryPull(t *testing.T) {
 			}
 			done := make(chan result, 1)
 			go func() {
-				st, err := p.Apply(ctx, a)
+				var st api.AssignmentStatus
+				var err error
+				if tc.data != nil {
+					st, err = p.ApplyConfig(ctx, a, tc.data)
+				} else {
+					st, err = p.Apply(ctx, a)
+				}
 				done <- result{st, err}
 			}()
 			var res result

@@ -161,7 +161,7 @@ func TestSpecHash(t *testing.T) {
 		{"network", func(a *api.Assignment) { a.Network = &api.NetworkAttachment{Address: "10.0.0.2"} }, true},
 		{"volumes", func(a *api.Assignment) { a.Volumes = []api.VolumeAttachment{{VolumeID: "v", Path: "/v"}} }, true},
 	}
-	want, err := specHash(base())
+	want, err := specHash(base(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestSpecHash(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := base()
 			tc.change(a)
-			got, err := specHash(a)
+			got, err := specHash(a, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,6 +177,22 @@ func TestSpecHash(t *testing.T) {
 				t.Errorf("digest after changing %s: got changed=%v; want %v", tc.name, got != want, tc.recreate)
 			}
 		})
+	}
+}
+
+// TestSpecHashConfigData: data of Configs and Secrets that changes
+// recreates the container; the same data does not.
+func TestSpecHashConfigData(t *testing.T) {
+	a := &api.Assignment{ID: "r", Spec: api.ResourceSpec{Compute: &api.ComputeSpec{Image: "busybox"}}}
+	d := func(v string) *provider.ConfigData {
+		return &provider.ConfigData{Env: map[string]string{"K": v}, Files: []provider.File{{Dir: "/etc/app", Name: "k", Data: []byte(v)}}}
+	}
+	h1, _ := specHash(a, d("1"))
+	h1again, _ := specHash(a, d("1"))
+	h2, _ := specHash(a, d("2"))
+	none, _ := specHash(a, nil)
+	if h1 != h1again || h1 == h2 || h1 == none {
+		t.Fatalf("hashes %s %s %s %s: want the same data to hash alike, other data and none differently", h1, h1again, h2, none)
 	}
 }
 

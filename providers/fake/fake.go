@@ -21,6 +21,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,10 @@ const (
 	EnvFail   = "STRATA_FAKE_FAIL"
 	FailApply = "apply"
 	FailExit  = "exit"
+	// EnvExitCode in a compute spec's environment sets the code a
+	// FailExit replica exits with (default 1); with 0 it is a process
+	// that ran to completion (Job tests).
+	EnvExitCode = "STRATA_FAKE_EXIT_CODE"
 )
 
 // Config is the fake's behaviour; its zero value is an instant, reliable
@@ -173,6 +178,8 @@ type replica struct {
 	// stale timer (the replica was applied again since) from the current.
 	exit    *time.Timer
 	exitSeq uint64
+	// exitCode is the code a FailExit replica exits with.
+	exitCode int32
 }
 
 // New returns a Fake holding no replicas. cfg is used as given (see
@@ -336,6 +343,7 @@ func (f *Fake) applyLocked(a *api.Assignment, now time.Time) api.AssignmentStatu
 	}
 	r.status = st
 	if st.Phase == api.PhaseReady && fail == FailExit {
+		r.exitCode = exitCodeOf(a)
 		r.exitSeq++
 		id, seq := a.ID, r.exitSeq
 		r.exit = time.AfterFunc(f.exitDelay, func() { f.exited(id, r, seq) })
@@ -353,6 +361,16 @@ func failureOf(a *api.Assignment) string {
 		return c.Env[EnvFail]
 	}
 	return a.Labels[LabelFail]
+}
+
+// exitCodeOf is the code a FailExit replica of a exits with.
+func exitCodeOf(a *api.Assignment) int32 {
+	if c := a.Spec.Compute; c != nil {
+		if v, err := strconv.ParseInt(c.Env[EnvExitCode], 10, 32); err == nil {
+			return int32(v)
+		}
+	}
+	return 1
 }
 
 // applied is the status of a fresh apply of a at now: ready, unless it
@@ -392,7 +410,7 @@ func (f *Fake) exited(id string, r *replica, seq uint64) {
 	}
 	r.exit = nil
 	f.log.Info("fake replica exited", "id", id)
-	f.failLocked(r, 1, "fake: process exited with code 1 ("+LabelFail+"="+FailExit+")")
+	f.failLocked(r, r.exitCode, fmt.Sprintf("fake: process exited with code %d (%s=%s)", r.exitCode, LabelFail, FailExit))
 }
 
 // Kill stops replica id as if its process had been killed behind the

@@ -31,6 +31,11 @@ func harness(f *fake.Fake, newProvider func(t *testing.T) provider.Provider, log
 		ReadyTimeout: waitFor,
 		SupportsLogs: logs,
 		Watches:      logs,
+		Exit: func(a *api.Assignment, code int32) {
+			a.Spec.Compute = &api.ComputeSpec{Image: "busybox", RestartPolicy: api.RestartNever, Env: map[string]string{
+				fake.EnvFail: fake.FailExit, fake.EnvExitCode: fmt.Sprint(code),
+			}}
+		},
 	}
 	if logs {
 		h.Kill = func(t *testing.T, id string) {

@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"google.golang.org/grpc"
 
@@ -173,6 +175,36 @@ func (r regionService) Status(ctx context.Context, _ *regionv1.StatusRequest) (*
 	return apiproto.RegionStatusToPB(&st), nil
 }
 
+func (r regionService) SyncPolicies(ctx context.Context, req *regionv1.SyncPoliciesRequest) (*regionv1.SyncPoliciesResponse, error) {
+	ps := make([]api.NetworkPolicy, 0, len(req.GetPolicies()))
+	for i, b := range req.GetPolicies() {
+		var p api.NetworkPolicy
+		if err := json.Unmarshal(b, &p); err != nil {
+			return nil, apiErr(api.Invalid(fmt.Sprintf("policies[%d]", i), "not a network policy: %v", err))
+		}
+		if err := api.ValidateName(fmt.Sprintf("policies[%d].tenant", i), p.Tenant); err != nil {
+			return nil, apiErr(err)
+		}
+		if err := p.Validate(); err != nil {
+			return nil, apiErr(err)
+		}
+		ps = append(ps, p)
+	}
+	n, err := r.s.syncPolicies(ctx, ps, req.GetEpoch())
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return &regionv1.SyncPoliciesResponse{Changed: int32(n)}, nil
+}
+
+func (r regionService) PolicyStatus(ctx context.Context, req *regionv1.PolicyStatusRequest) (*regionv1.PolicyStatusResponse, error) {
+	items, err := r.s.policyStatus(ctx, req.GetTenant())
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return &regionv1.PolicyStatusResponse{Items: items}, nil
+}
+
 // agentService is AgentService. An agent may act only for its own node
 // of this region.
 type agentService struct {
@@ -216,7 +248,7 @@ func (a agentService) WatchNetwork(req *agentv1.WatchNetworkRequest, stream grpc
 	if err := a.authorize(ctx, req.GetNode()); err != nil {
 		return err
 	}
-	return apiErr(a.s.watchNetwork(ctx, stream.Send))
+	return apiErr(a.s.watchNetwork(ctx, req.GetNode(), stream.Send))
 }
 
 func (a agentService) ReportStatus(ctx context.Context, req *agentv1.ReportStatusRequest) (*agentv1.ReportStatusResponse, error) {

@@ -34,6 +34,7 @@ import (
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	globalv1 "github.com/stratahq/strata/proto/global/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	"github.com/stratahq/strata/region/agentconn"
 	"github.com/stratahq/strata/region/state"
@@ -99,7 +100,10 @@ type Options struct {
 	Security *transport.Security
 	// Leader returns the current controller leader's id, for Status.
 	Leader func() string
-	Logger *slog.Logger
+	// ConfigData asks the global tier for the data of Configs and
+	// Secrets (GetConfigData); nil answers agents that ask Unavailable.
+	ConfigData func(ctx context.Context, req *globalv1.GetConfigDataRequest) (*globalv1.GetConfigDataResponse, error)
+	Logger     *slog.Logger
 }
 
 const (
@@ -151,6 +155,7 @@ type Server struct {
 	token         string
 	audit         *audit.Log
 	leader        func() string
+	configData    func(ctx context.Context, req *globalv1.GetConfigDataRequest) (*globalv1.GetConfigDataResponse, error)
 	log           *slog.Logger
 	tune          tuning
 
@@ -189,6 +194,7 @@ func New(opts Options) (*Server, error) {
 		token:         opts.Token,
 		audit:         opts.Audit,
 		leader:        opts.Leader,
+		configData:    opts.ConfigData,
 		log:           opts.Logger,
 		tune:          defaultTuning(),
 		statuses:      statusQueue{kick: make(chan struct{}, 1)},

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -199,8 +200,12 @@ func (s *Server) watchAssignments(ctx context.Context, node string, send func(*a
 // lacks), then the nodes whose place changed (registered, deleted,
 // re-addressed). Changes that do not touch a node's network (cordons,
 // registrations that change nothing of it) are not sent.
-func (s *Server) watchNetwork(ctx context.Context, send func(*agentv1.NetworkBatch) error) error {
-	for _, synced := range []<-chan struct{}{s.caches.Nodes.Synced(), s.caches.Networks.Synced()} {
+//
+// The same stream carries what node's host needs to isolate tenants and
+// enforce network policies (policyView): the snapshot holds it whole,
+// then its changes follow.
+func (s *Server) watchNetwork(ctx context.Context, node string, send func(*agentv1.NetworkBatch) error) error {
+	for _, synced := range []<-chan struct{}{s.caches.Nodes.Synced(), s.caches.Networks.Synced(), s.caches.Assignments.Synced(), s.caches.Policies.Synced()} {
 		if err := waitSynced(ctx, synced); err != nil {
 			return err
 		}
@@ -228,10 +233,26 @@ func (s *Server) watchNetwork(ctx context.Context, send func(*agentv1.NetworkBat
 	for _, it := range items {
 		snap.Upserts = append(snap.Upserts, networkPeer(it.Value))
 	}
+	view := s.policyViewOf(node)
+	view.fill(snap)
 	if err := send(snap); err != nil {
 		return err
 	}
-	return pump(ctx, w, s.tune.netWindow, s.tune.maxBatch, func(changes []store.Change[api.Node]) error {
+	// Two loops share the stream: one sends at a time.
+	var sendMu sync.Mutex
+	locked := func(b *agentv1.NetworkBatch) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return send(b)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	policyErr := make(chan error, 1)
+	go func() {
+		policyErr <- s.followPolicies(ctx, node, view, s.tune.netWindow, locked)
+		cancel()
+	}()
+	err := pump(ctx, w, s.tune.netWindow, s.tune.maxBatch, func(changes []store.Change[api.Node]) error {
 		msg := &agentv1.NetworkBatch{}
 		for _, c := range changes {
 			if c.New != nil {
@@ -240,8 +261,13 @@ func (s *Server) watchNetwork(ctx context.Context, send func(*agentv1.NetworkBat
 				msg.Removed = append(msg.Removed, c.Name)
 			}
 		}
-		return send(msg)
+		return locked(msg)
 	})
+	cancel()
+	if perr := <-policyErr; perr != nil && !errors.Is(perr, context.Canceled) {
+		return perr
+	}
+	return err
 }
 
 func networkPeer(n *api.Node) *agentv1.NetworkPeer {

@@ -35,6 +35,9 @@ type harness struct {
 	hold map[string]bool
 	// fail makes replicas of these resources report error.
 	fail map[string]bool
+	// exit makes replicas of these resources report that their process
+	// exited with the code (a Job's attempts).
+	exit map[string]int32
 	// down nodes never report.
 	down map[string]bool
 	// network is the default network once addNetwork recorded it; blocks
@@ -67,7 +70,7 @@ func newHarnessWith(t *testing.T, endpoints []string, storeOpts []store.Option, 
 	t.Helper()
 	cli := etcdtest.Client(t, endpoints)
 	s := store.New(cli, "/strata/region/", storeOpts...)
-	h := &harness{t: t, st: state.New(s), hold: map[string]bool{}, fail: map[string]bool{}, down: map[string]bool{}, slowDestroy: map[string]bool{}}
+	h := &harness{t: t, st: state.New(s), hold: map[string]bool{}, fail: map[string]bool{}, exit: map[string]int32{}, down: map[string]bool{}, slowDestroy: map[string]bool{}}
 	h.caches = state.NewCaches(h.st)
 	h.ev = events.NewMemory(10000)
 	resp, err := cli.Put(context.Background(), "/test/leader", "me")
@@ -210,6 +213,7 @@ func (h *harness) simulateAgents(ctx context.Context) {
 			}
 			phase := api.PhaseReady
 			reason := ""
+			code, exits := h.exit[a.ResourceKey()]
 			switch {
 			case a.Desired == api.DesiredDestroyed && h.slowDestroy[a.ResourceKey()] && time.Since(a.DestroyRequestedAt) < 300*time.Millisecond:
 				continue
@@ -217,6 +221,8 @@ func (h *harness) simulateAgents(ctx context.Context) {
 				phase = api.PhaseDestroyed
 			case h.fail[a.ResourceKey()]:
 				phase, reason = api.PhaseError, "exit code 1"
+			case exits:
+				phase, reason = api.PhaseError, fmt.Sprintf("exited with code %d", code)
 			case h.hold[a.ResourceKey()]:
 				phase = api.PhaseProvision
 			}
@@ -224,6 +230,9 @@ func (h *harness) simulateAgents(ctx context.Context) {
 				continue
 			}
 			st := &api.AssignmentStatus{ID: a.ID, Node: a.Node, ObservedGeneration: a.Generation, Phase: phase, Reason: reason, Since: time.Now()}
+			if exits && phase == api.PhaseError {
+				st.ExitCode = &code
+			}
 			// As the region API writes reports: only while the
 			// assignment exists, or a report racing its removal would
 			// leave a status behind for good.

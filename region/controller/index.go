@@ -97,8 +97,14 @@ func (x *index) put(a *api.Assignment) {
 		add(x.byNode, a.Node, a.ID)
 		x.node[a.ID] = a.Node
 	}
-	x.account(a.ID, &counted{node: a.Node, resource: key, need: a.Flavor.Capacity(), running: a.Desired == api.DesiredRunning,
-		address: a.Network != nil && a.Network.Address != ""})
+	c := counted{node: a.Node, resource: key, need: a.Flavor.Capacity(), running: a.Desired == api.DesiredRunning,
+		address: a.Network != nil && a.Network.Address != ""}
+	if !a.ExitedAt.IsZero() {
+		// A Job's exited attempt runs no more: only its address stays
+		// taken until its record goes.
+		c.need, c.running = api.Capacity{}, false
+	}
+	x.account(a.ID, &c)
 }
 
 func (x *index) remove(a *api.Assignment) {

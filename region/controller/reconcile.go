@@ -60,6 +60,10 @@ func (c *Controller) reconcile(v *view, p *plan, key string) {
 		c.writeShare(v, p, key, pl.Value, nil, api.PhaseReady, "")
 		return
 	}
+	if pr.Kind == api.KindJob {
+		c.reconcileJob(v, p, key, pl.Value, live)
+		return
+	}
 	live = c.keep(live, func(r *replica) bool { return c.healthy(v, p, key, r) })
 	live = c.moveOffDrainingNodes(v, p, key, pl.Value, live)
 	live = c.rollout(v, p, key, pl.Value, live, stopping)

@@ -21,6 +21,7 @@ type Caches struct {
 	Drains      *store.Cache[api.DrainStatus]
 	Networks    *store.Cache[api.Network]
 	Ports       *store.Cache[api.Port]
+	Policies    *store.Cache[api.NetworkPolicy]
 	Meta        *store.Cache[Epoch]
 
 	// Feeds deliver each cache's changes to subscribers.
@@ -31,6 +32,7 @@ type Caches struct {
 	NodeFeed       store.Feed[api.Node]
 	NodeStatusFeed store.Feed[api.NodeStatus]
 	DrainFeed      store.Feed[api.DrainStatus]
+	PolicyFeed     store.Feed[api.NetworkPolicy]
 }
 
 // NewCaches returns the caches of st; Run fills them.
@@ -38,15 +40,17 @@ func NewCaches(st *State) *Caches {
 	c := &Caches{}
 	c.Placements = store.NewCache(st.Placements, store.WithOnChange(c.PlacementFeed.Publish))
 	c.Shares = store.NewCache(st.Shares, store.WithOnChange(c.ShareFeed.Publish))
-	c.Assignments = store.NewCache(st.Assignments, store.WithOnChange(c.AssignmentFeed.Publish))
+	c.Assignments = store.NewCache(st.Assignments, store.WithOnChange(c.AssignmentFeed.Publish),
+		store.WithIndex(AssignmentsByNode, assignmentNode), store.WithIndex(AssignmentsByTenant, assignmentTenant))
 	c.Statuses = store.NewCache(st.Statuses, store.WithOnChange(c.StatusFeed.Publish))
 	c.Nodes = store.NewCache(st.Nodes, store.WithOnChange(c.NodeFeed.Publish))
 	c.NodeStatus = store.NewCache(st.NodeStatus, store.WithOnChange(c.NodeStatusFeed.Publish))
 	c.Drains = store.NewCache(st.Drains, store.WithOnChange(c.DrainFeed.Publish))
 	c.Networks = store.NewCache(st.Networks)
 	c.Ports = store.NewCache(st.Ports)
+	c.Policies = store.NewCache(st.Policies, store.WithOnChange(c.PolicyFeed.Publish))
 	c.Meta = store.NewCache(st.Meta)
-	c.CacheSet = store.NewCacheSet("region", c.Placements, c.Shares, c.Assignments, c.Statuses, c.Nodes, c.NodeStatus, c.Drains, c.Networks, c.Ports, c.Meta)
+	c.CacheSet = store.NewCacheSet("region", c.Placements, c.Shares, c.Assignments, c.Statuses, c.Nodes, c.NodeStatus, c.Drains, c.Networks, c.Ports, c.Policies, c.Meta)
 	return c
 }
 
@@ -88,3 +92,21 @@ func (c *Caches) DefaultNetwork() (*api.Network, bool) {
 	}
 	return nil, false
 }
+
+// Indexes of the Assignments cache: by node (placed replicas) and by
+// tenant, so that what one node's host needs of the tenants it runs
+// (the network stream's policy view) costs those tenants' replicas, not
+// the region's.
+const (
+	AssignmentsByNode   = "node"
+	AssignmentsByTenant = "tenant"
+)
+
+func assignmentNode(_ string, a *api.Assignment) []string {
+	if a.Node == "" {
+		return nil
+	}
+	return []string{a.Node}
+}
+
+func assignmentTenant(_ string, a *api.Assignment) []string { return []string{a.Tenant} }

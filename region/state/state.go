@@ -11,6 +11,7 @@
 //	networks/<name>              api.Network
 //	ports/<network>/<address>    api.Port (IPAM)
 //	blocks/<network>/<a.b.c.d-n> api.Block (a node's block of a network)
+//	policies/<tenant>/<name>     api.NetworkPolicy (from the global tier)
 //	meta/epoch                   Epoch (newest global master seen)
 //	election/                    the region controller election
 package state
@@ -38,6 +39,7 @@ type State struct {
 	Networks    *store.Collection[api.Network]
 	Ports       *store.Collection[api.Port]
 	Blocks      *store.Collection[api.Block]
+	Policies    *store.Collection[api.NetworkPolicy]
 	Meta        *store.Collection[Epoch]
 }
 
@@ -55,6 +57,7 @@ func New(s *store.Store) *State {
 		Networks:    store.NewCollection(s, "networks/", store.JSON[api.Network]()),
 		Ports:       store.NewCollection(s, "ports/", store.JSON[api.Port]()),
 		Blocks:      store.NewCollection(s, "blocks/", store.JSON[api.Block]()),
+		Policies:    store.NewCollection(s, "policies/", store.JSON[api.NetworkPolicy]()),
 		Meta:        store.NewCollection(s, "meta/", store.JSON[Epoch]()),
 	}
 }

@@ -127,6 +127,17 @@ func stringsCopy[To, From ~string](in []From) []To {
 }
 
 // stringMapCopy copies a map[string]string; empty gives nil.
+func int64MapCopy(in map[string]int64) map[string]int64 {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
 func stringMapCopy(in map[string]string) map[string]string {
 	if len(in) == 0 {
 		return nil
@@ -260,6 +271,7 @@ func ResourceSpecToPB(s *api.ResourceSpec) *resourcev1.ResourceSpec {
 		Volume:       volumeSpecToPB(s.Volume),
 		Image:        ImageSpecToPB(s.Image),
 		Loadbalancer: loadbalancerSpecToPB(s.Loadbalancer),
+		Job:          jobSpecToPB(s.Job),
 	}
 }
 
@@ -271,6 +283,7 @@ func ResourceSpecFromPB(p *resourcev1.ResourceSpec) api.ResourceSpec {
 		Volume:       ptrFromPB(p.GetVolume(), volumeSpecFromPB),
 		Image:        ptrFromPB(p.GetImage(), ImageSpecFromPB),
 		Loadbalancer: ptrFromPB(p.GetLoadbalancer(), loadbalancerSpecFromPB),
+		Job:          ptrFromPB(p.GetJob(), jobSpecFromPB),
 	}
 }
 
@@ -290,6 +303,10 @@ func computeSpecToPB(c *api.ComputeSpec) *resourcev1.ComputeSpec {
 		RestartPolicy:   string(c.RestartPolicy),
 		StopGracePeriod: durationToPB(c.StopGracePeriod),
 		KernelArgs:      c.KernelArgs,
+		Files:           sliceToPB(c.Files, fileMountToPB),
+		EnvFrom:         sliceToPB(c.EnvFrom, envSourceToPB),
+		PullSecret:      c.PullSecret,
+		ConfigVersions:  int64MapCopy(c.ConfigVersions),
 	}
 }
 
@@ -306,7 +323,33 @@ func computeSpecFromPB(p *resourcev1.ComputeSpec) api.ComputeSpec {
 		RestartPolicy:   api.RestartPolicy(p.GetRestartPolicy()),
 		StopGracePeriod: durationFromPB(p.GetStopGracePeriod()),
 		KernelArgs:      p.GetKernelArgs(),
+		Files:           sliceFromPB(p.GetFiles(), fileMountFromPB),
+		EnvFrom:         sliceFromPB(p.GetEnvFrom(), envSourceFromPB),
+		PullSecret:      p.GetPullSecret(),
+		ConfigVersions:  int64MapCopy(p.GetConfigVersions()),
 	}
+}
+
+func fileMountToPB(f *api.FileMount) *resourcev1.FileMount {
+	if f == nil {
+		return nil
+	}
+	return &resourcev1.FileMount{Config: f.Config, Secret: f.Secret, Path: f.Path}
+}
+
+func fileMountFromPB(p *resourcev1.FileMount) api.FileMount {
+	return api.FileMount{Config: p.GetConfig(), Secret: p.GetSecret(), Path: p.GetPath()}
+}
+
+func envSourceToPB(e *api.EnvSource) *resourcev1.EnvSource {
+	if e == nil {
+		return nil
+	}
+	return &resourcev1.EnvSource{Config: e.Config, Secret: e.Secret, Key: e.Key, Name: e.Name}
+}
+
+func envSourceFromPB(p *resourcev1.EnvSource) api.EnvSource {
+	return api.EnvSource{Config: p.GetConfig(), Secret: p.GetSecret(), Key: p.GetKey(), Name: p.GetName()}
 }
 
 func portSpecToPB(s *api.PortSpec) *resourcev1.PortSpec {
@@ -590,6 +633,7 @@ func ResourceStatusToPB(s *api.ResourceStatus) *resourcev1.ResourceStatus {
 		UpdatedAt:          timeToPB(s.UpdatedAt),
 		Conditions:         stringMapCopy(s.Conditions),
 		Rollout:            rolloutStatusToPB(s.Rollout),
+		Job:                JobStatusToPB(s.Job),
 	}
 }
 
@@ -610,6 +654,7 @@ func ResourceStatusFromPB(p *resourcev1.ResourceStatus) api.ResourceStatus {
 		UpdatedAt:          timeFromPB(p.GetUpdatedAt()),
 		Conditions:         stringMapCopy(p.GetConditions()),
 		Rollout:            ptrFromPB(p.GetRollout(), rolloutStatusFromPB),
+		Job:                ptrFromPB(p.GetJob(), JobStatusFromPB),
 	}
 }
 
@@ -628,6 +673,7 @@ func RegionShareToPB(s *api.RegionShare) *resourcev1.RegionShare {
 		ObservedGeneration: s.ObservedGeneration,
 		UpdatedAt:          timeToPB(s.UpdatedAt),
 		FailoverFrom:       s.FailoverFrom,
+		Job:                JobStatusToPB(s.Job),
 	}
 }
 
@@ -643,6 +689,7 @@ func RegionShareFromPB(p *resourcev1.RegionShare) api.RegionShare {
 		ObservedGeneration: p.GetObservedGeneration(),
 		UpdatedAt:          timeFromPB(p.GetUpdatedAt()),
 		FailoverFrom:       p.GetFailoverFrom(),
+		Job:                ptrFromPB(p.GetJob(), JobStatusFromPB),
 	}
 }
 
@@ -1215,6 +1262,7 @@ func AssignmentToPB(a *api.Assignment) *resourcev1.Assignment {
 
 		ScheduledAt:        timeToPB(a.ScheduledAt),
 		DestroyRequestedAt: timeToPB(a.DestroyRequestedAt),
+		ExitedAt:           timeToPB(a.ExitedAt),
 	}
 }
 
@@ -1244,6 +1292,7 @@ func AssignmentFromPB(p *resourcev1.Assignment) api.Assignment {
 
 		ScheduledAt:        timeFromPB(p.GetScheduledAt()),
 		DestroyRequestedAt: timeFromPB(p.GetDestroyRequestedAt()),
+		ExitedAt:           timeFromPB(p.GetExitedAt()),
 	}
 }
 

@@ -49,6 +49,8 @@ func convCases() []convCase {
 		convCaseOf(computeSpecToPB, computeSpecFromPB),
 		convCaseOf(portSpecToPB, portSpecFromPB),
 		convCaseOf(volumeMountToPB, volumeMountFromPB),
+		convCaseOf(fileMountToPB, fileMountFromPB),
+		convCaseOf(envSourceToPB, envSourceFromPB),
 		convCaseOf(volumeSpecToPB, volumeSpecFromPB),
 		convCaseOf(ImageSpecToPB, ImageSpecFromPB),
 		convCaseOf(loadbalancerSpecToPB, loadbalancerSpecFromPB),
@@ -83,6 +85,10 @@ func convCases() []convCase {
 		convCaseOf(EndpointToPB, EndpointFromPB),
 		convCaseOf(AssignmentStatusToPB, AssignmentStatusFromPB),
 		convCaseOf(ReplicaToPB, ReplicaFromPB),
+		convCaseOf(jobSpecToPB, jobSpecFromPB),
+		convCaseOf(JobStatusToPB, JobStatusFromPB),
+		convCaseOf(jobRunToPB, jobRunFromPB),
+		convCaseOf(jobAttemptToPB, jobAttemptFromPB),
 	}
 }
 

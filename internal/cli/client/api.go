@@ -118,6 +118,33 @@ func (c *Client) DeleteFlavor(ctx context.Context, name string) (api.Flavor, err
 	return call[api.Flavor](ctx, c, request{method: http.MethodDelete, path: "/v1/flavors/" + escape(name)})
 }
 
+// ---- network policies ----
+
+// ListPolicies returns the tenant's network policies.
+func (c *Client) ListPolicies(ctx context.Context) ([]api.NetworkPolicy, error) {
+	return whole[api.NetworkPolicy](ctx, c, request{method: http.MethodGet, path: "/v1/networkpolicies", query: c.tenantQuery()})
+}
+
+// GetPolicy returns a network policy with its status.
+func (c *Client) GetPolicy(ctx context.Context, name string) (api.NetworkPolicy, error) {
+	return call[api.NetworkPolicy](ctx, c, request{method: http.MethodGet, path: "/v1/networkpolicies/" + escape(name), query: c.tenantQuery()})
+}
+
+// CreatePolicy creates a network policy.
+func (c *Client) CreatePolicy(ctx context.Context, p api.NetworkPolicy) (api.NetworkPolicy, error) {
+	return call[api.NetworkPolicy](ctx, c, request{method: http.MethodPost, path: "/v1/networkpolicies", query: c.tenantQuery(), body: p})
+}
+
+// UpdatePolicy replaces a network policy's selector and rules.
+func (c *Client) UpdatePolicy(ctx context.Context, p api.NetworkPolicy) (api.NetworkPolicy, error) {
+	return call[api.NetworkPolicy](ctx, c, request{method: http.MethodPut, path: "/v1/networkpolicies/" + escape(p.Name), query: c.tenantQuery(), body: p})
+}
+
+// DeletePolicy deletes a network policy.
+func (c *Client) DeletePolicy(ctx context.Context, name string) (api.NetworkPolicy, error) {
+	return call[api.NetworkPolicy](ctx, c, request{method: http.MethodDelete, path: "/v1/networkpolicies/" + escape(name), query: c.tenantQuery()})
+}
+
 // ---- resources ----
 
 // ResourceWrite is a resource as a client writes it: Replicas nil leaves

@@ -41,6 +41,8 @@ type Server struct {
 	// Tenants are the tenants' records; Usage what each holds.
 	Tenants map[string]api.Tenant
 	Usage   map[string]api.Quota
+	// Policies are the network policies, by tenant/name.
+	Policies map[string]api.NetworkPolicy
 	// Drains scripts GET .../drain per REGION/NODE: each GET takes the
 	// next status, the last one repeats. POST .../drain answers the first.
 	Drains map[string][]api.DrainStatus
@@ -76,6 +78,7 @@ func New(t testing.TB, now func() time.Time) *Server {
 		Replicas:  map[string][]api.Replica{},
 		Regions:   map[string]api.Region{},
 		Tenants:   map[string]api.Tenant{},
+		Policies:  map[string]api.NetworkPolicy{},
 		Usage:     map[string]api.Quota{},
 		Drains:    map[string][]api.DrainStatus{},
 		Logs:      map[string]string{},
@@ -158,6 +161,12 @@ func (s *Server) handler() http.Handler {
 		"GET /v1/tenants/{name}":       s.getTenant,
 		"PUT /v1/tenants/{name}":       s.putTenant,
 		"GET /v1/tenants/{name}/quota": s.tenantQuota,
+
+		"GET /v1/networkpolicies":           s.listPolicies,
+		"POST /v1/networkpolicies":          s.createPolicy,
+		"GET /v1/networkpolicies/{name}":    s.getPolicy,
+		"PUT /v1/networkpolicies/{name}":    s.updatePolicy,
+		"DELETE /v1/networkpolicies/{name}": s.deletePolicy,
 
 		"GET /v1/status": s.status,
 	}
@@ -901,4 +910,69 @@ func (s *Server) tenantQuota(r *http.Request) (int, any, error) {
 		"tenant": name, "quota": t.Quota, "regionQuotas": t.RegionQuotas,
 		"usage": s.Usage[name], "regionUsage": map[string]api.Quota{},
 	}, nil
+}
+
+// ---- network policies ----
+
+func (s *Server) listPolicies(r *http.Request) (int, any, error) {
+	out := []api.NetworkPolicy{}
+	for _, p := range sortedValues(s.Policies) {
+		if p.Tenant == tenantOf(r, "") {
+			out = append(out, p)
+		}
+	}
+	return http.StatusOK, list[api.NetworkPolicy]{Items: out}, nil
+}
+
+func (s *Server) getPolicy(r *http.Request) (int, any, error) {
+	p, ok := s.Policies[tenantOf(r, "")+"/"+r.PathValue("name")]
+	if !ok {
+		return 0, nil, api.NotFound("networkpolicy", r.PathValue("name"))
+	}
+	return http.StatusOK, p, nil
+}
+
+func (s *Server) createPolicy(r *http.Request) (int, any, error) {
+	var p api.NetworkPolicy
+	if err := decode(r, &p); err != nil {
+		return 0, nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return 0, nil, err
+	}
+	p.Tenant = tenantOf(r, "")
+	if _, ok := s.Policies[p.Key()]; ok {
+		return 0, nil, api.AlreadyExists("networkpolicy", p.Name)
+	}
+	p.Generation, p.CreatedAt, p.ResourceVersion = 1, s.now(), s.version()
+	s.Policies[p.Key()] = p
+	return http.StatusCreated, p, nil
+}
+
+func (s *Server) updatePolicy(r *http.Request) (int, any, error) {
+	var p api.NetworkPolicy
+	if err := decode(r, &p); err != nil {
+		return 0, nil, err
+	}
+	p.Name, p.Tenant = r.PathValue("name"), tenantOf(r, "")
+	if err := p.Validate(); err != nil {
+		return 0, nil, err
+	}
+	cur, ok := s.Policies[p.Key()]
+	if !ok {
+		return 0, nil, api.NotFound("networkpolicy", p.Name)
+	}
+	cur.Selector, cur.Ingress, cur.Generation, cur.ResourceVersion = p.Selector, p.Ingress, cur.Generation+1, s.version()
+	s.Policies[p.Key()] = cur
+	return http.StatusOK, cur, nil
+}
+
+func (s *Server) deletePolicy(r *http.Request) (int, any, error) {
+	key := tenantOf(r, "") + "/" + r.PathValue("name")
+	p, ok := s.Policies[key]
+	if !ok {
+		return 0, nil, api.NotFound("networkpolicy", r.PathValue("name"))
+	}
+	delete(s.Policies, key)
+	return http.StatusOK, p, nil
 }

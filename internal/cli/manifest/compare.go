@@ -22,6 +22,15 @@ func RegionUpToDate(want, cur api.Region) bool {
 	return api.SameJSON(reg(want), reg(cur))
 }
 
+// PolicyUpToDate reports whether cur already selects and admits what
+// want says.
+func PolicyUpToDate(want, cur api.NetworkPolicy) bool {
+	rules := func(p api.NetworkPolicy) api.NetworkPolicy {
+		return api.NetworkPolicy{Selector: p.Selector, Ingress: p.Ingress}
+	}
+	return api.SameJSON(rules(want), rules(cur))
+}
+
 // ResourceUpToDate reports whether cur already has every user-settable
 // field as o says. A manifest without replicas leaves the count alone, and
 // one without a tenant means the resource's own.
@@ -34,5 +43,10 @@ func ResourceUpToDate(o Object, cur api.Resource) bool {
 	if !o.ReplicasSet {
 		want.Replicas = cur.Replicas
 	}
-	return api.SameJSON(Defaulted(want.Settable()), Defaulted(cur.Settable()))
+	w := Defaulted(want.Settable())
+	if w.Spec.Compute != nil && cur.Spec.Compute != nil {
+		// The generations of configs and secrets are the server's.
+		w.Spec.Compute.ConfigVersions = cur.Spec.Compute.ConfigVersions
+	}
+	return api.SameJSON(w, Defaulted(cur.Settable()))
 }

@@ -3,13 +3,15 @@
 // A manifest is exactly the object's REST JSON (or the same in YAML) plus
 // a "kind" that says which object it is:
 //
-//   - Compute, Volume, Image, Loadbalancer: a resource, as POST
+//   - Compute, Volume, Image, Loadbalancer, Job: a resource, as POST
 //     /v1/resources takes it; its REST "kind" already is one of these.
 //   - Flavor: a flavor, as POST /v1/flavors takes it, except that the
 //     flavor's own REST "kind" (the provider kind: container, vm,
 //     loadbalancer) is written "providerKind" (default container), because
 //     "kind" says that the document is a Flavor.
 //   - Region: a region registration, as POST /v1/regions takes it.
+//   - Config, Secret: as POST /v1/configs and /v1/secrets take them.
+//   - NetworkPolicy: a network policy, as POST /v1/networkpolicies takes it.
 //   - List: {"kind": "List", "items": [...]}, what `get -o json|yaml`
 //     prints for several objects.
 //
@@ -50,18 +52,25 @@ const (
 	KindVolume       Kind = "Volume"
 	KindCompute      Kind = "Compute"
 	KindLoadbalancer Kind = "Loadbalancer"
+	KindPolicy       Kind = "NetworkPolicy"
+	KindConfig       Kind = "Config"
+	KindSecret       Kind = "Secret"
+	KindJob          Kind = "Job"
 	KindList         Kind = "List"
 )
 
 // Kinds lists the object kinds in the order apply creates them, so that
 // what an object refers to exists before it: regions and flavors first,
 // then images and volumes that compute mounts or boots from, then compute,
-// then the load balancers in front of it. Delete goes the other way.
-var Kinds = []Kind{KindRegion, KindFlavor, KindImage, KindVolume, KindCompute, KindLoadbalancer}
+// then the load balancers in front of it, then the network policies that
+// select replicas by label, then jobs (which may use what compute serves).
+// Configs and secrets, which compute mounts and pulls with, come before
+// images. Delete goes the other way.
+var Kinds = []Kind{KindRegion, KindFlavor, KindConfig, KindSecret, KindImage, KindVolume, KindCompute, KindLoadbalancer, KindPolicy, KindJob}
 
 // IsResource reports whether k is one of the resource kinds.
 func (k Kind) IsResource() bool {
-	return k == KindCompute || k == KindVolume || k == KindImage || k == KindLoadbalancer
+	return k == KindCompute || k == KindVolume || k == KindImage || k == KindLoadbalancer || k == KindJob
 }
 
 // Source says where a document came from, for error messages.
@@ -96,6 +105,9 @@ type Object struct {
 	// update, like the REST API.
 	ReplicasSet bool
 	Region      *api.Region
+	Policy      *api.NetworkPolicy
+	Config      *api.Config
+	Secret      *api.Secret
 }
 
 // Name returns the object's name.
@@ -107,6 +119,28 @@ func (o *Object) Name() string {
 		return o.Resource.Name
 	case o.Region != nil:
 		return o.Region.Name
+	case o.Policy != nil:
+		return o.Policy.Name
+	case o.Config != nil:
+		return o.Config.Name
+	case o.Secret != nil:
+		return o.Secret.Name
+	}
+	return ""
+}
+
+// Tenant is the tenant the object's manifest names ("" for none, and for
+// objects that belong to no tenant).
+func (o *Object) Tenant() string {
+	switch {
+	case o.Resource != nil:
+		return o.Resource.Tenant
+	case o.Policy != nil:
+		return o.Policy.Tenant
+	case o.Config != nil:
+		return o.Config.Tenant
+	case o.Secret != nil:
+		return o.Secret.Tenant
 	}
 	return ""
 }
@@ -358,8 +392,14 @@ func parseObject(src Source, js []byte) (Object, error) {
 		o.Flavor, err = parseFlavor(js)
 	case kind == KindRegion:
 		o.Region, err = parseRegion(js)
+	case kind == KindPolicy:
+		o.Policy, err = parsePolicy(js)
 	case kind.IsResource():
 		o.Resource, o.ReplicasSet, err = parseResource(js)
+	case kind == KindConfig:
+		o.Config, err = parseConfig(js)
+	case kind == KindSecret:
+		o.Secret, err = parseSecret(js)
 	default:
 		err = unknownKind(head.Kind, js)
 	}
@@ -461,6 +501,30 @@ func parseRegion(js []byte) (*api.Region, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+// PolicyDocument is a network policy as a manifest: its REST JSON with
+// kind "NetworkPolicy".
+type PolicyDocument struct {
+	Kind Kind `json:"kind"`
+	api.NetworkPolicy
+}
+
+// FromPolicy returns p as a manifest.
+func FromPolicy(p api.NetworkPolicy) PolicyDocument {
+	return PolicyDocument{Kind: KindPolicy, NetworkPolicy: p}
+}
+
+func parsePolicy(js []byte) (*api.NetworkPolicy, error) {
+	var d PolicyDocument
+	if err := strict(js, &d); err != nil {
+		return nil, err
+	}
+	p := &api.NetworkPolicy{Name: d.Name, Tenant: d.Tenant, Selector: d.Selector, Ingress: d.Ingress}
+	if err := p.Validate(); err != nil {
+		return p, err
+	}
+	return p, nil
 }
 
 // resourceDocument is a resource as a manifest. Replicas shadows the

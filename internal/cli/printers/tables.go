@@ -31,6 +31,56 @@ func Flavors(items []api.Flavor, wide bool, now time.Time) Table {
 	return t
 }
 
+// Policies is the table of network policies: SELECTOR the replicas they
+// select, RULES their ingress rules, ENFORCED the nodes and regions that
+// enforce them at their generation ("2 nodes in dev-1").
+func Policies(items []api.NetworkPolicy, wide bool, now time.Time) Table {
+	t := Table{Header: []string{"NAME", "SELECTOR", "RULES", "GENERATION", "ENFORCED", "AGE"}}
+	if wide {
+		t.Header = append(t.Header, "TENANT", "UNREACHABLE")
+	}
+	for _, p := range items {
+		sel := Labels(p.Selector)
+		if len(p.Selector) == 0 {
+			sel = "(all)"
+		}
+		row := []string{Cell(p.Name), sel, fmt.Sprint(len(p.Ingress)), fmt.Sprint(p.Generation), PolicyEnforced(p), Age(now, p.CreatedAt)}
+		if wide {
+			var unreachable []string
+			if p.Status != nil {
+				unreachable = p.Status.Unreachable
+			}
+			row = append(row, Cell(p.Tenant), Cell(strings.Join(unreachable, ",")))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+// PolicyEnforced says where a policy is enforced at its generation:
+// "3 nodes in dev-1, 1 node in dev-2", "-" when nowhere, with the regions
+// that hold an older generation named "(dev-2: generation 1)".
+func PolicyEnforced(p api.NetworkPolicy) string {
+	if p.Status == nil {
+		return "-"
+	}
+	var parts []string
+	for _, r := range p.Status.Regions {
+		switch {
+		case r.ObservedGeneration != p.Generation:
+			parts = append(parts, fmt.Sprintf("(%s: generation %d)", r.Region, r.ObservedGeneration))
+		case r.Nodes == 1:
+			parts = append(parts, "1 node in "+r.Region)
+		case r.Nodes > 1:
+			parts = append(parts, fmt.Sprintf("%d nodes in %s", r.Nodes, r.Region))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return Cell(strings.Join(parts, ", "))
+}
+
 // Resources is the table of resources: READY is ready/desired replicas,
 // REGIONS the same per region ("dev-1:2/2 dev-2:1/1").
 func Resources(items []api.Resource, wide bool, now time.Time) Table {

@@ -487,11 +487,20 @@ type NetworkBatch struct {
 	// snapshot marks a full set: nodes not in it are gone.
 	Snapshot bool `protobuf:"varint,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
 	// network is the region network; every snapshot carries it.
-	Network       *RegionNetwork `protobuf:"bytes,2,opt,name=network,proto3" json:"network,omitempty"`
-	Upserts       []*NetworkPeer `protobuf:"bytes,3,rep,name=upserts,proto3" json:"upserts,omitempty"`
-	Removed       []string       `protobuf:"bytes,4,rep,name=removed,proto3" json:"removed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Network *RegionNetwork `protobuf:"bytes,2,opt,name=network,proto3" json:"network,omitempty"`
+	Upserts []*NetworkPeer `protobuf:"bytes,3,rep,name=upserts,proto3" json:"upserts,omitempty"`
+	Removed []string       `protobuf:"bytes,4,rep,name=removed,proto3" json:"removed,omitempty"`
+	// endpoints are the replicas of the tenants that have replicas on the
+	// node, with the labels policies select them by; a snapshot carries
+	// them all. endpoints_removed names replicas gone (by id).
+	Endpoints        []*NetworkEndpoint `protobuf:"bytes,5,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	EndpointsRemoved []string           `protobuf:"bytes,6,rep,name=endpoints_removed,json=endpointsRemoved,proto3" json:"endpoints_removed,omitempty"`
+	// policies are the network policies of those tenants, each the JSON of
+	// the API's NetworkPolicy; policies_removed names them (tenant/name).
+	Policies        [][]byte `protobuf:"bytes,7,rep,name=policies,proto3" json:"policies,omitempty"`
+	PoliciesRemoved []string `protobuf:"bytes,8,rep,name=policies_removed,json=policiesRemoved,proto3" json:"policies_removed,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NetworkBatch) Reset() {
@@ -552,6 +561,118 @@ func (x *NetworkBatch) GetRemoved() []string {
 	return nil
 }
 
+func (x *NetworkBatch) GetEndpoints() []*NetworkEndpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+func (x *NetworkBatch) GetEndpointsRemoved() []string {
+	if x != nil {
+		return x.EndpointsRemoved
+	}
+	return nil
+}
+
+func (x *NetworkBatch) GetPolicies() [][]byte {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *NetworkBatch) GetPoliciesRemoved() []string {
+	if x != nil {
+		return x.PoliciesRemoved
+	}
+	return nil
+}
+
+type NetworkEndpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Tenant        string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Resource      string                 `protobuf:"bytes,4,opt,name=resource,proto3" json:"resource,omitempty"`
+	Labels        map[string]string      `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Node          string                 `protobuf:"bytes,6,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkEndpoint) Reset() {
+	*x = NetworkEndpoint{}
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkEndpoint) ProtoMessage() {}
+
+func (x *NetworkEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkEndpoint.ProtoReflect.Descriptor instead.
+func (*NetworkEndpoint) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *NetworkEndpoint) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *NetworkEndpoint) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *NetworkEndpoint) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *NetworkEndpoint) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *NetworkEndpoint) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *NetworkEndpoint) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
 type RegionNetwork struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -567,7 +688,7 @@ type RegionNetwork struct {
 
 func (x *RegionNetwork) Reset() {
 	*x = RegionNetwork{}
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +700,7 @@ func (x *RegionNetwork) String() string {
 func (*RegionNetwork) ProtoMessage() {}
 
 func (x *RegionNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +713,7 @@ func (x *RegionNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionNetwork.ProtoReflect.Descriptor instead.
 func (*RegionNetwork) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegionNetwork) GetName() string {
@@ -647,7 +768,7 @@ type NetworkPeer struct {
 
 func (x *NetworkPeer) Reset() {
 	*x = NetworkPeer{}
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +780,7 @@ func (x *NetworkPeer) String() string {
 func (*NetworkPeer) ProtoMessage() {}
 
 func (x *NetworkPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +793,7 @@ func (x *NetworkPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkPeer.ProtoReflect.Descriptor instead.
 func (*NetworkPeer) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NetworkPeer) GetNode() string {
@@ -697,7 +818,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +830,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +843,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 type NodeStatusResponse struct {
@@ -738,7 +859,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +871,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +884,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NodeStatusResponse) GetNode() string {
@@ -812,7 +933,7 @@ type NodeLogsRequest struct {
 
 func (x *NodeLogsRequest) Reset() {
 	*x = NodeLogsRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +945,7 @@ func (x *NodeLogsRequest) String() string {
 func (*NodeLogsRequest) ProtoMessage() {}
 
 func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +958,7 @@ func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLogsRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NodeLogsRequest) GetAssignmentId() string {
@@ -859,6 +980,170 @@ func (x *NodeLogsRequest) GetTailLines() int32 {
 		return x.TailLines
 	}
 	return 0
+}
+
+type GetConfigDataRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	AssignmentId  string                 `protobuf:"bytes,2,opt,name=assignment_id,json=assignmentId,proto3" json:"assignment_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConfigDataRequest) Reset() {
+	*x = GetConfigDataRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConfigDataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConfigDataRequest) ProtoMessage() {}
+
+func (x *GetConfigDataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConfigDataRequest.ProtoReflect.Descriptor instead.
+func (*GetConfigDataRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetConfigDataRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *GetConfigDataRequest) GetAssignmentId() string {
+	if x != nil {
+		return x.AssignmentId
+	}
+	return ""
+}
+
+type ConfigData struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Data          map[string]string      `protobuf:"bytes,3,rep,name=data,proto3" json:"data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Type          string                 `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigData) Reset() {
+	*x = ConfigData{}
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigData) ProtoMessage() {}
+
+func (x *ConfigData) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigData.ProtoReflect.Descriptor instead.
+func (*ConfigData) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ConfigData) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ConfigData) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConfigData) GetData() map[string]string {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ConfigData) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+type GetConfigDataResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*ConfigData          `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConfigDataResponse) Reset() {
+	*x = GetConfigDataResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConfigDataResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConfigDataResponse) ProtoMessage() {}
+
+func (x *GetConfigDataResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConfigDataResponse.ProtoReflect.Descriptor instead.
+func (*GetConfigDataResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetConfigDataResponse) GetItems() []*ConfigData {
+	if x != nil {
+		return x.Items
+	}
+	return nil
 }
 
 var File_agent_v1_agent_proto protoreflect.FileDescriptor
@@ -897,12 +1182,26 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\bstatuses\x18\x02 \x03(\v2$.strata.resource.v1.AssignmentStatusR\bstatuses\"\x16\n" +
 	"\x14ReportStatusResponse\")\n" +
 	"\x13WatchNetworkRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"\xb6\x01\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"\xea\x02\n" +
 	"\fNetworkBatch\x12\x1a\n" +
 	"\bsnapshot\x18\x01 \x01(\bR\bsnapshot\x128\n" +
 	"\anetwork\x18\x02 \x01(\v2\x1e.strata.agent.v1.RegionNetworkR\anetwork\x126\n" +
 	"\aupserts\x18\x03 \x03(\v2\x1c.strata.agent.v1.NetworkPeerR\aupserts\x12\x18\n" +
-	"\aremoved\x18\x04 \x03(\tR\aremoved\"\x9c\x01\n" +
+	"\aremoved\x18\x04 \x03(\tR\aremoved\x12>\n" +
+	"\tendpoints\x18\x05 \x03(\v2 .strata.agent.v1.NetworkEndpointR\tendpoints\x12+\n" +
+	"\x11endpoints_removed\x18\x06 \x03(\tR\x10endpointsRemoved\x12\x1a\n" +
+	"\bpolicies\x18\a \x03(\fR\bpolicies\x12)\n" +
+	"\x10policies_removed\x18\b \x03(\tR\x0fpoliciesRemoved\"\x84\x02\n" +
+	"\x0fNetworkEndpoint\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x1a\n" +
+	"\bresource\x18\x04 \x01(\tR\bresource\x12D\n" +
+	"\x06labels\x18\x05 \x03(\v2,.strata.agent.v1.NetworkEndpoint.LabelsEntryR\x06labels\x12\x12\n" +
+	"\x04node\x18\x06 \x01(\tR\x04node\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x01\n" +
 	"\rRegionNetwork\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06subnet\x18\x02 \x01(\tR\x06subnet\x12\x1b\n" +
@@ -927,13 +1226,28 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\rassignment_id\x18\x01 \x01(\tR\fassignmentId\x12\x16\n" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\x12\x1d\n" +
 	"\n" +
-	"tail_lines\x18\x03 \x01(\x05R\ttailLines2\xc9\x03\n" +
+	"tail_lines\x18\x03 \x01(\x05R\ttailLines\"O\n" +
+	"\x14GetConfigDataRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12#\n" +
+	"\rassignment_id\x18\x02 \x01(\tR\fassignmentId\"\xbc\x01\n" +
+	"\n" +
+	"ConfigData\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x129\n" +
+	"\x04data\x18\x03 \x03(\v2%.strata.agent.v1.ConfigData.DataEntryR\x04data\x12\x12\n" +
+	"\x04type\x18\x04 \x01(\tR\x04type\x1a7\n" +
+	"\tDataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"J\n" +
+	"\x15GetConfigDataResponse\x121\n" +
+	"\x05items\x18\x01 \x03(\v2\x1b.strata.agent.v1.ConfigDataR\x05items2\xa9\x04\n" +
 	"\fAgentService\x12O\n" +
 	"\bRegister\x12 .strata.agent.v1.RegisterRequest\x1a!.strata.agent.v1.RegisterResponse\x12R\n" +
 	"\tHeartbeat\x12!.strata.agent.v1.HeartbeatRequest\x1a\".strata.agent.v1.HeartbeatResponse\x12`\n" +
 	"\x10WatchAssignments\x12(.strata.agent.v1.WatchAssignmentsRequest\x1a .strata.agent.v1.AssignmentBatch0\x01\x12[\n" +
 	"\fReportStatus\x12$.strata.agent.v1.ReportStatusRequest\x1a%.strata.agent.v1.ReportStatusResponse\x12U\n" +
-	"\fWatchNetwork\x12$.strata.agent.v1.WatchNetworkRequest\x1a\x1d.strata.agent.v1.NetworkBatch0\x012\xaa\x01\n" +
+	"\fWatchNetwork\x12$.strata.agent.v1.WatchNetworkRequest\x1a\x1d.strata.agent.v1.NetworkBatch0\x01\x12^\n" +
+	"\rGetConfigData\x12%.strata.agent.v1.GetConfigDataRequest\x1a&.strata.agent.v1.GetConfigDataResponse2\xaa\x01\n" +
 	"\vNodeService\x12Q\n" +
 	"\x06Status\x12\".strata.agent.v1.NodeStatusRequest\x1a#.strata.agent.v1.NodeStatusResponse\x12H\n" +
 	"\x04Logs\x12 .strata.agent.v1.NodeLogsRequest\x1a\x1c.strata.resource.v1.LogChunk0\x01B3Z1github.com/stratahq/strata/proto/agent/v1;agentv1b\x06proto3"
@@ -950,7 +1264,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_agent_v1_agent_proto_rawDescData
 }
 
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(*RegisterRequest)(nil),         // 0: strata.agent.v1.RegisterRequest
 	(*RegisterResponse)(nil),        // 1: strata.agent.v1.RegisterResponse
@@ -962,52 +1276,64 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*ReportStatusResponse)(nil),    // 7: strata.agent.v1.ReportStatusResponse
 	(*WatchNetworkRequest)(nil),     // 8: strata.agent.v1.WatchNetworkRequest
 	(*NetworkBatch)(nil),            // 9: strata.agent.v1.NetworkBatch
-	(*RegionNetwork)(nil),           // 10: strata.agent.v1.RegionNetwork
-	(*NetworkPeer)(nil),             // 11: strata.agent.v1.NetworkPeer
-	(*NodeStatusRequest)(nil),       // 12: strata.agent.v1.NodeStatusRequest
-	(*NodeStatusResponse)(nil),      // 13: strata.agent.v1.NodeStatusResponse
-	(*NodeLogsRequest)(nil),         // 14: strata.agent.v1.NodeLogsRequest
-	nil,                             // 15: strata.agent.v1.HeartbeatRequest.MetricsEntry
-	(*v1.Node)(nil),                 // 16: strata.resource.v1.Node
-	(*v1.Condition)(nil),            // 17: strata.resource.v1.Condition
-	(*v1.Assignment)(nil),           // 18: strata.resource.v1.Assignment
-	(*v1.AssignmentStatus)(nil),     // 19: strata.resource.v1.AssignmentStatus
-	(*v1.NodeNetwork)(nil),          // 20: strata.resource.v1.NodeNetwork
-	(*timestamppb.Timestamp)(nil),   // 21: google.protobuf.Timestamp
-	(*v1.LogChunk)(nil),             // 22: strata.resource.v1.LogChunk
+	(*NetworkEndpoint)(nil),         // 10: strata.agent.v1.NetworkEndpoint
+	(*RegionNetwork)(nil),           // 11: strata.agent.v1.RegionNetwork
+	(*NetworkPeer)(nil),             // 12: strata.agent.v1.NetworkPeer
+	(*NodeStatusRequest)(nil),       // 13: strata.agent.v1.NodeStatusRequest
+	(*NodeStatusResponse)(nil),      // 14: strata.agent.v1.NodeStatusResponse
+	(*NodeLogsRequest)(nil),         // 15: strata.agent.v1.NodeLogsRequest
+	(*GetConfigDataRequest)(nil),    // 16: strata.agent.v1.GetConfigDataRequest
+	(*ConfigData)(nil),              // 17: strata.agent.v1.ConfigData
+	(*GetConfigDataResponse)(nil),   // 18: strata.agent.v1.GetConfigDataResponse
+	nil,                             // 19: strata.agent.v1.HeartbeatRequest.MetricsEntry
+	nil,                             // 20: strata.agent.v1.NetworkEndpoint.LabelsEntry
+	nil,                             // 21: strata.agent.v1.ConfigData.DataEntry
+	(*v1.Node)(nil),                 // 22: strata.resource.v1.Node
+	(*v1.Condition)(nil),            // 23: strata.resource.v1.Condition
+	(*v1.Assignment)(nil),           // 24: strata.resource.v1.Assignment
+	(*v1.AssignmentStatus)(nil),     // 25: strata.resource.v1.AssignmentStatus
+	(*v1.NodeNetwork)(nil),          // 26: strata.resource.v1.NodeNetwork
+	(*timestamppb.Timestamp)(nil),   // 27: google.protobuf.Timestamp
+	(*v1.LogChunk)(nil),             // 28: strata.resource.v1.LogChunk
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
-	16, // 0: strata.agent.v1.RegisterRequest.node:type_name -> strata.resource.v1.Node
-	16, // 1: strata.agent.v1.RegisterResponse.node:type_name -> strata.resource.v1.Node
-	17, // 2: strata.agent.v1.HeartbeatRequest.conditions:type_name -> strata.resource.v1.Condition
-	15, // 3: strata.agent.v1.HeartbeatRequest.metrics:type_name -> strata.agent.v1.HeartbeatRequest.MetricsEntry
-	18, // 4: strata.agent.v1.AssignmentBatch.upserts:type_name -> strata.resource.v1.Assignment
-	19, // 5: strata.agent.v1.ReportStatusRequest.statuses:type_name -> strata.resource.v1.AssignmentStatus
-	10, // 6: strata.agent.v1.NetworkBatch.network:type_name -> strata.agent.v1.RegionNetwork
-	11, // 7: strata.agent.v1.NetworkBatch.upserts:type_name -> strata.agent.v1.NetworkPeer
-	20, // 8: strata.agent.v1.NetworkPeer.network:type_name -> strata.resource.v1.NodeNetwork
-	21, // 9: strata.agent.v1.NodeStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	17, // 10: strata.agent.v1.NodeStatusResponse.conditions:type_name -> strata.resource.v1.Condition
-	19, // 11: strata.agent.v1.NodeStatusResponse.assignments:type_name -> strata.resource.v1.AssignmentStatus
-	0,  // 12: strata.agent.v1.AgentService.Register:input_type -> strata.agent.v1.RegisterRequest
-	2,  // 13: strata.agent.v1.AgentService.Heartbeat:input_type -> strata.agent.v1.HeartbeatRequest
-	4,  // 14: strata.agent.v1.AgentService.WatchAssignments:input_type -> strata.agent.v1.WatchAssignmentsRequest
-	6,  // 15: strata.agent.v1.AgentService.ReportStatus:input_type -> strata.agent.v1.ReportStatusRequest
-	8,  // 16: strata.agent.v1.AgentService.WatchNetwork:input_type -> strata.agent.v1.WatchNetworkRequest
-	12, // 17: strata.agent.v1.NodeService.Status:input_type -> strata.agent.v1.NodeStatusRequest
-	14, // 18: strata.agent.v1.NodeService.Logs:input_type -> strata.agent.v1.NodeLogsRequest
-	1,  // 19: strata.agent.v1.AgentService.Register:output_type -> strata.agent.v1.RegisterResponse
-	3,  // 20: strata.agent.v1.AgentService.Heartbeat:output_type -> strata.agent.v1.HeartbeatResponse
-	5,  // 21: strata.agent.v1.AgentService.WatchAssignments:output_type -> strata.agent.v1.AssignmentBatch
-	7,  // 22: strata.agent.v1.AgentService.ReportStatus:output_type -> strata.agent.v1.ReportStatusResponse
-	9,  // 23: strata.agent.v1.AgentService.WatchNetwork:output_type -> strata.agent.v1.NetworkBatch
-	13, // 24: strata.agent.v1.NodeService.Status:output_type -> strata.agent.v1.NodeStatusResponse
-	22, // 25: strata.agent.v1.NodeService.Logs:output_type -> strata.resource.v1.LogChunk
-	19, // [19:26] is the sub-list for method output_type
-	12, // [12:19] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	22, // 0: strata.agent.v1.RegisterRequest.node:type_name -> strata.resource.v1.Node
+	22, // 1: strata.agent.v1.RegisterResponse.node:type_name -> strata.resource.v1.Node
+	23, // 2: strata.agent.v1.HeartbeatRequest.conditions:type_name -> strata.resource.v1.Condition
+	19, // 3: strata.agent.v1.HeartbeatRequest.metrics:type_name -> strata.agent.v1.HeartbeatRequest.MetricsEntry
+	24, // 4: strata.agent.v1.AssignmentBatch.upserts:type_name -> strata.resource.v1.Assignment
+	25, // 5: strata.agent.v1.ReportStatusRequest.statuses:type_name -> strata.resource.v1.AssignmentStatus
+	11, // 6: strata.agent.v1.NetworkBatch.network:type_name -> strata.agent.v1.RegionNetwork
+	12, // 7: strata.agent.v1.NetworkBatch.upserts:type_name -> strata.agent.v1.NetworkPeer
+	10, // 8: strata.agent.v1.NetworkBatch.endpoints:type_name -> strata.agent.v1.NetworkEndpoint
+	20, // 9: strata.agent.v1.NetworkEndpoint.labels:type_name -> strata.agent.v1.NetworkEndpoint.LabelsEntry
+	26, // 10: strata.agent.v1.NetworkPeer.network:type_name -> strata.resource.v1.NodeNetwork
+	27, // 11: strata.agent.v1.NodeStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	23, // 12: strata.agent.v1.NodeStatusResponse.conditions:type_name -> strata.resource.v1.Condition
+	25, // 13: strata.agent.v1.NodeStatusResponse.assignments:type_name -> strata.resource.v1.AssignmentStatus
+	21, // 14: strata.agent.v1.ConfigData.data:type_name -> strata.agent.v1.ConfigData.DataEntry
+	17, // 15: strata.agent.v1.GetConfigDataResponse.items:type_name -> strata.agent.v1.ConfigData
+	0,  // 16: strata.agent.v1.AgentService.Register:input_type -> strata.agent.v1.RegisterRequest
+	2,  // 17: strata.agent.v1.AgentService.Heartbeat:input_type -> strata.agent.v1.HeartbeatRequest
+	4,  // 18: strata.agent.v1.AgentService.WatchAssignments:input_type -> strata.agent.v1.WatchAssignmentsRequest
+	6,  // 19: strata.agent.v1.AgentService.ReportStatus:input_type -> strata.agent.v1.ReportStatusRequest
+	8,  // 20: strata.agent.v1.AgentService.WatchNetwork:input_type -> strata.agent.v1.WatchNetworkRequest
+	16, // 21: strata.agent.v1.AgentService.GetConfigData:input_type -> strata.agent.v1.GetConfigDataRequest
+	13, // 22: strata.agent.v1.NodeService.Status:input_type -> strata.agent.v1.NodeStatusRequest
+	15, // 23: strata.agent.v1.NodeService.Logs:input_type -> strata.agent.v1.NodeLogsRequest
+	1,  // 24: strata.agent.v1.AgentService.Register:output_type -> strata.agent.v1.RegisterResponse
+	3,  // 25: strata.agent.v1.AgentService.Heartbeat:output_type -> strata.agent.v1.HeartbeatResponse
+	5,  // 26: strata.agent.v1.AgentService.WatchAssignments:output_type -> strata.agent.v1.AssignmentBatch
+	7,  // 27: strata.agent.v1.AgentService.ReportStatus:output_type -> strata.agent.v1.ReportStatusResponse
+	9,  // 28: strata.agent.v1.AgentService.WatchNetwork:output_type -> strata.agent.v1.NetworkBatch
+	18, // 29: strata.agent.v1.AgentService.GetConfigData:output_type -> strata.agent.v1.GetConfigDataResponse
+	14, // 30: strata.agent.v1.NodeService.Status:output_type -> strata.agent.v1.NodeStatusResponse
+	28, // 31: strata.agent.v1.NodeService.Logs:output_type -> strata.resource.v1.LogChunk
+	24, // [24:32] is the sub-list for method output_type
+	16, // [16:24] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -1021,7 +1347,7 @@ func file_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -28,6 +28,7 @@ const (
 	AgentService_WatchAssignments_FullMethodName = "/strata.agent.v1.AgentService/WatchAssignments"
 	AgentService_ReportStatus_FullMethodName     = "/strata.agent.v1.AgentService/ReportStatus"
 	AgentService_WatchNetwork_FullMethodName     = "/strata.agent.v1.AgentService/WatchNetwork"
+	AgentService_GetConfigData_FullMethodName    = "/strata.agent.v1.AgentService/GetConfigData"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -49,6 +50,10 @@ type AgentServiceClient interface {
 	// the network, then every node's place on it (block, underlay address,
 	// VXLAN MAC), a snapshot, then changes, coalesced in batches.
 	WatchNetwork(ctx context.Context, in *WatchNetworkRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[NetworkBatch], error)
+	// GetConfigData returns the data of the Configs and Secrets one of the
+	// node's assignments names, fetched from the global tier (which
+	// decrypts secrets) and passed through: the region stores none of it.
+	GetConfigData(ctx context.Context, in *GetConfigDataRequest, opts ...grpc.CallOption) (*GetConfigDataResponse, error)
 }
 
 type agentServiceClient struct {
@@ -127,6 +132,16 @@ func (c *agentServiceClient) WatchNetwork(ctx context.Context, in *WatchNetworkR
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_WatchNetworkClient = grpc.ServerStreamingClient[NetworkBatch]
 
+func (c *agentServiceClient) GetConfigData(ctx context.Context, in *GetConfigDataRequest, opts ...grpc.CallOption) (*GetConfigDataResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConfigDataResponse)
+	err := c.cc.Invoke(ctx, AgentService_GetConfigData_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -146,6 +161,10 @@ type AgentServiceServer interface {
 	// the network, then every node's place on it (block, underlay address,
 	// VXLAN MAC), a snapshot, then changes, coalesced in batches.
 	WatchNetwork(*WatchNetworkRequest, grpc.ServerStreamingServer[NetworkBatch]) error
+	// GetConfigData returns the data of the Configs and Secrets one of the
+	// node's assignments names, fetched from the global tier (which
+	// decrypts secrets) and passed through: the region stores none of it.
+	GetConfigData(context.Context, *GetConfigDataRequest) (*GetConfigDataResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -170,6 +189,9 @@ func (UnimplementedAgentServiceServer) ReportStatus(context.Context, *ReportStat
 }
 func (UnimplementedAgentServiceServer) WatchNetwork(*WatchNetworkRequest, grpc.ServerStreamingServer[NetworkBatch]) error {
 	return status.Error(codes.Unimplemented, "method WatchNetwork not implemented")
+}
+func (UnimplementedAgentServiceServer) GetConfigData(context.Context, *GetConfigDataRequest) (*GetConfigDataResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConfigData not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -268,6 +290,24 @@ func _AgentService_WatchNetwork_Handler(srv interface{}, stream grpc.ServerStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_WatchNetworkServer = grpc.ServerStreamingServer[NetworkBatch]
 
+func _AgentService_GetConfigData_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConfigDataRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).GetConfigData(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_GetConfigData_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).GetConfigData(ctx, req.(*GetConfigDataRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -286,6 +326,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportStatus",
 			Handler:    _AgentService_ReportStatus_Handler,
+		},
+		{
+			MethodName: "GetConfigData",
+			Handler:    _AgentService_GetConfigData_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1555,6 +1555,240 @@ func (x *RegionHeartbeatResponse) GetIntervalMs() int64 {
 	return 0
 }
 
+type GetConfigDataRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Resource      string                 `protobuf:"bytes,3,opt,name=resource,proto3" json:"resource,omitempty"`
+	Refs          []*ConfigDataRef       `protobuf:"bytes,4,rep,name=refs,proto3" json:"refs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConfigDataRequest) Reset() {
+	*x = GetConfigDataRequest{}
+	mi := &file_global_v1_global_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConfigDataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConfigDataRequest) ProtoMessage() {}
+
+func (x *GetConfigDataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_global_v1_global_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConfigDataRequest.ProtoReflect.Descriptor instead.
+func (*GetConfigDataRequest) Descriptor() ([]byte, []int) {
+	return file_global_v1_global_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetConfigDataRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *GetConfigDataRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *GetConfigDataRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *GetConfigDataRequest) GetRefs() []*ConfigDataRef {
+	if x != nil {
+		return x.Refs
+	}
+	return nil
+}
+
+// ConfigDataRef names a Config (kind "config") or a Secret ("secret").
+type ConfigDataRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigDataRef) Reset() {
+	*x = ConfigDataRef{}
+	mi := &file_global_v1_global_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigDataRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigDataRef) ProtoMessage() {}
+
+func (x *ConfigDataRef) ProtoReflect() protoreflect.Message {
+	mi := &file_global_v1_global_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigDataRef.ProtoReflect.Descriptor instead.
+func (*ConfigDataRef) Descriptor() ([]byte, []int) {
+	return file_global_v1_global_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ConfigDataRef) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ConfigDataRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ConfigData struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Data  map[string]string      `protobuf:"bytes,3,rep,name=data,proto3" json:"data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// type is a Secret's type (opaque, registry).
+	Type          string `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigData) Reset() {
+	*x = ConfigData{}
+	mi := &file_global_v1_global_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigData) ProtoMessage() {}
+
+func (x *ConfigData) ProtoReflect() protoreflect.Message {
+	mi := &file_global_v1_global_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigData.ProtoReflect.Descriptor instead.
+func (*ConfigData) Descriptor() ([]byte, []int) {
+	return file_global_v1_global_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ConfigData) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ConfigData) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConfigData) GetData() map[string]string {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ConfigData) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+type GetConfigDataResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*ConfigData          `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConfigDataResponse) Reset() {
+	*x = GetConfigDataResponse{}
+	mi := &file_global_v1_global_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConfigDataResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConfigDataResponse) ProtoMessage() {}
+
+func (x *GetConfigDataResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_global_v1_global_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConfigDataResponse.ProtoReflect.Descriptor instead.
+func (*GetConfigDataResponse) Descriptor() ([]byte, []int) {
+	return file_global_v1_global_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetConfigDataResponse) GetItems() []*ConfigData {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 var File_global_v1_global_proto protoreflect.FileDescriptor
 
 const file_global_v1_global_proto_rawDesc = "" +
@@ -1645,7 +1879,26 @@ const file_global_v1_global_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2 .strata.resource.v1.RegionStatusR\x06status\":\n" +
 	"\x17RegionHeartbeatResponse\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\x03R\n" +
-	"intervalMs2\x82\x11\n" +
+	"intervalMs\"\x97\x01\n" +
+	"\x14GetConfigDataRequest\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1a\n" +
+	"\bresource\x18\x03 \x01(\tR\bresource\x123\n" +
+	"\x04refs\x18\x04 \x03(\v2\x1f.strata.global.v1.ConfigDataRefR\x04refs\"7\n" +
+	"\rConfigDataRef\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xbd\x01\n" +
+	"\n" +
+	"ConfigData\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12:\n" +
+	"\x04data\x18\x03 \x03(\v2&.strata.global.v1.ConfigData.DataEntryR\x04data\x12\x12\n" +
+	"\x04type\x18\x04 \x01(\tR\x04type\x1a7\n" +
+	"\tDataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"K\n" +
+	"\x15GetConfigDataResponse\x122\n" +
+	"\x05items\x18\x01 \x03(\v2\x1c.strata.global.v1.ConfigDataR\x05items2\x82\x11\n" +
 	"\x0fResourceService\x12Q\n" +
 	"\fCreateFlavor\x12%.strata.global.v1.CreateFlavorRequest\x1a\x1a.strata.resource.v1.Flavor\x12K\n" +
 	"\tGetFlavor\x12\".strata.global.v1.GetFlavorRequest\x1a\x1a.strata.resource.v1.Flavor\x12Z\n" +
@@ -1674,9 +1927,10 @@ const file_global_v1_global_proto_rawDesc = "" +
 	"\fUncordonNode\x12\x19.strata.global.v1.NodeRef\x1a\x18.strata.resource.v1.Node\x12P\n" +
 	"\tDrainNode\x12\".strata.global.v1.DrainNodeRequest\x1a\x1f.strata.resource.v1.DrainStatus\x12F\n" +
 	"\bGetDrain\x12\x19.strata.global.v1.NodeRef\x1a\x1f.strata.resource.v1.DrainStatus\x12O\n" +
-	"\tGetStatus\x12\".strata.global.v1.GetStatusRequest\x1a\x1e.strata.global.v1.GlobalStatus2{\n" +
+	"\tGetStatus\x12\".strata.global.v1.GetStatusRequest\x1a\x1e.strata.global.v1.GlobalStatus2\xdd\x01\n" +
 	"\x11FederationService\x12f\n" +
-	"\x0fRegionHeartbeat\x12(.strata.global.v1.RegionHeartbeatRequest\x1a).strata.global.v1.RegionHeartbeatResponseB5Z3github.com/stratahq/strata/proto/global/v1;globalv1b\x06proto3"
+	"\x0fRegionHeartbeat\x12(.strata.global.v1.RegionHeartbeatRequest\x1a).strata.global.v1.RegionHeartbeatResponse\x12`\n" +
+	"\rGetConfigData\x12&.strata.global.v1.GetConfigDataRequest\x1a'.strata.global.v1.GetConfigDataResponseB5Z3github.com/stratahq/strata/proto/global/v1;globalv1b\x06proto3"
 
 var (
 	file_global_v1_global_proto_rawDescOnce sync.Once
@@ -1690,7 +1944,7 @@ func file_global_v1_global_proto_rawDescGZIP() []byte {
 	return file_global_v1_global_proto_rawDescData
 }
 
-var file_global_v1_global_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_global_v1_global_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_global_v1_global_proto_goTypes = []any{
 	(*CreateFlavorRequest)(nil),     // 0: strata.global.v1.CreateFlavorRequest
 	(*GetFlavorRequest)(nil),        // 1: strata.global.v1.GetFlavorRequest
@@ -1723,93 +1977,103 @@ var file_global_v1_global_proto_goTypes = []any{
 	(*GlobalStatus)(nil),            // 28: strata.global.v1.GlobalStatus
 	(*RegionHeartbeatRequest)(nil),  // 29: strata.global.v1.RegionHeartbeatRequest
 	(*RegionHeartbeatResponse)(nil), // 30: strata.global.v1.RegionHeartbeatResponse
-	(*v1.Flavor)(nil),               // 31: strata.resource.v1.Flavor
-	(*v1.Resource)(nil),             // 32: strata.resource.v1.Resource
-	(*v1.Revision)(nil),             // 33: strata.resource.v1.Revision
-	(*v1.Replica)(nil),              // 34: strata.resource.v1.Replica
-	(*v1.Region)(nil),               // 35: strata.resource.v1.Region
-	(*v1.Node)(nil),                 // 36: strata.resource.v1.Node
-	(*v1.DrainRequest)(nil),         // 37: strata.resource.v1.DrainRequest
-	(*timestamppb.Timestamp)(nil),   // 38: google.protobuf.Timestamp
-	(*v1.RegionStatus)(nil),         // 39: strata.resource.v1.RegionStatus
-	(*v1.DrainStatus)(nil),          // 40: strata.resource.v1.DrainStatus
+	(*GetConfigDataRequest)(nil),    // 31: strata.global.v1.GetConfigDataRequest
+	(*ConfigDataRef)(nil),           // 32: strata.global.v1.ConfigDataRef
+	(*ConfigData)(nil),              // 33: strata.global.v1.ConfigData
+	(*GetConfigDataResponse)(nil),   // 34: strata.global.v1.GetConfigDataResponse
+	nil,                             // 35: strata.global.v1.ConfigData.DataEntry
+	(*v1.Flavor)(nil),               // 36: strata.resource.v1.Flavor
+	(*v1.Resource)(nil),             // 37: strata.resource.v1.Resource
+	(*v1.Revision)(nil),             // 38: strata.resource.v1.Revision
+	(*v1.Replica)(nil),              // 39: strata.resource.v1.Replica
+	(*v1.Region)(nil),               // 40: strata.resource.v1.Region
+	(*v1.Node)(nil),                 // 41: strata.resource.v1.Node
+	(*v1.DrainRequest)(nil),         // 42: strata.resource.v1.DrainRequest
+	(*timestamppb.Timestamp)(nil),   // 43: google.protobuf.Timestamp
+	(*v1.RegionStatus)(nil),         // 44: strata.resource.v1.RegionStatus
+	(*v1.DrainStatus)(nil),          // 45: strata.resource.v1.DrainStatus
 }
 var file_global_v1_global_proto_depIdxs = []int32{
-	31, // 0: strata.global.v1.CreateFlavorRequest.flavor:type_name -> strata.resource.v1.Flavor
-	31, // 1: strata.global.v1.ListFlavorsResponse.items:type_name -> strata.resource.v1.Flavor
-	31, // 2: strata.global.v1.UpdateFlavorRequest.flavor:type_name -> strata.resource.v1.Flavor
-	32, // 3: strata.global.v1.CreateResourceRequest.resource:type_name -> strata.resource.v1.Resource
-	32, // 4: strata.global.v1.ListResourcesResponse.items:type_name -> strata.resource.v1.Resource
-	32, // 5: strata.global.v1.UpdateResourceRequest.resource:type_name -> strata.resource.v1.Resource
-	33, // 6: strata.global.v1.ListRevisionsResponse.items:type_name -> strata.resource.v1.Revision
-	34, // 7: strata.global.v1.ListReplicasResponse.items:type_name -> strata.resource.v1.Replica
-	35, // 8: strata.global.v1.RegisterRegionRequest.region:type_name -> strata.resource.v1.Region
-	35, // 9: strata.global.v1.ListRegionsResponse.items:type_name -> strata.resource.v1.Region
-	36, // 10: strata.global.v1.ListNodesResponse.items:type_name -> strata.resource.v1.Node
-	37, // 11: strata.global.v1.DrainNodeRequest.drain:type_name -> strata.resource.v1.DrainRequest
-	38, // 12: strata.global.v1.GlobalStatus.leader_since:type_name -> google.protobuf.Timestamp
-	35, // 13: strata.global.v1.GlobalStatus.regions:type_name -> strata.resource.v1.Region
-	35, // 14: strata.global.v1.RegionHeartbeatRequest.region:type_name -> strata.resource.v1.Region
-	39, // 15: strata.global.v1.RegionHeartbeatRequest.status:type_name -> strata.resource.v1.RegionStatus
-	0,  // 16: strata.global.v1.ResourceService.CreateFlavor:input_type -> strata.global.v1.CreateFlavorRequest
-	1,  // 17: strata.global.v1.ResourceService.GetFlavor:input_type -> strata.global.v1.GetFlavorRequest
-	2,  // 18: strata.global.v1.ResourceService.ListFlavors:input_type -> strata.global.v1.ListFlavorsRequest
-	4,  // 19: strata.global.v1.ResourceService.UpdateFlavor:input_type -> strata.global.v1.UpdateFlavorRequest
-	5,  // 20: strata.global.v1.ResourceService.DeleteFlavor:input_type -> strata.global.v1.DeleteFlavorRequest
-	8,  // 21: strata.global.v1.ResourceService.CreateResource:input_type -> strata.global.v1.CreateResourceRequest
-	7,  // 22: strata.global.v1.ResourceService.GetResource:input_type -> strata.global.v1.ResourceRef
-	9,  // 23: strata.global.v1.ResourceService.ListResources:input_type -> strata.global.v1.ListResourcesRequest
-	11, // 24: strata.global.v1.ResourceService.UpdateResource:input_type -> strata.global.v1.UpdateResourceRequest
-	7,  // 25: strata.global.v1.ResourceService.DeleteResource:input_type -> strata.global.v1.ResourceRef
-	12, // 26: strata.global.v1.ResourceService.ScaleResource:input_type -> strata.global.v1.ScaleResourceRequest
-	13, // 27: strata.global.v1.ResourceService.RollbackResource:input_type -> strata.global.v1.RollbackResourceRequest
-	7,  // 28: strata.global.v1.ResourceService.ListRevisions:input_type -> strata.global.v1.ResourceRef
-	7,  // 29: strata.global.v1.ResourceService.ListReplicas:input_type -> strata.global.v1.ResourceRef
-	16, // 30: strata.global.v1.ResourceService.RegisterRegion:input_type -> strata.global.v1.RegisterRegionRequest
-	17, // 31: strata.global.v1.ResourceService.GetRegion:input_type -> strata.global.v1.RegionRef
-	18, // 32: strata.global.v1.ResourceService.ListRegions:input_type -> strata.global.v1.ListRegionsRequest
-	17, // 33: strata.global.v1.ResourceService.DeleteRegion:input_type -> strata.global.v1.RegionRef
-	22, // 34: strata.global.v1.ResourceService.ListNodes:input_type -> strata.global.v1.ListNodesRequest
-	21, // 35: strata.global.v1.ResourceService.GetNode:input_type -> strata.global.v1.NodeRef
-	21, // 36: strata.global.v1.ResourceService.DeleteNode:input_type -> strata.global.v1.NodeRef
-	25, // 37: strata.global.v1.ResourceService.CordonNode:input_type -> strata.global.v1.CordonNodeRequest
-	21, // 38: strata.global.v1.ResourceService.UncordonNode:input_type -> strata.global.v1.NodeRef
-	26, // 39: strata.global.v1.ResourceService.DrainNode:input_type -> strata.global.v1.DrainNodeRequest
-	21, // 40: strata.global.v1.ResourceService.GetDrain:input_type -> strata.global.v1.NodeRef
-	27, // 41: strata.global.v1.ResourceService.GetStatus:input_type -> strata.global.v1.GetStatusRequest
-	29, // 42: strata.global.v1.FederationService.RegionHeartbeat:input_type -> strata.global.v1.RegionHeartbeatRequest
-	31, // 43: strata.global.v1.ResourceService.CreateFlavor:output_type -> strata.resource.v1.Flavor
-	31, // 44: strata.global.v1.ResourceService.GetFlavor:output_type -> strata.resource.v1.Flavor
-	3,  // 45: strata.global.v1.ResourceService.ListFlavors:output_type -> strata.global.v1.ListFlavorsResponse
-	31, // 46: strata.global.v1.ResourceService.UpdateFlavor:output_type -> strata.resource.v1.Flavor
-	6,  // 47: strata.global.v1.ResourceService.DeleteFlavor:output_type -> strata.global.v1.DeleteFlavorResponse
-	32, // 48: strata.global.v1.ResourceService.CreateResource:output_type -> strata.resource.v1.Resource
-	32, // 49: strata.global.v1.ResourceService.GetResource:output_type -> strata.resource.v1.Resource
-	10, // 50: strata.global.v1.ResourceService.ListResources:output_type -> strata.global.v1.ListResourcesResponse
-	32, // 51: strata.global.v1.ResourceService.UpdateResource:output_type -> strata.resource.v1.Resource
-	32, // 52: strata.global.v1.ResourceService.DeleteResource:output_type -> strata.resource.v1.Resource
-	32, // 53: strata.global.v1.ResourceService.ScaleResource:output_type -> strata.resource.v1.Resource
-	32, // 54: strata.global.v1.ResourceService.RollbackResource:output_type -> strata.resource.v1.Resource
-	14, // 55: strata.global.v1.ResourceService.ListRevisions:output_type -> strata.global.v1.ListRevisionsResponse
-	15, // 56: strata.global.v1.ResourceService.ListReplicas:output_type -> strata.global.v1.ListReplicasResponse
-	35, // 57: strata.global.v1.ResourceService.RegisterRegion:output_type -> strata.resource.v1.Region
-	35, // 58: strata.global.v1.ResourceService.GetRegion:output_type -> strata.resource.v1.Region
-	19, // 59: strata.global.v1.ResourceService.ListRegions:output_type -> strata.global.v1.ListRegionsResponse
-	20, // 60: strata.global.v1.ResourceService.DeleteRegion:output_type -> strata.global.v1.DeleteRegionResponse
-	23, // 61: strata.global.v1.ResourceService.ListNodes:output_type -> strata.global.v1.ListNodesResponse
-	36, // 62: strata.global.v1.ResourceService.GetNode:output_type -> strata.resource.v1.Node
-	24, // 63: strata.global.v1.ResourceService.DeleteNode:output_type -> strata.global.v1.DeleteNodeResponse
-	36, // 64: strata.global.v1.ResourceService.CordonNode:output_type -> strata.resource.v1.Node
-	36, // 65: strata.global.v1.ResourceService.UncordonNode:output_type -> strata.resource.v1.Node
-	40, // 66: strata.global.v1.ResourceService.DrainNode:output_type -> strata.resource.v1.DrainStatus
-	40, // 67: strata.global.v1.ResourceService.GetDrain:output_type -> strata.resource.v1.DrainStatus
-	28, // 68: strata.global.v1.ResourceService.GetStatus:output_type -> strata.global.v1.GlobalStatus
-	30, // 69: strata.global.v1.FederationService.RegionHeartbeat:output_type -> strata.global.v1.RegionHeartbeatResponse
-	43, // [43:70] is the sub-list for method output_type
-	16, // [16:43] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	36, // 0: strata.global.v1.CreateFlavorRequest.flavor:type_name -> strata.resource.v1.Flavor
+	36, // 1: strata.global.v1.ListFlavorsResponse.items:type_name -> strata.resource.v1.Flavor
+	36, // 2: strata.global.v1.UpdateFlavorRequest.flavor:type_name -> strata.resource.v1.Flavor
+	37, // 3: strata.global.v1.CreateResourceRequest.resource:type_name -> strata.resource.v1.Resource
+	37, // 4: strata.global.v1.ListResourcesResponse.items:type_name -> strata.resource.v1.Resource
+	37, // 5: strata.global.v1.UpdateResourceRequest.resource:type_name -> strata.resource.v1.Resource
+	38, // 6: strata.global.v1.ListRevisionsResponse.items:type_name -> strata.resource.v1.Revision
+	39, // 7: strata.global.v1.ListReplicasResponse.items:type_name -> strata.resource.v1.Replica
+	40, // 8: strata.global.v1.RegisterRegionRequest.region:type_name -> strata.resource.v1.Region
+	40, // 9: strata.global.v1.ListRegionsResponse.items:type_name -> strata.resource.v1.Region
+	41, // 10: strata.global.v1.ListNodesResponse.items:type_name -> strata.resource.v1.Node
+	42, // 11: strata.global.v1.DrainNodeRequest.drain:type_name -> strata.resource.v1.DrainRequest
+	43, // 12: strata.global.v1.GlobalStatus.leader_since:type_name -> google.protobuf.Timestamp
+	40, // 13: strata.global.v1.GlobalStatus.regions:type_name -> strata.resource.v1.Region
+	40, // 14: strata.global.v1.RegionHeartbeatRequest.region:type_name -> strata.resource.v1.Region
+	44, // 15: strata.global.v1.RegionHeartbeatRequest.status:type_name -> strata.resource.v1.RegionStatus
+	32, // 16: strata.global.v1.GetConfigDataRequest.refs:type_name -> strata.global.v1.ConfigDataRef
+	35, // 17: strata.global.v1.ConfigData.data:type_name -> strata.global.v1.ConfigData.DataEntry
+	33, // 18: strata.global.v1.GetConfigDataResponse.items:type_name -> strata.global.v1.ConfigData
+	0,  // 19: strata.global.v1.ResourceService.CreateFlavor:input_type -> strata.global.v1.CreateFlavorRequest
+	1,  // 20: strata.global.v1.ResourceService.GetFlavor:input_type -> strata.global.v1.GetFlavorRequest
+	2,  // 21: strata.global.v1.ResourceService.ListFlavors:input_type -> strata.global.v1.ListFlavorsRequest
+	4,  // 22: strata.global.v1.ResourceService.UpdateFlavor:input_type -> strata.global.v1.UpdateFlavorRequest
+	5,  // 23: strata.global.v1.ResourceService.DeleteFlavor:input_type -> strata.global.v1.DeleteFlavorRequest
+	8,  // 24: strata.global.v1.ResourceService.CreateResource:input_type -> strata.global.v1.CreateResourceRequest
+	7,  // 25: strata.global.v1.ResourceService.GetResource:input_type -> strata.global.v1.ResourceRef
+	9,  // 26: strata.global.v1.ResourceService.ListResources:input_type -> strata.global.v1.ListResourcesRequest
+	11, // 27: strata.global.v1.ResourceService.UpdateResource:input_type -> strata.global.v1.UpdateResourceRequest
+	7,  // 28: strata.global.v1.ResourceService.DeleteResource:input_type -> strata.global.v1.ResourceRef
+	12, // 29: strata.global.v1.ResourceService.ScaleResource:input_type -> strata.global.v1.ScaleResourceRequest
+	13, // 30: strata.global.v1.ResourceService.RollbackResource:input_type -> strata.global.v1.RollbackResourceRequest
+	7,  // 31: strata.global.v1.ResourceService.ListRevisions:input_type -> strata.global.v1.ResourceRef
+	7,  // 32: strata.global.v1.ResourceService.ListReplicas:input_type -> strata.global.v1.ResourceRef
+	16, // 33: strata.global.v1.ResourceService.RegisterRegion:input_type -> strata.global.v1.RegisterRegionRequest
+	17, // 34: strata.global.v1.ResourceService.GetRegion:input_type -> strata.global.v1.RegionRef
+	18, // 35: strata.global.v1.ResourceService.ListRegions:input_type -> strata.global.v1.ListRegionsRequest
+	17, // 36: strata.global.v1.ResourceService.DeleteRegion:input_type -> strata.global.v1.RegionRef
+	22, // 37: strata.global.v1.ResourceService.ListNodes:input_type -> strata.global.v1.ListNodesRequest
+	21, // 38: strata.global.v1.ResourceService.GetNode:input_type -> strata.global.v1.NodeRef
+	21, // 39: strata.global.v1.ResourceService.DeleteNode:input_type -> strata.global.v1.NodeRef
+	25, // 40: strata.global.v1.ResourceService.CordonNode:input_type -> strata.global.v1.CordonNodeRequest
+	21, // 41: strata.global.v1.ResourceService.UncordonNode:input_type -> strata.global.v1.NodeRef
+	26, // 42: strata.global.v1.ResourceService.DrainNode:input_type -> strata.global.v1.DrainNodeRequest
+	21, // 43: strata.global.v1.ResourceService.GetDrain:input_type -> strata.global.v1.NodeRef
+	27, // 44: strata.global.v1.ResourceService.GetStatus:input_type -> strata.global.v1.GetStatusRequest
+	29, // 45: strata.global.v1.FederationService.RegionHeartbeat:input_type -> strata.global.v1.RegionHeartbeatRequest
+	31, // 46: strata.global.v1.FederationService.GetConfigData:input_type -> strata.global.v1.GetConfigDataRequest
+	36, // 47: strata.global.v1.ResourceService.CreateFlavor:output_type -> strata.resource.v1.Flavor
+	36, // 48: strata.global.v1.ResourceService.GetFlavor:output_type -> strata.resource.v1.Flavor
+	3,  // 49: strata.global.v1.ResourceService.ListFlavors:output_type -> strata.global.v1.ListFlavorsResponse
+	36, // 50: strata.global.v1.ResourceService.UpdateFlavor:output_type -> strata.resource.v1.Flavor
+	6,  // 51: strata.global.v1.ResourceService.DeleteFlavor:output_type -> strata.global.v1.DeleteFlavorResponse
+	37, // 52: strata.global.v1.ResourceService.CreateResource:output_type -> strata.resource.v1.Resource
+	37, // 53: strata.global.v1.ResourceService.GetResource:output_type -> strata.resource.v1.Resource
+	10, // 54: strata.global.v1.ResourceService.ListResources:output_type -> strata.global.v1.ListResourcesResponse
+	37, // 55: strata.global.v1.ResourceService.UpdateResource:output_type -> strata.resource.v1.Resource
+	37, // 56: strata.global.v1.ResourceService.DeleteResource:output_type -> strata.resource.v1.Resource
+	37, // 57: strata.global.v1.ResourceService.ScaleResource:output_type -> strata.resource.v1.Resource
+	37, // 58: strata.global.v1.ResourceService.RollbackResource:output_type -> strata.resource.v1.Resource
+	14, // 59: strata.global.v1.ResourceService.ListRevisions:output_type -> strata.global.v1.ListRevisionsResponse
+	15, // 60: strata.global.v1.ResourceService.ListReplicas:output_type -> strata.global.v1.ListReplicasResponse
+	40, // 61: strata.global.v1.ResourceService.RegisterRegion:output_type -> strata.resource.v1.Region
+	40, // 62: strata.global.v1.ResourceService.GetRegion:output_type -> strata.resource.v1.Region
+	19, // 63: strata.global.v1.ResourceService.ListRegions:output_type -> strata.global.v1.ListRegionsResponse
+	20, // 64: strata.global.v1.ResourceService.DeleteRegion:output_type -> strata.global.v1.DeleteRegionResponse
+	23, // 65: strata.global.v1.ResourceService.ListNodes:output_type -> strata.global.v1.ListNodesResponse
+	41, // 66: strata.global.v1.ResourceService.GetNode:output_type -> strata.resource.v1.Node
+	24, // 67: strata.global.v1.ResourceService.DeleteNode:output_type -> strata.global.v1.DeleteNodeResponse
+	41, // 68: strata.global.v1.ResourceService.CordonNode:output_type -> strata.resource.v1.Node
+	41, // 69: strata.global.v1.ResourceService.UncordonNode:output_type -> strata.resource.v1.Node
+	45, // 70: strata.global.v1.ResourceService.DrainNode:output_type -> strata.resource.v1.DrainStatus
+	45, // 71: strata.global.v1.ResourceService.GetDrain:output_type -> strata.resource.v1.DrainStatus
+	28, // 72: strata.global.v1.ResourceService.GetStatus:output_type -> strata.global.v1.GlobalStatus
+	30, // 73: strata.global.v1.FederationService.RegionHeartbeat:output_type -> strata.global.v1.RegionHeartbeatResponse
+	34, // 74: strata.global.v1.FederationService.GetConfigData:output_type -> strata.global.v1.GetConfigDataResponse
+	47, // [47:75] is the sub-list for method output_type
+	19, // [19:47] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_global_v1_global_proto_init() }
@@ -1823,7 +2087,7 @@ func file_global_v1_global_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_global_v1_global_proto_rawDesc), len(file_global_v1_global_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

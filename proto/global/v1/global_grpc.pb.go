@@ -1077,6 +1077,7 @@ var ResourceService_ServiceDesc = grpc.ServiceDesc{
 
 const (
 	FederationService_RegionHeartbeat_FullMethodName = "/strata.global.v1.FederationService/RegionHeartbeat"
+	FederationService_GetConfigData_FullMethodName   = "/strata.global.v1.FederationService/GetConfigData"
 )
 
 // FederationServiceClient is the client API for FederationService service.
@@ -1088,6 +1089,11 @@ type FederationServiceClient interface {
 	// RegionHeartbeat registers the region on first call and records its
 	// liveness (in the heartbeat store, not etcd).
 	RegionHeartbeat(ctx context.Context, in *RegionHeartbeatRequest, opts ...grpc.CallOption) (*RegionHeartbeatResponse, error)
+	// GetConfigData returns the data of Configs and Secrets that a resource
+	// placed in the calling region names (secrets decrypted): the region
+	// passes it to the agent that runs a replica, over mTLS, and stores
+	// none of it.
+	GetConfigData(ctx context.Context, in *GetConfigDataRequest, opts ...grpc.CallOption) (*GetConfigDataResponse, error)
 }
 
 type federationServiceClient struct {
@@ -1108,6 +1114,16 @@ func (c *federationServiceClient) RegionHeartbeat(ctx context.Context, in *Regio
 	return out, nil
 }
 
+func (c *federationServiceClient) GetConfigData(ctx context.Context, in *GetConfigDataRequest, opts ...grpc.CallOption) (*GetConfigDataResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConfigDataResponse)
+	err := c.cc.Invoke(ctx, FederationService_GetConfigData_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FederationServiceServer is the server API for FederationService service.
 // All implementations must embed UnimplementedFederationServiceServer
 // for forward compatibility.
@@ -1117,6 +1133,11 @@ type FederationServiceServer interface {
 	// RegionHeartbeat registers the region on first call and records its
 	// liveness (in the heartbeat store, not etcd).
 	RegionHeartbeat(context.Context, *RegionHeartbeatRequest) (*RegionHeartbeatResponse, error)
+	// GetConfigData returns the data of Configs and Secrets that a resource
+	// placed in the calling region names (secrets decrypted): the region
+	// passes it to the agent that runs a replica, over mTLS, and stores
+	// none of it.
+	GetConfigData(context.Context, *GetConfigDataRequest) (*GetConfigDataResponse, error)
 	mustEmbedUnimplementedFederationServiceServer()
 }
 
@@ -1129,6 +1150,9 @@ type UnimplementedFederationServiceServer struct{}
 
 func (UnimplementedFederationServiceServer) RegionHeartbeat(context.Context, *RegionHeartbeatRequest) (*RegionHeartbeatResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegionHeartbeat not implemented")
+}
+func (UnimplementedFederationServiceServer) GetConfigData(context.Context, *GetConfigDataRequest) (*GetConfigDataResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConfigData not implemented")
 }
 func (UnimplementedFederationServiceServer) mustEmbedUnimplementedFederationServiceServer() {}
 func (UnimplementedFederationServiceServer) testEmbeddedByValue()                           {}
@@ -1169,6 +1193,24 @@ func _FederationService_RegionHeartbeat_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FederationService_GetConfigData_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConfigDataRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FederationServiceServer).GetConfigData(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FederationService_GetConfigData_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FederationServiceServer).GetConfigData(ctx, req.(*GetConfigDataRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FederationService_ServiceDesc is the grpc.ServiceDesc for FederationService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1179,6 +1221,10 @@ var FederationService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RegionHeartbeat",
 			Handler:    _FederationService_RegionHeartbeat_Handler,
+		},
+		{
+			MethodName: "GetConfigData",
+			Handler:    _FederationService_GetConfigData_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

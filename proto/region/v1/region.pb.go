@@ -1031,6 +1031,261 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_region_v1_region_proto_rawDescGZIP(), []int{19}
 }
 
+type SyncPoliciesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// policies are every network policy, each the JSON of the API's
+	// NetworkPolicy (the global API validated them).
+	Policies      [][]byte `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	Epoch         int64    `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncPoliciesRequest) Reset() {
+	*x = SyncPoliciesRequest{}
+	mi := &file_region_v1_region_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncPoliciesRequest) ProtoMessage() {}
+
+func (x *SyncPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_region_v1_region_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*SyncPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_region_v1_region_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SyncPoliciesRequest) GetPolicies() [][]byte {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *SyncPoliciesRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type SyncPoliciesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// changed counts the policies written or removed.
+	Changed       int32 `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncPoliciesResponse) Reset() {
+	*x = SyncPoliciesResponse{}
+	mi := &file_region_v1_region_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncPoliciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncPoliciesResponse) ProtoMessage() {}
+
+func (x *SyncPoliciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_region_v1_region_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncPoliciesResponse.ProtoReflect.Descriptor instead.
+func (*SyncPoliciesResponse) Descriptor() ([]byte, []int) {
+	return file_region_v1_region_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SyncPoliciesResponse) GetChanged() int32 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
+type PolicyStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyStatusRequest) Reset() {
+	*x = PolicyStatusRequest{}
+	mi := &file_region_v1_region_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyStatusRequest) ProtoMessage() {}
+
+func (x *PolicyStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_region_v1_region_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyStatusRequest.ProtoReflect.Descriptor instead.
+func (*PolicyStatusRequest) Descriptor() ([]byte, []int) {
+	return file_region_v1_region_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PolicyStatusRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type PolicyRegionStatus struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Name               string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ObservedGeneration int64                  `protobuf:"varint,2,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
+	Replicas           int32                  `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Nodes              int32                  `protobuf:"varint,4,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *PolicyRegionStatus) Reset() {
+	*x = PolicyRegionStatus{}
+	mi := &file_region_v1_region_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyRegionStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyRegionStatus) ProtoMessage() {}
+
+func (x *PolicyRegionStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_region_v1_region_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyRegionStatus.ProtoReflect.Descriptor instead.
+func (*PolicyRegionStatus) Descriptor() ([]byte, []int) {
+	return file_region_v1_region_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PolicyRegionStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PolicyRegionStatus) GetObservedGeneration() int64 {
+	if x != nil {
+		return x.ObservedGeneration
+	}
+	return 0
+}
+
+func (x *PolicyRegionStatus) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *PolicyRegionStatus) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+type PolicyStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*PolicyRegionStatus  `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyStatusResponse) Reset() {
+	*x = PolicyStatusResponse{}
+	mi := &file_region_v1_region_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyStatusResponse) ProtoMessage() {}
+
+func (x *PolicyStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_region_v1_region_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyStatusResponse.ProtoReflect.Descriptor instead.
+func (*PolicyStatusResponse) Descriptor() ([]byte, []int) {
+	return file_region_v1_region_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PolicyStatusResponse) GetItems() []*PolicyRegionStatus {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 var File_region_v1_region_proto protoreflect.FileDescriptor
 
 const file_region_v1_region_proto_rawDesc = "" +
@@ -1095,7 +1350,22 @@ const file_region_v1_region_proto_rawDesc = "" +
 	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"E\n" +
 	"\x12ListEventsResponse\x12/\n" +
 	"\x05items\x18\x01 \x03(\v2\x19.strata.resource.v1.EventR\x05items\"\x0f\n" +
-	"\rStatusRequest2\x9f\t\n" +
+	"\rStatusRequest\"G\n" +
+	"\x13SyncPoliciesRequest\x12\x1a\n" +
+	"\bpolicies\x18\x01 \x03(\fR\bpolicies\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\"0\n" +
+	"\x14SyncPoliciesResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\x05R\achanged\"-\n" +
+	"\x13PolicyStatusRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"\x8b\x01\n" +
+	"\x12PolicyRegionStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
+	"\x13observed_generation\x18\x02 \x01(\x03R\x12observedGeneration\x12\x1a\n" +
+	"\breplicas\x18\x03 \x01(\x05R\breplicas\x12\x14\n" +
+	"\x05nodes\x18\x04 \x01(\x05R\x05nodes\"R\n" +
+	"\x14PolicyStatusResponse\x12:\n" +
+	"\x05items\x18\x01 \x03(\v2$.strata.region.v1.PolicyRegionStatusR\x05items2\xdd\n" +
+	"\n" +
 	"\rRegionService\x12f\n" +
 	"\x0fApplyPlacements\x12(.strata.region.v1.ApplyPlacementsRequest\x1a).strata.region.v1.ApplyPlacementsResponse\x12i\n" +
 	"\x10RemovePlacements\x12).strata.region.v1.RemovePlacementsRequest\x1a*.strata.region.v1.RemovePlacementsResponse\x12\\\n" +
@@ -1113,7 +1383,9 @@ const file_region_v1_region_proto_rawDesc = "" +
 	"\x04Logs\x12\x1f.strata.resource.v1.LogsRequest\x1a\x1c.strata.resource.v1.LogChunk0\x01\x12W\n" +
 	"\n" +
 	"ListEvents\x12#.strata.region.v1.ListEventsRequest\x1a$.strata.region.v1.ListEventsResponse\x12K\n" +
-	"\x06Status\x12\x1f.strata.region.v1.StatusRequest\x1a .strata.resource.v1.RegionStatusB5Z3github.com/stratahq/strata/proto/region/v1;regionv1b\x06proto3"
+	"\x06Status\x12\x1f.strata.region.v1.StatusRequest\x1a .strata.resource.v1.RegionStatus\x12]\n" +
+	"\fSyncPolicies\x12%.strata.region.v1.SyncPoliciesRequest\x1a&.strata.region.v1.SyncPoliciesResponse\x12]\n" +
+	"\fPolicyStatus\x12%.strata.region.v1.PolicyStatusRequest\x1a&.strata.region.v1.PolicyStatusResponseB5Z3github.com/stratahq/strata/proto/region/v1;regionv1b\x06proto3"
 
 var (
 	file_region_v1_region_proto_rawDescOnce sync.Once
@@ -1127,7 +1399,7 @@ func file_region_v1_region_proto_rawDescGZIP() []byte {
 	return file_region_v1_region_proto_rawDescData
 }
 
-var file_region_v1_region_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_region_v1_region_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_region_v1_region_proto_goTypes = []any{
 	(*ApplyPlacementsRequest)(nil),   // 0: strata.region.v1.ApplyPlacementsRequest
 	(*PlacementResult)(nil),          // 1: strata.region.v1.PlacementResult
@@ -1149,63 +1421,73 @@ var file_region_v1_region_proto_goTypes = []any{
 	(*ListEventsRequest)(nil),        // 17: strata.region.v1.ListEventsRequest
 	(*ListEventsResponse)(nil),       // 18: strata.region.v1.ListEventsResponse
 	(*StatusRequest)(nil),            // 19: strata.region.v1.StatusRequest
-	(*v1.Placement)(nil),             // 20: strata.resource.v1.Placement
-	(*v1.RegionShare)(nil),           // 21: strata.resource.v1.RegionShare
-	(*v1.BackendStatus)(nil),         // 22: strata.resource.v1.BackendStatus
-	(*v1.Node)(nil),                  // 23: strata.resource.v1.Node
-	(*v1.DrainRequest)(nil),          // 24: strata.resource.v1.DrainRequest
-	(*v1.Replica)(nil),               // 25: strata.resource.v1.Replica
-	(*v1.Event)(nil),                 // 26: strata.resource.v1.Event
-	(*v1.LogsRequest)(nil),           // 27: strata.resource.v1.LogsRequest
-	(*v1.DrainStatus)(nil),           // 28: strata.resource.v1.DrainStatus
-	(*v1.LogChunk)(nil),              // 29: strata.resource.v1.LogChunk
-	(*v1.RegionStatus)(nil),          // 30: strata.resource.v1.RegionStatus
+	(*SyncPoliciesRequest)(nil),      // 20: strata.region.v1.SyncPoliciesRequest
+	(*SyncPoliciesResponse)(nil),     // 21: strata.region.v1.SyncPoliciesResponse
+	(*PolicyStatusRequest)(nil),      // 22: strata.region.v1.PolicyStatusRequest
+	(*PolicyRegionStatus)(nil),       // 23: strata.region.v1.PolicyRegionStatus
+	(*PolicyStatusResponse)(nil),     // 24: strata.region.v1.PolicyStatusResponse
+	(*v1.Placement)(nil),             // 25: strata.resource.v1.Placement
+	(*v1.RegionShare)(nil),           // 26: strata.resource.v1.RegionShare
+	(*v1.BackendStatus)(nil),         // 27: strata.resource.v1.BackendStatus
+	(*v1.Node)(nil),                  // 28: strata.resource.v1.Node
+	(*v1.DrainRequest)(nil),          // 29: strata.resource.v1.DrainRequest
+	(*v1.Replica)(nil),               // 30: strata.resource.v1.Replica
+	(*v1.Event)(nil),                 // 31: strata.resource.v1.Event
+	(*v1.LogsRequest)(nil),           // 32: strata.resource.v1.LogsRequest
+	(*v1.DrainStatus)(nil),           // 33: strata.resource.v1.DrainStatus
+	(*v1.LogChunk)(nil),              // 34: strata.resource.v1.LogChunk
+	(*v1.RegionStatus)(nil),          // 35: strata.resource.v1.RegionStatus
 }
 var file_region_v1_region_proto_depIdxs = []int32{
-	20, // 0: strata.region.v1.ApplyPlacementsRequest.placements:type_name -> strata.resource.v1.Placement
+	25, // 0: strata.region.v1.ApplyPlacementsRequest.placements:type_name -> strata.resource.v1.Placement
 	1,  // 1: strata.region.v1.ApplyPlacementsResponse.results:type_name -> strata.region.v1.PlacementResult
 	3,  // 2: strata.region.v1.RemovePlacementsRequest.placements:type_name -> strata.region.v1.PlacementRef
 	1,  // 3: strata.region.v1.RemovePlacementsResponse.results:type_name -> strata.region.v1.PlacementResult
-	21, // 4: strata.region.v1.ShareEvent.share:type_name -> strata.resource.v1.RegionShare
-	22, // 5: strata.region.v1.ShareEvent.backends:type_name -> strata.resource.v1.BackendStatus
+	26, // 4: strata.region.v1.ShareEvent.share:type_name -> strata.resource.v1.RegionShare
+	27, // 5: strata.region.v1.ShareEvent.backends:type_name -> strata.resource.v1.BackendStatus
 	7,  // 6: strata.region.v1.WatchSharesResponse.events:type_name -> strata.region.v1.ShareEvent
-	23, // 7: strata.region.v1.ListNodesResponse.items:type_name -> strata.resource.v1.Node
-	24, // 8: strata.region.v1.DrainNodeRequest.drain:type_name -> strata.resource.v1.DrainRequest
-	25, // 9: strata.region.v1.ListReplicasResponse.items:type_name -> strata.resource.v1.Replica
-	26, // 10: strata.region.v1.ListEventsResponse.items:type_name -> strata.resource.v1.Event
-	0,  // 11: strata.region.v1.RegionService.ApplyPlacements:input_type -> strata.region.v1.ApplyPlacementsRequest
-	4,  // 12: strata.region.v1.RegionService.RemovePlacements:input_type -> strata.region.v1.RemovePlacementsRequest
-	6,  // 13: strata.region.v1.RegionService.WatchShares:input_type -> strata.region.v1.WatchSharesRequest
-	10, // 14: strata.region.v1.RegionService.ListNodes:input_type -> strata.region.v1.ListNodesRequest
-	9,  // 15: strata.region.v1.RegionService.GetNode:input_type -> strata.region.v1.NodeRef
-	9,  // 16: strata.region.v1.RegionService.DeleteNode:input_type -> strata.region.v1.NodeRef
-	13, // 17: strata.region.v1.RegionService.CordonNode:input_type -> strata.region.v1.CordonNodeRequest
-	9,  // 18: strata.region.v1.RegionService.UncordonNode:input_type -> strata.region.v1.NodeRef
-	14, // 19: strata.region.v1.RegionService.DrainNode:input_type -> strata.region.v1.DrainNodeRequest
-	9,  // 20: strata.region.v1.RegionService.GetDrain:input_type -> strata.region.v1.NodeRef
-	15, // 21: strata.region.v1.RegionService.ListReplicas:input_type -> strata.region.v1.ListReplicasRequest
-	27, // 22: strata.region.v1.RegionService.Logs:input_type -> strata.resource.v1.LogsRequest
-	17, // 23: strata.region.v1.RegionService.ListEvents:input_type -> strata.region.v1.ListEventsRequest
-	19, // 24: strata.region.v1.RegionService.Status:input_type -> strata.region.v1.StatusRequest
-	2,  // 25: strata.region.v1.RegionService.ApplyPlacements:output_type -> strata.region.v1.ApplyPlacementsResponse
-	5,  // 26: strata.region.v1.RegionService.RemovePlacements:output_type -> strata.region.v1.RemovePlacementsResponse
-	8,  // 27: strata.region.v1.RegionService.WatchShares:output_type -> strata.region.v1.WatchSharesResponse
-	11, // 28: strata.region.v1.RegionService.ListNodes:output_type -> strata.region.v1.ListNodesResponse
-	23, // 29: strata.region.v1.RegionService.GetNode:output_type -> strata.resource.v1.Node
-	12, // 30: strata.region.v1.RegionService.DeleteNode:output_type -> strata.region.v1.DeleteNodeResponse
-	23, // 31: strata.region.v1.RegionService.CordonNode:output_type -> strata.resource.v1.Node
-	23, // 32: strata.region.v1.RegionService.UncordonNode:output_type -> strata.resource.v1.Node
-	28, // 33: strata.region.v1.RegionService.DrainNode:output_type -> strata.resource.v1.DrainStatus
-	28, // 34: strata.region.v1.RegionService.GetDrain:output_type -> strata.resource.v1.DrainStatus
-	16, // 35: strata.region.v1.RegionService.ListReplicas:output_type -> strata.region.v1.ListReplicasResponse
-	29, // 36: strata.region.v1.RegionService.Logs:output_type -> strata.resource.v1.LogChunk
-	18, // 37: strata.region.v1.RegionService.ListEvents:output_type -> strata.region.v1.ListEventsResponse
-	30, // 38: strata.region.v1.RegionService.Status:output_type -> strata.resource.v1.RegionStatus
-	25, // [25:39] is the sub-list for method output_type
-	11, // [11:25] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	28, // 7: strata.region.v1.ListNodesResponse.items:type_name -> strata.resource.v1.Node
+	29, // 8: strata.region.v1.DrainNodeRequest.drain:type_name -> strata.resource.v1.DrainRequest
+	30, // 9: strata.region.v1.ListReplicasResponse.items:type_name -> strata.resource.v1.Replica
+	31, // 10: strata.region.v1.ListEventsResponse.items:type_name -> strata.resource.v1.Event
+	23, // 11: strata.region.v1.PolicyStatusResponse.items:type_name -> strata.region.v1.PolicyRegionStatus
+	0,  // 12: strata.region.v1.RegionService.ApplyPlacements:input_type -> strata.region.v1.ApplyPlacementsRequest
+	4,  // 13: strata.region.v1.RegionService.RemovePlacements:input_type -> strata.region.v1.RemovePlacementsRequest
+	6,  // 14: strata.region.v1.RegionService.WatchShares:input_type -> strata.region.v1.WatchSharesRequest
+	10, // 15: strata.region.v1.RegionService.ListNodes:input_type -> strata.region.v1.ListNodesRequest
+	9,  // 16: strata.region.v1.RegionService.GetNode:input_type -> strata.region.v1.NodeRef
+	9,  // 17: strata.region.v1.RegionService.DeleteNode:input_type -> strata.region.v1.NodeRef
+	13, // 18: strata.region.v1.RegionService.CordonNode:input_type -> strata.region.v1.CordonNodeRequest
+	9,  // 19: strata.region.v1.RegionService.UncordonNode:input_type -> strata.region.v1.NodeRef
+	14, // 20: strata.region.v1.RegionService.DrainNode:input_type -> strata.region.v1.DrainNodeRequest
+	9,  // 21: strata.region.v1.RegionService.GetDrain:input_type -> strata.region.v1.NodeRef
+	15, // 22: strata.region.v1.RegionService.ListReplicas:input_type -> strata.region.v1.ListReplicasRequest
+	32, // 23: strata.region.v1.RegionService.Logs:input_type -> strata.resource.v1.LogsRequest
+	17, // 24: strata.region.v1.RegionService.ListEvents:input_type -> strata.region.v1.ListEventsRequest
+	19, // 25: strata.region.v1.RegionService.Status:input_type -> strata.region.v1.StatusRequest
+	20, // 26: strata.region.v1.RegionService.SyncPolicies:input_type -> strata.region.v1.SyncPoliciesRequest
+	22, // 27: strata.region.v1.RegionService.PolicyStatus:input_type -> strata.region.v1.PolicyStatusRequest
+	2,  // 28: strata.region.v1.RegionService.ApplyPlacements:output_type -> strata.region.v1.ApplyPlacementsResponse
+	5,  // 29: strata.region.v1.RegionService.RemovePlacements:output_type -> strata.region.v1.RemovePlacementsResponse
+	8,  // 30: strata.region.v1.RegionService.WatchShares:output_type -> strata.region.v1.WatchSharesResponse
+	11, // 31: strata.region.v1.RegionService.ListNodes:output_type -> strata.region.v1.ListNodesResponse
+	28, // 32: strata.region.v1.RegionService.GetNode:output_type -> strata.resource.v1.Node
+	12, // 33: strata.region.v1.RegionService.DeleteNode:output_type -> strata.region.v1.DeleteNodeResponse
+	28, // 34: strata.region.v1.RegionService.CordonNode:output_type -> strata.resource.v1.Node
+	28, // 35: strata.region.v1.RegionService.UncordonNode:output_type -> strata.resource.v1.Node
+	33, // 36: strata.region.v1.RegionService.DrainNode:output_type -> strata.resource.v1.DrainStatus
+	33, // 37: strata.region.v1.RegionService.GetDrain:output_type -> strata.resource.v1.DrainStatus
+	16, // 38: strata.region.v1.RegionService.ListReplicas:output_type -> strata.region.v1.ListReplicasResponse
+	34, // 39: strata.region.v1.RegionService.Logs:output_type -> strata.resource.v1.LogChunk
+	18, // 40: strata.region.v1.RegionService.ListEvents:output_type -> strata.region.v1.ListEventsResponse
+	35, // 41: strata.region.v1.RegionService.Status:output_type -> strata.resource.v1.RegionStatus
+	21, // 42: strata.region.v1.RegionService.SyncPolicies:output_type -> strata.region.v1.SyncPoliciesResponse
+	24, // 43: strata.region.v1.RegionService.PolicyStatus:output_type -> strata.region.v1.PolicyStatusResponse
+	28, // [28:44] is the sub-list for method output_type
+	12, // [12:28] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_region_v1_region_proto_init() }
@@ -1219,7 +1501,7 @@ func file_region_v1_region_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_region_v1_region_proto_rawDesc), len(file_region_v1_region_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

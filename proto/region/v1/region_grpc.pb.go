@@ -37,6 +37,8 @@ const (
 	RegionService_Logs_FullMethodName             = "/strata.region.v1.RegionService/Logs"
 	RegionService_ListEvents_FullMethodName       = "/strata.region.v1.RegionService/ListEvents"
 	RegionService_Status_FullMethodName           = "/strata.region.v1.RegionService/Status"
+	RegionService_SyncPolicies_FullMethodName     = "/strata.region.v1.RegionService/SyncPolicies"
+	RegionService_PolicyStatus_FullMethodName     = "/strata.region.v1.RegionService/PolicyStatus"
 )
 
 // RegionServiceClient is the client API for RegionService service.
@@ -65,6 +67,13 @@ type RegionServiceClient interface {
 	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
 	// Status answers the global monitor's probe.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*v1.RegionStatus, error)
+	// SyncPolicies replaces the region's network policies with the full
+	// set the master holds; it refuses a master whose epoch is older than
+	// one already seen.
+	SyncPolicies(ctx context.Context, in *SyncPoliciesRequest, opts ...grpc.CallOption) (*SyncPoliciesResponse, error)
+	// PolicyStatus says, for each policy of a tenant, the generation the
+	// region holds and where it is enforced.
+	PolicyStatus(ctx context.Context, in *PolicyStatusRequest, opts ...grpc.CallOption) (*PolicyStatusResponse, error)
 }
 
 type regionServiceClient struct {
@@ -233,6 +242,26 @@ func (c *regionServiceClient) Status(ctx context.Context, in *StatusRequest, opt
 	return out, nil
 }
 
+func (c *regionServiceClient) SyncPolicies(ctx context.Context, in *SyncPoliciesRequest, opts ...grpc.CallOption) (*SyncPoliciesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SyncPoliciesResponse)
+	err := c.cc.Invoke(ctx, RegionService_SyncPolicies_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *regionServiceClient) PolicyStatus(ctx context.Context, in *PolicyStatusRequest, opts ...grpc.CallOption) (*PolicyStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PolicyStatusResponse)
+	err := c.cc.Invoke(ctx, RegionService_PolicyStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RegionServiceServer is the server API for RegionService service.
 // All implementations must embed UnimplementedRegionServiceServer
 // for forward compatibility.
@@ -259,6 +288,13 @@ type RegionServiceServer interface {
 	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
 	// Status answers the global monitor's probe.
 	Status(context.Context, *StatusRequest) (*v1.RegionStatus, error)
+	// SyncPolicies replaces the region's network policies with the full
+	// set the master holds; it refuses a master whose epoch is older than
+	// one already seen.
+	SyncPolicies(context.Context, *SyncPoliciesRequest) (*SyncPoliciesResponse, error)
+	// PolicyStatus says, for each policy of a tenant, the generation the
+	// region holds and where it is enforced.
+	PolicyStatus(context.Context, *PolicyStatusRequest) (*PolicyStatusResponse, error)
 	mustEmbedUnimplementedRegionServiceServer()
 }
 
@@ -310,6 +346,12 @@ func (UnimplementedRegionServiceServer) ListEvents(context.Context, *ListEventsR
 }
 func (UnimplementedRegionServiceServer) Status(context.Context, *StatusRequest) (*v1.RegionStatus, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedRegionServiceServer) SyncPolicies(context.Context, *SyncPoliciesRequest) (*SyncPoliciesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SyncPolicies not implemented")
+}
+func (UnimplementedRegionServiceServer) PolicyStatus(context.Context, *PolicyStatusRequest) (*PolicyStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PolicyStatus not implemented")
 }
 func (UnimplementedRegionServiceServer) mustEmbedUnimplementedRegionServiceServer() {}
 func (UnimplementedRegionServiceServer) testEmbeddedByValue()                       {}
@@ -570,6 +612,42 @@ func _RegionService_Status_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegionService_SyncPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SyncPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegionServiceServer).SyncPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegionService_SyncPolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegionServiceServer).SyncPolicies(ctx, req.(*SyncPoliciesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegionService_PolicyStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PolicyStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegionServiceServer).PolicyStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegionService_PolicyStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegionServiceServer).PolicyStatus(ctx, req.(*PolicyStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RegionService_ServiceDesc is the grpc.ServiceDesc for RegionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -624,6 +702,14 @@ var RegionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _RegionService_Status_Handler,
+		},
+		{
+			MethodName: "SyncPolicies",
+			Handler:    _RegionService_SyncPolicies_Handler,
+		},
+		{
+			MethodName: "PolicyStatus",
+			Handler:    _RegionService_PolicyStatus_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

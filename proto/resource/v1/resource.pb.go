@@ -312,8 +312,15 @@ type ComputeSpec struct {
 	RestartPolicy   string                 `protobuf:"bytes,9,opt,name=restart_policy,json=restartPolicy,proto3" json:"restart_policy,omitempty"`
 	StopGracePeriod *durationpb.Duration   `protobuf:"bytes,10,opt,name=stop_grace_period,json=stopGracePeriod,proto3" json:"stop_grace_period,omitempty"`
 	KernelArgs      string                 `protobuf:"bytes,11,opt,name=kernel_args,json=kernelArgs,proto3" json:"kernel_args,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Configs and Secrets mounted as files, taken as environment, and the
+	// registry Secret of the pull (names only: values travel on request,
+	// see agent.v1 GetConfigData).
+	Files          []*FileMount     `protobuf:"bytes,12,rep,name=files,proto3" json:"files,omitempty"`
+	EnvFrom        []*EnvSource     `protobuf:"bytes,13,rep,name=env_from,json=envFrom,proto3" json:"env_from,omitempty"`
+	PullSecret     string           `protobuf:"bytes,14,opt,name=pull_secret,json=pullSecret,proto3" json:"pull_secret,omitempty"`
+	ConfigVersions map[string]int64 `protobuf:"bytes,15,rep,name=config_versions,json=configVersions,proto3" json:"config_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ComputeSpec) Reset() {
@@ -423,6 +430,162 @@ func (x *ComputeSpec) GetKernelArgs() string {
 	return ""
 }
 
+func (x *ComputeSpec) GetFiles() []*FileMount {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ComputeSpec) GetEnvFrom() []*EnvSource {
+	if x != nil {
+		return x.EnvFrom
+	}
+	return nil
+}
+
+func (x *ComputeSpec) GetPullSecret() string {
+	if x != nil {
+		return x.PullSecret
+	}
+	return ""
+}
+
+func (x *ComputeSpec) GetConfigVersions() map[string]int64 {
+	if x != nil {
+		return x.ConfigVersions
+	}
+	return nil
+}
+
+type FileMount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Config        string                 `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	Secret        string                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	Path          string                 `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileMount) Reset() {
+	*x = FileMount{}
+	mi := &file_resource_v1_resource_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileMount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileMount) ProtoMessage() {}
+
+func (x *FileMount) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileMount.ProtoReflect.Descriptor instead.
+func (*FileMount) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FileMount) GetConfig() string {
+	if x != nil {
+		return x.Config
+	}
+	return ""
+}
+
+func (x *FileMount) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *FileMount) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type EnvSource struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Config        string                 `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	Secret        string                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	Key           string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	Name          string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnvSource) Reset() {
+	*x = EnvSource{}
+	mi := &file_resource_v1_resource_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnvSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnvSource) ProtoMessage() {}
+
+func (x *EnvSource) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnvSource.ProtoReflect.Descriptor instead.
+func (*EnvSource) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EnvSource) GetConfig() string {
+	if x != nil {
+		return x.Config
+	}
+	return ""
+}
+
+func (x *EnvSource) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *EnvSource) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *EnvSource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 type VolumeSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SizeMib       int64                  `protobuf:"varint,1,opt,name=size_mib,json=sizeMib,proto3" json:"size_mib,omitempty"`
@@ -434,7 +597,7 @@ type VolumeSpec struct {
 
 func (x *VolumeSpec) Reset() {
 	*x = VolumeSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[5]
+	mi := &file_resource_v1_resource_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +609,7 @@ func (x *VolumeSpec) String() string {
 func (*VolumeSpec) ProtoMessage() {}
 
 func (x *VolumeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[5]
+	mi := &file_resource_v1_resource_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +622,7 @@ func (x *VolumeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeSpec.ProtoReflect.Descriptor instead.
 func (*VolumeSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{5}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *VolumeSpec) GetSizeMib() int64 {
@@ -498,7 +661,7 @@ type ImageSpec struct {
 
 func (x *ImageSpec) Reset() {
 	*x = ImageSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[6]
+	mi := &file_resource_v1_resource_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +673,7 @@ func (x *ImageSpec) String() string {
 func (*ImageSpec) ProtoMessage() {}
 
 func (x *ImageSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[6]
+	mi := &file_resource_v1_resource_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +686,7 @@ func (x *ImageSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageSpec.ProtoReflect.Descriptor instead.
 func (*ImageSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{6}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ImageSpec) GetRef() string {
@@ -588,7 +751,7 @@ type Listener struct {
 
 func (x *Listener) Reset() {
 	*x = Listener{}
-	mi := &file_resource_v1_resource_proto_msgTypes[7]
+	mi := &file_resource_v1_resource_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +763,7 @@ func (x *Listener) String() string {
 func (*Listener) ProtoMessage() {}
 
 func (x *Listener) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[7]
+	mi := &file_resource_v1_resource_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +776,7 @@ func (x *Listener) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Listener.ProtoReflect.Descriptor instead.
 func (*Listener) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{7}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Listener) GetName() string {
@@ -665,7 +828,7 @@ type HealthCheck struct {
 
 func (x *HealthCheck) Reset() {
 	*x = HealthCheck{}
-	mi := &file_resource_v1_resource_proto_msgTypes[8]
+	mi := &file_resource_v1_resource_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +840,7 @@ func (x *HealthCheck) String() string {
 func (*HealthCheck) ProtoMessage() {}
 
 func (x *HealthCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[8]
+	mi := &file_resource_v1_resource_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +853,7 @@ func (x *HealthCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheck.ProtoReflect.Descriptor instead.
 func (*HealthCheck) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{8}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HealthCheck) GetType() string {
@@ -747,7 +910,7 @@ type LoadbalancerSpec struct {
 
 func (x *LoadbalancerSpec) Reset() {
 	*x = LoadbalancerSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[9]
+	mi := &file_resource_v1_resource_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +922,7 @@ func (x *LoadbalancerSpec) String() string {
 func (*LoadbalancerSpec) ProtoMessage() {}
 
 func (x *LoadbalancerSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[9]
+	mi := &file_resource_v1_resource_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +935,7 @@ func (x *LoadbalancerSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadbalancerSpec.ProtoReflect.Descriptor instead.
 func (*LoadbalancerSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{9}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LoadbalancerSpec) GetListeners() []*Listener {
@@ -810,13 +973,14 @@ type ResourceSpec struct {
 	Volume        *VolumeSpec            `protobuf:"bytes,3,opt,name=volume,proto3" json:"volume,omitempty"`
 	Image         *ImageSpec             `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`
 	Loadbalancer  *LoadbalancerSpec      `protobuf:"bytes,5,opt,name=loadbalancer,proto3" json:"loadbalancer,omitempty"`
+	Job           *JobSpec               `protobuf:"bytes,20,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResourceSpec) Reset() {
 	*x = ResourceSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[10]
+	mi := &file_resource_v1_resource_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +992,7 @@ func (x *ResourceSpec) String() string {
 func (*ResourceSpec) ProtoMessage() {}
 
 func (x *ResourceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[10]
+	mi := &file_resource_v1_resource_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +1005,7 @@ func (x *ResourceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSpec.ProtoReflect.Descriptor instead.
 func (*ResourceSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{10}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResourceSpec) GetFlavor() string {
@@ -879,6 +1043,13 @@ func (x *ResourceSpec) GetLoadbalancer() *LoadbalancerSpec {
 	return nil
 }
 
+func (x *ResourceSpec) GetJob() *JobSpec {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
 type RegionTarget struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -889,7 +1060,7 @@ type RegionTarget struct {
 
 func (x *RegionTarget) Reset() {
 	*x = RegionTarget{}
-	mi := &file_resource_v1_resource_proto_msgTypes[11]
+	mi := &file_resource_v1_resource_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -901,7 +1072,7 @@ func (x *RegionTarget) String() string {
 func (*RegionTarget) ProtoMessage() {}
 
 func (x *RegionTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[11]
+	mi := &file_resource_v1_resource_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -914,7 +1085,7 @@ func (x *RegionTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionTarget.ProtoReflect.Descriptor instead.
 func (*RegionTarget) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{11}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegionTarget) GetName() string {
@@ -945,7 +1116,7 @@ type ScheduleRule struct {
 
 func (x *ScheduleRule) Reset() {
 	*x = ScheduleRule{}
-	mi := &file_resource_v1_resource_proto_msgTypes[12]
+	mi := &file_resource_v1_resource_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1128,7 @@ func (x *ScheduleRule) String() string {
 func (*ScheduleRule) ProtoMessage() {}
 
 func (x *ScheduleRule) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[12]
+	mi := &file_resource_v1_resource_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1141,7 @@ func (x *ScheduleRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleRule.ProtoReflect.Descriptor instead.
 func (*ScheduleRule) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{12}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ScheduleRule) GetRegions() []*RegionTarget {
@@ -1026,7 +1197,7 @@ type SpecOverride struct {
 
 func (x *SpecOverride) Reset() {
 	*x = SpecOverride{}
-	mi := &file_resource_v1_resource_proto_msgTypes[13]
+	mi := &file_resource_v1_resource_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1209,7 @@ func (x *SpecOverride) String() string {
 func (*SpecOverride) ProtoMessage() {}
 
 func (x *SpecOverride) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[13]
+	mi := &file_resource_v1_resource_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1222,7 @@ func (x *SpecOverride) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecOverride.ProtoReflect.Descriptor instead.
 func (*SpecOverride) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{13}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SpecOverride) GetFlavor() string {
@@ -1087,7 +1258,7 @@ type FailoverPolicy struct {
 
 func (x *FailoverPolicy) Reset() {
 	*x = FailoverPolicy{}
-	mi := &file_resource_v1_resource_proto_msgTypes[14]
+	mi := &file_resource_v1_resource_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1270,7 @@ func (x *FailoverPolicy) String() string {
 func (*FailoverPolicy) ProtoMessage() {}
 
 func (x *FailoverPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[14]
+	mi := &file_resource_v1_resource_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1283,7 @@ func (x *FailoverPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailoverPolicy.ProtoReflect.Descriptor instead.
 func (*FailoverPolicy) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{14}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FailoverPolicy) GetEnabled() bool {
@@ -1156,7 +1327,7 @@ type RolloutPolicy struct {
 
 func (x *RolloutPolicy) Reset() {
 	*x = RolloutPolicy{}
-	mi := &file_resource_v1_resource_proto_msgTypes[15]
+	mi := &file_resource_v1_resource_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1339,7 @@ func (x *RolloutPolicy) String() string {
 func (*RolloutPolicy) ProtoMessage() {}
 
 func (x *RolloutPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[15]
+	mi := &file_resource_v1_resource_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1352,7 @@ func (x *RolloutPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutPolicy.ProtoReflect.Descriptor instead.
 func (*RolloutPolicy) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{15}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RolloutPolicy) GetMaxUnavailable() int32 {
@@ -1230,13 +1401,14 @@ type RegionShare struct {
 	ObservedGeneration int64                  `protobuf:"varint,7,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
 	UpdatedAt          *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	FailoverFrom       string                 `protobuf:"bytes,9,opt,name=failover_from,json=failoverFrom,proto3" json:"failover_from,omitempty"`
+	Job                *JobStatus             `protobuf:"bytes,20,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RegionShare) Reset() {
 	*x = RegionShare{}
-	mi := &file_resource_v1_resource_proto_msgTypes[16]
+	mi := &file_resource_v1_resource_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1420,7 @@ func (x *RegionShare) String() string {
 func (*RegionShare) ProtoMessage() {}
 
 func (x *RegionShare) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[16]
+	mi := &file_resource_v1_resource_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1433,7 @@ func (x *RegionShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionShare.ProtoReflect.Descriptor instead.
 func (*RegionShare) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{16}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RegionShare) GetPhase() string {
@@ -1327,6 +1499,13 @@ func (x *RegionShare) GetFailoverFrom() string {
 	return ""
 }
 
+func (x *RegionShare) GetJob() *JobStatus {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
 type BackendStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Replica       string                 `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
@@ -1339,7 +1518,7 @@ type BackendStatus struct {
 
 func (x *BackendStatus) Reset() {
 	*x = BackendStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[17]
+	mi := &file_resource_v1_resource_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1530,7 @@ func (x *BackendStatus) String() string {
 func (*BackendStatus) ProtoMessage() {}
 
 func (x *BackendStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[17]
+	mi := &file_resource_v1_resource_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1364,7 +1543,7 @@ func (x *BackendStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendStatus.ProtoReflect.Descriptor instead.
 func (*BackendStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{17}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BackendStatus) GetReplica() string {
@@ -1410,7 +1589,7 @@ type RolloutStatus struct {
 
 func (x *RolloutStatus) Reset() {
 	*x = RolloutStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[18]
+	mi := &file_resource_v1_resource_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1601,7 @@ func (x *RolloutStatus) String() string {
 func (*RolloutStatus) ProtoMessage() {}
 
 func (x *RolloutStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[18]
+	mi := &file_resource_v1_resource_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1614,7 @@ func (x *RolloutStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutStatus.ProtoReflect.Descriptor instead.
 func (*RolloutStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{18}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RolloutStatus) GetRevision() int64 {
@@ -1503,13 +1682,14 @@ type ResourceStatus struct {
 	UpdatedAt          *timestamppb.Timestamp  `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	Conditions         map[string]string       `protobuf:"bytes,13,rep,name=conditions,proto3" json:"conditions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Rollout            *RolloutStatus          `protobuf:"bytes,14,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	Job                *JobStatus              `protobuf:"bytes,20,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[19]
+	mi := &file_resource_v1_resource_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1701,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[19]
+	mi := &file_resource_v1_resource_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1714,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{19}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ResourceStatus) GetUid() string {
@@ -1635,6 +1815,13 @@ func (x *ResourceStatus) GetRollout() *RolloutStatus {
 	return nil
 }
 
+func (x *ResourceStatus) GetJob() *JobStatus {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
 type Resource struct {
 	state               protoimpl.MessageState   `protogen:"open.v1"`
 	Name                string                   `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1662,7 +1849,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_resource_v1_resource_proto_msgTypes[20]
+	mi := &file_resource_v1_resource_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1861,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[20]
+	mi := &file_resource_v1_resource_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1874,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{20}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Resource) GetName() string {
@@ -1840,7 +2027,7 @@ type Revision struct {
 
 func (x *Revision) Reset() {
 	*x = Revision{}
-	mi := &file_resource_v1_resource_proto_msgTypes[21]
+	mi := &file_resource_v1_resource_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +2039,7 @@ func (x *Revision) String() string {
 func (*Revision) ProtoMessage() {}
 
 func (x *Revision) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[21]
+	mi := &file_resource_v1_resource_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +2052,7 @@ func (x *Revision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revision.ProtoReflect.Descriptor instead.
 func (*Revision) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{21}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Revision) GetResource() string {
@@ -1949,7 +2136,7 @@ type RegionStatus struct {
 
 func (x *RegionStatus) Reset() {
 	*x = RegionStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[22]
+	mi := &file_resource_v1_resource_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2148,7 @@ func (x *RegionStatus) String() string {
 func (*RegionStatus) ProtoMessage() {}
 
 func (x *RegionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[22]
+	mi := &file_resource_v1_resource_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2161,7 @@ func (x *RegionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatus.ProtoReflect.Descriptor instead.
 func (*RegionStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{22}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RegionStatus) GetHealth() string {
@@ -2063,7 +2250,7 @@ type Region struct {
 
 func (x *Region) Reset() {
 	*x = Region{}
-	mi := &file_resource_v1_resource_proto_msgTypes[23]
+	mi := &file_resource_v1_resource_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2262,7 @@ func (x *Region) String() string {
 func (*Region) ProtoMessage() {}
 
 func (x *Region) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[23]
+	mi := &file_resource_v1_resource_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2275,7 @@ func (x *Region) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Region.ProtoReflect.Descriptor instead.
 func (*Region) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{23}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Region) GetName() string {
@@ -2162,7 +2349,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_resource_v1_resource_proto_msgTypes[24]
+	mi := &file_resource_v1_resource_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2361,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[24]
+	mi := &file_resource_v1_resource_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2374,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{24}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Placement) GetRegion() string {
@@ -2250,7 +2437,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_resource_v1_resource_proto_msgTypes[25]
+	mi := &file_resource_v1_resource_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2449,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[25]
+	mi := &file_resource_v1_resource_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2462,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{25}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Capacity) GetMilliCpu() int64 {
@@ -2310,7 +2497,7 @@ type NodeProvider struct {
 
 func (x *NodeProvider) Reset() {
 	*x = NodeProvider{}
-	mi := &file_resource_v1_resource_proto_msgTypes[26]
+	mi := &file_resource_v1_resource_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2322,7 +2509,7 @@ func (x *NodeProvider) String() string {
 func (*NodeProvider) ProtoMessage() {}
 
 func (x *NodeProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[26]
+	mi := &file_resource_v1_resource_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2335,7 +2522,7 @@ func (x *NodeProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeProvider.ProtoReflect.Descriptor instead.
 func (*NodeProvider) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{26}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeProvider) GetName() string {
@@ -2372,7 +2559,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_resource_v1_resource_proto_msgTypes[27]
+	mi := &file_resource_v1_resource_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2571,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[27]
+	mi := &file_resource_v1_resource_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2584,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{27}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Condition) GetType() string {
@@ -2446,7 +2633,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[28]
+	mi := &file_resource_v1_resource_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2645,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[28]
+	mi := &file_resource_v1_resource_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2658,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{28}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DrainRequest) GetDeadline() *durationpb.Duration {
@@ -2509,7 +2696,7 @@ type DrainStep struct {
 
 func (x *DrainStep) Reset() {
 	*x = DrainStep{}
-	mi := &file_resource_v1_resource_proto_msgTypes[29]
+	mi := &file_resource_v1_resource_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2521,7 +2708,7 @@ func (x *DrainStep) String() string {
 func (*DrainStep) ProtoMessage() {}
 
 func (x *DrainStep) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[29]
+	mi := &file_resource_v1_resource_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2534,7 +2721,7 @@ func (x *DrainStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStep.ProtoReflect.Descriptor instead.
 func (*DrainStep) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{29}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DrainStep) GetReplica() string {
@@ -2600,7 +2787,7 @@ type DrainStatus struct {
 
 func (x *DrainStatus) Reset() {
 	*x = DrainStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[30]
+	mi := &file_resource_v1_resource_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2799,7 @@ func (x *DrainStatus) String() string {
 func (*DrainStatus) ProtoMessage() {}
 
 func (x *DrainStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[30]
+	mi := &file_resource_v1_resource_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2812,7 @@ func (x *DrainStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStatus.ProtoReflect.Descriptor instead.
 func (*DrainStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{30}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DrainStatus) GetNode() string {
@@ -2735,7 +2922,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[31]
+	mi := &file_resource_v1_resource_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2934,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[31]
+	mi := &file_resource_v1_resource_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2947,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{31}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodeStatus) GetHealth() string {
@@ -2848,7 +3035,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_resource_v1_resource_proto_msgTypes[32]
+	mi := &file_resource_v1_resource_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +3047,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[32]
+	mi := &file_resource_v1_resource_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +3060,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{32}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Node) GetName() string {
@@ -3036,7 +3223,7 @@ type NodeNetwork struct {
 
 func (x *NodeNetwork) Reset() {
 	*x = NodeNetwork{}
-	mi := &file_resource_v1_resource_proto_msgTypes[33]
+	mi := &file_resource_v1_resource_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3048,7 +3235,7 @@ func (x *NodeNetwork) String() string {
 func (*NodeNetwork) ProtoMessage() {}
 
 func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[33]
+	mi := &file_resource_v1_resource_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3061,7 +3248,7 @@ func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeNetwork.ProtoReflect.Descriptor instead.
 func (*NodeNetwork) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{33}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *NodeNetwork) GetBlock() string {
@@ -3113,7 +3300,7 @@ type VolumeAttachment struct {
 
 func (x *VolumeAttachment) Reset() {
 	*x = VolumeAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3312,7 @@ func (x *VolumeAttachment) String() string {
 func (*VolumeAttachment) ProtoMessage() {}
 
 func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3325,7 @@ func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeAttachment.ProtoReflect.Descriptor instead.
 func (*VolumeAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{34}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *VolumeAttachment) GetName() string {
@@ -3197,7 +3384,7 @@ type NetworkAttachment struct {
 
 func (x *NetworkAttachment) Reset() {
 	*x = NetworkAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[35]
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3209,7 +3396,7 @@ func (x *NetworkAttachment) String() string {
 func (*NetworkAttachment) ProtoMessage() {}
 
 func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[35]
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3222,7 +3409,7 @@ func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkAttachment.ProtoReflect.Descriptor instead.
 func (*NetworkAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{35}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *NetworkAttachment) GetNetwork() string {
@@ -3278,7 +3465,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3290,7 +3477,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3303,7 +3490,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Endpoint) GetReplica() string {
@@ -3351,13 +3538,14 @@ type Assignment struct {
 	Replaces           string                 `protobuf:"bytes,20,opt,name=replaces,proto3" json:"replaces,omitempty"`
 	ScheduledAt        *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
 	DestroyRequestedAt *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=destroy_requested_at,json=destroyRequestedAt,proto3" json:"destroy_requested_at,omitempty"`
+	ExitedAt           *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=exited_at,json=exitedAt,proto3" json:"exited_at,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3369,7 +3557,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3382,7 +3570,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Assignment) GetId() string {
@@ -3539,6 +3727,13 @@ func (x *Assignment) GetDestroyRequestedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Assignment) GetExitedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExitedAt
+	}
+	return nil
+}
+
 type AssignmentStatus struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Id                 string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -3559,7 +3754,7 @@ type AssignmentStatus struct {
 
 func (x *AssignmentStatus) Reset() {
 	*x = AssignmentStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3571,7 +3766,7 @@ func (x *AssignmentStatus) String() string {
 func (*AssignmentStatus) ProtoMessage() {}
 
 func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3584,7 +3779,7 @@ func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentStatus.ProtoReflect.Descriptor instead.
 func (*AssignmentStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AssignmentStatus) GetId() string {
@@ -3683,7 +3878,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +3890,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +3903,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Replica) GetAssignment() *Assignment {
@@ -3757,7 +3952,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +3964,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +3977,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Event) GetId() string {
@@ -3859,7 +4054,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3871,7 +4066,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3884,7 +4079,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -3922,7 +4117,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3934,7 +4129,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3947,7 +4142,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LogsRequest) GetTenant() string {
@@ -3985,6 +4180,414 @@ func (x *LogsRequest) GetTailLines() int32 {
 	return 0
 }
 
+type JobSpec struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Completions       int32                  `protobuf:"varint,1,opt,name=completions,proto3" json:"completions,omitempty"`
+	Parallelism       int32                  `protobuf:"varint,2,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
+	BackoffLimit      *int32                 `protobuf:"varint,3,opt,name=backoff_limit,json=backoffLimit,proto3,oneof" json:"backoff_limit,omitempty"`
+	ActiveDeadline    *durationpb.Duration   `protobuf:"bytes,4,opt,name=active_deadline,json=activeDeadline,proto3" json:"active_deadline,omitempty"`
+	Schedule          string                 `protobuf:"bytes,5,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	ConcurrencyPolicy string                 `protobuf:"bytes,6,opt,name=concurrency_policy,json=concurrencyPolicy,proto3" json:"concurrency_policy,omitempty"`
+	HistoryLimit      int32                  `protobuf:"varint,7,opt,name=history_limit,json=historyLimit,proto3" json:"history_limit,omitempty"`
+	Ttl               *durationpb.Duration   `protobuf:"bytes,8,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *JobSpec) Reset() {
+	*x = JobSpec{}
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobSpec) ProtoMessage() {}
+
+func (x *JobSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
+func (*JobSpec) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *JobSpec) GetCompletions() int32 {
+	if x != nil {
+		return x.Completions
+	}
+	return 0
+}
+
+func (x *JobSpec) GetParallelism() int32 {
+	if x != nil {
+		return x.Parallelism
+	}
+	return 0
+}
+
+func (x *JobSpec) GetBackoffLimit() int32 {
+	if x != nil && x.BackoffLimit != nil {
+		return *x.BackoffLimit
+	}
+	return 0
+}
+
+func (x *JobSpec) GetActiveDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.ActiveDeadline
+	}
+	return nil
+}
+
+func (x *JobSpec) GetSchedule() string {
+	if x != nil {
+		return x.Schedule
+	}
+	return ""
+}
+
+func (x *JobSpec) GetConcurrencyPolicy() string {
+	if x != nil {
+		return x.ConcurrencyPolicy
+	}
+	return ""
+}
+
+func (x *JobSpec) GetHistoryLimit() int32 {
+	if x != nil {
+		return x.HistoryLimit
+	}
+	return 0
+}
+
+func (x *JobSpec) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+type JobAttempt struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Phase         string                 `protobuf:"bytes,3,opt,name=phase,proto3" json:"phase,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	ExitCode      *int32                 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	Removed       bool                   `protobuf:"varint,8,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobAttempt) Reset() {
+	*x = JobAttempt{}
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobAttempt) ProtoMessage() {}
+
+func (x *JobAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
+func (*JobAttempt) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *JobAttempt) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetExitCode() int32 {
+	if x != nil && x.ExitCode != nil {
+		return *x.ExitCode
+	}
+	return 0
+}
+
+func (x *JobAttempt) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *JobAttempt) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *JobAttempt) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
+type JobRun struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        int64                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Phase         string                 `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Active        int32                  `protobuf:"varint,4,opt,name=active,proto3" json:"active,omitempty"`
+	Succeeded     int32                  `protobuf:"varint,5,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Failed        int32                  `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	Attempts      []*JobAttempt          `protobuf:"bytes,9,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobRun) Reset() {
+	*x = JobRun{}
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobRun) ProtoMessage() {}
+
+func (x *JobRun) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobRun.ProtoReflect.Descriptor instead.
+func (*JobRun) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *JobRun) GetNumber() int64 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *JobRun) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *JobRun) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *JobRun) GetActive() int32 {
+	if x != nil {
+		return x.Active
+	}
+	return 0
+}
+
+func (x *JobRun) GetSucceeded() int32 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *JobRun) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *JobRun) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *JobRun) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *JobRun) GetAttempts() []*JobAttempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+type JobStatus struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Phase          string                 `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
+	Reason         string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Active         int32                  `protobuf:"varint,3,opt,name=active,proto3" json:"active,omitempty"`
+	Succeeded      int32                  `protobuf:"varint,4,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Failed         int32                  `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`
+	Runs           []*JobRun              `protobuf:"bytes,6,rep,name=runs,proto3" json:"runs,omitempty"`
+	LastScheduleAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_schedule_at,json=lastScheduleAt,proto3" json:"last_schedule_at,omitempty"`
+	NextRunAt      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=next_run_at,json=nextRunAt,proto3" json:"next_run_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *JobStatus) Reset() {
+	*x = JobStatus{}
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobStatus) ProtoMessage() {}
+
+func (x *JobStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
+func (*JobStatus) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *JobStatus) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *JobStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *JobStatus) GetActive() int32 {
+	if x != nil {
+		return x.Active
+	}
+	return 0
+}
+
+func (x *JobStatus) GetSucceeded() int32 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *JobStatus) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *JobStatus) GetRuns() []*JobRun {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *JobStatus) GetLastScheduleAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastScheduleAt
+	}
+	return nil
+}
+
+func (x *JobStatus) GetNextRunAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextRunAt
+	}
+	return nil
+}
+
 var File_resource_v1_resource_proto protoreflect.FileDescriptor
 
 const file_resource_v1_resource_proto_rawDesc = "" +
@@ -4013,7 +4616,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\vVolumeMount\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xfe\x03\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xaf\x06\n" +
 	"\vComputeSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -4028,10 +4631,27 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x11stop_grace_period\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x0fstopGracePeriod\x12\x1f\n" +
 	"\vkernel_args\x18\v \x01(\tR\n" +
-	"kernelArgs\x1a6\n" +
+	"kernelArgs\x123\n" +
+	"\x05files\x18\f \x03(\v2\x1d.strata.resource.v1.FileMountR\x05files\x128\n" +
+	"\benv_from\x18\r \x03(\v2\x1d.strata.resource.v1.EnvSourceR\aenvFrom\x12\x1f\n" +
+	"\vpull_secret\x18\x0e \x01(\tR\n" +
+	"pullSecret\x12\\\n" +
+	"\x0fconfig_versions\x18\x0f \x03(\v23.strata.resource.v1.ComputeSpec.ConfigVersionsEntryR\x0econfigVersions\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
+	"\x13ConfigVersionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"O\n" +
+	"\tFileMount\x12\x16\n" +
+	"\x06config\x18\x01 \x01(\tR\x06config\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\"a\n" +
+	"\tEnvSource\x12\x16\n" +
+	"\x06config\x18\x01 \x01(\tR\x06config\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\"[\n" +
 	"\n" +
 	"VolumeSpec\x12\x19\n" +
 	"\bsize_mib\x18\x01 \x01(\x03R\asizeMib\x12\x16\n" +
@@ -4066,13 +4686,14 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\fhealth_check\x18\x04 \x01(\v2\x1f.strata.resource.v1.HealthCheckR\vhealthCheck\x1a;\n" +
 	"\rSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x02\n" +
 	"\fResourceSpec\x12\x16\n" +
 	"\x06flavor\x18\x01 \x01(\tR\x06flavor\x129\n" +
 	"\acompute\x18\x02 \x01(\v2\x1f.strata.resource.v1.ComputeSpecR\acompute\x126\n" +
 	"\x06volume\x18\x03 \x01(\v2\x1e.strata.resource.v1.VolumeSpecR\x06volume\x123\n" +
 	"\x05image\x18\x04 \x01(\v2\x1d.strata.resource.v1.ImageSpecR\x05image\x12H\n" +
-	"\floadbalancer\x18\x05 \x01(\v2$.strata.resource.v1.LoadbalancerSpecR\floadbalancer\":\n" +
+	"\floadbalancer\x18\x05 \x01(\v2$.strata.resource.v1.LoadbalancerSpecR\floadbalancer\x12-\n" +
+	"\x03job\x18\x14 \x01(\v2\x1b.strata.resource.v1.JobSpecR\x03job\":\n" +
 	"\fRegionTarget\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\x05R\x06weight\"\xe2\x02\n" +
@@ -4106,7 +4727,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"minHealthy\x12\x1f\n" +
 	"\vauto_revert\x18\x04 \x01(\bR\n" +
 	"autoRevert\x12\x16\n" +
-	"\x06paused\x18\x05 \x01(\bR\x06paused\"\xb4\x02\n" +
+	"\x06paused\x18\x05 \x01(\bR\x06paused\"\xe5\x02\n" +
 	"\vRegionShare\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
@@ -4117,7 +4738,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x13observed_generation\x18\a \x01(\x03R\x12observedGeneration\x129\n" +
 	"\n" +
 	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
-	"\rfailover_from\x18\t \x01(\tR\ffailoverFrom\"o\n" +
+	"\rfailover_from\x18\t \x01(\tR\ffailoverFrom\x12/\n" +
+	"\x03job\x18\x14 \x01(\v2\x1d.strata.resource.v1.JobStatusR\x03job\"o\n" +
 	"\rBackendStatus\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -4131,7 +4753,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x129\n" +
 	"\n" +
 	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x16\n" +
-	"\x06revert\x18\a \x01(\bR\x06revert\"\x8d\x06\n" +
+	"\x06revert\x18\a \x01(\bR\x06revert\"\xbe\x06\n" +
 	"\x0eResourceStatus\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x16\n" +
@@ -4150,7 +4772,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\n" +
 	"conditions\x18\r \x03(\v22.strata.resource.v1.ResourceStatus.ConditionsEntryR\n" +
 	"conditions\x12;\n" +
-	"\arollout\x18\x0e \x01(\v2!.strata.resource.v1.RolloutStatusR\arollout\x1a[\n" +
+	"\arollout\x18\x0e \x01(\v2!.strata.resource.v1.RolloutStatusR\arollout\x12/\n" +
+	"\x03job\x18\x14 \x01(\v2\x1d.strata.resource.v1.JobStatusR\x03job\x1a[\n" +
 	"\fRegionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
 	"\x05value\x18\x02 \x01(\v2\x1f.strata.resource.v1.RegionShareR\x05value:\x028\x01\x1a=\n" +
@@ -4341,7 +4964,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\bEndpoint\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04port\x18\x03 \x01(\x05R\x04port\"\xe8\a\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\"\xa1\b\n" +
 	"\n" +
 	"Assignment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
@@ -4369,7 +4992,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x06reason\x18\x13 \x01(\tR\x06reason\x12\x1a\n" +
 	"\breplaces\x18\x14 \x01(\tR\breplaces\x12=\n" +
 	"\fscheduled_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x12L\n" +
-	"\x14destroy_requested_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\x12destroyRequestedAt\x1a9\n" +
+	"\x14destroy_requested_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\x12destroyRequestedAt\x127\n" +
+	"\texited_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\bexitedAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x03\n" +
@@ -4421,7 +5045,52 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\areplica\x18\x03 \x01(\tR\areplica\x12\x16\n" +
 	"\x06follow\x18\x04 \x01(\bR\x06follow\x12\x1d\n" +
 	"\n" +
-	"tail_lines\x18\x05 \x01(\x05R\ttailLinesB9Z7github.com/stratahq/strata/proto/resource/v1;resourcev1b\x06proto3"
+	"tail_lines\x18\x05 \x01(\x05R\ttailLines\"\xea\x02\n" +
+	"\aJobSpec\x12 \n" +
+	"\vcompletions\x18\x01 \x01(\x05R\vcompletions\x12 \n" +
+	"\vparallelism\x18\x02 \x01(\x05R\vparallelism\x12(\n" +
+	"\rbackoff_limit\x18\x03 \x01(\x05H\x00R\fbackoffLimit\x88\x01\x01\x12B\n" +
+	"\x0factive_deadline\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eactiveDeadline\x12\x1a\n" +
+	"\bschedule\x18\x05 \x01(\tR\bschedule\x12-\n" +
+	"\x12concurrency_policy\x18\x06 \x01(\tR\x11concurrencyPolicy\x12#\n" +
+	"\rhistory_limit\x18\a \x01(\x05R\fhistoryLimit\x12+\n" +
+	"\x03ttl\x18\b \x01(\v2\x19.google.protobuf.DurationR\x03ttlB\x10\n" +
+	"\x0e_backoff_limit\"\xa0\x02\n" +
+	"\n" +
+	"JobAttempt\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x14\n" +
+	"\x05phase\x18\x03 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12 \n" +
+	"\texit_code\x18\x05 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x129\n" +
+	"\n" +
+	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12\x18\n" +
+	"\aremoved\x18\b \x01(\bR\aremovedB\f\n" +
+	"\n" +
+	"_exit_code\"\xd0\x02\n" +
+	"\x06JobRun\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x03R\x06number\x12\x14\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06active\x18\x04 \x01(\x05R\x06active\x12\x1c\n" +
+	"\tsucceeded\x18\x05 \x01(\x05R\tsucceeded\x12\x16\n" +
+	"\x06failed\x18\x06 \x01(\x05R\x06failed\x129\n" +
+	"\n" +
+	"started_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12:\n" +
+	"\battempts\x18\t \x03(\v2\x1e.strata.resource.v1.JobAttemptR\battempts\"\xb9\x02\n" +
+	"\tJobStatus\x12\x14\n" +
+	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06active\x18\x03 \x01(\x05R\x06active\x12\x1c\n" +
+	"\tsucceeded\x18\x04 \x01(\x05R\tsucceeded\x12\x16\n" +
+	"\x06failed\x18\x05 \x01(\x05R\x06failed\x12.\n" +
+	"\x04runs\x18\x06 \x03(\v2\x1a.strata.resource.v1.JobRunR\x04runs\x12D\n" +
+	"\x10last_schedule_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x0elastScheduleAt\x12:\n" +
+	"\vnext_run_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tnextRunAtB9Z7github.com/stratahq/strata/proto/resource/v1;resourcev1b\x06proto3"
 
 var (
 	file_resource_v1_resource_proto_rawDescOnce sync.Once
@@ -4435,163 +5104,187 @@ func file_resource_v1_resource_proto_rawDescGZIP() []byte {
 	return file_resource_v1_resource_proto_rawDescData
 }
 
-var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_resource_v1_resource_proto_goTypes = []any{
 	(*FlavorSpec)(nil),            // 0: strata.resource.v1.FlavorSpec
 	(*Flavor)(nil),                // 1: strata.resource.v1.Flavor
 	(*PortSpec)(nil),              // 2: strata.resource.v1.PortSpec
 	(*VolumeMount)(nil),           // 3: strata.resource.v1.VolumeMount
 	(*ComputeSpec)(nil),           // 4: strata.resource.v1.ComputeSpec
-	(*VolumeSpec)(nil),            // 5: strata.resource.v1.VolumeSpec
-	(*ImageSpec)(nil),             // 6: strata.resource.v1.ImageSpec
-	(*Listener)(nil),              // 7: strata.resource.v1.Listener
-	(*HealthCheck)(nil),           // 8: strata.resource.v1.HealthCheck
-	(*LoadbalancerSpec)(nil),      // 9: strata.resource.v1.LoadbalancerSpec
-	(*ResourceSpec)(nil),          // 10: strata.resource.v1.ResourceSpec
-	(*RegionTarget)(nil),          // 11: strata.resource.v1.RegionTarget
-	(*ScheduleRule)(nil),          // 12: strata.resource.v1.ScheduleRule
-	(*SpecOverride)(nil),          // 13: strata.resource.v1.SpecOverride
-	(*FailoverPolicy)(nil),        // 14: strata.resource.v1.FailoverPolicy
-	(*RolloutPolicy)(nil),         // 15: strata.resource.v1.RolloutPolicy
-	(*RegionShare)(nil),           // 16: strata.resource.v1.RegionShare
-	(*BackendStatus)(nil),         // 17: strata.resource.v1.BackendStatus
-	(*RolloutStatus)(nil),         // 18: strata.resource.v1.RolloutStatus
-	(*ResourceStatus)(nil),        // 19: strata.resource.v1.ResourceStatus
-	(*Resource)(nil),              // 20: strata.resource.v1.Resource
-	(*Revision)(nil),              // 21: strata.resource.v1.Revision
-	(*RegionStatus)(nil),          // 22: strata.resource.v1.RegionStatus
-	(*Region)(nil),                // 23: strata.resource.v1.Region
-	(*Placement)(nil),             // 24: strata.resource.v1.Placement
-	(*Capacity)(nil),              // 25: strata.resource.v1.Capacity
-	(*NodeProvider)(nil),          // 26: strata.resource.v1.NodeProvider
-	(*Condition)(nil),             // 27: strata.resource.v1.Condition
-	(*DrainRequest)(nil),          // 28: strata.resource.v1.DrainRequest
-	(*DrainStep)(nil),             // 29: strata.resource.v1.DrainStep
-	(*DrainStatus)(nil),           // 30: strata.resource.v1.DrainStatus
-	(*NodeStatus)(nil),            // 31: strata.resource.v1.NodeStatus
-	(*Node)(nil),                  // 32: strata.resource.v1.Node
-	(*NodeNetwork)(nil),           // 33: strata.resource.v1.NodeNetwork
-	(*VolumeAttachment)(nil),      // 34: strata.resource.v1.VolumeAttachment
-	(*NetworkAttachment)(nil),     // 35: strata.resource.v1.NetworkAttachment
-	(*Endpoint)(nil),              // 36: strata.resource.v1.Endpoint
-	(*Assignment)(nil),            // 37: strata.resource.v1.Assignment
-	(*AssignmentStatus)(nil),      // 38: strata.resource.v1.AssignmentStatus
-	(*Replica)(nil),               // 39: strata.resource.v1.Replica
-	(*Event)(nil),                 // 40: strata.resource.v1.Event
-	(*LogChunk)(nil),              // 41: strata.resource.v1.LogChunk
-	(*LogsRequest)(nil),           // 42: strata.resource.v1.LogsRequest
-	nil,                           // 43: strata.resource.v1.ComputeSpec.EnvEntry
-	nil,                           // 44: strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	nil,                           // 45: strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	nil,                           // 46: strata.resource.v1.SpecOverride.EnvEntry
-	nil,                           // 47: strata.resource.v1.ResourceStatus.RegionsEntry
-	nil,                           // 48: strata.resource.v1.ResourceStatus.ConditionsEntry
-	nil,                           // 49: strata.resource.v1.Resource.LabelsEntry
-	nil,                           // 50: strata.resource.v1.Resource.OverridesEntry
-	nil,                           // 51: strata.resource.v1.Region.LabelsEntry
-	nil,                           // 52: strata.resource.v1.Node.LabelsEntry
-	nil,                           // 53: strata.resource.v1.Assignment.LabelsEntry
-	nil,                           // 54: strata.resource.v1.Event.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 55: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 56: google.protobuf.Duration
+	(*FileMount)(nil),             // 5: strata.resource.v1.FileMount
+	(*EnvSource)(nil),             // 6: strata.resource.v1.EnvSource
+	(*VolumeSpec)(nil),            // 7: strata.resource.v1.VolumeSpec
+	(*ImageSpec)(nil),             // 8: strata.resource.v1.ImageSpec
+	(*Listener)(nil),              // 9: strata.resource.v1.Listener
+	(*HealthCheck)(nil),           // 10: strata.resource.v1.HealthCheck
+	(*LoadbalancerSpec)(nil),      // 11: strata.resource.v1.LoadbalancerSpec
+	(*ResourceSpec)(nil),          // 12: strata.resource.v1.ResourceSpec
+	(*RegionTarget)(nil),          // 13: strata.resource.v1.RegionTarget
+	(*ScheduleRule)(nil),          // 14: strata.resource.v1.ScheduleRule
+	(*SpecOverride)(nil),          // 15: strata.resource.v1.SpecOverride
+	(*FailoverPolicy)(nil),        // 16: strata.resource.v1.FailoverPolicy
+	(*RolloutPolicy)(nil),         // 17: strata.resource.v1.RolloutPolicy
+	(*RegionShare)(nil),           // 18: strata.resource.v1.RegionShare
+	(*BackendStatus)(nil),         // 19: strata.resource.v1.BackendStatus
+	(*RolloutStatus)(nil),         // 20: strata.resource.v1.RolloutStatus
+	(*ResourceStatus)(nil),        // 21: strata.resource.v1.ResourceStatus
+	(*Resource)(nil),              // 22: strata.resource.v1.Resource
+	(*Revision)(nil),              // 23: strata.resource.v1.Revision
+	(*RegionStatus)(nil),          // 24: strata.resource.v1.RegionStatus
+	(*Region)(nil),                // 25: strata.resource.v1.Region
+	(*Placement)(nil),             // 26: strata.resource.v1.Placement
+	(*Capacity)(nil),              // 27: strata.resource.v1.Capacity
+	(*NodeProvider)(nil),          // 28: strata.resource.v1.NodeProvider
+	(*Condition)(nil),             // 29: strata.resource.v1.Condition
+	(*DrainRequest)(nil),          // 30: strata.resource.v1.DrainRequest
+	(*DrainStep)(nil),             // 31: strata.resource.v1.DrainStep
+	(*DrainStatus)(nil),           // 32: strata.resource.v1.DrainStatus
+	(*NodeStatus)(nil),            // 33: strata.resource.v1.NodeStatus
+	(*Node)(nil),                  // 34: strata.resource.v1.Node
+	(*NodeNetwork)(nil),           // 35: strata.resource.v1.NodeNetwork
+	(*VolumeAttachment)(nil),      // 36: strata.resource.v1.VolumeAttachment
+	(*NetworkAttachment)(nil),     // 37: strata.resource.v1.NetworkAttachment
+	(*Endpoint)(nil),              // 38: strata.resource.v1.Endpoint
+	(*Assignment)(nil),            // 39: strata.resource.v1.Assignment
+	(*AssignmentStatus)(nil),      // 40: strata.resource.v1.AssignmentStatus
+	(*Replica)(nil),               // 41: strata.resource.v1.Replica
+	(*Event)(nil),                 // 42: strata.resource.v1.Event
+	(*LogChunk)(nil),              // 43: strata.resource.v1.LogChunk
+	(*LogsRequest)(nil),           // 44: strata.resource.v1.LogsRequest
+	(*JobSpec)(nil),               // 45: strata.resource.v1.JobSpec
+	(*JobAttempt)(nil),            // 46: strata.resource.v1.JobAttempt
+	(*JobRun)(nil),                // 47: strata.resource.v1.JobRun
+	(*JobStatus)(nil),             // 48: strata.resource.v1.JobStatus
+	nil,                           // 49: strata.resource.v1.ComputeSpec.EnvEntry
+	nil,                           // 50: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	nil,                           // 51: strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	nil,                           // 52: strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	nil,                           // 53: strata.resource.v1.SpecOverride.EnvEntry
+	nil,                           // 54: strata.resource.v1.ResourceStatus.RegionsEntry
+	nil,                           // 55: strata.resource.v1.ResourceStatus.ConditionsEntry
+	nil,                           // 56: strata.resource.v1.Resource.LabelsEntry
+	nil,                           // 57: strata.resource.v1.Resource.OverridesEntry
+	nil,                           // 58: strata.resource.v1.Region.LabelsEntry
+	nil,                           // 59: strata.resource.v1.Node.LabelsEntry
+	nil,                           // 60: strata.resource.v1.Assignment.LabelsEntry
+	nil,                           // 61: strata.resource.v1.Event.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 62: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 63: google.protobuf.Duration
 }
 var file_resource_v1_resource_proto_depIdxs = []int32{
-	0,  // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
-	55, // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
-	55, // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
-	43, // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
-	2,  // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
-	3,  // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
-	56, // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
-	56, // 7: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	56, // 8: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
-	7,  // 9: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
-	44, // 10: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	8,  // 11: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
-	4,  // 12: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
-	5,  // 13: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
-	6,  // 14: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
-	9,  // 15: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
-	11, // 16: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
-	45, // 17: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	46, // 18: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
-	56, // 19: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
-	55, // 20: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	55, // 21: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	55, // 22: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	47, // 23: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
-	17, // 24: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	55, // 25: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	48, // 26: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
-	18, // 27: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	49, // 28: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
-	10, // 29: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
-	12, // 30: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	50, // 31: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
-	14, // 32: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
-	15, // 33: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	55, // 34: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	55, // 35: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	55, // 36: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
-	19, // 37: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
-	10, // 38: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,  // 39: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	55, // 40: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	55, // 41: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	55, // 42: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	51, // 43: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	55, // 44: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
-	22, // 45: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
-	20, // 46: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
-	1,  // 47: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
-	6,  // 48: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	55, // 49: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	55, // 50: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	56, // 51: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	55, // 52: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	55, // 53: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	55, // 54: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	55, // 55: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
-	29, // 56: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	55, // 57: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
-	27, // 58: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	55, // 59: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	25, // 60: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
-	30, // 61: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	52, // 62: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
-	26, // 63: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
-	25, // 64: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	55, // 65: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	56, // 66: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	56, // 67: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	55, // 68: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
-	31, // 69: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
-	33, // 70: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
-	53, // 71: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	10, // 72: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,  // 73: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	6,  // 74: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	34, // 75: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	35, // 76: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	36, // 77: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	55, // 78: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	55, // 79: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	55, // 80: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	55, // 81: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	55, // 82: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 83: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	37, // 84: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	38, // 85: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	55, // 86: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	54, // 87: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	55, // 88: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	16, // 89: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	13, // 90: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	91, // [91:91] is the sub-list for method output_type
-	91, // [91:91] is the sub-list for method input_type
-	91, // [91:91] is the sub-list for extension type_name
-	91, // [91:91] is the sub-list for extension extendee
-	0,  // [0:91] is the sub-list for field type_name
+	0,   // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
+	62,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
+	62,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
+	49,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
+	2,   // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
+	3,   // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
+	63,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
+	5,   // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
+	6,   // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
+	50,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	63,  // 10: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	63,  // 11: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	9,   // 12: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
+	51,  // 13: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	10,  // 14: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
+	4,   // 15: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
+	7,   // 16: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
+	8,   // 17: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
+	11,  // 18: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
+	45,  // 19: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
+	13,  // 20: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
+	52,  // 21: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	53,  // 22: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
+	63,  // 23: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
+	62,  // 24: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
+	48,  // 25: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
+	62,  // 26: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	62,  // 27: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	54,  // 28: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	19,  // 29: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	62,  // 30: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	55,  // 31: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	20,  // 32: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
+	48,  // 33: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
+	56,  // 34: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	12,  // 35: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
+	14,  // 36: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
+	57,  // 37: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	16,  // 38: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
+	17,  // 39: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
+	62,  // 40: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	62,  // 41: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	62,  // 42: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	21,  // 43: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
+	12,  // 44: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 45: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
+	62,  // 46: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	62,  // 47: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	62,  // 48: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	58,  // 49: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	62,  // 50: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	24,  // 51: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
+	22,  // 52: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
+	1,   // 53: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
+	8,   // 54: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
+	62,  // 55: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	62,  // 56: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	63,  // 57: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	62,  // 58: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	62,  // 59: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	62,  // 60: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	62,  // 61: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	31,  // 62: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
+	62,  // 63: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	29,  // 64: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
+	62,  // 65: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	27,  // 66: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
+	32,  // 67: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
+	59,  // 68: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	28,  // 69: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
+	27,  // 70: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
+	62,  // 71: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	63,  // 72: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	63,  // 73: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	62,  // 74: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	33,  // 75: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
+	35,  // 76: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
+	60,  // 77: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	12,  // 78: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 79: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	8,   // 80: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	36,  // 81: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	37,  // 82: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	38,  // 83: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	62,  // 84: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	62,  // 85: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	62,  // 86: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	62,  // 87: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
+	62,  // 88: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	62,  // 89: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	19,  // 90: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	39,  // 91: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	40,  // 92: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	62,  // 93: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	61,  // 94: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	62,  // 95: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	63,  // 96: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	63,  // 97: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	62,  // 98: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	62,  // 99: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	62,  // 100: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	62,  // 101: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	46,  // 102: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	47,  // 103: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	62,  // 104: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	62,  // 105: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	18,  // 106: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	15,  // 107: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	108, // [108:108] is the sub-list for method output_type
+	108, // [108:108] is the sub-list for method input_type
+	108, // [108:108] is the sub-list for extension type_name
+	108, // [108:108] is the sub-list for extension extendee
+	0,   // [0:108] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
@@ -4599,14 +5292,16 @@ func file_resource_v1_resource_proto_init() {
 	if File_resource_v1_resource_proto != nil {
 		return
 	}
-	file_resource_v1_resource_proto_msgTypes[38].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[40].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[45].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resource_v1_resource_proto_rawDesc), len(file_resource_v1_resource_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   55,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -77,6 +77,14 @@ type Harness struct {
 	// provider's own rescans, if it has any, should be set far apart
 	// (an hour), so that only its events can report the kill in time.
 	Kill func(t *testing.T, id string)
+	// Exit turns a (an assignment of the kind) into a replica that runs
+	// to completion: its process exits with code soon after it starts,
+	// and its restart policy is never. With it, the ExitCode subtest
+	// checks what a Job's attempts rely on: the exit is reported (phase
+	// error with the exit code, no restart), stays reported, and the
+	// output stays readable (with SupportsLogs) until the replica is
+	// deleted. Without it, the subtest is skipped.
+	Exit func(a *api.Assignment, code int32)
 }
 
 // callTimeout bounds one call to the provider (beyond ReadyTimeout for
@@ -111,6 +119,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentApply", s.testConcurrentApply},
 		{"Logs", s.testLogs},
 		{"Watch", s.testWatch},
+		{"ExitCode", s.testExitCode},
 	}
 	for _, kind := range h.Kinds {
 		t.Run(string(kind), func(t *testing.T) {
@@ -408,6 +417,40 @@ func (s *suite) testLogs(t *testing.T, kind api.ProviderKind) {
 			t.Fatalf("following Logs did not return within %v of its context ending", callTimeout)
 		}
 	})
+}
+
+// testExitCode runs replicas to completion and reads their exit codes.
+func (s *suite) testExitCode(t *testing.T, kind api.ProviderKind) {
+	if s.h.Exit == nil || kind == api.ProviderLoadbalancer {
+		t.Skip("the provider runs nothing to completion (no Harness.Exit), or the kind does not")
+	}
+	p := s.h.New(t)
+	for _, code := range []int32{0, 3} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			a := s.assignment(t, kind, newID(t, "exit"))
+			s.h.Exit(a, code)
+			s.apply(t, p, a)
+			var st api.AssignmentStatus
+			s.eventually(t, fmt.Sprintf("%s exited", a.ID), func() (bool, string) {
+				st = s.status(t, p, a.ID)
+				return st.ExitCode != nil, fmt.Sprintf("phase %q (%s)", st.Phase, st.Reason)
+			})
+			if st.Phase != api.PhaseError || *st.ExitCode != code || st.Restarts != 0 || st.ObservedGeneration != a.Generation {
+				t.Fatalf("exited: got phase %q, exit code %d, %d restarts, generation %d; want error, %d, 0, %d",
+					st.Phase, *st.ExitCode, st.Restarts, st.ObservedGeneration, code, a.Generation)
+			}
+			if l, ok := p.(provider.Logger); ok && s.h.SupportsLogs {
+				var buf bytes.Buffer
+				if err := l.Logs(callCtx(t), a.ID, provider.LogOptions{}, &buf); err != nil {
+					t.Fatalf("Logs of an exited replica: %v", err)
+				}
+			}
+			// Listed as it is, for an agent that restarts: still exited.
+			if ls, ok := s.listed(t, p, a.ID); !ok || ls.Status.ExitCode == nil || *ls.Status.ExitCode != code {
+				t.Fatalf("List after the exit: got %+v (listed %v); want its exit code %d", ls.Status, ok, code)
+			}
+		})
+	}
 }
 
 // testWatch watches through the plugin boundary: the provider served on

@@ -1,5 +1,6 @@
 // Strata global console: the overview of regions and resources, a page
-// per resource that acts on it, and the tokens page. Every action is a
+// per resource that acts on it, the network policies page, the configs
+// and secrets page, and the tokens page. Every action is a
 // call of the global REST API (the one stratactl uses), behind a
 // confirmation dialog.
 import {
@@ -261,11 +262,42 @@ function resourcePage() {
       stat('Revision', 'r' + (res.revision || 0), plural(revisions.length, 'revision') + ' kept'),
       stat('Rollout', paused ? 'paused' : rollout ? rollout.state : '—', rollout && rollout.message ? rollout.message : ''));
 
+    if (s.job || (res.spec && res.spec.job)) renderJob(s.job);
     renderPlacement(s);
     renderReplicas(reps);
     renderRevisions(revs);
     $('#spec').textContent = JSON.stringify(res.spec, null, 2);
     renderEvents(evs);
+  }
+
+  // renderJob shows a Job's kept runs, newest first, and their attempts:
+  // node, exit code, times.
+  function renderJob(job) {
+    $('#job').hidden = false;
+    const spec = res.spec.job || {};
+    const runs = (job && job.runs) || [];
+    const note = [];
+    if (job) note.push(`${job.phase}${job.reason ? ' (' + job.reason + ')' : ''}`, `${job.succeeded || 0}/${spec.completions || 1} succeeded`, `${job.active || 0} active`, `${job.failed || 0} failed`);
+    if (spec.schedule) note.push(`schedule ${spec.schedule}`);
+    if (job && job.nextRunAt) note.push('next run ' + relTime(job.nextRunAt));
+    $('#job-note').textContent = note.join(' · ');
+    const rows = [];
+    for (const run of runs) {
+      for (const a of run.attempts || []) {
+        const tone = a.phase === 'Succeeded' ? 'ok' : a.phase === 'Failed' ? 'err' : a.phase === 'Running' ? 'info' : 'neutral';
+        rows.push(h('tr', { dataset: { run: String(run.number), attempt: a.id, phase: a.phase, exitCode: a.exitCode === undefined ? '' : String(a.exitCode) } },
+          h('td', { class: 'num' }, String(run.number)),
+          h('td', { class: 'mono' }, a.id, a.removed ? h('span', { class: 'muted' }, ' (removed)') : null),
+          h('td', { class: 'mono' }, a.node || '—'),
+          h('td', {}, pill(a.phase, tone)),
+          h('td', { class: 'num mono' }, a.exitCode === undefined ? '—' : String(a.exitCode)),
+          h('td', { class: 'time-cell' }, a.startedAt ? relTime(a.startedAt) : '—'),
+          h('td', { class: 'time-cell' }, a.finishedAt ? relTime(a.finishedAt) : '—'),
+          h('td', { class: 'reason-cell' }, a.reason || h('span', { class: 'muted' }, '—'))));
+      }
+    }
+    $('#job-attempts tbody').replaceChildren(...(rows.length ? rows
+      : [h('tr', {}, h('td', { colspan: '8', class: 'detail-empty' }, spec.schedule ? 'No run yet: waiting for the schedule.' : 'No attempt yet.'))]));
   }
 
   function renderPlacement(s) {
@@ -527,10 +559,144 @@ function tokensPage() {
   r.now();
 }
 
+// labels renders a label map as "k=v, k=v", or what empty means.
+function labels(m, empty) {
+  const ks = Object.keys(m || {}).sort();
+  return ks.length ? ks.map((k) => `${k}=${m[k]}`).join(', ') : empty;
+}
+
+// admits says in short what a policy's rules admit.
+function admits(p) {
+  const rules = p.ingress || [];
+  if (!rules.length) return h('span', { class: 'muted' }, 'nothing (replies only)');
+  return rules.map((r) => {
+    const from = (r.from || []).map((f) => f.ipBlock ? f.ipBlock.cidr + ((f.ipBlock.except || []).length ? ` except ${f.ipBlock.except.join(' ')}` : '')
+      : labels(f.resources && f.resources.matchLabels, 'all resources')).join(' or ') || 'anyone of the tenant or outside';
+    const ports = (r.ports || []).map((pt) => `${pt.protocol || 'tcp'}/${pt.port ? pt.port + (pt.endPort ? '-' + pt.endPort : '') : 'any'}`).join(' ') || 'any port';
+    return `${from} → ${ports}`;
+  }).join('; ');
+}
+
+// enforced says where a policy is enforced at its generation.
+function enforced(p) {
+  const st = p.status || {};
+  const parts = (st.regions || []).map((r) => r.observedGeneration !== p.generation
+    ? `${r.region}: generation ${r.observedGeneration}`
+    : `${plural(r.nodes, 'node')} in ${r.region}`);
+  if ((st.unreachable || []).length) parts.push(`${st.unreachable.join(', ')} did not answer`);
+  return parts.length ? parts.join(', ') : h('span', { class: 'muted' }, 'no replica selected');
+}
+
+function policiesPage() {
+  const alertBox = $('#alert');
+  const body = $('#policies tbody');
+  const r = refresher(load, () => REFRESH_MS);
+
+  async function load() {
+    try {
+      const list = await api('/v1/networkpolicies');
+      clearAlert(alertBox);
+      render(list.items || []);
+      setLive('polling', 'The list refreshes every few seconds', 'Auto-refresh');
+    } catch (e) {
+      if (e.status === 401) return;
+      showAlert(alertBox, e, 'The policies could not be loaded');
+      body.replaceChildren(h('tr', {}, h('td', { colspan: '7', class: 'detail-empty' }, 'The policies could not be loaded.')));
+    }
+  }
+
+  function render(items) {
+    $('#policies-note').textContent = plural(items.length, 'policy', 'policies');
+    if (items.length) $('#policies-tenant').textContent = items[0].tenant;
+    if (!items.length) {
+      body.replaceChildren(h('tr', {}, h('td', { colspan: '7', class: 'detail-empty' }, 'No network policies: every replica admits its own tenant, and no other.')));
+      return;
+    }
+    body.replaceChildren(...items.map((p) => h('tr', { dataset: { policy: p.name } },
+      h('td', { class: 'mono' }, p.name),
+      h('td', {}, labels(p.selector, 'every replica')),
+      h('td', {}, admits(p)),
+      h('td', { class: 'num' }, String(p.generation)),
+      h('td', {}, enforced(p)),
+      h('td', { class: 'time-cell' }, relTime(p.createdAt)),
+      h('td', { class: 'num' }, h('button', { type: 'button', class: 'btn btn-sm', dataset: { action: 'delete', policy: p.name }, onclick: () => remove(p) }, 'Delete…')))));
+  }
+
+  async function remove(p) {
+    const ok = await confirmDialog({
+      title: `Delete network policy ${p.name}?`,
+      body: [h('p', {}, `The replicas it selects (${labels(p.selector, 'every replica')}) then admit what their other policies allow, or their whole tenant when no other selects them.`)],
+      confirmLabel: 'Delete',
+      danger: true,
+      onConfirm: () => api('/v1/networkpolicies/' + encodeURIComponent(p.name), { method: 'DELETE' }),
+    });
+    if (ok) { toast(`network policy ${p.name} deleted`); r.now(); }
+  }
+
+  r.now();
+}
+
+// ---- configs and secrets ----
+
+// configsPage lists the tenant's configs and secrets with their keys.
+// It never asks for a secret's values: they do not reach the
+// browser.
+function configsPage() {
+  const alertBox = $('#alert');
+  const r = refresher(load, () => REFRESH_MS * 2);
+
+  async function load() {
+    try {
+      const [configs, secrets] = await Promise.all([api('/v1/configs'), api('/v1/secrets')]);
+      clearAlert(alertBox);
+      renderConfigs(configs.items || []);
+      renderSecrets(secrets.items || []);
+      setLive('polling', 'The lists refresh every few seconds', 'Auto-refresh');
+    } catch (e) {
+      if (e.status === 401) return;
+      showAlert(alertBox, e, 'The configs and secrets could not be loaded');
+    }
+  }
+
+  const labels = (l) => Object.keys(l || {}).sort().map((k) => `${k}=${l[k]}`).join(', ') || h('span', { class: 'muted' }, '—');
+  const keys = (ks) => (ks.length ? h('span', { class: 'mono' }, ks.join(', ')) : h('span', { class: 'muted' }, 'none'));
+  const del = (what, name) => h('button', { type: 'button', class: 'btn btn-sm', dataset: { action: 'delete-' + what, name }, onclick: () => remove(what, name) }, 'Delete…');
+
+  function renderConfigs(items) {
+    $('#configs-note').textContent = plural(items.length, 'config');
+    $('#configs tbody').replaceChildren(...items.map((c) => h('tr', { dataset: { config: c.name } },
+      h('td', {}, c.name), h('td', {}, keys(Object.keys(c.data || {}).sort())), h('td', {}, labels(c.labels)),
+      h('td', { class: 'time-cell' }, relTime(c.updatedAt)), h('td', { class: 'num' }, del('config', c.name)))));
+  }
+
+  function renderSecrets(items) {
+    $('#secrets-note').textContent = plural(items.length, 'secret');
+    $('#secrets tbody').replaceChildren(...items.map((s) => h('tr', { dataset: { secret: s.name } },
+      h('td', {}, s.name), h('td', {}, pill(s.type || 'opaque', s.type === 'registry' ? 'info' : 'neutral')),
+      h('td', {}, keys(s.keys || [])), h('td', {}, labels(s.labels)),
+      h('td', { class: 'time-cell' }, relTime(s.updatedAt)), h('td', { class: 'num' }, del('secret', s.name)))));
+  }
+
+  async function remove(what, name) {
+    const ok = await confirmDialog({
+      title: `Delete ${what} ${name}?`,
+      body: [h('p', {}, `The ${what} is removed at once.`)],
+      confirmLabel: 'Delete',
+      danger: true,
+      onConfirm: () => api(`/v1/${what}s/` + encodeURIComponent(name), { method: 'DELETE' }),
+    });
+    if (ok) { toast(`${what} ${name} deleted`); r.now(); }
+  }
+
+  r.now();
+}
+
 start(() => {
   const page = document.body.dataset.page;
   if (page === 'resource') resourcePage();
   else if (page === 'tokens') tokensPage();
+  else if (page === 'policies') policiesPage();
+  else if (page === 'configs') configsPage();
   else overviewPage();
   document.body.dataset.started = 'true';
 });

@@ -1,0 +1,160 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/rest"
+)
+
+// configDataRoutes are the routes of Configs and Secrets.
+func (h *restHandlers) configDataRoutes() []route {
+	return []route{
+		{"POST /v1/configs", h.createConfig, inTenant},
+		{"GET /v1/configs", h.listConfigs, []string{"tenant", "limit", "continue"}},
+		{"GET /v1/configs/{name}", h.getConfig, inTenant},
+		{"PUT /v1/configs/{name}", h.updateConfig, inTenant},
+		{"DELETE /v1/configs/{name}", h.deleteConfig, inTenant},
+
+		{"POST /v1/secrets", h.createSecret, inTenant},
+		{"GET /v1/secrets", h.listSecrets, []string{"tenant", "limit", "continue", "reveal"}},
+		{"GET /v1/secrets/{name}", h.getSecret, []string{"tenant", "reveal"}},
+		{"PUT /v1/secrets/{name}", h.updateSecret, inTenant},
+		{"DELETE /v1/secrets/{name}", h.deleteSecret, inTenant},
+	}
+}
+
+// ---- configs ----
+
+func (h *restHandlers) createConfig(r *http.Request) (any, error) {
+	var c api.Config
+	if err := rest.Decode(r, &c); err != nil {
+		return nil, err
+	}
+	out, err := h.s.configs.Create(r.Context(), tenantOf(r), c)
+	return rest.Created(out), err
+}
+
+func (h *restHandlers) listConfigs(r *http.Request) (any, error) {
+	q, err := pageQuery(r)
+	if err != nil {
+		return nil, err
+	}
+	items, next, err := h.s.configs.Page(r.Context(), tenantOf(r), q)
+	return rest.List[api.Config]{Items: items, Continue: next}, err
+}
+
+func (h *restHandlers) getConfig(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	return h.s.configs.Get(r.Context(), tenantOf(r), name)
+}
+
+func (h *restHandlers) updateConfig(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	var c api.Config
+	if err := rest.Decode(r, &c); err != nil {
+		return nil, err
+	}
+	if c.Name, err = nameInBody(c.Name, name); err != nil {
+		return nil, err
+	}
+	if c.ResourceVersion, err = rest.Precondition(r, c.ResourceVersion); err != nil {
+		return nil, err
+	}
+	return h.s.configs.Update(r.Context(), tenantOf(r), c)
+}
+
+func (h *restHandlers) deleteConfig(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	expect, err := rest.IfMatch(r)
+	if err != nil {
+		return nil, err
+	}
+	return h.s.configs.Delete(r.Context(), tenantOf(r), name, expect)
+}
+
+// ---- secrets ----
+
+// decodeSecret reads a secret as a client writes it: Keys are the
+// server's.
+func decodeSecret(r *http.Request) (api.Secret, error) {
+	var s api.Secret
+	if err := rest.Decode(r, &s); err != nil {
+		return api.Secret{}, err
+	}
+	s.Keys = nil
+	return s, nil
+}
+
+func (h *restHandlers) createSecret(r *http.Request) (any, error) {
+	s, err := decodeSecret(r)
+	if err != nil {
+		return nil, err
+	}
+	out, err := h.s.secrets.Create(r.Context(), tenantOf(r), s)
+	return rest.Created(out), err
+}
+
+func (h *restHandlers) listSecrets(r *http.Request) (any, error) {
+	q, err := pageQuery(r)
+	if err != nil {
+		return nil, err
+	}
+	reveal, err := rest.QueryBool(r, "reveal")
+	if err != nil {
+		return nil, err
+	}
+	items, next, err := h.s.secrets.Page(r.Context(), tenantOf(r), q, reveal)
+	return rest.List[api.Secret]{Items: items, Continue: next}, err
+}
+
+func (h *restHandlers) getSecret(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	reveal, err := rest.QueryBool(r, "reveal")
+	if err != nil {
+		return nil, err
+	}
+	return h.s.secrets.Get(r.Context(), tenantOf(r), name, reveal)
+}
+
+func (h *restHandlers) updateSecret(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	s, err := decodeSecret(r)
+	if err != nil {
+		return nil, err
+	}
+	if s.Name, err = nameInBody(s.Name, name); err != nil {
+		return nil, err
+	}
+	if s.ResourceVersion, err = rest.Precondition(r, s.ResourceVersion); err != nil {
+		return nil, err
+	}
+	return h.s.secrets.Update(r.Context(), tenantOf(r), s)
+}
+
+func (h *restHandlers) deleteSecret(r *http.Request) (any, error) {
+	name, err := rest.PathName(r, "name")
+	if err != nil {
+		return nil, err
+	}
+	expect, err := rest.IfMatch(r)
+	if err != nil {
+		return nil, err
+	}
+	return h.s.secrets.Delete(r.Context(), tenantOf(r), name, expect)
+}

@@ -1,0 +1,79 @@
+package containerd
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/providers/provider"
+)
+
+// TestConfigFiles runs a container with a Config and a Secret mounted
+// as files and a variable from each: it reads them, cannot write them,
+// and the node holds them root-only (0444, 0400) until the replica is
+// deleted; new data recreates the container.
+func TestConfigFiles(t *testing.T) {
+	e := newEnv(t)
+	a := e.assignment("cfg-"+randomSuffix(t), "sh", "-c",
+		`cat /etc/app/app.conf; cat /run/secrets/db/password; echo; echo "env $MODE $DB_PASSWORD"; echo x > /etc/app/new || echo read-only; trap 'exit 0' TERM; sleep 3600 & wait`)
+	d := func(mode string) *provider.ConfigData {
+		return &provider.ConfigData{
+			Env: map[string]string{"MODE": mode, "DB_PASSWORD": "pw-1"},
+			Files: []provider.File{
+				{Dir: "/etc/app", Name: "app.conf", Data: []byte("listen 8080 " + mode + "\n")},
+				{Dir: "/run/secrets/db", Name: "password", Data: []byte("pw-1"), Secret: true},
+			},
+		}
+	}
+	st, err := e.p.ApplyConfig(e.ctx(t), a, d("prod"))
+	if err != nil || st.Phase != api.PhaseReady {
+		t.Fatalf("ApplyConfig: %s (%s), %v; want ready", st.Phase, st.Reason, err)
+	}
+	e.waitLogs(t, a.ID, "listen 8080 prod", "pw-1", "env prod pw-1", "read-only")
+
+	for _, f := range []struct {
+		path string
+		mode os.FileMode
+	}{{"0/app.conf", 0o444}, {"1/password", 0o400}} {
+		fi, err := os.Stat(filepath.Join(e.p.configsDir(a.ID), f.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != f.mode {
+			t.Errorf("%s: mode %v; want %v", f.path, fi.Mode().Perm(), f.mode)
+		}
+	}
+
+	// The same data keeps the container; other data replaces it.
+	before := e.containerLabels(t, a.ID)[labelSpec]
+	if _, err := e.p.ApplyConfig(e.ctx(t), a, d("prod")); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.containerLabels(t, a.ID)[labelSpec]; got != before {
+		t.Fatalf("the same data recreated the container (spec %s -> %s)", before, got)
+	}
+	a.Generation++
+	if st, err := e.p.ApplyConfig(e.ctx(t), a, d("dev")); err != nil || st.Phase != api.PhaseReady {
+		t.Fatalf("ApplyConfig with new data: %s (%s), %v", st.Phase, st.Reason, err)
+	}
+	e.waitLogs(t, a.ID, "listen 8080 dev", "env dev pw-1")
+
+	if err := e.p.Delete(e.ctx(t), a, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(e.p.configsDir(a.ID)); !os.IsNotExist(err) {
+		t.Errorf("configs directory after Delete: %v; want it removed", err)
+	}
+}
+
+// containerLabels are the labels of replica id's container.
+func (e *testEnv) containerLabels(t *testing.T, id string) map[string]string {
+	t.Helper()
+	c, err := e.p.container(e.p.nsCtx(e.ctx(t)), id)
+	if err != nil || c == nil {
+		t.Fatalf("container %s: %v", id, err)
+	}
+	return c.Labels
+}

@@ -1,0 +1,53 @@
+package api
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/stratahq/strata/internal/api"
+	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	globalv1 "github.com/stratahq/strata/proto/global/v1"
+)
+
+// GetConfigData passes the data of the Configs and Secrets one of the
+// caller's assignments names from the global tier to the caller. Only the
+// node the assignment is on may ask, and only for what its spec names;
+// the region keeps and logs none of it.
+func (a agentService) GetConfigData(ctx context.Context, req *agentv1.GetConfigDataRequest) (*agentv1.GetConfigDataResponse, error) {
+	if err := a.authorize(ctx, req.GetNode()); err != nil {
+		return nil, err
+	}
+	resp, err := a.s.getConfigData(ctx, req.GetNode(), req.GetAssignmentId())
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return resp, nil
+}
+
+func (s *Server) getConfigData(ctx context.Context, node, id string) (*agentv1.GetConfigDataResponse, error) {
+	it, ok := s.caches.Assignments.Get(id)
+	if !ok || it.Value.Node != node {
+		// Another node's assignment is as unknown as a missing one.
+		return nil, api.NotFound("assignment", id)
+	}
+	asg := it.Value
+	if asg.Spec.Compute == nil || len(asg.Spec.Compute.Refs()) == 0 {
+		return &agentv1.GetConfigDataResponse{}, nil
+	}
+	if s.configData == nil {
+		return nil, fmt.Errorf("this region does not reach the global tier: %w", api.ErrUnavailable)
+	}
+	req := &globalv1.GetConfigDataRequest{Region: s.region, Tenant: asg.Tenant, Resource: asg.Resource}
+	for _, r := range asg.Spec.Compute.Refs() {
+		req.Refs = append(req.Refs, &globalv1.ConfigDataRef{Kind: r.Kind(), Name: r.Name()})
+	}
+	g, err := s.configData(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := &agentv1.GetConfigDataResponse{Items: make([]*agentv1.ConfigData, len(g.GetItems()))}
+	for i, d := range g.GetItems() {
+		out.Items[i] = &agentv1.ConfigData{Kind: d.GetKind(), Name: d.GetName(), Data: d.GetData(), Type: d.GetType()}
+	}
+	return out, nil
+}
