@@ -384,7 +384,7 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 
 	if a.metricsReg != nil && a.cfg.Listen.Metrics != "" {
-		stop, err := serveMetrics(a.cfg.Listen.Metrics, a.metricsReg)
+		stop, err := serveMetrics(a.cfg.Listen.Metrics, a.metricsReg, a.log)
 		if err != nil {
 			return fmt.Errorf("agent: metrics: %w", err)
 		}
@@ -470,14 +470,14 @@ func providerMetrics(r *metrics.Registry) *metrics.Providers {
 }
 
 // serveMetrics serves /metrics on addr until stop is called.
-func serveMetrics(addr string, r *metrics.Registry) (stop func(), err error) {
+func serveMetrics(addr string, r *metrics.Registry, log *slog.Logger) (stop func(), err error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	// Metrics are read-only numbers, served without a token like the
 	// tiers' /metrics; the configuration decides who reaches the address.
-	srv, err := serving.NewHTTP(lis, r.HTTP(http.NotFoundHandler()), serving.HTTPOptions{Insecure: true, AnyHost: true})
+	srv, err := serving.NewHTTP(lis, r.HTTP(http.NotFoundHandler()), serving.HTTPOptions{Insecure: true, AnyHost: true, Log: log})
 	if err != nil {
 		lis.Close()
 		return nil, err

@@ -75,7 +75,7 @@ func (a *Agent) setUpDataPlane() (release func()) {
 	if k == nil {
 		nl, err := netplane.NewNetlink("")
 		if err != nil {
-			a.setNetCondition(fmt.Errorf("data plane: %w", err))
+			a.dataPlaneFailed(fmt.Errorf("data plane: %w", err))
 			return release
 		}
 		k, release = nl, nl.Close
@@ -87,7 +87,7 @@ func (a *Agent) setUpDataPlane() (release func()) {
 	}
 	addr, dev, mtu, err := k.Underlay(want, nc.UnderlayInterface)
 	if err != nil {
-		a.setNetCondition(fmt.Errorf("underlay: %w", err))
+		a.dataPlaneFailed(fmt.Errorf("underlay: %w", err))
 		return release
 	}
 	a.net.host = netplane.Host{
@@ -333,6 +333,14 @@ func (a *Agent) applyPolicy(ctx context.Context, v *netView, peers []netplane.Pe
 		a.log.Info("network policy applied", "table", rs.Table, "replicas", len(rs.Local), "policies", len(pols), "rules", rs.Rules(), "elements", rs.Elements(), "took", time.Since(start))
 	}
 	return nil
+}
+
+// dataPlaneFailed logs why the data plane could not be set up and
+// records it as the Network condition: the node takes no replica that
+// needs the region network until the agent restarts.
+func (a *Agent) dataPlaneFailed(err error) {
+	a.log.Error("data plane not set up; replicas on the region network cannot be placed here", "err", err)
+	a.setNetCondition(err)
 }
 
 // setNetCondition records the data plane's state as the Network condition,

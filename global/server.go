@@ -113,7 +113,7 @@ func (s *Server) secure() error {
 		return fmt.Errorf("listen.grpc: %w", err)
 	}
 	a := s.cfg.API
-	o := serving.HTTPOptions{Insecure: s.cfg.Insecure, AllowedHosts: a.AllowedHosts, ReadTimeout: a.ReadTimeout}
+	o := serving.HTTPOptions{Insecure: s.cfg.Insecure, AllowedHosts: a.AllowedHosts, ReadTimeout: a.ReadTimeout, Log: s.log}
 	if a.TLS.Enabled() {
 		if o.TLS, err = pki.ServingConfig(a.TLS.Cert, a.TLS.Key); err != nil {
 			return fmt.Errorf("api.tls: %w", err)

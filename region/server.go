@@ -321,7 +321,7 @@ func (s *Server) security() (*transport.Security, error) {
 // httpOptions shape the operator REST API and console server.
 func (s *Server) httpOptions() (serving.HTTPOptions, error) {
 	a := s.cfg.API
-	o := serving.HTTPOptions{Insecure: s.cfg.Insecure, AllowedHosts: a.AllowedHosts, ReadTimeout: a.ReadTimeout}
+	o := serving.HTTPOptions{Insecure: s.cfg.Insecure, AllowedHosts: a.AllowedHosts, ReadTimeout: a.ReadTimeout, Log: s.log}
 	if host, _, err := net.SplitHostPort(s.cfg.Advertise.HTTP); err == nil && host != "" {
 		o.AllowedHosts = append(o.AllowedHosts, host)
 	}

@@ -3,6 +3,8 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -10,15 +12,36 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+
+	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 )
 
-// sample is what the agents said they run at one moment: replica id to
-// the nodes that run it (phase provision or ready).
+// sample is what ran at one instant, At, as the agents say: replica id
+// to the nodes that run it (phase provision or ready).
+//
+// The agents cannot all be asked at one instant: they are asked in turn,
+// and between two answers a replica may stop on one node and its
+// replacement start on another (a rolling update, a scale moving a share
+// between regions, the controller creating a replica once its agent
+// confirmed the one it replaces gone). Counting both would report more
+// running than ever ran at once. So every agent is asked twice, in two
+// rounds, the second started once the first has answered: a replica an
+// agent reports in both rounds, with no restart of the agent between,
+// ran all the time between its two answers, and so at At, the end of the
+// first round. Running holds exactly those: what is known to have run at
+// one instant.
 type sample struct {
 	At      time.Time
 	Running map[string][]string
-	// Unreachable are the agents that did not answer.
+	// Unreachable are the agents that did not answer both rounds (or
+	// restarted between them).
 	Unreachable []string
+	// Seen are the replicas either round saw, at any moment of the
+	// sample; Running is the part of it known to run at At.
+	Seen map[string][]string
+	// Asked is when each agent was asked in the first round and when it
+	// answered in the second.
+	Asked map[string][2]time.Time
 }
 
 // resourceOf is the resource a replica id belongs to (<resource>-<suffix>).
@@ -42,9 +65,10 @@ func (s sample) count() map[string]int {
 // the providers' view, not the API's. It also watches every etcd
 // cluster's revision, which must never go backwards.
 type sampler struct {
-	top   *Topology
-	conns map[string]*grpc.ClientConn
-	etcd  map[string]*clientv3.Client
+	top *Topology
+	// ask asks one agent what it runs (its NodeService's Status).
+	ask  func(ctx context.Context, agent string) (*agentv1.NodeStatusResponse, error)
+	etcd map[string]*clientv3.Client
 
 	revMu     sync.Mutex
 	mu        sync.Mutex
@@ -56,9 +80,13 @@ type sampler struct {
 }
 
 func newSampler(t *testing.T, top *Topology) *sampler {
-	s := &sampler{top: top, conns: map[string]*grpc.ClientConn{}, etcd: map[string]*clientv3.Client{}, revisions: map[string]int64{}}
+	conns := map[string]*grpc.ClientConn{}
 	for _, a := range top.Agents {
-		s.conns[a.Name] = top.nodeConn(t, a)
+		conns[a.Name] = top.nodeConn(t, a)
+	}
+	s := &sampler{top: top, etcd: map[string]*clientv3.Client{}, revisions: map[string]int64{}}
+	s.ask = func(ctx context.Context, agent string) (*agentv1.NodeStatusResponse, error) {
+		return nodeStatus(ctx, conns[agent])
 	}
 	for _, tier := range append([]*Tier{top.Global}, top.Regions...) {
 		s.etcd[tier.Name] = tier.Etcd.Client(t)
@@ -66,28 +94,74 @@ func newSampler(t *testing.T, top *Topology) *sampler {
 	return s
 }
 
-// take samples the agents once.
-func (s *sampler) take(ctx context.Context) sample {
-	sm := sample{Running: map[string][]string{}}
+// answer is one agent's answer in one round.
+type answer struct {
+	asked, answered time.Time
+	started         time.Time
+	running         []string
+}
+
+// round asks every agent once, in turn; an agent that does not answer
+// is missing from the result.
+func (s *sampler) round(ctx context.Context) map[string]answer {
+	out := make(map[string]answer, len(s.top.Agents))
 	for _, a := range s.top.Agents {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, err := nodeStatus(cctx, s.conns[a.Name])
+		asked := time.Now()
+		st, err := s.ask(cctx, a.Name)
 		cancel()
 		if err != nil {
+			continue
+		}
+		an := answer{asked: asked, answered: time.Now(), started: st.GetStartedAt().AsTime()}
+		for _, as := range st.GetAssignments() {
+			if p := as.GetPhase(); p == "ready" || p == "provision" {
+				an.running = append(an.running, as.GetId())
+			}
+		}
+		out[a.Name] = an
+	}
+	return out
+}
+
+// cut builds the sample of two rounds, first ending at at (see sample).
+func (s *sampler) cut(first, second map[string]answer, at time.Time) sample {
+	sm := sample{At: at, Running: map[string][]string{}, Seen: map[string][]string{}, Asked: map[string][2]time.Time{}}
+	for _, a := range s.top.Agents {
+		one, ok1 := first[a.Name]
+		two, ok2 := second[a.Name]
+		for _, an := range []answer{one, two} {
+			for _, id := range an.running {
+				if !slices.Contains(sm.Seen[id], a.Name) {
+					sm.Seen[id] = append(sm.Seen[id], a.Name)
+				}
+			}
+		}
+		if !ok1 || !ok2 || !one.started.Equal(two.started) {
 			sm.Unreachable = append(sm.Unreachable, a.Name)
 			continue
 		}
-		for _, as := range st.GetAssignments() {
-			if p := as.GetPhase(); p == "ready" || p == "provision" {
-				sm.Running[as.GetId()] = append(sm.Running[as.GetId()], a.Name)
+		sm.Asked[a.Name] = [2]time.Time{one.asked, two.answered}
+		for _, id := range one.running {
+			if slices.Contains(two.running, id) {
+				sm.Running[id] = append(sm.Running[id], a.Name)
 			}
 		}
 	}
-	// What ran was seen by now: writes started before this may explain it.
-	sm.At = time.Now()
+	return sm
+}
+
+// take samples the agents once: two rounds, cut at the end of the first.
+func (s *sampler) take(ctx context.Context) sample {
+	first := s.round(ctx)
+	at := time.Now()
+	second := s.round(ctx)
+	sm := s.cut(first, second, at)
 	s.mu.Lock()
 	s.samples = append(s.samples, sm)
-	for id, nodes := range sm.Running {
+	// A replica's id is placed on one node once and never moves: one
+	// seen on two nodes, at whatever moments, ran twice.
+	for id, nodes := range sm.Seen {
 		if len(nodes) > 1 {
 			s.duplicates++
 			s.anomalies = append(s.anomalies, fmt.Sprintf("%s: replica %s runs on %v", sm.At.Format(time.StampMilli), id, nodes))
@@ -137,4 +211,35 @@ func (s *sampler) all() ([]sample, int, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]sample(nil), s.samples...), s.duplicates, append([]string(nil), s.anomalies...)
+}
+
+// askedTimes says when each agent was asked and answered, by name.
+func (s sample) askedTimes() string {
+	names := make([]string, 0, len(s.Asked))
+	for n := range s.Asked {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %s-%s", n, s.Asked[n][0].Format("15:04:05.000"), s.Asked[n][1].Format("15:04:05.000"))
+	}
+	return b.String()
+}
+
+// spread is the time from the first agent asked to the last answer.
+func (s sample) spread() time.Duration {
+	var first, last time.Time
+	for _, at := range s.Asked {
+		if first.IsZero() || at[0].Before(first) {
+			first = at[0]
+		}
+		if at[1].After(last) {
+			last = at[1]
+		}
+	}
+	return last.Sub(first)
 }

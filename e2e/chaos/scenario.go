@@ -166,6 +166,7 @@ func drive(t *testing.T, sc Scenario, r *Run, smp *sampler) (hist, final []Op, c
 // judge checks the invariants over the history and the samples.
 func (res *Result) judge(t *testing.T, r *Run, hist, final []Op, smp *sampler) {
 	samples, dups, anomalies := smp.all()
+	logSkew(t, hist, excuse(samples, r))
 	res.Duplicates = dups
 	res.Anomalies = append(res.Anomalies, anomalies...)
 	over := overCounts(hist, excuse(samples, r))
@@ -291,7 +292,7 @@ func orphans(rest *framework.Client, smpl sample) ([]string, error) {
 		known[it.Name] = true
 	}
 	var out []string
-	for id, nodes := range smpl.Running {
+	for id, nodes := range smpl.Seen {
 		if !known[resourceOf(id)] {
 			out = append(out, fmt.Sprintf("orphan replica %s on %v", id, nodes))
 		}
@@ -324,12 +325,29 @@ func overCounts(hist []Op, samples []sample) []string {
 					}
 				}
 				sort.Strings(ids)
-				out = append(out, fmt.Sprintf("%s: %s runs %d replicas (%s); at most %d asked in the %s before",
-					s.At.Format(time.StampMilli), key, n, strings.Join(ids, " "), bound, convergeWithin))
+				out = append(out, fmt.Sprintf("%s: %s runs %d replicas (%s); at most %d asked in the %s before (agents asked %s)",
+					s.At.Format(time.StampMilli), key, n, strings.Join(ids, " "), bound, convergeWithin, s.askedTimes()))
 			}
 		}
 	}
 	return out
+}
+
+// logSkew logs how long the samples took, and the over-counts the
+// agents' answers would have shown had they been taken as one instant
+// (what the sampler did before it cut two rounds): replicas that ran one
+// after the other, not at once.
+func logSkew(t *testing.T, hist []Op, samples []sample) {
+	var widest time.Duration
+	seen := make([]sample, len(samples))
+	for i, s := range samples {
+		widest = max(widest, s.spread())
+		seen[i] = sample{At: s.At, Running: s.Seen}
+	}
+	t.Logf("sampler: %d samples; the widest took %s from the first agent asked to the last answer", len(samples), widest.Round(time.Millisecond))
+	for _, o := range overCounts(hist, seen) {
+		t.Logf("sampler: not at one instant, so not counted: %s", o)
+	}
 }
 
 // excuse drops, from the samples taken between the fault and
@@ -345,19 +363,24 @@ func excuse(samples []sample, r *Run) []sample {
 			out = append(out, s)
 			continue
 		}
-		k := sample{At: s.At, Running: map[string][]string{}, Unreachable: s.Unreachable}
-		for id, nodes := range s.Running {
-			var kept []string
-			for _, n := range nodes {
-				if !slices.Contains(r.isolated, n) {
-					kept = append(kept, n)
-				}
-			}
-			if len(kept) > 0 {
-				k.Running[id] = kept
+		out = append(out, sample{At: s.At, Running: without(s.Running, r.isolated), Seen: without(s.Seen, r.isolated), Unreachable: s.Unreachable, Asked: s.Asked})
+	}
+	return out
+}
+
+// without is running (replica id to nodes) without the nodes named.
+func without(running map[string][]string, nodes []string) map[string][]string {
+	out := make(map[string][]string, len(running))
+	for id, on := range running {
+		var kept []string
+		for _, n := range on {
+			if !slices.Contains(nodes, n) {
+				kept = append(kept, n)
 			}
 		}
-		out = append(out, k)
+		if len(kept) > 0 {
+			out[id] = kept
+		}
 	}
 	return out
 }

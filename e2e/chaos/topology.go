@@ -268,8 +268,10 @@ func (top *Topology) agentConfig(tier *Tier, a *Agent) string {
 	runtime, providers := "fake", "  - name: fake\n"
 	if a.Containerd != "" {
 		runtime = "containerd"
-		providers = fmt.Sprintf("  - name: containerd\n    options: {namespace: %s, restartBackoff: 50ms, restartBackoffMax: 1s, imageDirs: [%q]}\n",
-			a.Containerd, filepath.Dir(a.Archive))
+		// The lab's hosts have no default route: the data plane is told
+		// which address is the host's underlay.
+		providers = fmt.Sprintf("  - name: containerd\n    options: {namespace: %s, restartBackoff: 50ms, restartBackoffMax: 1s, imageDirs: [%q]}\nnetwork: {underlayAddress: %s}\n",
+			a.Containerd, filepath.Dir(a.Archive), a.Host.IP)
 	}
 	return top.write(a.Name+".yaml", fmt.Sprintf(`node: {name: %s, zone: a, milliCPU: 64000, memoryMiB: 262144, labels: {runtime: %s}}
 region: {endpoint: %q}

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -36,6 +37,11 @@ type HTTPOptions struct {
 	// (default DefaultReadTimeout). net/http lifts it once the body has
 	// been read, so a long response (logs, events) is not cut by it.
 	ReadTimeout time.Duration
+	// Log receives net/http's own lines (a TLS handshake that failed, a
+	// connection refused by Accept) as structured WARN records
+	// (component=http); without it net/http prints plain lines on
+	// stderr, which break a JSON log.
+	Log *slog.Logger
 }
 
 // HTTP is an HTTP server bound to its listener.
@@ -64,6 +70,9 @@ func NewHTTP(l net.Listener, h http.Handler, o HTTPOptions) (*HTTP, error) {
 		ReadTimeout:       rt,
 		IdleTimeout:       idleTimeout,
 		TLSConfig:         o.TLS,
+	}
+	if o.Log != nil {
+		srv.ErrorLog = slog.NewLogLogger(o.Log.With("component", "http").Handler(), slog.LevelWarn)
 	}
 	return &HTTP{Server: srv, l: l, exposed: o.TLS == nil && !isLoopback(l.Addr())}, nil
 }

@@ -2,15 +2,19 @@ package serving
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -235,5 +239,70 @@ func TestHTTPSReloadsCertificate(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "api.pem")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// net/http's own lines (here a client that hung up in the TLS handshake,
+// as a load balancer's probe of a paused replica does) are structured
+// records of the tier's log, not plain lines that break a JSON log.
+func TestHTTPErrorLogIsStructured(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ca.WriteIdentity(dir, "api", "region:r1", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pki.ServingConfig(f.Cert, f.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	log := slog.New(slog.NewJSONHandler(&out, nil))
+	addr := serve(t, http.NotFoundHandler(), HTTPOptions{TLS: cfg, Log: log})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not a TLS client hello: the handshake fails.
+	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(c)
+	c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(out.String(), "TLS handshake error") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no TLS handshake error in the log within 5s; log: %q", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	line := strings.SplitN(strings.TrimSpace(out.String()), "\n", 2)[0]
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(line), &rec); err != nil {
+		t.Fatalf("log line %q is not JSON: %v", line, err)
+	}
+	if rec["level"] != "WARN" || rec["component"] != "http" {
+		t.Errorf("record %v; want level WARN, component http", rec)
 	}
 }
