@@ -199,29 +199,18 @@ func (h *restHandlers) getAlertRule(r *http.Request) (any, error) {
 }
 
 func (h *restHandlers) updateAlertRule(r *http.Request) (any, error) {
-	name, err := rest.PathName(r, "name")
-	if err != nil {
-		return nil, err
-	}
 	var ar api.AlertRule
 	if err := rest.Decode(r, &ar); err != nil {
 		return nil, err
 	}
-	if ar.Name, err = nameInBody(ar.Name, name); err != nil {
-		return nil, err
-	}
-	if ar.ResourceVersion, err = rest.Precondition(r, ar.ResourceVersion); err != nil {
+	if err := putTarget(r, &ar.Name, &ar.ResourceVersion); err != nil {
 		return nil, err
 	}
 	return h.s.AlertRules().Update(r.Context(), ar)
 }
 
 func (h *restHandlers) deleteAlertRule(r *http.Request) (any, error) {
-	name, err := rest.PathName(r, "name")
-	if err != nil {
-		return nil, err
-	}
-	expect, err := rest.IfMatch(r)
+	name, expect, err := deleteTarget(r)
 	if err != nil {
 		return nil, err
 	}

@@ -151,29 +151,18 @@ func (h *restHandlers) getFlavor(r *http.Request) (any, error) {
 }
 
 func (h *restHandlers) updateFlavor(r *http.Request) (any, error) {
-	name, err := rest.PathName(r, "name")
-	if err != nil {
-		return nil, err
-	}
 	var f api.Flavor
 	if err := rest.Decode(r, &f); err != nil {
 		return nil, err
 	}
-	if f.Name, err = nameInBody(f.Name, name); err != nil {
-		return nil, err
-	}
-	if f.ResourceVersion, err = rest.Precondition(r, f.ResourceVersion); err != nil {
+	if err := putTarget(r, &f.Name, &f.ResourceVersion); err != nil {
 		return nil, err
 	}
 	return h.s.flavors.Update(r.Context(), f)
 }
 
 func (h *restHandlers) deleteFlavor(r *http.Request) (any, error) {
-	name, err := rest.PathName(r, "name")
-	if err != nil {
-		return nil, err
-	}
-	expect, err := rest.IfMatch(r)
+	name, expect, err := deleteTarget(r)
 	if err != nil {
 		return nil, err
 	}
@@ -233,19 +222,12 @@ func (h *restHandlers) getResource(r *http.Request) (any, error) {
 }
 
 func (h *restHandlers) updateResource(r *http.Request) (any, error) {
-	name, err := rest.PathName(r, "name")
-	if err != nil {
-		return nil, err
-	}
 	var body resourceBody
 	if err := rest.Decode(r, &body); err != nil {
 		return nil, err
 	}
 	res, o := body.resource()
-	if res.Name, err = nameInBody(res.Name, name); err != nil {
-		return nil, err
-	}
-	if res.ResourceVersion, err = rest.Precondition(r, res.ResourceVersion); err != nil {
+	if err := putTarget(r, &res.Name, &res.ResourceVersion); err != nil {
 		return nil, err
 	}
 	o.IdempotencyKey = r.Header.Get("Idempotency-Key")
@@ -253,11 +235,7 @@ func (h *restHandlers) updateResource(r *http.Request) (any, error) {
 }
 
 func (h *restHandlers) deleteResource(r *http.Request) (any, error) {
-	name, err := rest.PathName(r, "name")
-	if err != nil {
-		return nil, err
-	}
-	expect, err := rest.IfMatch(r)
+	name, expect, err := deleteTarget(r)
 	if err != nil {
 		return nil, err
 	}
@@ -347,6 +325,31 @@ func (h *restHandlers) cancelRollout(r *http.Request) (any, error) {
 		return nil, err
 	}
 	return h.s.resources.CancelRollout(r.Context(), tenantOf(r), name)
+}
+
+// putTarget reconciles a decoded PUT body with its request: the name in
+// the path (the body may leave it out, and must not name another) and the
+// precondition (the body's resourceVersion or If-Match).
+func putTarget(r *http.Request, name *string, version *int64) error {
+	path, err := rest.PathName(r, "name")
+	if err != nil {
+		return err
+	}
+	if *name, err = nameInBody(*name, path); err != nil {
+		return err
+	}
+	*version, err = rest.Precondition(r, *version)
+	return err
+}
+
+// deleteTarget is what a DELETE names: the object in its path and the
+// version If-Match asks for (0: any).
+func deleteTarget(r *http.Request) (name string, expect int64, err error) {
+	if name, err = rest.PathName(r, "name"); err != nil {
+		return "", 0, err
+	}
+	expect, err = rest.IfMatch(r)
+	return name, expect, err
 }
 
 // nameInBody reconciles the name in a PUT body with the one in its path.
@@ -770,29 +773,18 @@ func (h *restHandlers) getPolicy(r *http.Request) (any, error) {
 }
 
 func (h *restHandlers) updatePolicy(r *http.Request) (any, error) {
-	name, err := rest.PathName(r, "name")
-	if err != nil {
-		return nil, err
-	}
 	var p api.NetworkPolicy
 	if err := rest.Decode(r, &p); err != nil {
 		return nil, err
 	}
-	if p.Name, err = nameInBody(p.Name, name); err != nil {
-		return nil, err
-	}
-	if p.ResourceVersion, err = rest.Precondition(r, p.ResourceVersion); err != nil {
+	if err := putTarget(r, &p.Name, &p.ResourceVersion); err != nil {
 		return nil, err
 	}
 	return h.s.policies.Update(r.Context(), tenantOf(r), p)
 }
 
 func (h *restHandlers) deletePolicy(r *http.Request) (any, error) {
-	name, err := rest.PathName(r, "name")
-	if err != nil {
-		return nil, err
-	}
-	expect, err := rest.IfMatch(r)
+	name, expect, err := deleteTarget(r)
 	if err != nil {
 		return nil, err
 	}

@@ -53,29 +53,18 @@ func (h *restHandlers) getConfig(r *http.Request) (any, error) {
 }
 
 func (h *restHandlers) updateConfig(r *http.Request) (any, error) {
-	name, err := rest.PathName(r, "name")
-	if err != nil {
-		return nil, err
-	}
 	var c api.Config
 	if err := rest.Decode(r, &c); err != nil {
 		return nil, err
 	}
-	if c.Name, err = nameInBody(c.Name, name); err != nil {
-		return nil, err
-	}
-	if c.ResourceVersion, err = rest.Precondition(r, c.ResourceVersion); err != nil {
+	if err := putTarget(r, &c.Name, &c.ResourceVersion); err != nil {
 		return nil, err
 	}
 	return h.s.configs.Update(r.Context(), tenantOf(r), c)
 }
 
 func (h *restHandlers) deleteConfig(r *http.Request) (any, error) {
-	name, err := rest.PathName(r, "name")
-	if err != nil {
-		return nil, err
-	}
-	expect, err := rest.IfMatch(r)
+	name, expect, err := deleteTarget(r)
 	if err != nil {
 		return nil, err
 	}
@@ -130,29 +119,18 @@ func (h *restHandlers) getSecret(r *http.Request) (any, error) {
 }
 
 func (h *restHandlers) updateSecret(r *http.Request) (any, error) {
-	name, err := rest.PathName(r, "name")
-	if err != nil {
-		return nil, err
-	}
 	s, err := decodeSecret(r)
 	if err != nil {
 		return nil, err
 	}
-	if s.Name, err = nameInBody(s.Name, name); err != nil {
-		return nil, err
-	}
-	if s.ResourceVersion, err = rest.Precondition(r, s.ResourceVersion); err != nil {
+	if err := putTarget(r, &s.Name, &s.ResourceVersion); err != nil {
 		return nil, err
 	}
 	return h.s.secrets.Update(r.Context(), tenantOf(r), s)
 }
 
 func (h *restHandlers) deleteSecret(r *http.Request) (any, error) {
-	name, err := rest.PathName(r, "name")
-	if err != nil {
-		return nil, err
-	}
-	expect, err := rest.IfMatch(r)
+	name, expect, err := deleteTarget(r)
 	if err != nil {
 		return nil, err
 	}
