@@ -364,6 +364,18 @@ func (c *vmCluster) removeQEMULog(domain string) {
 // call returned.
 func (c *vmCluster) createVM(t *testing.T) {
 	t.Helper()
+	c.createVMImage(t)
+	c.global(0).Must(t, http.MethodPost, "/v1/resources", map[string]any{
+		"name": vmResource, "kind": "Compute", "replicas": 1,
+		"spec":     map[string]any{"flavor": vmFlavor, "compute": map[string]any{"image": vmImage}},
+		"schedule": map[string]any{"regions": []map[string]any{{"name": vmRegion}}},
+	}, http.StatusCreated, nil)
+}
+
+// createVMImage creates the VM flavor and the Image resource of the test
+// image.
+func (c *vmCluster) createVMImage(t *testing.T) {
+	t.Helper()
 	g := c.global(0)
 	g.Must(t, http.MethodPost, "/v1/flavors", map[string]any{
 		"name": vmFlavor, "kind": "vm", "spec": map[string]any{"vcpus": 1, "memoryMiB": 128},
@@ -371,11 +383,6 @@ func (c *vmCluster) createVM(t *testing.T) {
 	g.Must(t, http.MethodPost, "/v1/resources", map[string]any{
 		"name": vmImage, "kind": "Image",
 		"spec": map[string]any{"image": map[string]any{"kernel": c.host.kernel, "initrd": c.host.initrd, "cmdline": vmCmdline, "readyMarker": "STRATA-VM-READY"}},
-	}, http.StatusCreated, nil)
-	g.Must(t, http.MethodPost, "/v1/resources", map[string]any{
-		"name": vmResource, "kind": "Compute", "replicas": 1,
-		"spec":     map[string]any{"flavor": vmFlavor, "compute": map[string]any{"image": vmImage}},
-		"schedule": map[string]any{"regions": []map[string]any{{"name": vmRegion}}},
 	}, http.StatusCreated, nil)
 }
 
@@ -433,8 +440,11 @@ func (c *vmCluster) theReplica(t *testing.T) api.Replica {
 }
 
 // logs reads a replica's console through the global logs API.
-func (c *vmCluster) logs(query string) (string, error) {
-	resp, err := c.global(0).Do(context.Background(), http.MethodGet, "/v1/resources/"+vmResource+"/logs?"+query, nil)
+func (c *vmCluster) logs(query string) (string, error) { return c.logsOf(vmResource, query) }
+
+// logsOf reads the console of a replica of resource name.
+func (c *vmCluster) logsOf(name, query string) (string, error) {
+	resp, err := c.global(0).Do(context.Background(), http.MethodGet, "/v1/resources/"+name+"/logs?"+query, nil)
 	if err != nil {
 		return "", err
 	}
