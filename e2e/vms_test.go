@@ -23,6 +23,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/testenv"
 )
 
@@ -161,12 +162,18 @@ func startVMClusterWith(t *testing.T, h vmHost, o vmOptions, bridge, subnet stri
 	etcd := etcdtest.StartProcess(t)
 	gh, gg := framework.FreeAddr(t), framework.FreeAddr(t)
 	c.globalHTTP, c.globalGRPC = []string{gh}, []string{gg}
+	// Secrets for the VMs' config drives.
+	secretsKey := filepath.Join(c.dir, "secrets.key")
+	if _, err := secretbox.GenerateKey(secretsKey); err != nil {
+		t.Fatal(err)
+	}
 	cfg := c.write("g1.yaml", fmt.Sprintf(`id: g1
 listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 api: {bootstrapToken: %q}
+secrets: {keyFiles: [%q]}
 log: {level: debug}
-`, gh, gg, etcd.Endpoints()[0], c.token)+c.pki.YAML(pki.Global("g1")))
+`, gh, gg, etcd.Endpoints()[0], c.token, secretsKey)+c.pki.YAML(pki.Global("g1")))
 	c.globals = []*framework.Proc{framework.Start(t, "global-g1", c.bin, []string{"global", "--config", cfg})}
 
 	re := etcdtest.StartProcess(t)
