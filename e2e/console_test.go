@@ -439,7 +439,6 @@ func tenantSteps(t *testing.T, b *browser, c *procCluster, ctlBin, globalURL str
 		b.wait(`document.body.dataset.page === "overview" && document.body.dataset.started === "true"`, 20*time.Second)
 		b.shot("deleted")
 		// Every action, as the tenant's events, by its token.
-		alice = framework.NewClient(globalURL, secret)
 		var evs struct{ Items []api.Event }
 		alice.Must(t, http.MethodGet, "/v1/events?object=resource/acme/shop&limit=1000", nil, http.StatusOK, &evs)
 		var got []string
