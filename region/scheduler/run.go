@@ -33,7 +33,9 @@ type run struct {
 	// is what that count takes off the score of the zone's nodes.
 	zoneCount   []int
 	zonePenalty []float64
-	trees       []zoneTree // per zone, over its cands' scores
+	// blockWin is, per block of cands, the one with the highest score,
+	// the first among equals.
+	blockWin []int32
 }
 
 // sameRun reports whether r can be placed with the run started for key.
@@ -76,7 +78,7 @@ func (s *Snapshot) startRun(r *Request) {
 	for z := range ru.zonePenalty {
 		ru.rezone(z)
 	}
-	ru.buildTrees(zones)
+	ru.buildBlocks()
 }
 
 // maxCached bounds the static runs and the fit tables a snapshot keeps:
@@ -89,13 +91,14 @@ const maxCached = 32
 type staticRun struct {
 	verdict []why   // per node: provider, state, selector or zone, or fits
 	at      []int32 // per node: its index among the cands, or -1
-	// Per cand, the nodes verdict lets through in node order: its node,
-	// its zone and its leaf in its zone's tree.
+	// Per cand, the nodes verdict lets through, by zone and in node
+	// order within a zone: its node and its zone.
 	node []int32
 	zone []int32
-	leaf []int32
-	// zoneCands lists, per zone, its cands in order.
-	zoneCands [][]int32
+	// zoneCands[z] is the first cand of zone z, zoneCands[z+1] past its
+	// last; zoneBlocks the same of the blocks of cands (see blocks.go).
+	zoneCands  []int32
+	zoneBlocks []int32
 }
 
 // staticRun returns the static run of r's static filter, built on first
@@ -106,20 +109,32 @@ func (s *Snapshot) staticRun(r *Request) *staticRun {
 		return st
 	}
 	f := s.staticFilter(r)
-	n := len(s.nodes)
-	st := &staticRun{verdict: make([]why, n), at: make([]int32, n), zoneCands: make([][]int32, len(s.zoneNames))}
+	zones := len(s.zoneNames)
+	st := &staticRun{verdict: make([]why, len(s.nodes)), at: make([]int32, len(s.nodes)),
+		zoneCands: make([]int32, zones+1), zoneBlocks: make([]int32, zones+1)}
 	for i := range s.nodes {
-		w := f.verdict(s, i)
-		st.verdict[i], st.at[i] = w, -1
+		st.verdict[i] = f.verdict(s, i)
+		if st.verdict[i] == fits {
+			st.zoneCands[s.zone[i]+1]++
+		}
+	}
+	for z := range zones {
+		size := st.zoneCands[z+1]
+		st.zoneCands[z+1] += st.zoneCands[z]
+		st.zoneBlocks[z+1] = st.zoneBlocks[z] + (size+blockSize-1)/blockSize
+	}
+	m := st.zoneCands[zones]
+	st.node, st.zone = make([]int32, m), make([]int32, m)
+	next := slices.Clone(st.zoneCands[:zones])
+	for i, w := range st.verdict {
+		st.at[i] = -1
 		if w != fits {
 			continue
 		}
-		j, z := int32(len(st.node)), s.zone[i]
-		st.at[i] = j
-		st.node = append(st.node, int32(i))
-		st.zone = append(st.zone, z)
-		st.leaf = append(st.leaf, int32(len(st.zoneCands[z])))
-		st.zoneCands[z] = append(st.zoneCands[z], j)
+		z := s.zone[i]
+		j := next[z]
+		next[z]++
+		st.at[i], st.node[j], st.zone[j] = j, int32(i), z
 	}
 	if len(s.statics) >= maxCached {
 		clear(s.statics)

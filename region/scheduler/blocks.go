@@ -1,0 +1,107 @@
+package scheduler
+
+import "math"
+
+// blockSize is how many cands of one zone a block holds: a replica reads
+// the best of every block, and a booking rescans its node's block.
+const blockSize = 64
+
+// The cands of a run are grouped by zone (see staticRun), and each
+// zone's in blocks of blockSize, each block knowing its best cand: the
+// nodes of a zone share its penalty, so the best node is the best of a
+// block, and a replica reads a few hundred blocks rather than every
+// node.
+
+// buildBlocks finds every block's best cand.
+func (ru *run) buildBlocks() {
+	st := ru.st
+	blocks := int(st.zoneBlocks[len(st.zoneBlocks)-1])
+	if cap(ru.blockWin) < blocks {
+		ru.blockWin = make([]int32, blocks)
+	}
+	ru.blockWin = ru.blockWin[:blocks]
+	for z := range len(st.zoneCands) - 1 {
+		for b := st.zoneBlocks[z]; b < st.zoneBlocks[z+1]; b++ {
+			ru.rescan(z, int(b))
+		}
+	}
+}
+
+// blockOf returns the zone and the block of cand j.
+func (ru *run) blockOf(j int) (z, b int) {
+	z = int(ru.st.zone[j])
+	return z, int(ru.st.zoneBlocks[z]) + (j-int(ru.st.zoneCands[z]))/blockSize
+}
+
+// rescan finds the best cand of block b of zone z.
+func (ru *run) rescan(z, b int) {
+	lo := int(ru.st.zoneCands[z]) + (b-int(ru.st.zoneBlocks[z]))*blockSize
+	hi := min(lo+blockSize, int(ru.st.zoneCands[z+1]))
+	win, top := lo, ru.score[lo]
+	for j := lo + 1; j < hi; j++ {
+		if ru.score[j] > top {
+			win, top = j, ru.score[j]
+		}
+	}
+	ru.blockWin[b] = int32(win)
+}
+
+// update brings cand j's block up to date with its score.
+func (ru *run) update(j int) { ru.rescan(ru.blockOf(j)) }
+
+// best returns the cand with the highest score less its zone's penalty,
+// the first by name among equals, or -1 when none fits: the scores of
+// the nodes that do not fit are -Inf, and so never better. It takes the
+// highest of the blocks' best, then the first cand reaching it: that is
+// the cand a scan of every node in order would take, rounding included.
+func (ru *run) best() int {
+	top := math.Inf(-1)
+	for z := range len(ru.st.zoneCands) - 1 {
+		pen := ru.zonePenalty[z]
+		for _, w := range ru.blockWin[ru.st.zoneBlocks[z]:ru.st.zoneBlocks[z+1]] {
+			top = max(top, ru.score[w]-pen)
+		}
+	}
+	if math.IsInf(top, -1) {
+		return -1
+	}
+	best := -1
+	for z := range len(ru.st.zoneCands) - 1 {
+		if j := ru.first(z, top); j >= 0 && (best < 0 || ru.st.node[j] < ru.st.node[best]) {
+			best = j
+		}
+	}
+	return best
+}
+
+// first returns the first cand of zone z whose score less the zone's
+// penalty reaches top, or -1. Subtracting the penalty keeps the order of
+// scores but may round two of them to one value: the first of those
+// counts, not the highest.
+func (ru *run) first(z int, top float64) int {
+	pen := ru.zonePenalty[z]
+	for b := ru.st.zoneBlocks[z]; b < ru.st.zoneBlocks[z+1]; b++ {
+		if ru.score[ru.blockWin[b]]-pen < top {
+			continue
+		}
+		lo := int(ru.st.zoneCands[z]) + int(b-ru.st.zoneBlocks[z])*blockSize
+		for j := lo; ; j++ {
+			if ru.score[j]-pen >= top {
+				return j
+			}
+		}
+	}
+	return -1
+}
+
+// bestBut returns best as if cand j were not there (the node a replica
+// leaves).
+func (ru *run) bestBut(j int) int {
+	saved := ru.score[j]
+	ru.score[j] = math.Inf(-1)
+	ru.update(j)
+	best := ru.best()
+	ru.score[j] = saved
+	ru.update(j)
+	return best
+}
