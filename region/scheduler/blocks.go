@@ -12,8 +12,9 @@ const blockSize = 64
 // block, and a replica reads a few hundred blocks rather than every
 // node.
 
-// buildBlocks finds every block's best cand.
-func (ru *run) buildBlocks() {
+// buildBlocks takes every cand's filter and score from ft and finds
+// every block's best cand.
+func (ru *run) buildBlocks(ft *fitTable) {
 	st := ru.st
 	blocks := int(st.zoneBlocks[len(st.zoneBlocks)-1])
 	if cap(ru.blockWin) < blocks {
@@ -21,8 +22,17 @@ func (ru *run) buildBlocks() {
 	}
 	ru.blockWin = ru.blockWin[:blocks]
 	for z := range len(st.zoneCands) - 1 {
-		for b := st.zoneBlocks[z]; b < st.zoneBlocks[z+1]; b++ {
-			ru.rescan(z, int(b))
+		for lo, b := int(st.zoneCands[z]), st.zoneBlocks[z]; b < st.zoneBlocks[z+1]; lo, b = lo+blockSize, b+1 {
+			hi := min(lo+blockSize, int(st.zoneCands[z+1]))
+			win, top := lo, math.Inf(-1)
+			for j, i := range st.node[lo:hi] {
+				w, score := ft.why[i], ft.score[i]
+				ru.why[lo+j], ru.score[lo+j] = w, score
+				if score > top {
+					win, top = lo+j, score
+				}
+			}
+			ru.blockWin[b] = int32(win)
 		}
 	}
 }

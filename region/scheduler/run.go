@@ -63,9 +63,7 @@ func (s *Snapshot) startRun(r *Request) {
 	ru.zonePenalty = slices.Grow(ru.zonePenalty[:0], zones)[:zones]
 	clear(ru.placed)
 	clear(ru.zoneCount)
-	for j, i := range ru.st.node {
-		ru.why[j], ru.score[j] = ft.why[i], ft.score[i]
-	}
+	ru.buildBlocks(ft)
 	// Only the nodes holding replicas of the resource score otherwise.
 	for _, i := range s.holders[r.Resource] {
 		c := s.nodes[i].Placed[r.Resource]
@@ -73,12 +71,12 @@ func (s *Snapshot) startRun(r *Request) {
 		if j := ru.st.at[i]; j >= 0 {
 			ru.placed[j] = int32(c)
 			s.rescore(int(j))
+			ru.update(int(j))
 		}
 	}
 	for z := range ru.zonePenalty {
 		ru.rezone(z)
 	}
-	ru.buildBlocks()
 }
 
 // maxCached bounds the static runs and the fit tables a snapshot keeps:

@@ -95,7 +95,6 @@ func NewSnapshot(nodes []*NodeInfo) *Snapshot {
 		addrs:   make([]int, len(nodes)),
 		labels:  map[string][]labelValue{},
 		serves:  map[api.ProviderKind][]bool{},
-		holders: map[string][]int{},
 		statics: map[string]*staticRun{},
 		fits:    map[fitKey]*fitTable{},
 	}
@@ -113,13 +112,50 @@ func NewSnapshot(nodes []*NodeInfo) *Snapshot {
 		if n.Placed == nil {
 			n.Placed = map[string]int{}
 		}
+	}
+	s.holders = holdersOf(nodes)
+	return s
+}
+
+// holdersOf lists, per resource, the nodes with replicas of it, in node
+// order. The lists share one array, each capped at its end so that an
+// append to one does not write into the next.
+func holdersOf(nodes []*NodeInfo) map[string][]int {
+	type held struct{ res, node int32 }
+	ids := map[string]int32{}
+	var names []string
+	var all []held
+	var count []int
+	for i, n := range nodes {
 		for res, c := range n.Placed {
-			if c > 0 {
-				s.holders[res] = append(s.holders[res], i)
+			if c <= 0 {
+				continue
 			}
+			id, ok := ids[res]
+			if !ok {
+				id = int32(len(names))
+				ids[res] = id
+				names = append(names, res)
+				count = append(count, 0)
+			}
+			all = append(all, held{id, int32(i)})
+			count[id]++
 		}
 	}
-	return s
+	out := make(map[string][]int, len(names))
+	array := make([]int, len(all))
+	next := make([]int, len(names))
+	at := 0
+	for id, name := range names {
+		next[id] = at
+		at += count[id]
+		out[name] = array[next[id]:at:at]
+	}
+	for _, h := range all {
+		array[next[h.res]] = int(h.node)
+		next[h.res]++
+	}
+	return out
 }
 
 // nodeState is the first of the filters on the node alone that it
