@@ -34,6 +34,7 @@ func (ru *run) buildBlocks(ft *fitTable) {
 			}
 			ru.blockWin[b] = int32(win)
 		}
+		ru.rezoneWin(z)
 	}
 }
 
@@ -56,29 +57,44 @@ func (ru *run) rescan(z, b int) {
 	ru.blockWin[b] = int32(win)
 }
 
-// update brings cand j's block up to date with its score.
-func (ru *run) update(j int) { ru.rescan(ru.blockOf(j)) }
+// rezoneWin finds the best cand of zone z from its blocks' best: the
+// first block's among equals, which holds the lower index.
+func (ru *run) rezoneWin(z int) {
+	win := int32(-1)
+	for _, w := range ru.blockWin[ru.st.zoneBlocks[z]:ru.st.zoneBlocks[z+1]] {
+		if win < 0 || ru.score[w] > ru.score[win] {
+			win = w
+		}
+	}
+	ru.zoneWin[z] = win
+}
+
+// update brings cand j's block and zone up to date with its score.
+func (ru *run) update(j int) {
+	z, b := ru.blockOf(j)
+	ru.rescan(z, b)
+	ru.rezoneWin(z)
+}
 
 // best returns the cand with the highest score less its zone's penalty,
 // the first by name among equals, or -1 when none fits: the scores of
 // the nodes that do not fit are -Inf, and so never better. It takes the
-// highest of the blocks' best, then the first cand reaching it: that is
-// the cand a scan of every node in order would take, rounding included.
+// highest of the zones' best, and of the zones reaching it the first
+// cand reaching it: that is the cand a scan of every node in order would
+// take, rounding included.
 func (ru *run) best() int {
-	top := math.Inf(-1)
-	for z := range len(ru.st.zoneCands) - 1 {
-		pen := ru.zonePenalty[z]
-		for _, w := range ru.blockWin[ru.st.zoneBlocks[z]:ru.st.zoneBlocks[z+1]] {
-			top = max(top, ru.score[w]-pen)
+	top, best := math.Inf(-1), -1
+	for z, w := range ru.zoneWin {
+		if w < 0 {
+			continue
 		}
-	}
-	if math.IsInf(top, -1) {
-		return -1
-	}
-	best := -1
-	for z := range len(ru.st.zoneCands) - 1 {
-		if j := ru.first(z, top); j >= 0 && (best < 0 || ru.st.node[j] < ru.st.node[best]) {
-			best = j
+		switch v := ru.score[w] - ru.zonePenalty[z]; {
+		case v > top:
+			top, best = v, ru.first(z, v)
+		case v == top && !math.IsInf(v, -1):
+			if j := ru.first(z, v); ru.st.node[j] < ru.st.node[best] {
+				best = j
+			}
 		}
 	}
 	return best

@@ -33,6 +33,7 @@ type run struct {
 	// is what that count takes off the score of the zone's nodes.
 	zoneCount   []int
 	zonePenalty []float64
+	zoneWin     []int32 // per zone, its cand with the highest score, the first among equals; -1 for none
 	// blockWin is, per block of cands, the one with the highest score,
 	// the first among equals.
 	blockWin []int32
@@ -61,6 +62,7 @@ func (s *Snapshot) startRun(r *Request) {
 	ru.score = slices.Grow(ru.score[:0], m)[:m]
 	ru.zoneCount = slices.Grow(ru.zoneCount[:0], zones)[:zones]
 	ru.zonePenalty = slices.Grow(ru.zonePenalty[:0], zones)[:zones]
+	ru.zoneWin = slices.Grow(ru.zoneWin[:0], zones)[:zones]
 	clear(ru.placed)
 	clear(ru.zoneCount)
 	ru.buildBlocks(ft)

@@ -17,9 +17,12 @@
 // Replicas of one resource come in runs (the controller places a
 // resource's replicas together): the filters that do not change from one
 // replica to the next run once per run over every node, and each replica
-// then only compares the scores of the nodes left, so that a region of
-// 10,000 nodes places a replica in tens of microseconds
-// (BenchmarkPlace1000On10000Nodes).
+// then only compares the best score of each block of 64 nodes of a zone,
+// and rescores the node it books. What runs share is kept per snapshot:
+// the nodes a static filter (provider, selector, zones) lets through,
+// and the nodes' resource fit per flavor, caught up on the nodes booked
+// since. A pass over a region of 10,000 nodes, the snapshot built, costs
+// about 10-20 µs of CPU per replica (BenchmarkPass1000On10000Nodes).
 package scheduler
 
 import (
@@ -127,6 +130,9 @@ func holdersOf(nodes []*NodeInfo) map[string][]int {
 	var all []held
 	var count []int
 	for i, n := range nodes {
+		if len(n.Placed) == 0 {
+			continue
+		}
 		for res, c := range n.Placed {
 			if c <= 0 {
 				continue
