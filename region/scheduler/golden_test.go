@@ -9,26 +9,28 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// goldenDecisions pins, per seed, a digest of every decision that the
-// plain scheduler (every node filtered and scored for every replica)
-// made on a large randomized cluster: tens of zones or a few, hundreds
-// of resources with every rule, pins, avoids, addresses, releases and
-// exhausted blocks, over several Place calls. Place's shortcuts must
-// keep every decision and every reason: a changed digest is a changed
-// placement. The digests were taken from the plain scan, before the
-// per-zone trees and the per-snapshot caches.
+// goldenDecisions pins, per seed, a digest of every decision the
+// scheduler made when each replica read the score of every node, on a
+// large randomized cluster: one zone, a few, tens, or about as many as
+// nodes; hundreds of resources with every rule, pins, avoids,
+// addresses, releases and exhausted blocks, over several Place calls.
+// Place's shortcuts (blocks of nodes, caches per snapshot) must keep
+// every decision and every reason: a changed digest is a changed
+// placement.
 var goldenDecisions = map[uint64]string{
-	1: "cf02b971cce030bd",
+	1: "e4f3c877420bbd49",
 	2: "25df6eb75e206d83",
-	3: "772a28b6588fb038",
-	4: "35e98f4c5c34cd01",
-	5: "f5529dd3610f262e",
+	3: "71536640db75dd17",
+	4: "ba73cf94e8dce74e",
+	5: "163b1c7f97ebed70",
 	6: "75401a2d7aa6af42",
+	7: "1f4abe9a56ffdc19",
+	8: "e192b3d84b4c9b0d",
 }
 
 // TestPlaceGolden replays the randomized passes of goldenDecisions.
 func TestPlaceGolden(t *testing.T) {
-	for seed := uint64(1); seed <= 6; seed++ {
+	for seed := uint64(1); seed <= 8; seed++ {
 		got := goldenPass(seed)
 		if want, ok := goldenDecisions[seed]; !ok || got != want {
 			t.Errorf("seed %d: got decisions digest %s; want %s", seed, got, want)
@@ -41,7 +43,7 @@ func TestPlaceGolden(t *testing.T) {
 func goldenPass(seed uint64) string {
 	rng := rand.New(rand.NewPCG(seed, 0x601de2))
 	n := 500 + rng.IntN(3000)
-	zones := pick(rng, 1, 3, 40)
+	zones := pick(rng, 1, 3, 40, n)
 	c := newBenchCluster(n)
 	infos := c.infos()
 	for i, ni := range infos {
