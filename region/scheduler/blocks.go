@@ -2,18 +2,18 @@ package scheduler
 
 import "math"
 
-// blockSize is how many cands of one zone a block holds: a replica reads
-// the best of every block, and a booking rescans its node's block.
+// blockSize is how many cands of one zone a block holds: a booking
+// rescans its node's block, then the best of its zone's blocks.
 const blockSize = 64
 
 // The cands of a run are grouped by zone (see staticRun), and each
-// zone's in blocks of blockSize, each block knowing its best cand: the
-// nodes of a zone share its penalty, so the best node is the best of a
-// block, and a replica reads a few hundred blocks rather than every
-// node.
+// zone's in blocks of blockSize, each block and each zone knowing its
+// best cand: the nodes of a zone share its penalty, so the best node is
+// the best of a zone, and a replica reads one cand per zone rather than
+// every node.
 
 // buildBlocks takes every cand's filter and score from ft and finds
-// every block's best cand.
+// every block's and every zone's best cand.
 func (ru *run) buildBlocks(ft *fitTable) {
 	st := ru.st
 	blocks := int(st.zoneBlocks[len(st.zoneBlocks)-1])

@@ -13,7 +13,7 @@ import (
 // run places consecutive requests that share all but Pin and Avoid
 // (replicas of one resource). Starting it takes the nodes the requests'
 // static filters let through (the cands) and their resource fit from
-// the snapshot's caches, and builds a tree of scores per zone; placing
+// the snapshot's caches, and finds the best of each block and zone; placing
 // a replica then compares the zones' best, and once a node is booked
 // rescores that node alone: a booking changes nothing else of the other
 // nodes but their zone's count, which the score reads from zonePenalty.
