@@ -148,17 +148,8 @@ func startVMClusterWith(t *testing.T, h vmHost, o vmOptions, bridge, subnet stri
 		host: h, bridge: bridge, subnet: subnet, nodes: map[string]*vmNode{},
 	}
 	suffix := randHex(t, 3)
-	// QEMU's user opens the config drives under the agents' data
-	// directories: their parents must be traversable, as /var/lib is
-	// (a test's temporary directories are 0700).
-	nodesDir := t.TempDir()
-	for _, d := range []string{filepath.Dir(nodesDir), nodesDir} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for i, n := range nodes {
-		dataDir := filepath.Join(nodesDir, n)
+		dataDir := filepath.Join(t.TempDir(), n)
 		c.nodes[n] = &vmNode{
 			name: n, zone: []string{"a", "b"}[i%2], dataDir: dataDir,
 			pool:   fmt.Sprintf("strata-e2e-%s-%s", suffix, n),

@@ -38,8 +38,8 @@ import (
 // small raw disk zeroed before each start: the guest's init runs the
 // command, writes "STRATA-EXIT <code>\n" at its start (with fsync) and
 // powers off, and Status reports the code. Both files are the
-// provider's (DataDir/drives, traversable only; files 0600) and removed
-// with the replica. Nothing of their content is logged.
+// provider's (Config.DriveDir, traversable only; files 0600) and
+// removed with the replica. Nothing of their content is logged.
 const (
 	driveSerial  = "strata-config"
 	exitSerial   = "strata-exit"
@@ -71,7 +71,15 @@ type guestRun struct {
 	exit   bool   // runs to completion: an exit disk reports the code
 }
 
-func (p *Provider) drivesDir() string          { return filepath.Join(p.dataDir, "drives") }
+// drivesDir is Config.DriveDir, by default a directory of this node's
+// under /run.
+func (p *Provider) drivesDir() string {
+	if p.cfg.DriveDir != "" {
+		return p.cfg.DriveDir
+	}
+	return filepath.Join("/run/strata-libvirt", hostname(p.node))
+}
+
 func (p *Provider) drivePath(id string) string { return filepath.Join(p.drivesDir(), id+".config") }
 func (p *Provider) exitPath(id string) string  { return filepath.Join(p.drivesDir(), id+".exit") }
 
@@ -220,8 +228,14 @@ func (p *Provider) writeRun(spec domainSpec) error {
 		return fmt.Errorf("config drive: %w", err)
 	}
 	// Traverse only: QEMU's user opens its files by name, nobody lists.
-	if err := os.Chmod(p.drivesDir(), 0o711); err != nil {
-		return fmt.Errorf("config drive: %w", err)
+	dirs := []string{p.drivesDir()}
+	if p.cfg.DriveDir == "" {
+		dirs = append(dirs, filepath.Dir(dirs[0])) // /run/strata-libvirt
+	}
+	for _, d := range dirs {
+		if err := os.Chmod(d, 0o711); err != nil {
+			return fmt.Errorf("config drive: %w", err)
+		}
 	}
 	if err := writePrivate(p.drivePath(spec.ID), spec.Run.drive); err != nil {
 		return fmt.Errorf("config drive: %w", err)
