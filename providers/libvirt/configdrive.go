@@ -331,3 +331,18 @@ func (p *Provider) exited(meta replicaMeta) (int32, bool) {
 	}
 	return p.exitCode(meta.ID)
 }
+
+// shuttingDown is the status of a domain shutting down. A guest that
+// runs to completion powers off after writing its exit code: that is
+// the exit, reported at once (the domain is off a moment later); before
+// the code is written, it is not a failure yet.
+func (p *Provider) shuttingDown(st api.AssignmentStatus, meta replicaMeta) api.AssignmentStatus {
+	if !meta.RunsToEnd {
+		return p.observe(st, api.PhaseError, "shutting down")
+	}
+	if code, ok := p.exited(meta); ok {
+		st.ExitCode = &code
+		return p.observe(st, api.PhaseError, fmt.Sprintf("exited with code %d", code))
+	}
+	return p.observe(st, api.PhaseProvision, "powering off")
+}

@@ -464,7 +464,7 @@ func (p *Provider) domainStatus(dom *libvirt.Domain, meta replicaMeta) (api.Assi
 		}
 		return p.observe(st, api.PhaseError, "paused: "+pausedReason(libvirt.DomainPausedReason(reason))), nil
 	case libvirt.DOMAIN_SHUTDOWN:
-		return p.observe(st, api.PhaseError, "shutting down"), nil
+		return p.shuttingDown(st, meta), nil
 	case libvirt.DOMAIN_SHUTOFF:
 		why := shutoffReason(libvirt.DomainShutoffReason(reason))
 		if meta.Error != "" {
