@@ -17,7 +17,7 @@ const (
 	b3GetRate   = 100.0 // GETs per second during B1
 	b3PostRate  = 20.0  // POSTs per second during B1
 	b3Seeds     = 50    // resources B3's GETs read
-	b3IdleFor   = 3 * time.Second
+	b3IdleFor   = 10 * time.Second // 200 POSTs at b3PostRate
 	readyWithin = 60 * time.Second
 )
 

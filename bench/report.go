@@ -43,6 +43,7 @@ func (r *report) add(x row) {
 
 func (r *report) note(format string, args ...any) {
 	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+	fmt.Printf("note: %s\n", r.notes[len(r.notes)-1])
 }
 
 func verdict(ok bool) string {
@@ -127,8 +128,8 @@ const methods = `Every benchmark runs at least three times (` + "`-rounds`" + `,
 - **B0** raw etcd: puts of 512-byte values to distinct keys by 1, 16 and 128 concurrent clients (16 connections at most) for 3 s, on the global tier's etcd before the tiers start. The 128-client rate is B1's baseline; one put's latency (1 client) is B2's.
 - **B1** throughput: 2,000 resources of 10 replicas created through the global REST API by 32 concurrent clients (closed loop: this is a throughput figure); the clock runs from the first POST to the moment every resource reads ` + "`ready`" + ` with all its replicas at the global API. The resources are deleted (and gone) before the next run. Ratio: replicas/s over B0's 128-client put rate on the same etcd.
 - **B2** latency: the idle cluster; resources of one replica created open loop at 5/s, each timed from its scheduled send to the first GET (polled every 5 ms) that reads it ` + "`ready`" + `, less the fake provider's start time for its replica; deleted after.
-- **B3** API under load: while each B1 run goes on, GETs of 50 existing resources at 100/s and POSTs of new resources of one replica at 20/s, open loop; baseline: the same load for 3 s on the idle cluster before B1.
-- **B4** node loss: a real ` + "`strata agent`" + ` process (a new one each run) holding 100 replicas is SIGKILLed; the clock stops when the resource, free to go anywhere, reads 100 ready replicas on other nodes (default liveness: suspect after 6 s, down after 10 s; ratio to downAfter).
+- **B3** API under load: while each B1 run goes on, GETs of 50 existing resources at 100/s and POSTs of new resources of one replica at 20/s, open loop; baseline: the same load for 10 s on the idle cluster before B1 (1,000 GETs, 200 POSTs).
+- **B4** node loss: a real ` + "`strata agent`" + ` process (a new one each run) holding 100 replicas is SIGKILLed; the clock stops when the resource, free to go anywhere, reads 100 ready replicas on other nodes (default liveness: suspect after 6 s, down after 10 s; ratio to downAfter). Five runs at least (median, with the max).
 - **B5** master failover: the master of the two ` + "`strata global`" + ` replicas is SIGKILLed and a resource is created through the other (retried until accepted); the clock stops when the survivor, master now, counts a propagation (` + "`strata_global_propagations_total`" + ` moves). The killed replica is restarted before the next run. Ratio to the election lease TTL.
 - **B6** memory: resident set size (VmRSS) of the ` + "`strata region`" + ` process holding 1,000 nodes and B1's 20,000 replicas (each run, all ready), against the same process before B1; of the B4 agent process with its 100 replicas, against the same agent with none.
 - **B7** scheduler: ` + "`go test -bench 'Benchmark(Pass|Place)1000On10000Nodes' ./region/scheduler`" + `: one controller pass, building the snapshot of 10,000 nodes and placing 1,000 replicas of 100 resources, per replica; baseline: the placement alone on a snapshot built outside the clock.
