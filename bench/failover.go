@@ -85,6 +85,12 @@ func (s *suite) b4Run(ctx context.Context, c *cluster, round int) (took time.Dur
 		return 0, 0, 0, err
 	}
 	took = time.Since(killed)
+	// The node will not return: remove it, as an operator would, so that
+	// the region forgets the replicas it held at once rather than after
+	// controller.destroyTimeout (2 m) when the resource is deleted.
+	if _, err := c.regionAPI().do(ctx, http.MethodDelete, "/v1/nodes/"+node, nil, nil); err != nil {
+		return 0, 0, 0, fmt.Errorf("remove the dead node: %w", err)
+	}
 	return took, rss, idle, c.deleteAll(ctx, res)
 }
 
