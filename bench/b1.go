@@ -12,11 +12,11 @@ import (
 
 // B2's and B3's open-loop rates and sample counts.
 const (
-	b2Rate      = 5.0   // creates per second, one replica each
-	b2Samples   = 210   // over all runs, so that p99 rests on ≥ 200
-	b3GetRate   = 100.0 // GETs per second during B1
-	b3PostRate  = 20.0  // POSTs per second during B1
-	b3Seeds     = 50    // resources B3's GETs read
+	b2Rate      = 5.0              // creates per second, one replica each
+	b2Samples   = 210              // over all runs, so that p99 rests on ≥ 200
+	b3GetRate   = 100.0            // GETs per second during B1
+	b3PostRate  = 20.0             // POSTs per second during B1
+	b3Seeds     = 50               // resources B3's GETs read
 	b3IdleFor   = 10 * time.Second // 200 POSTs at b3PostRate
 	readyWithin = 60 * time.Second
 )

@@ -37,7 +37,11 @@ func withBudget(ctx context.Context, step, label string, f func(context.Context)
 	bctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	err := f(bctx)
-	if err != nil && ctx.Err() == nil && errors.Is(bctx.Err(), context.DeadlineExceeded) {
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w (the run stopped: %v)", err, context.Cause(ctx))
+	case errors.Is(bctx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("over its %s budget: %w", budget, err)
 	}
 	return err

@@ -36,7 +36,7 @@ func (s *suite) run(ctx context.Context) error {
 	// brings up 10,000 agents) last: a run cut short loses the least.
 	if s.o.wants("B7") {
 		if err := withBudget(ctx, "B7", "B7", s.b7); err != nil {
-			s.r.note("B7 did not run: %v", err)
+			s.r.note("B7 did not finish: %v", err)
 		}
 	}
 	if s.o.wants("B9") {
@@ -55,7 +55,7 @@ func (s *suite) run(ctx context.Context) error {
 			continue
 		}
 		if err := withBudget(ctx, b.name, b.name, b.run); err != nil {
-			s.r.note("%s (%s) did not run: %v", b.name, b.what, err)
+			s.r.note("%s (%s) did not finish: %v", b.name, b.what, err)
 		}
 	}
 	for _, sh := range []shape{light, production} {
