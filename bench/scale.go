@@ -159,13 +159,20 @@ func (s *suite) b8(ctx context.Context, c *cluster) error {
 		falseDown = max(falseDown, bad)
 	}
 	rs, ds := spreadFloats(region), spreadFloats(redis)
-	cores := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	// CPU at fewer nodes than 10,000 says nothing of the target: the
+	// figure stands, with how many nodes it was measured at, and is not met.
+	all := upErr == nil
+	at := ""
+	if !all {
+		at = fmt.Sprintf(", at %d nodes Up (not %d)", nowUp, want)
+	}
+	cores := func(v float64) string { return fmt.Sprintf("%.2f", v) + at }
 	s.r.add(row{id: "B8", what: c.label(fmt.Sprintf("%d nodes heartbeating through Redis: region CPU (cores)", hbNodes)), figure: rs.format(cores),
-		target: "≤ 0.5 core", ratio: fmt.Sprintf("%.1f × the region at %d nodes (%.2f)", rs.med/max(idle, 0.001), s.o.agents, idle), met: verdict(rs.med <= 0.5)})
+		target: "≤ 0.5 core", ratio: fmt.Sprintf("%.1f × the region at %d nodes (%.2f)", rs.med/max(idle, 0.001), s.o.agents, idle), met: verdict(all && rs.med <= 0.5)})
 	s.r.add(row{id: "B8", what: c.label(fmt.Sprintf("%d nodes heartbeating through Redis: Redis CPU (cores)", hbNodes)), figure: ds.format(cores),
-		target: "≤ 0.3 core", met: verdict(ds.med <= 0.3)})
+		target: "≤ 0.3 core", met: verdict(all && ds.med <= 0.3)})
 	s.r.add(row{id: "B8", what: c.label(fmt.Sprintf("%d nodes heartbeating: nodes marked Suspect or Down while their agent runs (max)", hbNodes)), figure: fmt.Sprint(falseDown),
-		target: "0, all 10,000 Up", met: verdict(falseDown == 0 && upErr == nil),
+		target: "0, all 10,000 Up", met: verdict(all && falseDown == 0),
 		notes: fmt.Sprintf("%d of %d nodes Up when measured. %d windows of %s; the region's strata_region_nodes gauges polled every second. Default heartbeat interval (2 s). The simulated agents run in one process on the same 2 cores.", nowUp, want, s.o.rounds, window)})
 	hb.kill()
 	return nil
