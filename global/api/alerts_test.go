@@ -41,10 +41,12 @@ func TestAlertRulesCRUD(t *testing.T) {
 			t.Fatalf("the answer carries the receiver's secret: %s", r)
 		}
 	}
-	r := e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/alertrules", alertRuleBody("nodes")))
+	r := e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/alertrules", alertRuleBody("nodes", func(m map[string]any) {
+		m["selector"] = "severity=critical,region in (eu,us)"
+	})))
 	noSecret(t, r)
-	if got := decodeAs[api.AlertRule](t, r); !got.Receiver.HasSecret || got.CreatedAt.IsZero() {
-		t.Fatalf("created: got %+v; want hasSecret and createdAt", got)
+	if got := decodeAs[api.AlertRule](t, r); !got.Receiver.HasSecret || got.CreatedAt.IsZero() || got.Selector != "severity=critical,region in (eu,us)" {
+		t.Fatalf("created: got %+v; want hasSecret, createdAt and the selector", got)
 	}
 	e.must(t, http.StatusConflict, e.do(t, "POST", "/v1/alertrules", alertRuleBody("nodes")))
 	r = e.must(t, http.StatusOK, e.do(t, "GET", "/v1/alertrules/nodes", nil))
@@ -96,6 +98,9 @@ func TestAlertRulesRefusals(t *testing.T) {
 		{"bad group wait", alertRuleBody("a", func(m map[string]any) { m["groupWait"] = "soon" }), "groupWait"},
 		{"group wait too long", alertRuleBody("a", func(m map[string]any) { m["groupWait"] = "3h" }), "groupWait"},
 		{"bad name", alertRuleBody("A_b"), "name"},
+		{"bad selector", alertRuleBody("a", func(m map[string]any) { m["selector"] = "severity=crit ical" }), "selector"},
+		{"bad selector set", alertRuleBody("a", func(m map[string]any) { m["selector"] = "region in eu" }), "selector"},
+		{"long selector", alertRuleBody("a", func(m map[string]any) { m["selector"] = "a=" + strings.Repeat("b", 1100) }), "selector"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
