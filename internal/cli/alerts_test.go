@@ -20,7 +20,8 @@ func TestAlerts(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.run("", "alerts", "create", "nodes", "--reason", "NodeDown", "--reason", "RegionDown",
-		"--url", "https://hooks.example.com/strata", "--secret-file", secretFile, "--group-wait", "30s", "--label", "severity=page")
+		"--url", "https://hooks.example.com/strata", "--secret-file", secretFile, "--group-wait", "30s", "--label", "severity=page",
+		"--selector", "severity=critical,region in (eu,us)")
 	if r.code != 0 {
 		t.Fatalf("create: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
@@ -30,7 +31,8 @@ func TestAlerts(t *testing.T) {
 	rule.Status = &api.AlertDelivery{Active: 1, Pending: 2, Sent: 7, LastSuccess: clock().Add(-time.Minute), LastError: "receiver answered 500 Internal Server Error"}
 	e.srv.AlertRules["nodes"] = rule
 	e.srv.Mu.Unlock()
-	if stored != secret || got.GroupWaitOr() != 30*time.Second || got.Labels["severity"] != "page" || len(got.Reasons) != 2 {
+	if stored != secret || got.GroupWaitOr() != 30*time.Second || got.Labels["severity"] != "page" || len(got.Reasons) != 2 ||
+		got.Selector != "severity=critical,region in (eu,us)" {
 		t.Fatalf("created %+v with secret %q; want the flags and the file's secret", got, stored)
 	}
 	for _, args := range [][]string{{"alerts"}, {"alerts", "-o", "wide"}, {"alerts", "get", "nodes", "-o", "json"}} {
