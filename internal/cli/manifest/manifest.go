@@ -12,6 +12,7 @@
 //   - Region: a region registration, as POST /v1/regions takes it.
 //   - Config, Secret: as POST /v1/configs and /v1/secrets take them.
 //   - NetworkPolicy: a network policy, as POST /v1/networkpolicies takes it.
+//   - AlertRule: an alert rule, as POST /v1/alertrules takes it.
 //   - List: {"kind": "List", "items": [...]}, what `get -o json|yaml`
 //     prints for several objects.
 //
