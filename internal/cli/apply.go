@@ -239,26 +239,34 @@ func (a *App) deleteObjects(ctx context.Context, c *client.Client, objs []manife
 		fmt.Fprintf(a.io.Out, "%s deleted\n", m.Ref())
 	}
 	for _, m := range objs {
-		var err error
-		switch m.Kind {
-		case manifest.KindConfig:
-			_, err = resourceClient(c, m).DeleteConfig(ctx, m.Name())
-		case manifest.KindSecret:
-			_, err = resourceClient(c, m).DeleteSecret(ctx, m.Name())
-		case manifest.KindFlavor:
-			_, err = c.DeleteFlavor(ctx, m.Name())
-		case manifest.KindRegion:
-			_, err = c.DeleteRegion(ctx, m.Name())
-		case manifest.KindPolicy:
-			_, err = tenantClient(c, m.Policy.Tenant).DeletePolicy(ctx, m.Name())
-		case manifest.KindAlertRule:
-			_, err = c.DeleteAlertRule(ctx, m.Name())
-		default:
-			continue
+		if done, err := deleteOther(ctx, c, m); done {
+			a.deleted(&failed, m, err, o, "deleted")
 		}
-		a.deleted(&failed, m, err, o, "deleted")
 	}
 	return failed.err(len(objs))
+}
+
+// deleteOther deletes m if it is not a resource, and reports whether it
+// tried.
+func deleteOther(ctx context.Context, c *client.Client, m manifest.Object) (bool, error) {
+	var err error
+	switch m.Kind {
+	case manifest.KindConfig:
+		_, err = resourceClient(c, m).DeleteConfig(ctx, m.Name())
+	case manifest.KindSecret:
+		_, err = resourceClient(c, m).DeleteSecret(ctx, m.Name())
+	case manifest.KindFlavor:
+		_, err = c.DeleteFlavor(ctx, m.Name())
+	case manifest.KindRegion:
+		_, err = c.DeleteRegion(ctx, m.Name())
+	case manifest.KindPolicy:
+		_, err = tenantClient(c, m.Policy.Tenant).DeletePolicy(ctx, m.Name())
+	case manifest.KindAlertRule:
+		_, err = c.DeleteAlertRule(ctx, m.Name())
+	default:
+		return false, nil
+	}
+	return true, err
 }
 
 // deleted reports the outcome of deleting m: done (what it says), not
