@@ -446,17 +446,14 @@ func (p *Provider) specOpts(ctx context.Context, a *api.Assignment, img client.I
 		oci.WithMounts(mounts),
 	}
 	if len(c.Command) > 0 || len(c.Args) > 0 {
-		ic, err := img.Spec(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("image config: %w", err)
-		}
 		// Command replaces the image's entrypoint, Args its cmd, as in
 		// Kubernetes.
-		var argv []string
-		switch {
-		case len(c.Command) > 0:
-			argv = append(slices.Clone(c.Command), c.Args...)
-		default:
+		argv := append(slices.Clone(c.Command), c.Args...)
+		if len(c.Command) == 0 {
+			ic, err := img.Spec(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("image config: %w", err)
+			}
 			argv = append(slices.Clone(ic.Config.Entrypoint), c.Args...)
 		}
 		if len(argv) == 0 {
@@ -501,6 +498,9 @@ func (p *Provider) sandboxOpts() []oci.SpecOpts {
 	case SeccompUnconfined:
 	case SeccompDefault:
 		opts = append(opts, seccomp.WithDefaultProfile())
+		if !kernelHasX32() {
+			opts = append(opts, withoutSeccompArch(specs.ArchX32))
+		}
 	default:
 		opts = append(opts, seccomp.WithProfile(p.cfg.Seccomp))
 	}
