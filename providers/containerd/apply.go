@@ -270,7 +270,7 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 		return fail("spec", err)
 	}
 	labels[labelStarted] = time.Now().UTC().Format(time.RFC3339Nano)
-	_, err = p.client.NewContainer(ctx, a.ID,
+	ctr, err := p.client.NewContainer(ctx, a.ID,
 		client.WithImage(img),
 		client.WithSnapshotter(p.cfg.Snapshotter),
 		client.WithNewSnapshot(a.ID, img),
@@ -284,14 +284,32 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 		}
 		// The snapshot may exist without its container.
 		p.removeSnapshot(ctx, a.ID)
+		if isNotFound(err) {
+			// The image's snapshots went behind the provider's back:
+			// the retry unpacks it again.
+			p.forgetUnpacked(img)
+		}
 		return fail("create container", err)
 	}
 	created = true
-	if err := p.startNew(ctx, a.ID); err != nil {
+	started, err := p.startNew(ctx, ctr)
+	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
 	p.log.Info("container started", "id", a.ID, "generation", a.Generation, "image", img.Name())
-	return p.Status(ctx, a.ID)
+	if !started {
+		return p.Status(ctx, a.ID)
+	}
+	// The container is as created: only its task needs reading.
+	rec, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
+	if err != nil {
+		return api.AssignmentStatus{}, err
+	}
+	t, err := p.task(ctx, a.ID)
+	if err != nil {
+		return api.AssignmentStatus{}, fmt.Errorf("containerd: status: %w", err)
+	}
+	return p.computeStatus(rec, t), nil
 }
 
 // computeLabels are the labels of a's container: what the agent finds
@@ -360,22 +378,22 @@ func networkMounts(a *api.Assignment, hosts string) []specs.Mount {
 	return mounts
 }
 
-// startNew starts the task of a container just created. A command that
-// cannot run is the replica's failure, not the call's: the container
-// stays, with the reason.
-func (p *Provider) startNew(ctx context.Context, id string) error {
-	err := p.startTask(ctx, id)
+// startNew starts the task of a container just created; started says
+// it did. A command that cannot run is the replica's failure, not the
+// call's: the container stays, with the reason.
+func (p *Provider) startNew(ctx context.Context, c client.Container) (started bool, err error) {
+	err = p.runTask(ctx, c)
 	if err == nil {
-		return nil
+		return true, nil
 	}
 	if ctx.Err() != nil || isUnavailable(err) {
-		return err
+		return false, err
 	}
 	reason := "start: " + err.Error()
-	if lerr := p.setLabels(ctx, id, map[string]string{labelError: truncate(reason)}); lerr != nil {
-		return errors.Join(err, lerr)
+	if _, lerr := c.SetLabels(ctx, map[string]string{labelError: truncate(reason)}); lerr != nil {
+		return false, errors.Join(err, lerr)
 	}
-	return nil
+	return false, nil
 }
 
 // createFailed records a replica that could not be created as a
@@ -404,6 +422,12 @@ func (p *Provider) startTask(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	return p.runTask(ctx, c)
+}
+
+// runTask creates and starts the task of container c.
+func (p *Provider) runTask(ctx context.Context, c client.Container) error {
+	id := c.ID()
 	t, err := c.NewTask(ctx, p.taskIO(id))
 	if err != nil {
 		return fmt.Errorf("create task: %w", err)

@@ -111,7 +111,10 @@ type Provider struct {
 	mu       sync.Mutex
 	closed   bool
 	imported map[string]string // image source key → image name in containerd
-	imports  int               // archives imported, for tests
+	// unpacked holds the images (by manifest digest) found unpacked for
+	// the snapshotter: their snapshots stay while the image does.
+	unpacked map[string]bool
+	imports  int // archives imported, for tests
 	crashes  map[string]*crashState
 	watchers *provider.Watchers
 	health   map[string]healthMark
@@ -177,6 +180,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 		replicaLocks: newKeyedLocks(),
 		imageLocks:   newKeyedLocks(),
 		imported:     map[string]string{},
+		unpacked:     map[string]bool{},
 		crashes:      map[string]*crashState{},
 		watchers:     provider.NewWatchers(provider.DefaultWatchBuffer),
 		health:       map[string]healthMark{},

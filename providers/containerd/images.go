@@ -76,16 +76,44 @@ func (p *Provider) ensureImage(ctx context.Context, src imageSource, progress fu
 	if err != nil {
 		return nil, err
 	}
+	if err := p.unpack(ctx, img); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+// unpack makes img's snapshots for the snapshotter, unless it was
+// found unpacked before: checking costs several reads of containerd's
+// content store for every replica.
+func (p *Provider) unpack(ctx context.Context, img client.Image) error {
+	key := img.Target().Digest.String()
+	p.mu.Lock()
+	done := p.unpacked[key]
+	p.mu.Unlock()
+	if done {
+		return nil
+	}
 	unpacked, err := img.IsUnpacked(ctx, p.cfg.Snapshotter)
 	if err != nil {
-		return nil, fmt.Errorf("image %s: %w", img.Name(), err)
+		return fmt.Errorf("image %s: %w", img.Name(), err)
 	}
 	if !unpacked {
 		if err := img.Unpack(ctx, p.cfg.Snapshotter); err != nil {
-			return nil, fmt.Errorf("unpack %s for %s: %w", img.Name(), p.cfg.Snapshotter, err)
+			return fmt.Errorf("unpack %s for %s: %w", img.Name(), p.cfg.Snapshotter, err)
 		}
 	}
-	return img, nil
+	p.mu.Lock()
+	p.unpacked[key] = true
+	p.mu.Unlock()
+	return nil
+}
+
+// forgetUnpacked makes the next unpack of img check its snapshots
+// again (they were removed by hand, or the image was deleted).
+func (p *Provider) forgetUnpacked(img client.Image) {
+	p.mu.Lock()
+	delete(p.unpacked, img.Target().Digest.String())
+	p.mu.Unlock()
 }
 
 // pull returns the image ref, pulling it only from a registry of
@@ -112,6 +140,7 @@ func (p *Provider) pull(ctx context.Context, ref string, progress func(string)) 
 		return nil, err
 	}
 	p.log.Info("pulled image", "ref", ref, "took", time.Since(start).Round(time.Millisecond))
+	p.forgetUnpacked(img)
 	return img, nil
 }
 
@@ -193,6 +222,10 @@ func (p *Provider) importFile(ctx context.Context, path, key string) ([]images.I
 	}
 	p.mu.Lock()
 	p.imports++
+	for _, img := range imgs {
+		// Imported anew: snapshots of an earlier import may be gone.
+		delete(p.unpacked, img.Target.Digest.String())
+	}
 	p.mu.Unlock()
 	return imgs, nil
 }
