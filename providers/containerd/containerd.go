@@ -114,6 +114,8 @@ type Provider struct {
 	// unpacked holds the images (by manifest digest) found unpacked for
 	// the snapshotter: their snapshots stay while the image does.
 	unpacked map[string]bool
+	// images are the client's images by name (see imageOf).
+	images   map[string]client.Image
 	imports  int // archives imported, for tests
 	crashes  map[string]*crashState
 	watchers *provider.Watchers
@@ -181,6 +183,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 		imageLocks:   newKeyedLocks(),
 		imported:     map[string]string{},
 		unpacked:     map[string]bool{},
+		images:       map[string]client.Image{},
 		crashes:      map[string]*crashState{},
 		watchers:     provider.NewWatchers(provider.DefaultWatchBuffer),
 		health:       map[string]healthMark{},

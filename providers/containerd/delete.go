@@ -163,10 +163,16 @@ func (p *Provider) removeContainer(ctx context.Context, c client.Container, grac
 	case err != nil:
 		return fmt.Errorf("task: %w", err)
 	default:
-		if err := p.stopTask(ctx, t, grace); err != nil {
+		stopped, err := p.stopTask(ctx, t, grace)
+		if err != nil {
 			return err
 		}
-		if _, err := t.Delete(ctx, client.WithProcessKill); err != nil && !isNotFound(err) {
+		var opts []client.ProcessDeleteOpts
+		if !stopped {
+			// Created, never started: killed on the way.
+			opts = append(opts, client.WithProcessKill)
+		}
+		if _, err := t.Delete(ctx, opts...); err != nil && !isNotFound(err) {
 			return fmt.Errorf("delete task: %w", err)
 		}
 	}
@@ -177,18 +183,27 @@ func (p *Provider) removeContainer(ctx context.Context, c client.Container, grac
 }
 
 // stopTask sends SIGTERM and waits up to grace for the task to exit, then
-// kills it.
-func (p *Provider) stopTask(ctx context.Context, t client.Task, grace time.Duration) error {
+// kills it; stopped says the task has exited (or is gone), not merely
+// created.
+func (p *Provider) stopTask(ctx context.Context, t client.Task, grace time.Duration) (stopped bool, err error) {
 	st, err := t.Status(ctx)
 	if isNotFound(err) {
-		return nil
+		return true, nil
 	}
 	if err != nil {
-		return fmt.Errorf("task status: %w", err)
+		return false, fmt.Errorf("task status: %w", err)
+	}
+	if st.Status == client.Stopped {
+		return true, nil
 	}
 	if st.Status != client.Running && st.Status != client.Paused && st.Status != client.Pausing {
-		return nil
+		return false, nil
 	}
+	return true, p.signalStop(ctx, t, grace)
+}
+
+// signalStop stops the running task t: SIGTERM, SIGKILL after grace.
+func (p *Provider) signalStop(ctx context.Context, t client.Task, grace time.Duration) error {
 	// Wait before Kill: an exit between the two would be missed.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -120,7 +120,7 @@ func (p *Provider) forgetUnpacked(img client.Image) {
 // Config.Registries, reached with its RegistryHosts settings; progress
 // hears how far the pull is while it runs.
 func (p *Provider) pull(ctx context.Context, ref string, progress func(string)) (client.Image, error) {
-	img, err := p.client.GetImage(ctx, ref)
+	img, err := p.getImage(ctx, ref)
 	if err == nil {
 		return img, nil
 	}
@@ -173,7 +173,7 @@ func (p *Provider) importArchive(ctx context.Context, src imageSource) (client.I
 	name, ok := p.imported[cacheKey]
 	p.mu.Unlock()
 	if ok {
-		img, err := p.client.GetImage(ctx, name)
+		img, err := p.getImage(ctx, name)
 		if err == nil {
 			return img, nil
 		}
@@ -200,7 +200,30 @@ func (p *Provider) importArchive(ctx context.Context, src imageSource) (client.I
 	p.mu.Lock()
 	p.imported[cacheKey] = chosen.Name
 	p.mu.Unlock()
-	return client.NewImage(p.client, chosen), nil
+	return p.imageOf(chosen), nil
+}
+
+// getImage returns the image named name, as client.GetImage does.
+func (p *Provider) getImage(ctx context.Context, name string) (client.Image, error) {
+	rec, err := p.client.ImageService().Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return p.imageOf(rec), nil
+}
+
+// imageOf returns the client's image of rec, the same one while rec's
+// name points to the same manifest: it keeps what it read of the
+// manifest (its layers), which every container's snapshot needs.
+func (p *Provider) imageOf(rec images.Image) client.Image {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if img, ok := p.images[rec.Name]; ok && img.Target().Digest == rec.Target.Digest {
+		return img
+	}
+	img := client.NewImage(p.client, rec)
+	p.images[rec.Name] = img
+	return img
 }
 
 func (p *Provider) importFile(ctx context.Context, path, key string) ([]images.Image, error) {
