@@ -128,16 +128,14 @@ func (p *Provider) removeCompute(ctx context.Context, id string, grace time.Dura
 // there is none).
 func (p *Provider) removeLoaded(ctx context.Context, id string, c client.Container, grace time.Duration) error {
 	var errs []error
-	snapshot := true
+	snapshotGone := false
 	if c != nil {
-		if err := p.removeContainer(ctx, c, grace); err != nil {
+		var err error
+		if snapshotGone, err = p.removeContainer(ctx, c, grace); err != nil {
 			return err
 		}
-		// Deleting the container removed its snapshot, if it had one.
-		rec, _ := c.Info(ctx, client.WithoutRefreshedMetadata)
-		snapshot = rec.SnapshotKey == ""
 	}
-	if snapshot {
+	if !snapshotGone {
 		// A container that failed to be created may have left its
 		// snapshot.
 		p.removeSnapshot(ctx, id)
@@ -155,17 +153,18 @@ func (p *Provider) removeLoaded(ctx context.Context, id string, c client.Contain
 }
 
 // removeContainer stops c's task, if any, and deletes it and c with its
-// snapshot.
-func (p *Provider) removeContainer(ctx context.Context, c client.Container, grace time.Duration) error {
+// snapshot; snapshotGone says the container's deletion removed the
+// snapshot (it had one, and was there to delete).
+func (p *Provider) removeContainer(ctx context.Context, c client.Container, grace time.Duration) (snapshotGone bool, err error) {
 	t, err := c.Task(ctx, nil)
 	switch {
 	case isNotFound(err):
 	case err != nil:
-		return fmt.Errorf("task: %w", err)
+		return false, fmt.Errorf("task: %w", err)
 	default:
 		stopped, err := p.stopTask(ctx, t, grace)
 		if err != nil {
-			return err
+			return false, err
 		}
 		var opts []client.ProcessDeleteOpts
 		if !stopped {
@@ -173,13 +172,18 @@ func (p *Provider) removeContainer(ctx context.Context, c client.Container, grac
 			opts = append(opts, client.WithProcessKill)
 		}
 		if _, err := t.Delete(ctx, opts...); err != nil && !isNotFound(err) {
-			return fmt.Errorf("delete task: %w", err)
+			return false, fmt.Errorf("delete task: %w", err)
 		}
 	}
-	if err := c.Delete(ctx, client.WithSnapshotCleanup); err != nil && !isNotFound(err) {
-		return fmt.Errorf("delete container: %w", err)
+	err = c.Delete(ctx, client.WithSnapshotCleanup)
+	if isNotFound(err) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("delete container: %w", err)
+	}
+	rec, _ := c.Info(ctx, client.WithoutRefreshedMetadata)
+	return rec.SnapshotKey != "", nil
 }
 
 // stopTask sends SIGTERM and waits up to grace for the task to exit, then
