@@ -292,20 +292,29 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 		return fail("create container", err)
 	}
 	created = true
-	started, err := p.startNew(ctx, ctr)
+	st, err := p.startFirst(ctx, ctr)
+	if err == nil {
+		p.log.Info("container started", "id", a.ID, "generation", a.Generation, "image", img.Name())
+	}
+	return st, err
+}
+
+// startFirst starts the first task of container c, just created, and
+// returns the replica's status.
+func (p *Provider) startFirst(ctx context.Context, c client.Container) (api.AssignmentStatus, error) {
+	started, err := p.startNew(ctx, c)
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
-	p.log.Info("container started", "id", a.ID, "generation", a.Generation, "image", img.Name())
 	if !started {
-		return p.Status(ctx, a.ID)
+		return p.Status(ctx, c.ID())
 	}
 	// The container is as created: only its task needs reading.
-	rec, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
+	rec, err := c.Info(ctx, client.WithoutRefreshedMetadata)
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
-	t, err := p.task(ctx, a.ID)
+	t, err := p.task(ctx, c.ID())
 	if err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("containerd: status: %w", err)
 	}
