@@ -29,10 +29,17 @@ func hostJob(name, command string, job map[string]any) map[string]any {
 // resource.
 func (c *hostCluster) waitJob(name string, phase api.JobPhase, timeout time.Duration) *api.Resource {
 	c.t.Helper()
+	return waitJob(c.t, c.global, name, phase, timeout)
+}
+
+// waitJob waits until the newest run of job name, read from the global
+// API g, is in phase, and returns the resource.
+func waitJob(t *testing.T, g *framework.Client, name string, phase api.JobPhase, timeout time.Duration) *api.Resource {
+	t.Helper()
 	var r *api.Resource
-	framework.Eventually(c.t, timeout, fmt.Sprintf("job %s %s", name, phase), func() error {
+	framework.Eventually(t, timeout, fmt.Sprintf("job %s %s", name, phase), func() error {
 		var err error
-		if r, err = c.status(name); err != nil {
+		if r, err = resourceStatus(g, name); err != nil {
 			return err
 		}
 		j := r.Status.Job

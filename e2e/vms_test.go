@@ -23,6 +23,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/testenv"
 )
 
@@ -161,12 +162,18 @@ func startVMClusterWith(t *testing.T, h vmHost, o vmOptions, bridge, subnet stri
 	etcd := etcdtest.StartProcess(t)
 	gh, gg := framework.FreeAddr(t), framework.FreeAddr(t)
 	c.globalHTTP, c.globalGRPC = []string{gh}, []string{gg}
+	// Secrets for the VMs' config drives.
+	secretsKey := filepath.Join(c.dir, "secrets.key")
+	if _, err := secretbox.GenerateKey(secretsKey); err != nil {
+		t.Fatal(err)
+	}
 	cfg := c.write("g1.yaml", fmt.Sprintf(`id: g1
 listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 api: {bootstrapToken: %q}
+secrets: {keyFiles: [%q]}
 log: {level: debug}
-`, gh, gg, etcd.Endpoints()[0], c.token)+c.pki.YAML(pki.Global("g1")))
+`, gh, gg, etcd.Endpoints()[0], c.token, secretsKey)+c.pki.YAML(pki.Global("g1")))
 	c.globals = []*framework.Proc{framework.Start(t, "global-g1", c.bin, []string{"global", "--config", cfg})}
 
 	re := etcdtest.StartProcess(t)
@@ -364,6 +371,18 @@ func (c *vmCluster) removeQEMULog(domain string) {
 // call returned.
 func (c *vmCluster) createVM(t *testing.T) {
 	t.Helper()
+	c.createVMImage(t)
+	c.global(0).Must(t, http.MethodPost, "/v1/resources", map[string]any{
+		"name": vmResource, "kind": "Compute", "replicas": 1,
+		"spec":     map[string]any{"flavor": vmFlavor, "compute": map[string]any{"image": vmImage}},
+		"schedule": map[string]any{"regions": []map[string]any{{"name": vmRegion}}},
+	}, http.StatusCreated, nil)
+}
+
+// createVMImage creates the VM flavor and the Image resource of the test
+// image.
+func (c *vmCluster) createVMImage(t *testing.T) {
+	t.Helper()
 	g := c.global(0)
 	g.Must(t, http.MethodPost, "/v1/flavors", map[string]any{
 		"name": vmFlavor, "kind": "vm", "spec": map[string]any{"vcpus": 1, "memoryMiB": 128},
@@ -371,11 +390,6 @@ func (c *vmCluster) createVM(t *testing.T) {
 	g.Must(t, http.MethodPost, "/v1/resources", map[string]any{
 		"name": vmImage, "kind": "Image",
 		"spec": map[string]any{"image": map[string]any{"kernel": c.host.kernel, "initrd": c.host.initrd, "cmdline": vmCmdline, "readyMarker": "STRATA-VM-READY"}},
-	}, http.StatusCreated, nil)
-	g.Must(t, http.MethodPost, "/v1/resources", map[string]any{
-		"name": vmResource, "kind": "Compute", "replicas": 1,
-		"spec":     map[string]any{"flavor": vmFlavor, "compute": map[string]any{"image": vmImage}},
-		"schedule": map[string]any{"regions": []map[string]any{{"name": vmRegion}}},
 	}, http.StatusCreated, nil)
 }
 
@@ -433,8 +447,11 @@ func (c *vmCluster) theReplica(t *testing.T) api.Replica {
 }
 
 // logs reads a replica's console through the global logs API.
-func (c *vmCluster) logs(query string) (string, error) {
-	resp, err := c.global(0).Do(context.Background(), http.MethodGet, "/v1/resources/"+vmResource+"/logs?"+query, nil)
+func (c *vmCluster) logs(query string) (string, error) { return c.logsOf(vmResource, query) }
+
+// logsOf reads the console of a replica of resource name.
+func (c *vmCluster) logsOf(name, query string) (string, error) {
+	resp, err := c.global(0).Do(context.Background(), http.MethodGet, "/v1/resources/"+name+"/logs?"+query, nil)
 	if err != nil {
 		return "", err
 	}

@@ -15,7 +15,10 @@
 #   STRATA-VM-READY <hostname> <ip>
 #
 # on the console, and stays up; the ACPI power button powers it off, so a
-# graceful shutdown does not have to wait for a forced one. With
+# graceful shutdown does not have to wait for a forced one. Before the
+# marker it mounts the files of the provider's config drive read-only and
+# takes its environment; with a command on the drive, it runs it after
+# the marker, writes its exit code on the exit disk and powers off. With
 # strata.panic on the kernel command line it panics after the marker
 # instead, for tests of crash reporting.
 #
@@ -199,6 +202,42 @@ fi
 echo "strata-vm: disks: $(ls /sys/block | tr '\n' ' ')"
 echo "strata-vm: ip addr:"
 ip addr
+
+# The provider's config drive (serial strata-config) is a tar archive:
+# env, run, mounts and files/<n>/<key> (see
+# providers/libvirt/configdrive.go). Each mount path gets a tmpfs with
+# its files, remounted read-only; nothing of the content is printed.
+drive=
+exitdev=
+for b in /sys/block/vd*; do
+  case $(cat "$b/serial" 2>/dev/null) in
+    strata-config) drive=/dev/${b##*/} ;;
+    strata-exit) exitdev=/dev/${b##*/} ;;
+  esac
+done
+if [ -n "$drive" ]; then
+  mkdir -p /run/strata
+  mount -t tmpfs -o mode=0700 tmpfs /run/strata
+  if tar -x -f "$drive" -C /run/strata; then
+    n=0
+    while IFS= read -r dir; do
+      [ -n "$dir" ] || continue
+      mkdir -p "$dir"
+      mount -t tmpfs -o mode=0755 tmpfs "$dir"
+      tar -c -f - -C "/run/strata/files/$n" . | tar -x -f - -C "$dir"
+      mount -o remount,ro "$dir"
+      echo "strata-vm: mounted $(ls "$dir" | wc -l) file(s) read-only at $dir"
+      n=$((n + 1))
+    done <<MOUNTS
+$(cat /run/strata/mounts 2>/dev/null)
+MOUNTS
+    rm -rf /run/strata/files
+    # A failing . would end PID 1 (a kernel panic): check first.
+    if [ -r /run/strata/env ]; then . /run/strata/env; fi
+  else
+    echo "strata-vm: the config drive $drive is unreadable"
+  fi
+fi
 echo "STRATA-VM-READY $(hostname) $addr"
 
 case " $(cat /proc/cmdline) " in
@@ -207,6 +246,22 @@ case " $(cat /proc/cmdline) " in
     echo c >/proc/sysrq-trigger
     ;;
 esac
+
+# With a command (the drive's run), run it to its end, write its exit code
+# on the exit disk (serial strata-exit), which the provider reports, and
+# power off.
+if [ -f /run/strata/run ]; then
+  echo "strata-vm: running the command"
+  sh /run/strata/run </dev/null
+  code=$?
+  echo "strata-vm: the command exited with code $code"
+  if [ -n "$exitdev" ]; then
+    printf 'STRATA-EXIT %d\n' "$code" | dd of="$exitdev" conv=fsync 2>/dev/null ||
+      echo "strata-vm: writing the exit code failed"
+  fi
+  sync
+  poweroff -f
+fi
 
 # PID 1 must not exit.
 while :; do sleep 3600; done

@@ -14,8 +14,9 @@ import (
 
 // checkConfigRefs checks the Configs and Secrets a Compute spec names:
 // each exists in the resource's tenant, a pullSecret is a registry
-// Secret, and a VM names none (VMs cannot mount them yet: refused rather
-// than ignored).
+// Secret, and a VM names no pullSecret (a VM pulls no image: refused
+// rather than ignored). A VM's files and envFrom reach its guest through
+// the libvirt provider's config drive.
 func (s *Resources) checkConfigRefs(ctx context.Context, r *api.Resource, flavor *api.Flavor) error {
 	c := r.Spec.Compute
 	if c == nil {
@@ -28,8 +29,8 @@ func (s *Resources) checkConfigRefs(ctx context.Context, r *api.Resource, flavor
 		return nil
 	}
 	c.ConfigVersions = make(map[string]int64, len(refs))
-	if flavor != nil && flavor.Kind == api.ProviderVM {
-		return api.Invalid("spec.compute.files", "configs and secrets (files, envFrom, pullSecret) are not supported on VMs yet (flavor %q is a vm flavor)", flavor.Name)
+	if flavor != nil && flavor.Kind == api.ProviderVM && c.PullSecret != "" {
+		return api.Invalid("spec.compute.pullSecret", "a VM pulls no image, so it takes no pull secret (flavor %q is a vm flavor)", flavor.Name)
 	}
 	for _, ref := range refs {
 		key := state.ResourceName(r.Tenant, ref.Name())

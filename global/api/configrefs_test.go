@@ -54,10 +54,18 @@ func TestConfigRefs(t *testing.T) {
 			t.Errorf("%s: got %s; want 400 with %q", tc.name, r, tc.want)
 		}
 	}
-	r := e.do(t, "POST", "/v1/resources", compute("vm", "vmx", map[string]any{"envFrom": []map[string]any{{"config": "conf"}}}))
-	if r.code != http.StatusBadRequest || !strings.Contains(string(r.body), "not supported on VMs yet") {
-		t.Errorf("a VM with envFrom: got %s; want 400 not supported on VMs yet", r)
+	// A VM takes files and envFrom (its config drive), not a pull secret.
+	r := e.do(t, "POST", "/v1/resources", compute("vm", "vmx", map[string]any{"pullSecret": "reg"}))
+	if r.code != http.StatusBadRequest || !strings.Contains(string(r.body), "a VM pulls no image") {
+		t.Errorf("a VM with a pull secret: got %s; want 400 a VM pulls no image", r)
 	}
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", `{"name":"vmimg","kind":"Image","spec":{"image":{"kernel":"/srv/vm/vmlinuz"}}}`))
+	vm := compute("vm", "vmx", map[string]any{
+		"files":   []map[string]any{{"config": "conf", "path": "/etc/app"}, {"secret": "db", "path": "/run/secrets/db"}},
+		"envFrom": []map[string]any{{"secret": "db", "key": "password", "name": "DB_PASSWORD"}},
+	})
+	vm["spec"].(map[string]any)["compute"].(map[string]any)["image"] = "vmimg"
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", vm))
 
 	// A change of a config's or secret's data rolls web: a new revision
 	// with the new generation; labels alone do not.
@@ -78,6 +86,10 @@ func TestConfigRefs(t *testing.T) {
 	if rev1 != rev0+1 || vers["config/conf"] != 2 {
 		t.Fatalf("after a config change: revision %d, versions %v; want %d and config/conf 2", rev1, vers, rev0+1)
 	}
+	// The VM rolls the same way (its config drive changes).
+	if res := decodeAs[api.Resource](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/vm", nil))); res.Revision != 2 || res.Spec.Compute.ConfigVersions["config/conf"] != 2 {
+		t.Errorf("the VM after a config change: revision %d, versions %v; want 2 and config/conf 2", res.Revision, res.Spec.Compute.ConfigVersions)
+	}
 	revs := decodeAs[struct{ Items []api.Revision }](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/web/revisions", nil)))
 	if last := revs.Items[len(revs.Items)-1]; last.Cause != "config conf changed" {
 		t.Errorf("revision cause %q; want config conf changed", last.Cause)
@@ -94,8 +106,9 @@ func TestConfigRefs(t *testing.T) {
 		t.Fatal("reencrypt with a keyring that cannot open the secrets succeeded")
 	}
 
-	if r := e.do(t, "DELETE", "/v1/configs/conf", nil); r.code != http.StatusConflict || !strings.Contains(string(r.body), `config \"conf\" is used by resource \"web\"`) {
-		t.Errorf("deleting a config in use: got %s; want 409 naming web", r)
+	// vm and web use it; the first in name order is named.
+	if r := e.do(t, "DELETE", "/v1/configs/conf", nil); r.code != http.StatusConflict || !strings.Contains(string(r.body), `config \"conf\" is used by resource \"vm\"`) {
+		t.Errorf("deleting a config in use: got %s; want 409 naming vm", r)
 	}
 
 	srv := e.serveGRPC(t)

@@ -45,7 +45,7 @@ func TestJobREST(t *testing.T) {
 		{"restart always", `{}`, `,"restartPolicy":"always"`, "", "spec.compute.restartPolicy", "never restarted", ""},
 		{"two replicas", `{}`, "", `,"replicas":2`, "replicas", "one region", ""},
 		{"unknown field", `{"completion":3}`, "", "", "spec.job.completion", "unknown", ""},
-		{"vm flavor", `{}`, "", "", "spec.flavor", "VM jobs are not supported", "vmx"},
+		{"vm without command", `{}`, "", "", "spec.compute.command", "needs a command", "vmx"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,4 +61,7 @@ func TestJobREST(t *testing.T) {
 			}
 		})
 	}
+	// A VM Job with a command: its guest runs it and powers off.
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", `{"name":"vmimg","kind":"Image","spec":{"image":{"kernel":"/srv/vm/vmlinuz"}}}`))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", `{"name":"vmjob","kind":"Job","spec":{"flavor":"vmx","compute":{"image":"vmimg","command":["sh","-c","exit 0"]},"job":{}}}`))
 }

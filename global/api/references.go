@@ -113,8 +113,12 @@ func (s *Resources) fittingFlavor(ctx context.Context, r *api.Resource, field, n
 	case api.KindCompute:
 		fits, want = f.Kind == api.ProviderContainer || f.Kind == api.ProviderVM, "a container or vm flavor"
 	case api.KindJob:
-		// A VM reports no exit code: its attempts could not be counted.
-		fits, want = f.Kind == api.ProviderContainer, "a container flavor (VM jobs are not supported yet: a VM reports no exit code)"
+		fits, want = f.Kind == api.ProviderContainer || f.Kind == api.ProviderVM, "a container or vm flavor"
+		if f.Kind == api.ProviderVM && r.Spec.Compute != nil && len(r.Spec.Compute.Command)+len(r.Spec.Compute.Args) == 0 {
+			// The guest's init runs the command and powers off with its
+			// exit code; a VM without one never ends.
+			return nil, api.Invalid("spec.compute.command", "a Job of a vm flavor (%q) needs a command: the guest runs it to its end and powers off", name)
+		}
 	case api.KindLoadbalancer:
 		fits, want = f.Kind == api.ProviderLoadbalancer, "a loadbalancer flavor"
 	case api.KindVolume:

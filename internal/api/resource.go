@@ -157,7 +157,7 @@ type ComputeSpec struct {
 	// KernelArgs is appended to a VM's kernel command line.
 	KernelArgs string `json:"kernelArgs,omitempty"`
 	// Files mounts Configs and Secrets of the tenant as read-only files
-	// (containers only; see configdata.go).
+	// (containers, and VMs through their config drive; see configdata.go).
 	Files []FileMount `json:"files,omitempty"`
 	// EnvFrom takes environment variables from Configs and Secrets.
 	EnvFrom []EnvSource `json:"envFrom,omitempty"`

@@ -106,6 +106,9 @@ type replicaMeta struct {
 	// ReadyMarker is the console text that says the guest is up (the
 	// image's); empty means a running domain is ready.
 	ReadyMarker string `xml:"readyMarker,omitempty"`
+	// RunsToEnd says the guest runs a command and powers off: its exit
+	// code is on the exit disk (configdrive.go).
+	RunsToEnd bool `xml:"runsToEnd,omitempty"`
 }
 
 // marshal renders m as the metadata element; ns is set in domain XML and
@@ -136,6 +139,9 @@ type disk struct {
 	Format   string // qcow2 or raw
 	Target   string // vda, vdb...
 	ReadOnly bool
+	// Serial is the disk's serial, which names it in the guest
+	// (/sys/block/vdX/serial).
+	Serial string
 }
 
 // domainSpec is everything a domain is rendered from, resolved by Apply
@@ -153,6 +159,9 @@ type domainSpec struct {
 	// MTU of the VM's interface on the bridge (0: libvirt's default).
 	MTU     int
 	Console string
+	// Run is the config drive's content (configdrive.go), written
+	// before each start.
+	Run guestRun
 }
 
 // ErrBadSpec marks an assignment the provider cannot turn into a domain;
@@ -341,6 +350,7 @@ type diskXML struct {
 	Source   sourceXML `xml:"source"`
 	Target   targetXML `xml:"target"`
 	ReadOnly *struct{} `xml:"readonly"`
+	Serial   string    `xml:"serial,omitempty"`
 }
 
 type driverXML struct {
@@ -445,6 +455,7 @@ func (s domainSpec) render(meta *replicaMeta) (string, error) {
 			Driver: driverXML{Name: "qemu", Type: dk.Format},
 			Source: sourceXML{File: dk.Path},
 			Target: targetXML{Dev: dk.Target, Bus: "virtio"},
+			Serial: dk.Serial,
 		}
 		if dk.ReadOnly {
 			x.ReadOnly = &struct{}{}

@@ -73,6 +73,11 @@ type Config struct {
 	// storage pool, the data or the console directory, which hold other
 	// replicas' disks). Default none: VM images are refused.
 	ImageDirs []string `mapstructure:"imageDirs"`
+	// DriveDir holds the VMs' config drives and exit disks (default
+	// /run/strata-libvirt/<node>: a tmpfs, so that secrets never reach
+	// a disk, and reachable by QEMU's user, which the agent's data
+	// directory need not be).
+	DriveDir string `mapstructure:"driveDir"`
 }
 
 // withDefaults fills in what cfg leaves empty.
@@ -101,6 +106,9 @@ func (c Config) Validate() error {
 	}
 	if c.LogDir != "" && !filepath.IsAbs(c.LogDir) {
 		return api.Invalid("logDir", "%q must be an absolute path", c.LogDir)
+	}
+	if c.DriveDir != "" && !filepath.IsAbs(c.DriveDir) {
+		return api.Invalid("driveDir", "%q must be an absolute path", c.DriveDir)
 	}
 	if c.KVMProbeKernel != "" && !filepath.IsAbs(c.KVMProbeKernel) {
 		return api.Invalid("kvmProbeKernel", "%q must be an absolute path", c.KVMProbeKernel)

@@ -168,6 +168,7 @@ func TestQEMU(t *testing.T) {
 	t.Run("Volume", e.testVolume)
 	t.Run("ReadyMarker", e.testReadyMarker)
 	t.Run("BootTime", e.testBootTime)
+	t.Run("ConfigDrive", e.testConfigDrive)
 	t.Run("Conformance", func(t *testing.T) {
 		providertest.Run(t, providertest.Harness{
 			New:   func(*testing.T) provider.Provider { return e.p },
@@ -179,6 +180,12 @@ func TestQEMU(t *testing.T) {
 			SupportsLogs: true,
 			Watches:      true,
 			Kill:         func(t *testing.T, id string) { destroyDomain(t, e.uri, id) },
+			// The guest's init runs the command from the config drive
+			// and powers off (configdrive.go).
+			Exit: func(a *api.Assignment, code int32) {
+				a.Spec.Compute.Command = []string{"sh", "-c", fmt.Sprintf("echo done; exit %d", code)}
+				a.Spec.Compute.RestartPolicy = api.RestartNever
+			},
 		})
 	})
 }

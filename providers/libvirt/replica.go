@@ -107,7 +107,10 @@ func (p *Provider) metaOf(a *api.Assignment, spec domainSpec) (replicaMeta, erro
 		Node:       p.node,
 		Kind:       api.KindCompute,
 		Generation: a.Generation,
-		Spec:       digest(bare),
+		// The drive's content is no part of the XML: a changed Config
+		// restarts the domain all the same.
+		Spec:      digest(bare + spec.Run.digest),
+		RunsToEnd: spec.Run.exit,
 	}
 	if a.Network != nil {
 		meta.Address = a.Network.Address
@@ -224,6 +227,9 @@ func (p *Provider) resolve(ctx context.Context, c *libvirt.Connect, a *api.Assig
 	if err := p.resolveDisks(c, a, &spec); err != nil {
 		return domainSpec{}, err
 	}
+	if err := p.resolveDrive(ctx, a, &spec); err != nil {
+		return domainSpec{}, err
+	}
 	if a.Network != nil {
 		if err := p.useBridge(ctx, a.Network); err != nil {
 			return domainSpec{}, err
@@ -316,6 +322,9 @@ func (p *Provider) start(dom *libvirt.Domain, spec domainSpec, meta replicaMeta)
 	meta.Started, meta.Error = time.Now().UTC(), ""
 	p.consoleMark(spec, meta)
 	if err := p.writeMeta(dom, meta, false); err != nil {
+		return api.AssignmentStatus{}, err
+	}
+	if err := p.writeRun(spec); err != nil {
 		return api.AssignmentStatus{}, err
 	}
 	if err := dom.Create(); err != nil {
@@ -455,11 +464,15 @@ func (p *Provider) domainStatus(dom *libvirt.Domain, meta replicaMeta) (api.Assi
 		}
 		return p.observe(st, api.PhaseError, "paused: "+pausedReason(libvirt.DomainPausedReason(reason))), nil
 	case libvirt.DOMAIN_SHUTDOWN:
-		return p.observe(st, api.PhaseError, "shutting down"), nil
+		return p.shuttingDown(st, meta), nil
 	case libvirt.DOMAIN_SHUTOFF:
 		why := shutoffReason(libvirt.DomainShutoffReason(reason))
 		if meta.Error != "" {
 			why = meta.Error
+		}
+		if code, ok := p.exited(meta); ok {
+			st.ExitCode = &code
+			why = fmt.Sprintf("exited with code %d", code)
 		}
 		return p.observe(st, api.PhaseError, why), nil
 	case libvirt.DOMAIN_CRASHED:
@@ -639,6 +652,9 @@ func (p *Provider) deleteDomain(ctx context.Context, c *libvirt.Connect, id stri
 		p.log.Warn("storage pool unavailable: root disk left behind", "id", id, "err", err)
 	}
 	p.removeQEMULog(domainName(id))
+	if err := p.removeRun(id); err != nil {
+		return err
+	}
 	return p.removeConsole(id)
 }
 

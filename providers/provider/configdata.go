@@ -2,8 +2,11 @@ package provider
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
+	providerv1 "github.com/stratahq/strata/proto/provider/v1"
 )
 
 // ConfigData is what one Apply needs of the Configs and Secrets its
@@ -55,3 +58,57 @@ func (i *instrumented) ApplyConfig(ctx context.Context, a *api.Assignment, d *Co
 }
 
 var _ ConfigApplier = (*instrumented)(nil)
+
+// ApplyConfig implements ConfigApplier over the wire: the data rides on
+// the Apply call (the plugin's unix socket is the agent's only). A
+// plugin that cannot take it answers ErrUnsupported.
+func (c *Client) ApplyConfig(ctx context.Context, a *api.Assignment, d *ConfigData) (api.AssignmentStatus, error) {
+	if a == nil {
+		return api.AssignmentStatus{}, api.Invalid("assignment", "is required")
+	}
+	resp, err := c.rpc.Apply(ctx, &providerv1.ApplyRequest{Assignment: apiproto.AssignmentToPB(a), Config: configDataToPB(d)})
+	if err != nil {
+		return api.AssignmentStatus{}, callError("apply "+a.ID, err)
+	}
+	return apiproto.AssignmentStatusFromPB(resp.GetStatus()), nil
+}
+
+var _ ConfigApplier = (*Client)(nil)
+
+// applyWith is the server's Apply of a with the request's config data,
+// if any.
+func applyWith(ctx context.Context, p Provider, a *api.Assignment, pb *providerv1.ConfigData) (api.AssignmentStatus, error) {
+	if pb == nil {
+		return p.Apply(ctx, a)
+	}
+	ca, ok := p.(ConfigApplier)
+	if !ok {
+		return api.AssignmentStatus{}, fmt.Errorf("apply %s: configs and secrets: %w", a.ID, ErrUnsupported)
+	}
+	return ca.ApplyConfig(ctx, a, configDataFromPB(pb))
+}
+
+func configDataToPB(d *ConfigData) *providerv1.ConfigData {
+	if d == nil {
+		return nil
+	}
+	out := &providerv1.ConfigData{Env: d.Env}
+	for _, f := range d.Files {
+		out.Files = append(out.Files, &providerv1.ConfigFile{Dir: f.Dir, Name: f.Name, Data: f.Data, Secret: f.Secret})
+	}
+	if r := d.PullAuth; r != nil {
+		out.PullAuth = &providerv1.RegistryAuth{Host: r.Host, Username: r.Username, Password: r.Password}
+	}
+	return out
+}
+
+func configDataFromPB(pb *providerv1.ConfigData) *ConfigData {
+	d := &ConfigData{Env: pb.GetEnv()}
+	for _, f := range pb.GetFiles() {
+		d.Files = append(d.Files, File{Dir: f.GetDir(), Name: f.GetName(), Data: f.GetData(), Secret: f.GetSecret()})
+	}
+	if r := pb.GetPullAuth(); r != nil {
+		d.PullAuth = &RegistryAuth{Host: r.GetHost(), Username: r.GetUsername(), Password: r.GetPassword()}
+	}
+	return d
+}

@@ -451,6 +451,14 @@ func (p *Plugin) Apply(ctx context.Context, a *api.Assignment) (api.AssignmentSt
 	return pluginCall(ctx, p, func(c *Client) (api.AssignmentStatus, error) { return c.Apply(ctx, a) })
 }
 
+// ApplyConfig implements ConfigApplier: the data rides on the Apply call
+// to the plugin, which answers ErrUnsupported if it cannot take it.
+func (p *Plugin) ApplyConfig(ctx context.Context, a *api.Assignment, d *ConfigData) (api.AssignmentStatus, error) {
+	return pluginCall(ctx, p, func(c *Client) (api.AssignmentStatus, error) { return c.ApplyConfig(ctx, a, d) })
+}
+
+var _ ConfigApplier = (*Plugin)(nil)
+
 // Delete implements Provider.
 func (p *Plugin) Delete(ctx context.Context, a *api.Assignment, grace time.Duration) error {
 	_, err := pluginCall(ctx, p, func(c *Client) (struct{}, error) { return struct{}{}, c.Delete(ctx, a, grace) })

@@ -91,7 +91,7 @@ func (s *server) Apply(ctx context.Context, req *providerv1.ApplyRequest) (*prov
 		return nil, api.Invalid("assignment", "is required")
 	}
 	a := apiproto.AssignmentFromPB(req.GetAssignment())
-	st, err := s.p.Apply(ctx, &a)
+	st, err := applyWith(ctx, s.p, &a, req.GetConfig())
 	if err != nil {
 		return nil, wireError(err)
 	}

@@ -213,8 +213,12 @@ func (x *HealthResponse) GetConditions() []*v1.Condition {
 }
 
 type ApplyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Assignment    *v1.Assignment         `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Assignment *v1.Assignment         `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	// config is the data of the Configs and Secrets the assignment names,
+	// for this Apply only (unset: it names none). Secret values: never
+	// logged by either side.
+	Config        *ConfigData `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -256,6 +260,204 @@ func (x *ApplyRequest) GetAssignment() *v1.Assignment {
 	return nil
 }
 
+func (x *ApplyRequest) GetConfig() *ConfigData {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+// ConfigData is provider.ConfigData on the wire.
+type ConfigData struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// env are the variables of the spec's envFrom, over its env.
+	Env           map[string]string `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Files         []*ConfigFile     `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	PullAuth      *RegistryAuth     `protobuf:"bytes,3,opt,name=pull_auth,json=pullAuth,proto3" json:"pull_auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigData) Reset() {
+	*x = ConfigData{}
+	mi := &file_provider_v1_provider_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigData) ProtoMessage() {}
+
+func (x *ConfigData) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1_provider_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigData.ProtoReflect.Descriptor instead.
+func (*ConfigData) Descriptor() ([]byte, []int) {
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ConfigData) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ConfigData) GetFiles() []*ConfigFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ConfigData) GetPullAuth() *RegistryAuth {
+	if x != nil {
+		return x.PullAuth
+	}
+	return nil
+}
+
+// ConfigFile is one key of a mounted Config or Secret.
+type ConfigFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dir           string                 `protobuf:"bytes,1,opt,name=dir,proto3" json:"dir,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Secret        bool                   `protobuf:"varint,4,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigFile) Reset() {
+	*x = ConfigFile{}
+	mi := &file_provider_v1_provider_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigFile) ProtoMessage() {}
+
+func (x *ConfigFile) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1_provider_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigFile.ProtoReflect.Descriptor instead.
+func (*ConfigFile) Descriptor() ([]byte, []int) {
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ConfigFile) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *ConfigFile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConfigFile) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ConfigFile) GetSecret() bool {
+	if x != nil {
+		return x.Secret
+	}
+	return false
+}
+
+type RegistryAuth struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Host          string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	Username      string                 `protobuf:"bytes,2,opt,name=username,proto3" json:"username,omitempty"`
+	Password      string                 `protobuf:"bytes,3,opt,name=password,proto3" json:"password,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistryAuth) Reset() {
+	*x = RegistryAuth{}
+	mi := &file_provider_v1_provider_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistryAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistryAuth) ProtoMessage() {}
+
+func (x *RegistryAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1_provider_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistryAuth.ProtoReflect.Descriptor instead.
+func (*RegistryAuth) Descriptor() ([]byte, []int) {
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RegistryAuth) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *RegistryAuth) GetUsername() string {
+	if x != nil {
+		return x.Username
+	}
+	return ""
+}
+
+func (x *RegistryAuth) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
 type ApplyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Status        *v1.AssignmentStatus   `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
@@ -265,7 +467,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_provider_v1_provider_proto_msgTypes[5]
+	mi := &file_provider_v1_provider_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -277,7 +479,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[5]
+	mi := &file_provider_v1_provider_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -290,7 +492,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{5}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ApplyResponse) GetStatus() *v1.AssignmentStatus {
@@ -312,7 +514,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_provider_v1_provider_proto_msgTypes[6]
+	mi := &file_provider_v1_provider_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +526,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[6]
+	mi := &file_provider_v1_provider_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +539,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{6}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteRequest) GetId() string {
@@ -369,7 +571,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_provider_v1_provider_proto_msgTypes[7]
+	mi := &file_provider_v1_provider_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +583,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[7]
+	mi := &file_provider_v1_provider_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +596,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{7}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{10}
 }
 
 type StatusRequest struct {
@@ -406,7 +608,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_provider_v1_provider_proto_msgTypes[8]
+	mi := &file_provider_v1_provider_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +620,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[8]
+	mi := &file_provider_v1_provider_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +633,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{8}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StatusRequest) GetId() string {
@@ -450,7 +652,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_provider_v1_provider_proto_msgTypes[9]
+	mi := &file_provider_v1_provider_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +664,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[9]
+	mi := &file_provider_v1_provider_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +677,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{9}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatusResponse) GetStatus() *v1.AssignmentStatus {
@@ -493,7 +695,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_provider_v1_provider_proto_msgTypes[10]
+	mi := &file_provider_v1_provider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +707,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[10]
+	mi := &file_provider_v1_provider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +720,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{10}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{13}
 }
 
 type ListedReplica struct {
@@ -535,7 +737,7 @@ type ListedReplica struct {
 
 func (x *ListedReplica) Reset() {
 	*x = ListedReplica{}
-	mi := &file_provider_v1_provider_proto_msgTypes[11]
+	mi := &file_provider_v1_provider_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +749,7 @@ func (x *ListedReplica) String() string {
 func (*ListedReplica) ProtoMessage() {}
 
 func (x *ListedReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[11]
+	mi := &file_provider_v1_provider_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +762,7 @@ func (x *ListedReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListedReplica.ProtoReflect.Descriptor instead.
 func (*ListedReplica) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{11}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListedReplica) GetId() string {
@@ -600,7 +802,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_provider_v1_provider_proto_msgTypes[12]
+	mi := &file_provider_v1_provider_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +814,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[12]
+	mi := &file_provider_v1_provider_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +827,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{12}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListResponse) GetItems() []*ListedReplica {
@@ -646,7 +848,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_provider_v1_provider_proto_msgTypes[13]
+	mi := &file_provider_v1_provider_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +860,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[13]
+	mi := &file_provider_v1_provider_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +873,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{13}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LogsRequest) GetId() string {
@@ -703,7 +905,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_provider_v1_provider_proto_msgTypes[14]
+	mi := &file_provider_v1_provider_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +917,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[14]
+	mi := &file_provider_v1_provider_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +930,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{14}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{17}
 }
 
 type WatchResponse struct {
@@ -742,7 +944,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_provider_v1_provider_proto_msgTypes[15]
+	mi := &file_provider_v1_provider_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +956,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[15]
+	mi := &file_provider_v1_provider_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +969,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{15}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchResponse) GetStatus() *v1.AssignmentStatus {
@@ -792,11 +994,30 @@ const file_provider_v1_provider_proto_rawDesc = "" +
 	"\x0eHealthResponse\x12=\n" +
 	"\n" +
 	"conditions\x18\x01 \x03(\v2\x1d.strata.resource.v1.ConditionR\n" +
-	"conditions\"N\n" +
+	"conditions\"\x86\x01\n" +
 	"\fApplyRequest\x12>\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1e.strata.resource.v1.AssignmentR\n" +
-	"assignment\"M\n" +
+	"assignment\x126\n" +
+	"\x06config\x18\x02 \x01(\v2\x1e.strata.provider.v1.ConfigDataR\x06config\"\xf4\x01\n" +
+	"\n" +
+	"ConfigData\x129\n" +
+	"\x03env\x18\x01 \x03(\v2'.strata.provider.v1.ConfigData.EnvEntryR\x03env\x124\n" +
+	"\x05files\x18\x02 \x03(\v2\x1e.strata.provider.v1.ConfigFileR\x05files\x12=\n" +
+	"\tpull_auth\x18\x03 \x01(\v2 .strata.provider.v1.RegistryAuthR\bpullAuth\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"^\n" +
+	"\n" +
+	"ConfigFile\x12\x10\n" +
+	"\x03dir\x18\x01 \x01(\tR\x03dir\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x16\n" +
+	"\x06secret\x18\x04 \x01(\bR\x06secret\"Z\n" +
+	"\fRegistryAuth\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x1a\n" +
+	"\busername\x18\x02 \x01(\tR\busername\x12\x1a\n" +
+	"\bpassword\x18\x03 \x01(\tR\bpassword\"M\n" +
 	"\rApplyResponse\x12<\n" +
 	"\x06status\x18\x01 \x01(\v2$.strata.resource.v1.AssignmentStatusR\x06status\"\x9d\x01\n" +
 	"\rDeleteRequest\x12\x0e\n" +
@@ -850,63 +1071,71 @@ func file_provider_v1_provider_proto_rawDescGZIP() []byte {
 	return file_provider_v1_provider_proto_rawDescData
 }
 
-var file_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_provider_v1_provider_proto_goTypes = []any{
 	(*InfoRequest)(nil),         // 0: strata.provider.v1.InfoRequest
 	(*InfoResponse)(nil),        // 1: strata.provider.v1.InfoResponse
 	(*HealthRequest)(nil),       // 2: strata.provider.v1.HealthRequest
 	(*HealthResponse)(nil),      // 3: strata.provider.v1.HealthResponse
 	(*ApplyRequest)(nil),        // 4: strata.provider.v1.ApplyRequest
-	(*ApplyResponse)(nil),       // 5: strata.provider.v1.ApplyResponse
-	(*DeleteRequest)(nil),       // 6: strata.provider.v1.DeleteRequest
-	(*DeleteResponse)(nil),      // 7: strata.provider.v1.DeleteResponse
-	(*StatusRequest)(nil),       // 8: strata.provider.v1.StatusRequest
-	(*StatusResponse)(nil),      // 9: strata.provider.v1.StatusResponse
-	(*ListRequest)(nil),         // 10: strata.provider.v1.ListRequest
-	(*ListedReplica)(nil),       // 11: strata.provider.v1.ListedReplica
-	(*ListResponse)(nil),        // 12: strata.provider.v1.ListResponse
-	(*LogsRequest)(nil),         // 13: strata.provider.v1.LogsRequest
-	(*WatchRequest)(nil),        // 14: strata.provider.v1.WatchRequest
-	(*WatchResponse)(nil),       // 15: strata.provider.v1.WatchResponse
-	(*v1.Capacity)(nil),         // 16: strata.resource.v1.Capacity
-	(*v1.Condition)(nil),        // 17: strata.resource.v1.Condition
-	(*v1.Assignment)(nil),       // 18: strata.resource.v1.Assignment
-	(*v1.AssignmentStatus)(nil), // 19: strata.resource.v1.AssignmentStatus
-	(*durationpb.Duration)(nil), // 20: google.protobuf.Duration
-	(*v1.LogChunk)(nil),         // 21: strata.resource.v1.LogChunk
+	(*ConfigData)(nil),          // 5: strata.provider.v1.ConfigData
+	(*ConfigFile)(nil),          // 6: strata.provider.v1.ConfigFile
+	(*RegistryAuth)(nil),        // 7: strata.provider.v1.RegistryAuth
+	(*ApplyResponse)(nil),       // 8: strata.provider.v1.ApplyResponse
+	(*DeleteRequest)(nil),       // 9: strata.provider.v1.DeleteRequest
+	(*DeleteResponse)(nil),      // 10: strata.provider.v1.DeleteResponse
+	(*StatusRequest)(nil),       // 11: strata.provider.v1.StatusRequest
+	(*StatusResponse)(nil),      // 12: strata.provider.v1.StatusResponse
+	(*ListRequest)(nil),         // 13: strata.provider.v1.ListRequest
+	(*ListedReplica)(nil),       // 14: strata.provider.v1.ListedReplica
+	(*ListResponse)(nil),        // 15: strata.provider.v1.ListResponse
+	(*LogsRequest)(nil),         // 16: strata.provider.v1.LogsRequest
+	(*WatchRequest)(nil),        // 17: strata.provider.v1.WatchRequest
+	(*WatchResponse)(nil),       // 18: strata.provider.v1.WatchResponse
+	nil,                         // 19: strata.provider.v1.ConfigData.EnvEntry
+	(*v1.Capacity)(nil),         // 20: strata.resource.v1.Capacity
+	(*v1.Condition)(nil),        // 21: strata.resource.v1.Condition
+	(*v1.Assignment)(nil),       // 22: strata.resource.v1.Assignment
+	(*v1.AssignmentStatus)(nil), // 23: strata.resource.v1.AssignmentStatus
+	(*durationpb.Duration)(nil), // 24: google.protobuf.Duration
+	(*v1.LogChunk)(nil),         // 25: strata.resource.v1.LogChunk
 }
 var file_provider_v1_provider_proto_depIdxs = []int32{
-	16, // 0: strata.provider.v1.InfoResponse.capacity:type_name -> strata.resource.v1.Capacity
-	17, // 1: strata.provider.v1.HealthResponse.conditions:type_name -> strata.resource.v1.Condition
-	18, // 2: strata.provider.v1.ApplyRequest.assignment:type_name -> strata.resource.v1.Assignment
-	19, // 3: strata.provider.v1.ApplyResponse.status:type_name -> strata.resource.v1.AssignmentStatus
-	18, // 4: strata.provider.v1.DeleteRequest.assignment:type_name -> strata.resource.v1.Assignment
-	20, // 5: strata.provider.v1.DeleteRequest.grace_period:type_name -> google.protobuf.Duration
-	19, // 6: strata.provider.v1.StatusResponse.status:type_name -> strata.resource.v1.AssignmentStatus
-	19, // 7: strata.provider.v1.ListedReplica.status:type_name -> strata.resource.v1.AssignmentStatus
-	11, // 8: strata.provider.v1.ListResponse.items:type_name -> strata.provider.v1.ListedReplica
-	19, // 9: strata.provider.v1.WatchResponse.status:type_name -> strata.resource.v1.AssignmentStatus
-	0,  // 10: strata.provider.v1.ProviderService.Info:input_type -> strata.provider.v1.InfoRequest
-	2,  // 11: strata.provider.v1.ProviderService.Health:input_type -> strata.provider.v1.HealthRequest
-	4,  // 12: strata.provider.v1.ProviderService.Apply:input_type -> strata.provider.v1.ApplyRequest
-	6,  // 13: strata.provider.v1.ProviderService.Delete:input_type -> strata.provider.v1.DeleteRequest
-	8,  // 14: strata.provider.v1.ProviderService.Status:input_type -> strata.provider.v1.StatusRequest
-	10, // 15: strata.provider.v1.ProviderService.List:input_type -> strata.provider.v1.ListRequest
-	13, // 16: strata.provider.v1.ProviderService.Logs:input_type -> strata.provider.v1.LogsRequest
-	14, // 17: strata.provider.v1.ProviderService.Watch:input_type -> strata.provider.v1.WatchRequest
-	1,  // 18: strata.provider.v1.ProviderService.Info:output_type -> strata.provider.v1.InfoResponse
-	3,  // 19: strata.provider.v1.ProviderService.Health:output_type -> strata.provider.v1.HealthResponse
-	5,  // 20: strata.provider.v1.ProviderService.Apply:output_type -> strata.provider.v1.ApplyResponse
-	7,  // 21: strata.provider.v1.ProviderService.Delete:output_type -> strata.provider.v1.DeleteResponse
-	9,  // 22: strata.provider.v1.ProviderService.Status:output_type -> strata.provider.v1.StatusResponse
-	12, // 23: strata.provider.v1.ProviderService.List:output_type -> strata.provider.v1.ListResponse
-	21, // 24: strata.provider.v1.ProviderService.Logs:output_type -> strata.resource.v1.LogChunk
-	15, // 25: strata.provider.v1.ProviderService.Watch:output_type -> strata.provider.v1.WatchResponse
-	18, // [18:26] is the sub-list for method output_type
-	10, // [10:18] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	20, // 0: strata.provider.v1.InfoResponse.capacity:type_name -> strata.resource.v1.Capacity
+	21, // 1: strata.provider.v1.HealthResponse.conditions:type_name -> strata.resource.v1.Condition
+	22, // 2: strata.provider.v1.ApplyRequest.assignment:type_name -> strata.resource.v1.Assignment
+	5,  // 3: strata.provider.v1.ApplyRequest.config:type_name -> strata.provider.v1.ConfigData
+	19, // 4: strata.provider.v1.ConfigData.env:type_name -> strata.provider.v1.ConfigData.EnvEntry
+	6,  // 5: strata.provider.v1.ConfigData.files:type_name -> strata.provider.v1.ConfigFile
+	7,  // 6: strata.provider.v1.ConfigData.pull_auth:type_name -> strata.provider.v1.RegistryAuth
+	23, // 7: strata.provider.v1.ApplyResponse.status:type_name -> strata.resource.v1.AssignmentStatus
+	22, // 8: strata.provider.v1.DeleteRequest.assignment:type_name -> strata.resource.v1.Assignment
+	24, // 9: strata.provider.v1.DeleteRequest.grace_period:type_name -> google.protobuf.Duration
+	23, // 10: strata.provider.v1.StatusResponse.status:type_name -> strata.resource.v1.AssignmentStatus
+	23, // 11: strata.provider.v1.ListedReplica.status:type_name -> strata.resource.v1.AssignmentStatus
+	14, // 12: strata.provider.v1.ListResponse.items:type_name -> strata.provider.v1.ListedReplica
+	23, // 13: strata.provider.v1.WatchResponse.status:type_name -> strata.resource.v1.AssignmentStatus
+	0,  // 14: strata.provider.v1.ProviderService.Info:input_type -> strata.provider.v1.InfoRequest
+	2,  // 15: strata.provider.v1.ProviderService.Health:input_type -> strata.provider.v1.HealthRequest
+	4,  // 16: strata.provider.v1.ProviderService.Apply:input_type -> strata.provider.v1.ApplyRequest
+	9,  // 17: strata.provider.v1.ProviderService.Delete:input_type -> strata.provider.v1.DeleteRequest
+	11, // 18: strata.provider.v1.ProviderService.Status:input_type -> strata.provider.v1.StatusRequest
+	13, // 19: strata.provider.v1.ProviderService.List:input_type -> strata.provider.v1.ListRequest
+	16, // 20: strata.provider.v1.ProviderService.Logs:input_type -> strata.provider.v1.LogsRequest
+	17, // 21: strata.provider.v1.ProviderService.Watch:input_type -> strata.provider.v1.WatchRequest
+	1,  // 22: strata.provider.v1.ProviderService.Info:output_type -> strata.provider.v1.InfoResponse
+	3,  // 23: strata.provider.v1.ProviderService.Health:output_type -> strata.provider.v1.HealthResponse
+	8,  // 24: strata.provider.v1.ProviderService.Apply:output_type -> strata.provider.v1.ApplyResponse
+	10, // 25: strata.provider.v1.ProviderService.Delete:output_type -> strata.provider.v1.DeleteResponse
+	12, // 26: strata.provider.v1.ProviderService.Status:output_type -> strata.provider.v1.StatusResponse
+	15, // 27: strata.provider.v1.ProviderService.List:output_type -> strata.provider.v1.ListResponse
+	25, // 28: strata.provider.v1.ProviderService.Logs:output_type -> strata.resource.v1.LogChunk
+	18, // 29: strata.provider.v1.ProviderService.Watch:output_type -> strata.provider.v1.WatchResponse
+	22, // [22:30] is the sub-list for method output_type
+	14, // [14:22] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_provider_v1_provider_proto_init() }
@@ -920,7 +1149,7 @@ func file_provider_v1_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_v1_provider_proto_rawDesc), len(file_provider_v1_provider_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
