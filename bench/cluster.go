@@ -81,6 +81,7 @@ type cluster struct {
 	regions  []*proc
 	rCfgs    []string
 	rHTTPs   []string
+	rGRPCs   []string
 	rHTTP    string
 	rGRPC    string
 	sim      *proc
@@ -173,7 +174,7 @@ func (s *suite) startCluster(ctx context.Context, sh shape) (*cluster, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if c.sim, err = c.startSims(ctx, "sim", s.o.agents); err != nil {
+	if c.sim, err = c.startSims(ctx, "sim", s.o.agents, c.rGRPC); err != nil {
 		return nil, err
 	}
 	if err := c.waitNodesUp(ctx, s.o.agents, 5*time.Minute); err != nil {
@@ -225,10 +226,10 @@ func (c *cluster) startRegions(ctx context.Context) error {
 	if c.shape.production {
 		n = 2
 	}
-	var grpcs []string
 	for range n {
-		c.rHTTPs, grpcs = append(c.rHTTPs, freeAddr()), append(grpcs, freeAddr())
+		c.rHTTPs, c.rGRPCs = append(c.rHTTPs, freeAddr()), append(c.rGRPCs, freeAddr())
 	}
+	grpcs := c.rGRPCs
 	c.rHTTP, c.rGRPC = c.rHTTPs[0], grpcs[0]
 	if c.shape.production {
 		lb, err := c.startLB(ctx, "lb-region", c.rHTTPs, c.rHTTPs, grpcs)
@@ -282,6 +283,16 @@ func (c *cluster) findRegionLeader(ctx context.Context) (int, error) {
 		c.region = c.regions[leader]
 	}
 	return leader, err
+}
+
+// leaderGRPC is the gRPC address of the region's leader as last found.
+func (c *cluster) leaderGRPC() string {
+	for i, p := range c.regions {
+		if p == c.region {
+			return c.rGRPCs[i]
+		}
+	}
+	return c.rGRPC
 }
 
 // security is the YAML of a tier's transport security and REST API: the
@@ -345,9 +356,10 @@ func (c *cluster) nodeCerts(dir string, names ...string) error {
 	return nil
 }
 
-// startSims starts a sim-agents process of count agents named prefix-NNNN.
-func (c *cluster) startSims(ctx context.Context, prefix string, count int) (*proc, error) {
-	args := []string{"sim-agents", "--count", fmt.Sprint(count), "--region", c.rGRPC, "--prefix", prefix}
+// startSims starts a sim-agents process of count agents named
+// prefix-NNNN, dialling the region at endpoint.
+func (c *cluster) startSims(ctx context.Context, prefix string, count int, endpoint string) (*proc, error) {
+	args := []string{"sim-agents", "--count", fmt.Sprint(count), "--region", endpoint, "--prefix", prefix}
 	if c.shape.production {
 		dir := filepath.Join(c.s.dir, c.name+"-"+prefix+"-certs")
 		names := make([]string, count)

@@ -22,7 +22,9 @@ func (c *cluster) startLB(ctx context.Context, name string, check []string, fron
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `global
-  maxconn 20000
+  # The most this machine's open-file limit (20,000) lets haproxy
+  # hold: two descriptors a connection.
+  maxconn 9000
 defaults
   mode tcp
   timeout connect 2s
@@ -51,8 +53,17 @@ defaults
 	}
 	c.s.procs = append(c.s.procs, p)
 	// Up when the first frontend takes a connection (haproxy has bound
-	// every listener by then).
-	return addrs, waitFor(ctx, 50*time.Millisecond, name, func() error {
+	// every listener by then); an haproxy that exits ends the wait.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.done:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	return addrs, waitFor(wctx, 50*time.Millisecond, name, func() error {
 		select {
 		case <-p.done:
 			return fmt.Errorf("haproxy exited:\n%s", p.tail(10))
