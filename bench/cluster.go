@@ -24,7 +24,10 @@ import (
 // for heartbeats and events, mutual TLS on every gRPC link with a
 // certificate per identity, TLS on the REST APIs, a connection per
 // simulated agent, a fake provider taking 50–200 ms to start a replica,
-// nodes of 4, 16 and 64 cores.
+// nodes of 4, 16 and 64 cores; and, as docs/operations.md lays the tiers
+// out, haproxy (TCP, TLS passed through) in front of the two global
+// replicas' REST API and of the region's two replicas, which the agents
+// dial.
 //
 // light is the cluster the figures before #21 came from: one etcd member
 // per tier, plaintext gRPC on loopback (insecure mode), heartbeats in the
@@ -65,11 +68,20 @@ type cluster struct {
 	put128 float64
 	b1Rate float64
 
-	globals  []*proc
-	gCfgs    []string
-	gHTTP    []string
-	gGRPC    []string
+	globals []*proc
+	gCfgs   []string
+	gHTTP   []string
+	gGRPC   []string
+	gLB     string // production: haproxy in front of gHTTP
+	// region is the region's leader as last found (the replica whose
+	// RSS and CPU B1 and B8 read); regions are its replicas, two in
+	// production behind haproxy, whose addresses rHTTP and rGRPC are
+	// then (every replica's advertise, the agents' region.endpoint).
 	region   *proc
+	regions  []*proc
+	rCfgs    []string
+	rHTTPs   []string
+	rGRPCs   []string
 	rHTTP    string
 	rGRPC    string
 	sim      *proc
@@ -127,7 +139,7 @@ func (s *suite) startEtcd(ctx context.Context, name string, members int) ([]stri
 }
 
 // startCluster brings up a cluster of shape sh: two global replicas (for
-// B5), one region, the simulated agents. B0 runs on the global tier's etcd
+// B5), the region's replicas, the simulated agents. B0 runs on the global tier's etcd
 // before the tiers start, so that B1's baseline is the same etcd.
 func (s *suite) startCluster(ctx context.Context, sh shape) (*cluster, error) {
 	c := &cluster{s: s, shape: sh, name: sh.name, token: "strata_bench001_0123456789abcdef0123456789abcdef01234567", regionID: "bench"}
@@ -149,36 +161,10 @@ func (s *suite) startCluster(ctx context.Context, sh shape) (*cluster, error) {
 	if c.redisProc, c.redis, err = s.startRedis(ctx, c.name+"-redis"); err != nil {
 		return nil, err
 	}
-	for i := range 2 {
-		h, g := freeAddr(), freeAddr()
-		c.gHTTP, c.gGRPC = append(c.gHTTP, h), append(c.gGRPC, g)
-		cfg := s.write(fmt.Sprintf("%s-g%d.yaml", c.name, i+1), fmt.Sprintf(`id: g%d
-listen: {http: %q, grpc: %q}
-etcd: {endpoints: [%s]}
-%s
-log: {level: warn}
-`, i+1, h, g, quoted(c.etcdGlobal), c.security(fmt.Sprintf("g%d", i+1), "api: {bootstrapToken: "+c.token+"}")))
-		c.gCfgs = append(c.gCfgs, cfg)
-		p, err := s.start(fmt.Sprintf("%s-global-%d", c.name, i+1), "global", "--config", cfg)
-		if err != nil {
-			return nil, err
-		}
-		c.globals = append(c.globals, p)
+	if err := c.startGlobals(ctx); err != nil {
+		return nil, err
 	}
-	c.rHTTP, c.rGRPC = freeAddr(), freeAddr()
-	rcfg := s.write(c.name+"-region.yaml", fmt.Sprintf(`name: %s
-id: %s-r1
-listen: {http: %q, grpc: %q}
-etcd: {endpoints: [%s]}
-global: {endpoint: %q}
-zones: [z0, z1, z2]
-# Every node gets a block of the network: a /10 holds a /24 for each of
-# 16,384 nodes (B8 brings 10,000; the default /16 has room for 256).
-network: {subnet: 10.64.0.0/10, gateway: 10.64.0.1, nodeMask: 24}
-%s
-log: {level: warn}
-`, c.regionID, c.regionID, c.rHTTP, c.rGRPC, quoted(c.etcdRegion), strings.Join(c.gGRPC, ","), c.regionSecurity()))
-	if c.region, err = s.start(c.name+"-region", "region", "--config", rcfg); err != nil {
+	if err := c.startRegions(ctx); err != nil {
 		return nil, err
 	}
 	c.g = c.newClient(c.gHTTP[0])
@@ -188,16 +174,125 @@ log: {level: warn}
 	}); err != nil {
 		return nil, err
 	}
-	if c.sim, err = c.startSims(ctx, "sim", s.o.agents); err != nil {
+	if c.sim, err = c.startSims(ctx, "sim", s.o.agents, c.rGRPC); err != nil {
 		return nil, err
 	}
 	if err := c.waitNodesUp(ctx, s.o.agents, 5*time.Minute); err != nil {
-		return nil, fmt.Errorf("%w\nregion log:\n%s\nsim log:\n%s", err, c.region.tail(10), c.sim.tail(10))
+		return nil, fmt.Errorf("%w\nregion log:\n%s\nsim log:\n%s", err, c.regions[0].tail(10), c.sim.tail(10))
+	}
+	if _, err := c.findRegionLeader(ctx); err != nil {
+		return nil, err
 	}
 	_, err = c.g.do(ctx, http.MethodPost, "/v1/flavors", map[string]any{
 		"name": "tiny", "kind": "container", "spec": map[string]any{"vcpus": 0.1, "memoryMiB": 64},
 	}, nil)
 	return c, err
+}
+
+// startGlobals starts the two global replicas and, in production,
+// haproxy in front of their REST API.
+func (c *cluster) startGlobals(ctx context.Context) error {
+	for i := range 2 {
+		h, g := freeAddr(), freeAddr()
+		c.gHTTP, c.gGRPC = append(c.gHTTP, h), append(c.gGRPC, g)
+		cfg := c.s.write(fmt.Sprintf("%s-g%d.yaml", c.name, i+1), fmt.Sprintf(`id: g%d
+listen: {http: %q, grpc: %q}
+etcd: {endpoints: [%s]}
+%s
+log: {level: warn}
+`, i+1, h, g, quoted(c.etcdGlobal), c.security(fmt.Sprintf("g%d", i+1), "api: {bootstrapToken: "+c.token+"}")))
+		c.gCfgs = append(c.gCfgs, cfg)
+		p, err := c.s.start(fmt.Sprintf("%s-global-%d", c.name, i+1), "global", "--config", cfg)
+		if err != nil {
+			return err
+		}
+		c.globals = append(c.globals, p)
+	}
+	if c.shape.production {
+		lb, err := c.startLB(ctx, "lb-global", c.gHTTP, c.gHTTP)
+		if err != nil {
+			return err
+		}
+		c.gLB = lb[0]
+	}
+	return nil
+}
+
+// startRegions starts the region's replicas: one in the light shape, two
+// behind haproxy in production, advertising the balancer's addresses, as
+// docs/operations.md ("Scaling the tiers") has it.
+func (c *cluster) startRegions(ctx context.Context) error {
+	n := 1
+	if c.shape.production {
+		n = 2
+	}
+	for range n {
+		c.rHTTPs, c.rGRPCs = append(c.rHTTPs, freeAddr()), append(c.rGRPCs, freeAddr())
+	}
+	grpcs := c.rGRPCs
+	c.rHTTP, c.rGRPC = c.rHTTPs[0], grpcs[0]
+	if c.shape.production {
+		lb, err := c.startLB(ctx, "lb-region", c.rHTTPs, c.rHTTPs, grpcs)
+		if err != nil {
+			return err
+		}
+		c.rHTTP, c.rGRPC = lb[0], lb[1]
+	}
+	for i := range n {
+		cfg := c.s.write(fmt.Sprintf("%s-region-%d.yaml", c.name, i+1), fmt.Sprintf(`name: %s
+id: %s-r%d
+listen: {http: %q, grpc: %q}
+advertise: {http: %q, grpc: %q}
+etcd: {endpoints: [%s]}
+global: {endpoint: %q}
+zones: [z0, z1, z2]
+# Every node gets a block of the network: a /10 holds a /24 for each of
+# 16,384 nodes (B8 brings 10,000; the default /16 has room for 256).
+network: {subnet: 10.64.0.0/10, gateway: 10.64.0.1, nodeMask: 24}
+%s
+log: {level: warn}
+`, c.regionID, c.regionID, i+1, c.rHTTPs[i], grpcs[i], c.rHTTP, c.rGRPC, quoted(c.etcdRegion), strings.Join(c.gGRPC, ","), c.regionSecurity()))
+		c.rCfgs = append(c.rCfgs, cfg)
+		p, err := c.s.start(fmt.Sprintf("%s-region-%d", c.name, i+1), "region", "--config", cfg)
+		if err != nil {
+			return err
+		}
+		c.regions = append(c.regions, p)
+	}
+	return nil
+}
+
+// findRegionLeader asks each region replica (directly) who leads the
+// region, sets c.region to it and returns its index.
+func (c *cluster) findRegionLeader(ctx context.Context) (int, error) {
+	leader := -1
+	err := waitFor(ctx, 50*time.Millisecond, "a region leader", func() error {
+		for i, h := range c.rHTTPs {
+			var st struct {
+				Leader string `json:"leader"`
+			}
+			_, err := newClient(c.scheme()+h, regionToken, c.tlsClient).do(ctx, http.MethodGet, "/v1/status", nil, &st)
+			if err == nil && st.Leader == fmt.Sprintf("%s-r%d", c.regionID, i+1) {
+				leader = i
+				return nil
+			}
+		}
+		return fmt.Errorf("none")
+	})
+	if err == nil {
+		c.region = c.regions[leader]
+	}
+	return leader, err
+}
+
+// leaderGRPC is the gRPC address of the region's leader as last found.
+func (c *cluster) leaderGRPC() string {
+	for i, p := range c.regions {
+		if p == c.region {
+			return c.rGRPCs[i]
+		}
+	}
+	return c.rGRPC
 }
 
 // security is the YAML of a tier's transport security and REST API: the
@@ -261,9 +356,10 @@ func (c *cluster) nodeCerts(dir string, names ...string) error {
 	return nil
 }
 
-// startSims starts a sim-agents process of count agents named prefix-NNNN.
-func (c *cluster) startSims(ctx context.Context, prefix string, count int) (*proc, error) {
-	args := []string{"sim-agents", "--count", fmt.Sprint(count), "--region", c.rGRPC, "--prefix", prefix}
+// startSims starts a sim-agents process of count agents named
+// prefix-NNNN, dialling the region at endpoint.
+func (c *cluster) startSims(ctx context.Context, prefix string, count int, endpoint string) (*proc, error) {
+	args := []string{"sim-agents", "--count", fmt.Sprint(count), "--region", endpoint, "--prefix", prefix}
 	if c.shape.production {
 		dir := filepath.Join(c.s.dir, c.name+"-"+prefix+"-certs")
 		names := make([]string, count)
