@@ -1,0 +1,30 @@
+// Package flush holds the batching window Strata's tiers share: a batch
+// whose first item finds the path idle goes at once, and only items that
+// follow a flush within the window wait for the rest of it. A burst then
+// costs one flush per window, as a fixed window would, while a lone
+// change (one create on an idle cluster) pays no window at each of the
+// tiers it crosses.
+package flush
+
+import "time"
+
+// Window is a leading-edge batching window of length D. The zero Window
+// flushes everything at once. It is not safe for concurrent use: one
+// loop owns it.
+type Window struct {
+	D    time.Duration
+	last time.Time
+}
+
+// Wait is how long a batch whose first item arrived at now waits before
+// it is flushed: zero when the last flush is at least D ago, the rest of
+// the window since that flush otherwise.
+func (w *Window) Wait(now time.Time) time.Duration {
+	if w.last.IsZero() {
+		return 0
+	}
+	return max(0, w.D-now.Sub(w.last))
+}
+
+// Flushed records a flush that started at now.
+func (w *Window) Flushed(now time.Time) { w.last = now }
