@@ -110,18 +110,11 @@ func (a *Agent) runReporter(ctx context.Context, client agentv1.AgentServiceClie
 			return
 		case <-a.reporter.nonEmpty:
 		}
-		if wait := win.Wait(time.Now()); wait > 0 && a.reporter.len() < a.t.flushBatch {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-a.reporter.full:
-			case <-t.C:
-			}
-			t.Stop()
+		if a.reporter.len() >= a.t.flushBatch {
+			win.Flushed(time.Now())
+		} else if win.Hold(ctx, a.reporter.full) != nil {
+			return
 		}
-		win.Flushed(time.Now())
 		if err := a.flush(ctx, client); err != nil {
 			if ctx.Err() != nil {
 				return

@@ -6,7 +6,10 @@
 // tiers it crosses.
 package flush
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Window is a leading-edge batching window of length D. The zero Window
 // flushes everything at once. It is not safe for concurrent use: one
@@ -28,3 +31,21 @@ func (w *Window) Wait(now time.Time) time.Duration {
 
 // Flushed records a flush that started at now.
 func (w *Window) Flushed(now time.Time) { w.last = now }
+
+// Hold waits as Wait says, or less when early receives, and records the
+// flush that follows. It returns ctx's error, without recording, when ctx
+// ends first. early may be nil.
+func (w *Window) Hold(ctx context.Context, early <-chan struct{}) error {
+	if wait := w.Wait(time.Now()); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-early:
+		case <-t.C:
+		}
+	}
+	w.Flushed(time.Now())
+	return nil
+}

@@ -186,16 +186,9 @@ func (s *Server) runStatusWriter(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		if wait := win.Wait(time.Now()); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return
-			}
+		if win.Hold(ctx, nil) != nil {
+			return
 		}
-		win.Flushed(time.Now())
 		s.writeStatuses(ctx, s.statuses.take())
 	}
 }
