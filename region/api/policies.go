@@ -77,6 +77,8 @@ func (s *Server) writePolicies(ctx context.Context, ep *epochState, ps []api.Net
 		return 0, nil
 	}
 	res, err := b.Commit(ctx)
+	// meta/epoch moved (or may have): the next placement call reads it.
+	s.epoch.forget()
 	if err != nil {
 		return 0, err
 	}
