@@ -311,6 +311,7 @@ func tenantSteps(t *testing.T, b *browser, c *procCluster, ctlBin, globalURL str
 	home := t.TempDir()
 	ctl := &stratactl{t: t, bin: ctlBin, home: home, config: filepath.Join(home, "config.yaml")}
 	var secret, tokenID string
+	var alice *framework.Client
 	b.step("an admin makes a tenant token with stratactl", func() {
 		ctl.must("", "config", "set-context", "admin", "--url", globalURL, "--token", c.token)
 		out := ctl.must("", "--tenant", "acme", "tokens", "create", "alice", "--role", "member", "--expires-in", "1d")
@@ -337,7 +338,7 @@ func tenantSteps(t *testing.T, b *browser, c *procCluster, ctlBin, globalURL str
 		}
 		ctl.must(shopManifest("v1"), "--context", "acme", "apply", "-f", "-")
 		ctl.must(shopManifest("v2"), "--context", "acme", "apply", "-f", "-")
-		alice := framework.NewClient(globalURL, secret)
+		alice = framework.NewClient(globalURL, secret)
 		framework.Eventually(t, 60*time.Second, "shop ready at revision 2", func() error {
 			r, err := resourceStatus(alice, "shop")
 			if err != nil {
@@ -363,7 +364,18 @@ func tenantSteps(t *testing.T, b *browser, c *procCluster, ctlBin, globalURL str
 		quota := `#quota tr[data-quota="replicas"]`
 		b.wait(fmt.Sprintf(`!document.querySelector("#quota-card").hidden && !!document.querySelector(%q)`, quota), 20*time.Second)
 		if used, limit := b.text(quota+` td:nth-child(2)`), b.text(quota+` td:nth-child(3)`); used != "2" || limit != "10" {
-			t.Errorf("the tenant's replicas quota: got %s of %s; want 2 of 10", used, limit)
+			// What the API says now, and what the tenant holds, to tell a
+			// stale page from a wrong usage.
+			var q map[string]any
+			var res struct{ Items []api.Resource }
+			_, qerr := alice.Get("/v1/tenants/acme/quota", &q)
+			_, rerr := alice.Get("/v1/resources", &res)
+			held := map[string]int{}
+			for _, r := range res.Items {
+				held[r.Name] = r.Replicas
+			}
+			t.Errorf("the tenant's replicas quota: got %s of %s (card note %q); want 2 of 10; the API answers %v (%v), the tenant holds %v (%v)",
+				used, limit, b.text(`#quota-note`), q, qerr, held, rerr)
 		}
 		b.do(chromedp.Click(chromedp.CSS(row+` a[data-role="resource-link"]`), chromedp.NodeVisible))
 		b.wait(`document.body.dataset.page === "resource" && document.querySelector("#res-title").dataset.revision === "2"`, 20*time.Second)
@@ -427,7 +439,6 @@ func tenantSteps(t *testing.T, b *browser, c *procCluster, ctlBin, globalURL str
 		b.wait(`document.body.dataset.page === "overview" && document.body.dataset.started === "true"`, 20*time.Second)
 		b.shot("deleted")
 		// Every action, as the tenant's events, by its token.
-		alice := framework.NewClient(globalURL, secret)
 		var evs struct{ Items []api.Event }
 		alice.Must(t, http.MethodGet, "/v1/events?object=resource/acme/shop&limit=1000", nil, http.StatusOK, &evs)
 		var got []string

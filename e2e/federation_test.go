@@ -255,7 +255,8 @@ func TestRegionIndependence(t *testing.T) {
 // TestRolloutAutoRevert: a new revision goes region by region; when its
 // replicas fail in the first region, the rollout stops there (the second
 // region never runs it) and, with autoRevert, a new revision with the old
-// spec is rolled out.
+// spec is rolled out. Then, on the same cluster, scaling reaches regions
+// that a paused rollout holds back.
 func TestRolloutAutoRevert(t *testing.T) {
 	c := startCluster(t, clusterOpts{globals: 1, regions: []string{"dev-1", "dev-2"}, agentsPerRegion: 2})
 	g := c.global(0)
@@ -312,5 +313,49 @@ func TestRolloutAutoRevert(t *testing.T) {
 		if e.Reason == "ReplicaFailed" {
 			t.Errorf("dev-2 saw a replica fail (%s): the failing revision reached it", e.Message)
 		}
+	}
+	scaleDuringPausedRollout(t, g, regions)
+}
+
+// scaleDuringPausedRollout: a new revision paused before it reached any
+// region holds every region at revision 1; scaling 4 → 2 still reaches
+// both, at revision 1. Bug fixed: a held region got no placement, so the
+// scale waited for a turn that a paused rollout never gives.
+func scaleDuringPausedRollout(t *testing.T, g *framework.Client, regions []map[string]any) {
+	t.Helper()
+	svc := compute("svc", 4, regions, nil)
+	g.Must(t, http.MethodPost, "/v1/resources", svc, http.StatusCreated, nil)
+	waitShares(t, g, "svc", map[string]int{"dev-1": 2, "dev-2": 2}, 60*time.Second)
+	svc["spec"].(map[string]any)["compute"].(map[string]any)["env"] = map[string]string{"V": "2"}
+	svc["rollout"] = map[string]any{"paused": true}
+	g.Must(t, http.MethodPut, "/v1/resources/svc", svc, http.StatusOK, nil)
+	svc["replicas"] = 2
+	g.Must(t, http.MethodPut, "/v1/resources/svc", svc, http.StatusOK, nil)
+	framework.Eventually(t, 60*time.Second, "svc scaled to 1 per region at revision 1, rollout paused", func() error {
+		var reps struct{ Items []api.Replica }
+		if _, err := g.Get("/v1/resources/svc/replicas", &reps); err != nil {
+			return err
+		}
+		running := map[string]int{}
+		for _, r := range reps.Items {
+			if r.Desired != api.DesiredRunning {
+				continue
+			}
+			if r.Revision != 1 {
+				return fmt.Errorf("replica %s in %s runs revision %d", r.ID, r.Region, r.Revision)
+			}
+			running[r.Region]++
+		}
+		if running["dev-1"] != 1 || running["dev-2"] != 1 || len(running) != 2 {
+			return fmt.Errorf("running replicas per region %v", running)
+		}
+		return nil
+	})
+	r, err := resourceStatus(g, "svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ro := r.Status.Rollout; ro == nil || ro.State != api.RolloutPaused || r.Status.Phase == api.PhaseReady {
+		t.Errorf("svc: phase %s, rollout %+v; want a paused rollout, not ready", r.Status.Phase, ro)
 	}
 }

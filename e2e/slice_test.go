@@ -151,10 +151,8 @@ func waitReady(t *testing.T, g *framework.Client, name string, revision int64, r
 func TestSliceDev(t *testing.T) {
 	bin := framework.Bin(t, "strata")
 	dir := t.TempDir()
-	httpPort, grpcPort := framework.FreePort(t), framework.FreePort(t)
-	for httpPort+2 == grpcPort || grpcPort+2 == httpPort {
-		grpcPort = framework.FreePort(t)
-	}
+	// Region i serves on the ports after the global ones: reserve them all.
+	httpPort, grpcPort := framework.FreePorts(t, 3), framework.FreePorts(t, 3)
 	args := []string{"dev", "--data-dir", dir, "--http-port", fmt.Sprint(httpPort), "--grpc-port", fmt.Sprint(grpcPort), "--log-level", "debug", "--providers", "fake"}
 	dev := framework.Start(t, "strata-dev", bin, args)
 	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)

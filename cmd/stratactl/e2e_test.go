@@ -73,11 +73,8 @@ func TestE2E(t *testing.T) {
 	}
 	strata, bin := framework.Bin(t, "strata"), framework.Bin(t, "stratactl")
 	dir := t.TempDir()
-	// Region i serves on the ports after the global ones: keep them apart.
-	httpPort, grpcPort := framework.FreePort(t), framework.FreePort(t)
-	for d := httpPort - grpcPort; d >= -2 && d <= 2; d = httpPort - grpcPort {
-		grpcPort = framework.FreePort(t)
-	}
+	// Region i serves on the ports after the global ones: reserve them all.
+	httpPort, grpcPort := framework.FreePorts(t, 3), framework.FreePorts(t, 3)
 	dev := framework.Start(t, "strata-dev", strata, []string{"dev", "--data-dir", dir, "--providers", "fake",
 		"--http-port", fmt.Sprint(httpPort), "--grpc-port", fmt.Sprint(grpcPort)})
 	url := fmt.Sprintf("http://127.0.0.1:%d", httpPort)

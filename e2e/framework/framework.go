@@ -38,6 +38,13 @@ func FreePort(t testing.TB) int {
 	return ports.Get(t)
 }
 
+// FreePorts reserves n consecutive ports for the rest of the test and
+// returns the first (for `strata dev`, which serves region i on port+i).
+func FreePorts(t testing.TB, n int) int {
+	t.Helper()
+	return ports.GetRange(t, n)
+}
+
 // FreeAddr reserves a loopback host:port for the rest of the test (see
 // FreePort).
 func FreeAddr(t testing.TB) string {

@@ -80,6 +80,8 @@ type Controller struct {
 	log *slog.Logger
 
 	dirty *reconcile.Dirty
+	// revisions reads the revisions regions that wait for a rollout run.
+	revisions *revisionCache
 
 	linksMu sync.Mutex
 	links   map[string]*link
@@ -114,6 +116,7 @@ func New(o Options) *Controller {
 		o:              o,
 		log:            o.Logger.With("component", "master"),
 		dirty:          reconcile.NewDirty(),
+		revisions:      newRevisionCache(o.State),
 		links:          map[string]*link{},
 		firstPropagate: make(chan struct{}),
 	}
@@ -237,8 +240,9 @@ func (c *Controller) pass(ctx context.Context, guard Guard, keys []string) (err 
 	start := time.Now()
 	w := newWrites(c.o.State)
 	defer func() { c.o.Metrics.Pass(start, len(keys), w.ops(), err) }()
+	cat := catalog{caches: c.o.Caches, revisions: c.revisions, ctx: ctx}
 	for _, key := range keys {
-		c.reconcile(now, w, key)
+		c.reconcile(now, w, cat, key)
 	}
 	rev, err := w.commit(ctx, guard)
 	if err != nil {

@@ -14,13 +14,13 @@ import (
 // decide where it runs, and carries the decision out: placements and
 // removals through the links, the status and finalisation as writes of
 // the pass.
-func (c *Controller) reconcile(now time.Time, w *writes, key string) {
+func (c *Controller) reconcile(now time.Time, w *writes, cat catalog, key string) {
 	it, ok := c.o.Caches.Resources.Get(key)
 	if !ok {
 		c.forget(w, key)
 		return
 	}
-	d := placement.Decide(c.input(now, it.Value))
+	d := placement.Decide(c.input(now, cat, it.Value))
 	for _, t := range d.Targets {
 		if l := c.link(t.Region); l != nil && t.Placement != nil {
 			l.want(key, t.Placement)
@@ -57,9 +57,9 @@ func (c *Controller) forget(w *writes, key string) {
 
 // input is what placement needs to decide about r, from the caches and
 // the links.
-func (c *Controller) input(now time.Time, r *api.Resource) placement.Input {
+func (c *Controller) input(now time.Time, cat catalog, r *api.Resource) placement.Input {
 	key := r.Key()
-	in := placement.Input{Now: now, Resource: r, Catalog: catalog{c.o.Caches}}
+	in := placement.Input{Now: now, Resource: r, Catalog: cat}
 	if st, ok := c.o.Caches.Statuses.Get(key); ok {
 		in.Status = st.Value
 	}
@@ -87,8 +87,13 @@ func (c *Controller) input(now time.Time, r *api.Resource) placement.Input {
 	return in
 }
 
-// catalog resolves flavors and images from the caches.
-type catalog struct{ caches *state.Caches }
+// catalog resolves flavors and images from the caches, and revisions
+// through the revision cache (with the pass's context).
+type catalog struct {
+	caches    *state.Caches
+	revisions *revisionCache
+	ctx       context.Context
+}
 
 func (k catalog) Flavor(name string) (*api.Flavor, bool) {
 	it, ok := k.caches.Flavors.Get(name)
@@ -104,6 +109,10 @@ func (k catalog) Image(tenant, name string) (*api.ImageSpec, bool) {
 		return nil, false
 	}
 	return it.Value.Spec.Image, true
+}
+
+func (k catalog) Revision(tenant, name, uid string, number int64) (*api.Revision, bool) {
+	return k.revisions.get(k.ctx, tenant, name, uid, number)
 }
 
 // writes collects a pass's writes as the steps of a store.Batch, one

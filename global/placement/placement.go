@@ -82,6 +82,9 @@ type Catalog interface {
 	Flavor(name string) (*api.Flavor, bool)
 	// Image returns the spec of tenant's Image resource name.
 	Image(tenant, name string) (*api.ImageSpec, bool)
+	// Revision returns revision number of the resource tenant/name whose
+	// UID is uid.
+	Revision(tenant, name, uid string, number int64) (*api.Revision, bool)
 }
 
 // Target is the decision for one region that should run the resource.
@@ -95,8 +98,12 @@ type Target struct {
 	Revision int64
 	// FailoverFrom names the region this one stands in for.
 	FailoverFrom string
-	// Placement is what to send; nil when the rollout holds the region at
-	// what it has, or the placement could not be built (see Reason).
+	// Placement is what to send: at Revision, with the region's share of
+	// the replicas. A region the rollout holds back gets the revision it
+	// runs, so that scaling reaches it before its turn. nil when the
+	// region is not linked, or the placement could not be built (see
+	// Reason; a held region whose revision is no longer stored keeps
+	// what it has).
 	Placement *api.Placement
 }
 
@@ -158,15 +165,18 @@ func Decide(in Input) Decision {
 		if !send[name] {
 			if sh := v.share(name); sh != nil {
 				t.Revision = sh.Revision
+				t.Placement = v.held(name, sh, t.Replicas)
 			}
 		} else if reg := v.regions[name]; reg != nil && reg.Linked {
-			p, err := v.placement(name, t.Replicas)
+			p, err := v.placement(v.r, name, t.Replicas)
 			if err != nil {
 				d.Reason = err.Error()
 			} else {
-				p.FailoverFrom = t.FailoverFrom
 				t.Placement = p
 			}
+		}
+		if t.Placement != nil {
+			t.Placement.FailoverFrom = t.FailoverFrom
 		}
 		d.Targets = append(d.Targets, t)
 	}

@@ -69,6 +69,18 @@ func (testCatalog) Flavor(name string) (*api.Flavor, bool) {
 	return &api.Flavor{Name: name, ResourceVersion: 7}, true
 }
 
+// Revision has revisions 1 and 2 of u1, each with its own image
+// (busybox:N), so that a placement shows which revision it was built from.
+func (testCatalog) Revision(tenant, name, uid string, number int64) (*api.Revision, bool) {
+	if uid != "u1" || number < 1 || number > 2 {
+		return nil, false
+	}
+	return &api.Revision{
+		Resource: name, Tenant: tenant, UID: uid, Number: number,
+		Spec: api.ResourceSpec{Flavor: "small", Compute: &api.ComputeSpec{Image: fmt.Sprintf("busybox:%d", number)}},
+	}, true
+}
+
 func (testCatalog) Image(tenant, name string) (*api.ImageSpec, bool) {
 	if name != "img" {
 		return nil, false
@@ -584,14 +596,20 @@ func checkRolloutCase(t *testing.T, d Decision, shares map[string]shareAt, wantS
 	t.Helper()
 	var sent []string
 	for _, tg := range d.Targets {
+		p := tg.Placement
 		switch {
-		case tg.Placement != nil:
+		case p == nil:
+			t.Errorf("%s: no placement; want one at revision 2 or at the one it runs", tg.Region)
+		case tg.Revision == 2:
 			sent = append(sent, tg.Region)
-			if tg.Revision != 2 || tg.Placement.Resource.Revision != 2 {
-				t.Errorf("%s: sent revision %d; want 2", tg.Region, tg.Placement.Resource.Revision)
+			if p.Resource.Revision != 2 {
+				t.Errorf("%s: sent revision %d; want 2", tg.Region, p.Resource.Revision)
 			}
-		case tg.Revision != shares[tg.Region].rev:
-			t.Errorf("%s held at revision %d; want the one it runs, %d", tg.Region, tg.Revision, shares[tg.Region].rev)
+		case tg.Revision != shares[tg.Region].rev || p.Resource.Revision != tg.Revision:
+			t.Errorf("%s held at revision %d (placement %d); want the one it runs, %d", tg.Region, tg.Revision, p.Resource.Revision, shares[tg.Region].rev)
+		case p.Resource.Spec.Compute.Image != fmt.Sprintf("busybox:%d", tg.Revision) || p.Resource.Generation != 2:
+			t.Errorf("%s held: placement image %q generation %d; want revision %d's spec at generation 2",
+				tg.Region, p.Resource.Spec.Compute.Image, p.Resource.Generation, tg.Revision)
 		}
 	}
 	if !slices.Equal(sent, wantSent) {
@@ -601,6 +619,81 @@ func checkRolloutCase(t *testing.T, d Decision, shares map[string]shareAt, wantS
 	if d.Status != nil && ro != nil && ro.State == api.RolloutProgressing && d.Status.Phase == api.PhaseProvision &&
 		!strings.HasPrefix(d.Status.Reason, "rolling out revision 2: ") {
 		t.Errorf("status reason %q; want it to name the rollout", d.Status.Reason)
+	}
+}
+
+// Scaling reaches the regions that wait for their turn, at the revision
+// they run, whether the rollout progresses, is paused or failed. Bug
+// fixed: a waiting region got no placement, so a scale-down reached it
+// only at its turn (never, with the rollout paused or failed).
+func TestRolloutScalesWaitingRegions(t *testing.T) {
+	cases := []struct {
+		name   string
+		policy api.RolloutPolicy
+		c      api.Phase
+	}{
+		{"progressing", api.RolloutPolicy{}, api.PhaseProvision},
+		{"paused", api.RolloutPolicy{Paused: true}, api.PhaseProvision},
+		{"failed", api.RolloutPolicy{}, api.PhaseError},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rolling := &api.RolloutStatus{Revision: 2, FromRevision: 1, State: api.RolloutProgressing, StartedAt: t0.Add(-time.Minute)}
+			w := rollingWorld(tc.policy, map[string]shareAt{"a": {1, api.PhaseReady}, "b": {1, api.PhaseReady}, "c": {2, tc.c}}, rolling)
+			w.in.Resource.Replicas, w.in.Resource.Generation = 3, 3 // scaled 6 → 3
+			d := Decide(w.in)
+			for _, name := range []string{"a", "b", "c"} {
+				tg, ok := d.Target(name)
+				if !ok || tg.Placement == nil {
+					t.Fatalf("%s: target %+v; want a placement", name, tg)
+				}
+				wantRev := int64(1)
+				if name == "c" {
+					wantRev = 2
+				}
+				p := &tg.Placement.Resource
+				if p.Replicas != 1 || p.Revision != wantRev || p.Generation != 3 {
+					t.Errorf("%s: placement of %d replicas at revision %d, generation %d; want 1 at revision %d, generation 3",
+						name, p.Replicas, p.Revision, p.Generation, wantRev)
+				}
+			}
+			if tc.c == api.PhaseProvision {
+				if ro := d.Rollout; ro == nil || ro.Region != "c" {
+					t.Errorf("rollout: got %+v; want it still at c", ro)
+				}
+			}
+		})
+	}
+}
+
+// A held region whose revision is no longer stored keeps what it has.
+func TestRolloutHeldRegionWithoutItsRevision(t *testing.T) {
+	w := rollingWorld(api.RolloutPolicy{}, map[string]shareAt{"a": {1, api.PhaseReady}, "b": {1, api.PhaseReady}, "c": {2, api.PhaseProvision}}, nil)
+	w.in.Resource.UID = "u2" // testCatalog stores revisions of u1 only
+	for i := range w.in.Regions {
+		w.in.Regions[i].Share.UID = "u2"
+	}
+	w.in.Status.UID = "u2"
+	d := Decide(w.in)
+	for _, name := range []string{"a", "b"} {
+		if tg, _ := d.Target(name); tg.Placement != nil || tg.Revision != 1 {
+			t.Errorf("%s: got placement %v at revision %d; want none, held at 1", name, tg.Placement != nil, tg.Revision)
+		}
+	}
+}
+
+// A region that observed the current generation at an older revision is
+// not ready at the resource's revision: the status does not say Ready
+// while the rollout holds regions back.
+func TestStatusNotReadyWhileRegionsRunAnOlderRevision(t *testing.T) {
+	rolling := &api.RolloutStatus{Revision: 2, FromRevision: 1, State: api.RolloutProgressing, StartedAt: t0.Add(-time.Minute)}
+	w := rollingWorld(api.RolloutPolicy{Paused: true}, map[string]shareAt{"a": {1, api.PhaseReady}, "b": {1, api.PhaseReady}, "c": {2, api.PhaseReady}}, rolling)
+	for i := range w.in.Regions {
+		w.in.Regions[i].Share.ObservedGeneration = 2
+	}
+	st := Decide(w.in).Status
+	if st == nil || st.Phase == api.PhaseReady {
+		t.Errorf("status: got %+v; want not Ready while a and b run revision 1", st)
 	}
 }
 

@@ -128,7 +128,8 @@ func oracleWeighted(total int, targets []api.RegionTarget) map[string]int {
 //     nothing of its own share when a stand-in is up;
 //   - a rollout moves one region at a time in the schedule's order (then
 //     stand-ins by name): regions before the one rolling run the new
-//     revision ready, regions after it get nothing; paused, no region
+//     revision ready, regions after it get nothing new (their share at the
+//     revision they run: scaling never waits); paused, no region
 //     that does not run the new revision gets it;
 //   - a failure fails the rollout, and only autoRevert asks for a revert,
 //     never of an undo;
@@ -237,7 +238,7 @@ func randomInput(rng *rand.Rand) Input {
 		r.Failover = f
 	}
 	r.Rollout = api.RolloutPolicy{Paused: rng.IntN(4) == 0, AutoRevert: rng.IntN(2) == 0}
-	in := Input{Now: now, Resource: r, Catalog: testCatalog{}}
+	in := Input{Now: now, Resource: r, Catalog: everyRevision{}}
 	for _, n := range names {
 		reg := Region{
 			Name: n, Registered: rng.IntN(8) > 0, Health: pick(rng, healths),
@@ -518,6 +519,15 @@ func checkStandIns(in Input, d Decision) string {
 	return ""
 }
 
+// everyRevision is testCatalog with every revision stored, each with the
+// spec of the resource it is asked for.
+type everyRevision struct{ testCatalog }
+
+func (everyRevision) Revision(tenant, name, uid string, number int64) (*api.Revision, bool) {
+	return &api.Revision{Resource: name, Tenant: tenant, UID: uid, Number: number,
+		Spec: api.ResourceSpec{Flavor: "small", Compute: &api.ComputeSpec{Image: "busybox"}}}, true
+}
+
 // rolloutView is the test's reading of a decision's rollout.
 type rolloutView struct {
 	in      Input
@@ -533,7 +543,9 @@ func newRolloutView(in Input, d Decision) *rolloutView {
 	v := &rolloutView{in: in, d: d, r: in.Resource, o: newOracle(in), sent: map[string]bool{}}
 	v.order = oracleOrder(v.r, replicasOf(d))
 	for _, t := range d.Targets {
-		v.sent[t.Region] = t.Placement != nil
+		// sent: the region gets the resource's revision (a held one gets
+		// the revision it runs).
+		v.sent[t.Region] = t.Placement != nil && t.Placement.Resource.Revision == v.r.Revision
 	}
 	for _, name := range v.order {
 		if sh := v.share(name); sh != nil && !v.done(sh) {
@@ -569,12 +581,35 @@ func (v *rolloutView) failedNow() bool {
 
 func checkRollout(in Input, d Decision) string {
 	v := newRolloutView(in, d)
+	if msg := v.checkScaled(); msg != "" {
+		return msg
+	}
 	if !v.active() {
 		return v.checkInactive()
 	}
 	for _, check := range []func() string{v.checkOneAtATime, v.checkPaused, v.checkState, v.checkRevert} {
 		if msg := check(); msg != "" {
 			return msg
+		}
+	}
+	return ""
+}
+
+// checkScaled: every linked region that should run the resource gets
+// its share of the replicas, at the resource's revision or, held back by
+// a rollout, at the one it runs: scaling never waits for a rollout.
+func (v *rolloutView) checkScaled() string {
+	for _, t := range v.d.Targets {
+		sh := v.share(t.Region)
+		p := t.Placement
+		switch {
+		case p == nil && sh != nil && v.d.Reason == "":
+			return fmt.Sprintf("%s (at revision %d) gets no placement", t.Region, sh.Revision)
+		case p == nil:
+		case p.Resource.Replicas != t.Replicas:
+			return fmt.Sprintf("%s: placement of %d replicas; its share is %d", t.Region, p.Resource.Replicas, t.Replicas)
+		case p.Resource.Revision != v.r.Revision && (sh == nil || p.Resource.Revision != sh.Revision):
+			return fmt.Sprintf("%s: placement at revision %d; want %d or the one it runs", t.Region, p.Resource.Revision, v.r.Revision)
 		}
 	}
 	return ""
@@ -597,12 +632,12 @@ func (v *rolloutView) checkInactive() string {
 	return ""
 }
 
-// checkOneAtATime: regions after the one rolling get nothing, and the
+// checkOneAtATime: regions after the one rolling get no new revision, and the
 // rollout names the one rolling.
 func (v *rolloutView) checkOneAtATime() string {
 	after := false
 	for _, name := range v.order {
-		if after && v.share(name) != nil && v.sent[name] && !v.done(v.share(name)) {
+		if sh := v.share(name); after && sh != nil && v.sent[name] && sh.Revision != v.r.Revision {
 			return fmt.Sprintf("%s gets revision %d while %s rolls (order %v)", name, v.r.Revision, v.current, v.order)
 		}
 		after = after || name == v.current

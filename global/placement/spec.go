@@ -7,11 +7,11 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// placement builds what region should run of the resource: the spec with
-// the region's overrides, its share of the replicas, the flavor and image
-// resolved.
-func (v *view) placement(region string, replicas int) (*api.Placement, error) {
-	res := regionSpec(v.r, region)
+// placement builds what region should run of r (the resource, or the
+// resource at an earlier revision): the spec with the region's overrides,
+// its share of the replicas, the flavor and image resolved.
+func (v *view) placement(r *api.Resource, region string, replicas int) (*api.Placement, error) {
+	res := regionSpec(r, region)
 	res.Replicas = replicas
 	p := &api.Placement{Region: region, Resource: res}
 	if res.Spec.Flavor != "" {
@@ -30,6 +30,29 @@ func (v *view) placement(region string, replicas int) (*api.Placement, error) {
 		}
 	}
 	return p, nil
+}
+
+// held is the placement of a region the rollout holds back: the revision
+// it runs, with the resource's current replicas, overrides and policies,
+// so that scaling reaches it before its turn (and when the rollout is
+// paused or failed). nil when that revision is no longer stored or its
+// placement cannot be built: the region then keeps what it has.
+func (v *view) held(region string, sh *Share, replicas int) *api.Placement {
+	reg := v.regions[region]
+	if reg == nil || !reg.Linked || sh.Revision == 0 {
+		return nil
+	}
+	rev, ok := v.in.Catalog.Revision(v.r.Tenant, v.r.Name, v.r.UID, sh.Revision)
+	if !ok {
+		return nil
+	}
+	r := *v.r
+	r.Spec, r.Revision = rev.Spec, rev.Number
+	p, err := v.placement(&r, region, replicas)
+	if err != nil {
+		return nil
+	}
+	return p
 }
 
 // regionSpec is the resource as region runs it: a copy with the region's

@@ -97,7 +97,7 @@ func (v *view) count(st *api.ResourceStatus, t *tally, name string, want int, is
 		t.allReady = false
 		return
 	}
-	if rs.Phase != api.PhaseReady || rs.ObservedGeneration != v.r.Generation || rs.Replicas != want {
+	if rs.Phase != api.PhaseReady || rs.ObservedGeneration != v.r.Generation || rs.Revision != v.r.Revision || rs.Replicas != want {
 		t.allReady = false
 	}
 	switch {

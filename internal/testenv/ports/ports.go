@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,7 +45,12 @@ var (
 )
 
 // Reserve locks a free port until Release (or the process's exit).
-func Reserve() (int, error) {
+func Reserve() (int, error) { return ReserveRange(1) }
+
+// ReserveRange locks n consecutive free ports, first to first+n-1, until
+// each is released: for a server that takes a port and binds the ones
+// after it itself (`strata dev` serves region i on port+i).
+func ReserveRange(n int) (first int, err error) {
 	segs, err := candidates()
 	if err != nil {
 		return 0, err
@@ -59,16 +65,34 @@ func Reserve() (int, error) {
 	}
 	start := rand.N(total)
 	for i := range total {
-		port := nth(segs, (start+i)%total)
-		ok, err := tryReserve(dir, port)
+		first = nth(segs, (start+i)%total)
+		ok, err := tryReserveRange(dir, segs, first, n)
 		if err != nil {
 			return 0, err
 		}
 		if ok {
-			return port, nil
+			return first, nil
 		}
 	}
-	return 0, fmt.Errorf("ports: all %d ports outside the kernel's ephemeral range are taken", total)
+	return 0, fmt.Errorf("ports: no %d consecutive free ports outside the kernel's ephemeral range", n)
+}
+
+// tryReserveRange takes first..first+n-1, which must all be candidates,
+// or none of them.
+func tryReserveRange(dir string, segs []segment, first, n int) (bool, error) {
+	for k := range n {
+		ok, err := false, error(nil)
+		if slices.ContainsFunc(segs, func(s segment) bool { return s.lo <= first+k && first+k <= s.hi }) {
+			ok, err = tryReserve(dir, first+k)
+		}
+		if err != nil || !ok {
+			for j := range k {
+				Release(first + j)
+			}
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // Release unlocks a port from Reserve, once its server is gone.
@@ -93,6 +117,22 @@ func Get(t testing.TB) int {
 	// port after this call is stopped before the port is released.
 	t.Cleanup(func() { Release(port) })
 	return port
+}
+
+// GetRange reserves n consecutive ports for the rest of the test and
+// returns the first.
+func GetRange(t testing.TB, n int) int {
+	t.Helper()
+	first, err := ReserveRange(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for k := range n {
+			Release(first + k)
+		}
+	})
+	return first
 }
 
 // Addr reserves a port for the rest of the test and returns it as

@@ -119,3 +119,20 @@ func TestNth(t *testing.T) {
 		t.Errorf("got %v; want %v", got, want)
 	}
 }
+
+func TestGetRangeReservesConsecutivePorts(t *testing.T) {
+	first := GetRange(t, 3)
+	for k := range 3 {
+		mu.Lock()
+		held := reserved[first+k] != nil
+		mu.Unlock()
+		if !held {
+			t.Errorf("port %d (first %d + %d) is not reserved", first+k, first, k)
+		}
+		if p, err := Reserve(); err != nil || (p >= first && p < first+3) {
+			t.Errorf("Reserve after GetRange: %d, %v; want a port outside %d-%d", p, err, first, first+2)
+		} else {
+			Release(p)
+		}
+	}
+}
