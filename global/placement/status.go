@@ -97,7 +97,7 @@ func (v *view) count(st *api.ResourceStatus, t *tally, name string, want int, is
 		t.allReady = false
 		return
 	}
-	if rs.Phase != api.PhaseReady || rs.ObservedGeneration != v.r.Generation || rs.Revision != v.r.Revision || rs.Replicas != want {
+	if !v.readyAsAsked(rs, want) {
 		t.allReady = false
 	}
 	switch {
@@ -106,6 +106,12 @@ func (v *view) count(st *api.ResourceStatus, t *tally, name string, want int, is
 	case rs.Phase == api.PhaseCreated && rs.Reason != "":
 		t.createdRegion = cmp.Or(t.createdRegion, name)
 	}
+}
+
+// readyAsAsked reports whether a region's share is ready as the resource
+// asks now: its generation, its revision, want replicas.
+func (v *view) readyAsAsked(rs api.RegionShare, want int) bool {
+	return rs.Phase == api.PhaseReady && rs.ObservedGeneration == v.r.Generation && rs.Revision == v.r.Revision && rs.Replicas == want
 }
 
 // takeJob moves a Job's state from a region's share to the status: a
