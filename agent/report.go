@@ -90,7 +90,7 @@ func signal(c chan struct{}) {
 }
 
 // runReporter sends statuses in batches: it waits for the first pending
-// status and sends everything pending, at once when the last report began
+// status and sends everything pending, at once when the last report ended
 // flushDelay ago or more, else when that window has passed (or a batch is
 // full). While a report is in flight more statuses gather for the next.
 // Failed reports are retried with backoff.
@@ -110,12 +110,12 @@ func (a *Agent) runReporter(ctx context.Context, client agentv1.AgentServiceClie
 			return
 		case <-a.reporter.nonEmpty:
 		}
-		if a.reporter.len() >= a.t.flushBatch {
-			win.Flushed(time.Now())
-		} else if win.Hold(ctx, a.reporter.full) != nil {
+		if a.reporter.len() < a.t.flushBatch && win.Hold(ctx, a.reporter.full) != nil {
 			return
 		}
-		if err := a.flush(ctx, client); err != nil {
+		err := a.flush(ctx, client)
+		win.Flushed(time.Now())
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}

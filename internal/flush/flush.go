@@ -1,9 +1,10 @@
 // Package flush holds the batching window Strata's tiers share: a batch
-// whose first item finds the path idle goes at once, and only items that
-// follow a flush within the window wait for the rest of it. A burst then
-// costs one flush per window, as a fixed window would, while a lone
-// change (one create on an idle cluster) pays no window at each of the
-// tiers it crosses.
+// whose first item finds the path idle (its last flush ended a window ago
+// or more) goes at once, and only items that follow the end of a flush
+// within the window wait for the rest of it. Under load, where flushes
+// follow each other, every batch still gathers for a window after the
+// previous flush, as with a fixed window; a lone change (one create on an
+// idle cluster) pays no window at each of the tiers it crosses.
 package flush
 
 import (
@@ -20,8 +21,8 @@ type Window struct {
 }
 
 // Wait is how long a batch whose first item arrived at now waits before
-// it is flushed: zero when the last flush is at least D ago, the rest of
-// the window since that flush otherwise.
+// it is flushed: zero when the last flush ended at least D ago, the rest
+// of the window since that end otherwise.
 func (w *Window) Wait(now time.Time) time.Duration {
 	if w.last.IsZero() {
 		return 0
@@ -29,12 +30,12 @@ func (w *Window) Wait(now time.Time) time.Duration {
 	return max(0, w.D-now.Sub(w.last))
 }
 
-// Flushed records a flush that started at now.
+// Flushed records a flush that ended at now.
 func (w *Window) Flushed(now time.Time) { w.last = now }
 
-// Hold waits as Wait says, or less when early receives, and records the
-// flush that follows. It returns ctx's error, without recording, when ctx
-// ends first. early may be nil.
+// Hold waits as Wait says, or less when early receives; the caller
+// flushes, then calls Flushed. It returns ctx's error when ctx ends first.
+// early may be nil.
 func (w *Window) Hold(ctx context.Context, early <-chan struct{}) error {
 	if wait := w.Wait(time.Now()); wait > 0 {
 		t := time.NewTimer(wait)
@@ -46,6 +47,5 @@ func (w *Window) Hold(ctx context.Context, early <-chan struct{}) error {
 		case <-t.C:
 		}
 	}
-	w.Flushed(time.Now())
 	return nil
 }

@@ -172,7 +172,7 @@ func (q *statusQueue) close(err error) {
 }
 
 // runStatusWriter writes queued statuses until ctx is done. A report that
-// finds the writer idle (its last batch began statusWindow ago or more)
+// finds the writer idle (its last batch ended statusWindow ago or more)
 // is written at once; one that follows a batch closely waits for the
 // rest of the window, so that reports of many agents share transactions.
 // While it writes, new reports queue up, so a slower etcd makes for
@@ -190,6 +190,7 @@ func (s *Server) runStatusWriter(ctx context.Context) {
 			return
 		}
 		s.writeStatuses(ctx, s.statuses.take())
+		win.Flushed(time.Now())
 	}
 }
 

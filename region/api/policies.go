@@ -213,7 +213,7 @@ func sameEndpoint(a, b *agentv1.NetworkEndpoint) bool {
 // followPolicies sends node's policy view as it changes, starting from
 // sent (what the snapshot carried): on a change of an assignment or a
 // policy that may concern the node, it computes the view again and sends
-// the difference (at once when the last look is window ago or more, else
+// the difference (at once when the last look ended window ago or more, else
 // at the window's end, so that a burst of changes costs one look per
 // window), until ctx is done or send fails.
 func (s *Server) followPolicies(ctx context.Context, node string, sent policyView, window time.Duration, send func(*agentv1.NetworkBatch) error) error {
@@ -241,6 +241,7 @@ func (s *Server) followPolicies(ctx context.Context, node string, sent policyVie
 		}
 		sent = next
 		w.setTenants(next.tenants)
+		win.Flushed(time.Now())
 	}
 }
 

@@ -110,7 +110,7 @@ func (p *pumper[T]) stopTimer() {
 // flush sends the pending changes, max to a message.
 func (p *pumper[T]) flush() error {
 	p.stopTimer()
-	p.win.Flushed(time.Now())
+	defer func() { p.win.Flushed(time.Now()) }()
 	for chunk := range slices.Chunk(p.co.take(), p.max) {
 		if err := p.send(chunk); err != nil {
 			return err
