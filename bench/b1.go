@@ -12,12 +12,12 @@ import (
 
 // B2's and B3's open-loop rates and sample counts.
 const (
-	b2Rate      = 5.0   // creates per second, one replica each
-	b2Samples   = 210   // over all runs, so that p99 rests on ≥ 200
-	b3GetRate   = 100.0 // GETs per second during B1
-	b3PostRate  = 20.0  // POSTs per second during B1
-	b3Seeds     = 50    // resources B3's GETs read
-	b3IdleFor   = 3 * time.Second
+	b2Rate      = 5.0              // creates per second, one replica each
+	b2Samples   = 210              // over all runs, so that p99 rests on ≥ 200
+	b3GetRate   = 100.0            // GETs per second during B1
+	b3PostRate  = 20.0             // POSTs per second during B1
+	b3Seeds     = 50               // resources B3's GETs read
+	b3IdleFor   = 10 * time.Second // 200 POSTs at b3PostRate
 	readyWithin = 60 * time.Second
 )
 
@@ -156,7 +156,7 @@ func (s *suite) b1(ctx context.Context, c *cluster) error {
 func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *latencies) (b1run, error) {
 	total := s.o.resources * s.o.replicas
 	if s.o.profiles != "" && round == 0 {
-		go s.profile(ctx, 8*time.Second, c.name, c.globals[0].name, c.region.name, c.sim.name)
+		go s.profile(ctx, 15*time.Second, c.name, c.globals[0].name, c.globals[1].name, c.region.name, c.sim.name)
 	}
 	start := time.Now()
 	stop := make(chan struct{})

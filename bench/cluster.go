@@ -220,7 +220,7 @@ func (c *cluster) security(identity, api string) string {
 // regionSecurity is security for the region: in the light shape without
 // Redis (heartbeats and events in the region's memory, as before #21).
 func (c *cluster) regionSecurity() string {
-	api := "api: {token: strata-bench-region-token-0123456789}"
+	api := "api: {token: " + regionToken + "}"
 	if !c.shape.production {
 		return api + "\ninsecure: true"
 	}
@@ -309,6 +309,14 @@ func (c *cluster) waitNodesUp(ctx context.Context, want int, within time.Duratio
 		}
 		return err
 	})
+}
+
+// regionToken is the bearer token of the region's operator API.
+const regionToken = "strata-bench-region-token-0123456789"
+
+// regionAPI is a client of the region's operator API.
+func (c *cluster) regionAPI() *client {
+	return newClient(c.scheme()+c.rHTTP, regionToken, c.tlsClient)
 }
 
 func quoted(v []string) string {

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -66,7 +67,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Minute)
+	ctx, cancel := context.WithTimeoutCause(ctx, 60*time.Minute, errors.New("over the whole run's 60-minute limit"))
 	defer cancel()
 
 	dir, err := os.MkdirTemp("", "strata-bench-")

@@ -108,7 +108,7 @@ const hbNodes = 10000
 func (s *suite) b8(ctx context.Context, c *cluster) error {
 	const window = 20 * time.Second
 	base := c.newClient(c.rHTTP)
-	downBefore, err := regionNodes(ctx, base, "down")
+	downBefore, err := regionNodes(ctx, base, "Down")
 	if err != nil {
 		return err
 	}
@@ -122,20 +122,32 @@ func (s *suite) b8(ctx context.Context, c *cluster) error {
 	if err != nil {
 		return err
 	}
-	up, err := c.nodesUp(ctx)
+	// Nodes Up as the region counts them: the global tier's view comes
+	// with the region's heartbeats, which a region this busy may miss.
+	up, err := regionNodes(ctx, base, "Up")
 	if err != nil {
 		return err
 	}
+	want := int(up) + extra
 	// Measured even when not every node came up in time: the row then
 	// says how many did, and is not met.
-	upErr := c.waitNodesUp(ctx, up+extra, 6*time.Minute)
+	wctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+	upErr := waitFor(wctx, time.Second, fmt.Sprintf("%d nodes Up at the region", want), func() error {
+		n, err := regionNodes(ctx, base, "Up")
+		if err == nil && int(n) < want {
+			err = fmt.Errorf("%.0f up", n)
+		}
+		return err
+	})
+	cancel()
 	if upErr != nil {
 		s.r.note("B8: not every node came Up within 6 minutes: %v; sim-agents log:\n\n```\n%s\n```", upErr, hb.tail(5))
 	}
-	nowUp, err := c.nodesUp(ctx)
+	nowUpF, err := regionNodes(ctx, base, "Up")
 	if err != nil {
 		return err
 	}
+	nowUp := int(nowUpF)
 	var region, redis []float64
 	falseDown := 0
 	for range s.o.rounds {
@@ -147,14 +159,21 @@ func (s *suite) b8(ctx context.Context, c *cluster) error {
 		falseDown = max(falseDown, bad)
 	}
 	rs, ds := spreadFloats(region), spreadFloats(redis)
+	// CPU at fewer nodes than 10,000 says nothing of the target: the
+	// figure stands, with how many nodes it was measured at, and is not met.
+	all := upErr == nil
+	at := ""
+	if !all {
+		at = fmt.Sprintf(", at %d nodes Up (not %d)", nowUp, want)
+	}
 	cores := func(v float64) string { return fmt.Sprintf("%.2f", v) }
-	s.r.add(row{id: "B8", what: c.label(fmt.Sprintf("%d nodes heartbeating through Redis: region CPU (cores)", hbNodes)), figure: rs.format(cores),
-		target: "≤ 0.5 core", ratio: fmt.Sprintf("%.1f × the region at %d nodes (%.2f)", rs.med/max(idle, 0.001), s.o.agents, idle), met: verdict(rs.med <= 0.5)})
-	s.r.add(row{id: "B8", what: c.label(fmt.Sprintf("%d nodes heartbeating through Redis: Redis CPU (cores)", hbNodes)), figure: ds.format(cores),
-		target: "≤ 0.3 core", met: verdict(ds.med <= 0.3)})
+	s.r.add(row{id: "B8", what: c.label(fmt.Sprintf("%d nodes heartbeating through Redis: region CPU (cores)", hbNodes)), figure: rs.format(cores) + at,
+		target: "≤ 0.5 core", ratio: fmt.Sprintf("%.1f × the region at %d nodes (%.2f)", rs.med/max(idle, 0.001), s.o.agents, idle), met: verdict(all && rs.med <= 0.5)})
+	s.r.add(row{id: "B8", what: c.label(fmt.Sprintf("%d nodes heartbeating through Redis: Redis CPU (cores)", hbNodes)), figure: ds.format(cores) + at,
+		target: "≤ 0.3 core", met: verdict(all && ds.med <= 0.3)})
 	s.r.add(row{id: "B8", what: c.label(fmt.Sprintf("%d nodes heartbeating: nodes marked Suspect or Down while their agent runs (max)", hbNodes)), figure: fmt.Sprint(falseDown),
-		target: "0, all 10,000 Up", met: verdict(falseDown == 0 && upErr == nil),
-		notes: fmt.Sprintf("%d of %d nodes Up when measured. %d windows of %s; the region's strata_region_nodes gauges polled every second. Default heartbeat interval (2 s). The simulated agents run in one process on the same 2 cores.", nowUp, up+extra, s.o.rounds, window)})
+		target: "0, all 10,000 Up", met: verdict(all && falseDown == 0),
+		notes: fmt.Sprintf("%d of %d nodes Up when measured. %d windows of %s; the region's strata_region_nodes gauges polled every second. Default heartbeat interval (2 s). The simulated agents run in one process on the same 2 cores.", nowUp, want, s.o.rounds, window)})
 	hb.kill()
 	return nil
 }
@@ -179,8 +198,8 @@ func (c *cluster) cpuWindow(ctx context.Context, regionAPI *client, d time.Durat
 			return 0, 0, 0, ctx.Err()
 		case <-t.C:
 		}
-		down, err1 := regionNodes(ctx, regionAPI, "down")
-		suspect, err2 := regionNodes(ctx, regionAPI, "suspect")
+		down, err1 := regionNodes(ctx, regionAPI, "Down")
+		suspect, err2 := regionNodes(ctx, regionAPI, "Suspect")
 		if err1 != nil || err2 != nil {
 			return 0, 0, 0, fmt.Errorf("region metrics: %v %v", err1, err2)
 		}
@@ -198,8 +217,10 @@ func (c *cluster) cpuWindow(ctx context.Context, regionAPI *client, d time.Durat
 	return (r1 - r0) / el, (d1 - d0) / el, bad, nil
 }
 
-// regionNodes reads the region's count of nodes in health h from its
-// strata_region_nodes gauge.
+// regionNodes reads the region's count of nodes in health h (Up,
+// Suspect, Down, as the gauge's label spells it) from its
+// strata_region_nodes gauge; a gauge that is not there is an error, so
+// that a renamed label cannot read as zero nodes Down.
 func regionNodes(ctx context.Context, api *client, h string) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api.base+"/metrics", nil)
 	if err != nil {
@@ -219,5 +240,8 @@ func regionNodes(ctx context.Context, api *client, h string) (float64, error) {
 			return strconv.ParseFloat(f[len(f)-1], 64)
 		}
 	}
-	return 0, sc.Err()
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("no strata_region_nodes{health=%q} in the region's metrics", h)
 }

@@ -35,12 +35,12 @@ func (s *suite) run(ctx context.Context) error {
 	// The short Go benchmarks first, the production cluster (whose B8
 	// brings up 10,000 agents) last: a run cut short loses the least.
 	if s.o.wants("B7") {
-		if err := s.b7(ctx); err != nil {
-			s.r.note("B7 did not run: %v", err)
+		if err := withBudget(ctx, "B7", "B7", s.b7); err != nil {
+			s.r.note("B7 did not finish: %v", err)
 		}
 	}
 	if s.o.wants("B9") {
-		if err := s.b9(ctx); err != nil {
+		if err := withBudget(ctx, "B9", "B9", s.b9); err != nil {
 			s.r.note("B9 did not finish: %v", err)
 		}
 	}
@@ -54,8 +54,8 @@ func (s *suite) run(ctx context.Context) error {
 		if !s.o.wants(b.name) {
 			continue
 		}
-		if err := b.run(ctx); err != nil {
-			s.r.note("%s (%s) did not run: %v", b.name, b.what, err)
+		if err := withBudget(ctx, b.name, b.name, b.run); err != nil {
+			s.r.note("%s (%s) did not finish: %v", b.name, b.what, err)
 		}
 	}
 	for _, sh := range []shape{light, production} {
@@ -104,12 +104,15 @@ func (s *suite) onCluster(ctx context.Context, sh shape) error {
 		return nil
 	}
 	defer s.stopAll()
-	c, err := s.startCluster(ctx, sh)
-	if err != nil {
+	var c *cluster
+	if err := withBudget(ctx, "cluster", "the "+sh.name+" cluster's start (B0 included)", func(ctx context.Context) (err error) {
+		c, err = s.startCluster(ctx, sh)
+		return err
+	}); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	for _, b := range todo {
-		if err := b.run(ctx, c); err != nil {
+		if err := withBudget(ctx, b.name, b.name+" on the "+sh.name+" cluster", func(ctx context.Context) error { return b.run(ctx, c) }); err != nil {
 			// The next benchmark may still run on this cluster.
 			s.r.note("%s on the %s cluster did not finish: %v", b.name, sh.name, err)
 		}

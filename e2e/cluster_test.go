@@ -17,6 +17,7 @@ import (
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/redistest"
+	"github.com/stratahq/strata/internal/secretbox"
 )
 
 // procCluster is a whole Strata cluster of real processes: global
@@ -65,6 +66,11 @@ func startCluster(t *testing.T, o clusterOpts) *procCluster {
 		redisLine = fmt.Sprintf("redis: {addr: %q}\n", redistest.Start(t).Addr())
 	}
 	etcd := etcdtest.StartProcess(t)
+	// One key seals the Secrets and receiver secrets on every replica.
+	keyFile := filepath.Join(c.dir, "secrets.key")
+	if _, err := secretbox.GenerateKey(keyFile); err != nil {
+		t.Fatal(err)
+	}
 	for i := range o.globals {
 		h, g := framework.FreeAddr(t), framework.FreeAddr(t)
 		c.globalHTTP, c.globalGRPC = append(c.globalHTTP, h), append(c.globalGRPC, g)
@@ -73,8 +79,9 @@ func startCluster(t *testing.T, o clusterOpts) *procCluster {
 listen: {http: %q, grpc: %q}
 etcd: {endpoints: [%q]}
 api: {bootstrapToken: %q}
+secrets: {keyFiles: [%q]}
 log: {level: debug}
-`, id, h, g, etcd.Endpoints()[0], c.token)+redisLine+o.globalYAML+c.pki.YAML(pki.Global(id)))
+`, id, h, g, etcd.Endpoints()[0], c.token, keyFile)+redisLine+o.globalYAML+c.pki.YAML(pki.Global(id)))
 		c.globals = append(c.globals, framework.Start(t, "global-"+id, c.bin, []string{"global", "--config", cfg}))
 	}
 	for i, name := range o.regions {

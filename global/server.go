@@ -231,6 +231,7 @@ func (s *Server) Run(ctx context.Context) error {
 	alerter := alerts.New(alerts.Options{
 		Collections: alerts.NewCollections(st.Store),
 		Source:      alerts.RegionSource{Caches: caches, Clients: pool},
+		Keyring:     ring,
 		Logger:      s.log,
 	})
 	registerAlertMetrics(reg, alerter)

@@ -56,7 +56,8 @@ func newSecretsReencryptCmd() *cobra.Command {
 		Short: "Encrypt again, with the first key of secrets.keyFiles, every Secret an older key encrypted",
 		Long: `Read every Secret of the global etcd that the global configuration names,
 and encrypt again with the first key of secrets.keyFiles each one that
-another key encrypted. Every write is conditional on the Secret being
+another key encrypted; the same for the alert rules' receiver secrets
+(and one still in plain text, written before they were encrypted). Every write is conditional on the Secret being
 unchanged since it was read, so it runs safely while the global tier
 serves. Running it twice does nothing the second time.`,
 		Example: `  strata secrets reencrypt --config /etc/strata/global.yaml`,
@@ -70,7 +71,8 @@ serves. Running it twice does nothing the second time.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d secrets, %d re-encrypted; all now under key %s\n", res.Secrets, res.Resealed, res.PrimaryKey)
+			fmt.Fprintf(cmd.OutOrStdout(), "%d secrets, %d re-encrypted; %d alert rules, %d receiver secrets re-encrypted; all now under key %s\n",
+				res.Secrets, res.Resealed, res.AlertRules, res.AlertRulesResealed, res.PrimaryKey)
 			return nil
 		}), nil
 	})

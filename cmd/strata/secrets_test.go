@@ -53,7 +53,7 @@ func TestSecretsReencrypt(t *testing.T) {
 	}
 	out, err := runStrata(t, "secrets", "reencrypt", "--config", cfg)
 	newKey, _ := secretbox.ReadKeyFile(newFile)
-	if err != nil || !strings.Contains(out, "1 secrets, 1 re-encrypted; all now under key "+newKey.ID) {
+	if err != nil || !strings.Contains(out, "1 secrets, 1 re-encrypted; 0 alert rules, 0 receiver secrets re-encrypted; all now under key "+newKey.ID) {
 		t.Fatalf("reencrypt: %q %v", out, err)
 	}
 	kv, err := st.Store.Get(t.Context(), st.Secrets.Key("t/s"))

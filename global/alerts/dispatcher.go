@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/backoff"
+	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
 )
 
@@ -51,8 +51,10 @@ type Options struct {
 	// ReadLimit and ReadPages bound what one pass reads of one region
 	// (default 256 events × 8 pages).
 	ReadLimit, ReadPages int
-	Clock                func() time.Time
-	Logger               *slog.Logger
+	// Keyring opens the receivers' sealed secrets (the Secrets' keys).
+	Keyring *secretbox.Keyring
+	Clock   func() time.Time
+	Logger  *slog.Logger
 }
 
 // Dispatcher turns events into notifications on the master.
@@ -109,7 +111,7 @@ type result struct {
 type leadRun struct {
 	d        *Dispatcher
 	guard    store.Guard
-	rules    map[string]*api.AlertRule
+	rules    map[string]*StoredRule
 	states   map[string]*RuleState
 	cursor   Cursor
 	inflight map[string]bool
@@ -231,7 +233,7 @@ func (r *leadRun) syncRules(ctx context.Context, now time.Time) (changed map[str
 	if err != nil {
 		return nil, nil, fmt.Errorf("alerts: list rules: %w", err)
 	}
-	r.rules = make(map[string]*api.AlertRule, len(items))
+	r.rules = make(map[string]*StoredRule, len(items))
 	changed = map[string]bool{}
 	for _, it := range items {
 		r.rules[it.Name] = it.Value
@@ -300,7 +302,7 @@ func (r *leadRun) readRegion(ctx context.Context, region, after string) []Event 
 
 func (r *leadRun) apply(ev *Event, now time.Time, changed map[string]bool) {
 	for name, rule := range r.rules {
-		if r.states[name].Apply(rule, ev, now) {
+		if r.states[name].Apply(&rule.AlertRule, ev, now) {
 			changed[name] = true
 		}
 	}
@@ -364,10 +366,24 @@ func (r *leadRun) dispatch(ctx context.Context, now time.Time) {
 		}
 		r.inflight[name] = true
 		go func() {
-			err := Sender{Client: r.d.o.Client}.Send(ctx, rule, batch)
+			err := r.send(ctx, rule, batch)
 			r.results <- result{rule: name, batch: batch, err: err, at: r.d.o.Clock()}
 		}()
 	}
+}
+
+// send posts batch to the rule's receiver, with its secret opened for
+// this send only. A secret that does not open fails the attempt like a
+// receiver that refuses (the error names the rule and the key, never the
+// secret), and is retried: a key file may come back.
+func (r *leadRun) send(ctx context.Context, stored *StoredRule, batch []Alert) error {
+	secret, err := stored.Secret(r.d.o.Keyring)
+	if err != nil {
+		return err
+	}
+	rule := stored.AlertRule
+	rule.Receiver.Secret = secret
+	return Sender{Client: r.d.o.Client}.Send(ctx, &rule, batch)
 }
 
 // done records a send's outcome, fenced.

@@ -85,10 +85,10 @@ func TestDeposedAfterSendResendsSameKey(t *testing.T) {
 		}
 	}))
 	t.Cleanup(hook.Close)
-	rule := api.AlertRule{
+	rule := StoredRule{AlertRule: api.AlertRule{
 		Name: "nodes", Reasons: []string{"NodeDown"}, GroupWait: &zero, CreatedAt: created,
 		Receiver: api.AlertReceiver{Type: api.ReceiverWebhook, URL: hook.URL},
-	}
+	}}
 	if _, err := cols.Rules.Create(t.Context(), "nodes", &rule); err != nil {
 		t.Fatal(err)
 	}

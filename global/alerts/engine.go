@@ -31,14 +31,17 @@ const (
 type Alert struct {
 	// Name is the reason that fired it (NodeDown) and Object what it is
 	// about (node/n1); together they name the alert within its rule.
-	Name     string    `json:"name"`
-	Object   string    `json:"object"`
-	Region   string    `json:"region,omitempty"`
-	Tenant   string    `json:"tenant,omitempty"`
-	Message  string    `json:"message,omitempty"`
-	Status   string    `json:"status"`
-	StartsAt time.Time `json:"startsAt"`
-	EndsAt   time.Time `json:"endsAt,omitzero"`
+	Name    string `json:"name"`
+	Object  string `json:"object"`
+	Region  string `json:"region,omitempty"`
+	Tenant  string `json:"tenant,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Labels are the alert's labels (Labels): what the rule's selector
+	// matched.
+	Labels   map[string]string `json:"labels,omitempty"`
+	Status   string            `json:"status"`
+	StartsAt time.Time         `json:"startsAt"`
+	EndsAt   time.Time         `json:"endsAt,omitzero"`
 	// EventID is the event that fired or resolved it.
 	EventID string `json:"eventId,omitempty"`
 	// QueuedAt is when it joined the outbox.
@@ -65,8 +68,12 @@ type RuleState struct {
 
 // Event is what the engine needs of an event.
 type Event struct {
-	ID, Reason, Object, Region, Tenant, Message string
-	Time                                        time.Time
+	ID, Type, Reason, Object, Region, Tenant, Message string
+	Time                                              time.Time
+	Fields                                            map[string]string
+	// ResourceLabels are the labels of the resource the event is about
+	// (ResourceOf), as the source knows them; nil for none.
+	ResourceLabels map[string]string
 }
 
 // families: reasons that are states of one condition of an object. An
@@ -98,7 +105,17 @@ func Matches(rule *api.AlertRule, ev *Event) bool {
 	if rule.Tenant != "" && ev.Tenant != rule.Tenant {
 		return false
 	}
-	return matchObject(ev.Object, rule.Object)
+	if !matchObject(ev.Object, rule.Object) {
+		return false
+	}
+	return rule.Selector == "" || selects(rule.Selector, Labels(ev))
+}
+
+// selects reports whether the selector text matches labels; one that
+// does not parse (the API refuses it) matches nothing.
+func selects(selector string, labels map[string]string) bool {
+	sel, err := api.ParseSelector(selector)
+	return err == nil && sel.Matches(labels)
 }
 
 func matchObject(obj, filter string) bool {
@@ -127,7 +144,7 @@ func (s *RuleState) Apply(rule *api.AlertRule, ev *Event, now time.Time) bool {
 		return changed // a clearing reason listed in a rule fires nothing
 	}
 	a := Alert{
-		Name: ev.Reason, Object: ev.Object, Region: ev.Region, Tenant: ev.Tenant, Message: ev.Message,
+		Name: ev.Reason, Object: ev.Object, Region: ev.Region, Tenant: ev.Tenant, Message: ev.Message, Labels: Labels(ev),
 		Status: StatusFiring, StartsAt: ev.Time, EventID: ev.ID, QueuedAt: now,
 	}
 	if _, conditional := families[ev.Reason]; conditional {

@@ -164,7 +164,8 @@ func TestBodyFormats(t *testing.T) {
 	rule := nodeRule()
 	rule.Labels = map[string]string{"team": "infra"}
 	batch := []Alert{
-		{Name: "NodeDown", Object: "node/n1", Region: "r1", Message: "gone", Status: StatusFiring, StartsAt: t0},
+		{Name: "NodeDown", Object: "node/n1", Region: "r1", Message: "gone", Status: StatusFiring, StartsAt: t0,
+			Labels: map[string]string{"node": "n1", "severity": "critical", "team": "overridden"}},
 		{Name: "NodeDown", Object: "node/n2", Region: "r1", Status: StatusResolved, StartsAt: t0, EndsAt: t0.Add(time.Minute)},
 	}
 	t.Run("webhook", func(t *testing.T) {
@@ -194,7 +195,8 @@ func TestBodyFormats(t *testing.T) {
 			t.Fatalf("got %+v", m)
 		}
 		a := m.Alerts[0]
-		if a.Labels["alertname"] != "NodeDown" || a.Labels["object"] != "node/n1" || a.Labels["team"] != "infra" || a.Annotations["message"] != "gone" {
+		if a.Labels["alertname"] != "NodeDown" || a.Labels["object"] != "node/n1" || a.Labels["team"] != "infra" ||
+			a.Labels["node"] != "n1" || a.Labels["severity"] != "critical" || a.Annotations["message"] != "gone" {
 			t.Fatalf("alert 0: got %+v", a)
 		}
 		if m.CommonLabels["alertname"] != "NodeDown" || m.CommonLabels["region"] != "r1" || m.CommonLabels["object"] != "" {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
 )
 
@@ -73,10 +75,11 @@ type replica struct {
 	done   chan error
 }
 
-func startReplica(t *testing.T, endpoints []string, id string, beats heartbeat.Store) *replica {
+func startReplica(t *testing.T, endpoints []string, id, keyFile string, beats heartbeat.Store) *replica {
 	t.Helper()
 	cfg := config.DefaultGlobal()
 	cfg.ID = id
+	cfg.Secrets.KeyFiles = []string{keyFile}
 	cfg.Insecure = true
 	cfg.Listen.HTTP, cfg.Listen.GRPC = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.LeaseTTL = 2 * time.Second
@@ -142,15 +145,20 @@ func TestMasterSendsRegionDownOnceAcrossFailover(t *testing.T) {
 	rc := &receiver{failFirst: 1}
 	hook := httptest.NewServer(rc)
 	t.Cleanup(hook.Close)
+	// Both replicas seal and open the receiver's secret with one key.
+	keyFile := filepath.Join(t.TempDir(), "secrets.key")
+	if _, err := secretbox.GenerateKey(keyFile); err != nil {
+		t.Fatal(err)
+	}
 
-	a := startReplica(t, endpoints, "g1", beats)
+	a := startReplica(t, endpoints, "g1", keyFile, beats)
 	waitFor(t, "g1 is master", 20*time.Second, func() error {
 		if !a.isMaster(ctx) {
 			return fmt.Errorf("not yet")
 		}
 		return nil
 	})
-	b := startReplica(t, endpoints, "g2", beats)
+	b := startReplica(t, endpoints, "g2", keyFile, beats)
 
 	zero := api.D(0)
 	_, err := a.srv.API().AlertRules().Create(globalapi.WithIdentity(ctx, admin), api.AlertRule{

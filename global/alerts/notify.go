@@ -119,11 +119,15 @@ func alertmanagerBody(rule *api.AlertRule, batch []Alert) amMessage {
 	return m
 }
 
+// amLabels are an alert's labels as Alertmanager sees them: the alert's
+// own (Labels), then the rule's (an operator's routing labels win), then
+// alertname, rule, object, region and tenant.
 func amLabels(rule *api.AlertRule, a *Alert) map[string]string {
-	l := maps.Clone(rule.Labels)
+	l := maps.Clone(a.Labels)
 	if l == nil {
 		l = map[string]string{}
 	}
+	maps.Copy(l, rule.Labels)
 	l["alertname"], l["rule"], l["object"] = a.Name, rule.Name, a.Object
 	if a.Region != "" {
 		l["region"] = a.Region

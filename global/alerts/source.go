@@ -6,6 +6,7 @@ import (
 
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/events"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 )
 
@@ -52,14 +53,29 @@ func (s RegionSource) Read(ctx context.Context, region, after string, limit int)
 	out := make([]Event, len(resp.GetItems()))
 	for i, p := range resp.GetItems() {
 		out[i] = Event{
-			ID: p.GetId(), Reason: p.GetReason(), Object: p.GetObject(), Region: p.GetRegion(),
-			Tenant: p.GetTenant(), Message: p.GetMessage(), Time: p.GetTime().AsTime(),
+			ID: p.GetId(), Type: p.GetType(), Reason: p.GetReason(), Object: p.GetObject(), Region: p.GetRegion(),
+			Tenant: p.GetTenant(), Message: p.GetMessage(), Time: p.GetTime().AsTime(), Fields: p.GetFields(),
 		}
 		if out[i].Region == "" {
 			out[i].Region = region
 		}
+		out[i].ResourceLabels = s.resourceLabels(&out[i])
 	}
 	return out, nil
+}
+
+// resourceLabels are the labels of the resource ev is about, from the
+// global cache (nil for none, or one deleted since).
+func (s RegionSource) resourceLabels(ev *Event) map[string]string {
+	key := ResourceOf(ev)
+	if key == "" {
+		return nil
+	}
+	it, ok := s.Caches.Resources.Get(key)
+	if !ok {
+		return nil
+	}
+	return it.Value.Labels
 }
 
 // Health implements Source: Region<Health> for every region whose
@@ -75,8 +91,12 @@ func (s RegionSource) Health() []Event {
 		if st.Reason != "" {
 			msg += ": " + st.Reason
 		}
+		typ := events.TypeWarning
+		if st.Health == api.HealthUp {
+			typ = events.TypeNormal
+		}
 		out = append(out, Event{
-			Reason: "Region" + string(st.Health), Object: "region/" + it.Name, Region: it.Name,
+			Type: typ, Reason: "Region" + string(st.Health), Object: "region/" + it.Name, Region: it.Name,
 			Message: msg, Time: st.Since,
 		})
 	}

@@ -1,13 +1,12 @@
 package alerts
 
 import (
-	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/store"
 )
 
 // Keys under the global store prefix:
 //
-//	alertrules/<name>    api.AlertRule (written by the API; holds the receiver's secret)
+//	alertrules/<name>    StoredRule (written by the API; the receiver's secret sealed)
 //	alertstate/<name>    RuleState (written by the master, fenced)
 //	alertcursor/events   Cursor (written by the master, fenced)
 const (
@@ -24,7 +23,7 @@ type Cursor struct {
 
 // Collections are the alerts' etcd collections.
 type Collections struct {
-	Rules  *store.Collection[api.AlertRule]
+	Rules  *store.Collection[StoredRule]
 	States *store.Collection[RuleState]
 	Cursor *store.Collection[Cursor]
 }
@@ -32,7 +31,7 @@ type Collections struct {
 // NewCollections returns the collections over s (the global store).
 func NewCollections(s *store.Store) *Collections {
 	return &Collections{
-		Rules:  store.NewCollection(s, rulesPrefix, store.JSON[api.AlertRule]()),
+		Rules:  store.NewCollection(s, rulesPrefix, store.JSON[StoredRule]()),
 		States: store.NewCollection(s, statePrefix, store.JSON[RuleState]()),
 		Cursor: store.NewCollection(s, cursorPrefix, store.JSON[Cursor]()),
 	}

@@ -9,20 +9,24 @@ import (
 	"github.com/stratahq/strata/global/alerts"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/rest"
+	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
 )
 
 // AlertRules are the rules that send events and conditions to webhook
 // receivers (global/alerts delivers them). Rules are infrastructure:
 // admin and infra tokens manage and read them. A receiver's secret is
-// write only: no answer carries it.
+// write only: no answer carries it, and etcd holds it sealed with the
+// Secrets' keyring (alerts.StoredRule), never in plain text.
 type AlertRules struct {
 	c *alerts.Collections
+	// ring seals receivers' secrets; nil refuses a rule with one.
+	ring *secretbox.Keyring
 }
 
 // AlertRules returns the alert rules' service.
 func (s *Server) AlertRules() *AlertRules {
-	return &AlertRules{c: alerts.NewCollections(s.st.Store)}
+	return &AlertRules{c: alerts.NewCollections(s.st.Store), ring: s.secrets.ring}
 }
 
 // Create adds a rule.
@@ -36,11 +40,15 @@ func (a *AlertRules) Create(ctx context.Context, r api.AlertRule) (api.AlertRule
 	}
 	t := now()
 	r.CreatedAt, r.UpdatedAt, r.ResourceVersion = t, t, 0
-	rev, err := a.c.Rules.Create(ctx, r.Name, &r)
+	stored := alerts.StoredRule{AlertRule: r}
+	if err := a.seal(&stored, r.Receiver.Secret); err != nil {
+		return api.AlertRule{}, err
+	}
+	rev, err := a.c.Rules.Create(ctx, r.Name, &stored)
 	if err != nil {
 		return api.AlertRule{}, storeErr(err, "alert rule", r.Name)
 	}
-	return a.view(store.Item[api.AlertRule]{Name: r.Name, Value: &r, ModRevision: rev}, nil), nil
+	return a.view(store.Item[alerts.StoredRule]{Name: r.Name, Value: &stored, ModRevision: rev}, nil), nil
 }
 
 // Get returns a rule with its delivery state.
@@ -109,16 +117,25 @@ func (a *AlertRules) Update(ctx context.Context, r api.AlertRule) (api.AlertRule
 			return fmt.Errorf("alert rule %q: resourceVersion %d is stale (it is now %d); read it again: %w",
 				r.Name, r.ResourceVersion, it.ModRevision, api.ErrConflict)
 		}
-		next := r
-		if next.Receiver.Secret == "" {
-			next.Receiver.Secret = it.Value.Receiver.Secret
-		}
+		next := alerts.StoredRule{AlertRule: r}
 		next.CreatedAt, next.UpdatedAt, next.ResourceVersion = it.Value.CreatedAt, now(), 0
+		secret := r.Receiver.Secret
+		if secret == "" {
+			// Kept as it is stored; one in plain text (written before
+			// secrets were sealed) is sealed now if a keyring is there.
+			next.SealedSecret, secret = it.Value.SealedSecret, it.Value.Receiver.Secret
+			if a.ring == nil {
+				next.Receiver.Secret, secret = secret, ""
+			}
+		}
+		if err := a.seal(&next, secret); err != nil {
+			return err
+		}
 		rev, err := a.c.Rules.Update(ctx, r.Name, &next, it.ModRevision)
 		if err != nil {
 			return err
 		}
-		out = a.view(store.Item[api.AlertRule]{Name: r.Name, Value: &next, ModRevision: rev}, nil)
+		out = a.view(store.Item[alerts.StoredRule]{Name: r.Name, Value: &next, ModRevision: rev}, nil)
 		return nil
 	})
 	if err != nil {
@@ -150,12 +167,23 @@ func (a *AlertRules) Delete(ctx context.Context, name string, expect int64) (api
 	return a.view(it, nil), nil
 }
 
+// seal seals secret ("" for none) into r.
+func (a *AlertRules) seal(r *alerts.StoredRule, secret string) error {
+	if secret == "" {
+		return nil
+	}
+	if a.ring == nil {
+		return fmt.Errorf("receiver.secret: %w: %w", alerts.ErrNoKeyring, api.ErrUnavailable)
+	}
+	return alerts.SealSecret(a.ring, r, secret)
+}
+
 // view is a rule as answers show it: without its secret, with its
 // delivery state when known.
-func (a *AlertRules) view(it store.Item[api.AlertRule], st *alerts.RuleState) api.AlertRule {
-	r := *it.Value
+func (a *AlertRules) view(it store.Item[alerts.StoredRule], st *alerts.RuleState) api.AlertRule {
+	r := it.Value.AlertRule
 	r.ResourceVersion = it.ModRevision
-	r.Receiver.HasSecret = r.Receiver.Secret != ""
+	r.Receiver.HasSecret = it.Value.HasSecret()
 	r.Receiver.Secret = ""
 	if st != nil {
 		v := st.View()

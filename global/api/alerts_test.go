@@ -2,12 +2,18 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"net/http"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/stratahq/strata/global/alerts"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/rest"
+	"github.com/stratahq/strata/internal/secretbox"
 )
 
 const testAlertSecret = "s3cret-s3cret-s3cret"
@@ -35,10 +41,12 @@ func TestAlertRulesCRUD(t *testing.T) {
 			t.Fatalf("the answer carries the receiver's secret: %s", r)
 		}
 	}
-	r := e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/alertrules", alertRuleBody("nodes")))
+	r := e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/alertrules", alertRuleBody("nodes", func(m map[string]any) {
+		m["selector"] = "severity=critical,region in (eu,us)"
+	})))
 	noSecret(t, r)
-	if got := decodeAs[api.AlertRule](t, r); !got.Receiver.HasSecret || got.CreatedAt.IsZero() {
-		t.Fatalf("created: got %+v; want hasSecret and createdAt", got)
+	if got := decodeAs[api.AlertRule](t, r); !got.Receiver.HasSecret || got.CreatedAt.IsZero() || got.Selector != "severity=critical,region in (eu,us)" {
+		t.Fatalf("created: got %+v; want hasSecret, createdAt and the selector", got)
 	}
 	e.must(t, http.StatusConflict, e.do(t, "POST", "/v1/alertrules", alertRuleBody("nodes")))
 	r = e.must(t, http.StatusOK, e.do(t, "GET", "/v1/alertrules/nodes", nil))
@@ -59,8 +67,11 @@ func TestAlertRulesCRUD(t *testing.T) {
 		t.Fatalf("updated: got %+v; want the new reasons and the secret kept", got)
 	}
 	stored, err := e.svc.AlertRules().c.Rules.Get(t.Context(), "nodes")
-	if err != nil || stored.Value.Receiver.Secret != testAlertSecret {
-		t.Fatalf("stored secret: got %v, %v; want it kept", stored.Value, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret, err := stored.Value.Secret(e.svc.secrets.ring); err != nil || secret != testAlertSecret {
+		t.Fatalf("stored secret: got %v; want it kept", err)
 	}
 	noSecret(t, e.must(t, http.StatusOK, e.do(t, "DELETE", "/v1/alertrules/nodes", nil)))
 	e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/alertrules/nodes", nil))
@@ -87,6 +98,9 @@ func TestAlertRulesRefusals(t *testing.T) {
 		{"bad group wait", alertRuleBody("a", func(m map[string]any) { m["groupWait"] = "soon" }), "groupWait"},
 		{"group wait too long", alertRuleBody("a", func(m map[string]any) { m["groupWait"] = "3h" }), "groupWait"},
 		{"bad name", alertRuleBody("A_b"), "name"},
+		{"bad selector", alertRuleBody("a", func(m map[string]any) { m["selector"] = "severity=crit ical" }), "selector"},
+		{"bad selector set", alertRuleBody("a", func(m map[string]any) { m["selector"] = "region in eu" }), "selector"},
+		{"long selector", alertRuleBody("a", func(m map[string]any) { m["selector"] = "a=" + strings.Repeat("b", 1100) }), "selector"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,4 +119,130 @@ func TestAlertRulesRefusals(t *testing.T) {
 		infra := e.token(t, DefaultTenant, api.RoleInfra)
 		e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/alertrules", alertRuleBody("by-infra"), withToken(infra)))
 	})
+}
+
+// rawAlertRules are the bytes etcd holds under the alert rules' prefix.
+func (e *testEnv) rawAlertRules(t *testing.T) map[string][]byte {
+	t.Helper()
+	rules := e.svc.AlertRules().c.Rules
+	kvs, _, err := e.st.Store.ListAll(t.Context(), rules.Prefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, kv := range kvs {
+		out[kv.Key] = kv.Value
+	}
+	return out
+}
+
+// TestAlertRuleSecretSealed: the receiver's secret is sealed in etcd
+// (its bytes do not hold it, an envelope of the primary key does); a
+// rule written before secrets were sealed (plain text in etcd) still
+// delivers with its secret and is sealed by ReencryptSecrets, as is one
+// sealed by an old key after a rotation; a server without key files
+// refuses a rule with a secret (503 naming secrets.keyFiles), not one
+// without.
+func TestAlertRuleSecretSealed(t *testing.T) {
+	dir := t.TempDir()
+	oldKey, err := secretbox.GenerateKey(filepath.Join(dir, "old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey, err := secretbox.GenerateKey(filepath.Join(dir, "new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRing, _ := secretbox.NewKeyring(oldKey)
+	bothRing, _ := secretbox.NewKeyring(newKey, oldKey)
+
+	e := newEnv(t, envConfig{secrets: oldRing})
+	e.fixtures(t, nil)
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/alertrules", alertRuleBody("sealed")))
+	// A rule as it was stored before receiver secrets were sealed.
+	legacy := alerts.StoredRule{AlertRule: api.AlertRule{
+		Name: "legacy", Reasons: []string{"NodeDown"},
+		Receiver: api.AlertReceiver{Type: api.ReceiverWebhook, URL: "http://127.0.0.1:9/hook", Secret: testAlertSecret + "-legacy"},
+	}}
+	if _, err := e.svc.AlertRules().c.Rules.Create(t.Context(), "legacy", &legacy); err != nil {
+		t.Fatal(err)
+	}
+	keyIDs := func(wantPlain int) map[string]int {
+		t.Helper()
+		out := map[string]int{}
+		plain := 0
+		for k, v := range e.rawAlertRules(t) {
+			if bytes.Contains(v, []byte(testAlertSecret)) {
+				plain++
+				if !strings.HasSuffix(k, "/legacy") {
+					t.Fatalf("etcd holds the receiver secret of %s in plain text: %s", k, v)
+				}
+			}
+			var r alerts.StoredRule
+			if err := json.Unmarshal(v, &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.SealedSecret != nil {
+				out[r.SealedSecret.KeyID]++
+			}
+		}
+		if plain != wantPlain {
+			t.Fatalf("%d rules hold their secret in plain text in etcd; want %d", plain, wantPlain)
+		}
+		return out
+	}
+	if got := keyIDs(1); got[oldKey.ID] != 1 || len(got) != 1 {
+		t.Fatalf("key ids in etcd %v; want 1 of the old key %s", got, oldKey.ID)
+	}
+	// Reads say a secret is there, for both.
+	for _, n := range []string{"sealed", "legacy"} {
+		r := e.must(t, http.StatusOK, e.do(t, "GET", "/v1/alertrules/"+n, nil))
+		if bytes.Contains(r.body, []byte(testAlertSecret)) || !decodeAs[api.AlertRule](t, r).Receiver.HasSecret {
+			t.Fatalf("GET %s: %s; want hasSecret and no secret", n, r.body)
+		}
+	}
+
+	// Rotation: the new key first; reencrypt seals both with it.
+	res, err := ReencryptSecrets(t.Context(), e.st, bothRing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AlertRules != 2 || res.AlertRulesResealed != 2 {
+		t.Fatalf("ReencryptSecrets = %+v; want 2 alert rules, 2 resealed", res)
+	}
+	if got := keyIDs(0); got[newKey.ID] != 2 || len(got) != 1 {
+		t.Fatalf("key ids in etcd after reencrypt %v; want 2 of the new key %s", got, newKey.ID)
+	}
+	if res, err := ReencryptSecrets(t.Context(), e.st, bothRing); err != nil || res.AlertRulesResealed != 0 {
+		t.Fatalf("second ReencryptSecrets = %+v, %v; want 0 resealed", res, err)
+	}
+	newRing, _ := secretbox.NewKeyring(newKey)
+	for n, want := range map[string]string{"sealed": testAlertSecret, "legacy": testAlertSecret + "-legacy"} {
+		it, err := e.svc.AlertRules().c.Rules.Get(t.Context(), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := it.Value.Secret(newRing); err != nil || got != want {
+			t.Fatalf("rule %s's secret with the new key only: %v; want it", n, err)
+		}
+		if _, err := it.Value.Secret(oldRing); err == nil || strings.Contains(err.Error(), want) {
+			t.Fatalf("rule %s's secret with the old key only: %v; want an error without the secret", n, err)
+		}
+	}
+
+	// Without key files: a secret is refused, a rule without one is not.
+	bare, err := New(Options{State: e.st, ID: "bare", Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := WithIdentity(t.Context(), Identity{Tenant: DefaultTenant, Role: api.RoleAdmin})
+	withSecret := api.AlertRule{Name: "x", Reasons: []string{"NodeDown"},
+		Receiver: api.AlertReceiver{Type: api.ReceiverWebhook, URL: "http://127.0.0.1:9/x", Secret: testAlertSecret}}
+	if _, err := bare.AlertRules().Create(admin, withSecret); !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "secrets.keyFiles") {
+		t.Fatalf("Create with a secret and no keys: %v; want unavailable naming secrets.keyFiles", err)
+	}
+	withSecret.Receiver.Secret = ""
+	if _, err := bare.AlertRules().Create(admin, withSecret); err != nil {
+		t.Fatalf("Create without a secret and no keys: %v", err)
+	}
 }

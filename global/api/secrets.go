@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/stratahq/strata/global/alerts"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/secretbox"
@@ -283,6 +284,12 @@ type Reencryption struct {
 	// Resealed is how many were sealed by an older key and are now
 	// sealed by the primary one.
 	Resealed int `json:"resealed"`
+	// AlertRules is how many alert rules there are; AlertRulesResealed
+	// how many had a receiver secret sealed by an older key (or, written
+	// before receiver secrets were sealed, in plain text) and now have
+	// it sealed by the primary one.
+	AlertRules         int `json:"alertRules"`
+	AlertRulesResealed int `json:"alertRulesResealed"`
 	// PrimaryKey is the id of the key that now seals every secret.
 	PrimaryKey string `json:"primaryKey"`
 }
@@ -310,7 +317,48 @@ func ReencryptSecrets(ctx context.Context, st *state.State, ring *secretbox.Keyr
 			out.Resealed++
 		}
 	}
-	return out, nil
+	out.AlertRules, out.AlertRulesResealed, err = resealAlertRules(ctx, st, ring)
+	return out, err
+}
+
+// resealAlertRules seals again, with ring's primary key, the receiver
+// secret of every alert rule that an older key sealed or that is in
+// plain text; it returns how many rules there are and how many it
+// sealed.
+func resealAlertRules(ctx context.Context, st *state.State, ring *secretbox.Keyring) (total, resealed int, err error) {
+	rules := alerts.NewCollections(st.Store).Rules
+	items, _, err := rules.ListAll(ctx)
+	if err != nil {
+		return 0, 0, storeErr(err, "alert rules", "")
+	}
+	for _, item := range items {
+		name := item.Name
+		err := st.Store.RetryConflicts(ctx, "reencrypt alert rule "+name, func() error {
+			it, err := rules.Get(ctx, name)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil // deleted meanwhile
+			}
+			if err != nil || !it.Value.Stale(ring) {
+				return err
+			}
+			secret, err := it.Value.Secret(ring)
+			if err != nil {
+				return err
+			}
+			if err := alerts.SealSecret(ring, it.Value, secret); err != nil {
+				return err
+			}
+			if _, err := rules.Update(ctx, name, it.Value, it.ModRevision); err != nil {
+				return err
+			}
+			resealed++
+			return nil
+		})
+		if err != nil {
+			return len(items), resealed, storeErr(err, "alert rule", name)
+		}
+	}
+	return len(items), resealed, nil
 }
 
 // reseal seals the secret called key again if its key is not ring's

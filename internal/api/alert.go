@@ -30,6 +30,7 @@ const (
 	MaxAlertGroupWait  = time.Hour
 	DefaultAlertGroup  = 10 * time.Second
 	MaxAlertObjectLen  = 512
+	MaxAlertSelector   = 1024
 	minAlertSecretLen  = 16
 	maxAlertReasonLen  = 64
 	alertReasonPattern = `^[A-Z][A-Za-z0-9]*$`
@@ -49,6 +50,12 @@ type AlertRule struct {
 	Region string `json:"region,omitempty"`
 	Tenant string `json:"tenant,omitempty"`
 	Object string `json:"object,omitempty"`
+	// Selector matches the labels of the alert an event raises (the
+	// label selector text form: "severity=critical,region in (eu,us)"):
+	// alertname, kind, region, tenant, node, resource, severity and the
+	// labels of the resource the event is about (docs/api.md). Empty
+	// matches all.
+	Selector string `json:"selector,omitempty"`
 	// Labels are added to every alert the rule sends (Alertmanager
 	// routes on them).
 	Labels map[string]string `json:"labels,omitempty"`
@@ -139,7 +146,20 @@ func (r *AlertRule) validateMatch() error {
 			return err
 		}
 	}
-	return ValidateText("object", r.Object, MaxAlertObjectLen)
+	if err := ValidateText("object", r.Object, MaxAlertObjectLen); err != nil {
+		return err
+	}
+	return validateAlertSelector(r.Selector)
+}
+
+// validateAlertSelector checks a rule's selector: it parses, and is not
+// too long. Its errors name the field "selector".
+func validateAlertSelector(s string) error {
+	if len(s) > MaxAlertSelector {
+		return Invalid("selector", "is longer than %d characters", MaxAlertSelector)
+	}
+	_, err := ParseSelector(s)
+	return err
 }
 
 func (rc *AlertReceiver) validate() error {

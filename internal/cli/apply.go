@@ -32,6 +32,9 @@ const manifestHelp = `A manifest is exactly the object's REST JSON (or the same 
                                          written "providerKind" (default: container)
   Region                                 a region registration, as POST /v1/regions takes it
   NetworkPolicy                          a network policy, as POST /v1/networkpolicies takes it
+  AlertRule                              an alert rule, as POST /v1/alertrules takes it (its
+                                         receiver.secret, if given, is written on every apply:
+                                         the server never shows it to compare)
   Config, Secret                         as POST /v1/configs and /v1/secrets take them (a
                                          Secret's manifest carries its data: get prints keys only)
   List                                   {kind: List, items: [...]}, what get -o json|yaml prints
@@ -162,6 +165,11 @@ func applyObject(ctx context.Context, c *client.Client, o manifest.Object, dryRu
 			func() error { _, err := c.UpdatePolicy(ctx, p); return err })
 	case o.Config != nil, o.Secret != nil:
 		return applyConfigData(ctx, resourceClient(c, o), o, dryRun)
+	case o.AlertRule != nil:
+		cur, err := c.GetAlertRule(ctx, o.AlertRule.Name)
+		return decide(dryRun, err, func() bool { return manifest.AlertRuleUpToDate(*o.AlertRule, cur) },
+			func() error { _, err := c.CreateAlertRule(ctx, *o.AlertRule); return err },
+			func() error { _, err := c.UpdateAlertRule(ctx, *o.AlertRule); return err })
 	}
 	return "", fmt.Errorf("empty manifest object")
 }
@@ -231,24 +239,34 @@ func (a *App) deleteObjects(ctx context.Context, c *client.Client, objs []manife
 		fmt.Fprintf(a.io.Out, "%s deleted\n", m.Ref())
 	}
 	for _, m := range objs {
-		var err error
-		switch m.Kind {
-		case manifest.KindConfig:
-			_, err = resourceClient(c, m).DeleteConfig(ctx, m.Name())
-		case manifest.KindSecret:
-			_, err = resourceClient(c, m).DeleteSecret(ctx, m.Name())
-		case manifest.KindFlavor:
-			_, err = c.DeleteFlavor(ctx, m.Name())
-		case manifest.KindRegion:
-			_, err = c.DeleteRegion(ctx, m.Name())
-		case manifest.KindPolicy:
-			_, err = tenantClient(c, m.Policy.Tenant).DeletePolicy(ctx, m.Name())
-		default:
-			continue
+		if done, err := deleteOther(ctx, c, m); done {
+			a.deleted(&failed, m, err, o, "deleted")
 		}
-		a.deleted(&failed, m, err, o, "deleted")
 	}
 	return failed.err(len(objs))
+}
+
+// deleteOther deletes m if it is not a resource, and reports whether it
+// tried.
+func deleteOther(ctx context.Context, c *client.Client, m manifest.Object) (bool, error) {
+	var err error
+	switch m.Kind {
+	case manifest.KindConfig:
+		_, err = resourceClient(c, m).DeleteConfig(ctx, m.Name())
+	case manifest.KindSecret:
+		_, err = resourceClient(c, m).DeleteSecret(ctx, m.Name())
+	case manifest.KindFlavor:
+		_, err = c.DeleteFlavor(ctx, m.Name())
+	case manifest.KindRegion:
+		_, err = c.DeleteRegion(ctx, m.Name())
+	case manifest.KindPolicy:
+		_, err = tenantClient(c, m.Policy.Tenant).DeletePolicy(ctx, m.Name())
+	case manifest.KindAlertRule:
+		_, err = c.DeleteAlertRule(ctx, m.Name())
+	default:
+		return false, nil
+	}
+	return true, err
 }
 
 // deleted reports the outcome of deleting m: done (what it says), not

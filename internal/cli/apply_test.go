@@ -95,7 +95,7 @@ func TestApply(t *testing.T) {
 			name:     "a bad document stops everything before a write",
 			manifest: flavorDoc + "---\nkind: Deployment\nname: web\n",
 			code:     2,
-			stderr: "error: stdin: document 2 (line 5): unknown kind \"Deployment\" (want one of Region, Flavor, Config, Secret, Image, Volume, Compute, Loadbalancer, NetworkPolicy, Job)\n" +
+			stderr: "error: stdin: document 2 (line 5): unknown kind \"Deployment\" (want one of Region, Flavor, Config, Secret, Image, Volume, Compute, Loadbalancer, NetworkPolicy, Job, AlertRule)\n" +
 				"run `stratactl apply --help` for usage\n",
 		},
 		{

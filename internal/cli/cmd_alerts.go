@@ -152,6 +152,7 @@ server keeps it and never shows it again.`,
 	f.StringVar(&rule.Region, "region", "", "only events of this region")
 	f.StringVar(&rule.Tenant, "match-tenant", "", "only events of this tenant's objects")
 	f.StringVar(&rule.Object, "object", "", "only events about this object or below it (node/n1, node/)")
+	f.StringVar(&rule.Selector, "selector", "", "label selector over the alert's labels (severity=critical,region in (eu,us), app=web)")
 	f.DurationVar(&groupWait, "group-wait", api.DefaultAlertGroup, "grouping window")
 	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE label added to every alert (repeatable)")
 	addOutputFlag(cmd, &output)

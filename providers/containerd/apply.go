@@ -270,7 +270,7 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 		return fail("spec", err)
 	}
 	labels[labelStarted] = time.Now().UTC().Format(time.RFC3339Nano)
-	_, err = p.client.NewContainer(ctx, a.ID,
+	ctr, err := p.client.NewContainer(ctx, a.ID,
 		client.WithImage(img),
 		client.WithSnapshotter(p.cfg.Snapshotter),
 		client.WithNewSnapshot(a.ID, img),
@@ -284,14 +284,41 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 		}
 		// The snapshot may exist without its container.
 		p.removeSnapshot(ctx, a.ID)
+		if isNotFound(err) {
+			// The image's snapshots went behind the provider's back:
+			// the retry unpacks it again.
+			p.forgetUnpacked(img)
+		}
 		return fail("create container", err)
 	}
 	created = true
-	if err := p.startNew(ctx, a.ID); err != nil {
+	st, err := p.startFirst(ctx, ctr)
+	if err == nil {
+		p.log.Info("container started", "id", a.ID, "generation", a.Generation, "image", img.Name())
+	}
+	return st, err
+}
+
+// startFirst starts the first task of container c, just created, and
+// returns the replica's status.
+func (p *Provider) startFirst(ctx context.Context, c client.Container) (api.AssignmentStatus, error) {
+	started, err := p.startNew(ctx, c)
+	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
-	p.log.Info("container started", "id", a.ID, "generation", a.Generation, "image", img.Name())
-	return p.Status(ctx, a.ID)
+	if !started {
+		return p.Status(ctx, c.ID())
+	}
+	// The container is as created: only its task needs reading.
+	rec, err := c.Info(ctx, client.WithoutRefreshedMetadata)
+	if err != nil {
+		return api.AssignmentStatus{}, err
+	}
+	t, err := p.task(ctx, c.ID())
+	if err != nil {
+		return api.AssignmentStatus{}, fmt.Errorf("containerd: status: %w", err)
+	}
+	return p.computeStatus(rec, t), nil
 }
 
 // computeLabels are the labels of a's container: what the agent finds
@@ -360,22 +387,22 @@ func networkMounts(a *api.Assignment, hosts string) []specs.Mount {
 	return mounts
 }
 
-// startNew starts the task of a container just created. A command that
-// cannot run is the replica's failure, not the call's: the container
-// stays, with the reason.
-func (p *Provider) startNew(ctx context.Context, id string) error {
-	err := p.startTask(ctx, id)
+// startNew starts the task of a container just created; started says
+// it did. A command that cannot run is the replica's failure, not the
+// call's: the container stays, with the reason.
+func (p *Provider) startNew(ctx context.Context, c client.Container) (started bool, err error) {
+	err = p.runTask(ctx, c)
 	if err == nil {
-		return nil
+		return true, nil
 	}
 	if ctx.Err() != nil || isUnavailable(err) {
-		return err
+		return false, err
 	}
 	reason := "start: " + err.Error()
-	if lerr := p.setLabels(ctx, id, map[string]string{labelError: truncate(reason)}); lerr != nil {
-		return errors.Join(err, lerr)
+	if _, lerr := c.SetLabels(ctx, map[string]string{labelError: truncate(reason)}); lerr != nil {
+		return false, errors.Join(err, lerr)
 	}
-	return nil
+	return false, nil
 }
 
 // createFailed records a replica that could not be created as a
@@ -404,6 +431,12 @@ func (p *Provider) startTask(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	return p.runTask(ctx, c)
+}
+
+// runTask creates and starts the task of container c.
+func (p *Provider) runTask(ctx context.Context, c client.Container) error {
+	id := c.ID()
 	t, err := c.NewTask(ctx, p.taskIO(id))
 	if err != nil {
 		return fmt.Errorf("create task: %w", err)
@@ -446,17 +479,14 @@ func (p *Provider) specOpts(ctx context.Context, a *api.Assignment, img client.I
 		oci.WithMounts(mounts),
 	}
 	if len(c.Command) > 0 || len(c.Args) > 0 {
-		ic, err := img.Spec(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("image config: %w", err)
-		}
 		// Command replaces the image's entrypoint, Args its cmd, as in
 		// Kubernetes.
-		var argv []string
-		switch {
-		case len(c.Command) > 0:
-			argv = append(slices.Clone(c.Command), c.Args...)
-		default:
+		argv := append(slices.Clone(c.Command), c.Args...)
+		if len(c.Command) == 0 {
+			ic, err := img.Spec(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("image config: %w", err)
+			}
 			argv = append(slices.Clone(ic.Config.Entrypoint), c.Args...)
 		}
 		if len(argv) == 0 {
@@ -501,6 +531,9 @@ func (p *Provider) sandboxOpts() []oci.SpecOpts {
 	case SeccompUnconfined:
 	case SeccompDefault:
 		opts = append(opts, seccomp.WithDefaultProfile())
+		if !kernelHasX32() {
+			opts = append(opts, withoutSeccompArch(specs.ArchX32))
+		}
 	default:
 		opts = append(opts, seccomp.WithProfile(p.cfg.Seccomp))
 	}

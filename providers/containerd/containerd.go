@@ -111,7 +111,12 @@ type Provider struct {
 	mu       sync.Mutex
 	closed   bool
 	imported map[string]string // image source key → image name in containerd
-	imports  int               // archives imported, for tests
+	// unpacked holds the images (by manifest digest) found unpacked for
+	// the snapshotter: their snapshots stay while the image does.
+	unpacked map[string]bool
+	// images are the client's images by name (see imageOf).
+	images   map[string]client.Image
+	imports  int // archives imported, for tests
 	crashes  map[string]*crashState
 	watchers *provider.Watchers
 	health   map[string]healthMark
@@ -177,6 +182,8 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 		replicaLocks: newKeyedLocks(),
 		imageLocks:   newKeyedLocks(),
 		imported:     map[string]string{},
+		unpacked:     map[string]bool{},
+		images:       map[string]client.Image{},
 		crashes:      map[string]*crashState{},
 		watchers:     provider.NewWatchers(provider.DefaultWatchBuffer),
 		health:       map[string]healthMark{},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 
 	"github.com/stratahq/strata/internal/api"
 )
@@ -34,7 +35,7 @@ func (p *Provider) Delete(ctx context.Context, a *api.Assignment, grace time.Dur
 	defer unlock()
 	p.cancelRestart(a.ID)
 
-	c, err := p.container(ctx, a.ID)
+	ctr, c, err := p.loadContainer(ctx, a.ID)
 	if err != nil {
 		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
 	}
@@ -52,7 +53,7 @@ func (p *Provider) Delete(ctx context.Context, a *api.Assignment, grace time.Dur
 		}
 		grace = graceOf(a, labels)
 	}
-	if err := p.removeCompute(ctx, a.ID, grace); err != nil {
+	if err := p.removeLoaded(ctx, a.ID, ctr, grace); err != nil {
 		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
 	}
 	p.forgetCrashes(a.ID)
@@ -93,37 +94,52 @@ func (p *Provider) deleteVolumeOf(a *api.Assignment) (done bool, err error) {
 	return true, nil
 }
 
+// loadContainer returns container id and its record; nils without
+// error when there is none.
+func (p *Provider) loadContainer(ctx context.Context, id string) (client.Container, *containers.Container, error) {
+	c, err := p.client.LoadContainer(ctx, id)
+	if isNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("container %s: %w", id, err)
+	}
+	// The record LoadContainer read, without reading it again.
+	rec, err := c.Info(ctx, client.WithoutRefreshedMetadata)
+	if err != nil {
+		return nil, nil, fmt.Errorf("container %s: %w", id, err)
+	}
+	return c, &rec, nil
+}
+
 // removeCompute stops and removes everything of a Compute replica but
 // its log file and volumes: task, container, snapshot, network, hosts
 // file. The caller holds the replica's lock. Absent parts are fine, so
 // that it also finishes what a crashed Apply or Delete left.
 func (p *Provider) removeCompute(ctx context.Context, id string, grace time.Duration) error {
-	var errs []error
-	c, err := p.client.LoadContainer(ctx, id)
-	switch {
-	case isNotFound(err):
-	case err != nil:
+	c, _, err := p.loadContainer(ctx, id)
+	if err != nil {
 		return err
-	default:
-		t, err := c.Task(ctx, nil)
-		switch {
-		case isNotFound(err):
-		case err != nil:
-			return fmt.Errorf("task: %w", err)
-		default:
-			if err := p.stopTask(ctx, t, grace); err != nil {
-				return err
-			}
-			if _, err := t.Delete(ctx, client.WithProcessKill); err != nil && !isNotFound(err) {
-				return fmt.Errorf("delete task: %w", err)
-			}
-		}
-		if err := c.Delete(ctx, client.WithSnapshotCleanup); err != nil && !isNotFound(err) {
-			return fmt.Errorf("delete container: %w", err)
+	}
+	return p.removeLoaded(ctx, id, c, grace)
+}
+
+// removeLoaded is removeCompute of the container c loaded already (nil:
+// there is none).
+func (p *Provider) removeLoaded(ctx context.Context, id string, c client.Container, grace time.Duration) error {
+	var errs []error
+	snapshotGone := false
+	if c != nil {
+		var err error
+		if snapshotGone, err = p.removeContainer(ctx, c, grace); err != nil {
+			return err
 		}
 	}
-	// A container that failed to be created may have left its snapshot.
-	p.removeSnapshot(ctx, id)
+	if !snapshotGone {
+		// A container that failed to be created may have left its
+		// snapshot.
+		p.removeSnapshot(ctx, id)
+	}
 	if err := p.teardownNetwork(ctx, id); err != nil {
 		errs = append(errs, fmt.Errorf("network: %w", err))
 	}
@@ -136,19 +152,62 @@ func (p *Provider) removeCompute(ctx context.Context, id string, grace time.Dura
 	return errors.Join(errs...)
 }
 
-// stopTask sends SIGTERM and waits up to grace for the task to exit, then
-// kills it.
-func (p *Provider) stopTask(ctx context.Context, t client.Task, grace time.Duration) error {
-	st, err := t.Status(ctx)
+// removeContainer stops c's task, if any, and deletes it and c with its
+// snapshot; snapshotGone says the container's deletion removed the
+// snapshot (it had one, and was there to delete).
+func (p *Provider) removeContainer(ctx context.Context, c client.Container, grace time.Duration) (snapshotGone bool, err error) {
+	t, err := c.Task(ctx, nil)
+	switch {
+	case isNotFound(err):
+	case err != nil:
+		return false, fmt.Errorf("task: %w", err)
+	default:
+		stopped, err := p.stopTask(ctx, t, grace)
+		if err != nil {
+			return false, err
+		}
+		var opts []client.ProcessDeleteOpts
+		if !stopped {
+			// Created, never started: killed on the way.
+			opts = append(opts, client.WithProcessKill)
+		}
+		if _, err := t.Delete(ctx, opts...); err != nil && !isNotFound(err) {
+			return false, fmt.Errorf("delete task: %w", err)
+		}
+	}
+	err = c.Delete(ctx, client.WithSnapshotCleanup)
 	if isNotFound(err) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("task status: %w", err)
+		return false, fmt.Errorf("delete container: %w", err)
+	}
+	rec, _ := c.Info(ctx, client.WithoutRefreshedMetadata)
+	return rec.SnapshotKey != "", nil
+}
+
+// stopTask sends SIGTERM and waits up to grace for the task to exit, then
+// kills it; stopped says the task has exited (or is gone), not merely
+// created.
+func (p *Provider) stopTask(ctx context.Context, t client.Task, grace time.Duration) (stopped bool, err error) {
+	st, err := t.Status(ctx)
+	if isNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("task status: %w", err)
+	}
+	if st.Status == client.Stopped {
+		return true, nil
 	}
 	if st.Status != client.Running && st.Status != client.Paused && st.Status != client.Pausing {
-		return nil
+		return false, nil
 	}
+	return true, p.signalStop(ctx, t, grace)
+}
+
+// signalStop stops the running task t: SIGTERM, SIGKILL after grace.
+func (p *Provider) signalStop(ctx context.Context, t client.Task, grace time.Duration) error {
 	// Wait before Kill: an exit between the two would be missed.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -76,23 +76,51 @@ func (p *Provider) ensureImage(ctx context.Context, src imageSource, progress fu
 	if err != nil {
 		return nil, err
 	}
+	if err := p.unpack(ctx, img); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+// unpack makes img's snapshots for the snapshotter, unless it was
+// found unpacked before: checking costs several reads of containerd's
+// content store for every replica.
+func (p *Provider) unpack(ctx context.Context, img client.Image) error {
+	key := img.Target().Digest.String()
+	p.mu.Lock()
+	done := p.unpacked[key]
+	p.mu.Unlock()
+	if done {
+		return nil
+	}
 	unpacked, err := img.IsUnpacked(ctx, p.cfg.Snapshotter)
 	if err != nil {
-		return nil, fmt.Errorf("image %s: %w", img.Name(), err)
+		return fmt.Errorf("image %s: %w", img.Name(), err)
 	}
 	if !unpacked {
 		if err := img.Unpack(ctx, p.cfg.Snapshotter); err != nil {
-			return nil, fmt.Errorf("unpack %s for %s: %w", img.Name(), p.cfg.Snapshotter, err)
+			return fmt.Errorf("unpack %s for %s: %w", img.Name(), p.cfg.Snapshotter, err)
 		}
 	}
-	return img, nil
+	p.mu.Lock()
+	p.unpacked[key] = true
+	p.mu.Unlock()
+	return nil
+}
+
+// forgetUnpacked makes the next unpack of img check its snapshots
+// again (they were removed by hand, or the image was deleted).
+func (p *Provider) forgetUnpacked(img client.Image) {
+	p.mu.Lock()
+	delete(p.unpacked, img.Target().Digest.String())
+	p.mu.Unlock()
 }
 
 // pull returns the image ref, pulling it only from a registry of
 // Config.Registries, reached with its RegistryHosts settings; progress
 // hears how far the pull is while it runs.
 func (p *Provider) pull(ctx context.Context, ref string, progress func(string)) (client.Image, error) {
-	img, err := p.client.GetImage(ctx, ref)
+	img, err := p.getImage(ctx, ref)
 	if err == nil {
 		return img, nil
 	}
@@ -112,6 +140,7 @@ func (p *Provider) pull(ctx context.Context, ref string, progress func(string)) 
 		return nil, err
 	}
 	p.log.Info("pulled image", "ref", ref, "took", time.Since(start).Round(time.Millisecond))
+	p.forgetUnpacked(img)
 	return img, nil
 }
 
@@ -144,7 +173,7 @@ func (p *Provider) importArchive(ctx context.Context, src imageSource) (client.I
 	name, ok := p.imported[cacheKey]
 	p.mu.Unlock()
 	if ok {
-		img, err := p.client.GetImage(ctx, name)
+		img, err := p.getImage(ctx, name)
 		if err == nil {
 			return img, nil
 		}
@@ -171,7 +200,30 @@ func (p *Provider) importArchive(ctx context.Context, src imageSource) (client.I
 	p.mu.Lock()
 	p.imported[cacheKey] = chosen.Name
 	p.mu.Unlock()
-	return client.NewImage(p.client, chosen), nil
+	return p.imageOf(chosen), nil
+}
+
+// getImage returns the image named name, as client.GetImage does.
+func (p *Provider) getImage(ctx context.Context, name string) (client.Image, error) {
+	rec, err := p.client.ImageService().Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return p.imageOf(rec), nil
+}
+
+// imageOf returns the client's image of rec, the same one while rec's
+// name points to the same manifest: it keeps what it read of the
+// manifest (its layers), which every container's snapshot needs.
+func (p *Provider) imageOf(rec images.Image) client.Image {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if img, ok := p.images[rec.Name]; ok && img.Target().Digest == rec.Target.Digest {
+		return img
+	}
+	img := client.NewImage(p.client, rec)
+	p.images[rec.Name] = img
+	return img
 }
 
 func (p *Provider) importFile(ctx context.Context, path, key string) ([]images.Image, error) {
@@ -193,6 +245,10 @@ func (p *Provider) importFile(ctx context.Context, path, key string) ([]images.I
 	}
 	p.mu.Lock()
 	p.imports++
+	for _, img := range imgs {
+		// Imported anew: snapshots of an earlier import may be gone.
+		delete(p.unpacked, img.Target.Digest.String())
+	}
 	p.mu.Unlock()
 	return imgs, nil
 }

@@ -22,6 +22,12 @@ func (c *Client) CreateAlertRule(ctx context.Context, r api.AlertRule) (api.Aler
 	return call[api.AlertRule](ctx, c, request{method: http.MethodPost, path: "/v1/alertrules", body: r})
 }
 
+// UpdateAlertRule replaces an alert rule; without a receiver secret the
+// server keeps the one it has.
+func (c *Client) UpdateAlertRule(ctx context.Context, r api.AlertRule) (api.AlertRule, error) {
+	return call[api.AlertRule](ctx, c, request{method: http.MethodPut, path: "/v1/alertrules/" + escape(r.Name), body: r})
+}
+
 // DeleteAlertRule deletes an alert rule.
 func (c *Client) DeleteAlertRule(ctx context.Context, name string) (api.AlertRule, error) {
 	return call[api.AlertRule](ctx, c, request{method: http.MethodDelete, path: "/v1/alertrules/" + escape(name)})

@@ -13,6 +13,7 @@ func (s *Server) alertRoutes() map[string]handler {
 		"GET /v1/alertrules":           s.listAlertRules,
 		"POST /v1/alertrules":          s.createAlertRule,
 		"GET /v1/alertrules/{name}":    s.getAlertRule,
+		"PUT /v1/alertrules/{name}":    s.updateAlertRule,
 		"DELETE /v1/alertrules/{name}": s.deleteAlertRule,
 	}
 }
@@ -41,6 +42,28 @@ func (s *Server) createAlertRule(r *http.Request) (int, any, error) {
 	ar.CreatedAt, ar.UpdatedAt, ar.ResourceVersion = s.now(), s.now(), s.version()
 	s.AlertRules[ar.Name] = ar
 	return http.StatusCreated, ar, nil
+}
+
+func (s *Server) updateAlertRule(r *http.Request) (int, any, error) {
+	var ar api.AlertRule
+	if err := decode(r, &ar); err != nil {
+		return 0, nil, err
+	}
+	ar.Name = r.PathValue("name")
+	if err := ar.Validate(); err != nil {
+		return 0, nil, err
+	}
+	cur, ok := s.AlertRules[ar.Name]
+	if !ok {
+		return 0, nil, api.NotFound("alert rule", ar.Name)
+	}
+	if ar.Receiver.Secret != "" {
+		s.AlertSecrets[ar.Name] = ar.Receiver.Secret
+	}
+	ar.Receiver.HasSecret, ar.Receiver.Secret = s.AlertSecrets[ar.Name] != "", ""
+	ar.CreatedAt, ar.UpdatedAt, ar.ResourceVersion, ar.Status = cur.CreatedAt, s.now(), s.version(), cur.Status
+	s.AlertRules[ar.Name] = ar
+	return http.StatusOK, ar, nil
 }
 
 func (s *Server) deleteAlertRule(r *http.Request) (int, any, error) {

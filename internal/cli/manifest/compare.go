@@ -31,6 +31,24 @@ func PolicyUpToDate(want, cur api.NetworkPolicy) bool {
 	return api.SameJSON(rules(want), rules(cur))
 }
 
+// AlertRuleUpToDate reports whether cur already matches and sends as
+// want says. A manifest with a receiver secret is never up to date: the
+// server does not answer the secret, so it cannot be compared, and is
+// written again.
+func AlertRuleUpToDate(want, cur api.AlertRule) bool {
+	if want.Receiver.Secret != "" {
+		return false
+	}
+	spec := func(r api.AlertRule) api.AlertRule {
+		g := api.D(r.GroupWaitOr())
+		return api.AlertRule{
+			Reasons: r.Reasons, Region: r.Region, Tenant: r.Tenant, Object: r.Object, Selector: r.Selector, Labels: r.Labels,
+			GroupWait: &g, Receiver: api.AlertReceiver{Type: r.Receiver.Type, URL: r.Receiver.URL},
+		}
+	}
+	return api.SameJSON(spec(want), spec(cur))
+}
+
 // ResourceUpToDate reports whether cur already has every user-settable
 // field as o says. A manifest without replicas leaves the count alone, and
 // one without a tenant means the resource's own.

@@ -12,6 +12,7 @@
 //   - Region: a region registration, as POST /v1/regions takes it.
 //   - Config, Secret: as POST /v1/configs and /v1/secrets take them.
 //   - NetworkPolicy: a network policy, as POST /v1/networkpolicies takes it.
+//   - AlertRule: an alert rule, as POST /v1/alertrules takes it.
 //   - List: {"kind": "List", "items": [...]}, what `get -o json|yaml`
 //     prints for several objects.
 //
@@ -53,6 +54,7 @@ const (
 	KindCompute      Kind = "Compute"
 	KindLoadbalancer Kind = "Loadbalancer"
 	KindPolicy       Kind = "NetworkPolicy"
+	KindAlertRule    Kind = "AlertRule"
 	KindConfig       Kind = "Config"
 	KindSecret       Kind = "Secret"
 	KindJob          Kind = "Job"
@@ -66,7 +68,7 @@ const (
 // select replicas by label, then jobs (which may use what compute serves).
 // Configs and secrets, which compute mounts and pulls with, come before
 // images. Delete goes the other way.
-var Kinds = []Kind{KindRegion, KindFlavor, KindConfig, KindSecret, KindImage, KindVolume, KindCompute, KindLoadbalancer, KindPolicy, KindJob}
+var Kinds = []Kind{KindRegion, KindFlavor, KindConfig, KindSecret, KindImage, KindVolume, KindCompute, KindLoadbalancer, KindPolicy, KindJob, KindAlertRule}
 
 // IsResource reports whether k is one of the resource kinds.
 func (k Kind) IsResource() bool {
@@ -108,6 +110,7 @@ type Object struct {
 	Policy      *api.NetworkPolicy
 	Config      *api.Config
 	Secret      *api.Secret
+	AlertRule   *api.AlertRule
 }
 
 // Name returns the object's name.
@@ -125,6 +128,8 @@ func (o *Object) Name() string {
 		return o.Config.Name
 	case o.Secret != nil:
 		return o.Secret.Name
+	case o.AlertRule != nil:
+		return o.AlertRule.Name
 	}
 	return ""
 }
@@ -400,6 +405,8 @@ func parseObject(src Source, js []byte) (Object, error) {
 		o.Config, err = parseConfig(js)
 	case kind == KindSecret:
 		o.Secret, err = parseSecret(js)
+	case kind == KindAlertRule:
+		o.AlertRule, err = parseAlertRule(js)
 	default:
 		err = unknownKind(head.Kind, js)
 	}
@@ -525,6 +532,34 @@ func parsePolicy(js []byte) (*api.NetworkPolicy, error) {
 		return p, err
 	}
 	return p, nil
+}
+
+// AlertRuleDocument is an alert rule as a manifest: its REST JSON with
+// kind "AlertRule". The receiver's secret may be in it (as a Secret's
+// manifest carries its data); the server never answers it.
+type AlertRuleDocument struct {
+	Kind Kind `json:"kind"`
+	api.AlertRule
+}
+
+// FromAlertRule returns r as a manifest.
+func FromAlertRule(r api.AlertRule) AlertRuleDocument {
+	return AlertRuleDocument{Kind: KindAlertRule, AlertRule: r}
+}
+
+func parseAlertRule(js []byte) (*api.AlertRule, error) {
+	var d AlertRuleDocument
+	if err := strict(js, &d); err != nil {
+		return nil, err
+	}
+	r := &api.AlertRule{
+		Name: d.Name, Reasons: d.Reasons, Region: d.Region, Tenant: d.Tenant, Object: d.Object, Selector: d.Selector,
+		Labels: d.Labels, GroupWait: d.GroupWait, Receiver: api.AlertReceiver{Type: d.Receiver.Type, URL: d.Receiver.URL, Secret: d.Receiver.Secret},
+	}
+	if err := r.Validate(); err != nil {
+		return r, err
+	}
+	return r, nil
 }
 
 // resourceDocument is a resource as a manifest. Replicas shadows the

@@ -100,9 +100,9 @@ func TestParseErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown kind names the document", valid + "---\nkind: Deployment\nname: web\n",
-			`f.yaml: document 2 (line 5): unknown kind "Deployment" (want one of Region, Flavor, Config, Secret, Image, Volume, Compute, Loadbalancer, NetworkPolicy, Job)`},
+			`f.yaml: document 2 (line 5): unknown kind "Deployment" (want one of Region, Flavor, Config, Secret, Image, Volume, Compute, Loadbalancer, NetworkPolicy, Job, AlertRule)`},
 		{"missing kind", "name: web\n",
-			`f.yaml: document 1 (line 1): kind is missing (want one of Region, Flavor, Config, Secret, Image, Volume, Compute, Loadbalancer, NetworkPolicy, Job)`},
+			`f.yaml: document 1 (line 1): kind is missing (want one of Region, Flavor, Config, Secret, Image, Volume, Compute, Loadbalancer, NetworkPolicy, Job, AlertRule)`},
 		{"kind in the wrong case", "kind: compute\nname: web\n",
 			`f.yaml: document 1 (line 1): unknown kind "compute" (kinds are case-sensitive: did you mean "Compute"?)`},
 		{"a flavor written with its REST kind", "kind: container\nname: small\nspec: {vcpus: 1, memoryMiB: 64}\n",

@@ -726,7 +726,7 @@ function alertsPage() {
       const s = a.status || { active: 0, pending: 0, sent: 0, dropped: 0 };
       return h('tr', { dataset: { rule: a.name } },
         h('td', { class: 'mono' }, a.name),
-        h('td', {}, (a.reasons || []).join(', ')),
+        h('td', {}, (a.reasons || []).join(', '), ...(a.selector ? [h('div', { class: 'mono muted', title: 'selector' }, a.selector)] : [])),
         h('td', {}, pill(a.receiver.type, 'neutral'), ' ', h('span', { class: 'mono muted' }, a.receiver.url)),
         h('td', { class: 'num' }, String(s.active)),
         h('td', { class: 'num' }, s.pending ? pill(String(s.pending), 'warn') : '0'),

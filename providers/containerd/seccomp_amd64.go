@@ -1,0 +1,3 @@
+package containerd
+
+const isAMD64 = true

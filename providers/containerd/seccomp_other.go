@@ -1,0 +1,5 @@
+//go:build !amd64
+
+package containerd
+
+const isAMD64 = false
