@@ -8,6 +8,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/backoff"
+	"github.com/stratahq/strata/internal/flush"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
@@ -89,8 +90,10 @@ func signal(c chan struct{}) {
 }
 
 // runReporter sends statuses in batches: it waits for the first pending
-// status, lets more gather for flushDelay (or until a batch is full), and
-// sends everything pending. Failed reports are retried with backoff.
+// status and sends everything pending, at once when the last report ended
+// flushDelay ago or more, else when that window has passed (or a batch is
+// full). While a report is in flight more statuses gather for the next.
+// Failed reports are retried with backoff.
 func (a *Agent) runReporter(ctx context.Context, client agentv1.AgentServiceClient, registered <-chan struct{}) {
 	select {
 	case <-ctx.Done():
@@ -100,24 +103,19 @@ func (a *Agent) runReporter(ctx context.Context, client agentv1.AgentServiceClie
 	b := backoff.Backoff{Min: a.t.flushDelay, Max: a.t.reportMax, Jitter: backoff.Half}
 	var warn warnLimiter
 	warn.every = a.t.warnEvery
+	win := flush.Window{D: a.t.flushDelay}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.reporter.nonEmpty:
 		}
-		if a.reporter.len() < a.t.flushBatch {
-			t := time.NewTimer(a.t.flushDelay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-a.reporter.full:
-			case <-t.C:
-			}
-			t.Stop()
+		if a.reporter.len() < a.t.flushBatch && win.Hold(ctx, a.reporter.full) != nil {
+			return
 		}
-		if err := a.flush(ctx, client); err != nil {
+		err := a.flush(ctx, client)
+		win.Flushed(time.Now())
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}

@@ -247,12 +247,7 @@ func (c *Controller) pass(ctx context.Context, guard Guard, keys []string) (err 
 	rev, err := w.commit(ctx, guard)
 	if err != nil {
 		// What applied stays: read it before the next pass decides.
-		if rev > 0 {
-			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			_ = c.o.Caches.Resources.WaitForRev(wctx, rev)
-			_ = c.o.Caches.Statuses.WaitForRev(wctx, rev)
-		}
+		_ = w.waitCaches(ctx, c.o.Caches, rev)
 		return err
 	}
 	for _, rv := range w.reverts {
@@ -265,15 +260,7 @@ func (c *Controller) pass(ctx context.Context, guard Guard, keys []string) (err 
 		}
 		c.log.Warn("rollout failed; reverted", "resource", rv.Tenant+"/"+rv.Name, "failed", rv.Failed, "to", rv.To, "why", rv.Why)
 	}
-	if rev > 0 {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := c.o.Caches.Resources.WaitForRev(wctx, rev); err != nil {
-			return err
-		}
-		return c.o.Caches.Statuses.WaitForRev(wctx, rev)
-	}
-	return nil
+	return w.waitCaches(ctx, c.o.Caches, rev)
 }
 
 // syncLinks keeps one link per registered region, started under the

@@ -123,6 +123,9 @@ type writes struct {
 	st      *state.State
 	batch   *store.Batch
 	reverts []placement.Revert
+	// touchedResources and touchedStatuses tell which caches the pass
+	// must see its writes in before the next pass decides.
+	touchedResources, touchedStatuses bool
 }
 
 func (w *writes) revert(r placement.Revert) { w.reverts = append(w.reverts, r) }
@@ -130,16 +133,19 @@ func (w *writes) revert(r placement.Revert) { w.reverts = append(w.reverts, r) }
 func newWrites(st *state.State) *writes { return &writes{st: st, batch: st.Store.Batch()} }
 
 func (w *writes) putStatus(key string, s *api.ResourceStatus) {
+	w.touchedStatuses = true
 	_ = w.st.Statuses.TxnPut(w.batch.Step(key), key, s) // build errors fail the step
 }
 
 func (w *writes) deleteStatus(key string) {
+	w.touchedStatuses = true
 	w.st.Statuses.TxnDelete(w.batch.Step(key), key, 0)
 }
 
 // finalize forgets a deleted resource once no region holds anything of
 // it: its record, its status and its revisions, in one step.
 func (w *writes) finalize(key string, modRev int64) {
+	w.touchedResources, w.touchedStatuses = true, true
 	t := w.batch.Step(key)
 	tenant, name := state.SplitResourceName(key)
 	w.st.Resources.TxnDelete(t, key, modRev)
@@ -149,6 +155,25 @@ func (w *writes) finalize(key string, modRev int64) {
 
 // ops counts the operations of the pass.
 func (w *writes) ops() int { return w.batch.Ops() }
+
+// waitCaches waits until the caches the pass wrote to are current at
+// rev, concurrently: a cache it did not write to needs no progress
+// request (an etcd round trip) before the next pass.
+func (w *writes) waitCaches(ctx context.Context, caches *state.Caches, rev int64) error {
+	if rev <= 0 {
+		return nil
+	}
+	var touched []store.RevWaiter
+	if w.touchedResources {
+		touched = append(touched, caches.Resources)
+	}
+	if w.touchedStatuses {
+		touched = append(touched, caches.Statuses)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return store.WaitForRev(ctx, rev, touched...)
+}
 
 // commit writes every step, fenced by guard. It returns the revision of
 // the last transaction that applied, also on error.

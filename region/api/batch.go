@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/flush"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/store"
 )
@@ -170,27 +171,26 @@ func (q *statusQueue) close(err error) {
 	}
 }
 
-// runStatusWriter writes queued statuses until ctx is done. It waits
-// statusWindow after the first report of a batch so that reports of many
-// agents share transactions; while it writes, new reports queue up, so a
-// slower etcd makes for bigger batches rather than a longer queue of small
-// ones.
+// runStatusWriter writes queued statuses until ctx is done. A report that
+// finds the writer idle (its last batch ended statusWindow ago or more)
+// is written at once; one that follows a batch closely waits for the
+// rest of the window, so that reports of many agents share transactions.
+// While it writes, new reports queue up, so a slower etcd makes for
+// bigger batches rather than a longer queue of small ones.
 func (s *Server) runStatusWriter(ctx context.Context) {
 	defer s.statuses.close(fmt.Errorf("region api is shutting down: %w", api.ErrUnavailable))
+	win := flush.Window{D: s.tune.statusWindow}
 	for {
 		select {
 		case <-s.statuses.kick:
 		case <-ctx.Done():
 			return
 		}
-		t := time.NewTimer(s.tune.statusWindow)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if win.Hold(ctx, nil) != nil {
 			return
 		}
 		s.writeStatuses(ctx, s.statuses.take())
+		win.Flushed(time.Now())
 	}
 }
 

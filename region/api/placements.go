@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
@@ -55,14 +56,23 @@ func staleEpoch(got, newest int64) error {
 // start, which fences the call: if a newer master raised the epoch in
 // between, the write fails and the call starts over and refuses what is
 // now stale.
+//
+// The first attempt starts from the epoch this process last wrote, when it
+// remembers one, instead of reading it: the write's fence checks it all
+// the same, and a call that lost a race (another process moved the epoch)
+// starts over from a read. A plan with nothing to write proves nothing
+// about the remembered epoch, so it is made again from a read.
 func (s *Server) applyPlacements(ctx context.Context, ps []api.Placement) ([]placementResult, error) {
 	applied := make([]bool, len(ps)) // survives attempts: a retry sees earlier writes as unchanged
 	for attempt := 1; ; attempt++ {
-		ep, err := s.readEpoch(ctx)
+		ep, remembered, err := s.startEpoch(ctx, attempt)
 		if err != nil {
 			return nil, err
 		}
 		results, writes, newest := s.planApply(ps, ep.Epoch.Epoch)
+		if remembered && len(writes) == 0 && newest <= ep.Epoch.Epoch {
+			continue
+		}
 		if len(writes) > 0 || newest > ep.Epoch.Epoch {
 			ep.Epoch.Epoch = max(newest, ep.Epoch.Epoch)
 			err = s.writePlacements(ctx, &ep, writes, func(done []placementWrite) {
@@ -88,6 +98,16 @@ func (s *Server) applyPlacements(ctx context.Context, ps []api.Placement) ([]pla
 		}
 		return results, nil
 	}
+}
+
+// startEpoch is the epoch an attempt of applyPlacements starts from: the
+// remembered one (true) on the first attempt, else a read.
+func (s *Server) startEpoch(ctx context.Context, attempt int) (epochState, bool, error) {
+	if ep, ok := s.epoch.get(); ok && attempt == 1 {
+		return ep, true, nil
+	}
+	ep, err := s.readEpoch(ctx)
+	return ep, false, err
 }
 
 // planApply decides, against the cache, what to do with each placement,
@@ -281,10 +301,48 @@ func (s *Server) writePlacements(ctx context.Context, ep *epochState, ws []place
 		done(applied)
 	}
 	if err != nil {
+		s.epoch.forget()
 		return err
 	}
 	// Read-your-writes for the operator views and the next call.
-	return s.caches.Placements.WaitForRev(ctx, res.Revision)
+	if err := s.caches.Placements.WaitForRev(ctx, res.Revision); err != nil {
+		s.epoch.forget()
+		return err
+	}
+	s.epoch.remember(*ep)
+	return nil
+}
+
+// epochMemo is meta/epoch as this process's latest placement write left
+// it, with the placement cache current at that write: what a read of
+// meta/epoch would return unless another process wrote since, which the
+// next write's fence finds out.
+type epochMemo struct {
+	mu sync.Mutex
+	ep epochState
+	ok bool
+}
+
+func (m *epochMemo) get() (epochState, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ep, m.ok
+}
+
+// remember keeps ep unless a newer write is remembered already (calls
+// may finish out of order).
+func (m *epochMemo) remember(ep epochState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.ok || ep.modRev > m.ep.modRev {
+		m.ep, m.ok = ep, true
+	}
+}
+
+func (m *epochMemo) forget() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ok = false
 }
 
 // retryable reports whether a failed transaction lost a race and is worth

@@ -188,3 +188,49 @@ func TestRemovePlacements(t *testing.T) {
 		t.Errorf("got AppliedPlacements %d; want 2", got)
 	}
 }
+
+// TestApplyPlacementsAfterAnotherWriter: a placement call starts from the
+// epoch this process last wrote; when another process (a second region
+// API, a newer master through it) moved meta/epoch since, the fence must
+// catch it and the call must decide again from a read: a placement of the
+// older master is refused, one of the newer is written.
+func TestApplyPlacementsAfterAnotherWriter(t *testing.T) {
+	e := newEnv(t)
+	apply := func(p api.Placement) *regionv1.PlacementResult {
+		t.Helper()
+		resp, err := e.region.ApplyPlacements(e.ctx(), &regionv1.ApplyPlacementsRequest{Placements: []*resourcev1.Placement{apiproto.PlacementToPB(&p)}})
+		if err != nil || len(resp.GetResults()) != 1 {
+			t.Fatalf("ApplyPlacements: %v, %v", resp, err)
+		}
+		return resp.GetResults()[0]
+	}
+	if r := apply(testPlacement("acme", "web", "uid-1", 3, 5)); !r.GetApplied() {
+		t.Fatalf("first placement: got %v; want applied", r)
+	}
+	// Another process raises the epoch and writes a placement.
+	other := testPlacement("acme", "api", "uid-2", 1, 6)
+	txn := e.st.Store.Txn()
+	_ = e.st.Meta.TxnPut(txn, state.EpochName, &state.Epoch{Epoch: 6})
+	_ = e.st.Placements.TxnPut(txn, other.Key(), &other)
+	if _, err := txn.Commit(e.ctx()); err != nil {
+		t.Fatal(err)
+	}
+
+	before := e.rev()
+	if r := apply(testPlacement("acme", "web", "uid-1", 4, 5)); r.GetApplied() || !strings.Contains(r.GetError(), "stale master epoch 5 < 6") {
+		t.Errorf("older master after the other writer: got %v; want refused as stale", r)
+	}
+	if e.rev() != before {
+		t.Errorf("older master after the other writer: etcd moved from %d to %d; want no write", before, e.rev())
+	}
+	if r := apply(testPlacement("acme", "web", "uid-1", 4, 6)); !r.GetApplied() || r.GetError() != "" {
+		t.Errorf("newer master: got %v; want applied", r)
+	}
+	got, err := e.st.Placements.Get(e.ctx(), "acme/web")
+	if err != nil || got.Value.Resource.Replicas != 4 || got.Value.Epoch != 6 {
+		t.Errorf("stored acme/web: got %+v, %v; want 4 replicas at epoch 6", got.Value, err)
+	}
+	if _, err := e.st.Placements.Get(e.ctx(), "acme/api"); err != nil {
+		t.Errorf("the other writer's placement: %v; want it kept", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/flush"
 	"github.com/stratahq/strata/internal/store"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
@@ -76,6 +77,8 @@ func (s *Server) writePolicies(ctx context.Context, ep *epochState, ps []api.Net
 		return 0, nil
 	}
 	res, err := b.Commit(ctx)
+	// meta/epoch moved (or may have): the next placement call reads it.
+	s.epoch.forget()
 	if err != nil {
 		return 0, err
 	}
@@ -209,25 +212,25 @@ func sameEndpoint(a, b *agentv1.NetworkEndpoint) bool {
 
 // followPolicies sends node's policy view as it changes, starting from
 // sent (what the snapshot carried): on a change of an assignment or a
-// policy that may concern the node, it waits window for more, computes
-// the view again and sends the difference, until ctx is done or send
-// fails.
+// policy that may concern the node, it computes the view again and sends
+// the difference (at once when the last look ended window ago or more, else
+// at the window's end, so that a burst of changes costs one look per
+// window), until ctx is done or send fails.
 func (s *Server) followPolicies(ctx context.Context, node string, sent policyView, window time.Duration, send func(*agentv1.NetworkBatch) error) error {
 	w := s.watchPolicyView(node, sent.tenants)
 	defer w.stop()
 	// What changed between the snapshot and the subscriptions is found
 	// by a first look.
 	w.poke()
+	win := flush.Window{D: window}
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-w.kick:
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(window):
+		if err := win.Hold(ctx, nil); err != nil {
+			return err
 		}
 		next := s.policyViewOf(node)
 		msg := &agentv1.NetworkBatch{}
@@ -238,6 +241,7 @@ func (s *Server) followPolicies(ctx context.Context, node string, sent policyVie
 		}
 		sent = next
 		w.setTenants(next.tenants)
+		win.Flushed(time.Now())
 	}
 }
 

@@ -160,6 +160,7 @@ type Server struct {
 	tune          tuning
 
 	applied  atomic.Uint64
+	epoch    epochMemo
 	beats    beatQueue
 	statuses statusQueue
 	hub      *assignmentHub

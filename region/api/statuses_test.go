@@ -114,11 +114,16 @@ func TestReportOfARemovedReplicaLeavesNoStatus(t *testing.T) {
 	for _, recreate := range []bool{false, true} {
 		t.Run(fmt.Sprintf("recreated=%v", recreate), func(t *testing.T) {
 			// A long window holds the queued report while the assignment
-			// goes.
-			e := newEnv(t, func(_ *Options, tune *tuning) { tune.statusWindow = 300 * time.Millisecond })
+			// goes: a report right after a batch waits for the rest of
+			// the window, so a first report opens one.
+			e := newEnv(t, func(_ *Options, tune *tuning) { tune.statusWindow = time.Second })
 			e.putAssignments(testAssignment("a1", "acme", "web", "n1"), testAssignment("a2", "acme", "web", "n1"))
 			report := func(id string) *resourcev1.AssignmentStatus {
 				return apiproto.AssignmentStatusToPB(&api.AssignmentStatus{ID: id, ObservedGeneration: 1, Phase: api.PhaseDestroyed})
+			}
+			opening := apiproto.AssignmentStatusToPB(&api.AssignmentStatus{ID: "a2", ObservedGeneration: 1, Phase: api.PhaseProvision})
+			if _, err := e.agent.ReportStatus(e.ctx(), &agentv1.ReportStatusRequest{Node: "n1", Statuses: []*resourcev1.AssignmentStatus{opening}}); err != nil {
+				t.Fatal(err)
 			}
 			done := make(chan error, 1)
 			go func() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/flush"
 	"github.com/stratahq/strata/internal/store"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
@@ -41,28 +42,14 @@ func (w *watch[T]) offer(changes []store.Change[T]) {
 }
 
 // pump coalesces a watch's changes by name (first Old, last New) and
-// hands them to send once window has passed since the first of them, or
-// as soon as max are pending, until ctx is done or the watch overflowed.
-// Changes that created and deleted an object within one window are not
-// sent: the receiver never saw it.
+// hands them to send: at once when the last send is a window ago or more
+// (an idle stream adds no delay), else when the window since the last
+// send has passed, or as soon as max are pending; until ctx is done or
+// the watch overflowed. Changes that created and deleted an object
+// before a send are not sent: the receiver never saw it.
 func pump[T any](ctx context.Context, w *watch[T], window time.Duration, max int, send func([]store.Change[T]) error) error {
-	var (
-		co    coalesced[T]
-		timer *time.Timer
-		due   <-chan time.Time // nil while nothing is pending
-	)
-	flush := func() error {
-		if timer != nil {
-			timer.Stop()
-		}
-		due = nil
-		for chunk := range slices.Chunk(co.take(), max) {
-			if err := send(chunk); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	p := pumper[T]{win: flush.Window{D: window}, max: max, send: send}
+	defer p.stopTimer()
 	for {
 		select {
 		case <-ctx.Done():
@@ -70,22 +57,66 @@ func pump[T any](ctx context.Context, w *watch[T], window time.Duration, max int
 		case <-w.overflow:
 			return fmt.Errorf("watcher fell %d change batches behind; too slow, reconnect: %w", cap(w.ch), api.ErrUnavailable)
 		case changes := <-w.ch:
-			co.add(changes)
-			switch {
-			case len(co.batch) >= max:
-				if err := flush(); err != nil {
-					return err
-				}
-			case due == nil && len(co.batch) > 0:
-				timer = time.NewTimer(window)
-				due = timer.C
+			p.co.add(changes)
+			p.co.drain(w.ch, max)
+			if err := p.step(); err != nil {
+				return err
 			}
-		case <-due:
-			if err := flush(); err != nil {
+		case <-p.due:
+			if err := p.flush(); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// pumper is pump's state: the pending changes and the window's timer.
+type pumper[T any] struct {
+	co    coalesced[T]
+	win   flush.Window
+	max   int
+	send  func([]store.Change[T]) error
+	timer *time.Timer
+	due   <-chan time.Time // nil while no send is scheduled
+}
+
+// step sends the pending changes when they fill a message or the window
+// lets them go at once, and otherwise schedules a send at the window's
+// end.
+func (p *pumper[T]) step() error {
+	n := len(p.co.batch)
+	switch {
+	case n >= p.max:
+		return p.flush()
+	case n == 0 || p.due != nil:
+		return nil
+	}
+	wait := p.win.Wait(time.Now())
+	if wait <= 0 {
+		return p.flush()
+	}
+	p.timer = time.NewTimer(wait)
+	p.due = p.timer.C
+	return nil
+}
+
+func (p *pumper[T]) stopTimer() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.due = nil
+}
+
+// flush sends the pending changes, max to a message.
+func (p *pumper[T]) flush() error {
+	p.stopTimer()
+	defer func() { p.win.Flushed(time.Now()) }()
+	for chunk := range slices.Chunk(p.co.take(), p.max) {
+		if err := p.send(chunk); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // coalesced holds the changes of one window, one per name: the first
@@ -106,6 +137,19 @@ func (c *coalesced[T]) add(changes []store.Change[T]) {
 		}
 		c.pending[ch.Name] = len(c.batch)
 		c.batch = append(c.batch, ch)
+	}
+}
+
+// drain adds the changes already queued in ch, up to max pending, so
+// that what arrived together is sent together.
+func (c *coalesced[T]) drain(ch <-chan []store.Change[T], max int) {
+	for len(c.batch) < max {
+		select {
+		case changes := <-ch:
+			c.add(changes)
+		default:
+			return
+		}
 	}
 }
 
