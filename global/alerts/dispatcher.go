@@ -25,10 +25,11 @@ type Source interface {
 	// Read returns up to limit events of region's stream after the
 	// cursor ("0-0": from the oldest retained), oldest first.
 	Read(ctx context.Context, region, after string, limit int) ([]Event, error)
-	// Health returns the regions' health as events (RegionDown,
-	// RegionSuspect, RegionUp), one per region, every time: a level,
-	// which the rules' dedupe turns into transitions.
-	Health() []Event
+	// Levels returns conditions as events, one per object, every time:
+	// the regions' health (RegionDown, RegionSuspect, RegionUp) and the
+	// limited tenants' quota (QuotaNearFull, QuotaOK). A level, which
+	// the rules' dedupe turns into transitions.
+	Levels(now time.Time) []Event
 }
 
 // Options configure a Dispatcher.
@@ -205,7 +206,7 @@ func (r *leadRun) pass(ctx context.Context) error {
 	cursorMoved := false
 	if len(r.rules) > 0 {
 		cursorMoved = r.read(ctx, now, changed)
-		for _, ev := range r.d.o.Source.Health() {
+		for _, ev := range r.d.o.Source.Levels(now) {
 			r.apply(&ev, now, changed)
 		}
 	}

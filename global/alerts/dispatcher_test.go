@@ -31,8 +31,8 @@ type listSource struct {
 	events []Event
 }
 
-func (s *listSource) Regions() []string { return []string{"r1"} }
-func (s *listSource) Health() []Event   { return nil }
+func (s *listSource) Regions() []string        { return []string{"r1"} }
+func (s *listSource) Levels(time.Time) []Event { return nil }
 
 func (s *listSource) Read(_ context.Context, _ string, after string, limit int) ([]Event, error) {
 	s.mu.Lock()

@@ -92,6 +92,8 @@ var families = map[string]struct {
 	"Uncordoned":    {"cordon", true},
 	"AutoCordoned":  {"cordon", false},
 	"Cordoned":      {"cordon", false},
+	"QuotaOK":       {"quota", true},
+	"QuotaNearFull": {"quota", false},
 }
 
 // Matches reports whether rule fires on ev.

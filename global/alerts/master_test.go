@@ -268,3 +268,79 @@ func TestMasterSendsRegionDownOnceAcrossFailover(t *testing.T) {
 		t.Fatal("the resolution has the firing notification's dedupe key")
 	}
 }
+
+// TestQuotaNearFullFiresAndResolves: a tenant that reaches 90% of its
+// replicas quota fires QuotaNearFull once at a real receiver; scaled
+// down, it resolves.
+func TestQuotaNearFullFiresAndResolves(t *testing.T) {
+	ctx := t.Context()
+	endpoints := etcdtest.Embedded(t)
+	rc := &receiver{}
+	hook := httptest.NewServer(rc)
+	t.Cleanup(hook.Close)
+	keyFile := filepath.Join(t.TempDir(), "secrets.key")
+	if _, err := secretbox.GenerateKey(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	g := startReplica(t, endpoints, "g1", keyFile, heartbeat.NewMemory())
+	waitFor(t, "g1 is master", 20*time.Second, func() error {
+		if !g.isMaster(ctx) {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	as := globalapi.WithIdentity(ctx, admin)
+	svc := g.srv.API()
+	zero := api.D(0)
+	if _, err := svc.AlertRules().Create(as, api.AlertRule{
+		Name: "quotas", Reasons: []string{"QuotaNearFull"}, GroupWait: &zero,
+		Receiver: api.AlertReceiver{Type: api.ReceiverWebhook, URL: hook.URL + "/hook", Secret: receiverSecret},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Flavors().Create(as, api.Flavor{Name: "small", Kind: api.ProviderContainer, Spec: api.FlavorSpec{VCPUs: 0.5, MemoryMiB: 256}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Tenants().Put(as, api.Tenant{Name: "acme", Quota: api.Quota{Replicas: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	web := api.Resource{Name: "web", Kind: api.KindCompute, Replicas: 8,
+		Spec: api.ResourceSpec{Flavor: "small", Compute: &api.ComputeSpec{Image: "busybox"}}}
+	if _, err := svc.Resources().Create(as, "acme", web, globalapi.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// 8 of 10 is not near full; 9 is.
+	if _, err := svc.Resources().Scale(as, "acme", "web", 9); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "QuotaNearFull taken", 30*time.Second, func() error {
+		if _, taken, _ := rc.snapshot(); len(taken) == 0 {
+			return fmt.Errorf("nothing taken")
+		}
+		return nil
+	})
+	if _, err := svc.Resources().Scale(as, "acme", "web", 2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the resolution taken", 30*time.Second, func() error {
+		if _, taken, _ := rc.snapshot(); len(taken) < 2 {
+			return fmt.Errorf("%d taken", len(taken))
+		}
+		return nil
+	})
+	_, taken, bad := rc.snapshot()
+	if len(bad) > 0 {
+		t.Fatalf("receiver saw bad posts: %q", bad)
+	}
+	if len(taken) != 2 {
+		t.Fatalf("taken: %+v; want a firing notification and its resolution", taken)
+	}
+	fire, res := taken[0], taken[1]
+	if fire.Status != alerts.StatusFiring || len(fire.Alerts) != 1 || fire.Alerts[0].Name != "QuotaNearFull" ||
+		fire.Alerts[0].Object != "tenant/acme" || !strings.Contains(fire.Alerts[0].Message, "replicas 9 of 10") {
+		t.Errorf("firing: got %+v; want QuotaNearFull of tenant/acme, replicas 9 of 10", fire)
+	}
+	if res.Status != alerts.StatusResolved || len(res.Alerts) != 1 || res.Alerts[0].Object != "tenant/acme" {
+		t.Errorf("resolution: got %+v; want QuotaNearFull of tenant/acme resolved", res)
+	}
+}

@@ -2,8 +2,12 @@ package alerts
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 
+	"github.com/stratahq/strata/global/quota"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/events"
@@ -20,11 +24,19 @@ type RegionClients interface {
 const readTimeout = 5 * time.Second
 
 // RegionSource reads the regions' event streams over their
-// RegionService, and their health from the global caches.
+// RegionService, and their health and the tenants' quotas from the
+// global caches.
 type RegionSource struct {
 	Caches  *state.Caches
 	Clients RegionClients
+	// NearFull is the fraction of a quota limit at which a tenant's
+	// QuotaNearFull fires (default DefaultNearFull).
+	NearFull float64
 }
+
+// DefaultNearFull is the fraction of a limit that makes a quota near
+// full: 90%.
+const DefaultNearFull = 0.9
 
 var _ Source = RegionSource{}
 
@@ -78,9 +90,50 @@ func (s RegionSource) resourceLabels(ev *Event) map[string]string {
 	return it.Value.Labels
 }
 
-// Health implements Source: Region<Health> for every region whose
-// health is known.
-func (s RegionSource) Health() []Event {
+// Levels implements Source: Region<Health> for every region whose
+// health is known, and QuotaNearFull or QuotaOK for every limited tenant.
+func (s RegionSource) Levels(now time.Time) []Event {
+	return append(s.health(), s.quotas(now)...)
+}
+
+// quotas is QuotaNearFull for every tenant that uses NearFull of a limit
+// of its quota or of a region's, QuotaOK for the other limited tenants.
+func (s RegionSource) quotas(now time.Time) []Event {
+	frac := s.NearFull
+	if frac <= 0 {
+		frac = DefaultNearFull
+	}
+	count := quota.Counter{Resources: s.Caches.Resources, Flavors: s.Caches.Flavors}
+	var out []Event
+	for _, it := range s.Caches.Tenants.List() {
+		t := it.Value
+		if !t.Limited() {
+			continue
+		}
+		regions := slices.Sorted(maps.Keys(t.RegionQuotas))
+		use, in := count.Usage(it.Name, "", regions)
+		near := quota.NearFull(t.Quota, use, frac)
+		for _, region := range regions {
+			if near != "" {
+				break
+			}
+			if n := quota.NearFull(t.RegionQuotas[region], in[region], frac); n != "" {
+				near = n + " in region " + region
+			}
+		}
+		ev := Event{Type: events.TypeNormal, Reason: "QuotaOK", Object: "tenant/" + it.Name, Tenant: it.Name,
+			Message: "tenant " + it.Name + " is within its quota", Time: now}
+		if near != "" {
+			ev.Type, ev.Reason = events.TypeWarning, "QuotaNearFull"
+			ev.Message = fmt.Sprintf("tenant %s uses %s (%.0f%% or more of a limit)", it.Name, near, frac*100)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// health is Region<Health> for every region whose health is known.
+func (s RegionSource) health() []Event {
 	var out []Event
 	for _, it := range s.Caches.RegionStatus.List() {
 		st := it.Value

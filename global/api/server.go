@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/stratahq/strata/global/quota"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/audit"
@@ -175,7 +176,7 @@ func New(o Options) (*Server, error) {
 	s.events = &Events{fan: fan, own: own, log: log}
 	s.resources = &Resources{st: st, resources: c.Resources, statuses: c.Statuses, flavors: c.Flavors, regions: s.regions, events: s.events, log: log}
 	q := &quotas{
-		st: st, tenants: c.Tenants, admissions: c.Admissions, resources: c.Resources, flavors: c.Flavors,
+		st: st, tenants: c.Tenants, admissions: c.Admissions, resources: c.Resources, count: quota.Counter{Resources: c.Resources, Flavors: c.Flavors},
 		wroteTenants: &written{}, wroteAdmissions: &written{}, wroteResources: &s.resources.wroteResources,
 	}
 	s.resources.quotas = q

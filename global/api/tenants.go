@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/stratahq/strata/global/placement"
+	"github.com/stratahq/strata/global/quota"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/store"
@@ -140,7 +140,7 @@ func (t *Tenants) Quota(ctx context.Context, name string) (TenantQuota, error) {
 	if err := t.quotas.current(ctx, 0); err != nil {
 		return TenantQuota{}, err
 	}
-	out.Usage, out.RegionUsage = t.quotas.usage(name, "", slices.Sorted(maps.Keys(out.RegionQuotas)))
+	out.Usage, out.RegionUsage = t.quotas.count.Usage(name, "", slices.Sorted(maps.Keys(out.RegionQuotas)))
 	return out, nil
 }
 
@@ -168,7 +168,7 @@ type quotas struct {
 	tenants    *store.Cache[api.Tenant]
 	admissions *store.Cache[state.Admission]
 	resources  *store.Cache[api.Resource]
-	flavors    *store.Cache[api.Flavor]
+	count      quota.Counter
 	// The latest writes of this replica, for read-your-writes.
 	wroteTenants, wroteAdmissions, wroteResources *written
 }
@@ -193,8 +193,8 @@ func (q *quotas) admit(ctx context.Context, txn *store.Txn, cur, next *api.Resou
 		return nil
 	}
 	regions := slices.Sorted(maps.Keys(t.RegionQuotas))
-	was, wasIn := q.charge(cur, regions)
-	will, willIn := q.charge(next, regions)
+	was, wasIn := q.count.Charge(cur, regions)
+	will, willIn := q.count.Charge(next, regions)
 	if !grows(was, will, wasIn, willIn) {
 		// A write that grows nothing cannot break a quota, whatever
 		// runs beside it.
@@ -210,7 +210,7 @@ func (q *quotas) admit(ctx context.Context, txn *store.Txn, cur, next *api.Resou
 	if err := q.current(ctx, max(admitted, tenantRev)); err != nil {
 		return err
 	}
-	others, othersIn := q.usage(tenant, next.Key(), regions)
+	others, othersIn := q.count.Usage(tenant, next.Key(), regions)
 	after := others.Add(will)
 	if over := t.Quota.Exceeded(others.Add(was), after); over != "" {
 		return fmt.Errorf("%w: %s in use after this request (tenant %s)", api.ErrQuotaExceeded, over, tenant)
@@ -256,97 +256,4 @@ func (q *quotas) current(ctx context.Context, rev int64) error {
 	w := &written{}
 	w.note(max(rev, q.wroteResources.rev.Load()))
 	return caught(ctx, q.resources, w)
-}
-
-// usage is what tenant holds, in total and in each of regions, over its
-// resources but the one whose key is skip.
-func (q *quotas) usage(tenant, skip string, regions []string) (api.Quota, map[string]api.Quota) {
-	var total api.Quota
-	in := make(map[string]api.Quota, len(regions))
-	for _, it := range q.resources.ListPrefix(tenant + "/") {
-		if it.Name == skip {
-			continue
-		}
-		t, rs := q.charge(it.Value, regions)
-		total = total.Add(t)
-		for region, c := range rs {
-			in[region] = in[region].Add(c)
-		}
-	}
-	return total, in
-}
-
-// charge is what r counts against its tenant's quotas: in total, and in
-// each of regions. A resource being deleted counts nothing (its deletion
-// cannot be undone). A region gets its share of the static split of the
-// regions the schedule names; where placement picks the regions, every
-// region it may pick is charged all the replicas.
-func (q *quotas) charge(r *api.Resource, regions []string) (api.Quota, map[string]api.Quota) {
-	if r == nil || r.Deleting() {
-		return api.Quota{}, nil
-	}
-	split, static := placement.StaticSplit(r)
-	total := q.total(r, split, static)
-	if len(regions) == 0 {
-		return total, nil
-	}
-	in := map[string]api.Quota{}
-	for _, region := range regions {
-		n, named := split[region]
-		switch {
-		case static && named && (n > 0 || r.Kind == api.KindImage):
-			in[region] = q.amount(r, region, n)
-		case !static && (len(r.Schedule.Regions) == 0 || slices.ContainsFunc(r.Schedule.Regions, func(t api.RegionTarget) bool { return t.Name == region })):
-			in[region] = q.amount(r, region, r.Replicas)
-		}
-	}
-	return total, in
-}
-
-// total is r's amount over every region. A region's override may name
-// a larger flavor: the total counts each region's own, or where the
-// regions are placement's choice, the largest the replicas may get.
-func (q *quotas) total(r *api.Resource, split map[string]int, static bool) api.Quota {
-	total := q.amount(r, "", r.Replicas)
-	if len(r.Overrides) == 0 {
-		return total
-	}
-	if static {
-		total.VCPUs, total.MemoryMiB = 0, 0
-		for region, n := range split {
-			a := q.amount(r, region, n)
-			total.VCPUs, total.MemoryMiB = total.VCPUs+a.VCPUs, total.MemoryMiB+a.MemoryMiB
-		}
-		return total
-	}
-	for region := range r.Overrides {
-		a := q.amount(r, region, r.Replicas)
-		total.VCPUs, total.MemoryMiB = max(total.VCPUs, a.VCPUs), max(total.MemoryMiB, a.MemoryMiB)
-	}
-	return total
-}
-
-// amount is one resource with n replicas in region ("" for its spec
-// without overrides).
-func (q *quotas) amount(r *api.Resource, region string, n int) api.Quota {
-	if j := r.Spec.Job; j != nil && n > 0 {
-		// A Job's share runs up to parallelism attempts at once.
-		n = max(j.Parallelism, 1)
-	}
-	a := api.Quota{Resources: 1, Replicas: n}
-	if r.Kind == api.KindLoadbalancer {
-		a.Loadbalancers = 1
-	}
-	if v := r.Spec.Volume; v != nil {
-		a.VolumeGiB = int64(n) * ((v.SizeMiB + 1023) / 1024)
-	}
-	flavor := r.Spec.Flavor
-	if o, ok := r.Overrides[region]; ok && o.Flavor != "" {
-		flavor = o.Flavor
-	}
-	if it, ok := q.flavors.Get(flavor); ok && flavor != "" {
-		a.VCPUs = float64(n) * it.Value.Spec.VCPUs
-		a.MemoryMiB = int64(n) * it.Value.Spec.MemoryMiB
-	}
-	return a
 }

@@ -211,7 +211,7 @@ func TestQuotaCharge(t *testing.T) {
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/flavors", `{"name":"big","kind":"container","spec":{"vcpus":2,"memoryMiB":1024}}`))
 	q := e.svc.resources.quotas
 	poll(t, "flavors cached", func() error {
-		if _, ok := q.flavors.Get("big"); !ok {
+		if _, ok := q.count.Flavors.Get("big"); !ok {
 			return fmt.Errorf("flavor big not cached yet")
 		}
 		return nil
@@ -248,7 +248,7 @@ func TestQuotaCharge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			total, in := q.charge(tt.r, []string{"a", "b", "c"})
+			total, in := q.count.Charge(tt.r, []string{"a", "b", "c"})
 			if total != tt.total {
 				t.Errorf("total: got %+v; want %+v", total, tt.total)
 			}
