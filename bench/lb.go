@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
-	"strings"
+	"strconv"
 	"time"
+
+	"github.com/stratahq/strata/internal/testenv/haproxycfg"
 )
 
 // startLB runs haproxy as docs/operations.md ("A tier behind a TCP load
-// balancer") configures it: TCP mode, TLS passed through to the replicas,
-// each checked with GET /readyz over TLS (the CA verified) every 500 ms,
-// out after two failed checks. A frontend is opened for each of fronts
+// balancer") configures it (internal/testenv/haproxycfg). A frontend is opened for each of fronts
 // (one address per replica, in replicas' order); check are the replicas'
 // REST addresses the checks go to. It returns the frontends' addresses.
 func (c *cluster) startLB(ctx context.Context, name string, check []string, fronts ...[]string) ([]string, error) {
@@ -20,33 +20,22 @@ func (c *cluster) startLB(ctx context.Context, name string, check []string, fron
 	if err != nil {
 		return nil, fmt.Errorf("the production shape's load balancers need haproxy: %w", err)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `global
-  # The most this machine's open-file limit (20,000) lets haproxy
-  # hold: two descriptors a connection.
-  maxconn 9000
-defaults
-  mode tcp
-  timeout connect 2s
-  timeout client 1h
-  timeout server 1h
-  option redispatch
-  retries 2
-  option httpchk
-  http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
-  http-check expect status 200
-  default-server inter 500ms fall 2 rise 2 check-ssl verify required ca-file %s
-`, c.caFile)
+	// The most this machine's open-file limit (20,000) lets haproxy hold:
+	// two descriptors a connection.
+	const maxConn = 9000
 	addrs := make([]string, len(fronts))
+	frontends := make([]haproxycfg.Frontend, len(fronts))
 	for i, servers := range fronts {
 		addrs[i] = freeAddr()
-		fmt.Fprintf(&b, "frontend f%d\n  bind %s\n  default_backend b%d\nbackend b%d\n", i, addrs[i], i, i)
+		f := haproxycfg.Frontend{Name: fmt.Sprintf("f%d", i), Bind: addrs[i]}
 		for j, s := range servers {
 			_, port, _ := net.SplitHostPort(check[j])
-			fmt.Fprintf(&b, "  server r%d %s check port %s\n", j+1, s, port)
+			p, _ := strconv.Atoi(port)
+			f.Servers = append(f.Servers, haproxycfg.Server{Name: fmt.Sprintf("r%d", j+1), Addr: s, CheckPort: p})
 		}
+		frontends[i] = f
 	}
-	cfg := c.s.write(c.name+"-"+name+".cfg", b.String())
+	cfg := c.s.write(c.name+"-"+name+".cfg", haproxycfg.Render(maxConn, c.caFile, frontends...))
 	p, err := start(c.s.dir, c.name+"-"+name, bin, "-f", cfg, "-db")
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/redistest"
 	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/internal/testenv/haproxycfg"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 )
@@ -320,39 +321,18 @@ func scrubContainerd(t *testing.T, a *Agent) {
 	}
 }
 
-// startHAProxy runs haproxy on the tier's LB host: TCP mode, TLS passed
-// through to the replicas, each checked with GET /readyz over TLS (the
-// CA verified) so that a replica that is down or not ready gets no new
-// connections. It is the configuration docs/operations.md shows.
+// startHAProxy runs haproxy on the tier's LB host with the configuration
+// docs/operations.md shows (internal/testenv/haproxycfg): a replica that
+// is down or not ready gets no new connections.
 func startHAProxy(t *testing.T, top *Topology, tier *Tier, httpPort, grpcPort int) {
 	t.Helper()
-	var rest, grpcS strings.Builder
+	rest := haproxycfg.Frontend{Name: "rest", Bind: tier.LB.Addr(httpPort)}
+	grpcF := haproxycfg.Frontend{Name: "grpc", Bind: tier.LB.Addr(grpcPort)}
 	for _, r := range tier.Replicas {
-		fmt.Fprintf(&rest, "  server %s %s check\n", r.ID, r.Host.Addr(httpPort))
-		fmt.Fprintf(&grpcS, "  server %s %s check port %d\n", r.ID, r.Host.Addr(grpcPort), httpPort)
+		rest.Servers = append(rest.Servers, haproxycfg.Server{Name: r.ID, Addr: r.Host.Addr(httpPort)})
+		grpcF.Servers = append(grpcF.Servers, haproxycfg.Server{Name: r.ID, Addr: r.Host.Addr(grpcPort), CheckPort: httpPort})
 	}
-	cfg := fmt.Sprintf(`global
-  maxconn 2000
-defaults
-  mode tcp
-  timeout connect 2s
-  timeout client 1h
-  timeout server 1h
-  option redispatch
-  retries 2
-  option httpchk
-  http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
-  http-check expect status 200
-  default-server inter 500ms fall 2 rise 2 check-ssl verify required ca-file %s
-frontend rest
-  bind %s
-  default_backend rest
-backend rest
-%sfrontend grpc
-  bind %s
-  default_backend grpc
-backend grpc
-%s`, top.PKI.CAFile(), tier.LB.Addr(httpPort), rest.String(), tier.LB.Addr(grpcPort), grpcS.String())
+	cfg := haproxycfg.Render(2000, top.PKI.CAFile(), rest, grpcF)
 	path := top.write(tier.Name+"-haproxy.cfg", cfg)
 	tier.LB.Start(t, tier.Name+"-lb", testenv.LookPath(t, "haproxy"), []string{"-f", path, "-db"})
 }
