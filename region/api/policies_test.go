@@ -65,6 +65,11 @@ func TestWatchNetworkPolicies(t *testing.T) {
 	put("a1", "a", "n1", "10.9.0.2", map[string]string{"app": "web"})
 	put("a2", "a", "n2", "10.9.1.2", map[string]string{"app": "client"})
 	put("b1", "b", "n2", "10.9.1.3", nil)
+	// The stream's snapshot is read from the region's cache, which
+	// follows etcd; wait for it to hold the three replicas written above.
+	if err := e.caches.Assignments.WaitForRev(e.ctx(), e.rev()); err != nil {
+		t.Fatal(err)
+	}
 	sync := func(epoch int64, ps ...[]byte) error {
 		_, err := e.region.SyncPolicies(e.ctx(), &regionv1.SyncPoliciesRequest{Policies: ps, Epoch: epoch})
 		return err
