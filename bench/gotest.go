@@ -150,6 +150,6 @@ func (s *suite) v1(ctx context.Context) error {
 		figure: a.format(fmtSecs) + fmt.Sprintf(" (Apply call %s)", spreadDurations(applyCall).format(fmtMs)),
 		target: "≤ 1.1 × virsh", met: verdict(a.med/v.med <= 1.1),
 		ratio: fmt.Sprintf("%.2f × raw virsh create → marker (%s; create call %s)", a.med/v.med, v.format(fmtSecs), fmtMs(spreadDurations(virshCall).med)),
-		notes: fmt.Sprintf("%d boots each way, alternating.", len(apply))})
+		notes: fmt.Sprintf("%d boots each way, alternating, each way going first in every other round.", len(apply))})
 	return nil
 }
