@@ -119,9 +119,7 @@ func TestJobDrain(t *testing.T) {
 	h.addNode("n2", "z1", api.HealthUp)
 	n1, _ := h.st.Nodes.Get(t.Context(), "n1")
 	n1.Value.Schedulable = false
-	if _, err := h.st.Nodes.Put(t.Context(), "n1", n1.Value); err != nil {
-		t.Fatal(err)
-	}
+	h.putNode(n1.Value) // cordoned in the cache before the drain starts
 	// The deadline has passed already: the running attempt is stopped.
 	d := &api.DrainStatus{Node: "n1", State: api.DrainRunning, StartedAt: time.Now(), Deadline: time.Now().Add(-time.Second), MaxParallel: 2}
 	if _, err := h.st.Drains.Create(t.Context(), "n1", d); err != nil {
