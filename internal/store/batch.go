@@ -373,14 +373,10 @@ func (r *batchRun) pack() (t *Txn, members []int, owners map[string]int, err err
 	}
 	var held claims // steps passed over: what follows them must wait too
 	for j := r.lo; j < len(b.steps); j++ {
-		if r.state[j] != stepWaiting || r.drop(j) {
+		if !r.ready(j, &held) {
 			continue
 		}
 		st := b.steps[j]
-		if r.busy.has(st) || held.has(st) {
-			held.add(st, 1)
-			continue
-		}
 		c, o, by := st.txn.compares(), st.txn.writes(), st.txn.bytes()
 		if max(cmps+c, ops+o) > limit {
 			if len(members) == 0 {
@@ -403,6 +399,21 @@ func (r *batchRun) pack() (t *Txn, members []int, owners map[string]int, err err
 		members = append(members, j)
 	}
 	return t, members, owners, nil
+}
+
+// ready reports whether step j may go in the transaction being packed: it
+// waits to be sent, its group did not fail, and it shares no group or key
+// with a transaction in flight or a step passed over (held, which it then
+// joins).
+func (r *batchRun) ready(j int, held *claims) bool {
+	if r.state[j] != stepWaiting || r.drop(j) {
+		return false
+	}
+	if st := r.b.steps[j]; r.busy.has(st) || held.has(st) {
+		held.add(st, 1)
+		return false
+	}
+	return true
 }
 
 // drop marks step j done without sending it when its group failed or the
