@@ -18,12 +18,14 @@ const maxTxnBytes = 1 << 20
 // steps, each a few operations that must apply together; Commit packs
 // consecutive steps into as few transactions as fit under the store's
 // limit (MaxTxnOps, counted as etcd counts, see Txn.Size), every one
-// carrying the batch's guards, and sends them in order. A later step
-// therefore never applies before an earlier one: writers order their steps
-// so that every prefix is a valid state (a resource's replicas before its
-// summary), and a batch that stops half-way leaves such a state.
+// carrying the batch's guards, and sends several at once (see Commit).
 //
-// Steps belong to groups (one resource, say). When a step's condition
+// Steps belong to groups (one resource, say). A step never applies before
+// an earlier step of its group, nor before an earlier write of one of its
+// keys: writers order each group's steps so that every prefix is a valid
+// state (a resource's replicas before its summary), and a batch that
+// stops half-way leaves such a state. Steps of different groups that
+// share no key may apply in any order. When a step's condition
 // fails, the rest of its group is dropped and the other groups go on. A
 // failed guard (ErrFenced), a failed condition of Every's operations, or
 // any error that names no step stops the whole batch.
@@ -118,15 +120,85 @@ func (e *BatchError) Error() string {
 
 func (e *BatchError) Unwrap() error { return e.Failed[e.First] }
 
+// maxInFlight bounds the transactions of one Commit that are sent and not
+// yet answered. etcd commits proposals that arrive together in one raft
+// entry (one fsync on each member), so a batch of many transactions costs
+// a few round trips instead of one each.
+const maxInFlight = 8
+
+// stepState is where a step of a Commit stands.
+type stepState uint8
+
+const (
+	stepWaiting stepState = iota // not sent, or to send again
+	stepSent                     // in a transaction not yet answered
+	stepDone                     // applied, or dropped with its group
+)
+
 // batchRun is the state of one Commit.
 type batchRun struct {
 	b        *Batch
 	res      BatchResult
-	first    string
+	first    int // step index of the first failed group, -1 for none
 	maxBytes int
+	state    []stepState
+	// lo is the first step not done.
+	lo int
+	// flying counts the transactions sent and not answered; busy what
+	// their steps claim: a step that shares a group or a key with one of
+	// them waits for its answer, so that each group's steps and each
+	// key's writes still apply in the batch's order.
+	flying  int
+	busy    claims
+	answers chan *flight
 }
 
-func (r *batchRun) fail(group string, err error) {
+// claims counts the steps that hold each group and key.
+type claims struct {
+	groups, keys map[string]int
+}
+
+// add counts step st n more times (n < 0: fewer).
+func (c *claims) add(st batchStep, n int) {
+	if c.groups == nil {
+		c.groups, c.keys = map[string]int{}, map[string]int{}
+	}
+	bump(c.groups, st.group, n)
+	for _, op := range st.txn.ops {
+		bump(c.keys, op.key, n)
+	}
+}
+
+func bump(m map[string]int, k string, n int) {
+	if m[k] += n; m[k] == 0 {
+		delete(m, k)
+	}
+}
+
+// has reports whether st shares its group or a key with a counted step.
+func (c *claims) has(st batchStep) bool {
+	if c.groups[st.group] > 0 {
+		return true
+	}
+	for _, op := range st.txn.ops {
+		if c.keys[op.key] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// flight is one transaction of a Commit and its answer.
+type flight struct {
+	t       *Txn
+	members []int
+	owners  map[string]int // which step each key belongs to
+	rev     int64
+	err     error
+}
+
+func (r *batchRun) fail(step int, err error) {
+	group := r.b.steps[step].group
 	if r.res.Failed == nil {
 		r.res.Failed = map[string]error{}
 	}
@@ -134,8 +206,8 @@ func (r *batchRun) fail(group string, err error) {
 		return
 	}
 	r.res.Failed[group] = err
-	if r.first == "" {
-		r.first = group
+	if r.first < 0 || step < r.first {
+		r.first = step
 	}
 }
 
@@ -144,45 +216,102 @@ func (r *batchRun) failed(group string) bool {
 	return ok
 }
 
-// Commit sends the steps in order, in transactions that each fit, and
-// returns what applied. The error is a *BatchError when only some groups
-// failed; anything else stopped the batch (the result still says what
-// applied before it).
+// Commit sends the steps in transactions that each fit and returns what
+// applied. Up to maxInFlight transactions are in flight at once, except
+// with Every, whose fence follows the revision of the previous
+// transaction: then they go one at a time. A step never goes before an
+// earlier step of its group or an earlier write of one of its keys has
+// applied, so each group's steps apply in order; steps of different
+// groups may apply in any order. The error is a *BatchError when only
+// some groups failed; anything else stopped the batch (the result still
+// says what applied, also in the transactions that were in flight).
 func (b *Batch) Commit(ctx context.Context) (BatchResult, error) {
-	r := &batchRun{b: b, res: BatchResult{Applied: make([]bool, len(b.steps))}, maxBytes: maxTxnBytes}
-	for i := 0; i < len(b.steps); {
-		t, members, owners, next, err := r.pack(i)
-		if err != nil {
-			return r.res, err
+	r := &batchRun{
+		b:        b,
+		res:      BatchResult{Applied: make([]bool, len(b.steps))},
+		first:    -1,
+		maxBytes: maxTxnBytes,
+		state:    make([]stepState, len(b.steps)),
+		answers:  make(chan *flight, maxInFlight),
+	}
+	depth := maxInFlight
+	if b.every != nil {
+		depth = 1
+	}
+	var stop error
+	for {
+		if stop == nil && r.flying < depth {
+			sent, err := r.sendNext(ctx)
+			if err != nil {
+				stop = err
+			}
+			if sent {
+				continue
+			}
 		}
-		if len(members) == 0 {
-			i = next
-			continue
+		if r.flying == 0 {
+			break
 		}
-		rev, err := t.Commit(ctx)
-		if err == nil {
-			r.applied(members, rev)
-			i = next
-			continue
+		if err := r.land(<-r.answers); err != nil && stop == nil {
+			stop = err
 		}
-		// Packed again from i: without the failed group, or smaller.
-		if err := r.recover(t, members, owners, err); err != nil {
-			return r.res, err
-		}
+	}
+	if stop != nil {
+		return r.res, stop
 	}
 	if len(r.res.Failed) > 0 {
-		return r.res, &BatchError{Failed: r.res.Failed, First: r.first}
+		return r.res, &BatchError{Failed: r.res.Failed, First: b.steps[r.first].group}
 	}
 	return r.res, nil
+}
+
+// sendNext packs the next transaction and sends it; it reports whether it
+// sent one (false: nothing is left to send, or what is next waits for a
+// transaction in flight).
+func (r *batchRun) sendNext(ctx context.Context) (bool, error) {
+	t, members, owners, err := r.pack()
+	if err != nil || len(members) == 0 {
+		return false, err
+	}
+	f := &flight{t: t, members: members, owners: owners}
+	for _, m := range members {
+		r.state[m] = stepSent
+		r.busy.add(r.b.steps[m], 1)
+	}
+	r.flying++
+	go func() {
+		f.rev, f.err = t.Commit(ctx)
+		r.answers <- f
+	}()
+	return true, nil
+}
+
+// land records the answer of a transaction in flight. It returns an error
+// that stops the batch.
+func (r *batchRun) land(f *flight) error {
+	r.flying--
+	for _, m := range f.members {
+		r.busy.add(r.b.steps[m], -1)
+	}
+	if f.err == nil {
+		r.applied(f.members, f.rev)
+		return nil
+	}
+	// Packed again: without the failed group, or smaller.
+	for _, m := range f.members {
+		r.state[m] = stepWaiting
+	}
+	return r.recover(f.t, f.members, f.owners, f.err)
 }
 
 // applied records the steps of a transaction that applied at rev.
 func (r *batchRun) applied(members []int, rev int64) {
 	for _, m := range members {
+		r.state[m] = stepDone
 		r.res.Applied[m] = true
 	}
 	if rev > 0 { // 0: nothing to send
-		r.res.Revision = rev
+		r.res.Revision = max(r.res.Revision, rev)
 		r.res.Txns++
 	}
 }
@@ -203,25 +332,27 @@ func (r *batchRun) recover(t *Txn, members []int, owners map[string]int, err err
 	case errors.Is(err, ErrTooManyOps) && t.Size() > 1:
 		r.b.s.lowerTxnLimit(t.Size())
 	case errors.Is(err, rpctypes.ErrRequestTooLarge) && len(members) > 1:
-		r.maxBytes = max(t.bytes()/2, 1)
+		r.maxBytes = max(min(r.maxBytes, t.bytes()/2), 1)
 	case errors.Is(err, rpctypes.ErrRequestTooLarge):
-		r.fail(r.b.steps[members[0]].group, err)
+		r.fail(members[0], err)
 	case errors.As(err, &txnErr) && !errors.Is(err, ErrFenced):
 		m, ok := owners[txnErr.Key]
 		if !ok {
 			return err // Every's operations: the fence moved
 		}
-		r.fail(r.b.steps[m].group, err)
+		r.fail(m, err)
 	default:
 		return err
 	}
 	return nil
 }
 
-// pack builds the transaction of the steps from index from on that fit
-// under the limit. It returns the transaction, the steps in it, which step
-// each key belongs to, and where the next transaction starts.
-func (r *batchRun) pack(from int) (t *Txn, members []int, owners map[string]int, next int, err error) {
+// pack builds the next transaction: the waiting steps, in order, that fit
+// under the limit, passing over those that share a group or a key with a
+// transaction in flight or with a step passed over. It returns the
+// transaction, the steps in it and which step each key belongs to; no
+// steps when there is nothing to send now.
+func (r *batchRun) pack() (t *Txn, members []int, owners map[string]int, err error) {
 	b := r.b
 	limit := b.s.maxTxnOps()
 	t = b.s.Txn().Guard(b.guards...)
@@ -229,31 +360,28 @@ func (r *batchRun) pack(from int) (t *Txn, members []int, owners map[string]int,
 		b.every(t, r.res.Revision)
 	}
 	if t.err != nil {
-		return nil, nil, nil, 0, t.err
+		return nil, nil, nil, t.err
 	}
 	cmps, ops, size := t.compares(), t.writes(), t.bytes()
 	if max(cmps, ops) >= limit {
-		return nil, nil, nil, 0, fmt.Errorf("store: batch: guards and per-transaction operations leave no room for a step: %w",
+		return nil, nil, nil, fmt.Errorf("store: batch: guards and per-transaction operations leave no room for a step: %w",
 			&limitError{size: max(cmps, ops) + 1, limit: limit})
 	}
 	owners = map[string]int{}
-	j := from
-	for ; j < len(b.steps); j++ {
-		st := b.steps[j]
-		switch {
-		case r.failed(st.group):
-			continue
-		case st.txn.err != nil:
-			r.fail(st.group, st.txn.err)
-			continue
-		case len(st.txn.guards) > 0:
-			r.fail(st.group, errors.New("store: batch: a step has guards of its own"))
+	for r.lo < len(b.steps) && r.state[r.lo] == stepDone {
+		r.lo++
+	}
+	var held claims // steps passed over: what follows them must wait too
+	for j := r.lo; j < len(b.steps); j++ {
+		if !r.ready(j, &held) {
 			continue
 		}
+		st := b.steps[j]
 		c, o, by := st.txn.compares(), st.txn.writes(), st.txn.bytes()
 		if max(cmps+c, ops+o) > limit {
 			if len(members) == 0 {
-				r.fail(st.group, &limitError{size: max(cmps+c, ops+o), limit: limit})
+				r.state[j] = stepDone
+				r.fail(j, &limitError{size: max(cmps+c, ops+o), limit: limit})
 				continue
 			}
 			break
@@ -270,7 +398,39 @@ func (r *batchRun) pack(from int) (t *Txn, members []int, owners map[string]int,
 		cmps, ops, size = cmps+c, ops+o, size+by
 		members = append(members, j)
 	}
-	return t, members, owners, j, nil
+	return t, members, owners, nil
+}
+
+// ready reports whether step j may go in the transaction being packed: it
+// waits to be sent, its group did not fail, and it shares no group or key
+// with a transaction in flight or a step passed over (held, which it then
+// joins).
+func (r *batchRun) ready(j int, held *claims) bool {
+	if r.state[j] != stepWaiting || r.drop(j) {
+		return false
+	}
+	if st := r.b.steps[j]; r.busy.has(st) || held.has(st) {
+		held.add(st, 1)
+		return false
+	}
+	return true
+}
+
+// drop marks step j done without sending it when its group failed or the
+// step cannot be sent, and reports whether it did.
+func (r *batchRun) drop(j int) bool {
+	st := r.b.steps[j]
+	switch {
+	case r.failed(st.group):
+	case st.txn.err != nil:
+		r.fail(j, st.txn.err)
+	case len(st.txn.guards) > 0:
+		r.fail(j, errors.New("store: batch: a step has guards of its own"))
+	default:
+		return false
+	}
+	r.state[j] = stepDone
+	return true
 }
 
 func touchesAny(t *Txn, keys map[string]int) bool {

@@ -404,3 +404,55 @@ func testBatchBytes(t *testing.T, s *store.Store) {
 		t.Errorf("keys written: got %d; want %d", len(kvs), n)
 	}
 }
+
+// testBatchOrder commits groups that span several transactions, steps of
+// other groups that write one key in turn, and a group that fails half-way:
+// whatever transactions are in flight together, each group's steps apply
+// in their order, the last write of the shared key is the one that stays,
+// and the failed group's later steps apply nowhere.
+func testBatchOrder(t *testing.T, s *store.Store) {
+	mustPut(t, s, "bo/taken", "old")
+	const groups, per = 6, 150
+	b := s.Batch()
+	for g := range groups {
+		for i := range per {
+			b.Step(fmt.Sprint("g", g)).Put(fmt.Sprintf("bo/g%d/%03d", g, i), []byte("v"))
+		}
+		b.Step(fmt.Sprint("shared", g)).Put("bo/shared", []byte(fmt.Sprint(g)))
+		if g == 2 {
+			b.Step("bad").Put("bo/bad/1", nil)
+			b.Step("bad").Create("bo/taken", []byte("new"))
+			b.Step("bad").Put("bo/bad/3", nil)
+		}
+	}
+	res, err := b.Commit(testCtx(t))
+	var be *store.BatchError
+	if !errors.As(err, &be) || be.First != "bad" || len(be.Failed) != 1 || !errors.Is(err, store.ErrExists) {
+		t.Fatalf("commit: err = %v; want a BatchError of group bad wrapping ErrExists", err)
+	}
+	if min := (groups*(per+1) + 2) / stockMaxTxnOps; res.Txns < min {
+		t.Errorf("transactions: got %d; want at least %d", res.Txns, min)
+	}
+	for g := range groups {
+		kvs, _, err := s.ListAll(testCtx(t), fmt.Sprintf("bo/g%d/", g))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(kvs) != per {
+			t.Fatalf("group %d: %d keys written; want %d", g, len(kvs), per)
+		}
+		for i := 1; i < len(kvs); i++ { // listed in key order: step order
+			if kvs[i].ModRevision < kvs[i-1].ModRevision {
+				t.Errorf("group %d: step %d applied at revision %d, before step %d at %d",
+					g, i, kvs[i].ModRevision, i-1, kvs[i-1].ModRevision)
+			}
+		}
+	}
+	if kv := mustGet(t, s, "bo/shared"); string(kv.Value) != fmt.Sprint(groups-1) {
+		t.Errorf("bo/shared = %q; want %d (the last write)", kv.Value, groups-1)
+	}
+	mustAbsent(t, s, "bo/bad/3")
+	if kv := mustGet(t, s, "bo/taken"); string(kv.Value) != "old" {
+		t.Errorf("bo/taken = %q; want old", kv.Value)
+	}
+}

@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) *store.Store) {
 		{"BatchOversizedStep", testBatchOversizedStep},
 		{"BatchEvery", testBatchEvery},
 		{"BatchBytes", testBatchBytes},
+		{"BatchOrder", testBatchOrder},
 		{"ReflectListAndWatch", testReflectListAndWatch},
 		{"ReflectResume", testReflectResume},
 		{"ReflectRelistAfterCompaction", testReflectRelist},
