@@ -147,6 +147,31 @@ func (ta *testAgent) waitReady(t *testing.T) {
 	}
 }
 
+// waitReadyWhile waits for Ready as long as progress (a count of work
+// done, such as provider applies) keeps moving. Ready needs the first
+// snapshot's work done, which takes as long as the machine makes it
+// take; the test fails only when nothing moved for waitLong.
+func (ta *testAgent) waitReadyWhile(t *testing.T, progress func() int64) {
+	t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last, moved := progress(), time.Now()
+	for {
+		select {
+		case <-ta.Ready():
+			return
+		case <-tick.C:
+		}
+		if p := progress(); p != last {
+			last, moved = p, time.Now()
+			continue
+		}
+		if time.Since(moved) > waitLong {
+			t.Fatalf("agent not ready: no progress for %s (progress %d)", waitLong, last)
+		}
+	}
+}
+
 func running(id string, gen int64) *api.Assignment {
 	return &api.Assignment{
 		ID:         id,
@@ -1021,7 +1046,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestManyAssignmentsReportedInBatches(t *testing.T) {
-	const n = 2000
+	const n, batch = 2000, 500
 	mem := newMemProvider("mem")
 	fk := fake.New(fake.Config{ApplyLatency: time.Millisecond}, fake.WithNode("node-1"))
 	tests := []struct {
@@ -1034,7 +1059,11 @@ func TestManyAssignmentsReportedInBatches(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			region := newFakeRegion(t)
+			// The region holds every report until all n replicas are
+			// applied: what gathers meanwhile must then go out in full
+			// batches, whatever the speed of the machine.
+			gate := make(chan struct{})
+			region := newFakeRegion(t, func(r *fakeRegion) { r.reportGate = gate })
 			asgs := make([]*api.Assignment, n)
 			ids := make([]string, n)
 			for i := range asgs {
@@ -1044,20 +1073,23 @@ func TestManyAssignmentsReportedInBatches(t *testing.T) {
 			region.set(asgs...)
 			start := time.Now()
 			ta := startAgent(t, region.endpoint(), withProviders(one(tc.p)),
-				withConfig(func(c *config.Agent) { c.StatusInterval = time.Second; c.Concurrency = 8 }))
-			ta.waitReady(t)
+				withConfig(func(c *config.Agent) { c.StatusInterval = time.Second; c.Concurrency = 8 }),
+				// The held report waits for the region instead of timing
+				// out and being sent again.
+				withTimings(func(tm *timings) { tm.flushBatch, tm.regionCall = batch, time.Minute }))
+			ta.waitReadyWhile(t, tc.applies)
+			close(gate)
 			eventually(t, 20*time.Second, "all ready", func() error { return region.wantPhases(phases(api.PhaseReady, ids...)) })
 			elapsed := time.Since(start)
 			calls := region.reportCalls()
-			// Reports go out as soon as the previous one is sent, so
-			// their number follows how fast replicas become ready; what
-			// must hold is that they carry many statuses each.
-			if len(calls) > n/40 {
-				t.Errorf("ReportStatus calls: got %d; want <= %d (batches of 40 or more on average)", len(calls), n/40)
+			// At most one report was in flight while the replicas were
+			// applied; everything else was pending at the release.
+			if want := 1 + (n+batch-1)/batch; len(calls) > want {
+				t.Errorf("ReportStatus calls: got %d; want <= %d (one held, the rest in batches of %d)", len(calls), want, batch)
 			}
 			for i, c := range calls {
-				if len(c) > 500 {
-					t.Errorf("report %d: got %d statuses; want <= 500", i, len(c))
+				if len(c) > batch {
+					t.Errorf("report %d: got %d statuses; want <= %d", i, len(c), batch)
 				}
 			}
 			if got := tc.applies(); got != n {
@@ -1259,8 +1291,10 @@ func TestManyAgentsShareOneConnection(t *testing.T) {
 	t.Cleanup(func() { cc.Close() })
 	start := time.Now()
 	var all []*testAgent
+	var fakes []*fake.Fake
 	for i := range agents {
 		f := fake.New(fake.Config{})
+		fakes = append(fakes, f)
 		all = append(all, startAgent(t, region.endpoint(), withProviders(one(f)), func(o *Options, _ *timings) {
 			o.Config.Node.Name = fmt.Sprintf("n%03d", i)
 			o.Config.StatusInterval = time.Second
@@ -1269,8 +1303,18 @@ func TestManyAgentsShareOneConnection(t *testing.T) {
 			o.Logger = nil
 		}))
 	}
+	// Starting a hundred agents is a hundred registrations and streams,
+	// then a thousand applies: progress is counted on both.
+	progress := func() int64 {
+		var n int64
+		for _, f := range fakes {
+			n += f.Applies()
+		}
+		_, opened := region.openStreams()
+		return n + int64(len(region.registered())+opened)
+	}
 	for _, ta := range all {
-		ta.waitReady(t)
+		ta.waitReadyWhile(t, progress)
 	}
 	eventually(t, 20*time.Second, "all ready", func() error { return region.wantPhases(want) })
 	t.Logf("%d agents × %d assignments ready in %s", agents, each, time.Since(start))

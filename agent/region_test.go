@@ -46,6 +46,10 @@ type fakeRegion struct {
 	reregister  bool
 	heartbeatMS int64
 	reportErr   error
+	// reportGate, when set, holds every ReportStatus call until it is
+	// closed (a region slow to answer); a call given up meanwhile is not
+	// recorded.
+	reportGate chan struct{}
 	// name is the region's; sec its transport security (nil: insecure
 	// mode, plaintext on loopback).
 	name string
@@ -139,7 +143,17 @@ func (r *fakeRegion) Heartbeat(_ context.Context, req *agentv1.HeartbeatRequest)
 	return resp, nil
 }
 
-func (r *fakeRegion) ReportStatus(_ context.Context, req *agentv1.ReportStatusRequest) (*agentv1.ReportStatusResponse, error) {
+func (r *fakeRegion) ReportStatus(ctx context.Context, req *agentv1.ReportStatusRequest) (*agentv1.ReportStatusResponse, error) {
+	r.mu.Lock()
+	gate := r.reportGate
+	r.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.reportErr != nil {
