@@ -173,6 +173,9 @@ func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *l
 	}
 	r.rate = float64(total-int(failed)*s.o.replicas) / r.elapsed.Seconds()
 	r.regionRSS, err = c.region.rssMiB()
+	if s.o.profiles != "" && round == 0 {
+		s.heapProfile(ctx, c.region.name, "b1-region-heap-"+c.name+".pprof")
+	}
 	return r, err
 }
 
