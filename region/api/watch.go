@@ -261,10 +261,12 @@ func (s *Server) watchAssignments(ctx context.Context, node string, send func(*a
 	defer leave()
 
 	snap := &agentv1.AssignmentBatch{Snapshot: true}
-	for _, it := range s.caches.Assignments.List() {
-		if it.Value.Node == node {
-			snap.Upserts = append(snap.Upserts, apiproto.AssignmentToPB(it.Value))
-		}
+	// Through the node index: a copy of the whole cache per connecting
+	// agent is a region's worth of garbage each time its agents
+	// reconnect together. keep rechecks the node under the cache's lock.
+	onNode := func(it store.Item[api.Assignment]) bool { return it.Value.Node == node }
+	for _, it := range s.caches.Assignments.ByIndex(state.AssignmentsByNode, node, "", "", 0, onNode) {
+		snap.Upserts = append(snap.Upserts, apiproto.AssignmentToPB(it.Value))
 	}
 	if err := send(snap); err != nil {
 		return err
