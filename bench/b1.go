@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -173,6 +174,12 @@ func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *l
 	}
 	r.rate = float64(total-int(failed)*s.o.replicas) / r.elapsed.Seconds()
 	r.regionRSS, err = c.region.rssMiB()
+	// Logged as well: a suite that runs out of budget in a later run
+	// still tells what this one measured.
+	log.Printf("bench: B1 run %d on the %s cluster: %.0f replicas/s, region RSS %.0f MiB", round+1, c.name, r.rate, r.regionRSS)
+	if s.o.profiles != "" && round == 0 {
+		s.heapProfile(ctx, c.region.name, "b1-region-heap-"+c.name+".pprof")
+	}
 	return r, err
 }
 

@@ -66,6 +66,9 @@ func (s *suite) b4Run(ctx context.Context, c *cluster, round int) (took time.Dur
 	if rss, err = agent.rssMiB(); err != nil {
 		return 0, 0, 0, err
 	}
+	if s.o.profiles != "" && round == 0 {
+		s.heapProfile(ctx, agent.name, "b4-agent-heap-"+c.name+".pprof")
+	}
 	// Let the replicas go anywhere once their node is gone.
 	if _, err := c.g.do(ctx, http.MethodPut, "/v1/resources/"+res, resource(res, 100, nil), nil); err != nil {
 		return 0, 0, 0, err

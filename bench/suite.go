@@ -272,6 +272,28 @@ func (s *suite) profile(ctx context.Context, d time.Duration, shape string, name
 	}
 }
 
+// heapProfile writes the heap profile of process name (what B6's RSS
+// is made of) to file under the profiles directory; a failure only
+// loses the profile.
+func (s *suite) heapProfile(ctx context.Context, name, file string) {
+	addr := pprofAddrs[name]
+	if addr == "" || os.MkdirAll(s.o.profiles, 0o755) != nil {
+		return
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(filepath.Join(s.o.profiles, file))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = io.Copy(f, resp.Body)
+}
+
 // readyReplicas sums the ready replicas of the resources named prefix*.
 func (c *cluster) readyReplicas(ctx context.Context, prefix string) (int, error) {
 	ready := 0

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/stratahq/strata/internal/api"
 )
@@ -20,9 +21,12 @@ const DefaultTenant = "default"
 // the stored token without a scan; only the secret's hash is stored.
 const tokenPrefix = "strata_"
 
+// The token patterns compile on first use: a bounded repetition like
+// {16,128} compiles into hundreds of instructions, which every process of
+// the binary (agents too) would otherwise build at start and keep.
 var (
-	tokenIDRE     = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
-	tokenSecretRE = regexp.MustCompile(`^[A-Za-z0-9]{16,128}$`)
+	tokenIDRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]{1,32}$`) })
+	tokenSecretRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9]{16,128}$`) })
 )
 
 // Identity is who a request acts as. The edges (internal/rest, the gRPC
@@ -79,7 +83,7 @@ func parseToken(s string) (id, secret string, err error) {
 	if ok {
 		id, secret, ok = strings.Cut(rest, "_")
 	}
-	if !ok || !tokenIDRE.MatchString(id) || !tokenSecretRE.MatchString(secret) {
+	if !ok || !tokenIDRE().MatchString(id) || !tokenSecretRE().MatchString(secret) {
 		return "", "", fmt.Errorf("malformed token (want strata_<id>_<secret>): %w", api.ErrUnauthenticated)
 	}
 	return id, secret, nil

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/stratahq/strata/global/state"
@@ -27,7 +28,8 @@ const prunePage = 500
 
 // idempotencyKeyRE allows UUIDs, ULIDs and the like; the key becomes part
 // of an etcd key, so '/' is out.
-var idempotencyKeyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+// It compiles on first use (see tokenIDRE).
+var idempotencyKeyRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`) })
 
 // requestHash identifies a request by its canonical form: the operation,
 // the tenant and the normalised object, as JSON (fixed field order, sorted
@@ -56,7 +58,7 @@ func (s *Resources) replay(ctx context.Context, tenant, key, op, hash string) (*
 	if key == "" {
 		return nil, nil
 	}
-	if !idempotencyKeyRE.MatchString(key) {
+	if !idempotencyKeyRE().MatchString(key) {
 		return nil, api.Invalid("idempotencyKey", "%q must be 1 to 128 letters, digits, '.', '_', ':' or '-'", key)
 	}
 	it, err := s.st.Requests.Get(ctx, requestName(tenant, key))

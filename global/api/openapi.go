@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -20,10 +21,12 @@ var openAPIDocument []byte
 
 // openAPIETag identifies this build's document, so that clients and
 // proxies can revalidate instead of fetching it again.
-var openAPIETag = func() string {
+// It is computed on first use: hashing the document at start would touch
+// all of it in every process of the binary, agents included.
+var openAPIETag = sync.OnceValue(func() string {
 	sum := sha256.Sum256(openAPIDocument)
 	return `"` + hex.EncodeToString(sum[:8]) + `"`
-}()
+})
 
 // OpenAPIHandler serves the OpenAPI document of the REST API. It needs no
 // state and no authentication: Handler serves it on
@@ -32,7 +35,7 @@ func OpenAPIHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Type", "application/json")
-		h.Set("ETag", openAPIETag)
+		h.Set("ETag", openAPIETag())
 		h.Set("Cache-Control", "no-cache")
 		// ServeContent answers HEAD, If-None-Match (304) and ranges.
 		http.ServeContent(w, r, "openapi.json", time.Time{}, bytes.NewReader(openAPIDocument))

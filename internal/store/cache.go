@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 )
 
 // progressRetry is how often WaitForRev asks again for a progress
@@ -32,6 +33,7 @@ type CacheOption func(*cacheOptions)
 type cacheOptions struct {
 	onChange []any // func([]Change[T]) for the cache's T
 	indexes  []namedIndex
+	compact  []any // func(*T) for the cache's T
 }
 
 // WithOnChange subscribes fn to a cache's changes. fn is called from the
@@ -45,6 +47,26 @@ func WithOnChange[T any](fn func(changes []Change[T])) CacheOption {
 	return func(o *cacheOptions) { o.onChange = append(o.onChange, fn) }
 }
 
+// WithCompact has fn rework each value the cache decodes, before the
+// cache stores it or anyone sees it, into an equal value that takes less
+// memory: typically fn replaces strings that thousands of objects repeat
+// (a node's, a tenant's, a resource's name) with one shared copy
+// (unique.Make). fn must not change what the value means.
+//
+// T must be the cache's type; NewCache panics otherwise.
+func WithCompact[T any](fn func(v *T)) CacheOption {
+	return func(o *cacheOptions) { o.compact = append(o.compact, fn) }
+}
+
+// Intern replaces *s with the one shared copy of its contents (see
+// WithCompact). Copies are shared process-wide and dropped once nothing
+// refers to them.
+func Intern[S ~string](s *S) {
+	if *s != "" {
+		*s = S(unique.Make(string(*s)).Value())
+	}
+}
+
 // Cache is an in-memory copy of a collection fed by Reflect: it lists, then
 // watches, resumes after disconnects and relists after compaction.
 //
@@ -55,6 +77,7 @@ type Cache[T any] struct {
 	coll     *Collection[T]
 	log      *slog.Logger
 	onChange []func([]Change[T])
+	compact  []func(*T)
 	synced   chan struct{}
 	progress chan struct{}
 	running  atomic.Bool
@@ -98,6 +121,13 @@ func NewCache[T any](c *Collection[T], opts ...CacheOption) *Cache[T] {
 			panic(fmt.Sprintf("store: WithOnChange callback %T used with a Cache[%T]", fn, *new(T)))
 		}
 		cache.onChange = append(cache.onChange, f)
+	}
+	for _, fn := range o.compact {
+		f, ok := fn.(func(*T))
+		if !ok {
+			panic(fmt.Sprintf("store: WithCompact function %T used with a Cache[%T]", fn, *new(T)))
+		}
+		cache.compact = append(cache.compact, f)
 	}
 	return cache
 }
@@ -345,6 +375,9 @@ func (c *Cache[T]) decode(kv KV) (*Item[T], bool) {
 		c.log.Error("store: skipping undecodable object", "key", c.coll.s.prefix+kv.Key,
 			"mod_revision", kv.ModRevision, "err", err)
 		return nil, false
+	}
+	for _, fn := range c.compact {
+		fn(it.Value)
 	}
 	return &it, true
 }

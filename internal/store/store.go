@@ -304,8 +304,15 @@ func (s *Store) prefixRange(prefix string) (key, end string) {
 }
 
 func (s *Store) kv(kv *mvccpb.KeyValue) KV {
+	key := kv.Key
+	if len(key) >= len(s.prefix) && string(key[:len(s.prefix)]) == s.prefix {
+		// Trimmed before the conversion: a cache keeps Key's memory for
+		// as long as it holds the object, and the store's prefix is
+		// the same in every key.
+		key = key[len(s.prefix):]
+	}
 	return KV{
-		Key:            strings.TrimPrefix(string(kv.Key), s.prefix),
+		Key:            string(key),
 		Value:          kv.Value,
 		CreateRevision: kv.CreateRevision,
 		ModRevision:    kv.ModRevision,

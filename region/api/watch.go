@@ -22,23 +22,67 @@ import (
 // never block, to the stream's goroutine. A stream that falls a whole
 // buffer behind is closed (the receiver reconnects and gets a fresh
 // snapshot) rather than slowing the cache or growing without bound.
+//
+// The queue grows with what is pending, not with the buffer: a region
+// holds a watch per agent and stream, nearly all of them empty, and a
+// channel of buffer batches would reserve the whole buffer for each.
 type watch[T any] struct {
-	ch       chan []store.Change[T]
-	overflow chan struct{} // closed once the buffer was full
+	mu       sync.Mutex
+	queue    [][]store.Change[T] // batches offered and not yet taken
+	limit    int                 // the buffer: batches queue may hold
+	ready    chan struct{}       // holds a token while queue may be non-empty
+	overflow chan struct{}       // closed once the buffer was full
 	once     sync.Once
 }
 
 func newWatch[T any](buffer int) *watch[T] {
-	return &watch[T]{ch: make(chan []store.Change[T], buffer), overflow: make(chan struct{})}
+	return &watch[T]{limit: buffer, ready: make(chan struct{}, 1), overflow: make(chan struct{})}
 }
 
 // offer queues changes without blocking.
 func (w *watch[T]) offer(changes []store.Change[T]) {
-	select {
-	case w.ch <- changes:
-	default:
-		w.once.Do(func() { close(w.overflow) })
+	w.mu.Lock()
+	full := len(w.queue) >= w.limit
+	if !full {
+		w.queue = append(w.queue, changes)
 	}
+	w.mu.Unlock()
+	if full {
+		w.once.Do(func() { close(w.overflow) })
+		return
+	}
+	select {
+	case w.ready <- struct{}{}:
+	default: // a token is there already
+	}
+}
+
+// take returns the oldest batch queued, if any.
+func (w *watch[T]) take() ([]store.Change[T], bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.queue) == 0 {
+		return nil, false
+	}
+	changes := w.queue[0]
+	w.queue[0] = nil
+	w.queue = w.queue[1:]
+	if len(w.queue) == 0 {
+		w.queue = nil // give the backing array back
+	} else {
+		select {
+		case w.ready <- struct{}{}: // more to take: wake the reader again
+		default:
+		}
+	}
+	return changes, true
+}
+
+// pending returns the number of batches queued.
+func (w *watch[T]) pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue)
 }
 
 // pump coalesces a watch's changes by name (first Old, last New) and
@@ -55,10 +99,9 @@ func pump[T any](ctx context.Context, w *watch[T], window time.Duration, max int
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-w.overflow:
-			return fmt.Errorf("watcher fell %d change batches behind; too slow, reconnect: %w", cap(w.ch), api.ErrUnavailable)
-		case changes := <-w.ch:
-			p.co.add(changes)
-			p.co.drain(w.ch, max)
+			return fmt.Errorf("watcher fell %d change batches behind; too slow, reconnect: %w", w.limit, api.ErrUnavailable)
+		case <-w.ready:
+			p.co.drain(w, max)
 			if err := p.step(); err != nil {
 				return err
 			}
@@ -140,16 +183,16 @@ func (c *coalesced[T]) add(changes []store.Change[T]) {
 	}
 }
 
-// drain adds the changes already queued in ch, up to max pending, so
-// that what arrived together is sent together.
-func (c *coalesced[T]) drain(ch <-chan []store.Change[T], max int) {
-	for len(c.batch) < max {
-		select {
-		case changes := <-ch:
-			c.add(changes)
-		default:
+// drain adds the changes queued in w, up to max pending (at least one
+// batch when there is one), so that what arrived together is sent
+// together.
+func (c *coalesced[T]) drain(w *watch[T], max int) {
+	for first := true; first || len(c.batch) < max; first = false {
+		changes, ok := w.take()
+		if !ok {
 			return
 		}
+		c.add(changes)
 	}
 }
 
@@ -218,10 +261,12 @@ func (s *Server) watchAssignments(ctx context.Context, node string, send func(*a
 	defer leave()
 
 	snap := &agentv1.AssignmentBatch{Snapshot: true}
-	for _, it := range s.caches.Assignments.List() {
-		if it.Value.Node == node {
-			snap.Upserts = append(snap.Upserts, apiproto.AssignmentToPB(it.Value))
-		}
+	// Through the node index: a copy of the whole cache per connecting
+	// agent is a region's worth of garbage each time its agents
+	// reconnect together. keep rechecks the node under the cache's lock.
+	onNode := func(it store.Item[api.Assignment]) bool { return it.Value.Node == node }
+	for _, it := range s.caches.Assignments.ByIndex(state.AssignmentsByNode, node, "", "", 0, onNode) {
+		snap.Upserts = append(snap.Upserts, apiproto.AssignmentToPB(it.Value))
 	}
 	if err := send(snap); err != nil {
 		return err

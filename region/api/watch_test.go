@@ -132,7 +132,7 @@ func TestPump(t *testing.T) {
 					s += c.Name + ":" + render(c.Old) + "->" + render(c.New)
 				}
 				got = append(got, s)
-				if len(w.ch) == 0 {
+				if w.pending() == 0 {
 					cancel() // everything offered was sent
 				}
 				return nil
@@ -256,5 +256,51 @@ func TestWatchAssignments(t *testing.T) {
 				t.Errorf("%s: %s got %q; want %q", step.name, node, got, want)
 			}
 		}
+	}
+}
+
+// TestWatchQueue checks the watch's queue: batches come out in the order
+// they were offered, nothing is held once they are taken, and the offer
+// past the buffer closes overflow without queueing.
+func TestWatchQueue(t *testing.T) {
+	w := newWatch[int](3)
+	if _, ok := w.take(); ok {
+		t.Fatal("got a batch from an empty watch; want none")
+	}
+	for i := range 3 {
+		w.offer([]store.Change[int]{{Name: fmt.Sprint(i)}})
+	}
+	select {
+	case <-w.overflow:
+		t.Fatal("got overflow with the buffer just full; want none")
+	default:
+	}
+	w.offer([]store.Change[int]{{Name: "past"}})
+	select {
+	case <-w.overflow:
+	default:
+		t.Fatal("got no overflow past the buffer; want it closed")
+	}
+	if got := w.pending(); got != 3 {
+		t.Errorf("got %d batches pending; want 3 (the one past the buffer is dropped)", got)
+	}
+	for i := range 3 {
+		select {
+		case <-w.ready:
+		default:
+			t.Fatalf("got no ready token with %d batches pending; want one", w.pending())
+		}
+		cs, ok := w.take()
+		if !ok || len(cs) != 1 || cs[0].Name != fmt.Sprint(i) {
+			t.Fatalf("got batch %v, %v; want the one named %d", cs, ok, i)
+		}
+	}
+	if w.queue != nil {
+		t.Errorf("got queue %v after taking everything; want nil (its array released)", w.queue)
+	}
+	select {
+	case <-w.ready:
+		t.Error("got a ready token with nothing pending; want none")
+	default:
 	}
 }

@@ -41,13 +41,14 @@ func NewCaches(st *State) *Caches {
 	c.Placements = store.NewCache(st.Placements, store.WithOnChange(c.PlacementFeed.Publish))
 	c.Shares = store.NewCache(st.Shares, store.WithOnChange(c.ShareFeed.Publish))
 	c.Assignments = store.NewCache(st.Assignments, store.WithOnChange(c.AssignmentFeed.Publish),
-		store.WithIndex(AssignmentsByNode, assignmentNode), store.WithIndex(AssignmentsByTenant, assignmentTenant))
-	c.Statuses = store.NewCache(st.Statuses, store.WithOnChange(c.StatusFeed.Publish))
+		store.WithIndex(AssignmentsByNode, assignmentNode), store.WithIndex(AssignmentsByTenant, assignmentTenant),
+		store.WithCompact(compactAssignment))
+	c.Statuses = store.NewCache(st.Statuses, store.WithOnChange(c.StatusFeed.Publish), store.WithCompact(compactStatus))
 	c.Nodes = store.NewCache(st.Nodes, store.WithOnChange(c.NodeFeed.Publish))
 	c.NodeStatus = store.NewCache(st.NodeStatus, store.WithOnChange(c.NodeStatusFeed.Publish))
 	c.Drains = store.NewCache(st.Drains, store.WithOnChange(c.DrainFeed.Publish))
 	c.Networks = store.NewCache(st.Networks)
-	c.Ports = store.NewCache(st.Ports)
+	c.Ports = store.NewCache(st.Ports, store.WithCompact(compactPort))
 	c.Policies = store.NewCache(st.Policies, store.WithOnChange(c.PolicyFeed.Publish))
 	c.Meta = store.NewCache(st.Meta)
 	c.CacheSet = store.NewCacheSet("region", c.Placements, c.Shares, c.Assignments, c.Statuses, c.Nodes, c.NodeStatus, c.Drains, c.Networks, c.Ports, c.Policies, c.Meta)
@@ -110,3 +111,35 @@ func assignmentNode(_ string, a *api.Assignment) []string {
 }
 
 func assignmentTenant(_ string, a *api.Assignment) []string { return []string{a.Tenant} }
+
+// compactAssignment shares the strings that a region's replicas repeat:
+// a resource's ten replicas name the same tenant, resource, flavor and
+// image, a node's hundreds the same node, every replica the same network.
+// Per-replica strings (ID, address) stay as decoded.
+func compactAssignment(a *api.Assignment) {
+	for _, s := range []*string{&a.Tenant, &a.Resource, &a.ResourceUID, &a.Node, &a.Spec.Flavor} {
+		store.Intern(s)
+	}
+	store.Intern(&a.Kind)
+	store.Intern(&a.Provider)
+	store.Intern(&a.Desired)
+	if c := a.Spec.Compute; c != nil {
+		store.Intern(&c.Image)
+		store.Intern(&c.Network)
+		store.Intern(&c.RestartPolicy)
+	}
+	if n := a.Network; n != nil {
+		for _, s := range []*string{&n.Network, &n.Bridge, &n.Subnet, &n.Gateway} {
+			store.Intern(s)
+		}
+	}
+}
+
+// compactStatus shares a status's node and phase (see compactAssignment).
+func compactStatus(s *api.AssignmentStatus) {
+	store.Intern(&s.Node)
+	store.Intern(&s.Phase)
+}
+
+// compactPort shares a port's network name (see compactAssignment).
+func compactPort(p *api.Port) { store.Intern(&p.Network) }

@@ -166,6 +166,36 @@ func testCacheOnChange(t *testing.T, s *store.Store) {
 	log.waitBatches(t, []string{"a ∅→red"}, []string{"a red→blue", "b ∅→green"}, []string{"a blue→∅"})
 }
 
+// testCacheCompact checks that WithCompact reworks every value the cache
+// decodes, listed or watched, before readers and subscribers see it.
+func testCacheCompact(t *testing.T, s *store.Store) {
+	ctx := testCtx(t)
+	c := widgets(s)
+	if _, err := c.Create(ctx, "a", &widget{Color: "red"}); err != nil {
+		t.Fatal(err)
+	}
+	upper := func(w *widget) { w.Color = strings.ToUpper(w.Color) }
+	var log changeLog
+	cache := store.NewCache(c, store.WithCompact(upper), store.WithOnChange(log.record))
+	runCache(t, cache)
+	if _, err := c.Create(ctx, "b", &widget{Color: "blue"}); err != nil {
+		t.Fatal(err)
+	}
+	log.waitBatches(t, []string{"a ∅→RED"}, []string{"b ∅→BLUE"})
+	for name, want := range map[string]string{"a": "RED", "b": "BLUE"} {
+		if it, ok := cache.Get(name); !ok || it.Value.Color != want {
+			t.Errorf("Get(%q) = %v, %v; want color %s", name, it.Value, ok, want)
+		}
+	}
+
+	defer func() {
+		if recover() == nil {
+			t.Error("NewCache with a WithCompact of another type did not panic; want a panic")
+		}
+	}()
+	store.NewCache(c, store.WithCompact(func(*int) {}))
+}
+
 // testCacheWaitForRevAfterOnChange: WaitForRev returns only once the
 // subscribers have been handed the changes up to the revision, so that a
 // stream that subscribes after it and then lists the cache never gets a

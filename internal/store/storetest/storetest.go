@@ -69,6 +69,7 @@ func Run(t *testing.T, newStore func(t *testing.T) *store.Store) {
 		{"CacheIndex", testCacheIndex},
 		{"CacheWaitForRevOutsidePrefix", testCacheWaitOutside},
 		{"CacheOnChange", testCacheOnChange},
+		{"CacheCompact", testCacheCompact},
 		{"CacheWaitForRevAfterOnChange", testCacheWaitForRevAfterOnChange},
 		{"CacheRelistDiff", testCacheRelistDiff},
 		{"CacheDecodeError", testCacheDecodeError},
