@@ -25,7 +25,6 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/events"
-	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/liveness"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/store"
@@ -35,9 +34,9 @@ import (
 	"github.com/stratahq/strata/region/state"
 )
 
-// Heartbeats lists the nodes' last heartbeats.
+// Heartbeats tells when each node last beat (heartbeat.Store does).
 type Heartbeats interface {
-	List(ctx context.Context) ([]heartbeat.Beat, error)
+	Times(ctx context.Context) (map[string]time.Time, error)
 }
 
 // Emitter records events without blocking.
@@ -125,13 +124,11 @@ type verdict struct {
 // check is one pass over every node: probes run concurrently, so one
 // hung agent does not delay the verdict on the others.
 func (m *Monitor) check(ctx context.Context, guard store.Guard, tr *liveness.Tracker) error {
-	beats, err := m.o.Heartbeats.List(ctx)
+	// Only the beats' times: a pass every half interval reading every
+	// node's metrics too would cost Redis a hash read per node.
+	last, err := m.o.Heartbeats.Times(ctx)
 	if err != nil {
 		return fmt.Errorf("list heartbeats: %w", err)
-	}
-	last := make(map[string]time.Time, len(beats))
-	for _, b := range beats {
-		last[b.ID] = b.At
 	}
 	now := m.o.Clock()
 	th := liveness.Thresholds{SuspectAfter: m.o.SuspectAfter, DownAfter: m.o.DownAfter}
