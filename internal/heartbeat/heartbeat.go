@@ -7,8 +7,8 @@
 // every beat into a raft write for state nobody needs to be durable.
 //
 // A region API calls Record (or RecordBatch) for each beat it receives; the
-// node monitor calls Stale every interval to find nodes that went quiet,
-// and List to show node metrics.
+// node monitor calls Times every pass to find nodes that went quiet; the
+// global tier's region monitor, watching a few regions, reads List.
 package heartbeat
 
 import (
