@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
@@ -150,18 +151,47 @@ func (m *Monitor) check(ctx context.Context, guard store.Guard, tr *liveness.Tra
 		})
 	}
 	wg.Wait()
+	return m.apply(ctx, guard, verdicts, now)
+}
+
+// transitionWorkers bounds the writes of one pass in flight. A pass that
+// has many to write (nodes lost together, or back together) does not
+// write them one etcd round trip after another: at thousands of nodes
+// that took minutes, and a verdict written that late may be wrong (a
+// node that beats again, written Down).
+const transitionWorkers = 16
+
+// apply writes a pass's verdicts: the health transitions, and the
+// automatic policies of the nodes that are Up.
+func (m *Monitor) apply(ctx context.Context, guard store.Guard, verdicts []verdict, now time.Time) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(transitionWorkers)
 	for _, v := range verdicts {
 		m.o.Metrics.Lag(v.Quiet)
-		if err := m.transition(ctx, guard, v, now); err != nil {
-			return err
+		if !m.hasWork(v) {
+			continue
 		}
-		if v.Health == api.HealthUp {
-			if err := m.autoPolicies(ctx, guard, v.node, now); err != nil {
+		g.Go(func() error {
+			if err := m.transition(gctx, guard, v, now); err != nil {
 				return err
 			}
-		}
+			if v.Health == api.HealthUp {
+				return m.autoPolicies(gctx, guard, v.node, now)
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
+}
+
+// hasWork reports whether a verdict may write anything: a health other
+// than the recorded one, or automatic policies to check.
+func (m *Monitor) hasWork(v verdict) bool {
+	if v.Health == api.HealthUp && (v.node.EnableAutoCordon || v.node.EnableAutoDrain) {
+		return true
+	}
+	cur, ok := m.o.Caches.NodeStatus.Get(v.node.Name)
+	return !ok || cur.Value.Health != v.Health
 }
 
 // evidence gathers what is known of n's life: its beat in the heartbeat
