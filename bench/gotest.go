@@ -110,7 +110,7 @@ func (s *suite) c1(ctx context.Context) error {
 			ratio:  fmt.Sprintf("%.2f × containerd client + %s directly (%s)", v.med/d.med, map[string]string{"bridge": "CNI bridge plugin", "loopback": "no network"}[path], d.format(msf))}
 		if path == "bridge" {
 			x.target, x.met = "≤ 1.15 × direct", verdict(v.med/d.med <= 1.15)
-			x.notes = "The path every networked replica takes. Direct: netns, CNI ADD of the same bridge+loopback conflist through libcni, container create+start+stop+delete, CNI DEL, netns removed; the bridge stays up in both (the provider's held by an anchor replica, as other replicas hold it on a node)."
+			x.notes = "The path every networked replica takes. Direct: the same container (OCI spec from the provider's spec code: seccomp, capabilities, limits, mounts; output to a file), netns, CNI ADD of the same bridge+loopback conflist through libcni, container create+start+stop+delete, CNI DEL, netns removed; the bridge stays up in both (the provider's held by an anchor replica, as other replicas hold it on a node)."
 		} else {
 			x.notes = "Without a network (not what replicas take); shown for the provider's own cost."
 		}
@@ -150,6 +150,6 @@ func (s *suite) v1(ctx context.Context) error {
 		figure: a.format(fmtSecs) + fmt.Sprintf(" (Apply call %s)", spreadDurations(applyCall).format(fmtMs)),
 		target: "≤ 1.1 × virsh", met: verdict(a.med/v.med <= 1.1),
 		ratio: fmt.Sprintf("%.2f × raw virsh create → marker (%s; create call %s)", a.med/v.med, v.format(fmtSecs), fmtMs(spreadDurations(virshCall).med)),
-		notes: fmt.Sprintf("%d boots each way, alternating.", len(apply))})
+		notes: fmt.Sprintf("%d boots each way, alternating, each way going first in every other round.", len(apply))})
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -24,6 +23,7 @@ import (
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/internal/testenv/ports"
 )
 
 const receiverSecret = "a-secret-of-the-receiver-0123"
@@ -168,13 +168,9 @@ func TestMasterSendsRegionDownOnceAcrossFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A region whose endpoint answers nothing: its probe fails.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String()
-	l.Close()
+	// A region whose endpoint answers nothing: its probe fails. The port
+	// is reserved, so that no other test's server takes it meanwhile.
+	dead := ports.Addr(t)
 	st := state.New(store.New(etcdtest.Client(t, endpoints), "/strata/global/"))
 	if _, err := st.Regions.Create(ctx, "eu", &api.Region{Name: "eu", Endpoint: dead, RegisteredAt: time.Now()}); err != nil {
 		t.Fatal(err)

@@ -391,20 +391,18 @@ func (e *Elector) term(ctx context.Context, lead func(context.Context, *Leadersh
 	// when the lease is lost: a candidate queued on a dead lease would never
 	// be elected.
 	sctx := sess.Ctx()
+	clock, err := e.followLease(sctx, lease)
+	if err != nil {
+		return 0, e.sessionErr(ctx, sctx, fmt.Errorf("listen to session keepalives: %w", err))
+	}
 	key, rev, err := e.campaign(sctx, lease, encodeValue(e.id, time.Now()))
 	if err != nil {
 		return 0, e.sessionErr(ctx, sctx, fmt.Errorf("campaign: %w", err))
 	}
-
-	// Anchor the local view of the lease's expiry: the server refreshes the
-	// lease after we send this request, so its expiry is no earlier than
-	// sent + TTL.
-	sent := time.Now()
-	ka, err := e.cli.KeepAliveOnce(sctx, lease)
+	expiry, err := e.leaseExpiry(sctx, lease, clock)
 	if err != nil {
-		return 0, e.sessionErr(ctx, sctx, fmt.Errorf("refresh session lease: %w", err))
+		return 0, e.sessionErr(ctx, sctx, err)
 	}
-	expiry := sent.Add(time.Duration(ka.TTL) * time.Second)
 
 	// Announce the start of the term: the value written when joining the
 	// queue carries the time of joining, not of winning.
@@ -421,8 +419,85 @@ func (e *Elector) term(ctx context.Context, lead func(context.Context, *Leadersh
 	}
 
 	l := &Leadership{key: key, rev: rev, since: since, id: e.id}
-	e.hold(ctx, sess, l, expiry, pr.Header.Revision+1, lead)
+	e.hold(ctx, sess, l, clock, expiry, pr.Header.Revision+1, lead)
 	return time.Since(since), nil
+}
+
+// leaseClock follows the keepalive answers of a session's lease, from the
+// start of the session: the local view of when etcd expires it.
+type leaseClock struct {
+	mu     sync.Mutex
+	expiry time.Time // last answer's arrival + the TTL it granted; zero before the first
+	// changed has a value when an answer came since it was last read.
+	changed chan struct{}
+	// done is closed when the keepalives end (lease expired or revoked,
+	// etcd unreachable for a TTL, or the session's end).
+	done chan struct{}
+}
+
+// followLease listens to the session lease's keepalive answers until ctx
+// is done. It is a second listener beside the session's own, which keeps
+// sending them: it adds no request.
+func (e *Elector) followLease(ctx context.Context, lease clientv3.LeaseID) (*leaseClock, error) {
+	kch, err := e.cli.KeepAlive(ctx, lease)
+	if err != nil {
+		return nil, err
+	}
+	c := &leaseClock{changed: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for r := range kch {
+			c.answered(time.Now(), time.Duration(r.TTL)*time.Second)
+		}
+	}()
+	return c, nil
+}
+
+func (c *leaseClock) answered(at time.Time, ttl time.Duration) {
+	c.mu.Lock()
+	c.expiry = at.Add(ttl)
+	c.mu.Unlock()
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (c *leaseClock) get() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.expiry
+}
+
+// startExpiry decides a new term's first local lease expiry from the
+// clock's (last keepalive answer + TTL): that one, if at least half the
+// TTL of it is left at now; otherwise (no answer yet, or etcd slow to
+// answer) ok is false and the lease must be refreshed first.
+func startExpiry(now, clock time.Time, ttl time.Duration) (expiry time.Time, ok bool) {
+	if clock.IsZero() || clock.Sub(now) < ttl/2 {
+		return time.Time{}, false
+	}
+	return clock, true
+}
+
+// leaseExpiry anchors the local view of the lease's expiry at the start
+// of a term. The session's keepalives (every third of the TTL) normally
+// answered recently: their last answer is the anchor, as for the rest of
+// the term (watchLease), so winning does not refresh the lease. Were it
+// refreshed, a leader that dies right after winning would hold the
+// election for the whole TTL, up to a keepalive period longer than one
+// that dies later in its term. Without a recent answer the lease is
+// refreshed: etcd expires it no earlier than sent + TTL.
+func (e *Elector) leaseExpiry(ctx context.Context, lease clientv3.LeaseID, clock *leaseClock) (time.Time, error) {
+	if expiry, ok := startExpiry(time.Now(), clock.get(), e.ttl); ok {
+		return expiry, nil
+	}
+	sent := time.Now()
+	ka, err := e.cli.KeepAliveOnce(ctx, lease)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("refresh session lease: %w", err)
+	}
+	return sent.Add(time.Duration(ka.TTL) * time.Second), nil
 }
 
 // sessionErr explains an error caused by the end of the session.
@@ -435,7 +510,7 @@ func (e *Elector) sessionErr(ctx, sctx context.Context, err error) error {
 
 // hold calls lead and cancels its context when leadership is lost. It
 // returns when lead has returned and the watchers have stopped.
-func (e *Elector) hold(ctx context.Context, sess *concurrency.Session, l *Leadership, expiry time.Time, fromRev int64, lead func(context.Context, *Leadership)) {
+func (e *Elector) hold(ctx context.Context, sess *concurrency.Session, l *Leadership, clock *leaseClock, expiry time.Time, fromRev int64, lead func(context.Context, *Leadership)) {
 	leaderCtx, cancel := context.WithCancelCause(ctx)
 	// lose ends the term. IsLeader turns false before leaderCtx is
 	// cancelled, so no one sees a cancelled leaderCtx and IsLeader() true.
@@ -458,7 +533,7 @@ func (e *Elector) hold(ctx context.Context, sess *concurrency.Session, l *Leader
 
 	e.current.Store(l)
 	wg.Go(func() {
-		if err := e.watchLease(leaderCtx, sess, expiry); err != nil {
+		if err := e.watchLease(leaderCtx, sess, clock, expiry); err != nil {
 			lose(err)
 		}
 	})
@@ -490,21 +565,12 @@ func (e *Elector) hold(ctx context.Context, sess *concurrency.Session, l *Leader
 // lost, or nil when ctx is done.
 //
 // Besides the session's end, it keeps its own deadline of last keepalive
-// response + TTL. The client library reaps silent keepalives only once per
-// second, and etcd expires the lease on its own clock, so without this a
-// leader cut off from etcd would keep acting up to a second after a
-// successor could have been elected. (The answer's transit time remains;
-// fencing covers that.)
-func (e *Elector) watchLease(ctx context.Context, sess *concurrency.Session, expiry time.Time) error {
-	// A second listener on the session's lease: the session itself does not
-	// expose when keepalives are answered.
-	kch, err := e.cli.KeepAlive(ctx, sess.Lease())
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("%w: listen to session keepalives: %w", ErrNotLeader, err)
-	}
+// answer + TTL (from expiry on, moved later by each answer). The client
+// library reaps silent keepalives only once per second, and etcd expires
+// the lease on its own clock, so without this a leader cut off from etcd
+// would keep acting up to a second after a successor could have been
+// elected. (The answer's transit time remains; fencing covers that.)
+func (e *Elector) watchLease(ctx context.Context, sess *concurrency.Session, clock *leaseClock, expiry time.Time) error {
 	deadline := time.NewTimer(time.Until(expiry))
 	defer deadline.Stop()
 	for {
@@ -515,14 +581,18 @@ func (e *Elector) watchLease(ctx context.Context, sess *concurrency.Session, exp
 			return fmt.Errorf("%w: session ended (lease expired or revoked, or etcd unreachable)", ErrNotLeader)
 		case <-deadline.C:
 			return fmt.Errorf("%w: no keepalive answer from etcd within the %s lease TTL", ErrNotLeader, e.ttl)
-		case r, ok := <-kch:
-			if !ok {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("%w: session keepalive ended (lease expired or revoked, or etcd unreachable)", ErrNotLeader)
+		case <-clock.done:
+			if ctx.Err() != nil {
+				return nil
 			}
-			deadline.Reset(time.Duration(r.TTL) * time.Second)
+			return fmt.Errorf("%w: session keepalive ended (lease expired or revoked, or etcd unreachable)", ErrNotLeader)
+		case <-clock.changed:
+			// Only ever later: an answer read before the term began may
+			// be older than a refresh made at its start.
+			if next := clock.get(); next.After(expiry) {
+				expiry = next
+				deadline.Reset(time.Until(expiry))
+			}
 		}
 	}
 }

@@ -643,3 +643,41 @@ func TestObserve(t *testing.T) {
 		}
 	}
 }
+
+// A candidate that wins after queueing does not refresh its lease to
+// start leading: the lease keeps the expiry its session's keepalives gave
+// it, so a leader that dies right after winning is replaced as soon as
+// one that dies later in its term.
+func TestWinningDoesNotRefreshLease(t *testing.T) {
+	t.Parallel()
+	// Keepalives every ttl/3 = 10 s: the queued candidate's lease is
+	// refreshed when its session starts and not again during the test.
+	const ttl = 30 * time.Second
+	cli := etcdtest.Client(t, etcdtest.Embedded(t))
+	prefix := "/test/" + t.Name() + "/"
+	var count leaders
+	a := start(t, cli, prefix, "node-a", ttl, &count)
+	a.waitTerm(t, 10*time.Second)
+	b := start(t, cli, prefix, "node-b", ttl, &count)
+	eventually(t, 10*time.Second, func() bool { return keyCount(t, cli, prefix) == 2 }, "node-b did not queue")
+	// Let the lease age, then hand over.
+	const aged = 3 * time.Second
+	time.Sleep(aged)
+	if err := a.stop(t); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("node-a: %v", err)
+	}
+	tm := b.waitTerm(t, 10*time.Second)
+	ttlResp, err := cli.TimeToLive(ctxTimeout(t, 5*time.Second), leaseOf(t, cli, tm.l.GuardKey()))
+	if err != nil {
+		t.Fatalf("time to live: %v", err)
+	}
+	// A refresh at the win would leave 29 s (the TTL, in whole seconds
+	// rounded down); the session's own refresh, aged 3 s, leaves 26.
+	if most := int64((ttl - aged + time.Second) / time.Second); ttlResp.TTL > most {
+		t.Errorf("node-b's lease has %d s left after winning; want at most %d (refreshed at the win)", ttlResp.TTL, most)
+	}
+	if tm.ctx.Err() != nil {
+		t.Errorf("node-b's term ended: %v", context.Cause(tm.ctx))
+	}
+	count.check(t)
+}

@@ -64,10 +64,15 @@ type Cache[T any] struct {
 	// therefore read them without the lock.
 	items map[string]*Item[T]
 	rev   int64
+	// told is the revision up to which every onChange subscriber has
+	// been called: it follows rev once the batch's changes are delivered.
+	// WaitForRev waits for it, so that a subscription made after
+	// WaitForRev returns is never handed a change at or below rev.
+	told int64
 	// names are the sorted names of items, nil when they must be rebuilt;
 	// readers rebuild them under the write lock.
 	names []string
-	revc  chan struct{} // closed and replaced whenever rev advances
+	revc  chan struct{} // closed and replaced whenever told advances
 	// indexes are kept with items (WithIndex).
 	indexes map[string]*index[T]
 }
@@ -184,12 +189,15 @@ func (c *Cache[T]) Rev() int64 {
 // WaitForRev blocks until the cache is current at rev or later, for
 // read-your-writes: pass the revision a write returned. rev may come from a
 // write outside the collection; the cache then asks etcd to confirm its
-// progress rather than wait for a change of its own.
+// progress rather than wait for a change of its own. Once it returns, the
+// WithOnChange subscribers have been handed every change up to rev: a
+// stream that subscribes to them next and then lists the cache gets each
+// of those changes once, in its list, never again as a change.
 func (c *Cache[T]) WaitForRev(ctx context.Context, rev int64) error {
 	var tick *time.Ticker
 	for {
 		c.mu.RLock()
-		cur, revc := c.rev, c.revc
+		cur, revc := c.told, c.revc
 		c.mu.RUnlock()
 		if cur >= rev {
 			return nil
@@ -258,12 +266,15 @@ func (c *Cache[T]) replace(kvs []KV, rev int64) {
 	c.advanceLocked(rev)
 	c.mu.Unlock()
 
+	c.notify(changes, rev)
+	// Synced after the subscribers have the first list's difference, as
+	// WaitForRev: a watch that waits for it and then subscribes does not
+	// get the first list again as changes.
 	select {
 	case <-c.synced:
 	default:
 		close(c.synced)
 	}
-	c.notify(changes)
 }
 
 func (c *Cache[T]) apply(events []Event, rev int64) {
@@ -325,7 +336,7 @@ func (c *Cache[T]) apply(events []Event, rev int64) {
 
 	// Created and deleted within the batch: nothing to report.
 	changes = slices.DeleteFunc(changes, func(ch Change[T]) bool { return ch.Old == nil && ch.New == nil })
-	c.notify(changes)
+	c.notify(changes, rev)
 }
 
 func (c *Cache[T]) decode(kv KV) (*Item[T], bool) {
@@ -339,19 +350,23 @@ func (c *Cache[T]) decode(kv KV) (*Item[T], bool) {
 }
 
 func (c *Cache[T]) advanceLocked(rev int64) {
-	if rev <= c.rev {
-		return
-	}
-	c.rev = rev
-	close(c.revc)
-	c.revc = make(chan struct{})
+	c.rev = max(c.rev, rev)
 }
 
-func (c *Cache[T]) notify(changes []Change[T]) {
-	if len(changes) == 0 {
+// notify hands changes, the batch that brought the cache to rev, to the
+// subscribers, then lets WaitForRev callers of rev go.
+func (c *Cache[T]) notify(changes []Change[T], rev int64) {
+	if len(changes) > 0 {
+		for _, fn := range c.onChange {
+			fn(changes)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rev <= c.told {
 		return
 	}
-	for _, fn := range c.onChange {
-		fn(changes)
-	}
+	c.told = rev
+	close(c.revc)
+	c.revc = make(chan struct{})
 }

@@ -302,23 +302,22 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 // startFirst starts the first task of container c, just created, and
 // returns the replica's status.
 func (p *Provider) startFirst(ctx context.Context, c client.Container) (api.AssignmentStatus, error) {
-	started, err := p.startNew(ctx, c)
+	t, err := p.startNew(ctx, c)
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
-	if !started {
+	if t == nil {
 		return p.Status(ctx, c.ID())
 	}
-	// The container is as created: only its task needs reading.
+	// The container is as created and its task as started: neither
+	// needs reading back. A task that has exited already is reported by
+	// the supervisor, which its exit event wakes, as one that exits just
+	// after a read would be.
 	rec, err := c.Info(ctx, client.WithoutRefreshedMetadata)
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
-	t, err := p.task(ctx, c.ID())
-	if err != nil {
-		return api.AssignmentStatus{}, fmt.Errorf("containerd: status: %w", err)
-	}
-	return p.computeStatus(rec, t), nil
+	return p.computeStatus(rec, &taskInfo{pid: t.Pid(), status: tasktypes.Status_RUNNING}), nil
 }
 
 // computeLabels are the labels of a's container: what the agent finds
@@ -387,22 +386,23 @@ func networkMounts(a *api.Assignment, hosts string) []specs.Mount {
 	return mounts
 }
 
-// startNew starts the task of a container just created; started says
-// it did. A command that cannot run is the replica's failure, not the
-// call's: the container stays, with the reason.
-func (p *Provider) startNew(ctx context.Context, c client.Container) (started bool, err error) {
-	err = p.runTask(ctx, c)
+// startNew starts the task of a container just created and returns it;
+// nil without error when it did not start. A command that cannot run is
+// the replica's failure, not the call's: the container stays, with the
+// reason.
+func (p *Provider) startNew(ctx context.Context, c client.Container) (client.Task, error) {
+	t, err := p.runTask(ctx, c)
 	if err == nil {
-		return true, nil
+		return t, nil
 	}
 	if ctx.Err() != nil || isUnavailable(err) {
-		return false, err
+		return nil, err
 	}
 	reason := "start: " + err.Error()
 	if _, lerr := c.SetLabels(ctx, map[string]string{labelError: truncate(reason)}); lerr != nil {
-		return false, errors.Join(err, lerr)
+		return nil, errors.Join(err, lerr)
 	}
-	return false, nil
+	return nil, nil
 }
 
 // createFailed records a replica that could not be created as a
@@ -431,23 +431,24 @@ func (p *Provider) startTask(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return p.runTask(ctx, c)
+	_, err = p.runTask(ctx, c)
+	return err
 }
 
 // runTask creates and starts the task of container c.
-func (p *Provider) runTask(ctx context.Context, c client.Container) error {
+func (p *Provider) runTask(ctx context.Context, c client.Container) (client.Task, error) {
 	id := c.ID()
 	t, err := c.NewTask(ctx, p.taskIO(id))
 	if err != nil {
-		return fmt.Errorf("create task: %w", err)
+		return nil, fmt.Errorf("create task: %w", err)
 	}
 	if err := t.Start(ctx); err != nil {
 		if _, derr := t.Delete(context.WithoutCancel(ctx), client.WithProcessKill); derr != nil && !isNotFound(derr) {
 			p.log.Warn("delete task that did not start", "id", id, "err", derr)
 		}
-		return fmt.Errorf("start task: %w", err)
+		return nil, fmt.Errorf("start task: %w", err)
 	}
-	return nil
+	return t, nil
 }
 
 // startCreated starts a task left created (an Apply interrupted between

@@ -442,70 +442,96 @@ func (e *qemuEnv) testReadyMarker(t *testing.T) {
 }
 
 // testBootTime compares the provider's Apply with a bare `virsh create`
-// of the same domain XML, from the call to the guest's marker.
+// of the same domain XML, from the call to the guest's marker. The two
+// take turns at going first, so that neither always boots on a host
+// still busy with the other's teardown (or with cold caches).
 func (e *qemuEnv) testBootTime(t *testing.T) {
 	virsh := testenv.LookPath(t, "virsh")
 	const rounds = 2
 	for round := 1; round <= rounds; round++ {
-		// Through the provider.
-		a := e.vm(t, "time")
-		start := time.Now()
-		if _, err := e.p.Apply(t.Context(), a); err != nil {
-			t.Fatalf("Apply: %v", err)
+		var applyCall, applyMarker, createCall, createMarker time.Duration
+		viaProvider := func() { applyCall, applyMarker = e.bootViaProvider(t) }
+		viaVirsh := func() { createCall, createMarker = e.bootViaVirsh(t, virsh) }
+		first, second := viaProvider, viaVirsh
+		if round%2 == 0 {
+			first, second = viaVirsh, viaProvider
 		}
-		applyCall := time.Since(start)
-		e.waitMarker(t, a.ID, 3*time.Minute)
-		applyMarker := time.Since(start)
-		if err := e.p.Delete(t.Context(), &api.Assignment{ID: a.ID}, 0); err != nil {
-			t.Fatalf("Delete: %v", err)
-		}
-
-		// The same domain, bare.
-		b := e.vm(t, "time-base")
-		c, err := e.p.connect()
-		if err != nil {
-			t.Fatal(err)
-		}
-		accel, err := e.p.domainType(t.Context(), e.kernel)
-		if err != nil {
-			t.Fatal(err)
-		}
-		img, err := e.p.imageFiles(c, b.Image)
-		if err != nil {
-			t.Fatal(err)
-		}
-		spec, err := e.p.resolve(t.Context(), c, b, img, accel.Type)
-		if err != nil {
-			t.Fatalf("resolve: %v", err)
-		}
-		x, err := spec.render(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		file := filepath.Join(t.TempDir(), "domain.xml")
-		if err := os.WriteFile(file, []byte(x), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = exec.Command(virsh, "-c", e.uri, "destroy", domainName(b.ID)).Run()
-			_ = os.Remove(spec.Console)
-			e.p.removeQEMULog(domainName(b.ID))
-		})
-		start = time.Now()
-		if out, err := exec.CommandContext(t.Context(), virsh, "-c", e.uri, "create", file).CombinedOutput(); err != nil {
-			t.Fatalf("virsh create: %v: %s", err, out)
-		}
-		createCall := time.Since(start)
-		waitFile(t, spec.Console, markerPrefix, 3*time.Minute)
-		createMarker := time.Since(start)
-		if out, err := exec.Command(virsh, "-c", e.uri, "destroy", domainName(b.ID)).CombinedOutput(); err != nil {
-			t.Errorf("virsh destroy: %v: %s", err, out)
-		}
-
+		first()
+		second()
 		t.Logf("boot time, round %d/%d (domain type %s): provider Apply %v (call %v); virsh create %v (call %v)",
-			round, rounds, accel.Type, applyMarker.Round(time.Millisecond), applyCall.Round(time.Millisecond),
+			round, rounds, e.accelType(t), applyMarker.Round(time.Millisecond), applyCall.Round(time.Millisecond),
 			createMarker.Round(time.Millisecond), createCall.Round(time.Millisecond))
 	}
+}
+
+// bootViaProvider applies a VM, waits for its marker and deletes it; it
+// returns the Apply call's time and the time to the marker.
+func (e *qemuEnv) bootViaProvider(t *testing.T) (call, marker time.Duration) {
+	a := e.vm(t, "time")
+	start := time.Now()
+	if _, err := e.p.Apply(t.Context(), a); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	call = time.Since(start)
+	e.waitMarker(t, a.ID, 3*time.Minute)
+	marker = time.Since(start)
+	if err := e.p.Delete(t.Context(), &api.Assignment{ID: a.ID}, 0); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	return call, marker
+}
+
+// bootViaVirsh boots the domain the provider would define for a VM with
+// `virsh create` of its XML, waits for its marker and destroys it; it
+// returns the create call's time and the time to the marker.
+func (e *qemuEnv) bootViaVirsh(t *testing.T, virsh string) (call, marker time.Duration) {
+	b := e.vm(t, "time-base")
+	c, err := e.p.connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := e.p.imageFiles(c, b.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := e.p.resolve(t.Context(), c, b, img, e.accelType(t))
+	if err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	x, err := spec.render(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "domain.xml")
+	if err := os.WriteFile(file, []byte(x), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command(virsh, "-c", e.uri, "destroy", domainName(b.ID)).Run()
+		_ = os.Remove(spec.Console)
+		e.p.removeQEMULog(domainName(b.ID))
+	})
+	start := time.Now()
+	if out, err := exec.CommandContext(t.Context(), virsh, "-c", e.uri, "create", file).CombinedOutput(); err != nil {
+		t.Fatalf("virsh create: %v: %s", err, out)
+	}
+	call = time.Since(start)
+	waitFile(t, spec.Console, markerPrefix, 3*time.Minute)
+	marker = time.Since(start)
+	if out, err := exec.Command(virsh, "-c", e.uri, "destroy", domainName(b.ID)).CombinedOutput(); err != nil {
+		t.Errorf("virsh destroy: %v: %s", err, out)
+	}
+	return call, marker
+}
+
+// accelType is the domain type the provider chose (cached since
+// newQEMUEnv).
+func (e *qemuEnv) accelType(t *testing.T) string {
+	accel, err := e.p.domainType(t.Context(), e.kernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return accel.Type
 }
 
 // waitMarker waits for the guest's marker line and returns the console.

@@ -625,15 +625,7 @@ func TestDrainMovesEverythingMakeBeforeBreak(t *testing.T) {
 	// Put all 10 replicas on n1 first: cordon n2 while they are placed.
 	n2, _ := h.st.Nodes.Get(context.Background(), "n2")
 	n2.Value.Schedulable = false
-	if _, err := h.st.Nodes.Put(context.Background(), "n2", n2.Value); err != nil {
-		t.Fatal(err)
-	}
-	h.eventually("n2 cordoned in the cache", func() error {
-		if it, ok := h.caches.Nodes.Get("n2"); !ok || it.Value.Schedulable {
-			return fmt.Errorf("n2 still schedulable")
-		}
-		return nil
-	})
+	h.putNode(n2.Value)
 	for i := range 5 {
 		h.place(fmt.Sprintf("app%d", i), 2, 1, func(p *api.Placement) {
 			p.Flavor.Spec.VCPUs = 0.5
@@ -642,10 +634,10 @@ func TestDrainMovesEverythingMakeBeforeBreak(t *testing.T) {
 	for i := range 5 {
 		h.eventually("app ready", h.readyWith(fmt.Sprintf("app%d", i), 2))
 	}
+	// The drain below must find n2 open in the controller's cache, as
+	// it would after the API's uncordon: putNode waits for the cache.
 	n2.Value.Schedulable = true
-	if _, err := h.st.Nodes.Put(context.Background(), "n2", n2.Value); err != nil {
-		t.Fatal(err)
-	}
+	h.putNode(n2.Value)
 
 	// Watch every resource's ready count while the drain runs.
 	stop := make(chan struct{})
@@ -669,9 +661,7 @@ func TestDrainMovesEverythingMakeBeforeBreak(t *testing.T) {
 	}()
 	n1, _ := h.st.Nodes.Get(context.Background(), "n1")
 	n1.Value.Schedulable = false
-	if _, err := h.st.Nodes.Put(context.Background(), "n1", n1.Value); err != nil {
-		t.Fatal(err)
-	}
+	h.putNode(n1.Value)
 	d := &api.DrainStatus{Node: "n1", State: api.DrainRunning, StartedAt: time.Now(), Deadline: time.Now().Add(time.Minute), MaxParallel: 2}
 	if _, err := h.st.Drains.Create(context.Background(), "n1", d); err != nil {
 		t.Fatal(err)

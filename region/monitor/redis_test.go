@@ -67,6 +67,24 @@ func (a *fakeAgent) halt() {
 	<-a.done
 }
 
+// emptyLooks is the monitor's view of the heartbeat store: it tells when
+// a List found no beat at all, as a new leader over an emptied Redis does.
+type emptyLooks struct {
+	Heartbeats
+	found chan struct{} // capacity 1
+}
+
+func (h *emptyLooks) List(ctx context.Context) ([]heartbeat.Beat, error) {
+	beats, err := h.Heartbeats.List(ctx)
+	if err == nil && len(beats) == 0 {
+		select {
+		case h.found <- struct{}{}:
+		default:
+		}
+	}
+	return beats, err
+}
+
 // Short thresholds for a region on a real Redis.
 const (
 	rInterval = 200 * time.Millisecond
@@ -84,6 +102,7 @@ type redisRegion struct {
 	srv    *redistest.Server
 	caches *state.Caches
 	m      *Monitor
+	looks  *emptyLooks
 	g      guard
 	evs    *emitted
 	nodes  []string
@@ -97,7 +116,8 @@ func newRedisRegion(t *testing.T, nodes ...string) *redisRegion {
 	cli := etcdtest.Client(t, etcdtest.Embedded(t))
 	st := state.New(store.New(cli, "/strata/region/"))
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &redisRegion{t: t, ctx: ctx, srv: srv, caches: state.NewCaches(st), evs: &emitted{}, nodes: nodes, agents: map[string]*fakeAgent{}}
+	r := &redisRegion{t: t, ctx: ctx, srv: srv, caches: state.NewCaches(st), evs: &emitted{}, nodes: nodes, agents: map[string]*fakeAgent{},
+		looks: &emptyLooks{Heartbeats: hb, found: make(chan struct{}, 1)}}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	wg.Go(func() { _ = r.caches.Run(ctx) })
@@ -120,7 +140,7 @@ func newRedisRegion(t *testing.T, nodes ...string) *redisRegion {
 		}
 	})
 	r.m = New(Options{
-		Region: "r1", State: st, Caches: r.caches, Heartbeats: hb, Events: r.evs, Prober: failingProber{},
+		Region: "r1", State: st, Caches: r.caches, Heartbeats: r.looks, Events: r.evs, Prober: failingProber{},
 		HeartbeatInterval: rInterval, SuspectAfter: rSuspect, DownAfter: rDown, ProbeTimeout: 100 * time.Millisecond,
 	})
 	r.lead()
@@ -149,6 +169,22 @@ func (r *redisRegion) lead() {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.m.Lead(ctx, r.g) }()
 	r.stop = func() { cancel(); <-done }
+}
+
+// newLeaderFindsNoBeat waits until the leader started last has listed the
+// heartbeat store and found it empty: the agents may beat again from then
+// on. Each moment they are held back longer eats into SuspectAfter.
+func (r *redisRegion) newLeaderFindsNoBeat() {
+	r.t.Helper()
+	select {
+	case <-r.looks.found: // a look of an earlier leader, or of this one
+	default:
+	}
+	select {
+	case <-r.looks.found:
+	case <-time.After(rWindow):
+		r.t.Fatalf("the new leader did not list the emptied heartbeat store within %s", rWindow)
+	}
 }
 
 func (r *redisRegion) pauseAgents(paused bool) {
@@ -206,7 +242,7 @@ func TestRedisLossMakesNoNodeDown(t *testing.T) {
 	r.stop()
 	r.srv.Restart(t)
 	r.lead()
-	time.Sleep(rSuspect / 2)
+	r.newLeaderFindsNoBeat()
 	r.pauseAgents(false)
 	r.noneLeavesUp("after a leader change over an empty Redis")
 	if n := r.evs.count("NodeDown") + r.evs.count("NodeSuspect"); n != 0 {

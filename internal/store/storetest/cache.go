@@ -166,6 +166,47 @@ func testCacheOnChange(t *testing.T, s *store.Store) {
 	log.waitBatches(t, []string{"a ∅→red"}, []string{"a red→blue", "b ∅→green"}, []string{"a blue→∅"})
 }
 
+// testCacheWaitForRevAfterOnChange: WaitForRev returns only once the
+// subscribers have been handed the changes up to the revision, so that a
+// stream that subscribes after it and then lists the cache never gets a
+// change it already had in its list (the region's watches once did, and
+// sent an agent an assignment twice).
+func testCacheWaitForRevAfterOnChange(t *testing.T, s *store.Store) {
+	ctx := testCtx(t)
+	c := widgets(s)
+	var enter, free sync.Once
+	entered, release := make(chan struct{}), make(chan struct{})
+	cache := store.NewCache(c, store.WithOnChange(func(changes []store.Change[widget]) {
+		if slices.ContainsFunc(changes, func(ch store.Change[widget]) bool { return ch.Name == "held" }) {
+			enter.Do(func() { close(entered) })
+			<-release
+		}
+	}))
+	runCache(t, cache)
+	// Registered after runCache's: runs first, so that the cache can stop.
+	t.Cleanup(func() { free.Do(func() { close(release) }) })
+	rev, err := c.Create(ctx, "held", &widget{Color: "red"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the subscriber was not called with the write")
+	}
+	// The subscriber is still being told: a cancelled wait must not
+	// find the revision reached, although the items already hold it.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := cache.WaitForRev(cancelled, rev); err == nil {
+		t.Errorf("WaitForRev(%d) while the subscriber has not returned = nil; want a context error", rev)
+	}
+	free.Do(func() { close(release) })
+	if err := cache.WaitForRev(ctx, rev); err != nil {
+		t.Fatalf("WaitForRev(%d) once the subscriber returned: %v", rev, err)
+	}
+}
+
 // testCacheRelistDiff makes the cache relist after compaction: subscribers
 // get the difference from what the cache held before.
 func testCacheRelistDiff(t *testing.T, s *store.Store) {

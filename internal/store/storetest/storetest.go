@@ -68,6 +68,7 @@ func Run(t *testing.T, newStore func(t *testing.T) *store.Store) {
 		{"CacheIndex", testCacheIndex},
 		{"CacheWaitForRevOutsidePrefix", testCacheWaitOutside},
 		{"CacheOnChange", testCacheOnChange},
+		{"CacheWaitForRevAfterOnChange", testCacheWaitForRevAfterOnChange},
 		{"CacheRelistDiff", testCacheRelistDiff},
 		{"CacheDecodeError", testCacheDecodeError},
 		{"CacheConcurrentReads", testCacheConcurrentReads},

@@ -4,7 +4,8 @@
 // mode, TLS passed through to the replicas, each checked with GET /readyz
 // over TLS (the CA verified) every 500 ms and taken out after two failed
 // checks, so that a replica that is down or not ready gets no new
-// connections.
+// connections; a connection that fails is retried on another replica at
+// once.
 package haproxycfg
 
 import (
@@ -38,7 +39,7 @@ defaults
   timeout connect 2s
   timeout client 1h
   timeout server 1h
-  option redispatch
+  option redispatch 1
   retries 2
   option httpchk
   http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost

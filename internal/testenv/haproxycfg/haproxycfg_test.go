@@ -11,6 +11,7 @@ func TestRender(t *testing.T) {
 		Frontend{Name: "grpc", Bind: "10.0.0.1:9090", Servers: []Server{{Name: "g1", Addr: "10.0.0.2:9090", CheckPort: 8080}}})
 	for _, want := range []string{
 		"  maxconn 2000\n",
+		"  option redispatch 1\n",
 		"  default-server inter 500ms fall 2 rise 2 check-ssl verify required ca-file /ca.pem\n",
 		"frontend rest\n  bind 10.0.0.1:8080\n  default_backend rest\nbackend rest\n  server g1 10.0.0.2:8080 check\n",
 		"frontend grpc\n  bind 10.0.0.1:9090\n  default_backend grpc\nbackend grpc\n  server g1 10.0.0.2:9090 check port 8080\n",
