@@ -174,7 +174,7 @@ func (s *suite) startCluster(ctx context.Context, sh shape) (*cluster, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if c.sim, err = c.startSims(ctx, "sim", s.o.agents, c.rGRPC); err != nil {
+	if c.sim, err = c.startSims(ctx, "sim", s.o.agents, 0, c.rGRPC); err != nil {
 		return nil, err
 	}
 	if err := c.waitNodesUp(ctx, s.o.agents, 5*time.Minute); err != nil {
@@ -357,9 +357,10 @@ func (c *cluster) nodeCerts(dir string, names ...string) error {
 }
 
 // startSims starts a sim-agents process of count agents named
-// prefix-NNNN, dialling the region at endpoint.
-func (c *cluster) startSims(ctx context.Context, prefix string, count int, endpoint string) (*proc, error) {
-	args := []string{"sim-agents", "--count", fmt.Sprint(count), "--region", endpoint, "--prefix", prefix}
+// prefix-NNNN, dialling the region at endpoint, rate of them a second (0:
+// all at once).
+func (c *cluster) startSims(ctx context.Context, prefix string, count, rate int, endpoint string) (*proc, error) {
+	args := []string{"sim-agents", "--count", fmt.Sprint(count), "--region", endpoint, "--prefix", prefix, "--start-rate", fmt.Sprint(rate)}
 	if c.shape.production {
 		dir := filepath.Join(c.s.dir, c.name+"-"+prefix+"-certs")
 		names := make([]string, count)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -37,6 +39,7 @@ func newSimAgentsCmd() *cobra.Command {
 		insec    bool
 		tlsDir   string
 		mixed    bool
+		rate     int
 		fakeCfg  fake.Config
 	)
 	cmd := &cobra.Command{
@@ -68,7 +71,12 @@ func newSimAgentsCmd() *cobra.Command {
 			}
 			var wg sync.WaitGroup
 			errs := make(chan error, count)
+			next, stop := pace(cmd.Context(), rate)
+			defer stop()
 			for i := range count {
+				if i > 0 && !next() {
+					break
+				}
 				cfg := config.DefaultAgent()
 				cfg.Node.Name = fmt.Sprintf("%s-%04d", prefix, i)
 				cfg.Node.Zone = fmt.Sprintf("z%d", i%max(zones, 1))
@@ -109,6 +117,7 @@ func newSimAgentsCmd() *cobra.Command {
 	f.StringVar(&region, "region", "127.0.0.1:9091", "the region's gRPC address")
 	f.BoolVar(&insec, "insecure", false, "share one plaintext connection to a region in insecure mode")
 	f.StringVar(&tlsDir, "tls-dir", "", "directory of ca.pem and each agent's <node>.pem and <node>-key.pem: one mutual-TLS connection per agent")
+	f.IntVar(&rate, "start-rate", 0, "agents started per second, as a fleet comes up over time (0: all at once)")
 	f.BoolVar(&mixed, "mixed-sizes", false, "nodes of mixed sizes (4, 16 and 64 cores) instead of all 64 cores")
 	f.DurationVar(&fakeCfg.ApplyLatency, "apply-latency", 0, "the fake provider's least Apply latency")
 	f.DurationVar(&fakeCfg.ApplyJitter, "apply-jitter", 0, "the fake provider's Apply latencies spread over [apply-latency, apply-latency+apply-jitter)")
@@ -133,4 +142,21 @@ func simNodeSize(i int, mixed bool) (milliCPU, memoryMiB, diskMiB int64) {
 	default:
 		return 64000, 256000, 1000000
 	}
+}
+
+// pace returns what waits for the next agent's start, rate agents a
+// second (0: no wait), false once ctx is done, and what stops it.
+func pace(ctx context.Context, rate int) (next func() bool, stop func()) {
+	if rate <= 0 {
+		return func() bool { return ctx.Err() == nil }, func() {}
+	}
+	t := time.NewTicker(time.Second / time.Duration(rate))
+	return func() bool {
+		select {
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}, t.Stop
 }

@@ -7,8 +7,8 @@
 // every beat into a raft write for state nobody needs to be durable.
 //
 // A region API calls Record (or RecordBatch) for each beat it receives; the
-// node monitor calls Stale every interval to find nodes that went quiet,
-// and List to show node metrics.
+// node monitor calls Times every pass to find nodes that went quiet; the
+// global tier's region monitor, watching a few regions, reads List.
 package heartbeat
 
 import (
@@ -58,6 +58,11 @@ type Store interface {
 	Get(ctx context.Context, id string) (Beat, error)
 	// List returns every known ID with its last beat.
 	List(ctx context.Context) ([]Beat, error)
+	// Times returns every known ID with the time of its last beat, and
+	// nothing else of it: what a monitor checks every pass, without
+	// reading each beat's metrics (one sorted-set read in Redis, not
+	// one hash per ID).
+	Times(ctx context.Context) (map[string]time.Time, error)
 	// Stale returns the IDs whose last beat is strictly before olderThan.
 	Stale(ctx context.Context, olderThan time.Time) ([]Beat, error)
 	// Forget removes id (the node was deleted). Forgetting an unknown id

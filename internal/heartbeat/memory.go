@@ -74,6 +74,20 @@ func (m *Memory) List(ctx context.Context) ([]Beat, error) {
 	return m.collect(ctx, func(Beat) bool { return true })
 }
 
+// Times implements Store.
+func (m *Memory) Times(ctx context.Context) (map[string]time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make(map[string]time.Time, len(m.beats))
+	for id, b := range m.beats {
+		out[id] = b.At
+	}
+	return out, nil
+}
+
 // Stale implements Store.
 func (m *Memory) Stale(ctx context.Context, olderThan time.Time) ([]Beat, error) {
 	return m.collect(ctx, func(b Beat) bool { return b.At.Before(olderThan) })

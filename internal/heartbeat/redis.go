@@ -177,6 +177,22 @@ func (r *Redis) List(ctx context.Context) ([]Beat, error) {
 	return out, nil
 }
 
+// Times implements Store: the sorted set's scores are the beats' times,
+// exactly (microseconds fit a float64's mantissa).
+func (r *Redis) Times(ctx context.Context) (map[string]time.Time, error) {
+	zs, err := r.cli.ZRangeWithScores(ctx, r.zset, 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: times: %w", err)
+	}
+	out := make(map[string]time.Time, len(zs))
+	for _, z := range zs {
+		if id, ok := z.Member.(string); ok {
+			out[id] = time.UnixMicro(int64(math.Round(z.Score))).UTC()
+		}
+	}
+	return out, nil
+}
+
 // Stale implements Store: one ZRANGE BYSCORE plus pipelined HGETALLs.
 func (r *Redis) Stale(ctx context.Context, olderThan time.Time) ([]Beat, error) {
 	// Scores are whole microseconds; "before olderThan" for a truncated At

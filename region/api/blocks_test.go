@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,9 +11,11 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/store/storetest"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
+	"github.com/stratahq/strata/region/ipam"
 	"github.com/stratahq/strata/region/state"
 )
 
@@ -103,6 +107,79 @@ func TestRegisterGivesEachNodeItsOwnBlock(t *testing.T) {
 	}
 	if b := blockOf(e.register(testNode("n16"))); b != freed {
 		t.Fatalf("n16 registering again: got block %q; want the freed %s", b, freed)
+	}
+}
+
+// TestRegisterTakesTheBlockRecordedForIt: a block record names the node
+// but the node's record does not (its write was lost after): the node
+// gets that block at its next registration, and no second one.
+func TestRegisterTakesTheBlockRecordedForIt(t *testing.T) {
+	e := newEnv(t)
+	e.putNetwork("10.9.0.0/20", 24)
+	rev, err := e.st.Blocks.Create(e.ctx(), state.BlockName("default", "10.9.7.0/24"),
+		&api.Block{Network: "default", Block: "10.9.7.0/24", Node: "n1", CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.caches.Blocks.WaitForRev(e.ctx(), rev); err != nil {
+		t.Fatal(err)
+	}
+	if b := blockOf(e.register(testNode("n1"))); b != "10.9.7.0/24" {
+		t.Fatalf("n1: got block %q; want 10.9.7.0/24, recorded for it", b)
+	}
+	if got, want := e.storedBlocks(), map[string]string{"10.9.7.0/24": "n1"}; !mapsEqual(got, want) {
+		t.Fatalf("block records: got %v; want %v", got, want)
+	}
+}
+
+// TestRegisterRetriesPastABlockItsCacheMissed: blocks are picked from the
+// region's cache, which may not show yet a block another replica just
+// took. The conditional write of the block record fails, and the
+// registration tries again with another block instead of the same one.
+func TestRegisterRetriesPastABlockItsCacheMissed(t *testing.T) {
+	e := newEnv(t)
+	nw := e.putNetwork("10.9.0.0/20", 24)
+
+	// A replica whose block cache listed the (empty) blocks once and
+	// then stopped: every block taken since is news to it.
+	lag := state.NewCaches(e.st)
+	storetest.Go(t, lag.Run)
+	if err := lag.WaitSynced(e.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	frozen := state.NewCaches(e.st).Blocks
+	stop := storetest.Go(t, frozen.Run)
+	select {
+	case <-frozen.Synced():
+	case <-e.ctx().Done():
+		t.Fatal("block cache never synced")
+	}
+	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	lag.Blocks = frozen
+	client := e.replica(func(o *Options) { o.Caches = lag })
+
+	// Another replica took the block n1 would pick first.
+	first, err := ipam.PickBlock(*nw, "n1", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Blocks.Create(e.ctx(), state.BlockName("default", first.String()),
+		&api.Block{Network: "default", Block: first.String(), Node: "other", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+
+	resp, err := client.Register(e.ctx(), &agentv1.RegisterRequest{Node: testNode("n1")})
+	if err != nil {
+		t.Fatalf("register n1 on the lagging replica: %v", err)
+	}
+	got := blockOf(resp.GetNode())
+	if got == "" || got == first.String() {
+		t.Fatalf("n1: got block %q; want one other than %s, which another node holds", got, first)
+	}
+	if stored, want := e.storedBlocks(), map[string]string{first.String(): "other", got: "n1"}; !mapsEqual(stored, want) {
+		t.Fatalf("block records: got %v; want %v", stored, want)
 	}
 }
 

@@ -136,18 +136,23 @@ func newEnv(t *testing.T, configure ...func(*Options, *tuning)) *testEnv {
 	return e
 }
 
-// replica starts a second API server on the same etcd and caches, as a
-// second region replica would run, and returns its AgentService.
-func (e *testEnv) replica() agentv1.AgentServiceClient {
+// replica starts a second API server on the same etcd and (unless
+// configure says otherwise) caches, as a second region replica would
+// run, and returns its AgentService.
+func (e *testEnv) replica(configure ...func(*Options)) agentv1.AgentServiceClient {
 	e.t.Helper()
-	srv, err := New(e.opts)
+	opts := e.opts
+	for _, c := range configure {
+		c(&opts)
+	}
+	srv, err := New(opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	srv.tune = e.tune
 	storetest.Go(e.t, srv.Run)
-	addr := transporttest.Serve(e.t, e.opts.Security, srv.GRPCPolicy(), e.opts.Logger, srv.RegisterGRPC)
-	return agentv1.NewAgentServiceClient(transporttest.Dial(e.t, addr, e.opts.Security, transport.AnyServer()))
+	addr := transporttest.Serve(e.t, opts.Security, srv.GRPCPolicy(), opts.Logger, srv.RegisterGRPC)
+	return agentv1.NewAgentServiceClient(transporttest.Dial(e.t, addr, opts.Security, transport.AnyServer()))
 }
 
 // putNetwork records the region's default network with blocks of

@@ -157,7 +157,7 @@ func (h *harness) putNode(n *api.Node) {
 	h.t.Helper()
 	h.mu.Lock()
 	if h.network != nil && (n.Network == nil || n.Network.Block == "") {
-		b, err := ipam.PickBlock(*h.network, n.Name, h.blocks, nil)
+		b, err := ipam.PickBlock(*h.network, n.Name, func(b netip.Prefix) bool { return h.blocks[b] }, nil)
 		if err != nil {
 			h.mu.Unlock()
 			h.t.Fatalf("block for %s: %v", n.Name, err)

@@ -124,8 +124,12 @@ type AddressUse struct {
 	Node string
 }
 
-// PickBlock chooses the block of network n for node, among the blocks not
-// in taken. In order of preference:
+// PickBlock chooses the block of network n for node, among the blocks
+// taken does not report (nil: none is taken). taken is asked block by
+// block, from near the node's starting point, so that a region with
+// thousands of nodes looks a few blocks up in its cache rather than
+// gathering every block record at each registration. In order of
+// preference:
 //
 //   - the free block holding the most addresses of node's own replicas and
 //     none of another node's: a node whose replicas got addresses before
@@ -136,10 +140,13 @@ type AddressUse struct {
 //     again tends to get its block back;
 //   - any free block: its addresses in use are skipped until their
 //     replicas go.
-func PickBlock(n api.Network, node string, taken map[netip.Prefix]bool, used []AddressUse) (netip.Prefix, error) {
+func PickBlock(n api.Network, node string, taken func(netip.Prefix) bool, used []AddressUse) (netip.Prefix, error) {
 	nw, err := parseNetwork(n)
 	if err != nil {
 		return netip.Prefix{}, err
+	}
+	if taken == nil {
+		taken = func(netip.Prefix) bool { return false }
 	}
 	g := blockGrid{nw: nw, bits: nw.nodeBits()}
 	own, foreign := g.count(node, used)
@@ -154,7 +161,7 @@ func PickBlock(n api.Network, node string, taken map[netip.Prefix]bool, used []A
 	for k := range count {
 		i := (start + k) % count
 		b := g.at(i)
-		if taken[b] || !nw.hasUsable(b) {
+		if taken(b) || !nw.hasUsable(b) {
 			continue
 		}
 		if foreign[i] == 0 {
@@ -205,10 +212,10 @@ func (g blockGrid) count(node string, used []AddressUse) (own, foreign map[int]i
 
 // mostOwn is the free block holding the most of the node's own addresses
 // and none of another node's (the lowest of equals).
-func (g blockGrid) mostOwn(own, foreign map[int]int, taken map[netip.Prefix]bool) (int, bool) {
+func (g blockGrid) mostOwn(own, foreign map[int]int, taken func(netip.Prefix) bool) (int, bool) {
 	best, bestOwn := -1, 0
 	for i, c := range own {
-		if taken[g.at(i)] || foreign[i] > 0 {
+		if taken(g.at(i)) || foreign[i] > 0 {
 			continue
 		}
 		if c > bestOwn || (c == bestOwn && i < best) {

@@ -144,7 +144,7 @@ func TestPickBlock(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := PickBlock(n, "a", c.taken, c.used)
+			got, err := PickBlock(n, "a", func(b netip.Prefix) bool { return c.taken[b] }, c.used)
 			if c.want == "" {
 				if !IsExhausted(err) {
 					t.Fatalf("got %v, %v; want exhausted", got, err)
@@ -176,8 +176,9 @@ func TestPickBlockSpreadsNodes(t *testing.T) {
 		t.Errorf("64 nodes on an empty network start from %d distinct blocks; want most of them apart", len(first))
 	}
 	taken := map[netip.Prefix]bool{}
+	isTaken := func(b netip.Prefix) bool { return taken[b] }
 	for i := range 256 {
-		b, err := PickBlock(n, fmt.Sprintf("node-%d", i), taken, nil)
+		b, err := PickBlock(n, fmt.Sprintf("node-%d", i), isTaken, nil)
 		if err != nil {
 			t.Fatalf("node %d: %v", i, err)
 		}
@@ -186,7 +187,7 @@ func TestPickBlockSpreadsNodes(t *testing.T) {
 		}
 		taken[b] = true
 	}
-	if _, err := PickBlock(n, "one-too-many", taken, nil); !IsExhausted(err) {
+	if _, err := PickBlock(n, "one-too-many", isTaken, nil); !IsExhausted(err) {
 		t.Fatalf("257th node: got %v; want exhausted", err)
 	}
 }

@@ -20,12 +20,12 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/events"
-	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/liveness"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/store"
@@ -35,9 +35,9 @@ import (
 	"github.com/stratahq/strata/region/state"
 )
 
-// Heartbeats lists the nodes' last heartbeats.
+// Heartbeats tells when each node last beat (heartbeat.Store does).
 type Heartbeats interface {
-	List(ctx context.Context) ([]heartbeat.Beat, error)
+	Times(ctx context.Context) (map[string]time.Time, error)
 }
 
 // Emitter records events without blocking.
@@ -125,13 +125,11 @@ type verdict struct {
 // check is one pass over every node: probes run concurrently, so one
 // hung agent does not delay the verdict on the others.
 func (m *Monitor) check(ctx context.Context, guard store.Guard, tr *liveness.Tracker) error {
-	beats, err := m.o.Heartbeats.List(ctx)
+	// Only the beats' times: a pass every half interval reading every
+	// node's metrics too would cost Redis a hash read per node.
+	last, err := m.o.Heartbeats.Times(ctx)
 	if err != nil {
 		return fmt.Errorf("list heartbeats: %w", err)
-	}
-	last := make(map[string]time.Time, len(beats))
-	for _, b := range beats {
-		last[b.ID] = b.At
 	}
 	now := m.o.Clock()
 	th := liveness.Thresholds{SuspectAfter: m.o.SuspectAfter, DownAfter: m.o.DownAfter}
@@ -153,18 +151,47 @@ func (m *Monitor) check(ctx context.Context, guard store.Guard, tr *liveness.Tra
 		})
 	}
 	wg.Wait()
+	return m.apply(ctx, guard, verdicts, now)
+}
+
+// transitionWorkers bounds the writes of one pass in flight. A pass that
+// has many to write (nodes lost together, or back together) does not
+// write them one etcd round trip after another: at thousands of nodes
+// that took minutes, and a verdict written that late may be wrong (a
+// node that beats again, written Down).
+const transitionWorkers = 16
+
+// apply writes a pass's verdicts: the health transitions, and the
+// automatic policies of the nodes that are Up.
+func (m *Monitor) apply(ctx context.Context, guard store.Guard, verdicts []verdict, now time.Time) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(transitionWorkers)
 	for _, v := range verdicts {
 		m.o.Metrics.Lag(v.Quiet)
-		if err := m.transition(ctx, guard, v, now); err != nil {
-			return err
+		if !m.hasWork(v) {
+			continue
 		}
-		if v.Health == api.HealthUp {
-			if err := m.autoPolicies(ctx, guard, v.node, now); err != nil {
+		g.Go(func() error {
+			if err := m.transition(gctx, guard, v, now); err != nil {
 				return err
 			}
-		}
+			if v.Health == api.HealthUp {
+				return m.autoPolicies(gctx, guard, v.node, now)
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
+}
+
+// hasWork reports whether a verdict may write anything: a health other
+// than the recorded one, or automatic policies to check.
+func (m *Monitor) hasWork(v verdict) bool {
+	if v.Health == api.HealthUp && (v.node.EnableAutoCordon || v.node.EnableAutoDrain) {
+		return true
+	}
+	cur, ok := m.o.Caches.NodeStatus.Get(v.node.Name)
+	return !ok || cur.Value.Health != v.Health
 }
 
 // evidence gathers what is known of n's life: its beat in the heartbeat

@@ -68,14 +68,14 @@ func (a *fakeAgent) halt() {
 }
 
 // emptyLooks is the monitor's view of the heartbeat store: it tells when
-// a List found no beat at all, as a new leader over an emptied Redis does.
+// a look found no beat at all, as a new leader over an emptied Redis does.
 type emptyLooks struct {
 	Heartbeats
 	found chan struct{} // capacity 1
 }
 
-func (h *emptyLooks) List(ctx context.Context) ([]heartbeat.Beat, error) {
-	beats, err := h.Heartbeats.List(ctx)
+func (h *emptyLooks) Times(ctx context.Context) (map[string]time.Time, error) {
+	beats, err := h.Heartbeats.Times(ctx)
 	if err == nil && len(beats) == 0 {
 		select {
 		case h.found <- struct{}{}:

@@ -21,6 +21,7 @@ type Caches struct {
 	Drains      *store.Cache[api.DrainStatus]
 	Networks    *store.Cache[api.Network]
 	Ports       *store.Cache[api.Port]
+	Blocks      *store.Cache[api.Block]
 	Policies    *store.Cache[api.NetworkPolicy]
 	Meta        *store.Cache[Epoch]
 
@@ -49,9 +50,10 @@ func NewCaches(st *State) *Caches {
 	c.Drains = store.NewCache(st.Drains, store.WithOnChange(c.DrainFeed.Publish))
 	c.Networks = store.NewCache(st.Networks)
 	c.Ports = store.NewCache(st.Ports, store.WithCompact(compactPort))
+	c.Blocks = store.NewCache(st.Blocks, store.WithIndex(BlocksByNode, blockNode))
 	c.Policies = store.NewCache(st.Policies, store.WithOnChange(c.PolicyFeed.Publish))
 	c.Meta = store.NewCache(st.Meta)
-	c.CacheSet = store.NewCacheSet("region", c.Placements, c.Shares, c.Assignments, c.Statuses, c.Nodes, c.NodeStatus, c.Drains, c.Networks, c.Ports, c.Policies, c.Meta)
+	c.CacheSet = store.NewCacheSet("region", c.Placements, c.Shares, c.Assignments, c.Statuses, c.Nodes, c.NodeStatus, c.Drains, c.Networks, c.Ports, c.Blocks, c.Policies, c.Meta)
 	return c
 }
 
@@ -143,3 +145,10 @@ func compactStatus(s *api.AssignmentStatus) {
 
 // compactPort shares a port's network name (see compactAssignment).
 func compactPort(p *api.Port) { store.Intern(&p.Network) }
+
+// BlocksByNode indexes the Blocks cache by the node holding each block:
+// a registering node finds the block recorded for it without a look at
+// the others.
+const BlocksByNode = "node"
+
+func blockNode(_ string, b *api.Block) []string { return []string{b.Node} }

@@ -296,6 +296,18 @@ func testList(t *testing.T, s heartbeat.Store) {
 	for i := range want {
 		checkBeat(t, fmt.Sprintf("List[%d]", i), got[i], want[i])
 	}
+	times, err := s.Times(ctx)
+	if err != nil {
+		t.Fatalf("Times: %v", err)
+	}
+	if len(times) != len(in) {
+		t.Fatalf("Times = %v; want the %d IDs of List", times, len(in))
+	}
+	for _, b := range in {
+		if !times[b.ID].Equal(b.At) {
+			t.Errorf("Times[%s] = %v; want %v", b.ID, times[b.ID], b.At)
+		}
+	}
 }
 
 func testStaleBoundaries(t *testing.T, s heartbeat.Store) {
