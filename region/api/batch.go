@@ -102,22 +102,12 @@ func (s *Server) flushBeats(ctx context.Context) (lost int, err error) {
 	return lost, err
 }
 
-// statusBatches bounds the batches of statuses being written at once.
-// Each costs etcd round trips (its transactions, then the wait for the
-// cache to see them); while they are in flight the next reports gather
-// for the next batch.
-const statusBatches = 4
-
 // statusQueue collects agents' status reports for the status writer.
 type statusQueue struct {
 	kick chan struct{} // capacity 1: "something is queued"
 
 	mu     sync.Mutex
 	writes []*statusWrite
-	// busy counts, by replica, the statuses in batches being written: a
-	// later report of the replica waits for them, so that a replica's
-	// statuses are written in the order they were reported.
-	busy   map[string]int
 	closed error // set when the writer stopped
 }
 
@@ -161,63 +151,12 @@ func (q *statusQueue) write(ctx context.Context, statuses []reportedStatus) erro
 	}
 }
 
-// take removes the queued writes none of whose replicas is in a batch
-// being written or in an earlier write left queued, and marks their
-// replicas busy until release.
 func (q *statusQueue) take() []*statusWrite {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.busy == nil {
-		q.busy = map[string]int{}
-	}
-	var taken, left []*statusWrite
-	held := map[string]bool{}
-	for _, w := range q.writes {
-		if q.blocked(w, held) {
-			for _, st := range w.statuses {
-				held[st.status.ID] = true
-			}
-			left = append(left, w)
-			continue
-		}
-		taken = append(taken, w)
-	}
-	for _, w := range taken {
-		for _, st := range w.statuses {
-			q.busy[st.status.ID]++
-		}
-	}
-	q.writes = left
-	return taken
-}
-
-func (q *statusQueue) blocked(w *statusWrite, held map[string]bool) bool {
-	for _, st := range w.statuses {
-		if q.busy[st.status.ID] > 0 || held[st.status.ID] {
-			return true
-		}
-	}
-	return false
-}
-
-// release ends the batch of ws: their replicas are no longer busy, and
-// the writer is kicked if writes wait.
-func (q *statusQueue) release(ws []*statusWrite) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, w := range ws {
-		for _, st := range w.statuses {
-			if q.busy[st.status.ID]--; q.busy[st.status.ID] <= 0 {
-				delete(q.busy, st.status.ID)
-			}
-		}
-	}
-	if len(q.writes) > 0 {
-		select {
-		case q.kick <- struct{}{}:
-		default:
-		}
-	}
+	ws := q.writes
+	q.writes = nil
+	return ws
 }
 
 // close fails every queued write and refuses new ones with err.
@@ -233,21 +172,14 @@ func (q *statusQueue) close(err error) {
 }
 
 // runStatusWriter writes queued statuses until ctx is done. A report that
-// finds the writer idle (its last batch started statusWindow ago or more)
+// finds the writer idle (its last batch ended statusWindow ago or more)
 // is written at once; one that follows a batch closely waits for the
 // rest of the window, so that reports of many agents share transactions.
-// Up to statusBatches batches are written at once; while all are in
-// flight, new reports queue up, so a slower etcd makes for bigger
-// batches rather than a longer queue of small ones. A replica's reports
-// never go in two batches in flight (see statusQueue.take).
+// While it writes, new reports queue up, so a slower etcd makes for
+// bigger batches rather than a longer queue of small ones.
 func (s *Server) runStatusWriter(ctx context.Context) {
-	var flying sync.WaitGroup
-	defer func() {
-		flying.Wait()
-		s.statuses.close(fmt.Errorf("region api is shutting down: %w", api.ErrUnavailable))
-	}()
+	defer s.statuses.close(fmt.Errorf("region api is shutting down: %w", api.ErrUnavailable))
 	win := flush.Window{D: s.tune.statusWindow}
-	slots := make(chan struct{}, statusBatches)
 	for {
 		select {
 		case <-s.statuses.kick:
@@ -257,22 +189,8 @@ func (s *Server) runStatusWriter(ctx context.Context) {
 		if win.Hold(ctx, nil) != nil {
 			return
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		ws := s.statuses.take()
-		if len(ws) == 0 { // all wait for batches in flight, which kick again
-			<-slots
-			continue
-		}
+		s.writeStatuses(ctx, s.statuses.take())
 		win.Flushed(time.Now())
-		flying.Go(func() {
-			s.writeStatuses(ctx, ws)
-			s.statuses.release(ws)
-			<-slots
-		})
 	}
 }
 

@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,61 +158,5 @@ func TestReportOfARemovedReplicaLeavesNoStatus(t *testing.T) {
 				t.Errorf("status of a2, reported with it: got %+v, %v; want destroyed", it.Value, err)
 			}
 		})
-	}
-}
-
-// TestStatusQueueKeepsAReplicasOrder: batches are written concurrently,
-// so a report of a replica whose status is in a batch in flight, and any
-// later report of a replica of that one, waits for that batch to end.
-func TestStatusQueueKeepsAReplicasOrder(t *testing.T) {
-	q := statusQueue{kick: make(chan struct{}, 1)}
-	write := func(ids ...string) *statusWrite {
-		w := &statusWrite{done: make(chan error, 1)}
-		for _, id := range ids {
-			w.statuses = append(w.statuses, reportedStatus{status: api.AssignmentStatus{ID: id}})
-		}
-		return w
-	}
-	names := map[*statusWrite]string{}
-	name := func(ws []*statusWrite) string {
-		var out []string
-		for _, w := range ws {
-			out = append(out, names[w])
-		}
-		return strings.Join(out, ",")
-	}
-	queue := func(ws map[string]*statusWrite, order ...string) {
-		for _, n := range order {
-			names[ws[n]] = n
-			q.writes = append(q.writes, ws[n])
-		}
-	}
-	ws := map[string]*statusWrite{
-		"a": write("x"), "b": write("y"), "a2": write("x"),
-		"c": write("x"), "d": write("z"), "e": write("z", "y"), "f": write("z"),
-	}
-	queue(ws, "a", "b", "a2")
-	first := q.take()
-	if got := name(first); got != "a,b,a2" { // one batch: a2's put replaces a's
-		t.Fatalf("first batch %s; want a,b,a2", got)
-	}
-	queue(ws, "c", "d", "e", "f")
-	steps := []struct {
-		release []*statusWrite
-		want    string
-	}{
-		// x and y are in flight: c waits, e waits for b, f for e.
-		{nil, "d"},
-		{first, "c"},
-		{[]*statusWrite{ws["d"]}, "e,f"},
-	}
-	for i, s := range steps {
-		q.release(s.release)
-		if got := name(q.take()); got != s.want {
-			t.Fatalf("step %d: took %s; want %s", i, got, s.want)
-		}
-	}
-	if len(q.writes) != 0 {
-		t.Errorf("%d writes left queued; want none", len(q.writes))
 	}
 }
