@@ -126,6 +126,11 @@ func (e *BatchError) Unwrap() error { return e.Failed[e.First] }
 // a few round trips instead of one each.
 const maxInFlight = 8
 
+// maxPassedOver bounds the waiting steps pack passes over, because they
+// share a group or a key with a transaction in flight, before it stops
+// looking for steps it may send.
+const maxPassedOver = 1024
+
 // stepState is where a step of a Commit stands.
 type stepState uint8
 
@@ -372,8 +377,18 @@ func (r *batchRun) pack() (t *Txn, members []int, owners map[string]int, err err
 		r.lo++
 	}
 	var held claims // steps passed over: what follows them must wait too
+	passed := 0
 	for j := r.lo; j < len(b.steps); j++ {
 		if !r.ready(j, &held) {
+			// A batch of one group (a resource of 10,000 replicas) has
+			// nothing to send while its transaction flies: looking
+			// further than a few transactions' worth would make each
+			// answer cost a walk over every step left.
+			if r.state[j] == stepWaiting {
+				if passed++; passed > maxPassedOver {
+					break
+				}
+			}
 			continue
 		}
 		st := b.steps[j]
