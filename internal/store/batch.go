@@ -158,9 +158,10 @@ type batchRun struct {
 	answers chan *flight
 }
 
-// claims counts the steps that hold each group and key.
+// claims counts the steps that hold each group and key, and the steps.
 type claims struct {
 	groups, keys map[string]int
+	steps        int
 }
 
 // add counts step st n more times (n < 0: fewer).
@@ -168,6 +169,7 @@ func (c *claims) add(st batchStep, n int) {
 	if c.groups == nil {
 		c.groups, c.keys = map[string]int{}, map[string]int{}
 	}
+	c.steps += n
 	bump(c.groups, st.group, n)
 	for _, op := range st.txn.ops {
 		bump(c.keys, op.key, n)
@@ -377,18 +379,12 @@ func (r *batchRun) pack() (t *Txn, members []int, owners map[string]int, err err
 		r.lo++
 	}
 	var held claims // steps passed over: what follows them must wait too
-	passed := 0
-	for j := r.lo; j < len(b.steps); j++ {
+	// A batch of one group (a resource of 10,000 replicas) has nothing to
+	// send while its transaction flies: looking further than a few
+	// transactions' worth would make each answer cost a walk over every
+	// step left.
+	for j := r.lo; j < len(b.steps) && held.steps <= maxPassedOver; j++ {
 		if !r.ready(j, &held) {
-			// A batch of one group (a resource of 10,000 replicas) has
-			// nothing to send while its transaction flies: looking
-			// further than a few transactions' worth would make each
-			// answer cost a walk over every step left.
-			if r.state[j] == stepWaiting {
-				if passed++; passed > maxPassedOver {
-					break
-				}
-			}
 			continue
 		}
 		st := b.steps[j]
