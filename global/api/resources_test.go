@@ -515,3 +515,45 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestGetReadsYourWrites checks that a GET of one resource sees this
+// replica's writes at once and another writer's (the master's status)
+// once they commit, on caches run as global.Server runs them.
+func TestGetReadsYourWrites(t *testing.T) {
+	e := newEnv(t, envConfig{sharedCaches: true})
+	e.fixtures(t, nil)
+	get := func() api.Resource {
+		return decodeAs[api.Resource](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/app", nil)))
+	}
+	e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/resources/app", nil))
+	for i := range 5 {
+		created := decodeAs[api.Resource](t, e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", computeBody(fmt.Sprintf("app-%d", i)))))
+		got := decodeAs[api.Resource](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/app-"+fmt.Sprint(i), nil)))
+		if got.UID != created.UID || got.Status == nil || got.Status.UID != created.UID {
+			t.Fatalf("GET right after create: got %+v; want the created resource with its status", got)
+		}
+	}
+	created := decodeAs[api.Resource](t, e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", computeBody("app"))))
+	scaled := decodeAs[api.Resource](t, e.must(t, http.StatusOK, e.do(t, "POST", "/v1/resources/app/scale", `{"replicas":3}`)))
+	if got := get(); got.Replicas != 3 || got.ResourceVersion != scaled.ResourceVersion {
+		t.Fatalf("GET right after scale: got replicas %d rv %d; want 3 at rv %d", got.Replicas, got.ResourceVersion, scaled.ResourceVersion)
+	}
+
+	// The master (here: a direct write) reports the resource ready.
+	st := *created.Status
+	st.Phase, st.Ready = api.PhaseReady, 3
+	if _, err := e.st.Statuses.Put(waitFor(t), state.ResourceName(DefaultTenant, "app"), &st); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the master's status in GET", func() error {
+		if got := get(); got.Status == nil || got.Status.Phase != api.PhaseReady || got.Status.Ready != 3 {
+			return fmt.Errorf("status %+v", got.Status)
+		}
+		return nil
+	})
+
+	deleting := decodeAs[api.Resource](t, e.must(t, http.StatusAccepted, e.do(t, "DELETE", "/v1/resources/app", nil)))
+	if got := get(); got.DeletionRequestedAt == nil || got.ResourceVersion != deleting.ResourceVersion {
+		t.Fatalf("GET right after delete: got deletionRequestedAt %v rv %d; want it set at rv %d", got.DeletionRequestedAt, got.ResourceVersion, deleting.ResourceVersion)
+	}
+}
