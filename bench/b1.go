@@ -30,10 +30,15 @@ func (s *suite) b2(ctx context.Context, c *cluster) error {
 	var all latencies
 	var p99s []float64
 	per := (b2Samples + s.o.rounds - 1) / s.o.rounds
+	steps, err := c.watchB2Steps(ctx, "lat-")
+	if err != nil {
+		return err
+	}
+	defer steps.stop()
 	for round := range s.o.rounds {
 		var lat latencies
 		openLoop(ctx, b2Rate, per, nil, &lat, func(ctx context.Context, i int, at time.Time) (time.Time, error) {
-			return c.createReady(ctx, fmt.Sprintf("lat-%d-%d", round, i), at)
+			return c.createReady(ctx, fmt.Sprintf("lat-%d-%d", round, i), at, steps)
 		})
 		p99s = append(p99s, lat.p(99).Seconds())
 		all.merge(&lat)
@@ -50,17 +55,18 @@ func (s *suite) b2(ctx context.Context, c *cluster) error {
 	}
 	s.r.add(row{id: "B2", what: c.label("create → ready at the global API, 1 replica, idle, open loop"),
 		figure: all.summary(), target: "p99 ≤ 100 ms, 0 errors", ratio: ratio, met: verdict(p99 <= 100*time.Millisecond && errs == 0),
-		notes: fmt.Sprintf("%d runs of %d creates offered at %.0f/s; p99 per run %s; %s; readiness polled every 5 ms.", s.o.rounds, per, b2Rate, spreadFloats(p99s).format(fmtMs), sub)})
+		notes: fmt.Sprintf("%d runs of %d creates offered at %.0f/s; p99 per run %s; %s; readiness polled every 5 ms; %s.", s.o.rounds, per, b2Rate, spreadFloats(p99s).format(fmtMs), sub, steps.summary())})
 	return nil
 }
 
 // createReady creates a resource of one replica, waits for it to read
 // ready, deletes it, and returns when it was seen ready less the fake
-// provider's start time for its replica.
-func (c *cluster) createReady(ctx context.Context, name string, _ time.Time) (time.Time, error) {
+// provider's start time for its replica; steps gets its times.
+func (c *cluster) createReady(ctx context.Context, name string, scheduled time.Time, steps *b2Steps) (time.Time, error) {
 	if _, err := c.g.do(ctx, http.MethodPost, "/v1/resources", resource(name, 1, nil), nil); err != nil {
 		return time.Time{}, err
 	}
+	posted := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, readyWithin)
 	defer cancel()
 	err := waitFor(wctx, 5*time.Millisecond, name+" ready", func() error {
@@ -89,7 +95,11 @@ func (c *cluster) createReady(ctx context.Context, name string, _ time.Time) (ti
 		if len(reps.Items) != 1 {
 			return ready, fmt.Errorf("%s: %d replicas; want 1", name, len(reps.Items))
 		}
-		ready = ready.Add(-c.shape.fake.ApplyLatencyOf(reps.Items[0].ID))
+		fake := c.shape.fake.ApplyLatencyOf(reps.Items[0].ID)
+		steps.sample(name, scheduled, posted, ready, fake)
+		ready = ready.Add(-fake)
+	} else {
+		steps.sample(name, scheduled, posted, ready, 0)
 	}
 	_, err = c.g.do(ctx, http.MethodDelete, "/v1/resources/"+name, nil, nil)
 	return ready, err
