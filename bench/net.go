@@ -136,7 +136,7 @@ func (s *suite) n1(ctx context.Context) error {
 	_, gwRatioText := ratio(gwRatio)
 	medOver, overText := over(overhead)
 	_, gwOverText := over(gwOverhead)
-	note := fmt.Sprintf("%d runs on fresh simulated hosts, median (min–max); per run and backend, each path twice, taking turns, one TCP stream of %d MiB and round trips of 1 byte (p50 of %d) each time; ratios to the same host within the run. The two hosts share this machine's kernel and CPUs: the figures are what the path costs (veth, bridges, the segment, VXLAN encapsulation), not a NIC; host-gw crosses the same hops without the encapsulation.", netRuns, tpBytes>>20, rttSamples)
+	note := fmt.Sprintf("%d runs on fresh simulated hosts, median (min–max); per run and backend, each path twice, taking turns, one TCP stream of %d MiB and round trips of 1 byte (p50 of %d) each time; ratios to the same host within the run. The two hosts share this machine's kernel and CPUs: the figures are what the path costs (veth, bridges, the segment, VXLAN encapsulation), not a NIC; host-gw crosses the same hops without the encapsulation. A veth hands a packet to the other namespace on the sender's CPU, so the sending replica's CPU also runs the receiving host's stack, decapsulation included, which separate hosts run on their own CPUs.", netRuns, tpBytes>>20, rttSamples)
 	s.r.add(row{id: "N1", what: "TCP throughput replica→replica, same host (baseline)", figure: gbit(sameTP)})
 	s.r.add(row{id: "N1", what: "TCP throughput replica→replica across hosts (VXLAN)", figure: gbit(crossTP),
 		target: "≥ 0.8 × same host", ratio: ratioText, met: verdict(medRatio >= 0.8)})
