@@ -160,7 +160,10 @@ func (s *suite) b8(ctx context.Context, c *cluster) error {
 	nowUp := int(nowUpF)
 	var region, redis []float64
 	falseDown := 0
-	for range s.o.rounds {
+	for round := range s.o.rounds {
+		if s.o.profiles != "" && round == 0 {
+			go s.profile(ctx, window-5*time.Second, "b8", c.name, c.region.name)
+		}
 		r, rd, bad, err := c.cpuWindow(ctx, base, window, downBefore)
 		if err != nil {
 			return err
