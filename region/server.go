@@ -247,7 +247,7 @@ func (s *Server) Run(ctx context.Context) error {
 		Logger:            s.log,
 	})
 
-	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, append(reg.GRPC(), grpc.ReadBufferSize(grpcReadBuffer))...)
+	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, append(append(reg.GRPC(), grpc.ReadBufferSize(grpcReadBuffer)), transport.FixedWindows()...)...)
 	if err != nil {
 		return fmt.Errorf("region: %w", err)
 	}
