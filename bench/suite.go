@@ -244,8 +244,9 @@ func (v statusView) ready(n int) bool {
 	return v.Status != nil && v.Status.Phase == "ready" && v.Status.Ready == n
 }
 
-// profile takes CPU profiles of processes at the same time.
-func (s *suite) profile(ctx context.Context, d time.Duration, shape string, names ...string) {
+// profile takes CPU profiles of processes at the same time, named
+// after the row (b1, b8) they are taken during.
+func (s *suite) profile(ctx context.Context, d time.Duration, rowID, shape string, names ...string) {
 	if err := os.MkdirAll(s.o.profiles, 0o755); err != nil {
 		return
 	}
@@ -262,7 +263,7 @@ func (s *suite) profile(ctx context.Context, d time.Duration, shape string, name
 				return
 			}
 			defer resp.Body.Close()
-			f, err := os.Create(filepath.Join(s.o.profiles, "b1-"+strings.TrimPrefix(name, shape+"-")+"-"+shape+".pprof"))
+			f, err := os.Create(filepath.Join(s.o.profiles, rowID+"-"+strings.TrimPrefix(name, shape+"-")+"-"+shape+".pprof"))
 			if err != nil {
 				return
 			}

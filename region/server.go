@@ -256,7 +256,7 @@ func (s *Server) Run(ctx context.Context) error {
 		Logger:            s.log,
 	})
 
-	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, append(reg.GRPC(), grpc.ReadBufferSize(grpcReadBuffer), grpc.WriteBufferSize(grpcWriteBuffer))...)
+	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, append(append(reg.GRPC(), grpc.ReadBufferSize(grpcReadBuffer), grpc.WriteBufferSize(grpcWriteBuffer)), transport.FixedWindows()...)...)
 	if err != nil {
 		return fmt.Errorf("region: %w", err)
 	}
