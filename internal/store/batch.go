@@ -373,13 +373,7 @@ func (r *batchRun) recover(t *Txn, members []int, owners map[string]int, err err
 func (r *batchRun) pack() (t *Txn, members []int, owners map[string]int, err error) {
 	b := r.b
 	limit := b.s.maxTxnOps()
-	t = b.s.Txn().Guard(b.guards...)
-	if b.every != nil {
-		b.every(t, r.res.Revision)
-	}
-	for _, f := range b.fences {
-		t.Unchanged(f.key, f.modRev)
-	}
+	t = r.fenced()
 	if t.err != nil {
 		return nil, nil, nil, t.err
 	}
@@ -424,6 +418,20 @@ func (r *batchRun) pack() (t *Txn, members []int, owners map[string]int, err err
 		members = append(members, j)
 	}
 	return t, members, owners, nil
+}
+
+// fenced starts a transaction with what every one of the batch carries:
+// its guards, Every's operations and the Unchanged conditions.
+func (r *batchRun) fenced() *Txn {
+	b := r.b
+	t := b.s.Txn().Guard(b.guards...)
+	if b.every != nil {
+		b.every(t, r.res.Revision)
+	}
+	for _, f := range b.fences {
+		t.Unchanged(f.key, f.modRev)
+	}
+	return t
 }
 
 // ready reports whether step j may go in the transaction being packed: it
