@@ -214,30 +214,28 @@ func (s *Server) removePlacements(ctx context.Context, refs []placementRef, epoc
 			}
 			return results, nil
 		}
-		err = s.markDeleting(ctx, ep, epoch, s.planRemove(refs, results), applied)
-		if err == nil {
-			for i := range results {
-				results[i].Applied = applied[i]
+		if epoch > ep.Epoch.Epoch {
+			// Raised alone, then planned again: against a cache that
+			// holds what the older master wrote before the raise.
+			_, err = s.raiseEpoch(ctx, ep, epoch)
+		} else {
+			err = s.markDeleting(ctx, ep, epoch, s.planRemove(refs, results), applied)
+			if err == nil {
+				for i := range results {
+					results[i].Applied = applied[i]
+				}
+				return results, nil
 			}
-			return results, nil
 		}
-		if !retryable(err) || attempt >= planAttempts {
+		if err != nil && (!retryable(err) || attempt >= planAttempts) {
 			return nil, fmt.Errorf("remove placements: %w", err)
 		}
 	}
 }
 
-// markDeleting raises meta/epoch to epoch if it is older, then writes the
-// removals planned (each at the revision it was read at, so that a plan
-// older than the raise fails and is made again).
+// markDeleting writes the removals planned, each at the revision it was
+// read at, fenced by ep.
 func (s *Server) markDeleting(ctx context.Context, ep epochState, epoch int64, writes []placementWrite, applied []bool) error {
-	if epoch > ep.Epoch.Epoch {
-		raised, err := s.raiseEpoch(ctx, ep, epoch)
-		if err != nil {
-			return err
-		}
-		ep = *raised
-	}
 	if len(writes) == 0 {
 		return nil
 	}
