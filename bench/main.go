@@ -6,8 +6,8 @@
 //	go run ./bench -only B0,B2 -out /tmp/b.md
 //
 // Tiers run as real processes (bin/strata, bin/strata-agent, bin/etcd
-// from `make build`), so
-// that memory is measured per tier and a master can be SIGKILLed.
+// from `make build`), so that memory is measured per tier and a master
+// can be SIGKILLed.
 package main
 
 import (
