@@ -30,6 +30,10 @@ type suite struct {
 func (s *suite) strata() string  { return filepath.Join(s.o.bin, "strata") }
 func (s *suite) etcdBin() string { return filepath.Join(s.o.bin, "etcd") }
 
+// agentBin is the agent's own binary, the one the packages install and
+// the strata-agent unit runs: B4 and B6 measure that process.
+func (s *suite) agentBin() string { return filepath.Join(s.o.bin, "strata-agent") }
+
 func (s *suite) run(ctx context.Context) error {
 	defer s.stopAll()
 	// The short Go benchmarks first, the production cluster (whose B8
@@ -132,8 +136,14 @@ func (s *suite) stopAll() {
 	s.procs = nil
 }
 
+// start runs `strata args...` as process name.
 func (s *suite) start(name string, args ...string) (*proc, error) {
-	p, err := start(s.dir, name, s.strata(), args...)
+	return s.startBin(name, s.strata(), args...)
+}
+
+// startBin runs bin as process name; stopAll ends it.
+func (s *suite) startBin(name, bin string, args ...string) (*proc, error) {
+	p, err := start(s.dir, name, bin, args...)
 	if err != nil {
 		return nil, err
 	}
