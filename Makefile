@@ -53,17 +53,18 @@ CHAOS_TIMEOUT ?= 120m
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
-## build: strata, stratactl, the libvirt provider plugin (cgo), a real etcd server for tests,
+## build: strata, strata-agent, stratactl, the libvirt provider plugin (cgo), a real etcd server for tests,
 ##        and etcdctl and etcdutl (backup and restore, docs/operations.md)
 build: build-core build-libvirt
 	$(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
 	$(GO) build -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3
 	$(GO) build -o $(BIN)/etcdutl go.etcd.io/etcd/etcdutl/v3
 
-## build-core: strata and stratactl (pure Go, statically linked)
+## build-core: strata, strata-agent (the agent alone: what nodes run) and stratactl (pure Go, statically linked)
 build-core:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/strata ./cmd/strata
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/strata-agent ./cmd/strata-agent
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/stratactl ./cmd/stratactl
 
 ## build-libvirt: the libvirt provider plugin (cgo; needs libvirt-dev)
@@ -71,7 +72,7 @@ build-libvirt:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=1 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/strata-provider-libvirt ./cmd/strata-provider-libvirt
 
-## deb: Debian packages strata, stratactl and strata-provider-libvirt in dist/ (tools/deb, nfpm;
+## deb: Debian packages strata (with strata-agent), stratactl and strata-provider-libvirt in dist/ (tools/deb, nfpm;
 ##      configurations in deploy/package). DEB_VERSION defaults to 0.0~git<date>.<commit>
 deb: build-core build-libvirt
 	$(GO) run ./tools/deb -bin $(BIN) -out dist -version $(DEB_VERSION)

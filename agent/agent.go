@@ -430,7 +430,7 @@ func (a *Agent) regionConn() (conn grpc.ClientConnInterface, close func(), err e
 	// The region's certificate must be its own: a node certificate (any
 	// agent's) must not pass for the region that hands out assignments
 	// and their secrets.
-	cc, err := transport.Dial(a.cfg.Region.Endpoint, a.sec, transport.ServerIs(pki.Region(a.region)))
+	cc, err := transport.Dial(a.cfg.Region.Endpoint, a.sec, transport.ServerIs(pki.Region(a.region)), transport.WithFixedWindows()...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent: %w", err)
 	}

@@ -167,7 +167,7 @@ func (s *suite) b1(ctx context.Context, c *cluster) error {
 func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *latencies) (b1run, error) {
 	total := s.o.resources * s.o.replicas
 	if s.o.profiles != "" && round == 0 {
-		go s.profile(ctx, 15*time.Second, c.name, c.globals[0].name, c.globals[1].name, c.region.name, c.sim.name)
+		go s.profile(ctx, 15*time.Second, "b1", c.name, c.globals[0].name, c.globals[1].name, c.region.name, c.sim.name)
 	}
 	start := time.Now()
 	stop := make(chan struct{})

@@ -97,8 +97,9 @@ func (s *suite) b4Run(ctx context.Context, c *cluster, round int) (took time.Dur
 	return took, rss, idle, c.deleteAll(ctx, res)
 }
 
-// startAgent starts a real agent process for node (label bench=<node>)
-// with the shape's fake provider, and waits for it to be Up.
+// startAgent starts a real agent process (strata-agent, as installed) for
+// node (label bench=<node>) with the shape's fake provider, and waits for
+// it to be Up.
 func (c *cluster) startAgent(ctx context.Context, node string) (*proc, error) {
 	sec := "insecure: true"
 	if c.shape.production {
@@ -125,7 +126,7 @@ providers: [{name: fake, options: {applyLatency: %s, applyJitter: %s}}]
 %s
 log: {level: warn}
 `, node, node, c.rGRPC, freeAddr(), filepath.Join(c.s.dir, c.name+"-"+node+"-data"), c.shape.fake.ApplyLatency, c.shape.fake.ApplyJitter, sec))
-	p, err := c.s.start(c.name+"-agent-"+node, "agent", "--config", cfg)
+	p, err := c.s.startBin(c.name+"-agent-"+node, c.s.agentBin(), "--config", cfg)
 	if err != nil {
 		return nil, err
 	}

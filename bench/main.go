@@ -5,8 +5,9 @@
 //	go run ./bench            (what `make bench` does)
 //	go run ./bench -only B0,B2 -out /tmp/b.md
 //
-// Tiers run as real processes (bin/strata, bin/etcd from `make build`), so
-// that memory is measured per tier and a master can be SIGKILLed.
+// Tiers run as real processes (bin/strata, bin/strata-agent, bin/etcd
+// from `make build`), so that memory is measured per tier and a master
+// can be SIGKILLed.
 package main
 
 import (
@@ -46,9 +47,9 @@ func main() {
 	flag.IntVar(&o.agents, "agents", 1000, "simulated agents for B1")
 	flag.IntVar(&o.resources, "resources", 2000, "resources created in B1")
 	flag.IntVar(&o.replicas, "replicas", 10, "replicas per resource in B1")
-	flag.StringVar(&o.bin, "bin", "bin", "directory with strata and etcd")
+	flag.StringVar(&o.bin, "bin", "bin", "directory with strata, strata-agent and etcd")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
-	flag.StringVar(&o.profiles, "profiles", "", "directory to write CPU profiles of the tiers taken during B1 and heap profiles of the region and agent B6 measures (empty: none)")
+	flag.StringVar(&o.profiles, "profiles", "", "directory to write CPU profiles of the tiers taken during B1, of the region during B8, and heap profiles of the region and agent B6 measures (empty: none)")
 	flag.Parse()
 	o.only = map[string]bool{}
 	for _, b := range strings.Split(only, ",") {

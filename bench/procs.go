@@ -39,7 +39,7 @@ func start(dir, name, bin string, args ...string) (*proc, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	if strings.HasSuffix(bin, "strata") {
+	if b := filepath.Base(bin); b == "strata" || b == "strata-agent" {
 		addr := freeAddr()
 		pprofAddrs[name] = addr
 		cmd.Env = append(os.Environ(), "STRATA_PPROF="+addr)

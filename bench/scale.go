@@ -158,15 +158,9 @@ func (s *suite) b8(ctx context.Context, c *cluster) error {
 		return err
 	}
 	nowUp := int(nowUpF)
-	var region, redis []float64
-	falseDown := 0
-	for range s.o.rounds {
-		r, rd, bad, err := c.cpuWindow(ctx, base, window, downBefore)
-		if err != nil {
-			return err
-		}
-		region, redis = append(region, r), append(redis, rd)
-		falseDown = max(falseDown, bad)
+	region, redis, falseDown, err := s.b8Windows(ctx, c, base, window, downBefore)
+	if err != nil {
+		return err
 	}
 	rs, ds := spreadFloats(region), spreadFloats(redis)
 	// CPU at fewer nodes than 10,000 says nothing of the target: the
@@ -186,6 +180,23 @@ func (s *suite) b8(ctx context.Context, c *cluster) error {
 		notes: fmt.Sprintf("%d of %d nodes Up when measured. %d windows of %s; the region's strata_region_nodes gauges polled every second. Default heartbeat interval (2 s). The simulated agents run in one process on the same 2 cores.", nowUp, want, s.o.rounds, window)})
 	hb.kill()
 	return nil
+}
+
+// b8Windows measures s.o.rounds CPU windows of d (cpuWindow), the first
+// one profiled when profiles are asked for.
+func (s *suite) b8Windows(ctx context.Context, c *cluster, base *client, d time.Duration, downBefore float64) (region, redis []float64, falseDown int, err error) {
+	for round := range s.o.rounds {
+		if s.o.profiles != "" && round == 0 {
+			go s.profile(ctx, d-5*time.Second, "b8", c.name, c.region.name)
+		}
+		r, rd, bad, err := c.cpuWindow(ctx, base, d, downBefore)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		region, redis = append(region, r), append(redis, rd)
+		falseDown = max(falseDown, bad)
+	}
+	return region, redis, falseDown, nil
 }
 
 // cpuWindow measures the cores the region and Redis used over d, and the

@@ -30,6 +30,10 @@ type suite struct {
 func (s *suite) strata() string  { return filepath.Join(s.o.bin, "strata") }
 func (s *suite) etcdBin() string { return filepath.Join(s.o.bin, "etcd") }
 
+// agentBin is the agent's own binary, the one the packages install and
+// the strata-agent unit runs: B4 and B6 measure that process.
+func (s *suite) agentBin() string { return filepath.Join(s.o.bin, "strata-agent") }
+
 func (s *suite) run(ctx context.Context) error {
 	defer s.stopAll()
 	// The short Go benchmarks first, the production cluster (whose B8
@@ -132,8 +136,14 @@ func (s *suite) stopAll() {
 	s.procs = nil
 }
 
+// start runs `strata args...` as process name.
 func (s *suite) start(name string, args ...string) (*proc, error) {
-	p, err := start(s.dir, name, s.strata(), args...)
+	return s.startBin(name, s.strata(), args...)
+}
+
+// startBin runs bin as process name; stopAll ends it.
+func (s *suite) startBin(name, bin string, args ...string) (*proc, error) {
+	p, err := start(s.dir, name, bin, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -244,8 +254,9 @@ func (v statusView) ready(n int) bool {
 	return v.Status != nil && v.Status.Phase == "ready" && v.Status.Ready == n
 }
 
-// profile takes CPU profiles of processes at the same time.
-func (s *suite) profile(ctx context.Context, d time.Duration, shape string, names ...string) {
+// profile takes CPU profiles of processes at the same time, named
+// after the row (b1, b8) they are taken during.
+func (s *suite) profile(ctx context.Context, d time.Duration, rowID, shape string, names ...string) {
 	if err := os.MkdirAll(s.o.profiles, 0o755); err != nil {
 		return
 	}
@@ -262,7 +273,7 @@ func (s *suite) profile(ctx context.Context, d time.Duration, shape string, name
 				return
 			}
 			defer resp.Body.Close()
-			f, err := os.Create(filepath.Join(s.o.profiles, "b1-"+strings.TrimPrefix(name, shape+"-")+"-"+shape+".pprof"))
+			f, err := os.Create(filepath.Join(s.o.profiles, rowID+"-"+strings.TrimPrefix(name, shape+"-")+"-"+shape+".pprof"))
 			if err != nil {
 				return
 			}

@@ -115,7 +115,7 @@ providers:
   - name: fake
 log: {level: debug}
 `, node, []string{"a", "b"}[j%2], g, framework.FreeAddr(t), m, filepath.Join(c.dir, node))+o.agentYAML+c.pki.YAML(pki.Node(name, node)))
-			rp.agents[node] = framework.Start(t, "agent-"+node, c.bin, []string{"agent", "--config", acfg})
+			rp.agents[node] = framework.StartAgent(t, "agent-"+node, acfg)
 		}
 	}
 	for _, h := range c.globalHTTP {

@@ -266,9 +266,9 @@ dataDir: %s
 network: %s
 log: {level: debug}
 `, node, []string{"a", "b"}[j%2], labels, endpoint, listen, metrics, advertise, c.dataDir[node], network)+providers+c.pki.YAML(pki.Node(o.region, node)))
-		bin, args := c.bin, []string{"agent", "--config", cfg}
+		bin, args := framework.AgentCommand(t, cfg)
 		if o.hosts {
-			bin, args = framework.NSCommand(c.host[node].NS, c.bin, args...)
+			bin, args = framework.NSCommand(c.host[node].NS, bin, args...)
 		}
 		c.agents[node] = framework.Start(t, "agent-"+node, bin, args)
 	}

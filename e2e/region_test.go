@@ -176,7 +176,7 @@ statusInterval: 500ms
 providers:
 %slog: {level: debug}
 `, name, o.zone, o.node, c.grpc, a.addr, filepath.Join(c.dir, name), prov)+c.pki.YAML(pki.Node(regionName, name)))
-	a.proc = framework.Start(t, "agent-"+name, c.bin, []string{"agent", "--config", cfg})
+	a.proc = framework.StartAgent(t, "agent-"+name, cfg)
 	c.agents[name] = a
 	return a
 }

@@ -272,7 +272,7 @@ providers:
   - name: fake
 log: {level: debug}
 `, node, []string{"a", "b"}[i], regionGRPC[name], framework.FreeAddr(t), framework.FreeAddr(t), filepath.Join(dir, node))+ca.YAML(pki.Node(name, node)))
-			procs[node] = framework.Start(t, "agent-"+node, bin, []string{"agent", "--config", cfg})
+			procs[node] = framework.StartAgent(t, "agent-"+node, cfg)
 		}
 	}
 	g := framework.NewClient("http://"+gHTTP, token)

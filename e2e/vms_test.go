@@ -213,7 +213,7 @@ providers:
     options: {uri: %q, pool: %q, logDir: %q, domainType: qemu, rescanInterval: %s, imageDirs: [%q]}
 log: {level: debug}
 `, n, vn.zone, rg, framework.FreeAddr(t), m, vn.dataDir, o.statusInterval, h.plugin, vmURI, vn.pool, vn.logDir, o.rescanInterval, filepath.Dir(h.kernel))+c.pki.YAML(pki.Node(vmRegion, n)))
-		vn.proc = framework.Start(t, "agent-"+n, c.bin, []string{"agent", "--config", acfg})
+		vn.proc = framework.StartAgent(t, "agent-"+n, acfg)
 		rp.agents[n] = vn.proc
 	}
 	framework.WaitHTTP(t, "http://"+gh+"/readyz", 60*time.Second)

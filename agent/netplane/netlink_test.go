@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -389,4 +390,137 @@ func TestKernelHostIsolation(t *testing.T) {
 	if err != nil || !ok || !slices.Equal(have, want) {
 		t.Errorf("isolation chain: got %q (%v, %v); want %q", have, ok, err, want)
 	}
+}
+
+// TestKernelVXLANLargeSegments: a stream between replicas of two hosts
+// crosses the VXLAN device as large segments, unfragmented. The
+// replicas' MTU leaves room for the encapsulation (no fragment, no "need
+// to fragment" answer on either host) and segmentation offload carries
+// through the device (the receiving host decapsulates packets of many
+// MTUs each, not one per MTU): what the path's throughput depends on,
+// since every packet costs the encapsulation, whatever its size.
+func TestKernelVXLANLargeSegments(t *testing.T) {
+	_, hosts := newKernelHosts(t, 2)
+	nw := Network{Subnet: netip.MustParsePrefix("10.97.0.0/16"), Backend: api.BackendVXLAN, VNI: 7}
+	applyAll(t, nw, hosts, peersOf(hosts))
+	mtu := nw.ReplicaMTU(hosts[0].plane.Host())
+	link := ipOut(t, hosts[0].NS, "-d", "link", "show", "strata.vxlan")
+	for _, want := range []string{fmt.Sprintf("mtu %d", mtu), " udpcsum", "nolearning"} {
+		if !strings.Contains(link, want) {
+			t.Errorf("ip -d link show strata.vxlan: no %q in:\n%s", want, link)
+		}
+	}
+	r1, err := hosts[0].AddReplica(hosts[0].Name+"-r", "strata0", netip.MustParsePrefix("10.97.1.2/24"), netip.MustParseAddr("10.97.1.1"), mtu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := hosts[1].AddReplica(hosts[1].Name+"-r", "strata0", netip.MustParsePrefix("10.97.2.2/24"), netip.MustParseAddr("10.97.2.1"), mtu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := linkCounters(t, hosts[1].NS, "strata.vxlan")
+	const size = 32 << 20
+	if got := sendStream(t, r1, r2, "10.97.2.2:7000", size); got != size {
+		t.Fatalf("the replica on host 2 received %d bytes; want %d", got, size)
+	}
+	after := linkCounters(t, hosts[1].NS, "strata.vxlan")
+	bytes, packets := after.RxBytes-before.RxBytes, after.RxPackets-before.RxPackets
+	if packets == 0 || bytes < size {
+		t.Fatalf("host 2's VXLAN device received %d bytes in %d packets; want the stream's %d bytes", bytes, packets, size)
+	}
+	if avg := bytes / packets; avg < uint64(2*mtu) {
+		t.Errorf("host 2 decapsulated %d packets of %d bytes on average; want large segments (≥ %d bytes; one MTU each: the stream was segmented before the encapsulation)", packets, avg, 2*mtu)
+	}
+	for _, h := range hosts {
+		snmp := snmpCounters(t, h.NS)
+		for _, c := range []string{"Ip:FragCreates", "Ip:FragFails", "Ip:ReasmReqds", "Icmp:OutDestUnreachs"} {
+			if snmp[c] != 0 {
+				t.Errorf("%s: %s = %d; want 0 (the replicas' MTU leaves room for the encapsulation)", h.Name, c, snmp[c])
+			}
+		}
+	}
+}
+
+// sendStream sends size bytes from a replica in from to a server it
+// starts in to at addr, and returns how many the server read.
+func sendStream(t *testing.T, from, to *simhost.NS, addr string, size int) int64 {
+	t.Helper()
+	l, err := to.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	got := make(chan int64, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			got <- -1
+			return
+		}
+		defer c.Close()
+		n, _ := io.Copy(io.Discard, c)
+		got <- n
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := from.Dial(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	buf := make([]byte, 256<<10)
+	for sent := 0; sent < size; sent += len(buf) {
+		if _, err := c.Write(buf[:min(len(buf), size-sent)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	select {
+	case n := <-got:
+		return n
+	case <-ctx.Done():
+		t.Fatal("the server did not finish reading the stream")
+		return 0
+	}
+}
+
+// counters are a link's receive statistics.
+type counters struct {
+	RxBytes   uint64 `json:"bytes"`
+	RxPackets uint64 `json:"packets"`
+}
+
+func linkCounters(t *testing.T, ns *simhost.NS, dev string) counters {
+	t.Helper()
+	var links []struct {
+		Stats struct {
+			Rx counters `json:"rx"`
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal([]byte(ipOut(t, ns, "-s", "-j", "link", "show", dev)), &links); err != nil || len(links) != 1 {
+		t.Fatalf("statistics of %s: %v", dev, err)
+	}
+	return links[0].Stats.Rx
+}
+
+// snmpCounters reads the namespace's /proc/net/snmp as "Ip:FragCreates"
+// and the like.
+func snmpCounters(t *testing.T, ns *simhost.NS) map[string]int64 {
+	t.Helper()
+	out, err := ns.Command(context.Background(), "cat", "/proc/net/snmp").Output()
+	if err != nil {
+		t.Fatalf("/proc/net/snmp of %s: %v", ns.Name, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	m := map[string]int64{}
+	for i := 0; i+1 < len(lines); i += 2 {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		for j := 1; j < len(names) && j < len(values); j++ {
+			var v int64
+			_, _ = fmt.Sscan(values[j], &v)
+			m[strings.TrimSuffix(names[0], ":")+":"+names[j]] = v
+		}
+	}
+	return m
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratahq/strata/cmd/internal/tier"
 	"github.com/stratahq/strata/devcluster"
 	"github.com/stratahq/strata/internal/config"
 )
@@ -60,7 +61,7 @@ data stays in --data-dir, so running it again resumes where it stopped.`,
 				Regions:         regions,
 				AgentsPerRegion: agents,
 				Providers:       pcs,
-				Registry:        providers(),
+				Registry:        tier.Providers(),
 				TLS:             tls,
 				Logger:          log,
 			})

@@ -4,41 +4,12 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"net/http"
-	"net/http/pprof"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/spf13/cobra"
 
-	"github.com/stratahq/strata/internal/version"
+	"github.com/stratahq/strata/cmd/internal/tier"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// STRATA_PPROF=127.0.0.1:6060 serves Go's profiler (benchmarks take
-	// their profiles this way).
-	if addr := os.Getenv("STRATA_PPROF"); addr != "" {
-		go func() {
-			mux := http.NewServeMux()
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-			fmt.Fprintln(os.Stderr, "strata: pprof:", http.ListenAndServe(addr, mux))
-		}()
-	}
-	if err := newRoot().ExecuteContext(ctx); err != nil {
-		if !errors.Is(err, context.Canceled) {
-			fmt.Fprintln(os.Stderr, "strata:", err)
-		}
-		os.Exit(1)
-	}
-}
+func main() { tier.Main("strata", newRoot()) }
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
@@ -48,7 +19,8 @@ func newRoot() *cobra.Command {
 
   strata global   the global tier: REST/gRPC API and the master controller
   strata region   one region: its API, controller, scheduler and node monitor
-  strata agent    a node agent driving containerd, libvirt and HAProxy
+  strata agent    a node agent driving containerd, libvirt and HAProxy (also
+                  the binary strata-agent, which links only the agent)
   strata dev      everything on one machine, on embedded defaults
   strata certs    a CA and the certificates of global, region and node identities
   strata secrets  the keys of Secrets' encryption at rest: keygen, reencrypt
@@ -58,17 +30,6 @@ Every tier reads a YAML file (--config), STRATA_* environment variables
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newGlobalCmd(), newRegionCmd(), newAgentCmd(), newDevCmd(), newCertsCmd(), newSecretsCmd(), newSimAgentsCmd())
+	root.AddCommand(tier.NewVersionCmd("strata"), newGlobalCmd(), newRegionCmd(), newAgentCmd(), newDevCmd(), newCertsCmd(), newSecretsCmd(), newSimAgentsCmd())
 	return root
-}
-
-func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "strata", version.String())
-		},
-	}
 }

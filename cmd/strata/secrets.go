@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratahq/strata/cmd/internal/tier"
 	"github.com/stratahq/strata/global"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/secretbox"
@@ -62,10 +63,10 @@ unchanged since it was read, so it runs safely while the global tier
 serves. Running it twice does nothing the second time.`,
 		Example: `  strata secrets reencrypt --config /etc/strata/global.yaml`,
 	}
-	return tierCommand(cmd, config.DefaultGlobal(), []tierFlag{
-		{name: "etcd-endpoints", key: "etcd.endpoints", usage: "etcd client URLs (default http://127.0.0.1:2379)", list: true},
-		logLevelFlag,
-	}, func(cfg *config.Global) (runner, error) {
+	return tier.Command(cmd, config.DefaultGlobal(), []tier.Flag{
+		{Name: "etcd-endpoints", Key: "etcd.endpoints", Usage: "etcd client URLs (default http://127.0.0.1:2379)", List: true},
+		tier.LogLevelFlag,
+	}, func(cfg *config.Global) (tier.Runner, error) {
 		return runFunc(func(ctx context.Context) error {
 			res, err := global.ReencryptSecrets(ctx, cfg, processLogger(cfg.Log))
 			if err != nil {

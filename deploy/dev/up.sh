@@ -8,7 +8,7 @@
 #    (deploy/dev/deps.sh dev: containerd, runc, CNI, haproxy, libvirt,
 #    QEMU). Not root, no apt-get, offline, STRATA_DEV_DEPS=skip: installs
 #    nothing and says so.
-# 2. Builds bin/strata and bin/stratactl (pure Go), and the libvirt plugin
+# 2. Builds bin/strata, bin/strata-agent and bin/stratactl (pure Go), and the libvirt plugin
 #    where libvirt-dev is installed.
 # 3. Builds the busybox image archive and the VM kernel where it can.
 # 4. Runs `strata dev`, which uses a real provider for each kind where this
@@ -42,7 +42,7 @@ else
 fi
 
 # 2. Binaries.
-step "building bin/strata and bin/stratactl"
+step "building bin/strata, bin/strata-agent and bin/stratactl"
 make -s build-core || die "building strata failed"
 if command -v pkg-config >/dev/null && pkg-config --exists libvirt 2>/dev/null; then
   step "building bin/strata-provider-libvirt (cgo)"

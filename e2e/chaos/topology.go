@@ -201,7 +201,7 @@ func StartTopology(t *testing.T, opts ...TopologyOption) *Topology {
 			a := &Agent{Name: fmt.Sprintf("%s-n%d", name, i+1), Region: name}
 			a.Host = top.Lab.AddHost(a.Name)
 			top.Agents = append(top.Agents, a)
-			a.Proc = a.Host.Start(t, a.Name, top.bin, []string{"agent", "--config", top.agentConfig(tier, a)})
+			a.Proc = a.Host.StartAgent(t, a.Name, top.agentConfig(tier, a))
 		}
 		if o.containerd && ri == 0 {
 			top.startContainerdAgent(t, tier)
@@ -305,7 +305,7 @@ func (top *Topology) startContainerdAgent(t *testing.T, tier *Tier) {
 	a.Host = top.Lab.AddHost(a.Name)
 	t.Cleanup(func() { scrubContainerd(t, a) })
 	top.Agents = append(top.Agents, a)
-	a.Proc = a.Host.Start(t, a.Name, top.bin, []string{"agent", "--config", top.agentConfig(tier, a)})
+	a.Proc = a.Host.StartAgent(t, a.Name, top.agentConfig(tier, a))
 }
 
 // scrubContainerd removes what the containerd agent left (after a

@@ -30,6 +30,23 @@ func Bin(t testing.TB, name string) string {
 	return testenv.Binary(t, "STRATA_BIN_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_")), name)
 }
 
+// AgentCommand is the command line of a node agent reading the
+// configuration file cfg: the agent's own binary, strata-agent, which the
+// packages install and the strata-agent unit runs (`strata agent` is the
+// same command in the binary of every tier).
+func AgentCommand(t testing.TB, cfg string) (bin string, args []string) {
+	t.Helper()
+	return Bin(t, "strata-agent"), []string{"--config", cfg}
+}
+
+// StartAgent runs a node agent reading cfg (see AgentCommand) as process
+// name; it is killed when the test ends.
+func StartAgent(t testing.TB, name, cfg string) *Proc {
+	t.Helper()
+	bin, args := AgentCommand(t, cfg)
+	return Start(t, name, bin, args)
+}
+
 // FreePort reserves a loopback port for the rest of the test: nothing
 // else on the machine is handed it, so a process started later binds it
 // without a race (see package ports).

@@ -181,6 +181,13 @@ func (h *Host) Start(t testing.TB, name, bin string, args []string, env ...strin
 	return Start(t, name, "nsenter", h.nsenter(bin, args), env...)
 }
 
+// StartAgent runs a node agent reading cfg (see AgentCommand) on the host.
+func (h *Host) StartAgent(t testing.TB, name, cfg string) *Proc {
+	t.Helper()
+	bin, args := AgentCommand(t, cfg)
+	return h.Start(t, name, bin, args)
+}
+
 // nsenter is the command line that runs bin in the host's network
 // namespace only: nsenter execs bin (signals reach it directly), and
 // unlike `ip netns exec` it leaves the mount namespace alone, so that

@@ -74,7 +74,7 @@ api: {token: %s, readTimeout: %s}
 audit: {path: %s}
 log: {level: debug}
 `, name, name, r.http, r.grpc, etcd, name, c.globalGRPC, 70+i, 70+i, i, framework.RegionToken, readTimeout, c.auditPath(name))+c.pki.YAML(pki.Region(name)))})
-		framework.Start(t, "agent-"+r.node, c.bin, []string{"agent", "--config", c.write(r.node+".yaml", fmt.Sprintf(`node:
+		framework.StartAgent(t, "agent-"+r.node, c.write(r.node+".yaml", fmt.Sprintf(`node:
   name: %s
   zone: a
   milliCPU: 4000
@@ -85,7 +85,7 @@ dataDir: %s
 providers:
   - name: fake
 log: {level: debug}
-`, r.node, r.grpc, r.nodeAddr, filepath.Join(c.dir, r.node))+c.pki.YAML(pki.Node(name, r.node)))})
+`, r.node, r.grpc, r.nodeAddr, filepath.Join(c.dir, r.node))+c.pki.YAML(pki.Node(name, r.node))))
 	}
 	framework.WaitHTTP(t, "http://"+c.globalHTTP+"/readyz", 60*time.Second)
 	framework.Eventually(t, 60*time.Second, "both regions and nodes registered", func() error {

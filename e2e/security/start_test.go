@@ -40,6 +40,8 @@ etcd: {endpoints: ["http://127.0.0.1:1"]}
 			"tls.cert names region:r1; this process is global:g1"},
 		{"agent without TLS", "agent", fmt.Sprintf("node: {name: n1}\nregion: {endpoint: %q}\nlisten: {grpc: %q}\ndataDir: %s\n",
 			framework.FreeAddr(t), framework.FreeAddr(t), filepath.Join(dir, "n1")), "tls.ca, tls.cert and tls.key are required"},
+		{"agent without TLS, run as `strata agent`", "strata agent", fmt.Sprintf("node: {name: n1}\nregion: {endpoint: %q}\nlisten: {grpc: %q}\ndataDir: %s\n",
+			framework.FreeAddr(t), framework.FreeAddr(t), filepath.Join(dir, "n1d")), "tls.ca, tls.cert and tls.key are required"},
 		{"agent with another node's certificate", "agent", fmt.Sprintf("node: {name: n1}\nregion: {endpoint: %q}\nlisten: {grpc: %q}\ndataDir: %s\n",
 			framework.FreeAddr(t), framework.FreeAddr(t), filepath.Join(dir, "n1b")) + ca.YAML(pki.Node("r1", "n2")), "tls.cert names node:r1/n2"},
 		{"agent with a pre-region node certificate", "agent", fmt.Sprintf("node: {name: n1}\nregion: {endpoint: %q}\nlisten: {grpc: %q}\ndataDir: %s\n",
@@ -48,7 +50,14 @@ etcd: {endpoints: ["http://127.0.0.1:1"]}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := framework.WriteFile(t, dir, fmt.Sprintf("%d.yaml", i), tt.cfg)
-			p := framework.Start(t, tt.tier, bin, []string{tt.tier, "--config", cfg})
+			cmd, args := bin, []string{tt.tier, "--config", cfg}
+			switch tt.tier {
+			case "agent": // the agent's own binary, as installed
+				cmd, args = framework.AgentCommand(t, cfg)
+			case "strata agent": // the same command in the binary of every tier
+				args = []string{"agent", "--config", cfg}
+			}
+			p := framework.Start(t, fmt.Sprintf("tier-%d", i), cmd, args)
 			framework.Eventually(t, 30*time.Second, tt.tier+" exits", func() error {
 				if !p.Exited() {
 					return fmt.Errorf("still running")

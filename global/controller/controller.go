@@ -62,6 +62,9 @@ type Options struct {
 	Resync time.Duration
 	// SendBatch bounds the placements in one ApplyPlacements call.
 	SendBatch int
+	// SendInFlight bounds the calls sending placements or removals to
+	// one region at once (a resource is in one of them at a time).
+	SendInFlight int
 	// Reverter performs auto-reverts of failed rollouts; nil disables
 	// them.
 	Reverter Reverter
@@ -106,6 +109,9 @@ func New(o Options) *Controller {
 	}
 	if o.SendBatch == 0 {
 		o.SendBatch = 256
+	}
+	if o.SendInFlight == 0 {
+		o.SendInFlight = 4
 	}
 	def := config.DefaultRegionsLiveness()
 	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, def.HeartbeatInterval)

@@ -48,6 +48,10 @@ type link struct {
 	removals map[string]string // key → uid to remove
 	removed  map[string]bool   // removals the region acknowledged
 	retryAt  map[string]time.Time
+	// flying holds the keys of the calls in flight: a key is in one
+	// call at a time, so that its placements and removal reach the
+	// region in the order the master decided them.
+	flying map[string]bool
 	// policies is the fingerprint of the policy set the region
 	// acknowledged ("" until then).
 	policies string
@@ -72,6 +76,7 @@ func newLink(c *Controller, region string, epoch int64) *link {
 		removals: map[string]string{},
 		removed:  map[string]bool{},
 		retryAt:  map[string]time.Time{},
+		flying:   map[string]bool{},
 	}
 }
 
@@ -248,8 +253,20 @@ func (l *link) applyShares(resp *regionv1.WatchSharesResponse) []string {
 	return changed
 }
 
-// send delivers pending placements and removals in batches.
+// send delivers pending placements and removals in batches, up to
+// SendInFlight calls at once; the first sender also keeps the region's
+// network policies in sync.
 func (l *link) send(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := range l.c.o.SendInFlight {
+		wg.Go(func() { l.sendLoop(ctx, i == 0) })
+	}
+	wg.Wait()
+}
+
+// sendLoop is one sender: it sends batches while there is anything to
+// send, then waits for a poke or the next tick.
+func (l *link) sendLoop(ctx context.Context, policies bool) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	bo := linkBackoff
@@ -260,8 +277,10 @@ func (l *link) send(ctx context.Context) {
 		case <-l.kick:
 		case <-tick.C:
 		}
-		if err := l.syncPolicies(ctx); err != nil && ctx.Err() == nil {
-			l.log.Warn("cannot send network policies to the region; will retry", "err", err)
+		if policies {
+			if err := l.syncPolicies(ctx); err != nil && ctx.Err() == nil {
+				l.log.Warn("cannot send network policies to the region; will retry", "err", err)
+			}
 		}
 		for ctx.Err() == nil {
 			sentAny, err := l.sendBatch(ctx)
@@ -280,40 +299,63 @@ func (l *link) send(ctx context.Context) {
 	}
 }
 
-// sendBatch sends one batch of placements or removals; it reports whether
-// there was anything to send.
-func (l *link) sendBatch(ctx context.Context) (bool, error) {
+// take picks the next batch: placements, or else removals, that are due
+// and whose key is in no call in flight; their keys are then in flight
+// until land. It pokes another sender, which may find more to send.
+func (l *link) take() (batch []pendingPlacement, refs []*regionv1.PlacementRef, keysOut []string) {
 	now := time.Now()
 	l.mu.Lock()
-	var batch []pendingPlacement
-	var keysOut []string
+	defer l.mu.Unlock()
+	due := func(k string) bool { return !l.flying[k] && !now.Before(l.retryAt[k]) }
 	for k, p := range l.pending {
-		if now.Before(l.retryAt[k]) {
-			continue
-		}
-		batch = append(batch, p)
-		keysOut = append(keysOut, k)
 		if len(batch) >= l.c.o.SendBatch {
 			break
 		}
-	}
-	var refs []*regionv1.PlacementRef
-	if len(batch) == 0 {
-		for k, uid := range l.removals {
-			if now.Before(l.retryAt[k]) {
-				continue
-			}
-			tenant, name, _ := strings.Cut(k, "/")
-			refs = append(refs, &regionv1.PlacementRef{Tenant: tenant, Name: name, Uid: uid})
-			if len(refs) >= l.c.o.SendBatch {
-				break
-			}
+		if due(k) {
+			batch = append(batch, p)
+			keysOut = append(keysOut, k)
 		}
 	}
-	l.mu.Unlock()
-	if len(batch) == 0 && len(refs) == 0 {
+	for k, uid := range l.removals {
+		if len(batch) > 0 || len(refs) >= l.c.o.SendBatch {
+			break
+		}
+		if due(k) {
+			tenant, name, _ := strings.Cut(k, "/")
+			refs = append(refs, &regionv1.PlacementRef{Tenant: tenant, Name: name, Uid: uid})
+			keysOut = append(keysOut, k)
+		}
+	}
+	for _, k := range keysOut {
+		l.flying[k] = true
+	}
+	if len(keysOut) > 0 {
+		l.poke()
+	}
+	return batch, refs, keysOut
+}
+
+// land ends the call of keys: they may go in another, and a sender is
+// poked for what waited for them.
+func (l *link) land(keys []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range keys {
+		delete(l.flying, k)
+	}
+	if len(l.pending) > 0 || len(l.removals) > 0 {
+		l.poke()
+	}
+}
+
+// sendBatch sends one batch of placements or removals; it reports whether
+// there was anything to send.
+func (l *link) sendBatch(ctx context.Context) (bool, error) {
+	batch, refs, keysOut := l.take()
+	if len(keysOut) == 0 {
 		return false, nil
 	}
+	defer l.land(keysOut)
 	cl, err := l.c.regionClient(ctx, l.region)
 	if err != nil {
 		return true, err

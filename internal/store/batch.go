@@ -27,8 +27,8 @@ const maxTxnBytes = 1 << 20
 // stops half-way leaves such a state. Steps of different groups that
 // share no key may apply in any order. When a step's condition
 // fails, the rest of its group is dropped and the other groups go on. A
-// failed guard (ErrFenced), a failed condition of Every's operations, or
-// any error that names no step stops the whole batch.
+// failed guard (ErrFenced), a failed condition of Every's operations or
+// of Unchanged, or any error that names no step stops the whole batch.
 //
 // When etcd refuses a transaction as too large, the store's limit is above
 // the server's --max-txn-ops: Commit halves the store's limit (logged once;
@@ -40,6 +40,7 @@ type Batch struct {
 	s      *Store
 	guards []Guard
 	every  func(t *Txn, prev int64)
+	fences []txnOp // Unchanged conditions of every transaction
 	steps  []batchStep
 }
 
@@ -64,6 +65,16 @@ func (b *Batch) Guard(g ...Guard) *Batch {
 // failed condition of these operations stops the batch.
 func (b *Batch) Every(fn func(t *Txn, prev int64)) *Batch {
 	b.every = fn
+	return b
+}
+
+// Unchanged adds to every transaction of the batch the condition that
+// key is at ModRevision modRev (absent for 0), as Txn.Unchanged: a fence
+// that stays put, such as a key another writer moves to take over. Unlike
+// Every's, it does not chain the transactions, so they still go several
+// at once. A failed fence stops the batch (ErrConflict).
+func (b *Batch) Unchanged(key string, modRev int64) *Batch {
+	b.fences = append(b.fences, txnOp{kind: opUnchanged, key: key, modRev: modRev})
 	return b
 }
 
@@ -345,7 +356,7 @@ func (r *batchRun) recover(t *Txn, members []int, owners map[string]int, err err
 	case errors.As(err, &txnErr) && !errors.Is(err, ErrFenced):
 		m, ok := owners[txnErr.Key]
 		if !ok {
-			return err // Every's operations: the fence moved
+			return err // Every's operations or Unchanged: the fence moved
 		}
 		r.fail(m, err)
 	default:
@@ -362,10 +373,7 @@ func (r *batchRun) recover(t *Txn, members []int, owners map[string]int, err err
 func (r *batchRun) pack() (t *Txn, members []int, owners map[string]int, err error) {
 	b := r.b
 	limit := b.s.maxTxnOps()
-	t = b.s.Txn().Guard(b.guards...)
-	if b.every != nil {
-		b.every(t, r.res.Revision)
-	}
+	t = r.fenced()
 	if t.err != nil {
 		return nil, nil, nil, t.err
 	}
@@ -410,6 +418,20 @@ func (r *batchRun) pack() (t *Txn, members []int, owners map[string]int, err err
 		members = append(members, j)
 	}
 	return t, members, owners, nil
+}
+
+// fenced starts a transaction with what every one of the batch carries:
+// its guards, Every's operations and the Unchanged conditions.
+func (r *batchRun) fenced() *Txn {
+	b := r.b
+	t := b.s.Txn().Guard(b.guards...)
+	if b.every != nil {
+		b.every(t, r.res.Revision)
+	}
+	for _, f := range b.fences {
+		t.Unchanged(f.key, f.modRev)
+	}
+	return t
 }
 
 // ready reports whether step j may go in the transaction being packed: it

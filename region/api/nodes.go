@@ -308,7 +308,7 @@ func (s *Server) heartbeat(ctx context.Context, node string, seq uint64, conds [
 	if !ok {
 		return true, nil // Register creates it
 	}
-	if _, changed := mergeConditions(cur.Value.Conditions, conds, now); len(changed) == 0 {
+	if !conditionsChanged(cur.Value.Conditions, conds) {
 		return false, nil
 	}
 
@@ -381,6 +381,45 @@ func mergeConditions(stored, reported []api.Condition, now time.Time) (next, cha
 		next = nil // as stored: omitted
 	}
 	return next, changed
+}
+
+// maxQuickConditions bounds the reports conditionsChanged compares
+// pairwise; a longer one (no agent sends one) goes through the merge.
+const maxQuickConditions = 16
+
+// conditionsChanged reports whether mergeConditions(stored, reported)
+// would change anything, without building the merge: what nearly every
+// heartbeat asks, and nearly always of the same few conditions.
+func conditionsChanged(stored, reported []api.Condition) bool {
+	if len(stored) > maxQuickConditions || len(reported) > maxQuickConditions {
+		_, changed := mergeConditions(stored, reported, time.Time{})
+		return len(changed) > 0
+	}
+	for i, c := range reported {
+		if lastOfType(reported[i+1:], c.Type) >= 0 {
+			continue // a later report of the type wins
+		}
+		j := lastOfType(stored, c.Type)
+		if j < 0 || stored[j].Status != c.Status || stored[j].Reason != c.Reason {
+			return true
+		}
+	}
+	for _, o := range stored {
+		if lastOfType(reported, o.Type) < 0 {
+			return true // no longer reported
+		}
+	}
+	return false
+}
+
+// lastOfType is the index of the last condition of type typ in cs, or -1.
+func lastOfType(cs []api.Condition, typ string) int {
+	for i := len(cs) - 1; i >= 0; i-- {
+		if cs[i].Type == typ {
+			return i
+		}
+	}
+	return -1
 }
 
 // listNodes returns the nodes whose labels match selector, by name: those

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -361,5 +362,56 @@ func TestDeleteNode(t *testing.T) {
 	}
 	if _, err := e.region.GetNode(e.ctx(), &regionv1.NodeRef{Name: "n2"}); err != nil {
 		t.Errorf("got GetNode(n2) error %v; want the other node untouched", err)
+	}
+}
+
+// TestConditionsChanged checks the heartbeat's quick comparison against
+// the merge it stands for, on every small combination of conditions:
+// duplicates, missing and new types, changed status or reason, a changed
+// message alone (no change).
+func TestConditionsChanged(t *testing.T) {
+	pool := []api.Condition{
+		{Type: "Disk", Status: api.ConditionReady},
+		{Type: "Disk", Status: api.ConditionError, Reason: "full"},
+		{Type: "Disk", Status: api.ConditionReady, Message: "said otherwise"},
+		{Type: "Net", Status: api.ConditionReady},
+		{Type: "Net", Status: api.ConditionReady, Reason: "flaky"},
+		{Type: "Mem", Status: api.ConditionWarning},
+	}
+	// Every list of up to 3 conditions from pool, repeats allowed.
+	var lists [][]api.Condition
+	var build func(cur []api.Condition)
+	build = func(cur []api.Condition) {
+		lists = append(lists, slices.Clone(cur))
+		if len(cur) == 3 {
+			return
+		}
+		for _, c := range pool {
+			build(append(cur, c))
+		}
+	}
+	build(nil)
+	now := time.Unix(1e9, 0)
+	for _, reported := range lists {
+		for _, prev := range lists {
+			// What the store holds is a merge's result.
+			stored, _ := mergeConditions(nil, prev, now)
+			_, changed := mergeConditions(stored, reported, now)
+			if got, want := conditionsChanged(stored, reported), len(changed) > 0; got != want {
+				t.Fatalf("conditionsChanged(%v, %v) = %v; the merge changes %v", stored, reported, got, changed)
+			}
+		}
+	}
+	// Beyond the quick comparison's bound it still answers the merge's way.
+	long := make([]api.Condition, maxQuickConditions+1)
+	for i := range long {
+		long[i] = api.Condition{Type: fmt.Sprint("T", i), Status: api.ConditionReady}
+	}
+	stored, _ := mergeConditions(nil, long, now)
+	if conditionsChanged(stored, long) {
+		t.Errorf("a long unchanged report counts as changed")
+	}
+	if !conditionsChanged(stored, long[1:]) {
+		t.Errorf("a long report missing a condition counts as unchanged")
 	}
 }

@@ -36,8 +36,8 @@ type epochState struct {
 	modRev int64 // 0 while meta/epoch does not exist
 }
 
-// placementWrite is one placement to store: at modRev (> 0) or whatever
-// is there (0).
+// placementWrite is one placement to store: over the one at modRev (> 0),
+// or where none is (0).
 type placementWrite struct {
 	idx    int // in the request
 	p      api.Placement
@@ -52,57 +52,82 @@ func staleEpoch(got, newest int64) error {
 }
 
 // applyPlacements stores the placements that differ from what the region
-// has. Each transaction also writes meta/epoch at the revision read at the
-// start, which fences the call: if a newer master raised the epoch in
-// between, the write fails and the call starts over and refuses what is
-// now stale.
+// has. Every transaction of a call is fenced by meta/epoch: it applies
+// only while meta/epoch is at the revision the call started from, and
+// each placement is written at the revision it was planned against
+// (created if it was absent). The fence does not move with the writes, so
+// a call's transactions, and those of other calls of the same master, go
+// several at once.
+//
+// Why that is safe when the master changes: a newer master's first call
+// raises meta/epoch alone, in a transaction of its own, before it plans
+// (raiseEpoch). From that revision on, every transaction of an older
+// master fails its fence, whenever it was planned; and the newer master
+// plans against a cache at least as new as the raise, so it sees every
+// write the older one made before, and a placement it finds unchanged is
+// really there. Per placement, the write at the planned revision makes a
+// write that raced another (a retried call whose first attempt is still
+// in flight, another region API process) fail and plan again rather than
+// overwrite a newer placement with an older one. The master sends a
+// resource's placements one call at a time, which orders them.
 //
 // The first attempt starts from the epoch this process last wrote, when it
-// remembers one, instead of reading it: the write's fence checks it all
-// the same, and a call that lost a race (another process moved the epoch)
-// starts over from a read. A plan with nothing to write proves nothing
-// about the remembered epoch, so it is made again from a read.
+// remembers one, instead of reading it: the fence checks it all the same,
+// and a call that lost a race (another process moved the epoch) starts
+// over from a read. A plan with nothing to write proves nothing about the
+// remembered epoch, so it is made again from a read.
 func (s *Server) applyPlacements(ctx context.Context, ps []api.Placement) ([]placementResult, error) {
 	applied := make([]bool, len(ps)) // survives attempts: a retry sees earlier writes as unchanged
+	var raised *epochState
 	for attempt := 1; ; attempt++ {
-		ep, remembered, err := s.startEpoch(ctx, attempt)
+		ep, remembered, err := s.startEpoch(ctx, attempt, raised)
 		if err != nil {
 			return nil, err
 		}
 		results, writes, newest := s.planApply(ps, ep.Epoch.Epoch)
-		if remembered && len(writes) == 0 && newest <= ep.Epoch.Epoch {
+		raised = nil
+		switch {
+		case newest > ep.Epoch.Epoch:
+			raised, err = s.raiseEpoch(ctx, ep, newest)
+		case remembered && len(writes) == 0:
 			continue
+		case len(writes) > 0:
+			err = s.writePlacements(ctx, ep, writes, func(done []placementWrite) { s.appliedPlacements(done, applied) })
 		}
-		if len(writes) > 0 || newest > ep.Epoch.Epoch {
-			ep.Epoch.Epoch = max(newest, ep.Epoch.Epoch)
-			err = s.writePlacements(ctx, &ep, writes, func(done []placementWrite) {
-				for _, w := range done {
-					applied[w.idx] = true
-					s.applied.Add(1)
-					key := w.p.Key()
-					s.log.Debug("placement applied", "key", key, "uid", w.p.Resource.UID, "epoch", w.p.Epoch, "replicas", w.p.Resource.Replicas)
-					s.emit(events.TypeNormal, "PlacementApplied", "resource/"+key,
-						fmt.Sprintf("placement applied: %d replicas, epoch %d", w.p.Resource.Replicas, w.p.Epoch),
-						map[string]string{"uid": w.p.Resource.UID, "epoch": strconv.FormatInt(w.p.Epoch, 10)})
-				}
-			})
-			if err != nil {
-				if retryable(err) && attempt < planAttempts {
-					continue
-				}
-				return nil, fmt.Errorf("apply placements: %w", err)
+		if err == nil && raised == nil {
+			for i := range results {
+				results[i].Applied = applied[i]
 			}
+			return results, nil
 		}
-		for i := range results {
-			results[i].Applied = applied[i]
+		if err != nil && (!retryable(err) || attempt >= planAttempts) {
+			return nil, fmt.Errorf("apply placements: %w", err)
 		}
-		return results, nil
+		// Raised: plan again under the new epoch. Or lost a race: plan
+		// again from a read.
+	}
+}
+
+// appliedPlacements counts and announces the placements that applied.
+func (s *Server) appliedPlacements(done []placementWrite, applied []bool) {
+	for _, w := range done {
+		applied[w.idx] = true
+		s.applied.Add(1)
+		key := w.p.Key()
+		s.log.Debug("placement applied", "key", key, "uid", w.p.Resource.UID, "epoch", w.p.Epoch, "replicas", w.p.Resource.Replicas)
+		s.emit(events.TypeNormal, "PlacementApplied", "resource/"+key,
+			fmt.Sprintf("placement applied: %d replicas, epoch %d", w.p.Resource.Replicas, w.p.Epoch),
+			map[string]string{"uid": w.p.Resource.UID, "epoch": strconv.FormatInt(w.p.Epoch, 10)})
 	}
 }
 
 // startEpoch is the epoch an attempt of applyPlacements starts from: the
-// remembered one (true) on the first attempt, else a read.
-func (s *Server) startEpoch(ctx context.Context, attempt int) (epochState, bool, error) {
+// one the previous attempt raised meta/epoch to; the remembered one (true)
+// on the first attempt; else a read.
+func (s *Server) startEpoch(ctx context.Context, attempt int, raised *epochState) (epochState, bool, error) {
+	if raised != nil {
+		return *raised, false, nil
+	}
 	if ep, ok := s.epoch.get(); ok && attempt == 1 {
 		return ep, true, nil
 	}
@@ -139,19 +164,24 @@ func (s *Server) planApply(ps []api.Placement, epoch int64) ([]placementResult, 
 		// The global tier's aggregated status is not the region's to
 		// keep; storing it would turn every status change into a write.
 		p.Resource.Status = nil
-		if cur, ok := s.caches.Placements.Get(key); ok && samePlacement(cur.Value, &p) {
+		cur, ok := s.caches.Placements.Get(key)
+		if ok && samePlacement(cur.Value, &p) {
 			continue
+		}
+		var modRev int64 // absent: created
+		if ok {
+			modRev = cur.ModRevision
 		}
 		p.UpdatedAt = now
 		if j, dup := byKey[key]; dup {
 			// One transaction cannot hold a key twice; the later wins.
 			prev := writes[j].idx
 			results[prev].Err = fmt.Errorf("%s is superseded by a later placement in the same request", key)
-			writes[j] = placementWrite{idx: i, p: p}
+			writes[j] = placementWrite{idx: i, p: p, modRev: modRev}
 			continue
 		}
 		byKey[key] = len(writes)
-		writes = append(writes, placementWrite{idx: i, p: p})
+		writes = append(writes, placementWrite{idx: i, p: p, modRev: modRev})
 	}
 	return results, writes, newest
 }
@@ -184,30 +214,40 @@ func (s *Server) removePlacements(ctx context.Context, refs []placementRef, epoc
 			}
 			return results, nil
 		}
-		writes := s.planRemove(refs, results)
-		if len(writes) > 0 || epoch > ep.Epoch.Epoch {
-			ep.Epoch.Epoch = epoch
-			err = s.writePlacements(ctx, &ep, writes, func(done []placementWrite) {
-				for _, w := range done {
-					applied[w.idx] = true
-					key := w.p.Key()
-					s.log.Debug("placement marked for deletion", "key", key, "uid", w.p.Resource.UID, "epoch", epoch)
-					s.emit(events.TypeNormal, "PlacementRemoved", "resource/"+key, "placement removed by the global tier; replicas will be destroyed",
-						map[string]string{"uid": w.p.Resource.UID, "epoch": strconv.FormatInt(epoch, 10)})
+		if epoch > ep.Epoch.Epoch {
+			// Raised alone, then planned again: against a cache that
+			// holds what the older master wrote before the raise.
+			_, err = s.raiseEpoch(ctx, ep, epoch)
+		} else {
+			err = s.markDeleting(ctx, ep, epoch, s.planRemove(refs, results), applied)
+			if err == nil {
+				for i := range results {
+					results[i].Applied = applied[i]
 				}
-			})
-			if err != nil {
-				if retryable(err) && attempt < planAttempts {
-					continue
-				}
-				return nil, fmt.Errorf("remove placements: %w", err)
+				return results, nil
 			}
 		}
-		for i := range results {
-			results[i].Applied = applied[i]
+		if err != nil && (!retryable(err) || attempt >= planAttempts) {
+			return nil, fmt.Errorf("remove placements: %w", err)
 		}
-		return results, nil
 	}
+}
+
+// markDeleting writes the removals planned, each at the revision it was
+// read at, fenced by ep.
+func (s *Server) markDeleting(ctx context.Context, ep epochState, epoch int64, writes []placementWrite, applied []bool) error {
+	if len(writes) == 0 {
+		return nil
+	}
+	return s.writePlacements(ctx, ep, writes, func(done []placementWrite) {
+		for _, w := range done {
+			applied[w.idx] = true
+			key := w.p.Key()
+			s.log.Debug("placement marked for deletion", "key", key, "uid", w.p.Resource.UID, "epoch", epoch)
+			s.emit(events.TypeNormal, "PlacementRemoved", "resource/"+key, "placement removed by the global tier; replicas will be destroyed",
+				map[string]string{"uid": w.p.Resource.UID, "epoch": strconv.FormatInt(epoch, 10)})
+		}
+	})
 }
 
 // planRemove returns the placements to mark deleting, each to be written
@@ -258,39 +298,50 @@ func (s *Server) readEpoch(ctx context.Context) (epochState, error) {
 	return ep, nil
 }
 
-// writePlacements writes ws (none: the epoch only) in one batch, in
-// transactions that each fit under etcd.maxTxnOps, each also writing ep at
-// the revision of the previous one (the epoch read, for the first): a
-// newer master raising the epoch in between stops the batch. done is
+// raiseEpoch writes meta/epoch at epoch, alone, over the one ep read: the
+// transaction that makes every write fenced by an older master fail from
+// then on. It returns meta/epoch as written, with the placement cache at
+// least as new.
+func (s *Server) raiseEpoch(ctx context.Context, ep epochState, epoch int64) (*epochState, error) {
+	ep.Epoch.Epoch = epoch
+	txn := s.st.Store.Txn()
+	if ep.modRev == 0 {
+		_ = s.st.Meta.TxnCreate(txn, state.EpochName, &ep.Epoch)
+	} else {
+		_ = s.st.Meta.TxnUpdate(txn, state.EpochName, &ep.Epoch, ep.modRev)
+	}
+	rev, err := txn.Commit(ctx)
+	if err == nil {
+		// Plans made after the raise see what the older master wrote
+		// before it.
+		err = s.caches.Placements.WaitForRev(ctx, rev)
+	}
+	if err != nil {
+		s.epoch.forget()
+		return nil, fmt.Errorf("raise master epoch to %d: %w", epoch, err)
+	}
+	ep.modRev = rev
+	s.epoch.remember(ep)
+	return &ep, nil
+}
+
+// writePlacements writes ws in one batch, in transactions that each fit
+// under etcd.maxTxnOps and each require meta/epoch at the revision of ep:
+// a newer master raising the epoch in between stops the batch. done is
 // called with the placements that applied, also when an error stopped
 // the batch half-way.
-func (s *Server) writePlacements(ctx context.Context, ep *epochState, ws []placementWrite, done func([]placementWrite)) error {
-	b := s.st.Store.Batch().Every(func(txn *store.Txn, prev int64) {
-		if prev > 0 {
-			ep.modRev = prev
-		}
-		if ep.modRev == 0 {
-			_ = s.st.Meta.TxnCreate(txn, state.EpochName, &ep.Epoch)
-		} else {
-			_ = s.st.Meta.TxnUpdate(txn, state.EpochName, &ep.Epoch, ep.modRev)
-		}
-	})
-	if len(ws) == 0 {
-		b.Step("epoch") // the epoch alone
-	}
+func (s *Server) writePlacements(ctx context.Context, ep epochState, ws []placementWrite, done func([]placementWrite)) error {
+	b := s.st.Store.Batch().Unchanged(s.st.Meta.Key(state.EpochName), ep.modRev)
 	for i := range ws {
 		w := &ws[i]
 		txn := b.Step(w.p.Key())
 		if w.modRev > 0 {
 			_ = s.st.Placements.TxnUpdate(txn, w.p.Key(), &w.p, w.modRev)
 		} else {
-			_ = s.st.Placements.TxnPut(txn, w.p.Key(), &w.p)
+			_ = s.st.Placements.TxnCreate(txn, w.p.Key(), &w.p)
 		}
 	}
 	res, err := b.Commit(ctx)
-	if res.Revision > 0 {
-		ep.modRev = res.Revision
-	}
 	var applied []placementWrite
 	for i := range ws {
 		if res.Applied[i] {
@@ -309,14 +360,14 @@ func (s *Server) writePlacements(ctx context.Context, ep *epochState, ws []place
 		s.epoch.forget()
 		return err
 	}
-	s.epoch.remember(*ep)
+	s.epoch.remember(ep)
 	return nil
 }
 
-// epochMemo is meta/epoch as this process's latest placement write left
-// it, with the placement cache current at that write: what a read of
-// meta/epoch would return unless another process wrote since, which the
-// next write's fence finds out.
+// epochMemo is meta/epoch as this process last raised it or fenced a
+// placement write with it, the placement cache being at least as new: what
+// a read of meta/epoch would return unless another process wrote it since,
+// which the next write's fence finds out.
 type epochMemo struct {
 	mu sync.Mutex
 	ep epochState

@@ -85,7 +85,8 @@ func TestApplyPlacements(t *testing.T) {
 
 // TestApplyPlacementsBatches checks that a big call is written in
 // transactions of at most the store's limit (stock etcd's --max-txn-ops),
-// meta/epoch included.
+// the fence on meta/epoch included, after the transaction that raises
+// meta/epoch (the region's first master).
 func TestApplyPlacementsBatches(t *testing.T) {
 	e := newEnv(t)
 	const n = 1200
@@ -106,7 +107,7 @@ func TestApplyPlacementsBatches(t *testing.T) {
 		}
 	}
 	limit := e.st.Store.MaxTxnOps()
-	wantTxns := int64((n + limit - 2) / (limit - 1))
+	wantTxns := 1 + int64((n+limit-2)/(limit-1))
 	if got := e.rev() - before; applied != n || got != wantTxns {
 		t.Errorf("got %d applied in %d transactions; want %d in %d", applied, got, n, wantTxns)
 	}
@@ -232,5 +233,71 @@ func TestApplyPlacementsAfterAnotherWriter(t *testing.T) {
 	}
 	if _, err := e.st.Placements.Get(e.ctx(), "acme/api"); err != nil {
 		t.Errorf("the other writer's placement: %v; want it kept", err)
+	}
+}
+
+// TestPlacementWriteFences: a placement call's write applies only while
+// meta/epoch is where the call found it (a newer master raising it in
+// between stops the call), and over the placement it planned against (a
+// write planned before another writer changed the placement, such as a
+// retried call whose first attempt is still in flight, or another region
+// API process, does not overwrite the newer one). Either way the write
+// fails as a lost race, which the call plans again after.
+func TestPlacementWriteFences(t *testing.T) {
+	e := newEnv(t)
+	apply := func(p api.Placement) {
+		t.Helper()
+		resp, err := e.region.ApplyPlacements(e.ctx(), &regionv1.ApplyPlacementsRequest{Placements: []*resourcev1.Placement{apiproto.PlacementToPB(&p)}})
+		if err != nil || len(resp.GetResults()) != 1 || !resp.GetResults()[0].GetApplied() {
+			t.Fatalf("ApplyPlacements: %v, %v; want applied", resp, err)
+		}
+	}
+	// plan plans p as a call of epoch 5 would, now.
+	plan := func(p api.Placement) (epochState, []placementWrite) {
+		t.Helper()
+		ep, err := e.srv.readEpoch(e.ctx())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, writes, _ := e.srv.planApply([]api.Placement{p}, ep.Epoch.Epoch)
+		if len(writes) != 1 {
+			t.Fatalf("plan of %s: got %d writes; want 1", p.Key(), len(writes))
+		}
+		return ep, writes
+	}
+	write := func(name string, ep epochState, writes []placementWrite) {
+		t.Helper()
+		err := e.srv.writePlacements(e.ctx(), ep, writes, func([]placementWrite) {
+			t.Errorf("%s: a placement applied; want none", name)
+		})
+		if !retryable(err) {
+			t.Errorf("%s: got %v; want a lost race (conflict)", name, err)
+		}
+	}
+	replicas := func(key string) int {
+		t.Helper()
+		got, err := e.st.Placements.Get(e.ctx(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Value.Resource.Replicas
+	}
+
+	apply(testPlacement("acme", "web", "uid-1", 1, 5))
+
+	// Planned over 1 replica; 2 are written meanwhile.
+	ep, writes := plan(testPlacement("acme", "web", "uid-1", 3, 5))
+	apply(testPlacement("acme", "web", "uid-1", 2, 5))
+	write("planned before another write of the placement", ep, writes)
+	if got := replicas("acme/web"); got != 2 {
+		t.Errorf("after the write planned before: got %d replicas; want the newer 2", got)
+	}
+
+	// Planned by master 5; master 6 takes over meanwhile.
+	ep, writes = plan(testPlacement("acme", "web", "uid-1", 4, 5))
+	apply(testPlacement("acme", "db", "uid-2", 1, 6))
+	write("planned before a newer master", ep, writes)
+	if got := replicas("acme/web"); got != 2 {
+		t.Errorf("after the older master's write: got %d replicas; want 2", got)
 	}
 }

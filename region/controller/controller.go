@@ -68,7 +68,7 @@ func (c *Controller) blockCapacity(nw *api.Network, block netip.Prefix) int {
 	if !block.IsValid() {
 		return 0
 	}
-	key := poolKey(nw.Name, block)
+	key := blockKey{network: nw.Name, block: block}
 	if n, ok := c.blockCaps[key]; ok {
 		return n
 	}
@@ -95,9 +95,9 @@ type Controller struct {
 	// backoff per resource key, in memory: a new leader starts afresh.
 	backoff map[string]*retry
 	// ipamNext is where each node block's round-robin allocation
-	// resumes (by poolKey); blockCaps caches ipam.Capacity of each.
-	ipamNext  map[string]netip.Addr
-	blockCaps map[string]int
+	// resumes; blockCaps caches ipam.Capacity of each.
+	ipamNext  map[blockKey]netip.Addr
+	blockCaps map[blockKey]int
 	// balancers are the load balancers' resource keys.
 	balancersMu sync.Mutex
 	balancers   map[string]struct{}
@@ -137,8 +137,8 @@ func New(o Options) *Controller {
 		dirty:     reconcile.NewDirty(),
 		index:     newIndex(),
 		backoff:   map[string]*retry{},
-		ipamNext:  map[string]netip.Addr{},
-		blockCaps: map[string]int{},
+		ipamNext:  map[blockKey]netip.Addr{},
+		blockCaps: map[blockKey]int{},
 		balancers: map[string]struct{}{},
 	}
 	c.watchEndpoints()

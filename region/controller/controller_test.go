@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -328,6 +329,40 @@ func (h *harness) replicas(name string) (running, destroying []*api.Assignment) 
 	return running, destroying
 }
 
+// checkCachedAssignments checks that no cached assignment was changed in
+// place: each equals what the store holds at its revision. The replicas
+// of one revision share one decoded compute spec (region/state), so a
+// change made through one replica would show in all of them; it checks
+// that they do share it.
+func (h *harness) checkCachedAssignments() {
+	h.t.Helper()
+	stored, rev, err := h.st.Assignments.ListAll(context.Background())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.caches.Assignments.WaitForRev(context.Background(), rev); err != nil {
+		h.t.Fatal(err)
+	}
+	specs := map[string]*api.ComputeSpec{}
+	for _, it := range stored {
+		c, ok := h.caches.Assignments.Get(it.Name)
+		if !ok || c.ModRevision != it.ModRevision {
+			continue // changed since the list
+		}
+		if !reflect.DeepEqual(c.Value, it.Value) {
+			h.t.Errorf("cached assignment %s is %+v; the store holds %+v (changed in place)", it.Name, c.Value, it.Value)
+		}
+		if c.Value.Spec.Compute == nil {
+			continue
+		}
+		k := fmt.Sprintf("%s@%d", c.Value.ResourceUID, c.Value.Revision)
+		if held, ok := specs[k]; ok && held != c.Value.Spec.Compute && reflect.DeepEqual(held, c.Value.Spec.Compute) {
+			h.t.Errorf("replicas of %s hold two equal compute specs; want one shared", k)
+		}
+		specs[k] = c.Value.Spec.Compute
+	}
+}
+
 func (h *harness) eventually(what string, cond func() error) {
 	h.t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -489,6 +524,7 @@ func TestRollingUpdateKeepsReplicasReady(t *testing.T) {
 	if low := <-minReady; low < 4 {
 		t.Errorf("ready replicas during the rollout: got a low of %d; want never below 4", low)
 	}
+	h.checkCachedAssignments()
 }
 
 // TestChaosRegressionRolloutSurge is what e2e/chaos found under load: with

@@ -66,6 +66,7 @@ func TestJobRunsToCompletion(t *testing.T) {
 		}
 		return nil
 	})
+	h.checkCachedAssignments()
 }
 
 // TestJobBackoffLimit checks that a Job whose attempts exit 1 fails after

@@ -22,10 +22,19 @@ type view struct {
 	// drainRuns are the running drains, built on first use.
 	drainRuns map[string]*drainRun
 	// pools are the IPAM pools of the node blocks this pass allocates
-	// on, by poolKey; ports are each network's ports by block, built on
-	// first use.
-	pools map[string]*ipam.Pool
+	// on; ports are each network's ports by block, built on first use.
+	pools map[blockKey]*ipam.Pool
 	ports map[string]map[netip.Prefix][]api.Port
+	// blocks are the nodes' blocks and networks the networks by name
+	// ("" the default one, nil when the region has none), parsed and
+	// looked up once per pass rather than once per replica.
+	blocks   map[string]netip.Prefix
+	networks map[string]networkLookup
+}
+
+type networkLookup struct {
+	nw  *api.Network
+	err error
 }
 
 type nodeView struct {
@@ -91,7 +100,7 @@ func (v *view) snapshot() *scheduler.Snapshot {
 			ni.Errored = api.WorstCondition(nv.status.Conditions) == api.ConditionError
 		}
 		if hasNetwork {
-			ni.Addresses = v.c.blockCapacity(nw, nodeBlock(nv.node)) - v.c.index.addresses(name)
+			ni.Addresses = v.c.blockCapacity(nw, v.nodeBlock(name)) - v.c.index.addresses(name)
 		}
 		list = append(list, ni)
 	}
@@ -112,24 +121,46 @@ func nodeBlock(n *api.Node) netip.Prefix {
 	return b.Masked()
 }
 
+// nodeBlock is the block of a node of the view (see nodeBlock), parsed
+// once per pass.
+func (v *view) nodeBlock(name string) netip.Prefix {
+	if b, ok := v.blocks[name]; ok {
+		return b
+	}
+	if v.blocks == nil {
+		v.blocks = map[string]netip.Prefix{}
+	}
+	b := nodeBlock(v.nodes[name].node)
+	v.blocks[name] = b
+	return b
+}
+
 // network returns a network by name ("" is the default network); nil
-// when the region has none.
+// when the region has none. The pass looks each name up once: its
+// replicas all ask.
 func (v *view) network(name string) (*api.Network, error) {
+	if l, ok := v.networks[name]; ok {
+		return l.nw, l.err
+	}
+	var l networkLookup
 	if name == "" {
-		nw, _ := v.c.o.Caches.DefaultNetwork()
-		return nw, nil
+		l.nw, _ = v.c.o.Caches.DefaultNetwork()
+	} else if it, ok := v.c.o.Caches.Networks.Get(name); ok {
+		l.nw = it.Value
+	} else {
+		l.err = fmt.Errorf("network %q does not exist in this region", name)
 	}
-	it, ok := v.c.o.Caches.Networks.Get(name)
-	if !ok {
-		return nil, fmt.Errorf("network %q does not exist in this region", name)
+	if v.networks == nil {
+		v.networks = map[string]networkLookup{}
 	}
-	return it.Value, nil
+	v.networks[name] = l
+	return l.nw, l.err
 }
 
 // pool returns the IPAM pool of node's block on network nw, built on first
 // use from the network's ports.
 func (v *view) pool(nw *api.Network, node string) (*ipam.Pool, error) {
-	nv, ok := v.nodes[node]
+	_, ok := v.nodes[node]
 	if !ok {
 		return nil, fmt.Errorf("node %s: %w", node, ipam.ErrNoBlock)
 	}
@@ -137,11 +168,11 @@ func (v *view) pool(nw *api.Network, node string) (*ipam.Pool, error) {
 		// Nodes get blocks of the default network only.
 		return nil, fmt.Errorf("network %s is not the region's default network, the only one with node blocks", nw.Name)
 	}
-	block := nodeBlock(nv.node)
+	block := v.nodeBlock(node)
 	if !block.IsValid() {
 		return nil, fmt.Errorf("node %s: %w", node, ipam.ErrNoBlock)
 	}
-	key := poolKey(nw.Name, block)
+	key := blockKey{network: nw.Name, block: block}
 	if p, ok := v.pools[key]; ok {
 		return p, nil
 	}
@@ -150,7 +181,7 @@ func (v *view) pool(nw *api.Network, node string) (*ipam.Pool, error) {
 		return nil, err
 	}
 	if v.pools == nil {
-		v.pools = map[string]*ipam.Pool{}
+		v.pools = map[blockKey]*ipam.Pool{}
 	}
 	v.pools[key] = p
 	return p, nil
@@ -181,7 +212,11 @@ func (v *view) blockPorts(nw *api.Network, block netip.Prefix) []api.Port {
 	return byBlock[block]
 }
 
-func poolKey(network string, block netip.Prefix) string { return network + "/" + block.String() }
+// blockKey names a node block of a network (an IPAM pool).
+type blockKey struct {
+	network string
+	block   netip.Prefix
+}
 
 // replica is one assignment with what the pass knows of it.
 type replica struct {

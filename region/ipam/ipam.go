@@ -247,6 +247,9 @@ type Pool struct {
 	// late as possible (a replica on an unreachable node may still hold
 	// it).
 	next netip.Addr
+	// subnet and gateway are the block's, as every attachment names them
+	// (one string each for all the block's replicas).
+	subnet, gateway string
 }
 
 // NewPool builds the pool of block on network n from the network's ports
@@ -261,7 +264,7 @@ func NewPool(n api.Network, block netip.Prefix, ports []api.Port, start netip.Ad
 	if !block.Addr().Is4() || !nw.subnet.Contains(block.Addr()) || block.Bits() < nw.subnet.Bits() {
 		return nil, fmt.Errorf("network %s: block %s is not inside %s", n.Name, block, nw.subnet)
 	}
-	p := &Pool{nw: nw, block: block, used: map[netip.Addr]string{}}
+	p := &Pool{nw: nw, block: block, used: map[netip.Addr]string{}, subnet: block.String(), gateway: BlockGateway(block).String()}
 	for _, port := range ports {
 		if a, err := netip.ParseAddr(port.Address); err == nil && block.Contains(a) {
 			p.used[a] = port.Assignment
@@ -308,8 +311,8 @@ func (p *Pool) Attachment(a netip.Addr) *api.NetworkAttachment {
 	return &api.NetworkAttachment{
 		Network: p.nw.n.Name,
 		Bridge:  p.nw.n.Bridge,
-		Subnet:  p.block.String(),
-		Gateway: BlockGateway(p.block).String(),
+		Subnet:  p.subnet,
+		Gateway: p.gateway,
 		Address: a.String(),
 	}
 }

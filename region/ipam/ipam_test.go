@@ -104,6 +104,13 @@ func TestAttachment(t *testing.T) {
 	if *got != want {
 		t.Fatalf("attachment: got %+v; want %+v", *got, want)
 	}
+	// Every address of the block names the same block and gateway.
+	b, _ := p.Allocate("y")
+	got = p.Attachment(b)
+	want.Address = "10.88.7.3"
+	if *got != want {
+		t.Fatalf("second attachment: got %+v; want %+v", *got, want)
+	}
 }
 
 func TestNewPoolRefusesABlockOutsideTheNetwork(t *testing.T) {

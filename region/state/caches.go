@@ -117,7 +117,9 @@ func assignmentTenant(_ string, a *api.Assignment) []string { return []string{a.
 // compactAssignment shares the strings that a region's replicas repeat:
 // a resource's ten replicas name the same tenant, resource, flavor and
 // image, a node's hundreds the same node, every replica the same network.
-// Per-replica strings (ID, address) stay as decoded.
+// Per-replica strings (ID, address) stay as decoded. The replicas of one
+// revision share one compute spec (see shared): nobody may change a
+// cached assignment's Spec.Compute in place.
 func compactAssignment(a *api.Assignment) {
 	for _, s := range []*string{&a.Tenant, &a.Resource, &a.ResourceUID, &a.Node, &a.Spec.Flavor} {
 		store.Intern(s)
@@ -129,6 +131,7 @@ func compactAssignment(a *api.Assignment) {
 		store.Intern(&c.Image)
 		store.Intern(&c.Network)
 		store.Intern(&c.RestartPolicy)
+		a.Spec.Compute = computeSpecs.share(revisionKey{a.ResourceUID, a.Revision}, c)
 	}
 	if n := a.Network; n != nil {
 		for _, s := range []*string{&n.Network, &n.Bridge, &n.Subnet, &n.Gateway} {

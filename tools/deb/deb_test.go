@@ -19,7 +19,7 @@ import (
 const testVersion = "0.0.0~test1"
 
 // TestPackagesInstall builds the three packages from the binaries `make
-// build` made, installs them with dpkg into a throwaway root (maintainer
+// build` made (strata-agent in the strata package), installs them with dpkg into a throwaway root (maintainer
 // scripts run against that root through DPKG_ROOT), and checks what an
 // operator gets: files with their owners and modes, the strata user,
 // units that systemd accepts, nothing enabled or started, and a purge
@@ -30,7 +30,7 @@ func TestPackagesInstall(t *testing.T) {
 		testenv.LookPath(t, tool)
 	}
 	bin := t.TempDir()
-	for _, name := range []string{"strata", "stratactl", "strata-provider-libvirt"} {
+	for _, name := range []string{"strata", "strata-agent", "stratactl", "strata-provider-libvirt"} {
 		src := testenv.Binary(t, "STRATA_BIN_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_")), name)
 		// A copy, not a symlink: nfpm packages a symlink as one.
 		b, err := os.ReadFile(src)
@@ -66,6 +66,7 @@ func TestPackagesInstall(t *testing.T) {
 		dir, empty bool
 	}{
 		{path: "usr/bin/strata", mode: 0o755},
+		{path: "usr/bin/strata-agent", mode: 0o755},
 		{path: "usr/bin/stratactl", mode: 0o755},
 		{path: "usr/bin/strata-provider-libvirt", mode: 0o755},
 		{path: "usr/lib/systemd/system/strata-global.service", mode: 0o644},
@@ -98,11 +99,16 @@ func TestPackagesInstall(t *testing.T) {
 		t.Errorf("maintainer scripts ran %q; want nothing enabled or started", calls)
 	}
 	root.verifyUnits(t, "strata-global.service", "strata-agent.service", "strata-region@eu-west-1.service")
+	// The agent's unit runs the agent's own binary, which the package
+	// installs (verify above fails on a missing executable).
+	if unit, err := os.ReadFile(filepath.Join(root.dir, "usr/lib/systemd/system/strata-agent.service")); err != nil || !strings.Contains(string(unit), "\nExecStart=/usr/bin/strata-agent ") {
+		t.Errorf("strata-agent.service: %v; want ExecStart=/usr/bin/strata-agent ...", err)
+	}
 
 	// Purge: programs and units go, the empty configuration directory
 	// goes, the data stays.
 	root.dpkg(t, "--purge", "strata-provider-libvirt", "stratactl", "strata")
-	for _, gone := range []string{"usr/bin/strata", "usr/lib/systemd/system/strata-agent.service", "etc/strata"} {
+	for _, gone := range []string{"usr/bin/strata", "usr/bin/strata-agent", "usr/lib/systemd/system/strata-agent.service", "etc/strata"} {
 		if _, err := os.Stat(filepath.Join(root.dir, gone)); err == nil {
 			t.Errorf("/%s after purge: present; want gone", gone)
 		}

@@ -1,5 +1,5 @@
-// Command deb builds Strata's Debian packages (strata, stratactl,
-// strata-provider-libvirt) from the binaries in -bin, as described by the
+// Command deb builds Strata's Debian packages (strata with strata-agent,
+// stratactl, strata-provider-libvirt) from the binaries in -bin, as described by the
 // nfpm configurations in deploy/package. `make deb` runs it.
 //
 //	go run ./tools/deb -bin bin -out dist -version 1.2.3
@@ -21,7 +21,7 @@ import (
 var packages = []string{"strata", "stratactl", "strata-provider-libvirt"}
 
 func main() {
-	bin := flag.String("bin", "bin", "directory of the built binaries (strata, stratactl, strata-provider-libvirt)")
+	bin := flag.String("bin", "bin", "directory of the built binaries (strata, strata-agent, stratactl, strata-provider-libvirt)")
 	out := flag.String("out", "dist", "directory the .deb files are written to")
 	version := flag.String("version", "", "package version (required; Debian syntax, e.g. 1.2.3 or 0.0~git20261125.abc1234)")
 	arch := flag.String("arch", runtime.GOARCH, "Debian architecture of the binaries")

@@ -366,6 +366,38 @@ func testBatchEvery(t *testing.T, s *store.Store) {
 	mustAbsent(t, s, "ev/stale")
 }
 
+// testBatchUnchanged fences every transaction of a batch with a key that
+// does not move with it: each requires the key at one revision, and the
+// batch stops once someone else moved it.
+func testBatchUnchanged(t *testing.T, s *store.Store) {
+	start := mustPut(t, s, "still", "0")
+	const n = 300
+	b := s.Batch().Unchanged("still", start)
+	for i := range n {
+		b.Step(fmt.Sprint(i)).Put(fmt.Sprintf("un/%03d", i), nil)
+	}
+	res, err := b.Commit(testCtx(t))
+	if err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	// The fence takes one comparison per transaction, no operation.
+	if want := (n + stockMaxTxnOps - 1) / stockMaxTxnOps; res.Txns != want {
+		t.Errorf("transactions: got %d; want %d", res.Txns, want)
+	}
+	if kv := mustGet(t, s, "still"); kv.ModRevision != start {
+		t.Errorf("fence at revision %d; want it left at %d", kv.ModRevision, start)
+	}
+
+	// A fence moved by someone else stops the batch.
+	mustPut(t, s, "still", "moved")
+	b = s.Batch().Unchanged("still", start)
+	b.Step("x").Put("un/stale", nil)
+	if _, err := b.Commit(testCtx(t)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("commit behind a moved fence: err = %v; want ErrConflict", err)
+	}
+	mustAbsent(t, s, "un/stale")
+}
+
 // lockedBuffer is a log sink safe for concurrent writes.
 type lockedBuffer struct {
 	mu sync.Mutex

@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T) *store.Store) {
 		{"BatchRequire", testBatchRequire},
 		{"BatchOversizedStep", testBatchOversizedStep},
 		{"BatchEvery", testBatchEvery},
+		{"BatchUnchanged", testBatchUnchanged},
 		{"BatchBytes", testBatchBytes},
 		{"BatchOrder", testBatchOrder},
 		{"ReflectListAndWatch", testReflectListAndWatch},
