@@ -24,7 +24,7 @@ type view struct {
 	// pools are the IPAM pools of the node blocks this pass allocates
 	// on; ports are each network's ports by block, built on first use.
 	pools map[blockKey]*ipam.Pool
-	ports map[string]map[netip.Prefix][]api.Port
+	ports map[string]map[netip.Prefix][]*api.Port
 	// blocks are the nodes' blocks and networks the networks by name
 	// ("" the default one, nil when the region has none), parsed and
 	// looked up once per pass rather than once per replica.
@@ -189,13 +189,13 @@ func (v *view) pool(nw *api.Network, node string) (*ipam.Pool, error) {
 
 // blockPorts returns the ports of network nw inside block, sorting the
 // network's ports by block once per pass.
-func (v *view) blockPorts(nw *api.Network, block netip.Prefix) []api.Port {
+func (v *view) blockPorts(nw *api.Network, block netip.Prefix) []*api.Port {
 	if v.ports == nil {
-		v.ports = map[string]map[netip.Prefix][]api.Port{}
+		v.ports = map[string]map[netip.Prefix][]*api.Port{}
 	}
 	byBlock, ok := v.ports[nw.Name]
 	if !ok {
-		byBlock = map[netip.Prefix][]api.Port{}
+		byBlock = map[netip.Prefix][]*api.Port{}
 		for _, pt := range v.c.o.Caches.Ports.ListPrefix(nw.Name + "/") {
 			a, err := netip.ParseAddr(pt.Value.Address)
 			if err != nil {
@@ -205,7 +205,7 @@ func (v *view) blockPorts(nw *api.Network, block netip.Prefix) []api.Port {
 			if err != nil {
 				continue
 			}
-			byBlock[b] = append(byBlock[b], *pt.Value)
+			byBlock[b] = append(byBlock[b], pt.Value) // cached values are read-only: no copy
 		}
 		v.ports[nw.Name] = byBlock
 	}

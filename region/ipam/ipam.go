@@ -255,7 +255,7 @@ type Pool struct {
 // NewPool builds the pool of block on network n from the network's ports
 // (those outside the block are ignored). start, when valid, is where the
 // round-robin search resumes.
-func NewPool(n api.Network, block netip.Prefix, ports []api.Port, start netip.Addr) (*Pool, error) {
+func NewPool(n api.Network, block netip.Prefix, ports []*api.Port, start netip.Addr) (*Pool, error) {
 	nw, err := parseNetwork(n)
 	if err != nil {
 		return nil, err

@@ -11,7 +11,11 @@ import (
 
 func mustPool(t *testing.T, n api.Network, block string, ports []api.Port, start netip.Addr) *Pool {
 	t.Helper()
-	p, err := NewPool(n, netip.MustParsePrefix(block), ports, start)
+	ptrs := make([]*api.Port, len(ports))
+	for i := range ports {
+		ptrs[i] = &ports[i]
+	}
+	p, err := NewPool(n, netip.MustParsePrefix(block), ptrs, start)
 	if err != nil {
 		t.Fatal(err)
 	}
