@@ -112,6 +112,7 @@ type b1run struct {
 	accepted  time.Duration
 	failed    int64
 	regionRSS float64
+	account   string // the first run's (b1Account)
 }
 
 // b1 creates resources × replicas as fast as 32 clients can and measures
@@ -169,6 +170,13 @@ func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *l
 	if s.o.profiles != "" && round == 0 {
 		go s.profile(ctx, 15*time.Second, "b1", c.name, c.globals[0].name, c.globals[1].name, c.region.name, c.sim.name)
 	}
+	var acct *b1Account
+	if round == 0 {
+		var err error
+		if acct, err = c.startB1Account(ctx); err != nil {
+			return b1run{}, err
+		}
+	}
 	start := time.Now()
 	stop := make(chan struct{})
 	var sampling sync.WaitGroup
@@ -179,6 +187,10 @@ func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *l
 	r.elapsed = time.Since(start)
 	close(stop)
 	sampling.Wait()
+	if acct != nil {
+		r.account = acct.finish(ctx, c, total, r.elapsed)
+		log.Printf("bench: B1 run %d on the %s cluster: %s", round+1, c.name, r.account)
+	}
 	if err != nil {
 		return r, err
 	}
@@ -288,7 +300,11 @@ func (s *suite) b1Report(c *cluster, runs []b1run, idleRSS float64, idleGets, id
 	var rates, rss []float64
 	var failed int64
 	var accepted []time.Duration
+	account := ""
 	for _, r := range runs {
+		if r.account != "" {
+			account = " First run: " + r.account + "."
+		}
 		rates = append(rates, r.rate)
 		rss = append(rss, r.regionRSS)
 		failed += r.failed
@@ -303,7 +319,7 @@ func (s *suite) b1Report(c *cluster, runs []b1run, idleRSS float64, idleGets, id
 	}
 	s.r.add(row{id: "B1", what: c.label(fmt.Sprintf("throughput: %d replicas (%d × %d) on %d agents, create → all ready", total, s.o.resources, s.o.replicas, s.o.agents)),
 		figure: sp.format(fmtRate) + fmt.Sprintf(", %d failed creates", failed), target: "≥ 5,000/s and ≥ 0.5 × etcd", ratio: ratio, met: verdict(ok),
-		notes: fmt.Sprintf("Creates accepted in %s.", spreadDurations(accepted).format(fmtSecs))})
+		notes: fmt.Sprintf("Creates accepted in %s.%s", spreadDurations(accepted).format(fmtSecs), account)})
 	for _, x := range []struct {
 		what       string
 		idle, load *latencies

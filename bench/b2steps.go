@@ -9,7 +9,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // b2Steps times B2's creates through the tiers from outside them: a watch
@@ -54,39 +53,17 @@ var b2StepNames = []struct{ from, to, what string }{
 // resources named prefix*.
 func (c *cluster) watchB2Steps(ctx context.Context, prefix string) (*b2Steps, error) {
 	s := &b2Steps{at: map[string]map[string]time.Time{}, fake: map[string]time.Duration{}, replica: map[string]string{}}
-	ctx, cancel := context.WithCancel(ctx)
-	var clis []*clientv3.Client
-	var wg sync.WaitGroup
-	s.stop = func() {
-		cancel()
-		wg.Wait()
-		for _, cli := range clis {
-			_ = cli.Close()
-		}
-	}
-	for _, eps := range [][]string{c.etcdGlobal, c.etcdRegion} {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			s.stop()
-			return nil, err
-		}
-		clis = append(clis, cli)
-		w := cli.Watch(clientv3.WithRequireLeader(ctx), "/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-		if resp := <-w; resp.Err() != nil {
-			s.stop()
-			return nil, resp.Err()
-		}
-		wg.Go(func() {
-			for resp := range w {
-				now := time.Now()
-				for _, ev := range resp.Events {
-					if ev.Type == clientv3.EventTypePut {
-						s.saw(prefix, string(ev.Kv.Key), ev.Kv.Value, now)
-					}
-				}
+	stop, err := c.watchEtcd(ctx, func(_ string, resp clientv3.WatchResponse, now time.Time) {
+		for _, ev := range resp.Events {
+			if ev.Type == clientv3.EventTypePut {
+				s.saw(prefix, string(ev.Kv.Key), ev.Kv.Value, now)
 			}
-		})
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	s.stop = stop
 	return s, nil
 }
 

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// b1Account is what one run of B1 cost the etcd clusters and the
+// processes, from outside them: a watch of each tier's etcd counts the
+// writes of each collection (keys, transactions, bytes) and when they
+// happened, each member's /metrics the raft entries, fsyncs and bytes
+// sent to peers, /proc each process's CPU time. It says which writes per
+// replica B1 is made of and which step ends last.
+type b1Account struct {
+	start time.Time
+	mu    sync.Mutex
+	kinds map[string]*kindWrites // "tier collection" → its writes
+	stop  func()
+
+	metrics0 map[string]float64
+	tiers0   map[string]float64
+	cpu0     map[string]float64
+	machine0 float64
+}
+
+// kindWrites is one collection's writes during a run.
+type kindWrites struct {
+	puts, deletes int
+	bytes         int64
+	txns          int   // distinct revisions that wrote the collection
+	lastRev       int64 // of the last write seen
+	at            []time.Duration
+}
+
+// etcdCounters are the samples of each etcd member's /metrics the
+// account reads (see scrapeCounters).
+var etcdCounters = []string{
+	"etcd_server_proposals_committed_total",
+	"etcd_disk_wal_fsync_duration_seconds_count",
+	"etcd_disk_wal_write_bytes_total",
+	"etcd_network_peer_sent_bytes_total",
+	"etcd_network_client_grpc_received_bytes_total",
+	`grpc_server_handled_total{grpc_method="Txn"`,
+	`grpc_server_handled_total{grpc_method="Put"`,
+}
+
+// startB1Account starts watching both tiers' etcd and reads the counters
+// the run is measured against.
+func (c *cluster) startB1Account(ctx context.Context) (*b1Account, error) {
+	a := &b1Account{start: time.Now(), kinds: map[string]*kindWrites{}}
+	stop, err := c.watchEtcd(ctx, func(tier string, resp clientv3.WatchResponse, now time.Time) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for _, ev := range resp.Events {
+			a.sawLocked(tier, ev, now)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.stop = stop
+	a.metrics0, a.tiers0 = c.etcdMetrics(ctx), c.controllerMetrics(ctx)
+	a.cpu0, a.machine0 = c.s.cpuByGroup(), machineBusy()
+	return a, nil
+}
+
+func (a *b1Account) sawLocked(tier string, ev *clientv3.Event, now time.Time) {
+	kind, _ := stepKey(string(ev.Kv.Key))
+	if kind == "" {
+		return
+	}
+	k := a.kinds[tier+" "+kind]
+	if k == nil {
+		k = &kindWrites{}
+		a.kinds[tier+" "+kind] = k
+	}
+	if ev.Type == clientv3.EventTypePut {
+		k.puts++
+		k.bytes += int64(len(ev.Kv.Key) + len(ev.Kv.Value))
+	} else {
+		k.deletes++
+	}
+	if ev.Kv.ModRevision != k.lastRev {
+		k.txns++
+		k.lastRev = ev.Kv.ModRevision
+	}
+	k.at = append(k.at, now.Sub(a.start))
+}
+
+// watchEtcd watches every key of both tiers' etcd clusters ("global",
+// "region") and hands each response to fn until stop.
+func (c *cluster) watchEtcd(ctx context.Context, fn func(tier string, resp clientv3.WatchResponse, now time.Time)) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	var clis []*clientv3.Client
+	var wg sync.WaitGroup
+	stop = func() {
+		cancel()
+		wg.Wait()
+		for _, cli := range clis {
+			_ = cli.Close()
+		}
+	}
+	for i, eps := range [][]string{c.etcdGlobal, c.etcdRegion} {
+		tier := []string{"global", "region"}[i]
+		cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		clis = append(clis, cli)
+		w := cli.Watch(clientv3.WithRequireLeader(ctx), "/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+		if resp := <-w; resp.Err() != nil {
+			stop()
+			return nil, resp.Err()
+		}
+		wg.Go(func() {
+			for resp := range w {
+				fn(tier, resp, time.Now())
+			}
+		})
+	}
+	return stop, nil
+}
+
+// etcdMetrics reads etcdCounters from every member of both tiers, keyed
+// "tier counter", summed over the tier's members.
+func (c *cluster) etcdMetrics(ctx context.Context) map[string]float64 {
+	out := map[string]float64{}
+	for i, eps := range [][]string{c.etcdGlobal, c.etcdRegion} {
+		tier := []string{"global", "region"}[i]
+		for _, ep := range eps {
+			for name, v := range scrapeCounters(ctx, http.DefaultClient, ep, etcdCounters) {
+				out[tier+" "+name] += v
+			}
+		}
+	}
+	return out
+}
+
+// scrapeCounters reads names from the /metrics of the server at base,
+// each summed over its labels (a "name{text" entry: over the lines of
+// name that hold text); a server that does not answer counts nothing.
+func scrapeCounters(ctx context.Context, hc *http.Client, base string, names []string) map[string]float64 {
+	out := map[string]float64{}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return out
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		for _, name := range names {
+			base, label, _ := strings.Cut(name, "{")
+			if !strings.HasPrefix(l, base) || !strings.Contains(l, label) {
+				continue
+			}
+			if rest := l[len(base):]; rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+				continue
+			}
+			f := strings.Fields(l)
+			if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+				out[name] += v
+			}
+		}
+	}
+	return out
+}
+
+// controllerCounters are the samples of the tiers' /metrics the account
+// reads: their controllers' passes.
+var controllerCounters = []string{
+	"strata_controller_passes_total",
+	"strata_controller_pass_duration_seconds_sum",
+	"strata_controller_reconciles_total",
+	"strata_controller_write_ops_total",
+}
+
+// controllerMetrics reads controllerCounters from the global replicas
+// and the region's replicas (only a leader counts passes), keyed "tier
+// counter".
+func (c *cluster) controllerMetrics(ctx context.Context) map[string]float64 {
+	out := map[string]float64{}
+	for tier, addrs := range map[string][]string{"global": c.gHTTP, "region": c.rHTTPs} {
+		for _, addr := range addrs {
+			cl := c.newClient(addr)
+			for name, v := range scrapeCounters(ctx, cl.http, cl.base, controllerCounters) {
+				out[tier+" "+name] += v
+			}
+		}
+	}
+	return out
+}
+
+// cpuByGroup is the CPU seconds of the suite's processes, summed by
+// group: a process's name without its shape and member number
+// (etcd-global, region, sim, lb-region...).
+func (s *suite) cpuByGroup() map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range s.procs {
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		if v, err := p.cpuSeconds(); err == nil {
+			out[procGroup(p.name)] += v
+		}
+	}
+	return out
+}
+
+// machineBusy is the CPU seconds every process of the machine has used
+// (all but idle and iowait in /proc/stat); 0 when unreadable.
+func machineBusy() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	busy := 0.0
+	for i, x := range f[1:] {
+		v, _ := strconv.ParseFloat(x, 64)
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy / clockTicks
+}
+
+// procGroup is the group of process name: production-etcd-global-2 is
+// etcd-global, production-region-1 region.
+func procGroup(name string) string {
+	_, rest, ok := strings.Cut(name, "-")
+	if !ok {
+		return name
+	}
+	return strings.TrimRightFunc(strings.TrimRight(rest, "0123456789"), func(r rune) bool { return r == '-' })
+}
+
+// finish stops the watches and describes the run's writes per replica
+// (replicas of them), each collection's last write after the start, and
+// each process group's CPU.
+func (a *b1Account) finish(ctx context.Context, c *cluster, replicas int, elapsed time.Duration) string {
+	a.stop()
+	m1, t1, cpu1, machine1 := c.etcdMetrics(ctx), c.controllerMetrics(ctx), c.s.cpuByGroup(), machineBusy()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	per := func(v float64) string { return fmt.Sprintf("%.2f", v/float64(replicas)) }
+	var parts []string
+	keys := make([]string, 0, len(a.kinds))
+	for k := range a.kinds {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w := a.kinds[k]
+		if w.puts+w.deletes < replicas/100 {
+			continue // the run's few writes elsewhere (heartbeats, events)
+		}
+		slices.Sort(w.at)
+		parts = append(parts, fmt.Sprintf("%s %s puts, %s deletes, %s txns, %.0f B/replica, 50%% by %s, 90%% by %s, 99%% by %s", k,
+			per(float64(w.puts)), per(float64(w.deletes)), per(float64(w.txns)), float64(w.bytes)/float64(replicas),
+			fmtSecs(w.at[len(w.at)/2].Seconds()), fmtSecs(w.at[len(w.at)*9/10].Seconds()), fmtSecs(w.at[len(w.at)*99/100].Seconds())))
+	}
+	var ms []string
+	for _, name := range etcdCounters {
+		for _, tier := range []string{"global", "region"} {
+			k := tier + " " + name
+			ms = append(ms, fmt.Sprintf("%s %s", k, per(m1[k]-a.metrics0[k])))
+		}
+	}
+	var passes []string
+	for _, tier := range []string{"global", "region"} {
+		d := func(name string) float64 { k := tier + " " + name; return t1[k] - a.tiers0[k] }
+		n := max(d("strata_controller_passes_total"), 1)
+		passes = append(passes, fmt.Sprintf("%s %.0f passes, %.0f ms, %.0f resources and %.0f writes each", tier, d("strata_controller_passes_total"),
+			1000*d("strata_controller_pass_duration_seconds_sum")/n, d("strata_controller_reconciles_total")/n, d("strata_controller_write_ops_total")/n))
+	}
+	ours := 0.0
+	for g := range cpu1 {
+		ours += cpu1[g] - a.cpu0[g]
+	}
+	cpus := []string{fmt.Sprintf("all of them %.2f (the machine: %.2f of %d)", ours/elapsed.Seconds(), (machine1-a.machine0)/elapsed.Seconds(), runtime.NumCPU())}
+	groups := make([]string, 0, len(cpu1))
+	for g := range cpu1 {
+		groups = append(groups, g)
+	}
+	sort.Slice(groups, func(i, j int) bool { return cpu1[groups[i]]-a.cpu0[groups[i]] > cpu1[groups[j]]-a.cpu0[groups[j]] })
+	for _, g := range groups {
+		cpus = append(cpus, fmt.Sprintf("%s %.2f", g, (cpu1[g]-a.cpu0[g])/elapsed.Seconds()))
+	}
+	return fmt.Sprintf("writes by collection, per replica (from watches of both tiers' etcd): %s. etcd counters per replica (summed over each tier's members): %s. Controllers' passes (mean): %s. CPU (cores, over the run) by process group: %s",
+		strings.Join(parts, "; "), strings.Join(ms, ", "), strings.Join(passes, "; "), strings.Join(cpus, ", "))
+}
