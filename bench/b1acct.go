@@ -34,7 +34,15 @@ type b1Account struct {
 	tiers0   map[string]float64
 	cpu0     map[string]float64
 	machine0 float64
+	// rest is the CPU of each process group, in cores, over restFor
+	// before the run: what the cluster costs with nothing to do but
+	// heartbeats and resyncs.
+	rest        map[string]float64
+	restMachine float64
 }
+
+// restFor is how long the account measures the cluster at rest.
+const restFor = 5 * time.Second
 
 // kindWrites is one collection's writes during a run.
 type kindWrites struct {
@@ -60,7 +68,19 @@ var etcdCounters = []string{
 // startB1Account starts watching both tiers' etcd and reads the counters
 // the run is measured against.
 func (c *cluster) startB1Account(ctx context.Context) (*b1Account, error) {
-	a := &b1Account{start: time.Now(), kinds: map[string]*kindWrites{}}
+	a := &b1Account{kinds: map[string]*kindWrites{}, rest: map[string]float64{}}
+	cpu, machine := c.s.cpuByGroup(), machineBusy()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(restFor):
+	}
+	cpu1, machine1 := c.s.cpuByGroup(), machineBusy()
+	for g := range cpu1 {
+		a.rest[g] = (cpu1[g] - cpu[g]) / restFor.Seconds()
+	}
+	a.restMachine = (machine1 - machine) / restFor.Seconds()
+	a.start = time.Now()
 	stop, err := c.watchEtcd(ctx, func(tier string, resp clientv3.WatchResponse, now time.Time) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -300,14 +320,19 @@ func (a *b1Account) finish(ctx context.Context, c *cluster, replicas int, elapse
 	for g := range cpu1 {
 		ours += cpu1[g] - a.cpu0[g]
 	}
-	cpus := []string{fmt.Sprintf("all of them %.2f (the machine: %.2f of %d)", ours/elapsed.Seconds(), (machine1-a.machine0)/elapsed.Seconds(), runtime.NumCPU())}
+	restOurs := 0.0
+	for _, v := range a.rest {
+		restOurs += v
+	}
+	cpus := []string{fmt.Sprintf("all of them %.2f (the machine: %.2f of %d; at rest before the run: %.2f, the machine %.2f)",
+		ours/elapsed.Seconds(), (machine1-a.machine0)/elapsed.Seconds(), runtime.NumCPU(), restOurs, a.restMachine)}
 	groups := make([]string, 0, len(cpu1))
 	for g := range cpu1 {
 		groups = append(groups, g)
 	}
 	sort.Slice(groups, func(i, j int) bool { return cpu1[groups[i]]-a.cpu0[groups[i]] > cpu1[groups[j]]-a.cpu0[groups[j]] })
 	for _, g := range groups {
-		cpus = append(cpus, fmt.Sprintf("%s %.2f", g, (cpu1[g]-a.cpu0[g])/elapsed.Seconds()))
+		cpus = append(cpus, fmt.Sprintf("%s %.2f (at rest %.2f)", g, (cpu1[g]-a.cpu0[g])/elapsed.Seconds(), a.rest[g]))
 	}
 	return fmt.Sprintf("writes by collection, per replica (from watches of both tiers' etcd): %s. etcd counters per replica (summed over each tier's members): %s. Controllers' passes (mean): %s. CPU (cores, over the run) by process group: %s",
 		strings.Join(parts, "; "), strings.Join(ms, ", "), strings.Join(passes, "; "), strings.Join(cpus, ", "))
