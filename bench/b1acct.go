@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"runtime"
@@ -277,38 +278,53 @@ func procGroup(name string) string {
 	return strings.TrimRightFunc(strings.TrimRight(rest, "0123456789"), func(r rune) bool { return r == '-' })
 }
 
-// finish stops the watches and describes the run's writes per replica
-// (replicas of them), each collection's last write after the start, and
-// each process group's CPU.
+// finish stops the watches and describes the run: its writes per
+// replica (replicas of them) by collection with their timeline, the etcd
+// members' counters per replica, the controllers' passes, and each
+// process group's CPU over elapsed.
 func (a *b1Account) finish(ctx context.Context, c *cluster, replicas int, elapsed time.Duration) string {
 	a.stop()
 	m1, t1, cpu1, machine1 := c.etcdMetrics(ctx), c.controllerMetrics(ctx), c.s.cpuByGroup(), machineBusy()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	per := func(v float64) string { return fmt.Sprintf("%.2f", v/float64(replicas)) }
+	return fmt.Sprintf("writes by collection, per replica (from watches of both tiers' etcd): %s. etcd counters per replica (summed over each tier's members): %s. Controllers' passes (mean): %s. CPU (cores, over the run) by process group: %s",
+		a.writesSummary(replicas), a.countersSummary(m1, replicas), a.passesSummary(t1), a.cpuSummary(cpu1, machine1, elapsed))
+}
+
+func perReplica(v float64, replicas int) string { return fmt.Sprintf("%.2f", v/float64(replicas)) }
+
+// writesSummary is each collection's writes per replica and when 50%,
+// 90% and 99% of them were seen.
+func (a *b1Account) writesSummary(replicas int) string {
 	var parts []string
-	keys := make([]string, 0, len(a.kinds))
-	for k := range a.kinds {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(a.kinds)) {
 		w := a.kinds[k]
 		if w.puts+w.deletes < replicas/100 {
 			continue // the run's few writes elsewhere (heartbeats, events)
 		}
 		slices.Sort(w.at)
+		at := func(pct int) string { return fmtSecs(w.at[len(w.at)*pct/100].Seconds()) }
 		parts = append(parts, fmt.Sprintf("%s %s puts, %s deletes, %s txns, %.0f B/replica, 50%% by %s, 90%% by %s, 99%% by %s", k,
-			per(float64(w.puts)), per(float64(w.deletes)), per(float64(w.txns)), float64(w.bytes)/float64(replicas),
-			fmtSecs(w.at[len(w.at)/2].Seconds()), fmtSecs(w.at[len(w.at)*9/10].Seconds()), fmtSecs(w.at[len(w.at)*99/100].Seconds())))
+			perReplica(float64(w.puts), replicas), perReplica(float64(w.deletes), replicas), perReplica(float64(w.txns), replicas),
+			float64(w.bytes)/float64(replicas), at(50), at(90), at(99)))
 	}
+	return strings.Join(parts, "; ")
+}
+
+// countersSummary is each etcd counter's growth per replica, by tier.
+func (a *b1Account) countersSummary(m1 map[string]float64, replicas int) string {
 	var ms []string
 	for _, name := range etcdCounters {
 		for _, tier := range []string{"global", "region"} {
 			k := tier + " " + name
-			ms = append(ms, fmt.Sprintf("%s %s", k, per(m1[k]-a.metrics0[k])))
+			ms = append(ms, fmt.Sprintf("%s %s", k, perReplica(m1[k]-a.metrics0[k], replicas)))
 		}
 	}
+	return strings.Join(ms, ", ")
+}
+
+// passesSummary is each tier's controller passes during the run.
+func (a *b1Account) passesSummary(t1 map[string]float64) string {
 	var passes []string
 	for _, tier := range []string{"global", "region"} {
 		d := func(name string) float64 { k := tier + " " + name; return t1[k] - a.tiers0[k] }
@@ -316,24 +332,26 @@ func (a *b1Account) finish(ctx context.Context, c *cluster, replicas int, elapse
 		passes = append(passes, fmt.Sprintf("%s %.0f passes, %.0f ms, %.0f resources and %.0f writes each", tier, d("strata_controller_passes_total"),
 			1000*d("strata_controller_pass_duration_seconds_sum")/n, d("strata_controller_reconciles_total")/n, d("strata_controller_write_ops_total")/n))
 	}
-	ours := 0.0
+	return strings.Join(passes, "; ")
+}
+
+// cpuSummary is the cores each process group used over the run (and at
+// rest), the busiest first, with their sum and the whole machine's.
+func (a *b1Account) cpuSummary(cpu1 map[string]float64, machine1 float64, elapsed time.Duration) string {
+	used := func(g string) float64 { return (cpu1[g] - a.cpu0[g]) / elapsed.Seconds() }
+	ours, restOurs := 0.0, 0.0
 	for g := range cpu1 {
-		ours += cpu1[g] - a.cpu0[g]
+		ours += used(g)
 	}
-	restOurs := 0.0
 	for _, v := range a.rest {
 		restOurs += v
 	}
 	cpus := []string{fmt.Sprintf("all of them %.2f (the machine: %.2f of %d; at rest before the run: %.2f, the machine %.2f)",
-		ours/elapsed.Seconds(), (machine1-a.machine0)/elapsed.Seconds(), runtime.NumCPU(), restOurs, a.restMachine)}
-	groups := make([]string, 0, len(cpu1))
-	for g := range cpu1 {
-		groups = append(groups, g)
-	}
-	sort.Slice(groups, func(i, j int) bool { return cpu1[groups[i]]-a.cpu0[groups[i]] > cpu1[groups[j]]-a.cpu0[groups[j]] })
+		ours, (machine1-a.machine0)/elapsed.Seconds(), runtime.NumCPU(), restOurs, a.restMachine)}
+	groups := slices.Collect(maps.Keys(cpu1))
+	sort.Slice(groups, func(i, j int) bool { return used(groups[i]) > used(groups[j]) })
 	for _, g := range groups {
-		cpus = append(cpus, fmt.Sprintf("%s %.2f (at rest %.2f)", g, (cpu1[g]-a.cpu0[g])/elapsed.Seconds(), a.rest[g]))
+		cpus = append(cpus, fmt.Sprintf("%s %.2f (at rest %.2f)", g, used(g), a.rest[g]))
 	}
-	return fmt.Sprintf("writes by collection, per replica (from watches of both tiers' etcd): %s. etcd counters per replica (summed over each tier's members): %s. Controllers' passes (mean): %s. CPU (cores, over the run) by process group: %s",
-		strings.Join(parts, "; "), strings.Join(ms, ", "), strings.Join(passes, "; "), strings.Join(cpus, ", "))
+	return strings.Join(cpus, ", ")
 }
