@@ -213,7 +213,14 @@ var controllerCounters = []string{
 	"strata_controller_pass_duration_seconds_sum",
 	"strata_controller_reconciles_total",
 	"strata_controller_write_ops_total",
+	`strata_controller_pass_phase_seconds_sum{phase="catchup"`,
+	`strata_controller_pass_phase_seconds_sum{phase="plan"`,
+	`strata_controller_pass_phase_seconds_sum{phase="commit"`,
+	`strata_controller_pass_phase_seconds_sum{phase="readback"`,
 }
+
+// passPhases are the phases of a pass the controllers time.
+var passPhases = []string{"catchup", "plan", "commit", "readback"}
 
 // controllerMetrics reads controllerCounters from the global replicas
 // and the region's replicas (only a leader counts passes), keyed "tier
@@ -329,8 +336,12 @@ func (a *b1Account) passesSummary(t1 map[string]float64) string {
 	for _, tier := range []string{"global", "region"} {
 		d := func(name string) float64 { k := tier + " " + name; return t1[k] - a.tiers0[k] }
 		n := max(d("strata_controller_passes_total"), 1)
-		passes = append(passes, fmt.Sprintf("%s %.0f passes, %.0f ms, %.0f resources and %.0f writes each", tier, d("strata_controller_passes_total"),
-			1000*d("strata_controller_pass_duration_seconds_sum")/n, d("strata_controller_reconciles_total")/n, d("strata_controller_write_ops_total")/n))
+		var phases []string
+		for _, ph := range passPhases {
+			phases = append(phases, fmt.Sprintf("%s %.0f ms", ph, 1000*d(`strata_controller_pass_phase_seconds_sum{phase="`+ph+`"`)/n))
+		}
+		passes = append(passes, fmt.Sprintf("%s %.0f passes, %.0f ms (%s), %.0f resources and %.0f writes each", tier, d("strata_controller_passes_total"),
+			1000*d("strata_controller_pass_duration_seconds_sum")/n, strings.Join(phases, ", "), d("strata_controller_reconciles_total")/n, d("strata_controller_write_ops_total")/n))
 	}
 	return strings.Join(passes, "; ")
 }

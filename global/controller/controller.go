@@ -246,11 +246,14 @@ func (c *Controller) pass(ctx context.Context, guard Guard, keys []string) (err 
 	start := time.Now()
 	w := newWrites(c.o.State)
 	defer func() { c.o.Metrics.Pass(start, len(keys), w.ops(), err) }()
+	lap := c.o.Metrics.Lap()
 	cat := catalog{caches: c.o.Caches, revisions: c.revisions, ctx: ctx}
 	for _, key := range keys {
 		c.reconcile(now, w, cat, key)
 	}
+	lap("plan")
 	rev, err := w.commit(ctx, guard)
+	lap("commit")
 	if err != nil {
 		// What applied stays: read it before the next pass decides.
 		_ = w.waitCaches(ctx, c.o.Caches, rev)
@@ -266,6 +269,7 @@ func (c *Controller) pass(ctx context.Context, guard Guard, keys []string) (err 
 		}
 		c.log.Warn("rollout failed; reverted", "resource", rv.Tenant+"/"+rv.Name, "failed", rv.Failed, "to", rv.To, "why", rv.Why)
 	}
+	defer lap("readback")
 	return w.waitCaches(ctx, c.o.Caches, rev)
 }
 

@@ -15,6 +15,7 @@ type Controller struct {
 	queue    prometheus.Gauge
 	keys     prometheus.Counter
 	writes   prometheus.Counter
+	phases   *prometheus.HistogramVec
 }
 
 // Controller returns the metrics of the tier's controller.
@@ -26,6 +27,22 @@ func (r *Registry) Controller() *Controller {
 		queue:    r.Gauge("strata_controller_queue_depth", "Resources waiting to be reconciled at the start of the last pass."),
 		keys:     r.Counter("strata_controller_reconciles_total", "Resources reconciled."),
 		writes:   r.Counter("strata_controller_write_ops_total", "etcd operations written by the controller."),
+		phases:   r.HistogramVec("strata_controller_pass_phase_seconds", "Time of each phase of a reconcile pass (catchup, plan, commit, readback).", "phase"),
+	}
+}
+
+// Lap starts timing a pass's phases: each call of the function it
+// returns records the time since the previous call (or since Lap) as
+// phase's.
+func (c *Controller) Lap() func(phase string) {
+	if c == nil {
+		return func(string) {}
+	}
+	last := time.Now()
+	return func(phase string) {
+		now := time.Now()
+		c.phases.WithLabelValues(phase).Observe(now.Sub(last).Seconds())
+		last = now
 	}
 }
 

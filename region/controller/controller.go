@@ -220,9 +220,11 @@ func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string)
 	start := time.Now()
 	ops := 0
 	defer func() { c.o.Metrics.Pass(start, len(keys), ops, err) }()
+	lap := c.o.Metrics.Lap()
 	if err := c.catchUp(ctx); err != nil {
 		return err
 	}
+	lap("catchup")
 	p := newPlan(c.o.State)
 	view := c.newView(now)
 	seen := make(map[string]bool, len(keys))
@@ -234,11 +236,13 @@ func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string)
 		c.reconcile(view, p, key)
 	}
 	c.reconcileDrains(view, p)
+	lap("plan")
 	if p.empty() {
 		return nil
 	}
 	ops = p.ops()
 	rev, err := p.commit(ctx, guard)
+	lap("commit")
 	for name, pool := range view.pools {
 		c.ipamNext[name] = pool.Next()
 	}
@@ -256,7 +260,9 @@ func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string)
 	// those of a commit that stopped half-way: they stay.
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if werr := p.waitCaches(wctx, c.o.Caches, rev); werr != nil && err == nil {
+	werr := p.waitCaches(wctx, c.o.Caches, rev)
+	lap("readback")
+	if werr != nil && err == nil {
 		err = werr
 	}
 	if err != nil {
