@@ -82,8 +82,8 @@ type Cache[T any] struct {
 	synced   chan struct{}
 	progress chan struct{}
 	running  atomic.Bool
-	// shared watch feeds the cache when it joined one (WithSharedWatch); nil when
-	// the cache runs a watch of its own.
+	// shared feeds the cache when it joined one (WithSharedWatch); nil
+	// when the cache runs a watch of its own.
 	shared *SharedWatch
 
 	mu sync.RWMutex
@@ -143,11 +143,11 @@ func NewCache[T any](c *Collection[T], opts ...CacheOption) *Cache[T] {
 // Run fills the cache and keeps it current until ctx is done, then returns
 // ctx.Err(). Only one Run may be active at a time; the cache keeps its
 // contents after Run returns and a later Run picks up from a fresh list.
-// A cache fed by a shared watch (WithSharedWatch) does not run on its own: Run the
-// shared watch.
+// A cache fed by a shared watch (WithSharedWatch) does not run on its
+// own: run the shared watch.
 func (c *Cache[T]) Run(ctx context.Context) error {
 	if c.shared != nil {
-		return fmt.Errorf("store: the cache of %s is fed by its shared watch: run the shared watch", c.coll.prefix)
+		return fmt.Errorf("store: the cache of %s is fed by a shared watch: run that", c.coll.prefix)
 	}
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("store: cache is already running")
@@ -233,12 +233,13 @@ func (c *Cache[T]) Rev() int64 {
 // read-your-writes: pass the revision a write returned. rev may come from a
 // write outside the collection; the cache then asks etcd to confirm its
 // progress rather than wait for a change of its own. A cache fed by a
-// shared watch (WithSharedWatch) asks only once progressRetry passed without the
-// shared watch receiving rev: what its readers wait for is normally written
-// under the shared watch's prefix, so the shared watch's next batches bring it. Once
-// it returns, the WithOnChange subscribers have been handed every change
-// up to rev: a watch that subscribes to them next and then lists the cache
-// gets each of those changes once, in its list, never again as a change.
+// shared watch (WithSharedWatch) asks only once progressRetry passed
+// without the watch receiving rev: what its readers wait for is normally
+// written under the watch's prefix, so the watch's next batches bring it.
+// Once it returns, the WithOnChange subscribers have been handed every
+// change up to rev: a watch that subscribes to them next and then lists
+// the cache gets each of those changes once, in its list, never again as
+// a change.
 func (c *Cache[T]) WaitForRev(ctx context.Context, rev int64) error {
 	var tick *time.Ticker
 	ask := c.shared == nil
@@ -267,8 +268,8 @@ func (c *Cache[T]) WaitForRev(ctx context.Context, rev int64) error {
 }
 
 // askProgress asks the watch feeding the cache for an etcd progress
-// notification, unless rev is on its way to the cache already: a shared watch
-// that has received it hands it to every member.
+// notification, unless rev is on its way to the cache already: a shared
+// watch that has received it hands it to every member.
 func (c *Cache[T]) askProgress(rev int64) {
 	progress := c.progress
 	if c.shared != nil {

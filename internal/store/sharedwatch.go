@@ -12,17 +12,18 @@ import (
 // SharedWatch feeds several caches of one store from one watch over their
 // common prefix, so that they move together: every batch of events (one
 // watch response, in revision order) and every progress notification is
-// handed to each member, the members with no change in it included, before
-// the next. Once one member is current at revision R, the shared watch has
-// received R, and every other member is current at R as soon as the batch
-// in hand is delivered: WaitForRev on a member needs no progress request
-// from etcd for a revision the shared watch has received. Caches that each
+// handed to each member, those with no change in it included, before the
+// next. Once one member is current at revision R, the watch has received
+// R, and every other member is current at R as soon as the batch in hand
+// is delivered: WaitForRev on a member asks etcd for no progress
+// notification for a revision the watch has received. Caches that each
 // follow a watch of their own give no such order: one may run ahead of
-// another, and only a progress request (an etcd round trip, or more) tells
-// a quiet one it has caught up.
+// another, and only a progress request (an etcd round trip, or more)
+// tells a quiet one it has caught up.
 //
-// A cache joins with WithSharedWatch when it is made; Run runs the shared watch, not
-// its members. Keys under the prefix that no member holds are skipped.
+// A cache joins with WithSharedWatch when it is made; Run runs the shared
+// watch, not its members. Keys under the prefix that no member holds are
+// skipped.
 type SharedWatch struct {
 	s        *Store
 	prefix   string
@@ -42,8 +43,8 @@ type watchMember interface {
 	apply(events []Event, rev int64)
 }
 
-// NewSharedWatch returns a shared watch over prefix (relative to the store prefix;
-// "" is the whole store). Caches join it with WithSharedWatch; Run feeds them.
+// NewSharedWatch returns a shared watch over prefix (relative to the
+// store prefix; "" is the whole store). Caches join it with WithSharedWatch; Run feeds them.
 func NewSharedWatch(s *Store, prefix string) *SharedWatch {
 	return &SharedWatch{
 		s:        s,
@@ -76,7 +77,7 @@ func (st *SharedWatch) join(s *Store, m watchMember) {
 			panic(fmt.Sprintf("store: caches of %q and %q overlap in one shared watch", p, o.Prefix()))
 		}
 	}
-	i, _ := slices.BinarySearchFunc(st.members, p, func(o watchMember, p string) int { return strings.Compare(o.Prefix(), p) })
+	i, _ := slices.BinarySearchFunc(st.members, p, byPrefix)
 	st.members = slices.Insert(st.members, i, m)
 }
 
@@ -147,7 +148,7 @@ func split[E any](st *SharedWatch, items []E, key func(E) string) [][]E {
 func (st *SharedWatch) member(key string) int {
 	// The candidate is the last member whose prefix sorts at or before
 	// key: members never contain one another.
-	i, found := slices.BinarySearchFunc(st.members, key, func(m watchMember, k string) int { return strings.Compare(m.Prefix(), k) })
+	i, found := slices.BinarySearchFunc(st.members, key, byPrefix)
 	if !found {
 		i--
 	}
@@ -156,3 +157,5 @@ func (st *SharedWatch) member(key string) int {
 	}
 	return -1
 }
+
+func byPrefix(m watchMember, key string) int { return strings.Compare(m.Prefix(), key) }
