@@ -44,7 +44,8 @@ type watchMember interface {
 }
 
 // NewSharedWatch returns a shared watch over prefix (relative to the
-// store prefix; "" is the whole store). Caches join it with WithSharedWatch; Run feeds them.
+// store prefix; "" is the whole store). Caches join it with
+// WithSharedWatch; Run feeds them.
 func NewSharedWatch(s *Store, prefix string) *SharedWatch {
 	return &SharedWatch{
 		s:        s,
@@ -54,10 +55,10 @@ func NewSharedWatch(s *Store, prefix string) *SharedWatch {
 	}
 }
 
-// WithSharedWatch has the cache fed by st instead of a watch of its own (see
-// SharedWatch). The cache's collection must be of st's store and under its
-// prefix, and no other member's prefix may contain it or lie within it;
-// NewCache panics otherwise, or if st is running.
+// WithSharedWatch has the cache fed by st instead of a watch of its own
+// (see SharedWatch). The cache's collection must be of st's store and
+// under its prefix, and no other member's prefix may contain it or lie
+// within it; NewCache panics otherwise, or if st is running.
 func WithSharedWatch(st *SharedWatch) CacheOption {
 	return func(o *cacheOptions) { o.shared = st }
 }
