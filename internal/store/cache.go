@@ -34,6 +34,7 @@ type cacheOptions struct {
 	onChange []any // func([]Change[T]) for the cache's T
 	indexes  []namedIndex
 	compact  []any // func(string, *T) for the cache's T
+	shared   *SharedWatch
 }
 
 // WithOnChange subscribes fn to a cache's changes. fn is called from the
@@ -83,6 +84,9 @@ type Cache[T any] struct {
 	synced   chan struct{}
 	progress chan struct{}
 	running  atomic.Bool
+	// shared feeds the cache when it joined one (WithSharedWatch); nil
+	// when the cache runs a watch of its own.
+	shared *SharedWatch
 
 	mu sync.RWMutex
 	// items and rev change only in the Run goroutine (under mu), which may
@@ -131,13 +135,22 @@ func NewCache[T any](c *Collection[T], opts ...CacheOption) *Cache[T] {
 		}
 		cache.compact = append(cache.compact, f)
 	}
+	if o.shared != nil {
+		cache.shared = o.shared
+		o.shared.join(c.s, cache)
+	}
 	return cache
 }
 
 // Run fills the cache and keeps it current until ctx is done, then returns
 // ctx.Err(). Only one Run may be active at a time; the cache keeps its
 // contents after Run returns and a later Run picks up from a fresh list.
+// A cache fed by a shared watch (WithSharedWatch) does not run on its
+// own: run the shared watch.
 func (c *Cache[T]) Run(ctx context.Context) error {
+	if c.shared != nil {
+		return fmt.Errorf("store: the cache of %s is fed by a shared watch: run that", c.coll.prefix)
+	}
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("store: cache is already running")
 	}
@@ -221,12 +234,17 @@ func (c *Cache[T]) Rev() int64 {
 // WaitForRev blocks until the cache is current at rev or later, for
 // read-your-writes: pass the revision a write returned. rev may come from a
 // write outside the collection; the cache then asks etcd to confirm its
-// progress rather than wait for a change of its own. Once it returns, the
-// WithOnChange subscribers have been handed every change up to rev: a
-// stream that subscribes to them next and then lists the cache gets each
-// of those changes once, in its list, never again as a change.
+// progress rather than wait for a change of its own. A cache fed by a
+// shared watch (WithSharedWatch) asks only once progressRetry passed
+// without the watch receiving rev: what its readers wait for is normally
+// written under the watch's prefix, so the watch's next batches bring it.
+// Once it returns, the WithOnChange subscribers have been handed every
+// change up to rev: a watch that subscribes to them next and then lists
+// the cache gets each of those changes once, in its list, never again as
+// a change.
 func (c *Cache[T]) WaitForRev(ctx context.Context, rev int64) error {
 	var tick *time.Ticker
+	ask := c.shared == nil
 	for {
 		c.mu.RLock()
 		cur, revc := c.told, c.revc
@@ -234,9 +252,8 @@ func (c *Cache[T]) WaitForRev(ctx context.Context, rev int64) error {
 		if cur >= rev {
 			return nil
 		}
-		select {
-		case c.progress <- struct{}{}:
-		default: // a request is pending already
+		if ask {
+			c.askProgress(rev)
 		}
 		if tick == nil {
 			tick = time.NewTicker(progressRetry)
@@ -245,9 +262,28 @@ func (c *Cache[T]) WaitForRev(ctx context.Context, rev int64) error {
 		select {
 		case <-revc:
 		case <-tick.C:
+			ask = true
 		case <-ctx.Done():
 			return fmt.Errorf("store: wait for revision %d (cache at %d): %w", rev, cur, ctx.Err())
 		}
+	}
+}
+
+// askProgress asks the watch feeding the cache for an etcd progress
+// notification, unless rev is on its way to the cache already: a shared
+// watch that has received it hands it to every member.
+func (c *Cache[T]) askProgress(rev int64) {
+	progress := c.progress
+	if c.shared != nil {
+		if c.shared.has(rev) {
+			return
+		}
+		progress = c.shared.progress
+	}
+	c.coll.s.progressAsked.Add(1)
+	select {
+	case progress <- struct{}{}:
+	default: // a request is pending already
 	}
 }
 

@@ -77,6 +77,10 @@ type Store struct {
 	prefix string
 	log    *slog.Logger
 	limit  *txnLimit
+	// progressAsked counts the times a cache of the store asked its watch
+	// for a progress request (see Cache.WaitForRev), which tests of the
+	// read paths that need none keep at zero.
+	progressAsked *atomic.Int64
 }
 
 // DefaultMaxTxnOps is stock etcd's --max-txn-ops, the store's limit unless
@@ -121,7 +125,7 @@ func New(cli *clientv3.Client, prefix string, opts ...Option) *Store {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	s := &Store{cli: cli, prefix: prefix, log: slog.New(slog.DiscardHandler), limit: &txnLimit{}}
+	s := &Store{cli: cli, prefix: prefix, log: slog.New(slog.DiscardHandler), limit: &txnLimit{}, progressAsked: new(atomic.Int64)}
 	s.limit.n.Store(DefaultMaxTxnOps)
 	for _, o := range opts {
 		o(s)

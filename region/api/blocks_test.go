@@ -147,17 +147,15 @@ func TestRegisterRetriesPastABlockItsCacheMissed(t *testing.T) {
 	if err := lag.WaitSynced(e.ctx()); err != nil {
 		t.Fatal(err)
 	}
-	frozen := state.NewCaches(e.st).Blocks
+	frozen := state.NewCaches(e.st)
 	stop := storetest.Go(t, frozen.Run)
-	select {
-	case <-frozen.Synced():
-	case <-e.ctx().Done():
-		t.Fatal("block cache never synced")
+	if err := frozen.WaitSynced(e.ctx()); err != nil {
+		t.Fatal(err)
 	}
 	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	lag.Blocks = frozen
+	lag.Blocks = frozen.Blocks
 	client := e.replica(func(o *Options) { o.Caches = lag })
 
 	// Another replica took the block n1 would pick first.

@@ -306,14 +306,14 @@ func (c *Controller) surface(ctx context.Context, guard store.Guard, now time.Ti
 }
 
 // catchUp makes the pass's view causally consistent with the placements
-// it acts on. Each cache follows its own watch, so the placements' may run
-// ahead of the nodes': a resource created right after a node registered
-// would be placed as if the node did not exist, and placements stay where
-// they are put. It waits until the caches holding what others write and
-// the scheduler reads (nodes, their status, drains, networks) have seen
-// every change up to the newest placement. Quiet caches confirm that with
-// one progress request each, concurrently; passes that no new placement
-// triggered do not wait at all.
+// it acts on: a resource created right after a node registered must not
+// be placed as if the node did not exist, and placements stay where they
+// are put. It waits until the caches holding what others write and the
+// scheduler reads (nodes, their status, drains, networks) have seen every
+// change up to the newest placement. One watch feeds every region cache
+// (state.Caches), so once the placements are at a revision the others are
+// there or get there with the watch's batch in hand: the wait asks etcd
+// nothing, and passes that no new placement triggered do not wait at all.
 func (c *Controller) catchUp(ctx context.Context) error {
 	cs := c.o.Caches
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -7,10 +7,18 @@ import (
 
 // Caches are the in-memory copies of a region's collections, shared by
 // every component of one region process (API, controller, monitor): one
-// list+watch per collection, however many readers.
+// list and one watch over the whole region, however many readers.
+//
+// One watch feeds every cache (Watch), so they move together: once one
+// cache holds revision R, the others hold it as soon as the watch's batch
+// in hand is delivered, with no etcd round trip. A reader acting on one
+// cache's newest change (the controller on a placement) sees nodes,
+// drains and networks at least as new without asking etcd.
 type Caches struct {
 	// CacheSet runs them, waits for them and checks them together.
 	store.CacheSet
+	// Watch feeds every cache below.
+	Watch *store.SharedWatch
 
 	Placements  *store.Cache[api.Placement]
 	Shares      *store.Cache[Share]
@@ -38,22 +46,23 @@ type Caches struct {
 
 // NewCaches returns the caches of st; Run fills them.
 func NewCaches(st *State) *Caches {
-	c := &Caches{}
-	c.Placements = store.NewCache(st.Placements, store.WithOnChange(c.PlacementFeed.Publish))
-	c.Shares = store.NewCache(st.Shares, store.WithOnChange(c.ShareFeed.Publish))
-	c.Assignments = store.NewCache(st.Assignments, store.WithOnChange(c.AssignmentFeed.Publish),
+	c := &Caches{Watch: store.NewSharedWatch(st.Store, "")}
+	w := store.WithSharedWatch(c.Watch)
+	c.Placements = store.NewCache(st.Placements, w, store.WithOnChange(c.PlacementFeed.Publish))
+	c.Shares = store.NewCache(st.Shares, w, store.WithOnChange(c.ShareFeed.Publish))
+	c.Assignments = store.NewCache(st.Assignments, w, store.WithOnChange(c.AssignmentFeed.Publish),
 		store.WithIndex(AssignmentsByNode, assignmentNode), store.WithIndex(AssignmentsByTenant, assignmentTenant),
 		store.WithCompact(compactAssignment))
-	c.Statuses = store.NewCache(st.Statuses, store.WithOnChange(c.StatusFeed.Publish), store.WithCompact(compactStatus))
-	c.Nodes = store.NewCache(st.Nodes, store.WithOnChange(c.NodeFeed.Publish))
-	c.NodeStatus = store.NewCache(st.NodeStatus, store.WithOnChange(c.NodeStatusFeed.Publish))
-	c.Drains = store.NewCache(st.Drains, store.WithOnChange(c.DrainFeed.Publish))
-	c.Networks = store.NewCache(st.Networks)
-	c.Ports = store.NewCache(st.Ports, store.WithCompact(compactPort))
-	c.Blocks = store.NewCache(st.Blocks, store.WithIndex(BlocksByNode, blockNode))
-	c.Policies = store.NewCache(st.Policies, store.WithOnChange(c.PolicyFeed.Publish))
-	c.Meta = store.NewCache(st.Meta)
-	c.CacheSet = store.NewCacheSet("region", c.Placements, c.Shares, c.Assignments, c.Statuses, c.Nodes, c.NodeStatus, c.Drains, c.Networks, c.Ports, c.Blocks, c.Policies, c.Meta)
+	c.Statuses = store.NewCache(st.Statuses, w, store.WithOnChange(c.StatusFeed.Publish), store.WithCompact(compactStatus))
+	c.Nodes = store.NewCache(st.Nodes, w, store.WithOnChange(c.NodeFeed.Publish))
+	c.NodeStatus = store.NewCache(st.NodeStatus, w, store.WithOnChange(c.NodeStatusFeed.Publish))
+	c.Drains = store.NewCache(st.Drains, w, store.WithOnChange(c.DrainFeed.Publish))
+	c.Networks = store.NewCache(st.Networks, w)
+	c.Ports = store.NewCache(st.Ports, w, store.WithCompact(compactPort))
+	c.Blocks = store.NewCache(st.Blocks, w, store.WithIndex(BlocksByNode, blockNode))
+	c.Policies = store.NewCache(st.Policies, w, store.WithOnChange(c.PolicyFeed.Publish))
+	c.Meta = store.NewCache(st.Meta, w)
+	c.CacheSet = store.NewCacheSet("region", c.Watch)
 	return c
 }
 

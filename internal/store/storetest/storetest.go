@@ -75,6 +75,10 @@ func Run(t *testing.T, newStore func(t *testing.T) *store.Store) {
 		{"CacheRelistDiff", testCacheRelistDiff},
 		{"CacheDecodeError", testCacheDecodeError},
 		{"CacheConcurrentReads", testCacheConcurrentReads},
+		{"SharedWatchRead", testSharedWatchRead},
+		{"SharedWatchWaitForRevOutsidePrefix", testSharedWatchWaitOutside},
+		{"SharedWatchJoin", testSharedWatchJoin},
+		{"SharedWatchRelist", testSharedWatchRelist},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
