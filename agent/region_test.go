@@ -44,16 +44,16 @@ type fakeRegion struct {
 	hold chan struct{}
 	// split > 0 sends snapshots in batches of split assignments, only the
 	// first marked snapshot (a snapshot too large for one message).
-	split       int
-	reregister  bool
+	split      int
+	reregister bool
 	// unaryBeats serves AgentService without StreamHeartbeats, as a
 	// region older than it does.
 	unaryBeats    bool
 	beatStreams   int
 	streamedBeats int
 	beatQuits     []chan struct{}
-	heartbeatMS int64
-	reportErr   error
+	heartbeatMS   int64
+	reportErr     error
 	// reportGate, when set, holds every ReportStatus call until it is
 	// closed (a region slow to answer); a call given up meanwhile is not
 	// recorded.
