@@ -31,11 +31,11 @@ type beatStream struct {
 	clock    func() time.Time
 
 	stream grpc.BidiStreamingClient[agentv1.HeartbeatRequest, agentv1.HeartbeatResponse]
+	// ctx is the stream's, cancelled by close (or a beat's timeout).
+	ctx    context.Context
 	cancel context.CancelFunc
 	// unaryUntil is when to try the stream again.
 	unaryUntil time.Time
-	// opened counts the streams opened (tests read it).
-	opened int
 }
 
 // errBeatTimeout is a beat whose response did not come within the bound.
@@ -48,10 +48,11 @@ func (b *beatStream) beat(ctx context.Context, req *agentv1.HeartbeatRequest) (*
 	}
 	// An open stream may have broken since the last beat (the region
 	// restarted, its leader moved): one fresh stream is worth a try
-	// before the beat counts as failed.
+	// before the beat counts as failed. A region that let a beat time
+	// out is not asked twice.
 	fresh := b.stream == nil
 	resp, err := b.send(ctx, req)
-	if err != nil && !fresh && ctx.Err() == nil && !isUnimplemented(err) {
+	if err != nil && !fresh && ctx.Err() == nil && !isUnimplemented(err) && !errors.Is(err, errBeatTimeout) {
 		resp, err = b.send(ctx, req)
 	}
 	if isUnimplemented(err) {
@@ -62,20 +63,14 @@ func (b *beatStream) beat(ctx context.Context, req *agentv1.HeartbeatRequest) (*
 }
 
 // send sends req on the stream (opening one if none is open) and reads
-// its response; on any failure the stream is closed.
+// its response, all within the timeout; on any failure the stream is
+// closed.
 func (b *beatStream) send(ctx context.Context, req *agentv1.HeartbeatRequest) (*agentv1.HeartbeatResponse, error) {
 	if b.stream == nil {
-		sctx, cancel := context.WithCancel(ctx)
-		stream, err := b.client.StreamHeartbeats(sctx)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		b.stream, b.cancel = stream, cancel
-		b.opened++
+		b.ctx, b.cancel = context.WithCancel(ctx)
 	}
-	// A stream read has no deadline of its own: a region that stops
-	// answering is given up by cancelling the stream.
+	// A stream's open and reads have no deadline of their own: a region
+	// that does not answer is given up by cancelling the stream.
 	var timedOut atomic.Bool
 	cancel := b.cancel
 	watchdog := time.AfterFunc(b.timeout, func() { timedOut.Store(true); cancel() })
@@ -91,6 +86,13 @@ func (b *beatStream) send(ctx context.Context, req *agentv1.HeartbeatRequest) (*
 }
 
 func (b *beatStream) roundTrip(req *agentv1.HeartbeatRequest) (*agentv1.HeartbeatResponse, error) {
+	if b.stream == nil {
+		stream, err := b.client.StreamHeartbeats(b.ctx)
+		if err != nil {
+			return nil, err
+		}
+		b.stream = stream
+	}
 	// Send reports a broken stream as io.EOF; Recv says why.
 	if err := b.stream.Send(req); err != nil {
 		if _, rerr := b.stream.Recv(); rerr != nil {
@@ -109,12 +111,13 @@ func (b *beatStream) unary(ctx context.Context, req *agentv1.HeartbeatRequest) (
 
 // close ends the open stream, if any.
 func (b *beatStream) close() {
-	if b.stream == nil {
-		return
+	if b.stream != nil {
+		_ = b.stream.CloseSend()
 	}
-	_ = b.stream.CloseSend()
-	b.cancel()
-	b.stream, b.cancel = nil, nil
+	if b.cancel != nil {
+		b.cancel()
+	}
+	b.stream, b.ctx, b.cancel = nil, nil, nil
 }
 
 func isUnimplemented(err error) bool {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -130,5 +131,31 @@ func TestHeartbeatStreamAfterRegionUpgrade(t *testing.T) {
 	beat(5)
 	if streams, streamed, unary := region.beatCounts(); streams != 1 || streamed != 2 || unary != 3 {
 		t.Errorf("after unaryFor: got %d streams, %d streamed and %d unary beats; want 1 stream carrying 2", streams, streamed, unary)
+	}
+}
+
+// TestSilentHeartbeatStreamGivenUp checks that a beat the region does not
+// answer fails once the call bound has passed, and that the next beat
+// goes on a new stream.
+func TestSilentHeartbeatStreamGivenUp(t *testing.T) {
+	gate := make(chan struct{})
+	region := newFakeRegion(t, func(r *fakeRegion) { r.beatGate = gate })
+	cc := transporttest.Dial(t, region.endpoint(), transport.Insecure(), transport.AnyServer())
+	b := &beatStream{client: agentv1.NewAgentServiceClient(cc), timeout: 100 * time.Millisecond, unaryFor: time.Minute, clock: time.Now}
+	defer b.close()
+	if _, err := b.beat(t.Context(), &agentv1.HeartbeatRequest{Node: "node-1", Seq: 1}); !errors.Is(err, errBeatTimeout) {
+		t.Fatalf("unanswered beat: got %v; want %v", err, errBeatTimeout)
+	}
+	if b.stream != nil {
+		t.Errorf("got the silent stream kept; want it closed")
+	}
+	region.configure(func(r *fakeRegion) { r.beatGate = nil })
+	close(gate)
+	b.timeout = waitLong
+	if _, err := b.beat(t.Context(), &agentv1.HeartbeatRequest{Node: "node-1", Seq: 2}); err != nil {
+		t.Fatalf("beat after the region answers again: %v", err)
+	}
+	if streams, streamed, unary := region.beatCounts(); streams != 2 || unary != 0 || streamed < 1 {
+		t.Errorf("got %d streams, %d streamed and %d unary beats; want 2 streams", streams, streamed, unary)
 	}
 }

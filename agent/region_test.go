@@ -52,8 +52,11 @@ type fakeRegion struct {
 	beatStreams   int
 	streamedBeats int
 	beatQuits     []chan struct{}
-	heartbeatMS   int64
-	reportErr     error
+	// beatGate, when set, holds every beat on a stream until it is
+	// closed (a region that stopped answering).
+	beatGate    chan struct{}
+	heartbeatMS int64
+	reportErr   error
 	// reportGate, when set, holds every ReportStatus call until it is
 	// closed (a region slow to answer); a call given up meanwhile is not
 	// recorded.
@@ -188,6 +191,16 @@ func (r *fakeRegion) StreamHeartbeats(stream grpc.BidiStreamingServer[agentv1.He
 		case err := <-errs:
 			return err
 		case req := <-reqs:
+			r.mu.Lock()
+			gate := r.beatGate
+			r.mu.Unlock()
+			if gate != nil {
+				select {
+				case <-gate:
+				case <-stream.Context().Done():
+					return stream.Context().Err()
+				}
+			}
 			resp, _ := r.Heartbeat(stream.Context(), req)
 			r.mu.Lock()
 			r.streamedBeats++
