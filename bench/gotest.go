@@ -119,18 +119,27 @@ func (s *suite) c1(ctx context.Context) error {
 	return nil
 }
 
+// v1Pairs is the least number of boots each way V1 takes: a TCG boot
+// varies by more than a second from one to the next, so a handful of
+// boots cannot settle a 10% target.
+const v1Pairs = 10
+
 // v1 times a VM from the provider's Apply to the guest's init marker,
 // against raw virsh create of the same domain XML until the same marker,
 // from the libvirt provider's BootTime test (it boots both ways, twice a
-// run; run until there are s.o.rounds boots each way).
+// run). Each round of that test boots one way right after the other, so
+// the ratio is the median of the rounds' own ratios: noise from the host
+// that lasts longer than a pair of boots cancels out of it.
 func (s *suite) v1(ctx context.Context) error {
-	cmd := exec.CommandContext(ctx, "go", "test", "-count", fmt.Sprint((s.o.rounds+1)/2), "-v", "-run", "^TestQEMU$/^BootTime$", "./providers/libvirt")
+	count := max((s.o.rounds+1)/2, v1Pairs/2)
+	cmd := exec.CommandContext(ctx, "go", "test", "-count", fmt.Sprint(count), "-v", "-run", "^TestQEMU$/^BootTime$", "./providers/libvirt")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("go test TestQEMU/BootTime: %v\n%s", err, tailOf(string(out), 15))
 	}
 	re := regexp.MustCompile(`domain type (\w+)\): provider Apply ([0-9.]+m?s) \(call ([0-9.]+m?s)\); virsh create ([0-9.]+m?s) \(call ([0-9.]+m?s)\)`)
 	var apply, applyCall, virsh, virshCall []time.Duration
+	var ratios []float64
 	accel := ""
 	for _, m := range re.FindAllStringSubmatch(string(out), -1) {
 		accel = m[1]
@@ -141,15 +150,17 @@ func (s *suite) v1(ctx context.Context) error {
 			}
 			*dst = append(*dst, d)
 		}
+		ratios = append(ratios, apply[len(apply)-1].Seconds()/virsh[len(virsh)-1].Seconds())
 	}
 	if len(apply) == 0 {
 		return fmt.Errorf("no boot times in the test output:\n%s", tailOf(string(out), 15))
 	}
-	a, v := spreadDurations(apply), spreadDurations(virsh)
+	a, v, r := spreadDurations(apply), spreadDurations(virsh), spreadFloats(ratios)
 	s.r.add(row{id: "V1", what: fmt.Sprintf("VM (%s): provider Apply → guest init marker", accel),
 		figure: a.format(fmtSecs) + fmt.Sprintf(" (Apply call %s)", spreadDurations(applyCall).format(fmtMs)),
-		target: "≤ 1.1 × virsh", met: verdict(a.med/v.med <= 1.1),
-		ratio: fmt.Sprintf("%.2f × raw virsh create → marker (%s; create call %s)", a.med/v.med, v.format(fmtSecs), fmtMs(spreadDurations(virshCall).med)),
-		notes: fmt.Sprintf("%d boots each way, alternating, each way going first in every other round.", len(apply))})
+		target: "≤ 1.1 × virsh", met: verdict(r.med <= 1.1),
+		ratio: fmt.Sprintf("%.2f (%.2f–%.2f) × raw virsh create → marker, median of %d pairs' ratios (virsh %s; create call %s)",
+			r.med, r.lo, r.hi, r.n, v.format(fmtSecs), fmtMs(spreadDurations(virshCall).med)),
+		notes: fmt.Sprintf("%d boots each way, in pairs booted back to back, each way going first in every other pair; the ratio is the median of the pairs' ratios.", len(apply))})
 	return nil
 }
