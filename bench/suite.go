@@ -284,14 +284,22 @@ func (s *suite) profile(ctx context.Context, d time.Duration, rowID, shape strin
 }
 
 // heapProfile writes the heap profile of process name (what B6's RSS
-// is made of) to file under the profiles directory; a failure only
-// loses the profile.
+// is made of) to file under the profiles directory, and its goroutine
+// profile (their stacks are the rest) next to it; a failure only loses
+// a profile.
 func (s *suite) heapProfile(ctx context.Context, name, file string) {
+	s.pprofTo(ctx, name, "heap?gc=1", file)
+	s.pprofTo(ctx, name, "goroutine", strings.Replace(file, "-heap-", "-goroutine-", 1))
+}
+
+// pprofTo writes what process name's /debug/pprof/<path> answers to
+// file under the profiles directory.
+func (s *suite) pprofTo(ctx context.Context, name, path, file string) {
 	addr := pprofAddrs[name]
 	if addr == "" || os.MkdirAll(s.o.profiles, 0o755) != nil {
 		return
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/"+path, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return

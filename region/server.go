@@ -49,11 +49,19 @@ import (
 
 // grpcReadBuffer is each gRPC connection's read buffer. Every agent holds
 // a connection to its region, so a region with 1,000 nodes holds 1,000
-// of these buffers: gRPC's default of 32 KiB took 32 MB of heap. A read
-// as large as the buffer bypasses it, and under TLS a read returns one
-// record (16 KiB at most) anyway; only a plaintext connection (insecure
-// mode) may need more reads for a burst of small frames.
-const grpcReadBuffer = 8 << 10
+// of them: gRPC's default of 32 KiB took 32 MB of heap, 8 KiB still 8 MB.
+// Under TLS (every production link) the connection buffers already:
+// crypto/tls reads as many records as the socket holds and hands them out
+// from its own buffer, so a gRPC buffer on top only copies what is
+// buffered, and there is none. Plaintext (insecure mode, one machine)
+// keeps a small one: without it every frame header would be a system
+// call.
+func grpcReadBuffer(sec *transport.Security) int {
+	if sec != nil && sec.IsInsecure() {
+		return 8 << 10
+	}
+	return 0
+}
 
 // grpcWriteBuffer is the buffer a gRPC connection gathers frames in
 // before it writes them. gRPC takes one from a pool for each flush and
@@ -256,7 +264,7 @@ func (s *Server) Run(ctx context.Context) error {
 		Logger:            s.log,
 	})
 
-	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, append(append(reg.GRPC(), grpc.ReadBufferSize(grpcReadBuffer), grpc.WriteBufferSize(grpcWriteBuffer)), transport.FixedWindows()...)...)
+	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, append(append(reg.GRPC(), grpc.ReadBufferSize(grpcReadBuffer(sec)), grpc.WriteBufferSize(grpcWriteBuffer)), transport.FixedWindows()...)...)
 	if err != nil {
 		return fmt.Errorf("region: %w", err)
 	}

@@ -7,8 +7,10 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/config"
+	stransport "github.com/stratahq/strata/internal/transport"
 )
 
 // Open connects to the etcd a tier is configured with, starting an
@@ -33,6 +35,9 @@ func Open(ctx context.Context, name string, c config.Etcd) (cli *clientv3.Client
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
 		MaxCallSendMsgSize:   32 << 20,
+		// Transactions and watch responses of tens of KiB: buffers
+		// sized to them, not gRPC's 1 MiB (see transport.Codec).
+		DialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(stransport.Codec())},
 	}
 	// An embedded member lives in this process on loopback: it has
 	// neither TLS nor users.

@@ -33,7 +33,7 @@ type CacheOption func(*cacheOptions)
 type cacheOptions struct {
 	onChange []any // func([]Change[T]) for the cache's T
 	indexes  []namedIndex
-	compact  []any // func(*T) for the cache's T
+	compact  []any // func(string, *T) for the cache's T
 }
 
 // WithOnChange subscribes fn to a cache's changes. fn is called from the
@@ -51,10 +51,12 @@ func WithOnChange[T any](fn func(changes []Change[T])) CacheOption {
 // cache stores it or anyone sees it, into an equal value that takes less
 // memory: typically fn replaces strings that thousands of objects repeat
 // (a node's, a tenant's, a resource's name) with one shared copy
-// (unique.Make). fn must not change what the value means.
+// (unique.Make), and a field that repeats the object's name with name
+// itself, which the cache holds anyway. fn must not change what the
+// value means.
 //
 // T must be the cache's type; NewCache panics otherwise.
-func WithCompact[T any](fn func(v *T)) CacheOption {
+func WithCompact[T any](fn func(name string, v *T)) CacheOption {
 	return func(o *cacheOptions) { o.compact = append(o.compact, fn) }
 }
 
@@ -77,7 +79,7 @@ type Cache[T any] struct {
 	coll     *Collection[T]
 	log      *slog.Logger
 	onChange []func([]Change[T])
-	compact  []func(*T)
+	compact  []func(string, *T)
 	synced   chan struct{}
 	progress chan struct{}
 	running  atomic.Bool
@@ -123,7 +125,7 @@ func NewCache[T any](c *Collection[T], opts ...CacheOption) *Cache[T] {
 		cache.onChange = append(cache.onChange, f)
 	}
 	for _, fn := range o.compact {
-		f, ok := fn.(func(*T))
+		f, ok := fn.(func(string, *T))
 		if !ok {
 			panic(fmt.Sprintf("store: WithCompact function %T used with a Cache[%T]", fn, *new(T)))
 		}
@@ -377,7 +379,7 @@ func (c *Cache[T]) decode(kv KV) (*Item[T], bool) {
 		return nil, false
 	}
 	for _, fn := range c.compact {
-		fn(it.Value)
+		fn(it.Name, it.Value)
 	}
 	return &it, true
 }

@@ -53,6 +53,7 @@ func NewServer(sec *Security, policy Policy, log *slog.Logger, opts ...grpc.Serv
 	}
 	base := []grpc.ServerOption{
 		grpc.Creds(creds),
+		grpc.ForceServerCodecV2(protoCodec),
 		grpc.MaxRecvMsgSize(policy.maxRecv()),
 		grpc.MaxSendMsgSize(LargeMessageBytes),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"sync"
+	"unique"
 
 	"github.com/stratahq/strata/internal/api"
 )
@@ -12,15 +13,15 @@ type index struct {
 	mu         sync.RWMutex
 	byResource map[string]map[string]struct{}
 	byNode     map[string]map[string]struct{}
-	resource   map[string]string // id → resource key
-	node       map[string]string // id → node
+	// ids holds, for each assignment, what it is indexed under and what
+	// it adds to its node's usage: one entry per replica, 20,000 in a
+	// region at production shape, so one map rather than one per field.
+	ids map[string]entry
 	// usage is what each node's assignment records take, kept as the
 	// records change so that a pass need not sum 20,000 replicas: a
 	// replica counts until its record is deleted, destroy included
 	// (conservative: it holds its resources until it is gone).
 	usage map[string]*nodeUsage
-	// counted remembers what each assignment added to usage.
-	counted map[string]counted
 }
 
 type nodeUsage struct {
@@ -32,9 +33,12 @@ type nodeUsage struct {
 	addresses int
 }
 
-type counted struct {
-	node     string
+// entry is what the index knows of one assignment: its resource key
+// (one shared copy per resource), its node ("" while unplaced) and what
+// it takes there.
+type entry struct {
 	resource string
+	node     string
 	need     api.Capacity
 	running  bool
 	address  bool
@@ -44,81 +48,89 @@ func newIndex() *index {
 	return &index{
 		byResource: map[string]map[string]struct{}{},
 		byNode:     map[string]map[string]struct{}{},
-		resource:   map[string]string{},
-		node:       map[string]string{},
+		ids:        map[string]entry{},
 		usage:      map[string]*nodeUsage{},
-		counted:    map[string]counted{},
 	}
 }
 
-// account replaces what assignment id adds to its node's usage.
-func (x *index) account(id string, now *counted) {
-	if old, ok := x.counted[id]; ok {
-		u := x.usage[old.node]
-		u.allocated = u.allocated.Sub(old.need)
-		if old.address {
-			u.addresses--
-		}
-		if old.running {
-			if u.running[old.resource]--; u.running[old.resource] <= 0 {
-				delete(u.running, old.resource)
-			}
-		}
-		delete(x.counted, id)
-	}
-	if now == nil || now.node == "" {
+// unaccount takes what e added off its node's usage.
+func (x *index) unaccount(e entry) {
+	if e.node == "" {
 		return
 	}
-	u := x.usage[now.node]
+	u := x.usage[e.node]
+	u.allocated = u.allocated.Sub(e.need)
+	if e.address {
+		u.addresses--
+	}
+	if e.running {
+		if u.running[e.resource]--; u.running[e.resource] <= 0 {
+			delete(u.running, e.resource)
+		}
+	}
+}
+
+// account adds what e takes to its node's usage.
+func (x *index) account(e entry) {
+	if e.node == "" {
+		return
+	}
+	u := x.usage[e.node]
 	if u == nil {
 		u = &nodeUsage{running: map[string]int{}}
-		x.usage[now.node] = u
+		x.usage[e.node] = u
 	}
-	u.allocated = u.allocated.Add(now.need)
-	if now.address {
+	u.allocated = u.allocated.Add(e.need)
+	if e.address {
 		u.addresses++
 	}
-	if now.running {
-		u.running[now.resource]++
+	if e.running {
+		u.running[e.resource]++
 	}
-	x.counted[id] = *now
 }
 
 func (x *index) put(a *api.Assignment) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	key := a.ResourceKey()
-	if old, ok := x.node[a.ID]; ok && old != a.Node {
-		delete(x.byNode[old], a.ID)
-	}
-	add(x.byResource, key, a.ID)
-	x.resource[a.ID] = key
-	if a.Node != "" {
-		add(x.byNode, a.Node, a.ID)
-		x.node[a.ID] = a.Node
-	}
-	c := counted{node: a.Node, resource: key, need: a.Flavor.Capacity(), running: a.Desired == api.DesiredRunning,
+	old, had := x.ids[a.ID]
+	e := entry{resource: old.resource, node: a.Node, need: a.Flavor.Capacity(), running: a.Desired == api.DesiredRunning,
 		address: a.Network != nil && a.Network.Address != ""}
+	if key := a.ResourceKey(); !had || key != old.resource {
+		if had {
+			del(x.byResource, old.resource, a.ID)
+		}
+		e.resource = unique.Make(key).Value()
+		add(x.byResource, e.resource, a.ID)
+	}
 	if !a.ExitedAt.IsZero() {
 		// A Job's exited attempt runs no more: only its address stays
 		// taken until its record goes.
-		c.need, c.running = api.Capacity{}, false
+		e.need, e.running = api.Capacity{}, false
 	}
-	x.account(a.ID, &c)
+	if had && old.node != "" && old.node != e.node {
+		del(x.byNode, old.node, a.ID)
+	}
+	if e.node != "" {
+		add(x.byNode, e.node, a.ID)
+	}
+	x.unaccount(old)
+	x.account(e)
+	x.ids[a.ID] = e
 }
 
 func (x *index) remove(a *api.Assignment) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if key, ok := x.resource[a.ID]; ok {
-		del(x.byResource, key, a.ID)
+	e, ok := x.ids[a.ID]
+	if !ok {
+		return
 	}
-	if n, ok := x.node[a.ID]; ok {
-		del(x.byNode, n, a.ID)
+	del(x.byResource, e.resource, a.ID)
+	if e.node != "" {
+		del(x.byNode, e.node, a.ID)
 	}
-	delete(x.resource, a.ID)
-	delete(x.node, a.ID)
-	x.account(a.ID, nil)
+	x.unaccount(e)
+	delete(x.ids, a.ID)
 }
 
 // nodeUsage returns a copy of what a node's replicas take.
@@ -149,8 +161,8 @@ func (x *index) addresses(node string) int {
 func (x *index) resourceOf(id string) (string, bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	k, ok := x.resource[id]
-	return k, ok
+	e, ok := x.ids[id]
+	return e.resource, ok
 }
 
 func (x *index) ofResource(key string) []string {

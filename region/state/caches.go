@@ -117,10 +117,12 @@ func assignmentTenant(_ string, a *api.Assignment) []string { return []string{a.
 // compactAssignment shares the strings that a region's replicas repeat:
 // a resource's ten replicas name the same tenant, resource, flavor and
 // image, a node's hundreds the same node, every replica the same network.
-// Per-replica strings (ID, address) stay as decoded. The replicas of one
-// revision share one compute spec (see shared): nobody may change a
-// cached assignment's Spec.Compute in place.
-func compactAssignment(a *api.Assignment) {
+// Per-replica strings stay as decoded, but for the ID: the record's name,
+// which the cache holds anyway. The replicas of one revision share one
+// compute spec (see shared): nobody may change a cached assignment's
+// Spec.Compute in place.
+func compactAssignment(name string, a *api.Assignment) {
+	shareName(&a.ID, name)
 	for _, s := range []*string{&a.Tenant, &a.Resource, &a.ResourceUID, &a.Node, &a.Spec.Flavor} {
 		store.Intern(s)
 	}
@@ -140,14 +142,25 @@ func compactAssignment(a *api.Assignment) {
 	}
 }
 
-// compactStatus shares a status's node and phase (see compactAssignment).
-func compactStatus(s *api.AssignmentStatus) {
+// compactStatus shares a status's node and phase, and its ID with its
+// record's name (see compactAssignment).
+func compactStatus(name string, s *api.AssignmentStatus) {
+	shareName(&s.ID, name)
 	store.Intern(&s.Node)
 	store.Intern(&s.Phase)
 }
 
 // compactPort shares a port's network name (see compactAssignment).
-func compactPort(p *api.Port) { store.Intern(&p.Network) }
+func compactPort(_ string, p *api.Port) { store.Intern(&p.Network) }
+
+// shareName points *s at name's memory when they are equal: a record
+// that repeats its name (an assignment's or a status's ID) then keeps one
+// copy of it, the cache's key, not two (20,000 replicas: 1.3 MB).
+func shareName(s *string, name string) {
+	if *s == name {
+		*s = name
+	}
+}
 
 // BlocksByNode indexes the Blocks cache by the node holding each block:
 // a registering node finds the block recorded for it without a look at

@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -35,9 +36,13 @@ func TestCompact(t *testing.T) {
 	var got [2]*api.Assignment
 	for i, raw := range raws {
 		a, want := decode[api.Assignment](t, raw), decode[api.Assignment](t, raw)
-		compactAssignment(a)
+		name := strings.Clone(want.ID) // the record's name, as the cache holds it
+		compactAssignment(name, a)
 		if !reflect.DeepEqual(a, want) {
 			t.Fatalf("compacted assignment %+v; want it equal to %+v", a, want)
+		}
+		if !sameMemory(a.ID, name) {
+			t.Errorf("assignment %s keeps its own copy of its ID; want its record's name", a.ID)
 		}
 		got[i] = a
 	}
@@ -61,16 +66,23 @@ func TestCompact(t *testing.T) {
 
 	const status = `{"id":"a1","node":"n1","phase":"ready","providerID":"p-1"}`
 	s1, s2, want := decode[api.AssignmentStatus](t, status), decode[api.AssignmentStatus](t, status), decode[api.AssignmentStatus](t, status)
-	compactStatus(s1)
-	compactStatus(s2)
-	if !reflect.DeepEqual(s1, want) || !sameMemory(s1.Node, s2.Node) || !sameMemory(string(s1.Phase), string(s2.Phase)) {
-		t.Errorf("got statuses %+v and %+v; want them equal to %+v, node and phase shared", s1, s2, want)
+	name := strings.Clone("a1")
+	compactStatus(name, s1)
+	compactStatus("a1", s2)
+	if !reflect.DeepEqual(s1, want) || !sameMemory(s1.Node, s2.Node) || !sameMemory(string(s1.Phase), string(s2.Phase)) || !sameMemory(s1.ID, name) {
+		t.Errorf("got statuses %+v and %+v; want them equal to %+v, node and phase shared, the ID the record's name", s1, s2, want)
+	}
+	// A record whose ID is not its name (hand-written) keeps its ID.
+	other := decode[api.AssignmentStatus](t, status)
+	compactStatus("zz", other)
+	if other.ID != "a1" {
+		t.Errorf("status named zz with ID a1 compacted to ID %q; want a1", other.ID)
 	}
 
 	const port = `{"network":"default","address":"10.0.0.2","assignment":"a1"}`
 	p1, p2, wantPort := decode[api.Port](t, port), decode[api.Port](t, port), decode[api.Port](t, port)
-	compactPort(p1)
-	compactPort(p2)
+	compactPort("default/10.0.0.2", p1)
+	compactPort("default/10.0.0.2", p2)
 	if !reflect.DeepEqual(p1, wantPort) || !sameMemory(p1.Network, p2.Network) {
 		t.Errorf("got ports %+v and %+v; want them equal to %+v, network shared", p1, p2, wantPort)
 	}

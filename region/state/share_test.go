@@ -22,7 +22,7 @@ func replicaJSON(id string, rev int64, image string) string {
 func TestReplicasOfARevisionShareOneSpec(t *testing.T) {
 	compacted := func(raw string) *api.Assignment {
 		a, want := decode[api.Assignment](t, raw), decode[api.Assignment](t, raw)
-		compactAssignment(a)
+		compactAssignment(a.ID, a)
 		if !reflect.DeepEqual(a, want) {
 			t.Fatalf("compacted assignment %+v; want it equal to %+v", a, want)
 		}

@@ -174,7 +174,12 @@ func testCacheCompact(t *testing.T, s *store.Store) {
 	if _, err := c.Create(ctx, "a", &widget{Color: "red"}); err != nil {
 		t.Fatal(err)
 	}
-	upper := func(w *widget) { w.Color = strings.ToUpper(w.Color) }
+	upper := func(name string, w *widget) {
+		if name != "a" && name != "b" {
+			t.Errorf("WithCompact called with name %q; want the object's (a or b)", name)
+		}
+		w.Color = strings.ToUpper(w.Color)
+	}
 	var log changeLog
 	cache := store.NewCache(c, store.WithCompact(upper), store.WithOnChange(log.record))
 	runCache(t, cache)
@@ -193,7 +198,7 @@ func testCacheCompact(t *testing.T, s *store.Store) {
 			t.Error("NewCache with a WithCompact of another type did not panic; want a panic")
 		}
 	}()
-	store.NewCache(c, store.WithCompact(func(*int) {}))
+	store.NewCache(c, store.WithCompact(func(string, *int) {}))
 }
 
 // testCacheWaitForRevAfterOnChange: WaitForRev returns only once the
