@@ -100,8 +100,12 @@ type timings struct {
 	warnEvery time.Duration
 	// shutdownFlush bounds the last status flush.
 	shutdownFlush time.Duration
-	// regionCall bounds one unary call to the region.
+	// regionCall bounds one unary call to the region, and one heartbeat
+	// on the heartbeat stream.
 	regionCall time.Duration
+	// unaryBeats is how long the agent beats with unary calls after its
+	// region answered that it has no heartbeat stream.
+	unaryBeats time.Duration
 	// providerCall bounds Info, Health, Status and List; applyCall bounds
 	// Apply; Delete gets its grace period on top of applyCall.
 	providerCall, applyCall time.Duration
@@ -133,6 +137,7 @@ func defaultTimings() timings {
 		warnEvery:       30 * time.Second,
 		shutdownFlush:   2 * time.Second,
 		regionCall:      10 * time.Second,
+		unaryBeats:      10 * time.Minute,
 		providerCall:    30 * time.Second,
 		applyCall:       10 * time.Minute,
 		listThreshold:   16,

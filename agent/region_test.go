@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
@@ -42,8 +44,17 @@ type fakeRegion struct {
 	hold chan struct{}
 	// split > 0 sends snapshots in batches of split assignments, only the
 	// first marked snapshot (a snapshot too large for one message).
-	split       int
-	reregister  bool
+	split      int
+	reregister bool
+	// unaryBeats serves AgentService without StreamHeartbeats, as a
+	// region older than it does.
+	unaryBeats    bool
+	beatStreams   int
+	streamedBeats int
+	beatQuits     []chan struct{}
+	// beatGate, when set, holds every beat on a stream until it is
+	// closed (a region that stopped answering).
+	beatGate    chan struct{}
 	heartbeatMS int64
 	reportErr   error
 	// reportGate, when set, holds every ReportStatus call until it is
@@ -103,7 +114,13 @@ func (r *fakeRegion) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agentv1.RegisterAgentServiceServer(srv, r)
+	if r.unaryBeats {
+		desc := agentv1.AgentService_ServiceDesc
+		desc.Streams = slices.DeleteFunc(slices.Clone(desc.Streams), func(s grpc.StreamDesc) bool { return s.StreamName == "StreamHeartbeats" })
+		srv.RegisterService(&desc, r)
+	} else {
+		agentv1.RegisterAgentServiceServer(srv, r)
+	}
 	served := make(chan struct{})
 	r.mu.Lock()
 	r.srv, r.served = srv, served
@@ -141,6 +158,76 @@ func (r *fakeRegion) Heartbeat(_ context.Context, req *agentv1.HeartbeatRequest)
 	resp := &agentv1.HeartbeatResponse{HeartbeatIntervalMs: r.heartbeatMS, Reregister: r.reregister}
 	r.reregister = false
 	return resp, nil
+}
+
+// StreamHeartbeats answers every beat as Heartbeat does. A region built
+// with unaryBeats lacks it (an older region).
+func (r *fakeRegion) StreamHeartbeats(stream grpc.BidiStreamingServer[agentv1.HeartbeatRequest, agentv1.HeartbeatResponse]) error {
+	quit := make(chan struct{})
+	r.mu.Lock()
+	r.beatStreams++
+	r.beatQuits = append(r.beatQuits, quit)
+	r.mu.Unlock()
+	reqs := make(chan *agentv1.HeartbeatRequest)
+	errs := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				errs <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-stream.Context().Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-quit:
+			return status.Error(codes.Unavailable, "heartbeat stream broken")
+		case err := <-errs:
+			return err
+		case req := <-reqs:
+			r.mu.Lock()
+			gate := r.beatGate
+			r.mu.Unlock()
+			if gate != nil {
+				select {
+				case <-gate:
+				case <-stream.Context().Done():
+					return stream.Context().Err()
+				}
+			}
+			resp, _ := r.Heartbeat(stream.Context(), req)
+			r.mu.Lock()
+			r.streamedBeats++
+			r.mu.Unlock()
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// breakBeatStreams ends the open heartbeat streams with an error.
+func (r *fakeRegion) breakBeatStreams() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, q := range r.beatQuits {
+		close(q)
+	}
+	r.beatQuits = nil
+}
+
+// beatCounts is how many heartbeat streams were opened and how many beats
+// came on streams and as calls.
+func (r *fakeRegion) beatCounts() (streams, streamed, unary int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.beatStreams, r.streamedBeats, len(r.heartbeats) - r.streamedBeats
 }
 
 func (r *fakeRegion) ReportStatus(ctx context.Context, req *agentv1.ReportStatusRequest) (*agentv1.ReportStatusResponse, error) {

@@ -41,7 +41,8 @@ func (a *Agent) node() *api.Node {
 }
 
 // runSession registers the node, closes registered, then heartbeats until
-// ctx is done, registering again when the region asks.
+// ctx is done (on one stream, beatStream), registering again when the
+// region asks.
 func (a *Agent) runSession(ctx context.Context, client agentv1.AgentServiceClient, registered chan<- struct{}) {
 	interval, ok := a.register(ctx, client)
 	if !ok {
@@ -49,6 +50,8 @@ func (a *Agent) runSession(ctx context.Context, client agentv1.AgentServiceClien
 	}
 	close(registered)
 	warn := warnLimiter{every: a.t.warnEvery}
+	beats := &beatStream{client: client, timeout: a.t.regionCall, unaryFor: a.t.unaryBeats, clock: a.clock}
+	defer beats.close()
 	var seq uint64
 	// The first heartbeat goes at once: it carries the conditions the
 	// registration does not.
@@ -61,9 +64,7 @@ func (a *Agent) runSession(ctx context.Context, client agentv1.AgentServiceClien
 		case <-t.C:
 		}
 		seq++
-		hctx, cancel := context.WithTimeout(ctx, a.t.regionCall)
-		resp, err := client.Heartbeat(hctx, a.heartbeatRequest(seq))
-		cancel()
+		resp, err := beats.beat(ctx, a.heartbeatRequest(seq))
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {

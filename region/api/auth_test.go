@@ -55,6 +55,26 @@ func TestSecurityRegionPeers(t *testing.T) {
 			return err
 		}
 	}
+	// streamBeats sends one beat per name on one heartbeat stream and
+	// returns the first error.
+	streamBeats := func(cc *grpc.ClientConn, names ...string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			s, err := agent(cc).StreamHeartbeats(ctx)
+			if err != nil {
+				return err
+			}
+			for i, name := range names {
+				if err := s.Send(&agentv1.HeartbeatRequest{Node: name, Seq: uint64(i + 1)}); err != nil {
+					_, err = s.Recv() // Send says io.EOF; Recv says why
+					return err
+				}
+				if _, err := s.Recv(); err != nil {
+					return err
+				}
+			}
+			return s.CloseSend()
+		}
+	}
 	watch := func(cc *grpc.ClientConn, name string) func(context.Context) error {
 		return func(ctx context.Context) error {
 			s, err := agent(cc).WatchAssignments(ctx, &agentv1.WatchAssignmentsRequest{Node: name})
@@ -92,11 +112,16 @@ func TestSecurityRegionPeers(t *testing.T) {
 		{"a node beats for itself", heartbeat(node, "n1"), nil},
 		{"a node registers another", register(node, "n2"), api.ErrForbidden},
 		{"a node beats for another", heartbeat(node, "n2"), api.ErrForbidden},
+		{"a node beats for itself on a stream", streamBeats(node, "n1", "n1"), nil},
+		{"a node beats for another on a stream", streamBeats(node, "n2"), api.ErrForbidden},
+		{"a node beats for itself, then another, on one stream", streamBeats(node, "n1", "n2"), api.ErrForbidden},
 		{"a node reports for another", report(node, "n2"), api.ErrForbidden},
 		{"a node watches another's assignments", watch(node, "n2"), api.ErrForbidden},
 		{"a node of another region registers", register(otherRegion, "n1"), api.ErrForbidden},
 		{"a node of another region beats", heartbeat(otherRegion, "n1"), api.ErrForbidden},
 		{"a node of another region watches", watch(otherRegion, "n1"), api.ErrForbidden},
+		{"a node of another region beats on a stream", streamBeats(otherRegion, "n1"), api.ErrForbidden},
+		{"the global tier beats on a stream", streamBeats(global, "n1"), api.ErrForbidden},
 		{"a node calls RegionService", listNodes(node), api.ErrForbidden},
 		{"the global tier calls RegionService", listNodes(global), nil},
 		{"the global tier registers a node", register(global, "n1"), api.ErrForbidden},
@@ -105,6 +130,7 @@ func TestSecurityRegionPeers(t *testing.T) {
 		{"anonymous registers", register(anonymous, "rogue"), api.ErrUnauthenticated},
 		{"anonymous beats", heartbeat(anonymous, "n1"), api.ErrUnauthenticated},
 		{"anonymous watches", watch(anonymous, "n1"), api.ErrUnauthenticated},
+		{"anonymous beats on a stream", streamBeats(anonymous, "n1"), api.ErrUnauthenticated},
 		{"anonymous reports", report(anonymous, "n1"), api.ErrUnauthenticated},
 		{"anonymous lists nodes", listNodes(anonymous), api.ErrUnauthenticated},
 		{"anonymous applies placements", applyPlacements(anonymous), api.ErrUnauthenticated},

@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 
 	"google.golang.org/grpc"
 
@@ -233,6 +235,31 @@ func (a agentService) Heartbeat(ctx context.Context, req *agentv1.HeartbeatReque
 		return nil, apiErr(err)
 	}
 	return &agentv1.HeartbeatResponse{HeartbeatIntervalMs: a.s.hbInterval.Milliseconds(), Reregister: reregister}, nil
+}
+
+// StreamHeartbeats is Heartbeat on one stream: a request in, its
+// response out, with no per-beat call (headers, trailers, a goroutine)
+// for the region to pay. Every request is authorized as a Heartbeat call
+// is: a node beats for itself only. A beat the region fails to record
+// ends the stream with that error, as the call would have failed.
+func (a agentService) StreamHeartbeats(stream grpc.BidiStreamingServer[agentv1.HeartbeatRequest, agentv1.HeartbeatResponse]) error {
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		resp, err := a.Heartbeat(ctx, req)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
 }
 
 func (a agentService) WatchAssignments(req *agentv1.WatchAssignmentsRequest, stream grpc.ServerStreamingServer[agentv1.AssignmentBatch]) error {

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"testing"
@@ -171,6 +172,60 @@ func TestHeartbeat(t *testing.T) {
 
 	if resp := beat("ghost", nil); !resp.GetReregister() {
 		t.Errorf("got %v for an unknown node; want reregister", resp)
+	}
+}
+
+// TestHeartbeatStream checks that beats on one stream are recorded as
+// Heartbeat calls are, each answered in order with what the call returns.
+func TestHeartbeatStream(t *testing.T) {
+	e := newEnv(t)
+	e.register(testNode("n1"))
+	stream, err := e.agent.StreamHeartbeats(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	beat := func(node string, seq uint64) *agentv1.HeartbeatResponse {
+		t.Helper()
+		conds := apiproto.ConditionsToPB([]api.Condition{{Type: api.ConditionCRI, Status: api.ConditionReady}})
+		if err := stream.Send(&agentv1.HeartbeatRequest{Node: node, Seq: seq, Conditions: conds, Metrics: map[string]float64{"replicas": float64(seq)}}); err != nil {
+			t.Fatalf("send beat %d: %v", seq, err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("beat %d: %v", seq, err)
+		}
+		return resp
+	}
+	before := e.rev()
+	const beats = 10
+	for seq := uint64(1); seq <= beats; seq++ {
+		if resp := beat("n1", seq); resp.GetReregister() || resp.GetHeartbeatIntervalMs() != config.DefaultLiveness().HeartbeatInterval.Milliseconds() {
+			t.Fatalf("beat %d: got response %v; want no reregister and interval %d ms", seq, resp, config.DefaultLiveness().HeartbeatInterval.Milliseconds())
+		}
+	}
+	eventually(t, func() error {
+		b, err := e.beats.Get(e.ctx(), "n1")
+		if err != nil || b.Seq != beats || b.Metrics["replicas"] != beats {
+			return fmt.Errorf("got beat %+v, %v; want seq %d", b, err, beats)
+		}
+		return nil
+	})
+	if got := e.rev() - before; got != 1 {
+		t.Errorf("got %d etcd writes for %d beats of one condition; want 1", got, beats)
+	}
+	// A node the region does not know is asked to register, on the
+	// stream, which carries on.
+	if resp := beat("ghost", 1); !resp.GetReregister() {
+		t.Errorf("got %v for an unknown node; want reregister", resp)
+	}
+	if resp := beat("n1", beats+1); resp.GetReregister() {
+		t.Errorf("got %v after the unknown node's beat; want no reregister", resp)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Errorf("after CloseSend: got %v; want the stream to end cleanly (io.EOF)", err)
 	}
 }
 

@@ -1240,10 +1240,11 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"J\n" +
 	"\x15GetConfigDataResponse\x121\n" +
-	"\x05items\x18\x01 \x03(\v2\x1b.strata.agent.v1.ConfigDataR\x05items2\xa9\x04\n" +
+	"\x05items\x18\x01 \x03(\v2\x1b.strata.agent.v1.ConfigDataR\x05items2\x88\x05\n" +
 	"\fAgentService\x12O\n" +
 	"\bRegister\x12 .strata.agent.v1.RegisterRequest\x1a!.strata.agent.v1.RegisterResponse\x12R\n" +
-	"\tHeartbeat\x12!.strata.agent.v1.HeartbeatRequest\x1a\".strata.agent.v1.HeartbeatResponse\x12`\n" +
+	"\tHeartbeat\x12!.strata.agent.v1.HeartbeatRequest\x1a\".strata.agent.v1.HeartbeatResponse\x12]\n" +
+	"\x10StreamHeartbeats\x12!.strata.agent.v1.HeartbeatRequest\x1a\".strata.agent.v1.HeartbeatResponse(\x010\x01\x12`\n" +
 	"\x10WatchAssignments\x12(.strata.agent.v1.WatchAssignmentsRequest\x1a .strata.agent.v1.AssignmentBatch0\x01\x12[\n" +
 	"\fReportStatus\x12$.strata.agent.v1.ReportStatusRequest\x1a%.strata.agent.v1.ReportStatusResponse\x12U\n" +
 	"\fWatchNetwork\x12$.strata.agent.v1.WatchNetworkRequest\x1a\x1d.strata.agent.v1.NetworkBatch0\x01\x12^\n" +
@@ -1315,22 +1316,24 @@ var file_agent_v1_agent_proto_depIdxs = []int32{
 	17, // 15: strata.agent.v1.GetConfigDataResponse.items:type_name -> strata.agent.v1.ConfigData
 	0,  // 16: strata.agent.v1.AgentService.Register:input_type -> strata.agent.v1.RegisterRequest
 	2,  // 17: strata.agent.v1.AgentService.Heartbeat:input_type -> strata.agent.v1.HeartbeatRequest
-	4,  // 18: strata.agent.v1.AgentService.WatchAssignments:input_type -> strata.agent.v1.WatchAssignmentsRequest
-	6,  // 19: strata.agent.v1.AgentService.ReportStatus:input_type -> strata.agent.v1.ReportStatusRequest
-	8,  // 20: strata.agent.v1.AgentService.WatchNetwork:input_type -> strata.agent.v1.WatchNetworkRequest
-	16, // 21: strata.agent.v1.AgentService.GetConfigData:input_type -> strata.agent.v1.GetConfigDataRequest
-	13, // 22: strata.agent.v1.NodeService.Status:input_type -> strata.agent.v1.NodeStatusRequest
-	15, // 23: strata.agent.v1.NodeService.Logs:input_type -> strata.agent.v1.NodeLogsRequest
-	1,  // 24: strata.agent.v1.AgentService.Register:output_type -> strata.agent.v1.RegisterResponse
-	3,  // 25: strata.agent.v1.AgentService.Heartbeat:output_type -> strata.agent.v1.HeartbeatResponse
-	5,  // 26: strata.agent.v1.AgentService.WatchAssignments:output_type -> strata.agent.v1.AssignmentBatch
-	7,  // 27: strata.agent.v1.AgentService.ReportStatus:output_type -> strata.agent.v1.ReportStatusResponse
-	9,  // 28: strata.agent.v1.AgentService.WatchNetwork:output_type -> strata.agent.v1.NetworkBatch
-	18, // 29: strata.agent.v1.AgentService.GetConfigData:output_type -> strata.agent.v1.GetConfigDataResponse
-	14, // 30: strata.agent.v1.NodeService.Status:output_type -> strata.agent.v1.NodeStatusResponse
-	28, // 31: strata.agent.v1.NodeService.Logs:output_type -> strata.resource.v1.LogChunk
-	24, // [24:32] is the sub-list for method output_type
-	16, // [16:24] is the sub-list for method input_type
+	2,  // 18: strata.agent.v1.AgentService.StreamHeartbeats:input_type -> strata.agent.v1.HeartbeatRequest
+	4,  // 19: strata.agent.v1.AgentService.WatchAssignments:input_type -> strata.agent.v1.WatchAssignmentsRequest
+	6,  // 20: strata.agent.v1.AgentService.ReportStatus:input_type -> strata.agent.v1.ReportStatusRequest
+	8,  // 21: strata.agent.v1.AgentService.WatchNetwork:input_type -> strata.agent.v1.WatchNetworkRequest
+	16, // 22: strata.agent.v1.AgentService.GetConfigData:input_type -> strata.agent.v1.GetConfigDataRequest
+	13, // 23: strata.agent.v1.NodeService.Status:input_type -> strata.agent.v1.NodeStatusRequest
+	15, // 24: strata.agent.v1.NodeService.Logs:input_type -> strata.agent.v1.NodeLogsRequest
+	1,  // 25: strata.agent.v1.AgentService.Register:output_type -> strata.agent.v1.RegisterResponse
+	3,  // 26: strata.agent.v1.AgentService.Heartbeat:output_type -> strata.agent.v1.HeartbeatResponse
+	3,  // 27: strata.agent.v1.AgentService.StreamHeartbeats:output_type -> strata.agent.v1.HeartbeatResponse
+	5,  // 28: strata.agent.v1.AgentService.WatchAssignments:output_type -> strata.agent.v1.AssignmentBatch
+	7,  // 29: strata.agent.v1.AgentService.ReportStatus:output_type -> strata.agent.v1.ReportStatusResponse
+	9,  // 30: strata.agent.v1.AgentService.WatchNetwork:output_type -> strata.agent.v1.NetworkBatch
+	18, // 31: strata.agent.v1.AgentService.GetConfigData:output_type -> strata.agent.v1.GetConfigDataResponse
+	14, // 32: strata.agent.v1.NodeService.Status:output_type -> strata.agent.v1.NodeStatusResponse
+	28, // 33: strata.agent.v1.NodeService.Logs:output_type -> strata.resource.v1.LogChunk
+	25, // [25:34] is the sub-list for method output_type
+	16, // [16:25] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name

@@ -25,6 +25,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AgentService_Register_FullMethodName         = "/strata.agent.v1.AgentService/Register"
 	AgentService_Heartbeat_FullMethodName        = "/strata.agent.v1.AgentService/Heartbeat"
+	AgentService_StreamHeartbeats_FullMethodName = "/strata.agent.v1.AgentService/StreamHeartbeats"
 	AgentService_WatchAssignments_FullMethodName = "/strata.agent.v1.AgentService/WatchAssignments"
 	AgentService_ReportStatus_FullMethodName     = "/strata.agent.v1.AgentService/ReportStatus"
 	AgentService_WatchNetwork_FullMethodName     = "/strata.agent.v1.AgentService/WatchNetwork"
@@ -40,7 +41,16 @@ type AgentServiceClient interface {
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
 	// Heartbeat records liveness, metrics and conditions. Liveness goes to
 	// the heartbeat store; conditions are written to etcd only on change.
+	// Older agents call it once per beat; StreamHeartbeats is the same on
+	// one stream.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
+	// StreamHeartbeats carries an agent's heartbeats on one long-lived
+	// stream: the region answers every request with the response Heartbeat
+	// would have returned, in order. Every request must name the caller's
+	// own node. The stream ends on the first beat the region fails to
+	// record (the agent opens another). A region without it answers
+	// Unimplemented, and the agent beats with Heartbeat.
+	StreamHeartbeats(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HeartbeatRequest, HeartbeatResponse], error)
 	// WatchAssignments streams the node's assignments: a snapshot, then
 	// changes, coalesced in batches.
 	WatchAssignments(ctx context.Context, in *WatchAssignmentsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AssignmentBatch], error)
@@ -84,9 +94,22 @@ func (c *agentServiceClient) Heartbeat(ctx context.Context, in *HeartbeatRequest
 	return out, nil
 }
 
+func (c *agentServiceClient) StreamHeartbeats(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HeartbeatRequest, HeartbeatResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[0], AgentService_StreamHeartbeats_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[HeartbeatRequest, HeartbeatResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_StreamHeartbeatsClient = grpc.BidiStreamingClient[HeartbeatRequest, HeartbeatResponse]
+
 func (c *agentServiceClient) WatchAssignments(ctx context.Context, in *WatchAssignmentsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AssignmentBatch], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[0], AgentService_WatchAssignments_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[1], AgentService_WatchAssignments_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +138,7 @@ func (c *agentServiceClient) ReportStatus(ctx context.Context, in *ReportStatusR
 
 func (c *agentServiceClient) WatchNetwork(ctx context.Context, in *WatchNetworkRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[NetworkBatch], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[1], AgentService_WatchNetwork_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[2], AgentService_WatchNetwork_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +174,16 @@ type AgentServiceServer interface {
 	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
 	// Heartbeat records liveness, metrics and conditions. Liveness goes to
 	// the heartbeat store; conditions are written to etcd only on change.
+	// Older agents call it once per beat; StreamHeartbeats is the same on
+	// one stream.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
+	// StreamHeartbeats carries an agent's heartbeats on one long-lived
+	// stream: the region answers every request with the response Heartbeat
+	// would have returned, in order. Every request must name the caller's
+	// own node. The stream ends on the first beat the region fails to
+	// record (the agent opens another). A region without it answers
+	// Unimplemented, and the agent beats with Heartbeat.
+	StreamHeartbeats(grpc.BidiStreamingServer[HeartbeatRequest, HeartbeatResponse]) error
 	// WatchAssignments streams the node's assignments: a snapshot, then
 	// changes, coalesced in batches.
 	WatchAssignments(*WatchAssignmentsRequest, grpc.ServerStreamingServer[AssignmentBatch]) error
@@ -180,6 +212,9 @@ func (UnimplementedAgentServiceServer) Register(context.Context, *RegisterReques
 }
 func (UnimplementedAgentServiceServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Heartbeat not implemented")
+}
+func (UnimplementedAgentServiceServer) StreamHeartbeats(grpc.BidiStreamingServer[HeartbeatRequest, HeartbeatResponse]) error {
+	return status.Error(codes.Unimplemented, "method StreamHeartbeats not implemented")
 }
 func (UnimplementedAgentServiceServer) WatchAssignments(*WatchAssignmentsRequest, grpc.ServerStreamingServer[AssignmentBatch]) error {
 	return status.Error(codes.Unimplemented, "method WatchAssignments not implemented")
@@ -249,6 +284,13 @@ func _AgentService_Heartbeat_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _AgentService_StreamHeartbeats_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(AgentServiceServer).StreamHeartbeats(&grpc.GenericServerStream[HeartbeatRequest, HeartbeatResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_StreamHeartbeatsServer = grpc.BidiStreamingServer[HeartbeatRequest, HeartbeatResponse]
 
 func _AgentService_WatchAssignments_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchAssignmentsRequest)
@@ -333,6 +375,12 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "StreamHeartbeats",
+			Handler:       _AgentService_StreamHeartbeats_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "WatchAssignments",
 			Handler:       _AgentService_WatchAssignments_Handler,
