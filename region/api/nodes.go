@@ -50,17 +50,22 @@ func (s *Server) register(ctx context.Context, n api.Node) (api.Node, error) {
 		// them rather than pick them again.
 		lost = map[string]bool{}
 	)
-	for attempt := 1; ; attempt++ {
+	for attempt := 1; ; {
 		reg, err = s.registerOnce(ctx, n, now, lost)
 		if err == nil {
 			break
 		}
-		// Another registration took the block this one picked, or the
-		// node changed (an operator's cordon) since it was read.
+		// Another registration took the block this one picked: not a
+		// failed attempt but progress, since the next one never picks it
+		// again, so it is bounded by the network's blocks however many
+		// nodes register at once.
 		if s.lostBlock(err, reg) {
 			lost[reg.block] = true
+			continue
 		}
+		// The node changed (an operator's cordon) since it was read.
 		if retryable(err) && attempt < planAttempts {
+			attempt++
 			continue
 		}
 		return api.Node{}, fmt.Errorf("register node %s: %w", n.Name, err)
