@@ -106,7 +106,7 @@ func (p *Provider) csiCondition() api.Condition {
 			Message: fmt.Sprintf("volume root %s: %v; %s", root, err, mode)}
 	}
 	msg := fmt.Sprintf("volume root %s: %s free of %s; %s", root, mib(free), mib(total), mode)
-	if total > 0 && (float64(free) < minFreeFraction*float64(total) || free < minFreeBytes) {
+	if lowSpace(free, total) {
 		return api.Condition{Type: api.ConditionCSI, Status: api.ConditionWarning, Reason: "LowSpace", Message: msg}
 	}
 	return api.Condition{Type: api.ConditionCSI, Status: api.ConditionReady, Reason: "VolumesWritable", Message: msg}
@@ -128,6 +128,12 @@ func (p *Provider) selfCondition() api.Condition {
 func isExecutable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// lowSpace says whether a filesystem with free of total bytes is short
+// of room for volumes: under minFreeFraction or minFreeBytes.
+func lowSpace(free, total uint64) bool {
+	return total > 0 && (float64(free) < minFreeFraction*float64(total) || free < minFreeBytes)
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%d MiB", b>>20) }

@@ -413,15 +413,27 @@ func TestHealth(t *testing.T) {
 	e := newEnv(t)
 	// The supervisor subscribes in the background.
 	var cs []api.Condition
-	eventually(t, "every condition ready", func() (bool, string) {
+	eventually(t, "every condition ready (CSI as the host's disk allows)", func() (bool, string) {
 		var err error
 		cs, err = e.p.Health(e.ctx(t))
 		if err != nil {
 			return false, err.Error()
 		}
+		// The volume root is on this host's disk: CSI is Ready only
+		// when that disk has room, and says LowSpace when it has not.
+		wantCSI, wantCSIReason := api.ConditionReady, "VolumesWritable"
+		if free, total, err := statfsFree(e.p.cfg.VolumeRoot); err != nil {
+			return false, err.Error()
+		} else if lowSpace(free, total) {
+			wantCSI, wantCSIReason = api.ConditionWarning, "LowSpace"
+		}
 		for _, c := range cs {
-			if c.Status != api.ConditionReady {
-				return false, c.Type + " " + string(c.Status) + ": " + c.Message
+			want, reason := api.ConditionReady, c.Reason
+			if c.Type == api.ConditionCSI {
+				want, reason = wantCSI, wantCSIReason
+			}
+			if c.Status != want || c.Reason != reason {
+				return false, c.Type + " " + string(c.Status) + " " + c.Reason + ": " + c.Message
 			}
 		}
 		return true, ""

@@ -290,3 +290,21 @@ func TestQuotaABI(t *testing.T) {
 		t.Errorf("FS_IOC_FSSETXATTR: got %#x; want %#x", got, want)
 	}
 }
+
+func TestLowSpace(t *testing.T) {
+	const gib = 1 << 30
+	for _, c := range []struct {
+		free, total uint64
+		want        bool
+	}{
+		{free: 100 * gib, total: 200 * gib, want: false},
+		{free: 11 * gib, total: 252 * gib, want: true}, // under 5%
+		{free: 13 * gib, total: 252 * gib, want: false},
+		{free: gib - 1, total: 10 * gib, want: true}, // under 1 GiB
+		{free: 0, total: 0, want: false},             // size unknown
+	} {
+		if got := lowSpace(c.free, c.total); got != c.want {
+			t.Errorf("lowSpace(%d MiB free of %d MiB) = %v; want %v", c.free>>20, c.total>>20, got, c.want)
+		}
+	}
+}
