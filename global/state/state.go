@@ -15,6 +15,11 @@
 //	configs/<tenant>/<name>               api.Config
 //	secrets/<tenant>/<name>               SealedSecret (data encrypted)
 //	election/                             the master election
+//
+// Resources, statuses and revisions, the objects written for every
+// resource change and status report, are stored as protobuf
+// (apiproto.StoreCodec), the others as JSON; both codecs read JSON, so a
+// store written before the binary codec stays readable.
 package state
 
 import (
@@ -24,6 +29,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/store"
 )
 
@@ -53,9 +59,9 @@ func New(s *store.Store) *State {
 	return &State{
 		Store:        s,
 		Flavors:      store.NewCollection(s, "flavors/", store.JSON[api.Flavor]()),
-		Resources:    store.NewCollection(s, "resources/", store.JSON[api.Resource]()),
-		Statuses:     store.NewCollection(s, "status/", store.JSON[api.ResourceStatus]()),
-		Revisions:    store.NewCollection(s, "revisions/", store.JSON[api.Revision]()),
+		Resources:    store.NewCollection(s, "resources/", apiproto.StoreCodec(apiproto.ResourceToPB, apiproto.ResourceFromPB)),
+		Statuses:     store.NewCollection(s, "status/", apiproto.StoreCodec(apiproto.ResourceStatusToPB, apiproto.ResourceStatusFromPB)),
+		Revisions:    store.NewCollection(s, "revisions/", apiproto.StoreCodec(apiproto.RevisionToPB, apiproto.RevisionFromPB)),
 		Regions:      store.NewCollection(s, "regions/", store.JSON[api.Region]()),
 		RegionStatus: store.NewCollection(s, "regionstatus/", store.JSON[api.RegionStatus]()),
 		Tenants:      store.NewCollection(s, "tenants/", store.JSON[api.Tenant]()),

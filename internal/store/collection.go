@@ -82,6 +82,9 @@ func (c *Collection[T]) Store() *Store { return c.s }
 // Prefix returns the collection prefix, relative to the store prefix.
 func (c *Collection[T]) Prefix() string { return c.prefix }
 
+// Codec returns the codec the collection stores its objects with.
+func (c *Collection[T]) Codec() Codec[T] { return c.codec }
+
 // Key returns the store-relative key of an object.
 func (c *Collection[T]) Key(name string) string { return c.prefix + name }
 

@@ -220,7 +220,7 @@ func (s *Server) watchShares(ctx context.Context, send func(*regionv1.WatchShare
 	items := s.caches.Shares.List()
 	snap := &regionv1.WatchSharesResponse{Snapshot: true, Events: make([]*regionv1.ShareEvent, 0, len(items))}
 	for _, it := range items {
-		snap.Events = append(snap.Events, shareEvent(it.Value))
+		snap.Events = append(snap.Events, state.ShareToPB(it.Value))
 	}
 	if err := send(snap); err != nil {
 		return err
@@ -229,7 +229,7 @@ func (s *Server) watchShares(ctx context.Context, send func(*regionv1.WatchShare
 		msg := &regionv1.WatchSharesResponse{Events: make([]*regionv1.ShareEvent, 0, len(changes))}
 		for _, c := range changes {
 			if c.New != nil {
-				msg.Events = append(msg.Events, shareEvent(c.New.Value))
+				msg.Events = append(msg.Events, state.ShareToPB(c.New.Value))
 				continue
 			}
 			tenant, name, _ := strings.Cut(c.Name, "/")
@@ -237,16 +237,6 @@ func (s *Server) watchShares(ctx context.Context, send func(*regionv1.WatchShare
 		}
 		return send(msg)
 	})
-}
-
-func shareEvent(sh *state.Share) *regionv1.ShareEvent {
-	return &regionv1.ShareEvent{
-		Tenant:   sh.Tenant,
-		Name:     sh.Name,
-		Uid:      sh.UID,
-		Share:    apiproto.RegionShareToPB(&sh.RegionShare),
-		Backends: apiproto.BackendStatusesToPB(sh.Backends),
-	}
 }
 
 // watchAssignments streams one node's assignments: a snapshot in one

@@ -14,13 +14,20 @@
 //	policies/<tenant>/<name>     api.NetworkPolicy (from the global tier)
 //	meta/epoch                   Epoch (newest global master seen)
 //	election/                    the region controller election
+//
+// Placements, shares, assignments, astatus and ports, the objects written
+// for every replica, are stored as protobuf (apiproto.StoreCodec), the
+// others as JSON; both codecs read JSON, so a store written before the
+// binary codec stays readable.
 package state
 
 import (
 	"strings"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/store"
+	regionv1 "github.com/stratahq/strata/proto/region/v1"
 )
 
 // ElectionPrefix is the controller election's prefix under the store prefix.
@@ -47,15 +54,15 @@ type State struct {
 func New(s *store.Store) *State {
 	return &State{
 		Store:       s,
-		Placements:  store.NewCollection(s, "placements/", store.JSON[api.Placement]()),
-		Shares:      store.NewCollection(s, "shares/", store.JSON[Share]()),
-		Assignments: store.NewCollection(s, "assignments/", store.JSON[api.Assignment]()),
-		Statuses:    store.NewCollection(s, "astatus/", store.JSON[api.AssignmentStatus]()),
+		Placements:  store.NewCollection(s, "placements/", apiproto.StoreCodec(apiproto.PlacementToPB, apiproto.PlacementFromPB)),
+		Shares:      store.NewCollection(s, "shares/", apiproto.StoreCodec(ShareToPB, ShareFromPB)),
+		Assignments: store.NewCollection(s, "assignments/", apiproto.StoreCodec(apiproto.AssignmentToPB, apiproto.AssignmentFromPB)),
+		Statuses:    store.NewCollection(s, "astatus/", apiproto.StoreCodec(apiproto.AssignmentStatusToPB, apiproto.AssignmentStatusFromPB)),
 		Nodes:       store.NewCollection(s, "nodes/", store.JSON[api.Node]()),
 		NodeStatus:  store.NewCollection(s, "nodestatus/", store.JSON[api.NodeStatus]()),
 		Drains:      store.NewCollection(s, "drains/", store.JSON[api.DrainStatus]()),
 		Networks:    store.NewCollection(s, "networks/", store.JSON[api.Network]()),
-		Ports:       store.NewCollection(s, "ports/", store.JSON[api.Port]()),
+		Ports:       store.NewCollection(s, "ports/", apiproto.StoreCodec(apiproto.PortToPB, apiproto.PortFromPB)),
 		Blocks:      store.NewCollection(s, "blocks/", store.JSON[api.Block]()),
 		Policies:    store.NewCollection(s, "policies/", store.JSON[api.NetworkPolicy]()),
 		Meta:        store.NewCollection(s, "meta/", store.JSON[Epoch]()),
@@ -70,6 +77,32 @@ type Share struct {
 	UID    string `json:"uid"`
 	api.RegionShare
 	Backends []api.BackendStatus `json:"backends,omitempty"`
+}
+
+// ShareToPB converts a Share to the message RegionService.WatchShares
+// sends, which is also how the region stores it; nil gives nil.
+func ShareToPB(sh *Share) *regionv1.ShareEvent {
+	if sh == nil {
+		return nil
+	}
+	return &regionv1.ShareEvent{
+		Tenant:   sh.Tenant,
+		Name:     sh.Name,
+		Uid:      sh.UID,
+		Share:    apiproto.RegionShareToPB(&sh.RegionShare),
+		Backends: apiproto.BackendStatusesToPB(sh.Backends),
+	}
+}
+
+// ShareFromPB converts a ShareEvent (its removed mark aside) to a Share.
+func ShareFromPB(p *regionv1.ShareEvent) Share {
+	return Share{
+		Tenant:      p.GetTenant(),
+		Name:        p.GetName(),
+		UID:         p.GetUid(),
+		RegionShare: apiproto.RegionShareFromPB(p.GetShare()),
+		Backends:    apiproto.BackendStatusesFromPB(p.GetBackends()),
+	}
 }
 
 // Epoch is the election revision of the newest global master that has

@@ -1373,6 +1373,29 @@ func EndpointFromPB(p *resourcev1.Endpoint) api.Endpoint {
 	}
 }
 
+// PortToPB converts a Port; nil gives nil.
+func PortToPB(p *api.Port) *resourcev1.Port {
+	if p == nil {
+		return nil
+	}
+	return &resourcev1.Port{
+		Network:    p.Network,
+		Address:    p.Address,
+		Assignment: p.Assignment,
+		CreatedAt:  timeToPB(p.CreatedAt),
+	}
+}
+
+// PortFromPB converts a Port.
+func PortFromPB(p *resourcev1.Port) api.Port {
+	return api.Port{
+		Network:    p.GetNetwork(),
+		Address:    p.GetAddress(),
+		Assignment: p.GetAssignment(),
+		CreatedAt:  timeFromPB(p.GetCreatedAt()),
+	}
+}
+
 // AssignmentStatusToPB converts an AssignmentStatus; nil gives nil.
 func AssignmentStatusToPB(s *api.AssignmentStatus) *resourcev1.AssignmentStatus {
 	if s == nil {

@@ -2,7 +2,6 @@ package apiproto
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/api/apiproto/apiprototest"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
@@ -83,6 +83,7 @@ func convCases() []convCase {
 		convCaseOf(VolumeAttachmentToPB, VolumeAttachmentFromPB),
 		convCaseOf(NetworkAttachmentToPB, NetworkAttachmentFromPB),
 		convCaseOf(EndpointToPB, EndpointFromPB),
+		convCaseOf(PortToPB, PortFromPB),
 		convCaseOf(AssignmentStatusToPB, AssignmentStatusFromPB),
 		convCaseOf(ReplicaToPB, ReplicaFromPB),
 		convCaseOf(jobSpecToPB, jobSpecFromPB),
@@ -203,7 +204,7 @@ func TestConvertEmptyCollectionsBecomeNil(t *testing.T) {
 		Status: &api.ResourceStatus{},
 	}
 	got := ResourceFromPB(ResourceToPB(&in))
-	for _, d := range convDiff("Resource", reflect.ValueOf(got), reflect.ValueOf(want)) {
+	for _, d := range apiprototest.Diff("Resource", got, want) {
 		t.Error(d)
 	}
 	if got := ConditionsFromPB([]*resourcev1.Condition{}); got != nil {
@@ -308,8 +309,8 @@ func TestConvertInt32Saturates(t *testing.T) {
 // changing one side never changes the other.
 func TestConvertNoSharing(t *testing.T) {
 	var in, want api.Resource
-	(&convFiller{}).fill(reflect.ValueOf(&in).Elem(), "Resource")
-	(&convFiller{}).fill(reflect.ValueOf(&want).Elem(), "Resource")
+	apiprototest.Fill(&in, "Resource")
+	apiprototest.Fill(&want, "Resource")
 
 	p := ResourceToPB(&in)
 	for k := range p.Labels {
@@ -319,7 +320,7 @@ func TestConvertNoSharing(t *testing.T) {
 	p.Spec.Compute.Env["new"] = "changed"
 	p.Schedule.Zones[0] = "changed"
 	if !reflect.DeepEqual(in, want) {
-		t.Errorf("changing the message changed the Go value:\n%s", strings.Join(convDiff("Resource", reflect.ValueOf(in), reflect.ValueOf(want)), "\n"))
+		t.Errorf("changing the message changed the Go value:\n%s", strings.Join(apiprototest.Diff("Resource", in, want), "\n"))
 	}
 
 	p = ResourceToPB(&in)
@@ -345,12 +346,10 @@ func convNewPB[P proto.Message]() P {
 func convCheckFull[T any, P proto.Message](to func(*T) P, from func(P) T) []string {
 	name := reflect.TypeFor[T]().Name()
 	var in, want T
-	f := &convFiller{}
-	f.fill(reflect.ValueOf(&in).Elem(), name)
-	if len(f.errs) > 0 {
-		return f.errs
+	if errs := apiprototest.Fill(&in, name); len(errs) > 0 {
+		return errs
 	}
-	(&convFiller{}).fill(reflect.ValueOf(&want).Elem(), name)
+	apiprototest.Fill(&want, name)
 
 	pb := to(&in)
 	if !pb.ProtoReflect().IsValid() {
@@ -365,7 +364,7 @@ func convCheckFull[T any, P proto.Message](to func(*T) P, from func(P) T) []stri
 	}
 
 	got := from(pb)
-	probs = append(probs, convCompare("direct", got, want)...)
+	probs = append(probs, apiprototest.Compare("direct", got, want)...)
 
 	b, err := proto.Marshal(pb)
 	if err != nil {
@@ -375,7 +374,7 @@ func convCheckFull[T any, P proto.Message](to func(*T) P, from func(P) T) []stri
 	if err := proto.Unmarshal(b, wire); err != nil {
 		return append(probs, "unmarshal: "+err.Error())
 	}
-	probs = append(probs, convCompare("wire", from(wire), want)...)
+	probs = append(probs, apiprototest.Compare("wire", from(wire), want)...)
 	return probs
 }
 
@@ -388,14 +387,14 @@ func convCheckZero[T any, P proto.Message](to func(*T) P, from func(P) T) []stri
 		probs = append(probs, fmt.Sprintf("ToPB(nil) = %v; want nil", p))
 	}
 	var nilPB P
-	probs = append(probs, convCompare("FromPB(nil)", from(nilPB), zero)...)
-	probs = append(probs, convCompare("FromPB(empty)", from(convNewPB[P]()), zero)...)
+	probs = append(probs, apiprototest.Compare("FromPB(nil)", from(nilPB), zero)...)
+	probs = append(probs, apiprototest.Compare("FromPB(empty)", from(convNewPB[P]()), zero)...)
 
 	pb := to(&zero)
 	if !pb.ProtoReflect().IsValid() {
 		return append(probs, name+": ToPB returned nil for the zero value")
 	}
-	probs = append(probs, convCompare("zero direct", from(pb), zero)...)
+	probs = append(probs, apiprototest.Compare("zero direct", from(pb), zero)...)
 	b, err := proto.Marshal(pb)
 	if err != nil {
 		return append(probs, "marshal: "+err.Error())
@@ -404,24 +403,7 @@ func convCheckZero[T any, P proto.Message](to func(*T) P, from func(P) T) []stri
 	if err := proto.Unmarshal(b, wire); err != nil {
 		return append(probs, "unmarshal: "+err.Error())
 	}
-	return append(probs, convCompare("zero wire", from(wire), zero)...)
-}
-
-// convCompare requires reflect.DeepEqual and explains a difference field
-// by field.
-func convCompare[T any](what string, got, want T) []string {
-	if reflect.DeepEqual(got, want) {
-		return nil
-	}
-	name := reflect.TypeFor[T]().Name()
-	diffs := convDiff(name, reflect.ValueOf(got), reflect.ValueOf(want))
-	if len(diffs) == 0 {
-		diffs = []string{name + ": not reflect.DeepEqual, but no field differs"}
-	}
-	for i := range diffs {
-		diffs[i] = what + ": " + diffs[i]
-	}
-	return diffs
+	return append(probs, apiprototest.Compare("zero wire", from(wire), zero)...)
 }
 
 // convUnset lists the fields of m, recursively, that are not populated.
@@ -480,177 +462,4 @@ func convExportedFields(t reflect.Type) int {
 		}
 	}
 	return n
-}
-
-// ---- filler ----
-
-var (
-	convTimeType     = reflect.TypeFor[time.Time]()
-	convDurationType = reflect.TypeFor[api.Duration]()
-	convBaseTime     = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
-)
-
-// convFiller sets every exported field of a value to a distinct non-zero
-// value: strings name their field, numbers count up, booleans are true,
-// pointers are allocated, slices get two elements and maps two entries.
-// Two fillers fill the same type identically.
-type convFiller struct {
-	n    int
-	errs []string
-}
-
-func (f *convFiller) next() int {
-	f.n++
-	return f.n
-}
-
-func (f *convFiller) fill(v reflect.Value, path string) {
-	if strings.Count(path, ".") > 20 {
-		f.errs = append(f.errs, path+": nesting too deep (recursive type?)")
-		return
-	}
-	switch v.Type() {
-	case convTimeType:
-		n := f.next()
-		// Microseconds, in UTC: what a Timestamp returns exactly.
-		t := convBaseTime.Add(time.Duration(n)*time.Hour + time.Duration(n)*7*time.Microsecond)
-		v.Set(reflect.ValueOf(t.Truncate(time.Microsecond)))
-		return
-	case convDurationType:
-		n := f.next()
-		v.Set(reflect.ValueOf(api.D(time.Duration(n)*time.Second + 250*time.Millisecond)))
-		return
-	}
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString(fmt.Sprintf("%s#%d", path[strings.LastIndexAny(path, ".]")+1:], f.next()))
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32:
-		v.SetInt(int64(f.next()))
-	case reflect.Int64:
-		// Beyond 32 bits, to catch a narrowing.
-		n := int64(f.next())
-		v.SetInt(n<<33 | n)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(uint64(f.next()))
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(float64(f.next()) + 0.5)
-	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
-		f.fill(v.Elem(), path)
-	case reflect.Slice:
-		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
-		for i := range 2 {
-			f.fill(v.Index(i), fmt.Sprintf("%s[%d]", path, i))
-		}
-	case reflect.Map:
-		v.Set(reflect.MakeMapWithSize(v.Type(), 2))
-		for i := range 2 {
-			k := reflect.New(v.Type().Key()).Elem()
-			f.fill(k, fmt.Sprintf("%s.key%d", path, i))
-			e := reflect.New(v.Type().Elem()).Elem()
-			f.fill(e, fmt.Sprintf("%s[%v]", path, k))
-			v.SetMapIndex(k, e)
-		}
-	case reflect.Struct:
-		for i := range v.NumField() {
-			sf := v.Type().Field(i)
-			if !sf.IsExported() {
-				f.errs = append(f.errs, fmt.Sprintf("%s.%s: unexported field; teach convFiller about %s", path, sf.Name, v.Type()))
-				continue
-			}
-			f.fill(v.Field(i), path+"."+sf.Name)
-		}
-	default:
-		f.errs = append(f.errs, fmt.Sprintf("%s: cannot fill a %s", path, v.Type()))
-	}
-}
-
-// ---- diff ----
-
-// convDiff names every path where got and want differ, as
-// "path: got …; want …".
-func convDiff(path string, got, want reflect.Value) []string {
-	if !got.IsValid() || !want.IsValid() || got.Type() != want.Type() {
-		return []string{fmt.Sprintf("%s: got %v; want %v", path, got, want)}
-	}
-	if reflect.DeepEqual(got.Interface(), want.Interface()) {
-		return nil
-	}
-	leaf := func() []string {
-		return []string{fmt.Sprintf("%s: got %s; want %s", path, convShow(got), convShow(want))}
-	}
-	switch got.Kind() {
-	case reflect.Pointer:
-		if got.IsNil() || want.IsNil() {
-			return leaf()
-		}
-		return convDiff(path, got.Elem(), want.Elem())
-	case reflect.Struct:
-		t := got.Type()
-		for i := range t.NumField() {
-			if !t.Field(i).IsExported() {
-				return leaf() // time.Time and the like
-			}
-		}
-		var out []string
-		for i := range t.NumField() {
-			out = append(out, convDiff(path+"."+t.Field(i).Name, got.Field(i), want.Field(i))...)
-		}
-		if len(out) == 0 {
-			return leaf()
-		}
-		return out
-	case reflect.Slice:
-		if got.IsNil() != want.IsNil() {
-			return leaf()
-		}
-		if got.Len() != want.Len() {
-			return []string{fmt.Sprintf("%s: got %d elements; want %d", path, got.Len(), want.Len())}
-		}
-		var out []string
-		for i := range got.Len() {
-			out = append(out, convDiff(fmt.Sprintf("%s[%d]", path, i), got.Index(i), want.Index(i))...)
-		}
-		return out
-	case reflect.Map:
-		if got.IsNil() != want.IsNil() {
-			return leaf()
-		}
-		keys := map[string]reflect.Value{}
-		for _, k := range got.MapKeys() {
-			keys[fmt.Sprint(k)] = k
-		}
-		for _, k := range want.MapKeys() {
-			keys[fmt.Sprint(k)] = k
-		}
-		var out []string
-		for _, ks := range slices.Sorted(maps.Keys(keys)) {
-			k := keys[ks]
-			p := fmt.Sprintf("%s[%q]", path, ks)
-			g, w := got.MapIndex(k), want.MapIndex(k)
-			switch {
-			case !g.IsValid():
-				out = append(out, p+": missing")
-			case !w.IsValid():
-				out = append(out, p+": unexpected")
-			default:
-				out = append(out, convDiff(p, g, w)...)
-			}
-		}
-		return out
-	}
-	return leaf()
-}
-
-func convShow(v reflect.Value) string {
-	if v.Kind() == reflect.Pointer && !v.IsNil() {
-		return "&" + convShow(v.Elem())
-	}
-	if v.Type() == convTimeType {
-		t := v.Interface().(time.Time)
-		return t.Format(time.RFC3339Nano) + " (" + t.Location().String() + ")"
-	}
-	return fmt.Sprintf("%#v", v.Interface())
 }

@@ -3514,6 +3514,76 @@ func (x *Endpoint) GetPort() int32 {
 	return 0
 }
 
+// Port is an address of a region network held by one replica; the region
+// stores it in its etcd (ports/<network>/<address>).
+type Port struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Network       string                 `protobuf:"bytes,1,opt,name=network,proto3" json:"network,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Assignment    string                 `protobuf:"bytes,3,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Port) Reset() {
+	*x = Port{}
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Port) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Port) ProtoMessage() {}
+
+func (x *Port) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Port.ProtoReflect.Descriptor instead.
+func (*Port) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *Port) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *Port) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *Port) GetAssignment() string {
+	if x != nil {
+		return x.Assignment
+	}
+	return ""
+}
+
+func (x *Port) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
 type Assignment struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Id                 string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -3545,7 +3615,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3627,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3640,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Assignment) GetId() string {
@@ -3754,7 +3824,7 @@ type AssignmentStatus struct {
 
 func (x *AssignmentStatus) Reset() {
 	*x = AssignmentStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3766,7 +3836,7 @@ func (x *AssignmentStatus) String() string {
 func (*AssignmentStatus) ProtoMessage() {}
 
 func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3779,7 +3849,7 @@ func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentStatus.ProtoReflect.Descriptor instead.
 func (*AssignmentStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AssignmentStatus) GetId() string {
@@ -3878,7 +3948,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3890,7 +3960,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3903,7 +3973,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Replica) GetAssignment() *Assignment {
@@ -3952,7 +4022,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3964,7 +4034,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3977,7 +4047,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Event) GetId() string {
@@ -4054,7 +4124,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4136,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4149,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -4117,7 +4187,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4129,7 +4199,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4142,7 +4212,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LogsRequest) GetTenant() string {
@@ -4196,7 +4266,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4208,7 +4278,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4221,7 +4291,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *JobSpec) GetCompletions() int32 {
@@ -4296,7 +4366,7 @@ type JobAttempt struct {
 
 func (x *JobAttempt) Reset() {
 	*x = JobAttempt{}
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4308,7 +4378,7 @@ func (x *JobAttempt) String() string {
 func (*JobAttempt) ProtoMessage() {}
 
 func (x *JobAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4321,7 +4391,7 @@ func (x *JobAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
 func (*JobAttempt) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *JobAttempt) GetId() string {
@@ -4397,7 +4467,7 @@ type JobRun struct {
 
 func (x *JobRun) Reset() {
 	*x = JobRun{}
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4409,7 +4479,7 @@ func (x *JobRun) String() string {
 func (*JobRun) ProtoMessage() {}
 
 func (x *JobRun) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4422,7 +4492,7 @@ func (x *JobRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRun.ProtoReflect.Descriptor instead.
 func (*JobRun) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *JobRun) GetNumber() int64 {
@@ -4504,7 +4574,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4516,7 +4586,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4529,7 +4599,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *JobStatus) GetPhase() string {
@@ -4964,7 +5034,15 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\bEndpoint\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04port\x18\x03 \x01(\x05R\x04port\"\xa1\b\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\"\x95\x01\n" +
+	"\x04Port\x12\x18\n" +
+	"\anetwork\x18\x01 \x01(\tR\anetwork\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1e\n" +
+	"\n" +
+	"assignment\x18\x03 \x01(\tR\n" +
+	"assignment\x129\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xa1\b\n" +
 	"\n" +
 	"Assignment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
@@ -5104,7 +5182,7 @@ func file_resource_v1_resource_proto_rawDescGZIP() []byte {
 	return file_resource_v1_resource_proto_rawDescData
 }
 
-var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_resource_v1_resource_proto_goTypes = []any{
 	(*FlavorSpec)(nil),            // 0: strata.resource.v1.FlavorSpec
 	(*Flavor)(nil),                // 1: strata.resource.v1.Flavor
@@ -5145,146 +5223,148 @@ var file_resource_v1_resource_proto_goTypes = []any{
 	(*VolumeAttachment)(nil),      // 36: strata.resource.v1.VolumeAttachment
 	(*NetworkAttachment)(nil),     // 37: strata.resource.v1.NetworkAttachment
 	(*Endpoint)(nil),              // 38: strata.resource.v1.Endpoint
-	(*Assignment)(nil),            // 39: strata.resource.v1.Assignment
-	(*AssignmentStatus)(nil),      // 40: strata.resource.v1.AssignmentStatus
-	(*Replica)(nil),               // 41: strata.resource.v1.Replica
-	(*Event)(nil),                 // 42: strata.resource.v1.Event
-	(*LogChunk)(nil),              // 43: strata.resource.v1.LogChunk
-	(*LogsRequest)(nil),           // 44: strata.resource.v1.LogsRequest
-	(*JobSpec)(nil),               // 45: strata.resource.v1.JobSpec
-	(*JobAttempt)(nil),            // 46: strata.resource.v1.JobAttempt
-	(*JobRun)(nil),                // 47: strata.resource.v1.JobRun
-	(*JobStatus)(nil),             // 48: strata.resource.v1.JobStatus
-	nil,                           // 49: strata.resource.v1.ComputeSpec.EnvEntry
-	nil,                           // 50: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	nil,                           // 51: strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	nil,                           // 52: strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	nil,                           // 53: strata.resource.v1.SpecOverride.EnvEntry
-	nil,                           // 54: strata.resource.v1.ResourceStatus.RegionsEntry
-	nil,                           // 55: strata.resource.v1.ResourceStatus.ConditionsEntry
-	nil,                           // 56: strata.resource.v1.Resource.LabelsEntry
-	nil,                           // 57: strata.resource.v1.Resource.OverridesEntry
-	nil,                           // 58: strata.resource.v1.Region.LabelsEntry
-	nil,                           // 59: strata.resource.v1.Node.LabelsEntry
-	nil,                           // 60: strata.resource.v1.Assignment.LabelsEntry
-	nil,                           // 61: strata.resource.v1.Event.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 62: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 63: google.protobuf.Duration
+	(*Port)(nil),                  // 39: strata.resource.v1.Port
+	(*Assignment)(nil),            // 40: strata.resource.v1.Assignment
+	(*AssignmentStatus)(nil),      // 41: strata.resource.v1.AssignmentStatus
+	(*Replica)(nil),               // 42: strata.resource.v1.Replica
+	(*Event)(nil),                 // 43: strata.resource.v1.Event
+	(*LogChunk)(nil),              // 44: strata.resource.v1.LogChunk
+	(*LogsRequest)(nil),           // 45: strata.resource.v1.LogsRequest
+	(*JobSpec)(nil),               // 46: strata.resource.v1.JobSpec
+	(*JobAttempt)(nil),            // 47: strata.resource.v1.JobAttempt
+	(*JobRun)(nil),                // 48: strata.resource.v1.JobRun
+	(*JobStatus)(nil),             // 49: strata.resource.v1.JobStatus
+	nil,                           // 50: strata.resource.v1.ComputeSpec.EnvEntry
+	nil,                           // 51: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	nil,                           // 52: strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	nil,                           // 53: strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	nil,                           // 54: strata.resource.v1.SpecOverride.EnvEntry
+	nil,                           // 55: strata.resource.v1.ResourceStatus.RegionsEntry
+	nil,                           // 56: strata.resource.v1.ResourceStatus.ConditionsEntry
+	nil,                           // 57: strata.resource.v1.Resource.LabelsEntry
+	nil,                           // 58: strata.resource.v1.Resource.OverridesEntry
+	nil,                           // 59: strata.resource.v1.Region.LabelsEntry
+	nil,                           // 60: strata.resource.v1.Node.LabelsEntry
+	nil,                           // 61: strata.resource.v1.Assignment.LabelsEntry
+	nil,                           // 62: strata.resource.v1.Event.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 63: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 64: google.protobuf.Duration
 }
 var file_resource_v1_resource_proto_depIdxs = []int32{
 	0,   // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
-	62,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
-	62,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
-	49,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
+	63,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
+	63,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
+	50,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
 	2,   // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
 	3,   // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
-	63,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
+	64,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
 	5,   // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
 	6,   // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
-	50,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	63,  // 10: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	63,  // 11: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	51,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	64,  // 10: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	64,  // 11: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
 	9,   // 12: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
-	51,  // 13: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	52,  // 13: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
 	10,  // 14: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
 	4,   // 15: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
 	7,   // 16: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
 	8,   // 17: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
 	11,  // 18: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
-	45,  // 19: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
+	46,  // 19: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
 	13,  // 20: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
-	52,  // 21: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	53,  // 22: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
-	63,  // 23: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
-	62,  // 24: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	48,  // 25: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
-	62,  // 26: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	62,  // 27: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	54,  // 28: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	53,  // 21: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	54,  // 22: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
+	64,  // 23: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
+	63,  // 24: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
+	49,  // 25: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
+	63,  // 26: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	63,  // 27: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	55,  // 28: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
 	19,  // 29: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	62,  // 30: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	55,  // 31: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	63,  // 30: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	56,  // 31: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
 	20,  // 32: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	48,  // 33: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
-	56,  // 34: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	49,  // 33: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
+	57,  // 34: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
 	12,  // 35: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
 	14,  // 36: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	57,  // 37: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	58,  // 37: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
 	16,  // 38: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
 	17,  // 39: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	62,  // 40: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	62,  // 41: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	62,  // 42: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	63,  // 40: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	63,  // 41: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	63,  // 42: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
 	21,  // 43: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
 	12,  // 44: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
 	0,   // 45: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	62,  // 46: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	62,  // 47: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	62,  // 48: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	58,  // 49: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	62,  // 50: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	63,  // 46: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	63,  // 47: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	63,  // 48: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	59,  // 49: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	63,  // 50: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
 	24,  // 51: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
 	22,  // 52: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
 	1,   // 53: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
 	8,   // 54: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	62,  // 55: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	62,  // 56: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	63,  // 57: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	62,  // 58: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	62,  // 59: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	62,  // 60: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	62,  // 61: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	63,  // 55: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	63,  // 56: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	64,  // 57: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	63,  // 58: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	63,  // 59: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	63,  // 60: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	63,  // 61: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
 	31,  // 62: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	62,  // 63: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	63,  // 63: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
 	29,  // 64: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	62,  // 65: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	63,  // 65: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
 	27,  // 66: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
 	32,  // 67: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	59,  // 68: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	60,  // 68: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
 	28,  // 69: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
 	27,  // 70: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	62,  // 71: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	63,  // 72: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	63,  // 73: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	62,  // 74: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	63,  // 71: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	64,  // 72: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	64,  // 73: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	63,  // 74: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
 	33,  // 75: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
 	35,  // 76: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
-	60,  // 77: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	12,  // 78: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 79: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	8,   // 80: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	36,  // 81: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	37,  // 82: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	38,  // 83: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	62,  // 84: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	62,  // 85: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	62,  // 86: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	62,  // 87: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
-	62,  // 88: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	62,  // 89: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	19,  // 90: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	39,  // 91: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	40,  // 92: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	62,  // 93: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	61,  // 94: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	62,  // 95: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	63,  // 96: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
-	63,  // 97: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
-	62,  // 98: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	62,  // 99: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	62,  // 100: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
-	62,  // 101: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
-	46,  // 102: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
-	47,  // 103: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
-	62,  // 104: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
-	62,  // 105: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
-	18,  // 106: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	15,  // 107: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	108, // [108:108] is the sub-list for method output_type
-	108, // [108:108] is the sub-list for method input_type
-	108, // [108:108] is the sub-list for extension type_name
-	108, // [108:108] is the sub-list for extension extendee
-	0,   // [0:108] is the sub-list for field type_name
+	63,  // 77: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
+	61,  // 78: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	12,  // 79: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 80: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	8,   // 81: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	36,  // 82: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	37,  // 83: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	38,  // 84: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	63,  // 85: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	63,  // 86: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	63,  // 87: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	63,  // 88: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
+	63,  // 89: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	63,  // 90: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	19,  // 91: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	40,  // 92: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	41,  // 93: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	63,  // 94: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	62,  // 95: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	63,  // 96: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	64,  // 97: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	64,  // 98: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	63,  // 99: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	63,  // 100: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	63,  // 101: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	63,  // 102: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	47,  // 103: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	48,  // 104: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	63,  // 105: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	63,  // 106: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	18,  // 107: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	15,  // 108: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	109, // [109:109] is the sub-list for method output_type
+	109, // [109:109] is the sub-list for method input_type
+	109, // [109:109] is the sub-list for extension type_name
+	109, // [109:109] is the sub-list for extension extendee
+	0,   // [0:109] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
@@ -5292,16 +5372,16 @@ func file_resource_v1_resource_proto_init() {
 	if File_resource_v1_resource_proto != nil {
 		return
 	}
-	file_resource_v1_resource_proto_msgTypes[40].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[45].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[41].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[46].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resource_v1_resource_proto_rawDesc), len(file_resource_v1_resource_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   62,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
