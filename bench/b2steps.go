@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	globalstate "github.com/stratahq/strata/global/state"
+	"github.com/stratahq/strata/internal/store"
+	regionstate "github.com/stratahq/strata/region/state"
 )
 
 // b2Steps times B2's creates through the tiers from outside them: a watch
@@ -70,12 +73,8 @@ func (c *cluster) watchB2Steps(ctx context.Context, prefix string) (*b2Steps, er
 // saw notes the write of key (value) seen at now, if it is a step of a
 // resource named prefix*.
 func (s *b2Steps) saw(prefix, key string, value []byte, now time.Time) {
-	var v struct {
-		Resource string `json:"resource"`
-		Phase    string `json:"phase"`
-	}
-	_ = json.Unmarshal(value, &v)
 	kind, name := stepKey(key)
+	v := stepFields(kind, value)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	step := ""
@@ -95,6 +94,35 @@ func (s *b2Steps) saw(prefix, key string, value []byte, now time.Time) {
 	if step != "" && strings.HasPrefix(name, prefix) {
 		s.noteLocked(name, step, now)
 	}
+}
+
+// stepFields decodes what saw needs of a write, with the codec its tier
+// stores it with.
+func stepFields(kind string, value []byte) (v struct{ Resource, Phase string }) {
+	switch kind {
+	case "assignments":
+		v.Resource = decodeWith(b2Region.Assignments.Codec(), value).Resource
+	case "astatus":
+		v.Phase = string(decodeWith(b2Region.Statuses.Codec(), value).Phase)
+	case "shares":
+		v.Phase = string(decodeWith(b2Region.Shares.Codec(), value).Phase)
+	case "status":
+		v.Phase = string(decodeWith(b2Global.Statuses.Codec(), value).Phase)
+	}
+	return v
+}
+
+// The tiers' collections, for their codecs.
+var (
+	b2Region = regionstate.New(nil)
+	b2Global = globalstate.New(nil)
+)
+
+// decodeWith decodes b, or gives the zero value.
+func decodeWith[T any](c store.Codec[T], b []byte) T {
+	var v T
+	_ = c.Unmarshal(b, &v)
+	return v
 }
 
 func ready(phase, step string) string {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stratahq/strata/e2e/framework"
 	"github.com/stratahq/strata/internal/api"
+	regionstate "github.com/stratahq/strata/region/state"
 )
 
 // Scenarios are the faults, each named; `make chaos` runs them all.
@@ -249,9 +250,10 @@ func placements(t *testing.T, tier *Tier) []regionPlacement {
 		t.Fatalf("%s placements: %v", tier.Name, err)
 	}
 	var out []regionPlacement
+	codec := regionstate.New(nil).Placements.Codec()
 	for _, kv := range resp.Kvs {
 		var p api.Placement
-		if err := json.Unmarshal(kv.Value, &p); err != nil {
+		if err := codec.Unmarshal(kv.Value, &p); err != nil {
 			t.Fatalf("%s placement %s: %v", tier.Name, kv.Key, err)
 		}
 		out = append(out, regionPlacement{key: string(kv.Key), name: p.Resource.Name, epoch: p.Epoch, modRev: kv.ModRevision,
