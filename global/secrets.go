@@ -8,6 +8,7 @@ import (
 
 	globalapi "github.com/stratahq/strata/global/api"
 	"github.com/stratahq/strata/global/state"
+	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/secretbox"
@@ -30,6 +31,6 @@ func ReencryptSecrets(ctx context.Context, cfg *config.Global, log *slog.Logger)
 		return globalapi.Reencryption{}, fmt.Errorf("global: %w", err)
 	}
 	defer closeEtcd()
-	st := state.New(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)))
+	st := state.NewWriting(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)), apiproto.WriteFormat(cfg.Etcd.JSONValues))
 	return globalapi.ReencryptSecrets(ctx, st, ring)
 }

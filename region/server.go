@@ -177,7 +177,7 @@ func (s *Server) Run(ctx context.Context) error {
 		defer closeEtcd()
 		cli = c
 	}
-	st := state.New(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)))
+	st := state.NewWriting(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)), apiproto.WriteFormat(cfg.Etcd.JSONValues))
 	caches := state.NewCaches(st)
 
 	hb, evs, closeHot, err := s.hotStores()

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stratahq/strata/internal/api/apiproto"
@@ -35,4 +36,40 @@ func check[T any](c *store.Collection[T]) []string {
 		return []string{"the collection stores JSON"}
 	}
 	return apiprototest.CheckCodec(c.Codec())
+}
+
+// TestCodecsWriteJSON: with FormatJSON (etcd.jsonValues) the binary
+// collections write JSON that the releases before them can read, and
+// still read binary.
+func TestCodecsWriteJSON(t *testing.T) {
+	bin, js := New(nil), NewWriting(nil, apiproto.FormatJSON)
+	t.Run("resources", func(t *testing.T) { checkJSONWrites(t, bin.Resources, js.Resources) })
+	t.Run("statuses", func(t *testing.T) { checkJSONWrites(t, bin.Statuses, js.Statuses) })
+	t.Run("revisions", func(t *testing.T) { checkJSONWrites(t, bin.Revisions, js.Revisions) })
+}
+
+func checkJSONWrites[T any](t *testing.T, bin, js *store.Collection[T]) {
+	var in T
+	apiprototest.Fill(&in, "in")
+	b, err := js.Codec().Marshal(&in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old T
+	if err := json.Unmarshal(b, &old); err != nil || !apiproto.IsJSON(b) {
+		t.Fatalf("not JSON: %v", err)
+	}
+	for _, p := range apiprototest.Compare("JSON", old, in) {
+		t.Error(p)
+	}
+	if b, err = bin.Codec().Marshal(&in); err != nil {
+		t.Fatal(err)
+	}
+	var got T
+	if err := js.Codec().Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range apiprototest.Compare("binary", got, in) {
+		t.Error(p)
+	}
 }

@@ -54,14 +54,19 @@ type State struct {
 	Secrets      *store.Collection[SealedSecret]
 }
 
-// New returns the collections over s.
-func New(s *store.Store) *State {
+// New returns the collections over s, writing binary values.
+func New(s *store.Store) *State { return NewWriting(s, apiproto.FormatBinary) }
+
+// NewWriting returns the collections over s; those with a binary codec
+// write values in format f (FormatJSON during a rolling upgrade from a
+// release that only reads JSON).
+func NewWriting(s *store.Store, f apiproto.Format) *State {
 	return &State{
 		Store:        s,
 		Flavors:      store.NewCollection(s, "flavors/", store.JSON[api.Flavor]()),
-		Resources:    store.NewCollection(s, "resources/", apiproto.StoreCodec(apiproto.ResourceToPB, apiproto.ResourceFromPB)),
-		Statuses:     store.NewCollection(s, "status/", apiproto.StoreCodec(apiproto.ResourceStatusToPB, apiproto.ResourceStatusFromPB)),
-		Revisions:    store.NewCollection(s, "revisions/", apiproto.StoreCodec(apiproto.RevisionToPB, apiproto.RevisionFromPB)),
+		Resources:    store.NewCollection(s, "resources/", apiproto.StoreCodec(f, apiproto.ResourceToPB, apiproto.ResourceFromPB)),
+		Statuses:     store.NewCollection(s, "status/", apiproto.StoreCodec(f, apiproto.ResourceStatusToPB, apiproto.ResourceStatusFromPB)),
+		Revisions:    store.NewCollection(s, "revisions/", apiproto.StoreCodec(f, apiproto.RevisionToPB, apiproto.RevisionFromPB)),
 		Regions:      store.NewCollection(s, "regions/", store.JSON[api.Region]()),
 		RegionStatus: store.NewCollection(s, "regionstatus/", store.JSON[api.RegionStatus]()),
 		Tenants:      store.NewCollection(s, "tenants/", store.JSON[api.Tenant]()),

@@ -29,6 +29,10 @@ type Etcd struct {
 	// server's --max-txn-ops (stock etcd: 128, the default here), which the
 	// tier checks at start.
 	MaxTxnOps int `mapstructure:"maxTxnOps"`
+	// JSONValues writes every value as JSON, as the releases before the
+	// binary codec of the hot collections did (reads take both): set it
+	// while any process of the tier still runs such a release.
+	JSONValues bool `mapstructure:"jsonValues"`
 	// TLS is the client side of TLS to etcd (https:// endpoints): CA
 	// alone to verify the members, with cert and key to present a
 	// client certificate (etcd --client-cert-auth).

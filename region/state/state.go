@@ -50,19 +50,24 @@ type State struct {
 	Meta        *store.Collection[Epoch]
 }
 
-// New returns the collections over s.
-func New(s *store.Store) *State {
+// New returns the collections over s, writing binary values.
+func New(s *store.Store) *State { return NewWriting(s, apiproto.FormatBinary) }
+
+// NewWriting returns the collections over s; those with a binary codec
+// write values in format f (FormatJSON during a rolling upgrade from a
+// release that only reads JSON).
+func NewWriting(s *store.Store, f apiproto.Format) *State {
 	return &State{
 		Store:       s,
-		Placements:  store.NewCollection(s, "placements/", apiproto.StoreCodec(apiproto.PlacementToPB, apiproto.PlacementFromPB)),
-		Shares:      store.NewCollection(s, "shares/", apiproto.StoreCodec(ShareToPB, ShareFromPB)),
-		Assignments: store.NewCollection(s, "assignments/", apiproto.StoreCodec(apiproto.AssignmentToPB, apiproto.AssignmentFromPB)),
-		Statuses:    store.NewCollection(s, "astatus/", apiproto.StoreCodec(apiproto.AssignmentStatusToPB, apiproto.AssignmentStatusFromPB)),
+		Placements:  store.NewCollection(s, "placements/", apiproto.StoreCodec(f, apiproto.PlacementToPB, apiproto.PlacementFromPB)),
+		Shares:      store.NewCollection(s, "shares/", apiproto.StoreCodec(f, ShareToPB, ShareFromPB)),
+		Assignments: store.NewCollection(s, "assignments/", apiproto.StoreCodec(f, apiproto.AssignmentToPB, apiproto.AssignmentFromPB)),
+		Statuses:    store.NewCollection(s, "astatus/", apiproto.StoreCodec(f, apiproto.AssignmentStatusToPB, apiproto.AssignmentStatusFromPB)),
 		Nodes:       store.NewCollection(s, "nodes/", store.JSON[api.Node]()),
 		NodeStatus:  store.NewCollection(s, "nodestatus/", store.JSON[api.NodeStatus]()),
 		Drains:      store.NewCollection(s, "drains/", store.JSON[api.DrainStatus]()),
 		Networks:    store.NewCollection(s, "networks/", store.JSON[api.Network]()),
-		Ports:       store.NewCollection(s, "ports/", apiproto.StoreCodec(apiproto.PortToPB, apiproto.PortFromPB)),
+		Ports:       store.NewCollection(s, "ports/", apiproto.StoreCodec(f, apiproto.PortToPB, apiproto.PortFromPB)),
 		Blocks:      store.NewCollection(s, "blocks/", store.JSON[api.Block]()),
 		Policies:    store.NewCollection(s, "policies/", store.JSON[api.NetworkPolicy]()),
 		Meta:        store.NewCollection(s, "meta/", store.JSON[Epoch]()),

@@ -7,20 +7,41 @@ import (
 	"github.com/stratahq/strata/internal/store"
 )
 
+// Format is how a StoreCodec writes values.
+type Format int
+
+const (
+	// FormatBinary writes the protobuf encoding.
+	FormatBinary Format = iota
+	// FormatJSON writes JSON, as the releases before StoreCodec did, so
+	// that they can still read what is written: for a rolling upgrade from
+	// them (etcd.jsonValues).
+	FormatJSON
+)
+
+// WriteFormat is the Format a tier's etcd.jsonValues asks for.
+func WriteFormat(jsonValues bool) Format {
+	if jsonValues {
+		return FormatJSON
+	}
+	return FormatBinary
+}
+
 // StoreCodec returns the store.Codec that keeps values of T in etcd as
 // their protobuf mirror P, converted with to and from (the converters of
-// this package, the same ones the gRPC services use). It writes the binary
-// encoding, which costs a fraction of the CPU and bytes of JSON, and reads
-// both: a value that IsJSON is decoded as JSON, as the releases before
-// this codec wrote it, so that a store written by them stays readable and
-// is rewritten in binary object by object as it changes.
+// this package, the same ones the gRPC services use). With FormatBinary it
+// writes the binary encoding, which costs a fraction of the CPU and bytes
+// of JSON; either way it reads both: a value that IsJSON is decoded as
+// JSON, as the releases before this codec wrote it, so that a store
+// written by them stays readable and is rewritten in binary object by
+// object as it changes.
 //
 // Decoding goes through from, so a value read back follows the
 // converters' conventions (see the package documentation): times in UTC,
 // empty maps and slices nil.
-func StoreCodec[T any, P proto.Message](to func(*T) P, from func(P) T) store.Codec[T] {
+func StoreCodec[T any, P proto.Message](f Format, to func(*T) P, from func(P) T) store.Codec[T] {
 	var zero P
-	return protoCodec[T, P]{to: to, from: from, msg: zero.ProtoReflect().Type(), json: store.JSON[T]()}
+	return protoCodec[T, P]{to: to, from: from, msg: zero.ProtoReflect().Type(), json: store.JSON[T](), writeJSON: f == FormatJSON}
 }
 
 // IsJSON reports whether a stored value is JSON rather than protobuf. A
@@ -37,12 +58,17 @@ type protoCodec[T any, P proto.Message] struct {
 	from func(P) T
 	msg  protoreflect.MessageType
 	json store.Codec[T]
+	// writeJSON: FormatJSON.
+	writeJSON bool
 }
 
 // deterministic orders map entries, so that equal values give equal bytes.
 var deterministic = proto.MarshalOptions{Deterministic: true}
 
 func (c protoCodec[T, P]) Marshal(v *T) ([]byte, error) {
+	if c.writeJSON {
+		return c.json.Marshal(v)
+	}
 	return deterministic.Marshal(c.to(v))
 }
 

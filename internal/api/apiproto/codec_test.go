@@ -30,7 +30,7 @@ func TestIsJSON(t *testing.T) {
 // TestStoreCodecDecodesBoth reads one assignment written both ways, and
 // refuses bytes that are neither.
 func TestStoreCodecDecodesBoth(t *testing.T) {
-	c := StoreCodec(AssignmentToPB, AssignmentFromPB)
+	c := StoreCodec(FormatBinary, AssignmentToPB, AssignmentFromPB)
 	in := api.Assignment{ID: "web-1", Node: "n1", Labels: map[string]string{"b": "2", "a": "1"}, CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	bin, err := c.Marshal(&in)
 	if err != nil {
