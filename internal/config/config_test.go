@@ -162,6 +162,21 @@ func TestMaxTxnOpsDefault(t *testing.T) {
 	}
 }
 
+// TestEtcdJSONValues: binary values by default, JSON when etcd.jsonValues
+// is set (a rolling upgrade from a release that reads only JSON).
+func TestEtcdJSONValues(t *testing.T) {
+	if DefaultRegion().Etcd.JSONValues || DefaultGlobal().Etcd.JSONValues {
+		t.Error("etcd.jsonValues is set by default")
+	}
+	t.Setenv("STRATA_ETCD_JSONVALUES", "true")
+	t.Setenv("STRATA_API_TOKEN", "0123456789abcdef")
+	cfg := DefaultRegion()
+	cfg.Name = "r"
+	if err := Load(cfg, Source{}); err != nil || !cfg.Etcd.JSONValues {
+		t.Errorf("etcd.jsonValues from the environment: got %v, %v; want true", cfg.Etcd.JSONValues, err)
+	}
+}
+
 func TestEtcdPasswordFile(t *testing.T) {
 	pw := filepath.Join(t.TempDir(), "pw")
 	if err := os.WriteFile(pw, []byte("s3cret\nignored\n"), 0o600); err != nil {
