@@ -1,23 +1,25 @@
 package state
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/api/apiproto/apiprototest"
-	"github.com/stratahq/strata/internal/store"
 )
 
 // TestCodecs checks the binary codec of every collection that has one:
 // every field survives, and a value the releases before it stored as JSON
-// still decodes.
+// still decodes. With FormatJSON (etcd.jsonValues) the same collections
+// write JSON that those releases can read, and still read binary.
 func TestCodecs(t *testing.T) {
-	st := New(nil)
+	bin, js := New(nil), NewWriting(nil, apiproto.FormatJSON)
 	cases := map[string][]string{
-		"resources": check(st.Resources),
-		"status":    check(st.Statuses),
-		"revisions": check(st.Revisions),
+		"resources":         apiprototest.CheckBinary(bin.Resources),
+		"resources as JSON": apiprototest.CheckJSONWrites(bin.Resources.Codec(), js.Resources.Codec()),
+		"status":            apiprototest.CheckBinary(bin.Statuses),
+		"status as JSON":    apiprototest.CheckJSONWrites(bin.Statuses.Codec(), js.Statuses.Codec()),
+		"revisions":         apiprototest.CheckBinary(bin.Revisions),
+		"revisions as JSON": apiprototest.CheckJSONWrites(bin.Revisions.Codec(), js.Revisions.Codec()),
 	}
 	for name, probs := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -25,51 +27,5 @@ func TestCodecs(t *testing.T) {
 				t.Error(p)
 			}
 		})
-	}
-}
-
-// check checks a collection's codec, which must be a binary one.
-func check[T any](c *store.Collection[T]) []string {
-	var zero T
-	b, err := c.Codec().Marshal(&zero)
-	if err != nil || apiproto.IsJSON(b) {
-		return []string{"the collection stores JSON"}
-	}
-	return apiprototest.CheckCodec(c.Codec())
-}
-
-// TestCodecsWriteJSON: with FormatJSON (etcd.jsonValues) the binary
-// collections write JSON that the releases before them can read, and
-// still read binary.
-func TestCodecsWriteJSON(t *testing.T) {
-	bin, js := New(nil), NewWriting(nil, apiproto.FormatJSON)
-	t.Run("resources", func(t *testing.T) { checkJSONWrites(t, bin.Resources, js.Resources) })
-	t.Run("statuses", func(t *testing.T) { checkJSONWrites(t, bin.Statuses, js.Statuses) })
-	t.Run("revisions", func(t *testing.T) { checkJSONWrites(t, bin.Revisions, js.Revisions) })
-}
-
-func checkJSONWrites[T any](t *testing.T, bin, js *store.Collection[T]) {
-	var in T
-	apiprototest.Fill(&in, "in")
-	b, err := js.Codec().Marshal(&in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var old T
-	if err := json.Unmarshal(b, &old); err != nil || !apiproto.IsJSON(b) {
-		t.Fatalf("not JSON: %v", err)
-	}
-	for _, p := range apiprototest.Compare("JSON", old, in) {
-		t.Error(p)
-	}
-	if b, err = bin.Codec().Marshal(&in); err != nil {
-		t.Fatal(err)
-	}
-	var got T
-	if err := js.Codec().Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range apiprototest.Compare("binary", got, in) {
-		t.Error(p)
 	}
 }
