@@ -1,10 +1,10 @@
 package apiproto
 
 import (
+	"encoding/json"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-
-	"github.com/stratahq/strata/internal/store"
 )
 
 // Format is how a StoreCodec writes values.
@@ -27,21 +27,22 @@ func WriteFormat(jsonValues bool) Format {
 	return FormatBinary
 }
 
-// StoreCodec returns the store.Codec that keeps values of T in etcd as
-// their protobuf mirror P, converted with to and from (the converters of
-// this package, the same ones the gRPC services use). With FormatBinary it
-// writes the binary encoding, which costs a fraction of the CPU and bytes
-// of JSON; either way it reads both: a value that IsJSON is decoded as
-// JSON, as the releases before this codec wrote it, so that a store
-// written by them stays readable and is rewritten in binary object by
-// object as it changes.
+// StoreCodec returns the codec (a store.Codec; this package does not
+// import the store, which would bring the etcd client into the agent)
+// that keeps values of T in etcd as their protobuf mirror P, converted
+// with to and from (the converters of this package, the same ones the
+// gRPC services use). With FormatBinary it writes the binary encoding,
+// which costs a fraction of the CPU and bytes of JSON; either way it
+// reads both: a value that IsJSON is decoded as JSON, as the releases
+// before this codec wrote it, so that a store written by them stays
+// readable and is rewritten in binary object by object as it changes.
 //
 // Decoding goes through from, so a value read back follows the
 // converters' conventions (see the package documentation): times in UTC,
 // empty maps and slices nil.
-func StoreCodec[T any, P proto.Message](f Format, to func(*T) P, from func(P) T) store.Codec[T] {
+func StoreCodec[T any, P proto.Message](f Format, to func(*T) P, from func(P) T) ProtoCodec[T, P] {
 	var zero P
-	return protoCodec[T, P]{to: to, from: from, msg: zero.ProtoReflect().Type(), json: store.JSON[T](), writeJSON: f == FormatJSON}
+	return ProtoCodec[T, P]{to: to, from: from, msg: zero.ProtoReflect().Type(), writeJSON: f == FormatJSON}
 }
 
 // IsJSON reports whether a stored value is JSON rather than protobuf. A
@@ -53,11 +54,11 @@ func StoreCodec[T any, P proto.Message](f Format, to func(*T) P, from func(P) T)
 // message with every field at its zero) is protobuf.
 func IsJSON(b []byte) bool { return len(b) > 0 && b[0] == '{' }
 
-type protoCodec[T any, P proto.Message] struct {
+// ProtoCodec is the codec StoreCodec returns.
+type ProtoCodec[T any, P proto.Message] struct {
 	to   func(*T) P
 	from func(P) T
 	msg  protoreflect.MessageType
-	json store.Codec[T]
 	// writeJSON: FormatJSON.
 	writeJSON bool
 }
@@ -65,17 +66,19 @@ type protoCodec[T any, P proto.Message] struct {
 // deterministic orders map entries, so that equal values give equal bytes.
 var deterministic = proto.MarshalOptions{Deterministic: true}
 
-func (c protoCodec[T, P]) Marshal(v *T) ([]byte, error) {
+// Marshal encodes v.
+func (c ProtoCodec[T, P]) Marshal(v *T) ([]byte, error) {
 	if c.writeJSON {
-		return c.json.Marshal(v)
+		return json.Marshal(v)
 	}
 	return deterministic.Marshal(c.to(v))
 }
 
-func (c protoCodec[T, P]) Unmarshal(b []byte, v *T) error {
+// Unmarshal decodes b, JSON or binary, into v.
+func (c ProtoCodec[T, P]) Unmarshal(b []byte, v *T) error {
 	if IsJSON(b) {
 		var x T
-		if err := c.json.Unmarshal(b, &x); err != nil {
+		if err := json.Unmarshal(b, &x); err != nil {
 			return err
 		}
 		*v = x
