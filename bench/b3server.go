@@ -25,15 +25,17 @@ func (c *cluster) getServerTimes(ctx context.Context) serverTimes {
 	names := []string{
 		"strata_http_request_duration_seconds_count{" + b3GetRoute,
 		"strata_http_request_duration_seconds_sum{" + b3GetRoute,
+		`strata_etcd_request_duration_seconds_count{method="Txn (read)"`,
+		`strata_etcd_request_duration_seconds_sum{method="Txn (read)"`,
 	}
 	for _, b := range httpBounds {
 		names = append(names, fmt.Sprintf(`strata_http_request_duration_seconds_bucket{%s,le="%s"`, b3GetRoute, b))
 	}
 	cl := c.newClient(c.gHTTP[0])
 	got := scrapeCounters(ctx, cl.http, cl.base, names)
-	out := serverTimes{"count": got[names[0]], "sum": got[names[1]]}
+	out := serverTimes{"count": got[names[0]], "sum": got[names[1]], "etcd count": got[names[2]], "etcd sum": got[names[3]]}
 	for i, b := range httpBounds {
-		out[b] = got[names[2+i]]
+		out[b] = got[names[4+i]]
 	}
 	return out
 }
@@ -74,6 +76,12 @@ func (t serverTimes) note() string {
 	if n <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("The server's side of the GETs under load (the replica's strata_http_request_duration_seconds for GET /v1/resources/{name}, from the request read to the answer written: the token check, the etcd read, JSON; neither TLS, the network nor the client's wait): %.0f requests, mean %.1f ms, p50 %s, p99 %s (bucket bounds).",
+	out := fmt.Sprintf("The server's side of the GETs under load (the replica's strata_http_request_duration_seconds for GET /v1/resources/{name}, from the request read to the answer written: the token check, the etcd read, JSON; neither TLS, the network nor the client's wait): %.0f requests, mean %.1f ms, p50 %s, p99 %s (bucket bounds).",
 		n, t["sum"]/n*1000, t.quantileBound(0.5), t.quantileBound(0.99))
+	if e := t["etcd count"]; e > 0 {
+		// The GET's read is the replica's only read-only transaction
+		// on this path; the mean is of every one it ran meanwhile.
+		out += fmt.Sprintf(" Of which the etcd read (strata_etcd_request_duration_seconds, Txn (read), %.0f calls): mean %.1f ms.", e, t["etcd sum"]/e*1000)
+	}
+	return out
 }

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestServerTimesQuantileBound(t *testing.T) {
 	was := serverTimes{"count": 10, "sum": 1, "0.01": 10, "0.05": 10, "0.1": 10, "+Inf": 10}
@@ -17,5 +20,15 @@ func TestServerTimesQuantileBound(t *testing.T) {
 	}
 	if got := (serverTimes{}).note(); got != "" {
 		t.Errorf("nothing timed: note %q; want none", got)
+	}
+}
+
+func TestServerTimesNote(t *testing.T) {
+	d := serverTimes{"count": 100, "sum": 2, "0.01": 50, "0.05": 100, "+Inf": 100, "etcd count": 100, "etcd sum": 1.5}
+	n := d.note()
+	for _, want := range []string{"100 requests, mean 20.0 ms, p50 ≤ 10 ms, p99 ≤ 50 ms", "100 calls): mean 15.0 ms"} {
+		if !strings.Contains(n, want) {
+			t.Errorf("note %q lacks %q", n, want)
+		}
 	}
 }
