@@ -78,7 +78,7 @@ func (c *cluster) b4Replicas(ctx context.Context, res, node string, killed time.
 			} `json:"status"`
 		} `json:"items"`
 	}
-	if _, err := c.g.do(ctx, http.MethodGet, "/v1/resources/"+res+"/replicas?limit=1000", nil, &reps); err != nil {
+	if _, err := c.g.do(ctx, http.MethodGet, "/v1/resources/"+res+"/replicas", nil, &reps); err != nil {
 		return err
 	}
 	first := func(cur *time.Duration, d time.Duration) {
