@@ -91,13 +91,14 @@ func New(o Options) *Monitor {
 	return &Monitor{o: o, log: o.Logger.With("component", "monitor")}
 }
 
-// Lead checks every node each half heartbeat interval until ctx is done,
-// and once more, between two of those passes, at the moment a Suspect
-// node's quiet reaches DownAfter: the Down verdict, which the controller
-// reschedules on, then waits for no tick. Only nodes already Suspect
-// (quiet for SuspectAfter, probe failed) arm that pass, and at most one
-// such pass runs between two ticks, so that many nodes going quiet
-// together cost no more than twice the passes.
+// Lead checks every node at once, then each half heartbeat interval
+// until ctx is done, and once more between two of those passes at the
+// moment a Suspect node's quiet reaches DownAfter: the Down verdict,
+// which the controller reschedules on, waits for no tick. Only nodes
+// already Suspect (quiet for SuspectAfter, probe failed) arm that pass,
+// and at most one such pass runs between two ticks, so that a fleet that
+// beats costs nothing more and many nodes going quiet together no more
+// than twice the passes.
 func (m *Monitor) Lead(ctx context.Context, guard store.Guard) error {
 	if err := m.o.Caches.WaitSynced(ctx); err != nil {
 		return err
@@ -111,16 +112,8 @@ func (m *Monitor) Lead(ctx context.Context, guard store.Guard) error {
 	due.Stop()
 	defer due.Stop()
 	var dueC <-chan time.Time // armed for one deadline pass at a time
+	ticked := true            // the first pass runs at once, as if on a tick
 	for {
-		ticked := false
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			ticked = true
-		case <-dueC:
-		}
-		dueC = nil
 		down, err := m.check(ctx, guard, tr)
 		if err != nil && ctx.Err() == nil {
 			m.log.Warn("node monitor pass failed", "err", err)
@@ -128,11 +121,20 @@ func (m *Monitor) Lead(ctx context.Context, guard store.Guard) error {
 				return err
 			}
 		}
+		dueC = nil
 		if ticked && !down.IsZero() {
 			// A little past the deadline: the pass must find the quiet
 			// at DownAfter, not a hair short of it.
 			due.Reset(down.Sub(m.o.Clock()) + deadlineSlack)
 			dueC = due.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			ticked = true
+		case <-dueC:
+			ticked = false
 		}
 	}
 }

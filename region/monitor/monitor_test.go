@@ -318,3 +318,38 @@ func TestAnsweringNodeArmsNoDeadline(t *testing.T) {
 		t.Errorf("n1 %s; want Up", got)
 	}
 }
+
+// Lead makes a dead node Down at its deadline, without a tick: with a
+// half-hour tick, only the first pass (at once) and the deadline pass
+// it arms can run while the test waits.
+func TestLeadDownAtTheDeadlineWithoutATick(t *testing.T) {
+	e := newEnv(t)
+	e.node(t, &api.Node{Name: "n1", Region: "r1", Schedulable: true, Address: "x"})
+	e.probe.errs["n1"] = errors.New("connection refused")
+	m := New(Options{
+		Region: "r1", State: e.st, Caches: e.caches, Heartbeats: e.hb, Events: e.events, Prober: e.probe,
+		HeartbeatInterval: time.Hour, SuspectAfter: time.Second, DownAfter: 4 * time.Second,
+	})
+	// Quiet for 1.5 s: Suspect at the first pass (which has 2.5 s to
+	// run), Down at the deadline pass 2.5 s on.
+	if err := e.hb.Record(context.Background(), heartbeat.Beat{ID: "n1", At: time.Now().Add(-1500 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Lead(ctx, e.g) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for e.events.count("NodeDown") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no NodeDown (health %s); want one from the deadline pass", e.health(t, "n1"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if e.events.count("NodeSuspect") != 1 {
+		t.Errorf("NodeSuspect events: %d; want 1 (the first pass)", e.events.count("NodeSuspect"))
+	}
+	if got := e.health(t, "n1"); got != api.HealthDown {
+		t.Errorf("n1 %s; want Down", got)
+	}
+}
