@@ -23,11 +23,17 @@ type b4Steps struct {
 }
 
 // b4StepNames name b4Steps' fields in the notes, in order.
+// The last two are not from the kill: how late Down came after its
+// deadline (downAfter after the last beat), and how much of the figure is
+// more than that deadline, the part that is not inherent.
 var b4StepNames = []string{"last beat's age at the kill", "Suspect", "Down", "first replica assigned elsewhere",
-	"last assigned", "first ready", "last ready", "global API reads 100 ready"}
+	"last assigned", "first ready", "last ready", "global API reads 100 ready",
+	"Down past its deadline", "the figure past that deadline"}
 
 func (b b4Steps) values() []time.Duration {
-	return []time.Duration{b.beatAge, b.suspect, b.down, b.firstAssigned, b.lastAssigned, b.firstReady, b.lastReady, b.global}
+	deadline := downAfter - b.beatAge // from the kill
+	return []time.Duration{b.beatAge, b.suspect, b.down, b.firstAssigned, b.lastAssigned, b.firstReady, b.lastReady, b.global,
+		b.down - deadline, b.global - deadline}
 }
 
 // b4Breakdown reads the steps of the loss of node (resource res), killed
@@ -116,7 +122,7 @@ func b4BreakdownNotes(runs []b4Steps) string {
 		s := spreadDurations(d)
 		parts[i] = fmt.Sprintf("%s %s (%s–%s)", name, fmtSecs(s.med), fmtSecs(s.lo), fmtSecs(s.hi))
 	}
-	return " Where the time goes, median (range) over the runs, from the kill: " + strings.Join(parts, "; ") + "."
+	return " Where the time goes, median (range) over the runs, from the kill (the last two from Down's deadline, downAfter after the last beat): " + strings.Join(parts, "; ") + "."
 }
 
 // b4RunLine is one run's steps, for the log.
