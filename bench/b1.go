@@ -142,6 +142,7 @@ func (s *suite) b1(ctx context.Context, c *cluster) error {
 
 	var runs []b1run
 	var gets, posts latencies
+	server0 := c.getServerTimes(ctx)
 	for round := range s.o.rounds {
 		r, err := s.b1Run(ctx, c, round, &gets, &posts)
 		if err != nil {
@@ -155,7 +156,7 @@ func (s *suite) b1(ctx context.Context, c *cluster) error {
 			return err
 		}
 	}
-	s.b1Report(c, runs, idleRSS, &idleGets, &idlePosts, &gets, &posts)
+	s.b1Report(c, runs, idleRSS, &idleGets, &idlePosts, &gets, &posts, c.getServerTimes(ctx).since(server0))
 	var rates []float64
 	for _, r := range runs {
 		rates = append(rates, r.rate)
@@ -296,7 +297,7 @@ func (c *cluster) waitReady(ctx context.Context, prefix string, want int) error 
 }
 
 // b1Report adds the rows of B1, B3 and (wanted) B6.
-func (s *suite) b1Report(c *cluster, runs []b1run, idleRSS float64, idleGets, idlePosts, gets, posts *latencies) {
+func (s *suite) b1Report(c *cluster, runs []b1run, idleRSS float64, idleGets, idlePosts, gets, posts *latencies, getServer serverTimes) {
 	var rates, rss []float64
 	var failed int64
 	var accepted []time.Duration
@@ -325,7 +326,8 @@ func (s *suite) b1Report(c *cluster, runs []b1run, idleRSS float64, idleGets, id
 		idle, load *latencies
 		limit      time.Duration
 		rate       float64
-	}{{"GET one resource", idleGets, gets, 50 * time.Millisecond, b3GetRate}, {"POST a resource of 1 replica", idlePosts, posts, 150 * time.Millisecond, b3PostRate}} {
+		notes      string
+	}{{"GET one resource", idleGets, gets, 50 * time.Millisecond, b3GetRate, getServer.note()}, {"POST a resource of 1 replica", idlePosts, posts, 150 * time.Millisecond, b3PostRate, ""}} {
 		_, errs := x.load.counts()
 		p99 := x.load.p(99)
 		ratio := ""
@@ -333,7 +335,7 @@ func (s *suite) b1Report(c *cluster, runs []b1run, idleRSS float64, idleGets, id
 			ratio = fmt.Sprintf("p99 %.1f × idle (%s)", float64(p99)/float64(x.idle.p(99)), x.idle.summary())
 		}
 		s.r.add(row{id: "B3", what: c.label(fmt.Sprintf("API under B1 load: %s, open loop at %.0f/s", x.what, x.rate)), figure: x.load.summary(),
-			target: fmt.Sprintf("p99 ≤ %s, 0 errors", ms(x.limit)), ratio: ratio, met: verdict(p99 <= x.limit && errs == 0)})
+			target: fmt.Sprintf("p99 ≤ %s, 0 errors", ms(x.limit)), ratio: ratio, met: verdict(p99 <= x.limit && errs == 0), notes: x.notes})
 	}
 	if s.o.wants("B6") && c.shape.production {
 		r := spreadFloats(rss)

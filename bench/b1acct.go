@@ -64,6 +64,13 @@ var etcdCounters = []string{
 	"etcd_network_client_grpc_received_bytes_total",
 	`grpc_server_handled_total{grpc_method="Txn"`,
 	`grpc_server_handled_total{grpc_method="Put"`,
+	// Reads and watches: client Ranges, the MVCC ranges the members run
+	// (transactions' compares and reads included), the events they send
+	// to watchers and the bytes to clients.
+	`grpc_server_handled_total{grpc_method="Range"`,
+	"etcd_mvcc_range_total",
+	"etcd_debugging_mvcc_events_total",
+	"etcd_network_client_grpc_sent_bytes_total",
 }
 
 // startB1Account starts watching both tiers' etcd and reads the counters

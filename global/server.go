@@ -153,9 +153,10 @@ func (s *Server) Controller() *controller.Controller {
 // Run serves until ctx is done.
 func (s *Server) Run(ctx context.Context) error {
 	cfg := s.cfg
+	reg := metrics.New("global")
 	cli := s.o.Etcd
 	if cli == nil {
-		c, closeEtcd, err := etcdserver.Open(ctx, "global", cfg.Etcd)
+		c, closeEtcd, err := etcdserver.Open(ctx, "global", cfg.Etcd, reg.EtcdClient())
 		if err != nil {
 			return fmt.Errorf("global: %w", err)
 		}
@@ -212,7 +213,6 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("global: %w", err)
 	}
-	reg := metrics.New("global")
 	ctrl := controller.New(controller.Options{
 		State:             st,
 		Caches:            caches,

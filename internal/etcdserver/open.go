@@ -15,8 +15,9 @@ import (
 
 // Open connects to the etcd a tier is configured with, starting an
 // embedded member first when the configuration asks for one. close
-// releases the client and stops the member.
-func Open(ctx context.Context, name string, c config.Etcd) (cli *clientv3.Client, closeFn func(), err error) {
+// releases the client and stops the member. dial adds options to the
+// client's connections (a tier's metrics interceptor).
+func Open(ctx context.Context, name string, c config.Etcd, dial ...grpc.DialOption) (cli *clientv3.Client, closeFn func(), err error) {
 	endpoints := c.Endpoints
 	stop := func() {}
 	if c.Embedded {
@@ -37,7 +38,7 @@ func Open(ctx context.Context, name string, c config.Etcd) (cli *clientv3.Client
 		MaxCallSendMsgSize:   32 << 20,
 		// Transactions and watch responses of tens of KiB: buffers
 		// sized to them, not gRPC's 1 MiB (see transport.Codec).
-		DialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(stransport.Codec())},
+		DialOptions: append([]grpc.DialOption{grpc.WithDefaultCallOptions(stransport.Codec())}, dial...),
 	}
 	// An embedded member lives in this process on loopback: it has
 	// neither TLS nor users.

@@ -121,7 +121,6 @@ func (r *reflector) watch(ctx context.Context, bo *backoff.Backoff) error {
 	wch := r.s.cli.Watch(wctx, key,
 		clientv3.WithRange(end),
 		clientv3.WithRev(start),
-		clientv3.WithPrevKV(),
 		clientv3.WithProgressNotify(),
 	)
 	for {

@@ -27,12 +27,13 @@ func (t EventType) String() string {
 }
 
 // Event is one change of one key. For a deletion KV carries only the key and
-// the deletion's ModRevision. PrevKV is the key before the change, nil for a
-// creation (or when etcd no longer has it).
+// the deletion's ModRevision. An event carries no previous value: a handler
+// that needs one keeps it (the caches hold every object by name), because
+// asking etcd for it costs etcd a read of the old revision for every event
+// of every watcher and doubles what it sends.
 type Event struct {
-	Type   EventType
-	KV     KV
-	PrevKV *KV
+	Type EventType
+	KV   KV
 }
 
 // Handler receives a consistent view of a prefix. Reflect calls it from one
@@ -69,10 +70,6 @@ func (s *Store) event(ev *clientv3.Event) Event {
 	e := Event{Type: EventPut, KV: s.kv(ev.Kv)}
 	if ev.Type == clientv3.EventTypeDelete {
 		e.Type = EventDelete
-	}
-	if ev.PrevKv != nil {
-		prev := s.kv(ev.PrevKv)
-		e.PrevKV = &prev
 	}
 	return e
 }

@@ -91,7 +91,14 @@ func New(o Options) *Monitor {
 	return &Monitor{o: o, log: o.Logger.With("component", "monitor")}
 }
 
-// Lead checks every node each half heartbeat interval until ctx is done.
+// Lead checks every node at once, then each half heartbeat interval
+// until ctx is done, and once more between two of those passes at the
+// moment a Suspect node's quiet reaches DownAfter: the Down verdict,
+// which the controller reschedules on, waits for no tick. Only nodes
+// already Suspect (quiet for SuspectAfter, probe failed) arm that pass,
+// and at most one such pass runs between two ticks, so that a fleet that
+// beats costs nothing more and many nodes going quiet together no more
+// than twice the passes.
 func (m *Monitor) Lead(ctx context.Context, guard store.Guard) error {
 	if err := m.o.Caches.WaitSynced(ctx); err != nil {
 		return err
@@ -101,20 +108,39 @@ func (m *Monitor) Lead(ctx context.Context, guard store.Guard) error {
 	tr := liveness.NewTracker()
 	tick := time.NewTicker(m.o.HeartbeatInterval / 2)
 	defer tick.Stop()
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
+	var dueC <-chan time.Time // armed for one deadline pass at a time
+	ticked := true            // the first pass runs at once, as if on a tick
 	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		if err := m.check(ctx, guard, tr); err != nil && ctx.Err() == nil {
+		down, err := m.check(ctx, guard, tr)
+		if err != nil && ctx.Err() == nil {
 			m.log.Warn("node monitor pass failed", "err", err)
 			if isFenced(err) {
 				return err
 			}
 		}
+		dueC = nil
+		if ticked && !down.IsZero() {
+			// A little past the deadline: the pass must find the quiet
+			// at DownAfter, not a hair short of it.
+			due.Reset(down.Sub(m.o.Clock()) + deadlineSlack)
+			dueC = due.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			ticked = true
+		case <-dueC:
+			ticked = false
+		}
 	}
 }
+
+// deadlineSlack is how long past a Down deadline its pass runs.
+const deadlineSlack = 10 * time.Millisecond
 
 // verdict is the monitor's judgement of one node in one pass.
 type verdict struct {
@@ -123,13 +149,15 @@ type verdict struct {
 }
 
 // check is one pass over every node: probes run concurrently, so one
-// hung agent does not delay the verdict on the others.
-func (m *Monitor) check(ctx context.Context, guard store.Guard, tr *liveness.Tracker) error {
+// hung agent does not delay the verdict on the others. It returns the
+// earliest moment a node it judged Suspect becomes Down if it stays quiet
+// (zero: none is Suspect).
+func (m *Monitor) check(ctx context.Context, guard store.Guard, tr *liveness.Tracker) (time.Time, error) {
 	// Only the beats' times: a pass every half interval reading every
 	// node's metrics too would cost Redis a hash read per node.
 	last, err := m.o.Heartbeats.Times(ctx)
 	if err != nil {
-		return fmt.Errorf("list heartbeats: %w", err)
+		return time.Time{}, fmt.Errorf("list heartbeats: %w", err)
 	}
 	now := m.o.Clock()
 	th := liveness.Thresholds{SuspectAfter: m.o.SuspectAfter, DownAfter: m.o.DownAfter}
@@ -151,7 +179,23 @@ func (m *Monitor) check(ctx context.Context, guard store.Guard, tr *liveness.Tra
 		})
 	}
 	wg.Wait()
-	return m.apply(ctx, guard, verdicts, now)
+	return downDeadline(verdicts, now, m.o.DownAfter), m.apply(ctx, guard, verdicts, now)
+}
+
+// downDeadline is the earliest moment a Suspect verdict of a pass at now
+// turns Down if its node stays quiet: DownAfter after its quiet began.
+// Zero when no verdict is Suspect.
+func downDeadline(verdicts []verdict, now time.Time, downAfter time.Duration) time.Time {
+	var out time.Time
+	for _, v := range verdicts {
+		if v.Health != api.HealthSuspect || v.Quiet >= downAfter {
+			continue
+		}
+		if at := now.Add(downAfter - v.Quiet); out.IsZero() || at.Before(out) {
+			out = at
+		}
+	}
+	return out
 }
 
 // transitionWorkers bounds the writes of one pass in flight. A pass that

@@ -138,9 +138,17 @@ func (e *env) settle(t *testing.T, node string) {
 
 func (e *env) check(t *testing.T) {
 	t.Helper()
-	if err := e.m.check(context.Background(), e.g, e.tr); err != nil {
+	e.checkDue(t)
+}
+
+// checkDue runs a pass and returns the Down deadline it reports.
+func (e *env) checkDue(t *testing.T) time.Time {
+	t.Helper()
+	due, err := e.m.check(context.Background(), e.g, e.tr)
+	if err != nil {
 		t.Fatalf("check: %v", err)
 	}
+	return due
 }
 
 func (e *env) health(t *testing.T, node string) api.Health {
@@ -259,5 +267,89 @@ func TestConditionNotLongEnoughDoesNothing(t *testing.T) {
 	n, _ := e.st.Nodes.Get(context.Background(), "n1")
 	if !n.Value.Schedulable {
 		t.Errorf("node cordoned after 10s of a condition with a 1m interval")
+	}
+}
+
+// A pass that finds a node Suspect says when the node turns Down if it
+// stays quiet (DownAfter after its last beat), and a pass at that moment
+// finds it Down: the monitor's deadline pass needs no tick.
+func TestSuspectReportsItsDownDeadline(t *testing.T) {
+	e := newEnv(t)
+	e.node(t, &api.Node{Name: "n1", Region: "r1", Schedulable: true, Address: "x"})
+	e.node(t, &api.Node{Name: "n2", Region: "r1", Schedulable: true, Address: "y"})
+	e.beat(t, "n1", time.Second)
+	e.beat(t, "n2", time.Second)
+	if due := e.checkDue(t); !due.IsZero() {
+		t.Errorf("every node beating: Down deadline %s; want none", due)
+	}
+	lastBeat := e.now.Add(-time.Second)
+	e.probe.errs["n2"] = errors.New("connection refused")
+	e.now = e.now.Add(6500 * time.Millisecond)
+	e.beat(t, "n1", time.Second)
+	due := e.checkDue(t)
+	e.settleHealth(t, "n2", api.HealthSuspect)
+	// Beats are kept to the microsecond.
+	if want := lastBeat.Add(10 * time.Second); due.Sub(want).Abs() > time.Microsecond {
+		t.Fatalf("Down deadline %s; want %s (the last beat + downAfter)", due, want)
+	}
+	e.now = due.Add(-time.Millisecond)
+	if e.checkDue(t); e.health(t, "n2") != api.HealthSuspect {
+		t.Fatalf("n2 %s a millisecond before its deadline; want Suspect", e.health(t, "n2"))
+	}
+	e.now = due
+	if again := e.checkDue(t); !again.IsZero() {
+		t.Errorf("after the Down verdict: deadline %s; want none", again)
+	}
+	e.settleHealth(t, "n2", api.HealthDown)
+	if got := e.health(t, "n1"); got != api.HealthUp {
+		t.Errorf("n1 %s; want Up", got)
+	}
+}
+
+// A Suspect node that answers its probe is Up and arms no deadline.
+func TestAnsweringNodeArmsNoDeadline(t *testing.T) {
+	e := newEnv(t)
+	e.node(t, &api.Node{Name: "n1", Region: "r1", Schedulable: true, Address: "x"})
+	e.beat(t, "n1", 7*time.Second)
+	if due := e.checkDue(t); !due.IsZero() {
+		t.Errorf("quiet node answering its probe: Down deadline %s; want none", due)
+	}
+	if got := e.health(t, "n1"); got != api.HealthUp {
+		t.Errorf("n1 %s; want Up", got)
+	}
+}
+
+// Lead makes a dead node Down at its deadline, without a tick: with a
+// half-hour tick, only the first pass (at once) and the deadline pass
+// it arms can run while the test waits.
+func TestLeadDownAtTheDeadlineWithoutATick(t *testing.T) {
+	e := newEnv(t)
+	e.node(t, &api.Node{Name: "n1", Region: "r1", Schedulable: true, Address: "x"})
+	e.probe.errs["n1"] = errors.New("connection refused")
+	m := New(Options{
+		Region: "r1", State: e.st, Caches: e.caches, Heartbeats: e.hb, Events: e.events, Prober: e.probe,
+		HeartbeatInterval: time.Hour, SuspectAfter: time.Second, DownAfter: 4 * time.Second,
+	})
+	// Quiet for 1.5 s: Suspect at the first pass (which has 2.5 s to
+	// run), Down at the deadline pass 2.5 s on.
+	if err := e.hb.Record(context.Background(), heartbeat.Beat{ID: "n1", At: time.Now().Add(-1500 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Lead(ctx, e.g) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for e.events.count("NodeDown") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no NodeDown (health %s); want one from the deadline pass", e.health(t, "n1"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if e.events.count("NodeSuspect") != 1 {
+		t.Errorf("NodeSuspect events: %d; want 1 (the first pass)", e.events.count("NodeSuspect"))
+	}
+	if got := e.health(t, "n1"); got != api.HealthDown {
+		t.Errorf("n1 %s; want Down", got)
 	}
 }

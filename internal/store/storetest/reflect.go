@@ -47,14 +47,13 @@ func testReflectListAndWatch(t *testing.T, s *store.Store) {
 	type ev struct {
 		typ      store.EventType
 		key, val string
-		prev     string // "" = no PrevKV
 		atTxnRev bool
 	}
 	want := []ev{
-		{store.EventPut, "r/a", "2", "1", false},
-		{store.EventDelete, "r/b", "", "1", false},
-		{store.EventPut, "r/c", "1", "", true},
-		{store.EventPut, "r/d", "1", "", true},
+		{store.EventPut, "r/a", "2", false},
+		{store.EventDelete, "r/b", "", false},
+		{store.EventPut, "r/c", "1", true},
+		{store.EventPut, "r/d", "1", true},
 	}
 	events := rec.Events()
 	if len(events) != len(want) {
@@ -62,14 +61,10 @@ func testReflectListAndWatch(t *testing.T, s *store.Store) {
 	}
 	for i, w := range want {
 		e := events[i]
-		prev := ""
-		if e.PrevKV != nil {
-			prev = string(e.PrevKV.Value)
-		}
-		if e.Type != w.typ || e.KV.Key != w.key || string(e.KV.Value) != w.val || prev != w.prev ||
+		if e.Type != w.typ || e.KV.Key != w.key || string(e.KV.Value) != w.val ||
 			(w.atTxnRev && e.KV.ModRevision != txnRev) {
-			t.Errorf("event %d = %s %s=%q (prev %q) at %d; want %s %s=%q (prev %q)",
-				i, e.Type, e.KV.Key, e.KV.Value, prev, e.KV.ModRevision, w.typ, w.key, w.val, w.prev)
+			t.Errorf("event %d = %s %s=%q at %d; want %s %s=%q",
+				i, e.Type, e.KV.Key, e.KV.Value, e.KV.ModRevision, w.typ, w.key, w.val)
 		}
 	}
 	if n := len(rec.Replaces()); n != 1 {
