@@ -20,6 +20,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/stratahq/strata/internal/api"
 )
@@ -57,9 +58,10 @@ type frame struct {
 	object  bool
 	node    int // index of its node
 	typ     reflect.Type
-	fields  map[string]field // the struct's fields, if typ is a struct
+	fields  map[string]field // the struct's fields, if typ is a struct (shared: read only)
 	seen    map[string]bool  // keys so far (struct fields: by field)
 	key     string           // the key whose value comes next
+	cur     field            // its field, if typ is a struct
 	wantKey bool
 	index   int
 }
@@ -150,11 +152,10 @@ func childOf(top *frame, nodes []node, t reflect.Type) (string, reflect.Type) {
 	parent := nodes[top.node].path
 	if top.object {
 		top.wantKey = true
-		f := top.fields[top.key]
 		if top.fields == nil {
-			f.typ = elem(top.typ)
+			return join(parent, top.key), elem(top.typ)
 		}
-		return join(parent, top.key), f.typ
+		return join(parent, top.key), top.cur.typ
 	}
 	path := fmt.Sprintf("%s[%d]", parent, top.index)
 	top.index++
@@ -178,7 +179,7 @@ func (f *frame) takeKey(key, path string) error {
 		if !ok {
 			return api.Invalid(join(path, key), "unknown field")
 		}
-		f.fields[key] = fl // the exact spelling, for childOf
+		f.cur = fl
 		id = fl.name
 	}
 	if f.seen[id] {
@@ -245,12 +246,21 @@ func elem(t reflect.Type) reflect.Type {
 }
 
 // structFields are the JSON fields of struct t, embedded structs'
-// included, by JSON name.
+// included, by JSON name. They are worked out once per type (a request
+// body of a few objects would otherwise reflect over every struct it
+// touches) and shared: callers only read them.
 func structFields(t reflect.Type) map[string]field {
+	if f, ok := fieldsByType.Load(t); ok {
+		return f.(map[string]field)
+	}
 	out := map[string]field{}
 	addFields(t, out, 0)
-	return out
+	f, _ := fieldsByType.LoadOrStore(t, out)
+	return f.(map[string]field)
 }
+
+// fieldsByType caches structFields: reflect.Type → map[string]field.
+var fieldsByType sync.Map
 
 func addFields(t reflect.Type, out map[string]field, depth int) {
 	if depth > 8 {

@@ -2,6 +2,7 @@ package strictjson
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stratahq/strata/internal/api"
@@ -68,5 +69,41 @@ func TestDecode(t *testing.T) {
 				t.Errorf("got an error of %d bytes; want at most 600 (values clipped)", n)
 			}
 		})
+	}
+}
+
+// TestDecodeSharesFieldsSafely: the fields of a type are worked out once
+// and shared by concurrent decodes, keys in another case included (run
+// with -race), and one decode's keys leave no trace in the next.
+func TestDecodeSharesFieldsSafely(t *testing.T) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := `{"name":"a","replicas":1}`
+			if i%2 == 1 {
+				in = `{"NAME":"a","Replicas":1,"SPEC":{"Compute":{"image":"x"}}}`
+			}
+			var b body
+			errs <- Decode([]byte(in), &b)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("Decode: %v; want nil", err)
+		}
+	}
+	// A key another decode spelled in another case is still unknown here
+	// if the type has no such field, and duplicates are still caught.
+	var b body
+	if err := Decode([]byte(`{"NAME":"a","name":"b"}`), &b); err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Errorf("NAME then name: got %v; want given twice", err)
+	}
+	if err := Decode([]byte(`{"SPEC":{"bogus":1}}`), &b); err == nil || !strings.Contains(err.Error(), "unknown field") {
+		t.Errorf("SPEC.bogus: got %v; want unknown field", err)
 	}
 }
