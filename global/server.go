@@ -156,7 +156,7 @@ func (s *Server) Run(ctx context.Context) error {
 	reg := metrics.New("global")
 	cli := s.o.Etcd
 	if cli == nil {
-		c, closeEtcd, err := etcdserver.Open(ctx, "global", cfg.Etcd, reg.EtcdClient())
+		c, closeEtcd, err := etcdserver.Open(ctx, "global", cfg.Etcd, etcdserver.TimedCalls(reg))
 		if err != nil {
 			return fmt.Errorf("global: %w", err)
 		}

@@ -1,4 +1,4 @@
-package metrics
+package etcdserver
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
-func TestEtcdMethod(t *testing.T) {
+func TestMethodLabel(t *testing.T) {
 	get := &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("k")}}}
 	put := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("k")}}}
 	cmp := &pb.Compare{Key: []byte("k")}
@@ -21,12 +21,12 @@ func TestEtcdMethod(t *testing.T) {
 		{"a compare", &pb.TxnRequest{Compare: []*pb.Compare{cmp}, Success: []*pb.RequestOp{get}}, "Txn"},
 		{"empty", &pb.TxnRequest{}, "Txn"},
 	} {
-		method := "/etcdserverpb.KV/Range"
+		full := "/etcdserverpb.KV/Range"
 		if _, ok := tc.req.(*pb.TxnRequest); ok {
-			method = "/etcdserverpb.KV/Txn"
+			full = "/etcdserverpb.KV/Txn"
 		}
-		if got := etcdMethod(method, tc.req); got != tc.want {
-			t.Errorf("%s: etcdMethod = %q; want %q", tc.name, got, tc.want)
+		if got := method(full, tc.req); got != tc.want {
+			t.Errorf("%s: method = %q; want %q", tc.name, got, tc.want)
 		}
 	}
 }
