@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"math/rand/v2"
 	"net/http"
 	"path/filepath"
 	"syscall"
@@ -12,8 +13,9 @@ import (
 
 // Liveness and election defaults the failover targets are measured with.
 const (
-	downAfter = 10 * time.Second // nodes.downAfter's default
-	leaseTTL  = 3 * time.Second  // the election lease's default
+	downAfter    = 10 * time.Second // nodes.downAfter's default
+	beatInterval = 2 * time.Second  // nodes.heartbeatInterval's default
+	leaseTTL     = 3 * time.Second  // the election lease's default
 )
 
 // b4 kills a real agent holding 100 replicas and times their recovery,
@@ -75,6 +77,16 @@ func (s *suite) b4Run(ctx context.Context, c *cluster, round int) (steps b4Steps
 	// Let the replicas go anywhere once their node is gone.
 	if _, err := c.g.do(ctx, http.MethodPut, "/v1/resources/"+res, resource(res, 100, nil), nil); err != nil {
 		return steps, 0, 0, err
+	}
+	// Kill at a random moment of the agent's heartbeat cycle: the loss
+	// cannot be Down before downAfter less the last beat's age, and the
+	// steps before this one take about as long each run, so without the
+	// wait every kill would land at about the same age and bias the figure
+	// by up to an interval either way.
+	select {
+	case <-ctx.Done():
+		return steps, 0, 0, ctx.Err()
+	case <-time.After(rand.N(beatInterval)):
 	}
 	_ = agent.cmd.Process.Signal(syscall.SIGKILL)
 	killed := time.Now()
