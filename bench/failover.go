@@ -78,19 +78,10 @@ func (s *suite) b4Run(ctx context.Context, c *cluster, round int) (steps b4Steps
 	if _, err := c.g.do(ctx, http.MethodPut, "/v1/resources/"+res, resource(res, 100, nil), nil); err != nil {
 		return steps, 0, 0, err
 	}
-	// Kill at a random moment of the agent's heartbeat cycle: the loss
-	// cannot be Down before downAfter less the last beat's age, and the
-	// steps before this one take about as long each run, so without the
-	// wait every kill would land at about the same age and bias the figure
-	// by up to an interval either way.
-	select {
-	case <-ctx.Done():
-		return steps, 0, 0, ctx.Err()
-	case <-time.After(rand.N(beatInterval)):
+	killed, err := killAtRandomPhase(ctx, agent)
+	if err != nil {
+		return steps, 0, 0, err
 	}
-	_ = agent.cmd.Process.Signal(syscall.SIGKILL)
-	killed := time.Now()
-	<-agent.done
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := waitFor(wctx, 100*time.Millisecond, "100 replicas ready elsewhere", func() error {
@@ -297,4 +288,21 @@ func (s *suite) b5RegionRun(ctx context.Context, c *cluster, round int) (time.Du
 		return 0, err
 	}
 	return took, c.deleteAll(ctx, name)
+}
+
+// killAtRandomPhase SIGKILLs agent at a random moment of its heartbeat
+// cycle and returns when: the loss cannot be Down before downAfter less
+// the last beat's age, and the steps before the kill take about as long
+// each run, so without the wait every kill would land at about the same
+// age and bias the figure by up to an interval either way.
+func killAtRandomPhase(ctx context.Context, agent *proc) (time.Time, error) {
+	select {
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	case <-time.After(rand.N(beatInterval)):
+	}
+	_ = agent.cmd.Process.Signal(syscall.SIGKILL)
+	killed := time.Now()
+	<-agent.done
+	return killed, nil
 }
