@@ -78,3 +78,57 @@ func TestDirtyTakeDoesNotHoldTheSetWhileListing(t *testing.T) {
 		t.Fatal("Take and Mark deadlocked: Take holds the set while every() waits for a lock whose holder marks")
 	}
 }
+
+func TestDirtyMarkAt(t *testing.T) {
+	d := NewDirty()
+	now := time.Now()
+	if _, ok := d.Next(); ok {
+		t.Fatal("Next of an empty set: got a moment")
+	}
+	d.MarkAt(now.Add(time.Hour), "later")
+	select {
+	case <-d.Wake():
+	default:
+		t.Fatal("the first MarkAt did not wake the loop (it must arm its timer)")
+	}
+	d.MarkAt(now.Add(2*time.Hour), "later") // later than asked: kept
+	if at, _ := d.Next(); !at.Equal(now.Add(time.Hour)) {
+		t.Fatalf("Next after a later MarkAt: got %s; want the earliest, %s", at, now.Add(time.Hour))
+	}
+	select {
+	case <-d.Wake():
+		t.Fatal("a MarkAt that brings nothing closer woke the loop")
+	default:
+	}
+	d.MarkAt(now.Add(30*time.Minute), "later") // earlier: replaces
+	if at, _ := d.Next(); !at.Equal(now.Add(30 * time.Minute)) {
+		t.Fatalf("Next after an earlier MarkAt: got %s; want %s", at, now.Add(30*time.Minute))
+	}
+	<-d.Wake()
+	if got := d.Take(nil); len(got) != 0 {
+		t.Fatalf("Take before the moment: got %v; want nothing", got)
+	}
+	d.MarkAt(now.Add(-time.Second), "due", "due2")
+	d.Mark("now")
+	got := d.Take(nil)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"due", "due2", "now"}) {
+		t.Fatalf("Take: got %v; want [due due2 now]", got)
+	}
+	if got := d.Take(nil); len(got) != 0 {
+		t.Fatalf("a second Take: got %v; want the due keys taken once", got)
+	}
+	if at, _ := d.Next(); !at.Equal(now.Add(30 * time.Minute)) {
+		t.Fatalf("Next: got %s; want the key still waiting, %s", at, now.Add(30*time.Minute))
+	}
+	// A key taken can be marked for later again, even for a moment a
+	// stale timer of it still holds.
+	d.MarkAt(now.Add(-time.Second), "later")
+	if got := d.Take(nil); !slices.Equal(got, []string{"later"}) {
+		t.Fatalf("Take of a key moved earlier: got %v; want [later]", got)
+	}
+	d.MarkAt(now.Add(time.Hour), "later")
+	if at, ok := d.Next(); !ok || !at.Equal(now.Add(time.Hour)) {
+		t.Fatalf("Next of a key marked again: got %s %v; want %s", at, ok, now.Add(time.Hour))
+	}
+}

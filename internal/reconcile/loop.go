@@ -10,13 +10,16 @@ import (
 	"github.com/stratahq/strata/internal/store"
 )
 
-// Loop is a leader's control loop: it waits for marked keys (or a
-// resync), runs a pass over them, and on a failed pass marks them again
+// Loop is a leader's control loop: it waits for marked keys (now, or
+// for a moment that has come: one timer, armed for the earliest), or a
+// resync, runs a pass over them, and on a failed pass marks them again
 // and backs off while the failures last. A pass whose writes are fenced
 // ends the loop: leadership is gone.
 type Loop struct {
 	Dirty *Dirty
-	// Resync marks every key this often (deadlines, backoffs).
+	// Resync marks every key this often: a safety net, when every
+	// time-based decision marks its key for the moment it would change
+	// (Dirty.MarkAt).
 	Resync time.Duration
 	// Every lists every key, for a full pass.
 	Every func() []string
@@ -34,11 +37,21 @@ func (l Loop) Run(ctx context.Context) error {
 	// A conflict or an etcd hiccup: look again after the caches catch
 	// up, backing off while it persists.
 	pause := backoff.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	due := time.NewTimer(time.Hour)
+	defer due.Stop()
 	for {
+		// Armed for the earliest key marked for later; a MarkAt that
+		// brings it closer wakes the loop, which re-arms it here.
+		if at, ok := l.Dirty.Next(); ok {
+			due.Reset(time.Until(at))
+		} else {
+			due.Stop()
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-l.Dirty.Wake():
+		case <-due.C:
 		case <-resync.C:
 			l.Dirty.MarkAll()
 			continue
