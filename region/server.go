@@ -242,6 +242,7 @@ func (s *Server) Run(ctx context.Context) error {
 		ProvisionTimeout: cfg.Controller.ProvisionTimeout,
 		DestroyTimeout:   cfg.Controller.DestroyTimeout,
 		RetryBackoff:     cfg.Controller.RetryBackoff,
+		Resync:           cfg.Controller.Resync,
 		Metrics:          reg.Controller(),
 		SchedulerMetrics: reg.Scheduler(),
 		Logger:           s.log,

@@ -408,11 +408,15 @@ type RegionController struct {
 	RetryBackoff time.Duration `mapstructure:"retryBackoff"`
 	// DrainDeadline is the default for drains that name none.
 	DrainDeadline time.Duration `mapstructure:"drainDeadline"`
+	// Resync looks at every resource this often: a safety net, since a
+	// resource is looked at when something it depends on changes and
+	// when one of its deadlines or back-offs comes.
+	Resync time.Duration `mapstructure:"resync"`
 }
 
 // DefaultRegionController returns the controller's defaults.
 func DefaultRegionController() RegionController {
-	return RegionController{ProvisionTimeout: 5 * time.Minute, DestroyTimeout: 2 * time.Minute, RetryBackoff: time.Second, DrainDeadline: 10 * time.Minute}
+	return RegionController{ProvisionTimeout: 5 * time.Minute, DestroyTimeout: 2 * time.Minute, RetryBackoff: time.Second, DrainDeadline: 10 * time.Minute, Resync: time.Minute}
 }
 
 // Region configures `strata region`.
@@ -473,6 +477,7 @@ func (r *Region) Validate() error {
 		positive("controller.destroyTimeout", r.Controller.DestroyTimeout),
 		positive("controller.retryBackoff", r.Controller.RetryBackoff),
 		positive("controller.drainDeadline", r.Controller.DrainDeadline),
+		positive("controller.resync", r.Controller.Resync),
 		r.validateNetwork(),
 		r.API.validate("api"),
 		func() error {

@@ -51,7 +51,11 @@ type Options struct {
 	// again; it doubles up to MaxBackoff.
 	RetryBackoff time.Duration
 	MaxBackoff   time.Duration
-	// Resync re-examines every resource this often (deadlines, backoffs).
+	// Resync re-examines every resource this often: a safety net. A
+	// resource is looked at when something it depends on changes, and
+	// every time-based decision (a deadline, a back-off, a job's schedule,
+	// a drain's deadline) marks it for the moment the decision would
+	// change (view.changesAt).
 	Resync time.Duration
 	// Metrics and SchedulerMetrics may be nil.
 	Metrics          *metrics.Controller
@@ -125,11 +129,9 @@ func New(o Options) *Controller {
 	o.ProvisionTimeout = cmp.Or(o.ProvisionTimeout, def.ProvisionTimeout)
 	o.DestroyTimeout = cmp.Or(o.DestroyTimeout, def.DestroyTimeout)
 	o.RetryBackoff = cmp.Or(o.RetryBackoff, def.RetryBackoff)
+	o.Resync = cmp.Or(o.Resync, def.Resync)
 	if o.MaxBackoff == 0 {
 		o.MaxBackoff = time.Minute
-	}
-	if o.Resync == 0 {
-		o.Resync = 2 * time.Second
 	}
 	c := &Controller{
 		o:         o,

@@ -87,7 +87,7 @@ func newHarnessWith(t *testing.T, endpoints []string, storeOpts []store.Option, 
 		ProvisionTimeout: time.Minute,
 		DestroyTimeout:   time.Minute,
 		RetryBackoff:     50 * time.Millisecond,
-		Resync:           200 * time.Millisecond,
+		Resync:           time.Hour,
 		Logger:           slog.New(&passFailures{n: &h.failed}),
 	}
 	for _, f := range opts {
@@ -933,6 +933,7 @@ func TestUnwritableResourceSurfacesAndStops(t *testing.T) {
 	var passes atomic.Int64
 	h := newHarnessWith(t, etcdtest.Embedded(t), []store.Option{store.WithMaxTxnOps(2)}, func(o *Options) {
 		o.Clock = func() time.Time { passes.Add(1); return time.Now() }
+		o.Resync = 200 * time.Millisecond // the resyncs after the deletion are what is checked
 	})
 	h.addNetwork("10.56.0.0/24", 24)
 	h.addNode("n1", "a", api.HealthUp)

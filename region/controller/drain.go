@@ -72,13 +72,18 @@ func (c *Controller) hasReplacement(id string) bool {
 }
 
 // drainKeys are the resources with replicas on draining nodes: every pass
-// looks at them so that drains progress without waiting for a resync.
+// looks at them so that drains progress without waiting for a resync;
+// once a drain's deadline passes they are looked at again, to be forced.
 func (c *Controller) drainKeys(v *view) []string {
 	var out []string
-	for node := range v.drains() {
+	for node, run := range v.drains() {
+		d := run.item.Value
 		for _, id := range c.index.onNode(node) {
 			if key, ok := c.index.resourceOf(id); ok {
 				out = append(out, key)
+				if !run.forced && !d.Deadline.IsZero() {
+					v.changesAt(key, justAfter(d.Deadline))
+				}
 			}
 		}
 	}

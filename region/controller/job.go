@@ -38,6 +38,7 @@ func (c *Controller) reconcileJob(v *view, p *plan, key string, pl *api.Placemen
 		Backoff: backoff.Backoff{Min: c.o.RetryBackoff, Max: c.o.MaxBackoff},
 		NewID:   func() string { return newID(pr.Name) },
 	})
+	v.changesAt(key, res.Next)
 	for id, why := range res.Stop {
 		if r := byID[id]; r != nil {
 			c.destroy(v, p, key, r, why)

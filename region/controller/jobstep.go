@@ -73,6 +73,17 @@ type jobResult struct {
 	// TTL passed, or their run left the history.
 	Remove map[string]string
 	Events []jobEvent
+	// Next is the earliest moment after Now at which time alone would
+	// change the result (the schedule fires, a run's active deadline or
+	// an attempt's back-off or TTL ends); zero for none.
+	Next time.Time
+}
+
+// changesAt notes a moment at which time alone changes the result.
+func (o *jobResult) changesAt(in jobInput, t time.Time) {
+	if t.After(in.Now) && (o.Next.IsZero() || t.Before(o.Next)) {
+		o.Next = t
+	}
 }
 
 // stepJob advances a job by one pass.
@@ -250,6 +261,7 @@ func (o *jobResult) fired(in jobInput) time.Time {
 		due = t
 	}
 	o.Status.NextRunAt = sched.Next(in.Now)
+	o.changesAt(in, o.Status.NextRunAt)
 	return due
 }
 
@@ -281,6 +293,7 @@ func (o *jobResult) advanceRun(in jobInput, r *api.JobRun) {
 	countRun(r)
 	spec := in.Spec
 	limit := spec.Backoff()
+	deadline := r.StartedAt.Add(spec.ActiveDeadline.Duration)
 	switch {
 	case r.Succeeded >= spec.Completions:
 		o.endRun(in, r, api.JobSucceeded, "")
@@ -288,15 +301,20 @@ func (o *jobResult) advanceRun(in jobInput, r *api.JobRun) {
 	case r.Failed > limit:
 		o.endRun(in, r, api.JobFailed, api.ReasonBackoffLimitExceeded)
 		return
-	case spec.ActiveDeadline.Duration > 0 && !in.Now.Before(r.StartedAt.Add(spec.ActiveDeadline.Duration)):
+	case spec.ActiveDeadline.Duration > 0 && !in.Now.Before(deadline):
 		o.endRun(in, r, api.JobFailed, api.ReasonDeadlineExceeded)
 		return
-	case !in.Enabled:
+	}
+	if spec.ActiveDeadline.Duration > 0 {
+		o.changesAt(in, deadline)
+	}
+	if !in.Enabled {
 		return
 	}
 	n := min(spec.Parallelism-r.Active, spec.Completions-r.Succeeded-r.Active)
-	if n > 0 && r.Failed > 0 && in.Now.Before(lastFailure(r).Add(in.Backoff.Delay(r.Failed))) {
+	if retryAt := lastFailure(r).Add(in.Backoff.Delay(r.Failed)); n > 0 && r.Failed > 0 && in.Now.Before(retryAt) {
 		n = 0 // back off before retrying
+		o.changesAt(in, retryAt)
 	}
 	for range max(n, 0) {
 		id := in.NewID()
@@ -367,6 +385,8 @@ func (o *jobResult) expire(in jobInput, seen map[string]int64) {
 			}
 			if !in.Now.Before(a.FinishedAt.Add(ttl)) {
 				o.Remove[a.ID] = fmt.Sprintf("finished %s ago (ttl %s)", in.Now.Sub(a.FinishedAt).Round(time.Second), ttl)
+			} else {
+				o.changesAt(in, a.FinishedAt.Add(ttl))
 			}
 		}
 	}

@@ -325,3 +325,48 @@ func TestStepJobSuspended(t *testing.T) {
 		t.Errorf("got %s with %d replicas; want Pending with none", s.counts(), len(s.live))
 	}
 }
+
+// TestStepJobNext checks the moment stepJob says time alone changes its
+// result (what the controller marks the job for), and that at it the
+// result does change: the retry after the back-off, the active deadline,
+// the end of a finished attempt's TTL, the schedule's next firing.
+func TestStepJobNext(t *testing.T) {
+	s := newJobSim(t, api.JobSpec{BackoffLimit: intp(3), ActiveDeadline: api.D(time.Minute), TTL: api.D(10 * time.Minute)})
+	s.step()
+	if want := simStart.Add(time.Minute); !s.last.Next.Equal(want) {
+		t.Fatalf("a running attempt: next %s; want the active deadline %s", s.last.Next, want)
+	}
+	s.now = s.now.Add(5 * time.Second)
+	s.exit(1, 1)
+	s.step()
+	retryAt := s.now.Add(10 * time.Second) // the back-off's first delay
+	if !s.last.Next.Equal(retryAt) || len(s.last.Start) != 0 {
+		t.Fatalf("after a failure: next %s, started %v; want the back-off's end %s, nothing started", s.last.Next, s.last.Start, retryAt)
+	}
+	s.now = retryAt
+	if s.step(); len(s.last.Start) != 1 {
+		t.Fatalf("at the back-off's end: started %v; want the retry", s.last.Start)
+	}
+	s.now = simStart.Add(time.Minute)
+	if s.step(); s.st.Phase != api.JobFailed || s.st.Reason != api.ReasonDeadlineExceeded {
+		t.Fatalf("at the active deadline: %s; want failed, %s", s.counts(), api.ReasonDeadlineExceeded)
+	}
+	ttlEnd := simStart.Add(5*time.Second + 10*time.Minute) // the failed attempt's, the first to go
+	if !s.last.Next.Equal(ttlEnd) {
+		t.Fatalf("a finished run: next %s; want the first TTL's end %s", s.last.Next, ttlEnd)
+	}
+	s.now = ttlEnd
+	if s.step(); len(s.last.Remove) != 1 {
+		t.Fatalf("at the TTL's end: removed %v; want one attempt", s.last.Remove)
+	}
+
+	c := newJobSim(t, api.JobSpec{Schedule: "* * * * *"})
+	c.step()
+	if want := simStart.Truncate(time.Minute).Add(time.Minute); !c.last.Next.Equal(want) || len(c.st.Runs) != 0 {
+		t.Fatalf("a schedule: next %s, %d runs; want the firing at %s, no run yet", c.last.Next, len(c.st.Runs), want)
+	}
+	c.now = c.last.Next
+	if c.step(); len(c.st.Runs) != 1 {
+		t.Fatalf("at the firing: %d runs; want 1", len(c.st.Runs))
+	}
+}

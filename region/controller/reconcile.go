@@ -110,6 +110,7 @@ func (c *Controller) healthy(v *view, p *plan, key string, r *replica) bool {
 	}
 	if r.phase == api.PhaseError {
 		if !c.allowRetry(key, v.now) {
+			v.changesAt(key, c.backoff[key].next)
 			return true
 		}
 		why := "failed: " + reasonOf(r)
@@ -140,6 +141,9 @@ func (c *Controller) finishDestroy(v *view, p *plan, key string, r *replica) boo
 			fmt.Sprintf("node %s did not confirm within %s; forgetting the replica (its agent removes it when it returns)", r.a.Node, c.o.DestroyTimeout)))
 		return true
 	default:
+		if !since.IsZero() {
+			v.changesAt(key, justAfter(since.Add(c.o.DestroyTimeout)))
+		}
 		return false
 	}
 	p.deleteAssignment(key, r.a, r.modRev, r.st != nil)
@@ -165,11 +169,13 @@ func (c *Controller) destroy(v *view, p *plan, key string, r *replica, why strin
 	a.Generation++
 	p.updateAssignment(key, &a, r.modRev)
 	r.a = &a
+	v.changesAt(key, justAfter(v.now.Add(c.o.DestroyTimeout)))
 	p.event(key, c.event(events.TypeNormal, "Destroying", "replica/"+a.ID, fmt.Sprintf("on %s: %s", a.Node, why)))
 }
 
 // overdue reports a replica stuck in created (placed, not started) or
-// provision past the provision deadline.
+// provision past the provision deadline. One not late yet has its
+// resource looked at again once the deadline passes.
 func (c *Controller) overdue(v *view, r *replica) (bool, string) {
 	var since time.Time
 	switch r.phase {
@@ -185,7 +191,11 @@ func (c *Controller) overdue(v *view, r *replica) (bool, string) {
 	default:
 		return false, ""
 	}
-	if since.IsZero() || v.now.Sub(since) <= c.o.ProvisionTimeout {
+	if since.IsZero() {
+		return false, ""
+	}
+	if v.now.Sub(since) <= c.o.ProvisionTimeout {
+		v.changesAt(r.a.ResourceKey(), justAfter(since.Add(c.o.ProvisionTimeout)))
 		return false, ""
 	}
 	return true, fmt.Sprintf("not ready on %s within the provision deadline (%s, phase %s)", r.a.Node, c.o.ProvisionTimeout, r.phase)
@@ -215,16 +225,20 @@ func (c *Controller) allowRetry(key string, now time.Time) bool {
 // forgotten only once it has stayed ready for MaxBackoff: a replacement
 // becomes ready for a moment before it fails the same way (an OOM kill or
 // a crash soon after start), and forgetting the back-off then would
-// replace it again at once, in a tight loop, and hide the error.
-func (c *Controller) readyAgain(key string, now time.Time) {
+// replace it again at once, in a tight loop, and hide the error. The
+// resource is looked at again then, so that the record goes.
+func (c *Controller) readyAgain(v *view, key string) {
 	r := c.backoff[key]
 	switch {
 	case r == nil:
+		return
 	case r.readySince.IsZero():
-		r.readySince = now
-	case now.Sub(r.readySince) >= c.o.MaxBackoff:
+		r.readySince = v.now
+	case v.now.Sub(r.readySince) >= c.o.MaxBackoff:
 		delete(c.backoff, key)
+		return
 	}
+	v.changesAt(key, r.readySince.Add(c.o.MaxBackoff))
 }
 
 // rollout creates and destroys replicas so that the resource converges to
@@ -507,6 +521,7 @@ func (c *Controller) place(v *view, p *plan, snap *scheduler.Snapshot, key strin
 	}
 	a.Node = node
 	a.ScheduledAt = v.now
+	v.changesAt(key, justAfter(v.now.Add(c.o.ProvisionTimeout)))
 	if a.Replaces == "" {
 		a.Reason = ""
 	}
@@ -661,7 +676,7 @@ func (c *Controller) writeShare(v *view, p *plan, key string, pl *api.Placement,
 		s.Phase, s.Reason = phase, reason
 	case s.Ready == s.Replicas && s.Updated == s.Replicas && len(slotsOf(live)) == s.Replicas:
 		s.Phase = api.PhaseReady
-		c.readyAgain(key, v.now)
+		c.readyAgain(v, key)
 	case firstErr != nil:
 		s.Phase = api.PhaseError
 		s.Reason = fmt.Sprintf("replica %s on %s: %s", firstErr.a.ID, firstErr.a.Node, reasonOf(firstErr))

@@ -15,8 +15,11 @@ import (
 // pass plus the pass's own decisions (the scheduler snapshot books every
 // placement it makes).
 type view struct {
-	c     *Controller
-	now   time.Time
+	c   *Controller
+	now time.Time
+	// wall is the wall clock when the view was made: the timers of
+	// changesAt run on it, whatever the controller's Clock says.
+	wall  time.Time
 	nodes map[string]nodeView
 	snap  *scheduler.Snapshot
 	// drainRuns are the running drains, built on first use.
@@ -50,7 +53,7 @@ func (v nodeView) health() api.Health {
 }
 
 func (c *Controller) newView(now time.Time) *view {
-	v := &view{c: c, now: now, nodes: map[string]nodeView{}}
+	v := &view{c: c, now: now, wall: time.Now(), nodes: map[string]nodeView{}}
 	for _, it := range c.o.Caches.Nodes.List() {
 		nv := nodeView{node: it.Value}
 		if st, ok := c.o.Caches.NodeStatus.Get(it.Name); ok {
@@ -60,6 +63,21 @@ func (c *Controller) newView(now time.Time) *view {
 	}
 	return v
 }
+
+// changesAt notes that key's reconcile, which this pass decided at v.now,
+// would decide otherwise at at with time alone (a deadline passes, a
+// back-off ends): the key is looked at again then, without waiting for a
+// change or the resync. A moment not after v.now is ignored: the pass
+// has decided at it.
+func (v *view) changesAt(key string, at time.Time) {
+	if at.IsZero() || !at.After(v.now) {
+		return
+	}
+	v.c.dirty.MarkAt(v.wall.Add(at.Sub(v.now)), key)
+}
+
+// justAfter is the first moment a "now after t" decision holds.
+func justAfter(t time.Time) time.Time { return t.Add(time.Nanosecond) }
 
 // node returns a node and whether it exists.
 func (v *view) node(name string) (nodeView, bool) {
