@@ -110,7 +110,7 @@ func TestDrainDeadlineWithoutResync(t *testing.T) {
 // after the job is placed, yet its run starts when the schedule fires.
 func TestJobScheduleFiresWithoutResync(t *testing.T) {
 	start := time.Date(2026, 3, 1, 10, 0, 59, 0, time.UTC)
-	shift := start.Sub(time.Now())
+	shift := time.Until(start)
 	clock := func() time.Time { return time.Now().Add(shift) }
 	h := newHarness(t, func(o *Options) { o.Clock = clock })
 	h.addNode("n1", "z1", api.HealthUp)
