@@ -1,0 +1,87 @@
+package api
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/stratahq/strata/internal/etcdserver"
+)
+
+// etcdCalls counts a client's unary etcd calls (not its watch and
+// keepalive streams) by etcdserver.Method, the label the tier's
+// strata_etcd_request_duration_seconds gives them.
+type etcdCalls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// dialOptions are the options of a client whose calls c counts; none
+// for a nil c.
+func (c *etcdCalls) dialOptions() []grpc.DialOption {
+	if c == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		c.mu.Lock()
+		if c.n == nil {
+			c.n = map[string]int{}
+		}
+		c.n[etcdserver.Method(method, req)]++
+		c.mu.Unlock()
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})}
+}
+
+// during returns the calls made while fn ran.
+func (c *etcdCalls) during(fn func()) map[string]int {
+	c.mu.Lock()
+	before := maps.Clone(c.n)
+	c.mu.Unlock()
+	fn()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for m, n := range c.n {
+		if d := n - before[m]; d > 0 {
+			out[m] = d
+		}
+	}
+	return out
+}
+
+// TestEtcdRoundTripsOfAWrite pins how many etcd calls the API makes per
+// request of the write path: a POST of a resource is one transaction
+// (its admission, revision, status and idempotency record folded into
+// it), with no read before it; a DELETE reads the resource and writes it.
+func TestEtcdRoundTripsOfAWrite(t *testing.T) {
+	calls := &etcdCalls{}
+	e := newEnv(t, envConfig{sharedCaches: true, etcdCalls: calls})
+	e.fixtures(t, nil)
+	// The first write warms what a replica loads once.
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", computeBody("warm")))
+	for _, tc := range []struct {
+		name         string
+		method, path string
+		body         any
+		opts         []reqOption
+		code         int
+		want         map[string]int
+	}{
+		{"POST", "POST", "/v1/resources", computeBody("app"), nil, http.StatusCreated, map[string]int{"Txn": 1}},
+		{"POST with an idempotency key", "POST", "/v1/resources", computeBody("keyed"), []reqOption{withHeader("Idempotency-Key", "k1")}, http.StatusCreated, map[string]int{"Txn": 1}},
+		{"GET", "GET", "/v1/resources/app", nil, nil, http.StatusOK, map[string]int{"Txn (read)": 1}},
+		{"DELETE", "DELETE", "/v1/resources/app", nil, nil, http.StatusOK, map[string]int{"Txn (read)": 1, "Txn": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := calls.during(func() { e.must(t, tc.code, e.do(t, tc.method, tc.path, tc.body, tc.opts...)) })
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("etcd calls of %s %s: got %v; want %v", tc.method, tc.path, got, tc.want)
+			}
+		})
+	}
+}
