@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/etcdserver"
 )
 
@@ -55,9 +56,10 @@ func (c *etcdCalls) during(fn func()) map[string]int {
 }
 
 // TestEtcdRoundTripsOfAWrite pins how many etcd calls the API makes per
-// request of the write path: a POST of a resource is one transaction
-// (its admission, revision, status and idempotency record folded into
-// it), with no read before it; a DELETE reads the resource and writes it.
+// request of a resource's write path: a POST is one transaction (its
+// admission, revision, status and idempotency record folded into it),
+// with no read before it, also with an idempotency key; a GET is one
+// linearizable read; a DELETE reads the resource and writes it.
 func TestEtcdRoundTripsOfAWrite(t *testing.T) {
 	calls := &etcdCalls{}
 	e := newEnv(t, envConfig{sharedCaches: true, etcdCalls: calls})
@@ -74,8 +76,12 @@ func TestEtcdRoundTripsOfAWrite(t *testing.T) {
 	}{
 		{"POST", "POST", "/v1/resources", computeBody("app"), nil, http.StatusCreated, map[string]int{"Txn": 1}},
 		{"POST with an idempotency key", "POST", "/v1/resources", computeBody("keyed"), []reqOption{withHeader("Idempotency-Key", "k1")}, http.StatusCreated, map[string]int{"Txn": 1}},
+		// A retry: the write fails on the key's record, which is read, and
+		// the answer is the resource as it is now.
+		{"POST again with the key", "POST", "/v1/resources", computeBody("keyed"), []reqOption{withHeader("Idempotency-Key", "k1")}, http.StatusCreated,
+			map[string]int{"Txn": 1, "Range": 1, "Txn (read)": 1}},
 		{"GET", "GET", "/v1/resources/app", nil, nil, http.StatusOK, map[string]int{"Txn (read)": 1}},
-		{"DELETE", "DELETE", "/v1/resources/app", nil, nil, http.StatusOK, map[string]int{"Txn (read)": 1, "Txn": 1}},
+		{"DELETE", "DELETE", "/v1/resources/app", nil, nil, http.StatusAccepted, map[string]int{"Txn (read)": 1, "Txn": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := calls.during(func() { e.must(t, tc.code, e.do(t, tc.method, tc.path, tc.body, tc.opts...)) })
@@ -84,4 +90,24 @@ func TestEtcdRoundTripsOfAWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIdempotentRetryOutlivesItsChecks: a create is written before its
+// idempotency key is looked up, so a retry that the checks would now
+// refuse (the quota the first request filled) must still answer as the
+// first request did, while a new request is refused.
+func TestIdempotentRetryOutlivesItsChecks(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.fixtures(t, nil)
+	e.setQuota(t, "team-r", map[string]any{"quota": map[string]any{"replicas": 1}})
+	in := func(name string) map[string]any {
+		return computeBody(name, func(m map[string]any) { m["tenant"] = "team-r" })
+	}
+	key := withHeader("Idempotency-Key", "fill-quota")
+	first := decodeAs[api.Resource](t, e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", in("one"), key)))
+	again := decodeAs[api.Resource](t, e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", in("one"), key)))
+	if again.UID != first.UID {
+		t.Errorf("retry: got uid %s; want the first request's %s", again.UID, first.UID)
+	}
+	e.must(t, http.StatusForbidden, e.do(t, "POST", "/v1/resources", in("two"), withHeader("Idempotency-Key", "over-quota")))
 }
