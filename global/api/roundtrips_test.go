@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"sync"
@@ -64,8 +65,26 @@ func TestEtcdRoundTripsOfAWrite(t *testing.T) {
 	calls := &etcdCalls{}
 	e := newEnv(t, envConfig{sharedCaches: true, etcdCalls: calls})
 	e.fixtures(t, nil)
-	// The first write warms what a replica loads once.
+	// What the calls of a request do not include: the flavor read from
+	// etcd while the replica's cache has not seen it yet (another
+	// replica may have just written it), and the admin token's last use,
+	// recorded in the background once a minute at most.
+	poll(t, "the flavor in the cache", func() error {
+		if _, ok := e.svc.Resources().flavors.Get("small"); !ok {
+			return fmt.Errorf("flavor small not in the cache yet")
+		}
+		return nil
+	})
 	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", computeBody("warm")))
+	poll(t, "the token's use recorded", func() error {
+		toks, _, err := e.st.Tokens.ListAll(t.Context())
+		for _, it := range toks {
+			if err == nil && it.Value.LastUsedAt.IsZero() {
+				err = fmt.Errorf("token %s not marked used yet", it.Name)
+			}
+		}
+		return err
+	})
 	for _, tc := range []struct {
 		name         string
 		method, path string
