@@ -65,11 +65,6 @@ type Options struct {
 	// SendInFlight bounds the calls sending placements or removals to
 	// one region at once (a resource is in one of them at a time).
 	SendInFlight int
-	// StatusHold is how long a status write that only reports progress
-	// within a phase may wait, to be written once with what follows it
-	// (see holds); zero takes a second, negative writes every change at
-	// once.
-	StatusHold time.Duration
 	// Reverter performs auto-reverts of failed rollouts; nil disables
 	// them.
 	Reverter Reverter
@@ -90,8 +85,6 @@ type Controller struct {
 	dirty *reconcile.Dirty
 	// revisions reads the revisions regions that wait for a rollout run.
 	revisions *revisionCache
-	// holds are the status writes held back, by the passes.
-	holds *holds
 
 	linksMu sync.Mutex
 	links   map[string]*link
@@ -120,9 +113,6 @@ func New(o Options) *Controller {
 	if o.SendInFlight == 0 {
 		o.SendInFlight = 4
 	}
-	if o.StatusHold == 0 {
-		o.StatusHold = defaultStatusHold
-	}
 	def := config.DefaultRegionsLiveness()
 	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, def.HeartbeatInterval)
 	o.SuspectAfter = cmp.Or(o.SuspectAfter, def.SuspectAfter)
@@ -136,7 +126,6 @@ func New(o Options) *Controller {
 		links:          map[string]*link{},
 		firstPropagate: make(chan struct{}),
 	}
-	c.holds = newHolds(o.StatusHold, c.mark)
 	o.Caches.ResourceFeed.Subscribe(func(ch []store.Change[api.Resource]) {
 		for _, x := range ch {
 			c.mark(x.Name)
@@ -220,7 +209,6 @@ func (c *Controller) Lead(ctx context.Context, guard Guard) error {
 		return err
 	}
 	c.log.Info("master leading", "epoch", guard.GuardRev())
-	c.holds.reset()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -20,8 +20,7 @@ func (c *Controller) reconcile(now time.Time, w *writes, cat catalog, key string
 		c.forget(w, key)
 		return
 	}
-	in := c.input(now, cat, it.Value)
-	d := placement.Decide(in)
+	d := placement.Decide(c.input(now, cat, it.Value))
 	for _, t := range d.Targets {
 		if l := c.link(t.Region); l != nil && t.Placement != nil {
 			l.want(key, t.Placement)
@@ -38,7 +37,7 @@ func (c *Controller) reconcile(now time.Time, w *writes, cat catalog, key string
 	if d.Finalize {
 		w.finalize(key, it.ModRevision)
 	}
-	if !c.holds.held(key, in.Status, d.Status) && d.Status != nil {
+	if d.Status != nil {
 		w.putStatus(key, d.Status)
 	}
 }
@@ -46,7 +45,6 @@ func (c *Controller) reconcile(now time.Time, w *writes, cat catalog, key string
 // forget removes a resource gone from the global store from every region
 // and drops its status: nothing of it may stay anywhere.
 func (c *Controller) forget(w *writes, key string) {
-	c.holds.forget(key)
 	for _, l := range c.linkList() {
 		if sh := l.share(key); sh != nil {
 			l.remove(key, sh.UID)
