@@ -33,11 +33,11 @@ type b1Account struct {
 
 	metrics0 map[string]float64
 	tiers0   map[string]float64
-	cpu0     map[string]float64
+	cpu0     map[string]float64 // by process
 	machine0 float64
-	// rest is the CPU of each process group, in cores, over restFor
-	// before the run: what the cluster costs with nothing to do but
-	// heartbeats and resyncs.
+	// rest is the CPU of each process, in cores, over restFor before the
+	// run: what the cluster costs with nothing to do but heartbeats and
+	// resyncs.
 	rest        map[string]float64
 	restMachine float64
 }
@@ -77,15 +77,15 @@ var etcdCounters = []string{
 // the run is measured against.
 func (c *cluster) startB1Account(ctx context.Context) (*b1Account, error) {
 	a := &b1Account{kinds: map[string]*kindWrites{}, rest: map[string]float64{}}
-	cpu, machine := c.s.cpuByGroup(), machineBusy()
+	cpu, machine := c.s.cpuByProc(), machineBusy()
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-time.After(restFor):
 	}
-	cpu1, machine1 := c.s.cpuByGroup(), machineBusy()
-	for g := range cpu1 {
-		a.rest[g] = (cpu1[g] - cpu[g]) / restFor.Seconds()
+	cpu1, machine1 := c.s.cpuByProc(), machineBusy()
+	for p := range cpu1 {
+		a.rest[p] = (cpu1[p] - cpu[p]) / restFor.Seconds()
 	}
 	a.restMachine = (machine1 - machine) / restFor.Seconds()
 	a.start = time.Now()
@@ -101,7 +101,7 @@ func (c *cluster) startB1Account(ctx context.Context) (*b1Account, error) {
 	}
 	a.stop = stop
 	a.metrics0, a.tiers0 = c.etcdMetrics(ctx), c.controllerMetrics(ctx)
-	a.cpu0, a.machine0 = c.s.cpuByGroup(), machineBusy()
+	a.cpu0, a.machine0 = c.s.cpuByProc(), machineBusy()
 	return a, nil
 }
 
@@ -245,10 +245,9 @@ func (c *cluster) controllerMetrics(ctx context.Context) map[string]float64 {
 	return out
 }
 
-// cpuByGroup is the CPU seconds of the suite's processes, summed by
-// group: a process's name without its shape and member number
-// (etcd-global, region, sim, lb-region...).
-func (s *suite) cpuByGroup() map[string]float64 {
+// cpuByProc is the CPU seconds of each of the suite's running processes,
+// by name.
+func (s *suite) cpuByProc() map[string]float64 {
 	out := map[string]float64{}
 	for _, p := range s.procs {
 		select {
@@ -257,7 +256,7 @@ func (s *suite) cpuByGroup() map[string]float64 {
 		default:
 		}
 		if v, err := p.cpuSeconds(); err == nil {
-			out[procGroup(p.name)] += v
+			out[p.name] += v
 		}
 	}
 	return out
@@ -298,7 +297,7 @@ func procGroup(name string) string {
 // process group's CPU over elapsed.
 func (a *b1Account) finish(ctx context.Context, c *cluster, replicas int, elapsed time.Duration) string {
 	a.stop()
-	m1, t1, cpu1, machine1 := c.etcdMetrics(ctx), c.controllerMetrics(ctx), c.s.cpuByGroup(), machineBusy()
+	m1, t1, cpu1, machine1 := c.etcdMetrics(ctx), c.controllerMetrics(ctx), c.s.cpuByProc(), machineBusy()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return fmt.Sprintf("writes by collection, per replica (from watches of both tiers' etcd): %s. etcd counters per replica (summed over each tier's members): %s. Controllers' passes (mean): %s. CPU (cores, over the run) by process group: %s",
@@ -354,22 +353,33 @@ func (a *b1Account) passesSummary(t1 map[string]float64) string {
 }
 
 // cpuSummary is the cores each process group used over the run (and at
-// rest), the busiest first, with their sum and the whole machine's.
+// rest), the busiest first, with their sum and the whole machine's; a
+// group of several processes (a tier's replicas, etcd's members) also
+// names each one's share, so that a leader shows apart from its standby.
 func (a *b1Account) cpuSummary(cpu1 map[string]float64, machine1 float64, elapsed time.Duration) string {
-	used := func(g string) float64 { return (cpu1[g] - a.cpu0[g]) / elapsed.Seconds() }
+	used := map[string]float64{}   // by group
+	rest := map[string]float64{}   // by group
+	procs := map[string][]string{} // group → its processes' shares
+	names := slices.Sorted(maps.Keys(cpu1))
 	ours, restOurs := 0.0, 0.0
-	for g := range cpu1 {
-		ours += used(g)
-	}
-	for _, v := range a.rest {
-		restOurs += v
+	for _, p := range names {
+		g, u := procGroup(p), (cpu1[p]-a.cpu0[p])/elapsed.Seconds()
+		used[g] += u
+		rest[g] += a.rest[p]
+		ours += u
+		restOurs += a.rest[p]
+		procs[g] = append(procs[g], fmt.Sprintf("%s %.2f", p, u))
 	}
 	cpus := []string{fmt.Sprintf("all of them %.2f (the machine: %.2f of %d; at rest before the run: %.2f, the machine %.2f)",
 		ours, (machine1-a.machine0)/elapsed.Seconds(), runtime.NumCPU(), restOurs, a.restMachine)}
-	groups := slices.Collect(maps.Keys(cpu1))
-	sort.Slice(groups, func(i, j int) bool { return used(groups[i]) > used(groups[j]) })
+	groups := slices.Collect(maps.Keys(used))
+	sort.Slice(groups, func(i, j int) bool { return used[groups[i]] > used[groups[j]] })
 	for _, g := range groups {
-		cpus = append(cpus, fmt.Sprintf("%s %.2f (at rest %.2f)", g, used(g), a.rest[g]))
+		each := ""
+		if len(procs[g]) > 1 {
+			each = "; " + strings.Join(procs[g], ", ")
+		}
+		cpus = append(cpus, fmt.Sprintf("%s %.2f (at rest %.2f%s)", g, used[g], rest[g], each))
 	}
 	return strings.Join(cpus, ", ")
 }
