@@ -142,9 +142,9 @@ func (s *suite) b1(ctx context.Context, c *cluster) error {
 
 	var runs []b1run
 	var gets, posts latencies
-	server0 := c.getServerTimes(ctx)
+	server := serverTimes{}
 	for round := range s.o.rounds {
-		r, err := s.b1Run(ctx, c, round, &gets, &posts)
+		r, err := s.b1Run(ctx, c, round, &gets, &posts, server)
 		if err != nil {
 			return err
 		}
@@ -156,7 +156,7 @@ func (s *suite) b1(ctx context.Context, c *cluster) error {
 			return err
 		}
 	}
-	s.b1Report(c, runs, idleRSS, &idleGets, &idlePosts, &gets, &posts, c.getServerTimes(ctx).since(server0))
+	s.b1Report(c, runs, idleRSS, &idleGets, &idlePosts, &gets, &posts, server)
 	var rates []float64
 	for _, r := range runs {
 		rates = append(rates, r.rate)
@@ -165,8 +165,10 @@ func (s *suite) b1(ctx context.Context, c *cluster) error {
 	return nil
 }
 
-// b1Run is one run of B1, its API sampled by B3.
-func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *latencies) (b1run, error) {
+// b1Run is one run of B1, its API sampled by B3; server adds what the
+// global replica timed of B3's GETs while they ran (not the cleanup's
+// DELETEs after, which read etcd too).
+func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *latencies, server serverTimes) (b1run, error) {
 	total := s.o.resources * s.o.replicas
 	if s.o.profiles != "" && round == 0 {
 		go s.profile(ctx, 15*time.Second, "b1", c.name, c.globals[0].name, c.globals[1].name, c.region.name, c.sim.name)
@@ -178,6 +180,7 @@ func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *l
 			return b1run{}, err
 		}
 	}
+	server0 := c.getServerTimes(ctx)
 	start := time.Now()
 	stop := make(chan struct{})
 	var sampling sync.WaitGroup
@@ -188,6 +191,7 @@ func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *l
 	r.elapsed = time.Since(start)
 	close(stop)
 	sampling.Wait()
+	server.add(c.getServerTimes(ctx).since(server0))
 	if acct != nil {
 		r.account = acct.finish(ctx, c, total, r.elapsed)
 		log.Printf("bench: B1 run %d on the %s cluster: %s", round+1, c.name, r.account)

@@ -20,7 +20,7 @@ type serverTimes map[string]float64
 
 // getServerTimes reads the histogram of B3's GET route from the global
 // replica B3 sends to. Only B3 GETs one resource there, so the difference
-// of two readings is B3's requests as the server timed them.
+// of two readings around a run is B3's requests as the server timed them.
 func (c *cluster) getServerTimes(ctx context.Context) serverTimes {
 	names := []string{
 		"strata_http_request_duration_seconds_count{" + b3GetRoute,
@@ -47,6 +47,13 @@ func (t serverTimes) since(was serverTimes) serverTimes {
 		out[k] = v - was[k]
 	}
 	return out
+}
+
+// add adds d's counters to t.
+func (t serverTimes) add(d serverTimes) {
+	for k, v := range d {
+		t[k] += v
+	}
 }
 
 // quantileBound is the upper bound of the bucket that holds the q-th
@@ -80,7 +87,9 @@ func (t serverTimes) note() string {
 		n, t["sum"]/n*1000, t.quantileBound(0.5), t.quantileBound(0.99))
 	if e := t["etcd count"]; e > 0 {
 		// The GET's read is the replica's only read-only transaction
-		// on this path; the mean is of every one it ran meanwhile.
+		// while the runs go on (B3's POSTs write without reading; the
+		// DELETEs that clean up after each run fall outside the window);
+		// the mean is of every one it ran meanwhile.
 		out += fmt.Sprintf(" Of which the etcd read (strata_etcd_request_duration_seconds, Txn (read), %.0f calls): mean %.1f ms.", e, t["etcd sum"]/e*1000)
 	}
 	return out

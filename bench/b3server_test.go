@@ -32,3 +32,17 @@ func TestServerTimesNote(t *testing.T) {
 		}
 	}
 }
+
+// TestServerTimesAddsRuns: the runs' windows add up, and what fell
+// between them (the cleanup's DELETEs) is not in the sum.
+func TestServerTimesAddsRuns(t *testing.T) {
+	sum := serverTimes{}
+	run1 := serverTimes{"count": 10, "etcd count": 10}.since(serverTimes{})
+	between := serverTimes{"count": 10, "etcd count": 2010} // 2,000 DELETEs read
+	run2 := serverTimes{"count": 25, "etcd count": 2025}.since(between)
+	sum.add(run1)
+	sum.add(run2)
+	if sum["count"] != 25 || sum["etcd count"] != 25 {
+		t.Fatalf("sum of two runs = %v; want 25 requests and 25 etcd reads", sum)
+	}
+}

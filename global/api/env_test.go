@@ -60,13 +60,15 @@ type envConfig struct {
 	audit        *audit.Log
 	// secrets seals Secrets; nil: a keyring of one new key.
 	secrets *secretbox.Keyring
+	// etcdCalls, when set, counts the API's etcd calls by method.
+	etcdCalls *etcdCalls
 }
 
 func newEnv(t *testing.T, cfg envConfig) *testEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	eps := etcdtest.Embedded(t)
-	st := state.New(store.New(etcdtest.Client(t, eps), "/strata/global/"))
+	st := state.New(store.New(etcdtest.Client(t, eps, cfg.etcdCalls.dialOptions()...), "/strata/global/"))
 
 	var (
 		caches      *state.Caches

@@ -58,8 +58,8 @@ func (s *Resources) replay(ctx context.Context, tenant, key, op, hash string) (*
 	if key == "" {
 		return nil, nil
 	}
-	if !idempotencyKeyRE().MatchString(key) {
-		return nil, api.Invalid("idempotencyKey", "%q must be 1 to 128 letters, digits, '.', '_', ':' or '-'", key)
+	if err := checkIdempotencyKey(key); err != nil {
+		return nil, err
 	}
 	it, err := s.st.Requests.Get(ctx, requestName(tenant, key))
 	if errors.Is(err, store.ErrNotFound) {
@@ -92,6 +92,14 @@ func (s *Resources) replay(ctx context.Context, tenant, key, op, hash string) (*
 	s.log.Debug("idempotent retry answered from the first request", "tenant", tenant, "key", key, "op", op)
 	r := view(res, st)
 	return &r, nil
+}
+
+// checkIdempotencyKey checks a request's key ("" for none).
+func checkIdempotencyKey(key string) error {
+	if key != "" && !idempotencyKeyRE().MatchString(key) {
+		return api.Invalid("idempotencyKey", "%q must be 1 to 128 letters, digits, '.', '_', ':' or '-'", key)
+	}
+	return nil
 }
 
 // addRequest adds the idempotency record of a write to its transaction, so

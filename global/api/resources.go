@@ -96,24 +96,54 @@ func (s *Resources) Create(ctx context.Context, tenant string, r api.Resource, o
 	if err := r.Validate(); err != nil {
 		return api.Resource{}, err
 	}
-	hash := requestHash("create", tenant, &r)
-	if done, err := s.replay(ctx, tenant, o.IdempotencyKey, "create", hash); done != nil || err != nil {
-		return deref(done), err
+	if err := checkIdempotencyKey(o.IdempotencyKey); err != nil {
+		return api.Resource{}, err
 	}
+	// Written first, the key looked up only when the write fails: the
+	// transaction creates the key's record, so it fails when the key was
+	// used before, and a new key costs no read.
+	hash := requestHash("create", tenant, &r)
+	out, err := s.tryCreate(ctx, r, o.IdempotencyKey, hash)
+	if err != nil && o.IdempotencyKey != "" {
+		return s.createAgain(ctx, r, o.IdempotencyKey, hash, err)
+	}
+	return out, err
+}
+
+// tryCreate checks what r refers to and creates it.
+func (s *Resources) tryCreate(ctx context.Context, r api.Resource, key, hash string) (api.Resource, error) {
 	flavor, err := s.checkReferences(ctx, &r)
 	if err != nil {
 		return api.Resource{}, err
 	}
-	out, err := s.create(ctx, r, flavor, o.IdempotencyKey, hash)
+	out, err := s.create(ctx, r, flavor, key, hash)
 	if err != nil {
-		// Two requests with one key race: the loser fails on the key (or on
-		// the name the winner took) and must answer like a retry.
-		if done, rerr := s.replay(ctx, tenant, o.IdempotencyKey, "create", hash); done != nil || rerr != nil {
-			return deref(done), rerr
-		}
 		return api.Resource{}, storeErr(err, "resource", r.Name)
 	}
 	return out, nil
+}
+
+// createAgain answers a create with an idempotency key whose write
+// failed (with failed). A retry of a request that succeeded (or the
+// loser of a race between two sends of one request) answers as the first
+// did, whatever would stop it now (a reference, a quota); a key used for
+// another request is a conflict. A record past RequestTTL is as good as
+// none: replay forgets it and the create is tried once more.
+func (s *Resources) createAgain(ctx context.Context, r api.Resource, key, hash string, failed error) (api.Resource, error) {
+	done, err := s.replay(ctx, r.Tenant, key, "create", hash)
+	if done != nil || err != nil {
+		return deref(done), err
+	}
+	if !errors.Is(failed, api.ErrAlreadyExists) {
+		return api.Resource{}, failed
+	}
+	out, err := s.tryCreate(ctx, r, key, hash)
+	if err != nil {
+		if done, rerr := s.replay(ctx, r.Tenant, key, "create", hash); done != nil || rerr != nil {
+			return deref(done), rerr
+		}
+	}
+	return out, err
 }
 
 // create writes a new resource, its revision 1 and its status.

@@ -25,8 +25,8 @@ func TestMethodLabel(t *testing.T) {
 		if _, ok := tc.req.(*pb.TxnRequest); ok {
 			full = "/etcdserverpb.KV/Txn"
 		}
-		if got := method(full, tc.req); got != tc.want {
-			t.Errorf("%s: method = %q; want %q", tc.name, got, tc.want)
+		if got := Method(full, tc.req); got != tc.want {
+			t.Errorf("%s: Method = %q; want %q", tc.name, got, tc.want)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/testenv"
@@ -36,10 +37,11 @@ func Embedded(t testing.TB) []string {
 	return srv.Endpoints()
 }
 
-// Client connects to endpoints and closes the client when the test ends.
-func Client(t testing.TB, endpoints []string) *clientv3.Client {
+// Client connects to endpoints, with dial's options if any, and closes
+// the client when the test ends.
+func Client(t testing.TB, endpoints []string, dial ...grpc.DialOption) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, DialOptions: dial})
 	if err != nil {
 		t.Fatalf("etcd client: %v", err)
 	}
