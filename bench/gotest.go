@@ -106,7 +106,7 @@ func (s *suite) c1(ctx context.Context) error {
 		d, v := spreadFloats(direct), spreadFloats(via)
 		msf := func(x float64) string { return fmt.Sprintf("%.1f ms", x/1e6) }
 		x := row{id: "C1", what: fmt.Sprintf("container create+start+delete through the provider, %s network", path),
-			figure: v.format(msf) + fmt.Sprintf(", +%s over direct", msf(v.med-d.med)),
+			figure: v.format(msf) + ", " + overDirect(v.med-d.med, msf),
 			ratio:  fmt.Sprintf("%.2f × containerd client + %s directly (%s)", v.med/d.med, map[string]string{"bridge": "CNI bridge plugin", "loopback": "no network"}[path], d.format(msf))}
 		if path == "bridge" {
 			x.target, x.met = "≤ 1.15 × direct", verdict(v.med/d.med <= 1.15)
@@ -163,4 +163,13 @@ func (s *suite) v1(ctx context.Context) error {
 			r.med, r.lo, r.hi, r.n, v.format(fmtSecs), fmtMs(spreadDurations(virshCall).med)),
 		notes: fmt.Sprintf("%d boots each way, in pairs booted back to back, each way going first in every other pair; the ratio is the median of the pairs' ratios.", len(apply))})
 	return nil
+}
+
+// overDirect says how much longer (or shorter) the provider's path took
+// than the direct one: "+1.5 ms over direct", "13.4 ms under direct".
+func overDirect(d float64, format func(float64) string) string {
+	if d < 0 {
+		return format(-d) + " under direct"
+	}
+	return "+" + format(d) + " over direct"
 }

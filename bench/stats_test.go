@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -77,5 +78,15 @@ func TestOpenLoop(t *testing.T) {
 	}
 	if got := out.p(1); got != time.Millisecond {
 		t.Errorf("fastest: got %v; want 1ms", got)
+	}
+}
+
+func TestOverDirect(t *testing.T) {
+	ms := func(x float64) string { return fmt.Sprintf("%.1f ms", x) }
+	if got := overDirect(1.5, ms); got != "+1.5 ms over direct" {
+		t.Errorf("slower: %q", got)
+	}
+	if got := overDirect(-13.4, ms); got != "13.4 ms under direct" {
+		t.Errorf("faster: %q; want no \"+-\"", got)
 	}
 }
