@@ -171,7 +171,11 @@ func (s *suite) b1(ctx context.Context, c *cluster) error {
 func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *latencies, server serverTimes) (b1run, error) {
 	total := s.o.resources * s.o.replicas
 	if s.o.profiles != "" && round == 0 {
-		go s.profile(ctx, 15*time.Second, "b1", c.name, c.globals[0].name, c.globals[1].name, c.region.name, c.sim.name)
+		names := []string{c.globals[0].name, c.globals[1].name, c.region.name, c.sim.name}
+		for i := range c.etcdGlobal {
+			names = append(names, fmt.Sprintf("%s-etcd-global-%d", c.name, i), fmt.Sprintf("%s-etcd-region-%d", c.name, i))
+		}
+		go s.profile(ctx, 15*time.Second, "b1", c.name, names...)
 	}
 	var acct *b1Account
 	if round == 0 {

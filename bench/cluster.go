@@ -112,14 +112,20 @@ func (s *suite) startEtcd(ctx context.Context, name string, members int) ([]stri
 	}
 	for i := range members {
 		m := fmt.Sprintf("%s-%d", name, i)
-		p, err := start(s.dir, m, s.etcdBin(),
-			"--name", m, "--data-dir", filepath.Join(s.dir, m),
+		args := []string{"--name", m, "--data-dir", filepath.Join(s.dir, m),
 			"--listen-client-urls", clients[i], "--advertise-client-urls", clients[i],
 			"--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", name,
-			"--quota-backend-bytes", fmt.Sprint(8<<30),
+			"--quota-backend-bytes", fmt.Sprint(8 << 30),
 			"--auto-compaction-mode", "revision", "--auto-compaction-retention", "100000",
-			"--log-level", "error")
+			"--log-level", "error"}
+		if s.o.profiles != "" {
+			// etcd serves its profiler on the client URL, so that B1's
+			// profiles show where each member's CPU goes.
+			args = append(args, "--enable-pprof")
+			pprofAddrs[m] = strings.TrimPrefix(clients[i], "http://")
+		}
+		p, err := start(s.dir, m, s.etcdBin(), args...)
 		if err != nil {
 			return nil, err
 		}
