@@ -27,15 +27,27 @@ func (failingProber) Probe(context.Context, *api.Node) error {
 
 // fakeAgent heartbeats into the heartbeat store every interval, as the
 // region API records agents' beats, until stopped; a failed record (Redis
-// restarting) is retried at the next interval.
+// restarting refuses it at once) is retried at the next interval. A
+// record is not cut short by a deadline of its own, as the region API's
+// are not: with a deadline of one interval, a record that missed it on a
+// loaded machine closed its Redis connection, the next had to dial again
+// (and load the record script after a restart), missed it in turn, and
+// beats stopped for longer than SuspectAfter for reasons of the test's
+// making.
 type fakeAgent struct {
 	stop   chan struct{}
 	done   chan struct{}
+	kick   chan struct{} // capacity 1: beat now
 	paused atomic.Bool
 }
 
 func startAgent(hb heartbeat.Store, node string, every time.Duration) *fakeAgent {
-	a := &fakeAgent{stop: make(chan struct{}), done: make(chan struct{})}
+	a := &fakeAgent{stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-a.stop
+		cancel()
+	}()
 	go func() {
 		defer close(a.done)
 		t := time.NewTicker(every)
@@ -44,14 +56,13 @@ func startAgent(hb heartbeat.Store, node string, every time.Duration) *fakeAgent
 		for {
 			if !a.paused.Load() {
 				seq++
-				ctx, cancel := context.WithTimeout(context.Background(), every)
 				_ = hb.Record(ctx, heartbeat.Beat{ID: node, Seq: seq}) // stamped by the store's clock
-				cancel()
 			}
 			select {
 			case <-a.stop:
 				return
 			case <-t.C:
+			case <-a.kick:
 			}
 		}
 	}()
@@ -67,19 +78,40 @@ func (a *fakeAgent) halt() {
 	<-a.done
 }
 
-// emptyLooks is the monitor's view of the heartbeat store: it tells when
-// a look found no beat at all, as a new leader over an emptied Redis does.
+// resume lets a paused agent beat again, at once.
+func (a *fakeAgent) resume() {
+	a.paused.Store(false)
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// emptyLooks is the monitor's view of the heartbeat store: the first
+// look that finds no beat at all after arm (as a new leader over an
+// emptied Redis does) runs the armed function before the monitor goes on.
 type emptyLooks struct {
 	Heartbeats
-	found chan struct{} // capacity 1
+	mu    sync.Mutex
+	onHit func()
+}
+
+// arm runs f at the next look that finds the store empty.
+func (h *emptyLooks) arm(f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.onHit = f
 }
 
 func (h *emptyLooks) Times(ctx context.Context) (map[string]time.Time, error) {
 	beats, err := h.Heartbeats.Times(ctx)
 	if err == nil && len(beats) == 0 {
-		select {
-		case h.found <- struct{}{}:
-		default:
+		h.mu.Lock()
+		f := h.onHit
+		h.onHit = nil
+		h.mu.Unlock()
+		if f != nil {
+			f()
 		}
 	}
 	return beats, err
@@ -117,7 +149,7 @@ func newRedisRegion(t *testing.T, nodes ...string) *redisRegion {
 	st := state.New(store.New(cli, "/strata/region/"))
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &redisRegion{t: t, ctx: ctx, srv: srv, caches: state.NewCaches(st), evs: &emitted{}, nodes: nodes, agents: map[string]*fakeAgent{},
-		looks: &emptyLooks{Heartbeats: hb, found: make(chan struct{}, 1)}}
+		looks: &emptyLooks{Heartbeats: hb}}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	wg.Go(func() { _ = r.caches.Run(ctx) })
@@ -171,25 +203,31 @@ func (r *redisRegion) lead() {
 	r.stop = func() { cancel(); <-done }
 }
 
-// newLeaderFindsNoBeat waits until the leader started last has listed the
-// heartbeat store and found it empty: the agents may beat again from then
-// on. Each moment they are held back longer eats into SuspectAfter.
-func (r *redisRegion) newLeaderFindsNoBeat() {
+// leadOverEmptyStore starts a new leader while the agents are paused and
+// resumes them from within the new leader's first look that finds the
+// heartbeat store empty, so that the leader knows no beat of anyone and
+// the agents are held back no longer than that: each moment they were
+// held back longer would eat into SuspectAfter.
+func (r *redisRegion) leadOverEmptyStore() {
 	r.t.Helper()
+	found := make(chan struct{})
+	r.looks.arm(func() {
+		for _, a := range r.agents {
+			a.resume()
+		}
+		close(found)
+	})
+	r.lead()
 	select {
-	case <-r.looks.found: // a look of an earlier leader, or of this one
-	default:
-	}
-	select {
-	case <-r.looks.found:
+	case <-found:
 	case <-time.After(rWindow):
 		r.t.Fatalf("the new leader did not list the emptied heartbeat store within %s", rWindow)
 	}
 }
 
-func (r *redisRegion) pauseAgents(paused bool) {
+func (r *redisRegion) pauseAgents() {
 	for _, a := range r.agents {
-		a.paused.Store(paused)
+		a.paused.Store(true)
 	}
 }
 
@@ -238,12 +276,10 @@ func TestRedisLossMakesNoNodeDown(t *testing.T) {
 	r.noneLeavesUp("after a restart")
 
 	// The new leader knows no beat of anyone.
-	r.pauseAgents(true)
+	r.pauseAgents()
 	r.stop()
 	r.srv.Restart(t)
-	r.lead()
-	r.newLeaderFindsNoBeat()
-	r.pauseAgents(false)
+	r.leadOverEmptyStore()
 	r.noneLeavesUp("after a leader change over an empty Redis")
 	if n := r.evs.count("NodeDown") + r.evs.count("NodeSuspect"); n != 0 {
 		t.Fatalf("%d NodeSuspect/NodeDown events; want none (%v)", n, r.evs.reasons())
