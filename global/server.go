@@ -267,23 +267,28 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return serving.IgnoreCanceled(svc.Run(gctx)) })
 	g.Go(func() error { return s.lead(gctx, elector, ctrl, alerter) })
 	g.Go(func() error { return auditLog.ReopenOnHangup(gctx, s.log) })
-	// Ready once the caches hold etcd's state, etcd takes transactions
-	// as large as configured (a limit above the server's stops the
-	// global) and the bootstrap token is stored: the operator's token
-	// works as soon as the replica says it serves.
 	serving.Tier{Name: "global", GRPC: grpcSrv, GRPCListener: s.grpcL, HTTP: httpSrv, Log: s.log}.Serve(gctx, g, s.ready, func(ctx context.Context) error {
-		if caches.WaitSynced(ctx) != nil {
-			return nil // ctx is done
-		}
-		if err := st.Store.EnsureTxnLimit(ctx); err != nil {
-			return err
-		}
-		if err := svc.Tokens().Bootstrap(ctx); err != nil && ctx.Err() == nil {
-			return err
-		}
-		return nil
+		return readyStep(ctx, st, caches, svc)
 	})
 	return g.Wait()
+}
+
+// readyStep is what a replica does before it says it is ready: the
+// caches hold etcd's state, etcd takes transactions as large as
+// configured (a limit above the server's stops the global) and the
+// bootstrap token is stored, so that the operator's token works as soon
+// as the replica says it serves. nil when ctx ends first.
+func readyStep(ctx context.Context, st *state.State, caches *state.Caches, svc *globalapi.Server) error {
+	if caches.WaitSynced(ctx) != nil {
+		return nil // ctx is done
+	}
+	if err := st.Store.EnsureTxnLimit(ctx); err != nil {
+		return err
+	}
+	if err := svc.Tokens().Bootstrap(ctx); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
 }
 
 // sharedStores are what the replicas share outside etcd: the region
