@@ -301,7 +301,7 @@ func (a *b1Account) finish(ctx context.Context, c *cluster, replicas int, elapse
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return fmt.Sprintf("writes by collection, per replica (from watches of both tiers' etcd): %s. etcd counters per replica (summed over each tier's members): %s. Controllers' passes (mean): %s. CPU (cores, over the run) by process group: %s",
-		a.writesSummary(replicas), a.countersSummary(m1, replicas), a.passesSummary(t1), a.cpuSummary(cpu1, machine1, elapsed))
+		a.writesSummary(replicas), a.countersSummary(m1, replicas), a.passesSummary(t1), a.cpuSummary(cpu1, machine1, elapsed, replicas))
 }
 
 func perReplica(v float64, replicas int) string { return fmt.Sprintf("%.2f", v/float64(replicas)) }
@@ -356,7 +356,7 @@ func (a *b1Account) passesSummary(t1 map[string]float64) string {
 // rest), the busiest first, with their sum and the whole machine's; a
 // group of several processes (a tier's replicas, etcd's members) also
 // names each one's share, so that a leader shows apart from its standby.
-func (a *b1Account) cpuSummary(cpu1 map[string]float64, machine1 float64, elapsed time.Duration) string {
+func (a *b1Account) cpuSummary(cpu1 map[string]float64, machine1 float64, elapsed time.Duration, replicas int) string {
 	used := map[string]float64{}   // by group
 	rest := map[string]float64{}   // by group
 	procs := map[string][]string{} // group → its processes' shares
@@ -381,5 +381,27 @@ func (a *b1Account) cpuSummary(cpu1 map[string]float64, machine1 float64, elapse
 		}
 		cpus = append(cpus, fmt.Sprintf("%s %.2f (at rest %.2f%s)", g, used[g], rest[g], each))
 	}
-	return strings.Join(cpus, ", ")
+	return strings.Join(cpus, ", ") + ". " + cpuBudget(used, groups, elapsed, replicas)
+}
+
+// cpuBudget is the CPU time the cluster spent per replica, by group, and
+// the rate the machine's cores would hold at that cost: the ceiling a
+// saturated machine puts on B1, with and without the simulated agents
+// (whose work is spread over the nodes in production).
+func cpuBudget(used map[string]float64, groups []string, elapsed time.Duration, replicas int) string {
+	ms := func(cores float64) float64 { return cores * elapsed.Seconds() * 1000 / float64(replicas) }
+	all, sim := 0.0, used["sim"]
+	var parts []string
+	for _, g := range groups {
+		all += used[g]
+		parts = append(parts, fmt.Sprintf("%s %.3f", g, ms(used[g])))
+	}
+	ceiling := func(cost float64) string {
+		if cost <= 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.0f/s", float64(runtime.NumCPU())*1000/cost)
+	}
+	return fmt.Sprintf("CPU time per replica: %.3f ms (%s); at that cost the machine's %d cores hold at most %s, %s without the simulated agents",
+		ms(all), strings.Join(parts, ", "), runtime.NumCPU(), ceiling(ms(all)), ceiling(ms(all-sim)))
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 	"time"
 
@@ -85,5 +87,15 @@ func TestAccountCountsTransactionsByRevision(t *testing.T) {
 	}
 	if p := a.kinds["region ports"]; p == nil || p.puts != 1 || p.txns != 1 {
 		t.Fatalf("ports: %+v; want 1 put in 1 transaction", p)
+	}
+}
+
+func TestCPUBudget(t *testing.T) {
+	used := map[string]float64{"region": 0.75, "sim": 0.25}
+	got := cpuBudget(used, []string{"region", "sim"}, 10*time.Second, 10000)
+	n := runtime.NumCPU()
+	want := fmt.Sprintf("CPU time per replica: 1.000 ms (region 0.750, sim 0.250); at that cost the machine's %d cores hold at most %d/s, %d/s without the simulated agents", n, n*1000, int(math.Round(float64(n)*4000/3)))
+	if got != want {
+		t.Errorf("cpuBudget:\n got %s\nwant %s", got, want)
 	}
 }

@@ -208,6 +208,7 @@ func (s *Server) Run(ctx context.Context) error {
 		Version:           version.String(),
 		Audit:             auditLog,
 		Secrets:           ring,
+		BootstrapToken:    cfg.API.BootstrapToken,
 		Logger:            s.log,
 	})
 	if err != nil {
@@ -264,17 +265,30 @@ func (s *Server) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
 	g.Go(func() error { return serving.IgnoreCanceled(svc.Run(gctx)) })
-	g.Go(func() error { return s.lead(gctx, svc, elector, ctrl, alerter) })
+	g.Go(func() error { return s.lead(gctx, elector, ctrl, alerter) })
 	g.Go(func() error { return auditLog.ReopenOnHangup(gctx, s.log) })
-	// Ready once the caches hold etcd's state and etcd takes transactions
-	// as large as configured; a limit above the server's stops the global.
 	serving.Tier{Name: "global", GRPC: grpcSrv, GRPCListener: s.grpcL, HTTP: httpSrv, Log: s.log}.Serve(gctx, g, s.ready, func(ctx context.Context) error {
-		if caches.WaitSynced(ctx) != nil {
-			return nil // ctx is done
-		}
-		return st.Store.EnsureTxnLimit(ctx)
+		return readyStep(ctx, st, caches, svc)
 	})
 	return g.Wait()
+}
+
+// readyStep is what a replica does before it says it is ready: the
+// caches hold etcd's state, etcd takes transactions as large as
+// configured (a limit above the server's stops the global) and the
+// bootstrap token is stored, so that the operator's token works as soon
+// as the replica says it serves. nil when ctx ends first.
+func readyStep(ctx context.Context, st *state.State, caches *state.Caches, svc *globalapi.Server) error {
+	if caches.WaitSynced(ctx) != nil {
+		return nil // ctx is done
+	}
+	if err := st.Store.EnsureTxnLimit(ctx); err != nil {
+		return err
+	}
+	if err := svc.Tokens().Bootstrap(ctx); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
 }
 
 // sharedStores are what the replicas share outside etcd: the region
@@ -316,19 +330,14 @@ func (s *Server) sharedStores() (hb heartbeat.Store, evs events.Store, close fun
 	return hb, events.NewRedis(rc, "strata:global:events", events.DefaultCapacity, events.WithLogger(s.log)), func() { rc.Close() }, nil
 }
 
-// lead stands for election once the replica serves (with its bootstrap
-// token in place) and runs the master's work while elected, until ctx
+// lead stands for election once the replica serves (its bootstrap token
+// stored) and runs the master's work while elected, until ctx
 // ends.
-func (s *Server) lead(ctx context.Context, svc *globalapi.Server, elector *election.Elector, ctrl *controller.Controller, alerter *alerts.Dispatcher) error {
+func (s *Server) lead(ctx context.Context, elector *election.Elector, ctrl *controller.Controller, alerter *alerts.Dispatcher) error {
 	select {
 	case <-s.ready: // caches synced, transaction limit checked
 	case <-ctx.Done():
 		return nil
-	}
-	if tok := s.cfg.API.BootstrapToken; tok != "" {
-		if err := svc.Tokens().EnsureBootstrap(ctx, tok); err != nil {
-			return fmt.Errorf("global: bootstrap token: %w", err)
-		}
 	}
 	return serving.IgnoreCanceled(elector.Run(ctx, func(leaderCtx context.Context, l *election.Leadership) {
 		s.log.Info("this replica is the master")

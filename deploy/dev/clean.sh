@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Removes what `strata dev` left on this machine: its data directory, the
 # containers of its agents (containerd namespaces strata-dev-*), its VMs,
-# its HAProxy processes and its bridges. Agents never delete replicas when
+# its HAProxy processes, its bridges and its nftables tables. Agents never delete replicas when
 # they stop (an agent restart must lose nothing), so stopping the dev
 # cluster leaves them running; this is the way to start from scratch.
 set -uo pipefail
@@ -41,5 +41,16 @@ if [ -n "$abs" ]; then
   log "data directory $abs"
   rm -rf "$abs"
 fi
-for br in strata0 strata1; do ip link show "$br" >/dev/null 2>&1 && { log "bridge $br"; ip link delete "$br"; }; done
+# One bridge per agent (strata<region><agent>: strata0a, strata1b, ...;
+# strata0 and strata1 from releases with one per region) and each
+# region's nftables tables (strata-dev-<n>, its policy tables
+# strata-dev-<n>-policy-<bridge>).
+for br in $(ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}' | grep -E '^strata[0-9]+[a-z]?$'); do
+  log "bridge $br"; ip link delete "$br"
+done
+if command -v nft >/dev/null; then
+  for t in $(nft list tables ip 2>/dev/null | awk '{print $3}' | grep '^strata-dev-'); do
+    log "nftables table $t"; nft delete table ip "$t"
+  done
+fi
 log "done"

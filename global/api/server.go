@@ -109,6 +109,10 @@ type Options struct {
 	// Secrets seals and opens the tenants' Secrets (the key files of
 	// config.Global.Secrets); nil refuses Secret writes and reveals.
 	Secrets *secretbox.Keyring
+	// BootstrapToken is an admin token of tenant default to store
+	// (config api.bootstrapToken), empty for none: Tokens.Bootstrap
+	// stores it, and authentication waits and Ready fails until then.
+	BootstrapToken string
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -183,7 +187,7 @@ func New(o Options) (*Server, error) {
 	s.tenants = &Tenants{st: st, cache: c.Tenants, quotas: q, wrote: q.wroteTenants}
 	s.nodes = &Nodes{fan: fan}
 	s.replicas = &Replicas{fan: fan, resources: s.resources}
-	s.tokens = &Tokens{tokens: st.Tokens, cache: c.Tokens, log: log}
+	s.tokens = newTokens(st.Tokens, c.Tokens, o.BootstrapToken, log)
 	s.policies = &NetworkPolicies{st: st, cache: c.Policies, fan: fan}
 	s.configs = &Configs{configs: st.Configs, resources: st.Resources, roll: s.resources.rollUsers}
 	s.secrets = &Secrets{secrets: st.Secrets, ring: o.Secrets, resources: st.Resources, roll: s.resources.rollUsers}
@@ -245,7 +249,8 @@ func (s *Server) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Ready reports whether etcd answers and every cache holds its first list.
+// Ready reports whether etcd answers, every cache holds its first list
+// and the bootstrap token is stored (Tokens.Bootstrap).
 func (s *Server) Ready(ctx context.Context) error {
 	c := s.caches
 	caches := []struct {
@@ -267,6 +272,9 @@ func (s *Server) Ready(ctx context.Context) error {
 		default:
 			return fmt.Errorf("%s cache not loaded yet: %w", c.name, api.ErrUnavailable)
 		}
+	}
+	if !s.tokens.bootstrapped() {
+		return errBootstrapPending
 	}
 	// A linearizable read goes through raft, so it proves that a quorum
 	// answers; one flavor at most keeps it cheap.

@@ -25,6 +25,14 @@ type Tokens struct {
 	// a token just created works at once.
 	wrote written
 
+	// bootstrap is the bootstrap token (api.bootstrapToken), empty for
+	// none. inPlace is closed once it is stored (at once without one):
+	// until then authentication waits, rather than refuse the operator's
+	// own token of a replica that has just started (Bootstrap).
+	bootstrap string
+	inPlace   chan struct{}
+	placed    sync.Once
+
 	// touched is when this replica last set each token's LastUsedAt (or
 	// tried to): the throttle of touch.
 	mu      sync.Mutex
@@ -155,6 +163,9 @@ func (t *Tokens) authenticate(ctx context.Context, bearer string) (context.Conte
 // etcd read, least of all one with a made-up token. A token this replica
 // just created is waited for, so that it works at once.
 func (t *Tokens) lookup(ctx context.Context, id string) (*api.Token, error) {
+	if err := t.awaitBootstrap(ctx); err != nil {
+		return nil, err
+	}
 	if err := caught(ctx, t.cache, &t.wrote); err != nil {
 		return nil, err
 	}
@@ -197,6 +208,67 @@ func (t *Tokens) issue(ctx context.Context, tmpl api.Token) (string, api.Token, 
 	return plain, tok, nil
 }
 
+// newTokens returns the Tokens of a Server; bootstrap is the bootstrap
+// token, empty for none.
+func newTokens(tokens *store.Collection[api.Token], cache *store.Cache[api.Token], bootstrap string, log *slog.Logger) *Tokens {
+	t := &Tokens{tokens: tokens, cache: cache, log: log, bootstrap: bootstrap, inPlace: make(chan struct{})}
+	if bootstrap == "" {
+		close(t.inPlace)
+	}
+	return t
+}
+
+// errBootstrapPending is Ready's answer until Bootstrap has stored the
+// bootstrap token.
+var errBootstrapPending = fmt.Errorf("the bootstrap token (api.bootstrapToken) is not stored yet: %w", api.ErrUnavailable)
+
+// Bootstrap stores the bootstrap token Options.BootstrapToken names
+// (EnsureBootstrap), once the caches are loaded; until it has,
+// authentication waits (bounded as for a cache, then 503) and Ready
+// fails. Without a bootstrap token it does nothing.
+func (t *Tokens) Bootstrap(ctx context.Context) error {
+	if t.bootstrap == "" {
+		return nil
+	}
+	if err := t.EnsureBootstrap(ctx, t.bootstrap); err != nil {
+		return err
+	}
+	t.placed.Do(func() { close(t.inPlace) })
+	return nil
+}
+
+// bootstrapped says whether the bootstrap token is in place (or there is
+// none).
+func (t *Tokens) bootstrapped() bool {
+	select {
+	case <-t.inPlace:
+		return true
+	default:
+		return false
+	}
+}
+
+// awaitBootstrap waits until the bootstrap token is in place, at most
+// cacheWait: a token presented before that is neither accepted nor
+// refused yet.
+func (t *Tokens) awaitBootstrap(ctx context.Context) error {
+	if t.bootstrapped() {
+		return nil
+	}
+	stuck := errors.New("bootstrap is stuck")
+	ctx, cancel := context.WithTimeoutCause(ctx, cacheWait, stuck)
+	defer cancel()
+	select {
+	case <-t.inPlace:
+		return nil
+	case <-ctx.Done():
+	}
+	if errors.Is(context.Cause(ctx), stuck) {
+		return fmt.Errorf("timed out after %s waiting for this replica to store its bootstrap token (api.bootstrapToken): %w", cacheWait, api.ErrUnavailable)
+	}
+	return fmt.Errorf("waiting for the bootstrap token to be stored: %w", ctx.Err())
+}
+
 // EnsureBootstrap makes plaintext an admin token of tenant "default"
 // unless it exists already; `strata dev` prints it. A token with the same
 // id but another secret is an error rather than overwritten, so that a
@@ -216,6 +288,9 @@ func (t *Tokens) EnsureBootstrap(ctx context.Context, plaintext string) error {
 		if subtle.ConstantTimeCompare([]byte(it.Value.Hash), []byte(tok.Hash)) != 1 {
 			return fmt.Errorf("bootstrap token: token %q exists with another secret: %w", id, api.ErrConflict)
 		}
+		// Another replica may have stored it after this one's cache
+		// loaded: the cache is waited for up to it, as for a write.
+		t.wrote.note(it.ModRevision)
 		return nil
 	}
 	if err != nil {

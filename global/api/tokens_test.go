@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -127,4 +128,47 @@ func TestTokenExpiryAndLastUse(t *testing.T) {
 	if r := e.do(t, "GET", "/v1/resources", nil, short); !strings.Contains(string(r.body), "expired") {
 		t.Errorf("got %s; want the answer to say the token expired", r)
 	}
+}
+
+// TestBootstrapTokenBeforeStored: until a replica has stored its
+// bootstrap token, the token is neither accepted nor refused. /readyz
+// answers 503 and says why; a request with the token is held (never a
+// 401 for the operator's own token) and answered once it is stored.
+func TestBootstrapTokenBeforeStored(t *testing.T) {
+	plain, err := GenerateToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envConfig{bootstrap: plain})
+	if r := e.do(t, "GET", "/readyz", nil, withToken("")); r.code != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "bootstrap token") {
+		t.Fatalf("readyz before the bootstrap token is stored: got %s; want 503 naming the bootstrap token", r)
+	}
+	// The server holds the request (up to its cache wait, seconds): the
+	// client gives up first, without an answer.
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	r, err := e.send(ctx, "GET", "/v1/flavors", nil, withToken(plain))
+	cancel()
+	if err == nil {
+		t.Fatalf("a request with the bootstrap token before it is stored: got %s; want it held until it is stored", r)
+	}
+
+	answered := make(chan string, 1)
+	go func() {
+		r, err := e.send(t.Context(), "GET", "/v1/flavors", nil, withToken(plain))
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		answered <- r.String()
+	}()
+	if err := e.svc.Tokens().Bootstrap(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-answered; !strings.HasPrefix(got, "200 ") {
+		t.Fatalf("a request with the bootstrap token made while it was being stored: got %s; want 200", got)
+	}
+	e.must(t, http.StatusOK, e.do(t, "GET", "/readyz", nil, withToken("")))
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/flavors", nil, withToken(plain)))
+	wrong := plain[:len(plain)-4] + "zzzz"
+	e.must(t, http.StatusUnauthorized, e.do(t, "GET", "/v1/flavors", nil, withToken(wrong)))
 }
