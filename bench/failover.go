@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -150,24 +151,26 @@ log: {level: warn}
 // with two region replicas, the region leader's failover (b5Region).
 func (s *suite) b5(ctx context.Context, c *cluster) error {
 	var took []time.Duration
+	var steps []map[string]time.Duration
 	for round := range max(5, s.o.rounds) {
-		d, err := s.b5Run(ctx, c, round)
+		d, st, err := s.b5Run(ctx, c, round)
 		if err != nil {
 			return fmt.Errorf("B5 run %d: %w", round+1, err)
 		}
-		took = append(took, d)
+		log.Printf("bench: %s", b5RunLine("master", round, st))
+		took, steps = append(took, d), append(steps, st)
 	}
 	sp := spreadDurations(took)
 	s.r.add(row{id: "B5", what: c.label("master failover: SIGKILL the master → a create through the load balancer propagated by the new master"), figure: sp.format(fmtSecs),
 		target: "≤ 3 s (median of ≥ 5)", ratio: fmt.Sprintf("%.2f × the lease TTL (%s)", sp.med/leaseTTL.Seconds(), leaseTTL), met: verdict(sp.med <= 3),
-		notes: fmt.Sprintf("Election lease TTL %s (the default); max %s. The client dials haproxy (TCP, TLS passed through, /readyz checked every 500 ms) in front of the two global replicas, as docs/operations.md lays out; the region dials both replicas (its global.endpoint list).", leaseTTL, fmtSecs(sp.hi))})
+		notes: fmt.Sprintf("Election lease TTL %s (the default); max %s. The client dials haproxy (TCP, TLS passed through, /readyz checked every 500 ms) in front of the two global replicas, as docs/operations.md lays out; the region dials both replicas (its global.endpoint list).", leaseTTL, fmtSecs(sp.hi)) + b5BreakdownNotes(steps)})
 	if len(c.regions) >= 2 {
 		return s.b5Region(ctx, c)
 	}
 	return nil
 }
 
-func (s *suite) b5Run(ctx context.Context, c *cluster, round int) (time.Duration, error) {
+func (s *suite) b5Run(ctx context.Context, c *cluster, round int) (time.Duration, map[string]time.Duration, error) {
 	master := -1
 	if err := waitFor(ctx, 50*time.Millisecond, "a master", func() error {
 		for i, h := range c.gHTTP {
@@ -179,7 +182,7 @@ func (s *suite) b5Run(ctx context.Context, c *cluster, round int) (time.Duration
 		}
 		return fmt.Errorf("none")
 	}); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	other := 1 - master
 	// The survivor's metrics are read from it; the create goes through
@@ -188,21 +191,28 @@ func (s *suite) b5Run(ctx context.Context, c *cluster, round int) (time.Duration
 	const propagations = `strata_global_propagations_total{tier="global"}`
 	before, err := survivor.metric(ctx, propagations)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	name := fmt.Sprintf("after-failover-%d", round)
+	steps, stopWatch, err := c.watchB5Steps(ctx, "global", name)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer stopWatch()
 	_ = c.globals[master].cmd.Process.Signal(syscall.SIGKILL)
 	killed := time.Now()
+	steps.kill(killed)
 	<-c.globals[master].done
 	// The create may reach the dead replica before the load balancer
 	// marks it down, or the survivor before it leads: retried until
 	// accepted, as a client would.
-	name := fmt.Sprintf("after-failover-%d", round)
 	if err := waitFor(ctx, 20*time.Millisecond, "a create through the load balancer", func() error {
 		_, err := lb.do(ctx, http.MethodPost, "/v1/resources", resource(name, 1, nil), nil)
 		return err
 	}); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	posted := time.Now()
 	if err := waitFor(ctx, 10*time.Millisecond, "the new master propagates", func() error {
 		v, err := survivor.metric(ctx, propagations)
 		if err == nil && v <= before {
@@ -210,12 +220,19 @@ func (s *suite) b5Run(ctx context.Context, c *cluster, round int) (time.Duration
 		}
 		return err
 	}); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	took := time.Since(killed)
+	seen := time.Now()
+	took := seen.Sub(killed)
+	steps.res.sample(name, killed, posted, seen, 0)
 	p, err := c.restart(ctx, fmt.Sprintf("%s-global-%d-r%d", c.name, master+1, round+1), "global", c.gCfgs[master], c.gHTTP[master])
 	c.globals[master] = p
-	return took, err
+	v := steps.values()
+	// The figure is the propagation, not the resource's readiness.
+	for _, k := range []string{b2Assigned, b2Reported, b2Shared, b2GlobalDone} {
+		delete(v, k)
+	}
+	return took, v, err
 }
 
 // restart starts a replica of tier again with its configuration and
@@ -237,35 +254,56 @@ func (c *cluster) restart(ctx context.Context, name, tier, cfg, httpAddr string)
 // time (production: two region replicas behind haproxy).
 func (s *suite) b5Region(ctx context.Context, c *cluster) error {
 	var took []time.Duration
+	var steps []map[string]time.Duration
 	for round := range max(5, s.o.rounds) {
-		d, err := s.b5RegionRun(ctx, c, round)
+		d, st, err := s.b5RegionRun(ctx, c, round)
 		if err != nil {
 			return fmt.Errorf("B5 region run %d: %w", round+1, err)
 		}
-		took = append(took, d)
+		log.Printf("bench: %s", b5RunLine("region", round, st))
+		took, steps = append(took, d), append(steps, st)
 	}
 	sp := spreadDurations(took)
 	s.r.add(row{id: "B5", what: c.label("region-leader failover: SIGKILL the region's leader → a new resource ready"), figure: sp.format(fmtSecs),
 		target: "≤ 3 s (median of ≥ 5)", ratio: fmt.Sprintf("%.2f × the lease TTL (%s)", sp.med/leaseTTL.Seconds(), leaseTTL), met: verdict(sp.med <= 3),
-		notes: fmt.Sprintf("Election lease TTL %s (the default); max %s. Two region replicas behind haproxy (TCP, TLS passed through, /readyz checked every 500 ms), which every agent dials and both replicas advertise; the resource (one replica, created through the global API) is placed by the new leader on an agent that reconnected through the balancer, and the clock stops when the global API reports it ready.", leaseTTL, fmtSecs(sp.hi))})
+		notes: fmt.Sprintf("Election lease TTL %s (the default); max %s. Two region replicas behind haproxy (TCP, TLS passed through, /readyz checked every 500 ms), which every agent dials and both replicas advertise; the resource (one replica, created through the global API) is placed by the new leader on an agent that reconnected through the balancer, and the clock stops when the global API reports it ready.", leaseTTL, fmtSecs(sp.hi)) + b5BreakdownNotes(steps)})
 	return nil
 }
 
-func (s *suite) b5RegionRun(ctx context.Context, c *cluster, round int) (time.Duration, error) {
+func (s *suite) b5RegionRun(ctx context.Context, c *cluster, round int) (time.Duration, map[string]time.Duration, error) {
 	leader, err := c.findRegionLeader(ctx)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	name := fmt.Sprintf("after-region-failover-%d", round)
+	steps, stopWatch, err := c.watchB5Steps(ctx, "region", name)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer stopWatch()
+	// Every agent follows its assignments through one of the replicas:
+	// once the survivor's count is the sum, the dead one's are back.
+	var agents float64
+	for _, h := range c.rHTTPs {
+		v, _ := newClient(c.scheme()+h, regionToken, c.tlsClient).metric(ctx, agentsFollowing)
+		agents += v
+	}
+	survivor := newClient(c.scheme()+c.rHTTPs[1-leader], regionToken, c.tlsClient)
 	_ = c.regions[leader].cmd.Process.Signal(syscall.SIGKILL)
 	killed := time.Now()
+	steps.kill(killed)
 	<-c.regions[leader].done
-	name := fmt.Sprintf("after-region-failover-%d", round)
+	actx, stopAgents := context.WithCancel(ctx)
+	var polls sync.WaitGroup
+	polls.Go(func() { steps.followAgents(actx, survivor, agents) })
 	if err := waitFor(ctx, 20*time.Millisecond, "a create", func() error {
 		_, err := c.g.do(ctx, http.MethodPost, "/v1/resources", resource(name, 1, nil), nil)
 		return err
 	}); err != nil {
-		return 0, err
+		stopAgents()
+		return 0, nil, err
 	}
+	posted := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := waitFor(wctx, 20*time.Millisecond, name+" ready", func() error {
@@ -276,18 +314,25 @@ func (s *suite) b5RegionRun(ctx context.Context, c *cluster, round int) (time.Du
 		}
 		return err
 	}); err != nil {
-		return 0, err
+		stopAgents()
+		return 0, nil, err
 	}
-	took := time.Since(killed)
+	seen := time.Now()
+	took := seen.Sub(killed)
+	steps.res.sample(name, killed, posted, seen, 0)
+	// The agents' count may come after the figure: wait for it a little.
+	time.AfterFunc(5*time.Second, stopAgents)
+	polls.Wait()
+	stopAgents()
 	p, err := c.restart(ctx, fmt.Sprintf("%s-region-%d-r%d", c.name, leader+1, round+1), "region", c.rCfgs[leader], c.rHTTPs[leader])
 	c.regions[leader] = p
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if _, err := c.findRegionLeader(ctx); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return took, c.deleteAll(ctx, name)
+	return took, steps.values(), c.deleteAll(ctx, name)
 }
 
 // killAtRandomPhase SIGKILLs agent at a random moment of its heartbeat

@@ -406,6 +406,9 @@ func registerRegionGauges(reg *metrics.Registry, caches *state.Caches, a *region
 	reg.GaugeFunc("strata_region_placements", "Resources placed in the region.", func() float64 {
 		return float64(caches.Placements.Len())
 	})
+	reg.GaugeFunc("strata_region_agents_following", "Nodes whose agent follows its assignments through this replica (an open assignment stream).", func() float64 {
+		return float64(a.FollowingNodes())
+	})
 	reg.CounterFunc("strata_region_placements_applied_total", "Placements from the global tier that changed the region's desired state.", func() float64 {
 		return float64(a.AppliedPlacements())
 	})

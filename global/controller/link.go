@@ -178,11 +178,16 @@ func (l *link) shareKeys() []string {
 // linkBackoff paces reconnecting to a region and resending to it.
 var linkBackoff = backoff.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
 
-// watch follows the region's shares, reconnecting with backoff.
+// watch follows the region's shares, reconnecting with backoff. A
+// stream that delivered its snapshot starts the backoff afresh
+// (watchDelay): the delay is for a region that keeps failing, not a
+// tally over the link's life, so that the stream lost with a region
+// replica (a leader's failover) comes back after the first delay, not
+// after one doubled by every earlier loss.
 func (l *link) watch(ctx context.Context) {
 	bo := linkBackoff
 	for ctx.Err() == nil {
-		err := l.watchOnce(ctx)
+		synced, err := l.watchOnce(ctx)
 		l.mu.Lock()
 		l.synced = false
 		l.mu.Unlock()
@@ -190,29 +195,41 @@ func (l *link) watch(ctx context.Context) {
 			return
 		}
 		l.log.Debug("share stream ended; reconnecting", "err", err)
-		if backoff.Sleep(ctx, bo.Next()) != nil {
+		if backoff.Sleep(ctx, watchDelay(&bo, synced)) != nil {
 			return
 		}
 	}
 }
 
-func (l *link) watchOnce(ctx context.Context) error {
+// watchDelay is the wait before the next share stream: the backoff's
+// next delay, from its first when the stream that ended had synced.
+func watchDelay(bo *backoff.Backoff, synced bool) time.Duration {
+	if synced {
+		bo.Reset()
+	}
+	return bo.Next()
+}
+
+// watchOnce reads one share stream until it ends; synced tells whether
+// it delivered its snapshot.
+func (l *link) watchOnce(ctx context.Context) (synced bool, err error) {
 	cl, err := l.c.regionClient(ctx, l.region)
 	if err != nil {
-		return err
+		return false, err
 	}
 	stream, err := cl.WatchShares(ctx, &regionv1.WatchSharesRequest{})
 	if err != nil {
-		return err
+		return false, err
 	}
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil
+				return synced, nil
 			}
-			return err
+			return synced, err
 		}
+		synced = synced || resp.GetSnapshot()
 		changed := l.applyShares(resp)
 		for _, k := range changed {
 			l.c.mark(k)

@@ -140,3 +140,30 @@ func TestLinkSendsAResourceInOneCallAtATime(t *testing.T) {
 		t.Errorf("after the calls: %d pending, %d in flight; want none", len(l.pending), len(l.flying))
 	}
 }
+
+// TestLinkWatchDelayStartsAfreshAfterASyncedStream: the share stream's
+// reconnect delay grows while the region keeps failing, and a stream that
+// delivered its snapshot starts it from the first delay again, however
+// many streams were lost before (one per region leader failover).
+func TestLinkWatchDelayStartsAfreshAfterASyncedStream(t *testing.T) {
+	bo := linkBackoff
+	var failing []time.Duration
+	for range 4 {
+		failing = append(failing, watchDelay(&bo, false))
+	}
+	if want := []time.Duration{linkBackoff.Delay(1), linkBackoff.Delay(2), linkBackoff.Delay(3), linkBackoff.Delay(4)}; !slices.Equal(failing, want) {
+		t.Fatalf("delays while failing = %v; want %v", failing, want)
+	}
+	if failing[3] <= failing[0] {
+		t.Fatalf("delays while failing do not grow: %v", failing)
+	}
+	for loss := range 3 {
+		if got := watchDelay(&bo, true); got != linkBackoff.Delay(1) {
+			t.Errorf("loss %d: delay after a synced stream = %s; want the first, %s", loss+1, got, linkBackoff.Delay(1))
+		}
+		// A failed attempt after it doubles it again.
+		if got := watchDelay(&bo, false); got != linkBackoff.Delay(2) {
+			t.Errorf("loss %d: delay after a synced stream and a failed attempt = %s; want %s", loss+1, got, linkBackoff.Delay(2))
+		}
+	}
+}

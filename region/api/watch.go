@@ -412,6 +412,18 @@ func (h *assignmentHub) join(node string, w *watch[api.Assignment]) (leave func(
 	}
 }
 
+// nodes is how many nodes have an assignment stream open here.
+func (h *assignmentHub) nodes() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.byNode)
+}
+
+// FollowingNodes is how many nodes follow their assignments through this
+// replica (an open WatchAssignments stream): after a replica's loss, its
+// agents are back once the survivors' counts add up again.
+func (s *Server) FollowingNodes() int { return s.hub.nodes() }
+
 // publish is the feed subscriber. An assignment whose node changes is a
 // removal for the node it left.
 func (h *assignmentHub) publish(changes []store.Change[api.Assignment]) {

@@ -218,6 +218,12 @@ func TestWatchAssignments(t *testing.T) {
 		return s
 	}
 	streams := map[string]grpc.ServerStreamingClient[agentv1.AssignmentBatch]{"n1": watch("n1"), "n2": watch("n2")}
+	// Both streams are joined once their snapshots arrive (first step).
+	defer func() {
+		if got := e.srv.FollowingNodes(); got != 2 {
+			t.Errorf("FollowingNodes with n1 and n2 watching = %d; want 2", got)
+		}
+	}()
 
 	steps := []struct {
 		name  string
