@@ -68,17 +68,18 @@ func (c *cluster) watchB5Steps(ctx context.Context, tier, name string) (*b5Steps
 	return s, stop, err
 }
 
-// sawElection notes the first deletion of an election key after the
-// kill and the first write of one after that (the successor's
-// announcement of its term).
+// sawElection notes the election's changes after the kill: the first
+// write of an election key after a deletion is the successor announcing
+// its term, and the last deletion before it the dead leader's key going
+// with its lease (an earlier one may be a queued candidate's).
 func (s *b5Steps) sawElection(deleted bool, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case s.killed.IsZero():
-	case deleted && s.gone.IsZero():
+	case s.killed.IsZero() || !s.elected.IsZero():
+	case deleted:
 		s.gone = now
-	case !deleted && !s.gone.IsZero() && s.elected.IsZero():
+	case !s.gone.IsZero():
 		s.elected = now
 	}
 }
