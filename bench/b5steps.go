@@ -39,7 +39,7 @@ var b5StepNames = []string{b5Gone, b5Elected, b5Agents, b2Posted, b2Placed, b2As
 var b5StepWhat = map[string]string{
 	b5Gone:       "the dead leader's election key deleted (lease expired)",
 	b5Elected:    "the successor announces its term",
-	b5Agents:     "the survivor follows every agent",
+	b5Agents:     "every agent follows its assignments again",
 	b2Posted:     "the create accepted",
 	b2Placed:     "placement written in the region",
 	b2Assigned:   "assignment written",
@@ -94,13 +94,19 @@ func (s *b5Steps) kill(at time.Time) {
 // follow their assignments through a replica.
 const agentsFollowing = `strata_region_agents_following{tier="region"}`
 
-// followAgents polls the survivor's agentsFollowing until it reaches
-// want, and notes when; it gives up when ctx ends. With want 0 (a
-// region without the gauge) it notes nothing.
-func (s *b5Steps) followAgents(ctx context.Context, survivor *client, want float64) {
+// followAgents polls every replica's agentsFollowing until their sum
+// reaches want, and notes when; it gives up when ctx ends. A replica
+// that does not answer (the dead one, until it is restarted) counts
+// none. With want 0 (a region without the gauge) it notes nothing.
+func (s *b5Steps) followAgents(ctx context.Context, replicas []*client, want float64) {
 	for want > 0 && ctx.Err() == nil {
-		v, err := survivor.metric(ctx, agentsFollowing)
-		if err == nil && v >= want {
+		var sum float64
+		for _, r := range replicas {
+			if v, err := r.metric(ctx, agentsFollowing); err == nil {
+				sum += v
+			}
+		}
+		if sum >= want {
 			s.mu.Lock()
 			s.agents = time.Now()
 			s.mu.Unlock()
@@ -165,5 +171,18 @@ func b5BreakdownNotes(runs []map[string]time.Duration) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return " Where the time goes, median (range) over the runs, each from the kill (from a watch of both tiers' etcd and polls of the survivor): " + strings.Join(parts, "; ") + "."
+	notes := " Where the time goes, median (range) over the runs, each from the kill (from a watch of both tiers' etcd and polls of the replicas): " + strings.Join(parts, "; ") + "."
+	var after []time.Duration
+	for _, r := range runs {
+		gone, ok1 := r[b5Gone]
+		seen, ok2 := r[b2Seen]
+		if ok1 && ok2 {
+			after = append(after, seen-gone)
+		}
+	}
+	if len(after) > 0 {
+		sp := spreadDurations(after)
+		notes += fmt.Sprintf(" From the lease's expiry to the figure (the part the tiers can cut): %s (%s–%s).", fmtSecs(sp.med), fmtSecs(sp.lo), fmtSecs(sp.hi))
+	}
+	return notes
 }

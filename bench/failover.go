@@ -282,20 +282,22 @@ func (s *suite) b5RegionRun(ctx context.Context, c *cluster, round int) (time.Du
 	}
 	defer stopWatch()
 	// Every agent follows its assignments through one of the replicas:
-	// once the survivor's count is the sum, the dead one's are back.
+	// once their counts add up to the sum before the kill again, the
+	// dead one's agents are back.
 	var agents float64
+	var replicas []*client
 	for _, h := range c.rHTTPs {
-		v, _ := newClient(c.scheme()+h, regionToken, c.tlsClient).metric(ctx, agentsFollowing)
-		agents += v
+		r := newClient(c.scheme()+h, regionToken, c.tlsClient)
+		v, _ := r.metric(ctx, agentsFollowing)
+		agents, replicas = agents+v, append(replicas, r)
 	}
-	survivor := newClient(c.scheme()+c.rHTTPs[1-leader], regionToken, c.tlsClient)
 	_ = c.regions[leader].cmd.Process.Signal(syscall.SIGKILL)
 	killed := time.Now()
 	steps.kill(killed)
 	<-c.regions[leader].done
 	actx, stopAgents := context.WithCancel(ctx)
 	var polls sync.WaitGroup
-	polls.Go(func() { steps.followAgents(actx, survivor, agents) })
+	polls.Go(func() { steps.followAgents(actx, replicas, agents) })
 	if err := waitFor(ctx, 20*time.Millisecond, "a create", func() error {
 		_, err := c.g.do(ctx, http.MethodPost, "/v1/resources", resource(name, 1, nil), nil)
 		return err
