@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 
 	"github.com/stratahq/strata/agent/netplane"
 	"github.com/stratahq/strata/internal/api"
@@ -119,6 +120,21 @@ type timings struct {
 // together do not come back in lockstep.
 func (t *timings) regionBackoff() backoff.Backoff {
 	return backoff.Backoff{Min: t.registerMin, Max: t.registerMax, Jitter: backoff.Half}
+}
+
+// regionConnect paces the connection's own reconnects within the
+// bounds regionBackoff paces the calls with. A call made while the
+// connection waits out its backoff fails at once, so gRPC's default
+// (1 s after a failed attempt, growing 1.6 times up to 2 minutes) would
+// hold an agent whose handshake failed once (a balancer still sending
+// it to a region replica just lost) a second or more behind the
+// surviving replica, and one whose region was down for minutes up to
+// 2 minutes behind the region's return.
+func (t *timings) regionConnect() grpc.ConnectParams {
+	return grpc.ConnectParams{
+		Backoff:           grpcbackoff.Config{BaseDelay: t.registerMin, Multiplier: 1.6, Jitter: 0.2, MaxDelay: t.registerMax},
+		MinConnectTimeout: 20 * time.Second, // gRPC's default
+	}
 }
 
 func defaultTimings() timings {
@@ -435,7 +451,8 @@ func (a *Agent) regionConn() (conn grpc.ClientConnInterface, close func(), err e
 	// The region's certificate must be its own: a node certificate (any
 	// agent's) must not pass for the region that hands out assignments
 	// and their secrets.
-	cc, err := transport.Dial(a.cfg.Region.Endpoint, a.sec, transport.ServerIs(pki.Region(a.region)), transport.WithFixedWindows()...)
+	opts := append(transport.WithFixedWindows(), grpc.WithConnectParams(a.t.regionConnect()))
+	cc, err := transport.Dial(a.cfg.Region.Endpoint, a.sec, transport.ServerIs(pki.Region(a.region)), opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent: %w", err)
 	}

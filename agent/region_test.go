@@ -437,3 +437,23 @@ func (r *fakeRegion) wantPhases(want map[string]api.Phase) error {
 	}
 	return errors.Join(errs...)
 }
+
+// TestRegionConnectWithinRegionBackoff: the agent's connection to its
+// region retries within the bounds its calls do (from registerMin, at
+// most registerMax apart), not gRPC's default of 1 s growing to 2
+// minutes: a call made while the connection waits out its backoff fails
+// at once, so a longer connection backoff would keep the agent from a
+// region (or the replica left after a failover) that answers again.
+func TestRegionConnectWithinRegionBackoff(t *testing.T) {
+	tm := defaultTimings()
+	p := tm.regionConnect()
+	if p.Backoff.BaseDelay != tm.registerMin || p.Backoff.MaxDelay != tm.registerMax {
+		t.Errorf("connection backoff %s..%s; want the calls' %s..%s", p.Backoff.BaseDelay, p.Backoff.MaxDelay, tm.registerMin, tm.registerMax)
+	}
+	if p.Backoff.Multiplier <= 1 || p.Backoff.Jitter <= 0 {
+		t.Errorf("connection backoff multiplier %v, jitter %v; want it to grow, jittered", p.Backoff.Multiplier, p.Backoff.Jitter)
+	}
+	if p.MinConnectTimeout <= 0 {
+		t.Errorf("MinConnectTimeout %s; want gRPC's", p.MinConnectTimeout)
+	}
+}
