@@ -43,7 +43,7 @@ var b5StepWhat = map[string]string{
 	b2Posted:     "the create accepted",
 	b2Placed:     "placement written in the region",
 	b2Assigned:   "assignment written",
-	b2Reported:   "agent's ready status in the region",
+	b2Reported:   "agent's ready status in the region (the fake provider's start of 50–200 ms included)",
 	b2Shared:     "region's share ready",
 	b2GlobalDone: "global status ready",
 	b2Seen:       "the client sees it (the figure)",
