@@ -17,7 +17,11 @@ import (
 // internal/liveness's, the same as the region's node monitor: a beat
 // missing from the heartbeat store is measured from the newest evidence
 // (this master's own start included), so losing Redis never makes a
-// region Down at once. Only transitions are written to etcd.
+// region Down at once. The same rule leaves this master's own blind time
+// out of every region's quiet clock: the global API in this process stamps
+// the regions' beats, so while it stalls, or Redis cannot be read, no
+// region's beat can be recorded or seen. Only transitions are written to
+// etcd.
 func (c *Controller) monitor(ctx context.Context, guard Guard) {
 	// What this master remembers of the heartbeat store starts now.
 	tr := liveness.NewTracker()
@@ -46,6 +50,7 @@ func (c *Controller) checkRegions(ctx context.Context, guard Guard, tr *liveness
 	}
 	now := c.o.Clock()
 	th := liveness.Thresholds{SuspectAfter: c.o.SuspectAfter, DownAfter: c.o.DownAfter}
+	tr.Look(now, c.o.HeartbeatInterval/2, th)
 	tr.Retain(func(id string) bool { _, ok := c.o.Caches.Regions.Get(id); return ok })
 	for _, it := range c.o.Caches.Regions.List() {
 		name := it.Name
@@ -58,7 +63,9 @@ func (c *Controller) checkRegions(ctx context.Context, guard Guard, tr *liveness
 		tr.Observe(name, at, ok, now, &e)
 		p := liveness.Probe{}
 		if liveness.NeedsProbe(now, e, th) {
+			start := c.o.Clock()
 			p = liveness.Failed(c.probe(ctx, name))
+			tr.Excuse(c.o.Clock().Sub(start)) // beats are recorded meanwhile
 		}
 		v := liveness.Judge(now, e, th, p)
 		c.o.MonitorMetrics.Lag(v.Quiet)
