@@ -50,7 +50,7 @@ func (c *Controller) checkRegions(ctx context.Context, guard Guard, tr *liveness
 	}
 	now := c.o.Clock()
 	th := liveness.Thresholds{SuspectAfter: c.o.SuspectAfter, DownAfter: c.o.DownAfter}
-	tr.Look(now, c.o.HeartbeatInterval/2, th)
+	c.o.MonitorMetrics.Blind(tr.Look(now, c.o.HeartbeatInterval/2, th))
 	tr.Retain(func(id string) bool { _, ok := c.o.Caches.Regions.Get(id); return ok })
 	for _, it := range c.o.Caches.Regions.List() {
 		name := it.Name

@@ -65,7 +65,10 @@ type Evidence struct {
 	// Missing: the heartbeat store holds no beat of the sender now.
 	Missing bool
 	// MissingSince is when the monitor first found the beat missing, in
-	// its memory: no earlier than its own start as leader.
+	// its memory: no earlier than its own start as leader. It stays set
+	// once the store holds a beat again, until that beat is newer: a beat
+	// stamped before the store lost it and written late (the write
+	// retried across a Redis restart) is no sign of life after the loss.
 	MissingSince time.Time
 	// Recorded is the last beat recorded in etcd with the sender's last
 	// health transition.
@@ -96,11 +99,12 @@ func (e Evidence) blindSince(from, now time.Time, th Thresholds) time.Duration {
 	return min(d, th.MaxBlind())
 }
 
-// quiet is how long the sender has been quiet at now, by the quiet clock:
-// the time since quietSince, less the monitor's blind time within it.
-func (e Evidence) quiet(now time.Time, th Thresholds) time.Duration {
-	since := e.quietSince()
-	return now.Sub(since) - e.blindSince(since, now, th)
+// quietFrom is how long the sender has been quiet at now if its quiet
+// began at from: the time since, less the monitor's blind time within it
+// (blind, at most th.MaxBlind()).
+func (e Evidence) quietFrom(from, now time.Time, th Thresholds) (quiet, blind time.Duration) {
+	blind = e.blindSince(from, now, th)
+	return now.Sub(from) - blind, blind
 }
 
 // LastAlive is the newest sign of life: a beat, a recorded beat, a
@@ -109,14 +113,10 @@ func (e Evidence) LastAlive() time.Time {
 	return newest(e.Beat, e.Recorded, e.Registered)
 }
 
-// quietSince is when the quiet clock started: the last sign of life, or,
-// for a missing beat, the moment the monitor found it missing if that is
-// newer.
+// quietSince is when the quiet clock started: the last sign of life, or
+// the moment the monitor found the beat missing if that is newer.
 func (e Evidence) quietSince() time.Time {
-	if e.Missing {
-		return newest(e.LastAlive(), e.MissingSince)
-	}
-	return e.LastAlive()
+	return newest(e.LastAlive(), e.MissingSince)
 }
 
 // Probe is the outcome of a probe: Err nil when the sender answered.
@@ -134,7 +134,8 @@ func Failed(err error) Probe { return Probe{Done: true, Err: err} }
 // NeedsProbe reports whether the verdict at now depends on a probe: the
 // sender has been quiet for SuspectAfter.
 func NeedsProbe(now time.Time, e Evidence, th Thresholds) bool {
-	return e.quiet(now, th) >= th.SuspectAfter
+	quiet, _ := e.quietFrom(e.quietSince(), now, th)
+	return quiet >= th.SuspectAfter
 }
 
 // Verdict is a monitor's judgement of one sender.
@@ -158,10 +159,9 @@ type Verdict struct {
 // Quiet for SuspectAfter with a failed probe is Suspect, for DownAfter
 // Down. A probe that was needed but not made counts as failed.
 func Judge(now time.Time, e Evidence, th Thresholds, p Probe) Verdict {
-	since := e.quietSince()
-	v := Verdict{Health: api.HealthUp, LastAlive: e.LastAlive(), Blind: e.blindSince(since, now, th)}
-	v.Quiet = now.Sub(since) - v.Blind
-	if !v.LastAlive.IsZero() && now.Sub(v.LastAlive)-e.blindSince(v.LastAlive, now, th) < th.SuspectAfter {
+	v := Verdict{Health: api.HealthUp, LastAlive: e.LastAlive()}
+	v.Quiet, v.Blind = e.quietFrom(e.quietSince(), now, th)
+	if sinceAlive, _ := e.quietFrom(v.LastAlive, now, th); !v.LastAlive.IsZero() && sinceAlive < th.SuspectAfter {
 		return v // fresh
 	}
 	quiet := v.describe(e)

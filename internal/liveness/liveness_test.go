@@ -292,3 +292,31 @@ func TestTrackerLooks(t *testing.T) {
 		t.Errorf("after a long stall: blind %v; want %v", b, want)
 	}
 }
+
+// TestLateBeatAfterLossIsNoNewerThanTheLoss: a beat stamped before the
+// heartbeat store lost everything, and written only after (its write
+// retried across a Redis restart), does not move the quiet clock back
+// before the moment the monitor found the beat missing; a newer beat
+// ends the missing clock.
+func TestLateBeatAfterLossIsNoNewerThanTheLoss(t *testing.T) {
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	tr := NewTracker()
+	var e Evidence
+	tr.Observe("n1", at(-time.Second), true, t0, &e)
+	tr.Observe("n1", time.Time{}, false, at(3*time.Second), &e) // the store restarted empty
+	// The beat stamped at 0.5s, before the restart, lands at 4s.
+	tr.Observe("n1", at(500*time.Millisecond), true, at(4*time.Second), &e)
+	if !e.MissingSince.Equal(at(3 * time.Second)) {
+		t.Fatalf("late old beat: missing since %v; want %v (kept)", e.MissingSince, at(3*time.Second))
+	}
+	if NeedsProbe(at(4*time.Second), e, th) {
+		t.Errorf("late old beat: probe needed; want none (quiet since the loss, 1s)")
+	}
+	if v := Judge(at(4*time.Second), e, th, Probe{}); v.Health != api.HealthUp || v.Quiet != time.Second {
+		t.Errorf("late old beat: %s quiet %v (%q); want Up quiet 1s", v.Health, v.Quiet, v.Reason)
+	}
+	tr.Observe("n1", at(4200*time.Millisecond), true, at(4300*time.Millisecond), &e)
+	if !e.MissingSince.IsZero() || !e.Beat.Equal(at(4200*time.Millisecond)) {
+		t.Errorf("a beat newer than the loss: got %+v; want the beat, no missing clock", e)
+	}
+}

@@ -29,10 +29,11 @@ type Tracker struct {
 // monitor that reads it every `every`. A look that comes later than that
 // after the previous one (and the wait it was excused) finds the monitor
 // was blind in between: its process stalled, or its reads of the store
-// failed. The time from when the look was due to now is a blind spell.
-// Spells that can no longer change a verdict (ended more than DownAfter
-// plus MaxBlind ago) are forgotten.
-func (t *Tracker) Look(now time.Time, every time.Duration, th Thresholds) {
+// failed. The time from when the look was due to now is a blind spell;
+// Look returns its length (0: the look was on time). Spells that can no
+// longer change a verdict (ended more than DownAfter plus MaxBlind ago)
+// are forgotten.
+func (t *Tracker) Look(now time.Time, every time.Duration, th Thresholds) (late time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	horizon := now.Add(-(th.DownAfter + th.MaxBlind()))
@@ -45,9 +46,11 @@ func (t *Tracker) Look(now time.Time, every time.Duration, th Thresholds) {
 	if !t.looked.IsZero() {
 		if due := t.looked.Add(every + t.excused); now.After(due) {
 			keep = append(keep, Spell{From: due, To: now})
+			late = now.Sub(due)
 		}
 	}
 	t.blind, t.looked, t.excused = keep, now, 0
+	return late
 }
 
 // Excuse records that the pass of the last look waited d with its
@@ -74,12 +77,16 @@ func NewTracker() *Tracker {
 
 // Observe records what the heartbeat store holds of id at now (its beat
 // at, or none when !ok) and fills the part of e that lives in memory:
-// Beat, Missing, MissingSince, Blind.
+// Beat, Missing, MissingSince, Blind. A beat found missing stays so, for
+// MissingSince, until the store holds one newer than when it was found
+// missing.
 func (t *Tracker) Observe(id string, at time.Time, ok bool, now time.Time, e *Evidence) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if ok {
-		delete(t.missing, id)
+		if at.After(t.missing[id]) {
+			delete(t.missing, id)
+		}
 		if at.After(t.seen[id]) {
 			t.seen[id] = at
 		}

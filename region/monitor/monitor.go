@@ -166,7 +166,7 @@ func (m *Monitor) check(ctx context.Context, guard store.Guard, tr *liveness.Tra
 	}
 	now := m.o.Clock()
 	th := liveness.Thresholds{SuspectAfter: m.o.SuspectAfter, DownAfter: m.o.DownAfter}
-	tr.Look(now, m.lookEvery(), th)
+	m.o.Metrics.Blind(tr.Look(now, m.lookEvery(), th))
 	nodes := m.o.Caches.Nodes.List()
 	tr.Retain(func(id string) bool { _, ok := m.o.Caches.Nodes.Get(id); return ok })
 	verdicts := make([]verdict, len(nodes))
