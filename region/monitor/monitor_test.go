@@ -3,6 +3,7 @@ package monitor
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/liveness"
+	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/region/state"
 )
@@ -393,6 +395,8 @@ func TestOwnBlindTimeIsNotQuiet(t *testing.T) {
 	e := newEnv(t)
 	hb := &flakyBeats{Heartbeats: e.hb}
 	e.m.o.Heartbeats = hb
+	reg := metrics.New("region")
+	e.m.o.Metrics = reg.Monitor()
 	for _, n := range []string{"n1", "n2"} {
 		e.node(t, &api.Node{Name: n, Region: "r1", Schedulable: true, Address: "x"})
 		e.beat(t, n, time.Second)
@@ -402,8 +406,9 @@ func TestOwnBlindTimeIsNotQuiet(t *testing.T) {
 	// A stall of 3s: the next look comes 3s late (2s past due).
 	e.now = e.now.Add(3 * time.Second)
 	e.check(t)
-	// Redis cannot be read for 3s. Each node is now 8s quiet (>
-	// suspectAfter), 5s of which the monitor was blind.
+	// Redis cannot be read for 3s: the next look comes 2s past due too.
+	// Each node is now 7s quiet (> suspectAfter), 4s of which the monitor
+	// was blind.
 	hb.fail = true
 	for range 3 {
 		e.now = e.now.Add(time.Second)
@@ -416,6 +421,13 @@ func TestOwnBlindTimeIsNotQuiet(t *testing.T) {
 	for _, n := range []string{"n1", "n2"} {
 		if h := e.health(t, n); h != api.HealthUp {
 			t.Fatalf("after the monitor's blind spells: %s is %s; want Up", n, h)
+		}
+	}
+	rec := httptest.NewRecorder()
+	reg.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{`strata_monitor_late_looks_total{tier="region"} 2`, `strata_monitor_blind_seconds_total{tier="region"} 4`} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %s", want)
 		}
 	}
 	// n1 beats; n2 stays quiet while the monitor looks on time: blind time
