@@ -269,14 +269,14 @@ func TestTrackerLooks(t *testing.T) {
 	look(1500 * time.Millisecond) // early (a deadline pass)
 	tr.Excuse(2 * time.Second)    // that pass waited 2s on probes
 	look(4 * time.Second)         // due at 4.5s
-	if b := tr.Blind(); len(b) != 0 {
+	if b := tr.blind; len(b) != 0 {
 		t.Fatalf("looks on time: blind %v; want none", b)
 	}
 	// The store does not answer from 5s to 7s: the next look, at 7s, was
 	// due at 5s.
 	look(7 * time.Second)
 	want := []Spell{{at(5 * time.Second), at(7 * time.Second)}}
-	if b := tr.Blind(); !slices.Equal(b, want) {
+	if b := tr.blind; !slices.Equal(b, want) {
 		t.Fatalf("after failed reads: blind %v; want %v", b, want)
 	}
 	var e Evidence
@@ -288,7 +288,7 @@ func TestTrackerLooks(t *testing.T) {
 	// MaxBlind and forgotten.
 	look(23 * time.Second)
 	want = []Spell{{at(8 * time.Second), at(23 * time.Second)}}
-	if b := tr.Blind(); !slices.Equal(b, want) {
+	if b := tr.blind; !slices.Equal(b, want) {
 		t.Errorf("after a long stall: blind %v; want %v", b, want)
 	}
 }

@@ -8,9 +8,9 @@ import (
 // Tracker is the part of the evidence that lives in a monitor's memory,
 // for as long as it leads: the newest beat it has seen of each sender (so
 // that a heartbeat store that comes back with older beats, restored from
-// an old snapshot, does not make a sender look quieter than it is), and
-// when it first found a sender's beat missing; and when the monitor itself
-// was blind. A new leader starts a new Tracker: its missing clocks start
+// an old snapshot, does not make a sender look quieter than it is), when
+// it first found a sender's beat missing (until the store holds a newer
+// one), and when the monitor itself was blind. A new leader starts a new Tracker: its missing clocks start
 // at its own start. Safe for concurrent use.
 type Tracker struct {
 	mu      sync.Mutex
@@ -61,13 +61,6 @@ func (t *Tracker) Excuse(d time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.excused += d
-}
-
-// Blind is the blind spells the tracker remembers.
-func (t *Tracker) Blind() []Spell {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.blind
 }
 
 // NewTracker returns an empty tracker.
