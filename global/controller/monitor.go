@@ -19,13 +19,13 @@ import (
 // (this master's own start included), so losing Redis never makes a
 // region Down at once. The same rule leaves this master's own blind time
 // out of every region's quiet clock: the global API in this process stamps
-// the regions' beats, so while it stalls, or Redis cannot be read, no
-// region's beat can be recorded or seen. Only transitions are written to
+// the beats of the regions connected to it, so while it stalls, or Redis
+// cannot be read, their beats can be neither recorded nor seen. Only transitions are written to
 // etcd.
 func (c *Controller) monitor(ctx context.Context, guard Guard) {
 	// What this master remembers of the heartbeat store starts now.
 	tr := liveness.NewTracker()
-	tick := time.NewTicker(c.o.HeartbeatInterval / 2)
+	tick := time.NewTicker(c.lookEvery())
 	defer tick.Stop()
 	for {
 		select {
@@ -39,6 +39,9 @@ func (c *Controller) monitor(ctx context.Context, guard Guard) {
 	}
 }
 
+// lookEvery is how often the monitor looks at the heartbeats.
+func (c *Controller) lookEvery() time.Duration { return c.o.HeartbeatInterval / 2 }
+
 func (c *Controller) checkRegions(ctx context.Context, guard Guard, tr *liveness.Tracker) error {
 	beats, err := c.o.Heartbeats.List(ctx)
 	if err != nil {
@@ -50,7 +53,7 @@ func (c *Controller) checkRegions(ctx context.Context, guard Guard, tr *liveness
 	}
 	now := c.o.Clock()
 	th := liveness.Thresholds{SuspectAfter: c.o.SuspectAfter, DownAfter: c.o.DownAfter}
-	c.o.MonitorMetrics.Blind(tr.Look(now, c.o.HeartbeatInterval/2, th))
+	c.o.MonitorMetrics.Blind(tr.Look(now, c.lookEvery(), th))
 	tr.Retain(func(id string) bool { _, ok := c.o.Caches.Regions.Get(id); return ok })
 	for _, it := range c.o.Caches.Regions.List() {
 		name := it.Name

@@ -114,7 +114,7 @@ func (e *monitorEnv) beat(t *testing.T, names ...string) {
 // which stall does), and runs a pass.
 func (e *monitorEnv) check(t *testing.T, tr *liveness.Tracker, d time.Duration) {
 	t.Helper()
-	every := e.c.o.HeartbeatInterval / 2
+	every := e.c.lookEvery()
 	th := liveness.Thresholds{SuspectAfter: e.c.o.SuspectAfter, DownAfter: e.c.o.DownAfter}
 	for end := e.now.Add(d); e.now.Before(end); {
 		e.now = e.now.Add(min(every, end.Sub(e.now)))

@@ -13,8 +13,9 @@
 // at its own start rather than judging everyone at once.
 //
 // The monitor does not count its own blind time against a sender. The
-// beats are stamped and read by the monitor's own process through the
-// heartbeat store: while that process stalls (CPU starvation, a long GC
+// beats are read, and for the senders connected to it stamped, by the
+// monitor's own process through the heartbeat store: while that process
+// stalls (CPU starvation, a long GC
 // pause, slow I/O) or cannot reach the store, every sender looks quiet.
 // The monitor notices this as a late look (Tracker.Look), and the quiet
 // clock leaves out the blind spells within the quiet period, up to
