@@ -15,12 +15,11 @@
 // The monitor does not count its own blind time against a sender. The
 // beats are read, and for the senders connected to it stamped, by the
 // monitor's own process through the heartbeat store: while that process
-// stalls (CPU starvation, a long GC
-// pause, slow I/O) or cannot reach the store, every sender looks quiet.
-// The monitor notices this as a late look (Tracker.Look), and the quiet
-// clock leaves out the blind spells within the quiet period, up to
-// MaxBlind: a monitor that is often blind still finds a dead sender Down
-// within DownAfter plus MaxBlind of real time.
+// stalls (CPU starvation, a long GC pause) or cannot reach the store,
+// every sender looks quiet. The monitor notices this as a late look
+// (Tracker.Look), and the quiet clock leaves out the blind spells within
+// the quiet period, up to MaxBlind: a monitor that is often blind still
+// finds a dead sender Down within DownAfter plus MaxBlind of real time.
 //
 // The verdict is pure: the monitor gathers the evidence (Tracker keeps
 // the part that lives in its memory), asks NeedsProbe, probes if so, and
