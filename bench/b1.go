@@ -156,7 +156,8 @@ func (s *suite) b1(ctx context.Context, c *cluster) error {
 			return err
 		}
 	}
-	s.b1Report(c, runs, idleRSS, &idleGets, &idlePosts, &gets, &posts, server)
+	c.b3IdleGets, c.b3IdlePosts = &idleGets, &idlePosts
+	s.b1Report(c, runs, idleRSS, &gets, &posts, server)
 	var rates []float64
 	for _, r := range runs {
 		rates = append(rates, r.rate)
@@ -304,8 +305,30 @@ func (c *cluster) waitReady(ctx context.Context, prefix string, want int) error 
 	})
 }
 
+// b3Rows adds B3's GET and POST rows for the API sampled under load (what
+// names the load), with their ratios to the idle baseline and their notes.
+func (s *suite) b3Rows(c *cluster, load string, gets, posts *latencies, getNotes, postNotes string) {
+	for _, x := range []struct {
+		what  string
+		load  *latencies
+		idle  *latencies
+		limit time.Duration
+		rate  float64
+		notes string
+	}{{"GET one resource", gets, c.b3IdleGets, 50 * time.Millisecond, b3GetRate, getNotes}, {"POST a resource of 1 replica", posts, c.b3IdlePosts, 150 * time.Millisecond, b3PostRate, postNotes}} {
+		_, errs := x.load.counts()
+		p99 := x.load.p(99)
+		ratio := ""
+		if x.idle != nil && x.idle.p(99) > 0 {
+			ratio = fmt.Sprintf("p99 %.1f × idle (%s)", float64(p99)/float64(x.idle.p(99)), x.idle.summary())
+		}
+		s.r.add(row{id: "B3", what: c.label(fmt.Sprintf("%s: %s, open loop at %.0f/s", load, x.what, x.rate)), figure: x.load.summary(),
+			target: fmt.Sprintf("p99 ≤ %s, 0 errors", ms(x.limit)), ratio: ratio, met: verdict(p99 <= x.limit && errs == 0), notes: x.notes})
+	}
+}
+
 // b1Report adds the rows of B1, B3 and (wanted) B6.
-func (s *suite) b1Report(c *cluster, runs []b1run, idleRSS float64, idleGets, idlePosts, gets, posts *latencies, getServer serverTimes) {
+func (s *suite) b1Report(c *cluster, runs []b1run, idleRSS float64, gets, posts *latencies, getServer serverTimes) {
 	var rates, rss []float64
 	var failed int64
 	var accepted []time.Duration
@@ -329,22 +352,7 @@ func (s *suite) b1Report(c *cluster, runs []b1run, idleRSS float64, idleGets, id
 	s.r.add(row{id: "B1", what: c.label(fmt.Sprintf("throughput: %d replicas (%d × %d) on %d agents, create → all ready", total, s.o.resources, s.o.replicas, s.o.agents)),
 		figure: sp.format(fmtRate) + fmt.Sprintf(", %d failed creates", failed), target: "≥ 5,000/s and ≥ 0.5 × etcd", ratio: ratio, met: verdict(ok),
 		notes: fmt.Sprintf("Creates accepted in %s.%s", spreadDurations(accepted).format(fmtSecs), account)})
-	for _, x := range []struct {
-		what       string
-		idle, load *latencies
-		limit      time.Duration
-		rate       float64
-		notes      string
-	}{{"GET one resource", idleGets, gets, 50 * time.Millisecond, b3GetRate, getServer.note()}, {"POST a resource of 1 replica", idlePosts, posts, 150 * time.Millisecond, b3PostRate, ""}} {
-		_, errs := x.load.counts()
-		p99 := x.load.p(99)
-		ratio := ""
-		if x.idle.p(99) > 0 {
-			ratio = fmt.Sprintf("p99 %.1f × idle (%s)", float64(p99)/float64(x.idle.p(99)), x.idle.summary())
-		}
-		s.r.add(row{id: "B3", what: c.label(fmt.Sprintf("API under B1 load: %s, open loop at %.0f/s", x.what, x.rate)), figure: x.load.summary(),
-			target: fmt.Sprintf("p99 ≤ %s, 0 errors", ms(x.limit)), ratio: ratio, met: verdict(p99 <= x.limit && errs == 0), notes: x.notes})
-	}
+	s.b3Rows(c, "API under B1 load", gets, posts, getServer.note(), "")
 	if s.o.wants("B6") && c.shape.production {
 		r := spreadFloats(rss)
 		s.r.add(row{id: "B6", what: c.label(fmt.Sprintf("memory: region process with %d nodes and %d replicas", s.o.agents, total)),

@@ -63,10 +63,14 @@ type cluster struct {
 	redisProc  *proc
 
 	// put1 and put128 are B0's: one put's latency and the 128-client
-	// rate, the baselines of B2 and B1; b1Rate is B1's median (B9's).
-	put1   *latencies
-	put128 float64
-	b1Rate float64
+	// rate, the baselines of B2 and B1; b1Rate is B1's median (B10's
+	// baseline, and what B3's half load is half of); b3IdleGets and
+	// b3IdlePosts are B3's baseline on the idle cluster, which B1 takes.
+	put1        *latencies
+	put128      float64
+	b1Rate      float64
+	b3IdleGets  *latencies
+	b3IdlePosts *latencies
 
 	globals []*proc
 	gCfgs   []string

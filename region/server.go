@@ -176,6 +176,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		defer closeEtcd()
 		cli = c
+		go etcdserver.LogUnreachable(ctx, cli, cfg.Etcd, s.log)
 	}
 	st := state.NewWriting(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)), apiproto.WriteFormat(cfg.Etcd.JSONValues))
 	caches := state.NewCaches(st)

@@ -2,7 +2,10 @@ package etcdserver
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -52,22 +55,57 @@ func Open(ctx context.Context, name string, c config.Etcd, dial ...grpc.DialOpti
 	if err != nil {
 		stop()
 		// clientv3's errors name endpoints and users, never passwords.
+		// A dial that timed out (a client with a password logs in
+		// first) says only that; say why it failed.
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (%s)", err, diagnose(ctx, endpoints, cc.TLS))
+		}
 		return nil, nil, fmt.Errorf("etcd %v: %w", endpoints, err)
 	}
 	return cli, func() { cli.Close(); stop() }, nil
 }
 
+// LogUnreachable runs Check and logs, once, what it finds when no
+// member answers; the tiers call it (in its own goroutine) after Open.
+func LogUnreachable(ctx context.Context, cli *clientv3.Client, c config.Etcd, log *slog.Logger) {
+	if err := Check(ctx, cli, c); err != nil && ctx.Err() == nil {
+		log.Warn("etcd does not answer yet; requests wait for it", "err", err)
+	}
+}
+
+// Check says whether some etcd member answers cli within c's dial
+// timeout, and if none does, why: a client without a password connects
+// lazily, so a wrong certificate, CA or address shows only as requests
+// that time out. The tiers run it once at start and log what it finds;
+// they do not stop for it (etcd may come up later). The read is
+// serializable: one live member is enough, a cluster without quorum is
+// not reported here.
+func Check(ctx context.Context, cli *clientv3.Client, c config.Etcd) error {
+	rctx := ctx
+	if c.DialTimeout > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, c.DialTimeout)
+		defer cancel()
+	}
+	_, err := cli.Get(rctx, c.Prefix, clientv3.WithSerializable(), clientv3.WithCountOnly())
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		cfg, _ := tlsConfig(c) // Open built it from the same settings
+		err = fmt.Errorf("%w (%s)", err, diagnose(ctx, cli.Endpoints(), cfg))
+	}
+	return fmt.Errorf("etcd %v: %w", cli.Endpoints(), err)
+}
+
 // clientAuth sets TLS (etcd.tls) and the user (etcd.username and
 // password) of a client.
 func clientAuth(cc *clientv3.Config, c config.Etcd) error {
-	if c.TLS.Enabled() {
-		info := transport.TLSInfo{TrustedCAFile: c.TLS.CA, CertFile: c.TLS.Cert, KeyFile: c.TLS.Key}
-		tlsCfg, err := info.ClientConfig()
-		if err != nil {
-			return fmt.Errorf("etcd.tls: %w", err)
-		}
-		cc.TLS = tlsCfg
+	tlsCfg, err := tlsConfig(c)
+	if err != nil {
+		return err
 	}
+	cc.TLS = tlsCfg
 	if c.Username != "" {
 		password, err := c.EtcdPassword()
 		if err != nil {
@@ -76,4 +114,18 @@ func clientAuth(cc *clientv3.Config, c config.Etcd) error {
 		cc.Username, cc.Password = c.Username, password
 	}
 	return nil
+}
+
+// tlsConfig is the client TLS configuration of etcd.tls; nil without
+// TLS (and for an embedded member).
+func tlsConfig(c config.Etcd) (*tls.Config, error) {
+	if c.Embedded || !c.TLS.Enabled() {
+		return nil, nil
+	}
+	info := transport.TLSInfo{TrustedCAFile: c.TLS.CA, CertFile: c.TLS.Cert, KeyFile: c.TLS.Key}
+	cfg, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("etcd.tls: %w", err)
+	}
+	return cfg, nil
 }

@@ -107,24 +107,38 @@ func TestSecurityEtcdTLSAndAuth(t *testing.T) {
 	}
 	base := config.Etcd{Endpoints: []string{endpoint}, Prefix: "/strata/test/", DialTimeout: time.Second}
 	tlsOK := config.TLS{CA: f.CA, Cert: f.Cert, Key: f.Key}
+	other, err := pki.NewCA("another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherFiles, err := other.WriteIdentity(t.TempDir(), "client", "strata", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		tune func(*config.Etcd)
-		ok   bool
+		// why is what a refusal's error must say (empty: the case goes
+		// through).
+		why string
 	}{
-		{"TLS, user and password file", func(c *config.Etcd) { c.TLS, c.Username, c.PasswordFile = tlsOK, "strata", pwFile }, true},
-		{"TLS, user and password", func(c *config.Etcd) { c.TLS, c.Username, c.Password = tlsOK, "strata", testPassword }, true},
-		{"TLS, wrong password", func(c *config.Etcd) { c.TLS, c.Username, c.Password = tlsOK, "strata", "wrong-"+testPassword }, false},
+		{"TLS, user and password file", func(c *config.Etcd) { c.TLS, c.Username, c.PasswordFile = tlsOK, "strata", pwFile }, ""},
+		{"TLS, user and password", func(c *config.Etcd) { c.TLS, c.Username, c.Password = tlsOK, "strata", testPassword }, ""},
+		{"TLS, wrong password", func(c *config.Etcd) { c.TLS, c.Username, c.Password = tlsOK, "strata", "wrong-"+testPassword }, "authentication failed"},
 		// With --client-cert-auth, etcd takes the user from the client
 		// certificate's common name (strata here).
-		{"TLS, user from the certificate", func(c *config.Etcd) { c.TLS = tlsOK }, true},
+		{"TLS, user from the certificate", func(c *config.Etcd) { c.TLS = tlsOK }, ""},
 		{"user, no client certificate", func(c *config.Etcd) {
 			c.TLS, c.Username, c.Password = config.TLS{CA: f.CA}, "strata", testPassword
-		}, false},
+		}, "certificate required"},
+		{"a CA that did not sign the server's certificate", func(c *config.Etcd) { c.TLS = config.TLS{CA: otherFiles.CA, Cert: f.Cert, Key: f.Key} }, "TLS handshake with"},
 		{"plaintext", func(c *config.Etcd) {
 			c.Endpoints = []string{strings.Replace(endpoint, "https://", "http://", 1)}
 			c.Username, c.Password = "strata", testPassword
-		}, false},
+		}, "use an https:// endpoint"},
+		{"nothing listening", func(c *config.Etcd) {
+			c.TLS, c.Endpoints = tlsOK, []string{"https://" + ports.Addr(t)}
+		}, "cannot connect to"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,15 +150,15 @@ func TestSecurityEtcdTLSAndAuth(t *testing.T) {
 			// its deadline only guards against a hang: how fast a TLS dial
 			// and a password check are is not what is tested here.
 			budget := 2 * time.Second
-			if tt.ok {
+			if tt.why == "" {
 				c.DialTimeout, budget = config.DefaultGlobal().Etcd.DialTimeout, 30*time.Second
 			}
 			err := putGet(t, c, budget)
-			if tt.ok && err != nil {
+			if tt.why == "" && err != nil {
 				t.Fatalf("got %v; want a put and get through", err)
 			}
-			if !tt.ok && err == nil {
-				t.Fatal("got a put and get through; want them refused")
+			if tt.why != "" && (err == nil || !strings.Contains(err.Error(), tt.why)) {
+				t.Fatalf("got %v; want it refused with an error that says %q", err, tt.why)
 			}
 			if err != nil && strings.Contains(err.Error(), testPassword) {
 				t.Fatalf("the error shows the password: %v", err)
@@ -162,6 +176,9 @@ func putGet(t *testing.T, c config.Etcd, budget time.Duration) error {
 		return err
 	}
 	defer closeFn()
+	if err := Check(ctx, cli, c); err != nil {
+		return err
+	}
 	if _, err := cli.Put(ctx, c.Prefix+"k", "v"); err != nil {
 		return fmt.Errorf("put: %w", err)
 	}
