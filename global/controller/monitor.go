@@ -17,11 +17,15 @@ import (
 // internal/liveness's, the same as the region's node monitor: a beat
 // missing from the heartbeat store is measured from the newest evidence
 // (this master's own start included), so losing Redis never makes a
-// region Down at once. Only transitions are written to etcd.
+// region Down at once. The same rule leaves this master's own blind time
+// out of every region's quiet clock: the global API in this process stamps
+// the beats of the regions connected to it, so while it stalls, or Redis
+// cannot be read, their beats can be neither recorded nor seen. Only transitions are written to
+// etcd.
 func (c *Controller) monitor(ctx context.Context, guard Guard) {
 	// What this master remembers of the heartbeat store starts now.
 	tr := liveness.NewTracker()
-	tick := time.NewTicker(c.o.HeartbeatInterval / 2)
+	tick := time.NewTicker(c.lookEvery())
 	defer tick.Stop()
 	for {
 		select {
@@ -35,6 +39,9 @@ func (c *Controller) monitor(ctx context.Context, guard Guard) {
 	}
 }
 
+// lookEvery is how often the monitor looks at the heartbeats.
+func (c *Controller) lookEvery() time.Duration { return c.o.HeartbeatInterval / 2 }
+
 func (c *Controller) checkRegions(ctx context.Context, guard Guard, tr *liveness.Tracker) error {
 	beats, err := c.o.Heartbeats.List(ctx)
 	if err != nil {
@@ -46,6 +53,7 @@ func (c *Controller) checkRegions(ctx context.Context, guard Guard, tr *liveness
 	}
 	now := c.o.Clock()
 	th := liveness.Thresholds{SuspectAfter: c.o.SuspectAfter, DownAfter: c.o.DownAfter}
+	c.o.MonitorMetrics.Blind(tr.Look(now, c.lookEvery(), th))
 	tr.Retain(func(id string) bool { _, ok := c.o.Caches.Regions.Get(id); return ok })
 	for _, it := range c.o.Caches.Regions.List() {
 		name := it.Name
@@ -58,7 +66,9 @@ func (c *Controller) checkRegions(ctx context.Context, guard Guard, tr *liveness
 		tr.Observe(name, at, ok, now, &e)
 		p := liveness.Probe{}
 		if liveness.NeedsProbe(now, e, th) {
+			start := c.o.Clock()
 			p = liveness.Failed(c.probe(ctx, name))
+			tr.Excuse(c.o.Clock().Sub(start)) // beats are recorded meanwhile
 		}
 		v := liveness.Judge(now, e, th, p)
 		c.o.MonitorMetrics.Lag(v.Quiet)

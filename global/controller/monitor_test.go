@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/liveness"
+	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/store"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -106,11 +109,29 @@ func (e *monitorEnv) beat(t *testing.T, names ...string) {
 	}
 }
 
-// check runs a monitor pass at now+d and returns each region's health
-// once the cache has it.
+// check moves the clock on by d, the master looking at the heartbeats on
+// time meanwhile (moving it without looks is the master's own blind time,
+// which stall does), and runs a pass.
 func (e *monitorEnv) check(t *testing.T, tr *liveness.Tracker, d time.Duration) {
 	t.Helper()
+	every := e.c.lookEvery()
+	th := liveness.Thresholds{SuspectAfter: e.c.o.SuspectAfter, DownAfter: e.c.o.DownAfter}
+	for end := e.now.Add(d); e.now.Before(end); {
+		e.now = e.now.Add(min(every, end.Sub(e.now)))
+		tr.Look(e.now, every, th)
+	}
+	e.pass(t, tr)
+}
+
+// stall moves the clock on by d without a look, and runs a pass.
+func (e *monitorEnv) stall(t *testing.T, tr *liveness.Tracker, d time.Duration) {
+	t.Helper()
 	e.now = e.now.Add(d)
+	e.pass(t, tr)
+}
+
+func (e *monitorEnv) pass(t *testing.T, tr *liveness.Tracker) {
+	t.Helper()
 	if err := e.c.checkRegions(context.Background(), e.g, tr); err != nil {
 		t.Fatal(err)
 	}
@@ -185,5 +206,33 @@ func TestRegionMonitorNewMaster(t *testing.T) {
 	e.check(t, tr, 7*time.Second)
 	if got := e.health(t, "eu"); got != api.HealthSuspect {
 		t.Errorf("quiet 7 s since its beat, probe failing: eu is %s; want Suspect", got)
+	}
+}
+
+// TestRegionMonitorOwnStall: a master whose process stalls past
+// suspectAfter (its API could stamp no region's beat meanwhile) counts
+// that time against no region; a region quiet while it looks on time is
+// Suspect as before.
+func TestRegionMonitorOwnStall(t *testing.T) {
+	e := newMonitorEnv(t, "eu")
+	reg := metrics.New("global")
+	e.c.o.MonitorMetrics = reg.Monitor()
+	tr := liveness.NewTracker()
+	e.beat(t, "eu")
+	e.pass(t, tr)
+	e.stall(t, tr, 7*time.Second)
+	if got := e.health(t, "eu"); got != api.HealthUp {
+		t.Fatalf("after the master's 7 s stall: eu is %s; want Up", got)
+	}
+	rec := httptest.NewRecorder()
+	reg.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{`strata_monitor_late_looks_total{tier="global"} 1`, `strata_monitor_blind_seconds_total{tier="global"} 6`} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %s (a look 6 s past due)", want)
+		}
+	}
+	e.check(t, tr, 6*time.Second) // 13 s quiet, 5 s of it blind (the cap)
+	if got := e.health(t, "eu"); got != api.HealthSuspect {
+		t.Errorf("quiet 8 s while the master looked: eu is %s; want Suspect", got)
 	}
 }

@@ -12,6 +12,15 @@
 // Suspect step, and a monitor that just became leader starts that clock
 // at its own start rather than judging everyone at once.
 //
+// The monitor does not count its own blind time against a sender. The
+// beats are read, and for the senders connected to it stamped, by the
+// monitor's own process through the heartbeat store: while that process
+// stalls (CPU starvation, a long GC pause) or cannot reach the store,
+// every sender looks quiet. The monitor notices this as a late look
+// (Tracker.Look), and the quiet clock leaves out the blind spells within
+// the quiet period, up to MaxBlind: a monitor that is often blind still
+// finds a dead sender Down within DownAfter plus MaxBlind of real time.
+//
 // The verdict is pure: the monitor gathers the evidence (Tracker keeps
 // the part that lives in its memory), asks NeedsProbe, probes if so, and
 // asks Judge.
@@ -34,6 +43,20 @@ type Thresholds struct {
 	DownAfter time.Duration
 }
 
+// MaxBlind is the most blind time left out of one quiet clock: half of
+// DownAfter. It bounds how much later than DownAfter a dead sender is
+// found Down by a monitor that is blind much of the time, so that
+// failover still happens while the monitor's host is overloaded.
+func (th Thresholds) MaxBlind() time.Duration { return th.DownAfter / 2 }
+
+// Spell is a time during which the monitor was blind: it could not look
+// at the heartbeat store (its process stalled, or the store did not
+// answer), so beats were neither seen nor, for the beats it stamps
+// itself, recorded.
+type Spell struct {
+	From, To time.Time
+}
+
 // Evidence is what a monitor knows of one sender's life.
 type Evidence struct {
 	// Beat is the newest beat of the sender the monitor has seen in the
@@ -42,7 +65,10 @@ type Evidence struct {
 	// Missing: the heartbeat store holds no beat of the sender now.
 	Missing bool
 	// MissingSince is when the monitor first found the beat missing, in
-	// its memory: no earlier than its own start as leader.
+	// its memory: no earlier than its own start as leader. It stays set
+	// once the store holds a beat again, until that beat is newer: a beat
+	// stamped before the store lost it and written late (the write
+	// retried across a Redis restart) is no sign of life after the loss.
 	MissingSince time.Time
 	// Recorded is the last beat recorded in etcd with the sender's last
 	// health transition.
@@ -52,6 +78,33 @@ type Evidence struct {
 	// Current is the health recorded now (HealthUnknown or "" without a
 	// record).
 	Current api.Health
+	// Blind is the monitor's blind spells, disjoint, in any order; only
+	// their overlap with a sender's quiet period counts.
+	Blind []Spell
+}
+
+// blindSince is the monitor's blind time between from and now, at most
+// th.MaxBlind().
+func (e Evidence) blindSince(from, now time.Time, th Thresholds) time.Duration {
+	var d time.Duration
+	for _, s := range e.Blind {
+		a, b := newest(s.From, from), s.To
+		if now.Before(b) {
+			b = now
+		}
+		if b.After(a) {
+			d += b.Sub(a)
+		}
+	}
+	return min(d, th.MaxBlind())
+}
+
+// quietFrom is how long the sender has been quiet at now if its quiet
+// began at from: the time since, less the monitor's blind time within it
+// (blind, at most th.MaxBlind()).
+func (e Evidence) quietFrom(from, now time.Time, th Thresholds) (quiet, blind time.Duration) {
+	blind = e.blindSince(from, now, th)
+	return now.Sub(from) - blind, blind
 }
 
 // LastAlive is the newest sign of life: a beat, a recorded beat, a
@@ -60,14 +113,10 @@ func (e Evidence) LastAlive() time.Time {
 	return newest(e.Beat, e.Recorded, e.Registered)
 }
 
-// quietSince is when the quiet clock started: the last sign of life, or,
-// for a missing beat, the moment the monitor found it missing if that is
-// newer.
+// quietSince is when the quiet clock started: the last sign of life, or
+// the moment the monitor found the beat missing if that is newer.
 func (e Evidence) quietSince() time.Time {
-	if e.Missing {
-		return newest(e.LastAlive(), e.MissingSince)
-	}
-	return e.LastAlive()
+	return newest(e.LastAlive(), e.MissingSince)
 }
 
 // Probe is the outcome of a probe: Err nil when the sender answered.
@@ -85,7 +134,8 @@ func Failed(err error) Probe { return Probe{Done: true, Err: err} }
 // NeedsProbe reports whether the verdict at now depends on a probe: the
 // sender has been quiet for SuspectAfter.
 func NeedsProbe(now time.Time, e Evidence, th Thresholds) bool {
-	return now.Sub(e.quietSince()) >= th.SuspectAfter
+	quiet, _ := e.quietFrom(e.quietSince(), now, th)
+	return quiet >= th.SuspectAfter
 }
 
 // Verdict is a monitor's judgement of one sender.
@@ -95,19 +145,23 @@ type Verdict struct {
 	Reason string
 	// Quiet is how long the sender has been quiet, by the quiet clock.
 	Quiet time.Duration
+	// Blind is the monitor's blind time left out of Quiet.
+	Blind time.Duration
 	// LastAlive is the newest sign of life, to record with a transition.
 	LastAlive time.Time
 }
 
 // Judge gives the verdict at now. Only fresh evidence (a sign of life
-// within SuspectAfter) or an answered probe makes a sender Up; without
+// within SuspectAfter, the monitor's blind time left out) or an answered
+// probe makes a sender Up; without
 // it, health never improves on what is recorded: a Down sender stays Down
 // while its grace runs, it is not raised to Suspect or Up by a clock.
 // Quiet for SuspectAfter with a failed probe is Suspect, for DownAfter
 // Down. A probe that was needed but not made counts as failed.
 func Judge(now time.Time, e Evidence, th Thresholds, p Probe) Verdict {
-	v := Verdict{Health: api.HealthUp, LastAlive: e.LastAlive(), Quiet: now.Sub(e.quietSince())}
-	if !v.LastAlive.IsZero() && now.Sub(v.LastAlive) < th.SuspectAfter {
+	v := Verdict{Health: api.HealthUp, LastAlive: e.LastAlive()}
+	v.Quiet, v.Blind = e.quietFrom(e.quietSince(), now, th)
+	if sinceAlive, _ := e.quietFrom(v.LastAlive, now, th); !v.LastAlive.IsZero() && sinceAlive < th.SuspectAfter {
 		return v // fresh
 	}
 	quiet := v.describe(e)
@@ -138,9 +192,12 @@ var errNotProbed = errors.New("not probed")
 // describe says how long the sender has been quiet, and whether its beat
 // is missing from the heartbeat store (which then may have lost it).
 func (v Verdict) describe(e Evidence) string {
-	q := v.Quiet.Round(100 * time.Millisecond)
+	q := v.Quiet.Round(100 * time.Millisecond).String()
+	if v.Blind > 0 {
+		q += fmt.Sprintf(" (the monitor's %s blind left out)", v.Blind.Round(100*time.Millisecond))
+	}
 	if !e.Missing {
-		return fmt.Sprintf("no heartbeat for %s", q)
+		return "no heartbeat for " + q
 	}
 	return fmt.Sprintf("no heartbeat for %s (none in the heartbeat store)", q)
 }

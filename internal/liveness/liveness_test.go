@@ -2,6 +2,7 @@ package liveness
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +193,130 @@ func TestTracker(t *testing.T) {
 	tr.Observe("n1", time.Time{}, false, t0.Add(20*time.Second), &fresh)
 	if !fresh.Beat.IsZero() || !fresh.MissingSince.Equal(t0.Add(20*time.Second)) {
 		t.Errorf("after Retain dropped it: got %+v; want nothing remembered", fresh)
+	}
+}
+
+// spell is a blind spell from ago(from) to ago(to).
+func spell(from, to time.Duration) Spell { return Spell{From: ago(from), To: ago(to)} }
+
+// everySecond is a monitor late by late on each look, one a second, for
+// the last d.
+func everySecond(d, late time.Duration) []Spell {
+	var out []Spell
+	for at := d; at > 0; at -= time.Second {
+		out = append(out, spell(at, at-late))
+	}
+	return out
+}
+
+// TestJudgeLeavesOutBlindTime: the monitor's blind spells within a
+// sender's quiet period do not count as quiet, up to MaxBlind (5s here):
+// a dead sender is still Down once its real quiet time less the blind
+// time reaches DownAfter, and never later than DownAfter plus MaxBlind.
+func TestJudgeLeavesOutBlindTime(t *testing.T) {
+	up := api.HealthUp
+	cases := []struct {
+		name      string
+		e         Evidence
+		wantProbe bool
+		want      api.Health
+		wantQuiet time.Duration
+	}{
+		{"stall shorter than suspectAfter after a beat", Evidence{Beat: ago(8 * time.Second), Current: up, Blind: []Spell{spell(7*time.Second, 2*time.Second)}},
+			false, api.HealthUp, 3 * time.Second},
+		{"same quiet, no stall", Evidence{Beat: ago(8 * time.Second), Current: up},
+			true, api.HealthSuspect, 8 * time.Second},
+		{"stall before the quiet period", Evidence{Beat: ago(8 * time.Second), Current: up, Blind: []Spell{spell(20*time.Second, 9*time.Second)}},
+			true, api.HealthSuspect, 8 * time.Second},
+		{"stall overlapping the last beat", Evidence{Beat: ago(8 * time.Second), Current: up, Blind: []Spell{spell(9*time.Second, 5*time.Second)}},
+			false, api.HealthUp, 5 * time.Second},
+		{"stall longer than the cap", Evidence{Beat: ago(12 * time.Second), Current: up, Blind: []Spell{spell(11*time.Second, time.Second)}},
+			true, api.HealthSuspect, 7 * time.Second},
+		{"dead with stalls: not yet", Evidence{Beat: ago(12 * time.Second), Current: api.HealthSuspect, Blind: []Spell{spell(11*time.Second, 8*time.Second)}},
+			true, api.HealthSuspect, 9 * time.Second},
+		{"dead with stalls: quiet less blind reaches downAfter", Evidence{Beat: ago(13 * time.Second), Current: api.HealthSuspect, Blind: []Spell{spell(11*time.Second, 8*time.Second)}},
+			true, api.HealthDown, 10 * time.Second},
+		{"dead, blind most of the time: Down at downAfter plus the cap", Evidence{Beat: ago(15 * time.Second), Current: api.HealthSuspect, Blind: []Spell{spell(14*time.Second, 7*time.Second), spell(6*time.Second, 0)}},
+			true, api.HealthDown, 10 * time.Second},
+		{"dead, a little late on every look", Evidence{Beat: ago(15 * time.Second), Current: api.HealthSuspect, Blind: everySecond(15*time.Second, 600*time.Millisecond)},
+			true, api.HealthDown, 10 * time.Second},
+		{"missing beat: blind time after the monitor found it missing", Evidence{Beat: ago(time.Hour), Missing: true, MissingSince: ago(9 * time.Second), Current: up, Blind: []Spell{spell(8*time.Second, 4*time.Second)}},
+			false, api.HealthUp, 5 * time.Second},
+	}
+	for _, c := range cases {
+		if got := NeedsProbe(t0, c.e, th); got != c.wantProbe {
+			t.Errorf("%s: NeedsProbe = %v; want %v", c.name, got, c.wantProbe)
+		}
+		v := Judge(t0, c.e, th, Failed(errRefused))
+		if v.Health != c.want || v.Quiet != c.wantQuiet {
+			t.Errorf("%s: got %s quiet %v (%q); want %s quiet %v", c.name, v.Health, v.Quiet, v.Reason, c.want, c.wantQuiet)
+		}
+		if v.Health != api.HealthUp && v.Blind > 0 && !strings.Contains(v.Reason, "blind left out") {
+			t.Errorf("%s: reason %q does not say blind time was left out", c.name, v.Reason)
+		}
+	}
+}
+
+// TestTrackerLooks: a look later than the interval after the previous one
+// (and what that pass was excused for waiting on probes) is blind time;
+// reads of the store that fail in between are too.
+func TestTrackerLooks(t *testing.T) {
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	tr := NewTracker()
+	look := func(d time.Duration) { tr.Look(at(d), time.Second, th) }
+	look(0)
+	look(time.Second)
+	look(1500 * time.Millisecond) // early (a deadline pass)
+	tr.Excuse(2 * time.Second)    // that pass waited 2s on probes
+	look(4 * time.Second)         // due at 4.5s
+	if b := tr.blind; len(b) != 0 {
+		t.Fatalf("looks on time: blind %v; want none", b)
+	}
+	// The store does not answer from 5s to 7s: the next look, at 7s, was
+	// due at 5s.
+	look(7 * time.Second)
+	want := []Spell{{at(5 * time.Second), at(7 * time.Second)}}
+	if b := tr.blind; !slices.Equal(b, want) {
+		t.Fatalf("after failed reads: blind %v; want %v", b, want)
+	}
+	var e Evidence
+	tr.Observe("n1", at(4*time.Second), true, at(7*time.Second), &e)
+	if v := Judge(at(11*time.Second), e, th, Failed(errRefused)); v.Health != api.HealthUp || v.Quiet != 5*time.Second {
+		t.Errorf("beat at 4s, blind 5s-7s, judged at 11s: %s quiet %v; want Up quiet 5s", v.Health, v.Quiet)
+	}
+	// A stall of 16s: the old spell (ended at 7s) is past DownAfter plus
+	// MaxBlind and forgotten.
+	look(23 * time.Second)
+	want = []Spell{{at(8 * time.Second), at(23 * time.Second)}}
+	if b := tr.blind; !slices.Equal(b, want) {
+		t.Errorf("after a long stall: blind %v; want %v", b, want)
+	}
+}
+
+// TestLateBeatAfterLossIsNoNewerThanTheLoss: a beat stamped before the
+// heartbeat store lost everything, and written only after (its write
+// retried across a Redis restart), does not move the quiet clock back
+// before the moment the monitor found the beat missing; a newer beat
+// ends the missing clock.
+func TestLateBeatAfterLossIsNoNewerThanTheLoss(t *testing.T) {
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	tr := NewTracker()
+	var e Evidence
+	tr.Observe("n1", at(-time.Second), true, t0, &e)
+	tr.Observe("n1", time.Time{}, false, at(3*time.Second), &e) // the store restarted empty
+	// The beat stamped at 0.5s, before the restart, lands at 4s.
+	tr.Observe("n1", at(500*time.Millisecond), true, at(4*time.Second), &e)
+	if !e.MissingSince.Equal(at(3 * time.Second)) {
+		t.Fatalf("late old beat: missing since %v; want %v (kept)", e.MissingSince, at(3*time.Second))
+	}
+	if NeedsProbe(at(4*time.Second), e, th) {
+		t.Errorf("late old beat: probe needed; want none (quiet since the loss, 1s)")
+	}
+	if v := Judge(at(4*time.Second), e, th, Probe{}); v.Health != api.HealthUp || v.Quiet != time.Second {
+		t.Errorf("late old beat: %s quiet %v (%q); want Up quiet 1s", v.Health, v.Quiet, v.Reason)
+	}
+	tr.Observe("n1", at(4200*time.Millisecond), true, at(4300*time.Millisecond), &e)
+	if !e.MissingSince.IsZero() || !e.Beat.Equal(at(4200*time.Millisecond)) {
+		t.Errorf("a beat newer than the loss: got %+v; want the beat, no missing clock", e)
 	}
 }

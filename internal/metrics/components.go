@@ -89,6 +89,8 @@ func (s *Scheduler) Batch(start time.Time, placed, unschedulable int) {
 type Monitor struct {
 	lag         prometheus.Histogram
 	transitions *prometheus.CounterVec
+	lateLooks   prometheus.Counter
+	blind       prometheus.Counter
 }
 
 // Monitor returns the metrics of a liveness monitor.
@@ -96,6 +98,16 @@ func (r *Registry) Monitor() *Monitor {
 	return &Monitor{
 		lag:         r.Histogram("strata_heartbeat_lag_seconds", "Age of each node's (or region's) last heartbeat when the monitor looks."),
 		transitions: r.CounterVec("strata_health_transitions_total", "Health transitions written, by new health.", "health"),
+		lateLooks:   r.Counter("strata_monitor_late_looks_total", "Looks at the heartbeat store that came more than one look interval late (the monitor's process stalled, or the store could not be read)."),
+		blind:       r.Counter("strata_monitor_blind_seconds_total", "The monitor's own blind time: how late its late looks were. Left out of every node's (or region's) quiet clock, up to DownAfter/2."),
+	}
+}
+
+// Blind records a look that came d late (nothing when d is 0).
+func (m *Monitor) Blind(d time.Duration) {
+	if m != nil && d > 0 {
+		m.lateLooks.Inc()
+		m.blind.Add(d.Seconds())
 	}
 }
 

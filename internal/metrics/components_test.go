@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLapRecordsEachPhase checks that a pass's laps land in the phase
@@ -34,5 +35,29 @@ func TestLapRecordsEachPhase(t *testing.T) {
 	}
 	if strings.Contains(string(body), `phase="commit"`) {
 		t.Error("a nil Controller's lap was recorded")
+	}
+}
+
+// TestMonitorBlind checks that a late look counts once with its lateness
+// in seconds, that a look on time counts nothing, and that a nil Monitor
+// records nothing and does not panic.
+func TestMonitorBlind(t *testing.T) {
+	r := New("global")
+	m := r.Monitor()
+	m.Blind(0)
+	m.Blind(1500 * time.Millisecond)
+	var none *Monitor
+	none.Blind(time.Second)
+
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{
+		`strata_monitor_late_looks_total{tier="global"} 1`,
+		`strata_monitor_blind_seconds_total{tier="global"} 1.5`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }

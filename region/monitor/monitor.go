@@ -106,7 +106,7 @@ func (m *Monitor) Lead(ctx context.Context, guard store.Guard) error {
 	// What this leader remembers of the heartbeat store starts now: a
 	// beat missing at its first look has been missing since its start.
 	tr := liveness.NewTracker()
-	tick := time.NewTicker(m.o.HeartbeatInterval / 2)
+	tick := time.NewTicker(m.lookEvery())
 	defer tick.Stop()
 	due := time.NewTimer(time.Hour)
 	due.Stop()
@@ -139,6 +139,9 @@ func (m *Monitor) Lead(ctx context.Context, guard store.Guard) error {
 	}
 }
 
+// lookEvery is how often the monitor looks at the heartbeats.
+func (m *Monitor) lookEvery() time.Duration { return m.o.HeartbeatInterval / 2 }
+
 // deadlineSlack is how long past a Down deadline its pass runs.
 const deadlineSlack = 10 * time.Millisecond
 
@@ -151,7 +154,9 @@ type verdict struct {
 // check is one pass over every node: probes run concurrently, so one
 // hung agent does not delay the verdict on the others. It returns the
 // earliest moment a node it judged Suspect becomes Down if it stays quiet
-// (zero: none is Suspect).
+// (zero: none is Suspect). A look that comes late (this process stalled,
+// or Redis could not be read in between) is blind time that tr leaves out
+// of every node's quiet clock; the time the pass waits on probes is not.
 func (m *Monitor) check(ctx context.Context, guard store.Guard, tr *liveness.Tracker) (time.Time, error) {
 	// Only the beats' times: a pass every half interval reading every
 	// node's metrics too would cost Redis a hash read per node.
@@ -161,16 +166,21 @@ func (m *Monitor) check(ctx context.Context, guard store.Guard, tr *liveness.Tra
 	}
 	now := m.o.Clock()
 	th := liveness.Thresholds{SuspectAfter: m.o.SuspectAfter, DownAfter: m.o.DownAfter}
+	m.o.Metrics.Blind(tr.Look(now, m.lookEvery(), th))
 	nodes := m.o.Caches.Nodes.List()
 	tr.Retain(func(id string) bool { _, ok := m.o.Caches.Nodes.Get(id); return ok })
 	verdicts := make([]verdict, len(nodes))
 	var wg sync.WaitGroup
+	var probing time.Time // when the first probe started
 	for i, it := range nodes {
 		n := it.Value
 		e := m.evidence(n, now, last, tr)
 		if !liveness.NeedsProbe(now, e, th) {
 			verdicts[i] = verdict{n, liveness.Judge(now, e, th, liveness.Probe{})}
 			continue
+		}
+		if probing.IsZero() {
+			probing = m.o.Clock()
 		}
 		wg.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, m.o.ProbeTimeout)
@@ -179,6 +189,9 @@ func (m *Monitor) check(ctx context.Context, guard store.Guard, tr *liveness.Tra
 		})
 	}
 	wg.Wait()
+	if !probing.IsZero() {
+		tr.Excuse(m.o.Clock().Sub(probing))
+	}
 	return downDeadline(verdicts, now, m.o.DownAfter), m.apply(ctx, guard, verdicts, now)
 }
 

@@ -3,6 +3,7 @@ package monitor
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/liveness"
+	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/region/state"
 )
@@ -141,6 +143,24 @@ func (e *env) check(t *testing.T) {
 	e.checkDue(t)
 }
 
+// wait moves the clock on to at, the monitor looking at the heartbeats
+// on time meanwhile: moving it without looks is the monitor's own blind
+// time (a stall), which no node's quiet clock counts.
+func (e *env) wait(at time.Time) {
+	th := liveness.Thresholds{SuspectAfter: e.m.o.SuspectAfter, DownAfter: e.m.o.DownAfter}
+	for e.now.Before(at) {
+		e.now = minTime(e.now.Add(e.m.lookEvery()), at)
+		e.tr.Look(e.now, e.m.lookEvery(), th)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // checkDue runs a pass and returns the Down deadline it reports.
 func (e *env) checkDue(t *testing.T) time.Time {
 	t.Helper()
@@ -208,7 +228,7 @@ func TestOnlyTransitionsAreWritten(t *testing.T) {
 	}
 	e.probe.errs["n1"] = errors.New("refused")
 	// The node goes quiet: time passes, no beat comes.
-	e.now = e.now.Add(12 * time.Second)
+	e.wait(e.now.Add(12 * time.Second))
 	e.check(t)
 	e.settleHealth(t, "n1", api.HealthDown)
 	e.check(t)
@@ -284,7 +304,7 @@ func TestSuspectReportsItsDownDeadline(t *testing.T) {
 	}
 	lastBeat := e.now.Add(-time.Second)
 	e.probe.errs["n2"] = errors.New("connection refused")
-	e.now = e.now.Add(6500 * time.Millisecond)
+	e.wait(e.now.Add(6500 * time.Millisecond))
 	e.beat(t, "n1", time.Second)
 	due := e.checkDue(t)
 	e.settleHealth(t, "n2", api.HealthSuspect)
@@ -292,11 +312,11 @@ func TestSuspectReportsItsDownDeadline(t *testing.T) {
 	if want := lastBeat.Add(10 * time.Second); due.Sub(want).Abs() > time.Microsecond {
 		t.Fatalf("Down deadline %s; want %s (the last beat + downAfter)", due, want)
 	}
-	e.now = due.Add(-time.Millisecond)
+	e.wait(due.Add(-time.Millisecond))
 	if e.checkDue(t); e.health(t, "n2") != api.HealthSuspect {
 		t.Fatalf("n2 %s a millisecond before its deadline; want Suspect", e.health(t, "n2"))
 	}
-	e.now = due
+	e.wait(due)
 	if again := e.checkDue(t); !again.IsZero() {
 		t.Errorf("after the Down verdict: deadline %s; want none", again)
 	}
@@ -351,5 +371,77 @@ func TestLeadDownAtTheDeadlineWithoutATick(t *testing.T) {
 	}
 	if got := e.health(t, "n1"); got != api.HealthDown {
 		t.Errorf("n1 %s; want Down", got)
+	}
+}
+
+// flakyBeats fails to list while fail is set, as an unreachable Redis does.
+type flakyBeats struct {
+	Heartbeats
+	fail bool
+}
+
+func (f *flakyBeats) Times(ctx context.Context) (map[string]time.Time, error) {
+	if f.fail {
+		return nil, errors.New("dial tcp: connection refused")
+	}
+	return f.Heartbeats.Times(ctx)
+}
+
+// TestOwnBlindTimeIsNotQuiet: while the monitor cannot look (its process
+// stalled, or Redis cannot be read), beats can be neither recorded nor
+// seen; that time counts against no node, up to DownAfter/2. A node that
+// is really quiet while the monitor looks on time is Suspect as before.
+func TestOwnBlindTimeIsNotQuiet(t *testing.T) {
+	e := newEnv(t)
+	hb := &flakyBeats{Heartbeats: e.hb}
+	e.m.o.Heartbeats = hb
+	reg := metrics.New("region")
+	e.m.o.Metrics = reg.Monitor()
+	for _, n := range []string{"n1", "n2"} {
+		e.node(t, &api.Node{Name: n, Region: "r1", Schedulable: true, Address: "x"})
+		e.beat(t, n, time.Second)
+		e.probe.errs[n] = errors.New("probe timed out")
+	}
+	e.check(t)
+	// A stall of 3s: the next look comes 3s late (2s past due).
+	e.now = e.now.Add(3 * time.Second)
+	e.check(t)
+	// Redis cannot be read for 3s: the next look comes 2s past due too.
+	// Each node is now 7s quiet (> suspectAfter), 4s of which the monitor
+	// was blind.
+	hb.fail = true
+	for range 3 {
+		e.now = e.now.Add(time.Second)
+		if _, err := e.m.check(context.Background(), e.g, e.tr); err == nil {
+			t.Fatal("check with Redis unreadable: no error")
+		}
+	}
+	hb.fail = false
+	e.check(t)
+	for _, n := range []string{"n1", "n2"} {
+		if h := e.health(t, n); h != api.HealthUp {
+			t.Fatalf("after the monitor's blind spells: %s is %s; want Up", n, h)
+		}
+	}
+	rec := httptest.NewRecorder()
+	reg.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{`strata_monitor_late_looks_total{tier="region"} 2`, `strata_monitor_blind_seconds_total{tier="region"} 4`} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	// n1 beats; n2 stays quiet while the monitor looks on time: blind time
+	// is capped (5s), so n2 is Down by downAfter+5s after its last beat.
+	for range 10 {
+		e.wait(e.now.Add(time.Second))
+		e.beat(t, "n1", 0)
+		e.check(t)
+	}
+	e.settleHealth(t, "n2", api.HealthDown)
+	if h := e.health(t, "n1"); h != api.HealthUp {
+		t.Errorf("n1 beating: %s; want Up", h)
+	}
+	if e.events.count("NodeSuspect") != 1 {
+		t.Errorf("n2 went Down without being Suspect first")
 	}
 }
