@@ -62,8 +62,18 @@ type Config struct {
 	// leases have one-second granularity (minimum 1s; etcd may raise it to
 	// its own minimum). Zero means DefaultTTL. A dead leader is replaced
 	// within about one TTL.
-	TTL    time.Duration
-	Logger *slog.Logger
+	TTL time.Duration
+	// Addr is the address this candidate serves on (host:port; not a load
+	// balancer's), published in its election key so that the standbys can
+	// tell when its process is gone: a host that refuses connections to it
+	// after it had accepted them has nothing serving there, and a standby
+	// then revokes its lease instead of waiting for the lease to expire
+	// (see deadleader.go). Empty: no fast path against this candidate.
+	Addr string
+	// KeepDeadLeaders turns that fast path off for this candidate: it
+	// neither publishes Addr nor probes and revokes a dead leader.
+	KeepDeadLeaders bool
+	Logger          *slog.Logger
 }
 
 // Elector campaigns for one election on behalf of one candidate.
@@ -74,6 +84,13 @@ type Elector struct {
 	ttlSecs int64
 	ttl     time.Duration
 	log     *slog.Logger
+	// addr is published in the election key ("" when the fast path is off).
+	addr     string
+	noRevoke bool
+	// probe checks a leader's address (probeTCP; tests replace it).
+	probe func(ctx context.Context, addr string) error
+	// deadRounds counts watchDead's rounds, probed or not (for tests).
+	deadRounds atomic.Int64
 
 	running atomic.Bool
 	// current is the Leadership being held, nil when not leading. Cleared
@@ -108,13 +125,20 @@ func New(cfg Config) (*Elector, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	prefix := strings.TrimRight(cfg.Prefix, "/") + "/"
+	addr := cfg.Addr
+	if cfg.KeepDeadLeaders {
+		addr = ""
+	}
 	return &Elector{
-		cli:     cfg.Client,
-		prefix:  prefix,
-		id:      cfg.ID,
-		ttlSecs: secs,
-		ttl:     time.Duration(secs) * time.Second,
-		log:     log.With("election", prefix, "candidate", cfg.ID),
+		cli:      cfg.Client,
+		prefix:   prefix,
+		id:       cfg.ID,
+		ttlSecs:  secs,
+		ttl:      time.Duration(secs) * time.Second,
+		log:      log.With("election", prefix, "candidate", cfg.ID),
+		addr:     addr,
+		noRevoke: cfg.KeepDeadLeaders,
+		probe:    probeTCP,
 	}, nil
 }
 
@@ -152,6 +176,7 @@ type LeaderInfo struct {
 	Since time.Time `json:"since"`
 	Key   string    `json:"key"` // the leader's election key
 	Rev   int64     `json:"rev"` // its create revision; changes with every term
+	addr  string    // the address it published (Config.Addr), if any
 }
 
 func (a LeaderInfo) equal(b LeaderInfo) bool {
@@ -163,10 +188,13 @@ func (a LeaderInfo) equal(b LeaderInfo) bool {
 type campaignValue struct {
 	ID    string    `json:"id"`
 	Since time.Time `json:"since"`
+	// Addr is where the candidate serves, for the standbys' probes
+	// (Config.Addr); absent from older candidates' values.
+	Addr string `json:"addr,omitempty"`
 }
 
-func encodeValue(id string, since time.Time) string {
-	b, err := json.Marshal(campaignValue{ID: id, Since: since.UTC()})
+func encodeValue(id, addr string, since time.Time) string {
+	b, err := json.Marshal(campaignValue{ID: id, Since: since.UTC(), Addr: addr})
 	if err != nil {
 		panic(fmt.Sprintf("election: marshal campaign value: %v", err)) // a string and a time cannot fail
 	}
@@ -182,7 +210,7 @@ func decodeLeader(kv *mvccpb.KeyValue) LeaderInfo {
 		info.ID = string(kv.Value)
 		return info
 	}
-	info.ID, info.Since = v.ID, v.Since
+	info.ID, info.Since, info.addr = v.ID, v.Since, v.Addr
 	return info
 }
 
@@ -395,7 +423,10 @@ func (e *Elector) term(ctx context.Context, lead func(context.Context, *Leadersh
 	if err != nil {
 		return 0, e.sessionErr(ctx, sctx, fmt.Errorf("listen to session keepalives: %w", err))
 	}
-	key, rev, err := e.campaign(sctx, lease, encodeValue(e.id, time.Now()))
+	// While queued, watch for a leader whose process is gone.
+	stopDeadWatch := e.startDeadWatch(sctx, e.keyOf(lease))
+	key, rev, err := e.campaign(sctx, lease, encodeValue(e.id, e.addr, time.Now()))
+	stopDeadWatch()
 	if err != nil {
 		return 0, e.sessionErr(ctx, sctx, fmt.Errorf("campaign: %w", err))
 	}
@@ -409,7 +440,7 @@ func (e *Elector) term(ctx context.Context, lead func(context.Context, *Leadersh
 	since := time.Now()
 	pr, err := e.cli.Txn(sctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-		Then(clientv3.OpPut(key, encodeValue(e.id, since), clientv3.WithLease(lease))).
+		Then(clientv3.OpPut(key, encodeValue(e.id, e.addr, since), clientv3.WithLease(lease))).
 		Commit()
 	if err != nil {
 		return 0, e.sessionErr(ctx, sctx, fmt.Errorf("announce leadership: %w", err))
@@ -662,7 +693,7 @@ func (e *Elector) watchKeyOnce(ctx context.Context, l *Leadership, fromRev int64
 // cleanly when ctx ends: Campaign then resigns with the client's own context,
 // which blocks for as long as etcd is unreachable, so shutdown would hang.
 func (e *Elector) campaign(ctx context.Context, lease clientv3.LeaseID, val string) (key string, rev int64, err error) {
-	key = fmt.Sprintf("%s%x", e.prefix, lease)
+	key = e.keyOf(lease)
 	resp, err := e.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, val, clientv3.WithLease(lease))).
@@ -716,6 +747,9 @@ func (e *Elector) waitDelete(ctx context.Context, key string, rev int64) error {
 	}
 	return ctx.Err()
 }
+
+// keyOf returns the election key of the candidate holding lease.
+func (e *Elector) keyOf(lease clientv3.LeaseID) string { return fmt.Sprintf("%s%x", e.prefix, lease) }
 
 // revoke revokes lease, bounded by the TTL: after that long the lease has
 // expired anyway. A lease that is already gone counts as revoked.

@@ -65,15 +65,16 @@ func (c *leaders) check(t *testing.T) {
 
 func newElector(t *testing.T, cli *clientv3.Client, prefix, id string, ttl time.Duration) *election.Elector {
 	t.Helper()
-	e, err := election.New(election.Config{
-		Client: cli,
-		Prefix: prefix,
-		ID:     id,
-		TTL:    ttl,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})).With("test_candidate", id),
-	})
+	return newElectorCfg(t, election.Config{Client: cli, Prefix: prefix, ID: id, TTL: ttl})
+}
+
+// newElectorCfg is newElector with a whole Config; it adds the logger.
+func newElectorCfg(t *testing.T, cfg election.Config) *election.Elector {
+	t.Helper()
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})).With("test_candidate", cfg.ID)
+	e, err := election.New(cfg)
 	if err != nil {
-		t.Fatalf("New(%s): %v", id, err)
+		t.Fatalf("New(%s): %v", cfg.ID, err)
 	}
 	return e
 }
@@ -83,9 +84,15 @@ func newElector(t *testing.T, cli *clientv3.Client, prefix, id string, ttl time.
 // quit is set.
 func start(t *testing.T, cli *clientv3.Client, prefix, id string, ttl time.Duration, count *leaders) *candidate {
 	t.Helper()
+	return run(t, newElector(t, cli, prefix, id, ttl), id, count)
+}
+
+// run is start with an Elector built by the test.
+func run(t *testing.T, e *election.Elector, id string, count *leaders) *candidate {
+	t.Helper()
 	c := &candidate{
 		id:    id,
-		e:     newElector(t, cli, prefix, id, ttl),
+		e:     e,
 		terms: make(chan *term, 64),
 		done:  make(chan error, 1),
 	}
