@@ -185,6 +185,9 @@ func (s *Server) Run(ctx context.Context) error {
 
 	elector, err := election.New(election.Config{
 		Client: cli, Prefix: st.Store.Prefix() + state.ElectionPrefix, ID: cfg.ID, TTL: cfg.LeaseTTL, Logger: s.log,
+		// The replica's own address, never the balancer's (the region's
+		// advertise.* may be one): a wildcard listen address gives none.
+		Addr: election.ServingAddr(s.grpcL.Addr()), KeepDeadLeaders: !cfg.RevokeDeadLeader,
 	})
 	if err != nil {
 		return fmt.Errorf("global: %w", err)

@@ -285,13 +285,18 @@ type Server struct {
 	// LeaseTTL bounds failover after the leader (the global master, a
 	// region's controller) dies.
 	LeaseTTL time.Duration `mapstructure:"leaseTTL"`
+	// RevokeDeadLeader lets a standby revoke the election lease of a
+	// leader whose process is gone (its host refuses connections to the
+	// leader's gRPC listen address) instead of waiting for the lease to
+	// expire. Only a non-wildcard listen.grpc is published for the probes.
+	RevokeDeadLeader bool `mapstructure:"revokeDeadLeader"`
 }
 
 // defaultServer listens on loopback at httpAddr and grpcAddr and keeps
 // its keys under etcdPrefix of a local etcd.
 func defaultServer(httpAddr, grpcAddr, etcdPrefix string) Server {
 	s := Server{ID: hostname(), Etcd: defaultEtcd(etcdPrefix), Redis: Redis{Mode: RedisModeSingle}, Log: defaultLog(), LeaseTTL: defaultLeaseTTL,
-		Audit: Audit{MaxSizeMB: 100, MaxBackups: 5}}
+		RevokeDeadLeader: true, Audit: Audit{MaxSizeMB: 100, MaxBackups: 5}}
 	s.Listen.HTTP, s.Listen.GRPC = httpAddr, grpcAddr
 	return s
 }

@@ -61,7 +61,8 @@ type Config struct {
 	// TTL is the session lease TTL, rounded up to whole seconds because etcd
 	// leases have one-second granularity (minimum 1s; etcd may raise it to
 	// its own minimum). Zero means DefaultTTL. A dead leader is replaced
-	// within about one TTL.
+	// within about one TTL, or sooner when its process is gone but its
+	// host is up (Addr).
 	TTL time.Duration
 	// Addr is the address this candidate serves on (host:port; not a load
 	// balancer's), published in its election key so that the standbys can
