@@ -26,8 +26,10 @@ import (
 // Guards against a false judgement:
 //   - only a leader that published its address is probed (an older
 //     candidate, or one with the fast path off, publishes none);
-//   - probing starts deadGrace after this standby saw the leader's term
-//     (its key, create revision and announcement) and stops when it changes;
+//   - only a term at least deadGrace old (by the start the leader
+//     announced) is probed, since a new leader may not serve yet; the
+//     evidence starts over when the term (key, create revision,
+//     announcement) changes;
 //   - a refusal counts only after this standby saw the address accept a
 //     connection during the term, so an address that never served (a wrong
 //     address, a firewall rejecting) is never taken for a dead process;
@@ -69,24 +71,25 @@ func ServingAddr(a net.Addr) string {
 // deadWatch is a standby's evidence about the current leader.
 type deadWatch struct {
 	leader  LeaderInfo
-	seen    time.Time // when this standby first saw this term
-	served  bool      // the address accepted a connection during this term
-	refused int       // refusals in a row since
-	revoked bool      // this term's lease was revoked (or found gone)
+	served  bool // the address accepted a connection during this term
+	refused int  // refusals in a row since
+	revoked bool // this term's lease was revoked (or found gone)
 }
 
-// follow starts over when the leader's term changes.
-func (w *deadWatch) follow(info LeaderInfo, now time.Time) {
+// follow starts over when the leader's term changes; it reports whether
+// it did.
+func (w *deadWatch) follow(info LeaderInfo) bool {
 	if w.leader.equal(info) && w.leader.addr == info.addr {
-		return
+		return false
 	}
-	*w = deadWatch{leader: info, seen: now}
+	*w = deadWatch{leader: info}
+	return true
 }
 
 // due reports whether the leader is to be probed now. own is this
 // candidate's key: it never probes itself.
 func (w *deadWatch) due(own string, now time.Time) bool {
-	return w.leader.addr != "" && w.leader.Key != own && !w.revoked && now.Sub(w.seen) >= deadGrace
+	return w.leader.addr != "" && w.leader.Key != own && !w.revoked && now.Sub(w.leader.Since) >= deadGrace
 }
 
 // note records a probe's result; it reports whether the evidence suffices.
@@ -117,8 +120,10 @@ func (e *Elector) startDeadWatch(ctx context.Context, own string) (stop func()) 
 	}
 }
 
-// watchDead follows the leader and probes it every deadProbeEvery until
-// ctx is done, revoking its lease on enough evidence that it is dead.
+// watchDead follows the leader and probes it every deadProbeEvery, and
+// at once on a new term (a standby that just started learns soonest that
+// the address serves), until ctx is done, revoking the leader's lease on
+// enough evidence that it is dead.
 func (e *Elector) watchDead(ctx context.Context, own string) {
 	obs := e.Observe(ctx)
 	tick := time.NewTicker(deadProbeEvery)
@@ -130,17 +135,25 @@ func (e *Elector) watchDead(ctx context.Context, own string) {
 			if !ok {
 				return
 			}
-			w.follow(info, time.Now())
+			if w.follow(info) {
+				e.deadRound(ctx, &w, own)
+			}
 		case <-tick.C:
-			e.deadRounds.Add(1)
-			if !w.due(own, time.Now()) {
-				continue
-			}
-			if w.note(e.probe(ctx, w.leader.addr)) {
-				w.revoked = e.revokeDead(ctx, w.leader)
-				w.refused = 0
-			}
+			e.deadRound(ctx, &w, own)
 		}
+	}
+}
+
+// deadRound probes the leader if it is due, and revokes its lease when
+// the evidence suffices.
+func (e *Elector) deadRound(ctx context.Context, w *deadWatch, own string) {
+	e.deadRounds.Add(1)
+	if !w.due(own, time.Now()) {
+		return
+	}
+	if w.note(e.probe(ctx, w.leader.addr)) {
+		w.revoked = e.revokeDead(ctx, w.leader)
+		w.refused = 0
 	}
 }
 
