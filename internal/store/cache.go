@@ -101,7 +101,8 @@ type Cache[T any] struct {
 	// names are the sorted names of items, nil when they must be rebuilt;
 	// readers rebuild them under the write lock.
 	names []string
-	revc  chan struct{} // closed and replaced whenever told advances
+	// waiters are WaitForRev's callers, let go as told reaches theirs.
+	waiters revWaiters
 	// indexes are kept with items (WithIndex).
 	indexes map[string]*index[T]
 }
@@ -118,7 +119,6 @@ func NewCache[T any](c *Collection[T], opts ...CacheOption) *Cache[T] {
 		synced:   make(chan struct{}),
 		progress: make(chan struct{}, 1),
 		items:    map[string]*Item[T]{},
-		revc:     make(chan struct{}),
 		indexes:  newIndexes[T](o.indexes),
 	}
 	for _, fn := range o.onChange {
@@ -246,10 +246,8 @@ func (c *Cache[T]) WaitForRev(ctx context.Context, rev int64) error {
 	var tick *time.Ticker
 	ask := c.shared == nil
 	for {
-		c.mu.RLock()
-		cur, revc := c.told, c.revc
-		c.mu.RUnlock()
-		if cur >= rev {
+		reached, cur := c.reached(rev)
+		if reached == nil {
 			return nil
 		}
 		if ask {
@@ -260,13 +258,30 @@ func (c *Cache[T]) WaitForRev(ctx context.Context, rev int64) error {
 			defer tick.Stop()
 		}
 		select {
-		case <-revc:
+		case <-reached:
 		case <-tick.C:
 			ask = true
 		case <-ctx.Done():
 			return fmt.Errorf("store: wait for revision %d (cache at %d): %w", rev, cur, ctx.Err())
 		}
 	}
+}
+
+// reached returns nil when the subscribers have been told rev, else a
+// channel closed once they have, and where the cache is.
+func (c *Cache[T]) reached(rev int64) (<-chan struct{}, int64) {
+	c.mu.RLock()
+	cur := c.told
+	c.mu.RUnlock()
+	if cur >= rev {
+		return nil, cur
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.told >= rev {
+		return nil, c.told
+	}
+	return c.waiters.wait(rev), c.told
 }
 
 // askProgress asks the watch feeding the cache for an etcd progress
@@ -438,6 +453,5 @@ func (c *Cache[T]) notify(changes []Change[T], rev int64) {
 		return
 	}
 	c.told = rev
-	close(c.revc)
-	c.revc = make(chan struct{})
+	c.waiters.release(rev)
 }

@@ -64,6 +64,14 @@ type Options struct {
 	// component=controller.
 	Logger *slog.Logger
 	Clock  func() time.Time
+
+	// afterFunc schedules the coalesced full mark node events ask for
+	// (time.AfterFunc; tests hold it) and wallClock reads the time it
+	// coalesces on (time.Now).
+	afterFunc func(d time.Duration, f func())
+	wallClock func() time.Time
+	// passed, when set, is told each pass's keys (tests count them).
+	passed func(keys []string)
 }
 
 // blockCapacity is how many replicas' addresses a block of nw holds; 0
@@ -105,6 +113,8 @@ type Controller struct {
 	// balancers are the load balancers' resource keys.
 	balancersMu sync.Mutex
 	balancers   map[string]struct{}
+	// capacity coalesces the full marks node events ask for.
+	capacity *coalescer
 }
 
 type retry struct {
@@ -133,6 +143,12 @@ func New(o Options) *Controller {
 	if o.MaxBackoff == 0 {
 		o.MaxBackoff = time.Minute
 	}
+	if o.wallClock == nil {
+		o.wallClock = time.Now
+	}
+	if o.afterFunc == nil {
+		o.afterFunc = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
+	}
 	c := &Controller{
 		o:         o,
 		log:       o.Logger.With("component", "controller"),
@@ -143,6 +159,7 @@ func New(o Options) *Controller {
 		blockCaps: map[blockKey]int{},
 		balancers: map[string]struct{}{},
 	}
+	c.capacity = &coalescer{interval: nodeChurnInterval, now: o.wallClock, after: o.afterFunc, fire: c.markAll}
 	c.watchEndpoints()
 	o.Caches.AssignmentFeed.Subscribe(c.onAssignments)
 	o.Caches.PlacementFeed.Subscribe(func(ch []store.Change[api.Placement]) {
@@ -157,11 +174,7 @@ func New(o Options) *Controller {
 			}
 		}
 	})
-	// Node changes (health, cordon, capacity) can make unplaced replicas
-	// placeable or placed ones lost: look at everything.
-	o.Caches.NodeFeed.Subscribe(func([]store.Change[api.Node]) { c.markAll() })
-	o.Caches.NodeStatusFeed.Subscribe(func([]store.Change[api.NodeStatus]) { c.markAll() })
-	o.Caches.DrainFeed.Subscribe(func([]store.Change[api.DrainStatus]) { c.markAll() })
+	c.watchNodes()
 	return c
 }
 
@@ -223,6 +236,9 @@ func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string)
 	ops := 0
 	defer func() { c.o.Metrics.Pass(start, len(keys), ops, err) }()
 	lap := c.o.Metrics.Lap()
+	if c.o.passed != nil {
+		c.o.passed(keys)
+	}
 	if err := c.catchUp(ctx); err != nil {
 		return err
 	}

@@ -11,17 +11,24 @@ import (
 	"github.com/stratahq/strata/region/state"
 )
 
-// view is what one pass decides against: the caches at the start of the
-// pass plus the pass's own decisions (the scheduler snapshot books every
-// placement it makes).
+// view is what one pass decides against: the caches as the pass first
+// reads them plus the pass's own decisions (the scheduler snapshot books
+// every placement it makes).
 type view struct {
 	c   *Controller
 	now time.Time
 	// wall is the wall clock when the view was made: the timers of
 	// changesAt run on it, whatever the controller's Clock says.
-	wall  time.Time
+	wall time.Time
+	// nodes are the nodes the pass has read, read on first use: the
+	// first read of a node fixes what the pass sees of it (absent ones
+	// included, with a nil node). A pass reads the nodes its replicas
+	// are on; only scheduling needs every node (allNodes), so a pass
+	// costs what it looks at, not the region's node count.
 	nodes map[string]nodeView
-	snap  *scheduler.Snapshot
+	// everyNode is set once allNodes has read every node.
+	everyNode bool
+	snap      *scheduler.Snapshot
 	// drainRuns are the running drains, built on first use.
 	drainRuns map[string]*drainRun
 	// pools are the IPAM pools of the node blocks this pass allocates
@@ -40,6 +47,7 @@ type networkLookup struct {
 	err error
 }
 
+// nodeView is a node and its status; node is nil when it does not exist.
 type nodeView struct {
 	node   *api.Node
 	status *api.NodeStatus
@@ -53,15 +61,36 @@ func (v nodeView) health() api.Health {
 }
 
 func (c *Controller) newView(now time.Time) *view {
-	v := &view{c: c, now: now, wall: time.Now(), nodes: map[string]nodeView{}}
-	for _, it := range c.o.Caches.Nodes.List() {
-		nv := nodeView{node: it.Value}
-		if st, ok := c.o.Caches.NodeStatus.Get(it.Name); ok {
-			nv.status = st.Value
-		}
-		v.nodes[it.Name] = nv
+	return &view{c: c, now: now, wall: time.Now(), nodes: map[string]nodeView{}}
+}
+
+// readStatus fills in nv's status from the cache.
+func (v *view) readStatus(name string, nv nodeView) nodeView {
+	if st, ok := v.c.o.Caches.NodeStatus.Get(name); ok {
+		nv.status = st.Value
 	}
-	return v
+	return nv
+}
+
+// allNodes returns the names of every node of the view, reading the
+// nodes the pass has not read yet (once per pass): what needs every node
+// (the scheduler's snapshot) asks for them.
+func (v *view) allNodes() []string {
+	if !v.everyNode {
+		v.everyNode = true
+		for _, it := range v.c.o.Caches.Nodes.List() {
+			if _, seen := v.nodes[it.Name]; !seen {
+				v.nodes[it.Name] = v.readStatus(it.Name, nodeView{node: it.Value})
+			}
+		}
+	}
+	out := make([]string, 0, len(v.nodes))
+	for name, nv := range v.nodes {
+		if nv.node != nil {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // changesAt notes that key's reconcile, which this pass decided at v.now,
@@ -79,10 +108,21 @@ func (v *view) changesAt(key string, at time.Time) {
 // justAfter is the first moment a "now after t" decision holds.
 func justAfter(t time.Time) time.Time { return t.Add(time.Nanosecond) }
 
-// node returns a node and whether it exists.
+// node returns a node and whether it exists, reading it on the pass's
+// first use.
 func (v *view) node(name string) (nodeView, bool) {
-	nv, ok := v.nodes[name]
-	return nv, ok
+	nv, seen := v.nodes[name]
+	if !seen {
+		if v.everyNode {
+			// allNodes read every node: one it did not see is absent.
+			return nv, false
+		}
+		if it, ok := v.c.o.Caches.Nodes.Get(name); ok {
+			nv = v.readStatus(name, nodeView{node: it.Value})
+		}
+		v.nodes[name] = nv
+	}
+	return nv, nv.node != nil
 }
 
 // lost reports whether a replica on node can no longer run there: the
@@ -91,7 +131,7 @@ func (v *view) lost(node string) (bool, string) {
 	if node == "" {
 		return false, ""
 	}
-	nv, ok := v.nodes[node]
+	nv, ok := v.node(node)
 	if !ok {
 		return true, "node " + node + " was removed"
 	}
@@ -110,8 +150,10 @@ func (v *view) snapshot() *scheduler.Snapshot {
 		return v.snap
 	}
 	nw, hasNetwork := v.c.o.Caches.DefaultNetwork()
-	list := make([]*scheduler.NodeInfo, 0, len(v.nodes))
-	for name, nv := range v.nodes {
+	names := v.allNodes()
+	list := make([]*scheduler.NodeInfo, 0, len(names))
+	for _, name := range names {
+		nv := v.nodes[name]
 		allocated, running := v.c.index.nodeUsage(name)
 		ni := &scheduler.NodeInfo{Node: nv.node, Health: nv.health(), Allocated: allocated, Placed: running}
 		if nv.status != nil {
@@ -148,7 +190,8 @@ func (v *view) nodeBlock(name string) netip.Prefix {
 	if v.blocks == nil {
 		v.blocks = map[string]netip.Prefix{}
 	}
-	b := nodeBlock(v.nodes[name].node)
+	nv, _ := v.node(name)
+	b := nodeBlock(nv.node)
 	v.blocks[name] = b
 	return b
 }
@@ -178,8 +221,7 @@ func (v *view) network(name string) (*api.Network, error) {
 // pool returns the IPAM pool of node's block on network nw, built on first
 // use from the network's ports.
 func (v *view) pool(nw *api.Network, node string) (*ipam.Pool, error) {
-	_, ok := v.nodes[node]
-	if !ok {
+	if _, ok := v.node(node); !ok {
 		return nil, fmt.Errorf("node %s: %w", node, ipam.ErrNoBlock)
 	}
 	if !nw.Default {

@@ -50,3 +50,32 @@ func TestViewKeepsNetworksAndBlocksForThePass(t *testing.T) {
 		t.Fatalf("next pass: default network %v, %v; want none", next, err)
 	}
 }
+
+// A pass reads the nodes it uses, on first use, and sees each as it first
+// read it; the scheduler's snapshot reads every node once.
+func TestViewReadsNodesOnFirstUse(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1", "z1", api.HealthUp)
+	h.addNode("n2", "z1", api.HealthUp)
+	h.addNode("n3", "z1", api.HealthUp)
+	v := h.ctrl.newView(time.Now())
+	if lost, why := v.lost("n1"); lost {
+		t.Fatalf("n1 lost: %s; want up", why)
+	}
+	if len(v.nodes) != 1 {
+		t.Fatalf("nodes read after looking at n1: %d; want 1", len(v.nodes))
+	}
+	h.setHealth("n1", api.HealthDown)
+	if lost, _ := v.lost("n1"); lost {
+		t.Fatal("same pass: n1 lost; want it as the pass first read it (up)")
+	}
+	if lost, _ := v.lost("gone"); !lost {
+		t.Fatal("a node that does not exist: not lost")
+	}
+	if got := v.snapshot().Len(); got != 3 {
+		t.Fatalf("snapshot nodes: %d; want 3", got)
+	}
+	if lost, _ := h.ctrl.newView(time.Now()).lost("n1"); !lost {
+		t.Fatal("next pass: n1 not lost; want down")
+	}
+}
