@@ -20,6 +20,10 @@ import (
 	"github.com/stratahq/strata/providers/provider"
 )
 
+// maxPushesPerExit bounds the statuses a replica that starts and exits
+// once may push: its start, an OOM kill, its exit, with room to spare.
+const maxPushesPerExit = 5
+
 // TestExits checks what exits become under each restart policy, and
 // that the exit is pushed to watchers.
 func TestExits(t *testing.T) {
@@ -75,12 +79,24 @@ func TestExits(t *testing.T) {
 			if st.Restarts != 0 {
 				t.Errorf("exited: got %d restarts; want 0", st.Restarts)
 			}
-			// The exit was pushed, not only polled.
+			// The exit was pushed, not only polled, and among a few
+			// statuses: not one per kernel OOM event, which would close
+			// a watcher as fallen behind.
 			deadline := time.After(waitFor)
+			seen := 0
 			for {
 				select {
-				case got := <-pushed:
-					if got.ID == a.ID && got.Phase == tc.wantPhase && got.Reason == tc.wantReason {
+				case got, ok := <-pushed:
+					if !ok {
+						t.Fatalf("Watch: channel closed after %d statuses of %s: the provider pushed more than a watcher buffers", seen, a.ID)
+					}
+					if got.ID != a.ID {
+						continue
+					}
+					if seen++; seen > maxPushesPerExit {
+						t.Fatalf("Watch: %d statuses pushed for %s before its exit; want at most %d", seen, a.ID, maxPushesPerExit)
+					}
+					if got.Phase == tc.wantPhase && got.Reason == tc.wantReason {
 						return
 					}
 				case <-deadline:

@@ -370,7 +370,8 @@ func (p *Provider) deleteStoppedTask(ctx context.Context, id string) error {
 }
 
 // handleOOM records that the kernel OOM-killed in id's current task, so
-// that its exit reads as an OOM kill even once the cgroup is gone.
+// that its exit reads as an OOM kill even once the cgroup is gone. It
+// records, logs and pushes a task's first OOM kill only.
 func (p *Provider) handleOOM(ctx context.Context, id string, at time.Time) {
 	unlock, err := p.replicaLocks.lock(ctx, id)
 	if err != nil {
@@ -388,7 +389,13 @@ func (p *Provider) handleOOM(ctx context.Context, id string, at time.Time) {
 	if err != nil || t == nil {
 		return
 	}
-	if err := p.setLabels(ctx, id, map[string]string{labelOOM: strconv.FormatUint(uint64(t.pid), 10)}); err != nil {
+	pid := strconv.FormatUint(uint64(t.pid), 10)
+	if c.Labels[labelOOM] == pid {
+		// Recorded already: the kernel reports every OOM in the
+		// cgroup, hundreds a second while a task fights its limit.
+		return
+	}
+	if err := p.setLabels(ctx, id, map[string]string{labelOOM: pid}); err != nil {
 		p.log.Debug("record OOM kill", "id", id, "err", err)
 		return
 	}
