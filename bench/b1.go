@@ -209,7 +209,17 @@ func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *l
 	// Logged as well: a suite that runs out of budget in a later run
 	// still tells what this one measured.
 	log.Printf("bench: B1 run %d on the %s cluster: %.0f replicas/s, region RSS %.0f MiB", round+1, c.name, r.rate, r.regionRSS)
+	if s.o.profiles != "" {
+		// The runtime's own account of the RSS just read (heap in use,
+		// idle and released, the GC's next goal, stacks), every run: the
+		// heap profile alone does not tell what the rest is.
+		s.pprofTo(ctx, c.region.name, "heap?debug=1", fmt.Sprintf("b1-region-memstats-%s-run%d.txt", c.name, round+1))
+	}
 	if s.o.profiles != "" && round == 0 {
+		// What the last collection found live, which set the heap goal
+		// the RSS just read grew to, before heapProfile's collection
+		// shows what stays.
+		s.pprofTo(ctx, c.region.name, "heap", "b1-region-heap-lastgc-"+c.name+".pprof")
 		s.heapProfile(ctx, c.region.name, "b1-region-heap-"+c.name+".pprof")
 	}
 	return r, err

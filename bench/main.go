@@ -49,7 +49,7 @@ func main() {
 	flag.IntVar(&o.replicas, "replicas", 10, "replicas per resource in B1")
 	flag.StringVar(&o.bin, "bin", "bin", "directory with strata, strata-agent and etcd")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
-	flag.StringVar(&o.profiles, "profiles", "", "directory to write CPU profiles of the tiers and their etcd members taken during B1, of the region during B8, and heap and goroutine profiles of the region and agent B6 measures (empty: none)")
+	flag.StringVar(&o.profiles, "profiles", "", "directory to write CPU profiles of the tiers and their etcd members taken during B1, of the region during B8, heap and goroutine profiles of the region and agent B6 measures, and the region's runtime memory statistics at the end of each B1 run (empty: none)")
 	flag.Parse()
 	o.only = map[string]bool{}
 	for _, b := range strings.Split(only, ",") {

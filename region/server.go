@@ -65,12 +65,15 @@ func grpcReadBuffer(sec *transport.Security) int {
 
 // grpcWriteBuffer is the buffer a gRPC connection gathers frames in
 // before it writes them. gRPC takes one from a pool for each flush and
-// gives it back after; the pool keeps what the busiest moment took
-// (1,000 agent connections flushing at once held 6.7 MB of 32 KiB
-// buffers, gRPC's default). Under TLS a write is cut into records of
-// 16 KiB at most, one system call each, so a larger buffer saves no
-// write.
-const grpcWriteBuffer = 16 << 10
+// gives it back after; the pool keeps what the busiest moment took, and
+// a connection's writer holds its buffer while it yields for more
+// frames. With 500 agent connections at the end of B1 the region's heap
+// held 4–7 MB of them at 16 KiB each (32 KiB, gRPC's default, took 6.7
+// MB at once). What a region sends its agents is mostly small (a
+// heartbeat's answer, a node's few changed assignments); a larger
+// message costs one write per 4 KiB, a few microseconds each, on the
+// rarer large ones (a node's snapshot when its agent connects).
+const grpcWriteBuffer = 4 << 10
 
 // Options are what a region needs beyond its configuration.
 type Options struct {

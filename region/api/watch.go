@@ -199,12 +199,24 @@ func (c *coalesced[T]) drain(w *watch[T], max int) {
 // take returns the window's changes and starts a new window. An object
 // created and deleted within the window is left out: the receiver never
 // saw it.
+//
+// A map keeps the room it grew to when cleared: a region holds one per
+// agent stream, so one that grew past a few names (a node's replicas
+// created at once) is dropped rather than kept for the stream's life.
 func (c *coalesced[T]) take() []store.Change[T] {
 	out := slices.DeleteFunc(c.batch, func(ch store.Change[T]) bool { return ch.Old == nil && ch.New == nil })
 	c.batch = nil
-	clear(c.pending)
+	if len(c.pending) > keptPending {
+		c.pending = nil
+	} else {
+		clear(c.pending)
+	}
 	return out
 }
+
+// keptPending is the most names a window may have had for its map to be
+// kept for the next (one group of a Go map).
+const keptPending = 8
 
 // watchShares streams the region's shares: one snapshot, then changes.
 func (s *Server) watchShares(ctx context.Context, send func(*regionv1.WatchSharesResponse) error) error {

@@ -310,3 +310,34 @@ func TestWatchQueue(t *testing.T) {
 	default:
 	}
 }
+
+// TestCoalescedDropsAGrownMap checks that a window's changes come out
+// merged by name whatever the window before held, and that a window of
+// many names does not leave its grown map to the stream's next ones.
+func TestCoalescedDropsAGrownMap(t *testing.T) {
+	item := func(gen int64) *store.Item[api.Assignment] {
+		return &store.Item[api.Assignment]{Value: &api.Assignment{Generation: gen}}
+	}
+	for _, n := range []int{keptPending, keptPending + 1, 100} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			var c coalesced[api.Assignment]
+			var first []store.Change[api.Assignment]
+			for i := range n {
+				first = append(first, store.Change[api.Assignment]{Name: fmt.Sprint("a", i), New: item(1)})
+			}
+			c.add(first)
+			if got := c.take(); len(got) != n {
+				t.Fatalf("first window: got %d changes; want %d", len(got), n)
+			}
+			if kept := c.pending != nil; kept != (n <= keptPending) {
+				t.Errorf("after a window of %d names the map is kept: %v; want %v", n, kept, n <= keptPending)
+			}
+			c.add([]store.Change[api.Assignment]{{Name: "a0", Old: item(1), New: item(2)}})
+			c.add([]store.Change[api.Assignment]{{Name: "a0", Old: item(2), New: item(3)}})
+			got := c.take()
+			if len(got) != 1 || got[0].Old.Value.Generation != 1 || got[0].New.Value.Generation != 3 {
+				t.Errorf("second window: got %d changes (%+v); want one, from generation 1 to 3", len(got), got)
+			}
+		})
+	}
+}

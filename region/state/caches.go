@@ -48,7 +48,7 @@ type Caches struct {
 func NewCaches(st *State) *Caches {
 	c := &Caches{Watch: store.NewSharedWatch(st.Store, "")}
 	w := store.WithSharedWatch(c.Watch)
-	c.Placements = store.NewCache(st.Placements, w, store.WithOnChange(c.PlacementFeed.Publish))
+	c.Placements = store.NewCache(st.Placements, w, store.WithOnChange(c.PlacementFeed.Publish), store.WithCompact(compactPlacement))
 	c.Shares = store.NewCache(st.Shares, w, store.WithOnChange(c.ShareFeed.Publish))
 	c.Assignments = store.NewCache(st.Assignments, w, store.WithOnChange(c.AssignmentFeed.Publish),
 		store.WithIndex(AssignmentsByNode, assignmentNode), store.WithIndex(AssignmentsByTenant, assignmentTenant),
@@ -138,16 +138,52 @@ func compactAssignment(name string, a *api.Assignment) {
 	store.Intern(&a.Kind)
 	store.Intern(&a.Provider)
 	store.Intern(&a.Desired)
-	if c := a.Spec.Compute; c != nil {
-		store.Intern(&c.Image)
-		store.Intern(&c.Network)
-		store.Intern(&c.RestartPolicy)
-		a.Spec.Compute = computeSpecs.share(revisionKey{a.ResourceUID, a.Revision}, c)
+	rev := revisionKey{a.ResourceUID, a.Revision}
+	a.Spec.Compute = shareCompute(rev, a.Spec.Compute)
+	if a.Image != nil {
+		a.Image = images.share(rev, a.Image)
 	}
 	if n := a.Network; n != nil {
 		for _, s := range []*string{&n.Network, &n.Bridge, &n.Subnet, &n.Gateway} {
 			store.Intern(s)
 		}
+	}
+}
+
+// shareCompute interns a compute spec's repeated strings and returns the
+// one copy of it held for rev (see shared); nil stays nil.
+func shareCompute(rev revisionKey, c *api.ComputeSpec) *api.ComputeSpec {
+	if c == nil {
+		return nil
+	}
+	store.Intern(&c.Image)
+	store.Intern(&c.Network)
+	store.Intern(&c.RestartPolicy)
+	return computeSpecs.share(rev, c)
+}
+
+// compactPlacement shares what a placement repeats: its compute spec and
+// resolved image are those of every replica of its revision (the
+// controller copies them into each assignment it creates), so the
+// placement holds the same copy as its replicas; its flavor is that of
+// every placement naming it. Nobody may change a cached placement's
+// Resource.Spec.Compute, Image or Flavor in place (see
+// compactAssignment).
+func compactPlacement(_ string, p *api.Placement) {
+	r := &p.Resource
+	for _, s := range []*string{&p.Region, &r.Tenant, &r.UID, &r.Spec.Flavor} {
+		store.Intern(s)
+	}
+	store.Intern(&r.Kind)
+	rev := revisionKey{r.UID, r.Revision}
+	r.Spec.Compute = shareCompute(rev, r.Spec.Compute)
+	if p.Image != nil {
+		p.Image = images.share(rev, p.Image)
+	}
+	if f := p.Flavor; f != nil {
+		store.Intern(&f.Name)
+		store.Intern(&f.Kind)
+		p.Flavor = flavors.share(revisionKey{f.Name, f.ResourceVersion}, f)
 	}
 }
 

@@ -67,6 +67,14 @@ func (s *shared[V]) len() int {
 	return len(s.m)
 }
 
-// computeSpecs are the compute specs of the region's replicas, one per
-// revision of a resource (see compactAssignment).
-var computeSpecs shared[api.ComputeSpec]
+// computeSpecs are the compute specs of the region's replicas and
+// placements, one per revision of a resource (see compactAssignment),
+// and images their resolved images.
+var (
+	computeSpecs shared[api.ComputeSpec]
+	images       shared[api.ImageSpec]
+)
+
+// flavors are the flavors the region's placements carry, one per
+// version of a flavor (its name and resource version for revisionKey).
+var flavors shared[api.Flavor]

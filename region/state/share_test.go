@@ -65,3 +65,38 @@ func TestSharedSpecsAreDropped(t *testing.T) {
 		t.Errorf("a spec still held was dropped from the table")
 	}
 }
+
+// TestPlacementSharesWithItsReplicas checks that a placement's compaction
+// changes nothing of it, that it holds the compute spec and image its
+// replicas of the same revision hold, and that placements naming one
+// version of a flavor hold one copy of it.
+func TestPlacementSharesWithItsReplicas(t *testing.T) {
+	placement := func(name string) string {
+		return fmt.Sprintf(`{"region":"r1","resource":{"name":%q,"tenant":"acme","uid":"u-pl-%s","kind":"Compute","revision":3,`+
+			`"spec":{"flavor":"tiny","compute":{"image":"busybox","command":["sh"],"restartPolicy":"always"}}},`+
+			`"flavor":{"name":"tiny","kind":"fake","spec":{"vcpus":1,"memoryMiB":64},"resourceVersion":7},"image":{"ref":"docker.io/library/busybox:latest"}}`, name, name)
+	}
+	compacted := func(raw string) *api.Placement {
+		p, want := decode[api.Placement](t, raw), decode[api.Placement](t, raw)
+		compactPlacement(p.Key(), p)
+		if !reflect.DeepEqual(p, want) {
+			t.Fatalf("compacted placement %+v; want it equal to %+v", p, want)
+		}
+		return p
+	}
+	web, db := compacted(placement("web")), compacted(placement("db"))
+	if web.Flavor != db.Flavor {
+		t.Errorf("two placements of flavor tiny, version 7, hold two copies of it; want one shared")
+	}
+	if web.Resource.Spec.Compute == db.Resource.Spec.Compute {
+		t.Errorf("two resources' placements hold one compute spec; want each its own revision's")
+	}
+	replica := decode[api.Assignment](t, `{"id":"web-1","tenant":"acme","resource":"web","resourceUID":"u-pl-web","kind":"Compute","revision":3,`+
+		`"spec":{"flavor":"tiny","compute":{"image":"busybox","command":["sh"],"restartPolicy":"always"}},"image":{"ref":"docker.io/library/busybox:latest"}}`)
+	compactAssignment(replica.ID, replica)
+	if replica.Spec.Compute != web.Resource.Spec.Compute || replica.Image != web.Image {
+		t.Errorf("a replica of web's revision 3 shares compute spec %v, image %v with its placement; want both shared",
+			replica.Spec.Compute == web.Resource.Spec.Compute, replica.Image == web.Image)
+	}
+	runtime.KeepAlive(db)
+}
