@@ -184,6 +184,9 @@ func (s *suite) b5Run(ctx context.Context, c *cluster, round int) (time.Duration
 	}); err != nil {
 		return 0, nil, err
 	}
+	if err := c.waitEstablished(ctx, c.gHTTP[master]); err != nil {
+		return 0, nil, err
+	}
 	other := 1 - master
 	// The survivor's metrics are read from it; the create goes through
 	// the load balancer, as a client's would.
@@ -225,7 +228,7 @@ func (s *suite) b5Run(ctx context.Context, c *cluster, round int) (time.Duration
 	seen := time.Now()
 	took := seen.Sub(killed)
 	steps.res.sample(name, killed, posted, seen, 0)
-	p, err := c.restart(ctx, fmt.Sprintf("%s-global-%d-r%d", c.name, master+1, round+1), "global", c.gCfgs[master], c.gHTTP[master])
+	p, err := c.restart(ctx, fmt.Sprintf("%s-global-%d-r%d", c.name, master+1, round+1), "global", c.gCfgs[master], c.gHTTP[master], "lb-global", master)
 	c.globals[master] = p
 	v := steps.values()
 	// The figure is the propagation, not the resource's readiness.
@@ -235,17 +238,52 @@ func (s *suite) b5Run(ctx context.Context, c *cluster, round int) (time.Duration
 	return took, v, err
 }
 
-// restart starts a replica of tier again with its configuration and
-// waits until it is ready (its /readyz at httpAddr answers 200).
-func (c *cluster) restart(ctx context.Context, name, tier, cfg, httpAddr string) (*proc, error) {
+// waitEstablished waits until the master at httpAddr has led for a
+// lease TTL. The run before elected it moments ago, and a standby
+// revokes a dead leader's lease only once it has seen the leader's
+// address serve at least a second into its term (internal/election's
+// guards against a false verdict): killed younger, its lease runs out
+// instead, which is a master lost right after a failover, not the loss
+// of an established master the figure is about.
+func (c *cluster) waitEstablished(ctx context.Context, httpAddr string) error {
+	var st struct {
+		LeaderSince time.Time `json:"leaderSince"`
+	}
+	if _, err := c.newClient(httpAddr).do(ctx, http.MethodGet, "/v1/status", nil, &st); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(st.LeaderSince.Add(leaseTTL))):
+		return nil
+	}
+}
+
+// restart starts replica i of tier again with its configuration and
+// waits until it is ready (its /readyz at httpAddr answers 200) and, in
+// production, until the balancer lb in front of the tier sends it
+// connections again. The next failover is then the loss of one replica
+// with another one serving, as in a deployment whose killed replica came
+// back long before the next failure. Without the wait it was two at
+// once: the balancer, which counts a replica in after two checks, still
+// counted the restarted one out when the next run killed the other, and
+// held the create's refused connection for its turn-around time (one
+// second) before it tried again.
+func (c *cluster) restart(ctx context.Context, name, tier, cfg, httpAddr, lb string, i int) (*proc, error) {
 	p, err := c.s.start(name, tier, "--config", cfg)
 	if err != nil {
 		return nil, err
 	}
 	restarted := c.newClient(httpAddr)
-	return p, waitFor(ctx, 100*time.Millisecond, "the restarted "+name, func() error {
+	if err := waitFor(ctx, 100*time.Millisecond, "the restarted "+name, func() error {
 		_, err := restarted.do(ctx, http.MethodGet, "/readyz", nil, nil)
 		return err
+	}); err != nil || !c.shape.production {
+		return p, err
+	}
+	return p, waitFor(ctx, 50*time.Millisecond, lb+" sends connections to the restarted "+name, func() error {
+		return c.lbServing(lb, i)
 	})
 }
 
@@ -326,7 +364,7 @@ func (s *suite) b5RegionRun(ctx context.Context, c *cluster, round int) (time.Du
 	time.AfterFunc(5*time.Second, stopAgents)
 	polls.Wait()
 	stopAgents()
-	p, err := c.restart(ctx, fmt.Sprintf("%s-region-%d-r%d", c.name, leader+1, round+1), "region", c.rCfgs[leader], c.rHTTPs[leader])
+	p, err := c.restart(ctx, fmt.Sprintf("%s-region-%d-r%d", c.name, leader+1, round+1), "region", c.rCfgs[leader], c.rHTTPs[leader], "lb-region", leader)
 	c.regions[leader] = p
 	if err != nil {
 		return 0, nil, err

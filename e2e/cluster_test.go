@@ -1,13 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/redistest"
 	"github.com/stratahq/strata/internal/secretbox"
+	"github.com/stratahq/strata/internal/testenv/scrape"
 )
 
 // procCluster is a whole Strata cluster of real processes: global
@@ -201,24 +201,11 @@ func (c *procCluster) leader() (int, error) {
 // /metrics endpoint; a missing sample reads 0.
 func metric(t *testing.T, addr, sample string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatalf("GET %s/metrics: %v", addr, err)
+	v, err := scrape.Sample(context.Background(), nil, "http://"+addr+"/metrics", sample)
+	if err != nil && !errors.Is(err, scrape.ErrNoSample) {
+		t.Fatalf("metric %s: %v", sample, err)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, sample+" ") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(line[len(sample):]), 64)
-			if err != nil {
-				t.Fatalf("metric %s: %v", sample, err)
-			}
-			return v
-		}
-	}
-	return 0
+	return v
 }
 
 // resourceStatus reads a resource's status from a global replica.

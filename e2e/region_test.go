@@ -71,6 +71,7 @@ type regionCluster struct {
 	redis  *redistest.Server
 	proc   *framework.Proc
 	rest   *framework.Client
+	http   string // the REST API's address (and /metrics')
 	grpc   string
 	rs     regionv1.RegionServiceClient
 	agents map[string]*regionAgent
@@ -127,6 +128,7 @@ log: {level: debug}
 	c.proc = framework.Start(t, "region", c.bin, []string{"region", "--config", cfg})
 	framework.WaitHTTP(t, "http://"+httpAddr+"/readyz", 60*time.Second)
 	c.rest = framework.NewClient("http://"+httpAddr, framework.RegionToken)
+	c.http = httpAddr
 	cc, err := transport.Dial(c.grpc, c.pki.Security(pki.Global("e2e")), transport.ServerIs(pki.Region(regionName)))
 	if err != nil {
 		t.Fatal(err)
@@ -383,6 +385,22 @@ func (c *regionCluster) waitReady(name string, n int, avoid ...string) []api.Rep
 	return run
 }
 
+// monitorPasses waits until the node monitor has run n more passes. A
+// pass looks at every node once and observes its heartbeat's age, so the
+// lag histogram's count grows by the number of nodes each pass.
+func (c *regionCluster) monitorPasses(n int) {
+	c.t.Helper()
+	const looks = `strata_heartbeat_lag_seconds_count{tier="region"}`
+	from := metric(c.t, c.http, looks)
+	framework.Eventually(c.t, 30*time.Second, fmt.Sprintf("%d monitor passes", n), func() error {
+		// Every node the test started registered, and stays registered.
+		if passes := (metric(c.t, c.http, looks) - from) / float64(len(c.agents)); passes < float64(n) {
+			return fmt.Errorf("%.1f passes", passes)
+		}
+		return nil
+	})
+}
+
 func (c *regionCluster) rev() int64 {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -611,8 +629,10 @@ func TestRegionNodeLoss(t *testing.T) {
 		}
 	}
 	// A Down node costs nothing while it stays down: its replicas wait
-	// for their destroy to be confirmed, without writes.
-	time.Sleep(2 * time.Second)
+	// for their destroy to be confirmed, without writes. The monitor is
+	// what looks at it again and again (the controller passes on changes
+	// and its own deadlines): four of its passes must write nothing.
+	c.monitorPasses(4)
 	if ws := c.history(settled+1, c.rev()); len(ws) != 0 {
 		t.Errorf("etcd writes while %s stayed Down:\n%s", victim, joinWrites(ws))
 	}

@@ -332,7 +332,7 @@ func startHAProxy(t *testing.T, top *Topology, tier *Tier, httpPort, grpcPort in
 		rest.Servers = append(rest.Servers, haproxycfg.Server{Name: r.ID, Addr: r.Host.Addr(httpPort)})
 		grpcF.Servers = append(grpcF.Servers, haproxycfg.Server{Name: r.ID, Addr: r.Host.Addr(grpcPort), CheckPort: httpPort})
 	}
-	cfg := haproxycfg.Render(2000, top.PKI.CAFile(), rest, grpcF)
+	cfg := haproxycfg.Render(haproxycfg.Global{MaxConn: 2000, CAFile: top.PKI.CAFile()}, rest, grpcF)
 	path := top.write(tier.Name+"-haproxy.cfg", cfg)
 	tier.LB.Start(t, tier.Name+"-lb", testenv.LookPath(t, "haproxy"), []string{"-f", path, "-db"})
 }

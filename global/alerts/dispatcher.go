@@ -65,6 +65,7 @@ type Dispatcher struct {
 
 	sent, failed, dropped atomic.Uint64
 	pending               atomic.Int64
+	passes                atomic.Uint64
 }
 
 // Stats are this process's delivery counters, for metrics: posts the
@@ -73,6 +74,12 @@ type Dispatcher struct {
 func (d *Dispatcher) Stats() (sent, failed, dropped uint64, pending int64) {
 	return d.sent.Load(), d.failed.Load(), d.dropped.Load(), d.pending.Load()
 }
+
+// Passes is how many passes this process has completed as the master:
+// each read the rules and the regions' events, wrote the state and
+// started the notifications that were due. A pass that fails is not
+// counted.
+func (d *Dispatcher) Passes() uint64 { return d.passes.Load() }
 
 // New returns a dispatcher.
 func New(o Options) *Dispatcher {
@@ -149,7 +156,9 @@ func (d *Dispatcher) Lead(ctx context.Context, guard store.Guard) error {
 		case res := <-r.results:
 			err = r.done(ctx, res)
 		case <-t.C:
-			err = r.pass(ctx)
+			if err = r.pass(ctx); err == nil {
+				d.passes.Add(1)
+			}
 		}
 		if err == nil {
 			continue

@@ -15,6 +15,7 @@ import (
 	"github.com/stratahq/strata/devcluster"
 	"github.com/stratahq/strata/global/alerts"
 	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/testenv/scrape"
 	"github.com/stratahq/strata/providers/fake"
 	"github.com/stratahq/strata/providers/provider"
 )
@@ -125,7 +126,29 @@ func TestNodeDownToAlertmanagerReceiver(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(2 * time.Second) // a few more master passes: nothing more may come
+	// Nothing more may come: three more master passes, each of which
+	// reads the regions' events and starts whatever notification is due,
+	// and then nothing pending, so that whatever they started has reached
+	// the receiver (or failed) by the time it is counted.
+	passes := `strata_alerts_passes_total{tier="global"}`
+	from, err := scrape.Sample(ctx, nil, c.GlobalURL()+"/metrics", passes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "three more master passes", 60*time.Second, func() error {
+		n, err := scrape.Sample(ctx, nil, c.GlobalURL()+"/metrics", passes)
+		if err == nil && n < from+3 {
+			err = fmt.Errorf("%.0f passes since the resolved alert", n-from)
+		}
+		return err
+	})
+	waitFor(t, "nothing pending", 60*time.Second, func() error {
+		n, err := scrape.Sample(ctx, nil, c.GlobalURL()+"/metrics", `strata_alerts_pending{tier="global"}`)
+		if err == nil && n != 0 {
+			err = fmt.Errorf("%.0f alerts pending", n)
+		}
+		return err
+	})
 	got, bad := rc.snapshot()
 	if len(bad) > 0 {
 		t.Fatalf("receiver saw bad posts: %q", bad)

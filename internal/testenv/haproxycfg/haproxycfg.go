@@ -28,13 +28,26 @@ type Server struct {
 	CheckPort int
 }
 
-// Render is the configuration: at most maxConn connections, checks
-// verified against caFile.
-func Render(maxConn int, caFile string, fronts ...Frontend) string {
+// Global is the balancer's process-wide settings.
+type Global struct {
+	// MaxConn bounds the connections haproxy holds.
+	MaxConn int
+	// CAFile verifies the replicas' certificates in the checks.
+	CAFile string
+	// StatsSocket, when set, is the path of a unix socket that serves
+	// haproxy's runtime API read-only: "show stat" says which replicas
+	// the checks count in.
+	StatsSocket string
+}
+
+// Render is the configuration of g with fronts.
+func Render(g Global, fronts ...Frontend) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `global
-  maxconn %d
-defaults
+	fmt.Fprintf(&b, "global\n  maxconn %d\n", g.MaxConn)
+	if g.StatsSocket != "" {
+		fmt.Fprintf(&b, "  stats socket %s mode 600 level user\n", g.StatsSocket)
+	}
+	fmt.Fprintf(&b, `defaults
   mode tcp
   timeout connect 2s
   timeout client 1h
@@ -45,7 +58,7 @@ defaults
   http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
   http-check expect status 200
   default-server inter 500ms fall 2 rise 2 check-ssl verify required ca-file %s
-`, maxConn, caFile)
+`, g.CAFile)
 	for _, f := range fronts {
 		fmt.Fprintf(&b, "frontend %s\n  bind %s\n  default_backend %s\nbackend %s\n", f.Name, f.Bind, f.Name, f.Name)
 		for _, s := range f.Servers {
