@@ -177,7 +177,35 @@ func NewSegment(prefix string, subnet netip.Prefix, mtu int) (*Segment, error) {
 			return nil, err
 		}
 	}
+	if err := ns.Do(switchOnly); err != nil {
+		ns.Delete()
+		return nil, err
+	}
 	return s, nil
+}
+
+// bridgeNetfilter are the switches that send a namespace's bridged
+// frames through its IP, IPv6 and ARP netfilter hooks (br_netfilter).
+var bridgeNetfilter = []string{
+	"/proc/sys/net/bridge/bridge-nf-call-iptables",
+	"/proc/sys/net/bridge/bridge-nf-call-ip6tables",
+	"/proc/sys/net/bridge/bridge-nf-call-arptables",
+}
+
+// switchOnly turns br_netfilter off in the calling thread's namespace:
+// the segment stands in for a switch, which forwards frames without a
+// host's netfilter hooks. The kernel turns them on in every namespace
+// that has a bridge, and a frame across the segment would otherwise pay
+// them twice (data and acknowledgement alike), a cost no wire has.
+// Without br_netfilter (a module not loaded) there is nothing to turn off.
+func switchOnly() error {
+	for _, p := range bridgeNetfilter {
+		err := os.WriteFile(p, []byte("0\n"), 0o644)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("segment: %s: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // Gateway is the segment's own address.
