@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -23,35 +24,88 @@ import (
 // the machinery, not that race.
 const benchGrace = 10 * time.Millisecond
 
-// BenchmarkDirectCreateStart is the baseline: the container the
-// provider makes, made with containerd's client alone (create with a
-// snapshot, start, stop with SIGTERM, delete), as ctr would do it. Its
-// OCI spec is built by the provider's own specOpts from the same
-// assignment (image config, command, hostname, the /etc/hosts and
-// resolv.conf bind mounts, memory and CPU limits, capabilities, the
-// default seccomp profile, no_new_privileges, the pids limit, masked and
-// read-only paths), on the same snapshotter and runtime, and its output
-// goes to a file through containerd's own file logging: so the ratio to
-// BenchmarkProviderApply is the provider's overhead, not a cheaper
-// container. "loopback" has no network; "bridge" is in a network
-// namespace attached by the CNI bridge plugin called directly through
-// libcni with the provider's conflist (the same plugins and addresses),
-// as a script around ctr and the CNI plugins would do it.
-func BenchmarkDirectCreateStart(b *testing.B) {
+// BenchmarkCreateStartDelete times a busybox container created,
+// started, stopped and deleted through the provider (Apply until ready,
+// then Delete) against the same container made with containerd's client
+// alone, one of each in turn, so that whatever else the machine does
+// weighs on both alike. It reports the median of each (direct-ns/op,
+// provider-ns/op) and the median of the pairs' ratios (ratio).
+//
+// The baseline is the container the provider makes, as ctr would make
+// it (create with a snapshot, start, stop with SIGTERM, delete): its OCI
+// spec is built by the provider's own specOpts from the same assignment
+// (image config, command, hostname, the /etc/hosts and resolv.conf bind
+// mounts, memory and CPU limits, capabilities, the default seccomp
+// profile, no_new_privileges, the pids limit, masked and read-only
+// paths), on the same snapshotter and runtime, and its output goes to a
+// file through containerd's own file logging: so the ratio is the
+// provider's overhead, not a cheaper container. "loopback" has no
+// network; "bridge" is in a network namespace attached by the CNI bridge
+// plugin called directly through libcni with the provider's conflist
+// (the same plugins and addresses), as a script around ctr and the CNI
+// plugins would do it.
+func BenchmarkCreateStartDelete(b *testing.B) {
 	for _, bridged := range []bool{false, true} {
 		name := "loopback"
 		if bridged {
 			name = "bridge"
 		}
-		b.Run(name, func(b *testing.B) { benchDirect(b, bridged) })
+		b.Run(name, func(b *testing.B) {
+			e := newEnv(b)
+			// Import once, outside the measurement, for both.
+			if _, err := e.p.ensureImage(e.p.nsCtx(context.Background()), imageSource{ref: busyboxRef, archive: e.archive}, nil); err != nil {
+				b.Fatalf("image: %v", err)
+			}
+			direct := benchDirect(b, e, bridged)
+			provider := benchProvider(b, e, bridged)
+			var directs, providers, ratios []float64
+			n := 0
+			for b.Loop() {
+				n++
+				// Each goes first every other pair.
+				first, second := direct, provider
+				if n%2 == 0 {
+					first, second = provider, direct
+				}
+				t1 := timed(func() { first(n) })
+				t2 := timed(func() { second(n) })
+				d, p := t1, t2
+				if n%2 == 0 {
+					d, p = t2, t1
+				}
+				directs, providers, ratios = append(directs, d), append(providers, p), append(ratios, p/d)
+			}
+			b.ReportMetric(median(directs), "direct-ns/op")
+			b.ReportMetric(median(providers), "provider-ns/op")
+			b.ReportMetric(median(ratios), "ratio")
+		})
 	}
 }
 
-func benchDirect(b *testing.B, bridged bool) {
-	e := newEnv(b)
+// timed runs fn and returns how long it took, in nanoseconds.
+func timed(fn func()) float64 {
+	start := time.Now()
+	fn()
+	return float64(time.Since(start).Nanoseconds())
+}
+
+// median of v (v is reordered).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	if len(v)%2 == 0 {
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return v[len(v)/2]
+}
+
+// benchDirect returns the baseline: container n made with containerd's
+// client alone, and the CNI bridge plugin through libcni when bridged.
+func benchDirect(b *testing.B, e *testEnv, bridged bool) func(n int) {
 	ctx := e.p.nsCtx(context.Background())
-	src := imageSource{ref: busyboxRef, archive: e.archive}
-	img, err := e.p.ensureImage(ctx, src, nil)
+	img, err := e.p.ensureImage(ctx, imageSource{ref: busyboxRef, archive: e.archive}, nil)
 	if err != nil {
 		b.Fatalf("image: %v", err)
 	}
@@ -64,9 +118,10 @@ func benchDirect(b *testing.B, bridged bool) {
 		b.Fatal(err)
 	}
 	logs := b.TempDir()
-	n := 0
-	for b.Loop() {
-		n++
+	if bridged {
+		b.Cleanup(func() { _ = deleteLink("st-bench1") })
+	}
+	return func(n int) {
 		id := fmt.Sprintf("direct-%d", n)
 		a := e.assignment(id)
 		nsPath := "" // loopback: a namespace of runc's, without CNI
@@ -119,9 +174,6 @@ func benchDirect(b *testing.B, bridged bool) {
 			}
 		}
 	}
-	if bridged {
-		_ = deleteLink("st-bench1")
-	}
 }
 
 // directRun starts ctr's task, its output through out, stops it as the
@@ -158,68 +210,47 @@ func directRun(ctx context.Context, b *testing.B, ctr client.Container, out cio.
 	}
 }
 
-// BenchmarkProviderApply is the same container through the provider:
-// Apply until ready (network namespace, CNI, log file, labels), then
-// Delete. The difference to BenchmarkDirectCreateStart is the agent's
-// overhead per replica.
-func BenchmarkProviderApply(b *testing.B) {
-	cases := []struct {
-		name    string
-		network func(n int) *api.NetworkAttachment
-	}{
-		{"loopback", func(int) *api.NetworkAttachment { return nil }},
-		{"bridge", func(n int) *api.NetworkAttachment {
+// benchProvider returns the same container through the provider: Apply
+// until ready (network namespace, CNI, log file, labels), then Delete.
+func benchProvider(b *testing.B, e *testEnv, bridged bool) func(n int) {
+	network := func(int) *api.NetworkAttachment { return nil }
+	if bridged {
+		network = func(n int) *api.NetworkAttachment {
 			host := 20 + n%200
 			if n < 0 { // the anchor
 				host = 5
 			}
 			return &api.NetworkAttachment{Network: "bench", Bridge: "st-bench0", Subnet: "10.213.3.0/24",
 				Address: fmt.Sprintf("10.213.3.%d", host)}
-		}},
-	}
-	for _, bc := range cases {
-		b.Run(bc.name, func(b *testing.B) {
-			e := newEnv(b)
-			// Import once, outside the measurement, as for the baseline.
-			if _, err := e.p.ensureImage(e.p.nsCtx(context.Background()), imageSource{ref: busyboxRef, archive: e.archive}, nil); err != nil {
-				b.Fatalf("image: %v", err)
-			}
-			// On a node the bridge carries other replicas and outlives
-			// each one: an anchor replica keeps it, so that the loop
-			// measures a replica, not a bridge created and removed each
-			// time (the direct baseline keeps its bridge too).
-			if anchor := bc.network(-1); anchor != nil && anchor.Bridge != "" {
-				a := e.assignment("bench-anchor")
-				a.Network = anchor
-				ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-				if st, err := e.p.Apply(ctx, a); err != nil || st.Phase != api.PhaseReady {
-					cancel()
-					b.Fatalf("Apply anchor: got %s (%s), %v; want ready", st.Phase, st.Reason, err)
-				}
-				cancel()
-				b.Cleanup(func() {
-					if err := e.p.Delete(context.Background(), a, benchGrace); err != nil {
-						b.Errorf("Delete anchor: %v", err)
-					}
-				})
-			}
-			n := 0
-			for b.Loop() {
-				n++
-				a := e.assignment(fmt.Sprintf("bench-%d", n))
-				a.Network = bc.network(n)
-				ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-				st, err := e.p.Apply(ctx, a)
-				if err != nil || st.Phase != api.PhaseReady {
-					cancel()
-					b.Fatalf("Apply: got %s (%s), %v; want ready", st.Phase, st.Reason, err)
-				}
-				if err := e.p.Delete(ctx, a, benchGrace); err != nil {
-					cancel()
-					b.Fatalf("Delete: %v", err)
-				}
-				cancel()
+		}
+		// On a node the bridge carries other replicas and outlives each
+		// one: an anchor replica keeps it, so that the loop measures a
+		// replica, not a bridge created and removed each time (the direct
+		// baseline keeps its bridge too).
+		a := e.assignment("bench-anchor")
+		a.Network = network(-1)
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		if st, err := e.p.Apply(ctx, a); err != nil || st.Phase != api.PhaseReady {
+			b.Fatalf("Apply anchor: got %s (%s), %v; want ready", st.Phase, st.Reason, err)
+		}
+		b.Cleanup(func() {
+			if err := e.p.Delete(context.Background(), a, benchGrace); err != nil {
+				b.Errorf("Delete anchor: %v", err)
 			}
 		})
+	}
+	return func(n int) {
+		a := e.assignment(fmt.Sprintf("bench-%d", n))
+		a.Network = network(n)
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		st, err := e.p.Apply(ctx, a)
+		if err != nil || st.Phase != api.PhaseReady {
+			b.Fatalf("Apply: got %s (%s), %v; want ready", st.Phase, st.Reason, err)
+		}
+		if err := e.p.Delete(ctx, a, benchGrace); err != nil {
+			b.Fatalf("Delete: %v", err)
+		}
 	}
 }
