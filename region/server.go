@@ -465,7 +465,7 @@ func (s *Server) ensureNetwork(ctx context.Context, st *state.State) error {
 		}
 		return nil
 	}
-	_, err = st.Networks.Modify(ctx, n.Name, func(cur *api.Network) error {
+	rec, err := st.Networks.Modify(ctx, n.Name, func(cur *api.Network) error {
 		if cur.NodeMask != 0 && cur.Backend != "" {
 			return store.ErrNoChange
 		}
@@ -484,7 +484,30 @@ func (s *Server) ensureNetwork(ctx context.Context, st *state.State) error {
 	if err != nil {
 		return fmt.Errorf("region: network %s: %w", n.Name, err)
 	}
+	if differ := networkDrift(nw, rec.Value); len(differ) > 0 {
+		s.log.Warn("network settings differ from the region's recorded network and are not applied: a region's network is fixed at its first start",
+			"network", n.Name, "differ", strings.Join(differ, ", "))
+	}
 	return nil
+}
+
+// networkDrift names the settings of the configured network cfg that
+// differ from the recorded one, each with both values.
+func networkDrift(cfg, rec *api.Network) []string {
+	var out []string
+	diff := func(key string, c, r any) {
+		if fmt.Sprint(c) != fmt.Sprint(r) {
+			out = append(out, fmt.Sprintf("network.%s %v (recorded %v)", key, c, r))
+		}
+	}
+	diff("subnet", cfg.Subnet, rec.Subnet)
+	diff("gateway", cfg.Gateway, rec.Gateway)
+	diff("bridge", cfg.Bridge, rec.Bridge)
+	diff("reserved", cfg.Reserved, rec.Reserved)
+	diff("nodeMask", cfg.NodeMask, rec.NodeMask)
+	diff("backend", cfg.Backend, rec.Backend)
+	diff("vni", cfg.VNI, rec.VNI)
+	return out
 }
 
 func (s *Server) watchLeader(ctx context.Context, e *election.Elector) error {

@@ -808,15 +808,14 @@ func validText(field, s string, max int) error {
 	return nil
 }
 
-// validHostPath checks a path a node will look for in its operator's
-// directories: absolute, without a .. element or control characters.
-// Which directories are allowed only the node knows.
+// validHostPath checks a file a node will look for in its operator's
+// directories: an absolute path, or a path relative to those directories
+// (busybox.tar: the first of them that holds it), without a .. element
+// or control characters. Which directories are allowed only the node
+// knows.
 func validHostPath(field, p string) error {
 	if err := validText(field, p, MaxPathLen); err != nil {
 		return err
-	}
-	if !path.IsAbs(p) {
-		return Invalid(field, "%q must be an absolute path on the node", p)
 	}
 	if slices.Contains(strings.Split(p, "/"), "..") {
 		return Invalid(field, "%q must not have a .. element", p)
@@ -824,13 +823,17 @@ func validHostPath(field, p string) error {
 	return nil
 }
 
-// validArchive checks an image archive: a host path (as validHostPath,
-// also written file:///path) or an http(s) URL without credentials.
+// validArchive checks an image archive: a host path (as validHostPath;
+// an absolute one may be written file:///path) or an http(s) URL without
+// credentials.
 func validArchive(field, s string) error {
 	if err := validText(field, s, MaxPathLen); err != nil {
 		return err
 	}
-	scheme, _, hasScheme := strings.Cut(s, "://")
+	scheme, rest, hasScheme := strings.Cut(s, "://")
+	if scheme == "file" && !path.IsAbs(rest) {
+		return Invalid(field, "%q: a file:// URL names an absolute path (file:///path); a relative name needs no file://", s)
+	}
 	if !hasScheme || scheme == "file" {
 		return validHostPath(field, strings.TrimPrefix(s, "file://"))
 	}
