@@ -2,7 +2,6 @@ package rest
 
 import (
 	"fmt"
-	"mime"
 	"net"
 	"net/http"
 	"net/netip"
@@ -30,9 +29,16 @@ type GuardOptions struct {
 //     resolves to the server, DNS rebinding, is refused);
 //   - a request that changes something comes from the same origin (a
 //     browser's Sec-Fetch-Site or Origin): a page elsewhere cannot make
-//     a browser send it (cross-site request forgery);
-//   - a request body is JSON (application/json): the one content type a
-//     cross-site form cannot send without a preflight.
+//     a browser send it (cross-site request forgery).
+//
+// Both come before authentication, and so for every handler behind
+// Guard (the consoles, the metrics), whether or not it takes a token:
+// they judge which page made the browser send the request, not who the
+// caller is, and a request they refuse must not reach the token check
+// at all (a page on a rebound name is same-origin with itself and could
+// otherwise try tokens through the victim's browser). What a body is,
+// JSON or not, is the business of the API that reads it, once the
+// caller is known (API, checkMediaType).
 func Guard(h http.Handler, o GuardOptions) http.Handler {
 	allowed := make([]string, len(o.AllowedHosts))
 	for i, a := range o.AllowedHosts {
@@ -42,15 +48,7 @@ func Guard(h http.Handler, o GuardOptions) http.Handler {
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("a cross-origin %s is refused (Origin %q, Sec-Fetch-Site %q): %w", r.Method, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"), api.ErrForbidden))
 	}))
-	inner := cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if hasBody(r) {
-			if err := jsonBody(r); err != nil {
-				writeError(w, err)
-				return
-			}
-		}
-		h.ServeHTTP(w, r)
-	}))
+	inner := cop.Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !o.AnyHost && !hostAllowed(r.Host, allowed) {
 			writeError(w, fmt.Errorf("host %q is not a name this server answers to (api.allowedHosts): %w", r.Host, api.ErrForbidden))
@@ -76,19 +74,6 @@ func hostAllowed(hostport string, allowed []string) bool {
 		return true
 	}
 	return slices.Contains(allowed, host)
-}
-
-func hasBody(r *http.Request) bool {
-	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
-}
-
-func jsonBody(r *http.Request) error {
-	ct := r.Header.Get("Content-Type")
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
-		return fmt.Errorf("content type %q is not application/json: %w", ct, api.ErrUnsupportedMedia)
-	}
-	return nil
 }
 
 // writeError answers a request refused before any API saw it; the

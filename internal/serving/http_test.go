@@ -3,6 +3,7 @@ package serving
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -18,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/rest"
 )
 
 // serve runs NewHTTP(h, o) on a loopback port until the test ends.
@@ -142,10 +145,6 @@ func TestSecurityGuard(t *testing.T) {
 		{"an allowed name, trailing dot", "GET", "strata.example.net.", "", nil, 204},
 		{"another name", "GET", "evil.example", "", nil, 403},
 		{"a suffix of an allowed name", "GET", "example.net", "", nil, 403},
-		{"JSON body", "POST", "127.0.0.1", `{}`, map[string]string{"Content-Type": "application/json; charset=utf-8"}, 204},
-		{"no content type", "POST", "127.0.0.1", `{}`, nil, 415},
-		{"text/plain", "POST", "127.0.0.1", `{}`, map[string]string{"Content-Type": "text/plain"}, 415},
-		{"a form", "PUT", "127.0.0.1", `a=b`, map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, 415},
 		{"cross-site POST", "POST", "127.0.0.1", "", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403},
 		{"same-site POST", "POST", "127.0.0.1", "", map[string]string{"Sec-Fetch-Site": "same-site"}, 403},
 		{"foreign Origin DELETE", "DELETE", "127.0.0.1", "", map[string]string{"Origin": "https://evil.example"}, 403},
@@ -175,6 +174,75 @@ func TestSecurityGuard(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tt.want {
 				t.Fatalf("got %d %s; want %d", resp.StatusCode, raw, tt.want)
+			}
+		})
+	}
+}
+
+// TestSecurityEdgeOrder checks in which order a served API refuses a
+// request: Host and cross-origin checks first (they judge the page that
+// sent it, token or not), then the token, then routing, then the body's
+// media type.
+func TestSecurityEdgeOrder(t *testing.T) {
+	const token = "s3cret"
+	a := rest.New(func(ctx context.Context, bearer string) (context.Context, error) {
+		if bearer != token {
+			return nil, fmt.Errorf("a valid bearer token is required: %w", api.ErrUnauthenticated)
+		}
+		return ctx, nil
+	})
+	a.Handle("POST /v1/things", func(r *http.Request) (any, error) {
+		var v map[string]any
+		return rest.Created(v), rest.Decode(r, &v)
+	})
+	addr := serve(t, a.Handler(), HTTPOptions{})
+	auth := "Bearer " + token
+	tests := []struct {
+		name     string
+		host     string
+		path     string
+		header   map[string]string
+		want     int
+		wantCode string // the api.ErrorBody code
+	}{
+		{"anonymous text/plain", "", "/v1/things", map[string]string{"Content-Type": "text/plain"}, 401, "Unauthenticated"},
+		{"anonymous, no route", "", "/v1/nope", map[string]string{"Content-Type": "text/plain"}, 401, "Unauthenticated"},
+		{"anonymous on a rebound name", "evil.example", "/v1/things", map[string]string{"Content-Type": "text/plain"}, 403, "Forbidden"},
+		{"anonymous cross-site", "", "/v1/things", map[string]string{"Content-Type": "text/plain", "Sec-Fetch-Site": "cross-site"}, 403, "Forbidden"},
+		{"cross-site with the token, no Content-Type", "", "/v1/things", map[string]string{"Authorization": auth, "Sec-Fetch-Site": "cross-site"}, 403, "Forbidden"},
+		{"foreign Origin with the token", "", "/v1/things", map[string]string{"Authorization": auth, "Origin": "https://evil.example"}, 403, "Forbidden"},
+		{"text/plain to no route", "", "/v1/nope", map[string]string{"Authorization": auth, "Content-Type": "text/plain"}, 404, "NotFound"},
+		{"text/plain", "", "/v1/things", map[string]string{"Authorization": auth, "Content-Type": "text/plain"}, 415, "UnsupportedMediaType"},
+		{"a form", "", "/v1/things", map[string]string{"Authorization": auth, "Content-Type": "multipart/form-data; boundary=x"}, 415, "UnsupportedMediaType"},
+		{"latin1", "", "/v1/things", map[string]string{"Authorization": auth, "Content-Type": "application/json; charset=ISO-8859-1"}, 415, "UnsupportedMediaType"},
+		{"no Content-Type", "", "/v1/things", map[string]string{"Authorization": auth}, 201, ""},
+		{"application/json", "", "/v1/things", map[string]string{"Authorization": auth, "Content-Type": "application/json; charset=UTF-8"}, 201, ""},
+		{"same-origin", "", "/v1/things", map[string]string{"Authorization": auth, "Content-Type": "application/json", "Sec-Fetch-Site": "same-origin"}, 201, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest("POST", "http://"+addr+tt.path, strings.NewReader(`{"a":1}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.host != "" {
+				req.Host = tt.host
+			}
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Fatalf("got %d %s; want %d", resp.StatusCode, raw, tt.want)
+			}
+			var eb api.ErrorBody
+			if tt.wantCode != "" && (json.Unmarshal(raw, &eb) != nil || eb.Error.Code != tt.wantCode) {
+				t.Errorf("got body %s; want an error body with code %s", raw, tt.wantCode)
 			}
 		})
 	}
