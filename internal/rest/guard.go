@@ -11,6 +11,21 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
+// Bounds of a request's head, which Guard answers in JSON. The server
+// must read more than MaxHeaderBytes (serving.NewHTTP sets
+// http.Server.MaxHeaderBytes above it): a head net/http refuses itself
+// is answered by net/http, in plain text, before any handler runs.
+const (
+	// MaxHeaderBytes bounds a request's head, its request line and
+	// header fields (431 beyond). Strata's clients send a few hundred
+	// bytes; no cookies, no forwarded chains of any length.
+	MaxHeaderBytes = 64 << 10
+	// MaxURIBytes bounds a request's target, path and query (414
+	// beyond). The longest a client needs is a selector and a continue
+	// token.
+	MaxURIBytes = 8 << 10
+)
+
 // GuardOptions shape Guard.
 type GuardOptions struct {
 	// AllowedHosts are the host names requests may name (Host header)
@@ -24,6 +39,8 @@ type GuardOptions struct {
 
 // Guard puts in front of h what every Strata HTTP server checks before
 // its handlers run (serving.NewHTTP applies it):
+//   - the request's head is within MaxHeaderBytes and its target within
+//     MaxURIBytes;
 //   - the Host header names this server: an IP address, a loopback
 //     name, or one of o.AllowedHosts (a page on another name that
 //     resolves to the server, DNS rebinding, is refused);
@@ -50,12 +67,41 @@ func Guard(h http.Handler, o GuardOptions) http.Handler {
 	}))
 	inner := cop.Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkHead(r); err != nil {
+			writeError(w, err)
+			return
+		}
 		if !o.AnyHost && !hostAllowed(r.Host, allowed) {
 			writeError(w, fmt.Errorf("host %q is not a name this server answers to (api.allowedHosts): %w", r.Host, api.ErrForbidden))
 			return
 		}
 		inner.ServeHTTP(w, r)
 	})
+}
+
+// checkHead refuses a request whose target or head is over its bound.
+func checkHead(r *http.Request) error {
+	if n := len(r.RequestURI); n > MaxURIBytes {
+		return fmt.Errorf("the request target is %d bytes; at most %d: %w", n, MaxURIBytes, api.ErrURITooLong)
+	}
+	if n := headSize(r); n > MaxHeaderBytes {
+		return fmt.Errorf("the request's header fields are about %d bytes; at most %d: %w", n, MaxHeaderBytes, api.ErrHeaderTooLarge)
+	}
+	return nil
+}
+
+// headSize is about the size of r's head as sent: its request line and
+// header fields, each with its separators (HTTP/2 sends them compressed,
+// and is counted as if it had sent them as HTTP/1.1 does).
+func headSize(r *http.Request) int {
+	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2
+	n += len("Host: ") + len(r.Host) + 2 // net/http moves it out of Header
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + 2 + len(v) + 2
+		}
+	}
+	return n + 2
 }
 
 func hostAllowed(hostport string, allowed []string) bool {

@@ -248,6 +248,135 @@ func TestSecurityEdgeOrder(t *testing.T) {
 	}
 }
 
+// rawExchange sends req, as it is, on a new connection to addr and reads
+// the answer.
+func rawExchange(t *testing.T, addr, req string) (*http.Response, []byte) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	// The server may answer and hang up before it has read all of a
+	// large request: write beside the read.
+	go func() { _, _ = io.WriteString(conn, req) }()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, body
+}
+
+// TestServerRefusalsAreJSON sends, over raw TCP, requests that the server
+// refuses before any handler of the API runs, and checks that every one
+// the server can leave to a handler is answered in JSON, and that those
+// net/http answers itself (docs/api.md says which) are what the docs say.
+func TestServerRefusalsAreJSON(t *testing.T) {
+	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}), HTTPOptions{})
+	get := func(target string, header ...string) string {
+		return "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + strings.Join(header, "") + "\r\n"
+	}
+	pad := func(n int) string { return "X-Pad: " + strings.Repeat("a", n) + "\r\n" }
+	var fields []string
+	for i := range 2000 {
+		fields = append(fields, fmt.Sprintf("X-Field-%04d: %s\r\n", i, strings.Repeat("b", 24)))
+	}
+	tests := []struct {
+		name     string
+		req      string
+		want     int
+		wantCode string // the api.ErrorBody code; "" for a plain-text answer of net/http
+	}{
+		{"a head within the bound", get("/v1/x", pad(rest.MaxHeaderBytes-200)), 204, ""},
+		{"one large header field", get("/v1/x", pad(100<<10)), 431, "HeaderTooLarge"},
+		{"many header fields", get("/v1/x", fields...), 431, "HeaderTooLarge"},
+		{"a target within the bound", get("/v1/x?q=" + strings.Repeat("c", rest.MaxURIBytes-20)), 204, ""},
+		{"a long target", get("/v1/x?q=" + strings.Repeat("c", 10<<10)), 414, "URITooLong"},
+		// net/http's own answers, before any handler: plain text.
+		{"a head over the server's bound", get("/v1/x", pad(maxHeaderBytes+8<<10)), 431, ""},
+		{"a request line that does not parse", "GARBAGE\r\n\r\n", 400, ""},
+		{"no Host", "GET /v1/x HTTP/1.1\r\n\r\n", 400, ""},
+		{"a header field name that is not one", get("/v1/x", "Bad Name: x\r\n"), 400, ""},
+		{"HTTP/2.0 on the HTTP/1 wire", "GET /v1/x HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n", 505, ""},
+		{"an unknown transfer coding", "POST /v1/x HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := rawExchange(t, addr, tt.req)
+			if resp.StatusCode != tt.want {
+				t.Fatalf("got %d %q; want %d", resp.StatusCode, api.Clip(string(body)), tt.want)
+			}
+			ct := resp.Header.Get("Content-Type")
+			if tt.wantCode == "" {
+				if tt.want >= 400 && ct != "text/plain; charset=utf-8" {
+					t.Errorf("got Content-Type %q; want net/http's text/plain (docs/api.md lists it as such)", ct)
+				}
+				return
+			}
+			var eb api.ErrorBody
+			if ct != "application/json" || json.Unmarshal(body, &eb) != nil || eb.Error.Code != tt.wantCode {
+				t.Errorf("got %q %s; want a JSON error body with code %s", ct, api.Clip(string(body)), tt.wantCode)
+			}
+		})
+	}
+}
+
+// TestHTTP2HeadTooLargeIsJSON checks the header bound over HTTP/2, where
+// the header fields arrive compressed and net/http's own 431 is HTML.
+func TestHTTP2HeadTooLargeIsJSON(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ca.WriteIdentity(dir, "api", "region:r1", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pki.ServingConfig(f.Cert, f.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}), HTTPOptions{TLS: cfg})
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.CertPEM)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	for _, tt := range []struct {
+		pad  int
+		want int
+	}{{1 << 10, 204}, {100 << 10, 431}} {
+		req, err := http.NewRequest("GET", "https://"+addr+"/v1/x", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Pad", strings.Repeat("a", tt.pad))
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("got %s; want HTTP/2", resp.Proto)
+		}
+		if resp.StatusCode != tt.want {
+			t.Fatalf("header of %d bytes: got %d %q; want %d", tt.pad, resp.StatusCode, api.Clip(string(body)), tt.want)
+		}
+		var eb api.ErrorBody
+		if tt.want == 431 && (resp.Header.Get("Content-Type") != "application/json" || json.Unmarshal(body, &eb) != nil || eb.Error.Code != "HeaderTooLarge") {
+			t.Errorf("got %q %s; want a JSON error body with code HeaderTooLarge", resp.Header.Get("Content-Type"), body)
+		}
+	}
+}
+
 // otherMachine is a listener on an address other machines reach.
 type otherMachine struct{ net.Listener }
 
