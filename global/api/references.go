@@ -4,17 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/store"
 )
-
-// ociRefRE is a loose OCI reference: the region resolves and pulls it, so
-// the API only rejects what cannot be one (spaces, control characters).
-var ociRefRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$`)
 
 // checkReferences checks what a resource names outside itself: its flavor
 // (which must exist and fit its kind), the regions it names (which must be
@@ -150,7 +145,7 @@ func (s *Resources) flavor(ctx context.Context, field, name string) (*api.Flavor
 }
 
 // checkImage accepts an Image resource of the tenant, or, for containers,
-// anything that can be an OCI reference; the region resolves it.
+// an OCI reference (Validate checked its grammar); the region resolves it.
 func (s *Resources) checkImage(ctx context.Context, tenant, field, image string, flavor *api.Flavor) error {
 	vm := flavor != nil && flavor.Kind == api.ProviderVM
 	if api.ValidateName(field, image) == nil {
@@ -162,10 +157,7 @@ func (s *Resources) checkImage(ctx context.Context, tenant, field, image string,
 	if vm {
 		return api.Invalid(field, "a VM boots from an Image resource, and tenant %q has no Image %q", tenant, image)
 	}
-	if len(image) > 512 || !ociRefRE.MatchString(image) {
-		return api.Invalid(field, "%q is neither an Image resource nor an OCI reference", image)
-	}
-	return nil
+	return nil // an OCI reference, whose grammar Validate checked (api.ValidateImageRef)
 }
 
 // imageResource reports whether tenant has an Image resource called name.

@@ -149,7 +149,7 @@ func (r *Resource) Validate() error {
 }
 
 // validateOverrides checks the per-region overrides: registered-looking
-// region names, a flavor name, an environment.
+// region names, a flavor name, an image, an environment.
 func validateOverrides(overrides map[string]SpecOverride) error {
 	var p problems
 	for _, region := range sortedKeys(overrides) {
@@ -160,6 +160,9 @@ func validateOverrides(overrides map[string]SpecOverride) error {
 		o := overrides[region]
 		if o.Flavor != "" {
 			p.add(ValidateName("overrides."+region+".flavor", o.Flavor))
+		}
+		if o.Image != "" {
+			p.add(validImage("overrides."+region+".image", o.Image))
 		}
 		p.add(validateEnv("overrides."+region+".env", o.Env))
 	}
@@ -334,7 +337,7 @@ func (c *ComputeSpec) validate() error {
 	if strings.TrimSpace(c.Image) == "" {
 		p.add(Invalid("image", "is required"))
 	} else {
-		p.add(validText("image", c.Image, MaxPathLen))
+		p.add(validImage("image", c.Image))
 	}
 	p.add(validateEnv("env", c.Env))
 	if c.WorkingDir != "" && !path.IsAbs(c.WorkingDir) {
@@ -480,11 +483,10 @@ func (i *ImageSpec) validate() error {
 			return err
 		}
 	}
-	if err := validText("ref", i.Ref, MaxPathLen); err != nil {
-		return err
-	}
-	if strings.ContainsAny(i.Ref, " \t") {
-		return Invalid("ref", "%q is not an image reference: it has spaces", i.Ref)
+	if i.Ref != "" {
+		if err := validImage("ref", i.Ref); err != nil {
+			return err
+		}
 	}
 	if err := validText("cmdline", i.Cmdline, MaxCmdlineLen); err != nil {
 		return err
