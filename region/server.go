@@ -240,6 +240,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	reg := metrics.New("region")
 	registerRegionGauges(reg, caches, apiSrv)
+	registerEventMetrics(reg, emitter)
 
 	ctrl := controller.New(controller.Options{
 		Region:           cfg.Name,
@@ -418,6 +419,22 @@ func registerRegionGauges(reg *metrics.Registry, caches *state.Caches, a *region
 	})
 	reg.CounterFunc("strata_region_placements_applied_total", "Placements from the global tier that changed the region's desired state.", func() float64 {
 		return float64(a.AppliedPlacements())
+	})
+}
+
+// registerEventMetrics exposes what the event emitter could not write
+// one by one: what it dropped, by why, and what it counted into a
+// resource's summary events.
+func registerEventMetrics(reg *metrics.Registry, e *events.Emitter) {
+	reg.CounterSet("strata_events_dropped_total", "Events that never reached the event stream, by why (buffer_full, append_failed, invalid).", "reason", func() map[string]float64 {
+		out := map[string]float64{}
+		for why, n := range e.DroppedBy() {
+			out[why] = float64(n)
+		}
+		return out
+	})
+	reg.CounterFunc("strata_events_coalesced_total", "Replica events counted into their resource's summary events instead of written one by one.", func() float64 {
+		return float64(e.Coalesced())
 	})
 }
 

@@ -13,9 +13,11 @@ import (
 
 // checkReferences checks what a resource names outside itself: its flavor
 // (which must exist and fit its kind), the regions it names (which must be
-// registered) and a compute image (an Image resource of the tenant, or an
-// OCI reference). It returns the flavor, nil if none.
-func (s *Resources) checkReferences(ctx context.Context, r *api.Resource) (*api.Flavor, error) {
+// registered), its Configs and Secrets, and a compute image (an Image
+// resource of the tenant, or an OCI reference). It returns the flavor,
+// nil if none. txn is the transaction that writes r: what must still hold
+// when it commits (the Configs and Secrets named) is compared in it.
+func (s *Resources) checkReferences(ctx context.Context, r *api.Resource, txn *store.Txn) (*api.Flavor, error) {
 	flavor, err := s.fittingFlavor(ctx, r, "spec.flavor", r.Spec.Flavor)
 	if err != nil {
 		return nil, err
@@ -31,7 +33,7 @@ func (s *Resources) checkReferences(ctx context.Context, r *api.Resource) (*api.
 		return nil, err
 	}
 	if c := r.Spec.Compute; c != nil {
-		if err := s.checkConfigRefs(ctx, r, flavor); err != nil {
+		if err := s.checkConfigRefs(ctx, r, flavor, txn); err != nil {
 			return nil, err
 		}
 		if err := s.checkImage(ctx, r.Tenant, "spec.compute.image", c.Image, flavor); err != nil {
