@@ -41,7 +41,8 @@ type Event = api.Event
 // there is no anonymous mode). Lists are rest.List, paged as the global
 // tier's (rest.Page, api.Paginate); errors are api.ErrorBody; a query
 // parameter a route does not take is refused: the edge (internal/rest) is
-// the global tier's too.
+// the global tier's too. The reads served from the caches (nodes, drains,
+// resources, replicas) never go back in time (fresh).
 func (s *Server) Handler() http.Handler {
 	opts := []rest.Option{rest.WithMaxBody(s.maxBody), rest.WithLogger(s.log), rest.WithRealm("strata-region"), rest.WithErrorMapping(apiErr)}
 	if s.audit != nil {
