@@ -170,6 +170,15 @@ func (s *Server) API() *regionapi.Server {
 
 // Run serves until ctx is done.
 func (s *Server) Run(ctx context.Context) error {
+	// stopping is set when the servers are told to stop; the deferred
+	// clean-ups (etcd, Redis, the global tier's connections) run before
+	// this, the first deferred.
+	var stopping time.Time
+	defer func() {
+		if !stopping.IsZero() {
+			s.log.Info("region stopped", "took", time.Since(stopping).Round(time.Millisecond).String())
+		}
+	}()
 	cfg := s.cfg
 	cli := s.o.Etcd
 	if cli == nil {
@@ -273,12 +282,13 @@ func (s *Server) Run(ctx context.Context) error {
 		Logger:            s.log,
 	})
 
-	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, append(append(reg.GRPC(), grpc.ReadBufferSize(grpcReadBuffer(sec)), grpc.WriteBufferSize(grpcWriteBuffer)), transport.FixedWindows()...)...)
+	g, gctx := errgroup.WithContext(ctx)
+	grpcOpts := append(reg.GRPC(), grpc.ReadBufferSize(grpcReadBuffer(sec)), grpc.WriteBufferSize(grpcWriteBuffer), grpc.ChainStreamInterceptor(endStreams(gctx)))
+	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, append(grpcOpts, transport.FixedWindows()...)...)
 	if err != nil {
 		return fmt.Errorf("region: %w", err)
 	}
 	apiSrv.RegisterGRPC(grpcSrv)
-	g, gctx := errgroup.WithContext(ctx)
 	mux := http.NewServeMux()
 	mux.Handle("/console/", console.Handler(console.Options{
 		Region: cfg.Name, Logger: s.log, Events: evs, Token: cfg.API.Token, Done: gctx.Done(),
@@ -305,6 +315,14 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil // ctx is done
 		}
 		return st.Store.EnsureTxnLimit(ctx)
+	})
+	// Said once by every replica, leader or standby, so that a stop that
+	// takes long shows where it started (stopped: at Run's very end).
+	g.Go(func() error {
+		<-gctx.Done()
+		stopping = time.Now()
+		s.log.Info("region stopping", "leader", elector.IsLeader())
+		return nil
 	})
 	return g.Wait()
 }

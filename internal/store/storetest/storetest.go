@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore func(t *testing.T) *store.Store) {
 		{"CacheConcurrentReads", testCacheConcurrentReads},
 		{"SharedWatchRead", testSharedWatchRead},
 		{"SharedWatchWaitForRevOutsidePrefix", testSharedWatchWaitOutside},
+		{"SharedWatchWaitCurrent", testSharedWatchWaitCurrent},
 		{"SharedWatchJoin", testSharedWatchJoin},
 		{"SharedWatchRelist", testSharedWatchRelist},
 	}
