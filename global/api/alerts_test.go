@@ -110,6 +110,21 @@ func TestAlertRulesRefusals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("every mistake at once", func(t *testing.T) {
+		body := alertRuleBody("A_b", func(m map[string]any) {
+			m["reasons"] = []string{"node down"}
+			m["groupWait"] = "3h"
+			m["receiver"].(map[string]any)["secret"] = "short"
+		})
+		got := decodeAs[api.ErrorBody](t, e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/alertrules", body))).Error
+		var fields []string
+		for _, d := range got.Details {
+			fields = append(fields, d.Field)
+		}
+		if want := []string{"name", "reasons[0]", "groupWait", "receiver.secret"}; !slices.Equal(fields, want) || got.Field != "name" {
+			t.Fatalf("got field %q, details %q; want %q", got.Field, fields, want)
+		}
+	})
 	t.Run("roles", func(t *testing.T) {
 		for _, role := range []api.Role{api.RoleOperator, api.RoleMember, api.RoleViewer} {
 			tok := e.token(t, DefaultTenant, role)
