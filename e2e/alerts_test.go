@@ -31,7 +31,7 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
-	case err != nil, !alerts.Verify([]byte(e2eReceiverSecret), body, r.Header.Get(alerts.HeaderSignature)):
+	case err != nil, alerts.VerifyRequest([]byte(e2eReceiverSecret), r.Header, body) != nil:
 		h.bad++
 		w.WriteHeader(http.StatusUnauthorized)
 		return

@@ -393,7 +393,7 @@ func (r *leadRun) send(ctx context.Context, stored *StoredRule, batch []Alert) e
 	}
 	rule := stored.AlertRule
 	rule.Receiver.Secret = secret
-	return Sender{Client: r.d.o.Client}.Send(ctx, &rule, batch)
+	return Sender{Client: r.d.o.Client, Clock: r.d.o.Clock}.Send(ctx, &rule, batch)
 }
 
 // done records a send's outcome, fenced.

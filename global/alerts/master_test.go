@@ -45,7 +45,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer rc.mu.Unlock()
 	key := r.Header.Get(alerts.HeaderDedupeKey)
 	rc.attempts = append(rc.attempts, key)
-	if !alerts.Verify([]byte(receiverSecret), body, r.Header.Get(alerts.HeaderSignature)) {
+	if alerts.VerifyRequest([]byte(receiverSecret), r.Header, body) != nil {
 		rc.bad = append(rc.bad, "bad signature: "+r.Header.Get(alerts.HeaderSignature))
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return

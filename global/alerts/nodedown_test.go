@@ -47,7 +47,7 @@ func (rc *amReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if !alerts.Verify([]byte(receiverSecret), body, r.Header.Get(alerts.HeaderSignature)) {
+	if alerts.VerifyRequest([]byte(receiverSecret), r.Header, body) != nil {
 		rc.bad = append(rc.bad, "bad signature")
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return

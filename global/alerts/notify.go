@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
@@ -21,24 +22,62 @@ import (
 
 // Headers every notification carries.
 const (
-	// HeaderSignature is "sha256=<hex HMAC-SHA256 of the body>" keyed by
-	// the receiver's secret (absent without a secret).
+	// HeaderTimestamp is when the post was made, in Unix seconds
+	// ("1718000000"): each attempt has its own.
+	HeaderTimestamp = "X-Strata-Timestamp"
+	// HeaderSignature is "v1=<hex HMAC-SHA256 of timestamp.body>" keyed by
+	// the receiver's secret (absent without a secret): see Sign.
 	HeaderSignature = "X-Strata-Signature"
 	// HeaderDedupeKey names the notification: a receiver that sees a key
 	// twice (a retry whose answer was lost, a failover) drops the copy.
 	HeaderDedupeKey = "X-Strata-Dedupe-Key"
 )
 
-// Sign is the signature header's value for body.
-func Sign(secret, body []byte) string {
+// SignatureTolerance is how far from its own clock a receiver should
+// accept a post's timestamp: wide enough for clock skew and a slow post
+// (each is bounded by 10 s), narrow enough that a captured post replayed
+// later is refused. Within it, a replay carries a dedupe key the receiver
+// has seen.
+const SignatureTolerance = 5 * time.Minute
+
+// Signature errors of Verify.
+var (
+	ErrBadSignature   = errors.New("the signature does not match the timestamp and body")
+	ErrStaleTimestamp = errors.New("the timestamp is outside the tolerance")
+)
+
+// Sign is the signature header's value of a post of body whose
+// timestamp header is timestamp: "v1=" and the hex HMAC-SHA256, keyed by
+// secret, of the timestamp, a ".", and the body, as they are sent.
+func Sign(secret []byte, timestamp string, body []byte) string {
 	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(timestamp))
+	m.Write([]byte{'.'})
 	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+	return "v1=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Verify checks a signature header against body in constant time.
-func Verify(secret, body []byte, header string) bool {
-	return hmac.Equal([]byte(header), []byte(Sign(secret, body)))
+// Verify checks a post as a receiver should: the signature against the
+// timestamp and the raw body, in constant time, then the timestamp
+// against now, within tolerance either way.
+func Verify(secret []byte, timestamp, signature string, body []byte, now time.Time, tolerance time.Duration) error {
+	if !hmac.Equal([]byte(signature), []byte(Sign(secret, timestamp, body))) {
+		return ErrBadSignature
+	}
+	sec, err := strconv.ParseInt(timestamp, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %q is not Unix seconds", ErrStaleTimestamp, timestamp)
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
+		return fmt.Errorf("%w: %s from now, more than %s", ErrStaleTimestamp, d.Round(time.Second), tolerance)
+	}
+	return nil
+}
+
+// VerifyRequest is Verify of a post's headers, at the current time and
+// with SignatureTolerance.
+func VerifyRequest(secret []byte, h http.Header, body []byte) error {
+	return Verify(secret, h.Get(HeaderTimestamp), h.Get(HeaderSignature), body, time.Now(), SignatureTolerance)
 }
 
 // Notification is the generic webhook body.
@@ -141,6 +180,8 @@ func amLabels(rule *api.AlertRule, a *Alert) map[string]string {
 // Sender posts notifications.
 type Sender struct {
 	Client *http.Client
+	// Clock stamps each post (default time.Now).
+	Clock func() time.Time
 }
 
 // Send posts one notification and returns nil when the receiver took it
@@ -159,8 +200,14 @@ func (s Sender) Send(ctx context.Context, rule *api.AlertRule, batch []Alert) er
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderDedupeKey, dedupe)
 	req.Header.Set("User-Agent", "strata-alerts")
+	clock := s.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	ts := strconv.FormatInt(clock().Unix(), 10)
+	req.Header.Set(HeaderTimestamp, ts)
 	if rule.Receiver.Secret != "" {
-		req.Header.Set(HeaderSignature, Sign([]byte(rule.Receiver.Secret), body))
+		req.Header.Set(HeaderSignature, Sign([]byte(rule.Receiver.Secret), ts, body))
 	}
 	resp, err := s.Client.Do(req)
 	if err != nil {

@@ -75,9 +75,9 @@ type AlertRule struct {
 type AlertReceiver struct {
 	Type ReceiverType `json:"type"`
 	URL  string       `json:"url"`
-	// Secret keys the HMAC-SHA256 signature of every body
-	// (X-Strata-Signature: sha256=<hex>). Write only: reads show
-	// HasSecret instead.
+	// Secret keys the HMAC-SHA256 signature of every post, over its
+	// timestamp and body (X-Strata-Signature: v1=<hex>, docs/api.md).
+	// Write only: reads show HasSecret instead.
 	Secret    string `json:"secret,omitempty"`
 	HasSecret bool   `json:"hasSecret,omitempty"`
 }
