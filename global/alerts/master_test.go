@@ -80,6 +80,7 @@ func startReplica(t *testing.T, endpoints []string, id, keyFile string, beats he
 	cfg := config.DefaultGlobal()
 	cfg.ID = id
 	cfg.Secrets.KeyFiles = []string{keyFile}
+	cfg.Alerts.ReceiverNetworks = []string{"127.0.0.0/8"} // the receivers listen on loopback
 	cfg.Insecure = true
 	cfg.Listen.HTTP, cfg.Listen.GRPC = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.LeaseTTL = 2 * time.Second

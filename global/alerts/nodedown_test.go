@@ -79,6 +79,7 @@ func TestNodeDownToAlertmanagerReceiver(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := devcluster.Start(ctx, devcluster.Options{
 		DataDir: dir, Regions: []string{"eu"}, AgentsPerRegion: 2, Registry: reg,
+		TuneGlobal: func(g *config.Global) { g.Alerts.ReceiverNetworks = []string{"127.0.0.0/8"} }, // the receiver is on loopback
 		TuneRegion: func(r *config.Region) {
 			r.Nodes = config.Liveness{HeartbeatInterval: 200 * time.Millisecond, SuspectAfter: time.Second, DownAfter: 2 * time.Second, ProbeTimeout: 200 * time.Millisecond}
 		},

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
@@ -184,18 +185,48 @@ type Sender struct {
 	Clock func() time.Time
 }
 
+// Unreachable is what a rule's status says of a post that got no answer,
+// whatever the cause: refused, timed out, reset, not HTTP, not resolved,
+// or an address the receivers' networks do not allow. Whoever reads the
+// rule cannot tell an open port from a closed one; the master's log
+// says why.
+const Unreachable = "delivery failed: receiver unreachable"
+
+// deliveryError is a failed delivery: err says why, for the master's
+// log; shown is what the rule's status may say.
+type deliveryError struct {
+	shown string
+	err   error
+}
+
+func (e *deliveryError) Error() string { return e.err.Error() }
+func (e *deliveryError) Unwrap() error { return e.err }
+
+func failed(shown string, err error) error { return &deliveryError{shown: shown, err: err} }
+
+// Shown is what a rule's status says of a failed delivery: whether the
+// receiver answered (and its HTTP status), never why a connection
+// failed.
+func Shown(err error) string {
+	var de *deliveryError
+	if errors.As(err, &de) {
+		return de.shown
+	}
+	return "delivery failed"
+}
+
 // Send posts one notification and returns nil when the receiver took it
 // (2xx). Errors name neither the URL (it may hold a token) nor the
-// secret.
+// secret; Shown is what a rule's readers may see of them.
 func (s Sender) Send(ctx context.Context, rule *api.AlertRule, batch []Alert) error {
 	dedupe := DedupeKey(rule.Name, batch)
 	body, err := Body(rule, batch, dedupe)
 	if err != nil {
-		return fmt.Errorf("encode: %w", err)
+		return failed("delivery failed: the notification cannot be encoded", fmt.Errorf("encode: %w", err))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rule.Receiver.URL, bytes.NewReader(body))
 	if err != nil {
-		return errors.New("bad receiver url")
+		return failed("delivery failed: bad receiver url", errors.New("bad receiver url"))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderDedupeKey, dedupe)
@@ -215,12 +246,15 @@ func (s Sender) Send(ctx context.Context, rule *api.AlertRule, batch []Alert) er
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("post: %w", err)
+		return failed(Unreachable, fmt.Errorf("post: %w", err))
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("receiver answered %s", resp.Status)
+		// The code and its standard text: the reason phrase is the
+		// receiver's to choose.
+		answer := fmt.Sprintf("receiver answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+		return failed("delivery failed: "+strings.TrimSpace(answer), errors.New(strings.TrimSpace(answer)))
 	}
 	return nil
 }

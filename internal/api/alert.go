@@ -93,7 +93,10 @@ type AlertDelivery struct {
 	Attempts    int       `json:"attempts,omitempty"`
 	LastAttempt time.Time `json:"lastAttempt,omitzero"`
 	LastSuccess time.Time `json:"lastSuccess,omitzero"`
-	LastError   string    `json:"lastError,omitempty"`
+	// LastError says coarsely how the last attempt failed: whether the
+	// receiver answered, never why a connection failed (a rule's
+	// readers must not learn which internal ports are open).
+	LastError string `json:"lastError,omitempty"`
 }
 
 // GroupWaitOr is the rule's grouping window.
