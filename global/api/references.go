@@ -18,8 +18,9 @@ var ociRefRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$`)
 
 // checkReferences checks what a resource names outside itself: its flavor
 // (which must exist and fit its kind), the regions it names (which must be
-// registered) and a compute image (an Image resource of the tenant, or an
-// OCI reference). It returns the flavor, nil if none.
+// registered), a compute image (an Image resource of the tenant, or an
+// OCI reference) and that a VM has no securityContext. It returns the
+// flavor, nil if none.
 func (s *Resources) checkReferences(ctx context.Context, r *api.Resource) (*api.Flavor, error) {
 	flavor, err := s.fittingFlavor(ctx, r, "spec.flavor", r.Spec.Flavor)
 	if err != nil {
@@ -36,6 +37,10 @@ func (s *Resources) checkReferences(ctx context.Context, r *api.Resource) (*api.
 		return nil, err
 	}
 	if c := r.Spec.Compute; c != nil {
+		if flavor != nil && flavor.Kind == api.ProviderVM && c.SecurityContext != nil {
+			// Refused rather than ignored: a VM's users are its guest's.
+			return nil, api.Invalid("spec.compute.securityContext", "is for containers: a VM's users are its guest's (flavor %q is a vm flavor)", flavor.Name)
+		}
 		if err := s.checkConfigRefs(ctx, r, flavor); err != nil {
 			return nil, err
 		}
