@@ -13,10 +13,11 @@ import (
 
 // checkReferences checks what a resource names outside itself: its flavor
 // (which must exist and fit its kind), the regions it names (which must be
-// registered), its Configs and Secrets, and a compute image (an Image
-// resource of the tenant, or an OCI reference). It returns the flavor,
-// nil if none. txn is the transaction that writes r: what must still hold
-// when it commits (the Configs and Secrets named) is compared in it.
+// registered), its Configs and Secrets, a compute image (an Image
+// resource of the tenant, or an OCI reference) and that a VM has no
+// securityContext. It returns the flavor, nil if none. txn is the
+// transaction that writes r: what must still hold when it commits (the
+// Configs and Secrets named) is compared in it.
 func (s *Resources) checkReferences(ctx context.Context, r *api.Resource, txn *store.Txn) (*api.Flavor, error) {
 	flavor, err := s.fittingFlavor(ctx, r, "spec.flavor", r.Spec.Flavor)
 	if err != nil {
@@ -33,6 +34,10 @@ func (s *Resources) checkReferences(ctx context.Context, r *api.Resource, txn *s
 		return nil, err
 	}
 	if c := r.Spec.Compute; c != nil {
+		if flavor != nil && flavor.Kind == api.ProviderVM && c.SecurityContext != nil {
+			// Refused rather than ignored: a VM's users are its guest's.
+			return nil, api.Invalid("spec.compute.securityContext", "is for containers: a VM's users are its guest's (flavor %q is a vm flavor)", flavor.Name)
+		}
 		if err := s.checkConfigRefs(ctx, r, flavor, txn); err != nil {
 			return nil, err
 		}

@@ -357,6 +357,25 @@ func (c *ComputeSpec) validate() error {
 	if c.StopGracePeriod.Duration < 0 {
 		p.add(Invalid("stopGracePeriod", "must not be negative"))
 	}
+	if sc := c.SecurityContext; sc != nil {
+		p.add(within("securityContext", sc.validate()))
+	}
+	return p.err()
+}
+
+func (sc *SecurityContext) validate() error {
+	var p problems
+	for _, id := range []struct {
+		field string
+		v     *int64
+	}{{"runAsUser", sc.RunAsUser}, {"runAsGroup", sc.RunAsGroup}} {
+		if id.v != nil && (*id.v < 0 || *id.v > MaxUserID) {
+			p.add(Invalid(id.field, "%d is not an id (0-%d)", *id.v, MaxUserID))
+		}
+	}
+	if sc.RunAsNonRoot && sc.RunAsUser != nil && *sc.RunAsUser == 0 {
+		p.add(Invalid("runAsUser", "0 is root, which runAsNonRoot refuses"))
+	}
 	return p.err()
 }
 
