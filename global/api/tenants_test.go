@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -261,5 +262,30 @@ func TestQuotaCharge(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// detailFields are the fields an error answer names, in order.
+func detailFields(t *testing.T, r *response) []string {
+	t.Helper()
+	var out []string
+	for _, d := range decodeAs[api.ErrorBody](t, r).Error.Details {
+		out = append(out, d.Field)
+	}
+	return out
+}
+
+// TestTenantValidationReportsAll: a tenant's record with several
+// mistakes is refused with every one of them, as a resource is.
+func TestTenantValidationReportsAll(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.fixtures(t, map[string]string{"r1": "127.0.0.1:1"})
+	r := e.must(t, http.StatusBadRequest, e.do(t, "PUT", "/v1/tenants/team-a", map[string]any{
+		"quota":        map[string]any{"replicas": -1, "vcpus": -2},
+		"regionQuotas": map[string]any{"Bad!": map[string]any{}, "r1": map[string]any{"memoryMiB": -1, "loadbalancers": -1}},
+	}))
+	want := []string{"quota.replicas", "quota.vcpus", "regionQuotas", "regionQuotas.r1.memoryMiB", "regionQuotas.r1.loadbalancers"}
+	if got := detailFields(t, r); !slices.Equal(got, want) {
+		t.Errorf("got fields %q (%s); want %q", got, r, want)
 	}
 }

@@ -184,15 +184,9 @@ func (t *Tokens) New(ctx context.Context, tenant string, role api.Role, name str
 
 // issue creates a token with tmpl's tenant, role, name and expiry.
 func (t *Tokens) issue(ctx context.Context, tmpl api.Token) (string, api.Token, error) {
-	if err := api.ValidateName("tenant", tmpl.Tenant); err != nil {
-		return "", api.Token{}, err
-	}
-	if !validRole(tmpl.Role) {
-		return "", api.Token{}, api.Invalid("role", "%q is not one of admin, infra, operator, member, viewer", tmpl.Role)
-	}
 	created := now()
-	if !tmpl.ExpiresAt.IsZero() && !tmpl.ExpiresAt.After(created) {
-		return "", api.Token{}, api.Invalid("expiresAt", "%s is not in the future", tmpl.ExpiresAt.UTC().Format(time.RFC3339))
+	if err := validateToken(&tmpl, created); err != nil {
+		return "", api.Token{}, err
 	}
 	plain, err := GenerateToken()
 	if err != nil {
@@ -206,6 +200,22 @@ func (t *Tokens) issue(ctx context.Context, tmpl api.Token) (string, api.Token, 
 	}
 	t.wrote.note(rev)
 	return plain, tok, nil
+}
+
+// validateToken checks what a new token is made of, reporting every
+// field at fault at once.
+func validateToken(tmpl *api.Token, at time.Time) error {
+	var role error
+	if !validRole(tmpl.Role) {
+		role = api.Invalid("role", "%q is not one of admin, infra, operator, member, viewer", tmpl.Role)
+	}
+	var expiry error
+	if !tmpl.ExpiresAt.IsZero() && !tmpl.ExpiresAt.After(at) {
+		expiry = api.Invalid("expiresAt", "%s is not in the future", tmpl.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	// The name is shown in listings and logs: no terminal escapes or
+	// bidirectional overrides that would show another name.
+	return api.Join(api.ValidateText("name", tmpl.Name, 253), api.ValidateName("tenant", tmpl.Tenant), role, expiry)
 }
 
 // newTokens returns the Tokens of a Server; bootstrap is the bootstrap
@@ -309,11 +319,6 @@ func (t *Tokens) Create(ctx context.Context, req TokenRequest) (NewTokenResponse
 	}
 	if req.Tenant == "" {
 		req.Tenant = DefaultTenant
-	}
-	// The name is shown in listings and logs: no terminal escapes or
-	// bidirectional overrides that would show another name.
-	if err := api.ValidateText("name", req.Name, 253); err != nil {
-		return NewTokenResponse{}, err
 	}
 	plain, tok, err := t.issue(ctx, api.Token{Tenant: req.Tenant, Role: req.Role, Name: req.Name, ExpiresAt: req.ExpiresAt})
 	if err != nil {

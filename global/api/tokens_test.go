@@ -172,3 +172,15 @@ func TestBootstrapTokenBeforeStored(t *testing.T) {
 	wrong := plain[:len(plain)-4] + "zzzz"
 	e.must(t, http.StatusUnauthorized, e.do(t, "GET", "/v1/flavors", nil, withToken(wrong)))
 }
+
+// TestTokenValidationReportsAll: a token request with several mistakes
+// is refused with every one of them.
+func TestTokenValidationReportsAll(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	r := e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/tokens", map[string]any{
+		"name": "ci\u001b[2J", "tenant": "Not A Tenant", "role": "god", "expiresAt": time.Now().Add(-time.Hour).Format(time.RFC3339),
+	}))
+	if got, want := detailFields(t, r), []string{"name", "tenant", "role", "expiresAt"}; !slices.Equal(got, want) {
+		t.Errorf("got fields %q (%s); want %q", got, r, want)
+	}
+}
