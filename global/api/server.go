@@ -335,7 +335,7 @@ func (s *Server) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	if !may(id.Role, readRegions) {
+	if !id.may(readRegions) {
 		for i := range regions {
 			regions[i] = withoutWhere(regions[i])
 		}

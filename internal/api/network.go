@@ -247,7 +247,15 @@ const (
 	// delete), regions' events and endpoints. It holds no tenant's
 	// resources.
 	RoleInfra Role = "infra"
+	// RoleTenantAdmin administers one tenant: its resources, configs and
+	// secrets, and its tokens (of its own tenant, tenant-admin at most);
+	// never another tenant, nor what tenants share. RoleAdmin is the
+	// system tenant's only.
+	RoleTenantAdmin Role = "tenant-admin"
 )
+
+// Roles are every role, most powerful first.
+var Roles = []Role{RoleAdmin, RoleInfra, RoleTenantAdmin, RoleOperator, RoleMember, RoleViewer}
 
 // Token is a bearer token; only its hash is stored.
 type Token struct {
