@@ -184,7 +184,7 @@ func New(o Options) (*Server, error) {
 		wroteTenants: &written{}, wroteAdmissions: &written{}, wroteResources: &s.resources.wroteResources,
 	}
 	s.resources.quotas = q
-	s.tenants = &Tenants{st: st, cache: c.Tenants, quotas: q, wrote: q.wroteTenants}
+	s.tenants = &Tenants{st: st, cache: c.Tenants, quotas: q, regions: s.regions, wrote: q.wroteTenants}
 	s.nodes = &Nodes{fan: fan}
 	s.replicas = &Replicas{fan: fan, resources: s.resources}
 	s.tokens = newTokens(st.Tokens, c.Tokens, o.BootstrapToken, log)
