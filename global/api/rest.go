@@ -205,7 +205,11 @@ func (h *restHandlers) listResources(r *http.Request) (any, error) {
 	}
 	lq := ListQuery{Selector: q.Get("selector"), Kind: q.Get("kind"), Limit: pq.Limit, Continue: pq.Continue}
 	if lq.Selector == "" {
+		// Its errors name the parameter the client wrote.
 		lq.Selector = q.Get("labelSelector")
+		if err := api.ValidateSelector("labelSelector", lq.Selector); err != nil {
+			return nil, err
+		}
 	}
 	return h.s.resources.List(r.Context(), tenantOf(r), lq)
 }
