@@ -167,19 +167,31 @@ func may(r api.Role, a action) bool {
 	switch a {
 	case readFlavors, readStatus, readTenant, readEvents:
 		return validRole(r)
-	case readResources:
-		return validRole(r) && r != api.RoleInfra
-	case writeResources, readSecrets:
-		return r == api.RoleAdmin || r == api.RoleTenantAdmin || r == api.RoleOperator || r == api.RoleMember
-	case readRegions:
-		return r == api.RoleAdmin || r == api.RoleTenantAdmin || r == api.RoleOperator || r == api.RoleInfra
-	case useNodes, seeEverything:
-		return r == api.RoleAdmin || r == api.RoleInfra
-	case manageTokens:
-		return r == api.RoleAdmin || r == api.RoleTenantAdmin
+	}
+	if roles, ok := grants[a]; ok {
+		return slices.Contains(roles, r)
 	}
 	return r == api.RoleAdmin
 }
+
+// grants are the roles that may do an action, for the actions that are
+// not every role's or admins' only (may).
+var grants = func() map[action][]api.Role {
+	const (
+		admin, tenantAdmin, infra = api.RoleAdmin, api.RoleTenantAdmin, api.RoleInfra
+		operator, member, viewer  = api.RoleOperator, api.RoleMember, api.RoleViewer
+	)
+	writers := []api.Role{admin, tenantAdmin, operator, member}
+	return map[action][]api.Role{
+		readResources:  {admin, tenantAdmin, operator, member, viewer},
+		writeResources: writers,
+		readSecrets:    writers,
+		readRegions:    {admin, tenantAdmin, operator, infra},
+		useNodes:       {admin, infra},
+		seeEverything:  {admin, infra},
+		manageTokens:   {admin, tenantAdmin},
+	}
+}()
 
 // may reports whether id may do a (in its own tenant; allTenants says
 // whether in others).
@@ -225,11 +237,11 @@ func tenantScope(ctx context.Context, a action, tenant string) (string, error) {
 		return "", err
 	}
 	if tenant == "" {
-		return id.Tenant, nil
-	}
-	if err := api.ValidateName("tenant", tenant); err != nil {
+		tenant = id.Tenant
+	} else if err := api.ValidateName("tenant", tenant); err != nil {
 		return "", err
 	}
+	noteTenant(ctx, id, tenant)
 	if tenant != id.Tenant && !id.allTenants() {
 		return "", fmt.Errorf("tenant %q is not yours: %w", tenant, api.ErrForbidden)
 	}

@@ -166,6 +166,10 @@ func objectScope(ctx context.Context, a action, tenant, what, name string) (stri
 		return "", err
 	}
 	if tenant != "" && tenant != id.Tenant && !id.allTenants() {
+		// A probe of another tenant's names: audited as a read of it.
+		if api.ValidateName("tenant", tenant) == nil {
+			noteTenant(ctx, id, tenant)
+		}
 		return "", api.NotFound(what, name)
 	}
 	return tenantScope(ctx, a, tenant)

@@ -67,6 +67,7 @@ func (e *Events) authorize(ctx context.Context, q EventQuery) (string, error) {
 			return "", api.Invalid("object", "%q names no tenant: want resource/TENANT/NAME", q.Object)
 		}
 		if id.may(seeEverything) {
+			noteTenant(ctx, id, tenant)
 			return "", nil
 		}
 		if _, err := tenantScope(ctx, readEvents, tenant); err != nil {

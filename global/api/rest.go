@@ -17,7 +17,13 @@ import (
 // Handler returns the REST API (described by openapi.json): JSON in and
 // out, every error an api.ErrorBody, on the edge every Strata REST API
 // shares (internal/rest).
-func (s *Server) Handler() http.Handler { return s.restAPI().Handler() }
+func (s *Server) Handler() http.Handler {
+	h := s.restAPI().Handler()
+	if s.audit != nil {
+		h = s.auditReads(h)
+	}
+	return h
+}
 
 // restAPI declares the routes; the edge does the rest.
 func (s *Server) restAPI() *rest.API {

@@ -182,6 +182,8 @@ func (t *Tokens) authenticate(ctx context.Context, bearer string) (context.Conte
 	if err != nil {
 		return nil, err
 	}
+	ctx, _ = withAccess(ctx)
+	noteCaller(ctx, id)
 	return WithIdentity(ctx, id), nil
 }
 
