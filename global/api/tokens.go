@@ -238,7 +238,7 @@ func validateToken(tmpl *api.Token, at time.Time) error {
 	case !validRole(tmpl.Role):
 		role = api.Invalid("role", "%q is not one of %s", tmpl.Role, rolesText())
 	case effectiveRole(tmpl.Tenant, tmpl.Role) != tmpl.Role:
-		role = api.Invalid("role", "admin is the system tenant's (%q) only: it reaches every tenant; tenant %q's administrator is %s", DefaultTenant, tmpl.Tenant, api.RoleTenantAdmin)
+		role = api.Invalid("role", "admin is for the system tenant %q only, as it reaches every tenant; give tenant %q a %s instead", DefaultTenant, tmpl.Tenant, api.RoleTenantAdmin)
 	}
 	var expiry error
 	if !tmpl.ExpiresAt.IsZero() && !tmpl.ExpiresAt.After(at) {
