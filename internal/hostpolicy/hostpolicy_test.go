@@ -173,6 +173,20 @@ func TestSecurityDirsResolve(t *testing.T) {
 		{"missing", filepath.Join(images, "missing.tar"), ""},
 		{"newline", filepath.Join(images, "ok.tar\n"), ""},
 		{"device", "/dev/zero", ""},
+		{"a name in the directory", "ok.tar", filepath.Join(images, "ok.tar")},
+		{"a name in a subdirectory", "sub/nested.tar", filepath.Join(images, "sub", "nested.tar")},
+		{"a name with a dot element", "./sub/./nested.tar", filepath.Join(images, "sub", "nested.tar")},
+		{"a name that is a link inside", "inside.tar", filepath.Join(images, "ok.tar")},
+		{"a name that is a link escaping", "escape.tar", ""},
+		{"a name through a directory link escaping", "dirlink/shadow", ""},
+		{"a name of another replica's volume", "volumes/other-replica.qcow2", ""},
+		{"a name with dot dot", "sub/../ok.tar", ""},
+		{"a missing name", "missing.tar", ""},
+		{"a name that is a subdirectory", "sub", ""},
+		{"the directory itself by name", ".", ""},
+		{"a file URL of a name", "file://ok.tar", ""},
+		{"a name with a newline", "ok.tar\n", ""},
+		{"empty", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,6 +205,33 @@ func TestSecurityDirsResolve(t *testing.T) {
 	var none Dirs
 	if _, err := none.Resolve(filepath.Join(images, "ok.tar")); !errors.Is(err, ErrNotAllowed) {
 		t.Errorf("Resolve without directories: got %v; want ErrNotAllowed", err)
+	}
+	if _, err := none.Resolve("ok.tar"); !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("Resolve of a name without directories: got %v; want ErrNotAllowed", err)
+	}
+
+	// A name is looked up in each directory in turn: the first that
+	// holds it wins.
+	first := filepath.Join(root, "first")
+	if err := os.MkdirAll(first, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(first, "nested.tar"))
+	several, err := NewDirs([]string{filepath.Join(root, "empty"), images, first}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"ok.tar":         filepath.Join(images, "ok.tar"),
+		"nested.tar":     filepath.Join(first, "nested.tar"),
+		"sub/nested.tar": filepath.Join(images, "sub", "nested.tar"),
+	} {
+		if got, err := several.Resolve(name); err != nil || got != want {
+			t.Errorf("Resolve(%q) over several directories: got %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if _, err := several.Resolve("missing.tar"); !errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), filepath.Join(first, "missing.tar")) {
+		t.Errorf("Resolve of a missing name: got %v; want ErrNotAllowed naming each place looked at", err)
 	}
 }
 

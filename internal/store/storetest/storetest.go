@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore func(t *testing.T) *store.Store) {
 		{"TxnErrors", testTxnErrors},
 		{"TxnRequire", testTxnRequire},
 		{"TxnUnchanged", testTxnUnchanged},
+		{"TxnUnchangedSince", testTxnUnchangedSince},
 		{"TxnInvalid", testTxnInvalid},
 		{"TxnDuplicateKey", testTxnDuplicateKey},
 		{"GuardFencing", testGuardFencing},
