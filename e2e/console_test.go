@@ -287,6 +287,24 @@ func adminGlobalSteps(t *testing.T, b *browser, c *procCluster, globalURL string
 		})
 		b.shot("token-revoked")
 	})
+	b.step("the tokens page offers tenant-admin and refuses an admin of another tenant", func() {
+		b.do(chromedp.Click(chromedp.CSS(`button[data-action="create-token"]`), chromedp.NodeVisible))
+		b.wait(`document.querySelector("#dialog").open`, 5*time.Second)
+		b.wait(`!!document.querySelector('#f-role option[value="tenant-admin"]')`, 5*time.Second)
+		b.do(chromedp.SendKeys(chromedp.CSS(`#f-tenant`), "acme", chromedp.NodeVisible),
+			chromedp.SetValue(chromedp.CSS(`#f-role`), "admin"))
+		b.expectRefused("400", "/v1/tokens", func() {
+			b.do(chromedp.Click(chromedp.CSS(`#dialog button[value="confirm"]`), chromedp.NodeVisible))
+			b.wait(`!document.querySelector("#dialog .dialog-error").hidden && document.querySelector("#dialog .dialog-error").textContent.includes("tenant-admin") && document.querySelector('#f-role').getAttribute('aria-invalid') === 'true'`, 10*time.Second)
+		})
+		b.shot("token-admin-refused")
+		b.do(chromedp.SetValue(chromedp.CSS(`#f-role`), "tenant-admin"))
+		b.do(chromedp.Click(chromedp.CSS(`#dialog button[value="confirm"]`), chromedp.NodeVisible))
+		b.wait(`!document.querySelector("#secret").hidden`, 10*time.Second)
+		id := b.value(`document.querySelector("#secret").dataset.token`)
+		b.wait(fmt.Sprintf(`!!document.querySelector('#tokens tr[data-token=%q][data-tenant="acme"][data-role="tenant-admin"]')`, id), 10*time.Second)
+		b.do(chromedp.Click(chromedp.CSS(`#secret-dismiss`), chromedp.NodeVisible))
+	})
 	b.step("the alert rules page", func() {
 		admin := framework.NewClient(globalURL, c.token)
 		admin.Must(t, http.MethodPost, "/v1/alertrules", map[string]any{
@@ -600,6 +618,9 @@ type browser struct {
 
 	mu   sync.Mutex
 	errs []string
+	// refused, when set, is a failed load a step causes on purpose: its
+	// status and the path of its URL ("400 /v1/tokens").
+	refused string
 }
 
 func newBrowser(t *testing.T, chrome, shots string) *browser {
@@ -660,7 +681,7 @@ func newBrowser(t *testing.T, chrome, shots string) *browser {
 			e := ev.Entry
 			// A 401 to the anonymous probe is how the pages learn that
 			// a token is needed; the browser logs it as a failed load.
-			if e.Level == log.EntryLevelError && !strings.Contains(e.Text, "401") {
+			if e.Level == log.EntryLevelError && !strings.Contains(e.Text, "401") && !b.isRefused(e) {
 				b.errs = append(b.errs, fmt.Sprintf("%s: %s (%s)", e.Source, e.Text, e.URL))
 			}
 		}
@@ -669,6 +690,26 @@ func newBrowser(t *testing.T, chrome, shots string) *browser {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// isRefused reports whether e is the failed load b.refused expects.
+func (b *browser) isRefused(e *log.Entry) bool {
+	status, path, ok := strings.Cut(b.refused, " ")
+	return ok && strings.Contains(e.Text, "status of "+status) && strings.HasSuffix(e.URL, path)
+}
+
+// expectRefused runs fn, during which a failed load of path with status
+// is what fn means to cause, not a browser error.
+func (b *browser) expectRefused(status, path string, fn func()) {
+	b.mu.Lock()
+	b.refused = status + " " + path
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.refused = ""
+		b.mu.Unlock()
+	}()
+	fn()
 }
 
 // step runs one named step and logs how long it took.

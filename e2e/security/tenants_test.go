@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -131,6 +132,37 @@ func tenantAttacks(t *testing.T, c *cluster) {
 				return fmt.Errorf("got %d %s; want 401 saying expired", resp.Status, resp.Body)
 			}
 			return nil
+		})
+	})
+
+	t.Run("a tenant's administrator reaches its tenant only", func(t *testing.T) {
+		r, err := c.global().Do(callCtx(t), http.MethodPost, "/v1/tokens", map[string]any{"tenant": "sec-a", "role": "admin"})
+		if err != nil || r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "tenant-admin") {
+			t.Fatalf("an admin of sec-a: got %v %v; want 400 pointing at tenant-admin", r, err)
+		}
+		adminA, adminAID := c.newToken(t, map[string]any{"tenant": "sec-a", "role": "tenant-admin", "name": "sec-a-admin"})
+		as := c.as(adminA)
+		var mine struct{ ID, Tenant string }
+		as.Must(t, http.MethodPost, "/v1/tokens", map[string]any{"role": "member", "name": "sec-a-ci"}, http.StatusCreated, &mine)
+		if mine.Tenant != "sec-a" {
+			t.Errorf("the tenant-admin's new token is of %q; want sec-a", mine.Tenant)
+		}
+		as.Must(t, http.MethodPost, "/v1/tokens", map[string]any{"tenant": "sec-b", "role": "member"}, http.StatusForbidden, nil)
+		as.Must(t, http.MethodPost, "/v1/tokens", map[string]any{"role": "infra"}, http.StatusForbidden, nil)
+		as.Must(t, http.MethodGet, "/v1/resources/secret-b?tenant=sec-b", nil, http.StatusNotFound, nil)
+		as.Must(t, http.MethodPut, "/v1/tenants/sec-a", map[string]any{"quota": map[string]any{"resources": 1000}}, http.StatusForbidden, nil)
+		as.Must(t, http.MethodDelete, "/v1/tokens/"+mine.ID, nil, http.StatusOK, nil)
+		// The probe of sec-b is in the audit log as a read of another
+		// tenant.
+		framework.Eventually(t, 10*time.Second, "the audit log has the probe", func() error {
+			entries, raw := readAudit(t, c.auditPath("global"))
+			for _, e := range entries {
+				if e.Path == "/v1/resources/secret-b" && e.Status == http.StatusNotFound && e.Tenant == "sec-b" &&
+					e.Who.TokenID == adminAID && slices.Contains(e.Reads, audit.ReadOtherTenant) {
+					return nil
+				}
+			}
+			return fmt.Errorf("no read of sec-b by %s in:\n%s", adminAID, raw)
 		})
 	})
 

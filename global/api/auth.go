@@ -7,14 +7,16 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/stratahq/strata/internal/api"
 )
 
-// DefaultTenant is the tenant of the bootstrap token, and of every caller
-// when auth is disabled.
+// DefaultTenant is the system tenant: the tenant of the bootstrap token,
+// the only one whose tokens may have role admin, and of every caller when
+// auth is disabled.
 const DefaultTenant = "default"
 
 // tokenPrefix starts every bearer token: strata_<id>_<secret>. The id finds
@@ -94,12 +96,26 @@ func hashSecret(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func validRole(r api.Role) bool {
-	switch r {
-	case api.RoleAdmin, api.RoleOperator, api.RoleMember, api.RoleViewer, api.RoleInfra:
-		return true
+func validRole(r api.Role) bool { return slices.Contains(api.Roles, r) }
+
+// rolesText is every role, for the errors that list them.
+var rolesText = sync.OnceValue(func() string {
+	names := make([]string, len(api.Roles))
+	for i, r := range api.Roles {
+		names[i] = string(r)
 	}
-	return false
+	return strings.Join(names, ", ")
+})
+
+// effectiveRole is the role a token of tenant with role acts with: admin
+// is the system tenant's (DefaultTenant) only, and a token of another
+// tenant stored as admin, by a release that let any tenant have one, acts
+// as its tenant's administrator, never as everyone's.
+func effectiveRole(tenant string, role api.Role) api.Role {
+	if role == api.RoleAdmin && tenant != DefaultTenant {
+		return api.RoleTenantAdmin
+	}
+	return role
 }
 
 // action is what a caller wants to do; roles grant actions.
@@ -117,6 +133,9 @@ const (
 	readEvents // a tenant's own; every tenant's with seeEverything
 	seeEverything
 	readTenant // its own record and quota
+	// manageTokens creates, lists and revokes tokens: a tenant-admin
+	// its own tenant's (grantableBy says which roles), an admin
+	// everyone's.
 	manageTokens
 	manageTenants
 	// readSecrets reads the values of its tenant's Secrets (reads
@@ -126,33 +145,74 @@ const (
 
 // may is the role table:
 //
-//	admin     everything, in any tenant
-//	infra     nodes (cordon, drain, delete), regions, every region's
-//	          events; no tenant's resources
-//	operator  its tenant's resources, configs and secrets (values
-//	          included), reading regions
-//	member    its tenant's resources, configs and secrets (values
-//	          included)
-//	viewer    reading its tenant's resources and configs, and its
-//	          secrets' keys but not their values
+//	admin         everything, in any tenant (the system tenant's tokens
+//	              only: effectiveRole)
+//	infra         nodes (cordon, drain, delete), regions, every region's
+//	              events; no tenant's resources
+//	tenant-admin  its tenant's resources, configs and secrets (values
+//	              included), its tenant's tokens, reading regions
+//	operator      its tenant's resources, configs and secrets (values
+//	              included), reading regions
+//	member        its tenant's resources, configs and secrets (values
+//	              included)
+//	viewer        reading its tenant's resources and configs, and its
+//	              secrets' keys but not their values
 //
 // Every role reads flavors (they are needed to write a resource), the
 // status overview (region endpoints with readRegions only), its tenant's
-// events and quota; only admins manage tokens and tenants.
+// events and quota; only admins manage tenants, and only admins and
+// tenant-admins tokens. Which tenants a caller reaches is
+// Identity.allTenants's to say.
 func may(r api.Role, a action) bool {
 	switch a {
 	case readFlavors, readStatus, readTenant, readEvents:
 		return validRole(r)
-	case readResources:
-		return validRole(r) && r != api.RoleInfra
-	case writeResources, readSecrets:
-		return r == api.RoleAdmin || r == api.RoleOperator || r == api.RoleMember
-	case readRegions:
-		return r == api.RoleAdmin || r == api.RoleOperator || r == api.RoleInfra
-	case useNodes, seeEverything:
-		return r == api.RoleAdmin || r == api.RoleInfra
+	}
+	if roles, ok := grants[a]; ok {
+		return slices.Contains(roles, r)
 	}
 	return r == api.RoleAdmin
+}
+
+// grants are the roles that may do an action, for the actions that are
+// not every role's or admins' only (may).
+var grants = func() map[action][]api.Role {
+	const (
+		admin, tenantAdmin, infra = api.RoleAdmin, api.RoleTenantAdmin, api.RoleInfra
+		operator, member, viewer  = api.RoleOperator, api.RoleMember, api.RoleViewer
+	)
+	writers := []api.Role{admin, tenantAdmin, operator, member}
+	return map[action][]api.Role{
+		readResources:  {admin, tenantAdmin, operator, member, viewer},
+		writeResources: writers,
+		readSecrets:    writers,
+		readRegions:    {admin, tenantAdmin, operator, infra},
+		useNodes:       {admin, infra},
+		seeEverything:  {admin, infra},
+		manageTokens:   {admin, tenantAdmin},
+	}
+}()
+
+// may reports whether id may do a (in its own tenant; allTenants says
+// whether in others).
+func (id Identity) may(a action) bool { return may(effectiveRole(id.Tenant, id.Role), a) }
+
+// allTenants reports whether id reaches every tenant: an admin of the
+// system tenant only.
+func (id Identity) allTenants() bool { return effectiveRole(id.Tenant, id.Role) == api.RoleAdmin }
+
+// grantableBy reports whether id may make a token of role: an admin any;
+// a tenant-admin the roles of its tenant's own (tenant-admin, operator,
+// member, viewer), never admin or infra, which reach beyond a tenant.
+func grantableBy(id Identity, role api.Role) bool {
+	if id.allTenants() {
+		return true
+	}
+	switch role {
+	case api.RoleTenantAdmin, api.RoleOperator, api.RoleMember, api.RoleViewer:
+		return true
+	}
+	return false
 }
 
 // authorize checks that the caller may do a on nothing tenant-scoped.
@@ -161,46 +221,34 @@ func authorize(ctx context.Context, a action) (Identity, error) {
 	if !ok {
 		return Identity{}, fmt.Errorf("no caller identity: %w", api.ErrUnauthenticated)
 	}
-	if !may(id.Role, a) {
-		return Identity{}, fmt.Errorf("role %q may not do this: %w", id.Role, api.ErrForbidden)
+	if !id.may(a) {
+		return Identity{}, fmt.Errorf("role %q may not do this: %w", effectiveRole(id.Tenant, id.Role), api.ErrForbidden)
 	}
 	return id, nil
 }
 
 // tenantScope checks that the caller may do a in tenant (empty: the
-// caller's own) and returns the tenant to act in. Only admins reach other
-// tenants; for anyone else that is forbidden, which tells nothing about
-// any object (lists, creates).
+// caller's own) and returns the tenant to act in. Only the system
+// tenant's admins reach other tenants; for anyone else that is
+// forbidden, which tells nothing about any object (lists, creates).
 func tenantScope(ctx context.Context, a action, tenant string) (string, error) {
 	id, err := authorize(ctx, a)
 	if err != nil {
 		return "", err
 	}
 	if tenant == "" {
-		return id.Tenant, nil
-	}
-	if err := api.ValidateName("tenant", tenant); err != nil {
+		tenant = id.Tenant
+	} else if err := api.ValidateName("tenant", tenant); err != nil {
 		return "", err
 	}
-	if tenant != id.Tenant && id.Role != api.RoleAdmin {
+	noteTenant(ctx, id, tenant)
+	if tenant != id.Tenant && !id.allTenants() {
 		return "", fmt.Errorf("tenant %q is not yours: %w", tenant, api.ErrForbidden)
 	}
 	return tenant, nil
 }
 
-// resourceScope is tenantScope for the resource called name, with one
-// difference: another tenant's resource is "not found", so that a tenant
-// cannot probe which names another one uses.
+// resourceScope is objectScope for a resource.
 func resourceScope(ctx context.Context, a action, tenant, name string) (string, error) {
-	if err := api.ValidateName("name", name); err != nil {
-		return "", err
-	}
-	id, err := authorize(ctx, a)
-	if err != nil {
-		return "", err
-	}
-	if tenant != "" && tenant != id.Tenant && id.Role != api.RoleAdmin {
-		return "", api.NotFound("resource", name)
-	}
-	return tenantScope(ctx, a, tenant)
+	return objectScope(ctx, a, tenant, "resource", name)
 }

@@ -165,8 +165,10 @@ func configView(it store.Item[api.Config]) api.Config {
 	return c
 }
 
-// objectScope is resourceScope for a tenant's object of another kind
-// (what: "config", "secret"): another tenant's is "not found".
+// objectScope is tenantScope for a tenant's object called name (what:
+// "resource", "config", "secret"), with one difference: another tenant's
+// is "not found", so that a tenant cannot probe which names another one
+// uses.
 func objectScope(ctx context.Context, a action, tenant, what, name string) (string, error) {
 	if err := api.ValidateName("name", name); err != nil {
 		return "", err
@@ -175,7 +177,11 @@ func objectScope(ctx context.Context, a action, tenant, what, name string) (stri
 	if err != nil {
 		return "", err
 	}
-	if tenant != "" && tenant != id.Tenant && id.Role != api.RoleAdmin {
+	if tenant != "" && tenant != id.Tenant && !id.allTenants() {
+		// A probe of another tenant's names: audited as a read of it.
+		if api.ValidateName("tenant", tenant) == nil {
+			noteTenant(ctx, id, tenant)
+		}
 		return "", api.NotFound(what, name)
 	}
 	return tenantScope(ctx, a, tenant)

@@ -65,7 +65,8 @@ func TestResourceActionEvents(t *testing.T) {
 		token      string
 		code       int
 	}{
-		{"an admin of another tenant", "/v1/events?object=resource/acme/web", e.token(t, "other", api.RoleAdmin), http.StatusOK},
+		{"the system tenant's admin", "/v1/events?object=resource/acme/web", e.admin, http.StatusOK},
+		{"another tenant's tenant-admin", "/v1/events?object=resource/acme/web", e.token(t, "other", api.RoleTenantAdmin), http.StatusForbidden},
 		{"another tenant's member", "/v1/events?object=resource/acme/web", e.token(t, "other", api.RoleMember), http.StatusForbidden},
 		// Without a resource object a tenant's token gets its tenant's
 		// events only: here, none of a node's.

@@ -57,7 +57,7 @@ func (n *Nodes) List(ctx context.Context, region, selector string) (NodeList, er
 	if _, err := authorize(ctx, useNodes); err != nil {
 		return NodeList{}, err
 	}
-	if _, err := api.ParseSelector(selector); err != nil {
+	if err := api.ValidateSelector("selector", selector); err != nil {
 		return NodeList{}, err
 	}
 	list := NodeList{Items: []api.Node{}}

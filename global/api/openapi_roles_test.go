@@ -18,7 +18,7 @@ import (
 const rolesKey = "x-strata-roles"
 
 // allRoles are the roles, in the order the document names them.
-var allRoles = []api.Role{api.RoleAdmin, api.RoleInfra, api.RoleOperator, api.RoleMember, api.RoleViewer}
+var allRoles = api.Roles
 
 // describeRoles is how a description names roles: "any", "any but
 // infra", or a list ("admin, operator or member").
@@ -141,12 +141,13 @@ func TestOpenAPIRoles(t *testing.T) {
 // document uses.
 func TestOpenAPIRolesDescribed(t *testing.T) {
 	for want, roles := range map[string][]string{
-		"any":                       {"admin", "infra", "operator", "member", "viewer"},
-		"any but infra":             {"admin", "operator", "member", "viewer"},
-		"admin":                     {"admin"},
-		"admin or infra":            {"admin", "infra"},
-		"admin, operator or member": {"admin", "operator", "member"},
-		"admin, infra or operator":  {"admin", "infra", "operator"},
+		"any":                   {"admin", "infra", "tenant-admin", "operator", "member", "viewer"},
+		"any but infra":         {"admin", "tenant-admin", "operator", "member", "viewer"},
+		"admin":                 {"admin"},
+		"admin or infra":        {"admin", "infra"},
+		"admin or tenant-admin": {"admin", "tenant-admin"},
+		"admin, tenant-admin, operator or member": {"admin", "tenant-admin", "operator", "member"},
+		"admin, infra, tenant-admin or operator":  {"admin", "infra", "tenant-admin", "operator"},
 	} {
 		if got := describeRoles(roles); got != want {
 			t.Errorf("describeRoles(%v) = %q; want %q", roles, got, want)

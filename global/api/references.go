@@ -48,14 +48,18 @@ func (s *Resources) checkReferences(ctx context.Context, r *api.Resource, txn *s
 	return flavor, nil
 }
 
+// registered checks that the region name, which field names, is
+// registered (known is Regions.known's).
+func registered(known func(string) bool, field, name string) error {
+	if !known(name) {
+		return api.Invalid(field, "region %q is not registered", name)
+	}
+	return nil
+}
+
 // checkRegions checks that every region r names is registered.
 func checkRegions(r *api.Resource, known func(string) bool) error {
-	registered := func(field, name string) error {
-		if !known(name) {
-			return api.Invalid(field, "region %q is not registered", name)
-		}
-		return nil
-	}
+	registered := func(field, name string) error { return registered(known, field, name) }
 	for i, t := range r.Schedule.Regions {
 		if err := registered(fmt.Sprintf("schedule.regions[%d].name", i), t.Name); err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/store"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -122,6 +123,7 @@ type LogOptions struct {
 // its node's agent → the provider. It returns when the output ends or,
 // when following, when ctx is done.
 func (p *Replicas) Logs(ctx context.Context, tenant, name string, o LogOptions, w io.Writer) error {
+	noteRead(ctx, audit.ReadLogs)
 	reps, err := p.List(ctx, tenant, name)
 	if err != nil {
 		return err

@@ -213,6 +213,9 @@ type page struct {
 }
 
 func (q ListQuery) page() (page, error) {
+	if err := api.ValidateSelector("selector", q.Selector); err != nil {
+		return page{}, err
+	}
 	sel, err := api.ParseSelector(q.Selector)
 	if err != nil {
 		return page{}, err

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -555,5 +556,21 @@ func TestGetReadsYourWrites(t *testing.T) {
 	deleting := decodeAs[api.Resource](t, e.must(t, http.StatusAccepted, e.do(t, "DELETE", "/v1/resources/app", nil)))
 	if got := get(); got.DeletionRequestedAt == nil || got.ResourceVersion != deleting.ResourceVersion {
 		t.Fatalf("GET right after delete: got deletionRequestedAt %v rv %d; want it set at rv %d", got.DeletionRequestedAt, got.ResourceVersion, deleting.ResourceVersion)
+	}
+}
+
+// TestEmptySelectorTerm: a list's selector with an empty term is a 400
+// naming the parameter, not a selector of fewer terms.
+func TestEmptySelectorTerm(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	for _, tc := range []struct{ path, field string }{
+		{"/v1/resources?selector=app%3Dweb,", "selector"},
+		{"/v1/resources?labelSelector=app%3Dweb,,tier%3Ddb", "labelSelector"},
+		{"/v1/nodes?selector=,pool%3Da", "selector"},
+	} {
+		r := e.must(t, http.StatusBadRequest, e.do(t, "GET", tc.path, nil))
+		if got := decodeAs[api.ErrorBody](t, r).Error; got.Field != tc.field || !strings.Contains(got.Message, "is empty") {
+			t.Errorf("GET %s: got %+v; want field %s saying a term is empty", tc.path, got, tc.field)
+		}
 	}
 }

@@ -17,7 +17,13 @@ import (
 // Handler returns the REST API (described by openapi.json): JSON in and
 // out, every error an api.ErrorBody, on the edge every Strata REST API
 // shares (internal/rest).
-func (s *Server) Handler() http.Handler { return s.restAPI().Handler() }
+func (s *Server) Handler() http.Handler {
+	h := s.restAPI().Handler()
+	if s.audit != nil {
+		h = s.auditReads(h)
+	}
+	return h
+}
 
 // restAPI declares the routes; the edge does the rest.
 func (s *Server) restAPI() *rest.API {
@@ -205,7 +211,11 @@ func (h *restHandlers) listResources(r *http.Request) (any, error) {
 	}
 	lq := ListQuery{Selector: q.Get("selector"), Kind: q.Get("kind"), Limit: pq.Limit, Continue: pq.Continue}
 	if lq.Selector == "" {
+		// Its errors name the parameter the client wrote.
 		lq.Selector = q.Get("labelSelector")
+		if err := api.ValidateSelector("labelSelector", lq.Selector); err != nil {
+			return nil, err
+		}
 	}
 	return h.s.resources.List(r.Context(), tenantOf(r), lq)
 }

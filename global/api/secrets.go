@@ -11,6 +11,7 @@ import (
 	"github.com/stratahq/strata/global/alerts"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
 )
@@ -216,6 +217,7 @@ func (s *Secrets) mayReveal(ctx context.Context, reveal bool) error {
 	if !reveal {
 		return nil
 	}
+	noteRead(ctx, audit.ReadSecretValues)
 	if _, err := authorize(ctx, readSecrets); err != nil {
 		return fmt.Errorf("reading secret values: %w", err)
 	}

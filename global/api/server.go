@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -35,9 +34,7 @@ import (
 	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
-	"github.com/stratahq/strata/internal/transport"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
-	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
 // DefaultRegionTimeout is Options.RegionTimeout's default; the others
@@ -105,7 +102,8 @@ type Options struct {
 	// Version is reported by Status.
 	Version string
 	// Audit records every call that changes something (REST, and
-	// ResourceService over gRPC); nil records nothing.
+	// ResourceService over gRPC), and every read of secret values, logs
+	// or another tenant's objects (audit.go); nil records nothing.
 	Audit *audit.Log
 	// Secrets seals and opens the tenants' Secrets (the key files of
 	// config.Global.Secrets); nil refuses Secret writes and reveals.
@@ -192,7 +190,7 @@ func New(o Options) (*Server, error) {
 		wroteTenants: &written{}, wroteAdmissions: &written{}, wroteResources: &s.resources.wroteResources,
 	}
 	s.resources.quotas = q
-	s.tenants = &Tenants{st: st, cache: c.Tenants, quotas: q, wrote: q.wroteTenants}
+	s.tenants = &Tenants{st: st, cache: c.Tenants, quotas: q, regions: s.regions, wrote: q.wroteTenants}
 	s.nodes = &Nodes{fan: fan}
 	s.replicas = &Replicas{fan: fan, resources: s.resources}
 	s.tokens = newTokens(st.Tokens, c.Tokens, o.BootstrapToken, log)
@@ -343,7 +341,7 @@ func (s *Server) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	if !may(id.Role, readRegions) {
+	if !id.may(readRegions) {
 		for i := range regions {
 			regions[i] = withoutWhere(regions[i])
 		}
@@ -361,52 +359,6 @@ func withoutWhere(r api.Region) api.Region {
 		r.Status = &st
 	}
 	return r
-}
-
-// auditREST records a REST call that changes something.
-func (s *Server) auditREST(r *http.Request, code int, took time.Duration) {
-	e := audit.HTTPEntry("global:"+s.id, r, code, took)
-	e.Who = whoOf(r.Context())
-	s.audit.Record(e)
-}
-
-// auditGRPC records a ResourceService call that changes something.
-func (s *Server) auditGRPC(ctx context.Context, method string, req any, err error, took time.Duration) {
-	if !audit.MutatingRPC(method) {
-		return
-	}
-	e := audit.GRPCEntry(ctx, "global:"+s.id, method, req, err, took)
-	if _, ok := IdentityFrom(ctx); ok {
-		e.Who = whoOf(ctx)
-	}
-	// A create or update names the object inside it.
-	switch r := req.(type) {
-	case interface{ GetResource() *resourcev1.Resource }:
-		e.Object = audit.Object(r.GetResource())
-	case interface{ GetFlavor() *resourcev1.Flavor }:
-		e.Object = audit.Object(r.GetFlavor())
-	case interface{ GetRegion() *resourcev1.Region }:
-		e.Object = audit.Object(r.GetRegion())
-	}
-	s.audit.Record(e)
-}
-
-// auditOrNil is auditGRPC when the Server audits.
-func (s *Server) auditOrNil() transport.Auditor {
-	if s.audit == nil {
-		return nil
-	}
-	return s.auditGRPC
-}
-
-// whoOf is the caller in ctx as the audit log names it: by its token's
-// id and name, never the token.
-func whoOf(ctx context.Context) audit.Who {
-	id, ok := IdentityFrom(ctx)
-	if !ok {
-		return audit.Who{}
-	}
-	return audit.Who{TokenID: id.TokenID, TokenName: id.TokenName, Tenant: id.Tenant, Role: string(id.Role)}
 }
 
 // written holds the highest revision noted.

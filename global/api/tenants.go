@@ -20,6 +20,8 @@ type Tenants struct {
 	st     *state.State
 	cache  *store.Cache[api.Tenant]
 	quotas *quotas
+	// regions are what regionQuotas may name.
+	regions *Regions
 	// wrote is this replica's latest tenant write, for read-your-writes.
 	wrote *written
 }
@@ -69,7 +71,8 @@ func (t *Tenants) Get(ctx context.Context, name string) (api.Tenant, error) {
 
 // Put creates or replaces a tenant's record (admins only). A
 // resourceVersion in it makes the write conditional. A quota lower than
-// what the tenant holds is allowed: it refuses growth from then on.
+// what the tenant holds is allowed: it refuses growth from then on. A
+// region quota must name a registered region (checkRegionQuotas).
 func (t *Tenants) Put(ctx context.Context, in api.Tenant) (api.Tenant, bool, error) {
 	if _, err := authorize(ctx, manageTenants); err != nil {
 		return api.Tenant{}, false, err
@@ -80,6 +83,11 @@ func (t *Tenants) Put(ctx context.Context, in api.Tenant) (api.Tenant, bool, err
 	expect := in.ResourceVersion
 	in.ResourceVersion, in.UpdatedAt = 0, now()
 	cur, err := t.st.Tenants.Get(ctx, in.Name)
+	if err == nil || errors.Is(err, store.ErrNotFound) {
+		if rerr := t.checkRegionQuotas(ctx, in, cur.Value); rerr != nil {
+			return api.Tenant{}, false, rerr
+		}
+	}
 	var rev int64
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -101,6 +109,38 @@ func (t *Tenants) Put(ctx context.Context, in api.Tenant) (api.Tenant, bool, err
 	t.wrote.note(rev)
 	in.ResourceVersion = rev
 	return in, cur.Value == nil, nil
+}
+
+// checkRegionQuotas checks that the regions in's region quotas name are
+// registered, every one at once, as a resource's regions are. A region
+// quota that cur (the stored record, nil for none) already holds is not
+// checked again: its region may have been deleted since, or the quota
+// written by a release that did not check, and a write that changes
+// something else (set-quota reads, changes and writes the whole record)
+// must not be refused for it. Removing it is the operator's choice.
+func (t *Tenants) checkRegionQuotas(ctx context.Context, in api.Tenant, cur *api.Tenant) error {
+	var held map[string]api.Quota
+	if cur != nil {
+		held = cur.RegionQuotas
+	}
+	var added []string
+	for _, region := range sortedKeys(in.RegionQuotas) {
+		if _, ok := held[region]; !ok {
+			added = append(added, region)
+		}
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	known, err := t.regions.known(ctx)
+	if err != nil {
+		return err
+	}
+	errs := make([]error, len(added))
+	for i, region := range added {
+		errs[i] = registered(known, "regionQuotas."+region, region)
+	}
+	return api.Join(errs...)
 }
 
 // Delete removes a tenant's record, and with it its quotas (admins only);

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -262,4 +263,52 @@ func TestQuotaCharge(t *testing.T) {
 			}
 		})
 	}
+}
+
+// detailFields are the fields an error answer names, in order.
+func detailFields(t *testing.T, r *response) []string {
+	t.Helper()
+	var out []string
+	for _, d := range decodeAs[api.ErrorBody](t, r).Error.Details {
+		out = append(out, d.Field)
+	}
+	return out
+}
+
+// TestTenantValidationReportsAll: a tenant's record with several
+// mistakes is refused with every one of them, as a resource is.
+func TestTenantValidationReportsAll(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.fixtures(t, map[string]string{"r1": "127.0.0.1:1"})
+	r := e.must(t, http.StatusBadRequest, e.do(t, "PUT", "/v1/tenants/team-a", map[string]any{
+		"quota":        map[string]any{"replicas": -1, "vcpus": -2},
+		"regionQuotas": map[string]any{"Bad!": map[string]any{}, "r1": map[string]any{"memoryMiB": -1, "loadbalancers": -1}},
+	}))
+	want := []string{"quota.replicas", "quota.vcpus", "regionQuotas", "regionQuotas.r1.memoryMiB", "regionQuotas.r1.loadbalancers"}
+	if got := detailFields(t, r); !slices.Equal(got, want) {
+		t.Errorf("got fields %q (%s); want %q", got, r, want)
+	}
+}
+
+// TestRegionQuotasNameRegisteredRegions: a region quota for a region
+// that is not registered is refused, every such region named at once; a
+// region quota the record already holds is kept when its region is gone,
+// so that changing the rest of the record still works.
+func TestRegionQuotasNameRegisteredRegions(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.fixtures(t, map[string]string{"r1": "127.0.0.1:1", "r2": "127.0.0.1:2"})
+	r := e.must(t, http.StatusBadRequest, e.do(t, "PUT", "/v1/tenants/team-a", map[string]any{
+		"regionQuotas": map[string]any{"r1": map[string]any{"replicas": 4}, "nowhere": map[string]any{"replicas": 1}, "eu-typo": map[string]any{}},
+	}))
+	if got, want := detailFields(t, r), []string{"regionQuotas.eu-typo", "regionQuotas.nowhere"}; !slices.Equal(got, want) || !strings.Contains(string(r.body), `region \"nowhere\" is not registered`) {
+		t.Errorf("got %s; want fields %q, saying the region is not registered", r, want)
+	}
+	e.setQuota(t, "team-a", map[string]any{"regionQuotas": map[string]any{"r1": map[string]any{"replicas": 4}, "r2": map[string]any{"replicas": 2}}})
+	e.must(t, http.StatusOK, e.do(t, "DELETE", "/v1/regions/r2", nil))
+	got := e.setQuota(t, "team-a", map[string]any{"quota": map[string]any{"replicas": 10},
+		"regionQuotas": map[string]any{"r1": map[string]any{"replicas": 4}, "r2": map[string]any{"replicas": 3}}})
+	if got.Quota.Replicas != 10 || got.RegionQuotas["r2"].Replicas != 3 {
+		t.Errorf("got %+v; want the total set and r2's quota kept", got)
+	}
+	e.must(t, http.StatusBadRequest, e.do(t, "PUT", "/v1/tenants/team-b", map[string]any{"regionQuotas": map[string]any{"r2": map[string]any{}}}))
 }

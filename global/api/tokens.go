@@ -37,6 +37,10 @@ type Tokens struct {
 	// tried to): the throttle of touch.
 	mu      sync.Mutex
 	touched map[string]time.Time
+	// demoted are the tokens of a tenant other than the system tenant
+	// stored with role admin whose demotion to tenant-admin this replica
+	// has logged (once each).
+	demoted map[string]bool
 }
 
 // lastUsedEvery is how often a token's LastUsedAt is written at most.
@@ -74,8 +78,9 @@ type NewTokenResponse struct {
 	Token string `json:"token"`
 }
 
+// tokenInfo shows t with the role it acts with (effectiveRole).
 func tokenInfo(t *api.Token) TokenInfo {
-	info := TokenInfo{ID: t.ID, Name: t.Name, Tenant: t.Tenant, Role: t.Role, CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339)}
+	info := TokenInfo{ID: t.ID, Name: t.Name, Tenant: t.Tenant, Role: effectiveRole(t.Tenant, t.Role), CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339)}
 	if !t.ExpiresAt.IsZero() {
 		info.ExpiresAt = t.ExpiresAt.UTC().Format(time.RFC3339)
 	}
@@ -108,7 +113,28 @@ func (t *Tokens) Authenticate(ctx context.Context, bearer string) (Identity, err
 		return Identity{}, fmt.Errorf("token expired at %s: %w", tok.ExpiresAt.Format(time.RFC3339), api.ErrUnauthenticated)
 	}
 	t.touch(tok)
-	return Identity{Tenant: tok.Tenant, Role: tok.Role, TokenID: tok.ID, TokenName: tok.Name}, nil
+	role := effectiveRole(tok.Tenant, tok.Role)
+	if role != tok.Role {
+		t.noteDemoted(tok)
+	}
+	return Identity{Tenant: tok.Tenant, Role: role, TokenID: tok.ID, TokenName: tok.Name}, nil
+}
+
+// noteDemoted logs, once per token and replica, that tok is stored as an
+// admin of a tenant other than the system tenant and acts as that
+// tenant's tenant-admin (effectiveRole): the operator should replace it.
+func (t *Tokens) noteDemoted(tok *api.Token) {
+	t.mu.Lock()
+	if t.demoted == nil {
+		t.demoted = map[string]bool{}
+	}
+	seen := t.demoted[tok.ID]
+	t.demoted[tok.ID] = true
+	t.mu.Unlock()
+	if !seen {
+		t.log.Warn("a token of role admin outside the system tenant acts as tenant-admin of its tenant only; replace it with a tenant-admin token",
+			"token", tok.ID, "name", tok.Name, "tenant", tok.Tenant, "systemTenant", DefaultTenant)
+	}
 }
 
 // touch records that tok was used, at most once a minute per token, in
@@ -156,6 +182,8 @@ func (t *Tokens) authenticate(ctx context.Context, bearer string) (context.Conte
 	if err != nil {
 		return nil, err
 	}
+	ctx, _ = withAccess(ctx)
+	noteCaller(ctx, id)
 	return WithIdentity(ctx, id), nil
 }
 
@@ -184,15 +212,9 @@ func (t *Tokens) New(ctx context.Context, tenant string, role api.Role, name str
 
 // issue creates a token with tmpl's tenant, role, name and expiry.
 func (t *Tokens) issue(ctx context.Context, tmpl api.Token) (string, api.Token, error) {
-	if err := api.ValidateName("tenant", tmpl.Tenant); err != nil {
-		return "", api.Token{}, err
-	}
-	if !validRole(tmpl.Role) {
-		return "", api.Token{}, api.Invalid("role", "%q is not one of admin, infra, operator, member, viewer", tmpl.Role)
-	}
 	created := now()
-	if !tmpl.ExpiresAt.IsZero() && !tmpl.ExpiresAt.After(created) {
-		return "", api.Token{}, api.Invalid("expiresAt", "%s is not in the future", tmpl.ExpiresAt.UTC().Format(time.RFC3339))
+	if err := validateToken(&tmpl, created); err != nil {
+		return "", api.Token{}, err
 	}
 	plain, err := GenerateToken()
 	if err != nil {
@@ -206,6 +228,25 @@ func (t *Tokens) issue(ctx context.Context, tmpl api.Token) (string, api.Token, 
 	}
 	t.wrote.note(rev)
 	return plain, tok, nil
+}
+
+// validateToken checks what a new token is made of, reporting every
+// field at fault at once.
+func validateToken(tmpl *api.Token, at time.Time) error {
+	var role error
+	switch {
+	case !validRole(tmpl.Role):
+		role = api.Invalid("role", "%q is not one of %s", tmpl.Role, rolesText())
+	case effectiveRole(tmpl.Tenant, tmpl.Role) != tmpl.Role:
+		role = api.Invalid("role", "admin is for the system tenant %q only, as it reaches every tenant; give tenant %q a %s instead", DefaultTenant, tmpl.Tenant, api.RoleTenantAdmin)
+	}
+	var expiry error
+	if !tmpl.ExpiresAt.IsZero() && !tmpl.ExpiresAt.After(at) {
+		expiry = api.Invalid("expiresAt", "%s is not in the future", tmpl.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	// The name is shown in listings and logs: no terminal escapes or
+	// bidirectional overrides that would show another name.
+	return api.Join(api.ValidateText("name", tmpl.Name, 253), api.ValidateName("tenant", tmpl.Tenant), role, expiry)
 }
 
 // newTokens returns the Tokens of a Server; bootstrap is the bootstrap
@@ -301,30 +342,40 @@ func (t *Tokens) EnsureBootstrap(ctx context.Context, plaintext string) error {
 	return nil
 }
 
-// Create makes a token for a tenant and role (admins only). Its plaintext
-// is returned once; only its hash is stored.
+// Create makes a token for a tenant (the caller's when req names none)
+// and role: an admin for any tenant and role, a tenant-admin for its own
+// tenant and the roles grantableBy allows. Its plaintext is returned
+// once; only its hash is stored.
 func (t *Tokens) Create(ctx context.Context, req TokenRequest) (NewTokenResponse, error) {
-	if _, err := authorize(ctx, manageTokens); err != nil {
+	id, err := authorize(ctx, manageTokens)
+	if err != nil {
 		return NewTokenResponse{}, err
 	}
 	if req.Tenant == "" {
-		req.Tenant = DefaultTenant
+		req.Tenant = id.Tenant
 	}
-	// The name is shown in listings and logs: no terminal escapes or
-	// bidirectional overrides that would show another name.
-	if err := api.ValidateText("name", req.Name, 253); err != nil {
+	if req.Tenant != id.Tenant && !id.allTenants() {
+		return NewTokenResponse{}, fmt.Errorf("tenant %s is not yours: %w", api.Quote(req.Tenant), api.ErrForbidden)
+	}
+	tmpl := api.Token{Tenant: req.Tenant, Role: req.Role, Name: req.Name, ExpiresAt: req.ExpiresAt}
+	if err := validateToken(&tmpl, now()); err != nil {
 		return NewTokenResponse{}, err
 	}
-	plain, tok, err := t.issue(ctx, api.Token{Tenant: req.Tenant, Role: req.Role, Name: req.Name, ExpiresAt: req.ExpiresAt})
+	if !grantableBy(id, req.Role) {
+		return NewTokenResponse{}, fmt.Errorf("role %q may not make %s tokens, which reach beyond a tenant: %w", id.Role, req.Role, api.ErrForbidden)
+	}
+	plain, tok, err := t.issue(ctx, tmpl)
 	if err != nil {
 		return NewTokenResponse{}, err
 	}
 	return NewTokenResponse{TokenInfo: tokenInfo(&tok), Token: plain}, nil
 }
 
-// List lists the tokens (admins only), without secrets.
+// List lists the tokens the caller manages (every one for an admin, its
+// tenant's for a tenant-admin), without secrets.
 func (t *Tokens) List(ctx context.Context) ([]TokenInfo, error) {
-	if _, err := authorize(ctx, manageTokens); err != nil {
+	id, err := authorize(ctx, manageTokens)
+	if err != nil {
 		return nil, err
 	}
 	if err := caught(ctx, t.cache, &t.wrote); err != nil {
@@ -333,16 +384,23 @@ func (t *Tokens) List(ctx context.Context) ([]TokenInfo, error) {
 	items := t.cache.List()
 	out := make([]TokenInfo, 0, len(items))
 	for _, it := range items {
-		out = append(out, tokenInfo(it.Value))
+		if manages(id, it.Value) {
+			out = append(out, tokenInfo(it.Value))
+		}
 	}
 	slices.SortFunc(out, func(a, b TokenInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
+// manages reports whether id manages tok: an admin every token, a
+// tenant-admin its tenant's.
+func manages(id Identity, tok *api.Token) bool { return id.allTenants() || tok.Tenant == id.Tenant }
+
 // Page is one page of List: at most q.Limit tokens after those of the
 // page whose continue token q carries, by id, and the next page's token.
 func (t *Tokens) Page(ctx context.Context, q PageQuery) ([]TokenInfo, string, error) {
-	if _, err := authorize(ctx, manageTokens); err != nil {
+	id, err := authorize(ctx, manageTokens)
+	if err != nil {
 		return nil, "", err
 	}
 	limit, err := api.PageSize(q.Limit)
@@ -356,7 +414,7 @@ func (t *Tokens) Page(ctx context.Context, q PageQuery) ([]TokenInfo, string, er
 	if err := caught(ctx, t.cache, &t.wrote); err != nil {
 		return nil, "", err
 	}
-	items := t.cache.Range("", after, limit+1, nil)
+	items := t.cache.Range("", after, limit+1, func(it store.Item[api.Token]) bool { return manages(id, it.Value) })
 	out := make([]TokenInfo, 0, len(items))
 	for _, it := range items {
 		out = append(out, tokenInfo(it.Value))
@@ -365,18 +423,23 @@ func (t *Tokens) Page(ctx context.Context, q PageQuery) ([]TokenInfo, string, er
 	return page, next, nil
 }
 
-// Delete revokes a token (admins only); it stops working as soon as every
-// API replica's cache has seen the deletion.
+// Delete revokes a token the caller manages (another tenant's is not
+// found for a tenant-admin); it stops working as soon as every API
+// replica's cache has seen the deletion.
 func (t *Tokens) Delete(ctx context.Context, id string) (TokenInfo, error) {
-	if _, err := authorize(ctx, manageTokens); err != nil {
+	caller, err := authorize(ctx, manageTokens)
+	if err != nil {
 		return TokenInfo{}, err
 	}
 	var it store.Item[api.Token]
 	// A use recorded in between (touch) is no reason to refuse.
-	err := t.tokens.Store().RetryConflicts(ctx, "delete token "+id, func() error {
+	err = t.tokens.Store().RetryConflicts(ctx, "delete token "+id, func() error {
 		var err error
 		if it, err = t.tokens.Get(ctx, id); err != nil {
 			return err
+		}
+		if !manages(caller, it.Value) {
+			return store.ErrNotFound
 		}
 		rev, err := t.tokens.Delete(ctx, id, it.ModRevision)
 		if err == nil {

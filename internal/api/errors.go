@@ -182,6 +182,23 @@ func (p *problems) err() error {
 	return p.list
 }
 
+// Join is every field error of errs (nil ones skipped), in order, as one
+// error the way a Validate method reports them: nil, the one field
+// error, or all of them. It is for checks made outside this package
+// (references to other objects) that are reported together with the
+// object's own. An error that is not a field error (a store that
+// failed) is returned alone: it says nothing of the request.
+func Join(errs ...error) error {
+	var p problems
+	for _, err := range errs {
+		if err != nil && Fields(err) == nil {
+			return err
+		}
+		p.add(err)
+	}
+	return p.err()
+}
+
 // within prefixes the fields of err's field errors with a parent path.
 func within(parent string, err error) error {
 	fes := Fields(err)

@@ -201,42 +201,38 @@ func (q Quota) Exceeded(before, use Quota) string {
 	return ""
 }
 
-// Validate checks that no limit is negative.
+// Validate checks that no limit is negative, naming every one that is.
 func (q Quota) Validate() error {
-	switch {
-	case q.Resources < 0:
-		return Invalid("resources", "must not be negative")
-	case q.Replicas < 0:
-		return Invalid("replicas", "must not be negative")
-	case q.VCPUs < 0:
-		return Invalid("vcpus", "must not be negative")
-	case q.MemoryMiB < 0:
-		return Invalid("memoryMiB", "must not be negative")
-	case q.VolumeGiB < 0:
-		return Invalid("volumeGiB", "must not be negative")
-	case q.Loadbalancers < 0:
-		return Invalid("loadbalancers", "must not be negative")
+	var p problems
+	for _, f := range []struct {
+		name     string
+		negative bool
+	}{
+		{"resources", q.Resources < 0}, {"replicas", q.Replicas < 0}, {"vcpus", q.VCPUs < 0},
+		{"memoryMiB", q.MemoryMiB < 0}, {"volumeGiB", q.VolumeGiB < 0}, {"loadbalancers", q.Loadbalancers < 0},
+	} {
+		if f.negative {
+			p.add(Invalid(f.name, "must not be negative"))
+		}
 	}
-	return nil
+	return p.err()
 }
 
-// Validate checks a tenant as a client writes it.
+// Validate checks a tenant as a client writes it, reporting every field
+// at fault at once (region quotas by region name). Whether the regions
+// are registered is the API's to check (it knows them).
 func (t *Tenant) Validate() error {
-	if err := ValidateName("name", t.Name); err != nil {
-		return err
-	}
-	if err := t.Quota.Validate(); err != nil {
-		return within("quota", err)
-	}
-	for region, q := range t.RegionQuotas {
+	var p problems
+	p.add(ValidateName("name", t.Name))
+	p.in("quota", t.Quota.Validate())
+	for _, region := range sortedKeys(t.RegionQuotas) {
 		if err := ValidateName("regionQuotas", region); err != nil {
-			return err
+			p.add(err)
+			continue
 		}
-		if err := q.Validate(); err != nil {
-			return within("regionQuotas."+region, err)
-		}
+		p.in("regionQuotas."+region, t.RegionQuotas[region].Validate())
 	}
-	return nil
+	return p.err()
 }
 
 // Role is what a token may do.
@@ -251,7 +247,15 @@ const (
 	// delete), regions' events and endpoints. It holds no tenant's
 	// resources.
 	RoleInfra Role = "infra"
+	// RoleTenantAdmin administers one tenant: its resources, configs and
+	// secrets, and its tokens (of its own tenant, tenant-admin at most);
+	// never another tenant, nor what tenants share. RoleAdmin is the
+	// system tenant's only.
+	RoleTenantAdmin Role = "tenant-admin"
 )
+
+// Roles are every role, most powerful first.
+var Roles = []Role{RoleAdmin, RoleInfra, RoleTenantAdmin, RoleOperator, RoleMember, RoleViewer}
 
 // Token is a bearer token; only its hash is stored.
 type Token struct {

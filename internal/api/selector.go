@@ -18,8 +18,40 @@ type Requirement struct {
 	Values []string
 }
 
-// ParseSelector parses the text form; "" matches everything.
+// ParseSelector parses the text form; "" matches everything. It skips
+// empty terms, so that a selector stored before ValidateSelector refused
+// them still selects what it did: check what a client sends with
+// ValidateSelector.
 func ParseSelector(s string) (Selector, error) {
+	sel, err := parseSelector(s)
+	if err != nil {
+		return nil, Invalid("selector", "%v", err)
+	}
+	return sel, nil
+}
+
+// ValidateSelector checks a selector a client sent, its errors naming
+// field: it parses, and no term of it is empty. "app=web,,tier=db" and
+// "app=web," are a stray comma, or a term a script lost, not a selector
+// of fewer terms, and skipping the empty term would select more than
+// was meant. "" (or only spaces) selects everything.
+func ValidateSelector(field, s string) error {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	terms := splitTerms(s)
+	for i, term := range terms {
+		if strings.TrimSpace(term) == "" {
+			return Invalid(field, "term %d of %d in %q is empty: remove the stray comma", i+1, len(terms), s)
+		}
+	}
+	if _, err := parseSelector(s); err != nil {
+		return Invalid(field, "%v", err)
+	}
+	return nil
+}
+
+func parseSelector(s string) (Selector, error) {
 	var sel Selector
 	for _, term := range splitTerms(s) {
 		term = strings.TrimSpace(term)
@@ -28,7 +60,7 @@ func ParseSelector(s string) (Selector, error) {
 		}
 		r, err := parseRequirement(term)
 		if err != nil {
-			return nil, Invalid("selector", "%v", err)
+			return nil, err
 		}
 		sel = append(sel, r)
 	}

@@ -1,6 +1,9 @@
 // Package audit is the audit log: one JSON line per call that changes
-// something (REST and gRPC, on every tier that has audit.path set),
-// saying who made it, what it was, when, and how it ended.
+// something (REST and gRPC, on every tier that has audit.path set), and
+// per read that returns what is worth knowing who read (a tier says
+// which: the global tier's are secret values, replicas' logs and another
+// tenant's objects), saying who made it, what it was, when, and how it
+// ended.
 //
 // An entry names the caller by its token's id and name, tenant and role,
 // or its certificate identity; never by a token, a secret or a request
@@ -40,6 +43,13 @@ type Entry struct {
 	// Object names what a gRPC call was about ("tenant/name"), when its
 	// request says.
 	Object string `json:"object,omitempty"`
+	// Tenant is the tenant whose objects the call acted on or read, when
+	// the call is of one tenant's (it may be another than the caller's).
+	Tenant string `json:"tenant,omitempty"`
+	// Reads says why a read was recorded, what it returned or tried to
+	// (ReadSecretValues, ReadLogs, ReadOtherTenant); empty for a call
+	// that changes something, which is recorded whatever it reads.
+	Reads []string `json:"reads,omitempty"`
 	// Status is the HTTP status; for gRPC, the status code's name is in
 	// Code.
 	Status int    `json:"status,omitempty"`
@@ -48,6 +58,18 @@ type Entry struct {
 	Remote     string  `json:"remote,omitempty"`
 	DurationMS float64 `json:"durationMs"`
 }
+
+// Why a read is recorded (Entry.Reads).
+const (
+	// ReadSecretValues: the values of Secrets (never in the entry).
+	ReadSecretValues = "secretValues"
+	// ReadLogs: a replica's log output, which may hold anything the
+	// workload prints.
+	ReadLogs = "logs"
+	// ReadOtherTenant: objects of a tenant other than the caller's
+	// (Entry.Tenant names it).
+	ReadOtherTenant = "otherTenant"
+)
 
 // Who is the caller of an audited call: a token (its id and name, never
 // the token), or a certificate identity, or nobody known (a refused

@@ -144,7 +144,9 @@ overridden by STRATA_URL and STRATA_TOKEN, overridden by --context, --url
 and --token.
 
 First steps as an admin: make a token for each person or tenant with
-"stratactl tokens create NAME --tenant TENANT --role ROLE"; it prints the
+"stratactl tokens create NAME --tenant TENANT --role ROLE" (a tenant's
+own administrator gets --role tenant-admin and makes that tenant's other
+tokens; admin is for tenant "default" only); it prints the
 "stratactl config set-context" line that uses it, and the same token signs
 in to the web console at URL/console/. Follow a list as it changes with
 "stratactl get TYPE --watch".

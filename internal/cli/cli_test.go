@@ -37,6 +37,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "bad output format", args: []string{"get", "res", "-o", "xml"}, code: 2, stderr: `output format "xml" is not one of`},
 		{name: "a flag for another type", args: []string{"get", "flavors", "--kind", "Compute"}, code: 2, stderr: "--kind applies to resources"},
 		{name: "a bad selector", args: []string{"get", "res", "-l", "a=b=c"}, code: 2, stderr: "--selector"},
+		{name: "a selector with an empty term", args: []string{"get", "res", "-l", "app=web,"}, code: 2, stderr: "is empty: remove the stray comma"},
 		{name: "a required flag", args: []string{"scale", "web"}, code: 2, stderr: "scale needs --replicas N"},
 		{name: "unknown subcommand of a group", args: []string{"config", "bogus"}, code: 2, stderr: `unknown command "bogus" for "stratactl config"`},
 		{name: "a bad manifest", stdin: "kind: Nope\nname: x\n", args: []string{"apply", "-f", "-"}, code: 2, stderr: `unknown kind "Nope"`},

@@ -129,7 +129,7 @@ func (o *getOptions) checkFilters(flags *pflag.FlagSet, typ objType) error {
 		if typ == typeFlavors || typ == typeRevisions || typ == typePolicies {
 			return usageErrorf("--selector does not apply to %s", typ)
 		}
-		if _, err := api.ParseSelector(o.selector); err != nil {
+		if err := api.ValidateSelector("selector", o.selector); err != nil {
 			return usageErrorf("--selector: %v", err)
 		}
 	}

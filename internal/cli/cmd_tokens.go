@@ -14,23 +14,31 @@ import (
 	"github.com/stratahq/strata/internal/cli/printers"
 )
 
-const tokensLong = `Bearer tokens, each of one tenant and one role (admins only):
+const tokensLong = `Bearer tokens, each of one tenant and one role:
 
-  admin     everything, in every tenant: tokens, regions, flavors, nodes
-  infra     node operations (cordon, drain, delete), every event; no
-            tenant's resources
-  operator  the tenant's resources, reading regions
-  member    the tenant's resources: create, scale, roll back, delete
-  viewer    read the tenant's resources
+  admin         everything, in every tenant: tokens, tenants' quotas,
+                regions, flavors, nodes. Only tokens of the system
+                tenant ("default") may be admins.
+  infra         node operations (cordon, drain, delete), every event; no
+                tenant's resources
+  tenant-admin  its tenant's resources, configs and secrets, and its
+                tenant's tokens (tenant-admin, operator, member, viewer);
+                nothing of another tenant, nor its own quota
+  operator      the tenant's resources, configs and secrets, reading
+                regions
+  member        the tenant's resources: create, scale, roll back, delete
+  viewer        read the tenant's resources
 
-A token's secret is shown once, when it is created; the server keeps only
-its hash. Revoke a token that leaked and create another.`
+Admins manage every token; a tenant-admin manages its tenant's only (it
+lists, makes and revokes those, and no others). A token's secret is shown
+once, when it is created; the server keeps only its hash. Revoke a token
+that leaked and create another.`
 
 func (a *App) tokensCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:     "tokens",
 		Aliases: []string{"token"},
-		Short:   "Create, list and revoke API tokens (admins)",
+		Short:   "Create, list and revoke API tokens (admins; tenant-admins their tenant's)",
 		Long:    tokensLong,
 		Example: `  stratactl tokens create alice --tenant acme --role member --expires-in 90d
   stratactl tokens list --tenant acme
@@ -46,10 +54,13 @@ func (a *App) tokensCreateCommand() *cobra.Command {
 		Use:   "create NAME --role ROLE [--tenant TENANT] [--expires-in DURATION]",
 		Short: "Create a token; its secret is printed once",
 		Long: `Create a token named NAME (a label for people) for a tenant (--tenant;
-default: the server's "default") with a role: admin, operator, member or
-viewer. The secret is printed once, with the stratactl config line that
-signs in with it; the console takes the same token.`,
-		Example: `  stratactl tokens create alice --tenant acme --role member
+default: the tenant of the token you use) with a role: admin (of the
+system tenant "default" only), infra, tenant-admin, operator, member or
+viewer. A tenant-admin makes tokens of its own tenant, up to
+tenant-admin. The secret is printed once, with the stratactl config line
+that signs in with it; the console takes the same token.`,
+		Example: `  stratactl tokens create acme-admin --tenant acme --role tenant-admin
+  stratactl tokens create alice --tenant acme --role member
   stratactl tokens create ci --tenant acme --role viewer --expires-in 720h
   stratactl tokens create bob --tenant acme --role member -o json   # for scripts`,
 		Args: args(cobra.ExactArgs(1)),
@@ -77,22 +88,34 @@ signs in with it; the console takes the same token.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&role, "role", "", "admin, infra, operator, member or viewer (required)")
+	f.StringVar(&role, "role", "", rolesText+" (required)")
 	f.StringVar(&expiresIn, "expires-in", "", "lifetime, e.g. 12h, 30d (default: never expires)")
 	f.StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
-	_ = cmd.RegisterFlagCompletionFunc("role", cobra.FixedCompletions(
-		[]string{"admin", "infra", "operator", "member", "viewer"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("role", cobra.FixedCompletions(roleNames, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
+
+// roleNames are the roles, for completion; rolesText lists them for
+// help and errors.
+var (
+	roleNames = func() []string {
+		names := make([]string, len(api.Roles))
+		for i, r := range api.Roles {
+			names[i] = string(r)
+		}
+		return names
+	}()
+	rolesText = strings.Join(roleNames, ", ")
+)
 
 // tokenRequest checks create's flags before anything is sent.
 func (a *App) tokenRequest(name, role, expiresIn string) (client.TokenRequest, error) {
 	req := client.TokenRequest{Name: name, Tenant: a.tenant, Role: api.Role(role)}
-	if !slices.Contains([]api.Role{api.RoleAdmin, api.RoleInfra, api.RoleOperator, api.RoleMember, api.RoleViewer}, req.Role) {
+	if !slices.Contains(api.Roles, req.Role) {
 		if role == "" {
-			return req, usageErrorf("tokens create needs --role: admin, infra, operator, member or viewer")
+			return req, usageErrorf("tokens create needs --role: %s", rolesText)
 		}
-		return req, usageErrorf("--role %q is not one of admin, infra, operator, member, viewer", role)
+		return req, usageErrorf("--role %q is not one of %s", role, rolesText)
 	}
 	if expiresIn != "" {
 		d, err := parseLifetime(expiresIn)
@@ -148,7 +171,7 @@ func (a *App) tokensListCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "list [--tenant TENANT]",
-		Short: "List the tokens, without their secrets",
+		Short: "List the tokens, without their secrets (a tenant-admin sees its tenant's)",
 		Example: `  stratactl tokens list
   stratactl tokens list --tenant acme -o yaml`,
 		Args: args(cobra.NoArgs),

@@ -97,3 +97,29 @@ func TestTokensUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestTokensTenantAdmin: tenant-admin is a role the CLI makes and
+// explains, with admin said to be the system tenant's only.
+func TestTokensTenantAdmin(t *testing.T) {
+	e := newEnv(t)
+	e.must("", "--tenant", "acme", "tokens", "create", "acme-admin", "--role", "tenant-admin")
+	e.srv.Mu.Lock()
+	found := false
+	for _, tk := range e.srv.Tokens {
+		found = found || tk.Tenant == "acme" && tk.Role == api.RoleTenantAdmin
+	}
+	e.srv.Mu.Unlock()
+	if !found {
+		t.Errorf("no tenant-admin token of acme was created")
+	}
+	help := e.must("", "tokens", "--help")
+	for _, want := range []string{"tenant-admin", `system
+                tenant ("default")`} {
+		if !strings.Contains(help, want) {
+			t.Errorf("tokens --help: got\n%s\nwant it to say %q", help, want)
+		}
+	}
+	if got := e.must("", "tokens", "create", "--help"); !strings.Contains(got, "admin, infra, tenant-admin, operator, member, viewer (required)") {
+		t.Errorf("tokens create --help: got\n%s\nwant the roles with tenant-admin", got)
+	}
+}

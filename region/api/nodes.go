@@ -430,6 +430,9 @@ func lastOfType(cs []api.Condition, typ string) int {
 // listNodes returns the nodes whose labels match selector, by name: those
 // whose names come after after, at most limit of them (0: all).
 func (s *Server) listNodes(selector, after string, limit int) ([]api.Node, error) {
+	if err := api.ValidateSelector("selector", selector); err != nil {
+		return nil, err
+	}
 	sel, err := api.ParseSelector(selector)
 	if err != nil {
 		return nil, err

@@ -846,8 +846,8 @@ func (s *Server) createToken(r *http.Request) (int, any, error) {
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
-	if !slices.Contains([]api.Role{api.RoleAdmin, api.RoleInfra, api.RoleOperator, api.RoleMember, api.RoleViewer}, req.Role) {
-		return 0, nil, api.Invalid("role", "%q is not one of admin, infra, operator, member, viewer", req.Role)
+	if !slices.Contains(api.Roles, req.Role) {
+		return 0, nil, api.Invalid("role", "%q is not one of %v", req.Role, api.Roles)
 	}
 	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(s.now()) {
 		return 0, nil, api.Invalid("expiresAt", "is not in the future")

@@ -468,7 +468,7 @@ function diffLines(a, b) {
   return out;
 }
 
-// ---- tokens (admins) ----
+// ---- tokens (admins; tenant-admins their tenant's) ----
 
 function tokensPage() {
   const alertBox = $('#alert');
@@ -483,7 +483,7 @@ function tokensPage() {
       setLive('polling', 'The list refreshes every few seconds', 'Auto-refresh');
     } catch (e) {
       if (e.status === 401) return;
-      const msg = e.status === 403 ? 'Only admins manage tokens; this token is not an admin\'s' : 'The tokens could not be loaded';
+      const msg = e.status === 403 ? 'Only admins and tenant-admins manage tokens; this token is neither' : 'The tokens could not be loaded';
       showAlert(alertBox, e, msg);
       body.replaceChildren(h('tr', {}, h('td', { colspan: '7', class: 'detail-empty' }, msg + '.')));
     }
@@ -501,7 +501,7 @@ function tokensPage() {
     body.replaceChildren(...items.map((t) => h('tr', { dataset: { token: t.id, tenant: t.tenant, role: t.role, name: t.name || '' } },
       h('td', { class: 'mono' }, t.id, t.id === mine ? h('span', { class: 'muted' }, ' (this session)') : null),
       h('td', {}, t.name || h('span', { class: 'muted' }, '—')),
-      h('td', {}, t.tenant), h('td', {}, pill(t.role, t.role === 'admin' ? 'warn' : 'neutral')),
+      h('td', {}, t.tenant), h('td', {}, pill(t.role, t.role === 'admin' || t.role === 'tenant-admin' ? 'warn' : 'neutral')),
       h('td', { class: 'time-cell' }, relTime(t.createdAt)), h('td', { class: 'time-cell' }, expires(t)),
       h('td', { class: 'num' }, h('button', { type: 'button', class: 'btn btn-sm', dataset: { action: 'revoke', token: t.id }, onclick: () => revoke(t) }, 'Revoke…')))));
   }
@@ -523,9 +523,10 @@ function tokensPage() {
       title: 'Create a token',
       body: [
         field({ label: 'Name', name: 'name', placeholder: 'alice', hint: 'A label for people.' }),
-        field({ label: 'Tenant', name: 'tenant', placeholder: 'default', attrs: { spellcheck: 'false' } }),
+        field({ label: 'Tenant', name: 'tenant', placeholder: 'yours', hint: 'Empty: your token\'s tenant. A tenant-admin makes tokens of its own tenant only.', attrs: { spellcheck: 'false' } }),
         h('div', { class: 'field' }, h('label', { class: 'field-label', for: 'f-role' }, 'Role'),
-          h('select', { id: 'f-role', name: 'role', class: 'input' }, ['member', 'viewer', 'operator', 'infra', 'admin'].map((r0) => h('option', { value: r0 }, r0)))),
+          h('select', { id: 'f-role', name: 'role', class: 'input' }, ['member', 'viewer', 'operator', 'tenant-admin', 'infra', 'admin'].map((r0) => h('option', { value: r0 }, r0))),
+          h('span', { class: 'field-hint' }, 'tenant-admin runs one tenant, its tokens included; admin reaches every tenant and is for tenant default only; infra and admin are made by admins only.')),
         field({ label: 'Expires in days', name: 'days', type: 'number', hint: 'Empty: never.', attrs: { min: '1' } }),
       ],
       confirmLabel: 'Create',
