@@ -152,8 +152,7 @@ func validateAlertSelector(s string) error {
 	if len(s) > MaxAlertSelector {
 		return Invalid("selector", "is longer than %d characters", MaxAlertSelector)
 	}
-	_, err := ParseSelector(s)
-	return err
+	return ValidateSelector("selector", s)
 }
 
 func (rc *AlertReceiver) validate(p *problems) {

@@ -49,3 +49,15 @@ func TestAlertRuleValidateReportsEveryError(t *testing.T) {
 		t.Fatalf("one mistake: got %v; want receiver.url alone", got)
 	}
 }
+
+// TestAlertRuleSelectorEmptyTerm: a stray comma in a rule's selector is a
+// mistake named "selector", as in every other selector a client writes,
+// not a term skipped in silence.
+func TestAlertRuleSelectorEmptyTerm(t *testing.T) {
+	r := AlertRule{Name: "nodes", Reasons: []string{"NodeDown"}, Selector: "severity=critical,,team=a",
+		Receiver: AlertReceiver{Type: ReceiverWebhook, URL: "https://hooks.example.com/strata"}}
+	got := Fields(r.Validate())
+	if len(got) != 1 || got[0].Field != "selector" || !strings.Contains(got[0].Message, "empty") {
+		t.Fatalf("got %v; want one mistake in selector saying the term is empty", got)
+	}
+}
