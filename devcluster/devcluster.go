@@ -27,6 +27,7 @@ import (
 	globalapi "github.com/stratahq/strata/global/api"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/secretbox"
@@ -457,6 +458,8 @@ func (c *Cluster) Summary() string {
 	fmt.Fprintf(&b, "%s)\n", strings.Join(provs, ", "))
 	fmt.Fprintf(&b, "\n  admin token       %s   (global API and console)\n", c.Token)
 	fmt.Fprintf(&b, "  region token      %s   (every region's API and console)\n", c.RegionToken)
+	fmt.Fprintf(&b, "  etcd              %s   (one per tier; user root, password in root.password beside it)\n",
+		filepath.Join(c.o.DataDir, "etcd", "<tier>", etcdserver.SocketName))
 	if c.CA != "" {
 		fmt.Fprintf(&b, "  dev CA            %s   (mutual TLS between the tiers)\n", c.CA)
 	} else {

@@ -32,9 +32,11 @@ func newDevCmd() *cobra.Command {
 		Use:   "dev",
 		Short: "Run a whole cluster in one process on embedded defaults",
 		Long: `Run a whole Strata cluster in one process: an embedded etcd for the
-global tier and for each region, in-memory heartbeats and events, a dev CA
-for mutual TLS between tiers, one global replica, and regions (dev-1,
-dev-2) with two agents each on the fake provider.
+global tier and for each region (each on a unix socket of mode 0600 in
+--data-dir, with etcd authentication on: no TCP port), in-memory
+heartbeats and events, a dev CA for mutual TLS between tiers, one global
+replica, and regions (dev-1, dev-2) with two agents each on the fake
+provider.
 
 It prints the URLs and the admin token, and stops cleanly on Ctrl-C. Its
 data stays in --data-dir, so running it again resumes where it stopped.`,
