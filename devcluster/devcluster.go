@@ -197,7 +197,7 @@ func (c *Cluster) startGlobal() error {
 	gcfg.ID = "global"
 	gcfg.Listen.HTTP = addr(o.Host, o.HTTPPort, 0)
 	gcfg.Listen.GRPC = addr(o.Host, o.GRPCPort, 0)
-	gcfg.Etcd = config.Etcd{Embedded: true, DataDir: filepath.Join(o.DataDir, "etcd", "global"), Prefix: "/strata/global/", DialTimeout: 5 * time.Second}
+	gcfg.Etcd = config.Etcd{Embedded: true, AllowEmbedded: true, DataDir: filepath.Join(o.DataDir, "etcd", "global"), Prefix: "/strata/global/", DialTimeout: 5 * time.Second}
 	gcfg.API.BootstrapToken = c.Token
 	keyFile, err := devSecretsKey(o.DataDir)
 	if err != nil {
@@ -242,7 +242,7 @@ func (c *Cluster) startRegions() error {
 		rcfg.Name, rcfg.ID = name, name
 		rcfg.Listen.HTTP = addr(o.Host, o.HTTPPort, i+1)
 		rcfg.Listen.GRPC = addr(o.Host, o.GRPCPort, i+1)
-		rcfg.Etcd = config.Etcd{Embedded: true, DataDir: filepath.Join(o.DataDir, "etcd", name), Prefix: "/strata/region/", DialTimeout: 5 * time.Second}
+		rcfg.Etcd = config.Etcd{Embedded: true, AllowEmbedded: true, DataDir: filepath.Join(o.DataDir, "etcd", name), Prefix: "/strata/region/", DialTimeout: 5 * time.Second}
 		rcfg.Global.Endpoint = c.Global.GRPCAddr()
 		rcfg.Zones = []string{"a", "b"}
 		rcfg.Network.Subnet = fmt.Sprintf("10.%d.0.0/16", 88+i)
