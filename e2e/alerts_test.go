@@ -31,7 +31,7 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
-	case err != nil, !alerts.Verify([]byte(e2eReceiverSecret), body, r.Header.Get(alerts.HeaderSignature)):
+	case err != nil, alerts.VerifyRequest([]byte(e2eReceiverSecret), r.Header, body) != nil:
 		h.bad++
 		w.WriteHeader(http.StatusUnauthorized)
 		return
@@ -68,6 +68,8 @@ func TestAlertNodeDownAcrossFailover(t *testing.T) {
 	c := startCluster(t, clusterOpts{
 		globals: 2, regions: []string{"dev-1"}, agentsPerRegion: 2,
 		regionYAML: "nodes: {heartbeatInterval: 500ms, suspectAfter: 2s, downAfter: 4s, probeTimeout: 1s}\n",
+		// The receiver listens on loopback, which the operator allows.
+		globalYAML: "alerts: {receiverNetworks: [127.0.0.0/8]}\n",
 	})
 	hook := &hookReceiver{}
 	srv := httptest.NewServer(hook)
@@ -79,6 +81,11 @@ func TestAlertNodeDownAcrossFailover(t *testing.T) {
 		"selector": "severity=critical,node=dev-1-a,region=dev-1",
 		"receiver": map[string]any{"type": "webhook", "url": srv.URL + "/hook", "secret": e2eReceiverSecret},
 	}, http.StatusCreated, nil)
+	// Loopback is allowed, the clouds' metadata address is not.
+	g.Must(t, http.MethodPost, "/v1/alertrules", map[string]any{
+		"name": "metadata", "reasons": []string{"NodeDown"},
+		"receiver": map[string]any{"type": "webhook", "url": "http://169.254.169.254/latest/meta-data/"},
+	}, http.StatusBadRequest, nil)
 	// The master has seen the rule before the node goes: it fires on
 	// what happens from the rule's creation on.
 	framework.Eventually(t, 30*time.Second, "the master took the rule", func() error {

@@ -291,7 +291,7 @@ func adminGlobalSteps(t *testing.T, b *browser, c *procCluster, globalURL string
 		admin := framework.NewClient(globalURL, c.token)
 		admin.Must(t, http.MethodPost, "/v1/alertrules", map[string]any{
 			"name": "nodes", "reasons": []string{"NodeDown"},
-			"receiver": map[string]any{"type": "alertmanager", "url": "http://127.0.0.1:9/hook", "secret": "console-test-secret-0123"},
+			"receiver": map[string]any{"type": "alertmanager", "url": "https://hooks.example.com/hook", "secret": "console-test-secret-0123"},
 		}, http.StatusCreated, nil)
 		b.do(chromedp.Click(chromedp.CSS(`nav a[href="alerts"]`), chromedp.NodeVisible))
 		b.wait(`!!document.querySelector('#alertrules tr[data-rule="nodes"]')`, 20*time.Second)

@@ -76,6 +76,9 @@ type hostClusterOpts struct {
 	backend string
 	// labels gives node j its labels (besides none).
 	labels func(j int) map[string]string
+	// containerdOptions are more options of every agent's containerd
+	// provider ("refuseRoot: true").
+	containerdOptions string
 }
 
 // hostCluster is a global replica, one region and its agents, as real
@@ -219,8 +222,8 @@ log: {level: debug}
 		// ones, outside the default range.
 		providers := fmt.Sprintf(`providers:
   - name: containerd
-    options: {namespace: %s, restartBackoff: 50ms, restartBackoffMax: 1s, imageDirs: [%q]}
-`, c.ns[node], filepath.Dir(c.archive))
+    options: {namespace: %s, restartBackoff: 50ms, restartBackoffMax: 1s, imageDirs: [%q]%s}
+`, c.ns[node], filepath.Dir(c.archive), prefixed(", ", o.containerdOptions))
 		if o.haproxy {
 			providers += fmt.Sprintf("  - name: haproxy\n    options: {bindAddress: 127.0.0.1, binary: %s, ports: \"1024-65535\"}\n", haproxyBin)
 		}
@@ -1047,5 +1050,60 @@ func TestContainersFailures(t *testing.T) {
 	t.Logf("crashloop: restarts seen %v; resource phase %s (%s)", restarts, r.Status.Phase, r.Status.Reason)
 	if logs, err := c.logs("crashloop", id); err != nil || strings.Count(logs, "again") < 2 {
 		t.Errorf("crashloop logs: %q (%v); want the output of every run", logs, err)
+	}
+}
+
+// prefixed is s after prefix; "" for "".
+func prefixed(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
+}
+
+// TestContainersUser runs the user settings through every tier: a
+// securityContext given to the global API reaches the node (the
+// container runs as runAsUser), a node with refuseRoot fails a root
+// container with a reason that the resource's status carries, and bad
+// ids are 400s naming the field.
+func TestContainersUser(t *testing.T) {
+	c := startHostCluster(t, hostClusterOpts{region: "e2e-u", network: containersNet, agents: 1, containerdOptions: "refuseRoot: true"})
+	c.flavor("small", 0.25, 64)
+	c.image()
+	const probe = `echo "uid=$(id -u) gid=$(id -g)"; trap 'exit 0' TERM; sleep 3600 & wait`
+	c.create(hostCompute("app", 1, probe, map[string]any{"securityContext": map[string]any{"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": true}}))
+	c.create(hostCompute("rooted", 1, probe, nil))
+
+	reps := c.waitReady("app", 1, 60*time.Second)
+	c.waitLogs("app", reps[0].ID, 30*time.Second, "uid=1000 gid=1000")
+	const reason = "securityContext: container would run as root (the image's user is uid 0) and this node refuses root containers (refuseRoot)"
+	framework.Eventually(t, 60*time.Second, "rooted in error: "+reason, func() error {
+		r, err := c.status("rooted")
+		if err != nil {
+			return err
+		}
+		if r.Status.Phase != api.PhaseError || !strings.Contains(r.Status.Reason, reason) {
+			return fmt.Errorf("phase %s (%s)", r.Status.Phase, r.Status.Reason)
+		}
+		return nil
+	})
+
+	for _, tc := range []struct {
+		sc   map[string]any
+		want string
+	}{
+		{map[string]any{"runAsUser": -1}, "spec.compute.securityContext.runAsUser: -1 is not an id (0-2147483647)"},
+		{map[string]any{"runAsGroup": 1 << 31}, "spec.compute.securityContext.runAsGroup: 2147483648 is not an id"},
+		{map[string]any{"runAsUser": 0, "runAsNonRoot": true}, "spec.compute.securityContext.runAsUser: 0 is root, which runAsNonRoot refuses"},
+	} {
+		bad := hostCompute("bad", 1, probe, map[string]any{"securityContext": tc.sc})
+		bad["schedule"] = map[string]any{"regions": []map[string]any{{"name": c.o.region}}}
+		resp, err := c.global.Do(context.Background(), http.MethodPost, "/v1/resources", bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Status != http.StatusBadRequest || !strings.Contains(string(resp.Body), tc.want) {
+			t.Errorf("securityContext %v: got %d %s; want 400 with %q", tc.sc, resp.Status, resp.Body, tc.want)
+		}
 	}
 }

@@ -213,6 +213,7 @@ func (s *Server) Run(ctx context.Context) error {
 		Audit:             auditLog,
 		Secrets:           ring,
 		BootstrapToken:    cfg.API.BootstrapToken,
+		AlertReceivers:    cfg.Alerts.Networks(),
 		Logger:            s.log,
 	})
 	if err != nil {
@@ -238,6 +239,7 @@ func (s *Server) Run(ctx context.Context) error {
 		Collections: alerts.NewCollections(st.Store),
 		Source:      alerts.RegionSource{Caches: caches, Clients: pool},
 		Keyring:     ring,
+		Receivers:   cfg.Alerts.Networks(),
 		Logger:      s.log,
 	})
 	registerAlertMetrics(reg, alerter)

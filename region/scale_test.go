@@ -49,19 +49,118 @@ func TestTenThousandReplicasOnStockEtcd(t *testing.T) {
 	etcd := etcdtest.StartProcess(t)
 	kv := etcdtest.Client(t, etcd.Endpoints())
 	st := state.New(store.New(kv, "/strata/region/"))
+	cfg := simRegionConfig(etcd.Endpoints())
+	// 400 replicas a node: blocks of /22 (1,022 addresses), 64 of them.
+	cfg.Network.NodeMask = 22
+	sim := startSimRegion(t, ctx, cfg, st, agents)
+	apply := func(n int) { sim.apply(t, ctx, "big", n) }
+	// counts reads what the region stored of the resource.
+	counts := func() (share *state.Share, assignments, statuses, ports int, err error) {
+		if it, err := st.Shares.Get(ctx, "t/big"); err == nil {
+			share = it.Value
+		}
+		for _, c := range []struct {
+			prefix string
+			n      *int
+		}{{"assignments/", &assignments}, {"astatus/", &statuses}, {"ports/", &ports}} {
+			resp, err := kv.Get(ctx, st.Store.Prefix()+c.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				return nil, 0, 0, 0, err
+			}
+			*c.n = int(resp.Count)
+		}
+		return share, assignments, statuses, ports, nil
+	}
 
+	start := time.Now()
+	apply(replicas)
+	eventually(t, ctx, "10,000 replicas ready", func() error {
+		s, a, _, p, err := counts()
+		if err != nil {
+			return err
+		}
+		if s == nil || s.Phase != api.PhaseReady || s.Ready != replicas || a != replicas || p != replicas {
+			return fmt.Errorf("share %+v; %d assignments, %d addresses", s, a, p)
+		}
+		return nil
+	})
+	t.Logf("10,000 replicas placed and ready in %s", time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	apply(0)
+	eventually(t, ctx, "scaled to 0", func() error {
+		s, a, stn, p, err := counts()
+		if err != nil {
+			return err
+		}
+		if s == nil || s.Phase != api.PhaseReady || s.Replicas != 0 || a+stn+p != 0 {
+			return fmt.Errorf("share %+v; %d assignments, %d statuses, %d addresses left", s, a, stn, p)
+		}
+		return nil
+	})
+	t.Logf("scaled to 0 in %s", time.Since(start).Round(time.Millisecond))
+
+	apply(replicas)
+	eventually(t, ctx, "10,000 replicas back", func() error {
+		s, _, _, _, err := counts()
+		if err != nil {
+			return err
+		}
+		if s == nil || s.Phase != api.PhaseReady || s.Ready != replicas {
+			return fmt.Errorf("share %+v", s)
+		}
+		return nil
+	})
+	start = time.Now()
+	resp, err := sim.rs.RemovePlacements(ctx, &regionv1.RemovePlacementsRequest{
+		Placements: []*regionv1.PlacementRef{{Tenant: "t", Name: "big", Uid: "uid-big"}}, Epoch: 1,
+	})
+	if err != nil || len(resp.GetResults()) != 1 || !resp.GetResults()[0].GetApplied() {
+		t.Fatalf("RemovePlacements: %v, %v", resp.GetResults(), err)
+	}
+	eventually(t, ctx, "deleted", func() error {
+		s, a, stn, p, err := counts()
+		if err != nil {
+			return err
+		}
+		_, perr := st.Placements.Get(ctx, "t/big")
+		if s != nil || perr == nil || a+stn+p != 0 {
+			return fmt.Errorf("share %+v, placement %v; %d assignments, %d statuses, %d addresses left", s, perr, a, stn, p)
+		}
+		return nil
+	})
+	t.Logf("10,000 replicas deleted in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// simRegion is one region (the `strata region` server: API, controller,
+// monitor) with agents of the fake provider in this process, each with
+// its own node, heartbeats and assignment stream over the region's gRPC
+// API, as `strata sim-agents` runs them.
+type simRegion struct {
+	srv *region.Server
+	rs  regionv1.RegionServiceClient
+	gen int64
+}
+
+// simRegionConfig is the configuration of a simRegion on etcd at
+// endpoints: insecure (plaintext on loopback), since its agents share one
+// connection as strata sim-agents does, which one node certificate (good
+// for one node) cannot carry.
+func simRegionConfig(endpoints []string) *config.Region {
 	cfg := config.DefaultRegion()
 	cfg.Name, cfg.ID = "r1", "r1-1"
 	cfg.Listen.HTTP, cfg.Listen.GRPC = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Etcd.Endpoints = etcd.Endpoints()
+	cfg.Etcd.Endpoints = endpoints
 	cfg.Log.Level = "warn"
 	cfg.API.Token = "scale-test-region-token"
-	// 400 replicas a node: blocks of /22 (1,022 addresses), 64 of them.
-	cfg.Network.NodeMask = 22
-	// Insecure mode (plaintext on loopback): this test is about scale,
-	// and its agents share one connection, as strata sim-agents does,
-	// which one node certificate (good for one node) cannot carry.
 	cfg.Insecure = true
+	return cfg
+}
+
+// startSimRegion runs the region of cfg and agents nodes, and waits until
+// every node registered (st reads the region's etcd).
+func startSimRegion(t *testing.T, ctx context.Context, cfg *config.Region, st *state.State, agents int) *simRegion {
+	t.Helper()
 	log := cfg.Log.Logger(os.Stderr)
 	srv, err := region.New(region.Options{Config: cfg, Logger: log})
 	if err != nil {
@@ -123,106 +222,31 @@ func TestTenThousandReplicasOnStockEtcd(t *testing.T) {
 		}
 		return nil
 	})
+	return &simRegion{srv: srv, rs: regionv1.NewRegionServiceClient(cc)}
+}
 
-	rs := regionv1.NewRegionServiceClient(cc)
-	gen := int64(0)
-	apply := func(n int) {
-		t.Helper()
-		gen++
-		p := api.Placement{
-			Region: "r1",
-			Resource: api.Resource{
-				Name: "big", Tenant: "t", UID: "uid-big", Kind: api.KindCompute,
-				Replicas: n, Revision: 1, Generation: gen,
-				Spec: api.ResourceSpec{Flavor: "tiny", Compute: &api.ComputeSpec{Image: "busybox"}},
-			},
-			Flavor: &api.Flavor{Name: "tiny", Kind: api.ProviderContainer, Spec: api.FlavorSpec{VCPUs: 0.1, MemoryMiB: 64}},
-			Epoch:  1,
-		}
-		resp, err := rs.ApplyPlacements(ctx, &regionv1.ApplyPlacementsRequest{Placements: []*resourcev1.Placement{apiproto.PlacementToPB(&p)}})
-		if err != nil {
-			t.Fatalf("ApplyPlacements: %v", err)
-		}
-		if r := resp.GetResults(); len(r) != 1 || !r[0].GetApplied() {
-			t.Fatalf("ApplyPlacements: %v", r)
-		}
+// apply gives the region resource t/name of n replicas, the way the
+// global tier gives it (ApplyPlacements).
+func (r *simRegion) apply(t *testing.T, ctx context.Context, name string, n int) {
+	t.Helper()
+	r.gen++
+	p := api.Placement{
+		Region: "r1",
+		Resource: api.Resource{
+			Name: name, Tenant: "t", UID: "uid-" + name, Kind: api.KindCompute,
+			Replicas: n, Revision: 1, Generation: r.gen,
+			Spec: api.ResourceSpec{Flavor: "tiny", Compute: &api.ComputeSpec{Image: "busybox"}},
+		},
+		Flavor: &api.Flavor{Name: "tiny", Kind: api.ProviderContainer, Spec: api.FlavorSpec{VCPUs: 0.1, MemoryMiB: 64}},
+		Epoch:  1,
 	}
-	// counts reads what the region stored of the resource.
-	counts := func() (share *state.Share, assignments, statuses, ports int, err error) {
-		if it, err := st.Shares.Get(ctx, "t/big"); err == nil {
-			share = it.Value
-		}
-		for _, c := range []struct {
-			prefix string
-			n      *int
-		}{{"assignments/", &assignments}, {"astatus/", &statuses}, {"ports/", &ports}} {
-			resp, err := kv.Get(ctx, st.Store.Prefix()+c.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-			if err != nil {
-				return nil, 0, 0, 0, err
-			}
-			*c.n = int(resp.Count)
-		}
-		return share, assignments, statuses, ports, nil
+	resp, err := r.rs.ApplyPlacements(ctx, &regionv1.ApplyPlacementsRequest{Placements: []*resourcev1.Placement{apiproto.PlacementToPB(&p)}})
+	if err != nil {
+		t.Fatalf("ApplyPlacements: %v", err)
 	}
-
-	start := time.Now()
-	apply(replicas)
-	eventually(t, ctx, "10,000 replicas ready", func() error {
-		s, a, _, p, err := counts()
-		if err != nil {
-			return err
-		}
-		if s == nil || s.Phase != api.PhaseReady || s.Ready != replicas || a != replicas || p != replicas {
-			return fmt.Errorf("share %+v; %d assignments, %d addresses", s, a, p)
-		}
-		return nil
-	})
-	t.Logf("10,000 replicas placed and ready in %s", time.Since(start).Round(time.Millisecond))
-
-	start = time.Now()
-	apply(0)
-	eventually(t, ctx, "scaled to 0", func() error {
-		s, a, stn, p, err := counts()
-		if err != nil {
-			return err
-		}
-		if s == nil || s.Phase != api.PhaseReady || s.Replicas != 0 || a+stn+p != 0 {
-			return fmt.Errorf("share %+v; %d assignments, %d statuses, %d addresses left", s, a, stn, p)
-		}
-		return nil
-	})
-	t.Logf("scaled to 0 in %s", time.Since(start).Round(time.Millisecond))
-
-	apply(replicas)
-	eventually(t, ctx, "10,000 replicas back", func() error {
-		s, _, _, _, err := counts()
-		if err != nil {
-			return err
-		}
-		if s == nil || s.Phase != api.PhaseReady || s.Ready != replicas {
-			return fmt.Errorf("share %+v", s)
-		}
-		return nil
-	})
-	start = time.Now()
-	resp, err := rs.RemovePlacements(ctx, &regionv1.RemovePlacementsRequest{
-		Placements: []*regionv1.PlacementRef{{Tenant: "t", Name: "big", Uid: "uid-big"}}, Epoch: 1,
-	})
-	if err != nil || len(resp.GetResults()) != 1 || !resp.GetResults()[0].GetApplied() {
-		t.Fatalf("RemovePlacements: %v, %v", resp.GetResults(), err)
+	if res := resp.GetResults(); len(res) != 1 || !res[0].GetApplied() {
+		t.Fatalf("ApplyPlacements: %v", res)
 	}
-	eventually(t, ctx, "deleted", func() error {
-		s, a, stn, p, err := counts()
-		if err != nil {
-			return err
-		}
-		_, perr := st.Placements.Get(ctx, "t/big")
-		if s != nil || perr == nil || a+stn+p != 0 {
-			return fmt.Errorf("share %+v, placement %v; %d assignments, %d statuses, %d addresses left", s, perr, a, stn, p)
-		}
-		return nil
-	})
-	t.Logf("10,000 replicas deleted in %s", time.Since(start).Round(time.Millisecond))
 }
 
 func eventually(t *testing.T, ctx context.Context, what string, cond func() error) {

@@ -170,6 +170,15 @@ func (s *Server) API() *regionapi.Server {
 
 // Run serves until ctx is done.
 func (s *Server) Run(ctx context.Context) error {
+	// stopping is set when the servers are told to stop; the deferred
+	// clean-ups (etcd, Redis, the global tier's connections) run before
+	// this, the first deferred.
+	var stopping time.Time
+	defer func() {
+		if !stopping.IsZero() {
+			s.log.Info("region stopped", "took", time.Since(stopping).Round(time.Millisecond).String())
+		}
+	}()
 	cfg := s.cfg
 	cli := s.o.Etcd
 	if cli == nil {
@@ -240,6 +249,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	reg := metrics.New("region")
 	registerRegionGauges(reg, caches, apiSrv)
+	registerEventMetrics(reg, emitter)
 
 	ctrl := controller.New(controller.Options{
 		Region:           cfg.Name,
@@ -272,12 +282,13 @@ func (s *Server) Run(ctx context.Context) error {
 		Logger:            s.log,
 	})
 
-	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, append(append(reg.GRPC(), grpc.ReadBufferSize(grpcReadBuffer(sec)), grpc.WriteBufferSize(grpcWriteBuffer)), transport.FixedWindows()...)...)
+	g, gctx := errgroup.WithContext(ctx)
+	grpcOpts := append(reg.GRPC(), grpc.ReadBufferSize(grpcReadBuffer(sec)), grpc.WriteBufferSize(grpcWriteBuffer), grpc.ChainStreamInterceptor(endStreams(gctx)))
+	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, append(grpcOpts, transport.FixedWindows()...)...)
 	if err != nil {
 		return fmt.Errorf("region: %w", err)
 	}
 	apiSrv.RegisterGRPC(grpcSrv)
-	g, gctx := errgroup.WithContext(ctx)
 	mux := http.NewServeMux()
 	mux.Handle("/console/", console.Handler(console.Options{
 		Region: cfg.Name, Logger: s.log, Events: evs, Token: cfg.API.Token, Done: gctx.Done(),
@@ -304,6 +315,14 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil // ctx is done
 		}
 		return st.Store.EnsureTxnLimit(ctx)
+	})
+	// Said once by every replica, leader or standby, so that a stop that
+	// takes long shows where it started (stopped: at Run's very end).
+	g.Go(func() error {
+		<-gctx.Done()
+		stopping = time.Now()
+		s.log.Info("region stopping", "leader", elector.IsLeader())
+		return nil
 	})
 	return g.Wait()
 }
@@ -421,6 +440,22 @@ func registerRegionGauges(reg *metrics.Registry, caches *state.Caches, a *region
 	})
 }
 
+// registerEventMetrics exposes what the event emitter could not write
+// one by one: what it dropped, by why, and what it counted into a
+// resource's summary events.
+func registerEventMetrics(reg *metrics.Registry, e *events.Emitter) {
+	reg.CounterSet("strata_events_dropped_total", "Events that never reached the event stream, by why (buffer_full, append_failed, invalid).", "reason", func() map[string]float64 {
+		out := map[string]float64{}
+		for why, n := range e.DroppedBy() {
+			out[why] = float64(n)
+		}
+		return out
+	})
+	reg.CounterFunc("strata_events_coalesced_total", "Replica events counted into their resource's summary events instead of written one by one.", func() float64 {
+		return float64(e.Coalesced())
+	})
+}
+
 func (s *Server) hotStores() (heartbeat.Store, events.Store, func(), error) {
 	hb, evs := s.o.Heartbeats, s.o.Events
 	closeFn := func() {}
@@ -465,7 +500,7 @@ func (s *Server) ensureNetwork(ctx context.Context, st *state.State) error {
 		}
 		return nil
 	}
-	_, err = st.Networks.Modify(ctx, n.Name, func(cur *api.Network) error {
+	rec, err := st.Networks.Modify(ctx, n.Name, func(cur *api.Network) error {
 		if cur.NodeMask != 0 && cur.Backend != "" {
 			return store.ErrNoChange
 		}
@@ -484,7 +519,30 @@ func (s *Server) ensureNetwork(ctx context.Context, st *state.State) error {
 	if err != nil {
 		return fmt.Errorf("region: network %s: %w", n.Name, err)
 	}
+	if differ := networkDrift(nw, rec.Value); len(differ) > 0 {
+		s.log.Warn("network settings differ from the region's recorded network and are not applied: a region's network is fixed at its first start",
+			"network", n.Name, "differ", strings.Join(differ, ", "))
+	}
 	return nil
+}
+
+// networkDrift names the settings of the configured network cfg that
+// differ from the recorded one, each with both values.
+func networkDrift(cfg, rec *api.Network) []string {
+	var out []string
+	diff := func(key string, c, r any) {
+		if fmt.Sprint(c) != fmt.Sprint(r) {
+			out = append(out, fmt.Sprintf("network.%s %v (recorded %v)", key, c, r))
+		}
+	}
+	diff("subnet", cfg.Subnet, rec.Subnet)
+	diff("gateway", cfg.Gateway, rec.Gateway)
+	diff("bridge", cfg.Bridge, rec.Bridge)
+	diff("reserved", cfg.Reserved, rec.Reserved)
+	diff("nodeMask", cfg.NodeMask, rec.NodeMask)
+	diff("backend", cfg.Backend, rec.Backend)
+	diff("vni", cfg.VNI, rec.VNI)
+	return out
 }
 
 func (s *Server) watchLeader(ctx context.Context, e *election.Elector) error {

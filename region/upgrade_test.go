@@ -1,9 +1,12 @@
 package region_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,15 +24,23 @@ import (
 // version before node blocks: its default network recorded without a
 // node mask or backend. The region fills them in from its configuration
 // and changes nothing else; a subnet too small for the configured node
-// mask stops the region with a message naming the setting.
+// mask stops the region with a message naming the setting. A network
+// recorded with node blocks (by an earlier start) changes not at all. In
+// both, the settings of the configuration that are not applied are
+// named in a warning.
 func TestNetworkUpgradedToNodeBlocks(t *testing.T) {
 	cases := []struct {
 		name    string
 		subnet  string
+		blocks  bool   // recorded with node blocks
 		wantErr string // "" the region starts
+		warn    string // the settings not applied
 	}{
-		{"a /16 gets /24 blocks", "10.88.0.0/16", ""},
-		{"a /25 is smaller than a block", "10.88.0.0/25", "network.nodeMask"},
+		{"a /16 gets /24 blocks", "10.88.0.0/16", false, "",
+			`differ="network.subnet 10.99.0.0/16 (recorded 10.88.0.0/16), network.gateway 10.99.0.1 (recorded 10.88.0.1), network.bridge other0 (recorded strata0), network.reserved [] (recorded [10.88.0.2])"`},
+		{"a /25 is smaller than a block", "10.88.0.0/25", false, "network.nodeMask", ""},
+		{"a network with blocks stays as it is", "10.88.0.0/16", true, "",
+			`differ="network.subnet 10.99.0.0/16 (recorded 10.88.0.0/16), network.gateway 10.99.0.1 (recorded 10.88.0.1), network.bridge other0 (recorded strata0), network.reserved [] (recorded [10.88.0.2]), network.nodeMask 24 (recorded 26), network.backend host-gw (recorded vxlan), network.vni 7 (recorded 1)"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -40,6 +51,9 @@ func TestNetworkUpgradedToNodeBlocks(t *testing.T) {
 			gw := netip.MustParsePrefix(c.subnet).Addr().Next()
 			old := &api.Network{Name: "default", Subnet: c.subnet, Gateway: gw.String(), Bridge: "strata0", Reserved: []string{gw.Next().String()}, Default: true,
 				CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+			if c.blocks {
+				old.NodeMask, old.Backend, old.VNI = 26, api.BackendVXLAN, 1
+			}
 			if _, err := st.Networks.Put(ctx, "default", old); err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +69,8 @@ func TestNetworkUpgradedToNodeBlocks(t *testing.T) {
 			// the node mask, backend and VNI are taken from it.
 			cfg.Network.Subnet, cfg.Network.Gateway, cfg.Network.Bridge = "10.99.0.0/16", "10.99.0.1", "other0"
 			cfg.Network.Backend, cfg.Network.VNI = api.BackendHostGW, 7
-			srv, err := region.New(region.Options{Config: cfg})
+			var logs logBuffer
+			srv, err := region.New(region.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +97,9 @@ func TestNetworkUpgradedToNodeBlocks(t *testing.T) {
 			// The network is upgraded once the caches are synced, before
 			// the region runs for leadership.
 			want := *old
-			want.NodeMask, want.Backend, want.VNI = 24, api.BackendHostGW, 7
+			if !c.blocks {
+				want.NodeMask, want.Backend, want.VNI = 24, api.BackendHostGW, 7
+			}
 			var got *api.Network
 			for !api.SameJSON(got, &want) {
 				select {
@@ -99,6 +116,33 @@ func TestNetworkUpgradedToNodeBlocks(t *testing.T) {
 				}
 				got = it.Value
 			}
+			// What is not applied is said, once the network is in place.
+			for !strings.Contains(logs.String(), c.warn) {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("log: got\n%s\nwant a warning with %s", logs.String(), c.warn)
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
 		})
 	}
+}
+
+// logBuffer is a log destination that a test reads while the server
+// writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratahq/strata/devcluster"
 	"github.com/stratahq/strata/e2e/framework"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/testenv"
 )
 
 // ctl runs bin/stratactl in a private home, against one config file.
@@ -71,56 +75,15 @@ func TestE2E(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the dev cluster (not with -short)")
 	}
-	strata, bin := framework.Bin(t, "strata"), framework.Bin(t, "stratactl")
-	dir := t.TempDir()
-	// Region i serves on the ports after the global ones: reserve them all.
-	httpPort, grpcPort := framework.FreePorts(t, 3), framework.FreePorts(t, 3)
-	dev := framework.Start(t, "strata-dev", strata, []string{"dev", "--data-dir", dir, "--providers", "fake",
-		"--http-port", fmt.Sprint(httpPort), "--grpc-port", fmt.Sprint(grpcPort)})
-	url := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	framework.WaitHTTP(t, url+"/readyz", 90*time.Second)
-	token, err := os.ReadFile(filepath.Join(dir, "admin-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	home := t.TempDir()
-	c := &ctl{t: t, bin: bin, config: filepath.Join(home, "stratactl.yaml"), home: home}
-	c.must("", "config", "set-context", "e2e", "--url", url, "--token", strings.TrimSpace(string(token)))
-	framework.Eventually(t, 60*time.Second, "both regions registered", func() error {
-		var regions struct{ Items []api.Region }
-		if err := decode(c.run("", "get", "regions", "-o", "json"), &regions); err != nil {
-			return err
-		}
-		if len(regions.Items) != 2 {
-			return fmt.Errorf("%d regions", len(regions.Items))
-		}
-		return nil
-	})
-
-	examples := filepath.Join("..", "..", "deploy", "examples")
+	c, dev, _ := startDev(t, "fake")
+	examples := filepath.Join(testenv.RepoRoot(), "deploy", "examples")
 	applied := c.must("", "apply", "-f", examples)
 	for _, want := range []string{"flavor/small created", "image/busybox created", "volume/scratch created", "compute/web created", "loadbalancer/web-lb created"} {
 		if !strings.Contains(applied, want+"\n") {
 			t.Errorf("apply: got\n%s\nwant a line %q", applied, want)
 		}
 	}
-
-	framework.Eventually(t, 90*time.Second, "every resource ready", func() error {
-		var list struct{ Items []api.Resource }
-		if err := decode(c.run("", "get", "resources", "-o", "json"), &list); err != nil {
-			return err
-		}
-		if len(list.Items) != 4 {
-			return fmt.Errorf("%d resources", len(list.Items))
-		}
-		for _, r := range list.Items {
-			if s := r.Status; s == nil || s.Phase != api.PhaseReady || s.Ready != r.Replicas {
-				return fmt.Errorf("%s %s is not ready: %+v", r.Kind, r.Name, s)
-			}
-		}
-		return nil
-	})
+	waitAllReady(t, c, 4, 90*time.Second)
 
 	again := c.must("", "apply", "-f", examples)
 	for _, line := range strings.Split(strings.TrimSpace(again), "\n") {
@@ -191,6 +154,188 @@ func TestE2E(t *testing.T) {
 	if dev.Exited() {
 		t.Errorf("strata dev exited during the test (see its log)")
 	}
+}
+
+// TestExamplesOnRealProviders follows deploy/examples/README.md on what
+// `make dev` runs: `strata dev` started from the repository's root, with
+// containerd and HAProxy, the busybox archive of deploy/dev/images.sh in
+// .cache/images. The manifests are applied as they are written, every
+// resource must become ready, the load balancer must answer with a
+// replica's hostname, and everything must go on delete: the examples work
+// verbatim after `make dev`. The providers are named, not detected, so
+// that a machine without containerd or HAProxy fails (CI) or skips rather
+// than passing on the fake provider. The manifests name the dev
+// cluster's regions, so the agents take the dev cluster's names on the
+// host (containerd namespaces strata-dev-*, bridges strata0a..., nftables
+// tables strata-dev-*), and deploy/dev/clean.sh removes them at the end:
+// do not run it next to a `make dev` on the same machine.
+func TestExamplesOnRealProviders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the dev cluster on containerd and HAProxy (not with -short)")
+	}
+	framework.RequireContainerd(t)
+	testenv.LookPath(t, "haproxy")
+	framework.BusyboxArchive(t)
+	root := testenv.RepoRoot()
+	// After the cluster is stopped (clean-ups run last first): what
+	// agents never remove by themselves, since an agent restart must
+	// lose nothing. The data directory goes with it.
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		out, err := exec.Command(filepath.Join(root, "deploy", "dev", "clean.sh"), dir).CombinedOutput()
+		if err != nil {
+			t.Errorf("deploy/dev/clean.sh: %v\n%s", err, out)
+		}
+	})
+	// strata dev lets tenants name the images of .cache/images in the
+	// directory it runs in: make dev runs it at the repository's root.
+	t.Chdir(root)
+	c, dev, _ := startDevIn(t, dir, "containerd,haproxy,fake")
+
+	examples := "deploy/examples/"
+	applied := c.must("", "apply", "-f", examples)
+	for _, want := range []string{"flavor/small created", "flavor/lb-small created", "image/busybox created", "volume/scratch created", "compute/web created", "loadbalancer/web-lb created"} {
+		if !strings.Contains(applied, want+"\n") {
+			t.Errorf("apply: got\n%s\nwant a line %q", applied, want)
+		}
+	}
+	waitAllReady(t, c, 4, 3*time.Minute)
+	if again := c.must("", "apply", "-f", examples); strings.Count(again, " unchanged\n") != 6 {
+		t.Errorf("a second apply: got\n%s\nwant six lines unchanged", again)
+	}
+
+	// web-lb listens on port 30081 of the load balancer address of every
+	// node (127.0.0.1 in the dev cluster), in front of web's replicas of
+	// its region; each answers with its hostname.
+	var web struct{ Items []api.Replica }
+	if err := decode(c.run("", "get", "replicas", "web", "-o", "json"), &web); err != nil {
+		t.Fatal(err)
+	}
+	hosts := map[string]bool{}
+	for _, r := range web.Items {
+		hosts[r.ID] = true
+	}
+	framework.Eventually(t, 30*time.Second, "web-lb answers with a replica's hostname", func() error {
+		resp, err := httpGet("http://127.0.0.1:30081/")
+		if err != nil {
+			return err
+		}
+		if got := strings.TrimSpace(resp); !hosts[got] {
+			return fmt.Errorf("got %q; want the hostname of one of %v", got, web.Items)
+		}
+		return nil
+	})
+	c.must("", "describe", "resource", "web")
+
+	deleted := c.must("", "delete", "-f", examples)
+	for _, want := range []string{"loadbalancer/web-lb deleted", "compute/web deleted", "volume/scratch deleted", "image/busybox deleted", "flavor/small deleted", "flavor/lb-small deleted"} {
+		if !strings.Contains(deleted, want+"\n") {
+			t.Errorf("delete -f: got\n%s\nwant a line %q", deleted, want)
+		}
+	}
+	framework.Eventually(t, 2*time.Minute, "every replica gone from the nodes", func() error {
+		if out := c.must("", "get", "resources", "-o", "json"); !strings.Contains(out, `"items": []`) {
+			return fmt.Errorf("resources left: %s", out)
+		}
+		for _, region := range []string{"dev-1", "dev-2"} {
+			for i := range 2 {
+				node := devcluster.NodeName(region, i)
+				ns := "strata-" + node
+				if ids, err := framework.CtrContainers(ns); err != nil || len(ids) > 0 {
+					return fmt.Errorf("containers %v in %s (%v)", ids, ns, err)
+				}
+				cfg := filepath.Join(dir, "agents", node, "providers", "haproxy", "haproxy.cfg")
+				if pids := framework.PidsWithArg(cfg); len(pids) > 0 {
+					return fmt.Errorf("haproxy processes %v of %s", pids, node)
+				}
+			}
+		}
+		return nil
+	})
+	if dev.Exited() {
+		t.Errorf("strata dev exited during the test (see its log)")
+	}
+}
+
+// startDev runs `strata dev` with the providers named (a --providers
+// list) in a temporary directory, and a stratactl configured for it once
+// both regions have registered.
+func startDev(t *testing.T, providers string) (*ctl, *framework.Proc, string) {
+	t.Helper()
+	return startDevIn(t, t.TempDir(), providers)
+}
+
+func startDevIn(t *testing.T, dir, providers string) (*ctl, *framework.Proc, string) {
+	t.Helper()
+	strata, bin := framework.Bin(t, "strata"), framework.Bin(t, "stratactl")
+	// Region i serves on the ports after the global ones: reserve them all.
+	httpPort, grpcPort := framework.FreePorts(t, 3), framework.FreePorts(t, 3)
+	dev := framework.Start(t, "strata-dev", strata, []string{"dev", "--data-dir", dir, "--providers", providers,
+		"--http-port", fmt.Sprint(httpPort), "--grpc-port", fmt.Sprint(grpcPort)})
+	url := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	framework.WaitHTTP(t, url+"/readyz", 90*time.Second)
+	token, err := os.ReadFile(filepath.Join(dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	home := t.TempDir()
+	c := &ctl{t: t, bin: bin, config: filepath.Join(home, "stratactl.yaml"), home: home}
+	c.must("", "config", "set-context", "e2e", "--url", url, "--token", strings.TrimSpace(string(token)))
+	framework.Eventually(t, 60*time.Second, "both regions registered", func() error {
+		var regions struct{ Items []api.Region }
+		if err := decode(c.run("", "get", "regions", "-o", "json"), &regions); err != nil {
+			return err
+		}
+		if len(regions.Items) != 2 {
+			return fmt.Errorf("%d regions", len(regions.Items))
+		}
+		return nil
+	})
+	return c, dev, url
+}
+
+// waitAllReady waits until there are n resources, each ready with all its
+// replicas.
+func waitAllReady(t *testing.T, c *ctl, n int, timeout time.Duration) {
+	t.Helper()
+	framework.Eventually(t, timeout, "every resource ready", func() error {
+		var list struct{ Items []api.Resource }
+		if err := decode(c.run("", "get", "resources", "-o", "json"), &list); err != nil {
+			return err
+		}
+		if len(list.Items) != n {
+			return fmt.Errorf("%d resources; want %d", len(list.Items), n)
+		}
+		for _, r := range list.Items {
+			if s := r.Status; s == nil || s.Phase != api.PhaseReady || s.Ready != r.Replicas {
+				return fmt.Errorf("%s %s is not ready: %+v", r.Kind, r.Name, s)
+			}
+		}
+		return nil
+	})
+}
+
+func httpGet(url string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s %s", url, resp.Status, body)
+	}
+	return string(body), nil
 }
 
 func decode(r run, v any) error {

@@ -3,7 +3,7 @@
 # registry: the containerd provider's tests and `strata dev` import it
 # (offline sites import archives the same way).
 #
-#   deploy/dev/images.sh [OUT_DIR]     # default .cache/images
+#   deploy/dev/images.sh [OUT_DIR [USER]]     # default .cache/images
 #
 # Writes OUT_DIR/busybox-oci.tar, an OCI image layout (oci-layout,
 # index.json, blobs/sha256/...) whose one image is named
@@ -11,6 +11,11 @@
 # by hand with
 #
 #   ctr images import --base-name docker.io/library/busybox --digests OUT_DIR/busybox-oci.tar
+#
+# With USER (a name of the image's /etc/passwd, root or nobody, or
+# UID[:GID]), the image's config says USER instead of nothing: it is
+# OUT_DIR/busybox-user-USER-oci.tar (':' as '-'), named
+# docker.io/library/busybox:user-USER, with the same layer.
 #
 # The build is deterministic (sorted entries, fixed times and owners,
 # uncompressed layer), so the same busybox always gives the same digests,
@@ -22,8 +27,17 @@ set -euo pipefail
 die() { printf '[images] error: %s\n' "$*" >&2; exit 1; }
 
 OUT_DIR=${1:-.cache/images}
+IMAGE_USER=${2:-}
 BUSYBOX=${BUSYBOX:-/bin/busybox}
 NAME=docker.io/library/busybox:latest
+BASE=busybox-oci.tar
+USER_JSON=
+if [ -n "$IMAGE_USER" ]; then
+  [[ $IMAGE_USER =~ ^[a-z0-9_]+(:[a-z0-9_]+)?$ ]] || die "USER $IMAGE_USER is not a name or UID[:GID]"
+  NAME=docker.io/library/busybox:user-${IMAGE_USER//:/-}
+  BASE=busybox-user-${IMAGE_USER//:/-}-oci.tar
+  USER_JSON=",\"User\":\"$IMAGE_USER\""
+fi
 [ -x "$BUSYBOX" ] || die "$BUSYBOX is missing (apt-get install busybox-static)"
 # A dynamically linked busybox would not run in an image without libc.
 if command -v file >/dev/null && ! file -L "$BUSYBOX" | grep -q 'statically linked'; then
@@ -43,7 +57,7 @@ esac
 
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
-OUT=$OUT_DIR/busybox-oci.tar
+OUT=$OUT_DIR/$BASE
 STAMP=$OUT.stamp
 
 # Up to date when neither busybox nor this script changed since the last
@@ -56,7 +70,7 @@ fi
 
 # Tests build the archive concurrently (one per package); serialise them
 # so that the second finds the first's result.
-exec 9>"$OUT_DIR/.busybox-oci.lock"
+exec 9>"$OUT_DIR/.$BASE.lock"
 if command -v flock >/dev/null; then
   flock 9
   if [ -f "$OUT" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want_stamp" ]; then
@@ -117,8 +131,8 @@ put() {
 deterministic_tar "$work/layer.tar" "$root" bin dev etc proc root sys tmp var www
 read -r layer_digest layer_size < <(put "$work/layer.tar")
 
-printf '{"architecture":"%s","os":"linux","config":{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"Cmd":["sh"],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created_by":"deploy/dev/images.sh (busybox-static)"}]}' \
-  "$ARCH" "$layer_digest" >"$work/config.json"
+printf '{"architecture":"%s","os":"linux","config":{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"Cmd":["sh"],"WorkingDir":"/"%s},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created_by":"deploy/dev/images.sh (busybox-static)"}]}' \
+  "$ARCH" "$USER_JSON" "$layer_digest" >"$work/config.json"
 read -r config_digest config_size < <(put "$work/config.json")
 
 printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%s}]}' \
@@ -126,15 +140,15 @@ printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+js
 read -r manifest_digest manifest_size < <(put "$work/manifest.json")
 
 # io.containerd.image.name names the image on a plain import; ref.name
-# ("latest") is what `ctr images import --base-name` prefixes.
-printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"platform":{"architecture":"%s","os":"linux"},"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"latest"}}]}' \
-  "$manifest_digest" "$manifest_size" "$ARCH" "$NAME" >"$layout/index.json"
+# (the tag, "latest") is what `ctr images import --base-name` prefixes.
+printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"platform":{"architecture":"%s","os":"linux"},"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"%s"}}]}' \
+  "$manifest_digest" "$manifest_size" "$ARCH" "$NAME" "${NAME##*:}" >"$layout/index.json"
 printf '{"imageLayoutVersion":"1.0.0"}' >"$layout/oci-layout"
 chmod 0644 "$layout/index.json" "$layout/oci-layout" "$blobs"/*
 chmod 0755 "$layout" "$layout/blobs" "$blobs"
 
-deterministic_tar "$work/busybox-oci.tar" "$layout" oci-layout index.json blobs
-chmod 0644 "$work/busybox-oci.tar"
-mv -f "$work/busybox-oci.tar" "$OUT"
+deterministic_tar "$work/$BASE" "$layout" oci-layout index.json blobs
+chmod 0644 "$work/$BASE"
+mv -f "$work/$BASE" "$OUT"
 echo "$want_stamp" >"$STAMP"
 echo "$OUT"

@@ -33,6 +33,10 @@ var Scenarios = []Scenario{
 	{Name: "redis-data-loss", About: "a region's Redis restarted empty (no persistence): every beat lost, and no node judged Down", Inject: redisDataLoss},
 	{Name: "etcd-compaction", About: "a global replica cut from etcd for 6 s while the history it missed is compacted: it lists what was written since", Inject: etcdCompaction},
 	{Name: "containerd-agent-kill", About: "SIGKILL of an agent on the containerd provider while its resource is scaled 2, 3, 1; restarted 3 s later: no orphan container, task or network namespace", Inject: containerdAgentKill, Topology: []TopologyOption{WithContainerdAgent()}},
+	{Name: "region-leader-pause", About: "SIGSTOP of a region's leader past its lease, twice in a row (the second time the leader the first made): no list from a woken replica is older than what the other replica listed before it woke", Inject: regionLeaderPause},
+	{Name: "region-etcd-outage", About: "every member of a region's etcd stopped for 30 s, then restarted: the region leads again within its lease TTL (+1 s) of etcd answering", Inject: regionEtcdOutage},
+	{Name: "agent-pause-redis-flush", About: "SIGSTOP of an agent for 2.5 s, its region's Redis flushed 0.3 s into it: no node judged Down", Inject: agentPauseRedisFlush},
+	{Name: "big-resource", About: "one resource of 5,000 replicas created under load: all ready, each run once", Inject: bigResource},
 	{Name: "global-tier-down", About: "both global replicas killed for a minute: regions keep answering, and running what their placements ask", Inject: globalTierDown},
 }
 

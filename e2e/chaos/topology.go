@@ -252,7 +252,7 @@ redis:
   password: %s
   tls: {ca: %s, cert: %s, key: %s, serverName: %s}
 global: {endpoint: %q}
-network: {subnet: 10.%d.0.0/16, gateway: 10.%d.0.1, bridge: stc%d}
+network: {subnet: 10.%d.0.0/16, gateway: 10.%d.0.1, bridge: stc%d, nodeMask: 20}
 api: {token: %s, tls: {cert: %s, key: %s}}
 nodes: {heartbeatInterval: 500ms, suspectAfter: 2s, downAfter: 4s, probeTimeout: 1s}
 controller: {retryBackoff: 200ms}

@@ -328,10 +328,11 @@ func TestSecurityAttacks(t *testing.T) {
 			{"health check path with a newline", lb("/ok\n    stats socket /tmp/x level admin"), "spec.loadbalancer.healthCheck.path"},
 			{"health check path with a space", lb("/ok HTTP/1.0"), "spec.loadbalancer.healthCheck.path"},
 			{"archive with ..", image("archive", "/var/lib/strata/images/../../../etc/shadow"), "spec.image.archive"},
-			{"relative archive", image("archive", "../../x"), "spec.image.archive"},
+			{"relative archive with ..", image("archive", "../../x"), "spec.image.archive"},
+			{"archive file URL of a relative name", image("archive", "file://etc/shadow"), "spec.image.archive"},
 			{"archive URL with credentials", image("archive", "https://user:secret@images.example.com/a.tar"), "spec.image.archive"},
 			{"kernel with ..", image("kernel", "/srv/vm/../../etc/shadow"), "spec.image.kernel"},
-			{"relative disk", image("disk", "disk.qcow2"), "spec.image.disk"},
+			{"relative disk with ..", image("disk", "../disk.qcow2"), "spec.image.disk"},
 		} {
 			resp, err := c.global().Do(callCtx(t), http.MethodPost, "/v1/resources", tt.body)
 			if err != nil {

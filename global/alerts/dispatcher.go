@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/backoff"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
 )
@@ -36,9 +37,13 @@ type Source interface {
 type Options struct {
 	Collections *Collections
 	Source      Source
-	// Client posts the notifications (default: 10 s timeout, no
-	// redirects).
-	Client *http.Client
+	// Receivers is where receivers may be (config
+	// alerts.receiverNetworks): every connection to one is checked with
+	// the address it dials, which must be public unicast or in these
+	// networks.
+	Receivers hostpolicy.Networks
+	// Timeout bounds one post (default 10 s).
+	Timeout time.Duration
 	// Poll is how often the streams are read and the outboxes checked
 	// (default 1 s).
 	Poll time.Duration
@@ -60,8 +65,9 @@ type Options struct {
 
 // Dispatcher turns events into notifications on the master.
 type Dispatcher struct {
-	o   Options
-	log *slog.Logger
+	o      Options
+	log    *slog.Logger
+	client *http.Client
 
 	sent, failed, dropped atomic.Uint64
 	pending               atomic.Int64
@@ -84,13 +90,12 @@ func (d *Dispatcher) Passes() uint64 { return d.passes.Load() }
 // New returns a dispatcher.
 func New(o Options) *Dispatcher {
 	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
-	if o.Client == nil {
-		o.Client = &http.Client{
-			Timeout: 10 * time.Second,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse // a redirect would carry the body elsewhere
-			},
-		}
+	client := &http.Client{
+		Timeout:   cmp.Or(o.Timeout, 10*time.Second),
+		Transport: o.Receivers.Transport(),
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // a redirect would carry the body elsewhere
+		},
 	}
 	o.Poll = cmp.Or(o.Poll, time.Second)
 	if o.Backoff.Min <= 0 {
@@ -103,7 +108,7 @@ func New(o Options) *Dispatcher {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	return &Dispatcher{o: o, log: o.Logger.With("component", "alerts")}
+	return &Dispatcher{o: o, log: o.Logger.With("component", "alerts"), client: client}
 }
 
 // result is what a send goroutine reports.
@@ -389,11 +394,11 @@ func (r *leadRun) dispatch(ctx context.Context, now time.Time) {
 func (r *leadRun) send(ctx context.Context, stored *StoredRule, batch []Alert) error {
 	secret, err := stored.Secret(r.d.o.Keyring)
 	if err != nil {
-		return err
+		return failed("delivery failed: "+err.Error(), err)
 	}
 	rule := stored.AlertRule
 	rule.Receiver.Secret = secret
-	return Sender{Client: r.d.o.Client}.Send(ctx, &rule, batch)
+	return Sender{Client: r.d.client, Clock: r.d.o.Clock}.Send(ctx, &rule, batch)
 }
 
 // done records a send's outcome, fenced.
@@ -415,7 +420,7 @@ func (r *leadRun) done(ctx context.Context, res result) error {
 		if giveUp {
 			r.d.dropped.Add(uint64(len(res.batch)))
 		}
-		st.Failed(res.batch, res.at, res.err.Error(), giveUp)
+		st.Failed(res.batch, res.at, Shown(res.err), giveUp)
 		delay := r.d.o.Backoff.Delay(st.Delivery.Attempts)
 		r.retry[res.rule] = res.at.Add(delay)
 		r.d.log.Warn("alert notification failed", "rule", res.rule, "attempt", st.Delivery.Attempts, "dropped", giveUp, "retry_in", delay, "err", res.err)

@@ -2,9 +2,12 @@ package alerts
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +17,9 @@ import (
 	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/events"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/internal/testenv/ports"
 )
 
 type testGuard struct {
@@ -48,6 +53,17 @@ func (s *listSource) Read(_ context.Context, _ string, after string, limit int) 
 
 // compareIDs orders event ids as a stream does.
 func compareIDs(a, b string) (int, error) { return events.CompareID(a, b) }
+
+// loopback allows receivers on loopback, where the tests' receivers
+// listen, as an operator allows a receivers' network.
+func loopback(t *testing.T) hostpolicy.Networks {
+	t.Helper()
+	n, err := hostpolicy.ParseNetworks([]string{"127.0.0.0/8", "::1/128"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
 
 func leadGuard(t *testing.T, cli *clientv3.Client, key string) testGuard {
 	t.Helper()
@@ -93,7 +109,7 @@ func TestDeposedAfterSendResendsSameKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &listSource{events: []Event{{ID: "1-0", Reason: "NodeDown", Object: "node/n1", Region: "r1", Time: created.Add(time.Second)}}}
-	opts := Options{Collections: cols, Source: src, Poll: 20 * time.Millisecond, Backoff: backoff.Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}}
+	opts := Options{Collections: cols, Source: src, Receivers: loopback(t), Poll: 20 * time.Millisecond, Backoff: backoff.Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}}
 
 	ga := leadGuard(t, cli, "/test/master-a")
 	doneA := make(chan error, 1)
@@ -143,5 +159,140 @@ func TestDeposedAfterSendResendsSameKey(t *testing.T) {
 	defer mu.Unlock()
 	if len(keys) != 2 || keys[0] != keys[1] || keys[0] == "" {
 		t.Fatalf("dedupe keys posted: %q; want the same one twice (at least once, across masters)", keys)
+	}
+}
+
+// countingServer is a loopback HTTP server that counts the connections
+// it accepted and answers every post with code.
+func countingServer(t *testing.T, addr string, code int) (url string, conns *atomic.Int64) {
+	t.Helper()
+	conns = new(atomic.Int64)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(code) }))
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL, conns
+}
+
+// leadRules stores rules on NodeDown, one per receiver URL, feeds them
+// one NodeDown and runs a master with opts until each rule has failed
+// attempts times (or delivered), and returns the rules' delivery states.
+func leadRules(t *testing.T, opts Options, urls map[string]string, attempts int) map[string]api.AlertDelivery {
+	t.Helper()
+	cli := etcdtest.Client(t, etcdtest.Embedded(t))
+	opts.Collections = NewCollections(store.New(cli, "/strata/global/"))
+	created := time.Now().UTC()
+	zero := api.D(0)
+	for name, u := range urls {
+		rule := StoredRule{AlertRule: api.AlertRule{
+			Name: name, Reasons: []string{"NodeDown"}, GroupWait: &zero, CreatedAt: created,
+			Receiver: api.AlertReceiver{Type: api.ReceiverWebhook, URL: u},
+		}}
+		if _, err := opts.Collections.Rules.Create(t.Context(), name, &rule); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts.Source = &listSource{events: []Event{{ID: "1-0", Reason: "NodeDown", Object: "node/n1", Region: "r1", Time: created.Add(time.Second)}}}
+	opts.Poll, opts.Backoff = 20*time.Millisecond, backoff.Backoff{Min: 10 * time.Millisecond, Max: 20 * time.Millisecond}
+	opts.MaxAttempts = 100
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- New(opts).Lead(ctx, leadGuard(t, cli, "/test/master")) }()
+	defer func() { cancel(); <-done }()
+	out := map[string]api.AlertDelivery{}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(out) < len(urls) {
+		for name := range urls {
+			st, err := opts.Collections.States.Get(t.Context(), name)
+			if err == nil && (st.Value.Delivery.Attempts >= attempts || st.Value.Delivery.Sent > 0) {
+				out[name] = st.Value.View()
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not every rule tried %d times within 30s: %+v", attempts, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return out
+}
+
+// TestSecurityReceiverOnLoopbackRefused: without networks allowed, a
+// receiver on loopback is never reached, by address or by a name that
+// resolves to loopback when it is dialled (localhost); the rule's
+// status says only that the receiver is unreachable.
+func TestSecurityReceiverOnLoopbackRefused(t *testing.T) {
+	u, conns := countingServer(t, "127.0.0.1:0", http.StatusNoContent)
+	byName := strings.Replace(u, "127.0.0.1", "localhost", 1)
+	got := leadRules(t, Options{}, map[string]string{"by-address": u + "/hook", "by-name": byName + "/hook"}, 2)
+	for name, d := range got {
+		if d.Sent != 0 || d.LastError != Unreachable {
+			t.Errorf("rule %s: got %+v; want nothing sent, lastError %q", name, d, Unreachable)
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Fatalf("the loopback receiver accepted %d connections; want none", n)
+	}
+}
+
+// TestSecurityDeliveryErrorsAreCoarse: a rule's status cannot tell a
+// closed port from one that accepts and never answers, nor from an
+// address the receivers' networks refuse: all three read "receiver
+// unreachable", naming no address or cause. A receiver that answers is
+// told apart by its HTTP status, and one that takes the post is sent
+// to.
+func TestSecurityDeliveryErrorsAreCoarse(t *testing.T) {
+	allowed, err := hostpolicy.ParseNetworks([]string{"127.0.0.1/32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ports.Addr(t) // reserved: nothing listens on it
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c) // accepts, never answers
+		}
+	}()
+	outside, outsideConns := countingServer(t, "127.0.0.2:0", http.StatusNoContent)
+	failing, _ := countingServer(t, "127.0.0.1:0", http.StatusServiceUnavailable)
+	taking, _ := countingServer(t, "127.0.0.1:0", http.StatusNoContent)
+	got := leadRules(t, Options{Receivers: allowed, Timeout: 300 * time.Millisecond}, map[string]string{
+		"closed":  "http://" + closed + "/hook",
+		"silent":  "http://" + silent.Addr().String() + "/hook",
+		"outside": outside + "/hook",
+		"failing": failing + "/hook",
+		"taking":  taking + "/hook",
+	}, 2)
+	for _, name := range []string{"closed", "silent", "outside"} {
+		if d := got[name]; d.LastError != Unreachable || d.Sent != 0 {
+			t.Errorf("rule %s: got %+v; want lastError %q", name, d, Unreachable)
+		}
+	}
+	if d := got["failing"]; d.LastError != "delivery failed: receiver answered 503 Service Unavailable" {
+		t.Errorf("rule failing: got lastError %q; want the receiver's status", d.LastError)
+	}
+	if d := got["taking"]; d.Sent != 1 || d.LastError != "" {
+		t.Errorf("rule taking: got %+v; want 1 sent", d)
+	}
+	if n := outsideConns.Load(); n != 0 {
+		t.Errorf("the receiver outside the allowed networks accepted %d connections; want none", n)
 	}
 }

@@ -132,18 +132,6 @@ func TestFailedGivesUp(t *testing.T) {
 	}
 }
 
-func TestSignVerify(t *testing.T) {
-	// RFC 4231 test case 2.
-	got := Sign([]byte("Jefe"), []byte("what do ya want for nothing?"))
-	want := "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-	if got != want {
-		t.Fatalf("got %s; want %s", got, want)
-	}
-	if !Verify([]byte("Jefe"), []byte("what do ya want for nothing?"), want) || Verify([]byte("jefe"), []byte("what do ya want for nothing?"), want) {
-		t.Fatal("Verify disagrees with Sign")
-	}
-}
-
 func TestDedupeKeyStable(t *testing.T) {
 	a := []Alert{
 		{Name: "NodeDown", Object: "node/n1", Status: StatusFiring, StartsAt: t0},

@@ -45,7 +45,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer rc.mu.Unlock()
 	key := r.Header.Get(alerts.HeaderDedupeKey)
 	rc.attempts = append(rc.attempts, key)
-	if !alerts.Verify([]byte(receiverSecret), body, r.Header.Get(alerts.HeaderSignature)) {
+	if alerts.VerifyRequest([]byte(receiverSecret), r.Header, body) != nil {
 		rc.bad = append(rc.bad, "bad signature: "+r.Header.Get(alerts.HeaderSignature))
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return
@@ -80,6 +80,7 @@ func startReplica(t *testing.T, endpoints []string, id, keyFile string, beats he
 	cfg := config.DefaultGlobal()
 	cfg.ID = id
 	cfg.Secrets.KeyFiles = []string{keyFile}
+	cfg.Alerts.ReceiverNetworks = []string{"127.0.0.0/8"} // the receivers listen on loopback
 	cfg.Insecure = true
 	cfg.Listen.HTTP, cfg.Listen.GRPC = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.LeaseTTL = 2 * time.Second

@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
@@ -21,24 +23,62 @@ import (
 
 // Headers every notification carries.
 const (
-	// HeaderSignature is "sha256=<hex HMAC-SHA256 of the body>" keyed by
-	// the receiver's secret (absent without a secret).
+	// HeaderTimestamp is when the post was made, in Unix seconds
+	// ("1718000000"): each attempt has its own.
+	HeaderTimestamp = "X-Strata-Timestamp"
+	// HeaderSignature is "v1=<hex HMAC-SHA256 of timestamp.body>" keyed by
+	// the receiver's secret (absent without a secret): see Sign.
 	HeaderSignature = "X-Strata-Signature"
 	// HeaderDedupeKey names the notification: a receiver that sees a key
 	// twice (a retry whose answer was lost, a failover) drops the copy.
 	HeaderDedupeKey = "X-Strata-Dedupe-Key"
 )
 
-// Sign is the signature header's value for body.
-func Sign(secret, body []byte) string {
+// SignatureTolerance is how far from its own clock a receiver should
+// accept a post's timestamp: wide enough for clock skew and a slow post
+// (each is bounded by 10 s), narrow enough that a captured post replayed
+// later is refused. Within it, a replay carries a dedupe key the receiver
+// has seen.
+const SignatureTolerance = 5 * time.Minute
+
+// Signature errors of Verify.
+var (
+	ErrBadSignature   = errors.New("the signature does not match the timestamp and body")
+	ErrStaleTimestamp = errors.New("the timestamp is outside the tolerance")
+)
+
+// Sign is the signature header's value of a post of body whose
+// timestamp header is timestamp: "v1=" and the hex HMAC-SHA256, keyed by
+// secret, of the timestamp, a ".", and the body, as they are sent.
+func Sign(secret []byte, timestamp string, body []byte) string {
 	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(timestamp))
+	m.Write([]byte{'.'})
 	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+	return "v1=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Verify checks a signature header against body in constant time.
-func Verify(secret, body []byte, header string) bool {
-	return hmac.Equal([]byte(header), []byte(Sign(secret, body)))
+// Verify checks a post as a receiver should: the signature against the
+// timestamp and the raw body, in constant time, then the timestamp
+// against now, within tolerance either way.
+func Verify(secret []byte, timestamp, signature string, body []byte, now time.Time, tolerance time.Duration) error {
+	if !hmac.Equal([]byte(signature), []byte(Sign(secret, timestamp, body))) {
+		return ErrBadSignature
+	}
+	sec, err := strconv.ParseInt(timestamp, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %q is not Unix seconds", ErrStaleTimestamp, timestamp)
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
+		return fmt.Errorf("%w: %s from now, more than %s", ErrStaleTimestamp, d.Round(time.Second), tolerance)
+	}
+	return nil
+}
+
+// VerifyRequest is Verify of a post's headers, at the current time and
+// with SignatureTolerance.
+func VerifyRequest(secret []byte, h http.Header, body []byte) error {
+	return Verify(secret, h.Get(HeaderTimestamp), h.Get(HeaderSignature), body, time.Now(), SignatureTolerance)
 }
 
 // Notification is the generic webhook body.
@@ -141,26 +181,64 @@ func amLabels(rule *api.AlertRule, a *Alert) map[string]string {
 // Sender posts notifications.
 type Sender struct {
 	Client *http.Client
+	// Clock stamps each post (default time.Now).
+	Clock func() time.Time
+}
+
+// Unreachable is what a rule's status says of a post that got no answer,
+// whatever the cause: refused, timed out, reset, not HTTP, not resolved,
+// or an address the receivers' networks do not allow. Whoever reads the
+// rule cannot tell an open port from a closed one; the master's log
+// says why.
+const Unreachable = "delivery failed: receiver unreachable"
+
+// deliveryError is a failed delivery: err says why, for the master's
+// log; shown is what the rule's status may say.
+type deliveryError struct {
+	shown string
+	err   error
+}
+
+func (e *deliveryError) Error() string { return e.err.Error() }
+func (e *deliveryError) Unwrap() error { return e.err }
+
+func failed(shown string, err error) error { return &deliveryError{shown: shown, err: err} }
+
+// Shown is what a rule's status says of a failed delivery: whether the
+// receiver answered (and its HTTP status), never why a connection
+// failed.
+func Shown(err error) string {
+	var de *deliveryError
+	if errors.As(err, &de) {
+		return de.shown
+	}
+	return "delivery failed"
 }
 
 // Send posts one notification and returns nil when the receiver took it
 // (2xx). Errors name neither the URL (it may hold a token) nor the
-// secret.
+// secret; Shown is what a rule's readers may see of them.
 func (s Sender) Send(ctx context.Context, rule *api.AlertRule, batch []Alert) error {
 	dedupe := DedupeKey(rule.Name, batch)
 	body, err := Body(rule, batch, dedupe)
 	if err != nil {
-		return fmt.Errorf("encode: %w", err)
+		return failed("delivery failed: the notification cannot be encoded", fmt.Errorf("encode: %w", err))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rule.Receiver.URL, bytes.NewReader(body))
 	if err != nil {
-		return errors.New("bad receiver url")
+		return failed("delivery failed: bad receiver url", errors.New("bad receiver url"))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderDedupeKey, dedupe)
 	req.Header.Set("User-Agent", "strata-alerts")
+	clock := s.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	ts := strconv.FormatInt(clock().Unix(), 10)
+	req.Header.Set(HeaderTimestamp, ts)
 	if rule.Receiver.Secret != "" {
-		req.Header.Set(HeaderSignature, Sign([]byte(rule.Receiver.Secret), body))
+		req.Header.Set(HeaderSignature, Sign([]byte(rule.Receiver.Secret), ts, body))
 	}
 	resp, err := s.Client.Do(req)
 	if err != nil {
@@ -168,12 +246,15 @@ func (s Sender) Send(ctx context.Context, rule *api.AlertRule, batch []Alert) er
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("post: %w", err)
+		return failed(Unreachable, fmt.Errorf("post: %w", err))
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("receiver answered %s", resp.Status)
+		// The code and its standard text: the reason phrase is the
+		// receiver's to choose.
+		answer := fmt.Sprintf("receiver answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+		return failed("delivery failed: "+strings.TrimSpace(answer), errors.New(strings.TrimSpace(answer)))
 	}
 	return nil
 }

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 
 	"github.com/stratahq/strata/global/alerts"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
@@ -22,11 +25,38 @@ type AlertRules struct {
 	c *alerts.Collections
 	// ring seals receivers' secrets; nil refuses a rule with one.
 	ring *secretbox.Keyring
+	// receivers is where receivers may be: the master checks every
+	// connection, and a URL that names an internal address outside it is
+	// refused at once.
+	receivers hostpolicy.Networks
 }
 
 // AlertRules returns the alert rules' service.
 func (s *Server) AlertRules() *AlertRules {
-	return &AlertRules{c: alerts.NewCollections(s.st.Store), ring: s.secrets.ring}
+	return &AlertRules{c: alerts.NewCollections(s.st.Store), ring: s.secrets.ring, receivers: s.alertReceivers}
+}
+
+// validate checks a rule as a client writes it, its receiver's host
+// too: an address (or localhost) that the master would refuse to dial
+// is refused now, with the rest of the rule's mistakes. A name is
+// checked when it is dialled, with the address it resolves to then.
+func (a *AlertRules) validate(r *api.AlertRule) error {
+	err := r.Validate()
+	fes := api.Fields(err)
+	u, perr := url.Parse(r.Receiver.URL)
+	if perr != nil || u.Hostname() == "" || slices.ContainsFunc(fes, func(fe *api.FieldError) bool { return fe.Field == "receiver.url" }) {
+		return err // Validate says what is wrong with the URL
+	}
+	if a.receivers.CheckHost(u.Hostname()) == nil {
+		return err
+	}
+	fes = append(fes, api.Fields(api.Invalid("receiver.url",
+		"%s is loopback, private, link-local or otherwise internal: a receiver must be on a public address, or on a network the operator allows (alerts.receiverNetworks)",
+		api.Quote(u.Hostname())))...)
+	if len(fes) == 1 {
+		return fes[0]
+	}
+	return api.FieldErrors(fes)
 }
 
 // Create adds a rule.
@@ -35,7 +65,7 @@ func (a *AlertRules) Create(ctx context.Context, r api.AlertRule) (api.AlertRule
 		return api.AlertRule{}, err
 	}
 	r.Status, r.Receiver.HasSecret = nil, false
-	if err := r.Validate(); err != nil {
+	if err := a.validate(&r); err != nil {
 		return api.AlertRule{}, err
 	}
 	t := now()
@@ -104,7 +134,7 @@ func (a *AlertRules) Update(ctx context.Context, r api.AlertRule) (api.AlertRule
 		return api.AlertRule{}, err
 	}
 	r.Status, r.Receiver.HasSecret = nil, false
-	if err := r.Validate(); err != nil {
+	if err := a.validate(&r); err != nil {
 		return api.AlertRule{}, err
 	}
 	var out api.AlertRule

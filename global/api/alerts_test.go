@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stratahq/strata/global/alerts"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/secretbox"
 )
@@ -21,7 +23,7 @@ const testAlertSecret = "s3cret-s3cret-s3cret"
 func alertRuleBody(name string, mods ...func(map[string]any)) map[string]any {
 	m := map[string]any{
 		"name": name, "reasons": []string{"NodeDown", "RegionDown"}, "groupWait": "5s",
-		"receiver": map[string]any{"type": "webhook", "url": "http://127.0.0.1:9/hook", "secret": testAlertSecret},
+		"receiver": map[string]any{"type": "webhook", "url": "https://hooks.example.com/hook", "secret": testAlertSecret},
 	}
 	for _, f := range mods {
 		f(m)
@@ -110,6 +112,21 @@ func TestAlertRulesRefusals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("every mistake at once", func(t *testing.T) {
+		body := alertRuleBody("A_b", func(m map[string]any) {
+			m["reasons"] = []string{"node down"}
+			m["groupWait"] = "3h"
+			m["receiver"].(map[string]any)["secret"] = "short"
+		})
+		got := decodeAs[api.ErrorBody](t, e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/alertrules", body))).Error
+		var fields []string
+		for _, d := range got.Details {
+			fields = append(fields, d.Field)
+		}
+		if want := []string{"name", "reasons[0]", "groupWait", "receiver.secret"}; !slices.Equal(fields, want) || got.Field != "name" {
+			t.Fatalf("got field %q, details %q; want %q", got.Field, fields, want)
+		}
+	})
 	t.Run("roles", func(t *testing.T) {
 		for _, role := range []api.Role{api.RoleOperator, api.RoleMember, api.RoleViewer} {
 			tok := e.token(t, DefaultTenant, role)
@@ -162,7 +179,7 @@ func TestAlertRuleSecretSealed(t *testing.T) {
 	// A rule as it was stored before receiver secrets were sealed.
 	legacy := alerts.StoredRule{AlertRule: api.AlertRule{
 		Name: "legacy", Reasons: []string{"NodeDown"},
-		Receiver: api.AlertReceiver{Type: api.ReceiverWebhook, URL: "http://127.0.0.1:9/hook", Secret: testAlertSecret + "-legacy"},
+		Receiver: api.AlertReceiver{Type: api.ReceiverWebhook, URL: "https://hooks.example.com/hook", Secret: testAlertSecret + "-legacy"},
 	}}
 	if _, err := e.svc.AlertRules().c.Rules.Create(t.Context(), "legacy", &legacy); err != nil {
 		t.Fatal(err)
@@ -237,12 +254,83 @@ func TestAlertRuleSecretSealed(t *testing.T) {
 	}
 	admin := WithIdentity(t.Context(), Identity{Tenant: DefaultTenant, Role: api.RoleAdmin})
 	withSecret := api.AlertRule{Name: "x", Reasons: []string{"NodeDown"},
-		Receiver: api.AlertReceiver{Type: api.ReceiverWebhook, URL: "http://127.0.0.1:9/x", Secret: testAlertSecret}}
+		Receiver: api.AlertReceiver{Type: api.ReceiverWebhook, URL: "https://hooks.example.com/x", Secret: testAlertSecret}}
 	if _, err := bare.AlertRules().Create(admin, withSecret); !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "secrets.keyFiles") {
 		t.Fatalf("Create with a secret and no keys: %v; want unavailable naming secrets.keyFiles", err)
 	}
 	withSecret.Receiver.Secret = ""
 	if _, err := bare.AlertRules().Create(admin, withSecret); err != nil {
 		t.Fatalf("Create without a secret and no keys: %v", err)
+	}
+}
+
+// TestSecurityAlertReceiverAddresses: a rule whose receiver URL names
+// an internal address (loopback, the clouds' metadata, a region
+// network, localhost) is refused on create and update, naming
+// receiver.url, unless the operator allows that network; a name is left
+// to the master, which checks the address it dials.
+func TestSecurityAlertReceiverAddresses(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.fixtures(t, nil)
+	internal := []string{
+		"http://127.0.0.1:8080/hook",
+		"http://127.1.2.3/",
+		"http://169.254.169.254/latest/meta-data/",
+		"http://[::1]:9/hook",
+		"http://[::ffff:127.0.0.1]/",
+		"http://localhost:9/hook",
+		"http://LocalHost./hook",
+		"http://10.90.0.5:8080/",
+		"http://192.168.1.1/",
+		"http://[fe80::1%25eth0]/",
+		"http://0.0.0.0:22/",
+	}
+	for _, u := range internal {
+		t.Run(u, func(t *testing.T) {
+			body := alertRuleBody("a", func(m map[string]any) { m["receiver"].(map[string]any)["url"] = u })
+			got := decodeAs[api.ErrorBody](t, e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/alertrules", body))).Error
+			if got.Field != "receiver.url" || !strings.Contains(got.Message, "alerts.receiverNetworks") {
+				t.Fatalf("got %+v; want receiver.url refused, naming alerts.receiverNetworks", got)
+			}
+		})
+	}
+	// An update cannot move a rule there either, and the refusal comes
+	// with the rule's other mistakes.
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/alertrules", alertRuleBody("nodes")))
+	got := decodeAs[api.ErrorBody](t, e.must(t, http.StatusBadRequest, e.do(t, "PUT", "/v1/alertrules/nodes", alertRuleBody("nodes", func(m map[string]any) {
+		m["receiver"].(map[string]any)["url"] = "http://169.254.169.254/"
+		m["groupWait"] = "3h"
+	})))).Error
+	var fields []string
+	for _, d := range got.Details {
+		fields = append(fields, d.Field)
+	}
+	if !slices.Equal(fields, []string{"groupWait", "receiver.url"}) {
+		t.Fatalf("update to the metadata address: got fields %q; want groupWait and receiver.url (%s)", fields, got.Message)
+	}
+	for _, u := range []string{"https://hooks.example.com/strata", "http://203.0.113.7:9093/api/v2/alerts", "http://localhost.example.com/"} {
+		e.must(t, http.StatusOK, e.do(t, "PUT", "/v1/alertrules/nodes", alertRuleBody("nodes", func(m map[string]any) { m["receiver"].(map[string]any)["url"] = u })))
+	}
+
+	// The operator allows loopback: a receiver there is taken; the
+	// metadata address still is not.
+	loop, err := hostpolicy.ParseNetworks([]string{"127.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{State: e.st, ID: "loop", Version: "test", AlertReceivers: loop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := WithIdentity(t.Context(), Identity{Tenant: DefaultTenant, Role: api.RoleAdmin})
+	for i, u := range []string{"http://127.0.0.1:9/hook", "http://localhost:9/hook"} {
+		r := api.AlertRule{Name: fmt.Sprintf("local-%d", i), Reasons: []string{"NodeDown"}, Receiver: api.AlertReceiver{Type: api.ReceiverWebhook, URL: u}}
+		if _, err := srv.AlertRules().Create(admin, r); err != nil {
+			t.Errorf("Create with %s and loopback allowed: %v", u, err)
+		}
+	}
+	r := api.AlertRule{Name: "metadata", Reasons: []string{"NodeDown"}, Receiver: api.AlertReceiver{Type: api.ReceiverWebhook, URL: "http://169.254.169.254/"}}
+	if _, err := srv.AlertRules().Create(admin, r); !errors.Is(err, api.ErrInvalid) {
+		t.Errorf("Create with the metadata address and loopback allowed: got %v; want invalid", err)
 	}
 }

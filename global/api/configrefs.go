@@ -17,7 +17,14 @@ import (
 // Secret, and a VM names no pullSecret (a VM pulls no image: refused
 // rather than ignored). A VM's files and envFrom reach its guest through
 // the libvirt provider's config drive.
-func (s *Resources) checkConfigRefs(ctx context.Context, r *api.Resource, flavor *api.Flavor) error {
+//
+// txn, the transaction that writes r, gets the condition that keeps the
+// check true: each Config and Secret unchanged since it was read. A
+// delete that commits first fails the write (a conflict: it starts over
+// and finds the Config gone), and a change of its data, whose
+// generation r records, makes it read the new one; the delete's side is
+// refusedInUse.
+func (s *Resources) checkConfigRefs(ctx context.Context, r *api.Resource, flavor *api.Flavor, txn *store.Txn) error {
 	c := r.Spec.Compute
 	if c == nil {
 		return nil
@@ -42,9 +49,13 @@ func (s *Resources) checkConfigRefs(ctx context.Context, r *api.Resource, flavor
 			var it store.Item[api.Config]
 			if it, err = s.st.Configs.Get(ctx, key); err == nil {
 				gen = it.Value.Generation
+				s.st.Configs.TxnUnchanged(txn, key, it.ModRevision)
 			}
 		} else {
-			gen, err = s.checkSecretRef(ctx, key, ref.Name(), ref.Name() == c.PullSecret)
+			var modRev int64
+			if gen, modRev, err = s.checkSecretRef(ctx, key, ref.Name(), ref.Name() == c.PullSecret); err == nil {
+				s.st.Secrets.TxnUnchanged(txn, key, modRev)
+			}
 		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -59,16 +70,16 @@ func (s *Resources) checkConfigRefs(ctx context.Context, r *api.Resource, flavor
 
 // checkSecretRef checks that the secret called key exists and, for a pull
 // secret, that it holds registry credentials.
-// It returns the secret's generation.
-func (s *Resources) checkSecretRef(ctx context.Context, key, name string, pull bool) (int64, error) {
+// It returns the secret's generation and mod revision.
+func (s *Resources) checkSecretRef(ctx context.Context, key, name string, pull bool) (gen, modRev int64, err error) {
 	it, err := s.st.Secrets.Get(ctx, key)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if pull && it.Value.Type != api.SecretRegistry {
-		return 0, api.Invalid("spec.compute.pullSecret", "secret %q is of type %s, not %s", name, it.Value.Type, api.SecretRegistry)
+		return 0, 0, api.Invalid("spec.compute.pullSecret", "secret %q is of type %s, not %s", name, it.Value.Type, api.SecretRegistry)
 	}
-	return it.Value.Generation, nil
+	return it.Value.Generation, it.ModRevision, nil
 }
 
 // errNotReferenced is what a region asking for data a resource does not
@@ -189,13 +200,20 @@ func (s *Server) readRef(ctx context.Context, tenant string, ref api.ConfigRef) 
 
 // refusedInUse is ErrConflict naming a resource of tenant that names
 // ref, or nil when none does. It reads etcd, not a cache, as the check of
-// a flavor in use does; a resource created between this read and the
-// delete then reports the missing config on its replicas.
-func refusedInUse(ctx context.Context, resources *store.Collection[api.Resource], tenant string, ref api.ConfigRef) error {
-	items, _, err := resources.ListPrefix(ctx, tenant+"/")
+// a flavor in use does, and adds to txn, the delete's transaction, the
+// condition that keeps the answer true: no resource of the tenant
+// created or updated since the list. A resource written in between to
+// name ref fails the delete (a conflict: it starts over and sees the
+// resource); one written after the delete fails its own transaction,
+// which compares ref unchanged (checkConfigRefs). Deletes are rare and
+// already read every resource of the tenant; the writes of resources,
+// frequent, pay one comparison per reference and write nothing more.
+func refusedInUse(ctx context.Context, resources *store.Collection[api.Resource], tenant string, ref api.ConfigRef, txn *store.Txn) error {
+	items, rev, err := resources.ListPrefix(ctx, tenant+"/")
 	if err != nil {
 		return storeErr(err, "resources", "")
 	}
+	resources.TxnUnchangedSince(txn, tenant+"/", rev)
 	for _, it := range items {
 		if c := it.Value.Spec.Compute; c != nil {
 			for _, r := range c.Refs() {
@@ -244,7 +262,7 @@ func (s *Resources) restamp(ctx context.Context, ref api.ConfigRef) change {
 		if err != nil {
 			return err
 		}
-		if err := s.checkConfigRefs(ctx, &r, flavor); err != nil {
+		if err := s.checkConfigRefs(ctx, &r, flavor, txn); err != nil {
 			return err
 		}
 		if api.SameJSON(cur.Spec, r.Spec) {

@@ -131,20 +131,32 @@ func (c *Configs) Delete(ctx context.Context, tenant, name string, expect int64)
 		return api.Config{}, err
 	}
 	key := state.ResourceName(tenant, name)
-	it, err := c.configs.Get(ctx, key)
+	var out api.Config
+	// A retry is a resource of the tenant written since the check, or
+	// the config changed (unless expect pins it: then a conflict).
+	err = c.configs.Store().RetryConflicts(ctx, "delete config "+key, func() error {
+		it, err := c.configs.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		if err := fresh("config", name, expect, it.ModRevision); err != nil {
+			return err
+		}
+		txn := c.configs.Store().Txn()
+		if err := refusedInUse(ctx, c.resources, tenant, api.ConfigRef{Config: name}, txn); err != nil {
+			return err
+		}
+		c.configs.TxnDelete(txn, key, it.ModRevision)
+		if _, err := txn.Commit(ctx); err != nil {
+			return err
+		}
+		out = configView(it)
+		return nil
+	})
 	if err != nil {
 		return api.Config{}, storeErr(err, "config", name)
 	}
-	if err := fresh("config", name, expect, it.ModRevision); err != nil {
-		return api.Config{}, err
-	}
-	if err := refusedInUse(ctx, c.resources, tenant, api.ConfigRef{Config: name}); err != nil {
-		return api.Config{}, err
-	}
-	if _, err := c.configs.Delete(ctx, key, it.ModRevision); err != nil {
-		return api.Config{}, storeErr(err, "config", name)
-	}
-	return configView(it), nil
+	return out, nil
 }
 
 func configView(it store.Item[api.Config]) api.Config {

@@ -84,6 +84,7 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 		return nil
 	})
 	ifMatch := func(r *response) reqOption { return withHeader("If-Match", r.header.Get("ETag")) }
+	infra := e.token(t, DefaultTenant, api.RoleInfra)
 
 	// Flavors.
 	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/flavors?limit=2", nil))
@@ -196,6 +197,12 @@ func TestOpenAPIRoundTrip(t *testing.T) {
 		e.must(t, http.StatusBadRequest, e.do(t, "GET", "/v1/regions?all=true", nil))
 		e.must(t, http.StatusBadRequest, e.do(t, "GET", "/readyz?verbose=1", nil, withToken("")))
 		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/nodes?region=mars", nil))
+		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/events?region=mars", nil))
+		// An infra token reads no tenant's resources (TestOpenAPIRoles
+		// calls every operation as every role).
+		for _, path := range []string{"/v1/resources/web", "/v1/resources/web/revisions", "/v1/resources/web/replicas", "/v1/resources/lb/logs"} {
+			e.must(t, http.StatusForbidden, e.do(t, "GET", path, nil, withToken(infra)))
+		}
 		e.must(t, http.StatusUnauthorized, e.do(t, "GET", "/v1/resources", nil, withToken("")))
 		e.must(t, http.StatusNotFound, e.do(t, "GET", "/v1/resources/nothing", nil))
 		e.must(t, http.StatusBadRequest, e.do(t, "POST", "/v1/alertrules", alertRuleBody("bad", func(m map[string]any) { m["reasons"] = []string{} })))

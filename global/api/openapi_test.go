@@ -303,6 +303,7 @@ var goSchemas = map[string]reflect.Type{
 	"Config":              reflect.TypeFor[api.Config](),
 	"FileMount":           reflect.TypeFor[api.FileMount](),
 	"EnvSource":           reflect.TypeFor[api.EnvSource](),
+	"SecurityContext":     reflect.TypeFor[api.SecurityContext](),
 	"ConfigList":          reflect.TypeFor[rest.List[api.Config]](),
 	"Secret":              reflect.TypeFor[api.Secret](),
 	"SecretList":          reflect.TypeFor[rest.List[api.Secret]](),

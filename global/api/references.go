@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 
 	"github.com/stratahq/strata/global/state"
@@ -12,15 +11,14 @@ import (
 	"github.com/stratahq/strata/internal/store"
 )
 
-// ociRefRE is a loose OCI reference: the region resolves and pulls it, so
-// the API only rejects what cannot be one (spaces, control characters).
-var ociRefRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$`)
-
 // checkReferences checks what a resource names outside itself: its flavor
 // (which must exist and fit its kind), the regions it names (which must be
-// registered) and a compute image (an Image resource of the tenant, or an
-// OCI reference). It returns the flavor, nil if none.
-func (s *Resources) checkReferences(ctx context.Context, r *api.Resource) (*api.Flavor, error) {
+// registered), its Configs and Secrets, a compute image (an Image
+// resource of the tenant, or an OCI reference) and that a VM has no
+// securityContext. It returns the flavor, nil if none. txn is the
+// transaction that writes r: what must still hold when it commits (the
+// Configs and Secrets named) is compared in it.
+func (s *Resources) checkReferences(ctx context.Context, r *api.Resource, txn *store.Txn) (*api.Flavor, error) {
 	flavor, err := s.fittingFlavor(ctx, r, "spec.flavor", r.Spec.Flavor)
 	if err != nil {
 		return nil, err
@@ -36,7 +34,11 @@ func (s *Resources) checkReferences(ctx context.Context, r *api.Resource) (*api.
 		return nil, err
 	}
 	if c := r.Spec.Compute; c != nil {
-		if err := s.checkConfigRefs(ctx, r, flavor); err != nil {
+		if flavor != nil && flavor.Kind == api.ProviderVM && c.SecurityContext != nil {
+			// Refused rather than ignored: a VM's users are its guest's.
+			return nil, api.Invalid("spec.compute.securityContext", "is for containers: a VM's users are its guest's (flavor %q is a vm flavor)", flavor.Name)
+		}
+		if err := s.checkConfigRefs(ctx, r, flavor, txn); err != nil {
 			return nil, err
 		}
 		if err := s.checkImage(ctx, r.Tenant, "spec.compute.image", c.Image, flavor); err != nil {
@@ -150,7 +152,7 @@ func (s *Resources) flavor(ctx context.Context, field, name string) (*api.Flavor
 }
 
 // checkImage accepts an Image resource of the tenant, or, for containers,
-// anything that can be an OCI reference; the region resolves it.
+// an OCI reference (Validate checked its grammar); the region resolves it.
 func (s *Resources) checkImage(ctx context.Context, tenant, field, image string, flavor *api.Flavor) error {
 	vm := flavor != nil && flavor.Kind == api.ProviderVM
 	if api.ValidateName(field, image) == nil {
@@ -162,10 +164,7 @@ func (s *Resources) checkImage(ctx context.Context, tenant, field, image string,
 	if vm {
 		return api.Invalid(field, "a VM boots from an Image resource, and tenant %q has no Image %q", tenant, image)
 	}
-	if len(image) > 512 || !ociRefRE.MatchString(image) {
-		return api.Invalid(field, "%q is neither an Image resource nor an OCI reference", image)
-	}
-	return nil
+	return nil // an OCI reference, whose grammar Validate checked (api.ValidateImageRef)
 }
 
 // imageResource reports whether tenant has an Image resource called name.

@@ -112,11 +112,7 @@ func (s *Resources) Create(ctx context.Context, tenant string, r api.Resource, o
 
 // tryCreate checks what r refers to and creates it.
 func (s *Resources) tryCreate(ctx context.Context, r api.Resource, key, hash string) (api.Resource, error) {
-	flavor, err := s.checkReferences(ctx, &r)
-	if err != nil {
-		return api.Resource{}, err
-	}
-	out, err := s.create(ctx, r, flavor, key, hash)
+	out, err := s.create(ctx, r, key, hash)
 	if err != nil {
 		return api.Resource{}, storeErr(err, "resource", r.Name)
 	}
@@ -146,26 +142,33 @@ func (s *Resources) createAgain(ctx context.Context, r api.Resource, key, hash s
 	return out, err
 }
 
-// create writes a new resource, its revision 1 and its status.
-func (s *Resources) create(ctx context.Context, r api.Resource, flavor *api.Flavor, key, hash string) (api.Resource, error) {
+// create checks what r refers to and writes it, its revision 1 and its
+// status.
+func (s *Resources) create(ctx context.Context, r api.Resource, key, hash string) (api.Resource, error) {
 	var err error
 	if r.UID, err = randomHex(16); err != nil {
 		return api.Resource{}, err
 	}
 	t := now()
 	r.Generation, r.Revision, r.CreatedAt, r.UpdatedAt = 1, 1, t, t
-	rev := api.Revision{
-		Resource: r.Name, Tenant: r.Tenant, UID: r.UID, Number: 1,
-		Spec: r.Spec, FlavorSpec: flavorSpec(flavor), Cause: "create", CreatedAt: t,
-	}
 	st := api.ResourceStatus{UID: r.UID, Phase: api.PhaseCreated, Since: t, Replicas: r.Replicas, UpdatedAt: t}
 
 	name := state.ResourceName(r.Tenant, r.Name)
 	// A retry is an admission that lost to another write of the tenant
-	// (quotas.admit); the resource's own Create fails as ErrExists.
+	// (quotas.admit), or a Config or Secret r names that changed since it
+	// was checked: the checks run again. The resource's own Create fails
+	// as ErrExists.
 	var wrote int64
 	err = s.st.Store.RetryConflicts(ctx, "create resource "+name, func() error {
 		txn := s.st.Store.Txn()
+		flavor, err := s.checkReferences(ctx, &r, txn)
+		if err != nil {
+			return err
+		}
+		rev := api.Revision{
+			Resource: r.Name, Tenant: r.Tenant, UID: r.UID, Number: 1,
+			Spec: r.Spec, FlavorSpec: flavorSpec(flavor), Cause: "create", CreatedAt: t,
+		}
 		_ = s.st.Resources.TxnCreate(txn, name, &r) // build errors resurface in Commit
 		// Put, not Create: a revision or status left by a deleted namesake is
 		// stale, and the resource's Create above already guards the name.
@@ -362,7 +365,7 @@ func (s *Resources) replace(ctx context.Context, in api.Resource, o WriteOptions
 		if err := next.Validate(); err != nil {
 			return err
 		}
-		flavor, err := s.checkReferences(ctx, &next)
+		flavor, err := s.checkReferences(ctx, &next, txn)
 		if err != nil {
 			return err
 		}

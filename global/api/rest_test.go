@@ -104,6 +104,18 @@ func TestBadRequests(t *testing.T) {
 			wantCode: 400, wantError: "InvalidArgument", wantField: "replicas", wantMsg: "must not be negative",
 		},
 		{
+			name: "image not an OCI reference", method: "POST", path: "/v1/resources",
+			body: computeBody("web2", func(m map[string]any) {
+				m["spec"].(map[string]any)["compute"] = map[string]any{"image": "registry:99999/x"}
+			}),
+			wantCode: 400, wantError: "InvalidArgument", wantField: "spec.compute.image", wantMsg: "registry port 99999 is not between 1 and 65535",
+		},
+		{
+			name: "Image ref not an OCI reference", method: "POST", path: "/v1/resources",
+			body:     `{"name":"img","kind":"Image","spec":{"image":{"ref":"busybox@sha256:abc"}}}`,
+			wantCode: 400, wantError: "InvalidArgument", wantField: "spec.image.ref", wantMsg: `the digest "sha256:abc"`,
+		},
+		{
 			name: "replicas on an Image", method: "POST", path: "/v1/resources",
 			body:     `{"name":"img","kind":"Image","spec":{"image":{"ref":"docker.io/library/busybox:latest"}},"replicas":2}`,
 			wantCode: 400, wantError: "InvalidArgument", wantField: "replicas", wantMsg: "an Image has no replicas",

@@ -59,7 +59,7 @@ func (s *Resources) Rollback(ctx context.Context, tenant, name string, to int64)
 			return store.ErrNoChange
 		}
 		r.Spec = target.Value.Spec
-		flavor, err := s.checkReferences(ctx, r)
+		flavor, err := s.checkReferences(ctx, r, txn)
 		if err != nil {
 			return fmt.Errorf("cannot roll back to revision %d: %w", to, err)
 		}
@@ -183,7 +183,7 @@ func (s *Resources) revertTo(ctx context.Context, tenant, name, uid string, from
 		}
 		r.Spec = target.Value.Spec
 		r.Rollout.Paused = false
-		flavor, err := s.checkReferences(ctx, r)
+		flavor, err := s.checkReferences(ctx, r, txn)
 		if err != nil {
 			return fmt.Errorf("cannot go back to revision %d: %w", to, err)
 		}

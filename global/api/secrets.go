@@ -183,20 +183,32 @@ func (s *Secrets) Delete(ctx context.Context, tenant, name string, expect int64)
 		return api.Secret{}, err
 	}
 	key := state.ResourceName(tenant, name)
-	it, err := s.secrets.Get(ctx, key)
+	var out api.Secret
+	// A retry is a resource of the tenant written since the check, or
+	// the secret changed (unless expect pins it: then a conflict).
+	err = s.secrets.Store().RetryConflicts(ctx, "delete secret "+key, func() error {
+		it, err := s.secrets.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		if err := fresh("secret", name, expect, it.ModRevision); err != nil {
+			return err
+		}
+		txn := s.secrets.Store().Txn()
+		if err := refusedInUse(ctx, s.resources, tenant, api.ConfigRef{Secret: name}, txn); err != nil {
+			return err
+		}
+		s.secrets.TxnDelete(txn, key, it.ModRevision)
+		if _, err := txn.Commit(ctx); err != nil {
+			return err
+		}
+		out = secretView(it, nil)
+		return nil
+	})
 	if err != nil {
 		return api.Secret{}, storeErr(err, "secret", name)
 	}
-	if err := fresh("secret", name, expect, it.ModRevision); err != nil {
-		return api.Secret{}, err
-	}
-	if err := refusedInUse(ctx, s.resources, tenant, api.ConfigRef{Secret: name}); err != nil {
-		return api.Secret{}, err
-	}
-	if _, err := s.secrets.Delete(ctx, key, it.ModRevision); err != nil {
-		return api.Secret{}, storeErr(err, "secret", name)
-	}
-	return secretView(it, nil), nil
+	return out, nil
 }
 
 // mayReveal checks that a caller who asks for values may read secrets.

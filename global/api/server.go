@@ -32,6 +32,7 @@ import (
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
@@ -113,6 +114,10 @@ type Options struct {
 	// (config api.bootstrapToken), empty for none: Tokens.Bootstrap
 	// stores it, and authentication waits and Ready fails until then.
 	BootstrapToken string
+	// AlertReceivers is where alert rules' receivers may be (config
+	// alerts.receiverNetworks): a rule whose URL names an internal
+	// address outside it is refused.
+	AlertReceivers hostpolicy.Networks
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -143,6 +148,8 @@ type Server struct {
 	maxBody int64
 	audit   *audit.Log
 	log     *slog.Logger
+	// alertReceivers is Options.AlertReceivers.
+	alertReceivers hostpolicy.Networks
 	// ownCaches says whether Run runs the caches (they are not shared).
 	ownCaches bool
 }
@@ -158,6 +165,7 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		st: o.State, caches: o.Caches, leader: o.Leader, id: o.ID, version: o.Version,
 		maxBody: positiveOr(o.MaxBodyBytes, config.DefaultHTTPAPI().MaxBodyBytes), audit: o.Audit, log: o.Logger,
+		alertReceivers: o.AlertReceivers,
 	}
 	if s.caches == nil {
 		s.caches, s.ownCaches = state.NewCaches(o.State), true

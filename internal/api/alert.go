@@ -75,9 +75,9 @@ type AlertRule struct {
 type AlertReceiver struct {
 	Type ReceiverType `json:"type"`
 	URL  string       `json:"url"`
-	// Secret keys the HMAC-SHA256 signature of every body
-	// (X-Strata-Signature: sha256=<hex>). Write only: reads show
-	// HasSecret instead.
+	// Secret keys the HMAC-SHA256 signature of every post, over its
+	// timestamp and body (X-Strata-Signature: v1=<hex>, docs/api.md).
+	// Write only: reads show HasSecret instead.
 	Secret    string `json:"secret,omitempty"`
 	HasSecret bool   `json:"hasSecret,omitempty"`
 }
@@ -93,7 +93,10 @@ type AlertDelivery struct {
 	Attempts    int       `json:"attempts,omitempty"`
 	LastAttempt time.Time `json:"lastAttempt,omitzero"`
 	LastSuccess time.Time `json:"lastSuccess,omitzero"`
-	LastError   string    `json:"lastError,omitempty"`
+	// LastError says coarsely how the last attempt failed: whether the
+	// receiver answered, never why a connection failed (a rule's
+	// readers must not learn which internal ports are open).
+	LastError string `json:"lastError,omitempty"`
 }
 
 // GroupWaitOr is the rule's grouping window.
@@ -104,52 +107,43 @@ func (r *AlertRule) GroupWaitOr() time.Duration {
 	return r.GroupWait.Duration
 }
 
-// Validate checks a rule as a client writes it.
+// Validate checks a rule as a client writes it. Every check runs, so
+// that the client hears of every mistake at once.
 func (r *AlertRule) Validate() error {
-	if err := ValidateName("name", r.Name); err != nil {
-		return err
-	}
-	if err := r.validateMatch(); err != nil {
-		return err
-	}
-	if err := ValidateLabels("labels", r.Labels); err != nil {
-		return err
-	}
+	var p problems
+	p.add(ValidateName("name", r.Name))
+	r.validateMatch(&p)
+	p.add(ValidateLabels("labels", r.Labels))
 	if g := r.GroupWait; g != nil && (g.Duration < MinAlertGroupWait || g.Duration > MaxAlertGroupWait) {
-		return Invalid("groupWait", "%s is outside [0s, %s]", g.Duration, MaxAlertGroupWait)
+		p.add(Invalid("groupWait", "%s is outside [0s, %s]", g.Duration, MaxAlertGroupWait))
 	}
-	return r.Receiver.validate()
+	r.Receiver.validate(&p)
+	return p.err()
 }
 
-func (r *AlertRule) validateMatch() error {
-	if len(r.Reasons) == 0 {
-		return Invalid("reasons", "is required: name the event reasons that fire the rule (NodeDown, RegionDown, ...)")
-	}
-	if len(r.Reasons) > MaxAlertReasons {
-		return Invalid("reasons", "has %d entries; at most %d", len(r.Reasons), MaxAlertReasons)
-	}
-	for i, reason := range r.Reasons {
-		if len(reason) > maxAlertReasonLen || !alertReasonRE.MatchString(reason) {
-			return Invalid(fmt.Sprintf("reasons[%d]", i), "%q is not an event reason (CamelCase, like NodeDown)", reason)
-		}
-		if slices.Contains(r.Reasons[:i], reason) {
-			return Invalid(fmt.Sprintf("reasons[%d]", i), "%q is listed twice", reason)
+func (r *AlertRule) validateMatch(p *problems) {
+	switch {
+	case len(r.Reasons) == 0:
+		p.add(Invalid("reasons", "is required: name the event reasons that fire the rule (NodeDown, RegionDown, ...)"))
+	case len(r.Reasons) > MaxAlertReasons:
+		p.add(Invalid("reasons", "has %d entries; at most %d", len(r.Reasons), MaxAlertReasons))
+	default:
+		for i, reason := range r.Reasons {
+			if len(reason) > maxAlertReasonLen || !alertReasonRE.MatchString(reason) {
+				p.add(Invalid(fmt.Sprintf("reasons[%d]", i), "%q is not an event reason (CamelCase, like NodeDown)", reason))
+			} else if slices.Contains(r.Reasons[:i], reason) {
+				p.add(Invalid(fmt.Sprintf("reasons[%d]", i), "%q is listed twice", reason))
+			}
 		}
 	}
 	if r.Region != "" {
-		if err := ValidateName("region", r.Region); err != nil {
-			return err
-		}
+		p.add(ValidateName("region", r.Region))
 	}
 	if r.Tenant != "" {
-		if err := ValidateName("tenant", r.Tenant); err != nil {
-			return err
-		}
+		p.add(ValidateName("tenant", r.Tenant))
 	}
-	if err := ValidateText("object", r.Object, MaxAlertObjectLen); err != nil {
-		return err
-	}
-	return validateAlertSelector(r.Selector)
+	p.add(ValidateText("object", r.Object, MaxAlertObjectLen))
+	p.add(validateAlertSelector(r.Selector))
 }
 
 // validateAlertSelector checks a rule's selector: it parses, and is not
@@ -162,27 +156,31 @@ func validateAlertSelector(s string) error {
 	return err
 }
 
-func (rc *AlertReceiver) validate() error {
+func (rc *AlertReceiver) validate(p *problems) {
 	switch rc.Type {
 	case ReceiverWebhook, ReceiverAlertmanager:
 	default:
-		return Invalid("receiver.type", "%q is not a receiver type: want webhook or alertmanager", rc.Type)
+		p.add(Invalid("receiver.type", "%q is not a receiver type: want webhook or alertmanager", rc.Type))
 	}
-	if rc.URL == "" {
+	p.add(validateReceiverURL(rc.URL))
+	if rc.Secret != "" && (len(rc.Secret) < minAlertSecretLen || len(rc.Secret) > MaxAlertSecretLen) {
+		p.add(Invalid("receiver.secret", "must be %d to %d characters long", minAlertSecretLen, MaxAlertSecretLen))
+	}
+}
+
+func validateReceiverURL(s string) error {
+	if s == "" {
 		return Invalid("receiver.url", "is required")
 	}
-	if len(rc.URL) > MaxPathLen {
+	if len(s) > MaxPathLen {
 		return Invalid("receiver.url", "is longer than %d characters", MaxPathLen)
 	}
-	u, err := url.Parse(rc.URL)
+	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return Invalid("receiver.url", "is not an http(s) URL")
 	}
 	if u.User != nil {
 		return Invalid("receiver.url", "must not carry credentials: use receiver.secret")
-	}
-	if rc.Secret != "" && (len(rc.Secret) < minAlertSecretLen || len(rc.Secret) > MaxAlertSecretLen) {
-		return Invalid("receiver.secret", "must be %d to %d characters long", minAlertSecretLen, MaxAlertSecretLen)
 	}
 	return nil
 }

@@ -25,6 +25,10 @@ var (
 	ErrExhausted       = errors.New("exhausted")
 	// ErrUnsupportedMedia is a request body in another format than JSON.
 	ErrUnsupportedMedia = errors.New("unsupported media type")
+	// ErrHeaderTooLarge and ErrURITooLong are a request whose head (its
+	// header fields, its target) is larger than an edge takes.
+	ErrHeaderTooLarge = errors.New("request header too large")
+	ErrURITooLong     = errors.New("request URI too long")
 )
 
 // MaxQuoted bounds how much of a client's value an error repeats: a 1 MB

@@ -167,7 +167,30 @@ type ComputeSpec struct {
 	// spec names ("config/NAME", "secret/NAME"), set by the server: a
 	// change of one is a new revision, rolled out like any other.
 	ConfigVersions map[string]int64 `json:"configVersions,omitempty"`
+	// SecurityContext says which user a container runs as (containers
+	// only: a VM's users are its guest's).
+	SecurityContext *SecurityContext `json:"securityContext,omitempty"`
 }
+
+// SecurityContext is the user a container's process runs as, with the
+// names and meaning of Kubernetes' container securityContext. Without
+// one, the process runs as the image's USER (root when the image sets
+// none).
+type SecurityContext struct {
+	// RunAsUser is the process's uid, in place of the image's USER.
+	RunAsUser *int64 `json:"runAsUser,omitempty"`
+	// RunAsGroup is the process's primary gid, in place of the one of
+	// the user (the image's USER group, else the user's in the image's
+	// /etc/passwd, else 0).
+	RunAsGroup *int64 `json:"runAsGroup,omitempty"`
+	// RunAsNonRoot refuses to start the container when its process would
+	// run as uid 0, whether runAsUser or the image says so: the replica
+	// fails with the reason instead.
+	RunAsNonRoot bool `json:"runAsNonRoot,omitempty"`
+}
+
+// MaxUserID bounds runAsUser and runAsGroup, as Kubernetes does.
+const MaxUserID = 1<<31 - 1
 
 // PortSpec publishes a port of a replica.
 type PortSpec struct {

@@ -57,6 +57,8 @@ var classes = []errClass{
 	{ErrTooLarge, "TooLarge", http.StatusRequestEntityTooLarge, codes.InvalidArgument},
 	{ErrExhausted, "Exhausted", http.StatusServiceUnavailable, codes.ResourceExhausted},
 	{ErrUnsupportedMedia, "UnsupportedMediaType", http.StatusUnsupportedMediaType, codes.InvalidArgument},
+	{ErrHeaderTooLarge, "HeaderTooLarge", http.StatusRequestHeaderFieldsTooLarge, codes.InvalidArgument},
+	{ErrURITooLong, "URITooLong", http.StatusRequestURITooLong, codes.InvalidArgument},
 	{context.DeadlineExceeded, "DeadlineExceeded", http.StatusGatewayTimeout, codes.DeadlineExceeded},
 	{context.Canceled, "Canceled", 499, codes.Canceled},
 }

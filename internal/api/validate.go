@@ -149,7 +149,7 @@ func (r *Resource) Validate() error {
 }
 
 // validateOverrides checks the per-region overrides: registered-looking
-// region names, a flavor name, an environment.
+// region names, a flavor name, an image, an environment.
 func validateOverrides(overrides map[string]SpecOverride) error {
 	var p problems
 	for _, region := range sortedKeys(overrides) {
@@ -160,6 +160,9 @@ func validateOverrides(overrides map[string]SpecOverride) error {
 		o := overrides[region]
 		if o.Flavor != "" {
 			p.add(ValidateName("overrides."+region+".flavor", o.Flavor))
+		}
+		if o.Image != "" {
+			p.add(validImage("overrides."+region+".image", o.Image))
 		}
 		p.add(validateEnv("overrides."+region+".env", o.Env))
 	}
@@ -334,7 +337,7 @@ func (c *ComputeSpec) validate() error {
 	if strings.TrimSpace(c.Image) == "" {
 		p.add(Invalid("image", "is required"))
 	} else {
-		p.add(validText("image", c.Image, MaxPathLen))
+		p.add(validImage("image", c.Image))
 	}
 	p.add(validateEnv("env", c.Env))
 	if c.WorkingDir != "" && !path.IsAbs(c.WorkingDir) {
@@ -353,6 +356,25 @@ func (c *ComputeSpec) validate() error {
 	p.add(c.validateConfigRefs())
 	if c.StopGracePeriod.Duration < 0 {
 		p.add(Invalid("stopGracePeriod", "must not be negative"))
+	}
+	if sc := c.SecurityContext; sc != nil {
+		p.add(within("securityContext", sc.validate()))
+	}
+	return p.err()
+}
+
+func (sc *SecurityContext) validate() error {
+	var p problems
+	for _, id := range []struct {
+		field string
+		v     *int64
+	}{{"runAsUser", sc.RunAsUser}, {"runAsGroup", sc.RunAsGroup}} {
+		if id.v != nil && (*id.v < 0 || *id.v > MaxUserID) {
+			p.add(Invalid(id.field, "%d is not an id (0-%d)", *id.v, MaxUserID))
+		}
+	}
+	if sc.RunAsNonRoot && sc.RunAsUser != nil && *sc.RunAsUser == 0 {
+		p.add(Invalid("runAsUser", "0 is root, which runAsNonRoot refuses"))
 	}
 	return p.err()
 }
@@ -480,11 +502,10 @@ func (i *ImageSpec) validate() error {
 			return err
 		}
 	}
-	if err := validText("ref", i.Ref, MaxPathLen); err != nil {
-		return err
-	}
-	if strings.ContainsAny(i.Ref, " \t") {
-		return Invalid("ref", "%q is not an image reference: it has spaces", i.Ref)
+	if i.Ref != "" {
+		if err := validImage("ref", i.Ref); err != nil {
+			return err
+		}
 	}
 	if err := validText("cmdline", i.Cmdline, MaxCmdlineLen); err != nil {
 		return err
@@ -808,15 +829,14 @@ func validText(field, s string, max int) error {
 	return nil
 }
 
-// validHostPath checks a path a node will look for in its operator's
-// directories: absolute, without a .. element or control characters.
-// Which directories are allowed only the node knows.
+// validHostPath checks a file a node will look for in its operator's
+// directories: an absolute path, or a path relative to those directories
+// (busybox.tar: the first of them that holds it), without a .. element
+// or control characters. Which directories are allowed only the node
+// knows.
 func validHostPath(field, p string) error {
 	if err := validText(field, p, MaxPathLen); err != nil {
 		return err
-	}
-	if !path.IsAbs(p) {
-		return Invalid(field, "%q must be an absolute path on the node", p)
 	}
 	if slices.Contains(strings.Split(p, "/"), "..") {
 		return Invalid(field, "%q must not have a .. element", p)
@@ -824,13 +844,17 @@ func validHostPath(field, p string) error {
 	return nil
 }
 
-// validArchive checks an image archive: a host path (as validHostPath,
-// also written file:///path) or an http(s) URL without credentials.
+// validArchive checks an image archive: a host path (as validHostPath;
+// an absolute one may be written file:///path) or an http(s) URL without
+// credentials.
 func validArchive(field, s string) error {
 	if err := validText(field, s, MaxPathLen); err != nil {
 		return err
 	}
-	scheme, _, hasScheme := strings.Cut(s, "://")
+	scheme, rest, hasScheme := strings.Cut(s, "://")
+	if scheme == "file" && !path.IsAbs(rest) {
+		return Invalid(field, "%q: a file:// URL names an absolute path (file:///path); a relative name needs no file://", s)
+	}
 	if !hasScheme || scheme == "file" {
 		return validHostPath(field, strings.TrimPrefix(s, "file://"))
 	}

@@ -38,14 +38,19 @@ func TestSecurityValidateProviderStrings(t *testing.T) {
 		{"archive path", image(func(i *ImageSpec) {}), ""},
 		{"archive file URL", image(func(i *ImageSpec) { i.Archive = "file:///srv/images/busybox.tar" }), ""},
 		{"archive https URL", image(func(i *ImageSpec) { i.Archive = "https://images.example.com/busybox.tar?sig=x" }), ""},
-		{"archive relative", image(func(i *ImageSpec) { i.Archive = "../../etc/shadow" }), "spec.image.archive"},
+		{"archive name in the node's image directories", image(func(i *ImageSpec) { i.Archive = "busybox-oci.tar" }), ""},
+		{"archive relative path in the node's image directories", image(func(i *ImageSpec) { i.Archive = "busybox/oci.tar" }), ""},
+		{"archive relative with ..", image(func(i *ImageSpec) { i.Archive = "../../etc/shadow" }), "spec.image.archive"},
+		{"archive file URL of a relative name", image(func(i *ImageSpec) { i.Archive = "file://busybox-oci.tar" }), "spec.image.archive"},
+		{"archive empty file URL", image(func(i *ImageSpec) { i.Archive = "file://" }), "spec.image.archive"},
 		{"archive with ..", image(func(i *ImageSpec) { i.Archive = "/srv/images/../../etc/shadow" }), "spec.image.archive"},
 		{"archive file URL with ..", image(func(i *ImageSpec) { i.Archive = "file:///srv/../etc/shadow" }), "spec.image.archive"},
 		{"archive URL with ..", image(func(i *ImageSpec) { i.Archive = "http://x/a/%2e%2e/b" }), "spec.image.archive"},
 		{"archive URL with credentials", image(func(i *ImageSpec) { i.Archive = "https://u:p@images.example.com/a.tar" }), "spec.image.archive"},
 		{"archive gopher", image(func(i *ImageSpec) { i.Archive = "gopher://x/a.tar" }), "spec.image.archive"},
 		{"archive newline", image(func(i *ImageSpec) { i.Archive = "/srv/images/a.tar\n" }), "spec.image.archive"},
-		{"kernel relative", image(func(i *ImageSpec) { i.Archive, i.Ref, i.Kernel = "", "", "vmlinuz" }), "spec.image.kernel"},
+		{"kernel name in the node's image directories", image(func(i *ImageSpec) { i.Archive, i.Ref, i.Kernel = "", "", "vmlinuz" }), ""},
+		{"kernel relative with ..", image(func(i *ImageSpec) { i.Archive, i.Ref, i.Kernel = "", "", "../vmlinuz" }), "spec.image.kernel"},
 		{"initrd with ..", image(func(i *ImageSpec) { i.Archive, i.Ref, i.Kernel, i.Initrd = "", "", "/srv/vmlinuz", "/srv/../x" }), "spec.image.initrd"},
 		{"disk NUL", image(func(i *ImageSpec) { i.Archive, i.Ref, i.Disk = "", "", "/srv/disk\x00.qcow2" }), "spec.image.disk"},
 		{"cmdline escape", image(func(i *ImageSpec) { i.Archive, i.Ref, i.Kernel, i.Cmdline = "", "", "/srv/vmlinuz", "quiet\x1b[2J" }), "spec.image.cmdline"},
@@ -130,5 +135,44 @@ func TestValidateReplicas(t *testing.T) {
 	var fe *FieldError
 	if err := r.Validate(); !errors.As(err, &fe) || fe.Field != "replicas" {
 		t.Errorf("a bad name and bad replicas: got %v; want the replicas error", err)
+	}
+}
+
+// TestValidateSecurityContext checks the ids of a container's user: in
+// Kubernetes' range, and not root with runAsNonRoot.
+func TestValidateSecurityContext(t *testing.T) {
+	id := func(v int64) *int64 { return &v }
+	tests := []struct {
+		name  string
+		sc    SecurityContext
+		field string // "" valid
+	}{
+		{"user and group", SecurityContext{RunAsUser: id(1000), RunAsGroup: id(1000), RunAsNonRoot: true}, ""},
+		{"root", SecurityContext{RunAsUser: id(0), RunAsGroup: id(0)}, ""},
+		{"non-root with the image's user", SecurityContext{RunAsNonRoot: true}, ""},
+		{"group alone", SecurityContext{RunAsGroup: id(100)}, ""},
+		{"largest id", SecurityContext{RunAsUser: id(MaxUserID), RunAsGroup: id(MaxUserID)}, ""},
+		{"negative user", SecurityContext{RunAsUser: id(-1)}, "spec.compute.securityContext.runAsUser"},
+		{"negative group", SecurityContext{RunAsGroup: id(-5)}, "spec.compute.securityContext.runAsGroup"},
+		{"user too large", SecurityContext{RunAsUser: id(MaxUserID + 1)}, "spec.compute.securityContext.runAsUser"},
+		{"group too large", SecurityContext{RunAsGroup: id(1 << 40)}, "spec.compute.securityContext.runAsGroup"},
+		{"non-root as root", SecurityContext{RunAsUser: id(0), RunAsNonRoot: true}, "spec.compute.securityContext.runAsUser"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := tt.sc
+			r := &Resource{Name: "web", Kind: KindCompute, Replicas: 1, Spec: ResourceSpec{Flavor: "small", Compute: &ComputeSpec{Image: "busybox", SecurityContext: &sc}}}
+			err := r.Validate()
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("Validate: got %v; want nil", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Validate: got %v; want an invalid %s", err, tt.field)
+			}
+		})
 	}
 }

@@ -15,7 +15,8 @@ import (
 
 const alertsLong = `Alert rules send events and conditions (NodeDown, NodeSuspect,
 AutoCordoned, AutoDrainStarted, RegionDown, ...) to a webhook receiver:
-Strata's own JSON signed with HMAC-SHA256 (X-Strata-Signature), or
+Strata's own JSON signed with HMAC-SHA256 of its timestamp and body
+(X-Strata-Timestamp, X-Strata-Signature), or
 Alertmanager's webhook format. The global master delivers them, at least
 once: every notification carries X-Strata-Dedupe-Key, the same on a retry
 and after a failover. Admin and infra tokens manage rules.

@@ -347,6 +347,26 @@ func computeFields(f *fields, c *api.ComputeSpec) {
 		f.add("  Stop grace", c.StopGracePeriod.String())
 	}
 	f.addIf("  Kernel args", c.KernelArgs)
+	f.addIf("  Run as", runAs(c.SecurityContext))
+}
+
+// runAs is a container's securityContext in a few words: "uid 1000,
+// gid 100, non-root".
+func runAs(sc *api.SecurityContext) string {
+	if sc == nil {
+		return ""
+	}
+	var parts []string
+	if sc.RunAsUser != nil {
+		parts = append(parts, fmt.Sprintf("uid %d", *sc.RunAsUser))
+	}
+	if sc.RunAsGroup != nil {
+		parts = append(parts, fmt.Sprintf("gid %d", *sc.RunAsGroup))
+	}
+	if sc.RunAsNonRoot {
+		parts = append(parts, "non-root")
+	}
+	return strings.Join(parts, ", ")
 }
 
 func loadbalancerFields(f *fields, lb *api.LoadbalancerSpec) {

@@ -147,6 +147,33 @@ func TestGlobalDefaultsValid(t *testing.T) {
 
 // TestMaxTxnOpsDefault keeps the tiers' default transaction limit equal to
 // the store's (stock etcd's --max-txn-ops).
+// TestAlertReceiverNetworks: the global tier reads the receivers'
+// allowed networks from the file and the environment, and refuses one
+// that is not a CIDR, naming the key.
+func TestAlertReceiverNetworks(t *testing.T) {
+	g := DefaultGlobal()
+	if err := Load(g, Source{File: writeFile(t, "alerts: {receiverNetworks: [10.0.7.0/24, \"fd00:7::/64\"]}\n")}); err != nil {
+		t.Fatal(err)
+	}
+	n := g.Alerts.Networks()
+	if err := n.CheckHost("10.0.7.9"); err != nil {
+		t.Errorf("10.0.7.9 in an allowed network: %v", err)
+	}
+	if err := n.CheckHost("127.0.0.1"); err == nil {
+		t.Error("127.0.0.1, not allowed: got nil; want refused")
+	}
+	t.Setenv("STRATA_ALERTS_RECEIVERNETWORKS", "127.0.0.0/8,::1/128")
+	g = DefaultGlobal()
+	if err := Load(g, Source{}); err != nil || len(g.Alerts.ReceiverNetworks) != 2 {
+		t.Fatalf("from the environment: got %q, %v; want two networks", g.Alerts.ReceiverNetworks, err)
+	}
+	t.Setenv("STRATA_ALERTS_RECEIVERNETWORKS", "")
+	err := Load(DefaultGlobal(), Source{File: writeFile(t, "alerts: {receiverNetworks: [10.0.7.0/24, 10.0.0.1]}\n")})
+	if err == nil || !strings.Contains(err.Error(), "alerts.receiverNetworks[1]") {
+		t.Fatalf("a bad network: got %v; want an error naming alerts.receiverNetworks[1]", err)
+	}
+}
+
 func TestMaxTxnOpsDefault(t *testing.T) {
 	for name, got := range map[string]int{"global": DefaultGlobal().Etcd.MaxTxnOps, "region": DefaultRegion().Etcd.MaxTxnOps} {
 		if got != store.DefaultMaxTxnOps {

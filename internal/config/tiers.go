@@ -357,6 +357,35 @@ type Global struct {
 	} `mapstructure:"api"`
 	// Secrets is how tenants' Secrets are encrypted at rest.
 	Secrets Secrets `mapstructure:"secrets"`
+	// Alerts is where alert rules' receivers may be.
+	Alerts Alerts `mapstructure:"alerts"`
+}
+
+// Alerts bounds where the master posts alert notifications: a
+// receiver's address, as resolved when it is dialled, must be public
+// unicast or inside ReceiverNetworks, so that whoever writes a rule
+// cannot make the master reach the operator's own side (loopback, the
+// clouds' metadata at 169.254.169.254, the region networks).
+type Alerts struct {
+	// ReceiverNetworks are CIDRs receivers may be on although they are
+	// loopback, private, link-local or otherwise internal (a receiver
+	// on the operator's network: "10.0.7.0/24"). Default none.
+	ReceiverNetworks []string `mapstructure:"receiverNetworks"`
+}
+
+func (a *Alerts) validate(key string) error {
+	for i, s := range a.ReceiverNetworks {
+		if _, err := hostpolicy.ParseNetworks([]string{s}); err != nil {
+			return keyError(fmt.Sprintf("%s.receiverNetworks[%d]", key, i), "%v", err)
+		}
+	}
+	return nil
+}
+
+// Networks is the receivers' address policy.
+func (a *Alerts) Networks() hostpolicy.Networks {
+	n, _ := hostpolicy.ParseNetworks(a.ReceiverNetworks) // checked by Validate
+	return n
 }
 
 // Secrets names the key files of the Secrets' envelope encryption: each
@@ -392,6 +421,7 @@ func (g *Global) Validate() error {
 		g.Regions.validate("regions"),
 		g.API.validate("api"),
 		g.Secrets.validate("secrets"),
+		g.Alerts.validate("alerts"),
 	)
 }
 

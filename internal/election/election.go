@@ -350,6 +350,7 @@ func (e *Elector) Run(ctx context.Context, lead func(leaderCtx context.Context, 
 		if err := e.cli.Ctx().Err(); err != nil {
 			return fmt.Errorf("election: run: etcd client closed: %w", err)
 		}
+		began := time.Now()
 		held, err := e.term(ctx, lead, &stale)
 		if err := ctx.Err(); err != nil {
 			return err
@@ -360,6 +361,13 @@ func (e *Elector) Run(ctx context.Context, lead func(leaderCtx context.Context, 
 			retry.Reset()
 		}
 		d := retry.Next()
+		// An attempt that failed after waiting longer than the delay (a
+		// call bounded by the TTL while etcd was unreachable) has waited
+		// already: the next starts at once, so that one is under way
+		// when etcd answers again and no delay adds to the reconnection.
+		if err != nil && time.Since(began) >= d {
+			d = 0
+		}
 		if err != nil {
 			e.log.Warn("election attempt failed; retrying", "err", err, "retry_in", d)
 		}

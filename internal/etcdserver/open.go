@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/stratahq/strata/internal/config"
 	stransport "github.com/stratahq/strata/internal/transport"
@@ -31,7 +32,7 @@ func Open(ctx context.Context, name string, c config.Etcd, dial ...grpc.DialOpti
 		MaxCallSendMsgSize:   32 << 20,
 		// Transactions and watch responses of tens of KiB: buffers
 		// sized to them, not gRPC's 1 MiB (see transport.Codec).
-		DialOptions: append([]grpc.DialOption{grpc.WithDefaultCallOptions(stransport.Codec())}, dial...),
+		DialOptions: append([]grpc.DialOption{grpc.WithDefaultCallOptions(stransport.Codec()), reconnect}, dial...),
 	}
 	stop := func() {}
 	if c.Embedded {
@@ -61,6 +62,26 @@ func Open(ctx context.Context, name string, c config.Etcd, dial ...grpc.DialOpti
 	}
 	return cli, func() { cli.Close(); stop() }, nil
 }
+
+// reconnect is how soon a client dials a member again after losing it.
+// gRPC's default backoff grows 1.6 times per failed attempt up to two
+// minutes: after an outage of 30 s the next attempt came up to 8 s after
+// etcd answered again, and every request waited for it (the election's
+// included: no region leader meanwhile). Capped at a second, a client is
+// back within a second of its member answering; an attempt costs a
+// refused or timed-out connect, and only the tiers' few replicas dial
+// etcd.
+var reconnect = grpc.WithConnectParams(grpc.ConnectParams{
+	Backoff: backoff.Config{
+		BaseDelay:  100 * time.Millisecond,
+		Multiplier: 1.6,
+		Jitter:     0.2,
+		MaxDelay:   time.Second,
+	},
+	// A member whose host is gone answers no connect: give up on it
+	// within the time a member takes to answer (the default is 20 s).
+	MinConnectTimeout: 5 * time.Second,
+})
 
 // LogUnreachable runs Check and logs, once, what it finds when no
 // member answers; the tiers call it (in its own goroutine) after Open.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,5 +126,66 @@ func TestEmitterRunOnce(t *testing.T) {
 	case <-returned:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// TestEmitterCoalescesPerResourceAndReason: a resource's replica events
+// of one reason are written one by one up to the group's share, then as
+// summaries counting the rest; another resource, another reason and an
+// event that is not about a resource's part each keep their own.
+func TestEmitterCoalescesPerResourceAndReason(t *testing.T) {
+	store := events.NewMemory(100)
+	e := events.NewEmitter(store, "dev-1", nil, events.WithCoalesce(3, time.Hour), events.WithFlushInterval(time.Millisecond))
+	replica := func(reason, resource string, i int) events.Event {
+		return events.Event{Reason: reason, Object: fmt.Sprintf("replica/%s-%d", resource, i), Tenant: "t1",
+			Message: fmt.Sprintf("replica %d", i), Fields: map[string]string{"resource": "t1/" + resource}}
+	}
+	for i := range 10 {
+		e.Emit(replica("Scheduled", "web", i))
+	}
+	e.Emit(replica("Scheduled", "db", 0))
+	e.Emit(replica("ReplicaReady", "web", 0))
+	e.Emit(events.Event{Reason: "PlacementApplied", Object: "resource/t1/web", Fields: map[string]string{"resource": "t1/web"}})
+	// Run starts after: its first flush holds all of the above.
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	stop := sync.OnceFunc(func() { cancel(); <-done })
+	defer stop()
+	// The first summary goes at once, not at the end of the window.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _ := store.Range(t.Context(), events.Query{Object: "resource/t1/web", Reason: "Scheduled"})
+		if len(got) == 1 {
+			if s := got[0]; s.Fields["count"] != "7" || s.Fields["object"] != "replica/web-9" || !strings.Contains(s.Message, "replica 9") {
+				t.Fatalf("summary %+v; want a count of 7, the last replica web-9", s)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no summary of web's Scheduled events: %d", len(got))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// More within the window: counted, and written when Run ends.
+	for i := 10; i < 15; i++ {
+		e.Emit(replica("Scheduled", "web", i))
+	}
+	stop()
+	var got []string
+	all, _ := store.Range(t.Context(), events.Query{})
+	for _, ev := range all {
+		got = append(got, ev.Reason+" "+ev.Object+" "+ev.Fields["count"])
+	}
+	want := []string{
+		"Scheduled replica/web-0 ", "Scheduled replica/web-1 ", "Scheduled replica/web-2 ",
+		"Scheduled replica/db-0 ", "ReplicaReady replica/web-0 ", "PlacementApplied resource/t1/web ",
+		"Scheduled resource/t1/web 7", "Scheduled resource/t1/web 5",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if c := e.Coalesced(); c != 12 {
+		t.Errorf("Coalesced = %d; want 12", c)
 	}
 }

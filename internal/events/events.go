@@ -7,7 +7,8 @@
 // loss-tolerant store is the right trade.
 //
 // Hot paths do not call a Store directly: they Emit through an Emitter,
-// which never blocks and batches writes.
+// which never blocks, batches writes, coalesces the events of one
+// resource's many replicas into summaries, and counts what it drops.
 package events
 
 import (

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -101,5 +103,83 @@ func TestRedisModesConformance(t *testing.T) {
 				return events.NewRedis(cli, fmt.Sprintf("strata:t%d:events", n.Add(1)), int64(capacity))
 			})
 		})
+	}
+}
+
+// TestEmitterCountsWhatAStalledRedisCostsIt: while Redis holds every
+// write (CLIENT PAUSE WRITE, as a Redis stuck on a slow disk or failing
+// over does), the emitter neither blocks its callers nor loses an event
+// silently: a resource's replica events are counted into a summary, and
+// the node events beyond its buffer are dropped and counted, each in one
+// place: what is in the stream afterwards plus what was counted dropped
+// is what was emitted.
+func TestEmitterCountsWhatAStalledRedisCostsIt(t *testing.T) {
+	srv := redistest.Start(t)
+	cli := srv.Client(t)
+	ctx := t.Context()
+	s := events.NewRedis(cli, "strata:events:stalled", 0)
+	var logs lockedBuffer
+	e := events.NewEmitter(s, "dev-1", slog.New(slog.NewTextHandler(&logs, nil)),
+		events.WithBuffer(100), events.WithBatchSize(10), events.WithFlushInterval(time.Millisecond))
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { e.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	const pause = 2 * time.Second // under the emitter's flush timeout
+	if err := cli.Do(ctx, "CLIENT", "PAUSE", pause.Milliseconds(), "WRITE").Err(); err != nil {
+		t.Fatalf("CLIENT PAUSE: %v", err)
+	}
+	const n = 1000
+	start := time.Now()
+	for i := range n {
+		e.Emit(events.Event{Reason: "NodeUp", Object: fmt.Sprintf("node/n%04d", i)})
+		e.Emit(events.Event{Reason: "Scheduled", Object: fmt.Sprintf("replica/web-%04d", i), Tenant: "t1",
+			Fields: map[string]string{"resource": "t1/web"}})
+	}
+	if d := time.Since(start); d > pause/2 {
+		t.Errorf("%d Emits took %v while Redis was paused; want them not to wait for it", 2*n, d)
+	}
+
+	var nodes, replicas int
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := s.Range(ctx, events.Query{})
+		if err != nil {
+			t.Fatalf("Range: %v", err)
+		}
+		nodes, replicas = 0, 0
+		for _, g := range got {
+			switch g.Reason {
+			case "NodeUp":
+				nodes++
+			case "Scheduled":
+				c := 1
+				if v, ok := g.Fields["count"]; ok {
+					c, _ = strconv.Atoi(v)
+				}
+				replicas += c
+			}
+		}
+		dropped := e.DroppedBy()
+		if uint64(nodes)+dropped[events.DropBufferFull] == n && replicas == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the pause: %d node events in the stream, %v dropped; %d replica events in it; want %d of each accounted for",
+				nodes, dropped, replicas, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	dropped := e.DroppedBy()
+	// At most a buffer waits and a buffer is in flight.
+	if dropped[events.DropBufferFull] < n-200 || dropped[events.DropAppendFailed] != 0 || dropped[events.DropInvalid] != 0 {
+		t.Errorf("dropped %v; want %d or more for a full buffer, none else", dropped, n-200)
+	}
+	if w := strings.Count(logs.String(), "events: dropping events"); w != 1 {
+		t.Errorf("%d drop warnings; want 1 (at most one per interval)\n%s", w, logs.String())
+	}
+	if !strings.Contains(logs.String(), "buffer_full=") {
+		t.Errorf("the warning does not say why events were dropped:\n%s", logs.String())
 	}
 }

@@ -7,10 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -83,11 +81,10 @@ func (p URLPattern) String() string {
 // allowlist: each URL, and every redirect, must match a pattern, and
 // every connection's address, as resolved when it is dialled (so that
 // DNS cannot answer differently for the check and for the connection),
-// must be a public unicast address or in AllowNetworks. A download is
-// bounded in size and time.
+// must be a public unicast address or in AllowNetworks (see Networks).
+// A download is bounded in size and time.
 type Fetcher struct {
 	allow    []URLPattern
-	nets     []netip.Prefix
 	maxBytes int64
 	client   *http.Client
 }
@@ -124,26 +121,13 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		}
 		f.allow = append(f.allow, p)
 	}
-	for _, s := range cfg.AllowNetworks {
-		pfx, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a CIDR: %w", s, err)
-		}
-		f.nets = append(f.nets, pfx.Masked())
+	nets, err := ParseNetworks(cfg.AllowNetworks)
+	if err != nil {
+		return nil, err
 	}
-	dialer := &net.Dialer{Timeout: 30 * time.Second, Control: f.control}
 	f.client = &http.Client{
-		Timeout: timeout,
-		Transport: &http.Transport{
-			// Never through an environment proxy: the proxy's address
-			// would be the one checked, not the server's.
-			Proxy:                 nil,
-			DialContext:           dialer.DialContext,
-			TLSHandshakeTimeout:   30 * time.Second,
-			ResponseHeaderTimeout: time.Minute,
-			MaxIdleConns:          4,
-			IdleConnTimeout:       30 * time.Second,
-		},
+		Timeout:   timeout,
+		Transport: nets.Transport(),
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= maxRedirects {
 				return fmt.Errorf("more than %d redirects", maxRedirects)
@@ -171,72 +155,6 @@ func (f *Fetcher) Allowed(u *url.URL) error {
 		}
 	}
 	return fmt.Errorf("%w: %s matches no allowed URL", ErrNotAllowed, Redact(u))
-}
-
-// control runs on every connection with the address it is about to
-// dial, after name resolution.
-func (f *Fetcher) control(network, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("%w: dial %s: %v", ErrNotAllowed, address, err)
-	}
-	if err := f.checkAddr(ap.Addr()); err != nil {
-		return fmt.Errorf("dial %s: %w", address, err)
-	}
-	return nil
-}
-
-func (f *Fetcher) checkAddr(a netip.Addr) error {
-	a = a.Unmap()
-	for _, n := range f.nets {
-		if n.Contains(a) {
-			return nil
-		}
-	}
-	if reason := internal(a); reason != "" {
-		return fmt.Errorf("%w: %s is %s", ErrNotAllowed, a, reason)
-	}
-	return nil
-}
-
-// internalNets are the ranges, besides what netip classifies, that reach
-// the operator's side rather than the internet: "this network", shared
-// address space (carrier NAT, some clouds' metadata), IETF protocol
-// assignments, benchmarking, reserved, NAT64 (which would reach IPv4
-// private addresses) and the discard prefix.
-var internalNets = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"),
-	netip.MustParsePrefix("64:ff9b:1::/48"),
-	netip.MustParsePrefix("100::/64"),
-}
-
-// internal says why a is not a public unicast address, "" when it is.
-func internal(a netip.Addr) string {
-	switch {
-	case !a.IsValid():
-		return "not an address"
-	case a.IsLoopback():
-		return "loopback"
-	case a.IsUnspecified():
-		return "unspecified"
-	case a.IsLinkLocalUnicast():
-		return "link-local"
-	case a.IsMulticast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast():
-		return "multicast"
-	case a.IsPrivate():
-		return "private"
-	}
-	for _, n := range internalNets {
-		if n.Contains(a) {
-			return "internal (" + n.String() + ")"
-		}
-	}
-	return ""
 }
 
 // Fetch downloads src into w and returns the bytes written. Every

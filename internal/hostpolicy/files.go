@@ -59,24 +59,45 @@ func (d Dirs) String() string {
 	return strings.Join(d.roots, ",")
 }
 
-// Resolve returns the real path of the regular file name (an absolute
-// path, or a file:// URL of one) when it lies in an allowed directory
-// and in no denied one, with every symbolic link resolved: a link in an
-// allowed directory that points out of it is refused. A name with a ".."
-// element is refused before anything is looked up. The error wraps
-// ErrNotAllowed and says the cause, for the log only.
+// Resolve returns the real path of the regular file name when it lies
+// in an allowed directory and in no denied one, with every symbolic link
+// resolved: a link in an allowed directory that points out of it is
+// refused. name is an absolute path (or a file:// URL of one), or a path
+// relative to the allowed directories: the first of them, in order, that
+// holds it (so that one manifest names `busybox.tar` on nodes whose
+// image directories differ). A name with a ".." element is refused
+// before anything is looked up. The error wraps ErrNotAllowed and says
+// the cause, for the log only.
 func (d Dirs) Resolve(name string) (string, error) {
-	path := strings.TrimPrefix(name, "file://")
+	path, isURL := strings.CutPrefix(name, "file://")
 	switch {
 	case len(d.roots) == 0:
 		return "", fmt.Errorf("%w: no directory is allowed on this node", ErrNotAllowed)
-	case path == "" || !filepath.IsAbs(path):
-		return "", fmt.Errorf("%w: %q is not an absolute path", ErrNotAllowed, name)
+	case path == "":
+		return "", fmt.Errorf("%w: empty path", ErrNotAllowed)
+	case isURL && !filepath.IsAbs(path):
+		return "", fmt.Errorf("%w: %q is not a file:// URL of an absolute path", ErrNotAllowed, name)
 	case strings.ContainsFunc(path, isControl):
 		return "", fmt.Errorf("%w: %q holds control characters", ErrNotAllowed, name)
 	case hasDotDot(path):
 		return "", fmt.Errorf("%w: %q has a .. element", ErrNotAllowed, name)
 	}
+	if filepath.IsAbs(path) {
+		return d.resolve(name, path)
+	}
+	causes := make([]string, 0, len(d.roots))
+	for _, root := range d.roots {
+		real, err := d.resolve(name, filepath.Join(root, path))
+		if err == nil {
+			return real, nil
+		}
+		causes = append(causes, strings.TrimPrefix(err.Error(), ErrNotAllowed.Error()+": "))
+	}
+	return "", fmt.Errorf("%w: %q is in none of the allowed directories: %s", ErrNotAllowed, name, strings.Join(causes, "; "))
+}
+
+// resolve checks the absolute path of name.
+func (d Dirs) resolve(name, path string) (string, error) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrNotAllowed, err)

@@ -173,6 +173,20 @@ func TestSecurityDirsResolve(t *testing.T) {
 		{"missing", filepath.Join(images, "missing.tar"), ""},
 		{"newline", filepath.Join(images, "ok.tar\n"), ""},
 		{"device", "/dev/zero", ""},
+		{"a name in the directory", "ok.tar", filepath.Join(images, "ok.tar")},
+		{"a name in a subdirectory", "sub/nested.tar", filepath.Join(images, "sub", "nested.tar")},
+		{"a name with a dot element", "./sub/./nested.tar", filepath.Join(images, "sub", "nested.tar")},
+		{"a name that is a link inside", "inside.tar", filepath.Join(images, "ok.tar")},
+		{"a name that is a link escaping", "escape.tar", ""},
+		{"a name through a directory link escaping", "dirlink/shadow", ""},
+		{"a name of another replica's volume", "volumes/other-replica.qcow2", ""},
+		{"a name with dot dot", "sub/../ok.tar", ""},
+		{"a missing name", "missing.tar", ""},
+		{"a name that is a subdirectory", "sub", ""},
+		{"the directory itself by name", ".", ""},
+		{"a file URL of a name", "file://ok.tar", ""},
+		{"a name with a newline", "ok.tar\n", ""},
+		{"empty", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,6 +205,33 @@ func TestSecurityDirsResolve(t *testing.T) {
 	var none Dirs
 	if _, err := none.Resolve(filepath.Join(images, "ok.tar")); !errors.Is(err, ErrNotAllowed) {
 		t.Errorf("Resolve without directories: got %v; want ErrNotAllowed", err)
+	}
+	if _, err := none.Resolve("ok.tar"); !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("Resolve of a name without directories: got %v; want ErrNotAllowed", err)
+	}
+
+	// A name is looked up in each directory in turn: the first that
+	// holds it wins.
+	first := filepath.Join(root, "first")
+	if err := os.MkdirAll(first, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(first, "nested.tar"))
+	several, err := NewDirs([]string{filepath.Join(root, "empty"), images, first}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"ok.tar":         filepath.Join(images, "ok.tar"),
+		"nested.tar":     filepath.Join(first, "nested.tar"),
+		"sub/nested.tar": filepath.Join(images, "sub", "nested.tar"),
+	} {
+		if got, err := several.Resolve(name); err != nil || got != want {
+			t.Errorf("Resolve(%q) over several directories: got %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if _, err := several.Resolve("missing.tar"); !errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), filepath.Join(first, "missing.tar")) {
+		t.Errorf("Resolve of a missing name: got %v; want ErrNotAllowed naming each place looked at", err)
 	}
 }
 
@@ -220,18 +261,18 @@ func TestInternalAddresses(t *testing.T) {
 		{"8.8.8.8", false},
 		{"2001:4860:4860::8888", false},
 	}
-	f, err := NewFetcher(FetcherConfig{AllowNetworks: []string{"10.9.0.0/16"}})
+	n, err := ParseNetworks([]string{"10.9.0.0/16"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range tests {
-		err := f.checkAddr(netip.MustParseAddr(tt.addr))
+		err := n.Check(netip.MustParseAddr(tt.addr))
 		if got := err != nil; got != tt.internal {
-			t.Errorf("checkAddr(%s): got %v; want refused=%v", tt.addr, err, tt.internal)
+			t.Errorf("Check(%s): got %v; want refused=%v", tt.addr, err, tt.internal)
 		}
 	}
-	if err := f.checkAddr(netip.MustParseAddr("10.9.1.1")); err != nil {
-		t.Errorf("checkAddr(10.9.1.1) in an allowed network: got %v; want nil", err)
+	if err := n.Check(netip.MustParseAddr("10.9.1.1")); err != nil {
+		t.Errorf("Check(10.9.1.1) in an allowed network: got %v; want nil", err)
 	}
 }
 
@@ -384,5 +425,77 @@ func TestSecurityFetch(t *testing.T) {
 				t.Errorf("the server saw %d connections; want none (refused before connecting)", dialed)
 			}
 		})
+	}
+}
+
+// TestNetworksCheckHost: a URL's host that is plainly internal (an
+// address literal, localhost) is refused before anything is dialled,
+// unless the operator allows its network; another name is left to the
+// dial.
+func TestNetworksCheckHost(t *testing.T) {
+	none, _ := ParseNetworks(nil)
+	loop, err := ParseNetworks([]string{"127.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		host                string
+		refused, refusedLoo bool
+	}{
+		{"127.0.0.1", true, false},
+		{"::1", true, true},
+		{"::ffff:127.0.0.1", true, false},
+		{"localhost", true, false},
+		{"LocalHost.", true, false},
+		{"api.localhost", true, false},
+		{"169.254.169.254", true, true},
+		{"fe80::1%eth0", true, true},
+		{"10.90.0.5", true, true},
+		{"0.0.0.0", true, true},
+		{"8.8.8.8", false, false},
+		{"hooks.example.com", false, false},
+		{"localhost.example.com", false, false},
+	}
+	for _, tt := range tests {
+		if err := none.CheckHost(tt.host); (err != nil) != tt.refused || (err != nil && !errors.Is(err, ErrNotAllowed)) {
+			t.Errorf("CheckHost(%q) without networks: got %v; want refused=%v", tt.host, err, tt.refused)
+		}
+		if err := loop.CheckHost(tt.host); (err != nil) != tt.refusedLoo {
+			t.Errorf("CheckHost(%q) with 127.0.0.0/8 allowed: got %v; want refused=%v", tt.host, err, tt.refusedLoo)
+		}
+	}
+	if _, err := ParseNetworks([]string{"10.0.0.0/33"}); err == nil {
+		t.Error("ParseNetworks(10.0.0.0/33): got nil; want an error")
+	}
+}
+
+// TestNetworksTransport: a connection through the transport is checked
+// when it is dialled, with the address the name resolved to: localhost
+// (a name, resolved at the dial) reaches a loopback server only when
+// loopback is allowed, and is refused before any connection otherwise.
+func TestNetworksTransport(t *testing.T) {
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	byName := "http://localhost:" + port + "/"
+	none, _ := ParseNetworks(nil)
+	loop, _ := ParseNetworks([]string{"127.0.0.0/8", "::1/128"})
+	get := func(n Networks, u string) error {
+		c := &http.Client{Transport: n.Transport(), Timeout: 10 * time.Second}
+		resp, err := c.Get(u)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	for _, u := range []string{byName, srv.URL} {
+		if err := get(none, u); !errors.Is(err, ErrNotAllowed) {
+			t.Errorf("GET %s without networks: got %v; want ErrNotAllowed", u, err)
+		}
+	}
+	if n := srv.conns.Load(); n != 0 {
+		t.Fatalf("the server accepted %d connections; want none", n)
+	}
+	if err := get(loop, byName); err != nil {
+		t.Fatalf("GET %s with loopback allowed: %v", byName, err)
 	}
 }

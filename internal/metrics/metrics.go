@@ -198,15 +198,31 @@ func (r *Registry) GaugeSet(name, help, label string, fn func() map[string]float
 	})
 }
 
+// CounterSet is GaugeSet for counters: fn returns running totals (events
+// dropped by reason) that only grow.
+func (r *Registry) CounterSet(name, help, label string, fn func() map[string]float64) {
+	r.reg.MustRegister(&gaugeSet{
+		desc:    prometheus.NewDesc(name, help, []string{label}, r.labels()),
+		fn:      fn,
+		counter: true,
+	})
+}
+
+// gaugeSet is a GaugeSet, or a CounterSet when counter is set.
 type gaugeSet struct {
-	desc *prometheus.Desc
-	fn   func() map[string]float64
+	desc    *prometheus.Desc
+	fn      func() map[string]float64
+	counter bool
 }
 
 func (g *gaugeSet) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
 
 func (g *gaugeSet) Collect(ch chan<- prometheus.Metric) {
+	typ := prometheus.GaugeValue
+	if g.counter {
+		typ = prometheus.CounterValue
+	}
 	for v, n := range g.fn() {
-		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, n, v)
+		ch <- prometheus.MustNewConstMetric(g.desc, typ, n, v)
 	}
 }

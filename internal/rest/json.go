@@ -34,8 +34,8 @@ func (l List[T]) MarshalJSON() ([]byte, error) {
 // Decode reads the JSON body of r, which is required, into v, strictly
 // (strictjson: unknown fields, duplicate keys and trailing data are
 // refused, every error names its field's JSON path); bodies over the
-// API's limit are refused (other media types are refused before any
-// handler, by Guard).
+// API's limit are refused (other media types are refused before the
+// handler runs, by checkMediaType).
 func Decode(r *http.Request, v any) error { return decode(r, v, true) }
 
 // DecodeOptional is Decode for a body that may be left out: an empty body

@@ -8,8 +8,10 @@
 //   - routing on http.ServeMux patterns, answering in JSON where the mux
 //     would answer in text: no route (404), a method the route does not
 //     take (405, with Allow);
-//   - request bodies: a size limit and strict JSON (Decode: unknown
-//     fields, trailing data and oversized bodies are refused);
+//   - request bodies: JSON only (application/json, UTF-8, or no
+//     Content-Type; 415 otherwise, checked after authentication), a
+//     size limit and strict decoding (Decode: unknown fields, trailing
+//     data and oversized bodies are refused);
 //   - query strings: each route declares the parameters it takes; any
 //     other, or one given twice, is refused with a 400 that names it;
 //   - errors: one JSON shape, api.ErrorBody, and one mapping from api
@@ -18,8 +20,8 @@
 //   - request metrics labelled by route pattern (metrics.NoteRoute), a
 //     debug log line per request, and a panic costing one request only;
 //   - Guard, the checks in front of every HTTP server of Strata (Host
-//     names, cross-origin writes, JSON bodies only), which
-//     serving.NewHTTP puts before any handler.
+//     names, cross-origin writes), which serving.NewHTTP puts before
+//     any handler.
 package rest
 
 import (
@@ -201,15 +203,20 @@ func (a *API) register(pattern string, query []string, h http.Handler) {
 	a.query[pattern] = slices.Clone(query)
 }
 
-// begin is what every route does first: note the route for the metrics
-// (the request is a copy carrying the identity, which the metrics
-// middleware never sees), bound the body and check the query against
-// what the route takes (query). It answers the request and returns false
-// when the query is refused.
+// begin is what every route does first, once the caller is known (serve
+// authenticates before routing): note the route for the metrics (the
+// request is a copy carrying the identity, which the metrics middleware
+// never sees), check that a body is JSON (checkMediaType), bound it, and
+// check the query against what the route takes (query). It answers the
+// request and returns false when the body or the query is refused.
 func (a *API) begin(w http.ResponseWriter, r *http.Request, query []string) bool {
 	metrics.NoteRoute(r)
-	r.Body = http.MaxBytesReader(w, r.Body, a.maxBody)
-	if err := checkQuery(r, query); err != nil {
+	err := checkMediaType(r)
+	if err == nil {
+		r.Body = http.MaxBytesReader(w, r.Body, a.maxBody)
+		err = checkQuery(r, query)
+	}
+	if err != nil {
 		a.Error(w, r, err)
 		return false
 	}

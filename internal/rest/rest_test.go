@@ -211,6 +211,56 @@ func TestEdgeClientGone(t *testing.T) {
 	}
 }
 
+// TestEdgeMediaType checks what the edge takes as a request body: JSON,
+// declared or not, in UTF-8; and that it judges the body only once the
+// caller is known, so that an anonymous caller is a 401 whatever it sends.
+func TestEdgeMediaType(t *testing.T) {
+	h := testAPI(t, &bytes.Buffer{}).Handler()
+	tests := []struct {
+		name, auth, ctype string
+		wantCode          int
+		wantErr, wantBody string
+	}{
+		{"application/json", token, "application/json", 201, "", `"name":"a"`},
+		{"no Content-Type is JSON", token, "", 201, "", `"name":"a"`},
+		{"charset utf-8", token, "application/json; charset=utf-8", 201, "", ""},
+		{"charset UTF-8", token, "Application/JSON; Charset=\"UTF-8\"", 201, "", ""},
+		{"another charset", token, "application/json; charset=latin1", 415, "UnsupportedMediaType", `charset \"latin1\" is not utf-8`},
+		{"UTF-16", token, "application/json; charset=utf-16", 415, "UnsupportedMediaType", `charset \"utf-16\"`},
+		{"text/plain", token, "text/plain", 415, "UnsupportedMediaType", `\"text/plain\" is not application/json`},
+		{"a form", token, "application/x-www-form-urlencoded", 415, "UnsupportedMediaType", ""},
+		{"malformed", token, "application/json; charset", 415, "UnsupportedMediaType", ""},
+		{"anonymous text/plain is 401", "", "text/plain", 401, "Unauthenticated", ""},
+		{"anonymous latin1 is 401", "", "application/json; charset=latin1", 401, "Unauthenticated", ""},
+		{"wrong token, form is 401", "nope", "multipart/form-data; boundary=x", 401, "Unauthenticated", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest("POST", "/v1/things", strings.NewReader(`{"name":"a"}`))
+			if tt.auth != "" {
+				req.Header.Set("Authorization", "Bearer "+tt.auth)
+			}
+			if tt.ctype != "" {
+				req.Header.Set("Content-Type", tt.ctype)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tt.wantCode {
+				t.Fatalf("got status %d (%s); want %d", rec.Code, rec.Body, tt.wantCode)
+			}
+			if tt.wantErr != "" {
+				var eb api.ErrorBody
+				if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || eb.Error.Code != tt.wantErr {
+					t.Errorf("got body %s (%v); want an error body with code %s", rec.Body, err, tt.wantErr)
+				}
+			}
+			if !strings.Contains(rec.Body.String(), tt.wantBody) {
+				t.Errorf("got body %s; want it to contain %s", rec.Body, tt.wantBody)
+			}
+		})
+	}
+}
+
 func TestEdgeOptions(t *testing.T) {
 	mapped := errors.New("the tier's own not-found")
 	a := testAPI(t, &bytes.Buffer{}, WithRealm("strata-region"), WithErrorMapping(func(err error) error {

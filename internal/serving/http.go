@@ -23,6 +23,12 @@ const (
 	idleTimeout = 2 * time.Minute
 )
 
+// maxHeaderBytes is what net/http reads of a request's head before it
+// answers 431 itself, in plain text. It is well above rest.MaxHeaderBytes,
+// so that a head between the two reaches rest.Guard, which answers 431 in
+// JSON; only one larger still gets net/http's answer.
+const maxHeaderBytes = 1 << 20
+
 // HTTPOptions shape an HTTP server.
 type HTTPOptions struct {
 	// TLS serves HTTPS (pki.ServingConfig); nil serves plain HTTP, which
@@ -56,6 +62,14 @@ type HTTP struct {
 // on idle connections, HTTPS when o.TLS is set, and in front of h the
 // checks every Strata HTTP server needs (rest.Guard). It refuses plain
 // HTTP on a non-loopback listener unless o.Insecure.
+//
+// net/http answers some requests itself, in plain text, before any
+// handler runs, and has no hook to change that: a head over
+// maxHeaderBytes (431), a request line or header field that does not
+// parse, no or a malformed Host (400), another protocol version (505),
+// a transfer coding it does not know (501), an Expect other than
+// 100-continue (417, no body), plain HTTP sent to HTTPS (400). Every
+// refusal it leaves to handlers is JSON (docs/api.md, Errors).
 func NewHTTP(l net.Listener, h http.Handler, o HTTPOptions) (*HTTP, error) {
 	if err := CheckListener(l, o); err != nil {
 		return nil, err
@@ -66,6 +80,7 @@ func NewHTTP(l net.Listener, h http.Handler, o HTTPOptions) (*HTTP, error) {
 	}
 	srv := &http.Server{
 		Handler:           rest.Guard(h, rest.GuardOptions{AllowedHosts: o.AllowedHosts, AnyHost: o.AnyHost}),
+		MaxHeaderBytes:    maxHeaderBytes,
 		ReadHeaderTimeout: min(rt, maxHeaderTimeout),
 		ReadTimeout:       rt,
 		IdleTimeout:       idleTimeout,

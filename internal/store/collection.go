@@ -265,6 +265,12 @@ func (c *Collection[T]) TxnUnchanged(t *Txn, name string, modRev int64) {
 	t.Unchanged(c.Key(name), modRev)
 }
 
+// TxnUnchangedSince adds Txn.UnchangedSince for the objects whose names
+// start with namePrefix: none written after rev.
+func (c *Collection[T]) TxnUnchangedSince(t *Txn, namePrefix string, rev int64) {
+	t.UnchangedSince(c.Key(namePrefix), rev)
+}
+
 func (c *Collection[T]) encode(t *Txn, name string, v *T) ([]byte, error) {
 	var err error
 	switch {

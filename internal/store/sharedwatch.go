@@ -39,6 +39,7 @@ type SharedWatch struct {
 // watchMember is a cache as its shared watch sees it (any *Cache[T]).
 type watchMember interface {
 	Prefix() string
+	WaitForRev(ctx context.Context, rev int64) error
 	replace(kvs []KV, rev int64)
 	apply(events []Event, rev int64)
 }
@@ -98,6 +99,36 @@ func (st *SharedWatch) Synced() <-chan struct{} { return st.synced }
 // has reports whether the shared watch has received rev: every member is
 // current at it once the batch in hand is delivered.
 func (st *SharedWatch) has(rev int64) bool { return st.rev.Load() >= rev }
+
+// WaitForRev blocks until every member is current at rev or later (see
+// Cache.WaitForRev). The members are handed each batch in turn, so once
+// the first has rev the others follow without another wait.
+func (st *SharedWatch) WaitForRev(ctx context.Context, rev int64) error {
+	for _, m := range st.members {
+		if err := m.WaitForRev(ctx, rev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WaitCurrent blocks until every member is at least as new as etcd was
+// when it was called: it reads etcd's current revision (Store.Revision,
+// one round trip) and waits for the watch to deliver it. A read served
+// from the members afterwards never shows an older state than one that
+// another process served, or etcd answered, before the call: a process
+// whose watch fell behind (it was paused, or its etcd member lags)
+// catches up first instead of answering from the past. In the usual case
+// the watch has the revision already, or brings it within milliseconds;
+// a revision written outside the watch's prefix is confirmed by a
+// progress notification after progressRetry.
+func (st *SharedWatch) WaitCurrent(ctx context.Context) error {
+	rev, err := st.s.Revision(ctx)
+	if err != nil {
+		return err
+	}
+	return st.WaitForRev(ctx, rev)
+}
 
 // sharedHandler keeps Replace and Apply off the SharedWatch's exported API.
 type sharedHandler struct{ st *SharedWatch }

@@ -155,6 +155,18 @@ func (s *Store) Get(ctx context.Context, key string) (KV, error) {
 	return s.kv(resp.Kvs[0]), nil
 }
 
+// Revision returns etcd's current revision, read linearizably: it is at
+// least the revision of every write that committed before the call. It
+// reads one key (the store's prefix itself, counted, not fetched), so it
+// costs the member a quorum check and an index lookup, never a range.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, wrapErr("read the current revision", err)
+	}
+	return resp.Header.Revision, nil
+}
+
 // ListOptions selects one page of a list.
 type ListOptions struct {
 	// Limit caps the number of items in the page; 0 means no limit.

@@ -32,6 +32,7 @@ const (
 	opDeletePrefix
 	opRequire
 	opUnchanged
+	opUnchangedSince
 )
 
 type txnOp struct {
@@ -44,7 +45,7 @@ type txnOp struct {
 // conditional reports whether the operation adds a comparison.
 func (op txnOp) conditional() bool {
 	switch op.kind {
-	case opCreate, opUpdate, opRequire, opUnchanged:
+	case opCreate, opUpdate, opRequire, opUnchanged, opUnchangedSince:
 		return true
 	case opDelete:
 		return op.modRev > 0
@@ -123,6 +124,20 @@ func (t *Txn) Unchanged(key string, modRev int64) *Txn {
 	return t.add(txnOp{kind: opUnchanged, key: key, modRev: modRev})
 }
 
+// UnchangedSince adds a condition that writes nothing: no key under
+// prefix was created or updated after revision rev (a key deleted since
+// is gone and does not count). It fails with ErrConflict, so that a
+// decision made on a list of prefix at rev (no resource names the
+// Config about to be deleted) starts over when the list changed
+// (Store.RetryConflicts). etcd reads every key under prefix to decide:
+// keep it to rare writes.
+func (t *Txn) UnchangedSince(prefix string, rev int64) *Txn {
+	if rev <= 0 {
+		t.fail(fmt.Errorf("store: unchanged since %s: revision %d is not positive", prefix, rev))
+	}
+	return t.add(txnOp{kind: opUnchangedSince, key: prefix, modRev: rev})
+}
+
 // DeletePrefix adds an unconditional deletion of every key under prefix.
 // No other operation of the transaction may touch a key under it.
 func (t *Txn) DeletePrefix(prefix string) *Txn {
@@ -154,15 +169,21 @@ func (t *Txn) Len() int { return len(t.ops) }
 func (t *Txn) Size() int { return max(t.compares(), t.writes()) }
 
 // writes counts the operations that send a request (all but the
-// conditions, Require and Unchanged).
+// conditions: Require, Unchanged, UnchangedSince).
 func (t *Txn) writes() int {
 	n := 0
 	for _, op := range t.ops {
-		if op.kind != opRequire && op.kind != opUnchanged {
+		if !op.conditionOnly() {
 			n++
 		}
 	}
 	return n
+}
+
+// conditionOnly reports whether the operation compares and writes
+// nothing.
+func (op txnOp) conditionOnly() bool {
+	return op.kind == opRequire || op.kind == opUnchanged || op.kind == opUnchangedSince
 }
 
 // Room is how many more operations, each with a condition, fit under the
@@ -241,6 +262,11 @@ func (c check) eval(kv *mvccpb.KeyValue) error {
 		if (kv == nil && c.expect != 0) || (kv != nil && kv.ModRevision != c.expect) {
 			return ErrConflict
 		}
+	case c.kind == opUnchangedSince:
+		// kv is the newest key under the prefix, if any.
+		if kv != nil && kv.ModRevision > c.expect {
+			return ErrConflict
+		}
 	default: // update, or delete at a revision
 		if kv == nil {
 			return ErrNotFound
@@ -304,10 +330,16 @@ type txnRequest struct {
 }
 
 func (r *txnRequest) compare(c check, abs string, cmp clientv3.Cmp) {
+	// Keys only: classification needs revisions, not values.
+	r.compareRead(c, cmp, clientv3.OpGet(abs, clientv3.WithKeysOnly()))
+}
+
+// compareRead adds cmp, with read as the Else read that classifies its
+// failure.
+func (r *txnRequest) compareRead(c check, cmp clientv3.Cmp, read clientv3.Op) {
 	r.cmps = append(r.cmps, cmp)
 	r.checks = append(r.checks, c)
-	// Keys only: classification needs revisions, not values.
-	r.els = append(r.els, clientv3.OpGet(abs, clientv3.WithKeysOnly()))
+	r.els = append(r.els, read)
 }
 
 // build turns the guards and operations into a txnRequest. Guards go
@@ -358,6 +390,14 @@ func (t *Txn) buildOp(r *txnRequest, op txnOp) {
 		// An absent key compares as ModRevision 0.
 		r.compare(check{key: op.key, kind: op.kind, expect: op.modRev}, abs,
 			clientv3.Compare(clientv3.ModRevision(abs), "=", op.modRev))
+	case opUnchangedSince:
+		// A range comparison holds when every key in the range passes
+		// (an empty range passes); the Else read is the newest key.
+		key, end := t.s.prefixRange(op.key)
+		r.compareRead(check{key: op.key, kind: op.kind, expect: op.modRev},
+			clientv3.Compare(clientv3.ModRevision(key), "<", op.modRev+1).WithRange(end),
+			clientv3.OpGet(key, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(1),
+				clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend)))
 	}
 }
 
@@ -385,12 +425,12 @@ func (t *Txn) checkOverlap() error {
 	keys := make(map[string]struct{}, len(t.ops))
 	var prefixes []string
 	for _, op := range t.ops {
-		switch op.kind {
-		case opRequire, opUnchanged:
-			// A condition only: etcd takes any number of comparisons of
-			// a key, and compares before it writes.
+		switch {
+		case op.conditionOnly():
+			// etcd takes any number of comparisons of a key, and
+			// compares before it writes.
 			continue
-		case opDeletePrefix:
+		case op.kind == opDeletePrefix:
 			prefixes = append(prefixes, op.key)
 			continue
 		}

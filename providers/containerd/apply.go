@@ -224,8 +224,11 @@ func specHash(a *api.Assignment, d *provider.ConfigData) (string, error) {
 		VCPUs      float64
 		MemoryMiB  int64
 		Network    *api.NetworkAttachment
-		Configs    string `json:",omitempty"`
-	}{a.Image, c.Image, c.Command, c.Args, c.Env, c.WorkingDir, c.Ports, a.Volumes, a.Flavor.VCPUs, a.Flavor.MemoryMiB, a.Network, configs})
+		// Fields added later are left out when empty, so that an
+		// upgrade replaces no container made before them.
+		Configs         string               `json:",omitempty"`
+		SecurityContext *api.SecurityContext `json:",omitempty"`
+	}{a.Image, c.Image, c.Command, c.Args, c.Env, c.WorkingDir, c.Ports, a.Volumes, a.Flavor.VCPUs, a.Flavor.MemoryMiB, a.Network, configs, c.SecurityContext})
 	if err != nil {
 		return "", fmt.Errorf("spec digest: %w", err)
 	}
@@ -270,10 +273,15 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 		return fail("spec", err)
 	}
 	labels[labelStarted] = time.Now().UTC().Format(time.RFC3339Nano)
+	rootfs := client.WithNewSnapshot(a.ID, img)
+	if p.userns != nil {
+		rootfs = p.withRemappedSnapshot(a.ID, img, *p.userns)
+		labels[labelUserns] = p.userns.String()
+	}
 	ctr, err := p.client.NewContainer(ctx, a.ID,
 		client.WithImage(img),
 		client.WithSnapshotter(p.cfg.Snapshotter),
-		client.WithNewSnapshot(a.ID, img),
+		rootfs,
 		client.WithRuntime(p.cfg.Runtime, nil),
 		client.WithContainerLabels(labels),
 		client.WithNewSpec(specOpts...),
@@ -284,6 +292,11 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 		}
 		// The snapshot may exist without its container.
 		p.removeSnapshot(ctx, a.ID)
+		if errors.Is(err, errUser) {
+			// The user the replica would run as is refused: the
+			// reason says why, in the spec's terms.
+			return p.createFailed(ctx, a.ID, labels, err.Error())
+		}
 		if isNotFound(err) {
 			// The image's snapshots went behind the provider's back:
 			// the retry unpacks it again.
@@ -466,8 +479,8 @@ func (p *Provider) startCreated(ctx context.Context, id string) error {
 }
 
 // specOpts builds the OCI spec: the image's config, then the replica's
-// command, environment, working directory, hostname, resources, mounts
-// and network namespace.
+// user, command, environment, working directory, hostname, resources,
+// mounts and network namespace; last, the check of its user.
 func (p *Provider) specOpts(ctx context.Context, a *api.Assignment, img client.Image, nsPath string, mounts []specs.Mount) ([]oci.SpecOpts, error) {
 	var c api.ComputeSpec
 	if a.Spec.Compute != nil {
@@ -475,6 +488,7 @@ func (p *Provider) specOpts(ctx context.Context, a *api.Assignment, img client.I
 	}
 	opts := []oci.SpecOpts{
 		oci.WithImageConfig(img),
+		withUser(c.SecurityContext),
 		oci.WithHostname(hostname(a.ID)),
 		oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: nsPath}),
 		oci.WithMounts(mounts),
@@ -514,7 +528,12 @@ func (p *Provider) specOpts(ctx context.Context, a *api.Assignment, img client.I
 	if v := a.Flavor.VCPUs; v > 0 {
 		opts = append(opts, oci.WithCPUCFS(int64(v*cfsPeriod), cfsPeriod))
 	}
-	return append(opts, p.sandboxOpts()...), nil
+	opts = append(opts, p.sandboxOpts()...)
+	pol := userPolicy{refuseRoot: p.cfg.RefuseRoot, userns: p.userns}
+	if pol.userns != nil {
+		opts = append(opts, p.withUserns(a.ID, *pol.userns))
+	}
+	return append(opts, checkUser(c.SecurityContext, pol), p.withConfigOwner(a.ID, pol)), nil
 }
 
 // sandboxOpts confine a replica (see Config): Docker's default
@@ -522,7 +541,8 @@ func (p *Provider) specOpts(ctx context.Context, a *api.Assignment, img client.I
 // on the region network) plus the operator's additions, a seccomp
 // profile (after the capabilities: containerd's default profile allows
 // some calls only with some capabilities), no_new_privileges, a pids
-// limit. There is no user namespace: see docs/operations.md.
+// limit. A user namespace is the node's choice (Config.UserNamespace,
+// see userns.go).
 func (p *Provider) sandboxOpts() []oci.SpecOpts {
 	opts := []oci.SpecOpts{oci.WithDroppedCapabilities([]string{"CAP_NET_RAW"})}
 	if len(p.cfg.AddCapabilities) > 0 {

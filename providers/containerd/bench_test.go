@@ -142,7 +142,7 @@ func benchDirect(b *testing.B, e *testEnv, bridged bool) func(n int) {
 				b.Fatalf("conflist: %v", err)
 			}
 			nsPath = e.p.netnsPath(id)
-			if err := e.p.createNetNS(nsPath); err != nil {
+			if err := e.p.createNetNS(id, nil); err != nil {
 				b.Fatalf("netns: %v", err)
 			}
 			rt = &libcni.RuntimeConf{ContainerID: id, NetNS: nsPath, IfName: ifName}

@@ -49,6 +49,11 @@ const (
 	// Config.Seccomp; anything else is the path of a profile.
 	SeccompDefault    = "default"
 	SeccompUnconfined = "unconfined"
+	// DefaultUserNamespaceHostID and DefaultUserNamespaceSize are the
+	// host ids of replicas' ids 0-65535 with UserNamespace: far above
+	// the accounts of a host (and below 2^31, runc's limit).
+	DefaultUserNamespaceHostID = 1 << 30
+	DefaultUserNamespaceSize   = 1 << 16
 )
 
 // Config is the provider's settings. Factory reads them from the agent's
@@ -57,7 +62,8 @@ const (
 // logRoot, logDriver, restartBackoff, restartBackoffMax, imageDirs,
 // archiveURLs, archiveNetworks, archiveMaxMiB, archiveTimeout,
 // registries, registryHosts, pullProgressInterval, hostPorts, allowPrivilegedPorts, pidsLimit, seccomp,
-// addCapabilities and allowNewPrivileges (case-insensitive); empty fields take the defaults documented on each.
+// addCapabilities, allowNewPrivileges, refuseRoot, userNamespace, userNamespaceHostID and
+// userNamespaceSize (case-insensitive); empty fields take the defaults documented on each.
 //
 // The fields from imageDirs on are what tenants may reach on the host
 // and how their containers are confined: nothing is reachable unless
@@ -157,6 +163,18 @@ type Config struct {
 	// AllowNewPrivileges lets setuid binaries in images gain privileges
 	// (no_new_privileges is set otherwise).
 	AllowNewPrivileges bool
+	// RefuseRoot fails every replica whose process would run as root on
+	// the host (uid 0, from its securityContext or its image's USER),
+	// with the reason, instead of starting it.
+	RefuseRoot bool
+	// UserNamespace runs every new replica in a user namespace of its
+	// own, whose ids 0 to UserNamespaceSize-1 are the host's
+	// UserNamespaceHostID onwards (defaults DefaultUserNamespaceHostID
+	// and DefaultUserNamespaceSize; the range must belong to no one else
+	// on the host). Root in such a replica is not root on the node.
+	UserNamespace       bool
+	UserNamespaceHostID int64
+	UserNamespaceSize   int64
 }
 
 // withDefaults fills in the empty fields for an agent's node and data
@@ -193,6 +211,12 @@ func (c Config) withDefaults(node, dataDir string) Config {
 	set(&c.Seccomp, SeccompDefault)
 	if c.PidsLimit == 0 {
 		c.PidsLimit = DefaultPidsLimit
+	}
+	if c.UserNamespaceHostID == 0 {
+		c.UserNamespaceHostID = DefaultUserNamespaceHostID
+	}
+	if c.UserNamespaceSize == 0 {
+		c.UserNamespaceSize = DefaultUserNamespaceSize
 	}
 	if c.ArchiveMaxMiB <= 0 {
 		c.ArchiveMaxMiB = DefaultArchiveMaxMiB
@@ -245,9 +269,17 @@ func (c Config) Validate() error {
 	return c.validateSandbox()
 }
 
-// validateSandbox checks what confines containers: the seccomp profile
-// and the capabilities added.
+// validateSandbox checks what confines containers: the seccomp profile,
+// the capabilities added and the user namespace range.
 func (c Config) validateSandbox() error {
+	// runc takes ids up to 2^31-1; host id 0 would map root to root.
+	const maxID = 1<<31 - 1
+	if c.UserNamespaceHostID < 1 || c.UserNamespaceHostID > maxID {
+		return api.Invalid("userNamespaceHostID", "%d is not a host id (1-%d)", c.UserNamespaceHostID, maxID)
+	}
+	if c.UserNamespaceSize < 1 || c.UserNamespaceHostID+c.UserNamespaceSize-1 > maxID {
+		return api.Invalid("userNamespaceSize", "%d ids from %d do not fit below %d", c.UserNamespaceSize, c.UserNamespaceHostID, maxID+1)
+	}
 	if c.Seccomp != SeccompDefault && c.Seccomp != SeccompUnconfined && !filepath.IsAbs(c.Seccomp) {
 		return api.Invalid("seccomp", "%q is not %q, %q or the absolute path of a profile", c.Seccomp, SeccompDefault, SeccompUnconfined)
 	}

@@ -102,6 +102,10 @@ type Provider struct {
 	imageLocks   *keyedLocks
 	netnsDirOnce sync.Once
 	netnsDirErr  error
+	// userns is the user namespace range of new replicas (nil: none).
+	userns        *idRange
+	usernsDirOnce sync.Once
+	usernsDirErr  error
 
 	// stop ends the supervisor; wg counts it, the goroutines it spawns
 	// and the restarts it scheduled, which Close waits for.
@@ -187,6 +191,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 		crashes:      map[string]*crashState{},
 		watchers:     provider.NewWatchers(provider.DefaultWatchBuffer),
 		health:       map[string]healthMark{},
+	}
+	if cfg.UserNamespace {
+		p.userns = &idRange{hostID: uint32(cfg.UserNamespaceHostID), size: uint32(cfg.UserNamespaceSize)}
 	}
 	// The supervisor lives as long as the provider, not as the ctx of
 	// the call that made it.

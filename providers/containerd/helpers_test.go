@@ -19,6 +19,7 @@ import (
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/testenv"
@@ -61,6 +62,26 @@ func requireContainerd(t testing.TB) {
 // a cache shared by test runs (the script skips an up-to-date archive).
 func busyboxArchive(t testing.TB) string {
 	t.Helper()
+	return imageArchive(t)
+}
+
+// busyboxUserRef is the name deploy/dev/images.sh gives its image whose
+// USER is user.
+func busyboxUserRef(user string) string {
+	return "docker.io/library/busybox:user-" + strings.ReplaceAll(user, ":", "-")
+}
+
+// busyboxUserArchive builds, as busyboxArchive, the image whose config
+// says USER user (busyboxUserRef).
+func busyboxUserArchive(t testing.TB, user string) string {
+	t.Helper()
+	return imageArchive(t, user)
+}
+
+// imageArchive runs deploy/dev/images.sh with args after the cache
+// directory and returns the archive it built.
+func imageArchive(t testing.TB, args ...string) string {
+	t.Helper()
 	root := testenv.RepoRoot()
 	if root == "" {
 		t.Fatal("repository root not found")
@@ -70,7 +91,7 @@ func busyboxArchive(t testing.TB) string {
 	}
 	dir := filepath.Join(os.TempDir(), "strata-test-images")
 	var stderr bytes.Buffer
-	cmd := exec.Command(filepath.Join(root, "deploy", "dev", "images.sh"), dir)
+	cmd := exec.Command(filepath.Join(root, "deploy", "dev", "images.sh"), append([]string{dir}, args...)...)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -134,6 +155,18 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 			}
 		}
 		cleanupNamespace(t, e.ns)
+		for _, p := range e.opened {
+			// The pins' directory is a mount point (see
+			// createUsernsNetNS), which the data directory's removal
+			// would trip on; it must hold no pin any more.
+			dir := filepath.Dir(p.usernsPath("x"))
+			if pins, _ := os.ReadDir(dir); len(pins) > 0 {
+				t.Errorf("clean-up: user namespaces left pinned in %s: %d", dir, len(pins))
+			}
+			if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				t.Errorf("clean-up: unmount %s: %v", dir, err)
+			}
+		}
 	})
 	e.p = e.open(t, cfg)
 	return e

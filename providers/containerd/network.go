@@ -193,7 +193,7 @@ func (p *Provider) setupNetwork(ctx context.Context, a *api.Assignment) (string,
 	if err := writeFileAtomic(p.conflistPath(a.ID), b); err != nil {
 		return "", fmt.Errorf("conflist: %w", err)
 	}
-	if err := p.attach(ctx, a.ID, b); err != nil {
+	if err := p.attach(ctx, a.ID, b, p.userns); err != nil {
 		if terr := p.teardownNetwork(context.WithoutCancel(ctx), a.ID); terr != nil {
 			p.log.Warn("clean up failed network", "id", a.ID, "err", terr)
 		}
@@ -205,10 +205,11 @@ func (p *Provider) setupNetwork(ctx context.Context, a *api.Assignment) (string,
 // restoreNetwork makes the network namespace of a replica whose task is
 // about to start again exist and be attached, from its saved conflist:
 // a reboot (or someone) removed it, while containerd kept the container
-// that names it.
-func (p *Provider) restoreNetwork(ctx context.Context, id string) error {
+// that names it. userns is the user namespace the container was made
+// with (its label), whatever the configuration says now.
+func (p *Provider) restoreNetwork(ctx context.Context, id string, userns *idRange) error {
 	nsPath := p.netnsPath(id)
-	if isNetNS(nsPath) {
+	if isNetNS(nsPath) && (userns == nil || isNS(p.usernsPath(id))) {
 		return nil
 	}
 	b, err := os.ReadFile(p.conflistPath(id))
@@ -221,11 +222,11 @@ func (p *Provider) restoreNetwork(ctx context.Context, id string) error {
 	if err := p.detach(ctx, id, b); err != nil {
 		p.log.Warn("clean up lost network", "id", id, "err", err)
 	}
-	if err := removeNetNS(nsPath); err != nil {
+	if err := p.removeNamespaces(id); err != nil {
 		return err
 	}
-	if err := p.attach(ctx, id, b); err != nil {
-		if rerr := removeNetNS(nsPath); rerr != nil {
+	if err := p.attach(ctx, id, b, userns); err != nil {
+		if rerr := p.removeNamespaces(id); rerr != nil {
 			p.log.Warn("clean up failed network", "id", id, "err", rerr)
 		}
 		return err
@@ -233,9 +234,10 @@ func (p *Provider) restoreNetwork(ctx context.Context, id string) error {
 	return nil
 }
 
-// attach creates the replica's network namespace and runs CNI ADD of
-// conflist b in it; on failure the caller cleans up.
-func (p *Provider) attach(ctx context.Context, id string, b []byte) error {
+// attach creates the replica's network namespace (owned by a user
+// namespace of userns when not nil) and runs CNI ADD of conflist b in
+// it; on failure the caller cleans up.
+func (p *Provider) attach(ctx context.Context, id string, b []byte, userns *idRange) error {
 	var cl conflist
 	if err := json.Unmarshal(b, &cl); err != nil {
 		return fmt.Errorf("conflist: %w", err)
@@ -245,7 +247,7 @@ func (p *Provider) attach(ctx context.Context, id string, b []byte) error {
 		return fmt.Errorf("conflist: %w", err)
 	}
 	nsPath := p.netnsPath(id)
-	if err := p.createNetNS(nsPath); err != nil {
+	if err := p.createNetNS(id, userns); err != nil {
 		return err
 	}
 	rt := &libcni.RuntimeConf{ContainerID: id, NetNS: nsPath, IfName: ifName}
@@ -317,10 +319,16 @@ func (p *Provider) teardownNetwork(ctx context.Context, id string) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := removeNetNS(p.netnsPath(id)); err != nil {
+	if err := p.removeNamespaces(id); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// removeNamespaces removes the replica's network namespace and the pin
+// of the user namespace that owns it, if any.
+func (p *Provider) removeNamespaces(id string) error {
+	return errors.Join(removeNetNS(p.netnsPath(id)), removeNetNS(p.usernsPath(id)))
 }
 
 // withBridgeLock runs fn holding a host-wide lock on bridge: a replica
@@ -427,18 +435,22 @@ func deleteLink(name string) error {
 	return errors.New("netlink: no acknowledgement")
 }
 
-// createNetNS creates a network namespace bound to path, as `ip netns
-// add` does: a thread unshares its network namespace and bind-mounts it
-// onto an empty file, which keeps it alive without a process.
-func (p *Provider) createNetNS(path string) error {
+// createNetNS creates the network namespace of replica id bound to its
+// path, as `ip netns add` does: a thread unshares its network namespace
+// and bind-mounts it onto an empty file, which keeps it alive without a
+// process. With userns, the namespace is made inside a new user
+// namespace of that range instead (see createUsernsNetNS).
+func (p *Provider) createNetNS(id string, userns *idRange) error {
 	if err := p.prepareNetNSDir(); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
-	if err != nil {
+	path := p.netnsPath(id)
+	if err := createEmpty(path); err != nil {
 		return fmt.Errorf("netns %s: %w", path, err)
 	}
-	f.Close()
+	if userns != nil {
+		return p.createUsernsNetNS(id, *userns)
+	}
 	errc := make(chan error, 1)
 	go func() {
 		// The thread's namespace changes, so it must never run another
@@ -474,28 +486,39 @@ func (p *Provider) createNetNS(path string) error {
 	return nil
 }
 
+// createEmpty creates the empty file a namespace is bind-mounted on.
+func createEmpty(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
 // prepareNetNSDir makes NetNSDir a shared mount point, as iproute2 does,
 // so that namespaces mounted later propagate into mount namespaces
 // copied before (and their unmounts too).
 func (p *Provider) prepareNetNSDir() error {
-	p.netnsDirOnce.Do(func() {
-		dir := p.cfg.NetNSDir
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			p.netnsDirErr = fmt.Errorf("netns dir: %w", err)
-			return
-		}
-		err := unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
-		if errors.Is(err, unix.EINVAL) {
-			// Not a mount point yet: make it one.
-			if err = unix.Mount(dir, dir, "none", unix.MS_BIND|unix.MS_REC, ""); err == nil {
-				err = unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
-			}
-		}
-		if err != nil {
-			p.netnsDirErr = fmt.Errorf("netns dir %s: make shared mount: %w", dir, err)
-		}
-	})
+	p.netnsDirOnce.Do(func() { p.netnsDirErr = makeSharedDir(p.cfg.NetNSDir) })
 	return p.netnsDirErr
+}
+
+// makeSharedDir makes dir a shared mount point (see prepareNetNSDir).
+func makeSharedDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("namespace dir: %w", err)
+	}
+	err := unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if errors.Is(err, unix.EINVAL) {
+		// Not a mount point yet: make it one.
+		if err = unix.Mount(dir, dir, "none", unix.MS_BIND|unix.MS_REC, ""); err == nil {
+			err = unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("namespace dir %s: make shared mount: %w", dir, err)
+	}
+	return nil
 }
 
 // removeNetNS unmounts and removes a namespace file; absent is fine.
@@ -510,7 +533,10 @@ func removeNetNS(path string) error {
 }
 
 // isNetNS reports whether path is a mounted network namespace.
-func isNetNS(path string) bool {
+func isNetNS(path string) bool { return isNS(path) }
+
+// isNS reports whether path is a mounted namespace.
+func isNS(path string) bool {
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {
 		return false

@@ -92,6 +92,9 @@ func TestSecurityImageArchive(t *testing.T) {
 		{"a host file that does not exist", "/etc/no-such-file"},
 		{"file URL", "file:///etc/shadow"},
 		{"relative dot dot", "../../etc/shadow"},
+		{"a relative name that is a link out of the image directory", "shadow.tar"},
+		{"a relative name in no image directory", "no-such.tar"},
+		{"a file URL of a relative name", "file://" + filepath.Base(e.archive)},
 		{"dot dot out of the image directory", imageDir + "/../../etc/shadow"},
 		{"a link out of the image directory", filepath.Join(escape, "shadow.tar")},
 		{"loopback URL outside the allowlist", internal.URL + "/v1/nodes"},
@@ -139,10 +142,16 @@ func TestSecurityImageArchive(t *testing.T) {
 		t.Errorf("Apply with the provider's own file %s: got %s (%s), %v; want error %q", own.Image.Archive, st.Phase, st.Reason, err, want)
 	}
 
-	// The allowed archive still works.
+	// The allowed archive still works, by its path and by its name in
+	// the image directory.
 	ok := e.assignment("arch-ok-" + randomSuffix(t))
 	if st := e.apply(t, ok); st.Phase != api.PhaseReady {
 		t.Errorf("Apply of the allowed archive: got %s (%s); want ready", st.Phase, st.Reason)
+	}
+	byName := e.assignment("arch-name-" + randomSuffix(t))
+	byName.Image.Archive = filepath.Base(e.archive)
+	if st := e.apply(t, byName); st.Phase != api.PhaseReady {
+		t.Errorf("Apply of the allowed archive by its name %q: got %s (%s); want ready", byName.Image.Archive, st.Phase, st.Reason)
 	}
 }
 

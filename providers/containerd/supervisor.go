@@ -330,7 +330,7 @@ func (p *Provider) restartTask(ctx context.Context, id, why string) error {
 		}
 	}
 	p.cancelRestart(id)
-	err = p.restoreNetwork(ctx, id)
+	err = p.restoreNetwork(ctx, id, usernsOfLabels(c.Labels))
 	if err == nil {
 		err = p.startTask(ctx, id)
 	}

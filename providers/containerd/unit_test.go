@@ -10,6 +10,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/providers/provider"
 )
@@ -31,6 +34,7 @@ func TestFactoryConfig(t *testing.T) {
 					RestartBackoff: DefaultRestartBackoff, RestartBackoffMax: DefaultRestartBackoffMax,
 					HostPorts: DefaultHostPorts, PidsLimit: DefaultPidsLimit, Seccomp: SeccompDefault,
 					ArchiveMaxMiB: DefaultArchiveMaxMiB, ArchiveTimeout: DefaultArchiveTimeout, PullProgressInterval: DefaultPullProgressInterval,
+					UserNamespaceHostID: DefaultUserNamespaceHostID, UserNamespaceSize: DefaultUserNamespaceSize,
 				}
 				got := c
 				got.CNIConfDir, got.StateDir, got.VolumeRoot, got.LogRoot = "", "", "", ""
@@ -76,6 +80,18 @@ func TestFactoryConfig(t *testing.T) {
 		{name: "bad pids limit", config: map[string]any{"pidsLimit": -2}, wantErr: "pidsLimit"},
 		{name: "bad seccomp", config: map[string]any{"seccomp": "strict"}, wantErr: "seccomp"},
 		{name: "bad capability", config: map[string]any{"addCapabilities": []any{"net_raw"}}, wantErr: "addCapabilities"},
+		{
+			name:   "users",
+			config: map[string]any{"refuseRoot": true, "userNamespace": true, "userNamespaceHostID": 200000, "userNamespaceSize": 65536},
+			check: func(t *testing.T, c Config) {
+				if !c.RefuseRoot || !c.UserNamespace || c.UserNamespaceHostID != 200000 || c.UserNamespaceSize != 65536 {
+					t.Errorf("config: got %+v", c)
+				}
+			},
+		},
+		{name: "user namespace of host root", config: map[string]any{"userNamespaceHostID": -1}, wantErr: "userNamespaceHostID"},
+		{name: "user namespace past runc's ids", config: map[string]any{"userNamespaceHostID": 1<<31 - 10, "userNamespaceSize": 65536}, wantErr: "userNamespaceSize"},
+		{name: "empty user namespace", config: map[string]any{"userNamespaceSize": -5}, wantErr: "userNamespaceSize"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,10 +176,16 @@ func TestSpecHash(t *testing.T) {
 		{"image", func(a *api.Assignment) { a.Image = &api.ImageSpec{Ref: "x"} }, true},
 		{"network", func(a *api.Assignment) { a.Network = &api.NetworkAttachment{Address: "10.0.0.2"} }, true},
 		{"volumes", func(a *api.Assignment) { a.Volumes = []api.VolumeAttachment{{VolumeID: "v", Path: "/v"}} }, true},
+		{"user", func(a *api.Assignment) { a.Spec.Compute.SecurityContext = &api.SecurityContext{RunAsNonRoot: true} }, true},
 	}
 	want, err := specHash(base(), nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The digest of a spec without the fields added later is the one
+	// earlier releases gave it: an upgraded agent replaces nothing.
+	if before := "5bfac3b272a5be88"; want != before {
+		t.Errorf("digest of the base spec: got %s; want %s, as before securityContext", want, before)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,5 +328,41 @@ func TestLowSpace(t *testing.T) {
 		if got := lowSpace(c.free, c.total); got != c.want {
 			t.Errorf("lowSpace(%d MiB free of %d MiB) = %v; want %v", c.free>>20, c.total>>20, got, c.want)
 		}
+	}
+}
+
+// TestCheckUser: which final users a node refuses, and why.
+func TestCheckUser(t *testing.T) {
+	id := func(v int64) *int64 { return &v }
+	userns := &idRange{hostID: 100000, size: 65536}
+	tests := []struct {
+		name     string
+		uid, gid uint32
+		sc       *api.SecurityContext
+		pol      userPolicy
+		want     string // "" allowed
+	}{
+		{"root allowed", 0, 0, nil, userPolicy{}, ""},
+		{"non-root image user", 1000, 1000, &api.SecurityContext{RunAsNonRoot: true}, userPolicy{}, ""},
+		{"runAsNonRoot, root image", 0, 0, &api.SecurityContext{RunAsNonRoot: true}, userPolicy{}, "container has runAsNonRoot and image will run as root"},
+		{"runAsNonRoot in a user namespace", 0, 0, &api.SecurityContext{RunAsNonRoot: true}, userPolicy{userns: userns}, "container has runAsNonRoot and image will run as root"},
+		{"refuseRoot, root image", 0, 0, nil, userPolicy{refuseRoot: true}, "this node refuses root containers (refuseRoot)"},
+		{"refuseRoot, runAsUser 0", 0, 0, &api.SecurityContext{RunAsUser: id(0)}, userPolicy{refuseRoot: true}, "container's runAsUser 0 breaks this node's non-root policy"},
+		{"refuseRoot, group 0", 1000, 0, nil, userPolicy{refuseRoot: true}, ""},
+		{"refuseRoot, root in a user namespace", 0, 0, nil, userPolicy{refuseRoot: true, userns: userns}, ""},
+		{"uid outside the user namespace", 65536, 0, nil, userPolicy{userns: userns}, "user 65536:0 is outside this node's user namespace (ids 0-65535)"},
+		{"gid outside the user namespace", 0, 70000, nil, userPolicy{userns: userns}, "user 0:70000 is outside"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &oci.Spec{Process: &specs.Process{User: specs.User{UID: tc.uid, GID: tc.gid}}}
+			err := checkUser(tc.sc, tc.pol)(context.Background(), nil, nil, s)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("got %v; want allowed", err)
+			case tc.want != "" && (err == nil || !errors.Is(err, errUser) || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v; want a securityContext error with %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -108,6 +108,18 @@ func (p *Provider) volumeStatus(v *volumeRecord) api.AssignmentStatus {
 	return st
 }
 
+// makeVolumeDir makes a volume's directory. A new one belongs to its
+// replicas' root, which is not the host's in a user namespace.
+func (p *Provider) makeVolumeDir(dir string, created bool) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if r := p.userns; created && r != nil {
+		return os.Chown(dir, int(r.hostID), int(r.hostID))
+	}
+	return nil
+}
+
 // applyVolume creates or updates a Volume replica: a directory with a
 // project quota of its size where the filesystem has project quotas.
 // The caller holds the replica's lock.
@@ -127,11 +139,12 @@ func (p *Provider) applyVolume(_ context.Context, a *api.Assignment) (api.Assign
 		return p.volumeStatus(v), nil
 	}
 	now := time.Now()
-	if v == nil {
+	created := v == nil
+	if created {
 		v = &volumeRecord{ID: a.ID, CreatedAt: now}
 	}
 	dir := p.volumeDir(a.ID)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := p.makeVolumeDir(dir, created); err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("containerd: volume %s: %w", a.ID, err)
 	}
 	v.Generation, v.SizeMiB, v.UpdatedAt, v.Labels = a.Generation, size, now, a.Labels

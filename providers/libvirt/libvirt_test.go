@@ -187,7 +187,8 @@ func TestApplyRejects(t *testing.T) {
 		want   string
 	}{
 		{"no image", func(a *api.Assignment) { a.Image = nil }, "neither a kernel nor a disk"},
-		{"relative kernel", func(a *api.Assignment) { a.Image.Kernel = "vmlinuz" }, "image kernel not allowed or not found"},
+		{"a kernel name in no image directory", func(a *api.Assignment) { a.Image.Kernel = "missing-vmlinuz" }, "image kernel not allowed or not found"},
+		{"a relative kernel with ..", func(a *api.Assignment) { a.Image.Kernel = "../vmlinuz" }, "image kernel not allowed or not found"},
 		{"address outside subnet", func(a *api.Assignment) { a.Network.Address = "10.99.0.7" }, "not in subnet"},
 		{"IPv6 address", func(a *api.Assignment) { a.Network.Address, a.Network.Subnet = "fd00::7", "fd00::/64" }, "IPv4 only"},
 		{"missing volume", func(a *api.Assignment) {

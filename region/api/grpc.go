@@ -242,10 +242,41 @@ func (a agentService) Heartbeat(ctx context.Context, req *agentv1.HeartbeatReque
 // for the region to pay. Every request is authorized as a Heartbeat call
 // is: a node beats for itself only. A beat the region fails to record
 // ends the stream with that error, as the call would have failed.
+//
+// The beats are received by a goroutine of the stream's own, so that the
+// stream ends as soon as its context does (the replica stops) rather
+// than at the agent's next beat: a receive does not heed the context.
 func (a agentService) StreamHeartbeats(stream grpc.BidiStreamingServer[agentv1.HeartbeatRequest, agentv1.HeartbeatResponse]) error {
 	ctx := stream.Context()
+	type received struct {
+		req *agentv1.HeartbeatRequest
+		err error
+	}
+	// Unbuffered: the receiver takes the next beat only once this one is
+	// answered, as a loop of receive and send would. Once the handler
+	// returns, gRPC ends the stream and the receive fails.
+	beats := make(chan received)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			select {
+			case beats <- received{req, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		req, err := stream.Recv()
+		var r received
+		select {
+		case r = <-beats:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		req, err := r.req, r.err
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil

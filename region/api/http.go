@@ -41,14 +41,15 @@ type Event = api.Event
 // there is no anonymous mode). Lists are rest.List, paged as the global
 // tier's (rest.Page, api.Paginate); errors are api.ErrorBody; a query
 // parameter a route does not take is refused: the edge (internal/rest) is
-// the global tier's too.
+// the global tier's too. The reads served from the caches (nodes, drains,
+// resources, replicas) never go back in time (fresh).
 func (s *Server) Handler() http.Handler {
 	opts := []rest.Option{rest.WithMaxBody(s.maxBody), rest.WithLogger(s.log), rest.WithRealm("strata-region"), rest.WithErrorMapping(apiErr)}
 	if s.audit != nil {
 		opts = append(opts, rest.WithAudit(s.auditREST))
 	}
 	a := rest.New(s.authenticate, opts...)
-	a.Handle("GET /v1/nodes", func(r *http.Request) (any, error) {
+	a.Handle("GET /v1/nodes", s.fresh(func(r *http.Request) (any, error) {
 		limit, after, err := rest.Page(r)
 		if err != nil {
 			return nil, err
@@ -57,10 +58,10 @@ func (s *Server) Handler() http.Handler {
 		nodes, err := s.listNodes(r.URL.Query().Get("selector"), after, limit+1)
 		page, next := api.Paginate(nodes, func(n api.Node) string { return n.Name }, "", limit)
 		return rest.List[api.Node]{Items: page, Continue: next}, err
-	}, "selector", "limit", "continue")
-	a.Handle("GET /v1/nodes/{name}", func(r *http.Request) (any, error) {
+	}), "selector", "limit", "continue")
+	a.Handle("GET /v1/nodes/{name}", s.fresh(func(r *http.Request) (any, error) {
 		return s.getNode(r.PathValue("name"))
-	})
+	}))
 	a.Handle("DELETE /v1/nodes/{name}", func(r *http.Request) (any, error) {
 		return nil, s.deleteNode(r.Context(), r.PathValue("name"))
 	})
@@ -84,27 +85,27 @@ func (s *Server) Handler() http.Handler {
 		}
 		return s.drain(r.Context(), r.PathValue("name"), req)
 	})
-	a.Handle("GET /v1/nodes/{name}/drain", func(r *http.Request) (any, error) {
+	a.Handle("GET /v1/nodes/{name}/drain", s.fresh(func(r *http.Request) (any, error) {
 		return s.getDrain(r.PathValue("name"))
-	})
-	a.Handle("GET /v1/resources", func(r *http.Request) (any, error) {
+	}))
+	a.Handle("GET /v1/resources", s.fresh(func(r *http.Request) (any, error) {
 		limit, after, err := rest.Page(r)
 		if err != nil {
 			return nil, err
 		}
 		page, next := api.Paginate(s.listResources(after, limit+1), placementKey, "", limit)
 		return rest.List[api.Placement]{Items: page, Continue: next}, nil
-	}, "limit", "continue")
-	a.Handle("GET /v1/resources/{tenant}/{name}/replicas", func(r *http.Request) (any, error) {
+	}), "limit", "continue")
+	a.Handle("GET /v1/resources/{tenant}/{name}/replicas", s.fresh(func(r *http.Request) (any, error) {
 		return s.restReplicas(r, r.PathValue("tenant"), r.PathValue("name"), "")
-	}, "limit", "continue")
-	a.Handle("GET /v1/replicas", func(r *http.Request) (any, error) {
+	}), "limit", "continue")
+	a.Handle("GET /v1/replicas", s.fresh(func(r *http.Request) (any, error) {
 		node := r.URL.Query().Get("node")
 		if node == "" {
 			return nil, api.Invalid("node", "is required")
 		}
 		return s.restReplicas(r, "", "", node)
-	}, "node", "limit", "continue")
+	}), "node", "limit", "continue")
 	a.Handle("GET /v1/events", s.restEvents, "after", "continue", "limit", "object", "tenant")
 	a.Handle("GET /v1/status", func(r *http.Request) (any, error) {
 		return s.Summary()
@@ -122,6 +123,18 @@ func (s *Server) Handler() http.Handler {
 		io.WriteString(w, "ok\n")
 	}))
 	return a.Handler()
+}
+
+// fresh serves h only once the caches are as new as etcd was when the
+// request arrived (current): the reads served from the caches never go
+// back in time, whichever replica the load balancer picks.
+func (s *Server) fresh(h func(r *http.Request) (any, error)) func(r *http.Request) (any, error) {
+	return func(r *http.Request) (any, error) {
+		if err := s.current(r.Context()); err != nil {
+			return nil, err
+		}
+		return h(r)
+	}
 }
 
 // restReplicas is a page of listReplicas.

@@ -110,6 +110,10 @@ const (
 	// writeTimeout bounds one background transaction, so that a hung etcd
 	// fails the waiting RPCs (agents retry) instead of stalling forever.
 	writeTimeout = 10 * time.Second
+	// cacheWait bounds how long a read waits for the caches to catch up
+	// with etcd (current): past it, etcd or the watch is in trouble and
+	// the client is better off with a 503 than a hung request.
+	cacheWait = 10 * time.Second
 	// shutdownFlush bounds the last heartbeat flush after Run's ctx ends.
 	shutdownFlush = 2 * time.Second
 	// maxAgentConns is how many idle agent connections Logs keeps.
@@ -239,6 +243,30 @@ func (s *Server) AppliedPlacements() uint64 { return s.applied.Load() }
 // emit records an event; Emit never blocks.
 func (s *Server) emit(typ, reason, object, msg string, fields map[string]string) {
 	s.events.Emit(events.Event{Type: typ, Reason: reason, Object: object, Region: s.region, Message: msg, Fields: fields})
+}
+
+// current waits until the caches are at least as new as etcd is now
+// (store.SharedWatch.WaitCurrent: one revision read, then the watch's
+// delivery of it), so that what a read serves from them is never older
+// than what another replica, or etcd, answered before the read arrived:
+// a replica that was paused (SIGSTOP, a stalled VM) and woke with its
+// watch behind catches up before it answers, instead of showing
+// replicas long gone. It fails with ErrUnavailable (503) after cacheWait.
+func (s *Server) current(ctx context.Context) error {
+	stuck := errors.New("caches are stuck")
+	ctx, cancel := context.WithTimeoutCause(ctx, cacheWait, stuck)
+	defer cancel()
+	err := s.caches.Watch.WaitCurrent(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(context.Cause(ctx), stuck):
+		return fmt.Errorf("timed out after %s waiting for the region caches to catch up with etcd: %w: %w", cacheWait, api.ErrUnavailable, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("waiting for the region caches to catch up with etcd: %w", err)
+	default:
+		return fmt.Errorf("read the region's etcd revision: %w: %w", api.ErrUnavailable, err)
+	}
 }
 
 // waitSynced waits for one cache's first list: a watch's snapshot taken

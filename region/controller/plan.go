@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 
 	"github.com/stratahq/strata/internal/api"
@@ -61,6 +62,16 @@ func (p *plan) event(key string, ev events.Event) {
 	// tenant/name): the tenant may see it.
 	if ev.Tenant == "" {
 		ev.Tenant, _, _ = strings.Cut(key, "/")
+	}
+	// A replica's event names its resource, as the region API's do: the
+	// emitter coalesces a resource's replica events by it, and alert
+	// rules select on the resource's labels through it.
+	if strings.HasPrefix(ev.Object, "replica/") && ev.Fields["resource"] == "" {
+		ev.Fields = maps.Clone(ev.Fields)
+		if ev.Fields == nil {
+			ev.Fields = map[string]string{}
+		}
+		ev.Fields["resource"] = key
 	}
 	step, ok := p.last[key]
 	if !ok {

@@ -111,6 +111,14 @@ func int32PtrCopy(p *int32) *int32 {
 	return &v
 }
 
+func int64PtrCopy(p *int64) *int64 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
 // ---- collection helpers ----
 
 // stringsCopy converts between string slices of any string types; empty
@@ -307,6 +315,7 @@ func computeSpecToPB(c *api.ComputeSpec) *resourcev1.ComputeSpec {
 		EnvFrom:         sliceToPB(c.EnvFrom, envSourceToPB),
 		PullSecret:      c.PullSecret,
 		ConfigVersions:  int64MapCopy(c.ConfigVersions),
+		SecurityContext: securityContextToPB(c.SecurityContext),
 	}
 }
 
@@ -327,6 +336,25 @@ func computeSpecFromPB(p *resourcev1.ComputeSpec) api.ComputeSpec {
 		EnvFrom:         sliceFromPB(p.GetEnvFrom(), envSourceFromPB),
 		PullSecret:      p.GetPullSecret(),
 		ConfigVersions:  int64MapCopy(p.GetConfigVersions()),
+		SecurityContext: ptrFromPB(p.GetSecurityContext(), securityContextFromPB),
+	}
+}
+
+func securityContextToPB(sc *api.SecurityContext) *resourcev1.SecurityContext {
+	if sc == nil {
+		return nil
+	}
+	return &resourcev1.SecurityContext{
+		RunAsUser: int64PtrCopy(sc.RunAsUser), RunAsGroup: int64PtrCopy(sc.RunAsGroup), RunAsNonRoot: sc.RunAsNonRoot,
+	}
+}
+
+func securityContextFromPB(p *resourcev1.SecurityContext) api.SecurityContext {
+	if p == nil {
+		return api.SecurityContext{}
+	}
+	return api.SecurityContext{
+		RunAsUser: int64PtrCopy(p.RunAsUser), RunAsGroup: int64PtrCopy(p.RunAsGroup), RunAsNonRoot: p.GetRunAsNonRoot(),
 	}
 }
 

@@ -51,6 +51,7 @@ func convCases() []convCase {
 		convCaseOf(volumeMountToPB, volumeMountFromPB),
 		convCaseOf(fileMountToPB, fileMountFromPB),
 		convCaseOf(envSourceToPB, envSourceFromPB),
+		convCaseOf(securityContextToPB, securityContextFromPB),
 		convCaseOf(volumeSpecToPB, volumeSpecFromPB),
 		convCaseOf(ImageSpecToPB, ImageSpecFromPB),
 		convCaseOf(loadbalancerSpecToPB, loadbalancerSpecFromPB),

@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"TailCancel", testTailCancel},
 		{"EmitterFlushes", testEmitterFlushes},
 		{"EmitterDrops", testEmitterDrops},
+		{"EmitterBurstOfOneResource", testEmitterBurstOfOneResource},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore) })
@@ -695,5 +696,59 @@ func testEmitterDrops(t *testing.T, newStore NewStore) {
 	})
 	if d := e.Dropped(); d != 7 {
 		t.Errorf("Dropped after flushing = %d; want 7", d)
+	}
+}
+
+// testEmitterBurstOfOneResource emits what one resource of 5,000 replicas
+// gives a region, the way the region emits it: every replica's
+// Scheduled event at once after the controller's commit, then their
+// ReplicaReady events in the batches agents report. None is lost: each
+// is in the store, alone or counted in a summary event of its resource,
+// and nothing is dropped.
+func testEmitterBurstOfOneResource(t *testing.T, newStore NewStore) {
+	const replicas = 5000
+	s := newStore(t, 4*replicas)
+	e := events.NewEmitter(s, "dev-1", nil)
+	stop := runEmitter(t, e)
+	replica := func(reason string, i int) events.Event {
+		return events.Event{Reason: reason, Object: fmt.Sprintf("replica/web-%05d", i), Tenant: "t1",
+			Message: "on node n1", Fields: map[string]string{"resource": "t1/web", "node": "n1"}}
+	}
+	for i := range replicas {
+		e.Emit(replica("Scheduled", i))
+	}
+	for i := range replicas {
+		if i%100 == 0 {
+			time.Sleep(time.Millisecond) // one agent's report, then the next
+		}
+		e.Emit(replica("ReplicaReady", i))
+	}
+	e.Emit(events.Event{Reason: "NodeUp", Object: "node/n1"})
+	stop()
+
+	got := mustRange(t, s, events.Query{})
+	counts := map[string]int{}
+	for _, g := range got {
+		n := 1
+		if c, ok := g.Fields["count"]; ok {
+			var err error
+			if n, err = strconv.Atoi(c); err != nil || n < 1 {
+				t.Fatalf("event %+v: count %q; want a positive number", g, c)
+			}
+			if g.Object != "resource/t1/web" || g.Tenant != "t1" || g.Fields["resource"] != "t1/web" {
+				t.Errorf("summary %+v; want it about resource/t1/web, of tenant t1", g)
+			}
+		}
+		counts[g.Reason] += n
+	}
+	if counts["Scheduled"] != replicas || counts["ReplicaReady"] != replicas || counts["NodeUp"] != 1 {
+		t.Errorf("events in the store, summaries counted: %v; want %d Scheduled, %d ReplicaReady, 1 NodeUp",
+			counts, replicas, replicas)
+	}
+	if d := e.Dropped(); d != 0 {
+		t.Errorf("Dropped = %d; want 0", d)
+	}
+	if len(got) > replicas/10 {
+		t.Errorf("%d events in the store for %d replicas; want them coalesced", len(got), replicas)
 	}
 }

@@ -152,3 +152,39 @@ func testSharedWatchRelist(t *testing.T, s *store.Store) {
 		t.Fatal(err)
 	}
 }
+
+// testSharedWatchWaitCurrent: once WaitCurrent returns, every member is
+// at least at the revision of every write that committed before it was
+// called, another client's included, in the members' collections or
+// not, and Revision is at least that revision.
+func testSharedWatchWaitCurrent(t *testing.T, s *store.Store) {
+	st := store.NewSharedWatch(s, "")
+	w := store.NewCache(widgets(s), store.WithSharedWatch(st))
+	g := store.NewCache(gadgets(s), store.WithSharedWatch(st))
+	Go(t, st.Run)
+	waitSynced(t, w)
+	waitSynced(t, g)
+	other := store.New(s.Client(), s.Prefix())
+	mustPut(t, other, "widgets/a", `{"color":"red"}`)
+	rev := mustPut(t, other, "elsewhere", "v")
+	ctx, cancel := context.WithTimeout(testCtx(t), 10*time.Second)
+	defer cancel()
+	cur, err := s.Revision(ctx)
+	if err != nil {
+		t.Fatalf("Revision: %v", err)
+	}
+	if cur < rev {
+		t.Errorf("Revision() = %d; want at least %d, the last write's", cur, rev)
+	}
+	if err := st.WaitCurrent(ctx); err != nil {
+		t.Fatalf("WaitCurrent: %v", err)
+	}
+	for _, c := range []interface{ Rev() int64 }{w, g} {
+		if got := c.Rev(); got < rev {
+			t.Errorf("a member at revision %d after WaitCurrent; want at least %d", got, rev)
+		}
+	}
+	if _, ok := w.Get("a"); !ok {
+		t.Errorf("widgets cache lacks a, written before WaitCurrent")
+	}
+}

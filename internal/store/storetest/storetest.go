@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore func(t *testing.T) *store.Store) {
 		{"TxnErrors", testTxnErrors},
 		{"TxnRequire", testTxnRequire},
 		{"TxnUnchanged", testTxnUnchanged},
+		{"TxnUnchangedSince", testTxnUnchangedSince},
 		{"TxnInvalid", testTxnInvalid},
 		{"TxnDuplicateKey", testTxnDuplicateKey},
 		{"GuardFencing", testGuardFencing},
@@ -77,6 +78,7 @@ func Run(t *testing.T, newStore func(t *testing.T) *store.Store) {
 		{"CacheConcurrentReads", testCacheConcurrentReads},
 		{"SharedWatchRead", testSharedWatchRead},
 		{"SharedWatchWaitForRevOutsidePrefix", testSharedWatchWaitOutside},
+		{"SharedWatchWaitCurrent", testSharedWatchWaitCurrent},
 		{"SharedWatchJoin", testSharedWatchJoin},
 		{"SharedWatchRelist", testSharedWatchRelist},
 	}

@@ -169,6 +169,36 @@ func testTxnUnchanged(t *testing.T, s *store.Store) {
 	}
 }
 
+// testTxnUnchangedSince: an UnchangedSince holds while no key under its
+// prefix is created or updated after the revision named, whatever is
+// deleted, writes nothing itself, and a key beside the prefix does not
+// count.
+func testTxnUnchangedSince(t *testing.T, s *store.Store) {
+	ctx := testCtx(t)
+	if _, err := s.Txn().UnchangedSince("us/none/", 1).Put("us/a", []byte("a")).Commit(ctx); err != nil {
+		t.Fatalf("unchanged since, an empty prefix: %v; want success", err)
+	}
+	mustPut(t, s, "us/p/1", "v1")
+	rev := mustPut(t, s, "us/p/2", "v1")
+	mustPut(t, s, "us/pp", "beside")
+	if _, err := s.Delete(ctx, "us/p/1", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Txn().UnchangedSince("us/p/", rev).Put("us/b", []byte("b")).Commit(ctx); err != nil {
+		t.Fatalf("unchanged since, with a key beside written and one deleted after: %v; want success", err)
+	}
+	for _, write := range []string{"us/p/2", "us/p/3"} { // an update, then a create
+		t.Run(write, func(t *testing.T) {
+			mustPut(t, s, write, "later")
+			before := currentRev(t, s)
+			_, err := s.Txn().UnchangedSince("us/p/", rev).Put("us/c", []byte("c")).Commit(ctx)
+			wantTxnErr(t, err, store.ErrConflict, "us/p/")
+			wantUnchanged(t, s, before)
+			mustAbsent(t, s, "us/c")
+		})
+	}
+}
+
 // testTxnRequire: a Require holds while its object lives, however often
 // it is updated, writes nothing itself, and may name a key the
 // transaction also writes.
@@ -203,6 +233,7 @@ func testTxnInvalid(t *testing.T, s *store.Store) {
 	}{
 		{"update at revision 0", func(txn *store.Txn) { txn.Update("k", nil, 0) }},
 		{"require at revision 0", func(txn *store.Txn) { txn.Require("k", 0) }},
+		{"unchanged since revision 0", func(txn *store.Txn) { txn.UnchangedSince("p/", 0) }},
 		{"delete at negative revision", func(txn *store.Txn) { txn.Delete("k", -1) }},
 		{"empty key", func(txn *store.Txn) { txn.Put("", nil) }},
 		{"nil guard", func(txn *store.Txn) { txn.Guard(nil).Put("k", nil) }},

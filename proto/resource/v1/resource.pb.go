@@ -315,12 +315,13 @@ type ComputeSpec struct {
 	// Configs and Secrets mounted as files, taken as environment, and the
 	// registry Secret of the pull (names only: values travel on request,
 	// see agent.v1 GetConfigData).
-	Files          []*FileMount     `protobuf:"bytes,12,rep,name=files,proto3" json:"files,omitempty"`
-	EnvFrom        []*EnvSource     `protobuf:"bytes,13,rep,name=env_from,json=envFrom,proto3" json:"env_from,omitempty"`
-	PullSecret     string           `protobuf:"bytes,14,opt,name=pull_secret,json=pullSecret,proto3" json:"pull_secret,omitempty"`
-	ConfigVersions map[string]int64 `protobuf:"bytes,15,rep,name=config_versions,json=configVersions,proto3" json:"config_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	Files           []*FileMount     `protobuf:"bytes,12,rep,name=files,proto3" json:"files,omitempty"`
+	EnvFrom         []*EnvSource     `protobuf:"bytes,13,rep,name=env_from,json=envFrom,proto3" json:"env_from,omitempty"`
+	PullSecret      string           `protobuf:"bytes,14,opt,name=pull_secret,json=pullSecret,proto3" json:"pull_secret,omitempty"`
+	ConfigVersions  map[string]int64 `protobuf:"bytes,15,rep,name=config_versions,json=configVersions,proto3" json:"config_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	SecurityContext *SecurityContext `protobuf:"bytes,16,opt,name=security_context,json=securityContext,proto3" json:"security_context,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ComputeSpec) Reset() {
@@ -458,6 +459,75 @@ func (x *ComputeSpec) GetConfigVersions() map[string]int64 {
 	return nil
 }
 
+func (x *ComputeSpec) GetSecurityContext() *SecurityContext {
+	if x != nil {
+		return x.SecurityContext
+	}
+	return nil
+}
+
+// SecurityContext is the user a container runs as (Kubernetes' names);
+// an unset id takes the image's.
+type SecurityContext struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunAsUser     *int64                 `protobuf:"varint,1,opt,name=run_as_user,json=runAsUser,proto3,oneof" json:"run_as_user,omitempty"`
+	RunAsGroup    *int64                 `protobuf:"varint,2,opt,name=run_as_group,json=runAsGroup,proto3,oneof" json:"run_as_group,omitempty"`
+	RunAsNonRoot  bool                   `protobuf:"varint,3,opt,name=run_as_non_root,json=runAsNonRoot,proto3" json:"run_as_non_root,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecurityContext) Reset() {
+	*x = SecurityContext{}
+	mi := &file_resource_v1_resource_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecurityContext) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecurityContext) ProtoMessage() {}
+
+func (x *SecurityContext) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecurityContext.ProtoReflect.Descriptor instead.
+func (*SecurityContext) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SecurityContext) GetRunAsUser() int64 {
+	if x != nil && x.RunAsUser != nil {
+		return *x.RunAsUser
+	}
+	return 0
+}
+
+func (x *SecurityContext) GetRunAsGroup() int64 {
+	if x != nil && x.RunAsGroup != nil {
+		return *x.RunAsGroup
+	}
+	return 0
+}
+
+func (x *SecurityContext) GetRunAsNonRoot() bool {
+	if x != nil {
+		return x.RunAsNonRoot
+	}
+	return false
+}
+
 type FileMount struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Config        string                 `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
@@ -469,7 +539,7 @@ type FileMount struct {
 
 func (x *FileMount) Reset() {
 	*x = FileMount{}
-	mi := &file_resource_v1_resource_proto_msgTypes[5]
+	mi := &file_resource_v1_resource_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +551,7 @@ func (x *FileMount) String() string {
 func (*FileMount) ProtoMessage() {}
 
 func (x *FileMount) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[5]
+	mi := &file_resource_v1_resource_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +564,7 @@ func (x *FileMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileMount.ProtoReflect.Descriptor instead.
 func (*FileMount) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{5}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FileMount) GetConfig() string {
@@ -530,7 +600,7 @@ type EnvSource struct {
 
 func (x *EnvSource) Reset() {
 	*x = EnvSource{}
-	mi := &file_resource_v1_resource_proto_msgTypes[6]
+	mi := &file_resource_v1_resource_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +612,7 @@ func (x *EnvSource) String() string {
 func (*EnvSource) ProtoMessage() {}
 
 func (x *EnvSource) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[6]
+	mi := &file_resource_v1_resource_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +625,7 @@ func (x *EnvSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvSource.ProtoReflect.Descriptor instead.
 func (*EnvSource) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{6}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EnvSource) GetConfig() string {
@@ -597,7 +667,7 @@ type VolumeSpec struct {
 
 func (x *VolumeSpec) Reset() {
 	*x = VolumeSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[7]
+	mi := &file_resource_v1_resource_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +679,7 @@ func (x *VolumeSpec) String() string {
 func (*VolumeSpec) ProtoMessage() {}
 
 func (x *VolumeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[7]
+	mi := &file_resource_v1_resource_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +692,7 @@ func (x *VolumeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeSpec.ProtoReflect.Descriptor instead.
 func (*VolumeSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{7}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *VolumeSpec) GetSizeMib() int64 {
@@ -661,7 +731,7 @@ type ImageSpec struct {
 
 func (x *ImageSpec) Reset() {
 	*x = ImageSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[8]
+	mi := &file_resource_v1_resource_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +743,7 @@ func (x *ImageSpec) String() string {
 func (*ImageSpec) ProtoMessage() {}
 
 func (x *ImageSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[8]
+	mi := &file_resource_v1_resource_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +756,7 @@ func (x *ImageSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageSpec.ProtoReflect.Descriptor instead.
 func (*ImageSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{8}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ImageSpec) GetRef() string {
@@ -751,7 +821,7 @@ type Listener struct {
 
 func (x *Listener) Reset() {
 	*x = Listener{}
-	mi := &file_resource_v1_resource_proto_msgTypes[9]
+	mi := &file_resource_v1_resource_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +833,7 @@ func (x *Listener) String() string {
 func (*Listener) ProtoMessage() {}
 
 func (x *Listener) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[9]
+	mi := &file_resource_v1_resource_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +846,7 @@ func (x *Listener) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Listener.ProtoReflect.Descriptor instead.
 func (*Listener) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{9}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Listener) GetName() string {
@@ -828,7 +898,7 @@ type HealthCheck struct {
 
 func (x *HealthCheck) Reset() {
 	*x = HealthCheck{}
-	mi := &file_resource_v1_resource_proto_msgTypes[10]
+	mi := &file_resource_v1_resource_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +910,7 @@ func (x *HealthCheck) String() string {
 func (*HealthCheck) ProtoMessage() {}
 
 func (x *HealthCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[10]
+	mi := &file_resource_v1_resource_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +923,7 @@ func (x *HealthCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheck.ProtoReflect.Descriptor instead.
 func (*HealthCheck) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{10}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HealthCheck) GetType() string {
@@ -910,7 +980,7 @@ type LoadbalancerSpec struct {
 
 func (x *LoadbalancerSpec) Reset() {
 	*x = LoadbalancerSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[11]
+	mi := &file_resource_v1_resource_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +992,7 @@ func (x *LoadbalancerSpec) String() string {
 func (*LoadbalancerSpec) ProtoMessage() {}
 
 func (x *LoadbalancerSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[11]
+	mi := &file_resource_v1_resource_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1005,7 @@ func (x *LoadbalancerSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadbalancerSpec.ProtoReflect.Descriptor instead.
 func (*LoadbalancerSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{11}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LoadbalancerSpec) GetListeners() []*Listener {
@@ -980,7 +1050,7 @@ type ResourceSpec struct {
 
 func (x *ResourceSpec) Reset() {
 	*x = ResourceSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[12]
+	mi := &file_resource_v1_resource_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1062,7 @@ func (x *ResourceSpec) String() string {
 func (*ResourceSpec) ProtoMessage() {}
 
 func (x *ResourceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[12]
+	mi := &file_resource_v1_resource_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1075,7 @@ func (x *ResourceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSpec.ProtoReflect.Descriptor instead.
 func (*ResourceSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{12}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResourceSpec) GetFlavor() string {
@@ -1060,7 +1130,7 @@ type RegionTarget struct {
 
 func (x *RegionTarget) Reset() {
 	*x = RegionTarget{}
-	mi := &file_resource_v1_resource_proto_msgTypes[13]
+	mi := &file_resource_v1_resource_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1142,7 @@ func (x *RegionTarget) String() string {
 func (*RegionTarget) ProtoMessage() {}
 
 func (x *RegionTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[13]
+	mi := &file_resource_v1_resource_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1155,7 @@ func (x *RegionTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionTarget.ProtoReflect.Descriptor instead.
 func (*RegionTarget) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{13}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RegionTarget) GetName() string {
@@ -1116,7 +1186,7 @@ type ScheduleRule struct {
 
 func (x *ScheduleRule) Reset() {
 	*x = ScheduleRule{}
-	mi := &file_resource_v1_resource_proto_msgTypes[14]
+	mi := &file_resource_v1_resource_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1198,7 @@ func (x *ScheduleRule) String() string {
 func (*ScheduleRule) ProtoMessage() {}
 
 func (x *ScheduleRule) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[14]
+	mi := &file_resource_v1_resource_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1211,7 @@ func (x *ScheduleRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleRule.ProtoReflect.Descriptor instead.
 func (*ScheduleRule) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{14}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ScheduleRule) GetRegions() []*RegionTarget {
@@ -1197,7 +1267,7 @@ type SpecOverride struct {
 
 func (x *SpecOverride) Reset() {
 	*x = SpecOverride{}
-	mi := &file_resource_v1_resource_proto_msgTypes[15]
+	mi := &file_resource_v1_resource_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1279,7 @@ func (x *SpecOverride) String() string {
 func (*SpecOverride) ProtoMessage() {}
 
 func (x *SpecOverride) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[15]
+	mi := &file_resource_v1_resource_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1292,7 @@ func (x *SpecOverride) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecOverride.ProtoReflect.Descriptor instead.
 func (*SpecOverride) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{15}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SpecOverride) GetFlavor() string {
@@ -1258,7 +1328,7 @@ type FailoverPolicy struct {
 
 func (x *FailoverPolicy) Reset() {
 	*x = FailoverPolicy{}
-	mi := &file_resource_v1_resource_proto_msgTypes[16]
+	mi := &file_resource_v1_resource_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1340,7 @@ func (x *FailoverPolicy) String() string {
 func (*FailoverPolicy) ProtoMessage() {}
 
 func (x *FailoverPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[16]
+	mi := &file_resource_v1_resource_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1353,7 @@ func (x *FailoverPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailoverPolicy.ProtoReflect.Descriptor instead.
 func (*FailoverPolicy) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{16}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FailoverPolicy) GetEnabled() bool {
@@ -1327,7 +1397,7 @@ type RolloutPolicy struct {
 
 func (x *RolloutPolicy) Reset() {
 	*x = RolloutPolicy{}
-	mi := &file_resource_v1_resource_proto_msgTypes[17]
+	mi := &file_resource_v1_resource_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1409,7 @@ func (x *RolloutPolicy) String() string {
 func (*RolloutPolicy) ProtoMessage() {}
 
 func (x *RolloutPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[17]
+	mi := &file_resource_v1_resource_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1422,7 @@ func (x *RolloutPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutPolicy.ProtoReflect.Descriptor instead.
 func (*RolloutPolicy) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{17}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RolloutPolicy) GetMaxUnavailable() int32 {
@@ -1408,7 +1478,7 @@ type RegionShare struct {
 
 func (x *RegionShare) Reset() {
 	*x = RegionShare{}
-	mi := &file_resource_v1_resource_proto_msgTypes[18]
+	mi := &file_resource_v1_resource_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1490,7 @@ func (x *RegionShare) String() string {
 func (*RegionShare) ProtoMessage() {}
 
 func (x *RegionShare) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[18]
+	mi := &file_resource_v1_resource_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1503,7 @@ func (x *RegionShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionShare.ProtoReflect.Descriptor instead.
 func (*RegionShare) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{18}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RegionShare) GetPhase() string {
@@ -1518,7 +1588,7 @@ type BackendStatus struct {
 
 func (x *BackendStatus) Reset() {
 	*x = BackendStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[19]
+	mi := &file_resource_v1_resource_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1600,7 @@ func (x *BackendStatus) String() string {
 func (*BackendStatus) ProtoMessage() {}
 
 func (x *BackendStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[19]
+	mi := &file_resource_v1_resource_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1613,7 @@ func (x *BackendStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendStatus.ProtoReflect.Descriptor instead.
 func (*BackendStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{19}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BackendStatus) GetReplica() string {
@@ -1589,7 +1659,7 @@ type RolloutStatus struct {
 
 func (x *RolloutStatus) Reset() {
 	*x = RolloutStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[20]
+	mi := &file_resource_v1_resource_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1671,7 @@ func (x *RolloutStatus) String() string {
 func (*RolloutStatus) ProtoMessage() {}
 
 func (x *RolloutStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[20]
+	mi := &file_resource_v1_resource_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1684,7 @@ func (x *RolloutStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutStatus.ProtoReflect.Descriptor instead.
 func (*RolloutStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{20}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RolloutStatus) GetRevision() int64 {
@@ -1689,7 +1759,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[21]
+	mi := &file_resource_v1_resource_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1771,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[21]
+	mi := &file_resource_v1_resource_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1784,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{21}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResourceStatus) GetUid() string {
@@ -1849,7 +1919,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_resource_v1_resource_proto_msgTypes[22]
+	mi := &file_resource_v1_resource_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +1931,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[22]
+	mi := &file_resource_v1_resource_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +1944,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{22}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Resource) GetName() string {
@@ -2027,7 +2097,7 @@ type Revision struct {
 
 func (x *Revision) Reset() {
 	*x = Revision{}
-	mi := &file_resource_v1_resource_proto_msgTypes[23]
+	mi := &file_resource_v1_resource_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2109,7 @@ func (x *Revision) String() string {
 func (*Revision) ProtoMessage() {}
 
 func (x *Revision) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[23]
+	mi := &file_resource_v1_resource_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2122,7 @@ func (x *Revision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revision.ProtoReflect.Descriptor instead.
 func (*Revision) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{23}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Revision) GetResource() string {
@@ -2136,7 +2206,7 @@ type RegionStatus struct {
 
 func (x *RegionStatus) Reset() {
 	*x = RegionStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[24]
+	mi := &file_resource_v1_resource_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2218,7 @@ func (x *RegionStatus) String() string {
 func (*RegionStatus) ProtoMessage() {}
 
 func (x *RegionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[24]
+	mi := &file_resource_v1_resource_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2231,7 @@ func (x *RegionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatus.ProtoReflect.Descriptor instead.
 func (*RegionStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{24}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RegionStatus) GetHealth() string {
@@ -2250,7 +2320,7 @@ type Region struct {
 
 func (x *Region) Reset() {
 	*x = Region{}
-	mi := &file_resource_v1_resource_proto_msgTypes[25]
+	mi := &file_resource_v1_resource_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2332,7 @@ func (x *Region) String() string {
 func (*Region) ProtoMessage() {}
 
 func (x *Region) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[25]
+	mi := &file_resource_v1_resource_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2345,7 @@ func (x *Region) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Region.ProtoReflect.Descriptor instead.
 func (*Region) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{25}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Region) GetName() string {
@@ -2349,7 +2419,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_resource_v1_resource_proto_msgTypes[26]
+	mi := &file_resource_v1_resource_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2431,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[26]
+	mi := &file_resource_v1_resource_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2444,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{26}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Placement) GetRegion() string {
@@ -2437,7 +2507,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_resource_v1_resource_proto_msgTypes[27]
+	mi := &file_resource_v1_resource_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2519,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[27]
+	mi := &file_resource_v1_resource_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2532,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{27}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Capacity) GetMilliCpu() int64 {
@@ -2497,7 +2567,7 @@ type NodeProvider struct {
 
 func (x *NodeProvider) Reset() {
 	*x = NodeProvider{}
-	mi := &file_resource_v1_resource_proto_msgTypes[28]
+	mi := &file_resource_v1_resource_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2579,7 @@ func (x *NodeProvider) String() string {
 func (*NodeProvider) ProtoMessage() {}
 
 func (x *NodeProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[28]
+	mi := &file_resource_v1_resource_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2592,7 @@ func (x *NodeProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeProvider.ProtoReflect.Descriptor instead.
 func (*NodeProvider) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{28}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeProvider) GetName() string {
@@ -2559,7 +2629,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_resource_v1_resource_proto_msgTypes[29]
+	mi := &file_resource_v1_resource_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2641,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[29]
+	mi := &file_resource_v1_resource_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2654,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{29}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Condition) GetType() string {
@@ -2633,7 +2703,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[30]
+	mi := &file_resource_v1_resource_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2715,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[30]
+	mi := &file_resource_v1_resource_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2728,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{30}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DrainRequest) GetDeadline() *durationpb.Duration {
@@ -2696,7 +2766,7 @@ type DrainStep struct {
 
 func (x *DrainStep) Reset() {
 	*x = DrainStep{}
-	mi := &file_resource_v1_resource_proto_msgTypes[31]
+	mi := &file_resource_v1_resource_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +2778,7 @@ func (x *DrainStep) String() string {
 func (*DrainStep) ProtoMessage() {}
 
 func (x *DrainStep) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[31]
+	mi := &file_resource_v1_resource_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +2791,7 @@ func (x *DrainStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStep.ProtoReflect.Descriptor instead.
 func (*DrainStep) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{31}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DrainStep) GetReplica() string {
@@ -2787,7 +2857,7 @@ type DrainStatus struct {
 
 func (x *DrainStatus) Reset() {
 	*x = DrainStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[32]
+	mi := &file_resource_v1_resource_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +2869,7 @@ func (x *DrainStatus) String() string {
 func (*DrainStatus) ProtoMessage() {}
 
 func (x *DrainStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[32]
+	mi := &file_resource_v1_resource_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +2882,7 @@ func (x *DrainStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStatus.ProtoReflect.Descriptor instead.
 func (*DrainStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{32}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DrainStatus) GetNode() string {
@@ -2922,7 +2992,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[33]
+	mi := &file_resource_v1_resource_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3004,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[33]
+	mi := &file_resource_v1_resource_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3017,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{33}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeStatus) GetHealth() string {
@@ -3035,7 +3105,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	mi := &file_resource_v1_resource_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3117,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	mi := &file_resource_v1_resource_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3130,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{34}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Node) GetName() string {
@@ -3223,7 +3293,7 @@ type NodeNetwork struct {
 
 func (x *NodeNetwork) Reset() {
 	*x = NodeNetwork{}
-	mi := &file_resource_v1_resource_proto_msgTypes[35]
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3235,7 +3305,7 @@ func (x *NodeNetwork) String() string {
 func (*NodeNetwork) ProtoMessage() {}
 
 func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[35]
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3248,7 +3318,7 @@ func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeNetwork.ProtoReflect.Descriptor instead.
 func (*NodeNetwork) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{35}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NodeNetwork) GetBlock() string {
@@ -3300,7 +3370,7 @@ type VolumeAttachment struct {
 
 func (x *VolumeAttachment) Reset() {
 	*x = VolumeAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3382,7 @@ func (x *VolumeAttachment) String() string {
 func (*VolumeAttachment) ProtoMessage() {}
 
 func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3395,7 @@ func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeAttachment.ProtoReflect.Descriptor instead.
 func (*VolumeAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *VolumeAttachment) GetName() string {
@@ -3384,7 +3454,7 @@ type NetworkAttachment struct {
 
 func (x *NetworkAttachment) Reset() {
 	*x = NetworkAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3466,7 @@ func (x *NetworkAttachment) String() string {
 func (*NetworkAttachment) ProtoMessage() {}
 
 func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3479,7 @@ func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkAttachment.ProtoReflect.Descriptor instead.
 func (*NetworkAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *NetworkAttachment) GetNetwork() string {
@@ -3465,7 +3535,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3477,7 +3547,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3490,7 +3560,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Endpoint) GetReplica() string {
@@ -3528,7 +3598,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3540,7 +3610,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3553,7 +3623,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Port) GetNetwork() string {
@@ -3615,7 +3685,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3697,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3710,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Assignment) GetId() string {
@@ -3824,7 +3894,7 @@ type AssignmentStatus struct {
 
 func (x *AssignmentStatus) Reset() {
 	*x = AssignmentStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3836,7 +3906,7 @@ func (x *AssignmentStatus) String() string {
 func (*AssignmentStatus) ProtoMessage() {}
 
 func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3849,7 +3919,7 @@ func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentStatus.ProtoReflect.Descriptor instead.
 func (*AssignmentStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AssignmentStatus) GetId() string {
@@ -3948,7 +4018,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3960,7 +4030,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3973,7 +4043,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Replica) GetAssignment() *Assignment {
@@ -4022,7 +4092,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4034,7 +4104,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4047,7 +4117,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Event) GetId() string {
@@ -4124,7 +4194,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4136,7 +4206,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4149,7 +4219,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -4187,7 +4257,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4199,7 +4269,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4212,7 +4282,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LogsRequest) GetTenant() string {
@@ -4266,7 +4336,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4278,7 +4348,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4291,7 +4361,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *JobSpec) GetCompletions() int32 {
@@ -4366,7 +4436,7 @@ type JobAttempt struct {
 
 func (x *JobAttempt) Reset() {
 	*x = JobAttempt{}
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4378,7 +4448,7 @@ func (x *JobAttempt) String() string {
 func (*JobAttempt) ProtoMessage() {}
 
 func (x *JobAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4391,7 +4461,7 @@ func (x *JobAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
 func (*JobAttempt) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *JobAttempt) GetId() string {
@@ -4467,7 +4537,7 @@ type JobRun struct {
 
 func (x *JobRun) Reset() {
 	*x = JobRun{}
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4479,7 +4549,7 @@ func (x *JobRun) String() string {
 func (*JobRun) ProtoMessage() {}
 
 func (x *JobRun) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4492,7 +4562,7 @@ func (x *JobRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRun.ProtoReflect.Descriptor instead.
 func (*JobRun) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *JobRun) GetNumber() int64 {
@@ -4574,7 +4644,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[49]
+	mi := &file_resource_v1_resource_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4586,7 +4656,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[49]
+	mi := &file_resource_v1_resource_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4599,7 +4669,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{49}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *JobStatus) GetPhase() string {
@@ -4686,7 +4756,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\vVolumeMount\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xaf\x06\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xff\x06\n" +
 	"\vComputeSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -4706,13 +4776,21 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\benv_from\x18\r \x03(\v2\x1d.strata.resource.v1.EnvSourceR\aenvFrom\x12\x1f\n" +
 	"\vpull_secret\x18\x0e \x01(\tR\n" +
 	"pullSecret\x12\\\n" +
-	"\x0fconfig_versions\x18\x0f \x03(\v23.strata.resource.v1.ComputeSpec.ConfigVersionsEntryR\x0econfigVersions\x1a6\n" +
+	"\x0fconfig_versions\x18\x0f \x03(\v23.strata.resource.v1.ComputeSpec.ConfigVersionsEntryR\x0econfigVersions\x12N\n" +
+	"\x10security_context\x18\x10 \x01(\v2#.strata.resource.v1.SecurityContextR\x0fsecurityContext\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
 	"\x13ConfigVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"O\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xa5\x01\n" +
+	"\x0fSecurityContext\x12#\n" +
+	"\vrun_as_user\x18\x01 \x01(\x03H\x00R\trunAsUser\x88\x01\x01\x12%\n" +
+	"\frun_as_group\x18\x02 \x01(\x03H\x01R\n" +
+	"runAsGroup\x88\x01\x01\x12%\n" +
+	"\x0frun_as_non_root\x18\x03 \x01(\bR\frunAsNonRootB\x0e\n" +
+	"\f_run_as_userB\x0f\n" +
+	"\r_run_as_group\"O\n" +
 	"\tFileMount\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\tR\x06config\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x12\n" +
@@ -5182,189 +5260,191 @@ func file_resource_v1_resource_proto_rawDescGZIP() []byte {
 	return file_resource_v1_resource_proto_rawDescData
 }
 
-var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_resource_v1_resource_proto_goTypes = []any{
 	(*FlavorSpec)(nil),            // 0: strata.resource.v1.FlavorSpec
 	(*Flavor)(nil),                // 1: strata.resource.v1.Flavor
 	(*PortSpec)(nil),              // 2: strata.resource.v1.PortSpec
 	(*VolumeMount)(nil),           // 3: strata.resource.v1.VolumeMount
 	(*ComputeSpec)(nil),           // 4: strata.resource.v1.ComputeSpec
-	(*FileMount)(nil),             // 5: strata.resource.v1.FileMount
-	(*EnvSource)(nil),             // 6: strata.resource.v1.EnvSource
-	(*VolumeSpec)(nil),            // 7: strata.resource.v1.VolumeSpec
-	(*ImageSpec)(nil),             // 8: strata.resource.v1.ImageSpec
-	(*Listener)(nil),              // 9: strata.resource.v1.Listener
-	(*HealthCheck)(nil),           // 10: strata.resource.v1.HealthCheck
-	(*LoadbalancerSpec)(nil),      // 11: strata.resource.v1.LoadbalancerSpec
-	(*ResourceSpec)(nil),          // 12: strata.resource.v1.ResourceSpec
-	(*RegionTarget)(nil),          // 13: strata.resource.v1.RegionTarget
-	(*ScheduleRule)(nil),          // 14: strata.resource.v1.ScheduleRule
-	(*SpecOverride)(nil),          // 15: strata.resource.v1.SpecOverride
-	(*FailoverPolicy)(nil),        // 16: strata.resource.v1.FailoverPolicy
-	(*RolloutPolicy)(nil),         // 17: strata.resource.v1.RolloutPolicy
-	(*RegionShare)(nil),           // 18: strata.resource.v1.RegionShare
-	(*BackendStatus)(nil),         // 19: strata.resource.v1.BackendStatus
-	(*RolloutStatus)(nil),         // 20: strata.resource.v1.RolloutStatus
-	(*ResourceStatus)(nil),        // 21: strata.resource.v1.ResourceStatus
-	(*Resource)(nil),              // 22: strata.resource.v1.Resource
-	(*Revision)(nil),              // 23: strata.resource.v1.Revision
-	(*RegionStatus)(nil),          // 24: strata.resource.v1.RegionStatus
-	(*Region)(nil),                // 25: strata.resource.v1.Region
-	(*Placement)(nil),             // 26: strata.resource.v1.Placement
-	(*Capacity)(nil),              // 27: strata.resource.v1.Capacity
-	(*NodeProvider)(nil),          // 28: strata.resource.v1.NodeProvider
-	(*Condition)(nil),             // 29: strata.resource.v1.Condition
-	(*DrainRequest)(nil),          // 30: strata.resource.v1.DrainRequest
-	(*DrainStep)(nil),             // 31: strata.resource.v1.DrainStep
-	(*DrainStatus)(nil),           // 32: strata.resource.v1.DrainStatus
-	(*NodeStatus)(nil),            // 33: strata.resource.v1.NodeStatus
-	(*Node)(nil),                  // 34: strata.resource.v1.Node
-	(*NodeNetwork)(nil),           // 35: strata.resource.v1.NodeNetwork
-	(*VolumeAttachment)(nil),      // 36: strata.resource.v1.VolumeAttachment
-	(*NetworkAttachment)(nil),     // 37: strata.resource.v1.NetworkAttachment
-	(*Endpoint)(nil),              // 38: strata.resource.v1.Endpoint
-	(*Port)(nil),                  // 39: strata.resource.v1.Port
-	(*Assignment)(nil),            // 40: strata.resource.v1.Assignment
-	(*AssignmentStatus)(nil),      // 41: strata.resource.v1.AssignmentStatus
-	(*Replica)(nil),               // 42: strata.resource.v1.Replica
-	(*Event)(nil),                 // 43: strata.resource.v1.Event
-	(*LogChunk)(nil),              // 44: strata.resource.v1.LogChunk
-	(*LogsRequest)(nil),           // 45: strata.resource.v1.LogsRequest
-	(*JobSpec)(nil),               // 46: strata.resource.v1.JobSpec
-	(*JobAttempt)(nil),            // 47: strata.resource.v1.JobAttempt
-	(*JobRun)(nil),                // 48: strata.resource.v1.JobRun
-	(*JobStatus)(nil),             // 49: strata.resource.v1.JobStatus
-	nil,                           // 50: strata.resource.v1.ComputeSpec.EnvEntry
-	nil,                           // 51: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	nil,                           // 52: strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	nil,                           // 53: strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	nil,                           // 54: strata.resource.v1.SpecOverride.EnvEntry
-	nil,                           // 55: strata.resource.v1.ResourceStatus.RegionsEntry
-	nil,                           // 56: strata.resource.v1.ResourceStatus.ConditionsEntry
-	nil,                           // 57: strata.resource.v1.Resource.LabelsEntry
-	nil,                           // 58: strata.resource.v1.Resource.OverridesEntry
-	nil,                           // 59: strata.resource.v1.Region.LabelsEntry
-	nil,                           // 60: strata.resource.v1.Node.LabelsEntry
-	nil,                           // 61: strata.resource.v1.Assignment.LabelsEntry
-	nil,                           // 62: strata.resource.v1.Event.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 63: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 64: google.protobuf.Duration
+	(*SecurityContext)(nil),       // 5: strata.resource.v1.SecurityContext
+	(*FileMount)(nil),             // 6: strata.resource.v1.FileMount
+	(*EnvSource)(nil),             // 7: strata.resource.v1.EnvSource
+	(*VolumeSpec)(nil),            // 8: strata.resource.v1.VolumeSpec
+	(*ImageSpec)(nil),             // 9: strata.resource.v1.ImageSpec
+	(*Listener)(nil),              // 10: strata.resource.v1.Listener
+	(*HealthCheck)(nil),           // 11: strata.resource.v1.HealthCheck
+	(*LoadbalancerSpec)(nil),      // 12: strata.resource.v1.LoadbalancerSpec
+	(*ResourceSpec)(nil),          // 13: strata.resource.v1.ResourceSpec
+	(*RegionTarget)(nil),          // 14: strata.resource.v1.RegionTarget
+	(*ScheduleRule)(nil),          // 15: strata.resource.v1.ScheduleRule
+	(*SpecOverride)(nil),          // 16: strata.resource.v1.SpecOverride
+	(*FailoverPolicy)(nil),        // 17: strata.resource.v1.FailoverPolicy
+	(*RolloutPolicy)(nil),         // 18: strata.resource.v1.RolloutPolicy
+	(*RegionShare)(nil),           // 19: strata.resource.v1.RegionShare
+	(*BackendStatus)(nil),         // 20: strata.resource.v1.BackendStatus
+	(*RolloutStatus)(nil),         // 21: strata.resource.v1.RolloutStatus
+	(*ResourceStatus)(nil),        // 22: strata.resource.v1.ResourceStatus
+	(*Resource)(nil),              // 23: strata.resource.v1.Resource
+	(*Revision)(nil),              // 24: strata.resource.v1.Revision
+	(*RegionStatus)(nil),          // 25: strata.resource.v1.RegionStatus
+	(*Region)(nil),                // 26: strata.resource.v1.Region
+	(*Placement)(nil),             // 27: strata.resource.v1.Placement
+	(*Capacity)(nil),              // 28: strata.resource.v1.Capacity
+	(*NodeProvider)(nil),          // 29: strata.resource.v1.NodeProvider
+	(*Condition)(nil),             // 30: strata.resource.v1.Condition
+	(*DrainRequest)(nil),          // 31: strata.resource.v1.DrainRequest
+	(*DrainStep)(nil),             // 32: strata.resource.v1.DrainStep
+	(*DrainStatus)(nil),           // 33: strata.resource.v1.DrainStatus
+	(*NodeStatus)(nil),            // 34: strata.resource.v1.NodeStatus
+	(*Node)(nil),                  // 35: strata.resource.v1.Node
+	(*NodeNetwork)(nil),           // 36: strata.resource.v1.NodeNetwork
+	(*VolumeAttachment)(nil),      // 37: strata.resource.v1.VolumeAttachment
+	(*NetworkAttachment)(nil),     // 38: strata.resource.v1.NetworkAttachment
+	(*Endpoint)(nil),              // 39: strata.resource.v1.Endpoint
+	(*Port)(nil),                  // 40: strata.resource.v1.Port
+	(*Assignment)(nil),            // 41: strata.resource.v1.Assignment
+	(*AssignmentStatus)(nil),      // 42: strata.resource.v1.AssignmentStatus
+	(*Replica)(nil),               // 43: strata.resource.v1.Replica
+	(*Event)(nil),                 // 44: strata.resource.v1.Event
+	(*LogChunk)(nil),              // 45: strata.resource.v1.LogChunk
+	(*LogsRequest)(nil),           // 46: strata.resource.v1.LogsRequest
+	(*JobSpec)(nil),               // 47: strata.resource.v1.JobSpec
+	(*JobAttempt)(nil),            // 48: strata.resource.v1.JobAttempt
+	(*JobRun)(nil),                // 49: strata.resource.v1.JobRun
+	(*JobStatus)(nil),             // 50: strata.resource.v1.JobStatus
+	nil,                           // 51: strata.resource.v1.ComputeSpec.EnvEntry
+	nil,                           // 52: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	nil,                           // 53: strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	nil,                           // 54: strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	nil,                           // 55: strata.resource.v1.SpecOverride.EnvEntry
+	nil,                           // 56: strata.resource.v1.ResourceStatus.RegionsEntry
+	nil,                           // 57: strata.resource.v1.ResourceStatus.ConditionsEntry
+	nil,                           // 58: strata.resource.v1.Resource.LabelsEntry
+	nil,                           // 59: strata.resource.v1.Resource.OverridesEntry
+	nil,                           // 60: strata.resource.v1.Region.LabelsEntry
+	nil,                           // 61: strata.resource.v1.Node.LabelsEntry
+	nil,                           // 62: strata.resource.v1.Assignment.LabelsEntry
+	nil,                           // 63: strata.resource.v1.Event.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 64: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 65: google.protobuf.Duration
 }
 var file_resource_v1_resource_proto_depIdxs = []int32{
 	0,   // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
-	63,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
-	63,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
-	50,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
+	64,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
+	64,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
+	51,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
 	2,   // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
 	3,   // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
-	64,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
-	5,   // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
-	6,   // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
-	51,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	64,  // 10: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	64,  // 11: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
-	9,   // 12: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
-	52,  // 13: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	10,  // 14: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
-	4,   // 15: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
-	7,   // 16: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
-	8,   // 17: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
-	11,  // 18: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
-	46,  // 19: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
-	13,  // 20: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
-	53,  // 21: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	54,  // 22: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
-	64,  // 23: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
-	63,  // 24: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	49,  // 25: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
-	63,  // 26: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	63,  // 27: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	55,  // 28: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
-	19,  // 29: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	63,  // 30: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	56,  // 31: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
-	20,  // 32: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	49,  // 33: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
-	57,  // 34: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
-	12,  // 35: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
-	14,  // 36: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	58,  // 37: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
-	16,  // 38: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
-	17,  // 39: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	63,  // 40: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	63,  // 41: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	63,  // 42: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
-	21,  // 43: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
-	12,  // 44: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 45: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	63,  // 46: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	63,  // 47: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	63,  // 48: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	59,  // 49: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	63,  // 50: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
-	24,  // 51: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
-	22,  // 52: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
-	1,   // 53: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
-	8,   // 54: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	63,  // 55: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	63,  // 56: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	64,  // 57: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	63,  // 58: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	63,  // 59: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	63,  // 60: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	63,  // 61: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
-	31,  // 62: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	63,  // 63: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
-	29,  // 64: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	63,  // 65: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	27,  // 66: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
-	32,  // 67: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	60,  // 68: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
-	28,  // 69: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
-	27,  // 70: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	63,  // 71: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	64,  // 72: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	64,  // 73: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	63,  // 74: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
-	33,  // 75: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
-	35,  // 76: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
-	63,  // 77: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
-	61,  // 78: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	12,  // 79: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 80: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	8,   // 81: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	36,  // 82: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	37,  // 83: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	38,  // 84: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	63,  // 85: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	63,  // 86: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	63,  // 87: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	63,  // 88: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
-	63,  // 89: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	63,  // 90: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	19,  // 91: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	40,  // 92: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	41,  // 93: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	63,  // 94: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	62,  // 95: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	63,  // 96: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	64,  // 97: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
-	64,  // 98: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
-	63,  // 99: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	63,  // 100: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	63,  // 101: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
-	63,  // 102: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
-	47,  // 103: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
-	48,  // 104: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
-	63,  // 105: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
-	63,  // 106: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
-	18,  // 107: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	15,  // 108: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	109, // [109:109] is the sub-list for method output_type
-	109, // [109:109] is the sub-list for method input_type
-	109, // [109:109] is the sub-list for extension type_name
-	109, // [109:109] is the sub-list for extension extendee
-	0,   // [0:109] is the sub-list for field type_name
+	65,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
+	6,   // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
+	7,   // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
+	52,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	5,   // 10: strata.resource.v1.ComputeSpec.security_context:type_name -> strata.resource.v1.SecurityContext
+	65,  // 11: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	65,  // 12: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	10,  // 13: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
+	53,  // 14: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	11,  // 15: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
+	4,   // 16: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
+	8,   // 17: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
+	9,   // 18: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
+	12,  // 19: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
+	47,  // 20: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
+	14,  // 21: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
+	54,  // 22: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	55,  // 23: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
+	65,  // 24: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
+	64,  // 25: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
+	50,  // 26: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
+	64,  // 27: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	64,  // 28: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	56,  // 29: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	20,  // 30: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	64,  // 31: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	57,  // 32: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	21,  // 33: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
+	50,  // 34: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
+	58,  // 35: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	13,  // 36: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
+	15,  // 37: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
+	59,  // 38: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	17,  // 39: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
+	18,  // 40: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
+	64,  // 41: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	64,  // 42: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	64,  // 43: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	22,  // 44: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
+	13,  // 45: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 46: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
+	64,  // 47: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	64,  // 48: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	64,  // 49: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	60,  // 50: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	64,  // 51: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	25,  // 52: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
+	23,  // 53: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
+	1,   // 54: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
+	9,   // 55: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
+	64,  // 56: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	64,  // 57: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	65,  // 58: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	64,  // 59: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	64,  // 60: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	64,  // 61: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	64,  // 62: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	32,  // 63: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
+	64,  // 64: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	30,  // 65: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
+	64,  // 66: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	28,  // 67: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
+	33,  // 68: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
+	61,  // 69: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	29,  // 70: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
+	28,  // 71: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
+	64,  // 72: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	65,  // 73: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	65,  // 74: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	64,  // 75: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	34,  // 76: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
+	36,  // 77: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
+	64,  // 78: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
+	62,  // 79: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	13,  // 80: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 81: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	9,   // 82: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	37,  // 83: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	38,  // 84: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	39,  // 85: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	64,  // 86: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	64,  // 87: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	64,  // 88: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	64,  // 89: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
+	64,  // 90: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	64,  // 91: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	20,  // 92: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	41,  // 93: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	42,  // 94: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	64,  // 95: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	63,  // 96: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	64,  // 97: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	65,  // 98: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	65,  // 99: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	64,  // 100: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	64,  // 101: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	64,  // 102: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	64,  // 103: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	48,  // 104: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	49,  // 105: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	64,  // 106: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	64,  // 107: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	19,  // 108: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	16,  // 109: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	110, // [110:110] is the sub-list for method output_type
+	110, // [110:110] is the sub-list for method input_type
+	110, // [110:110] is the sub-list for extension type_name
+	110, // [110:110] is the sub-list for extension extendee
+	0,   // [0:110] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
@@ -5372,16 +5452,17 @@ func file_resource_v1_resource_proto_init() {
 	if File_resource_v1_resource_proto != nil {
 		return
 	}
-	file_resource_v1_resource_proto_msgTypes[41].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[46].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[5].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[42].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[47].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[48].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resource_v1_resource_proto_rawDesc), len(file_resource_v1_resource_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   63,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
