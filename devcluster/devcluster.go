@@ -27,6 +27,7 @@ import (
 	globalapi "github.com/stratahq/strata/global/api"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/secretbox"
@@ -196,7 +197,7 @@ func (c *Cluster) startGlobal() error {
 	gcfg.ID = "global"
 	gcfg.Listen.HTTP = addr(o.Host, o.HTTPPort, 0)
 	gcfg.Listen.GRPC = addr(o.Host, o.GRPCPort, 0)
-	gcfg.Etcd = config.Etcd{Embedded: true, DataDir: filepath.Join(o.DataDir, "etcd", "global"), Prefix: "/strata/global/", DialTimeout: 5 * time.Second}
+	gcfg.Etcd = config.Etcd{Embedded: true, AllowEmbedded: true, DataDir: filepath.Join(o.DataDir, "etcd", "global"), Prefix: "/strata/global/", DialTimeout: 5 * time.Second}
 	gcfg.API.BootstrapToken = c.Token
 	keyFile, err := devSecretsKey(o.DataDir)
 	if err != nil {
@@ -241,7 +242,7 @@ func (c *Cluster) startRegions() error {
 		rcfg.Name, rcfg.ID = name, name
 		rcfg.Listen.HTTP = addr(o.Host, o.HTTPPort, i+1)
 		rcfg.Listen.GRPC = addr(o.Host, o.GRPCPort, i+1)
-		rcfg.Etcd = config.Etcd{Embedded: true, DataDir: filepath.Join(o.DataDir, "etcd", name), Prefix: "/strata/region/", DialTimeout: 5 * time.Second}
+		rcfg.Etcd = config.Etcd{Embedded: true, AllowEmbedded: true, DataDir: filepath.Join(o.DataDir, "etcd", name), Prefix: "/strata/region/", DialTimeout: 5 * time.Second}
 		rcfg.Global.Endpoint = c.Global.GRPCAddr()
 		rcfg.Zones = []string{"a", "b"}
 		rcfg.Network.Subnet = fmt.Sprintf("10.%d.0.0/16", 88+i)
@@ -457,6 +458,8 @@ func (c *Cluster) Summary() string {
 	fmt.Fprintf(&b, "%s)\n", strings.Join(provs, ", "))
 	fmt.Fprintf(&b, "\n  admin token       %s   (global API and console)\n", c.Token)
 	fmt.Fprintf(&b, "  region token      %s   (every region's API and console)\n", c.RegionToken)
+	fmt.Fprintf(&b, "  etcd              %s   (one per tier; user root, password in root.password beside it)\n",
+		filepath.Join(c.o.DataDir, "etcd", "<tier>", etcdserver.SocketName))
 	if c.CA != "" {
 		fmt.Fprintf(&b, "  dev CA            %s   (mutual TLS between the tiers)\n", c.CA)
 	} else {

@@ -32,15 +32,17 @@ func newDevCmd() *cobra.Command {
 		Use:   "dev",
 		Short: "Run a whole cluster in one process on embedded defaults",
 		Long: `Run a whole Strata cluster in one process: an embedded etcd for the
-global tier and for each region, in-memory heartbeats and events, a dev CA
-for mutual TLS between tiers, one global replica, and regions (dev-1,
-dev-2) with two agents each. With --providers auto (the default) the
-agents run containers on containerd and load balancers on HAProxy, and
-VMs on libvirt, where this machine has them (as root), and the fake
-provider for the rest; one line says which. Images may name the files
-of .cache/images (container archives) and .cache/vm (VM kernels and
-disks) of the directory it runs in, by a path relative to them
-(busybox-oci.tar): make dev runs it at the repository's root.
+global tier and for each region (each on a unix socket of mode 0600 in
+--data-dir, with etcd authentication on: no TCP port), in-memory
+heartbeats and events, a dev CA for mutual TLS between tiers, one global
+replica, and regions (dev-1, dev-2) with two agents each. With
+--providers auto (the default) the agents run containers on containerd
+and load balancers on HAProxy, and VMs on libvirt, where this machine has
+them (as root), and the fake provider for the rest; one line says which.
+Images may name the files of .cache/images (container archives) and
+.cache/vm (VM kernels and disks) of the directory it runs in, by a path
+relative to them (busybox-oci.tar): make dev runs it at the repository's
+root.
 
 It prints the URLs and the admin token, and stops cleanly on Ctrl-C. Its
 data stays in --data-dir, so running it again resumes where it stopped.`,

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestDetectProviders(t *testing.T) {
@@ -43,5 +48,36 @@ func TestDetectProviders(t *testing.T) {
 				t.Errorf("reasons: got %q; want %d of them", missing, tc.wantMissing)
 			}
 		})
+	}
+}
+
+// TestTierRefusesEmbeddedEtcd: `strata global` and `strata region` with
+// etcd.embedded stop at start, naming the key that would allow it.
+func TestTierRefusesEmbeddedEtcd(t *testing.T) {
+	dir := t.TempDir()
+	// insecure: nothing else (no TLS files) may stop the tier first.
+	etcd := "insecure: true\netcd:\n  embedded: true\n  dataDir: " + filepath.Join(dir, "etcd") + "\n"
+	for tier, yaml := range map[string]string{
+		"global": etcd,
+		"region": "name: eu-west-1\napi:\n  token: 0123456789abcdef\n" + etcd,
+	} {
+		cfg := filepath.Join(dir, tier+".yaml")
+		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Bounded: a tier that does start would run until cancelled.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		root := newRoot()
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		root.SetArgs([]string{tier, "--config", cfg})
+		err := root.ExecuteContext(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "etcd.embedded: ") || !strings.Contains(err.Error(), "set etcd.allowEmbedded: true") {
+			t.Errorf("strata %s with etcd.embedded: got %v; want it refused, naming etcd.allowEmbedded", tier, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "etcd")); err == nil {
+			t.Errorf("strata %s started an embedded etcd before refusing it", tier)
+		}
 	}
 }

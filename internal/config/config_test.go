@@ -230,6 +230,9 @@ func TestWeaknesses(t *testing.T) {
 		{"remote plaintext redis", func(s *Server) {
 			s.Etcd.Endpoints, s.Etcd.Username, s.Audit.Path, s.Redis.Addr = []string{"https://e:2379"}, "strata", "/a", "10.0.0.9:6379"
 		}, []string{"redis is plaintext to another machine"}},
+		{"embedded etcd", func(s *Server) {
+			s.Etcd.Embedded, s.Etcd.AllowEmbedded, s.Etcd.DataDir, s.Audit.Path = true, true, "/var/lib/strata/etcd", "/a"
+		}, []string{"etcd is embedded: one member inside this process"}},
 		{"redis over TLS", func(s *Server) {
 			s.Etcd.Endpoints, s.Etcd.Username, s.Audit.Path, s.Redis.Addr, s.Redis.TLS.Enabled = []string{"https://e:2379"}, "strata", "/a", "10.0.0.9:6379", true
 		}, nil},
@@ -250,4 +253,39 @@ func TestWeaknesses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A tier's configuration that asks for an embedded etcd is refused unless
+// etcd.allowEmbedded asks for it too, with a message naming that key.
+func TestEmbeddedEtcdNeedsAllowEmbedded(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, yaml string
+		refused    bool
+	}{
+		{"embedded", "etcd:\n  embedded: true\n  dataDir: " + dir + "\n", true},
+		{"embedded and allowed", "etcd:\n  embedded: true\n  allowEmbedded: true\n  dataDir: " + dir + "\n", false},
+		{"an etcd cluster", "etcd:\n  endpoints: [https://10.0.0.1:2379]\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for tier, cfg := range map[string]Config{"global": DefaultGlobal(), "region": regionForTest()} {
+				err := Load(cfg, Source{File: writeFile(t, tc.yaml)})
+				if !tc.refused {
+					if err != nil {
+						t.Errorf("%s: got %v; want it accepted", tier, err)
+					}
+					continue
+				}
+				if err == nil || !strings.Contains(err.Error(), "etcd.embedded: ") || !strings.Contains(err.Error(), "etcd.allowEmbedded: true") {
+					t.Errorf("%s: got %v; want an etcd.embedded error that names etcd.allowEmbedded", tier, err)
+				}
+			}
+		})
+	}
+}
+
+func regionForTest() *Region {
+	r := DefaultRegion()
+	r.Name, r.API.Token = "eu-west-1", "0123456789abcdef"
+	return r
 }

@@ -21,9 +21,14 @@ type Etcd struct {
 	Endpoints   []string      `mapstructure:"endpoints"`
 	Prefix      string        `mapstructure:"prefix"`
 	DialTimeout time.Duration `mapstructure:"dialTimeout"`
-	// Embedded runs a single-member etcd inside the process in DataDir.
-	Embedded bool   `mapstructure:"embedded"`
-	DataDir  string `mapstructure:"dataDir"`
+	// Embedded runs a single-member etcd inside the process in DataDir,
+	// on a unix socket there with etcd authentication on (see package
+	// etcdserver). It is what `strata dev` runs; a tier refuses it unless
+	// AllowEmbedded says so too: one member is no replica, and its data
+	// dies with the machine.
+	Embedded      bool   `mapstructure:"embedded"`
+	DataDir       string `mapstructure:"dataDir"`
+	AllowEmbedded bool   `mapstructure:"allowEmbedded"`
 	// MaxTxnOps is the most operations the tier puts in one etcd
 	// transaction; larger writes are split. It must not exceed the etcd
 	// server's --max-txn-ops (stock etcd: 128, the default here), which the
@@ -55,6 +60,9 @@ const minMaxTxnOps = 16
 func (e *Etcd) validate(key string) error {
 	if !e.Embedded && len(e.Endpoints) == 0 {
 		return keyError(key+".endpoints", "is required (or set %s.embedded: true)", key)
+	}
+	if e.Embedded && !e.AllowEmbedded {
+		return keyError(key+".embedded", "a single-member etcd inside the process is for `strata dev`, not a tier that keeps state: give %s.endpoints of an etcd cluster, or set %s.allowEmbedded: true to run on one anyway (a lab; see docs/operations.md)", key, key)
 	}
 	if e.Embedded && e.DataDir == "" {
 		return keyError(key+".dataDir", "is required with %s.embedded", key)
@@ -773,7 +781,10 @@ func (s *Server) Weaknesses() []string {
 			break
 		}
 	}
-	if s.Etcd.Username == "" && !s.Etcd.TLS.Enabled() && !s.Etcd.Embedded && len(s.Etcd.Endpoints) > 0 {
+	switch {
+	case s.Etcd.Embedded:
+		out = append(out, "etcd is embedded: one member inside this process, no replica; its socket and root password in "+s.Etcd.DataDir+" let any process of this user read and write the tier's state (etcd.endpoints of an etcd cluster)")
+	case s.Etcd.Username == "" && !s.Etcd.TLS.Enabled() && len(s.Etcd.Endpoints) > 0:
 		out = append(out, "etcd: no user and no client certificate: anyone who reaches etcd reads and writes the tier's state (etcd.username or etcd.tls.cert)")
 	}
 	if s.Redis.Configured() && !s.Redis.TLS.On() {

@@ -27,19 +27,27 @@ func diagnose(ctx context.Context, endpoints []string, cfg *tls.Config) string {
 		return "no endpoints"
 	}
 	u, err := url.Parse(endpoints[0])
-	if err != nil || u.Host == "" {
-		return fmt.Sprintf("endpoint %q is not a URL such as https://10.0.0.1:2379", endpoints[0])
+	network, addr := "tcp", ""
+	if err == nil {
+		addr = u.Host
+		if u.Scheme == "unix" || u.Scheme == "unixs" {
+			// unix:///abs/path, or etcd's unix://relative/path
+			network, addr = "unix", u.Host+u.Path
+		}
+	}
+	if addr == "" {
+		return fmt.Sprintf("endpoint %q is not a URL such as https://10.0.0.1:2379 or unix:///run/etcd.sock", endpoints[0])
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
 	defer cancel()
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", u.Host)
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 	if err != nil {
-		return fmt.Sprintf("cannot connect to %s: %v", u.Host, err)
+		return fmt.Sprintf("cannot connect to %s: %v", addr, err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(probeTimeout))
 	if u.Scheme != "https" || cfg == nil {
-		return plaintextVerdict(conn, u)
+		return plaintextVerdict(conn, addr)
 	}
 	return tlsVerdict(conn, u, cfg)
 }
@@ -67,20 +75,20 @@ func tlsVerdict(conn net.Conn, u *url.URL, cfg *tls.Config) string {
 // plaintextVerdict tells a server that expects TLS from one that does
 // not answer: a TLS server answers a plaintext HTTP/2 preface by
 // closing the connection or with a TLS alert.
-func plaintextVerdict(conn net.Conn, u *url.URL) string {
+func plaintextVerdict(conn net.Conn, addr string) string {
 	if _, err := conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")); err != nil {
-		return fmt.Sprintf("%s closed the connection: %v", u.Host, err)
+		return fmt.Sprintf("%s closed the connection: %v", addr, err)
 	}
 	buf := make([]byte, 16)
 	n, err := conn.Read(buf)
 	switch {
 	case n > 0 && buf[0] == 0x15: // a TLS alert record
-		return fmt.Sprintf("%s speaks TLS: use an https:// endpoint and set etcd.tls", u.Host)
+		return fmt.Sprintf("%s speaks TLS: use an https:// endpoint and set etcd.tls", addr)
 	case n > 0:
-		return fmt.Sprintf("TCP to %s works; etcd did not answer in time (overloaded, or not a member of a healthy cluster?)", u.Host)
+		return fmt.Sprintf("connecting to %s works; etcd did not answer in time (overloaded, or not a member of a healthy cluster?)", addr)
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return fmt.Sprintf("%s accepts connections but does not answer", u.Host)
+		return fmt.Sprintf("%s accepts connections but does not answer", addr)
 	default:
-		return fmt.Sprintf("%s closed a plaintext connection (%v): if it serves TLS, use an https:// endpoint and set etcd.tls", u.Host, strings.TrimSpace(fmt.Sprint(err)))
+		return fmt.Sprintf("%s closed a plaintext connection (%v): if it serves TLS, use an https:// endpoint and set etcd.tls", addr, strings.TrimSpace(fmt.Sprint(err)))
 	}
 }

@@ -22,18 +22,8 @@ import (
 // releases the client and stops the member. dial adds options to the
 // client's connections (a tier's metrics interceptor).
 func Open(ctx context.Context, name string, c config.Etcd, dial ...grpc.DialOption) (cli *clientv3.Client, closeFn func(), err error) {
-	endpoints := c.Endpoints
-	stop := func() {}
-	if c.Embedded {
-		srv, err := Start(ctx, Config{Name: name, Dir: c.DataDir})
-		if err != nil {
-			return nil, nil, err
-		}
-		endpoints = srv.Endpoints()
-		stop = srv.Close
-	}
 	cc := clientv3.Config{
-		Endpoints:   endpoints,
+		Endpoints:   c.Endpoints,
 		DialTimeout: c.DialTimeout,
 		// Keepalives notice a dead member within seconds, so watches
 		// move to a healthy one.
@@ -44,14 +34,21 @@ func Open(ctx context.Context, name string, c config.Etcd, dial ...grpc.DialOpti
 		// sized to them, not gRPC's 1 MiB (see transport.Codec).
 		DialOptions: append([]grpc.DialOption{grpc.WithDefaultCallOptions(stransport.Codec()), reconnect}, dial...),
 	}
-	// An embedded member lives in this process on loopback: it has
-	// neither TLS nor users.
-	if !c.Embedded {
-		if err := clientAuth(&cc, c); err != nil {
-			stop()
+	stop := func() {}
+	if c.Embedded {
+		// The member is reached on its unix socket as its root user
+		// (see Start); no TLS.
+		srv, err := Start(ctx, Config{Name: name, Dir: c.DataDir, Auth: true})
+		if err != nil {
 			return nil, nil, err
 		}
+		stop = srv.Close
+		member := srv.ClientConfig()
+		cc.Endpoints, cc.Username, cc.Password = member.Endpoints, member.Username, member.Password
+	} else if err := clientAuth(&cc, c); err != nil {
+		return nil, nil, err
 	}
+	endpoints := cc.Endpoints
 	cli, err = clientv3.New(cc)
 	if err != nil {
 		stop()

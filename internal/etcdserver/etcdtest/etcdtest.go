@@ -23,7 +23,10 @@ import (
 )
 
 // Embedded starts an embedded member for the test and returns its client
-// endpoints. It is stopped when the test ends.
+// endpoints: its unix socket in a temporary directory of the test (mode
+// 0700, this user's only). It has no etcd users, so that the tests'
+// clients need no credentials; the tiers' members have them
+// (etcdserver.Open). It is stopped when the test ends.
 func Embedded(t testing.TB) []string {
 	t.Helper()
 	srv, err := etcdserver.Start(context.Background(), etcdserver.Config{

@@ -219,7 +219,11 @@ func throughProxy(t testing.TB, s *store.Store) (*store.Store, *proxy) {
 	if err != nil {
 		t.Fatalf("parse endpoint: %v", err)
 	}
-	p := startProxy(t, u.Host)
+	network, addr := "tcp", u.Host
+	if u.Scheme == "unix" {
+		network, addr = "unix", u.Path
+	}
+	p := startProxy(t, network, addr)
 	cli := etcdtest.Client(t, []string{"http://" + p.addr()})
 	return store.New(cli, s.Prefix(), store.WithLogger(Logger(t))), p
 }

@@ -7,15 +7,17 @@ import (
 	"testing"
 )
 
-// proxy is a TCP proxy between a client and etcd that a test can cut: Cut
-// drops every connection and holds new ones until Restore. That takes one
-// client off etcd while the test keeps writing through another, which is how
-// a watcher misses revisions for real.
+// proxy is a proxy between a client (over TCP) and etcd (over TCP or a
+// unix socket) that a test can cut: Cut drops every connection and holds
+// new ones until Restore. That takes one client off etcd while the test
+// keeps writing through another, which is how a watcher misses revisions
+// for real.
 type proxy struct {
-	ln     net.Listener
-	target string
-	done   chan struct{}
-	wg     sync.WaitGroup
+	ln      net.Listener
+	network string // etcd's: "tcp" or "unix"
+	target  string
+	done    chan struct{}
+	wg      sync.WaitGroup
 
 	mu     sync.Mutex
 	gate   chan struct{} // closed while the proxy forwards
@@ -23,18 +25,19 @@ type proxy struct {
 	closed bool
 }
 
-func startProxy(t testing.TB, target string) *proxy {
+func startProxy(t testing.TB, network, target string) *proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("proxy listen: %v", err)
 	}
 	p := &proxy{
-		ln:     ln,
-		target: target,
-		done:   make(chan struct{}),
-		gate:   make(chan struct{}),
-		conns:  map[net.Conn]struct{}{},
+		ln:      ln,
+		network: network,
+		target:  target,
+		done:    make(chan struct{}),
+		gate:    make(chan struct{}),
+		conns:   map[net.Conn]struct{}{},
 	}
 	close(p.gate)
 	p.wg.Add(1)
@@ -108,7 +111,7 @@ func (p *proxy) handle(c net.Conn) {
 	case <-p.done:
 		return
 	}
-	up, err := net.Dial("tcp", p.target)
+	up, err := net.Dial(p.network, p.target)
 	if err != nil {
 		return
 	}
