@@ -20,6 +20,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/stratahq/strata/internal/testenv"
 	"github.com/stratahq/strata/internal/testenv/ports"
 	"github.com/stratahq/strata/internal/testenv/sockets"
 )
@@ -207,9 +208,7 @@ func TestSecurityEmbeddedSocketOtherUser(t *testing.T) {
 		os.Stderr.WriteString(err.Error())
 		os.Exit(1)
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("running a process as another user needs root")
-	}
+	testenv.RequireRoot(t, "running a process as another user")
 	dir := filepath.Join(t.TempDir(), "member")
 	startMemberForTest(t, Config{Dir: dir, Auth: true})
 	cmd := exec.Command(publicCopy(t, os.Args[0]), "-test.run=^TestSecurityEmbeddedSocketOtherUser$")
