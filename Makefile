@@ -33,7 +33,7 @@ TEST_P   ?= 2
 # 2-core machine (5 x 5 s: under a minute of fuzzing; the seed and cached
 # inputs count too); BENCH_FUZZ_SCALE 24 is about 2 minutes each.
 FUZZ_TARGETS := ./internal/strictjson:FuzzDecode:40000 ./internal/api:FuzzParseSelector:40000 \
-	./internal/cli/manifest:FuzzParse:15000 ./global/api:FuzzRESTBodies:3000 ./global/api:FuzzRESTQueries:4000
+	./cli/manifest:FuzzParse:15000 ./global/api:FuzzRESTBodies:3000 ./global/api:FuzzRESTQueries:4000
 FUZZ_SCALE ?= 1
 BENCH_FUZZ_SCALE ?= 24
 TEST_TIMEOUT ?= 20m
@@ -42,9 +42,9 @@ TEST_TIMEOUT ?= 20m
 # binaries) or real timing.
 STRESS_COUNT ?= 5
 STRESS_PKGS  ?= ./providers/containerd ./providers/haproxy ./providers/libvirt ./providers/provider/... ./providers/fake/... \
-	./internal/heartbeat/... ./internal/events/... ./internal/redistest ./internal/redisclient ./internal/store/... \
+	./internal/heartbeat/... ./internal/events/... ./testkit/redistest ./internal/redisclient ./internal/store/... \
 	./internal/election ./internal/etcdserver/... ./internal/liveness ./internal/transport ./internal/serving \
-	./devcluster ./internal/reconcile ./internal/cli/... \
+	./devcluster ./internal/reconcile ./cli/... \
 	./agent/... ./region/... ./global/... ./cmd/... ./e2e/...
 
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
@@ -176,7 +176,7 @@ test-unit:
 ##         STRESS_COUNT times (default 5), one package at a time, a fresh process each run; print each
 ##         test's failure count (output of failing runs in .cache/stress/failures.log); fail if any failed
 stress: deps build images
-	$(GO) run ./internal/testenv/stress -count $(STRESS_COUNT) -timeout $(TEST_TIMEOUT) $(STRESS_PKGS)
+	$(GO) run ./testkit/testenv/stress -count $(STRESS_COUNT) -timeout $(TEST_TIMEOUT) $(STRESS_PKGS)
 
 ## bench: the benchmark suite (B0-B10 on a production-shaped and a light cluster, containers, VMs, network
 ##        N1-N2); each row the median of 3 or more runs; writes docs/benchmarks.md and CPU profiles of B1, heap and goroutine profiles of B6 (.cache/profiles)

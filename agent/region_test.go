@@ -15,12 +15,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/pki"
-	"github.com/stratahq/strata/internal/testenv/ports"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	"github.com/stratahq/strata/proto/apiproto"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 // fakeRegion is an AgentService over real gRPC: it records what agents

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stratahq/strata/internal/testenv/haproxycfg"
+	"github.com/stratahq/strata/testkit/testenv/haproxycfg"
 )
 
 // startLB runs haproxy as docs/operations.md ("A tier behind a TCP load
-// balancer") configures it (internal/testenv/haproxycfg). A frontend is opened for each of fronts
+// balancer") configures it (testkit/testenv/haproxycfg). A frontend is opened for each of fronts
 // (one address per replica, in replicas' order); check are the replicas'
 // REST addresses the checks go to. It returns the frontends' addresses;
 // lbServing tells whether it sends connections to a replica.

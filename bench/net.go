@@ -15,12 +15,12 @@ import (
 
 	"github.com/stratahq/strata/agent/netplane"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/simhost"
+	"github.com/stratahq/strata/testkit/simhost"
 )
 
 // The N benchmarks run the data plane on simulated hosts: network
 // namespaces of this machine with their own underlay addresses on one
-// segment (internal/simhost), programmed by agent/netplane over the real
+// segment (testkit/simhost), programmed by agent/netplane over the real
 // kernel. They need root.
 
 const (

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stratahq/strata/agent/netplane"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/simhost"
+	"github.com/stratahq/strata/testkit/simhost"
 )
 
 // N3 sizes: policies, each admitting addrsPerPolicy replicas.

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stratahq/strata/internal/testenv/ports"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 // proc is a process of the benchmark cluster.

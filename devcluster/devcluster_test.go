@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/devcluster"
-	"github.com/stratahq/strata/internal/testenv/logcheck"
 	"github.com/stratahq/strata/providers/fake"
 	"github.com/stratahq/strata/providers/provider"
+	"github.com/stratahq/strata/testkit/testenv/logcheck"
 )
 
 type syncBuffer struct {

@@ -19,9 +19,9 @@ import (
 
 	"github.com/stratahq/strata/devcluster"
 	"github.com/stratahq/strata/internal/etcdserver"
-	"github.com/stratahq/strata/internal/testenv/sockets"
 	"github.com/stratahq/strata/providers/fake"
 	"github.com/stratahq/strata/providers/provider"
+	"github.com/stratahq/strata/testkit/testenv/sockets"
 )
 
 // TestSecurityDevEtcdRefusesAnonymous plays a local user without the dev

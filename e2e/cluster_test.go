@@ -15,9 +15,9 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
-	"github.com/stratahq/strata/internal/redistest"
 	"github.com/stratahq/strata/internal/secretbox"
-	"github.com/stratahq/strata/internal/testenv/scrape"
+	"github.com/stratahq/strata/testkit/redistest"
+	"github.com/stratahq/strata/testkit/testenv/scrape"
 )
 
 // procCluster is a whole Strata cluster of real processes: global

@@ -25,8 +25,8 @@ import (
 
 	"github.com/stratahq/strata/e2e/framework"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/testenv"
-	"github.com/stratahq/strata/internal/testenv/logcheck"
+	"github.com/stratahq/strata/testkit/testenv"
+	"github.com/stratahq/strata/testkit/testenv/logcheck"
 )
 
 // TestConsole drives the operator consoles that the real strata processes

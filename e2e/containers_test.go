@@ -40,8 +40,8 @@ import (
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/secretbox"
-	"github.com/stratahq/strata/internal/simhost"
-	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/testkit/simhost"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 // hostNet is a region network on this host. Each agent gets a block of

@@ -25,7 +25,7 @@ import (
 	"github.com/stratahq/strata/agent/netplane"
 	"github.com/stratahq/strata/e2e/framework"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/simhost"
+	"github.com/stratahq/strata/testkit/simhost"
 )
 
 // multiNet is the network of this file's clusters; every host names its

@@ -27,19 +27,19 @@ import (
 
 	"github.com/stratahq/strata/e2e/framework"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
-	"github.com/stratahq/strata/internal/redistest"
 	"github.com/stratahq/strata/internal/rest"
-	"github.com/stratahq/strata/internal/testenv"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	"github.com/stratahq/strata/proto/apiproto"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 	"github.com/stratahq/strata/providers/fake"
 	"github.com/stratahq/strata/providers/provider"
 	regionapi "github.com/stratahq/strata/region/api"
+	"github.com/stratahq/strata/testkit/redistest"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 const (

@@ -24,7 +24,7 @@ import (
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/secretbox"
-	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 // The VM tests run the real binaries with agents whose provider is the

@@ -8,11 +8,11 @@ import (
 
 	globalapi "github.com/stratahq/strata/global/api"
 	"github.com/stratahq/strata/global/state"
-	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/proto/apiproto"
 )
 
 // ReencryptSecrets seals again, with the first of cfg's key files, every

@@ -22,7 +22,6 @@ import (
 	"github.com/stratahq/strata/global/regions"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
@@ -37,6 +36,7 @@ import (
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/version"
+	"github.com/stratahq/strata/proto/apiproto"
 )
 
 // Options are what a global replica needs beyond its configuration.

@@ -10,10 +10,10 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/events"
-	"github.com/stratahq/strata/internal/redistest"
 	"github.com/stratahq/strata/internal/store"
-	"github.com/stratahq/strata/internal/testenv/scrape"
 	"github.com/stratahq/strata/region/state"
+	"github.com/stratahq/strata/testkit/redistest"
+	"github.com/stratahq/strata/testkit/testenv/scrape"
 )
 
 // TestFiveThousandReplicaCreateLosesNoEvent creates one resource of 5,000

@@ -15,7 +15,6 @@ import (
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
-	"github.com/stratahq/strata/internal/redistest"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/transport/transporttest"
@@ -24,6 +23,7 @@ import (
 	"github.com/stratahq/strata/providers/provider"
 	"github.com/stratahq/strata/region"
 	"github.com/stratahq/strata/region/state"
+	"github.com/stratahq/strata/testkit/redistest"
 )
 
 // methodCounter counts the calls and streams a client opens, by method.

@@ -24,7 +24,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/config"
@@ -38,6 +37,7 @@ import (
 	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
+	"github.com/stratahq/strata/proto/apiproto"
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 	regionapi "github.com/stratahq/strata/region/api"

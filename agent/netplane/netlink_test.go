@@ -18,8 +18,8 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/hostpolicy"
-	"github.com/stratahq/strata/internal/simhost"
-	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/testkit/simhost"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 // kernelHost is a simulated host with its data plane.

@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/simhost"
+	"github.com/stratahq/strata/testkit/simhost"
 )
 
 func ep(id, addr, tenant, node string, labels map[string]string) Endpoint {

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratahq/strata/cli"
 	globalapi "github.com/stratahq/strata/global/api"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/cli"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/secretbox"

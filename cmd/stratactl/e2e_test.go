@@ -18,7 +18,7 @@ import (
 	"github.com/stratahq/strata/devcluster"
 	"github.com/stratahq/strata/e2e/framework"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 // ctl runs bin/stratactl in a private home, against one config file.

@@ -1,5 +1,5 @@
 // Command stratactl is the operator's CLI for Strata's global REST API; it
-// lives in internal/cli.
+// lives in cli.
 package main
 
 import (
@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/stratahq/strata/internal/cli"
+	"github.com/stratahq/strata/cli"
 )
 
 func main() {

@@ -19,17 +19,17 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/pki"
-	"github.com/stratahq/strata/internal/redistest"
-	"github.com/stratahq/strata/internal/testenv"
-	"github.com/stratahq/strata/internal/testenv/haproxycfg"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	"github.com/stratahq/strata/testkit/redistest"
+	"github.com/stratahq/strata/testkit/testenv"
+	"github.com/stratahq/strata/testkit/testenv/haproxycfg"
 )
 
 // Ports every host uses: each host is a network namespace of its own
 // with its own address, where nothing but the test's process listens, so
 // the tiers' default ports collide with nothing and need no reservation
-// (internal/testenv/ports is for servers on the machine's loopback).
+// (testkit/testenv/ports is for servers on the machine's loopback).
 const (
 	globalHTTP, globalGRPC = 8080, 9090
 	regionHTTP, regionGRPC = 8081, 9091
@@ -322,7 +322,7 @@ func scrubContainerd(t *testing.T, a *Agent) {
 }
 
 // startHAProxy runs haproxy on the tier's LB host with the configuration
-// docs/operations.md shows (internal/testenv/haproxycfg): a replica that
+// docs/operations.md shows (testkit/testenv/haproxycfg): a replica that
 // is down or not ready gets no new connections.
 func startHAProxy(t *testing.T, top *Topology, tier *Tier, httpPort, grpcPort int) {
 	t.Helper()

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 // RequireContainerd stops the test (a failure under CI=true) unless

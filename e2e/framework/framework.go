@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratahq/strata/internal/testenv"
-	"github.com/stratahq/strata/internal/testenv/ports"
+	"github.com/stratahq/strata/testkit/testenv"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 // Bin returns the path of a binary built by `make build`.

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratahq/strata/internal/simhost"
-	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/testkit/simhost"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 // This file runs agents as hosts of their own: each in a network
-// namespace (internal/simhost) with its own underlay address on a shared
+// namespace (testkit/simhost) with its own underlay address on a shared
 // segment, its own bridge and VXLAN device, while containerd, the
 // control plane and the test stay in the machine's namespace.
 

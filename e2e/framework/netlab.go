@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 // A Lab is a set of test hosts, each a network namespace with its own

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 // TestLabPartition checks that hosts reach each other through the

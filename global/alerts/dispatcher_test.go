@@ -19,7 +19,7 @@ import (
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/store"
-	"github.com/stratahq/strata/internal/testenv/ports"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 type testGuard struct {

@@ -23,7 +23,7 @@ import (
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
-	"github.com/stratahq/strata/internal/testenv/ports"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 const receiverSecret = "a-secret-of-the-receiver-0123"

@@ -15,9 +15,9 @@ import (
 	"github.com/stratahq/strata/devcluster"
 	"github.com/stratahq/strata/global/alerts"
 	"github.com/stratahq/strata/internal/config"
-	"github.com/stratahq/strata/internal/testenv/scrape"
 	"github.com/stratahq/strata/providers/fake"
 	"github.com/stratahq/strata/providers/provider"
+	"github.com/stratahq/strata/testkit/testenv/scrape"
 )
 
 // amWebhook is what an Alertmanager webhook receiver reads.

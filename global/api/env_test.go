@@ -21,7 +21,6 @@ import (
 	"github.com/stratahq/strata/global/regions"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
@@ -30,11 +29,12 @@ import (
 	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
-	"github.com/stratahq/strata/internal/testenv/logcheck"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/transport/transporttest"
+	"github.com/stratahq/strata/proto/apiproto"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
+	"github.com/stratahq/strata/testkit/testenv/logcheck"
 )
 
 // testEnv is a global API on an embedded etcd, served over httptest, with

@@ -7,9 +7,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
+	"github.com/stratahq/strata/proto/apiproto"
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )

@@ -11,12 +11,12 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/transport/transporttest"
+	"github.com/stratahq/strata/proto/apiproto"
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )

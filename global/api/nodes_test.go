@@ -11,7 +11,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/election"
-	"github.com/stratahq/strata/internal/testenv/ports"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 // deadEndpoint returns a loopback address nothing listens on: reserved,

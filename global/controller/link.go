@@ -16,9 +16,9 @@ import (
 
 	"github.com/stratahq/strata/global/placement"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/transport"
+	"github.com/stratahq/strata/proto/apiproto"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )

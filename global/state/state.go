@@ -29,8 +29,8 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/proto/apiproto"
 )
 
 // ElectionPrefix is the master election's prefix under the store prefix.

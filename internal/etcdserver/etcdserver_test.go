@@ -20,9 +20,9 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/stratahq/strata/internal/testenv"
-	"github.com/stratahq/strata/internal/testenv/ports"
-	"github.com/stratahq/strata/internal/testenv/sockets"
+	"github.com/stratahq/strata/testkit/testenv"
+	"github.com/stratahq/strata/testkit/testenv/ports"
+	"github.com/stratahq/strata/testkit/testenv/sockets"
 )
 
 func startMemberForTest(t *testing.T, c Config) *Server {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/pki"
-	"github.com/stratahq/strata/internal/testenv/ports"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 const testPassword = "etcd-pa55word-never-logged"

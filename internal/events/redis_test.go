@@ -14,7 +14,7 @@ import (
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/events/eventstest"
 	"github.com/stratahq/strata/internal/redisclient"
-	"github.com/stratahq/strata/internal/redistest"
+	"github.com/stratahq/strata/testkit/redistest"
 )
 
 func TestRedisConformance(t *testing.T) {

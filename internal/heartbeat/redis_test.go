@@ -15,7 +15,7 @@ import (
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/heartbeat/heartbeattest"
 	"github.com/stratahq/strata/internal/redisclient"
-	"github.com/stratahq/strata/internal/redistest"
+	"github.com/stratahq/strata/testkit/redistest"
 )
 
 var _ heartbeat.Store = (*heartbeat.Redis)(nil)

@@ -15,9 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stratahq/strata/internal/config"
-	"github.com/stratahq/strata/internal/redistest"
-	"github.com/stratahq/strata/internal/testenv"
-	"github.com/stratahq/strata/internal/testenv/ports"
+	"github.com/stratahq/strata/testkit/redistest"
+	"github.com/stratahq/strata/testkit/testenv"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 func TestOptionsPerMode(t *testing.T) {

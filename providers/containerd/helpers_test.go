@@ -22,8 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/testenv"
 	"github.com/stratahq/strata/providers/provider"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 // waitFor bounds every poll of the tests.

@@ -17,7 +17,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/testenv/ports"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 // TestBridgeNetwork runs two web servers on a bridge, fetches each one's

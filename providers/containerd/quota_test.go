@@ -1,7 +1,7 @@
 package containerd
 
 import (
-	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/testkit/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"

@@ -20,11 +20,11 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/testenv"
-	"github.com/stratahq/strata/internal/testenv/ports"
 	"github.com/stratahq/strata/providers/haproxy"
 	"github.com/stratahq/strata/providers/provider"
 	"github.com/stratahq/strata/providers/provider/providertest"
+	"github.com/stratahq/strata/testkit/testenv"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 // waitLong bounds waits for haproxy to start, reload or stop.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/hostpolicy"
-	"github.com/stratahq/strata/internal/testenv/ports"
 	"github.com/stratahq/strata/providers/haproxy"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 // TestSecurityLoadbalancer replays the load balancer attacks of a

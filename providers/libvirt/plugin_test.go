@@ -9,9 +9,9 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/hostpolicy"
-	"github.com/stratahq/strata/internal/testenv"
 	"github.com/stratahq/strata/providers/provider"
 	"github.com/stratahq/strata/providers/provider/providertest"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 // TestPlugin runs the conformance suite against the plugin binary, as an

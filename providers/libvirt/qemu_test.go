@@ -20,9 +20,9 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/testenv"
 	"github.com/stratahq/strata/providers/provider"
 	"github.com/stratahq/strata/providers/provider/providertest"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 // The tests against a real libvirtd boot the kernel and initramfs of

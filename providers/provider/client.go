@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/proto/apiproto"
 	providerv1 "github.com/stratahq/strata/proto/provider/v1"
 )
 

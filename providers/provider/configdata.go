@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/proto/apiproto"
 	providerv1 "github.com/stratahq/strata/proto/provider/v1"
 )
 

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/testenv"
 	"github.com/stratahq/strata/providers/provider"
 	"github.com/stratahq/strata/providers/provider/providertest"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 // buildFakePlugin builds providers/fake/fakeplugin, the fake served by

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/api/apiproto"
+	"github.com/stratahq/strata/proto/apiproto"
 	providerv1 "github.com/stratahq/strata/proto/provider/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )

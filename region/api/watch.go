@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/api/apiproto"
 	"github.com/stratahq/strata/internal/flush"
 	"github.com/stratahq/strata/internal/store"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	"github.com/stratahq/strata/proto/apiproto"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	"github.com/stratahq/strata/region/state"
 )

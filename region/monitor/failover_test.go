@@ -15,10 +15,10 @@ import (
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/redisclient"
-	"github.com/stratahq/strata/internal/redistest"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/region/monitor"
 	"github.com/stratahq/strata/region/state"
+	"github.com/stratahq/strata/testkit/redistest"
 )
 
 type leaderGuard struct {

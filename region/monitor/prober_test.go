@@ -12,9 +12,9 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/pki"
-	"github.com/stratahq/strata/internal/testenv/ports"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 type statusServer struct {

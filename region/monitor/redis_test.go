@@ -12,9 +12,9 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/heartbeat"
-	"github.com/stratahq/strata/internal/redistest"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/region/state"
+	"github.com/stratahq/strata/testkit/redistest"
 )
 
 // failingProber fails every probe, as an overloaded region does when a

@@ -3,8 +3,8 @@ package state
 import (
 	"testing"
 
-	"github.com/stratahq/strata/internal/api/apiproto"
-	"github.com/stratahq/strata/internal/api/apiproto/apiprototest"
+	"github.com/stratahq/strata/proto/apiproto"
+	"github.com/stratahq/strata/proto/apiproto/apiprototest"
 )
 
 // TestCodecs checks the binary codec of every collection that has one:

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/stratahq/strata/internal/testenv"
+	"github.com/stratahq/strata/testkit/testenv"
 )
 
 const testVersion = "0.0.0~test1"

@@ -31,7 +31,7 @@ type Floor struct {
 	Name string
 	// Paths are the package path prefixes (relative to the module, whole
 	// path elements) that stand on this floor. The longest prefix of all
-	// floors wins: internal/api/apiproto is not where internal/ is.
+	// floors wins: a package stands where its most specific path puts it.
 	Paths []string
 	// Wings: packages under different Paths of this floor must not
 	// import each other, except the packages listed in Shared.
@@ -45,17 +45,22 @@ type Floor struct {
 var floors = []Floor{
 	// Shared libraries: domain types, store, election, config, PKI,
 	// transport, the consoles' common parts. Free of the wire format.
-	{Name: "ground", Paths: []string{"internal"}},
-	// The gRPC contracts and the conversion of domain types to them.
-	{Name: "wire", Paths: []string{"proto", "internal/api/apiproto"}},
+	// Beside them the test kit: the harnesses tests of every floor use
+	// (ports, real Redis, simulated hosts), which only tests, benchmarks
+	// and other test support may import.
+	{Name: "ground", Paths: []string{"internal", "testkit"}},
+	// The gRPC contracts (generated) and the conversion of domain types
+	// to them (proto/apiproto).
+	{Name: "wire", Paths: []string{"proto"}},
 	// The provider contract and its conformance suite.
 	{Name: "contract", Paths: []string{"providers/provider"}},
 	// Provider implementations, each on its own.
 	{Name: "providers", Wings: true, Paths: []string{
 		"providers/containerd", "providers/fake", "providers/haproxy", "providers/libvirt",
 	}},
-	// The tiers, each on its own.
-	{Name: "tiers", Wings: true, Paths: []string{"agent", "region", "global"}},
+	// The tiers, each on its own, and the CLI, a client of the global
+	// tier's REST API that reaches into none of them.
+	{Name: "tiers", Wings: true, Paths: []string{"agent", "region", "global", "cli"}},
 	// What composes the tiers: the dev cluster and the binaries.
 	{Name: "composition", Paths: []string{"devcluster", "cmd"}},
 	// What drives the binaries from outside, and the build's own tools.
@@ -108,7 +113,7 @@ func locate(fs []Floor, rel string) (place, bool) {
 // them.
 func isTestSupport(rel string) bool {
 	last := rel[strings.LastIndex(rel, "/")+1:]
-	return strings.HasSuffix(last, "test") || strings.HasPrefix(rel, "internal/testenv") || strings.HasPrefix(rel, "e2e/")
+	return strings.HasSuffix(last, "test") || strings.HasPrefix(rel, "testkit/") || strings.HasPrefix(rel, "e2e/")
 }
 
 // Check returns every import of pkgs that breaks the layering of fs.

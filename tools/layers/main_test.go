@@ -25,10 +25,10 @@ func TestCheck(t *testing.T) {
 		pkg  Package
 		want []string // violations, as From imports To (or From alone)
 	}{
-		{"down", pkg("region/api", "internal/store", "internal/api/apiproto", "proto/region/v1", "golang.org/x/sync/errgroup"), nil},
+		{"down", pkg("region/api", "internal/store", "proto/apiproto", "proto/region/v1", "golang.org/x/sync/errgroup"), nil},
 		{"own wing", pkg("region", "region/api", "region/console"), nil},
 		{"ground to ground", pkg("internal/store", "internal/api"), nil},
-		{"contract to wire", pkg("providers/provider", "proto/provider/v1", "internal/api/apiproto"), nil},
+		{"contract to wire", pkg("providers/provider", "proto/provider/v1", "proto/apiproto"), nil},
 		{"composition to tiers", pkg("devcluster", "agent", "global", "region", "providers/provider"), nil},
 		{"ground up to the contract", pkg("internal/metrics", "providers/provider"), []string{"internal/metrics imports providers/provider"}},
 		{"ground up to the tiers", pkg("internal/devcluster", "agent", "global/api"), []string{"internal/devcluster imports agent", "internal/devcluster imports global/api"}},
@@ -67,7 +67,9 @@ func TestCheck(t *testing.T) {
 func TestLocate(t *testing.T) {
 	for rel, want := range map[string]string{
 		"internal/api":              "ground",
-		"internal/api/apiproto":     "wire",
+		"proto/apiproto":            "wire",
+		"testkit/simhost":           "ground",
+		"cli/manifest":              "tiers",
 		"internal/apiextra":         "ground",
 		"proto/agent/v1":            "wire",
 		"providers/provider":        "contract",

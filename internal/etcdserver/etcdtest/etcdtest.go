@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/stratahq/strata/internal/etcdserver"
-	"github.com/stratahq/strata/internal/testenv"
-	"github.com/stratahq/strata/internal/testenv/ports"
+	"github.com/stratahq/strata/testkit/testenv"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 // Embedded starts an embedded member for the test and returns its client

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratahq/strata/internal/testenv"
-	"github.com/stratahq/strata/internal/testenv/ports"
+	"github.com/stratahq/strata/testkit/testenv"
+	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
 // A server that cannot start (here: its client port is taken) fails at

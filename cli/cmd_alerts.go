@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratahq/strata/cli/printers"
+	"github.com/stratahq/strata/internal/api"
+)
+
+const alertsLong = `Alert rules send events and conditions (NodeDown, NodeSuspect,
+AutoCordoned, AutoDrainStarted, RegionDown, ...) to a webhook receiver:
+Strata's own JSON signed with HMAC-SHA256 of its timestamp and body
+(X-Strata-Timestamp, X-Strata-Signature), or
+Alertmanager's webhook format. The global master delivers them, at least
+once: every notification carries X-Strata-Dedupe-Key, the same on a retry
+and after a failover. Admin and infra tokens manage rules.
+
+Without a subcommand, lists the rules with their delivery state: active
+conditions, alerts pending (grouping window or retries), notifications
+sent, the last success and the last error.`
+
+func (a *App) alertsCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "alerts",
+		Short: "List alert rules and their delivery state; create and delete rules",
+		Long:  alertsLong,
+		Example: `  stratactl alerts
+  stratactl alerts -o wide
+  stratactl alerts create nodes --reason NodeDown --reason RegionDown \
+      --url https://hooks.example.com/strata --secret-file hook.secret
+  stratactl alerts create am --type alertmanager --reason NodeDown --url http://alertmanager-bridge:9095/
+  stratactl alerts get nodes -o yaml
+  stratactl alerts delete nodes`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := printers.ParseFormat(output)
+			if err != nil {
+				return &usageError{err: err}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			items, err := c.ListAlertRules(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return a.render(a.io.Out, a.io.Err, format, view{
+				table: func(wide bool, now time.Time) printers.Table { return printers.AlertRules(items, wide, now) },
+				data:  listOf(items, nil),
+				empty: "no alert rules",
+			}, a.now())
+		},
+	}
+	addOutputFlag(cmd, &output)
+	cmd.AddCommand(a.alertsGetCommand(), a.alertsCreateCommand(), a.alertsDeleteCommand())
+	return cmd
+}
+
+func (a *App) alertsGetCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show one alert rule and its delivery state",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			format, err := printers.ParseFormat(output)
+			if err != nil {
+				return &usageError{err: err}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.GetAlertRule(cmd.Context(), argv[0])
+			if err != nil {
+				return err
+			}
+			return a.render(a.io.Out, a.io.Err, format, view{
+				table: func(wide bool, now time.Time) printers.Table {
+					return printers.AlertRules([]api.AlertRule{r}, wide, now)
+				},
+				data: r,
+			}, a.now())
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func (a *App) alertsCreateCommand() *cobra.Command {
+	var (
+		rule       api.AlertRule
+		typ        string
+		secretFile string
+		groupWait  time.Duration
+		labels     []string
+		output     string
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME --reason REASON... --url URL [--type webhook|alertmanager] [--secret-file FILE]",
+		Short: "Create an alert rule",
+		Long: `Create an alert rule. The receiver's secret is read from a file (or - for
+stdin), never from the command line, where other users could read it; the
+server keeps it and never shows it again.`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			format, err := printers.ParseFormat(output)
+			if err != nil {
+				return &usageError{err: err}
+			}
+			rule.Name, rule.Receiver.Type = argv[0], api.ReceiverType(typ)
+			if cmd.Flags().Changed("group-wait") {
+				g := api.D(groupWait)
+				rule.GroupWait = &g
+			}
+			if rule.Labels, err = parseLabels(labels); err != nil {
+				return &usageError{err: err}
+			}
+			if secretFile != "" {
+				if rule.Receiver.Secret, err = a.readSecret(secretFile); err != nil {
+					return err
+				}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			out, err := c.CreateAlertRule(cmd.Context(), rule)
+			if err != nil {
+				return err
+			}
+			return a.render(a.io.Out, a.io.Err, format, view{
+				table: func(wide bool, now time.Time) printers.Table {
+					return printers.AlertRules([]api.AlertRule{out}, wide, now)
+				},
+				data: out,
+			}, a.now())
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&rule.Reasons, "reason", nil, "event reason that fires the rule (repeatable): NodeDown, NodeSuspect, AutoCordoned, AutoDrainStarted, RegionDown, ...")
+	f.StringVar(&rule.Receiver.URL, "url", "", "receiver URL (http or https)")
+	f.StringVar(&typ, "type", string(api.ReceiverWebhook), "receiver format: webhook or alertmanager")
+	f.StringVar(&secretFile, "secret-file", "", "file holding the HMAC secret (- for stdin)")
+	f.StringVar(&rule.Region, "region", "", "only events of this region")
+	f.StringVar(&rule.Tenant, "match-tenant", "", "only events of this tenant's objects")
+	f.StringVar(&rule.Object, "object", "", "only events about this object or below it (node/n1, node/)")
+	f.StringVar(&rule.Selector, "selector", "", "label selector over the alert's labels (severity=critical,region in (eu,us), app=web)")
+	f.DurationVar(&groupWait, "group-wait", api.DefaultAlertGroup, "grouping window")
+	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE label added to every alert (repeatable)")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// readSecret reads a secret from a file, or stdin for "-", without its
+// trailing newline.
+func (a *App) readSecret(path string) (string, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(io.LimitReader(a.io.In, api.MaxAlertSecretLen+2))
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("secret: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+func parseLabels(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--label %q: want KEY=VALUE", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (a *App) alertsDeleteCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete an alert rule; what it had not sent is dropped",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			if _, err := c.DeleteAlertRule(cmd.Context(), argv[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.io.Out, "alert rule %s deleted\n", argv[0])
+			return nil
+		},
+	}
+}
