@@ -4,106 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// B2's and B3's open-loop rates and sample counts.
-const (
-	b2Rate      = 5.0              // creates per second, one replica each
-	b2Samples   = 210              // over all runs, so that p99 rests on ≥ 200
-	b3GetRate   = 100.0            // GETs per second during B1
-	b3PostRate  = 20.0             // POSTs per second during B1
-	b3Seeds     = 50               // resources B3's GETs read
-	b3IdleFor   = 10 * time.Second // 200 POSTs at b3PostRate
-	readyWithin = 60 * time.Second
-)
-
-// b2 measures create → ready of one replica on an idle cluster, open
-// loop: a create is sent every 1/b2Rate s whatever the earlier ones do,
-// and each is timed from its scheduled send to the first GET that reads
-// it ready, less the fake provider's start time for that replica.
-func (s *suite) b2(ctx context.Context, c *cluster) error {
-	var all latencies
-	var p99s []float64
-	per := (b2Samples + s.o.rounds - 1) / s.o.rounds
-	steps, err := c.watchB2Steps(ctx, "lat-")
-	if err != nil {
-		return err
-	}
-	defer steps.stop()
-	for round := range s.o.rounds {
-		var lat latencies
-		openLoop(ctx, b2Rate, per, nil, &lat, func(ctx context.Context, i int, at time.Time) (time.Time, error) {
-			return c.createReady(ctx, fmt.Sprintf("lat-%d-%d", round, i), at, steps)
-		})
-		p99s = append(p99s, lat.p(99).Seconds())
-		all.merge(&lat)
-	}
-	p99 := all.p(99)
-	_, errs := all.counts()
-	ratio := ""
-	if c.put1 != nil && c.put1.p(99) > 0 {
-		ratio = fmt.Sprintf("p99 %.1f × one etcd put's p99 (%s)", float64(p99)/float64(c.put1.p(99)), ms(c.put1.p(99)))
-	}
-	sub := "the fake provider answers at once"
-	if c.shape.fake.ApplyJitter > 0 {
-		sub = fmt.Sprintf("each sample less its replica's fake start time (%s–%s)", c.shape.fake.ApplyLatency, c.shape.fake.ApplyLatency+c.shape.fake.ApplyJitter)
-	}
-	s.r.add(row{id: "B2", what: c.label("create → ready at the global API, 1 replica, idle, open loop"),
-		figure: all.summary(), target: "p99 ≤ 100 ms, 0 errors", ratio: ratio, met: verdict(p99 <= 100*time.Millisecond && errs == 0),
-		notes: fmt.Sprintf("%d runs of %d creates offered at %.0f/s; p99 per run %s; %s; readiness polled every 5 ms; %s.", s.o.rounds, per, b2Rate, spreadFloats(p99s).format(fmtMs), sub, steps.summary())})
-	return nil
-}
-
-// createReady creates a resource of one replica, waits for it to read
-// ready, deletes it, and returns when it was seen ready less the fake
-// provider's start time for its replica; steps gets its times.
-func (c *cluster) createReady(ctx context.Context, name string, scheduled time.Time, steps *b2Steps) (time.Time, error) {
-	if _, err := c.g.do(ctx, http.MethodPost, "/v1/resources", resource(name, 1, nil), nil); err != nil {
-		return time.Time{}, err
-	}
-	posted := time.Now()
-	wctx, cancel := context.WithTimeout(ctx, readyWithin)
-	defer cancel()
-	err := waitFor(wctx, 5*time.Millisecond, name+" ready", func() error {
-		var v statusView
-		if _, err := c.g.do(ctx, http.MethodGet, "/v1/resources/"+name, nil, &v); err != nil {
-			return err
-		}
-		if !v.ready(1) {
-			return fmt.Errorf("not ready")
-		}
-		return nil
-	})
-	ready := time.Now()
-	if err != nil {
-		return ready, err
-	}
-	if c.shape.fake.ApplyJitter > 0 || c.shape.fake.ApplyLatency > 0 {
-		var reps struct {
-			Items []struct {
-				ID string `json:"id"`
-			} `json:"items"`
-		}
-		if _, err := c.g.do(ctx, http.MethodGet, "/v1/resources/"+name+"/replicas", nil, &reps); err != nil {
-			return ready, err
-		}
-		if len(reps.Items) != 1 {
-			return ready, fmt.Errorf("%s: %d replicas; want 1", name, len(reps.Items))
-		}
-		fake := c.shape.fake.ApplyLatencyOf(reps.Items[0].ID)
-		steps.sample(name, scheduled, posted, ready, fake)
-		ready = ready.Add(-fake)
-	} else {
-		steps.sample(name, scheduled, posted, ready, 0)
-	}
-	_, err = c.g.do(ctx, http.MethodDelete, "/v1/resources/"+name, nil, nil)
-	return ready, err
-}
+// readyWithin bounds the wait for a benchmark's replicas to be ready.
+const readyWithin = 60 * time.Second
 
 // b1run is what one run of B1 measured.
 type b1run struct {
@@ -176,7 +84,7 @@ func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *l
 		for i := range c.etcdGlobal {
 			names = append(names, fmt.Sprintf("%s-etcd-global-%d", c.name, i), fmt.Sprintf("%s-etcd-region-%d", c.name, i))
 		}
-		go s.profile(ctx, 15*time.Second, "b1", c.name, names...)
+		go s.prof.cpu(ctx, 15*time.Second, "b1", c.name, names...)
 	}
 	var acct *b1Account
 	if round == 0 {
@@ -213,37 +121,16 @@ func (s *suite) b1Run(ctx context.Context, c *cluster, round int, gets, posts *l
 		// The runtime's own account of the RSS just read (heap in use,
 		// idle and released, the GC's next goal, stacks), every run: the
 		// heap profile alone does not tell what the rest is.
-		s.pprofTo(ctx, c.region.name, "heap?debug=1", fmt.Sprintf("b1-region-memstats-%s-run%d.txt", c.name, round+1))
+		s.prof.fetch(ctx, c.region.name, "heap?debug=1", fmt.Sprintf("b1-region-memstats-%s-run%d.txt", c.name, round+1))
 	}
 	if s.o.profiles != "" && round == 0 {
 		// What the last collection found live, which set the heap goal
 		// the RSS just read grew to, before heapProfile's collection
 		// shows what stays.
-		s.pprofTo(ctx, c.region.name, "heap", "b1-region-heap-lastgc-"+c.name+".pprof")
-		s.heapProfile(ctx, c.region.name, "b1-region-heap-"+c.name+".pprof")
+		s.prof.fetch(ctx, c.region.name, "heap", "b1-region-heap-lastgc-"+c.name+".pprof")
+		s.prof.heap(ctx, c.region.name, "b1-region-heap-"+c.name+".pprof")
 	}
 	return r, err
-}
-
-// sampleAPI offers GETs of the seed resources and POSTs of new ones
-// (b3p-<tag>-N) open loop until stop.
-func (c *cluster) sampleAPI(ctx context.Context, tag string, stop <-chan struct{}, gets, posts *latencies) {
-	reader := c.newClient(c.gHTTP[0])
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		openLoop(ctx, b3GetRate, 0, stop, gets, func(ctx context.Context, _ int, _ time.Time) (time.Time, error) {
-			// A 404 is an error: every seed exists.
-			_, err := reader.do(ctx, http.MethodGet, fmt.Sprintf("/v1/resources/seed-%d", rand.IntN(b3Seeds)), nil, nil)
-			return time.Now(), err
-		})
-	})
-	wg.Go(func() {
-		openLoop(ctx, b3PostRate, 0, stop, posts, func(ctx context.Context, i int, _ time.Time) (time.Time, error) {
-			_, err := reader.do(ctx, http.MethodPost, "/v1/resources", resource(fmt.Sprintf("b3p-%s-%d", tag, i), 1, nil), nil)
-			return time.Now(), err
-		})
-	})
-	wg.Wait()
 }
 
 // createMany POSTs n resources prefix0..prefix<n-1> from 32 clients, as
@@ -313,28 +200,6 @@ func (c *cluster) waitReady(ctx context.Context, prefix string, want int) error 
 		}
 		return err
 	})
-}
-
-// b3Rows adds B3's GET and POST rows for the API sampled under load (what
-// names the load), with their ratios to the idle baseline and their notes.
-func (s *suite) b3Rows(c *cluster, load string, gets, posts *latencies, getNotes, postNotes string) {
-	for _, x := range []struct {
-		what  string
-		load  *latencies
-		idle  *latencies
-		limit time.Duration
-		rate  float64
-		notes string
-	}{{"GET one resource", gets, c.b3IdleGets, 50 * time.Millisecond, b3GetRate, getNotes}, {"POST a resource of 1 replica", posts, c.b3IdlePosts, 150 * time.Millisecond, b3PostRate, postNotes}} {
-		_, errs := x.load.counts()
-		p99 := x.load.p(99)
-		ratio := ""
-		if x.idle != nil && x.idle.p(99) > 0 {
-			ratio = fmt.Sprintf("p99 %.1f × idle (%s)", float64(p99)/float64(x.idle.p(99)), x.idle.summary())
-		}
-		s.r.add(row{id: "B3", what: c.label(fmt.Sprintf("%s: %s, open loop at %.0f/s", load, x.what, x.rate)), figure: x.load.summary(),
-			target: fmt.Sprintf("p99 ≤ %s, 0 errors", ms(x.limit)), ratio: ratio, met: verdict(p99 <= x.limit && errs == 0), notes: x.notes})
-	}
 }
 
 // b1Report adds the rows of B1, B3 and (wanted) B6.
