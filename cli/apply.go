@@ -63,7 +63,8 @@ are errors. Every document is checked before anything is written.
 func (a *App) applyCommand() *cobra.Command {
 	var files []string
 	var dryRun bool
-	cmd := &cobra.Command{
+	var objs []manifest.Object
+	cmd := a.command(&cobra.Command{
 		Use:   "apply -f FILE|DIR|-",
 		Short: "Create or update objects from manifests, declaratively",
 		Long: `Create or update the objects of manifest files: an object that does not
@@ -79,27 +80,33 @@ default on create, the current count (see scale) on update.
   stratactl apply -f web.yaml --dry-run
   stratactl get resources -o yaml | stratactl apply -f -`,
 		Args: args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	}, action{
+		check: func(*cobra.Command, []string) error {
 			if len(files) == 0 {
 				return usageErrorf("apply needs -f FILE, DIR or - (stdin)")
 			}
-			objs, err := manifest.Read(files, a.io.In)
-			if err != nil {
-				return &usageError{err: err} // a bad manifest or a missing file: nothing was sent
-			}
-			if len(objs) == 0 {
-				return usageErrorf("no objects in %s", strings.Join(files, ", "))
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			return a.applyAll(cmd.Context(), c, objs, dryRun)
+			var err error
+			objs, err = a.readManifests(files)
+			return err
 		},
-	}
+		do: func(ctx context.Context, c *client.Client, _ []string) error { return a.applyAll(ctx, c, objs, dryRun) },
+	})
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file, directory of *.yaml|*.yml|*.json, or - for stdin (repeatable)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would change, and change nothing")
 	return cmd
+}
+
+// readManifests reads the objects of files: a bad manifest, a missing
+// file or none at all is a usage error, and nothing was sent.
+func (a *App) readManifests(files []string) ([]manifest.Object, error) {
+	objs, err := manifest.Read(files, a.io.In)
+	if err != nil {
+		return nil, &usageError{err: err}
+	}
+	if len(objs) == 0 {
+		return nil, usageErrorf("no objects in %s", strings.Join(files, ", "))
+	}
+	return objs, nil
 }
 
 // applyAll applies objs in dependency order, going on past failures (each

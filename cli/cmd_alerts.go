@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratahq/strata/cli/client"
 	"github.com/stratahq/strata/cli/printers"
 	"github.com/stratahq/strata/internal/api"
 )
@@ -26,8 +28,7 @@ conditions, alerts pending (grouping window or retries), notifications
 sent, the last success and the last error.`
 
 func (a *App) alertsCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+	cmd := a.command(&cobra.Command{
 		Use:   "alerts",
 		Short: "List alert rules and their delivery state; create and delete rules",
 		Long:  alertsLong,
@@ -39,60 +40,40 @@ func (a *App) alertsCommand() *cobra.Command {
   stratactl alerts get nodes -o yaml
   stratactl alerts delete nodes`,
 		Args: args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := printers.ParseFormat(output)
-			if err != nil {
-				return &usageError{err: err}
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			items, err := c.ListAlertRules(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return a.render(a.io.Out, a.io.Err, format, view{
-				table: func(wide bool, now time.Time) printers.Table { return printers.AlertRules(items, wide, now) },
-				data:  listOf(items, nil),
-				empty: "no alert rules",
-			}, a.now())
-		},
-	}
-	addOutputFlag(cmd, &output)
+	}, action{show: func(ctx context.Context, c *client.Client, _ []string) (view, error) {
+		items, err := c.ListAlertRules(ctx)
+		if err != nil {
+			return view{}, err
+		}
+		return view{
+			table: func(wide bool, now time.Time) printers.Table { return printers.AlertRules(items, wide, now) },
+			data:  listOf(items, nil),
+			empty: "no alert rules",
+		}, nil
+	}})
 	cmd.AddCommand(a.alertsGetCommand(), a.alertsCreateCommand(), a.alertsDeleteCommand())
 	return cmd
 }
 
+// ruleView shows one alert rule.
+func ruleView(r api.AlertRule) view {
+	return view{
+		table: func(wide bool, now time.Time) printers.Table {
+			return printers.AlertRules([]api.AlertRule{r}, wide, now)
+		},
+		data: r,
+	}
+}
+
 func (a *App) alertsGetCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+	return a.command(&cobra.Command{
 		Use:   "get NAME",
 		Short: "Show one alert rule and its delivery state",
 		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			format, err := printers.ParseFormat(output)
-			if err != nil {
-				return &usageError{err: err}
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			r, err := c.GetAlertRule(cmd.Context(), argv[0])
-			if err != nil {
-				return err
-			}
-			return a.render(a.io.Out, a.io.Err, format, view{
-				table: func(wide bool, now time.Time) printers.Table {
-					return printers.AlertRules([]api.AlertRule{r}, wide, now)
-				},
-				data: r,
-			}, a.now())
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	}, action{show: func(ctx context.Context, c *client.Client, argv []string) (view, error) {
+		r, err := c.GetAlertRule(ctx, argv[0])
+		return ruleView(r), err
+	}})
 }
 
 func (a *App) alertsCreateCommand() *cobra.Command {
@@ -102,25 +83,22 @@ func (a *App) alertsCreateCommand() *cobra.Command {
 		secretFile string
 		groupWait  time.Duration
 		labels     []string
-		output     string
 	)
-	cmd := &cobra.Command{
+	cmd := a.command(&cobra.Command{
 		Use:   "create NAME --reason REASON... --url URL [--type webhook|alertmanager] [--secret-file FILE]",
 		Short: "Create an alert rule",
 		Long: `Create an alert rule. The receiver's secret is read from a file (or - for
 stdin), never from the command line, where other users could read it; the
 server keeps it and never shows it again.`,
 		Args: args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			format, err := printers.ParseFormat(output)
-			if err != nil {
-				return &usageError{err: err}
-			}
+	}, action{
+		check: func(cmd *cobra.Command, argv []string) error {
 			rule.Name, rule.Receiver.Type = argv[0], api.ReceiverType(typ)
 			if cmd.Flags().Changed("group-wait") {
 				g := api.D(groupWait)
 				rule.GroupWait = &g
 			}
+			var err error
 			if rule.Labels, err = parseLabels(labels); err != nil {
 				return &usageError{err: err}
 			}
@@ -129,22 +107,13 @@ server keeps it and never shows it again.`,
 					return err
 				}
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			out, err := c.CreateAlertRule(cmd.Context(), rule)
-			if err != nil {
-				return err
-			}
-			return a.render(a.io.Out, a.io.Err, format, view{
-				table: func(wide bool, now time.Time) printers.Table {
-					return printers.AlertRules([]api.AlertRule{out}, wide, now)
-				},
-				data: out,
-			}, a.now())
+			return nil
 		},
-	}
+		show: func(ctx context.Context, c *client.Client, _ []string) (view, error) {
+			out, err := c.CreateAlertRule(ctx, rule)
+			return ruleView(out), err
+		},
+	})
 	f := cmd.Flags()
 	f.StringArrayVar(&rule.Reasons, "reason", nil, "event reason that fires the rule (repeatable): NodeDown, NodeSuspect, AutoCordoned, AutoDrainStarted, RegionDown, ...")
 	f.StringVar(&rule.Receiver.URL, "url", "", "receiver URL (http or https)")
@@ -156,7 +125,6 @@ server keeps it and never shows it again.`,
 	f.StringVar(&rule.Selector, "selector", "", "label selector over the alert's labels (severity=critical,region in (eu,us), app=web)")
 	f.DurationVar(&groupWait, "group-wait", api.DefaultAlertGroup, "grouping window")
 	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE label added to every alert (repeatable)")
-	addOutputFlag(cmd, &output)
 	return cmd
 }
 
@@ -192,20 +160,15 @@ func parseLabels(kvs []string) (map[string]string, error) {
 }
 
 func (a *App) alertsDeleteCommand() *cobra.Command {
-	return &cobra.Command{
+	return a.command(&cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete an alert rule; what it had not sent is dropped",
 		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			if _, err := c.DeleteAlertRule(cmd.Context(), argv[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.io.Out, "alert rule %s deleted\n", argv[0])
-			return nil
-		},
-	}
+	}, action{do: func(ctx context.Context, c *client.Client, argv []string) error {
+		if _, err := c.DeleteAlertRule(ctx, argv[0]); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.io.Out, "alert rule %s deleted\n", argv[0])
+		return nil
+	}})
 }

@@ -23,8 +23,11 @@ import (
 const describeEvents = 20
 
 func (a *App) describeCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+	var (
+		typ  objType
+		name string
+	)
+	return a.command(&cobra.Command{
 		Use:   "describe TYPE NAME",
 		Short: "Show one object in detail, with what relates to it",
 		Long: `Show one object in detail:
@@ -42,50 +45,41 @@ gathered as one document.`,
   stratactl describe node dev-1/dev-1-a
   stratactl describe res/web -o yaml`,
 		Args: args(cobra.RangeArgs(1, 2)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			format, err := printers.ParseFormat(output)
-			if err != nil {
-				return &usageError{err: err}
-			}
-			typArg, name := argv[0], ""
-			if len(argv) == 2 {
-				name = argv[1]
-			} else if t, n, ok := strings.Cut(argv[0], "/"); ok {
-				typArg, name = t, n
-			}
-			if name == "" {
-				return usageErrorf("describe needs TYPE NAME")
-			}
-			typ, err := parseType(typArg)
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			var v view
+	}, action{
+		check: func(_ *cobra.Command, argv []string) error {
+			var err error
+			typ, name, err = describeTarget(argv)
+			return err
+		},
+		show: func(ctx context.Context, c *client.Client, _ []string) (view, error) {
 			switch typ {
 			case typeResources:
-				v, err = a.describeResource(ctx, c, name)
+				return a.describeResource(ctx, c, name)
 			case typeNodes:
-				v, err = a.describeNode(ctx, c, name)
+				return a.describeNode(ctx, c, name)
 			case typeFlavors:
-				v, err = a.describeFlavor(ctx, c, name)
+				return a.describeFlavor(ctx, c, name)
 			case typeRegions:
-				v, err = a.describeRegion(ctx, c, name)
-			default:
-				return usageErrorf("describe takes resources, nodes, flavors or regions, not %s (try `stratactl get %s`)", typ, typ)
+				return a.describeRegion(ctx, c, name)
 			}
-			if err != nil {
-				return err
-			}
-			return a.render(a.io.Out, a.io.Err, format, v, a.now())
+			return view{}, usageErrorf("describe takes resources, nodes, flavors or regions, not %s (try `stratactl get %s`)", typ, typ)
 		},
+	})
+}
+
+// describeTarget reads TYPE NAME or TYPE/NAME.
+func describeTarget(argv []string) (objType, string, error) {
+	typArg, name := argv[0], ""
+	if len(argv) == 2 {
+		name = argv[1]
+	} else if t, n, ok := strings.Cut(argv[0], "/"); ok {
+		typArg, name = t, n
 	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	if name == "" {
+		return "", "", usageErrorf("describe needs TYPE NAME")
+	}
+	typ, err := parseType(typArg)
+	return typ, name, err
 }
 
 // resourceDescription is everything describe resource gathers.

@@ -21,7 +21,6 @@ type eventsOptions struct {
 	about  string
 	watch  bool
 	limit  int
-	output string
 }
 
 // maxEventsLimit is the most events the API returns in one answer.
@@ -29,7 +28,7 @@ const maxEventsLimit = 1000
 
 func (a *App) eventsCommand() *cobra.Command {
 	var o eventsOptions
-	cmd := &cobra.Command{
+	cmd := a.command(&cobra.Command{
 		Use:   "events [--region R] [--for OBJECT] [-w]",
 		Short: "Show what happened: scheduling, transitions, node and operator actions",
 		Long: `Show the events the regions recorded, oldest first: scheduling decisions,
@@ -44,31 +43,26 @@ ones until Ctrl-C.
   stratactl events --for resource/web -w
   stratactl events --for node/dev-1/dev-1-a`,
 		Args: args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := printers.ParseFormat(o.output)
-			if err != nil {
-				return &usageError{err: err}
-			}
+	}, action{
+		check: func(*cobra.Command, []string) error {
 			if o.limit < 1 || o.limit > maxEventsLimit {
 				return usageErrorf("--limit must be between 1 and %d", maxEventsLimit)
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			q, err := a.eventQuery(cmd.Context(), c, o)
-			if err != nil {
-				return err
-			}
-			return a.runEvents(cmd.Context(), c, q, format, o.watch)
+			return nil
 		},
-	}
+		stream: func(ctx context.Context, c *client.Client, _ []string, format printers.Format) error {
+			q, err := a.eventQuery(ctx, c, o)
+			if err != nil {
+				return err
+			}
+			return a.runEvents(ctx, c, q, format, o.watch)
+		},
+	})
 	f := cmd.Flags()
 	f.StringVar(&o.region, "region", "", "only this region's events")
 	f.StringVar(&o.about, "for", "", "only events about this object: resource/NAME, node/REGION/NODE, replica/ID")
 	f.BoolVarP(&o.watch, "watch", "w", false, "keep printing new events until Ctrl-C")
 	f.IntVar(&o.limit, "limit", 100, "how many of the latest events to start with")
-	addOutputFlag(cmd, &o.output)
 	return cmd
 }
 
