@@ -54,7 +54,11 @@ func WithTerminal(isTerminal func(io.Writer) bool) Option {
 func WithPollInterval(d time.Duration) Option { return func(a *App) { a.pollInterval = d } }
 
 // App is one run of stratactl: its streams, its environment and the
-// global flags.
+// global flags, and what every command shares: the client for the
+// resolved context, the command scaffold (command.go) and rendering
+// (view.go). The commands themselves are grouped in small types over the
+// App, one per file (configCommands in cmd_config.go, nodeCommands in
+// cmd_nodes.go, ...); get, apply, delete and version are its own.
 type App struct {
 	io           IO
 	getenv       func(string) string
@@ -177,21 +181,21 @@ or forbidden; 5 cannot connect.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 
 	root.AddCommand(
-		a.configCommand(),
+		configCommands{a}.configCommand(),
 		a.getCommand(),
-		a.describeCommand(),
+		describeCommands{a}.describeCommand(),
 		a.applyCommand(),
 		a.deleteCommand(),
-		a.scaleCommand(),
-		a.rollbackCommand(),
-		a.logsCommand(),
-		a.jobsCommand(),
-		a.eventsCommand(),
+		resourceCommands{a}.scaleCommand(),
+		resourceCommands{a}.rollbackCommand(),
+		resourceCommands{a}.logsCommand(),
+		resourceCommands{a}.jobsCommand(),
+		eventCommands{a}.eventsCommand(),
 		a.regionsCommand(),
-		a.nodesCommand(),
-		a.tokensCommand(),
-		a.tenantsCommand(),
-		a.alertsCommand(),
+		nodeCommands{a}.nodesCommand(),
+		tokenCommands{a}.tokensCommand(),
+		tenantCommands{a}.tenantsCommand(),
+		alertCommands{a}.alertsCommand(),
 		a.versionCommand(),
 	)
 	return root

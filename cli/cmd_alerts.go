@@ -15,6 +15,10 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
+// alertCommands is the alerts group: alert rules and their delivery state. It is the App seen through
+// that group: its methods use the App's streams, flags and client.
+type alertCommands struct{ *App }
+
 const alertsLong = `Alert rules send events and conditions (NodeDown, NodeSuspect,
 AutoCordoned, AutoDrainStarted, RegionDown, ...) to a webhook receiver:
 Strata's own JSON signed with HMAC-SHA256 of its timestamp and body
@@ -27,7 +31,7 @@ Without a subcommand, lists the rules with their delivery state: active
 conditions, alerts pending (grouping window or retries), notifications
 sent, the last success and the last error.`
 
-func (a *App) alertsCommand() *cobra.Command {
+func (a alertCommands) alertsCommand() *cobra.Command {
 	cmd := a.command(&cobra.Command{
 		Use:   "alerts",
 		Short: "List alert rules and their delivery state; create and delete rules",
@@ -65,7 +69,7 @@ func ruleView(r api.AlertRule) view {
 	}
 }
 
-func (a *App) alertsGetCommand() *cobra.Command {
+func (a alertCommands) alertsGetCommand() *cobra.Command {
 	return a.command(&cobra.Command{
 		Use:   "get NAME",
 		Short: "Show one alert rule and its delivery state",
@@ -76,7 +80,7 @@ func (a *App) alertsGetCommand() *cobra.Command {
 	}})
 }
 
-func (a *App) alertsCreateCommand() *cobra.Command {
+func (a alertCommands) alertsCreateCommand() *cobra.Command {
 	var (
 		rule       api.AlertRule
 		typ        string
@@ -130,7 +134,7 @@ server keeps it and never shows it again.`,
 
 // readSecret reads a secret from a file, or stdin for "-", without its
 // trailing newline.
-func (a *App) readSecret(path string) (string, error) {
+func (a alertCommands) readSecret(path string) (string, error) {
 	var b []byte
 	var err error
 	if path == "-" {
@@ -159,7 +163,7 @@ func parseLabels(kvs []string) (map[string]string, error) {
 	return out, nil
 }
 
-func (a *App) alertsDeleteCommand() *cobra.Command {
+func (a alertCommands) alertsDeleteCommand() *cobra.Command {
 	return a.command(&cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete an alert rule; what it had not sent is dropped",

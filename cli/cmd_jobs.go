@@ -13,7 +13,7 @@ import (
 
 // jobsCommand lists Jobs, or one Job's runs and attempts. Jobs are
 // created, changed and deleted as every resource is (apply, delete).
-func (a *App) jobsCommand() *cobra.Command {
+func (a resourceCommands) jobsCommand() *cobra.Command {
 	var selector string
 	cmd := a.command(&cobra.Command{
 		Use:   "jobs [NAME]",

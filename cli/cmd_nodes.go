@@ -9,7 +9,11 @@ import (
 	"github.com/stratahq/strata/cli/client"
 )
 
-func (a *App) nodesCommand() *cobra.Command {
+// nodeCommands is the nodes group: listing nodes, cordon, uncordon and drain (drain.go follows a drain). It is the App seen through
+// that group: its methods use the App's streams, flags and client.
+type nodeCommands struct{ *App }
+
+func (a nodeCommands) nodesCommand() *cobra.Command {
 	var o getOptions
 	cmd := a.command(&cobra.Command{
 		Use:   "nodes [REGION/NODE]",
@@ -25,7 +29,7 @@ func (a *App) nodesCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *App) cordonCommand() *cobra.Command {
+func (a nodeCommands) cordonCommand() *cobra.Command {
 	var reason string
 	cmd := a.command(&cobra.Command{
 		Use:   "cordon REGION/NODE",
@@ -42,7 +46,7 @@ func (a *App) cordonCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *App) uncordonCommand() *cobra.Command {
+func (a nodeCommands) uncordonCommand() *cobra.Command {
 	return a.command(&cobra.Command{
 		Use:   "uncordon REGION/NODE",
 		Short: "Let replicas land on a node again",
@@ -56,7 +60,7 @@ func (a *App) uncordonCommand() *cobra.Command {
 	}))
 }
 
-func (a *App) drainCommand() *cobra.Command {
+func (a nodeCommands) drainCommand() *cobra.Command {
 	var o drainOptions
 	cmd := a.command(&cobra.Command{
 		Use:   "drain REGION/NODE",
@@ -88,7 +92,7 @@ succeeded and 1 when it failed.`,
 
 // nodeAction is the action of a command on the node its argument names
 // (see resolveNode).
-func (a *App) nodeAction(check func(*cobra.Command, []string) error, do func(ctx context.Context, c *client.Client, region, node string) error) action {
+func (a nodeCommands) nodeAction(check func(*cobra.Command, []string) error, do func(ctx context.Context, c *client.Client, region, node string) error) action {
 	return action{check: check, do: func(ctx context.Context, c *client.Client, argv []string) error {
 		region, node, err := a.resolveNode(ctx, c, argv[0])
 		if err != nil {

@@ -10,7 +10,11 @@ import (
 	"github.com/stratahq/strata/cli/client"
 )
 
-func (a *App) scaleCommand() *cobra.Command {
+// resourceCommands are the commands on one resource: scale, rollback, logs, and jobs (cmd_jobs.go). It is the App seen through
+// that group: its methods use the App's streams, flags and client.
+type resourceCommands struct{ *App }
+
+func (a resourceCommands) scaleCommand() *cobra.Command {
 	var replicas int
 	cmd := a.command(&cobra.Command{
 		Use:     "scale RESOURCE --replicas N",
@@ -32,7 +36,7 @@ func (a *App) scaleCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *App) rollbackCommand() *cobra.Command {
+func (a resourceCommands) rollbackCommand() *cobra.Command {
 	var to int64
 	cmd := a.command(&cobra.Command{
 		Use:   "rollback RESOURCE --to REVISION",
@@ -65,7 +69,7 @@ other. List the revisions with ` + "`stratactl get revisions RESOURCE`" + `.`,
 	return cmd
 }
 
-func (a *App) logsCommand() *cobra.Command {
+func (a resourceCommands) logsCommand() *cobra.Command {
 	var q client.LogQuery
 	cmd := a.command(&cobra.Command{
 		Use:   "logs RESOURCE [--replica ID] [-f] [--tail N]",

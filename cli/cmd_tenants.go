@@ -16,7 +16,11 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-func (a *App) tenantsCommand() *cobra.Command {
+// tenantCommands is the tenants group: tenants' quotas and usage. It is the App seen through
+// that group: its methods use the App's streams, flags and client.
+type tenantCommands struct{ *App }
+
+func (a tenantCommands) tenantsCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:   "tenants",
 		Short: "Show tenants' quotas and usage; set quotas (admins)",
@@ -29,7 +33,7 @@ func (a *App) tenantsCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *App) tenantsListCommand() *cobra.Command {
+func (a tenantCommands) tenantsListCommand() *cobra.Command {
 	return a.command(&cobra.Command{
 		Use:   "list",
 		Short: "List the tenants that have quotas, with usage against them (admins)",
@@ -53,7 +57,7 @@ func (a *App) tenantsListCommand() *cobra.Command {
 }
 
 // tenantQuotas is every tenant's quota and usage, by name.
-func (a *App) tenantQuotas(ctx context.Context, c *client.Client) ([]client.TenantQuota, error) {
+func (a tenantCommands) tenantQuotas(ctx context.Context, c *client.Client) ([]client.TenantQuota, error) {
 	tenants, err := c.ListTenants(ctx)
 	if err != nil {
 		return nil, err
@@ -69,7 +73,7 @@ func (a *App) tenantQuotas(ctx context.Context, c *client.Client) ([]client.Tena
 	return out, nil
 }
 
-func (a *App) tenantsGetCommand() *cobra.Command {
+func (a tenantCommands) tenantsGetCommand() *cobra.Command {
 	return a.command(&cobra.Command{
 		Use:   "get TENANT",
 		Short: "Show a tenant's quotas and usage, in total and per region",
@@ -124,7 +128,7 @@ type quotaFlags struct {
 	loadbalancers int
 }
 
-func (a *App) tenantsSetQuotaCommand() *cobra.Command {
+func (a tenantCommands) tenantsSetQuotaCommand() *cobra.Command {
 	var o quotaFlags
 	cmd := a.command(&cobra.Command{
 		Use:   "set-quota TENANT",

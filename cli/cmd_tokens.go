@@ -16,6 +16,10 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
+// tokenCommands is the tokens group: API tokens, created, listed and revoked. It is the App seen through
+// that group: its methods use the App's streams, flags and client.
+type tokenCommands struct{ *App }
+
 const tokensLong = `Bearer tokens, each of one tenant and one role:
 
   admin         everything, in every tenant: tokens, tenants' quotas,
@@ -36,7 +40,7 @@ lists, makes and revokes those, and no others). A token's secret is shown
 once, when it is created; the server keeps only its hash. Revoke a token
 that leaked and create another.`
 
-func (a *App) tokensCommand() *cobra.Command {
+func (a tokenCommands) tokensCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:     "tokens",
 		Aliases: []string{"token"},
@@ -50,7 +54,7 @@ func (a *App) tokensCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *App) tokensCreateCommand() *cobra.Command {
+func (a tokenCommands) tokensCreateCommand() *cobra.Command {
 	var role, expiresIn string
 	var req client.TokenRequest
 	cmd := a.command(&cobra.Command{
@@ -103,7 +107,7 @@ var (
 )
 
 // tokenRequest checks create's flags before anything is sent.
-func (a *App) tokenRequest(name, role, expiresIn string) (client.TokenRequest, error) {
+func (a tokenCommands) tokenRequest(name, role, expiresIn string) (client.TokenRequest, error) {
 	req := client.TokenRequest{Name: name, Tenant: a.tenant, Role: api.Role(role)}
 	if !slices.Contains(api.Roles, req.Role) {
 		if role == "" {
@@ -160,7 +164,7 @@ func printNewToken(w io.Writer, url string, tok client.NewToken) error {
 	return nil
 }
 
-func (a *App) tokensListCommand() *cobra.Command {
+func (a tokenCommands) tokensListCommand() *cobra.Command {
 	return a.command(&cobra.Command{
 		Use:   "list [--tenant TENANT]",
 		Short: "List the tokens, without their secrets (a tenant-admin sees its tenant's)",
@@ -183,7 +187,7 @@ func (a *App) tokensListCommand() *cobra.Command {
 	}})
 }
 
-func (a *App) tokensRevokeCommand() *cobra.Command {
+func (a tokenCommands) tokensRevokeCommand() *cobra.Command {
 	return a.command(&cobra.Command{
 		Use:   "revoke ID",
 		Short: "Revoke a token: it stops working at once",

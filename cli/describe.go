@@ -19,10 +19,14 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
+// describeCommands is the describe command: one object in detail, with what relates to it. It is the App seen through
+// that group: its methods use the App's streams, flags and client.
+type describeCommands struct{ *App }
+
 // describeEvents is how many of an object's latest events describe shows.
 const describeEvents = 20
 
-func (a *App) describeCommand() *cobra.Command {
+func (a describeCommands) describeCommand() *cobra.Command {
 	var (
 		typ  objType
 		name string
@@ -103,7 +107,7 @@ func (m *missing) add(part string, err error) {
 	(*m)[part] = err.Error()
 }
 
-func (a *App) describeResource(ctx context.Context, c *client.Client, name string) (view, error) {
+func (a describeCommands) describeResource(ctx context.Context, c *client.Client, name string) (view, error) {
 	r, err := c.GetResource(ctx, name)
 	if err != nil {
 		return view{}, err
@@ -476,7 +480,7 @@ type nodeDescription struct {
 	Missing  missing       `json:"missing,omitempty"`
 }
 
-func (a *App) describeNode(ctx context.Context, c *client.Client, arg string) (view, error) {
+func (a describeCommands) describeNode(ctx context.Context, c *client.Client, arg string) (view, error) {
 	region, name, err := a.resolveNode(ctx, c, arg)
 	if err != nil {
 		return view{}, err
@@ -703,7 +707,7 @@ type flavorDescription struct {
 	Missing missing                 `json:"missing,omitempty"`
 }
 
-func (a *App) describeFlavor(ctx context.Context, c *client.Client, name string) (view, error) {
+func (a describeCommands) describeFlavor(ctx context.Context, c *client.Client, name string) (view, error) {
 	fl, err := c.GetFlavor(ctx, name)
 	if err != nil {
 		return view{}, err
@@ -755,7 +759,7 @@ type regionDescription struct {
 	Missing missing                 `json:"missing,omitempty"`
 }
 
-func (a *App) describeRegion(ctx context.Context, c *client.Client, name string) (view, error) {
+func (a describeCommands) describeRegion(ctx context.Context, c *client.Client, name string) (view, error) {
 	r, err := c.GetRegion(ctx, name)
 	if err != nil {
 		return view{}, err

@@ -16,6 +16,10 @@ import (
 	"github.com/stratahq/strata/internal/backoff"
 )
 
+// eventCommands is the events command: a page of events, or following them with -w. It is the App seen through
+// that group: its methods use the App's streams, flags and client.
+type eventCommands struct{ *App }
+
 type eventsOptions struct {
 	region string
 	about  string
@@ -26,7 +30,7 @@ type eventsOptions struct {
 // maxEventsLimit is the most events the API returns in one answer.
 const maxEventsLimit = 1000
 
-func (a *App) eventsCommand() *cobra.Command {
+func (a eventCommands) eventsCommand() *cobra.Command {
 	var o eventsOptions
 	cmd := a.command(&cobra.Command{
 		Use:   "events [--region R] [--for OBJECT] [-w]",
@@ -70,7 +74,7 @@ ones until Ctrl-C.
 // resource's events "resource/<tenant>/<name>", so --for resource/NAME
 // needs the tenant: --tenant, else the resource's own, else "default"
 // (a resource that is gone).
-func (a *App) eventQuery(ctx context.Context, c *client.Client, o eventsOptions) (client.EventQuery, error) {
+func (a eventCommands) eventQuery(ctx context.Context, c *client.Client, o eventsOptions) (client.EventQuery, error) {
 	q := client.EventQuery{Region: o.region, Limit: o.limit}
 	if o.about == "" {
 		return q, nil
@@ -104,7 +108,7 @@ func (a *App) eventQuery(ctx context.Context, c *client.Client, o eventsOptions)
 }
 
 // resourceTenant returns the tenant of a resource for event objects.
-func (a *App) resourceTenant(ctx context.Context, c *client.Client, name string) (string, error) {
+func (a eventCommands) resourceTenant(ctx context.Context, c *client.Client, name string) (string, error) {
 	if c.Tenant() != "" {
 		return c.Tenant(), nil
 	}
@@ -118,7 +122,7 @@ func (a *App) resourceTenant(ctx context.Context, c *client.Client, name string)
 	return r.Tenant, nil
 }
 
-func (a *App) runEvents(ctx context.Context, c *client.Client, q client.EventQuery, format printers.Format, watch bool) error {
+func (a eventCommands) runEvents(ctx context.Context, c *client.Client, q client.EventQuery, format printers.Format, watch bool) error {
 	page, err := c.ListEvents(ctx, q)
 	if err != nil {
 		return err
@@ -169,10 +173,10 @@ func (a *App) runEvents(ctx context.Context, c *client.Client, q client.EventQue
 // restart), so that nothing is missed or repeated. A server that answers
 // but cannot stream is polled instead, once per poll interval, with the
 // same cursor.
-func (a *App) followEvents(ctx context.Context, c *client.Client, q client.EventQuery, emit func(api.Event) error) error {
+func (a eventCommands) followEvents(ctx context.Context, c *client.Client, q client.EventQuery, emit func(api.Event) error) error {
 	// Reconnecting a stream backs off (up to 10s); polling waits the
 	// poll interval.
-	f := &follower{a: a, c: c, q: q, emit: emit,
+	f := &follower{a: a.App, c: c, q: q, emit: emit,
 		retry: backoff.Backoff{Min: a.pollInterval, Max: max(a.pollInterval, 10*time.Second)}}
 	for {
 		err := f.pass(ctx)
@@ -260,7 +264,7 @@ func (f *follower) warn(err error, what string) {
 	}
 }
 
-func (a *App) writeEvent(w io.Writer, f printers.Format, e api.Event) error {
+func (a eventCommands) writeEvent(w io.Writer, f printers.Format, e api.Event) error {
 	if f == printers.FormatYAML {
 		if _, err := io.WriteString(w, "---\n"); err != nil {
 			return err
