@@ -45,7 +45,7 @@ func (a alertCommands) alertsCommand() *cobra.Command {
   stratactl alerts delete nodes`,
 		Args: args(cobra.NoArgs),
 	}, action{show: func(ctx context.Context, c *client.Client, _ []string) (view, error) {
-		items, err := c.ListAlertRules(ctx)
+		items, err := c.AlertRules.List(ctx)
 		if err != nil {
 			return view{}, err
 		}
@@ -75,7 +75,7 @@ func (a alertCommands) alertsGetCommand() *cobra.Command {
 		Short: "Show one alert rule and its delivery state",
 		Args:  args(cobra.ExactArgs(1)),
 	}, action{show: func(ctx context.Context, c *client.Client, argv []string) (view, error) {
-		r, err := c.GetAlertRule(ctx, argv[0])
+		r, err := c.AlertRules.Get(ctx, argv[0])
 		return ruleView(r), err
 	}})
 }
@@ -114,7 +114,7 @@ server keeps it and never shows it again.`,
 			return nil
 		},
 		show: func(ctx context.Context, c *client.Client, _ []string) (view, error) {
-			out, err := c.CreateAlertRule(ctx, rule)
+			out, err := c.AlertRules.Create(ctx, rule)
 			return ruleView(out), err
 		},
 	})
@@ -169,7 +169,7 @@ func (a alertCommands) alertsDeleteCommand() *cobra.Command {
 		Short: "Delete an alert rule; what it had not sent is dropped",
 		Args:  args(cobra.ExactArgs(1)),
 	}, action{do: func(ctx context.Context, c *client.Client, argv []string) error {
-		if _, err := c.DeleteAlertRule(ctx, argv[0]); err != nil {
+		if _, err := c.AlertRules.Delete(ctx, argv[0]); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.io.Out, "alert rule %s deleted\n", argv[0])

@@ -96,7 +96,7 @@ func (a *App) deleteNamed(ctx context.Context, c *client.Client, typ objType, na
 func (a *App) deleteOne(ctx context.Context, c *client.Client, typ objType, name string, o deleteOptions) (string, error) {
 	switch typ {
 	case typeResources:
-		r, err := c.DeleteResource(ctx, name)
+		r, err := c.Resources.Delete(ctx, name)
 		if err != nil {
 			return "resource/" + name, err
 		}
@@ -111,13 +111,13 @@ func (a *App) deleteOne(ctx context.Context, c *client.Client, typ objType, name
 		fmt.Fprintf(a.io.Out, "%s deleted\n", ref)
 		return ref, nil
 	case typeFlavors:
-		_, err := c.DeleteFlavor(ctx, name)
+		_, err := c.Flavors.Delete(ctx, name)
 		if err == nil {
 			fmt.Fprintf(a.io.Out, "flavor/%s deleted\n", name)
 		}
 		return "flavor/" + name, err
 	case typePolicies:
-		_, err := c.DeletePolicy(ctx, name)
+		_, err := c.Policies.Delete(ctx, name)
 		if err == nil {
 			fmt.Fprintf(a.io.Out, "networkpolicy/%s deleted\n", name)
 		}
@@ -125,7 +125,7 @@ func (a *App) deleteOne(ctx context.Context, c *client.Client, typ objType, name
 	case typeConfigs, typeSecrets:
 		return a.deleteConfigData(ctx, c, typ, name)
 	case typeRegions:
-		_, err := c.DeleteRegion(ctx, name)
+		_, err := c.Regions.Delete(ctx, name)
 		if err == nil {
 			fmt.Fprintf(a.io.Out, "region/%s deleted\n", name)
 		}
@@ -136,7 +136,7 @@ func (a *App) deleteOne(ctx context.Context, c *client.Client, typ objType, name
 			return "node/" + name, err
 		}
 		ref := "node/" + region + "/" + node
-		if err := c.DeleteNode(ctx, region, node); err != nil {
+		if err := c.Nodes.Delete(ctx, region, node); err != nil {
 			return ref, err
 		}
 		fmt.Fprintf(a.io.Out, "%s deleted\n", ref)

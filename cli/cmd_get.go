@@ -197,7 +197,7 @@ func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name str
 	sel, _ := api.ParseSelector(o.selector) // checked by getOptions.check
 	switch typ {
 	case typeFlavors:
-		items, err := namedOrAll(ctx, name, c.GetFlavor, c.ListFlavors)
+		items, err := namedOrAll(ctx, name, c.Flavors.Get, c.Flavors.List)
 		if err != nil {
 			return view{}, err
 		}
@@ -217,7 +217,7 @@ func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name str
 	case typeRevisions:
 		return fetchRevisions(ctx, c, name)
 	case typePolicies:
-		items, err := namedOrAll(ctx, name, c.GetPolicy, c.ListPolicies)
+		items, err := namedOrAll(ctx, name, c.Policies.Get, c.Policies.List)
 		if err != nil {
 			return view{}, err
 		}
@@ -235,8 +235,8 @@ func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name str
 }
 
 func fetchResources(ctx context.Context, c *client.Client, name string, o getOptions) (view, error) {
-	items, err := namedOrAll(ctx, name, c.GetResource, func(ctx context.Context) ([]api.Resource, error) {
-		return c.ListResources(ctx, client.ResourceQuery{Selector: o.selector, Kind: o.kind})
+	items, err := namedOrAll(ctx, name, c.Resources.Get, func(ctx context.Context) ([]api.Resource, error) {
+		return c.Resources.List(ctx, client.ResourceQuery{Selector: o.selector, Kind: o.kind})
 	})
 	if err != nil {
 		return view{}, err
@@ -249,8 +249,8 @@ func fetchResources(ctx context.Context, c *client.Client, name string, o getOpt
 }
 
 func fetchRegions(ctx context.Context, c *client.Client, name string, sel api.Selector) (view, error) {
-	items, err := namedOrAll(ctx, name, c.GetRegion, func(ctx context.Context) ([]api.Region, error) {
-		all, err := c.ListRegions(ctx)
+	items, err := namedOrAll(ctx, name, c.Regions.Get, func(ctx context.Context) ([]api.Region, error) {
+		all, err := c.Regions.List(ctx)
 		return slices.DeleteFunc(all, func(r api.Region) bool { return !sel.Matches(r.Labels) }), err
 	})
 	if err != nil {
@@ -271,13 +271,13 @@ func (a *App) fetchNodes(ctx context.Context, c *client.Client, name string, o g
 		if err != nil {
 			return view{}, err
 		}
-		n, err := c.GetNode(ctx, region, node)
+		n, err := c.Nodes.Get(ctx, region, node)
 		if err != nil {
 			return view{}, err
 		}
 		items = []api.Node{n}
 	} else {
-		l, err := c.ListNodes(ctx, o.region, o.selector)
+		l, err := c.Nodes.List(ctx, o.region, o.selector)
 		if err != nil {
 			return view{}, err
 		}
@@ -292,7 +292,7 @@ func (a *App) fetchNodes(ctx context.Context, c *client.Client, name string, o g
 }
 
 func fetchReplicas(ctx context.Context, c *client.Client, name, region string, sel api.Selector) (view, error) {
-	l, err := c.ListReplicas(ctx, name)
+	l, err := c.Resources.Replicas(ctx, name)
 	if err != nil {
 		return view{}, err
 	}
@@ -311,11 +311,11 @@ func fetchReplicas(ctx context.Context, c *client.Client, name, region string, s
 }
 
 func fetchRevisions(ctx context.Context, c *client.Client, name string) (view, error) {
-	r, err := c.GetResource(ctx, name)
+	r, err := c.Resources.Get(ctx, name)
 	if err != nil {
 		return view{}, err
 	}
-	items, err := c.ListRevisions(ctx, name)
+	items, err := c.Resources.Revisions(ctx, name)
 	if err != nil {
 		return view{}, err
 	}
@@ -369,7 +369,7 @@ func (a *App) resolveNode(ctx context.Context, c *client.Client, arg string) (st
 	if strings.Contains(arg, "/") || arg == "" {
 		return "", "", usageErrorf("node %q: want REGION/NODE, e.g. dev-1/dev-1-a", arg)
 	}
-	l, err := c.ListNodes(ctx, "", "")
+	l, err := c.Nodes.List(ctx, "", "")
 	if err != nil {
 		return "", "", err
 	}

@@ -29,7 +29,7 @@ read with "stratactl logs NAME --replica ATTEMPT" until its TTL passes.`,
 		Args: args(cobra.MaximumNArgs(1)),
 	}, action{show: func(ctx context.Context, c *client.Client, names []string) (view, error) {
 		if len(names) == 1 {
-			r, err := c.GetResource(ctx, names[0])
+			r, err := c.Resources.Get(ctx, names[0])
 			if err != nil {
 				return view{}, err
 			}
@@ -38,7 +38,7 @@ read with "stratactl logs NAME --replica ATTEMPT" until its TTL passes.`,
 			}
 			return view{table: func(_ bool, now time.Time) printers.Table { return printers.JobAttempts(r, now) }, data: r}, nil
 		}
-		items, err := c.ListResources(ctx, client.ResourceQuery{Selector: selector, Kind: string(api.KindJob)})
+		items, err := c.Resources.List(ctx, client.ResourceQuery{Selector: selector, Kind: string(api.KindJob)})
 		return view{table: func(_ bool, now time.Time) printers.Table { return printers.Jobs(items, now) }, data: items}, err
 	}})
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector: k=v, k!=v, k in (a,b), k, !k; comma-separated")

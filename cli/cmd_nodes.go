@@ -36,7 +36,7 @@ func (a nodeCommands) cordonCommand() *cobra.Command {
 		Short: "Stop new replicas from landing on a node",
 		Args:  args(cobra.ExactArgs(1)),
 	}, a.nodeAction(nil, func(ctx context.Context, c *client.Client, region, node string) error {
-		if _, err := c.CordonNode(ctx, region, node, reason); err != nil {
+		if _, err := c.Nodes.Cordon(ctx, region, node, reason); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.io.Out, "node/%s/%s cordoned\n", region, node)
@@ -52,7 +52,7 @@ func (a nodeCommands) uncordonCommand() *cobra.Command {
 		Short: "Let replicas land on a node again",
 		Args:  args(cobra.ExactArgs(1)),
 	}, a.nodeAction(nil, func(ctx context.Context, c *client.Client, region, node string) error {
-		if _, err := c.UncordonNode(ctx, region, node); err != nil {
+		if _, err := c.Nodes.Uncordon(ctx, region, node); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.io.Out, "node/%s/%s uncordoned\n", region, node)

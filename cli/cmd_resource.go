@@ -24,7 +24,7 @@ func (a resourceCommands) scaleCommand() *cobra.Command {
 	}, action{
 		check: needsFlag("replicas", "scale needs --replicas N"),
 		do: func(ctx context.Context, c *client.Client, argv []string) error {
-			r, err := c.ScaleResource(ctx, argv[0], replicas)
+			r, err := c.Resources.Scale(ctx, argv[0], replicas)
 			if err != nil {
 				return err
 			}
@@ -48,11 +48,11 @@ other. List the revisions with ` + "`stratactl get revisions RESOURCE`" + `.`,
 	}, action{
 		check: needsFlag("to", "rollback needs --to REVISION"),
 		do: func(ctx context.Context, c *client.Client, argv []string) error {
-			before, err := c.GetResource(ctx, argv[0])
+			before, err := c.Resources.Get(ctx, argv[0])
 			if err != nil {
 				return err
 			}
-			r, err := c.RollbackResource(ctx, argv[0], to)
+			r, err := c.Resources.Rollback(ctx, argv[0], to)
 			if err != nil {
 				return err
 			}
@@ -87,7 +87,7 @@ server picks a ready one. -f follows new output until Ctrl-C.`,
 			return nil
 		},
 		do: func(ctx context.Context, c *client.Client, argv []string) error {
-			return c.Logs(ctx, argv[0], q, a.io.Out)
+			return c.Resources.Logs(ctx, argv[0], q, a.io.Out)
 		},
 	})
 	f := cmd.Flags()

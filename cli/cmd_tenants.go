@@ -58,13 +58,13 @@ func (a tenantCommands) tenantsListCommand() *cobra.Command {
 
 // tenantQuotas is every tenant's quota and usage, by name.
 func (a tenantCommands) tenantQuotas(ctx context.Context, c *client.Client) ([]client.TenantQuota, error) {
-	tenants, err := c.ListTenants(ctx)
+	tenants, err := c.Tenants.List(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]client.TenantQuota, 0, len(tenants))
 	for _, t := range tenants {
-		q, err := c.TenantQuota(ctx, t.Name)
+		q, err := c.Tenants.Quota(ctx, t.Name)
 		if err != nil {
 			return nil, fmt.Errorf("tenant %s: %w", t.Name, err)
 		}
@@ -79,7 +79,7 @@ func (a tenantCommands) tenantsGetCommand() *cobra.Command {
 		Short: "Show a tenant's quotas and usage, in total and per region",
 		Args:  args(cobra.ExactArgs(1)),
 	}, action{show: func(ctx context.Context, c *client.Client, argv []string) (view, error) {
-		q, err := c.TenantQuota(ctx, argv[0])
+		q, err := c.Tenants.Quota(ctx, argv[0])
 		return view{table: func(bool, time.Time) printers.Table { return quotaTable(q) }, data: q}, err
 	}})
 }
@@ -139,7 +139,7 @@ that region only. A quota lower than what the tenant holds refuses
 growth from then on, never what it has.`,
 		Args: args(cobra.ExactArgs(1)),
 	}, action{do: func(ctx context.Context, c *client.Client, argv []string) error {
-		t, err := c.GetTenant(ctx, argv[0])
+		t, err := c.Tenants.Get(ctx, argv[0])
 		if err != nil {
 			return err
 		}
@@ -157,10 +157,10 @@ growth from then on, never what it has.`,
 			t.RegionQuotas[o.region] = q
 		}
 		t.Name = argv[0]
-		if _, err := c.PutTenant(ctx, t); err != nil {
+		if _, err := c.Tenants.Put(ctx, t); err != nil {
 			return err
 		}
-		qt, err := c.TenantQuota(ctx, argv[0])
+		qt, err := c.Tenants.Quota(ctx, argv[0])
 		if err != nil {
 			return err
 		}

@@ -79,7 +79,7 @@ that signs in with it; the console takes the same token.`,
 			return err
 		},
 		show: func(ctx context.Context, c *client.Client, _ []string) (view, error) {
-			tok, err := c.CreateToken(ctx, req)
+			tok, err := c.Tokens.Create(ctx, req)
 			return view{
 				text: func(w io.Writer, _ time.Time) error { return printNewToken(w, c.URL(), tok) },
 				data: tok,
@@ -172,7 +172,7 @@ func (a tokenCommands) tokensListCommand() *cobra.Command {
   stratactl tokens list --tenant acme -o yaml`,
 		Args: args(cobra.NoArgs),
 	}, action{show: func(ctx context.Context, c *client.Client, _ []string) (view, error) {
-		items, err := c.ListTokens(ctx)
+		items, err := c.Tokens.List(ctx)
 		if err != nil {
 			return view{}, err
 		}
@@ -197,7 +197,7 @@ are refused as soon as every API replica has seen the revocation.`,
 		Example: `  stratactl tokens revoke 3f9c1a2b`,
 		Args:    args(cobra.ExactArgs(1)),
 	}, action{do: func(ctx context.Context, c *client.Client, argv []string) error {
-		tok, err := c.RevokeToken(ctx, tokenID(argv[0]))
+		tok, err := c.Tokens.Revoke(ctx, tokenID(argv[0]))
 		if err != nil {
 			return err
 		}

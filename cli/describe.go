@@ -108,21 +108,21 @@ func (m *missing) add(part string, err error) {
 }
 
 func (a describeCommands) describeResource(ctx context.Context, c *client.Client, name string) (view, error) {
-	r, err := c.GetResource(ctx, name)
+	r, err := c.Resources.Get(ctx, name)
 	if err != nil {
 		return view{}, err
 	}
 	d := resourceDescription{Resource: r}
 	var warnings []string
-	if reps, err := c.ListReplicas(ctx, name); err != nil {
+	if reps, err := c.Resources.Replicas(ctx, name); err != nil {
 		d.Missing.add("replicas", err)
 	} else {
 		d.Replicas, warnings = reps.Items, unreachable(reps.Unreachable)
 	}
-	if d.Revisions, err = c.ListRevisions(ctx, name); err != nil {
+	if d.Revisions, err = c.Resources.Revisions(ctx, name); err != nil {
 		d.Missing.add("revisions", err)
 	}
-	evs, err := c.ListEvents(ctx, client.EventQuery{Object: "resource/" + r.Tenant + "/" + r.Name, Limit: describeEvents})
+	evs, err := c.Events.List(ctx, client.EventQuery{Object: "resource/" + r.Tenant + "/" + r.Name, Limit: describeEvents})
 	if err != nil {
 		d.Missing.add("events", err)
 	}
@@ -485,7 +485,7 @@ func (a describeCommands) describeNode(ctx context.Context, c *client.Client, ar
 	if err != nil {
 		return view{}, err
 	}
-	n, err := c.GetNode(ctx, region, name)
+	n, err := c.Nodes.Get(ctx, region, name)
 	if err != nil {
 		return view{}, err
 	}
@@ -493,7 +493,7 @@ func (a describeCommands) describeNode(ctx context.Context, c *client.Client, ar
 	if d.Replicas, err = replicasOnNode(ctx, c, region, name); err != nil {
 		d.Missing.add("replicas", err)
 	}
-	evs, err := c.ListEvents(ctx, client.EventQuery{Region: region, Object: "node/" + name, Limit: describeEvents})
+	evs, err := c.Events.List(ctx, client.EventQuery{Region: region, Object: "node/" + name, Limit: describeEvents})
 	if err != nil {
 		d.Missing.add("events", err)
 	}
@@ -509,7 +509,7 @@ func (a describeCommands) describeNode(ctx context.Context, c *client.Client, ar
 // replicas of every resource that may run in the node's region, a few at
 // a time.
 func replicasOnNode(ctx context.Context, c *client.Client, region, node string) ([]api.Replica, error) {
-	resources, err := c.ListResources(ctx, client.ResourceQuery{})
+	resources, err := c.Resources.List(ctx, client.ResourceQuery{})
 	if err != nil {
 		return nil, err
 	}
@@ -527,7 +527,7 @@ func replicasOnNode(ctx context.Context, c *client.Client, region, node string) 
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			l, err := c.ListReplicas(ctx, r.Name)
+			l, err := c.Resources.Replicas(ctx, r.Name)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -708,12 +708,12 @@ type flavorDescription struct {
 }
 
 func (a describeCommands) describeFlavor(ctx context.Context, c *client.Client, name string) (view, error) {
-	fl, err := c.GetFlavor(ctx, name)
+	fl, err := c.Flavors.Get(ctx, name)
 	if err != nil {
 		return view{}, err
 	}
 	d := flavorDescription{Flavor: manifest.FromFlavor(fl), UsedBy: []string{}}
-	resources, err := c.ListResources(ctx, client.ResourceQuery{})
+	resources, err := c.Resources.List(ctx, client.ResourceQuery{})
 	if err != nil {
 		d.Missing.add("usedBy", err)
 	}
@@ -760,12 +760,12 @@ type regionDescription struct {
 }
 
 func (a describeCommands) describeRegion(ctx context.Context, c *client.Client, name string) (view, error) {
-	r, err := c.GetRegion(ctx, name)
+	r, err := c.Regions.Get(ctx, name)
 	if err != nil {
 		return view{}, err
 	}
 	d := regionDescription{Region: manifest.FromRegion(r)}
-	nodes, err := c.ListNodes(ctx, name, "")
+	nodes, err := c.Nodes.List(ctx, name, "")
 	if err != nil {
 		d.Missing.add("nodes", err)
 	}

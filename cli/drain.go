@@ -22,7 +22,7 @@ const drainGrace = 2 * time.Minute
 // drain starts a drain and, with --wait, follows it to its end.
 func (a nodeCommands) drain(ctx context.Context, c *client.Client, region, node string, o drainOptions) error {
 	ref := region + "/" + node
-	ds, err := c.DrainNode(ctx, region, node, api.DrainRequest{
+	ds, err := c.Nodes.Drain(ctx, region, node, api.DrainRequest{
 		Deadline: api.D(o.deadline), MaxParallel: o.maxParallel, Reason: o.reason,
 	})
 	if err != nil {
@@ -55,7 +55,7 @@ func (a nodeCommands) drain(ctx context.Context, c *client.Client, region, node 
 			return &exitError{code: ExitFailed, err: fmt.Errorf(
 				"%s; the drain goes on: follow it with `stratactl describe node %s`", why, ref)}
 		}
-		next, err := c.GetDrain(wctx, region, node)
+		next, err := c.Nodes.DrainStatus(wctx, region, node)
 		if err != nil {
 			var conn *client.ConnError
 			if errors.As(err, &conn) || client.StatusOf(err) >= 500 {

@@ -112,7 +112,7 @@ func (a eventCommands) resourceTenant(ctx context.Context, c *client.Client, nam
 	if c.Tenant() != "" {
 		return c.Tenant(), nil
 	}
-	r, err := c.GetResource(ctx, name)
+	r, err := c.Resources.Get(ctx, name)
 	switch {
 	case client.IsNotFound(err):
 		return "default", nil
@@ -123,7 +123,7 @@ func (a eventCommands) resourceTenant(ctx context.Context, c *client.Client, nam
 }
 
 func (a eventCommands) runEvents(ctx context.Context, c *client.Client, q client.EventQuery, format printers.Format, watch bool) error {
-	page, err := c.ListEvents(ctx, q)
+	page, err := c.Events.List(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ type follower struct {
 // pass streams events (or polls once) from the cursor, moving it.
 func (f *follower) pass(ctx context.Context) error {
 	if !f.polling {
-		return f.c.WatchEvents(ctx, f.q, func(e api.Event, cursor string) error {
+		return f.c.Events.Watch(ctx, f.q, func(e api.Event, cursor string) error {
 			if cursor != "" {
 				f.q.After = cursor
 			}
@@ -220,7 +220,7 @@ func (f *follower) pass(ctx context.Context) error {
 			return f.emit(e)
 		})
 	}
-	page, err := f.c.ListEvents(ctx, f.q)
+	page, err := f.c.Events.List(ctx, f.q)
 	if err != nil {
 		return err
 	}

@@ -9,10 +9,15 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/stratahq/strata/internal/api"
 )
+
+// Events is the client of the regions' events: a page of them, or a
+// stream of those to come.
+type Events struct{ c *conn }
 
 // EventList is a page of events, oldest first, and the cursor that
 // continues after them (one position per region).
@@ -46,25 +51,25 @@ func (q EventQuery) values() url.Values {
 		v.Set("object", q.Object)
 	}
 	if q.Limit > 0 {
-		v.Set("limit", itoa(q.Limit))
+		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	return v
 }
 
-// ListEvents returns the events q selects, oldest first.
-func (c *Client) ListEvents(ctx context.Context, q EventQuery) (EventList, error) {
+// List returns the events q selects, oldest first.
+func (e Events) List(ctx context.Context, q EventQuery) (EventList, error) {
 	var l EventList
-	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/events", query: q.values()}, &l)
+	err := e.c.do(ctx, request{method: http.MethodGet, path: "/v1/events", query: q.values()}, &l)
 	return l, err
 }
 
-// WatchEvents streams the events after q.After as server-sent events and
+// Watch streams the events after q.After as server-sent events and
 // calls fn with each and the cursor that follows it, until ctx is done (it
 // returns nil then), the server ends the stream (io.EOF) or fn fails.
-func (c *Client) WatchEvents(ctx context.Context, q EventQuery, fn func(ev api.Event, cursor string) error) error {
+func (e Events) Watch(ctx context.Context, q EventQuery, fn func(ev api.Event, cursor string) error) error {
 	v := q.values()
 	v.Set("watch", "true")
-	resp, cancel, err := c.send(ctx, request{method: http.MethodGet, path: "/v1/events", query: v, stream: true, accept: "text/event-stream"})
+	resp, cancel, err := e.c.send(ctx, request{method: http.MethodGet, path: "/v1/events", query: v, stream: true, accept: "text/event-stream"})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped (Ctrl-C) before the first byte
@@ -130,63 +135,6 @@ func readSSE(r io.Reader, fn func(id string, data []byte) error) error {
 		return fn(id, data.Bytes())
 	}
 	return nil
-}
-
-// LogQuery selects a resource's log lines.
-type LogQuery struct {
-	// Replica narrows to one replica (default: the server's choice).
-	Replica string
-	// Follow keeps the stream open for new lines.
-	Follow bool
-	// Tail starts with the last Tail lines; 0 means the server's default.
-	Tail int
-}
-
-// Logs copies a resource's logs (text/plain) to w until the stream ends or,
-// when following, ctx is done (it returns nil then).
-func (c *Client) Logs(ctx context.Context, name string, q LogQuery, w io.Writer) error {
-	v := c.tenantQuery()
-	if q.Replica != "" {
-		v.Set("replica", q.Replica)
-	}
-	if q.Follow {
-		v.Set("follow", "true")
-	}
-	if q.Tail > 0 {
-		v.Set("tail", itoa(q.Tail))
-	}
-	resp, cancel, err := c.send(ctx, request{
-		method: http.MethodGet, path: "/v1/resources/" + escape(name) + "/logs", query: v,
-		stream: true, accept: "text/plain",
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped (Ctrl-C) before the first byte
-		}
-		return err
-	}
-	defer cancel()
-	defer resp.Body.Close()
-	_, err = io.Copy(flushWriter{w}, resp.Body)
-	if ctx.Err() != nil {
-		return nil
-	}
-	if err != nil {
-		return c.transportErr(ctx, err)
-	}
-	return nil
-}
-
-// flushWriter flushes after every write when w can, so that followed logs
-// show up line by line through a buffered stdout.
-type flushWriter struct{ w io.Writer }
-
-func (f flushWriter) Write(p []byte) (int, error) {
-	n, err := f.w.Write(p)
-	if fl, ok := f.w.(interface{ Flush() error }); ok && err == nil {
-		err = fl.Flush()
-	}
-	return n, err
 }
 
 func truncate(b []byte) string {
