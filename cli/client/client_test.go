@@ -125,7 +125,10 @@ func TestRequests(t *testing.T) {
 			},
 			seen{"POST", "/v1/regions/dev-1/nodes/dev-1-a/cordon", "", "Bearer tok", "", "application/json", `{"reason":"disk"}`}},
 		{"uncordon without a body",
-			func(c *Client) error { _, err := c.Nodes.Uncordon(context.Background(), "dev-1", "dev-1-a"); return err },
+			func(c *Client) error {
+				_, err := c.Nodes.Uncordon(context.Background(), "dev-1", "dev-1-a")
+				return err
+			},
 			seen{"POST", "/v1/regions/dev-1/nodes/dev-1-a/uncordon", "", "Bearer tok", "", "", ""}},
 		{"drain",
 			func(c *Client) error {
