@@ -58,7 +58,9 @@ func WithPollInterval(d time.Duration) Option { return func(a *App) { a.pollInte
 // resolved context, the command scaffold (command.go) and rendering
 // (view.go). The commands themselves are grouped in small types over the
 // App, one per file (configCommands in cmd_config.go, nodeCommands in
-// cmd_nodes.go, ...); get, apply, delete and version are its own.
+// cmd_nodes.go, ...), each the App seen through that group: its methods
+// use the App's streams, flags and client. get, apply, delete and version
+// are the App's own.
 type App struct {
 	io           IO
 	getenv       func(string) string

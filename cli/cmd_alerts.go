@@ -15,8 +15,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// alertCommands is the alerts group: alert rules and their delivery state. It is the App seen through
-// that group: its methods use the App's streams, flags and client.
+// alertCommands is the alerts group: alert rules and their delivery state.
 type alertCommands struct{ *App }
 
 const alertsLong = `Alert rules send events and conditions (NodeDown, NodeSuspect,

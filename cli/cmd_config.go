@@ -12,8 +12,8 @@ import (
 	"github.com/stratahq/strata/cli/printers"
 )
 
-// configCommands is the config group: the contexts file, which server to talk to with which token. It is the App seen through
-// that group: its methods use the App's streams, flags and client.
+// configCommands is the config group: the contexts file, which server to
+// talk to with which token.
 type configCommands struct{ *App }
 
 func (a configCommands) configCommand() *cobra.Command {

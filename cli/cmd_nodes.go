@@ -9,8 +9,8 @@ import (
 	"github.com/stratahq/strata/cli/client"
 )
 
-// nodeCommands is the nodes group: listing nodes, cordon, uncordon and drain (drain.go follows a drain). It is the App seen through
-// that group: its methods use the App's streams, flags and client.
+// nodeCommands is the nodes group: listing nodes, cordon, uncordon and
+// drain (drain.go follows a drain).
 type nodeCommands struct{ *App }
 
 func (a nodeCommands) nodesCommand() *cobra.Command {

@@ -10,8 +10,8 @@ import (
 	"github.com/stratahq/strata/cli/client"
 )
 
-// resourceCommands are the commands on one resource: scale, rollback, logs, and jobs (cmd_jobs.go). It is the App seen through
-// that group: its methods use the App's streams, flags and client.
+// resourceCommands are the commands on one resource: scale, rollback,
+// logs, and jobs (cmd_jobs.go).
 type resourceCommands struct{ *App }
 
 func (a resourceCommands) scaleCommand() *cobra.Command {

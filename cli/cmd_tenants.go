@@ -16,8 +16,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// tenantCommands is the tenants group: tenants' quotas and usage. It is the App seen through
-// that group: its methods use the App's streams, flags and client.
+// tenantCommands is the tenants group: tenants' quotas and usage.
 type tenantCommands struct{ *App }
 
 func (a tenantCommands) tenantsCommand() *cobra.Command {

@@ -16,8 +16,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// tokenCommands is the tokens group: API tokens, created, listed and revoked. It is the App seen through
-// that group: its methods use the App's streams, flags and client.
+// tokenCommands is the tokens group: API tokens, created, listed and revoked.
 type tokenCommands struct{ *App }
 
 const tokensLong = `Bearer tokens, each of one tenant and one role:

@@ -19,8 +19,8 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// describeCommands is the describe command: one object in detail, with what relates to it. It is the App seen through
-// that group: its methods use the App's streams, flags and client.
+// describeCommands is the describe command: one object in detail, with
+// what relates to it.
 type describeCommands struct{ *App }
 
 // describeEvents is how many of an object's latest events describe shows.

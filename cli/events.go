@@ -16,8 +16,8 @@ import (
 	"github.com/stratahq/strata/internal/backoff"
 )
 
-// eventCommands is the events command: a page of events, or following them with -w. It is the App seen through
-// that group: its methods use the App's streams, flags and client.
+// eventCommands is the events command: a page of events, or following them
+// with -w.
 type eventCommands struct{ *App }
 
 type eventsOptions struct {

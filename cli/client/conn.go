@@ -151,6 +151,25 @@ func (c *conn) sendOnce(ctx context.Context, r request, body []byte) (*http.Resp
 	return resp, cancel, nil
 }
 
+// stream sends the streaming request r and hands its body to read. A ctx
+// done (Ctrl-C) before the first byte or while reading is a clean stop:
+// nil, whatever read returned.
+func (c *conn) stream(ctx context.Context, r request, read func(body io.Reader) error) error {
+	resp, cancel, err := c.send(ctx, r)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer cancel()
+	defer resp.Body.Close()
+	if err := read(resp.Body); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
 // transportErr keeps a cancelled or timed-out context recognisable and
 // calls everything else a connection failure.
 func (c *conn) transportErr(ctx context.Context, err error) error {

@@ -69,29 +69,20 @@ func (e Events) List(ctx context.Context, q EventQuery) (EventList, error) {
 func (e Events) Watch(ctx context.Context, q EventQuery, fn func(ev api.Event, cursor string) error) error {
 	v := q.values()
 	v.Set("watch", "true")
-	resp, cancel, err := e.c.send(ctx, request{method: http.MethodGet, path: "/v1/events", query: v, stream: true, accept: "text/event-stream"})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped (Ctrl-C) before the first byte
+	r := request{method: http.MethodGet, path: "/v1/events", query: v, stream: true, accept: "text/event-stream"}
+	return e.c.stream(ctx, r, func(body io.Reader) error {
+		err := readSSE(body, func(id string, data []byte) error {
+			var ev api.Event
+			if err := json.Unmarshal(data, &ev); err != nil {
+				return fmt.Errorf("decoding an event %q: %w", truncate(data), err)
+			}
+			return fn(ev, id)
+		})
+		if err == nil {
+			return io.EOF
 		}
 		return err
-	}
-	defer cancel()
-	defer resp.Body.Close()
-	err = readSSE(resp.Body, func(id string, data []byte) error {
-		var ev api.Event
-		if err := json.Unmarshal(data, &ev); err != nil {
-			return fmt.Errorf("decoding an event %q: %w", truncate(data), err)
-		}
-		return fn(ev, id)
 	})
-	if ctx.Err() != nil {
-		return nil
-	}
-	if err == nil {
-		return io.EOF
-	}
-	return err
 }
 
 // readSSE calls fn with the last id and the data of every event of a

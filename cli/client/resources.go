@@ -116,26 +116,16 @@ func (rs Resources) Logs(ctx context.Context, name string, q LogQuery, w io.Writ
 	if q.Tail > 0 {
 		v.Set("tail", strconv.Itoa(q.Tail))
 	}
-	resp, cancel, err := rs.c.send(ctx, request{
+	r := request{
 		method: http.MethodGet, path: "/v1/resources/" + escape(name) + "/logs", query: v,
 		stream: true, accept: "text/plain",
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped (Ctrl-C) before the first byte
+	}
+	return rs.c.stream(ctx, r, func(body io.Reader) error {
+		if _, err := io.Copy(flushWriter{w}, body); err != nil {
+			return rs.c.transportErr(ctx, err)
 		}
-		return err
-	}
-	defer cancel()
-	defer resp.Body.Close()
-	_, err = io.Copy(flushWriter{w}, resp.Body)
-	if ctx.Err() != nil {
 		return nil
-	}
-	if err != nil {
-		return rs.c.transportErr(ctx, err)
-	}
-	return nil
+	})
 }
 
 // flushWriter flushes after every write when w can, so that followed logs

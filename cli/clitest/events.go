@@ -10,8 +10,8 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// eventRoutes serves the events: a page, or a stream (GET /v1/events is registered as a plain handler). It is the Server seen
-// through those routes: its state, under the Server's Mu.
+// eventRoutes serves the events: a page, or a stream (GET /v1/events is
+// registered as a plain handler).
 type eventRoutes struct{ *Server }
 
 // matching returns the events q selects: after the cursor (an event ID),

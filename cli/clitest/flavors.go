@@ -7,8 +7,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// flavorRoutes serves the flavors. It is the Server seen
-// through those routes: its state, under the Server's Mu.
+// flavorRoutes serves the flavors.
 type flavorRoutes struct{ *Server }
 
 func (s flavorRoutes) routes() map[string]handler {

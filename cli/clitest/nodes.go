@@ -8,8 +8,8 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// nodeRoutes serves the regions' nodes: reading them, cordon, uncordon and the scripted drains. It is the Server seen
-// through those routes: its state, under the Server's Mu.
+// nodeRoutes serves the regions' nodes: reading them, cordon, uncordon and
+// the scripted drains.
 type nodeRoutes struct{ *Server }
 
 func (s nodeRoutes) routes() map[string]handler {

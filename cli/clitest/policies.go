@@ -6,8 +6,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// policyRoutes serves the tenants' network policies. It is the Server seen
-// through those routes: its state, under the Server's Mu.
+// policyRoutes serves the tenants' network policies.
 type policyRoutes struct{ *Server }
 
 func (s policyRoutes) routes() map[string]handler {

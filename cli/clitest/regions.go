@@ -6,8 +6,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// regionRoutes serves the region registrations. It is the Server seen
-// through those routes: its state, under the Server's Mu.
+// regionRoutes serves the region registrations.
 type regionRoutes struct{ *Server }
 
 func (s regionRoutes) routes() map[string]handler {

@@ -12,8 +12,8 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// resourceRoutes serves the tenants' resources: their specs, counts, revisions, replicas and logs. It is the Server seen
-// through those routes: its state, under the Server's Mu.
+// resourceRoutes serves the tenants' resources: their specs, counts,
+// revisions, replicas and logs.
 type resourceRoutes struct{ *Server }
 
 func (s resourceRoutes) routes() map[string]handler {

@@ -129,8 +129,9 @@ func (s *Server) Writes() []string {
 type handler func(r *http.Request) (int, any, error)
 
 // handler composes the routes of every kind of object, one group a file
-// (flavors.go, resources.go, ...), each a view of the Server's state; it
-// records and authenticates every request first.
+// (flavorRoutes in flavors.go, resourceRoutes in resources.go, ...): each
+// group is the Server seen through its routes, its state under the
+// Server's Mu. It records and authenticates every request first.
 func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
 	routes := map[string]handler{"GET /v1/status": s.status}

@@ -8,8 +8,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// tenantRoutes serves the tenants' records, quotas and usage. It is the Server seen
-// through those routes: its state, under the Server's Mu.
+// tenantRoutes serves the tenants' records, quotas and usage.
 type tenantRoutes struct{ *Server }
 
 func (s tenantRoutes) routes() map[string]handler {

@@ -10,8 +10,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// tokenRoutes serves the tokens. It is the Server seen
-// through those routes: its state, under the Server's Mu.
+// tokenRoutes serves the tokens.
 type tokenRoutes struct{ *Server }
 
 func (s tokenRoutes) routes() map[string]handler {
