@@ -105,3 +105,27 @@ func nameArg(argv []string, i int) string {
 	}
 	return ""
 }
+
+// group is a command that only holds subcommands: without one it prints
+// its help; with an unknown one it is a usage error (cobra would print the
+// help and exit 0, which a script would take for success).
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
+		}
+		return cmd.Help()
+	}
+	return cmd
+}
+
+// args wraps a cobra argument check so that its failure is a usage error.
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return &usageError{err: err}
+		}
+		return nil
+	}
+}
