@@ -144,6 +144,21 @@ func (w *worker) check(ctx context.Context) {
 	if res != w.reported {
 		w.report(ctx, res, msg)
 	}
+	if res == Success && w.kind == api.ProbeStartup {
+		// Only now do the others start: their updates come after this
+		// one's.
+		w.markStarted()
+	}
+}
+
+// markStarted lets the container's other probes run.
+func (w *worker) markStarted() {
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	if c := w.c; c.gen == w.gen && !c.started {
+		c.started = true
+		close(c.startedCh)
+	}
 }
 
 // commit records a result that reached its threshold in the container's
@@ -156,10 +171,6 @@ func (w *worker) commit(res Result) bool {
 		return false
 	}
 	c.results[w.idx] = res
-	if w.kind == api.ProbeStartup && res == Success && !c.started {
-		c.started = true
-		close(c.startedCh)
-	}
 	return true
 }
 
