@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -165,13 +164,5 @@ func (h *httpProber) roundTrip(ctx context.Context, u *url.URL, req []byte) (int
 		br.Reset(nil)
 		readers.Put(br)
 	}()
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	// Read what the server sends (up to a bound) so that it does not
-	// see its connection reset; the status is what counts.
-	_, _ = io.CopyN(io.Discard, resp.Body, maxBody)
-	_ = resp.Body.Close()
-	return resp.StatusCode, resp.Header.Get("Location"), nil
+	return readResponse(br)
 }
