@@ -23,6 +23,7 @@ type Manager struct {
 	exec      Execer
 	unit      time.Duration
 	userAgent string
+	keepAlive bool
 	created   time.Time
 	updates   chan Update
 
@@ -70,6 +71,15 @@ func WithExecer(e Execer) Option { return func(m *Manager) { m.exec = e } }
 // periodSeconds, timeoutSeconds) last d: tests run sub-second periods
 // that the API does not let a user write. The default is time.Second.
 func WithTimeUnit(d time.Duration) Option { return func(m *Manager) { m.unit = d } }
+
+// WithHTTPKeepAlive keeps an httpGet probe's connection open from one
+// check to the next, where the server allows. It is not Kubernetes'
+// semantics (the kubelet opens a new connection per check, which also
+// checks that the server still accepts connections) and is off by
+// default; it is for nodes where connection set-up is what probing
+// costs (on loopback, the kernel's work for both ends of the handshake
+// is charged to the agent).
+func WithHTTPKeepAlive() Option { return func(m *Manager) { m.keepAlive = true } }
 
 // WithUpdateBuffer sets how many updates wait unread before workers do
 // (default 256).

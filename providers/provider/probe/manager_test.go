@@ -741,3 +741,67 @@ func TestResetDropsTheCheckUnderWay(t *testing.T) {
 		t.Error("ready from a check of the container before its restart")
 	}
 }
+
+// connServer is an HTTP server that counts its connections.
+type connServer struct {
+	*httptest.Server
+	hits, opened, closed atomic.Int64
+}
+
+func newConnServer(t *testing.T, idle time.Duration) *connServer {
+	t.Helper()
+	cs := &connServer{}
+	cs.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { cs.hits.Add(1) }))
+	cs.Config.IdleTimeout = idle
+	cs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			cs.opened.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			cs.closed.Add(1)
+		}
+	}
+	cs.Start()
+	t.Cleanup(cs.Close)
+	return cs
+}
+
+func TestHTTPConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		keepAlive bool
+		idle      time.Duration
+		// least and most connections for 20 checks (most 0: no bound)
+		least, most int64
+	}{
+		{name: "a new connection per check", least: 20},
+		{name: "keep-alive", keepAlive: true, least: 1, most: 2},
+		// The server closes the kept connection between checks: each
+		// check notices and makes a new one, and none fails.
+		{name: "keep-alive, server closes idle connections", keepAlive: true, idle: 2 * time.Millisecond, least: 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := newConnServer(t, tc.idle)
+			host, port := hostPort(t, cs.URL)
+			var opts []Option
+			if tc.keepAlive {
+				opts = append(opts, WithHTTPKeepAlive())
+			}
+			m := newManager(t, opts...)
+			p := &api.Probe{HTTPGet: &api.HTTPGetAction{Path: "/", Port: port}, PeriodSeconds: ip(1), TimeoutSeconds: ip(100), FailureThreshold: ip(1)}
+			if err := m.Add("r1", "web", api.Probes{ReadinessProbe: p}, Target{Host: host}); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, m, "r1", "web", api.ProbeReadiness, Success)
+			eventually(t, "20 checks", func() bool { return cs.hits.Load() >= 20 })
+			noUpdate(t, m)
+			opened := cs.opened.Load()
+			if opened < tc.least || tc.most > 0 && opened > tc.most {
+				t.Errorf("%d connections for %d checks; want %d to %d", opened, cs.hits.Load(), tc.least, tc.most)
+			}
+			// Once the worker ends, no connection of it stays open.
+			m.Remove("r1", "web")
+			eventually(t, "connections closed", func() bool { return cs.closed.Load() == cs.opened.Load() })
+		})
+	}
+}

@@ -32,7 +32,7 @@ func (m *Manager) newProber(k key, p *api.Probe, target Target) (prober, error) 
 	}
 	switch {
 	case p.HTTPGet != nil:
-		return newHTTPProber(p.HTTPGet, target.Host, m.userAgent, dial)
+		return newHTTPProber(p.HTTPGet, target.Host, m.userAgent, dial, m.keepAlive)
 	case p.TCPSocket != nil:
 		a, err := addr(p.TCPSocket.Port)
 		return &tcpProber{dial: dial, addr: a}, err

@@ -21,6 +21,17 @@ type responseHead struct {
 	contentLength int64 // -1: not given
 	chunked       bool
 	location      string // for a redirect only
+	http11        bool
+	closes        bool // Connection: close
+}
+
+// response is what a check takes from a response.
+type response struct {
+	status   int
+	location string
+	// reusable is a response read to its end on a connection the
+	// server keeps open.
+	reusable bool
 }
 
 // readResponse reads a response to a GET: its status and, for a
@@ -29,19 +40,20 @@ type responseHead struct {
 // allocates nothing here (but a redirect's Location): header fields are
 // looked at in the reader's buffer and dropped. Informational (1xx)
 // responses are skipped, as net/http's client skips them.
-func readResponse(br *bufio.Reader) (status int, location string, err error) {
+func readResponse(br *bufio.Reader) (response, error) {
 	for {
 		h, err := readHead(br)
 		if err != nil {
-			return 0, "", err
+			return response{}, err
 		}
 		if h.status >= 100 && h.status < 200 && h.status != 101 {
 			continue
 		}
-		if err := drainBody(br, h); err != nil {
-			return 0, "", err
+		whole, err := drainBody(br, h)
+		if err != nil {
+			return response{}, err
 		}
-		return h.status, h.location, nil
+		return response{status: h.status, location: h.location, reusable: whole && h.http11 && !h.closes && h.status != 101}, nil
 	}
 }
 
@@ -54,6 +66,7 @@ func readHead(br *bufio.Reader) (responseHead, error) {
 	if h.status, err = parseStatusLine(line); err != nil {
 		return h, err
 	}
+	h.http11 = bytes.HasPrefix(line, []byte("HTTP/1.1 "))
 	for {
 		line, n, err = readLine(br, n)
 		if err != nil {
@@ -125,27 +138,34 @@ func (h *responseHead) field(line []byte) error {
 		h.chunked = bytes.EqualFold(value, []byte("chunked"))
 	case bytes.EqualFold(name, []byte("Location")) && h.status >= 300 && h.status < 400:
 		h.location = string(value)
+	case bytes.EqualFold(name, []byte("Connection")):
+		h.closes = bytes.Contains(bytes.ToLower(value), []byte("close"))
 	}
 	return nil
 }
 
 // drainBody reads at most maxBody of the body, so that the server is
 // not answered with a reset for a body it sent; a body it sends beyond
-// that is not waited for.
-func drainBody(br *bufio.Reader, h responseHead) error {
-	var err error
+// that is not waited for. whole is a body read to its end, with the
+// connection still open.
+func drainBody(br *bufio.Reader, h responseHead) (whole bool, err error) {
 	switch {
 	case h.status == 204 || h.status == 304 || h.status == 101:
+		return true, nil
 	case h.chunked:
 		_, err = io.CopyN(io.Discard, httputil.NewChunkedReader(br), maxBody)
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		return false, err
 	case h.contentLength >= 0:
 		_, err = br.Discard(int(min(h.contentLength, maxBody)))
-	default:
-		// Framed by the connection's end: the request said close.
-		_, err = io.CopyN(io.Discard, br, maxBody)
+		return err == nil && h.contentLength <= maxBody, err
 	}
-	if errors.Is(err, io.EOF) && (h.chunked || h.contentLength < 0) {
-		return nil
+	// Framed by the connection's end: the request said close.
+	_, err = io.CopyN(io.Discard, br, maxBody)
+	if errors.Is(err, io.EOF) {
+		err = nil
 	}
-	return err
+	return false, err
 }

@@ -77,7 +77,7 @@ func TestHTTPResponses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			port := rawServer(t, tc.resp, tc.closeAfter)
 			a := &api.HTTPGetAction{Path: "/", Port: port, Scheme: api.SchemeHTTP}
-			p, err := newHTTPProber(a, "127.0.0.1", "ua", dialDirect)
+			p, err := newHTTPProber(a, "127.0.0.1", "ua", dialDirect, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -37,6 +37,9 @@ type worker struct {
 // run checks until ctx ends. The first check is due after first.
 func (w *worker) run(ctx context.Context, first time.Duration) {
 	defer w.m.wg.Done()
+	if c, ok := w.prober.(interface{ close() }); ok {
+		defer c.close()
+	}
 	w.next = time.Now().Add(first)
 	timer := time.NewTimer(first)
 	defer timer.Stop()
