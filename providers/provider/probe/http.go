@@ -21,7 +21,7 @@ import (
 const maxRedirects = 10
 
 // httpProber makes a GET with Kubernetes' semantics: a new connection per
-// check (no keep-alive), a status from 200 to 399 passes, redirects to
+// check (unless WithHTTPKeepAlive), a status from 200 to 399 passes, redirects to
 // the same host are followed, one to another host passes unfollowed, at
 // most maxBody of the body is read, the certificate of an https server
 // is not verified.
@@ -74,7 +74,7 @@ func newHTTPProber(a *api.HTTPGetAction, host, userAgent string, dial Dialer, ke
 	}
 	// A probe checks that the server answers, not who it is: Kubernetes
 	// does not verify the certificate either.
-	h.tls = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // see above
+	h.tls = &tls.Config{InsecureSkipVerify: true}
 	if net.ParseIP(u.Hostname()) == nil {
 		h.tls.ServerName = u.Hostname()
 	}

@@ -110,8 +110,10 @@ func (m *Manager) Updates() <-chan Update { return m.updates }
 // defaulted and validated (an invalid one is an api.ErrInvalid naming
 // the field). An Add of a container already added with the same probes
 // and host changes nothing, so that a reconciler may repeat it; with
-// other probes, it replaces them and starts over. A container without
-// probes is recorded (Ready is true) and runs no worker.
+// other probes, it replaces them and starts over. The Dialer is not
+// compared: a container whose network changed (a new sandbox) is
+// Removed and Added again. A container without probes is recorded
+// (Ready is true) and runs no worker.
 func (m *Manager) Add(replica, name string, probes api.Probes, target Target) error {
 	probes = probes.WithDefaults()
 	if err := probes.Validate(""); err != nil {
