@@ -104,6 +104,14 @@ func BenchmarkManager500HTTP(b *testing.B) {
 	})
 }
 
+// BenchmarkManager500HTTPKeepAlive is BenchmarkManager500HTTP with
+// WithHTTPKeepAlive: one connection per container, kept.
+func BenchmarkManager500HTTPKeepAlive(b *testing.B) {
+	bench500(b, func(port int) *api.Probe {
+		return &api.Probe{HTTPGet: &api.HTTPGetAction{Path: "/healthz", Port: port}, PeriodSeconds: ip(1)}
+	}, WithHTTPKeepAlive())
+}
+
 // BenchmarkManager500TCP is the same with TCP probes: a connection's
 // open and close alone, the floor of a check that opens a new connection
 // each time, as the kubelet's do.
@@ -113,14 +121,14 @@ func BenchmarkManager500TCP(b *testing.B) {
 	})
 }
 
-func bench500(b *testing.B, probe func(port int) *api.Probe) {
+func bench500(b *testing.B, probe func(port int) *api.Probe, opts ...Option) {
 	const replicas = 500
 	host, portStr, err := net.SplitHostPort(startBenchServer(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	port, _ := strconv.Atoi(portStr)
-	m := NewManager()
+	m := NewManager(opts...)
 	defer m.Close()
 	p := probe(port)
 	for i := range replicas {

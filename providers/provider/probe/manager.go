@@ -23,6 +23,7 @@ type Manager struct {
 	exec      Execer
 	unit      time.Duration
 	userAgent string
+	keepAlive bool
 	created   time.Time
 	updates   chan Update
 
@@ -71,6 +72,15 @@ func WithExecer(e Execer) Option { return func(m *Manager) { m.exec = e } }
 // that the API does not let a user write. The default is time.Second.
 func WithTimeUnit(d time.Duration) Option { return func(m *Manager) { m.unit = d } }
 
+// WithHTTPKeepAlive keeps an httpGet probe's connection open from one
+// check to the next, where the server allows. It is not Kubernetes'
+// semantics (the kubelet opens a new connection per check, which also
+// checks that the server still accepts connections) and is off by
+// default; it is for nodes where connection set-up is what probing
+// costs (on loopback, the kernel's work for both ends of the handshake
+// is charged to the agent).
+func WithHTTPKeepAlive() Option { return func(m *Manager) { m.keepAlive = true } }
+
 // WithUpdateBuffer sets how many updates wait unread before workers do
 // (default 256).
 func WithUpdateBuffer(n int) Option { return func(m *Manager) { m.updates = make(chan Update, n) } }
@@ -100,8 +110,10 @@ func (m *Manager) Updates() <-chan Update { return m.updates }
 // defaulted and validated (an invalid one is an api.ErrInvalid naming
 // the field). An Add of a container already added with the same probes
 // and host changes nothing, so that a reconciler may repeat it; with
-// other probes, it replaces them and starts over. A container without
-// probes is recorded (Ready is true) and runs no worker.
+// other probes, it replaces them and starts over. The Dialer is not
+// compared: a container whose network changed (a new sandbox) is
+// Removed and Added again. A container without probes is recorded
+// (Ready is true) and runs no worker.
 func (m *Manager) Add(replica, name string, probes api.Probes, target Target) error {
 	probes = probes.WithDefaults()
 	if err := probes.Validate(""); err != nil {

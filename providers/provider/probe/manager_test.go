@@ -174,6 +174,7 @@ func TestReadinessThresholds(t *testing.T) {
 	s := newServer(t)
 	m := newManager(t)
 	ready := s.ep("/ready")
+	ready.status.Store(500)
 	p := s.probe("/ready")
 	p.SuccessThreshold, p.FailureThreshold = ip(2), ip(3)
 	if m.Ready("r1", "web") {
@@ -182,21 +183,9 @@ func TestReadinessThresholds(t *testing.T) {
 	if err := m.Add("r1", "web", api.Probes{ReadinessProbe: p}, s.target()); err != nil {
 		t.Fatal(err)
 	}
-	if m.Ready("r1", "web") {
-		t.Fatal("ready before its first check")
+	if m.Ready("r1", "web") || !m.Started("r1", "web") {
+		t.Fatal("ready before its readiness probe passed, or not started without a startup probe")
 	}
-	expect(t, m, "r1", "web", api.ProbeReadiness, Success)
-	if n := ready.hits.Load(); n < 2 {
-		t.Errorf("success reported after %d checks; want successThreshold 2", n)
-	}
-	if !m.Ready("r1", "web") || !m.Started("r1", "web") {
-		t.Fatal("not ready after its readiness probe passed")
-	}
-	// Checks that change nothing report nothing.
-	waitHits(t, ready, 10)
-	noUpdate(t, m)
-
-	ready.status.Store(500)
 	u := expect(t, m, "r1", "web", api.ProbeReadiness, Failure)
 	if u.Message != "HTTP probe failed with statuscode: 500" {
 		t.Errorf("message %q; want HTTP probe failed with statuscode: 500", u.Message)
@@ -207,8 +196,28 @@ func TestReadinessThresholds(t *testing.T) {
 	if m.Ready("r1", "web") {
 		t.Error("ready after its readiness probe failed")
 	}
-	// A readiness failure holds nothing: the probe goes on, and passes
-	// again.
+
+	from := ready.hits.Load()
+	ready.status.Store(200)
+	expect(t, m, "r1", "web", api.ProbeReadiness, Success)
+	if n := ready.hits.Load() - from; n < 2 {
+		t.Errorf("success reported after %d checks; want successThreshold 2", n)
+	}
+	if !m.Ready("r1", "web") {
+		t.Fatal("not ready after its readiness probe passed")
+	}
+	// Checks that change nothing report nothing.
+	waitHits(t, ready, 10)
+	noUpdate(t, m)
+
+	// A readiness failure holds nothing: the probe goes on, fails and
+	// passes again.
+	from = ready.failed.Load()
+	ready.status.Store(503)
+	expect(t, m, "r1", "web", api.ProbeReadiness, Failure)
+	if n := ready.failed.Load() - from; n < 3 {
+		t.Errorf("failure reported after %d failed checks; want failureThreshold 3", n)
+	}
 	ready.status.Store(200)
 	expect(t, m, "r1", "web", api.ProbeReadiness, Success)
 	if !m.Ready("r1", "web") {
@@ -401,8 +410,8 @@ func TestResetStartsOver(t *testing.T) {
 	expect(t, m, "r1", "web", api.ProbeReadiness, Success)
 
 	start.status.Store(500) // the restarted container does not start
-	before := ready.hits.Load()
 	m.Reset("r1", "web")
+	before := ready.hits.Load()
 	// At once: not ready, not started.
 	if m.Ready("r1", "web") || m.Started("r1", "web") {
 		t.Fatal("ready or started right after Reset")
@@ -472,8 +481,8 @@ func TestRemoveStopsWorkers(t *testing.T) {
 	for range 40 {
 		next(t, m)
 	}
-	if g := runtime.NumGoroutine(); g < base+40 {
-		t.Fatalf("%d goroutines with 40 more workers; base %d", g, base)
+	if g := runtime.NumGoroutine(); g < 40 {
+		t.Fatalf("%d goroutines with 40 more workers", g)
 	}
 	for i := range 10 {
 		m.Remove("r"+strconv.Itoa(i), "web")
@@ -540,14 +549,18 @@ func TestAddIsIdempotent(t *testing.T) {
 	}
 	waitHits(t, s.ep("/ready"), 5)
 	noUpdate(t, m)
-	// Other probes replace the old ones.
+	// Other probes replace the old ones: the container is not ready
+	// until they pass.
+	other := s.ep("/other")
+	other.status.Store(500)
 	if err := m.Add("r1", "web", api.Probes{ReadinessProbe: s.probe("/other")}, s.target()); err != nil {
 		t.Fatal(err)
 	}
 	if m.Ready("r1", "web") {
-		t.Fatal("ready with new probes before they were checked")
+		t.Fatal("ready with new probes before they passed")
 	}
-	waitHits(t, s.ep("/other"), 1)
+	waitHits(t, other, 1)
+	other.status.Store(200)
 	eventually(t, "ready again", func() bool { return m.Ready("r1", "web") })
 }
 
@@ -726,5 +739,69 @@ func TestResetDropsTheCheckUnderWay(t *testing.T) {
 	}
 	if m.Ready("r1", "web") {
 		t.Error("ready from a check of the container before its restart")
+	}
+}
+
+// connServer is an HTTP server that counts its connections.
+type connServer struct {
+	*httptest.Server
+	hits, opened, closed atomic.Int64
+}
+
+func newConnServer(t *testing.T, idle time.Duration) *connServer {
+	t.Helper()
+	cs := &connServer{}
+	cs.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { cs.hits.Add(1) }))
+	cs.Config.IdleTimeout = idle
+	cs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			cs.opened.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			cs.closed.Add(1)
+		}
+	}
+	cs.Start()
+	t.Cleanup(cs.Close)
+	return cs
+}
+
+func TestHTTPConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		keepAlive bool
+		idle      time.Duration
+		// least and most connections for 20 checks (most 0: no bound)
+		least, most int64
+	}{
+		{name: "a new connection per check", least: 20},
+		{name: "keep-alive", keepAlive: true, least: 1, most: 2},
+		// The server closes the kept connection between checks: each
+		// check notices and makes a new one, and none fails.
+		{name: "keep-alive, server closes idle connections", keepAlive: true, idle: 2 * time.Millisecond, least: 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := newConnServer(t, tc.idle)
+			host, port := hostPort(t, cs.URL)
+			var opts []Option
+			if tc.keepAlive {
+				opts = append(opts, WithHTTPKeepAlive())
+			}
+			m := newManager(t, opts...)
+			p := &api.Probe{HTTPGet: &api.HTTPGetAction{Path: "/", Port: port}, PeriodSeconds: ip(1), TimeoutSeconds: ip(100), FailureThreshold: ip(1)}
+			if err := m.Add("r1", "web", api.Probes{ReadinessProbe: p}, Target{Host: host}); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, m, "r1", "web", api.ProbeReadiness, Success)
+			eventually(t, "20 checks", func() bool { return cs.hits.Load() >= 20 })
+			noUpdate(t, m)
+			opened := cs.opened.Load()
+			if opened < tc.least || tc.most > 0 && opened > tc.most {
+				t.Errorf("%d connections for %d checks; want %d to %d", opened, cs.hits.Load(), tc.least, tc.most)
+			}
+			// Once the worker ends, no connection of it stays open.
+			m.Remove("r1", "web")
+			eventually(t, "connections closed", func() bool { return cs.closed.Load() == cs.opened.Load() })
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -21,10 +22,7 @@ import (
 func (m *Manager) newProber(k key, p *api.Probe, target Target) (prober, error) {
 	dial := target.Dial
 	if dial == nil {
-		// No keep-alive probes: a check's connection lives for one
-		// request.
-		d := &net.Dialer{KeepAlive: -1}
-		dial = d.DialContext
+		dial = dialDirect
 	}
 	addr := func(port int) (string, error) {
 		if target.Host == "" {
@@ -34,7 +32,7 @@ func (m *Manager) newProber(k key, p *api.Probe, target Target) (prober, error) 
 	}
 	switch {
 	case p.HTTPGet != nil:
-		return newHTTPProber(p.HTTPGet, target.Host, m.userAgent, dial)
+		return newHTTPProber(p.HTTPGet, target.Host, m.userAgent, dial, m.keepAlive)
 	case p.TCPSocket != nil:
 		a, err := addr(p.TCPSocket.Port)
 		return &tcpProber{dial: dial, addr: a}, err
@@ -48,6 +46,23 @@ func (m *Manager) newProber(k key, p *api.Probe, target Target) (prober, error) 
 		return &execProber{exec: m.exec, key: k, cmd: p.Exec.Command}, nil
 	}
 	return nil, errors.New("no handler")
+}
+
+// direct dials from the agent's network namespace. No TCP keep-alive
+// probes: a check's connection lives for one request.
+var direct = &net.Dialer{KeepAlive: -1}
+
+// dialDirect dials an address that is an IP and a port without the
+// resolver's work (and allocations), any other through it.
+func dialDirect(ctx context.Context, network, addr string) (net.Conn, error) {
+	if ap, err := netip.ParseAddrPort(addr); err == nil && network == "tcp" {
+		c, err := direct.DialTCP(ctx, network, netip.AddrPort{}, ap)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	return direct.DialContext(ctx, network, addr)
 }
 
 // tcpProber passes when a connection opens.

@@ -108,7 +108,7 @@ func TestHTTPProber(t *testing.T) {
 			if a.Scheme == "" {
 				a.Scheme = api.SchemeHTTP
 			}
-			p, err := newHTTPProber(&a, host, "strata-probe/test", defaultDial())
+			p, err := newHTTPProber(&a, host, "strata-probe/test", defaultDial(), false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,7 +134,7 @@ func TestHTTPProber(t *testing.T) {
 		a := api.HTTPGetAction{Path: "/ok?x=1", Port: port, Scheme: api.SchemeHTTP, HTTPHeaders: []api.HTTPHeader{
 			{Name: "Host", Value: "app.example"}, {Name: "x-probe", Value: "yes"},
 		}}
-		p, err := newHTTPProber(&a, host, "strata-probe/v9", defaultDial())
+		p, err := newHTTPProber(&a, host, "strata-probe/v9", defaultDial(), false)
 		if err != nil {
 			t.Fatal(err)
 		}

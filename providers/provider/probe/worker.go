@@ -37,6 +37,9 @@ type worker struct {
 // run checks until ctx ends. The first check is due after first.
 func (w *worker) run(ctx context.Context, first time.Duration) {
 	defer w.m.wg.Done()
+	if c, ok := w.prober.(interface{ close() }); ok {
+		defer c.close()
+	}
 	w.next = time.Now().Add(first)
 	timer := time.NewTimer(first)
 	defer timer.Stop()
@@ -127,15 +130,7 @@ func (w *worker) check(ctx context.Context) {
 		w.m.log.Debug("probe could not check", "replica", w.c.key.replica, "container", w.c.key.container, "probe", w.kind, "why", msg)
 		return
 	}
-	if res == w.last {
-		w.streak++
-	} else {
-		w.last, w.streak = res, 1
-	}
-	if res == Failure && w.streak < w.failureThreshold || res == Success && w.streak < w.successThreshold {
-		return
-	}
-	if !w.commit(res) {
+	if !w.reached(res) || !w.commit(res) {
 		return
 	}
 	if res == Failure && w.kind != api.ProbeReadiness || res == Success && w.kind == api.ProbeStartup {
@@ -159,6 +154,20 @@ func (w *worker) markStarted() {
 		c.started = true
 		close(c.startedCh)
 	}
+}
+
+// reached counts a check's result and reports whether it has now come
+// in a row as often as its threshold asks.
+func (w *worker) reached(res Result) bool {
+	if res == w.last {
+		w.streak++
+	} else {
+		w.last, w.streak = res, 1
+	}
+	if res == Failure {
+		return w.streak >= w.failureThreshold
+	}
+	return w.streak >= w.successThreshold
 }
 
 // commit records a result that reached its threshold in the container's
