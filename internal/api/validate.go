@@ -360,6 +360,7 @@ func (c *ComputeSpec) validate() error {
 	if sc := c.SecurityContext; sc != nil {
 		p.add(within("securityContext", sc.validate()))
 	}
+	p.add(c.validatePod())
 	return p.err()
 }
 
@@ -439,6 +440,9 @@ func validateMounts(mounts []VolumeMount) error {
 	paths := map[string]bool{}
 	for i, v := range mounts {
 		f := fmt.Sprintf("volumes[%d]", i)
+		if v.Scratch != "" {
+			return Invalid(f+".scratch", "the main container mounts a scratch volume by its scratchVolumes[].path; scratch is for the other containers")
+		}
 		if err := ValidateName(f+".volume", v.Volume); err != nil {
 			return err
 		}
