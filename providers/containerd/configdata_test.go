@@ -37,7 +37,7 @@ func TestConfigFiles(t *testing.T) {
 		path string
 		mode os.FileMode
 	}{{"0/app.conf", 0o444}, {"1/password", 0o400}} {
-		fi, err := os.Stat(filepath.Join(e.p.configsDir(a.ID), f.path))
+		fi, err := os.Stat(filepath.Join(e.p.configs.dir(a.ID), f.path))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestConfigFiles(t *testing.T) {
 	if err := e.p.Delete(e.ctx(t), a, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(e.p.configsDir(a.ID)); !os.IsNotExist(err) {
+	if _, err := os.Stat(e.p.configs.dir(a.ID)); !os.IsNotExist(err) {
 		t.Errorf("configs directory after Delete: %v; want it removed", err)
 	}
 }
@@ -71,7 +71,7 @@ func TestConfigFiles(t *testing.T) {
 // containerLabels are the labels of replica id's container.
 func (e *testEnv) containerLabels(t *testing.T, id string) map[string]string {
 	t.Helper()
-	c, err := e.p.container(e.p.nsCtx(e.ctx(t)), id)
+	c, err := e.p.tasks.container(e.p.nsCtx(e.ctx(t)), id)
 	if err != nil || c == nil {
 		t.Fatalf("container %s: %v", id, err)
 	}

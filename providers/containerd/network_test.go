@@ -381,7 +381,7 @@ func TestNetworkRestored(t *testing.T) {
 	if _, err := task.Delete(ctx, client.WithProcessKill); err != nil {
 		t.Fatalf("delete task: %v", err)
 	}
-	if err := removeNetNS(e.p.netnsPath(a.ID)); err != nil {
+	if err := removeNetNS(e.p.network.netnsPath(a.ID)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "veth gone with its namespace", func() (bool, string) {

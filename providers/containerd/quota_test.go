@@ -1,13 +1,14 @@
 package containerd
 
 import (
-	"github.com/stratahq/strata/testkit/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stratahq/strata/testkit/testenv"
 
 	"github.com/stratahq/strata/internal/api"
 )

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,9 +17,30 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/providers/provider"
 )
+
+// volumeService owns the Volume replicas: a directory each under
+// VolumeRoot, with a project quota of its size where the filesystem has
+// them, and a JSON record beside it (VolumeRoot/.strata/<id>.json) that
+// is all it knows of a volume. It keeps nothing in memory; calls for one
+// volume are serialised by the provider's replica locks.
+type volumeService struct {
+	cfg  Config
+	node string
+	log  *slog.Logger
+	// userns is the user namespace range of new replicas (nil: none):
+	// new volumes belong to its root.
+	userns *idRange
+	// notify pushes a volume's new status to watchers.
+	notify func(api.AssignmentStatus)
+}
+
+func newVolumeService(cfg Config, node string, log *slog.Logger, notify func(api.AssignmentStatus)) *volumeService {
+	return &volumeService{cfg: cfg, node: node, log: log, userns: userRange(cfg), notify: notify}
+}
 
 // metaDir holds one JSON record per volume, beside the volumes.
 const metaDir = ".strata"
@@ -36,15 +58,15 @@ type volumeRecord struct {
 	Labels     map[string]string `json:"labels,omitempty"`
 }
 
-func (p *Provider) volumeDir(id string) string { return filepath.Join(p.cfg.VolumeRoot, id) }
+func (vm *volumeService) dir(id string) string { return filepath.Join(vm.cfg.VolumeRoot, id) }
 
-func (p *Provider) volumeRecordPath(id string) string {
-	return filepath.Join(p.cfg.VolumeRoot, metaDir, id+".json")
+func (vm *volumeService) recordPath(id string) string {
+	return filepath.Join(vm.cfg.VolumeRoot, metaDir, id+".json")
 }
 
 // readVolume returns the record of volume id, or nil without error.
-func (p *Provider) readVolume(id string) (*volumeRecord, error) {
-	b, err := os.ReadFile(p.volumeRecordPath(id))
+func (vm *volumeService) read(id string) (*volumeRecord, error) {
+	b, err := os.ReadFile(vm.recordPath(id))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -58,16 +80,16 @@ func (p *Provider) readVolume(id string) (*volumeRecord, error) {
 	return &v, nil
 }
 
-func (p *Provider) writeVolume(v *volumeRecord) error {
+func (vm *volumeService) write(v *volumeRecord) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(p.volumeRecordPath(v.ID), b)
+	return writeFileAtomic(vm.recordPath(v.ID), b)
 }
 
-func (p *Provider) listVolumes() ([]*volumeRecord, error) {
-	ents, err := os.ReadDir(filepath.Join(p.cfg.VolumeRoot, metaDir))
+func (vm *volumeService) list() ([]*volumeRecord, error) {
+	ents, err := os.ReadDir(filepath.Join(vm.cfg.VolumeRoot, metaDir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -80,7 +102,7 @@ func (p *Provider) listVolumes() ([]*volumeRecord, error) {
 		if !ok || e.IsDir() {
 			continue
 		}
-		v, err := p.readVolume(id)
+		v, err := vm.read(id)
 		if err != nil {
 			return nil, err
 		}
@@ -92,13 +114,13 @@ func (p *Provider) listVolumes() ([]*volumeRecord, error) {
 	return out, nil
 }
 
-func (p *Provider) volumeStatus(v *volumeRecord) api.AssignmentStatus {
+func (vm *volumeService) status(v *volumeRecord) api.AssignmentStatus {
 	st := api.AssignmentStatus{
 		ID:                 v.ID,
-		Node:               p.node,
+		Node:               vm.node,
 		ObservedGeneration: v.Generation,
 		Phase:              api.PhaseReady,
-		ProviderID:         p.volumeDir(v.ID),
+		ProviderID:         vm.dir(v.ID),
 		Since:              v.CreatedAt,
 		UpdatedAt:          time.Now(),
 	}
@@ -110,11 +132,11 @@ func (p *Provider) volumeStatus(v *volumeRecord) api.AssignmentStatus {
 
 // makeVolumeDir makes a volume's directory. A new one belongs to its
 // replicas' root, which is not the host's in a user namespace.
-func (p *Provider) makeVolumeDir(dir string, created bool) error {
+func (vm *volumeService) makeDir(dir string, created bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if r := p.userns; created && r != nil {
+	if r := vm.userns; created && r != nil {
 		return os.Chown(dir, int(r.hostID), int(r.hostID))
 	}
 	return nil
@@ -123,7 +145,7 @@ func (p *Provider) makeVolumeDir(dir string, created bool) error {
 // applyVolume creates or updates a Volume replica: a directory with a
 // project quota of its size where the filesystem has project quotas.
 // The caller holds the replica's lock.
-func (p *Provider) applyVolume(_ context.Context, a *api.Assignment) (api.AssignmentStatus, error) {
+func (vm *volumeService) apply(_ context.Context, a *api.Assignment) (api.AssignmentStatus, error) {
 	var size int64
 	if vs := a.Spec.Volume; vs != nil {
 		if vs.Format != "" && vs.Format != api.VolumeDir {
@@ -131,71 +153,71 @@ func (p *Provider) applyVolume(_ context.Context, a *api.Assignment) (api.Assign
 		}
 		size = vs.SizeMiB
 	}
-	v, err := p.readVolume(a.ID)
+	v, err := vm.read(a.ID)
 	if err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("containerd: %w", err)
 	}
 	if v != nil && a.Generation <= v.Generation {
-		return p.volumeStatus(v), nil
+		return vm.status(v), nil
 	}
 	now := time.Now()
 	created := v == nil
 	if created {
 		v = &volumeRecord{ID: a.ID, CreatedAt: now}
 	}
-	dir := p.volumeDir(a.ID)
-	if err := p.makeVolumeDir(dir, created); err != nil {
+	dir := vm.dir(a.ID)
+	if err := vm.makeDir(dir, created); err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("containerd: volume %s: %w", a.ID, err)
 	}
 	v.Generation, v.SizeMiB, v.UpdatedAt, v.Labels = a.Generation, size, now, a.Labels
-	if q := p.quotaMount(); q != nil {
+	if q := vm.quotaMount(); q != nil {
 		if v.ProjectID == 0 {
-			v.ProjectID = p.projectID(a.ID)
+			v.ProjectID = vm.projectID(a.ID)
 		}
 		if err := q.limit(dir, v.ProjectID, size); err != nil {
 			// The volume works without its limit; say so.
-			p.log.Warn("volume quota not set", "id", a.ID, "err", err)
+			vm.log.Warn("volume quota not set", "id", a.ID, "err", err)
 			v.Enforced = false
 		} else {
 			v.Enforced = size > 0
 		}
 	}
-	if err := p.writeVolume(v); err != nil {
+	if err := vm.write(v); err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("containerd: volume %s: %w", a.ID, err)
 	}
-	st := p.volumeStatus(v)
-	p.notify(st)
+	st := vm.status(v)
+	vm.notify(st)
 	return st, nil
 }
 
 // deleteVolume removes a volume's directory, quota and record.
-func (p *Provider) deleteVolume(v *volumeRecord) error {
+func (vm *volumeService) remove(v *volumeRecord) error {
 	if v.Enforced && v.ProjectID != 0 {
-		if q := p.quotaMount(); q != nil {
+		if q := vm.quotaMount(); q != nil {
 			if err := q.setLimit(v.ProjectID, 0); err != nil {
-				p.log.Warn("clear volume quota", "id", v.ID, "err", err)
+				vm.log.Warn("clear volume quota", "id", v.ID, "err", err)
 			}
 		}
 	}
-	if err := os.RemoveAll(p.volumeDir(v.ID)); err != nil {
+	if err := os.RemoveAll(vm.dir(v.ID)); err != nil {
 		return fmt.Errorf("volume %s: %w", v.ID, err)
 	}
-	if err := os.Remove(p.volumeRecordPath(v.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(vm.recordPath(v.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("volume %s: %w", v.ID, err)
 	}
 	now := time.Now()
-	p.notify(api.AssignmentStatus{ID: v.ID, Node: p.node, ObservedGeneration: v.Generation, Phase: api.PhaseDestroyed, Since: now, UpdatedAt: now})
+	vm.notify(api.AssignmentStatus{ID: v.ID, Node: vm.node, ObservedGeneration: v.Generation, Phase: api.PhaseDestroyed, Since: now, UpdatedAt: now})
 	return nil
 }
 
 // projectID derives a volume's quota project from its id, avoiding the
 // projects of other volumes.
-func (p *Provider) projectID(id string) uint32 {
+func (vm *volumeService) projectID(id string) uint32 {
 	h := fnv.New32a()
-	h.Write([]byte(p.cfg.Namespace + "/" + id))
+	h.Write([]byte(vm.cfg.Namespace + "/" + id))
 	pid := h.Sum32()%(1<<30) + 1<<20 // clear of small, hand-made project ids
 	used := map[uint32]bool{}
-	if vs, err := p.listVolumes(); err == nil {
+	if vs, err := vm.list(); err == nil {
 		for _, v := range vs {
 			used[v.ProjectID] = true
 		}
@@ -215,8 +237,8 @@ type quotaFS struct {
 
 // quotaMount returns the filesystem of VolumeRoot when it enforces
 // project quotas (ext4 or XFS mounted with prjquota), else nil.
-func (p *Provider) quotaMount() *quotaFS {
-	m, err := mountOf(p.cfg.VolumeRoot)
+func (vm *volumeService) quotaMount() *quotaFS {
+	m, err := mountOf(vm.cfg.VolumeRoot)
 	if err != nil || m == nil {
 		return nil
 	}
@@ -232,11 +254,11 @@ func (p *Provider) quotaMount() *quotaFS {
 }
 
 // quotaMode describes how volume sizes are kept, for Health.
-func (p *Provider) quotaMode() string {
-	if q := p.quotaMount(); q != nil {
+func (vm *volumeService) quotaMode() string {
+	if q := vm.quotaMount(); q != nil {
 		return fmt.Sprintf("volume sizes enforced by %s project quotas on %s", q.fsType, q.device)
 	}
-	m, _ := mountOf(p.cfg.VolumeRoot)
+	m, _ := mountOf(vm.cfg.VolumeRoot)
 	if m == nil {
 		return "volume sizes recorded, not enforced (filesystem unknown)"
 	}
@@ -380,4 +402,73 @@ func statfsFree(path string) (free, total uint64, err error) {
 		return 0, 0, err
 	}
 	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
+}
+
+// volumeMounts bind-mounts the replica's volumes, which must be on this
+// node already.
+func (vm *volumeService) mounts(a *api.Assignment) ([]specs.Mount, error) {
+	var out []specs.Mount
+	for _, v := range a.Volumes {
+		if v.VolumeID == "" || v.Path == "" {
+			return nil, fmt.Errorf("volume %q: needs a volume id and a path", v.Name)
+		}
+		if err := validIdentifier(v.VolumeID); err != nil {
+			return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+		}
+		dir := vm.dir(v.VolumeID)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("volume %q (%s) is not on this node", v.Name, v.VolumeID)
+		}
+		mode := "rw"
+		if v.ReadOnly {
+			mode = "ro"
+		}
+		out = append(out, specs.Mount{Destination: v.Path, Type: "bind", Source: dir, Options: []string{"rbind", mode}})
+	}
+	return out, nil
+}
+
+// deleteVolumeOf deletes the volume a names, if there is one (done).
+func (vm *volumeService) deleteOf(a *api.Assignment) (done bool, err error) {
+	v, err := vm.read(a.ID)
+	if err != nil {
+		return false, fmt.Errorf("containerd: delete %s: %w", a.ID, err)
+	}
+	if v != nil {
+		if err := vm.remove(v); err != nil {
+			return false, fmt.Errorf("containerd: delete: %w", err)
+		}
+		vm.log.Info("volume deleted", "id", a.ID)
+		return true, nil
+	}
+	if a.Kind != api.KindVolume {
+		return false, nil
+	}
+	// A directory whose record was never written.
+	if err := os.RemoveAll(vm.dir(a.ID)); err != nil {
+		return false, fmt.Errorf("containerd: delete volume %s: %w", a.ID, err)
+	}
+	return true, nil
+}
+
+func (vm *volumeService) condition() api.Condition {
+	root := vm.cfg.VolumeRoot
+	f, err := os.CreateTemp(root, ".health-*")
+	if err != nil {
+		return api.Condition{Type: api.ConditionCSI, Status: api.ConditionError, Reason: "VolumeRootNotWritable",
+			Message: fmt.Sprintf("volume root %s: %v", root, err)}
+	}
+	f.Close()
+	os.Remove(f.Name())
+	mode := vm.quotaMode()
+	free, total, err := statfsFree(root)
+	if err != nil {
+		return api.Condition{Type: api.ConditionCSI, Status: api.ConditionWarning, Reason: "FreeSpaceUnknown",
+			Message: fmt.Sprintf("volume root %s: %v; %s", root, err, mode)}
+	}
+	msg := fmt.Sprintf("volume root %s: %s free of %s; %s", root, mib(free), mib(total), mode)
+	if lowSpace(free, total) {
+		return api.Condition{Type: api.ConditionCSI, Status: api.ConditionWarning, Reason: "LowSpace", Message: msg}
+	}
+	return api.Condition{Type: api.ConditionCSI, Status: api.ConditionReady, Reason: "VolumesWritable", Message: msg}
 }
