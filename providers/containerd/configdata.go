@@ -54,7 +54,7 @@ func configDigest(d *provider.ConfigData) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// configMounts writes the files of d afresh (one directory per mount
+// mounts writes the files of d afresh (one directory per mount
 // path, files only root may write) and returns their read-only mounts.
 func (cf *configFiles) mounts(id string, d *provider.ConfigData) ([]specs.Mount, error) {
 	root := cf.dir(id)

@@ -215,7 +215,13 @@ func (p *Provider) nsCtx(ctx context.Context) context.Context {
 	return namespaces.WithNamespace(ctx, p.cfg.Namespace)
 }
 
-// Watch implements provider.Watcher (see supervisor.watch).
+// Watch implements provider.Watcher: exits (with their restart), OOM
+// kills and deletions are pushed as they happen. A watch is only as good
+// as the containerd event stream behind it: while the supervisor does
+// not follow it, Watch fails with api.ErrUnavailable (the agent polls
+// meanwhile), and when the stream breaks every watcher is closed, to
+// watch again and relist once it is back. The channel also closes when
+// ctx is done or the provider closes.
 func (p *Provider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, error) {
 	return p.sup.watch(ctx)
 }

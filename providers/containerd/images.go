@@ -100,7 +100,7 @@ func sourceOf(a *api.Assignment) (imageSource, error) {
 	return s, nil
 }
 
-// ensureImage makes the image of a available and unpacked for the
+// ensure makes the image of a available and unpacked for the
 // snapshotter, importing or pulling it at most once however many
 // replicas ask at the same time; progress (optional) hears how a pull
 // goes.
@@ -251,7 +251,7 @@ func (im *imageService) importArchive(ctx context.Context, src imageSource) (cli
 	return im.imageOf(chosen), nil
 }
 
-// getImage returns the image named name, as client.GetImage does.
+// get returns the image named name, as client.GetImage does.
 func (im *imageService) get(ctx context.Context, name string) (client.Image, error) {
 	rec, err := im.client.ImageService().Get(ctx, name)
 	if err != nil {

@@ -15,8 +15,8 @@ import (
 	"github.com/opencontainers/image-spec/identity"
 )
 
-// withRemappedSnapshot makes replica id's root filesystem from img's
-// layers with their owners moved into r (see remapImage).
+// remappedSnapshot makes replica id's root filesystem from img's
+// layers with their owners moved into r (see remap).
 func (im *imageService) remappedSnapshot(id string, img client.Image, r idRange) client.NewContainerOpts {
 	return func(ctx context.Context, cl *client.Client, c *containers.Container) error {
 		parent, err := im.remap(ctx, img, r)
@@ -31,7 +31,7 @@ func (im *imageService) remappedSnapshot(id string, img client.Image, r idRange)
 	}
 }
 
-// remapImage returns the committed snapshot of img's layers chowned
+// remap returns the committed snapshot of img's layers chowned
 // into r, making it the first time: once per image and range, however
 // many replicas ask at once. The image's config references it (a
 // containerd GC label), so that it goes with the image.

@@ -210,7 +210,7 @@ func firstHost(n *net.IPNet) net.IP {
 	return ip
 }
 
-// setupNetwork creates the replica's network namespace and runs CNI ADD
+// setup creates the replica's network namespace and runs CNI ADD
 // in it. It returns the namespace's path for the container's spec.
 // Leftovers of an earlier attempt are removed first.
 func (nw *networkService) setup(ctx context.Context, a *api.Assignment) (string, error) {
@@ -238,7 +238,7 @@ func (nw *networkService) setup(ctx context.Context, a *api.Assignment) (string,
 	return nw.netnsPath(a.ID), nil
 }
 
-// restoreNetwork makes the network namespace of a replica whose task is
+// restore makes the network namespace of a replica whose task is
 // about to start again exist and be attached, from its saved conflist:
 // a reboot (or someone) removed it, while containerd kept the container
 // that names it. userns is the user namespace the container was made
@@ -337,7 +337,7 @@ func (nw *networkService) detach(ctx context.Context, id string, b []byte) error
 	return del()
 }
 
-// teardownNetwork detaches the replica, removes its network namespace
+// teardown detaches the replica, removes its network namespace
 // and its conflist. Nothing to remove is not an error.
 func (nw *networkService) teardown(ctx context.Context, id string) error {
 	var errs []error
@@ -530,7 +530,7 @@ func networkMounts(a *api.Assignment, hosts string) []specs.Mount {
 	return mounts
 }
 
-// cniCondition checks the plugins the generated conflists use: bridge,
+// condition checks the plugins the generated conflists use: bridge,
 // static and loopback are needed by every replica (Error when missing),
 // portmap only by host ports and iptables by the bridge's masquerading
 // (Warning).

@@ -1,14 +1,13 @@
 package containerd
 
 import (
+	"github.com/stratahq/strata/testkit/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stratahq/strata/testkit/testenv"
 
 	"github.com/stratahq/strata/internal/api"
 )

@@ -129,7 +129,7 @@ type crashState struct {
 	timer *time.Timer
 }
 
-// supervise follows containerd's task events for the namespace until ctx
+// run follows containerd's task events for the namespace until ctx
 // ends: exits restart tasks according to their restart policy, OOM kills
 // are recorded, and both are pushed to watchers. Every (re)subscription
 // starts with a sweep that handles exits missed meanwhile (the agent was
@@ -312,7 +312,7 @@ func (sv *supervisor) handleStopped(ctx context.Context, id string, pid uint32) 
 	sv.scheduleRestart(ctx, id, delay)
 }
 
-// crashState returns id's back-off state; p.mu is held.
+// crashState returns id's back-off state; sv.mu is held.
 func (sv *supervisor) crashState(id string) *crashState {
 	cs, ok := sv.crashes[id]
 	if !ok {

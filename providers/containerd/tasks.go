@@ -1,10 +1,6 @@
 package containerd
 
 import (
-	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
-	"google.golang.org/grpc/codes"
-	grpcstatus "google.golang.org/grpc/status"
-
 	"context"
 	"errors"
 	"fmt"
@@ -13,12 +9,16 @@ import (
 	"syscall"
 	"time"
 
+	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
 	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
 	"github.com/stratahq/strata/internal/api"
 )
 

@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/stratahq/strata/internal/api"
 )
 

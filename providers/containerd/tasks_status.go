@@ -11,11 +11,11 @@ import (
 	"time"
 
 	tasktypes "github.com/containerd/containerd/api/types/task"
-
 	"github.com/containerd/containerd/v2/core/containers"
+	"golang.org/x/sys/unix"
+
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/providers/provider"
-	"golang.org/x/sys/unix"
 )
 
 // taskInfo is what Status needs of a container's task.
@@ -34,7 +34,7 @@ func taskInfoOf(pr *tasktypes.Process) *taskInfo {
 	return t
 }
 
-// computeStatus turns a container and its task (nil: none) into a
+// status turns a container and its task (nil: none) into a
 // status. An exit the restart policy will restart is provision, not
 // error: the region replaces replicas in error, and this one is about
 // to come back by itself.
