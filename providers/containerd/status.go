@@ -10,7 +10,7 @@ import (
 )
 
 // Status implements provider.Provider from containerd's containers and
-// all (or a volume's record): nothing is kept in memory.
+// tasks (or a volume's record): nothing is kept in memory.
 func (p *Provider) Status(ctx context.Context, id string) (api.AssignmentStatus, error) {
 	ctx = p.nsCtx(ctx)
 	c, err := p.tasks.container(ctx, id)
