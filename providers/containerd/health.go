@@ -32,7 +32,7 @@ type healthMark struct {
 // containerd's events).
 func (p *Provider) Health(ctx context.Context) ([]api.Condition, error) {
 	cs := []api.Condition{p.criCondition(ctx), p.network.condition(), p.volumes.condition(), p.sup.condition(p.name)}
-	p.statuses.stamp(cs, time.Now())
+	p.conditions.stamp(cs, time.Now())
 	return cs, nil
 }
 
