@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/containerd/containerd/v2/core/containers"
@@ -93,32 +90,5 @@ func checkUser(sc *api.SecurityContext, pol userPolicy) oci.SpecOpts {
 			return fmt.Errorf("%w: container would run as root (the image's user is uid 0) and this node refuses root containers (refuseRoot): set runAsUser, or an image whose USER is not root", errUser)
 		}
 		return nil
-	}
-}
-
-// withConfigOwner gives the files of replica id's Configs and Secrets
-// (mode 0444 and 0400, see configMounts) to the user its process runs
-// as, on the host: a process that is not root reads its secrets too.
-func (p *Provider) withConfigOwner(id string, pol userPolicy) oci.SpecOpts {
-	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
-		var uid, gid uint32
-		if s.Process != nil {
-			uid, gid = s.Process.User.UID, s.Process.User.GID
-		}
-		hostUID, hostGID, ok := pol.hostIDs(uid, gid)
-		if !ok || (hostUID == 0 && hostGID == 0) {
-			return nil // checkUser refuses the first; root owns them already
-		}
-		root := p.configsDir(id)
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			return os.Lchown(path, int(hostUID), int(hostGID))
-		})
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // no files
-		}
-		return err
 	}
 }

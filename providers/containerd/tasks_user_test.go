@@ -163,7 +163,7 @@ func TestRunAsNonRoot(t *testing.T) {
 			}
 			// Nothing ran, and Status, as after an agent restart, says
 			// the same.
-			if ti, err := e.p.task(e.p.nsCtx(e.ctx(t)), a.ID); err != nil || ti != nil {
+			if ti, err := e.p.tasks.task(e.p.nsCtx(e.ctx(t)), a.ID); err != nil || ti != nil {
 				t.Errorf("task of a refused replica: got %+v, %v; want none", ti, err)
 			}
 			if again, err := e.p.Status(e.ctx(t), a.ID); err != nil || again.Phase != api.PhaseError || again.Reason != st.Reason {
@@ -261,7 +261,7 @@ func TestUserNamespace(t *testing.T) {
 				t.Fatalf("Delete: %v", err)
 			}
 			e.checkGone(t, a.ID)
-			if _, err := os.Stat(e.p.usernsPath(a.ID)); !errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(e.p.network.usernsPath(a.ID)); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("pinned user namespace: got %v; want it removed", err)
 			}
 		})
@@ -299,7 +299,7 @@ func TestUserNamespace(t *testing.T) {
 		if _, err := task.Delete(ctx, client.WithProcessKill); err != nil {
 			t.Fatalf("delete task: %v", err)
 		}
-		if err := e.p.removeNamespaces(a.ID); err != nil {
+		if err := e.p.network.removeNamespaces(a.ID); err != nil {
 			t.Fatal(err)
 		}
 		cfg.UserNamespace = false

@@ -100,8 +100,8 @@ func (c Config) registryHost(host string) RegistryHost {
 }
 
 // resolver reaches host with its settings.
-func (p *Provider) resolver(ctx context.Context, host string) (docker.RegistryHosts, error) {
-	h := p.cfg.registryHost(host)
+func (im *imageService) resolver(ctx context.Context, host string) (docker.RegistryHosts, error) {
+	h := im.cfg.registryHost(host)
 	auth, err := pullAuthFor(ctx, host)
 	if err != nil {
 		return nil, err
@@ -187,8 +187,8 @@ func (pp *pullProgress) follow(ctx context.Context, c *client.Client, interval t
 
 // pullWith pulls ref from host with its settings, calling progress with
 // a line on how far it is while it runs.
-func (p *Provider) pullWith(ctx context.Context, ref, host string, progress func(string)) (client.Image, error) {
-	hosts, err := p.resolver(ctx, host)
+func (im *imageService) pullWith(ctx context.Context, ref, host string, progress func(string)) (client.Image, error) {
+	hosts, err := im.resolver(ctx, host)
 	if err != nil {
 		return nil, err
 	}
@@ -197,14 +197,14 @@ func (p *Provider) pullWith(ctx context.Context, ref, host string, progress func
 	var following sync.WaitGroup
 	if progress != nil {
 		following.Go(func() {
-			pp.follow(fctx, p.client, p.cfg.PullProgressInterval, func(done, total int64) {
+			pp.follow(fctx, im.client, im.cfg.PullProgressInterval, func(done, total int64) {
 				progress(fmt.Sprintf("pulling image %s: %.1f of %.1f MiB", ref, float64(done)/(1<<20), float64(total)/(1<<20)))
 			})
 		})
 	}
-	img, err := p.client.Pull(ctx, ref,
+	img, err := im.client.Pull(ctx, ref,
 		client.WithPullUnpack,
-		client.WithPullSnapshotter(p.cfg.Snapshotter),
+		client.WithPullSnapshotter(im.cfg.Snapshotter),
 		client.WithResolver(docker.NewResolver(docker.ResolverOptions{Hosts: hosts})),
 		client.WithImageHandler(images.HandlerFunc(pp.handler)),
 	)
