@@ -100,8 +100,23 @@ func ip(ctx context.Context, args ...string) error {
 	return nil
 }
 
-// useBridge ensures a VM's bridge and remembers it for Health.
-func (p *Provider) useBridge(ctx context.Context, n *api.NetworkAttachment) error {
+// network owns the bridges VMs join: it ensures each when a VM is
+// attached to it and remembers it (inUse), so that Health can say
+// whether they are still up. The guest's address itself is the region's
+// IPAM's, handed to the kernel on its command line (domainspec.go).
+type network struct {
+	bridges bridger
+
+	mu    sync.Mutex
+	inUse map[string]struct{}
+}
+
+func newNetwork(b bridger) *network {
+	return &network{bridges: b, inUse: map[string]struct{}{}}
+}
+
+// use ensures a VM's bridge and remembers it for Health.
+func (nw *network) use(ctx context.Context, n *api.NetworkAttachment) error {
 	if n.Bridge == "" {
 		return badSpec("network %q has no bridge", n.Network)
 	}
@@ -109,24 +124,24 @@ func (p *Provider) useBridge(ctx context.Context, n *api.NetworkAttachment) erro
 	if err != nil {
 		return err
 	}
-	if err := p.bridges.Ensure(ctx, n.Bridge, gw); err != nil {
+	if err := nw.bridges.Ensure(ctx, n.Bridge, gw); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	p.inUse[n.Bridge] = struct{}{}
-	p.mu.Unlock()
+	nw.mu.Lock()
+	nw.inUse[n.Bridge] = struct{}{}
+	nw.mu.Unlock()
 	return nil
 }
 
-// bridgeCondition is the CNI condition: the bridges VMs were attached to
+// condition is the CNI condition: the bridges VMs were attached to
 // exist and are up. There is none before a VM joined a bridge.
-func (p *Provider) bridgeCondition() (api.Condition, bool) {
-	p.mu.Lock()
-	names := make([]string, 0, len(p.inUse))
-	for n := range p.inUse {
+func (nw *network) condition() (api.Condition, bool) {
+	nw.mu.Lock()
+	names := make([]string, 0, len(nw.inUse))
+	for n := range nw.inUse {
 		names = append(names, n)
 	}
-	p.mu.Unlock()
+	nw.mu.Unlock()
 	if len(names) == 0 {
 		return api.Condition{}, false
 	}
@@ -134,7 +149,7 @@ func (p *Provider) bridgeCondition() (api.Condition, bool) {
 	c := api.Condition{Type: api.ConditionCNI, Status: api.ConditionReady, Message: "VM bridges up: " + strings.Join(names, ", ")}
 	var bad []string
 	for _, n := range names {
-		if err := p.bridges.Check(n); err != nil {
+		if err := nw.bridges.Check(n); err != nil {
 			bad = append(bad, err.Error())
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
@@ -28,18 +29,11 @@ type watcher struct {
 func (p *Provider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, error) {
 	out := make(chan api.AssignmentStatus, provider.DefaultWatchBuffer)
 	w := &watcher{kicks: make(chan string, provider.DefaultWatchBuffer), rescan: make(chan struct{}, 1)}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, fmt.Errorf("libvirt: watch: provider closed: %w", api.ErrUnavailable)
+	if err := p.hub.join(w); err != nil {
+		return nil, fmt.Errorf("libvirt: watch: %w", err)
 	}
-	p.watchers[w] = struct{}{}
-	// Counted under p.mu, which Close takes before it waits: no watch
-	// starts once Close is waiting for them.
-	p.bg.Add(1)
-	p.mu.Unlock()
 	// What exists when Watch returns is the baseline, not a change; it is
-	// taken after registering, so that no change after it is missed.
+	// taken after joining, so that no change after it is missed.
 	baseline := map[string]api.AssignmentStatus{}
 	if ls, err := p.List(ctx); err == nil {
 		for _, l := range ls {
@@ -49,13 +43,8 @@ func (p *Provider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, erro
 		p.log.Debug("watch baseline", "err", err)
 	}
 	go func() {
-		defer p.bg.Done()
+		defer p.hub.leave(w)
 		defer close(out)
-		defer func() {
-			p.mu.Lock()
-			delete(p.watchers, w)
-			p.mu.Unlock()
-		}()
 		p.watch(ctx, w, baseline, out)
 	}()
 	return out, nil
@@ -73,7 +62,7 @@ func (p *Provider) watch(ctx context.Context, w *watcher, sent map[string]api.As
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.closing:
+		case <-p.hub.closing:
 			return
 		case id := <-w.kicks:
 			ok = ws.look(ctx, id)
@@ -167,13 +156,62 @@ func changed(a, b api.AssignmentStatus) bool {
 	return a.Phase != b.Phase || a.Reason != b.Reason || a.ObservedGeneration != b.ObservedGeneration || a.Restarts != b.Restarts
 }
 
+// hub owns the watches: the watchers that lifecycle events and Applies
+// kick, and the goroutines of the watches, which close waits for.
+type hub struct {
+	mu       sync.Mutex
+	closed   bool
+	closing  chan struct{} // closed by close: watches end
+	watchers map[*watcher]struct{}
+	running  sync.WaitGroup
+}
+
+func newHub() *hub {
+	return &hub{closing: make(chan struct{}), watchers: map[*watcher]struct{}{}}
+}
+
+// join adds w, whose watch then runs until leave; it fails once the hub
+// is closed.
+func (h *hub) join(w *watcher) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return fmt.Errorf("provider closed: %w", api.ErrUnavailable)
+	}
+	h.watchers[w] = struct{}{}
+	// Counted under mu, which close takes: no watch starts once close
+	// has ended them.
+	h.running.Add(1)
+	return nil
+}
+
+// leave removes w when its watch ends.
+func (h *hub) leave(w *watcher) {
+	h.mu.Lock()
+	delete(h.watchers, w)
+	h.mu.Unlock()
+	h.running.Done()
+}
+
+// close ends every watch and refuses new ones; wait waits for them.
+func (h *hub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.closed {
+		h.closed = true
+		close(h.closing)
+	}
+}
+
+func (h *hub) wait() { h.running.Wait() }
+
 // kick tells every watcher to look at replica id now; it never blocks (it
 // runs on libvirt's event loop). A watcher whose kicks are full rescans
 // instead.
-func (p *Provider) kick(id string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for w := range p.watchers {
+func (h *hub) kick(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.watchers {
 		select {
 		case w.kicks <- id:
 		default:
