@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -157,4 +158,65 @@ func (nw *network) condition() (api.Condition, bool) {
 		c.Status, c.Reason, c.Message = api.ConditionError, "BridgeDown", strings.Join(bad, "; ")
 	}
 	return c, true
+}
+
+// ---- guest addressing ----
+
+// ipArgument is the kernel's static IP configuration,
+// ip=<client>:<server>:<gateway>:<netmask>:<hostname>:<device>:<autoconf>,
+// for the guest's first NIC (eth0).
+func ipArgument(n *api.NetworkAttachment, host string) (string, error) {
+	addr, err := parseAddr(n.Address)
+	if err != nil {
+		return "", badSpec("network address %q: %v", n.Address, err)
+	}
+	if !addr.Is4() {
+		return "", badSpec("network address %s: the kernel's ip= argument takes IPv4 only", addr)
+	}
+	subnet, err := netip.ParsePrefix(n.Subnet)
+	if err != nil {
+		return "", badSpec("network subnet %q: %v", n.Subnet, err)
+	}
+	if !subnet.Addr().Is4() || !subnet.Contains(addr) {
+		return "", badSpec("network address %s is not in subnet %s", addr, subnet)
+	}
+	gw := ""
+	if n.Gateway != "" {
+		g, err := netip.ParseAddr(n.Gateway)
+		if err != nil {
+			return "", badSpec("network gateway %q: %v", n.Gateway, err)
+		}
+		gw = g.String()
+	}
+	return fmt.Sprintf("ip=%s::%s:%s:%s:eth0:off", addr, gw, netmask(subnet.Bits()), host), nil
+}
+
+// parseAddr takes an address with or without a prefix length.
+func parseAddr(s string) (netip.Addr, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Addr(), nil
+	}
+	return netip.ParseAddr(s)
+}
+
+func netmask(bits int) string {
+	m := uint32(math.MaxUint32) << (32 - bits)
+	if bits == 0 {
+		m = 0
+	}
+	return fmt.Sprintf("%d.%d.%d.%d", m>>24, m>>16&0xff, m>>8&0xff, m&0xff)
+}
+
+// gatewayCIDR is the gateway address with the subnet's prefix length, as
+// it is put on the bridge.
+func gatewayCIDR(n *api.NetworkAttachment) (string, error) {
+	gw, err := netip.ParseAddr(n.Gateway)
+	if err != nil {
+		return "", badSpec("network gateway %q: %v", n.Gateway, err)
+	}
+	subnet, err := netip.ParsePrefix(n.Subnet)
+	if err != nil {
+		return "", badSpec("network subnet %q: %v", n.Subnet, err)
+	}
+	return netip.PrefixFrom(gw, subnet.Bits()).String(), nil
 }

@@ -108,31 +108,33 @@ func createVolume(pool *libvirt.StoragePool, def volXML) (*libvirt.StorageVol, e
 	return vol, nil
 }
 
-// volumeFormat reads a volume's format (qcow2, raw) from libvirt.
-func volumeFormat(vol *libvirt.StorageVol) (string, error) {
+// volumeDesc reads a volume's definition from libvirt.
+func volumeDesc(vol *libvirt.StorageVol) (volXML, error) {
 	s, err := vol.GetXMLDesc(0)
 	if err != nil {
-		return "", err
+		return volXML{}, err
 	}
 	var v volXML
 	if err := xml.Unmarshal([]byte(s), &v); err != nil {
-		return "", fmt.Errorf("parse volume XML: %w", err)
+		return volXML{}, fmt.Errorf("parse volume XML: %w", err)
+	}
+	return v, nil
+}
+
+// volumeFormat reads a volume's format (qcow2, raw) from libvirt.
+func volumeFormat(vol *libvirt.StorageVol) (string, error) {
+	v, err := volumeDesc(vol)
+	if err != nil {
+		return "", err
 	}
 	return v.Format.Type, nil
 }
 
 // volumeBacking reads a volume's backing file, "" if none.
 func volumeBacking(vol *libvirt.StorageVol) (string, error) {
-	s, err := vol.GetXMLDesc(0)
-	if err != nil {
+	v, err := volumeDesc(vol)
+	if err != nil || v.Backing == nil {
 		return "", err
-	}
-	var v volXML
-	if err := xml.Unmarshal([]byte(s), &v); err != nil {
-		return "", fmt.Errorf("parse volume XML: %w", err)
-	}
-	if v.Backing == nil {
-		return "", nil
 	}
 	return v.Backing.Path, nil
 }
