@@ -55,13 +55,6 @@ func configDataOf(ctx context.Context) *provider.ConfigData {
 	return d
 }
 
-// guestRun is what the guest gets on its config drive.
-type guestRun struct {
-	drive  []byte // the archive, padded to whole sectors; nil: no drive
-	digest string // of drive: a change restarts the domain
-	exit   bool   // runs to completion: an exit disk reports the code
-}
-
 // drives owns the VMs' config drives and exit disks: what each guest
 // is given (its command, environment and files) and the code it exits
 // with, in dir.

@@ -1,7 +1,6 @@
 package libvirt
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/stratahq/strata/providers/provider"
 )
 
 // console owns the files a domain's output lands in: its serial console
@@ -25,9 +22,6 @@ type console struct {
 	systemDaemon bool
 	log          *slog.Logger
 }
-
-// followInterval is how often a following Logs looks for new output.
-const followInterval = 200 * time.Millisecond
 
 // path is the file the domain's serial console is logged to.
 func (cs *console) path(id string) string {
@@ -97,21 +91,4 @@ func (cs *console) removeQEMULog(name string) {
 			cs.log.Debug("remove libvirt's domain log", "path", f, "err", err)
 		}
 	}
-}
-
-// Logs implements provider.Logger: the replica's serial console. Following
-// keeps up with virtlogd's rotation and ends when ctx is done or the
-// replica is deleted.
-func (p *Provider) Logs(ctx context.Context, id string, opts provider.LogOptions, w io.Writer) error {
-	if _, err := p.Status(ctx, id); err != nil {
-		return err
-	}
-	gone := func(ctx context.Context) bool {
-		_, err := p.Status(ctx, id)
-		return errors.Is(err, provider.ErrNotFound)
-	}
-	if err := provider.FileLogs(ctx, p.console.path(id), opts, w, followInterval, gone); err != nil {
-		return fmt.Errorf("libvirt: logs %s: %w", id, err)
-	}
-	return nil
 }

@@ -29,8 +29,8 @@ type domains struct {
 	kick func(id string)
 }
 
-// apply makes the domain of a run spec: defined and started when there
-// is none, else converged to it (converge).
+// apply makes a's domain run spec: defined and started when there is
+// none, else converged to it (converge).
 func (d *domains) apply(c *libvirt.Connect, a *api.Assignment, spec domainSpec) (api.AssignmentStatus, error) {
 	meta, err := d.metaOf(a, spec)
 	if err != nil {

@@ -163,6 +163,13 @@ type domainSpec struct {
 	Run guestRun
 }
 
+// guestRun is what the guest gets on its config drive.
+type guestRun struct {
+	drive  []byte // the archive, padded to whole sectors; nil: no drive
+	digest string // of drive: a change restarts the domain
+	exit   bool   // runs to completion: an exit disk reports the code
+}
+
 // ErrBadSpec marks an assignment the provider cannot turn into a domain;
 // Apply reports it as the replica's error, not as a failed call.
 var ErrBadSpec = errors.New("bad vm spec")
