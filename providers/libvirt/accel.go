@@ -89,7 +89,7 @@ func (a *accelerator) domainType(ctx context.Context, kernel string) (accelVerdi
 	return v, nil
 }
 
-// verdict is the current verdict; ok is false while a trial runs (Health
+// current is the current verdict; ok is false while a trial runs (Health
 // must not wait for one).
 func (a *accelerator) current() (v accelVerdict, ok bool) {
 	select {
@@ -104,8 +104,8 @@ func (a *accelerator) current() (v accelVerdict, ok bool) {
 	return a.verdict, true
 }
 
-// decideAccel runs the first trial (and the second with KVMProbeKernel)
-// and publishes the verdict by closing accelDone.
+// decide runs the first trial (and the second with KVMProbeKernel)
+// and publishes the verdict by closing done.
 func (a *accelerator) decide(ctx context.Context) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -170,7 +170,7 @@ func (a *accelerator) firstTrial(ctx context.Context) (accelVerdict, error) {
 	return accelVerdict{Type: DomainTypeKVM, Reason: "a KVM boot sector " + why + "; no Linux kernel tried yet"}, nil
 }
 
-// probeKernel boots a Linux kernel under KVM and waits for its banner.
+// tryKernel boots a Linux kernel under KVM and waits for its banner.
 func (a *accelerator) tryKernel(ctx context.Context, c *libvirt.Connect, kernel string) (accelVerdict, error) {
 	// No initrd, no root: the kernel panics once booted, and reboots
 	// (panic=-1), which ends the transient domain.
