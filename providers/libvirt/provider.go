@@ -33,7 +33,7 @@ import (
 )
 
 // Provider is the libvirt provider. It implements provider.Provider,
-// Logger, Watcher and Closer, by composing the services below, each the
+// Logger, Watcher, Closer and ConfigApplier, by composing the services below, each the
 // owner of its own state: it checks an assignment, serialises the calls
 // of one replica and says which service does what.
 type Provider struct {
@@ -58,18 +58,19 @@ type Provider struct {
 	drives  *drives      // config drives and exit disks (configdrive.go)
 	phases  *phases      // since when each replica is in its phase
 	domains *domains     // the domains of Compute replicas
-	hub     *hub         // the watches (watch.go)
+	hub     *hub         // the watches (hub.go, watch.go)
 
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
 }
 
 var (
-	_ provider.Provider = (*Provider)(nil)
-	_ provider.Logger   = (*Provider)(nil)
-	_ provider.Watcher  = (*Provider)(nil)
-	_ provider.Closer   = (*Provider)(nil)
-	_ provider.Factory  = Factory
+	_ provider.Provider      = (*Provider)(nil)
+	_ provider.Logger        = (*Provider)(nil)
+	_ provider.Watcher       = (*Provider)(nil)
+	_ provider.Closer        = (*Provider)(nil)
+	_ provider.ConfigApplier = (*Provider)(nil)
+	_ provider.Factory       = Factory
 )
 
 // Factory makes a Provider from the agent's options (see Config for the
