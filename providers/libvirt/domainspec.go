@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -164,6 +163,13 @@ type domainSpec struct {
 	Run guestRun
 }
 
+// guestRun is what the guest gets on its config drive.
+type guestRun struct {
+	drive  []byte // the archive, padded to whole sectors; nil: no drive
+	digest string // of drive: a change restarts the domain
+	exit   bool   // runs to completion: an exit disk reports the code
+}
+
 // ErrBadSpec marks an assignment the provider cannot turn into a domain;
 // Apply reports it as the replica's error, not as a failed call.
 var ErrBadSpec = errors.New("bad vm spec")
@@ -204,65 +210,6 @@ func kernelCmdline(a *api.Assignment) (string, error) {
 		parts = append(parts, ip)
 	}
 	return strings.Join(strings.Fields(strings.Join(parts, " ")), " "), nil
-}
-
-// ipArgument is the kernel's static IP configuration,
-// ip=<client>:<server>:<gateway>:<netmask>:<hostname>:<device>:<autoconf>,
-// for the guest's first NIC (eth0).
-func ipArgument(n *api.NetworkAttachment, host string) (string, error) {
-	addr, err := parseAddr(n.Address)
-	if err != nil {
-		return "", badSpec("network address %q: %v", n.Address, err)
-	}
-	if !addr.Is4() {
-		return "", badSpec("network address %s: the kernel's ip= argument takes IPv4 only", addr)
-	}
-	subnet, err := netip.ParsePrefix(n.Subnet)
-	if err != nil {
-		return "", badSpec("network subnet %q: %v", n.Subnet, err)
-	}
-	if !subnet.Addr().Is4() || !subnet.Contains(addr) {
-		return "", badSpec("network address %s is not in subnet %s", addr, subnet)
-	}
-	gw := ""
-	if n.Gateway != "" {
-		g, err := netip.ParseAddr(n.Gateway)
-		if err != nil {
-			return "", badSpec("network gateway %q: %v", n.Gateway, err)
-		}
-		gw = g.String()
-	}
-	return fmt.Sprintf("ip=%s::%s:%s:%s:eth0:off", addr, gw, netmask(subnet.Bits()), host), nil
-}
-
-// parseAddr takes an address with or without a prefix length.
-func parseAddr(s string) (netip.Addr, error) {
-	if p, err := netip.ParsePrefix(s); err == nil {
-		return p.Addr(), nil
-	}
-	return netip.ParseAddr(s)
-}
-
-func netmask(bits int) string {
-	m := uint32(math.MaxUint32) << (32 - bits)
-	if bits == 0 {
-		m = 0
-	}
-	return fmt.Sprintf("%d.%d.%d.%d", m>>24, m>>16&0xff, m>>8&0xff, m&0xff)
-}
-
-// gatewayCIDR is the gateway address with the subnet's prefix length, as
-// it is put on the bridge.
-func gatewayCIDR(n *api.NetworkAttachment) (string, error) {
-	gw, err := netip.ParseAddr(n.Gateway)
-	if err != nil {
-		return "", badSpec("network gateway %q: %v", n.Gateway, err)
-	}
-	subnet, err := netip.ParsePrefix(n.Subnet)
-	if err != nil {
-		return "", badSpec("network subnet %q: %v", n.Subnet, err)
-	}
-	return netip.PrefixFrom(gw, subnet.Bits()).String(), nil
 }
 
 // diskTarget names the n-th virtio disk: vda, vdb, ..., vdz, vdaa...

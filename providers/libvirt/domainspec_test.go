@@ -54,20 +54,6 @@ func TestKernelCmdline(t *testing.T) {
 	}
 }
 
-func TestNetmask(t *testing.T) {
-	tests := []struct {
-		bits int
-		want string
-	}{
-		{0, "0.0.0.0"}, {8, "255.0.0.0"}, {16, "255.255.0.0"}, {20, "255.255.240.0"}, {24, "255.255.255.0"}, {32, "255.255.255.255"},
-	}
-	for _, tc := range tests {
-		if got := netmask(tc.bits); got != tc.want {
-			t.Errorf("netmask(%d): got %s; want %s", tc.bits, got, tc.want)
-		}
-	}
-}
-
 func TestDiskTarget(t *testing.T) {
 	tests := []struct {
 		n    int
