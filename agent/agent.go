@@ -180,36 +180,20 @@ type Agent struct {
 	startedAt time.Time
 	addr      atomic.Pointer[string]
 	ready     chan struct{}
-	readyOnce sync.Once
 
 	// Set by Run before the goroutines that use them start, read-only
-	// afterwards.
+	// afterwards. A replica's walk through them: the assignment stream
+	// merges the region's word into the table, which queues the ids
+	// that changed; a worker reconciles each (the reconciler calls its
+	// provider and records what it said in the table); observers record
+	// what the providers report later; the table hands every changed
+	// status to the reporter, which sends it to the region.
 	provs    *providerSet
 	capacity api.Capacity
 	queue    *workQueue
+	table    *replicaTable
 	reporter *reporter
-	// configs fetches the data of Configs and Secrets (GetConfigData).
-	configs agentv1.AgentServiceClient
-
-	// mu guards the replica table and what goes with it.
-	mu       sync.Mutex
-	replicas map[string]*replica
-	// snapshotSeen is set by the first snapshot; readyWait holds the ids
-	// of that snapshot not yet reconciled once (nil once Ready closed).
-	snapshotSeen bool
-	readyWait    map[string]bool
-	// epoch numbers assignment streams; liveEpoch is the stream being
-	// read (0: none). snapshotAt is when its last snapshot began and
-	// settleFrom when the batches that may continue it last arrived.
-	epoch      int64
-	liveEpoch  int64
-	snapshotAt time.Time
-	settleFrom time.Time
-	// conditions are the latest provider health conditions, and the
-	// data plane's.
-	conditions []api.Condition
-	// netCond is the data plane's condition (nil: no data plane).
-	netCond *api.Condition
+	health   *health
 
 	// dataPlane: the agent programs its host (see dataPlaneWanted);
 	// netKernel is Options.NetKernel. net is set by Run before the
@@ -256,7 +240,6 @@ func New(o Options) (*Agent, error) {
 		clock:      clock,
 		t:          defaultTimings(),
 		ready:      make(chan struct{}),
-		replicas:   map[string]*replica{},
 		dataPlane:  dataPlaneWanted(&cfg, len(o.Providers) > 0, o.NetKernel),
 		netKernel:  o.NetKernel,
 	}, nil
@@ -412,11 +395,10 @@ func (a *Agent) run(ctx context.Context) error {
 		defer stop()
 	}
 
-	a.queue = newWorkQueue(a.t.retryMin, a.t.retryMax)
-	a.reporter = newReporter(a.t.flushBatch)
+	a.assemble(client)
 	// Before registering: the node tells the region its underlay.
 	defer a.setUpDataPlane()()
-	a.refreshHealth(ctx)
+	a.health.refresh(ctx)
 
 	// Workers block in queue.get, which knows no context: shut the queue
 	// down when ctx ends so that they return.
@@ -434,7 +416,7 @@ func (a *Agent) run(ctx context.Context) error {
 	select {
 	case <-registered:
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.t.shutdownFlush)
-		a.flushAll(fctx, client)
+		a.reporter.flushAll(fctx)
 		cancel()
 	default:
 	}
@@ -459,28 +441,50 @@ func (a *Agent) regionConn() (conn grpc.ClientConnInterface, close func(), err e
 	return cc, func() { cc.Close() }, nil
 }
 
-// startLoops starts the agent's goroutines in wg: the work queue and its
-// workers, the session with the region, the assignment stream, the
-// reporter, health checks, the network stream (with a data plane), and
-// a poller (and watcher) per provider.
+// assemble builds the agent's parts, once its providers are open and
+// its region client exists.
+func (a *Agent) assemble(client agentv1.AgentServiceClient) {
+	name := a.cfg.Node.Name
+	a.queue = newWorkQueue(a.t.retryMin, a.t.retryMax)
+	a.reporter = newReporter(name, client, &a.t, a.log)
+	a.health = &health{provs: a.provs, interval: a.cfg.StatusInterval, t: &a.t, clock: a.clock}
+	a.table = &replicaTable{
+		node: name, clock: a.clock, t: &a.t, interval: a.cfg.StatusInterval,
+		provs: a.provs, queue: a.queue, reporter: a.reporter, log: a.log,
+		ready: a.ready, replicas: map[string]*replica{},
+	}
+}
+
+// startLoops starts the agent's goroutines in wg, in the order a replica
+// walks through them: the session with the region, the assignment
+// stream, the work queue and its workers (the reconciler), the
+// reporter, and per provider a poller (and a watcher, when it pushes);
+// then health checks and the network stream (with a data plane).
 func (a *Agent) startLoops(ctx context.Context, wg *sync.WaitGroup, client agentv1.AgentServiceClient, registered chan struct{}) {
-	a.configs = client
+	name := a.cfg.Node.Name
+	sess := &session{
+		name: name, client: client, node: a.node, addr: a.Addr,
+		table: a.table, health: a.health, t: &a.t, clock: a.clock, log: a.log,
+	}
+	stream := &assignmentStream{node: name, client: client, table: a.table, provs: a.provs, t: &a.t, log: a.log}
+	rec := &reconciler{table: a.table, configs: &configFetcher{node: name, client: client}, t: &a.t, log: a.log}
+	wg.Go(func() { sess.run(ctx, registered) })
+	wg.Go(func() { stream.run(ctx, registered) })
 	wg.Go(func() { a.queue.runDelays(ctx) })
 	for range a.cfg.Concurrency {
-		wg.Go(func() { a.work(ctx) })
+		wg.Go(func() { a.queue.work(ctx, rec.reconcile, a.log) })
 	}
-	wg.Go(func() { a.runSession(ctx, client, registered) })
-	wg.Go(func() { a.runAssignments(ctx, client, registered) })
-	wg.Go(func() { a.runReporter(ctx, client, registered) })
-	wg.Go(func() { a.runHealth(ctx) })
+	wg.Go(func() { a.reporter.run(ctx, registered) })
+	for _, e := range a.provs.list {
+		o := &observer{e: e, table: a.table, interval: a.cfg.StatusInterval, t: &a.t, log: a.log}
+		wg.Go(func() { o.runPoller(ctx) })
+		if w, ok := e.p.(provider.Watcher); ok {
+			wg.Go(func() { o.runWatcher(ctx, w) })
+		}
+	}
+	wg.Go(func() { a.health.run(ctx) })
 	if a.net.plane != nil {
 		wg.Go(func() { a.runNetwork(ctx, client, registered) })
-	}
-	for _, p := range a.provs.list {
-		wg.Go(func() { a.runPoller(ctx, p) })
-		if w, ok := p.p.(provider.Watcher); ok {
-			wg.Go(func() { a.runWatcher(ctx, p, w) })
-		}
 	}
 }
 
@@ -510,42 +514,6 @@ func serveMetrics(addr string, r *metrics.Registry, log *slog.Logger) (stop func
 		defer cancel()
 		_ = srv.Server.Shutdown(ctx)
 	}, nil
-}
-
-// work is one worker: it reconciles assignment ids, one at a time per id.
-func (a *Agent) work(ctx context.Context) {
-	for {
-		id, ok := a.queue.get()
-		if !ok {
-			return
-		}
-		attempted := a.reconcile(ctx, id)
-		a.queue.done(id)
-		if attempted {
-			a.reconciledOnce(id)
-		}
-	}
-}
-
-// reconciledOnce counts id towards Ready.
-func (a *Agent) reconciledOnce(id string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.readyWait == nil {
-		return
-	}
-	delete(a.readyWait, id)
-	a.maybeReadyLocked()
-}
-
-func (a *Agent) maybeReadyLocked() {
-	if a.snapshotSeen && len(a.readyWait) == 0 {
-		a.readyWait = nil
-		a.readyOnce.Do(func() {
-			close(a.ready)
-			a.log.Info("first assignment snapshot reconciled")
-		})
-	}
 }
 
 func (a *Agent) agentVersion() string { return version.String() }

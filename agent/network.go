@@ -169,7 +169,7 @@ func (a *Agent) runNetwork(ctx context.Context, client agentv1.AgentServiceClien
 		return
 	case <-registered:
 	}
-	a.followStream(ctx, "network stream", func(ctx context.Context) (int, error) { return a.watchNetworkOnce(ctx, client) })
+	followStream(ctx, &a.t, a.log, "network stream", func(ctx context.Context) (int, error) { return a.watchNetworkOnce(ctx, client) })
 }
 
 // watchNetworkOnce reads one network stream until it fails, applying each
@@ -317,7 +317,7 @@ func (a *Agent) applyNetwork(ctx context.Context, v *netView) {
 	default:
 		a.log.Debug("data plane unchanged", "nodes", len(list), "took", took)
 	}
-	a.setNetCondition(err)
+	a.health.setNetCondition(err)
 }
 
 // applyPolicy converges the host's isolation and policy ruleset.
@@ -340,32 +340,7 @@ func (a *Agent) applyPolicy(ctx context.Context, v *netView, peers []netplane.Pe
 // needs the region network until the agent restarts.
 func (a *Agent) dataPlaneFailed(err error) {
 	a.log.Error("data plane not set up; replicas on the region network cannot be placed here", "err", err)
-	a.setNetCondition(err)
-}
-
-// setNetCondition records the data plane's state as the Network condition,
-// at once (the next health refresh keeps it).
-func (a *Agent) setNetCondition(err error) {
-	c := api.Condition{Type: api.ConditionNetwork, Status: api.ConditionReady, Message: "host programmed for the region network"}
-	if err != nil {
-		c.Status, c.Reason, c.Message = api.ConditionError, "DataPlaneFailed", err.Error()
-	}
-	now := a.clock()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.netCond = &c
-	a.conditions = mergeConditions(a.conditions, replaceCondition(a.conditions, c), now)
-}
-
-// replaceCondition returns cs with the condition of c's type replaced by c.
-func replaceCondition(cs []api.Condition, c api.Condition) []api.Condition {
-	out := make([]api.Condition, 0, len(cs)+1)
-	for _, x := range cs {
-		if x.Type != c.Type {
-			out = append(out, x)
-		}
-	}
-	return append(out, c)
+	a.health.setNetCondition(err)
 }
 
 func networkFromPB(p *agentv1.RegionNetwork) (netplane.Network, error) {

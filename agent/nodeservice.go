@@ -97,15 +97,12 @@ func (s *nodeServer) stop(timeout time.Duration) {
 
 func (s *nodeServer) Status(ctx context.Context, _ *agentv1.NodeStatusRequest) (*agentv1.NodeStatusResponse, error) {
 	a := s.a
-	a.mu.Lock()
-	sts := make([]*resourcev1.AssignmentStatus, 0, len(a.replicas))
-	for _, r := range a.replicas {
-		if r.status.Phase != "" {
-			sts = append(sts, apiproto.AssignmentStatusToPB(&r.status))
-		}
+	all := a.table.statuses()
+	sts := make([]*resourcev1.AssignmentStatus, len(all))
+	for i := range all {
+		sts[i] = apiproto.AssignmentStatusToPB(&all[i])
 	}
-	conds := apiproto.ConditionsToPB(a.conditions)
-	a.mu.Unlock()
+	conds := apiproto.ConditionsToPB(a.health.current())
 	slices.SortFunc(sts, func(x, y *resourcev1.AssignmentStatus) int { return strings.Compare(x.GetId(), y.GetId()) })
 	return &agentv1.NodeStatusResponse{
 		Node:         a.cfg.Node.Name,
@@ -123,13 +120,7 @@ func (s *nodeServer) Logs(req *agentv1.NodeLogsRequest, stream grpc.ServerStream
 		return api.Invalid("assignment_id", "is required")
 	}
 	a := s.a
-	a.mu.Lock()
-	r, ok := a.replicas[id]
-	var e *providerEntry
-	if ok {
-		e = r.prov
-	}
-	a.mu.Unlock()
+	e := a.table.providerOf(id)
 	if e == nil {
 		return api.NotFound("assignment", id)
 	}

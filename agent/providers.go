@@ -10,6 +10,9 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/providers/provider"
 )
@@ -190,4 +193,9 @@ func errNoLogs(name string) error {
 // provider in the process or over the wire.
 func isUnsupported(err error) bool {
 	return errors.Is(err, provider.ErrUnsupported) || grpcUnimplemented(err)
+}
+
+func grpcUnimplemented(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unimplemented
 }

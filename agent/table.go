@@ -1,149 +1,114 @@
 package agent
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"slices"
+	"log/slog"
+	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/backoff"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	"github.com/stratahq/strata/proto/apiproto"
 	"github.com/stratahq/strata/providers/provider"
 )
 
-// defaultGrace bounds a graceful stop when the spec names none.
-const defaultGrace = 10 * time.Second
+// replicaTable owns the agent's replicas: what the region wants of each
+// (the assignment stream's batches, merged) and what the node holds (what
+// providers listed, applied, returned from polls and pushed). It owns its
+// lock: each method takes it and releases it before it returns, and no
+// provider or region call is made under it.
+//
+// The table is where events meet the queue: an id whose desired or
+// observed state changed so that a worker must look at it is queued (the
+// reconciler's own requeues are its results), and a status that changed
+// goes to the reporter.
+type replicaTable struct {
+	node     string
+	clock    func() time.Time
+	t        *timings
+	interval time.Duration // the status interval: the slowest fast poll
+	provs    *providerSet
+	queue    *workQueue
+	reporter *reporter
+	log      *slog.Logger
+	// ready is closed once the first snapshot has been reconciled once.
+	ready     chan struct{}
+	readyOnce sync.Once
 
-// replica is what the agent knows of one assignment id: what the region
-// wants (asg) and what the node holds. Guarded by Agent.mu.
-type replica struct {
-	id string
-	// asg is the region's latest word; nil for an orphan (held locally,
-	// not assigned) or an assignment the region removed.
-	asg *api.Assignment
-	// prov holds (or will hold) the replica; nil when no provider serves
-	// the assignment's kind.
-	prov *providerEntry
-	// kind is the replica's resource kind, for deleting an orphan found
-	// by List.
-	kind api.ResourceKind
-	// last is the last assignment the region sent, kept after it is
-	// withdrawn so that deleting the orphan tells the provider all it
-	// knew (volumes, network, grace period).
-	last *api.Assignment
-	// exists is true when the provider may hold the replica: listed at
-	// start, or an Apply was attempted. Conservative on purpose: a
-	// replica we are unsure about gets a Delete, not forgotten.
-	exists bool
-	// appliedGen is the generation the provider last applied
-	// successfully (or listed).
-	appliedGen int64
-	// forceApply asks for an Apply even at the applied generation (the
-	// replica is in error, or its Apply failed).
-	forceApply bool
-	// version changes around every Apply and Delete, so that a poll that
-	// raced one is discarded.
-	version int64
-	// removed: the region deleted the record; delete without a snapshot.
-	removed bool
-	// orphanEpoch is the stream whose snapshot found the replica
-	// unassigned; its deletion waits for that stream to settle and is
-	// void if the stream ended.
-	orphanEpoch int64
-	// pollDelay is the current fast-poll delay while provisioning.
-	pollDelay time.Duration
-	// recheck: the provider pushed a status the replica could not take
-	// (it was being applied, or not yet adopted); its status is asked for
-	// once it can take it, since no other push may follow.
-	recheck bool
-	status  api.AssignmentStatus
+	mu       sync.Mutex
+	replicas map[string]*replica
+	// snapshotSeen is set by the first snapshot; readyWait holds the ids
+	// of that snapshot not yet reconciled once (nil once ready closed).
+	snapshotSeen bool
+	readyWait    map[string]bool
+	// epoch numbers assignment streams; liveEpoch is the stream being
+	// read (0: none). snapshotAt is when its last snapshot began and
+	// settleFrom when the batches that may continue it last arrived.
+	epoch      int64
+	liveEpoch  int64
+	snapshotAt time.Time
+	settleFrom time.Time
 }
 
-// needsApply reports whether a running assignment must be applied.
-func (r *replica) needsApply() bool {
-	return r.forceApply || !r.exists || r.appliedGen != r.asg.Generation
-}
-
-func (r *replica) running() bool { return r.asg != nil && r.asg.Desired == api.DesiredRunning }
-
-// provisioning reports whether st, pushed by e, tells how far an Apply of
-// the wanted generation is: such a push is news while the Apply runs.
-func (r *replica) provisioning(e *providerEntry, st api.AssignmentStatus) bool {
-	return r.running() && r.prov == e && r.needsApply() &&
-		st.Phase == api.PhaseProvision && st.ObservedGeneration == r.asg.Generation
-}
-
-// pollable reports whether pollers may observe the replica: it should run
-// and the provider has it at the wanted generation.
-func (r *replica) pollable() bool { return r.running() && r.prov != nil && !r.needsApply() }
-
-// recover fills the table from every provider's List, retrying until each
-// answers, so that the first snapshot can adopt what already runs.
-func (a *Agent) recover(ctx context.Context) error {
-	for _, e := range a.provs.list {
-		var listed []provider.Listed
-		b := a.t.regionBackoff()
-		for {
-			lctx, cancel := context.WithTimeout(ctx, a.t.providerCall)
-			var err error
-			listed, err = e.p.List(lctx)
-			cancel()
-			if err == nil {
-				break
-			}
-			d := b.Next()
-			a.log.Warn("list provider replicas failed; retrying", "provider", e.name, "err", err, "in", d)
-			if backoff.Sleep(ctx, d) != nil {
-				return ctx.Err()
-			}
+// recovered adds what provider e listed at start, so that the first
+// snapshot can adopt what already runs.
+func (t *replicaTable) recovered(e *providerEntry, listed []provider.Listed) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range listed {
+		if prev, dup := t.replicas[l.ID]; dup {
+			t.log.Warn("replica listed by two providers; keeping the first", "id", l.ID, "provider", prev.prov.name, "ignored", e.name)
+			continue
 		}
-		a.mu.Lock()
-		for _, l := range listed {
-			if prev, dup := a.replicas[l.ID]; dup {
-				a.log.Warn("replica listed by two providers; keeping the first", "id", l.ID, "provider", prev.prov.name, "ignored", e.name)
-				continue
-			}
-			st := l.Status
-			st.ID = l.ID
-			st.Node = a.cfg.Node.Name
-			st.ObservedGeneration = l.Generation
-			a.replicas[l.ID] = &replica{
-				id:         l.ID,
-				prov:       e,
-				kind:       l.Kind,
-				exists:     true,
-				appliedGen: l.Generation,
-				status:     st,
-			}
+		st := l.Status
+		st.ID = l.ID
+		st.Node = t.node
+		st.ObservedGeneration = l.Generation
+		t.replicas[l.ID] = &replica{
+			id:         l.ID,
+			prov:       e,
+			kind:       l.Kind,
+			exists:     true,
+			appliedGen: l.Generation,
+			status:     st,
 		}
-		a.mu.Unlock()
-		a.log.Info("recovered replicas", "provider", e.name, "count", len(listed))
 	}
-	return nil
+}
+
+// beginStream numbers a new stream. Orphans found by its snapshots may be
+// deleted only while it lives.
+func (t *replicaTable) beginStream() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.epoch++
+	t.liveEpoch = t.epoch
+	return t.epoch
+}
+
+func (t *replicaTable) endStream(epoch int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.liveEpoch == epoch {
+		t.liveEpoch = 0
+	}
 }
 
 // applyBatch merges one batch of the assignment stream epoch into the
 // table and queues what must be done.
-func (a *Agent) applyBatch(epoch int64, b *agentv1.AssignmentBatch) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.settleLocked(b.GetSnapshot(), time.Now())
-	first := b.GetSnapshot() && !a.snapshotSeen
+func (t *replicaTable) applyBatch(epoch int64, b *agentv1.AssignmentBatch) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.settleLocked(b.GetSnapshot(), time.Now())
+	first := b.GetSnapshot() && !t.snapshotSeen
 	var queued []string
 	enqueue := func(id string) {
-		a.queue.add(id)
+		t.queue.add(id)
 		if first {
 			queued = append(queued, id)
 		}
 	}
 	if b.GetSnapshot() {
-		orphans := a.orphanLocked(epoch, b)
+		orphans := t.orphanLocked(epoch, b)
 		if first {
 			queued = append(queued, orphans...)
 		}
@@ -153,31 +118,31 @@ func (a *Agent) applyBatch(epoch int64, b *agentv1.AssignmentBatch) {
 		if asg.ID == "" {
 			continue
 		}
-		if !a.mine(asg.Node) {
+		if !t.mine(asg.Node) {
 			// Placed on another node: here it is a removal. The region
 			// sends those as removals; this guards against a replica
 			// running twice if it ever does not.
-			if a.removeLocked(asg.ID) {
+			if t.removeLocked(asg.ID) {
 				enqueue(asg.ID)
 			}
 			continue
 		}
-		if a.upsertLocked(&asg) {
+		if t.upsertLocked(&asg) {
 			enqueue(asg.ID)
 		}
 	}
 	for _, id := range b.GetRemoved() {
-		if a.removeLocked(id) {
+		if t.removeLocked(id) {
 			enqueue(id)
 		}
 	}
 	if first {
-		a.snapshotSeen = true
-		a.readyWait = make(map[string]bool, len(queued))
+		t.snapshotSeen = true
+		t.readyWait = make(map[string]bool, len(queued))
 		for _, id := range queued {
-			a.readyWait[id] = true
+			t.readyWait[id] = true
 		}
-		a.maybeReadyLocked()
+		t.maybeReadyLocked()
 	}
 }
 
@@ -185,39 +150,39 @@ func (a *Agent) applyBatch(epoch int64, b *agentv1.AssignmentBatch) {
 // starts it, and a batch soon after (still settling, not past the
 // longest settle) starts it again, so that orphans wait until the
 // stream is quiet.
-func (a *Agent) settleLocked(snapshot bool, now time.Time) {
+func (t *replicaTable) settleLocked(snapshot bool, now time.Time) {
 	switch {
 	case snapshot:
-		a.snapshotAt, a.settleFrom = now, now
-	case now.Sub(a.settleFrom) < a.t.orphanSettle && now.Sub(a.snapshotAt) < a.t.orphanSettleMax:
-		a.settleFrom = now
+		t.snapshotAt, t.settleFrom = now, now
+	case now.Sub(t.settleFrom) < t.t.orphanSettle && now.Sub(t.snapshotAt) < t.t.orphanSettleMax:
+		t.settleFrom = now
 	}
 }
 
-// orphanLocked handles the replicas snapshot b does not name: forgotten when nothing is held locally, else orphans of epoch,
-// deleted once the orphan settle time has passed. It returns the
-// replicas it queued.
-func (a *Agent) orphanLocked(epoch int64, b *agentv1.AssignmentBatch) []string {
+// orphanLocked handles the replicas snapshot b does not name: forgotten
+// when nothing is held locally, else orphans of epoch, deleted once the
+// orphan settle time has passed. It returns the replicas it queued.
+func (t *replicaTable) orphanLocked(epoch int64, b *agentv1.AssignmentBatch) []string {
 	inSet := make(map[string]bool, len(b.GetUpserts()))
 	for _, p := range b.GetUpserts() {
-		if a.mine(p.GetNode()) {
+		if t.mine(p.GetNode()) {
 			inSet[p.GetId()] = true
 		}
 	}
 	var queued []string
-	for id, r := range a.replicas {
+	for id, r := range t.replicas {
 		if inSet[id] {
 			continue
 		}
 		if !r.exists {
 			// Nothing held locally: forget it.
-			delete(a.replicas, id)
-			a.queue.drop(id)
+			delete(t.replicas, id)
+			t.queue.drop(id)
 			continue
 		}
 		r.asg = nil
 		r.orphanEpoch = epoch
-		a.queue.addAfter(id, a.t.orphanSettle)
+		t.queue.addAfter(id, t.t.orphanSettle)
 		queued = append(queued, id)
 	}
 	return queued
@@ -225,8 +190,8 @@ func (a *Agent) orphanLocked(epoch int64, b *agentv1.AssignmentBatch) []string {
 
 // removeLocked marks a known replica removed; it reports whether there
 // was one (to be queued).
-func (a *Agent) removeLocked(id string) bool {
-	r, ok := a.replicas[id]
+func (t *replicaTable) removeLocked(id string) bool {
+	r, ok := t.replicas[id]
 	if !ok {
 		return false
 	}
@@ -236,32 +201,16 @@ func (a *Agent) removeLocked(id string) bool {
 }
 
 // mine reports whether an assignment placed on node is this node's.
-func (a *Agent) mine(node string) bool { return node == "" || node == a.cfg.Node.Name }
-
-// exitedAttempt reports whether a Job's attempt has run to its end: its
-// process exited. It is never applied again at the same generation (that
-// would run it a second time); the region counts it and retries, if at
-// all, with a new attempt.
-func exitedAttempt(asg *api.Assignment, st api.AssignmentStatus) bool {
-	return asg.Spec.Job != nil && st.ExitCode != nil && st.ObservedGeneration == asg.Generation
-}
-
-// adoptable reports whether the provider already runs asg as asked: at
-// its generation, not in error (an exited Job attempt is as asked), and
-// not waiting for a forced Apply.
-func (r *replica) adoptable(asg *api.Assignment) bool {
-	return r.prov != nil && r.exists && r.appliedGen == asg.Generation && !r.forceApply &&
-		(r.status.Phase != api.PhaseError || exitedAttempt(asg, r.status))
-}
+func (t *replicaTable) mine(node string) bool { return node == "" || node == t.node }
 
 // upsertLocked records an assignment and reports whether it needs a
 // worker. A running replica the provider already has at this generation,
 // not in error, is adopted: reported, not applied again.
-func (a *Agent) upsertLocked(asg *api.Assignment) bool {
-	r, ok := a.replicas[asg.ID]
+func (t *replicaTable) upsertLocked(asg *api.Assignment) bool {
+	r, ok := t.replicas[asg.ID]
 	if !ok {
 		r = &replica{id: asg.ID}
-		a.replicas[asg.ID] = r
+		t.replicas[asg.ID] = r
 	}
 	r.asg = asg
 	r.last = asg
@@ -271,19 +220,19 @@ func (a *Agent) upsertLocked(asg *api.Assignment) bool {
 	// A replica the provider holds stays with that provider; a new one
 	// goes to whoever serves its kind.
 	if !r.exists || r.prov == nil {
-		r.prov = a.provs.route(asg.Provider)
+		r.prov = t.provs.route(asg.Provider)
 	}
 	switch asg.Desired {
 	case api.DesiredRunning:
 		if r.adoptable(asg) {
-			a.setStatusLocked(r, r.status, asg.Generation, true)
+			t.setStatusLocked(r, r.status, asg.Generation, true)
 			switch {
-			case r.status.Phase == "" || r.status.Phase == api.PhaseProvision || r.status.Phase == api.PhaseCreated:
+			case settling(r.status.Phase):
 				// Not known to be ready: watch it closely.
-				r.pollDelay = a.t.fastPoll
-				a.queue.addAfter(r.id, r.pollDelay)
+				r.pollDelay = t.t.fastPoll
+				t.queue.addAfter(r.id, r.pollDelay)
 			case r.recheck:
-				a.queue.add(r.id)
+				t.queue.add(r.id)
 			}
 			return false
 		}
@@ -292,247 +241,298 @@ func (a *Agent) upsertLocked(asg *api.Assignment) bool {
 	case api.DesiredDestroyed:
 		return true
 	default:
-		a.log.Warn("assignment with unknown desired state ignored", "id", asg.ID, "desired", asg.Desired)
+		t.log.Warn("assignment with unknown desired state ignored", "id", asg.ID, "desired", asg.Desired)
 		return false
 	}
 }
 
-// reconcile makes the provider's replica match what the region wants. It
-// returns false when it only postponed the work (an orphan waiting for
-// its snapshot to settle), which does not count towards Ready.
-func (a *Agent) reconcile(ctx context.Context, id string) bool {
-	a.mu.Lock()
-	r, ok := a.replicas[id]
-	if !ok {
-		a.mu.Unlock()
-		a.queue.drop(id)
-		return true
+// reconciledOnce counts id towards Ready.
+func (t *replicaTable) reconciledOnce(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.readyWait == nil {
+		return
 	}
-	switch {
-	case r.asg == nil:
-		return a.reconcileGone(ctx, r) // unlocks
-	case r.asg.Desired == api.DesiredDestroyed:
-		a.reconcileDestroyed(ctx, r) // unlocks
-	case r.asg.Desired == api.DesiredRunning:
-		a.reconcileRunning(ctx, r) // unlocks
-	default:
-		a.mu.Unlock()
-	}
-	return true
+	delete(t.readyWait, id)
+	t.maybeReadyLocked()
 }
 
-// reconcileGone deletes a replica the region no longer assigns. Called
-// with a.mu held; returns with it released.
-func (a *Agent) reconcileGone(ctx context.Context, r *replica) bool {
+func (t *replicaTable) maybeReadyLocked() {
+	if t.snapshotSeen && len(t.readyWait) == 0 {
+		t.readyWait = nil
+		t.readyOnce.Do(func() {
+			close(t.ready)
+			t.log.Info("first assignment snapshot reconciled")
+		})
+	}
+}
+
+// begin decides what one reconcile of id does and copies what it needs
+// for that into a step. A step that calls the provider is marked begun
+// here, in the same hold of the lock (the replica's version moves, an
+// Apply makes it exist), so that a poll that races it is discarded; what
+// needs no provider call is done here.
+func (t *replicaTable) begin(id string) step {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.replicas[id]
+	switch {
+	case !ok:
+		return step{id: id}
+	case r.asg == nil:
+		return t.beginGoneLocked(r)
+	case r.asg.Desired == api.DesiredDestroyed:
+		return t.beginDestroyLocked(r)
+	case r.asg.Desired == api.DesiredRunning:
+		return t.beginRunningLocked(r)
+	}
+	return step{id: id}
+}
+
+// beginGoneLocked is a replica the region no longer assigns: deleted,
+// when it was removed or its snapshot's stream has settled.
+func (t *replicaTable) beginGoneLocked(r *replica) step {
 	if !r.removed {
-		if r.orphanEpoch == 0 || r.orphanEpoch != a.liveEpoch {
+		if r.orphanEpoch == 0 || r.orphanEpoch != t.liveEpoch {
 			// The stream that found it orphaned ended before it
 			// settled: the next snapshot decides.
-			a.mu.Unlock()
-			return true
+			return step{id: r.id}
 		}
-		if wait := time.Until(a.settleFrom.Add(a.t.orphanSettle)); wait > 0 {
-			a.mu.Unlock()
-			a.queue.addAfter(r.id, wait)
-			return false
+		if wait := time.Until(t.settleFrom.Add(t.t.orphanSettle)); wait > 0 {
+			return step{id: r.id, postponed: true, res: result{RequeueAfter: wait}}
 		}
 	}
 	if !r.exists || r.prov == nil {
-		delete(a.replicas, r.id)
-		a.mu.Unlock()
-		a.queue.drop(r.id)
-		return true
+		delete(t.replicas, r.id)
+		t.queue.drop(r.id)
+		return step{id: r.id}
 	}
-	e, removed := r.prov, r.removed
-	target, grace := &api.Assignment{ID: r.id, Kind: r.kind}, defaultGrace
-	if r.last != nil {
-		target, grace = r.last, gracePeriod(r.last)
-	}
+	target, grace := r.deleteTarget()
 	r.version++
-	a.mu.Unlock()
-
-	a.log.Info("deleting replica the region no longer assigns", "id", r.id, "provider", e.name, "removed", removed)
-	err := a.callDelete(ctx, e, target, grace)
-
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	r.version++
-	if err != nil {
-		if ctx.Err() == nil {
-			d := a.queue.retry(r.id)
-			a.log.Warn("delete orphan failed; retrying", "id", r.id, "provider", e.name, "err", err, "in", d)
-		}
-		return true
-	}
-	a.queue.forget(r.id)
-	r.exists = false
-	if r.asg == nil && a.replicas[r.id] == r {
-		delete(a.replicas, r.id)
-	}
-	return true
+	return step{do: stepDelete, id: r.id, rep: r, prov: r.prov, target: target, grace: grace, gone: true, removed: r.removed}
 }
 
-// reconcileDestroyed deletes a replica the region wants destroyed and
-// reports it destroyed. Called with a.mu held; returns with it released.
-func (a *Agent) reconcileDestroyed(ctx context.Context, r *replica) {
+// beginDestroyLocked is a replica the region wants destroyed: deleted,
+// or reported destroyed when the node holds nothing.
+func (t *replicaTable) beginDestroyLocked(r *replica) step {
 	asg := r.asg
 	if !r.exists || r.prov == nil {
 		r.exists = false
-		a.setStatusLocked(r, api.AssignmentStatus{Phase: api.PhaseDestroyed}, asg.Generation, false)
-		a.mu.Unlock()
-		a.queue.forget(r.id)
-		return
+		t.setStatusLocked(r, api.AssignmentStatus{Phase: api.PhaseDestroyed}, asg.Generation, false)
+		return step{id: r.id}
 	}
-	e := r.prov
 	r.version++
-	a.mu.Unlock()
-
-	err := a.callDelete(ctx, e, asg, gracePeriod(asg))
-
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	r.version++
-	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		d := a.queue.retry(r.id)
-		a.log.Warn("delete failed; retrying", "id", r.id, "provider", e.name, "err", err, "in", d)
-		a.setStatusLocked(r, api.AssignmentStatus{Phase: api.PhaseError, Reason: err.Error()}, asg.Generation, false)
-		return
-	}
-	a.queue.forget(r.id)
-	if r.asg == asg {
-		r.exists = false
-		a.setStatusLocked(r, api.AssignmentStatus{Phase: api.PhaseDestroyed}, asg.Generation, false)
-	}
+	return step{do: stepDelete, id: r.id, rep: r, prov: r.prov, asg: asg, target: asg, grace: gracePeriod(asg)}
 }
 
-// reconcileRunning applies a running assignment, or polls it while it
-// provisions. Called with a.mu held; returns with it released.
-func (a *Agent) reconcileRunning(ctx context.Context, r *replica) {
+// beginRunningLocked is a replica the region wants running: applied,
+// or asked for its status while it settles.
+func (t *replicaTable) beginRunningLocked(r *replica) step {
 	asg := r.asg
-	e := r.prov
-	if e == nil {
-		a.setStatusLocked(r, api.AssignmentStatus{
+	if r.prov == nil {
+		t.setStatusLocked(r, api.AssignmentStatus{
 			Phase:  api.PhaseError,
 			Reason: fmt.Sprintf("no provider serves kind %s on this node", asg.Provider),
 		}, asg.Generation, false)
-		a.mu.Unlock()
-		return
+		return step{id: r.id}
 	}
 	if !r.needsApply() {
-		if p := r.status.Phase; p == "" || p == api.PhaseCreated || p == api.PhaseProvision || r.recheck {
+		if settling(r.status.Phase) || r.recheck {
 			r.recheck = false
-			a.mu.Unlock()
-			a.fastPoll(ctx, r, e)
-			return
+			return step{do: stepStatus, id: r.id, rep: r, prov: r.prov, version: r.version}
 		}
-		a.mu.Unlock()
-		return
+		return step{id: r.id}
 	}
 	r.exists = true
 	r.version++
-	a.mu.Unlock()
+	return step{do: stepApply, id: r.id, rep: r, prov: r.prov, asg: asg}
+}
 
-	actx, cancel := context.WithTimeout(ctx, a.t.applyCall)
-	st, err := a.apply(actx, e, asg)
-	cancel()
+// abandoned ends a step whose provider call failed because the agent is
+// shutting down: nothing is recorded of it.
+func (t *replicaTable) abandoned(s step) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s.rep.version++
+}
 
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// deleted records the outcome of a step's Delete. An error is the
+// step's, to be retried.
+func (t *replicaTable) deleted(s step, err error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := s.rep
+	r.version++
+	switch {
+	case err != nil && s.gone:
+		return fmt.Errorf("delete orphan from provider %s: %w", s.prov.name, err)
+	case err != nil:
+		t.setStatusLocked(r, api.AssignmentStatus{Phase: api.PhaseError, Reason: err.Error()}, s.asg.Generation, false)
+		return fmt.Errorf("delete from provider %s: %w", s.prov.name, err)
+	case s.gone:
+		r.exists = false
+		if r.asg == nil && t.replicas[r.id] == r {
+			delete(t.replicas, r.id)
+		}
+	case r.asg == s.asg:
+		r.exists = false
+		t.setStatusLocked(r, api.AssignmentStatus{Phase: api.PhaseDestroyed}, s.asg.Generation, false)
+	}
+	return nil
+}
+
+// applied records the outcome of a step's Apply: the status it returned,
+// or an error status and the error, to be retried. A replica still
+// settling is polled again soon.
+func (t *replicaTable) applied(s step, st api.AssignmentStatus, err error) (result, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, asg := s.rep, s.asg
 	r.version++
 	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		d := a.queue.retry(r.id)
-		a.log.Warn("apply failed; retrying", "id", r.id, "provider", e.name, "generation", asg.Generation, "err", err, "in", d)
-		a.setStatusLocked(r, api.AssignmentStatus{Phase: api.PhaseError, Reason: err.Error()}, asg.Generation, false)
-		return
+		t.setStatusLocked(r, api.AssignmentStatus{Phase: api.PhaseError, Reason: err.Error()}, asg.Generation, false)
+		return result{}, fmt.Errorf("apply generation %d with provider %s: %w", asg.Generation, s.prov.name, err)
 	}
-	a.queue.forget(r.id)
 	r.appliedGen = asg.Generation
 	if r.asg == asg {
 		r.forceApply = false
 	}
-	a.setStatusLocked(r, st, asg.Generation, false)
+	t.setStatusLocked(r, st, asg.Generation, false)
 	switch {
 	case st.Phase == api.PhaseProvision || st.Phase == api.PhaseCreated:
-		r.pollDelay = a.t.fastPoll
-		a.queue.addAfter(r.id, r.pollDelay)
+		r.pollDelay = t.t.fastPoll
+		return result{RequeueAfter: r.pollDelay}, nil
 	case r.recheck && r.pollable():
 		// Pushed during the Apply: what changed may be newer than st.
-		a.queue.add(r.id)
+		return result{Requeue: true}, nil
 	}
+	return result{}, nil
 }
 
-// fastPoll asks for the status of a provisioning replica and polls again
-// later, backing off to the status interval, until it is ready or failed.
-func (a *Agent) fastPoll(ctx context.Context, r *replica, e *providerEntry) {
-	a.mu.Lock()
-	ver := r.version
-	a.mu.Unlock()
-	sctx, cancel := context.WithTimeout(ctx, a.t.providerCall)
-	st, err := e.p.Status(sctx, r.id)
-	cancel()
-	if ctx.Err() != nil {
-		return
+// polled records the status a step asked for, and asks for the next
+// fast poll, backing off to the status interval, while the replica is
+// still settling.
+func (t *replicaTable) polled(s step, st api.AssignmentStatus, err error) result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.observeLocked(s.id, s.version, st, err)
+	r := s.rep
+	if t.replicas[r.id] != r || !r.pollable() || !settling(r.status.Phase) {
+		return result{}
 	}
-	a.observe(r.id, ver, st, err)
+	r.pollDelay = min(max(2*r.pollDelay, t.t.fastPoll), t.interval)
+	return result{RequeueAfter: r.pollDelay}
+}
 
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.replicas[r.id] != r || !r.pollable() {
-		return
+// polled is a replica to poll and its version when the poll started.
+type polled struct {
+	id  string
+	ver int64
+}
+
+// toPoll lists provider e's replicas that a poll may observe.
+func (t *replicaTable) toPoll(e *providerEntry) []polled {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var todo []polled
+	for id, r := range t.replicas {
+		if r.prov == e && r.pollable() {
+			todo = append(todo, polled{id: id, ver: r.version})
+		}
 	}
-	if p := r.status.Phase; p == "" || p == api.PhaseCreated || p == api.PhaseProvision {
-		r.pollDelay = min(max(2*r.pollDelay, a.t.fastPoll), a.cfg.StatusInterval)
-		a.queue.addAfter(r.id, r.pollDelay)
+	return todo
+}
+
+// recheckUnpollable marks provider e's replicas that a poll may not
+// observe now (being applied, not yet adopted) to be looked at once they
+// can be.
+func (t *replicaTable) recheckUnpollable(e *providerEntry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range t.replicas {
+		if r.prov == e && !r.pollable() {
+			r.recheck = true
+		}
 	}
 }
 
 // observe records a status a poll returned for id, unless an Apply or
-// Delete of id ran meanwhile (version changed). A replica the provider
-// lost while it should run is applied again.
-func (a *Agent) observe(id string, ver int64, st api.AssignmentStatus, err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	r, ok := a.replicas[id]
+// Delete of id ran meanwhile (version changed).
+func (t *replicaTable) observe(id string, ver int64, st api.AssignmentStatus, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.observeLocked(id, ver, st, err)
+}
+
+func (t *replicaTable) observeLocked(id string, ver int64, st api.AssignmentStatus, err error) {
+	r, ok := t.replicas[id]
 	if !ok || r.version != ver || !r.pollable() {
 		return
 	}
-	a.observedLocked(r, st, err)
+	t.observedLocked(r, st, err)
 }
 
-// observedLocked records what a poll or a push found.
-func (a *Agent) observedLocked(r *replica, st api.AssignmentStatus, err error) {
+// observePushed records a status a provider pushed. A replica that cannot
+// take it now (being applied, recovered but not yet adopted) is looked at
+// again once it can: the push says something changed, and no other push
+// may follow.
+func (t *replicaTable) observePushed(e *providerEntry, st api.AssignmentStatus) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.replicas[st.ID]
+	if !ok || r.prov != e {
+		return
+	}
+	if !r.pollable() {
+		if r.provisioning(e, st) {
+			// How far an Apply in flight is (an image pull): the region
+			// shows it; the Apply's answer follows.
+			t.setStatusLocked(r, st, st.ObservedGeneration, false)
+			return
+		}
+		r.recheck = true
+		return
+	}
+	if st.ObservedGeneration != 0 && st.ObservedGeneration < r.appliedGen {
+		return // about a generation applied over since
+	}
+	var err error
+	if st.Phase == api.PhaseDestroyed {
+		// Gone without the agent asking: as lost as a NotFound.
+		err = provider.ErrNotFound
+	}
+	t.observedLocked(r, st, err)
+}
+
+// observedLocked records what a poll or a push found. A replica the
+// provider lost while it should run is applied again.
+func (t *replicaTable) observedLocked(r *replica, st api.AssignmentStatus, err error) {
 	id := r.id
 	switch {
 	case err == nil:
-		a.setStatusLocked(r, st, r.appliedGen, false)
+		t.setStatusLocked(r, st, r.appliedGen, false)
 	case isNotFound(err) && r.asg != nil && exitedAttempt(r.asg, r.status):
 		// A finished attempt is not run again; its status stays.
-		a.log.Warn("provider lost a finished job attempt", "id", id, "provider", r.prov.name)
+		t.log.Warn("provider lost a finished job attempt", "id", id, "provider", r.prov.name)
 	case isNotFound(err):
-		a.log.Warn("provider lost a running replica; applying it again", "id", id, "provider", r.prov.name)
+		t.log.Warn("provider lost a running replica; applying it again", "id", id, "provider", r.prov.name)
 		r.exists = false
 		r.forceApply = true
 		// Provision, not error: the agent is already on it, and an error
 		// would invite the region to reschedule.
-		a.setStatusLocked(r, api.AssignmentStatus{Phase: api.PhaseProvision, Reason: "lost by provider " + r.prov.name + "; applying again"}, r.appliedGen, false)
-		a.queue.add(id)
+		t.setStatusLocked(r, api.AssignmentStatus{Phase: api.PhaseProvision, Reason: "lost by provider " + r.prov.name + "; applying again"}, r.appliedGen, false)
+		t.queue.add(id)
 	default:
-		a.log.Debug("status poll failed", "id", id, "provider", r.prov.name, "err", err)
+		t.log.Debug("status poll failed", "id", id, "provider", r.prov.name, "err", err)
 	}
 }
 
-// setStatusLocked merges st into r's status and queues a report when it
+// setStatusLocked merges st into r's status and reports it when it
 // changed (or force). gen is the generation st speaks about.
-func (a *Agent) setStatusLocked(r *replica, st api.AssignmentStatus, gen int64, force bool) {
-	now := a.clock()
+func (t *replicaTable) setStatusLocked(r *replica, st api.AssignmentStatus, gen int64, force bool) {
+	now := t.clock()
 	st.ID = r.id
-	st.Node = a.cfg.Node.Name
+	st.Node = t.node
 	st.ObservedGeneration = gen
 	prev := r.status
 	switch {
@@ -551,44 +551,45 @@ func (a *Agent) setStatusLocked(r *replica, st api.AssignmentStatus, gen int64, 
 	st.UpdatedAt = now
 	r.status = st
 	if r.asg != nil && st.Phase != "" {
-		a.reporter.put(st)
+		t.reporter.put(st)
 	}
 }
 
-// sameStatus compares what the region cares about, not the timestamps.
-func sameStatus(a, b api.AssignmentStatus) bool {
-	return a.Phase == b.Phase && a.Reason == b.Reason &&
-		a.ObservedGeneration == b.ObservedGeneration &&
-		a.ProviderID == b.ProviderID && a.Address == b.Address &&
-		a.Restarts == b.Restarts && equalPtr(a.ExitCode, b.ExitCode) &&
-		slices.Equal(a.Backends, b.Backends)
-}
-
-func equalPtr[T comparable](a, b *T) bool {
-	if a == nil || b == nil {
-		return a == b
+// load is what the running replicas take of the node: how many, and the
+// capacity their flavors ask for.
+func (t *replicaTable) load() (replicas int, alloc api.Capacity) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range t.replicas {
+		if !r.running() {
+			continue
+		}
+		replicas++
+		alloc = alloc.Add(r.asg.Flavor.Capacity())
 	}
-	return *a == *b
+	return replicas, alloc
 }
 
-func gracePeriod(asg *api.Assignment) time.Duration {
-	if c := asg.Spec.Compute; c != nil && c.StopGracePeriod.Duration > 0 {
-		return c.StopGracePeriod.Duration
+// statuses are the replicas' latest statuses, those that have one.
+func (t *replicaTable) statuses() []api.AssignmentStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]api.AssignmentStatus, 0, len(t.replicas))
+	for _, r := range t.replicas {
+		if r.status.Phase != "" {
+			out = append(out, r.status)
+		}
 	}
-	return defaultGrace
+	return out
 }
 
-func (a *Agent) callDelete(ctx context.Context, e *providerEntry, asg *api.Assignment, grace time.Duration) error {
-	dctx, cancel := context.WithTimeout(ctx, grace+a.t.applyCall)
-	defer cancel()
-	return e.p.Delete(dctx, asg, grace)
-}
-
-func isNotFound(err error) bool {
-	return errors.Is(err, provider.ErrNotFound) || errors.Is(api.FromGRPC(err), api.ErrNotFound)
-}
-
-func grpcUnimplemented(err error) bool {
-	st, ok := status.FromError(err)
-	return ok && st.Code() == codes.Unimplemented
+// providerOf is the provider that holds (or is to hold) replica id; nil
+// when none does.
+func (t *replicaTable) providerOf(id string) *providerEntry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r, ok := t.replicas[id]; ok {
+		return r.prov
+	}
+	return nil
 }
