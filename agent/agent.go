@@ -195,12 +195,12 @@ type Agent struct {
 	reporter *reporter
 	health   *health
 
-	// dataPlane: the agent programs its host (see dataPlaneWanted);
-	// netKernel is Options.NetKernel. net is set by Run before the
-	// goroutines that use it start.
-	dataPlane bool
+	net *dataPlane
+
+	// netWanted: the agent programs its host (see dataPlaneWanted);
+	// netKernel is Options.NetKernel.
+	netWanted bool
 	netKernel netplane.Kernel
-	net       netState
 }
 
 // New checks o and returns an agent; nothing that blocks happens before
@@ -225,6 +225,7 @@ func New(o Options) (*Agent, error) {
 	if clock == nil {
 		clock = time.Now
 	}
+	log = log.With("tier", "agent", "node", cfg.Node.Name)
 	return &Agent{
 		cfg:        cfg,
 		registry:   o.Registry,
@@ -236,11 +237,11 @@ func New(o Options) (*Agent, error) {
 		region:     region,
 		listener:   o.Listener,
 		serveNode:  !o.DisableNodeService,
-		log:        log.With("tier", "agent", "node", cfg.Node.Name),
+		log:        log,
 		clock:      clock,
 		t:          defaultTimings(),
 		ready:      make(chan struct{}),
-		dataPlane:  dataPlaneWanted(&cfg, len(o.Providers) > 0, o.NetKernel),
+		netWanted:  dataPlaneWanted(&cfg, len(o.Providers) > 0, o.NetKernel),
 		netKernel:  o.NetKernel,
 	}, nil
 }
@@ -397,7 +398,7 @@ func (a *Agent) run(ctx context.Context) error {
 
 	a.assemble(client)
 	// Before registering: the node tells the region its underlay.
-	defer a.setUpDataPlane()()
+	defer a.net.setUp()()
 	a.health.refresh(ctx)
 
 	// Workers block in queue.get, which knows no context: shut the queue
@@ -448,6 +449,10 @@ func (a *Agent) assemble(client agentv1.AgentServiceClient) {
 	a.queue = newWorkQueue(a.t.retryMin, a.t.retryMax)
 	a.reporter = newReporter(name, client, &a.t, a.log)
 	a.health = &health{provs: a.provs, interval: a.cfg.StatusInterval, t: &a.t, clock: a.clock}
+	a.net = &dataPlane{
+		wanted: a.netWanted, kernel: a.netKernel, cfg: a.cfg.Network, node: name,
+		provs: a.provs, health: a.health, log: a.log,
+	}
 	a.table = &replicaTable{
 		node: name, clock: a.clock, t: &a.t, interval: a.cfg.StatusInterval,
 		provs: a.provs, queue: a.queue, reporter: a.reporter, log: a.log,
@@ -484,7 +489,7 @@ func (a *Agent) startLoops(ctx context.Context, wg *sync.WaitGroup, client agent
 	}
 	wg.Go(func() { a.health.run(ctx) })
 	if a.net.plane != nil {
-		wg.Go(func() { a.runNetwork(ctx, client, registered) })
+		wg.Go(func() { a.net.run(ctx, client, &a.t, registered) })
 	}
 }
 
@@ -514,6 +519,28 @@ func serveMetrics(addr string, r *metrics.Registry, log *slog.Logger) (stop func
 		defer cancel()
 		_ = srv.Server.Shutdown(ctx)
 	}, nil
+}
+
+// node is the node record the agent registers.
+func (a *Agent) node() *api.Node {
+	n := a.cfg.Node
+	return &api.Node{
+		Name:      n.Name,
+		Zone:      n.Zone,
+		Labels:    n.Labels,
+		Address:   a.Addr(),
+		Providers: a.provs.nodeProviders(),
+		Capacity:  a.capacity,
+		// The region keeps an operator's cordon; the agent only says it
+		// is willing.
+		Schedulable:        true,
+		EnableAutoCordon:   n.EnableAutoCordon,
+		AutoCordonInterval: api.D(n.AutoCordonInterval),
+		EnableAutoDrain:    n.EnableAutoDrain,
+		AutoDrainInterval:  api.D(n.AutoDrainInterval),
+		AgentVersion:       a.agentVersion(),
+		Network:            a.net.nodeNetwork(),
+	}
 }
 
 func (a *Agent) agentVersion() string { return version.String() }

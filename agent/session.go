@@ -18,28 +18,6 @@ const (
 	MetricMemoryMiB = "memory_mib"
 )
 
-// node is the node record the agent registers.
-func (a *Agent) node() *api.Node {
-	n := a.cfg.Node
-	return &api.Node{
-		Name:      n.Name,
-		Zone:      n.Zone,
-		Labels:    n.Labels,
-		Address:   a.Addr(),
-		Providers: a.provs.nodeProviders(),
-		Capacity:  a.capacity,
-		// The region keeps an operator's cordon; the agent only says it
-		// is willing.
-		Schedulable:        true,
-		EnableAutoCordon:   n.EnableAutoCordon,
-		AutoCordonInterval: api.D(n.AutoCordonInterval),
-		EnableAutoDrain:    n.EnableAutoDrain,
-		AutoDrainInterval:  api.D(n.AutoDrainInterval),
-		AgentVersion:       a.agentVersion(),
-		Network:            a.nodeNetwork(),
-	}
-}
-
 // session owns the node's standing with the region: it registers the
 // node record and heartbeats, carrying the node's conditions and load.
 type session struct {
