@@ -45,6 +45,17 @@ func newWorkQueue(retryMin, retryMax time.Duration) *workQueue {
 	return q
 }
 
+// result is what one reconcile asks of the work queue, as
+// controller-runtime's reconcile.Result: by default nothing (the id
+// waits for its next change); Requeue runs it again as soon as its
+// worker is done; RequeueAfter runs it again after that long. A
+// reconcile that returns an error is retried after the id's backoff
+// instead (workQueue.finish).
+type result struct {
+	Requeue      bool
+	RequeueAfter time.Duration
+}
+
 // reconcileFunc is one reconcile of an id (reconciler.reconcile).
 type reconcileFunc func(ctx context.Context, id string) (result, error)
 

@@ -3,58 +3,9 @@ package agent
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/stratahq/strata/internal/api"
 )
-
-// result is what one reconcile asks of the work queue, as
-// controller-runtime's reconcile.Result: by default nothing (the id
-// waits for its next change); Requeue runs it again as soon as its
-// worker is done; RequeueAfter runs it again after that long. A
-// reconcile that returns an error is retried after the id's backoff
-// instead (workQueue.finish).
-type result struct {
-	Requeue      bool
-	RequeueAfter time.Duration
-}
-
-// stepKind is the provider call one reconcile of a replica makes.
-type stepKind int
-
-const (
-	stepNone   stepKind = iota // no provider call
-	stepDelete                 // Delete target with grace
-	stepApply                  // Apply asg
-	stepStatus                 // Status, while the replica settles
-)
-
-// step is what one reconcile needs of a replica to call its provider,
-// copied out of the table under its lock (replicaTable.begin) and handed
-// back to the table with what the provider said.
-type step struct {
-	do stepKind
-	id string
-	// rep is the table's replica, for the table to record the outcome
-	// in (under its lock); the reconciler never reads it.
-	rep  *replica
-	prov *providerEntry
-	// asg is the assignment applied or destroyed; target is what a
-	// Delete is told, with grace.
-	asg    *api.Assignment
-	target *api.Assignment
-	grace  time.Duration
-	// gone: a Delete of a replica the region no longer assigns (removed:
-	// explicitly, rather than left out of a snapshot).
-	gone, removed bool
-	// version is the replica's when a Status step began.
-	version int64
-	// res is the result of a step without a provider call; postponed:
-	// it only waited (an orphan whose snapshot still settles), which
-	// does not count towards Ready.
-	res       result
-	postponed bool
-}
 
 // reconciler makes one replica's provider match what the region wants:
 // reconcile reads a copy of the replica's desired and observed state

@@ -267,6 +267,43 @@ func (t *replicaTable) maybeReadyLocked() {
 	}
 }
 
+// stepKind is the provider call one reconcile of a replica makes.
+type stepKind int
+
+const (
+	stepNone   stepKind = iota // no provider call
+	stepDelete                 // Delete target with grace
+	stepApply                  // Apply asg
+	stepStatus                 // Status, while the replica settles
+)
+
+// step is what one reconcile needs of a replica to call its provider,
+// copied out of the table under its lock (replicaTable.begin) and handed
+// back to the table with what the provider said.
+type step struct {
+	do stepKind
+	id string
+	// rep is the table's replica, for the table to record the outcome
+	// in (under its lock); the reconciler never reads it.
+	rep  *replica
+	prov *providerEntry
+	// asg is the assignment applied or destroyed; target is what a
+	// Delete is told, with grace.
+	asg    *api.Assignment
+	target *api.Assignment
+	grace  time.Duration
+	// gone: a Delete of a replica the region no longer assigns (removed:
+	// explicitly, rather than left out of a snapshot).
+	gone, removed bool
+	// version is the replica's when a Status step began.
+	version int64
+	// res is the result of a step without a provider call; postponed:
+	// it only waited (an orphan whose snapshot still settles), which
+	// does not count towards Ready.
+	res       result
+	postponed bool
+}
+
 // begin decides what one reconcile of id does and copies what it needs
 // for that into a step. A step that calls the provider is marked begun
 // here, in the same hold of the lock (the replica's version moves, an
