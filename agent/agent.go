@@ -274,7 +274,8 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	a.provs = provs
 	defer a.closeProviders()
-	a.capacity = a.nodeCapacity()
+	n := a.cfg.Node
+	a.capacity = nodeCapacity(api.Capacity{MilliCPU: n.MilliCPU, MemoryMiB: n.MemoryMiB, DiskMiB: n.DiskMiB}, a.cfg.DataDir, provs, a.log)
 
 	if a.sec != nil && a.sec.IsInsecure() {
 		serving.WarnInsecure(a.log, serving.InsecureGRPC)
@@ -285,6 +286,8 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	defer closeConn()
 	client := agentv1.NewAgentServiceClient(conn)
+	// Before NodeService: its calls read the table and the conditions.
+	a.assemble(client)
 
 	var node *nodeServer
 	if a.serveNode {
@@ -306,7 +309,6 @@ func (a *Agent) run(ctx context.Context) error {
 		defer stop()
 	}
 
-	a.assemble(client)
 	// Before registering: the node tells the region its underlay.
 	defer a.net.setUp()()
 	a.health.refresh(ctx)
