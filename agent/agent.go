@@ -268,12 +268,13 @@ func (a *Agent) run(ctx context.Context) error {
 			}
 		}()
 	}
-	provs, err := a.openProviders(ctx)
+	opener := &providerOpener{cfg: &a.cfg, registry: a.registry, prebuilt: a.prebuilt, metrics: a.metrics, t: &a.t, log: a.log}
+	provs, err := opener.open(ctx)
 	if err != nil {
 		return err
 	}
 	a.provs = provs
-	defer a.closeProviders()
+	defer provs.close(a.log)
 	n := a.cfg.Node
 	a.capacity = nodeCapacity(api.Capacity{MilliCPU: n.MilliCPU, MemoryMiB: n.MemoryMiB, DiskMiB: n.DiskMiB}, a.cfg.DataDir, provs, a.log)
 
