@@ -97,15 +97,15 @@ type Agent struct {
 	// that changed; a worker reconciles each (the reconciler calls its
 	// provider and records what it said in the table); observers record
 	// what the providers report later; the table hands every changed
-	// status to the reporter, which sends it to the region.
+	// status to the reporter, which sends it to the region. health
+	// keeps the node's conditions; net is the data plane.
 	provs    *providerSet
 	capacity api.Capacity
 	queue    *workQueue
 	table    *replicaTable
 	reporter *reporter
 	health   *health
-
-	net *dataPlane
+	net      *dataPlane
 
 	// netWanted: the agent programs its host (see dataPlaneWanted);
 	// netKernel is Options.NetKernel.
