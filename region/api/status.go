@@ -1,0 +1,48 @@
+package api
+
+import (
+	"fmt"
+
+	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/region/state"
+)
+
+// Summary is the region's status from the caches, as RegionService.Status
+// answers the global monitor's probe (and the region's heartbeats to the
+// global tier carry it). It fails with ErrUnavailable until the caches
+// hold their first list.
+func (s *Server) Summary() (api.RegionStatus, error) {
+	return summarize(s.core.caches, s.leader())
+}
+
+// summarize counts the region's status from its caches.
+func summarize(caches *state.Caches, leader string) (api.RegionStatus, error) {
+	if !caches.IsSynced() {
+		return api.RegionStatus{}, fmt.Errorf("region caches are still loading: %w", api.ErrUnavailable)
+	}
+	st := api.RegionStatus{
+		Health:    api.HealthUp,
+		Leader:    leader,
+		Nodes:     caches.Nodes.Len(),
+		Resources: caches.Placements.Len(),
+	}
+	for _, it := range caches.NodeStatus.List() {
+		if _, ok := caches.Nodes.Get(it.Name); ok && it.Value.Health == api.HealthUp {
+			st.NodesUp++
+		}
+	}
+	for _, it := range caches.Assignments.List() {
+		if it.Value.Desired != api.DesiredRunning {
+			continue
+		}
+		st.Replicas++
+		var status *api.AssignmentStatus
+		if sit, ok := caches.Statuses.Get(it.Name); ok {
+			status = sit.Value
+		}
+		if state.ReplicaPhase(it.Value, status) == api.PhaseReady {
+			st.Ready++
+		}
+	}
+	return st, nil
+}
