@@ -138,6 +138,21 @@ func (a agentService) ReportStatus(ctx context.Context, req *agentv1.ReportStatu
 	return &agentv1.ReportStatusResponse{}, nil
 }
 
+// GetConfigData passes the data of the Configs and Secrets one of the
+// caller's assignments names from the global tier to the caller. Only the
+// node the assignment is on may ask, and only for what its spec names;
+// the region keeps and logs none of it.
+func (a agentService) GetConfigData(ctx context.Context, req *agentv1.GetConfigDataRequest) (*agentv1.GetConfigDataResponse, error) {
+	if err := a.authorize(ctx, req.GetNode()); err != nil {
+		return nil, err
+	}
+	resp, err := a.configs.get(ctx, req.GetNode(), req.GetAssignmentId())
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return resp, nil
+}
+
 // authorize checks that a call names a node and that the caller is that
 // node of this region: node:<region>/<node>.
 func (a agentService) authorize(ctx context.Context, node string) error {

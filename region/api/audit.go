@@ -15,6 +15,9 @@ type auditor struct {
 	log    *audit.Log
 }
 
+// operatorKey marks a request that presented the region's token.
+type operatorKey struct{}
+
 // rest records a REST call that changes something: by the region
 // token's holder, or by nobody known when the token was refused.
 func (a *auditor) rest(r *http.Request, code int, took time.Duration) {

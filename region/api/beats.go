@@ -26,6 +26,17 @@ type beats struct {
 	queue  beatQueue
 }
 
+// Heartbeats is what the API needs of the heartbeat store
+// (heartbeat.Store implements it).
+type Heartbeats interface {
+	RecordBatch(ctx context.Context, beats []heartbeat.Beat) error
+	// Forget drops a deleted node's last beat.
+	Forget(ctx context.Context, id string) error
+}
+
+// shutdownFlush bounds the last heartbeat flush after Run's ctx ends.
+const shutdownFlush = 2 * time.Second
+
 // add queues a beat: a registration is evidence of life too.
 func (b *beats) add(beat heartbeat.Beat) { b.queue.add(beat) }
 

@@ -9,21 +9,6 @@ import (
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
 )
 
-// GetConfigData passes the data of the Configs and Secrets one of the
-// caller's assignments names from the global tier to the caller. Only the
-// node the assignment is on may ask, and only for what its spec names;
-// the region keeps and logs none of it.
-func (a agentService) GetConfigData(ctx context.Context, req *agentv1.GetConfigDataRequest) (*agentv1.GetConfigDataResponse, error) {
-	if err := a.authorize(ctx, req.GetNode()); err != nil {
-		return nil, err
-	}
-	resp, err := a.configs.get(ctx, req.GetNode(), req.GetAssignmentId())
-	if err != nil {
-		return nil, apiErr(err)
-	}
-	return resp, nil
-}
-
 // configRelay owns the passing of Config and Secret data from the global
 // tier to the agents: it checks that the asking node holds the assignment
 // that names them, asks the global tier (ask; nil: the region does not

@@ -5,12 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/region/state"
 )
+
+// cacheWait bounds how long a read waits for the caches to catch up
+// with etcd (current): past it, etcd or the watch is in trouble and
+// the client is better off with a 503 than a hung request.
+const cacheWait = 10 * time.Second
 
 // core is what every service of the API shares and none owns: the
 // region's name, its etcd state and caches, its event stream and the log.
@@ -26,6 +32,14 @@ type core struct {
 // emit records an event; Emit never blocks.
 func (c core) emit(typ, reason, object, msg string, fields map[string]string) {
 	c.events.Emit(events.Event{Type: typ, Reason: reason, Object: object, Region: c.region, Message: msg, Fields: fields})
+}
+
+// suffix ends an event's message with reason, if there is one.
+func suffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return ": " + reason
 }
 
 // current waits until the caches are at least as new as etcd is now

@@ -117,10 +117,3 @@ func (s *nodes) getDrain(name string) (api.DrainStatus, error) {
 	}
 	return *it.Value, nil
 }
-
-func suffix(reason string) string {
-	if reason == "" {
-		return ""
-	}
-	return ": " + reason
-}

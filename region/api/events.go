@@ -11,6 +11,32 @@ import (
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
+// Emitter records events without blocking (events.Emitter).
+type Emitter interface {
+	Emit(ev events.Event)
+}
+
+// EventLog reads the region's event stream (events.Store).
+type EventLog interface {
+	Range(ctx context.Context, q events.Query) ([]events.Event, error)
+}
+
+// Events is what the API needs of the region's event stream: Emit for hot
+// paths and Range for ListEvents. JoinEvents makes one from an
+// events.Emitter and the events.Store it writes to.
+type Events interface {
+	Emitter
+	EventLog
+}
+
+// JoinEvents pairs an emitter with the log operators read from.
+func JoinEvents(e Emitter, l EventLog) Events {
+	return struct {
+		Emitter
+		EventLog
+	}{e, l}
+}
+
 // listEvents returns events after a cursor, oldest first; without a cursor
 // the newest limit events (what an operator looking at a region wants).
 // limit is as a list's (api.PageSize).

@@ -12,6 +12,9 @@ import (
 	"github.com/stratahq/strata/region/state"
 )
 
+// cordonedByOperator marks cordons made through the API.
+const cordonedByOperator = "operator"
+
 // nodes owns the region's nodes as the operator and the agents see them:
 // registration (registration.go), the node views with their status and
 // usage, deletion, cordons and drains (drains.go). Heartbeats are beats'.
@@ -205,4 +208,12 @@ func (s *nodes) uncordon(ctx context.Context, name string) (api.Node, error) {
 		s.emit(events.TypeNormal, "Uncordoned", "node/"+name, "node uncordoned by an operator", nil)
 	}
 	return s.nodeView(it, s.nodeUsage()), nil
+}
+
+// nodeBlock is a node's block, "" when it has none.
+func nodeBlock(n *api.Node) string {
+	if n.Network == nil {
+		return ""
+	}
+	return n.Network.Block
 }

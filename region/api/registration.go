@@ -249,14 +249,6 @@ func (s *nodes) pickBlock(nw *api.Network, node string, lost map[string]bool) (b
 	return b.String(), false, nil
 }
 
-// nodeBlock is a node's block, "" when it has none.
-func nodeBlock(n *api.Node) string {
-	if n.Network == nil {
-		return ""
-	}
-	return n.Network.Block
-}
-
 // withBlock returns a copy of nn (nil: an empty one) with block set.
 func withBlock(nn *api.NodeNetwork, block string) *api.NodeNetwork {
 	out := api.NodeNetwork{}

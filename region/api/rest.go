@@ -11,14 +11,6 @@ import (
 	"github.com/stratahq/strata/internal/rest"
 )
 
-// CordonRequest is the body of POST /v1/nodes/{name}/cordon (optional).
-type CordonRequest struct {
-	Reason string `json:"reason,omitempty"`
-}
-
-// Event is an event as the REST API shows it.
-type Event = api.Event
-
 // restAPI owns the operator REST API: its routes (Server.Handler lists
 // them) over the node, placement and replica services, the bearer token
 // that guards them, and the freshness of the reads served from the caches.
@@ -32,6 +24,14 @@ type restAPI struct {
 	maxBody    int64
 	audit      *auditor // nil records nothing
 }
+
+// CordonRequest is the body of POST /v1/nodes/{name}/cordon (optional).
+type CordonRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// Event is an event as the REST API shows it.
+type Event = api.Event
 
 // handler is Server.Handler.
 func (s *restAPI) handler() http.Handler {
@@ -184,6 +184,3 @@ func (s *restAPI) authenticate(ctx context.Context, bearer string) (context.Cont
 	}
 	return context.WithValue(ctx, operatorKey{}, true), nil
 }
-
-// operatorKey marks a request that presented the region's token.
-type operatorKey struct{}

@@ -17,9 +17,11 @@
 // by meta/epoch (fence.go); agentStreams (streams.go, network.go) the
 // assignment and network streams down to the agents; replicas
 // (replicas.go) the replica views and their logs; configRelay
-// (configdata.go) the Config and Secret data passed to the agents. The
-// gRPC services (grpc.go) and the REST API (rest.go) are adapters over
-// them; auditor (audit.go) records the calls that change something.
+// (configdata.go) the Config and Secret data passed to the agents. What
+// they all share and none owns (the state, caches, events, log) is core
+// (core.go). The gRPC services (regionservice.go, agentservice.go) and the
+// REST API (rest.go) are adapters over them; auditor (audit.go) records
+// the calls that change something.
 //
 // Two background loops run in Server.Run: the heartbeat batcher (one
 // RecordBatch per ~100 ms for all agents) and the status writer (the
@@ -38,10 +40,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/config"
-	"github.com/stratahq/strata/internal/events"
-	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
@@ -51,39 +52,8 @@ import (
 	"github.com/stratahq/strata/region/state"
 )
 
-// Heartbeats is what the API needs of the heartbeat store
-// (heartbeat.Store implements it).
-type Heartbeats interface {
-	RecordBatch(ctx context.Context, beats []heartbeat.Beat) error
-	// Forget drops a deleted node's last beat.
-	Forget(ctx context.Context, id string) error
-}
-
-// Emitter records events without blocking (events.Emitter).
-type Emitter interface {
-	Emit(ev events.Event)
-}
-
-// EventLog reads the region's event stream (events.Store).
-type EventLog interface {
-	Range(ctx context.Context, q events.Query) ([]events.Event, error)
-}
-
-// Events is what the API needs of the region's event stream: Emit for hot
-// paths and Range for ListEvents. JoinEvents makes one from an
-// events.Emitter and the events.Store it writes to.
-type Events interface {
-	Emitter
-	EventLog
-}
-
-// JoinEvents pairs an emitter with the log operators read from.
-func JoinEvents(e Emitter, l EventLog) Events {
-	return struct {
-		Emitter
-		EventLog
-	}{e, l}
-}
+// maxAgentConns is how many idle agent connections Logs keeps.
+const maxAgentConns = 32
 
 // Options configure a Server. Region, State, Caches, Heartbeats and Events
 // are required; zero durations and sizes take the defaults of
@@ -115,45 +85,6 @@ type Options struct {
 	// Secrets (GetConfigData); nil answers agents that ask Unavailable.
 	ConfigData func(ctx context.Context, req *globalv1.GetConfigDataRequest) (*globalv1.GetConfigDataResponse, error)
 	Logger     *slog.Logger
-}
-
-const (
-	// writeTimeout bounds one background transaction, so that a hung etcd
-	// fails the waiting RPCs (agents retry) instead of stalling forever.
-	writeTimeout = 10 * time.Second
-	// cacheWait bounds how long a read waits for the caches to catch up
-	// with etcd (current): past it, etcd or the watch is in trouble and
-	// the client is better off with a 503 than a hung request.
-	cacheWait = 10 * time.Second
-	// shutdownFlush bounds the last heartbeat flush after Run's ctx ends.
-	shutdownFlush = 2 * time.Second
-	// maxAgentConns is how many idle agent connections Logs keeps.
-	maxAgentConns = 32
-	// cordonedByOperator marks cordons made through the API.
-	cordonedByOperator = "operator"
-)
-
-// tuning holds the batching windows; tests shorten or shrink them.
-type tuning struct {
-	beatWindow   time.Duration // heartbeats per RecordBatch
-	statusWindow time.Duration // agents' reports per transaction
-	shareWindow  time.Duration // WatchShares coalescing
-	assignWindow time.Duration // WatchAssignments coalescing
-	netWindow    time.Duration // WatchNetwork coalescing
-	watchBuffer  int           // change batches a watcher may lag behind
-	maxBatch     int           // changes per watch message
-}
-
-func defaultTuning() tuning {
-	return tuning{
-		beatWindow:   100 * time.Millisecond,
-		statusWindow: 5 * time.Millisecond,
-		shareWindow:  10 * time.Millisecond,
-		assignWindow: 5 * time.Millisecond,
-		netWindow:    10 * time.Millisecond,
-		watchBuffer:  1024,
-		maxBatch:     500,
-	}
 }
 
 // Server is a region's API: the services that own its parts, put
@@ -303,6 +234,14 @@ func (s *Server) RegisterGRPC(g *grpc.Server) {
 // the global tier's too. The reads served from the caches (nodes, drains,
 // resources, replicas) never go back in time (fresh).
 func (s *Server) Handler() http.Handler { return s.rest.handler() }
+
+// Summary is the region's status from the caches, as RegionService.Status
+// answers the global monitor's probe (and the region's heartbeats to the
+// global tier carry it). It fails with ErrUnavailable until the caches
+// hold their first list.
+func (s *Server) Summary() (api.RegionStatus, error) {
+	return summarize(s.core.caches, s.leader())
+}
 
 // AppliedPlacements counts the placements ApplyPlacements has written
 // since the server started; a placement sent again unchanged is not

@@ -7,14 +7,6 @@ import (
 	"github.com/stratahq/strata/region/state"
 )
 
-// Summary is the region's status from the caches, as RegionService.Status
-// answers the global monitor's probe (and the region's heartbeats to the
-// global tier carry it). It fails with ErrUnavailable until the caches
-// hold their first list.
-func (s *Server) Summary() (api.RegionStatus, error) {
-	return summarize(s.core.caches, s.leader())
-}
-
 // summarize counts the region's status from its caches.
 func summarize(caches *state.Caches, leader string) (api.RegionStatus, error) {
 	if !caches.IsSynced() {

@@ -14,6 +14,11 @@ import (
 	"github.com/stratahq/strata/region/state"
 )
 
+// writeTimeout bounds one transaction of the status writer, so that a
+// hung etcd fails the waiting RPCs (agents retry) instead of stalling
+// forever.
+const writeTimeout = 10 * time.Second
+
 // statuses owns the replica statuses the agents report: report checks a
 // report against the caches and queues what changed, and run, the status
 // writer, commits the reports of all agents in few transactions.
