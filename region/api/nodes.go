@@ -37,9 +37,9 @@ func (s *nodes) waitNodes(ctx context.Context, rev int64) error {
 	return nil
 }
 
-// listNodes returns the nodes whose labels match selector, by name: those
+// list returns the nodes whose labels match selector, by name: those
 // whose names come after after, at most limit of them (0: all).
-func (s *nodes) listNodes(selector, after string, limit int) ([]api.Node, error) {
+func (s *nodes) list(selector, after string, limit int) ([]api.Node, error) {
 	if err := api.ValidateSelector("selector", selector); err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (s *nodes) listNodes(selector, after string, limit int) ([]api.Node, error)
 	return out, nil
 }
 
-func (s *nodes) getNode(name string) (api.Node, error) {
+func (s *nodes) get(name string) (api.Node, error) {
 	it, ok := s.caches.Nodes.Get(name)
 	if !ok {
 		return api.Node{}, api.NotFound("node", name)
@@ -105,9 +105,9 @@ func (s *nodes) nodeView(it store.Item[api.Node], use map[string]usage) api.Node
 	return n
 }
 
-// deleteNode removes a node and its status, and forgets its heartbeat. Its
+// delete removes a node and its status, and forgets its heartbeat. Its
 // assignments stay: rescheduling them is the controller's job.
-func (s *nodes) deleteNode(ctx context.Context, name string) error {
+func (s *nodes) delete(ctx context.Context, name string) error {
 	it, err := s.st.Nodes.Get(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return api.NotFound("node", name)

@@ -15,13 +15,13 @@ import (
 
 // placements owns the region's placements, which the global tier's master
 // sends (RegionService): applying and removing them under the epoch
-// fence, and the views of them: the operator's list (listResources) and
+// fence, and the views of them: the operator's list (list, shares.go) and
 // the global tier's stream of the region's shares (watchShares, shares.go).
 type placements struct {
 	core
 	fence *epochFence
 	tune  tuning
-	// applied counts the placements applyPlacements has written.
+	// applied counts the placements apply has written.
 	applied atomic.Uint64
 }
 
@@ -45,7 +45,7 @@ type placementWrite struct {
 	modRev int64
 }
 
-// applyPlacements stores the placements that differ from what the region
+// apply stores the placements that differ from what the region
 // has. Every transaction of a call is fenced by meta/epoch: it applies
 // only while meta/epoch is at the revision the call started from, and
 // each placement is written at the revision it was planned against
@@ -70,7 +70,7 @@ type placementWrite struct {
 // and a call that lost a race (another process moved the epoch) starts
 // over from a read. A plan with nothing to write proves nothing about the
 // remembered epoch, so it is made again from a read.
-func (s *placements) applyPlacements(ctx context.Context, ps []api.Placement) ([]placementResult, error) {
+func (s *placements) apply(ctx context.Context, ps []api.Placement) ([]placementResult, error) {
 	applied := make([]bool, len(ps)) // survives attempts: a retry sees earlier writes as unchanged
 	var raised *epochState
 	for attempt := 1; ; attempt++ {
@@ -115,7 +115,7 @@ func (s *placements) appliedPlacements(done []placementWrite, applied []bool) {
 	}
 }
 
-// startEpoch is the epoch an attempt of applyPlacements starts from: the
+// startEpoch is the epoch an attempt of apply starts from: the
 // one the previous attempt raised meta/epoch to; the remembered one (true)
 // on the first attempt; else a read.
 func (s *placements) startEpoch(ctx context.Context, attempt int, raised *epochState) (epochState, bool, error) {
@@ -189,9 +189,9 @@ func samePlacement(a, b *api.Placement) bool {
 	return api.SameJSON(&x, &y)
 }
 
-// removePlacements marks placements deleting; the controller destroys
+// remove marks placements deleting; the controller destroys
 // their replicas and removes them.
-func (s *placements) removePlacements(ctx context.Context, refs []placementRef, epoch int64) ([]placementResult, error) {
+func (s *placements) remove(ctx context.Context, refs []placementRef, epoch int64) ([]placementResult, error) {
 	applied := make([]bool, len(refs))
 	for attempt := 1; ; attempt++ {
 		ep, err := s.fence.read(ctx)

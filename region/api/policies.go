@@ -13,16 +13,16 @@ import (
 
 // policies owns the region's copy of the network policies, which the
 // global tier's master syncs whole under the epoch fence, and the status
-// of each (policyStatus). Their enforcement is the agents' (network.go).
+// of each (status). Their enforcement is the agents' (network.go).
 type policies struct {
 	core
 	fence *epochFence
 }
 
-// syncPolicies makes the region's policies the set ps, which the master
+// sync makes the region's policies the set ps, which the master
 // sends whole: what differs is written, what is missing removed, fenced
 // by meta/epoch like placements. It returns how many policies changed.
-func (s *policies) syncPolicies(ctx context.Context, ps []api.NetworkPolicy, epoch int64) (int, error) {
+func (s *policies) sync(ctx context.Context, ps []api.NetworkPolicy, epoch int64) (int, error) {
 	for attempt := 1; ; attempt++ {
 		ep, err := s.fence.read(ctx)
 		if err != nil {
@@ -91,10 +91,10 @@ func (s *policies) writePolicies(ctx context.Context, ep *epochState, ps []api.N
 	return n, s.caches.Policies.WaitForRev(ctx, res.Revision)
 }
 
-// policyStatus says, for each of tenant's policies, the generation the
+// status says, for each of tenant's policies, the generation the
 // region holds, and how many replicas it selects on how many nodes (the
 // nodes whose hosts enforce it).
-func (s *policies) policyStatus(ctx context.Context, tenant string) ([]*regionv1.PolicyRegionStatus, error) {
+func (s *policies) status(ctx context.Context, tenant string) ([]*regionv1.PolicyRegionStatus, error) {
 	if err := api.ValidateName("tenant", tenant); err != nil {
 		return nil, err
 	}

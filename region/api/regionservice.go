@@ -31,7 +31,7 @@ func (r regionService) ApplyPlacements(ctx context.Context, req *regionv1.ApplyP
 	for i, p := range req.GetPlacements() {
 		ps[i] = apiproto.PlacementFromPB(p)
 	}
-	results, err := r.placements.applyPlacements(ctx, ps)
+	results, err := r.placements.apply(ctx, ps)
 	if err != nil {
 		return nil, apiErr(err)
 	}
@@ -43,7 +43,7 @@ func (r regionService) RemovePlacements(ctx context.Context, req *regionv1.Remov
 	for i, p := range req.GetPlacements() {
 		refs[i] = placementRef{Tenant: p.GetTenant(), Name: p.GetName(), UID: p.GetUid()}
 	}
-	results, err := r.placements.removePlacements(ctx, refs, req.GetEpoch())
+	results, err := r.placements.remove(ctx, refs, req.GetEpoch())
 	if err != nil {
 		return nil, apiErr(err)
 	}
@@ -67,7 +67,7 @@ func (r regionService) WatchShares(_ *regionv1.WatchSharesRequest, stream grpc.S
 }
 
 func (r regionService) ListNodes(ctx context.Context, req *regionv1.ListNodesRequest) (*regionv1.ListNodesResponse, error) {
-	nodes, err := r.nodes.listNodes(req.GetSelector(), "", 0)
+	nodes, err := r.nodes.list(req.GetSelector(), "", 0)
 	if err != nil {
 		return nil, apiErr(err)
 	}
@@ -79,7 +79,7 @@ func (r regionService) ListNodes(ctx context.Context, req *regionv1.ListNodesReq
 }
 
 func (r regionService) GetNode(ctx context.Context, req *regionv1.NodeRef) (*resourcev1.Node, error) {
-	n, err := r.nodes.getNode(req.GetName())
+	n, err := r.nodes.get(req.GetName())
 	if err != nil {
 		return nil, apiErr(err)
 	}
@@ -87,7 +87,7 @@ func (r regionService) GetNode(ctx context.Context, req *regionv1.NodeRef) (*res
 }
 
 func (r regionService) DeleteNode(ctx context.Context, req *regionv1.NodeRef) (*regionv1.DeleteNodeResponse, error) {
-	if err := r.nodes.deleteNode(ctx, req.GetName()); err != nil {
+	if err := r.nodes.delete(ctx, req.GetName()); err != nil {
 		return nil, apiErr(err)
 	}
 	return &regionv1.DeleteNodeResponse{}, nil
@@ -126,7 +126,7 @@ func (r regionService) GetDrain(ctx context.Context, req *regionv1.NodeRef) (*re
 }
 
 func (r regionService) ListReplicas(ctx context.Context, req *regionv1.ListReplicasRequest) (*regionv1.ListReplicasResponse, error) {
-	reps, err := r.replicas.listReplicas(req.GetTenant(), req.GetResource(), req.GetNode())
+	reps, err := r.replicas.list(req.GetTenant(), req.GetResource(), req.GetNode())
 	if err != nil {
 		return nil, apiErr(err)
 	}
@@ -177,7 +177,7 @@ func (r regionService) SyncPolicies(ctx context.Context, req *regionv1.SyncPolic
 		}
 		ps = append(ps, p)
 	}
-	n, err := r.policies.syncPolicies(ctx, ps, req.GetEpoch())
+	n, err := r.policies.sync(ctx, ps, req.GetEpoch())
 	if err != nil {
 		return nil, apiErr(err)
 	}
@@ -185,7 +185,7 @@ func (r regionService) SyncPolicies(ctx context.Context, req *regionv1.SyncPolic
 }
 
 func (r regionService) PolicyStatus(ctx context.Context, req *regionv1.PolicyStatusRequest) (*regionv1.PolicyStatusResponse, error) {
-	items, err := r.policies.policyStatus(ctx, req.GetTenant())
+	items, err := r.policies.status(ctx, req.GetTenant())
 	if err != nil {
 		return nil, apiErr(err)
 	}

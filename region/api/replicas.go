@@ -26,9 +26,9 @@ type replicas struct {
 	agents *agentconn.Pool
 }
 
-// listReplicas returns the replicas of one resource (tenant and resource)
+// list returns the replicas of one resource (tenant and resource)
 // or of one node, sorted by replicaKey.
-func (s *replicas) listReplicas(tenant, resource, node string) ([]api.Replica, error) {
+func (s *replicas) list(tenant, resource, node string) ([]api.Replica, error) {
 	byNode := node != ""
 	switch {
 	case byNode && (tenant != "" || resource != ""):

@@ -46,15 +46,15 @@ func (s *restAPI) handler() http.Handler {
 			return nil, err
 		}
 		// One more than the page says whether another follows.
-		nodes, err := s.nodes.listNodes(r.URL.Query().Get("selector"), after, limit+1)
+		nodes, err := s.nodes.list(r.URL.Query().Get("selector"), after, limit+1)
 		page, next := api.Paginate(nodes, func(n api.Node) string { return n.Name }, "", limit)
 		return rest.List[api.Node]{Items: page, Continue: next}, err
 	}), "selector", "limit", "continue")
 	a.Handle("GET /v1/nodes/{name}", s.fresh(func(r *http.Request) (any, error) {
-		return s.nodes.getNode(r.PathValue("name"))
+		return s.nodes.get(r.PathValue("name"))
 	}))
 	a.Handle("DELETE /v1/nodes/{name}", func(r *http.Request) (any, error) {
-		return nil, s.nodes.deleteNode(r.Context(), r.PathValue("name"))
+		return nil, s.nodes.delete(r.Context(), r.PathValue("name"))
 	})
 	a.Handle("POST /v1/nodes/{name}/cordon", func(r *http.Request) (any, error) {
 		var req CordonRequest
@@ -84,7 +84,7 @@ func (s *restAPI) handler() http.Handler {
 		if err != nil {
 			return nil, err
 		}
-		page, next := api.Paginate(s.placements.listResources(after, limit+1), placementKey, "", limit)
+		page, next := api.Paginate(s.placements.list(after, limit+1), placementKey, "", limit)
 		return rest.List[api.Placement]{Items: page, Continue: next}, nil
 	}), "limit", "continue")
 	a.Handle("GET /v1/resources/{tenant}/{name}/replicas", s.fresh(func(r *http.Request) (any, error) {
@@ -128,13 +128,13 @@ func (s *restAPI) fresh(h func(r *http.Request) (any, error)) func(r *http.Reque
 	}
 }
 
-// restReplicas is a page of replicas.listReplicas.
+// restReplicas is a page of replicas.list.
 func (s *restAPI) restReplicas(r *http.Request, tenant, resource, node string) (any, error) {
 	limit, after, err := rest.Page(r)
 	if err != nil {
 		return nil, err
 	}
-	reps, err := s.replicas.listReplicas(tenant, resource, node)
+	reps, err := s.replicas.list(tenant, resource, node)
 	if err != nil {
 		return nil, err
 	}

@@ -10,10 +10,10 @@ import (
 	"github.com/stratahq/strata/region/state"
 )
 
-// listResources returns the placements with the region's share of each as
+// list returns the placements with the region's share of each as
 // its status, by tenant/name: those after after, at most limit of them
 // (0: all).
-func (s *placements) listResources(after string, limit int) []api.Placement {
+func (s *placements) list(after string, limit int) []api.Placement {
 	items := s.caches.Placements.Range("", after, limit, nil)
 	out := make([]api.Placement, 0, len(items))
 	for _, it := range items {
