@@ -17,7 +17,7 @@ func TestREST(t *testing.T) {
 	})
 	e.register(testNode("n1"))
 	p := testPlacement("acme", "web", "uid-web", 2, 1)
-	if _, err := e.srv.applyPlacements(e.ctx(), []api.Placement{p}); err != nil {
+	if _, err := e.srv.placements.apply(e.ctx(), []api.Placement{p}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -184,7 +184,7 @@ func TestRESTPaging(t *testing.T) {
 		ps = append(ps, testPlacement("acme", n, "uid-"+n, 3, 1))
 		placements = append(placements, "acme/"+n)
 	}
-	if _, err := e.srv.applyPlacements(e.ctx(), ps); err != nil {
+	if _, err := e.srv.placements.apply(e.ctx(), ps); err != nil {
 		t.Fatal(err)
 	}
 	var as []api.Assignment
