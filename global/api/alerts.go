@@ -65,7 +65,7 @@ func (a *AlertRules) Create(ctx context.Context, r api.AlertRule) (api.AlertRule
 		return api.AlertRule{}, err
 	}
 	r.Status, r.Receiver.HasSecret = nil, false
-	if err := a.validate(&r); err != nil {
+	if err := admit(ctx, alertRuleAdmission, onRequest, &alertRuleWrite{rules: a, r: &r}); err != nil {
 		return api.AlertRule{}, err
 	}
 	t := now()
@@ -134,7 +134,7 @@ func (a *AlertRules) Update(ctx context.Context, r api.AlertRule) (api.AlertRule
 		return api.AlertRule{}, err
 	}
 	r.Status, r.Receiver.HasSecret = nil, false
-	if err := a.validate(&r); err != nil {
+	if err := admit(ctx, alertRuleAdmission, onRequest, &alertRuleWrite{rules: a, r: &r}); err != nil {
 		return api.AlertRule{}, err
 	}
 	var out api.AlertRule

@@ -27,7 +27,7 @@ func (c *Configs) Create(ctx context.Context, tenant string, in api.Config) (api
 	if err != nil {
 		return api.Config{}, err
 	}
-	if err := in.Validate(); err != nil {
+	if err := admit(ctx, configAdmission, onRequest, &in); err != nil {
 		return api.Config{}, err
 	}
 	t := now()
@@ -81,7 +81,7 @@ func (c *Configs) Update(ctx context.Context, tenant string, in api.Config) (api
 	if err != nil {
 		return api.Config{}, err
 	}
-	if err := in.Validate(); err != nil {
+	if err := admit(ctx, configAdmission, onRequest, &in); err != nil {
 		return api.Config{}, err
 	}
 	key := state.ResourceName(tenant, in.Name)
