@@ -339,3 +339,10 @@ func regionView(it store.Item[api.Region]) api.Region {
 	r.ResourceVersion, r.Status = it.ModRevision, nil
 	return r
 }
+
+// HeartbeatRecorder records region heartbeats (heartbeat.Store). If it
+// also lists them (List(ctx) ([]heartbeat.Beat, error)), regions show the
+// numbers of their last beat.
+type HeartbeatRecorder interface {
+	Record(ctx context.Context, b heartbeat.Beat) error
+}

@@ -25,37 +25,18 @@ import (
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/events"
-	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
-	regionv1 "github.com/stratahq/strata/proto/region/v1"
 )
 
 // DefaultRegionTimeout is Options.RegionTimeout's default; the others
 // come from package config.
 const DefaultRegionTimeout = 5 * time.Second
 
-// cacheWait bounds how long a request waits for a cache to load or to catch
-// up with a write: past it, etcd or the watch is in trouble and the client
-// is better off with a 503 than a hung request.
-const cacheWait = 10 * time.Second
-
 // readyTimeout bounds the etcd probe of /readyz: a probe that hangs is as
 // bad as one that fails.
 const readyTimeout = 2 * time.Second
-
-// RegionClients gives a RegionService client per region (regions.Pool).
-type RegionClients interface {
-	Client(ctx context.Context, region string) (regionv1.RegionServiceClient, error)
-}
-
-// HeartbeatRecorder records region heartbeats (heartbeat.Store). If it
-// also lists them (List(ctx) ([]heartbeat.Beat, error)), regions show the
-// numbers of their last beat.
-type HeartbeatRecorder interface {
-	Record(ctx context.Context, b heartbeat.Beat) error
-}
 
 // LeaderSource tells who the master is (election.Elector). If it also has
 // IsLeader() bool, Status uses that to say whether this replica leads.

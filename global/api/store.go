@@ -89,3 +89,8 @@ func storeErr(err error, what, name string) error {
 // now is the server's clock, in UTC so that stored times compare and print
 // the same on every replica.
 func now() time.Time { return time.Now().UTC() }
+
+// cacheWait bounds how long a request waits for a cache to load or to catch
+// up with a write: past it, etcd or the watch is in trouble and the client
+// is better off with a 503 than a hung request.
+const cacheWait = 10 * time.Second
