@@ -67,7 +67,7 @@ func (s *Resources) rollUsers(ctx context.Context, tenant string, ref api.Config
 
 // restamp is the change that reads the generations of the resource's
 // Configs and Secrets again; a different one is a new revision.
-func (s *Resources) restamp(ctx context.Context, ref api.ConfigRef) change {
+func (s *Resources) restamp(ctx context.Context, ref api.ConfigRef) resourceChange {
 	return func(cur *api.Resource, txn *store.Txn) error {
 		if cur.Deleting() || cur.Spec.Compute == nil {
 			return store.ErrNoChange

@@ -208,42 +208,42 @@ func (s *Resources) Get(ctx context.Context, tenant, name string) (api.Resource,
 	if err != nil {
 		return api.Resource{}, err
 	}
-	return view(it, st), nil
+	return resourceView(it, st), nil
 }
 
-// page is a checked ListQuery.
-type page struct {
+// resourcePage is a checked ListQuery.
+type resourcePage struct {
 	sel   api.Selector
 	kind  string
 	limit int
 	after string // a resource name
 }
 
-func (q ListQuery) page() (page, error) {
+func (q ListQuery) checked() (resourcePage, error) {
 	if err := api.ValidateSelector("selector", q.Selector); err != nil {
-		return page{}, err
+		return resourcePage{}, err
 	}
 	sel, err := api.ParseSelector(q.Selector)
 	if err != nil {
-		return page{}, err
+		return resourcePage{}, err
 	}
 	if q.Kind != "" && !slices.Contains(api.ResourceKinds, api.ResourceKind(q.Kind)) {
-		return page{}, api.Invalid("kind", "%q is not a resource kind", q.Kind)
+		return resourcePage{}, api.Invalid("kind", "%q is not a resource kind", q.Kind)
 	}
-	p := page{sel: sel, kind: q.Kind}
+	p := resourcePage{sel: sel, kind: q.Kind}
 	if p.limit, err = api.PageSize(q.Limit); err != nil {
-		return page{}, err
+		return resourcePage{}, err
 	}
 	if p.after, err = api.AfterToken(q.Continue); err != nil {
-		return page{}, err
+		return resourcePage{}, err
 	}
 	if api.ValidateName("continue", p.after) != nil && p.after != "" {
-		return page{}, api.Invalid("continue", "is not a token this list issued")
+		return resourcePage{}, api.Invalid("continue", "is not a token this list issued")
 	}
 	return p, nil
 }
 
-func (p page) matches(it store.Item[api.Resource]) bool {
+func (p resourcePage) matches(it store.Item[api.Resource]) bool {
 	return (p.kind == "" || string(it.Value.Kind) == p.kind) && p.sel.Matches(it.Value.Labels)
 }
 
@@ -254,7 +254,7 @@ func (s *Resources) List(ctx context.Context, tenant string, q ListQuery) (Resou
 	if err != nil {
 		return ResourceList{}, err
 	}
-	p, err := q.page()
+	p, err := q.checked()
 	if err != nil {
 		return ResourceList{}, err
 	}
@@ -276,7 +276,7 @@ func (s *Resources) List(ctx context.Context, tenant string, q ListQuery) (Resou
 		if sit, ok := s.statuses.Get(it.Name); ok && sit.Value.UID == it.Value.UID {
 			st = sit.Value
 		}
-		list.Items = append(list.Items, view(it, st))
+		list.Items = append(list.Items, resourceView(it, st))
 	}
 	return list, nil
 }
@@ -286,7 +286,7 @@ func (s *Resources) List(ctx context.Context, tenant string, q ListQuery) (Resou
 // selector with a term the label index serves (k=v, k) reads only the
 // objects under its most selective such term, so that a list costs its
 // matches, not the tenant's size.
-func (s *Resources) match(tenant string, p page) []store.Item[api.Resource] {
+func (s *Resources) match(tenant string, p resourcePage) []store.Item[api.Resource] {
 	prefix := tenant + "/"
 	after := ""
 	if p.after != "" {
@@ -342,7 +342,7 @@ func (s *Resources) Update(ctx context.Context, tenant string, in api.Resource, 
 // replace is Update's change: in's settable fields over the stored ones,
 // with a new revision when the spec differs. It passes the onStored steps
 // of w's admission; the write passes the atCommit ones.
-func (s *Resources) replace(ctx context.Context, in api.Resource, w *resourceWrite) change {
+func (s *Resources) replace(ctx context.Context, in api.Resource, w *resourceWrite) resourceChange {
 	return func(cur *api.Resource, txn *store.Txn) error {
 		if err := replaceable(cur, &in); err != nil {
 			return err
@@ -440,10 +440,10 @@ func (s *Resources) Delete(ctx context.Context, tenant, name string, expect int6
 	return out, err
 }
 
-// change edits a stored resource in place and may add operations to the
+// resourceChange edits a stored resource in place and may add operations to the
 // transaction that writes it. It returns store.ErrNoChange, before
 // changing anything, to write nothing.
-type change func(r *api.Resource, txn *store.Txn) error
+type resourceChange func(r *api.Resource, txn *store.Txn) error
 
 // write is the read-modify-write under update, scale, rollback, delete and
 // the rollout operations: read the resource with its status, let fn
@@ -452,14 +452,14 @@ type change func(r *api.Resource, txn *store.Txn) error
 // starts over (store.RetryConflicts), unless the client pinned the version
 // it read (expect), which is then a conflict. A write that made a revision
 // or lowered the history prunes old revisions afterwards.
-func (s *Resources) write(ctx context.Context, tenant, name string, expect int64, fn change, guards ...store.Guard) (api.Resource, error) {
+func (s *Resources) write(ctx context.Context, tenant, name string, expect int64, fn resourceChange, guards ...store.Guard) (api.Resource, error) {
 	w := &resourceWrite{s: s, tenant: tenant, expect: expect, guarded: len(guards) > 0}
 	return s.writeAdmitted(ctx, w, name, fn, guards...)
 }
 
 // writeAdmitted is write for w, whose atCommit steps (resourceAdmission)
 // run in the transaction once the client's precondition held.
-func (s *Resources) writeAdmitted(ctx context.Context, w *resourceWrite, name string, fn change, guards ...store.Guard) (api.Resource, error) {
+func (s *Resources) writeAdmitted(ctx context.Context, w *resourceWrite, name string, fn resourceChange, guards ...store.Guard) (api.Resource, error) {
 	tenant, expect := w.tenant, w.expect
 	key := state.ResourceName(tenant, name)
 	var (
@@ -485,7 +485,7 @@ func (s *Resources) writeAdmitted(ctx context.Context, w *resourceWrite, name st
 				name, expect, it.ModRevision, api.ErrConflict)
 		}
 		if err != nil { // store.ErrNoChange
-			out = view(it, st)
+			out = resourceView(it, st)
 			return nil
 		}
 		r.Generation++
@@ -505,7 +505,7 @@ func (s *Resources) writeAdmitted(ctx context.Context, w *resourceWrite, name st
 		s.quotas.committed(wrote)
 		s.wroteResources.note(wrote)
 		it.ModRevision = wrote
-		out = view(it, st)
+		out = resourceView(it, st)
 		if r.Revision != before.Revision || r.MaxRevisionHistory < before.MaxRevisionHistory {
 			prune = r
 		}
@@ -560,8 +560,8 @@ func (s *Resources) read(ctx context.Context, tenant, name string) (store.Item[a
 	return it, st, nil
 }
 
-// view is a stored resource as clients see it.
-func view(it store.Item[api.Resource], st *api.ResourceStatus) api.Resource {
+// resourceView is a stored resource as clients see it.
+func resourceView(it store.Item[api.Resource], st *api.ResourceStatus) api.Resource {
 	r := *it.Value
 	r.ResourceVersion, r.Status = it.ModRevision, st
 	return r
