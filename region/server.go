@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -24,11 +23,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
-	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
@@ -168,62 +165,38 @@ func (s *Server) API() *regionapi.Server {
 	return s.api
 }
 
-// Run serves until ctx is done.
+// Run serves until ctx is done: the tier kit's start-up sequence with
+// what a region is (build).
 func (s *Server) Run(ctx context.Context) error {
-	// stopping is set when the servers are told to stop; the deferred
-	// clean-ups (etcd, Redis, the global tier's connections) run before
-	// this, the first deferred.
-	var stopping time.Time
-	defer func() {
-		if !stopping.IsZero() {
-			s.log.Info("region stopped", "took", time.Since(stopping).Round(time.Millisecond).String())
-		}
-	}()
-	cfg := s.cfg
-	cli := s.o.Etcd
-	if cli == nil {
-		c, closeEtcd, err := etcdserver.Open(ctx, "region-"+cfg.Name, cfg.Etcd)
-		if err != nil {
-			return fmt.Errorf("region: %w", err)
-		}
-		defer closeEtcd()
-		cli = c
-		go etcdserver.LogUnreachable(ctx, cli, cfg.Etcd, s.log)
+	b := &serving.Bringup{
+		Name: "region", Config: &s.cfg.Server, Log: s.log,
+		Etcd: s.o.Etcd, EtcdName: "region-" + s.cfg.Name, ElectionPrefix: state.ElectionPrefix,
+		GRPCListener: s.grpcL, HTTPListener: s.httpL, Security: s.sec, HTTP: s.httpOpts,
+		Ready: s.ready, Build: s.build,
 	}
-	st := state.NewWriting(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)), apiproto.WriteFormat(cfg.Etcd.JSONValues))
-	caches := state.NewCaches(st)
+	return b.Run(ctx)
+}
 
+// build makes what a region is on what the kit opened: its state and
+// caches, the heartbeat and event stores, the connections to the global
+// tier, the API, and the leader's work (the controller, the node
+// monitor, the heartbeats to the global tier). ctx ends when the region
+// stops: its streams end then (endStreams), and the console's.
+func (s *Server) build(ctx context.Context, b *serving.Base) (*serving.Parts, error) {
+	cfg := s.cfg
+	st := state.NewWriting(b.Store, apiproto.WriteFormat(cfg.Etcd.JSONValues))
+	caches := state.NewCaches(st)
 	hb, evs, closeHot, err := s.hotStores()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer closeHot()
+	b.Defer(closeHot)
 	emitter := events.NewEmitter(evs, cfg.Name, s.log)
-
-	sec := s.sec
-
-	elector, err := election.New(election.Config{
-		Client: cli, Prefix: st.Store.Prefix() + state.ElectionPrefix, ID: cfg.ID, TTL: cfg.LeaseTTL, Logger: s.log,
-		// The replica's own address, never the balancer's (the region's
-		// advertise.* may be one): a wildcard listen address gives none.
-		Addr: election.ServingAddr(s.grpcL.Addr()), KeepDeadLeaders: !cfg.RevokeDeadLeader,
-	})
+	global, closeGlobal, err := s.dialGlobal(s.sec)
 	if err != nil {
-		return fmt.Errorf("region: %w", err)
+		return nil, err
 	}
-
-	auditLog, err := audit.OpenConfigured(cfg.Audit, s.log)
-	if err != nil {
-		return fmt.Errorf("region: %w", err)
-	}
-	defer auditLog.Close() // after the servers stopped (g.Wait)
-
-	global, closeGlobal, err := s.dialGlobal(sec)
-	if err != nil {
-		return err
-	}
-	defer closeGlobal()
-
+	b.Defer(closeGlobal)
 	apiSrv, err := regionapi.New(regionapi.Options{
 		ConfigData:        global.configData,
 		Region:            cfg.Name,
@@ -235,22 +208,44 @@ func (s *Server) Run(ctx context.Context) error {
 		DrainDeadline:     cfg.Controller.DrainDeadline,
 		MaxBodyBytes:      cfg.API.MaxBodyBytes,
 		Token:             cfg.API.Token,
-		Audit:             auditLog,
-		Security:          sec,
+		Audit:             b.Audit,
+		Security:          s.sec,
 		Leader:            s.leaderID,
 		Logger:            s.log,
 	})
 	if err != nil {
-		return fmt.Errorf("region: %w", err)
+		return nil, err
 	}
 	s.apiMu.Lock()
 	s.api = apiSrv
 	s.apiMu.Unlock()
+	registerRegionGauges(b.Metrics, caches, apiSrv)
+	registerEventMetrics(b.Metrics, emitter)
+	lead := s.leaderWork(b, st, caches, hb, emitter, global)
+	s.consoleURL = s.httpOpts.Scheme() + "://" + advertised(cfg.Advertise.HTTP, s.httpL) + "/console"
+	return &serving.Parts{
+		Caches: caches,
+		API:    apiSrv,
+		Console: console.Handler(console.Options{
+			Region: cfg.Name, Logger: s.log, Events: evs, Token: cfg.API.Token, Done: ctx.Done(),
+		}),
+		GRPCOptions: append([]grpc.ServerOption{grpc.ReadBufferSize(grpcReadBuffer(s.sec)), grpc.WriteBufferSize(grpcWriteBuffer),
+			grpc.ChainStreamInterceptor(endStreams(ctx))}, transport.FixedWindows()...),
+		Runners: []func(context.Context) error{
+			func(ctx context.Context) error { emitter.Run(ctx); return nil },
+			func(ctx context.Context) error { return s.watchLeader(ctx, b.Elector) },
+		},
+		// Leading needs the region's network in place.
+		BeforeLead: func(ctx context.Context) error { return s.ensureNetwork(ctx, st) },
+		Lead:       lead,
+	}, nil
+}
 
-	reg := metrics.New("region")
-	registerRegionGauges(reg, caches, apiSrv)
-	registerEventMetrics(reg, emitter)
-
+// leaderWork builds the controller and the node monitor, and returns
+// what the region's leader runs: them, and the heartbeats to the global
+// tier, until leaderCtx ends.
+func (s *Server) leaderWork(b *serving.Base, st *state.State, caches *state.Caches, hb heartbeat.Store, emitter *events.Emitter, global *globalReplicas) func(context.Context, *election.Leadership) {
+	cfg := s.cfg
 	ctrl := controller.New(controller.Options{
 		Region:           cfg.Name,
 		State:            st,
@@ -260,12 +255,12 @@ func (s *Server) Run(ctx context.Context) error {
 		DestroyTimeout:   cfg.Controller.DestroyTimeout,
 		RetryBackoff:     cfg.Controller.RetryBackoff,
 		Resync:           cfg.Controller.Resync,
-		Metrics:          reg.Controller(),
-		SchedulerMetrics: reg.Scheduler(),
+		Metrics:          b.Metrics.Controller(),
+		SchedulerMetrics: b.Metrics.Scheduler(),
 		Logger:           s.log,
 	})
-	prober := monitor.NewGRPCProber(cfg.Name, sec)
-	defer prober.Close()
+	prober := monitor.NewGRPCProber(cfg.Name, s.sec)
+	b.Defer(prober.Close)
 	mon := monitor.New(monitor.Options{
 		Region:            cfg.Name,
 		State:             st,
@@ -278,68 +273,10 @@ func (s *Server) Run(ctx context.Context) error {
 		DownAfter:         cfg.Nodes.DownAfter,
 		ProbeTimeout:      cfg.Nodes.ProbeTimeout,
 		DrainDeadline:     cfg.Controller.DrainDeadline,
-		Metrics:           reg.Monitor(),
+		Metrics:           b.Metrics.Monitor(),
 		Logger:            s.log,
 	})
-
-	g, gctx := errgroup.WithContext(ctx)
-	grpcOpts := append(reg.GRPC(), grpc.ReadBufferSize(grpcReadBuffer(sec)), grpc.WriteBufferSize(grpcWriteBuffer), grpc.ChainStreamInterceptor(endStreams(gctx)))
-	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, append(grpcOpts, transport.FixedWindows()...)...)
-	if err != nil {
-		return fmt.Errorf("region: %w", err)
-	}
-	apiSrv.RegisterGRPC(grpcSrv)
-	mux := http.NewServeMux()
-	mux.Handle("/console/", console.Handler(console.Options{
-		Region: cfg.Name, Logger: s.log, Events: evs, Token: cfg.API.Token, Done: gctx.Done(),
-	}))
-	mux.Handle("/", apiSrv.Handler())
-	httpSrv, err := serving.NewHTTP(s.httpL, reg.HTTP(mux), s.httpOpts)
-	if err != nil {
-		return fmt.Errorf("region: listen.http: %w", err)
-	}
-	serving.WarnInsecure(s.log, append(grpcWarnings(sec), httpSrv.Warnings()...)...)
-	serving.WarnWeak(s.log, cfg.Weaknesses()...)
-	s.consoleURL = httpSrv.Scheme() + "://" + advertised(cfg.Advertise.HTTP, s.httpL) + "/console"
-
-	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
-	g.Go(func() error { emitter.Run(gctx); return nil })
-	g.Go(func() error { return serving.IgnoreCanceled(apiSrv.Run(gctx)) })
-	g.Go(func() error { return s.lead(gctx, st, elector, ctrl, mon, global) })
-	g.Go(func() error { return s.watchLeader(gctx, elector) })
-	g.Go(func() error { return auditLog.ReopenOnHangup(gctx, s.log) })
-	// Ready once the caches hold etcd's state and etcd takes transactions
-	// as large as configured; a limit above the server's stops the region.
-	serving.Tier{Name: "region", GRPC: grpcSrv, GRPCListener: s.grpcL, HTTP: httpSrv, Log: s.log}.Serve(gctx, g, s.ready, func(ctx context.Context) error {
-		if caches.WaitSynced(ctx) != nil {
-			return nil // ctx is done
-		}
-		return st.Store.EnsureTxnLimit(ctx)
-	})
-	// Said once by every replica, leader or standby, so that a stop that
-	// takes long shows where it started (stopped: at Run's very end).
-	g.Go(func() error {
-		<-gctx.Done()
-		stopping = time.Now()
-		s.log.Info("region stopping", "leader", elector.IsLeader())
-		return nil
-	})
-	return g.Wait()
-}
-
-// lead stands for election once the replica serves (with the region's
-// network in place) and, while leading, runs the controller, the node
-// monitor and the heartbeats to the global tier, until ctx ends.
-func (s *Server) lead(ctx context.Context, st *state.State, elector *election.Elector, ctrl *controller.Controller, mon *monitor.Monitor, global *globalReplicas) error {
-	select {
-	case <-s.ready: // caches synced, transaction limit checked
-	case <-ctx.Done():
-		return nil
-	}
-	if err := s.ensureNetwork(ctx, st); err != nil {
-		return err
-	}
-	return serving.IgnoreCanceled(elector.Run(ctx, func(leaderCtx context.Context, l *election.Leadership) {
+	return func(leaderCtx context.Context, l *election.Leadership) {
 		s.log.Info("leading the region")
 		lg, lctx := errgroup.WithContext(leaderCtx)
 		lg.Go(func() error { return ctrl.Lead(lctx, l) })
@@ -352,7 +289,7 @@ func (s *Server) lead(ctx context.Context, st *state.State, elector *election.El
 		if err := lg.Wait(); err != nil && leaderCtx.Err() == nil {
 			s.log.Warn("region leadership work ended", "err", err)
 		}
-	}))
+	}
 }
 
 // security is the region's gRPC security: its certificate must be
@@ -389,13 +326,6 @@ func (s *Server) httpOptions() (serving.HTTPOptions, error) {
 		return o, fmt.Errorf("region: listen.http: %w", err)
 	}
 	return o, nil
-}
-
-func grpcWarnings(sec *transport.Security) []string {
-	if sec.IsInsecure() {
-		return []string{serving.InsecureGRPC}
-	}
-	return nil
 }
 
 // registerRegionGauges exposes what the region holds, counted from its
@@ -462,7 +392,7 @@ func (s *Server) hotStores() (heartbeat.Store, events.Store, func(), error) {
 	if (hb == nil || evs == nil) && s.cfg.Redis.Configured() {
 		rc, err := redisclient.New(s.cfg.Redis)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("region: %w", err)
+			return nil, nil, nil, err
 		}
 		closeFn = func() { rc.Close() }
 		if hb == nil {
@@ -584,7 +514,7 @@ func (s *Server) dialGlobal(sec *transport.Security) (g *globalReplicas, closeAl
 		cc, err := transport.Dial(ep, sec, transport.ServerKind(pki.KindGlobal))
 		if err != nil {
 			closeAll()
-			return nil, nil, fmt.Errorf("region: dial global %s: %w", ep, err)
+			return nil, nil, fmt.Errorf("dial global %s: %w", ep, err)
 		}
 		conns = append(conns, cc)
 		g.clients = append(g.clients, globalv1.NewFederationServiceClient(cc))
