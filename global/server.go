@@ -29,7 +29,6 @@ import (
 	"github.com/stratahq/strata/internal/redisclient"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/serving"
-	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/version"
 	"github.com/stratahq/strata/proto/apiproto"
 )
@@ -53,14 +52,11 @@ type Options struct {
 
 // Server is a running global replica.
 type Server struct {
-	o        Options
-	cfg      *config.Global
-	log      *slog.Logger
-	grpcL    net.Listener
-	httpL    net.Listener
-	sec      *transport.Security
-	httpOpts serving.HTTPOptions
-	ready    chan struct{}
+	o   Options
+	cfg *config.Global
+	log *slog.Logger
+	// kit is the replica's start-up sequence; it holds its listeners.
+	kit *serving.Bringup
 
 	mu   sync.Mutex
 	api  *globalapi.Server
@@ -75,61 +71,27 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "global", "instance", o.Config.ID), ready: make(chan struct{})}
-	var err error
-	if s.grpcL, err = serving.Listen(o.GRPCListener, s.cfg.Listen.GRPC, "listen grpc"); err != nil {
-		return nil, fmt.Errorf("global: %w", err)
-	}
-	if s.httpL, err = serving.Listen(o.HTTPListener, s.cfg.Listen.HTTP, "listen http"); err != nil {
-		s.grpcL.Close()
-		return nil, fmt.Errorf("global: %w", err)
+	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "global", "instance", o.Config.ID)}
+	s.kit = &serving.Bringup{
+		Name: "global", Config: &s.cfg.Server, Log: s.log,
+		Etcd: o.Etcd, EtcdName: "global", TimedEtcd: true, ElectionPrefix: state.ElectionPrefix,
+		Ready: make(chan struct{}), Build: s.build,
 	}
 	// Refuse to start a replica that would answer without an identity.
-	if err := s.secure(); err != nil {
-		s.grpcL.Close()
-		s.httpL.Close()
-		return nil, fmt.Errorf("global: %w", err)
+	if err := s.kit.Listen(o.GRPCListener, o.HTTPListener, pki.Global(s.cfg.ID), s.cfg.API.HTTPAPI); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
-// secure builds the replica's gRPC security (its certificate must be
-// global:<id>; insecure mode only on loopback) and its REST server's
-// options (HTTPS with api.tls; plain HTTP on loopback or in insecure
-// mode).
-func (s *Server) secure() error {
-	sec, err := transport.NewSecurity(s.cfg.TLS, s.cfg.Insecure)
-	if err != nil {
-		return err
-	}
-	if err := sec.Expect(pki.Global(s.cfg.ID)); err != nil {
-		return err
-	}
-	if err := sec.CheckListener(s.grpcL); err != nil {
-		return fmt.Errorf("listen.grpc: %w", err)
-	}
-	a := s.cfg.API
-	o := serving.HTTPOptions{Insecure: s.cfg.Insecure, AllowedHosts: a.AllowedHosts, ReadTimeout: a.ReadTimeout, Log: s.log}
-	if a.TLS.Enabled() {
-		if o.TLS, err = pki.ServingConfig(a.TLS.Cert, a.TLS.Key); err != nil {
-			return fmt.Errorf("api.tls: %w", err)
-		}
-	}
-	if err := serving.CheckListener(s.httpL, o); err != nil {
-		return fmt.Errorf("listen.http: %w", err)
-	}
-	s.sec, s.httpOpts = sec, o
-	return nil
-}
-
 // GRPCAddr is where ResourceService and FederationService listen.
-func (s *Server) GRPCAddr() string { return s.grpcL.Addr().String() }
+func (s *Server) GRPCAddr() string { return s.kit.GRPCListener.Addr().String() }
 
 // HTTPAddr is where the REST API listens.
-func (s *Server) HTTPAddr() string { return s.httpL.Addr().String() }
+func (s *Server) HTTPAddr() string { return s.kit.HTTPListener.Addr().String() }
 
 // Ready is closed once the replica serves.
-func (s *Server) Ready() <-chan struct{} { return s.ready }
+func (s *Server) Ready() <-chan struct{} { return s.kit.Ready }
 
 // API returns the API once Run has built it.
 func (s *Server) API() *globalapi.Server {
@@ -147,20 +109,11 @@ func (s *Server) Controller() *controller.Controller {
 
 // Run serves until ctx is done: the tier kit's start-up sequence with
 // what a global replica is (build).
-func (s *Server) Run(ctx context.Context) error {
-	b := &serving.Bringup{
-		Name: "global", Config: &s.cfg.Server, Log: s.log,
-		Etcd: s.o.Etcd, EtcdName: "global", TimedEtcd: true, ElectionPrefix: state.ElectionPrefix,
-		GRPCListener: s.grpcL, HTTPListener: s.httpL, Security: s.sec, HTTP: s.httpOpts,
-		Ready: s.ready, Build: s.build,
-	}
-	return b.Run(ctx)
-}
+func (s *Server) Run(ctx context.Context) error { return s.kit.Run(ctx) }
 
 // build makes what a global replica is on what the kit opened: its state
 // and caches, the Secrets' keyring, the shared heartbeats and events,
-// the pool of region clients, the API, the master controller and the
-// alert dispatcher (the master's work), and the tier's gauges.
+// the pool of region clients, the API, and the master's work.
 func (s *Server) build(_ context.Context, b *serving.Base) (*serving.Parts, error) {
 	cfg := s.cfg
 	st := state.NewWriting(b.Store, apiproto.WriteFormat(cfg.Etcd.JSONValues))
@@ -174,7 +127,7 @@ func (s *Server) build(_ context.Context, b *serving.Base) (*serving.Parts, erro
 		return nil, err
 	}
 	b.Defer(closeStores)
-	pool, err := regions.New(regions.Options{Lookup: regions.CacheLookup(caches.Regions), Security: s.sec, Logger: s.log})
+	pool, err := regions.New(regions.Options{Lookup: regions.CacheLookup(caches.Regions), Security: s.kit.Security, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +152,30 @@ func (s *Server) build(_ context.Context, b *serving.Base) (*serving.Parts, erro
 	if err != nil {
 		return nil, err
 	}
+	ctrl, alerter := s.masterWork(b, st, caches, pool, hb, svc, ring)
+	s.mu.Lock()
+	s.api, s.ctrl = svc, ctrl
+	s.mu.Unlock()
+	return &serving.Parts{
+		Caches:  caches,
+		API:     svc,
+		Console: globalconsole.Handler(globalconsole.Options{Logger: s.log}),
+		// The bootstrap token is stored before the replica says it
+		// serves, so that the operator's token works at once.
+		Ready: func(ctx context.Context) error {
+			if err := svc.Tokens().Bootstrap(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
+			return nil
+		},
+		Lead: func(leaderCtx context.Context, l *election.Leadership) { s.lead(leaderCtx, l, ctrl, alerter) },
+	}, nil
+}
+
+// masterWork builds what the elected master runs, the controller and
+// the alert dispatcher, and the gauges that follow them.
+func (s *Server) masterWork(b *serving.Base, st *state.State, caches *state.Caches, pool *regions.Pool, hb heartbeat.Store, svc *globalapi.Server, ring *secretbox.Keyring) (*controller.Controller, *alerts.Dispatcher) {
+	cfg := s.cfg
 	ctrl := controller.New(controller.Options{
 		State:             st,
 		Caches:            caches,
@@ -223,23 +200,7 @@ func (s *Server) build(_ context.Context, b *serving.Base) (*serving.Parts, erro
 		Logger:      s.log,
 	})
 	registerAlertMetrics(b.Metrics, alerter)
-	s.mu.Lock()
-	s.api, s.ctrl = svc, ctrl
-	s.mu.Unlock()
-	return &serving.Parts{
-		Caches:  caches,
-		API:     svc,
-		Console: globalconsole.Handler(globalconsole.Options{Logger: s.log}),
-		// The bootstrap token is stored before the replica says it
-		// serves, so that the operator's token works at once.
-		Ready: func(ctx context.Context) error {
-			if err := svc.Tokens().Bootstrap(ctx); err != nil && ctx.Err() == nil {
-				return err
-			}
-			return nil
-		},
-		Lead: func(leaderCtx context.Context, l *election.Leadership) { s.lead(leaderCtx, l, ctrl, alerter) },
-	}, nil
+	return ctrl, alerter
 }
 
 // keyring loads the Secrets' key files (nil without any: Secrets are

@@ -91,17 +91,14 @@ type Options struct {
 
 // Server is a running region.
 type Server struct {
-	o        Options
-	cfg      *config.Region
-	log      *slog.Logger
-	grpcL    net.Listener
-	httpL    net.Listener
-	ready    chan struct{}
-	sec      *transport.Security
-	httpOpts serving.HTTPOptions
-	api      *regionapi.Server
-	apiMu    sync.Mutex
-	leader   string
+	o   Options
+	cfg *config.Region
+	log *slog.Logger
+	// kit is the region's start-up sequence; it holds its listeners.
+	kit    *serving.Bringup
+	api    *regionapi.Server
+	apiMu  sync.Mutex
+	leader string
 	// consoleURL is what federate registers, set before it starts.
 	consoleURL string
 }
@@ -114,34 +111,31 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "region", "region", o.Config.Name, "instance", o.Config.ID), ready: make(chan struct{})}
-	var err error
-	if s.grpcL, err = serving.Listen(o.GRPCListener, s.cfg.Listen.GRPC, "listen grpc"); err != nil {
-		return nil, fmt.Errorf("region: %w", err)
-	}
-	if s.httpL, err = serving.Listen(o.HTTPListener, s.cfg.Listen.HTTP, "listen http"); err != nil {
-		s.grpcL.Close()
-		return nil, fmt.Errorf("region: %w", err)
-	}
 	// Refuse to start a region that would answer without an identity.
-	if s.cfg.API.Token == "" {
-		err = errors.New("region: api.token is required: the region REST API and console have no anonymous mode")
-	} else if s.sec, err = s.security(); err == nil {
-		s.httpOpts, err = s.httpOptions()
+	if o.Config.API.Token == "" {
+		return nil, errors.New("region: api.token is required: the region REST API and console have no anonymous mode")
 	}
-	if err != nil {
-		s.grpcL.Close()
-		s.httpL.Close()
+	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "region", "region", o.Config.Name, "instance", o.Config.ID)}
+	s.kit = &serving.Bringup{
+		Name: "region", Config: &s.cfg.Server, Log: s.log,
+		Etcd: o.Etcd, EtcdName: "region-" + s.cfg.Name, ElectionPrefix: state.ElectionPrefix,
+		Ready: make(chan struct{}), Build: s.build,
+	}
+	var hosts []string
+	if host, _, err := net.SplitHostPort(s.cfg.Advertise.HTTP); err == nil && host != "" {
+		hosts = append(hosts, host)
+	}
+	if err := s.kit.Listen(o.GRPCListener, o.HTTPListener, pki.Region(s.cfg.Name), s.cfg.API.HTTPAPI, hosts...); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
 // GRPCAddr is where RegionService and AgentService listen.
-func (s *Server) GRPCAddr() string { return s.grpcL.Addr().String() }
+func (s *Server) GRPCAddr() string { return s.kit.GRPCListener.Addr().String() }
 
 // HTTPAddr is where the operator REST API listens.
-func (s *Server) HTTPAddr() string { return s.httpL.Addr().String() }
+func (s *Server) HTTPAddr() string { return s.kit.HTTPListener.Addr().String() }
 
 // advertised returns the configured advertise address, or the listener's
 // address when the configuration has none or names port 0.
@@ -156,7 +150,7 @@ func advertised(configured string, l net.Listener) string {
 }
 
 // Ready is closed once the region serves.
-func (s *Server) Ready() <-chan struct{} { return s.ready }
+func (s *Server) Ready() <-chan struct{} { return s.kit.Ready }
 
 // API returns the region's API server once Run has built it.
 func (s *Server) API() *regionapi.Server {
@@ -167,15 +161,7 @@ func (s *Server) API() *regionapi.Server {
 
 // Run serves until ctx is done: the tier kit's start-up sequence with
 // what a region is (build).
-func (s *Server) Run(ctx context.Context) error {
-	b := &serving.Bringup{
-		Name: "region", Config: &s.cfg.Server, Log: s.log,
-		Etcd: s.o.Etcd, EtcdName: "region-" + s.cfg.Name, ElectionPrefix: state.ElectionPrefix,
-		GRPCListener: s.grpcL, HTTPListener: s.httpL, Security: s.sec, HTTP: s.httpOpts,
-		Ready: s.ready, Build: s.build,
-	}
-	return b.Run(ctx)
-}
+func (s *Server) Run(ctx context.Context) error { return s.kit.Run(ctx) }
 
 // build makes what a region is on what the kit opened: its state and
 // caches, the heartbeat and event stores, the connections to the global
@@ -192,7 +178,7 @@ func (s *Server) build(ctx context.Context, b *serving.Base) (*serving.Parts, er
 	}
 	b.Defer(closeHot)
 	emitter := events.NewEmitter(evs, cfg.Name, s.log)
-	global, closeGlobal, err := s.dialGlobal(s.sec)
+	global, closeGlobal, err := s.dialGlobal(s.kit.Security)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +195,7 @@ func (s *Server) build(ctx context.Context, b *serving.Base) (*serving.Parts, er
 		MaxBodyBytes:      cfg.API.MaxBodyBytes,
 		Token:             cfg.API.Token,
 		Audit:             b.Audit,
-		Security:          s.sec,
+		Security:          s.kit.Security,
 		Leader:            s.leaderID,
 		Logger:            s.log,
 	})
@@ -222,14 +208,14 @@ func (s *Server) build(ctx context.Context, b *serving.Base) (*serving.Parts, er
 	registerRegionGauges(b.Metrics, caches, apiSrv)
 	registerEventMetrics(b.Metrics, emitter)
 	lead := s.leaderWork(b, st, caches, hb, emitter, global)
-	s.consoleURL = s.httpOpts.Scheme() + "://" + advertised(cfg.Advertise.HTTP, s.httpL) + "/console"
+	s.consoleURL = s.kit.HTTP.Scheme() + "://" + advertised(cfg.Advertise.HTTP, s.kit.HTTPListener) + "/console"
 	return &serving.Parts{
 		Caches: caches,
 		API:    apiSrv,
 		Console: console.Handler(console.Options{
 			Region: cfg.Name, Logger: s.log, Events: evs, Token: cfg.API.Token, Done: ctx.Done(),
 		}),
-		GRPCOptions: append([]grpc.ServerOption{grpc.ReadBufferSize(grpcReadBuffer(s.sec)), grpc.WriteBufferSize(grpcWriteBuffer),
+		GRPCOptions: append([]grpc.ServerOption{grpc.ReadBufferSize(grpcReadBuffer(s.kit.Security)), grpc.WriteBufferSize(grpcWriteBuffer),
 			grpc.ChainStreamInterceptor(endStreams(ctx))}, transport.FixedWindows()...),
 		Runners: []func(context.Context) error{
 			func(ctx context.Context) error { emitter.Run(ctx); return nil },
@@ -259,7 +245,7 @@ func (s *Server) leaderWork(b *serving.Base, st *state.State, caches *state.Cach
 		SchedulerMetrics: b.Metrics.Scheduler(),
 		Logger:           s.log,
 	})
-	prober := monitor.NewGRPCProber(cfg.Name, s.sec)
+	prober := monitor.NewGRPCProber(cfg.Name, s.kit.Security)
 	b.Defer(prober.Close)
 	mon := monitor.New(monitor.Options{
 		Region:            cfg.Name,
@@ -290,42 +276,6 @@ func (s *Server) leaderWork(b *serving.Base, st *state.State, caches *state.Cach
 			s.log.Warn("region leadership work ended", "err", err)
 		}
 	}
-}
-
-// security is the region's gRPC security: its certificate must be
-// region:<name>, and in insecure mode its gRPC listener must be loopback.
-func (s *Server) security() (*transport.Security, error) {
-	sec, err := transport.NewSecurity(s.cfg.TLS, s.cfg.Insecure)
-	if err != nil {
-		return nil, fmt.Errorf("region: %w", err)
-	}
-	if err := sec.Expect(pki.Region(s.cfg.Name)); err != nil {
-		return nil, fmt.Errorf("region: %w", err)
-	}
-	if err := sec.CheckListener(s.grpcL); err != nil {
-		return nil, fmt.Errorf("region: listen.grpc: %w", err)
-	}
-	return sec, nil
-}
-
-// httpOptions shape the operator REST API and console server.
-func (s *Server) httpOptions() (serving.HTTPOptions, error) {
-	a := s.cfg.API
-	o := serving.HTTPOptions{Insecure: s.cfg.Insecure, AllowedHosts: a.AllowedHosts, ReadTimeout: a.ReadTimeout, Log: s.log}
-	if host, _, err := net.SplitHostPort(s.cfg.Advertise.HTTP); err == nil && host != "" {
-		o.AllowedHosts = append(o.AllowedHosts, host)
-	}
-	if a.TLS.Enabled() {
-		cfg, err := pki.ServingConfig(a.TLS.Cert, a.TLS.Key)
-		if err != nil {
-			return o, fmt.Errorf("region: api.tls: %w", err)
-		}
-		o.TLS = cfg
-	}
-	if err := serving.CheckListener(s.httpL, o); err != nil {
-		return o, fmt.Errorf("region: listen.http: %w", err)
-	}
-	return o, nil
 }
 
 // registerRegionGauges exposes what the region holds, counted from its
@@ -586,7 +536,7 @@ func (s *Server) federate(ctx context.Context, global *globalReplicas) {
 func (s *Server) heartbeat(seq uint64) *globalv1.RegionHeartbeatRequest {
 	req := &globalv1.RegionHeartbeatRequest{Seq: seq, Region: &resourcev1.Region{
 		Name:       s.cfg.Name,
-		Endpoint:   advertised(s.cfg.Advertise.GRPC, s.grpcL),
+		Endpoint:   advertised(s.cfg.Advertise.GRPC, s.kit.GRPCListener),
 		ConsoleUrl: s.consoleURL,
 		Zones:      s.cfg.Zones,
 	}}

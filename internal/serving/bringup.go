@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -17,6 +18,7 @@ import (
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/metrics"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 )
@@ -45,8 +47,8 @@ type Bringup struct {
 	// ElectionPrefix is where the tier's election lives under the
 	// store's prefix.
 	ElectionPrefix string
-	// The listeners, the gRPC security and the HTTP options are the
-	// tier's, checked before Run (Listen, CheckListener).
+	// The listeners, the gRPC security and the HTTP options, set by
+	// Listen.
 	GRPCListener, HTTPListener net.Listener
 	Security                   *transport.Security
 	HTTP                       HTTPOptions
@@ -119,6 +121,59 @@ type Parts struct {
 	// Lead is the leader's work, run while the tier holds leadership
 	// until leaderCtx ends.
 	Lead func(leaderCtx context.Context, l *election.Leadership)
+}
+
+// Listen is the sequence's first step, taken when the tier is made so
+// that its addresses are known before Run: it opens the tier's
+// listeners (those given, else on Config.Listen) and refuses a tier that
+// would answer without an identity: its gRPC certificate must be self's
+// (plaintext, in insecure mode, on loopback only), its REST API HTTPS
+// with api.tls (plain HTTP on loopback, or in insecure mode). moreHosts
+// are names the REST API answers to besides api.allowedHosts. On an
+// error it closes what it opened.
+func (b *Bringup) Listen(grpcL, httpL net.Listener, self pki.Identity, api config.HTTPAPI, moreHosts ...string) error {
+	cfg := b.Config
+	var err error
+	if b.GRPCListener, err = Listen(grpcL, cfg.Listen.GRPC, "listen grpc"); err != nil {
+		return fmt.Errorf("%s: %w", b.Name, err)
+	}
+	if b.HTTPListener, err = Listen(httpL, cfg.Listen.HTTP, "listen http"); err != nil {
+		b.GRPCListener.Close()
+		return fmt.Errorf("%s: %w", b.Name, err)
+	}
+	if err := b.secure(self, api, moreHosts); err != nil {
+		b.GRPCListener.Close()
+		b.HTTPListener.Close()
+		return fmt.Errorf("%s: %w", b.Name, err)
+	}
+	return nil
+}
+
+// secure builds the tier's gRPC security and its HTTP server's options,
+// and checks its listeners against them.
+func (b *Bringup) secure(self pki.Identity, api config.HTTPAPI, moreHosts []string) error {
+	cfg := b.Config
+	sec, err := transport.NewSecurity(cfg.TLS, cfg.Insecure)
+	if err != nil {
+		return err
+	}
+	if err := sec.Expect(self); err != nil {
+		return err
+	}
+	if err := sec.CheckListener(b.GRPCListener); err != nil {
+		return fmt.Errorf("listen.grpc: %w", err)
+	}
+	o := HTTPOptions{Insecure: cfg.Insecure, AllowedHosts: append(slices.Clone(api.AllowedHosts), moreHosts...), ReadTimeout: api.ReadTimeout, Log: b.Log}
+	if api.TLS.Enabled() {
+		if o.TLS, err = pki.ServingConfig(api.TLS.Cert, api.TLS.Key); err != nil {
+			return fmt.Errorf("api.tls: %w", err)
+		}
+	}
+	if err := CheckListener(b.HTTPListener, o); err != nil {
+		return fmt.Errorf("listen.http: %w", err)
+	}
+	b.Security, b.HTTP = sec, o
+	return nil
 }
 
 // Run runs the sequence until ctx is done, then stops the tier.

@@ -16,6 +16,7 @@ import (
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 )
 
@@ -65,27 +66,18 @@ func (fakeAPI) Run(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 // etcd, whose Build is build.
 func newBringup(t *testing.T, build func(context.Context, *Base) (*Parts, error)) *Bringup {
 	t.Helper()
-	gl, err := Listen(nil, "127.0.0.1:0", "listen grpc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hl, err := Listen(nil, "127.0.0.1:0", "listen http")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gl.Close(); hl.Close() })
-	sec, err := transport.NewSecurity(config.TLS{}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Bringup{
+	gl, hl := listenLoopback(t)
+	b := &Bringup{
 		Name:   "test",
-		Config: &config.Server{ID: "t1", Etcd: config.Etcd{Prefix: "/test/"}, LeaseTTL: time.Second},
+		Config: &config.Server{ID: "t1", Etcd: config.Etcd{Prefix: "/test/"}, LeaseTTL: time.Second, Insecure: true},
 		Log:    slog.New(slog.DiscardHandler),
 		Etcd:   etcdtest.Client(t, etcdtest.Embedded(t)), ElectionPrefix: "election/",
-		GRPCListener: gl, HTTPListener: hl, Security: sec,
 		Ready: make(chan struct{}), Build: build,
 	}
+	if err := b.Listen(gl, hl, pki.Identity{}, config.HTTPAPI{}); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // TestBringupOrder: the tier is ready only once its caches are synced and
@@ -183,5 +175,22 @@ func TestBringupBuildFails(t *testing.T) {
 	case <-b.Ready:
 		t.Error("ready although Build failed")
 	default:
+	}
+}
+
+// TestBringupListenRefuses: a tier without TLS outside insecure mode
+// does not start, says so named for the tier, and closes its listeners.
+func TestBringupListenRefuses(t *testing.T) {
+	gl, hl := listenLoopback(t)
+	b := &Bringup{Name: "test", Config: &config.Server{ID: "t1"}, Log: slog.New(slog.DiscardHandler)}
+	err := b.Listen(gl, hl, pki.Identity{}, config.HTTPAPI{})
+	if !errors.Is(err, transport.ErrNoTLS) || err.Error() != "test: "+transport.ErrNoTLS.Error() {
+		t.Fatalf("Listen: got %v; want %v, named for the tier", err, transport.ErrNoTLS)
+	}
+	for _, l := range []net.Listener{gl, hl} {
+		if c, err := net.DialTimeout("tcp", l.Addr().String(), time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s still accepts after Listen refused", l.Addr())
+		}
 	}
 }

@@ -69,15 +69,7 @@ func (sh *shares) writeJob(v *view, p *plan, key string, pl *api.Placement, js *
 	if s.Phase == api.PhaseReady {
 		s.Ready = s.Replicas
 	}
-	if cur, ok := sh.o.Caches.Shares.Get(key); ok {
-		old := *cur.Value
-		old.UpdatedAt = time.Time{}
-		if reflect.DeepEqual(&old, s) {
-			return
-		}
-	}
-	s.UpdatedAt = v.now
-	p.putShare(key, s)
+	sh.put(v, p, key, s)
 }
 
 // jobSharePhase maps a job's state onto the lifecycle phases every
@@ -130,15 +122,7 @@ func (sh *shares) write(v *view, p *plan, key string, pl *api.Placement, live []
 		s.Phase = api.PhaseProvision
 		s.Reason = fmt.Sprintf("%d/%d ready", s.Ready, s.Replicas)
 	}
-	if cur, ok := sh.o.Caches.Shares.Get(key); ok {
-		old := *cur.Value
-		old.UpdatedAt = time.Time{}
-		if reflect.DeepEqual(&old, s) {
-			return
-		}
-	}
-	s.UpdatedAt = v.now
-	p.putShare(key, s)
+	sh.put(v, p, key, s)
 }
 
 // countReplicas counts into s the ready and updated replicas of live and
@@ -161,4 +145,18 @@ func countReplicas(s *state.Share, live []*replica) (firstErr *replica) {
 		}
 	}
 	return firstErr
+}
+
+// put writes s as key's share unless the share stored says the same
+// (its time aside): a resource whose status holds costs no write.
+func (sh *shares) put(v *view, p *plan, key string, s *state.Share) {
+	if cur, ok := sh.o.Caches.Shares.Get(key); ok {
+		old := *cur.Value
+		old.UpdatedAt = time.Time{}
+		if reflect.DeepEqual(&old, s) {
+			return
+		}
+	}
+	s.UpdatedAt = v.now
+	p.putShare(key, s)
 }
