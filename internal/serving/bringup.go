@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,7 +17,6 @@ import (
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/metrics"
-	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 )
@@ -57,123 +55,6 @@ type Bringup struct {
 	// Build makes the tier's parts on what the kit opened. ctx ends when
 	// the tier stops.
 	Build func(ctx context.Context, b *Base) (*Parts, error)
-}
-
-// Base is what the kit has opened when it asks the tier for its parts.
-type Base struct {
-	Etcd    *clientv3.Client
-	Store   *store.Store
-	Elector *election.Elector
-	Audit   *audit.Log
-	Metrics *metrics.Registry
-	closers []func()
-}
-
-// Defer has f run when the tier stops, once its servers have stopped,
-// in reverse order of the calls (and before what the kit opened).
-func (b *Base) Defer(f func()) { b.closers = append(b.closers, f) }
-
-// close runs what Defer was given, last first.
-func (b *Base) close() {
-	for i := len(b.closers) - 1; i >= 0; i-- {
-		b.closers[i]()
-	}
-	b.closers = nil
-}
-
-// Caches are a tier's caches of etcd: run until ctx ends, synced once
-// they hold etcd's state.
-type Caches interface {
-	Run(ctx context.Context) error
-	WaitSynced(ctx context.Context) error
-}
-
-// API is what a tier serves: gRPC services under their authorization
-// policy, and its REST handler. Run runs its background work until ctx
-// ends.
-type API interface {
-	GRPCPolicy() transport.Policy
-	RegisterGRPC(*grpc.Server)
-	Handler() http.Handler
-	Run(ctx context.Context) error
-}
-
-// Parts are what a tier is, beyond what every tier has.
-type Parts struct {
-	Caches Caches
-	API    API
-	// Console, when set, is served at /console/ beside the API (it
-	// authenticates in the browser; the API's handler requires a token
-	// everywhere).
-	Console http.Handler
-	// GRPCOptions come after the metrics' on the gRPC server.
-	GRPCOptions []grpc.ServerOption
-	// Runners run beside the servers until the tier stops; a
-	// cancellation is a clean stop, any other error stops the tier.
-	Runners []func(ctx context.Context) error
-	// Ready, when set, is the tier's last step before it says it serves
-	// (its caches are synced and etcd takes its transactions by then); an
-	// error stops the tier, nil when ctx ends first.
-	Ready func(ctx context.Context) error
-	// BeforeLead, when set, runs once the tier is ready, before it
-	// stands for election; an error stops the tier.
-	BeforeLead func(ctx context.Context) error
-	// Lead is the leader's work, run while the tier holds leadership
-	// until leaderCtx ends.
-	Lead func(leaderCtx context.Context, l *election.Leadership)
-}
-
-// Listen is the sequence's first step, taken when the tier is made so
-// that its addresses are known before Run: it opens the tier's
-// listeners (those given, else on Config.Listen) and refuses a tier that
-// would answer without an identity: its gRPC certificate must be self's
-// (plaintext, in insecure mode, on loopback only), its REST API HTTPS
-// with api.tls (plain HTTP on loopback, or in insecure mode). moreHosts
-// are names the REST API answers to besides api.allowedHosts. On an
-// error it closes what it opened.
-func (b *Bringup) Listen(grpcL, httpL net.Listener, self pki.Identity, api config.HTTPAPI, moreHosts ...string) error {
-	cfg := b.Config
-	var err error
-	if b.GRPCListener, err = Listen(grpcL, cfg.Listen.GRPC, "listen grpc"); err != nil {
-		return fmt.Errorf("%s: %w", b.Name, err)
-	}
-	if b.HTTPListener, err = Listen(httpL, cfg.Listen.HTTP, "listen http"); err != nil {
-		b.GRPCListener.Close()
-		return fmt.Errorf("%s: %w", b.Name, err)
-	}
-	if err := b.secure(self, api, moreHosts); err != nil {
-		b.GRPCListener.Close()
-		b.HTTPListener.Close()
-		return fmt.Errorf("%s: %w", b.Name, err)
-	}
-	return nil
-}
-
-// secure builds the tier's gRPC security and its HTTP server's options,
-// and checks its listeners against them.
-func (b *Bringup) secure(self pki.Identity, api config.HTTPAPI, moreHosts []string) error {
-	cfg := b.Config
-	sec, err := transport.NewSecurity(cfg.TLS, cfg.Insecure)
-	if err != nil {
-		return err
-	}
-	if err := sec.Expect(self); err != nil {
-		return err
-	}
-	if err := sec.CheckListener(b.GRPCListener); err != nil {
-		return fmt.Errorf("listen.grpc: %w", err)
-	}
-	o := HTTPOptions{Insecure: cfg.Insecure, AllowedHosts: append(slices.Clone(api.AllowedHosts), moreHosts...), ReadTimeout: api.ReadTimeout, Log: b.Log}
-	if api.TLS.Enabled() {
-		if o.TLS, err = pki.ServingConfig(api.TLS.Cert, api.TLS.Key); err != nil {
-			return fmt.Errorf("api.tls: %w", err)
-		}
-	}
-	if err := CheckListener(b.HTTPListener, o); err != nil {
-		return fmt.Errorf("listen.http: %w", err)
-	}
-	b.Security, b.HTTP = sec, o
-	return nil
 }
 
 // Run runs the sequence until ctx is done, then stops the tier.
