@@ -20,6 +20,7 @@ import (
 	"github.com/stratahq/strata/global/regions"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/bringup"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/events"
@@ -28,7 +29,6 @@ import (
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/redisclient"
 	"github.com/stratahq/strata/internal/secretbox"
-	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/version"
 	"github.com/stratahq/strata/proto/apiproto"
 )
@@ -56,7 +56,7 @@ type Server struct {
 	cfg *config.Global
 	log *slog.Logger
 	// kit is the replica's start-up sequence; it holds its listeners.
-	kit *serving.Bringup
+	kit *bringup.Sequence
 
 	mu   sync.Mutex
 	api  *globalapi.Server
@@ -72,7 +72,7 @@ func New(o Options) (*Server, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "global", "instance", o.Config.ID)}
-	s.kit = &serving.Bringup{
+	s.kit = &bringup.Sequence{
 		Name: "global", Config: &s.cfg.Server, Log: s.log,
 		Etcd: o.Etcd, EtcdName: "global", TimedEtcd: true, ElectionPrefix: state.ElectionPrefix,
 		Ready: make(chan struct{}), Build: s.build,
@@ -114,7 +114,7 @@ func (s *Server) Run(ctx context.Context) error { return s.kit.Run(ctx) }
 // build makes what a global replica is on what the kit opened: its state
 // and caches, the Secrets' keyring, the shared heartbeats and events,
 // the pool of region clients, the API, and the master's work.
-func (s *Server) build(_ context.Context, b *serving.Base) (*serving.Parts, error) {
+func (s *Server) build(_ context.Context, b *bringup.Base) (*bringup.Parts, error) {
 	cfg := s.cfg
 	st := state.NewWriting(b.Store, apiproto.WriteFormat(cfg.Etcd.JSONValues))
 	caches := state.NewCaches(st)
@@ -156,7 +156,7 @@ func (s *Server) build(_ context.Context, b *serving.Base) (*serving.Parts, erro
 	s.mu.Lock()
 	s.api, s.ctrl = svc, ctrl
 	s.mu.Unlock()
-	return &serving.Parts{
+	return &bringup.Parts{
 		Caches:  caches,
 		API:     svc,
 		Console: globalconsole.Handler(globalconsole.Options{Logger: s.log}),
@@ -174,7 +174,7 @@ func (s *Server) build(_ context.Context, b *serving.Base) (*serving.Parts, erro
 
 // masterWork builds what the elected master runs, the controller and
 // the alert dispatcher, and the gauges that follow them.
-func (s *Server) masterWork(b *serving.Base, st *state.State, caches *state.Caches, pool *regions.Pool, hb heartbeat.Store, svc *globalapi.Server, ring *secretbox.Keyring) (*controller.Controller, *alerts.Dispatcher) {
+func (s *Server) masterWork(b *bringup.Base, st *state.State, caches *state.Caches, pool *regions.Pool, hb heartbeat.Store, svc *globalapi.Server, ring *secretbox.Keyring) (*controller.Controller, *alerts.Dispatcher) {
 	cfg := s.cfg
 	ctrl := controller.New(controller.Options{
 		State:             st,

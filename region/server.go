@@ -24,6 +24,7 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/backoff"
+	"github.com/stratahq/strata/internal/bringup"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/events"
@@ -31,7 +32,6 @@ import (
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/redisclient"
-	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/proto/apiproto"
@@ -95,7 +95,7 @@ type Server struct {
 	cfg *config.Region
 	log *slog.Logger
 	// kit is the region's start-up sequence; it holds its listeners.
-	kit    *serving.Bringup
+	kit    *bringup.Sequence
 	api    *regionapi.Server
 	apiMu  sync.Mutex
 	leader string
@@ -116,7 +116,7 @@ func New(o Options) (*Server, error) {
 		return nil, errors.New("region: api.token is required: the region REST API and console have no anonymous mode")
 	}
 	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "region", "region", o.Config.Name, "instance", o.Config.ID)}
-	s.kit = &serving.Bringup{
+	s.kit = &bringup.Sequence{
 		Name: "region", Config: &s.cfg.Server, Log: s.log,
 		Etcd: o.Etcd, EtcdName: "region-" + s.cfg.Name, ElectionPrefix: state.ElectionPrefix,
 		Ready: make(chan struct{}), Build: s.build,
@@ -168,7 +168,7 @@ func (s *Server) Run(ctx context.Context) error { return s.kit.Run(ctx) }
 // tier, the API, and the leader's work (the controller, the node
 // monitor, the heartbeats to the global tier). ctx ends when the region
 // stops: its streams end then (endStreams), and the console's.
-func (s *Server) build(ctx context.Context, b *serving.Base) (*serving.Parts, error) {
+func (s *Server) build(ctx context.Context, b *bringup.Base) (*bringup.Parts, error) {
 	cfg := s.cfg
 	st := state.NewWriting(b.Store, apiproto.WriteFormat(cfg.Etcd.JSONValues))
 	caches := state.NewCaches(st)
@@ -209,7 +209,7 @@ func (s *Server) build(ctx context.Context, b *serving.Base) (*serving.Parts, er
 	registerEventMetrics(b.Metrics, emitter)
 	lead := s.leaderWork(b, st, caches, hb, emitter, global)
 	s.consoleURL = s.kit.HTTP.Scheme() + "://" + advertised(cfg.Advertise.HTTP, s.kit.HTTPListener) + "/console"
-	return &serving.Parts{
+	return &bringup.Parts{
 		Caches: caches,
 		API:    apiSrv,
 		Console: console.Handler(console.Options{
@@ -230,7 +230,7 @@ func (s *Server) build(ctx context.Context, b *serving.Base) (*serving.Parts, er
 // leaderWork builds the controller and the node monitor, and returns
 // what the region's leader runs: them, and the heartbeats to the global
 // tier, until leaderCtx ends.
-func (s *Server) leaderWork(b *serving.Base, st *state.State, caches *state.Caches, hb heartbeat.Store, emitter *events.Emitter, global *globalReplicas) func(context.Context, *election.Leadership) {
+func (s *Server) leaderWork(b *bringup.Base, st *state.State, caches *state.Caches, hb heartbeat.Store, emitter *events.Emitter, global *globalReplicas) func(context.Context, *election.Leadership) {
 	cfg := s.cfg
 	ctrl := controller.New(controller.Options{
 		Region:           cfg.Name,

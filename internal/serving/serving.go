@@ -1,6 +1,5 @@
-// Package serving is the tiers' one start-up sequence (Bringup: the
-// global tier and every region run it with their own parts) and what
-// their servers share about running and stopping their listeners.
+// Package serving holds what the tiers' servers share about running and
+// stopping their listeners.
 package serving
 
 import (

@@ -1,4 +1,8 @@
-package serving
+// Package bringup is the tiers' one start-up sequence: the global tier
+// and every region run it with their own parts. It stands apart from
+// internal/serving, which the agent links too: the sequence opens etcd,
+// the store and the elector, none of which an agent's binary may carry.
+package bringup
 
 import (
 	"context"
@@ -17,11 +21,12 @@ import (
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/metrics"
+	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 )
 
-// Bringup is a tier's one start-up sequence (the global tier's and a
+// Sequence is a tier's one start-up sequence (the global tier's and a
 // region's), the way k3s starts its servers: the kit owns the order, the
 // tier supplies what differs (Build). In order it opens etcd (or takes
 // the client given) and the store on it, the elector, the audit log,
@@ -31,7 +36,7 @@ import (
 // and only then stands for election. When ctx ends the servers stop
 // first (each given a grace), then what was opened closes, last opened
 // first.
-type Bringup struct {
+type Sequence struct {
 	// Name is "global" or "region": in errors, log lines and metrics.
 	Name   string
 	Config *config.Server
@@ -49,7 +54,7 @@ type Bringup struct {
 	// Listen.
 	GRPCListener, HTTPListener net.Listener
 	Security                   *transport.Security
-	HTTP                       HTTPOptions
+	HTTP                       serving.HTTPOptions
 	// Ready is closed once the tier serves.
 	Ready chan struct{}
 	// Build makes the tier's parts on what the kit opened. ctx ends when
@@ -58,7 +63,7 @@ type Bringup struct {
 }
 
 // Run runs the sequence until ctx is done, then stops the tier.
-func (b *Bringup) Run(ctx context.Context) error {
+func (b *Sequence) Run(ctx context.Context) error {
 	// stopping is set when the servers are told to stop; what was opened
 	// closes before this, the first deferred, logs how long it took.
 	var stopping time.Time
@@ -81,10 +86,10 @@ func (b *Bringup) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.Name, err)
 	}
-	g.Go(func() error { return IgnoreCanceled(parts.Caches.Run(gctx)) })
-	g.Go(func() error { return IgnoreCanceled(parts.API.Run(gctx)) })
+	g.Go(func() error { return serving.IgnoreCanceled(parts.Caches.Run(gctx)) })
+	g.Go(func() error { return serving.IgnoreCanceled(parts.API.Run(gctx)) })
 	for _, run := range parts.Runners {
-		g.Go(func() error { return IgnoreCanceled(run(gctx)) })
+		g.Go(func() error { return serving.IgnoreCanceled(run(gctx)) })
 	}
 	g.Go(func() error { return b.lead(gctx, base.Elector, parts) })
 	g.Go(func() error { return base.Audit.ReopenOnHangup(gctx, b.Log) })
@@ -102,7 +107,7 @@ func (b *Bringup) Run(ctx context.Context) error {
 
 // open opens etcd (unless given), the store, the elector and the audit
 // log into base, each closed by base.close.
-func (b *Bringup) open(ctx context.Context, base *Base) error {
+func (b *Sequence) open(ctx context.Context, base *Base) error {
 	cfg := b.Config
 	base.Etcd = b.Etcd
 	if base.Etcd == nil {
@@ -139,10 +144,10 @@ func (b *Bringup) open(ctx context.Context, base *Base) error {
 // servers builds the tier's gRPC server (its API's services, under its
 // policy) and its HTTP server (the API, the console beside it), and
 // warns of what they serve without protection.
-func (b *Bringup) servers(base *Base, parts *Parts) (Tier, error) {
+func (b *Sequence) servers(base *Base, parts *Parts) (serving.Tier, error) {
 	grpcSrv, err := transport.NewServer(b.Security, parts.API.GRPCPolicy(), b.Log, append(base.Metrics.GRPC(), parts.GRPCOptions...)...)
 	if err != nil {
-		return Tier{}, err
+		return serving.Tier{}, err
 	}
 	parts.API.RegisterGRPC(grpcSrv)
 	mux := http.NewServeMux()
@@ -150,17 +155,17 @@ func (b *Bringup) servers(base *Base, parts *Parts) (Tier, error) {
 		mux.Handle("/console/", parts.Console)
 	}
 	mux.Handle("/", parts.API.Handler())
-	httpSrv, err := NewHTTP(b.HTTPListener, base.Metrics.HTTP(mux), b.HTTP)
+	httpSrv, err := serving.NewHTTP(b.HTTPListener, base.Metrics.HTTP(mux), b.HTTP)
 	if err != nil {
-		return Tier{}, fmt.Errorf("listen.http: %w", err)
+		return serving.Tier{}, fmt.Errorf("listen.http: %w", err)
 	}
 	var weak []string
 	if b.Security.IsInsecure() {
-		weak = append(weak, InsecureGRPC)
+		weak = append(weak, serving.InsecureGRPC)
 	}
-	WarnInsecure(b.Log, append(weak, httpSrv.Warnings()...)...)
-	WarnWeak(b.Log, b.Config.Weaknesses()...)
-	return Tier{Name: b.Name, GRPC: grpcSrv, GRPCListener: b.GRPCListener, HTTP: httpSrv, Log: b.Log}, nil
+	serving.WarnInsecure(b.Log, append(weak, httpSrv.Warnings()...)...)
+	serving.WarnWeak(b.Log, b.Config.Weaknesses()...)
+	return serving.Tier{Name: b.Name, GRPC: grpcSrv, GRPCListener: b.GRPCListener, HTTP: httpSrv, Log: b.Log}, nil
 }
 
 // ready is what a tier does before it says it serves: its caches hold
@@ -182,7 +187,7 @@ func ready(ctx context.Context, st *store.Store, parts *Parts) error {
 
 // lead stands for election once the tier serves (and BeforeLead is
 // done) and runs the leader's work while elected, until ctx ends.
-func (b *Bringup) lead(ctx context.Context, e *election.Elector, parts *Parts) error {
+func (b *Sequence) lead(ctx context.Context, e *election.Elector, parts *Parts) error {
 	select {
 	case <-ctx.Done():
 		return nil
@@ -193,5 +198,5 @@ func (b *Bringup) lead(ctx context.Context, e *election.Elector, parts *Parts) e
 			return err
 		}
 	}
-	return IgnoreCanceled(e.Run(ctx, parts.Lead))
+	return serving.IgnoreCanceled(e.Run(ctx, parts.Lead))
 }

@@ -1,4 +1,4 @@
-package serving
+package bringup
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/transport"
 )
 
@@ -18,13 +19,13 @@ import (
 // with api.tls (plain HTTP on loopback, or in insecure mode). moreHosts
 // are names the REST API answers to besides api.allowedHosts. On an
 // error it closes what it opened.
-func (b *Bringup) Listen(grpcL, httpL net.Listener, self pki.Identity, api config.HTTPAPI, moreHosts ...string) error {
+func (b *Sequence) Listen(grpcL, httpL net.Listener, self pki.Identity, api config.HTTPAPI, moreHosts ...string) error {
 	cfg := b.Config
 	var err error
-	if b.GRPCListener, err = Listen(grpcL, cfg.Listen.GRPC, "listen grpc"); err != nil {
+	if b.GRPCListener, err = serving.Listen(grpcL, cfg.Listen.GRPC, "listen grpc"); err != nil {
 		return fmt.Errorf("%s: %w", b.Name, err)
 	}
-	if b.HTTPListener, err = Listen(httpL, cfg.Listen.HTTP, "listen http"); err != nil {
+	if b.HTTPListener, err = serving.Listen(httpL, cfg.Listen.HTTP, "listen http"); err != nil {
 		b.GRPCListener.Close()
 		return fmt.Errorf("%s: %w", b.Name, err)
 	}
@@ -38,7 +39,7 @@ func (b *Bringup) Listen(grpcL, httpL net.Listener, self pki.Identity, api confi
 
 // secure builds the tier's gRPC security and its HTTP server's options,
 // and checks its listeners against them.
-func (b *Bringup) secure(self pki.Identity, api config.HTTPAPI, moreHosts []string) error {
+func (b *Sequence) secure(self pki.Identity, api config.HTTPAPI, moreHosts []string) error {
 	cfg := b.Config
 	sec, err := transport.NewSecurity(cfg.TLS, cfg.Insecure)
 	if err != nil {
@@ -50,13 +51,13 @@ func (b *Bringup) secure(self pki.Identity, api config.HTTPAPI, moreHosts []stri
 	if err := sec.CheckListener(b.GRPCListener); err != nil {
 		return fmt.Errorf("listen.grpc: %w", err)
 	}
-	o := HTTPOptions{Insecure: cfg.Insecure, AllowedHosts: append(slices.Clone(api.AllowedHosts), moreHosts...), ReadTimeout: api.ReadTimeout, Log: b.Log}
+	o := serving.HTTPOptions{Insecure: cfg.Insecure, AllowedHosts: append(slices.Clone(api.AllowedHosts), moreHosts...), ReadTimeout: api.ReadTimeout, Log: b.Log}
 	if api.TLS.Enabled() {
 		if o.TLS, err = pki.ServingConfig(api.TLS.Cert, api.TLS.Key); err != nil {
 			return fmt.Errorf("api.tls: %w", err)
 		}
 	}
-	if err := CheckListener(b.HTTPListener, o); err != nil {
+	if err := serving.CheckListener(b.HTTPListener, o); err != nil {
 		return fmt.Errorf("listen.http: %w", err)
 	}
 	b.Security, b.HTTP = sec, o

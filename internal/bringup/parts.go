@@ -1,4 +1,4 @@
-package serving
+package bringup
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package serving
+package bringup
 
 import (
 	"context"
@@ -62,12 +62,29 @@ func (fakeAPI) Handler() http.Handler {
 }
 func (fakeAPI) Run(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 
-// newBringup is a tier named test on loopback listeners and an embedded
+// listenLoopback listens on loopback for a gRPC and an HTTP server; the
+// listeners close when the test ends.
+func listenLoopback(t *testing.T) (grpcL, httpL net.Listener) {
+	t.Helper()
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		gl.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gl.Close(); hl.Close() })
+	return gl, hl
+}
+
+// newSequence is a tier named test on loopback listeners and an embedded
 // etcd, whose Build is build.
-func newBringup(t *testing.T, build func(context.Context, *Base) (*Parts, error)) *Bringup {
+func newSequence(t *testing.T, build func(context.Context, *Base) (*Parts, error)) *Sequence {
 	t.Helper()
 	gl, hl := listenLoopback(t)
-	b := &Bringup{
+	b := &Sequence{
 		Name:   "test",
 		Config: &config.Server{ID: "t1", Etcd: config.Etcd{Prefix: "/test/"}, LeaseTTL: time.Second, Insecure: true},
 		Log:    slog.New(slog.DiscardHandler),
@@ -80,14 +97,14 @@ func newBringup(t *testing.T, build func(context.Context, *Base) (*Parts, error)
 	return b
 }
 
-// TestBringupOrder: the tier is ready only once its caches are synced and
+// TestSequenceOrder: the tier is ready only once its caches are synced and
 // its own ready step is done; it stands for election only then; when it
 // stops, its servers stop first and what it opened closes last first.
-func TestBringupOrder(t *testing.T) {
+func TestSequenceOrder(t *testing.T) {
 	var s steps
 	synced := make(chan struct{})
-	var b *Bringup
-	b = newBringup(t, func(_ context.Context, base *Base) (*Parts, error) {
+	var b *Sequence
+	b = newSequence(t, func(_ context.Context, base *Base) (*Parts, error) {
 		if base.Store == nil || base.Elector == nil || base.Metrics == nil {
 			t.Error("Build before the store, the elector and the metrics are open")
 		}
@@ -155,12 +172,12 @@ func TestBringupOrder(t *testing.T) {
 	}
 }
 
-// TestBringupBuildFails: an error from Build stops the tier before it
+// TestSequenceBuildFails: an error from Build stops the tier before it
 // serves, named for the tier, and what Build opened before closes.
-func TestBringupBuildFails(t *testing.T) {
+func TestSequenceBuildFails(t *testing.T) {
 	boom := errors.New("redis: no address")
 	closed := false
-	b := newBringup(t, func(_ context.Context, base *Base) (*Parts, error) {
+	b := newSequence(t, func(_ context.Context, base *Base) (*Parts, error) {
 		base.Defer(func() { closed = true })
 		return nil, boom
 	})
@@ -178,11 +195,11 @@ func TestBringupBuildFails(t *testing.T) {
 	}
 }
 
-// TestBringupListenRefuses: a tier without TLS outside insecure mode
+// TestSequenceListenRefuses: a tier without TLS outside insecure mode
 // does not start, says so named for the tier, and closes its listeners.
-func TestBringupListenRefuses(t *testing.T) {
+func TestSequenceListenRefuses(t *testing.T) {
 	gl, hl := listenLoopback(t)
-	b := &Bringup{Name: "test", Config: &config.Server{ID: "t1"}, Log: slog.New(slog.DiscardHandler)}
+	b := &Sequence{Name: "test", Config: &config.Server{ID: "t1"}, Log: slog.New(slog.DiscardHandler)}
 	err := b.Listen(gl, hl, pki.Identity{}, config.HTTPAPI{})
 	if !errors.Is(err, transport.ErrNoTLS) || err.Error() != "test: "+transport.ErrNoTLS.Error() {
 		t.Fatalf("Listen: got %v; want %v, named for the tier", err, transport.ErrNoTLS)
