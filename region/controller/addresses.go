@@ -45,31 +45,8 @@ func (ad *addresses) capacity(nw *api.Network, block netip.Prefix) int {
 	return n
 }
 
-// address takes a replica's address on its network from the block of the
-// node it goes to, with what that node's host uses (bridge, MTU).
-func (ad *addresses) address(v *view, a *api.Assignment, node string) (*api.NetworkAttachment, *api.Port, error) {
-	name := ""
-	if a.Spec.Compute != nil {
-		name = a.Spec.Compute.Network
-	}
-	nw, err := v.network(name)
-	if err != nil || nw == nil {
-		return nil, nil, err
-	}
-	pool, err := v.pool(nw, node)
-	if err != nil {
-		return nil, nil, err
-	}
-	addr, err := pool.Allocate(a.ID)
-	if err != nil {
-		return nil, nil, err
-	}
-	att := pool.Attachment(addr)
-	if nv, ok := v.node(node); ok && nv.node.Network != nil {
-		if nv.node.Network.Bridge != "" {
-			att.Bridge = nv.node.Network.Bridge
-		}
-		att.MTU = nw.ReplicaMTU(nv.node.Network.MTU)
-	}
-	return att, &api.Port{Network: att.Network, Address: att.Address, Assignment: a.ID, CreatedAt: v.now}, nil
+// blockKey names a node block of a network (an IPAM pool).
+type blockKey struct {
+	network string
+	block   netip.Prefix
 }

@@ -141,13 +141,6 @@ func (w *assignmentWriter) event(typ, reason, object, msg string) events.Event {
 	return events.Event{Type: typ, Reason: reason, Object: object, Region: w.o.Region, Message: msg}
 }
 
-func reasonOf(r *replica) string {
-	if r.st != nil && r.st.Reason != "" {
-		return r.st.Reason
-	}
-	return string(r.phase)
-}
-
 // providerOf says which provider kind serves a placement's replicas.
 func providerOf(pl *api.Placement) api.ProviderKind {
 	switch pl.Resource.Kind {

@@ -17,7 +17,6 @@ import (
 type placer struct {
 	o     *Options
 	index *index
-	addrs *addresses
 	w     *assignmentWriter
 }
 
@@ -107,7 +106,7 @@ func (sc *placer) place(v *view, p *plan, snap *scheduler.Snapshot, key string, 
 	a := *r.a
 	var port *api.Port
 	if req.Address {
-		att, pt, err := sc.addrs.address(v, &a, node)
+		att, pt, err := sc.address(v, &a, node)
 		if err != nil {
 			snap.Release(node, key, req.Need)
 			if ipam.IsExhausted(err) && snap.NoAddresses(node) {
@@ -207,4 +206,33 @@ func (sc *placer) volumes(key string, mounts []api.VolumeMount) ([]api.VolumeAtt
 		})
 	}
 	return out, node, ""
+}
+
+// address takes a replica's address on its network from the block of the
+// node it goes to, with what that node's host uses (bridge, MTU).
+func (sc *placer) address(v *view, a *api.Assignment, node string) (*api.NetworkAttachment, *api.Port, error) {
+	name := ""
+	if a.Spec.Compute != nil {
+		name = a.Spec.Compute.Network
+	}
+	nw, err := v.network(name)
+	if err != nil || nw == nil {
+		return nil, nil, err
+	}
+	pool, err := v.pool(nw, node)
+	if err != nil {
+		return nil, nil, err
+	}
+	addr, err := pool.Allocate(a.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	att := pool.Attachment(addr)
+	if nv, ok := v.node(node); ok && nv.node.Network != nil {
+		if nv.node.Network.Bridge != "" {
+			att.Bridge = nv.node.Network.Bridge
+		}
+		att.MTU = nw.ReplicaMTU(nv.node.Network.MTU)
+	}
+	return att, &api.Port{Network: att.Network, Address: att.Address, Assignment: a.ID, CreatedAt: v.now}, nil
 }

@@ -3,7 +3,6 @@ package controller
 import (
 	"fmt"
 	"reflect"
-	"sort"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/events"
@@ -17,58 +16,6 @@ func sameWorkload(a *api.Assignment, pl *api.Placement) bool {
 		flavor = pl.Flavor.Spec
 	}
 	return a.Flavor == flavor && reflect.DeepEqual(a.Spec, pl.Resource.Spec) && reflect.DeepEqual(a.Image, pl.Image)
-}
-
-// slotsOf returns the replicas that count towards the replica count: a
-// replacement whose original is still running shares its original's slot.
-func slotsOf(live []*replica) []*replica {
-	running := map[string]bool{}
-	for _, r := range live {
-		running[r.a.ID] = true
-	}
-	out := make([]*replica, 0, len(live))
-	for _, r := range live {
-		if r.a.Replaces != "" && running[r.a.Replaces] {
-			continue
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-// alive drops replicas this pass has asked to destroy.
-func alive(rs []*replica) []*replica {
-	out := rs[:0]
-	for _, r := range rs {
-		if r.a.Desired == api.DesiredRunning {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// sortForRemoval orders replicas by how little removing them costs:
-// unplaced, then not ready, then on cordoned nodes, then newest first.
-func sortForRemoval(v *view, rs []*replica) {
-	rank := func(r *replica) int {
-		switch {
-		case r.a.Node == "":
-			return 0
-		case r.phase != api.PhaseReady:
-			return 1
-		}
-		if nv, ok := v.node(r.a.Node); ok && !nv.node.Schedulable {
-			return 2
-		}
-		return 3
-	}
-	sort.SliceStable(rs, func(i, j int) bool {
-		ri, rj := rank(rs[i]), rank(rs[j])
-		if ri != rj {
-			return ri < rj
-		}
-		return rs[i].a.CreatedAt.After(rs[j].a.CreatedAt)
-	})
 }
 
 // reconciler owns bringing one resource's replicas towards its
@@ -286,14 +233,4 @@ func (rc *reconciler) replace(v *view, p *plan, key string, pl *api.Placement, l
 		}
 	}
 	return alive(live)
-}
-
-func keep(rs []*replica, fn func(*replica) bool) []*replica {
-	out := rs[:0]
-	for _, r := range rs {
-		if fn(r) {
-			out = append(out, r)
-		}
-	}
-	return out
 }

@@ -274,20 +274,6 @@ func (v *view) blockPorts(nw *api.Network, block netip.Prefix) []*api.Port {
 	return byBlock[block]
 }
 
-// blockKey names a node block of a network (an IPAM pool).
-type blockKey struct {
-	network string
-	block   netip.Prefix
-}
-
-// replica is one assignment with what the pass knows of it.
-type replica struct {
-	a      *api.Assignment
-	modRev int64
-	st     *api.AssignmentStatus
-	phase  api.Phase
-}
-
 func (v *view) replicas(key string) []*replica {
 	ids := v.index.ofResource(key)
 	out := make([]*replica, 0, len(ids))
