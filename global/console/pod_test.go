@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,7 +46,7 @@ func TestResourcePagePod(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
-	got := renderRows(t, srv.URL+"/console/resource?tenant=default&name=shop", "resource-pod.png",
+	got := renderRows(t, srv.URL+"/console/resource?tenant=default&name=shop", "", "resource-pod.png",
 		[]string{`#containers-table tbody tr`, `#replicas tr[data-containers-of]`}, `(() => {
 			const text = (el) => el.textContent.replace(/\s+/g, ' ').trim();
 			const cells = (tr, n) => [...tr.children].slice(0, n).map(text).join(' | ');
@@ -135,11 +136,12 @@ func podFixture() (api.Resource, []api.Replica) {
 	return res, reps
 }
 
-// renderRows opens url in headless Chromium, waits until every one of
+// renderRows opens url in headless Chromium (signed in with token, when
+// set, as the sign-in keeps it in the tab's sessionStorage), waits until every one of
 // the CSS selectors in wait is visible, leaves a screenshot named shot in
 // the test's artifacts and returns what the expression rows evaluates to:
 // lists of rows by name.
-func renderRows(t *testing.T, url, shot string, wait []string, rows string) map[string][]string {
+func renderRows(t *testing.T, url, token, shot string, wait []string, rows string) map[string][]string {
 	t.Helper()
 	chrome := os.Getenv("STRATA_CHROMIUM")
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -166,11 +168,23 @@ func renderRows(t *testing.T, url, shot string, wait []string, rows string) map[
 		}
 		t.Fatalf("start chromium %s: %v", chrome, err)
 	}
-	steps := []chromedp.Action[chromedp.Void]{chromedp.Navigate(url)}
+	var steps []chromedp.Action[chromedp.Void]
+	if token != "" {
+		u, err := neturl.Parse(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, _ := json.Marshal(token)
+		steps = append(steps, chromedp.Navigate(u.Scheme+"://"+u.Host+"/console/static/logo.svg"),
+			chromedp.Evaluate[chromedp.Void](`sessionStorage.setItem('strata.console.token', `+string(tok)+`)`))
+	}
+	steps = append(steps, chromedp.Navigate(url))
 	for _, sel := range wait {
 		steps = append(steps, chromedp.WaitVisible(chromedp.CSS(sel)))
 	}
-	err := chromedp.Do(ctx, steps...)
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	err := chromedp.Do(wctx, steps...)
+	wcancel()
 	if png, serr := chromedp.Run(ctx, chromedp.FullScreenshot(100)); serr == nil {
 		if werr := os.WriteFile(filepath.Join(t.ArtifactDir(), shot), png, 0o644); werr != nil {
 			t.Error(werr)
