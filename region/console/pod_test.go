@@ -46,14 +46,16 @@ func TestResourcesPagePod(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	got := renderRows(t, srv.URL+"/console/resources?open=default/shop", testToken, "resources-pod.png",
-		[]string{`tr[data-containers-of]`, `[data-role="probes"]`}, `(() => {
+		[]string{`[data-role="containers"] tbody tr`, `[data-role="probes"]`}, `(() => {
 			const text = (el) => el.textContent.replace(/\s+/g, ' ').trim();
 			const cells = (tr, n) => [...tr.children].slice(0, n).map(text).join(' | ');
 			const detail = document.querySelector('tr.detail-row');
 			return {
 				header: [cells(detail.querySelector('thead tr'), 8)],
 				replicas: [...detail.querySelectorAll('tr[data-replica]')].map((tr) => cells(tr, 6)),
-				containers: [...detail.querySelectorAll('tr[data-containers-of] tbody tr')].map((tr) => tr.closest('tr[data-containers-of]').dataset.containersOf + ' ' + cells(tr, 6)),
+				containers: [...detail.querySelectorAll('[data-role="containers"] tbody tr')].map((tr) => cells(tr, 7)),
+				// What the region's own e2e test counts: one row per replica.
+				rows: [String(detail.querySelectorAll('.subtable tbody tr').length)],
 				probes: [...detail.querySelectorAll('[data-role="probes"] > div')].map(text),
 			};
 		})()`)
@@ -65,12 +67,12 @@ func TestResourcesPagePod(t *testing.T) {
 			"shop-cccc3333 | unscheduled | created | — | — | 0",
 		},
 		"containers": {
-			"shop-aaaa1111 fetch | terminated | not ready | 0 | 0 | Completed",
-			"shop-aaaa1111 main | running | ready | 0 | — | —",
-			"shop-aaaa1111 proxy | running | ready | 1 | 137 | OOMKilled",
-			"shop-bbbb2222 fetch | terminated | not ready | 0 | 0 | Completed",
-			"shop-bbbb2222 main | running | not ready | 2 | — | Unhealthy: HTTP probe failed with statuscode: 500",
-			"shop-bbbb2222 proxy | waiting | not ready | 4 | 1 | CrashLoopBackOff: back-off 40s restarting failed container proxy, next start in 40s",
+			"shop-aaaa1111 | fetch | terminated | not ready | 0 | 0 | Completed",
+			"shop-aaaa1111 | main | running | ready | 0 | — | —",
+			"shop-aaaa1111 | proxy | running | ready | 1 | 137 | OOMKilled",
+			"shop-bbbb2222 | fetch | terminated | not ready | 0 | 0 | Completed",
+			"shop-bbbb2222 | main | running | not ready | 2 | — | Unhealthy: HTTP probe failed with statuscode: 500",
+			"shop-bbbb2222 | proxy | waiting | not ready | 4 | 1 | CrashLoopBackOff: back-off 40s restarting failed container proxy, next start in 40s",
 		},
 		"probes": {
 			"fetch init busybox",
@@ -79,7 +81,8 @@ func TestResourcesPagePod(t *testing.T) {
 			"proxy envoyReadiness: grpc :9090 envoy delay=0s timeout=3s period=10s #success=1 #failure=3",
 		},
 	}
-	for _, what := range []string{"header", "replicas", "containers", "probes"} {
+	want["rows"] = []string{"3"}
+	for _, what := range []string{"header", "replicas", "containers", "probes", "rows"} {
 		g, w := got[what], want[what]
 		if len(g) != len(w) {
 			t.Errorf("%s: got %d rows %q; want %d %q", what, len(g), g, len(w), w)

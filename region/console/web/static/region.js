@@ -59,20 +59,25 @@ function containerRestarts(rep) {
   return cs.length ? cs.reduce((n, c) => n + (c.restarts || 0), 0) : (st.restarts || 0);
 }
 
-// containerTable is a replica's containers as its node reports them:
-// state, ready, restarts, the last exit code and reason, the message.
-function containerTable(rep) {
-  return h('table', { class: 'subtable', 'aria-label': `Containers of ${rep.id}` },
-    h('thead', {}, h('tr', {}, ['Container', 'State', 'Ready', 'Restarts', 'Exit code', 'Reason', 'Started'].map((c) => h('th', { scope: 'col' }, c)))),
-    h('tbody', {}, rep.status.containers.map((c) => h('tr', { dataset: { container: c.name, state: c.state, ready: String(!!c.ready), restarts: String(c.restarts || 0), reason: c.reason || '' } },
-      h('td', { class: 'mono' }, c.name),
-      h('td', {}, pill(c.state || 'unknown', containerTone[c.state] || 'neutral')),
-      h('td', {}, c.ready ? pill('ready', 'ok') : pill('not ready', c.state === 'terminated' ? 'neutral' : 'warn')),
-      h('td', { class: 'num' }, String(c.restarts || 0)),
-      h('td', { class: 'num mono' }, c.exitCode === undefined || c.exitCode === null ? '—' : String(c.exitCode)),
-      h('td', { class: 'reason-cell' }, c.reason ? h('b', { class: c.reason === 'Completed' ? '' : 'tone-err' }, c.reason) : h('span', { class: 'muted' }, '—'),
-        c.message ? [': ', h('span', { dataset: { role: 'message' } }, c.message)] : null),
-      h('td', { class: 'time-cell' }, c.startedAt ? relTime(c.startedAt) : '—')))));
+// containerTable is the containers of replicas as their nodes report
+// them: state, ready, restarts, the last exit code and reason, the
+// message. It is a table of its own below the replicas, not rows among
+// them, so that the replicas' rows stay one per replica.
+function containerTable(reps) {
+  const rows = reps.flatMap((rep) => ((rep.status && rep.status.containers) || []).map((c) => h('tr', { dataset: { containersOf: rep.id, container: c.name, state: c.state, ready: String(!!c.ready), restarts: String(c.restarts || 0), reason: c.reason || '' } },
+    h('td', { class: 'mono', title: rep.id, style: { whiteSpace: 'nowrap' } }, shortID(rep.id)),
+    h('td', { class: 'mono' }, c.name),
+    h('td', {}, pill(c.state || 'unknown', containerTone[c.state] || 'neutral')),
+    h('td', {}, c.ready ? pill('ready', 'ok') : pill('not ready', c.state === 'terminated' ? 'neutral' : 'warn')),
+    h('td', { class: 'num' }, String(c.restarts || 0)),
+    h('td', { class: 'num mono' }, c.exitCode === undefined || c.exitCode === null ? '—' : String(c.exitCode)),
+    h('td', { class: 'reason-cell' }, c.reason ? h('b', { class: c.reason === 'Completed' ? '' : 'tone-err' }, c.reason) : h('span', { class: 'muted' }, '—'),
+      c.message ? [': ', h('span', { dataset: { role: 'message' } }, c.message)] : null),
+    h('td', { class: 'time-cell' }, c.startedAt ? relTime(c.startedAt) : '—'))));
+  if (!rows.length) return null;
+  return h('table', { class: 'table section-gap', dataset: { role: 'containers' }, 'aria-label': 'Containers' },
+    h('thead', {}, h('tr', {}, ['Replica', 'Container', 'State', 'Ready', 'Restarts', 'Exit code', 'Reason', 'Started'].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, rows));
 }
 
 // ---- live events ----
@@ -703,18 +708,18 @@ function resourcesPage() {
     else if (data.error) content = h('div', { class: 'detail-empty tone-err' }, 'Replicas could not be loaded — ', describeError(data.error));
     else if (!data.items.length) content = h('div', { class: 'detail-empty' }, 'No replicas in this region yet.');
     else {
-      // With container statuses, READY is ready/running containers and
-      // each replica is followed by its containers.
+      // With container statuses, READY is ready/running containers, and
+      // the containers follow in a table of their own.
       const pods = data.items.some((x) => ((x.status && x.status.containers) || []).length);
       const cols = ['Replica', 'Node', 'Phase', ...(pods ? ['Ready'] : []), 'Address', 'Restarts', 'Reason', 'Since'];
       content = h('table', { class: 'subtable', 'aria-label': `Replicas of ${key}` },
         h('thead', {}, h('tr', {}, cols.map((c) => h('th', { scope: 'col' }, c)))),
-        h('tbody', {}, data.items.flatMap((x) => {
+        h('tbody', {}, data.items.map((x) => {
           const st = x.status || {};
           const phase = x.phase || st.phase || 'created';
           const leaving = x.desired === 'destroyed' && phase !== 'destroyed';
           const cs = st.containers || [];
-          const row = h('tr', { dataset: { replica: x.id, node: x.node || '' } },
+          return h('tr', { dataset: { replica: x.id, node: x.node || '' } },
             h('td', { class: 'mono', title: x.id }, shortID(x.id)),
             h('td', {}, x.node ? h('a', { href: './?q=' + encodeURIComponent(x.node), class: 'mono' }, x.node) : h('span', { class: 'muted' }, 'unscheduled')),
             h('td', {}, pill(phase, phaseTone[phase] || 'neutral'), leaving ? [' ', pill('stopping', 'neutral')] : null),
@@ -723,9 +728,8 @@ function resourcesPage() {
             h('td', { class: 'num', dataset: { role: 'restarts' } }, String(containerRestarts(x))),
             h('td', { class: 'reason-cell' }, st.reason || x.reason || h('span', { class: 'muted' }, '—')),
             h('td', { class: 'time-cell' }, relTime(st.since || x.scheduledAt || x.createdAt)));
-          if (!cs.length) return [row];
-          return [row, h('tr', { dataset: { containersOf: x.id } }, h('td', { colspan: String(cols.length) }, containerTable(x)))];
         })));
+      content = [content, containerTable(data.items)];
     }
     const res = (items.find((p) => keyOf(p) === key) || {}).resource;
     return h('tr', { class: 'detail-row', id: detailId }, h('td', { colspan: '7' }, probesList(res), content));
