@@ -37,8 +37,10 @@ func (a describeCommands) describeCommand() *cobra.Command {
 		Short: "Show one object in detail, with what relates to it",
 		Long: `Show one object in detail:
 
-  resource NAME       spec, status per region, replicas with nodes and phases,
-                      revisions, recent events
+  resource NAME       spec (a pod's containers with their probes), status per
+                      region, replicas with nodes and phases (and their
+                      containers' states, when reported), revisions, recent
+                      events
   node REGION/NODE    capacity and allocation, conditions, cordon, drain
                       progress, the replicas on it (of your tenant), recent events
   flavor NAME         size, and the resources that use it
