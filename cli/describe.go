@@ -319,7 +319,7 @@ func specFields(f *fields, s api.ResourceSpec) {
 }
 
 func computeFields(f *fields, c *api.ComputeSpec) {
-	if c.IsPod() || c.HasProbes() || len(c.ScratchVolumes) > 0 {
+	if c.IsPod() || len(c.ScratchVolumes) > 0 {
 		podFields(f, c)
 		return
 	}
@@ -337,6 +337,16 @@ func computeFields(f *fields, c *api.ComputeSpec) {
 	}
 	f.addIf("  Kernel args", c.KernelArgs)
 	f.addIf("  Run as", runAs(c.SecurityContext))
+	probeFields(f, "  ", &c.Probes)
+}
+
+// probeFields adds a container's probes, one line each.
+func probeFields(f *fields, indent string, ps *api.Probes) {
+	for _, k := range api.ProbeKinds {
+		if p := ps.Get(k); p != nil {
+			f.add(indent+probeTitle(k), probeLine(*p))
+		}
+	}
 }
 
 func portsLine(ps []api.PortSpec) string {
@@ -379,8 +389,7 @@ func mountsLine(vs []api.VolumeMount, scratch []api.ScratchVolume) string {
 	return strings.Join(out, ", ")
 }
 
-// podFields is the spec of a pod, or of a container with probes: what
-// the pod's containers share, then each container in the order they
+// podFields is the spec of a pod: what its containers share, then each container in the order they
 // start (init containers marked, the main one named "main") with its
 // image, command, ports, mounts, resources and probes.
 func podFields(f *fields, c *api.ComputeSpec) {
@@ -421,11 +430,7 @@ func containerFields(f *fields, title string, ct *api.Container, scratch []api.S
 	f.addIf(in+"Resources", resourcesLine(ct.Resources))
 	f.addIf(in+"Restart", string(ct.RestartPolicy))
 	f.addIf(in+"Run as", runAs(ct.SecurityContext))
-	for _, k := range api.ProbeKinds {
-		if p := ct.Probes.Get(k); p != nil {
-			f.add(in+probeTitle(k), probeLine(*p))
-		}
-	}
+	probeFields(f, in, &ct.Probes)
 }
 
 func probeTitle(k api.ProbeKind) string {

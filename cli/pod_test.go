@@ -47,6 +47,21 @@ spec:
 schedule: {regions: [{name: dev-1}]}
 `
 
+// probedManifest is one container with probes: its spec prints as a
+// container's always did, its probes added.
+const probedManifest = `kind: Compute
+name: probed
+spec:
+  flavor: small
+  compute:
+    image: busybox
+    readinessProbe:
+      httpGet: {path: "/healthz?full=1", port: 8443, scheme: HTTPS, host: 127.0.0.1}
+      successThreshold: 2
+    livenessProbe:
+      grpc: {port: 9090}
+`
+
 // podReplicas are two replicas of shop as their nodes report them: one
 // serving, one whose sidecar crash-loops.
 func podReplicas(spec api.ResourceSpec) []api.Replica {
@@ -75,7 +90,8 @@ func podReplicas(spec api.ResourceSpec) []api.Replica {
 
 // TestPod applies a pod manifest and shows it: describe prints each
 // container with its probes and each replica's container statuses; get
-// replicas adds READY and sums the containers' restarts.
+// replicas adds READY and sums the containers' restarts. A container
+// with probes and no pod prints as before, its probes added.
 func TestPod(t *testing.T) {
 	e := newEnv(t)
 	e.load()
@@ -85,9 +101,12 @@ func TestPod(t *testing.T) {
 	e.srv.Replicas["shop"] = podReplicas(res.Spec)
 	e.srv.Mu.Unlock()
 
+	e.must(probedManifest, "apply", "-f", "-")
+
 	var b strings.Builder
 	for _, args := range [][]string{
 		{"describe", "resource", "shop"},
+		{"describe", "resource", "probed"},
 		{"get", "replicas", "shop"},
 		{"get", "replicas", "shop", "-o", "wide"},
 	} {
