@@ -49,8 +49,8 @@ func nextStatus(t *testing.T, ch <-chan api.AssignmentStatus, id, what string, o
 
 // TestReadinessProbe: an httpGet readiness probe, dialed inside the
 // replica's network namespace, gates the phase: unready until the server
-// answers 200, ready then, unready again when it answers 500; each change
-// arrives through Watch.
+// answers 200, ready then, ready again once an agent restart found it,
+// unready again when it answers 500; each change arrives through Watch.
 func TestReadinessProbe(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(e.ctx(t))
@@ -79,6 +79,13 @@ echo hi`
 	if c := mainOf(st); !c.Ready || c.State != api.ContainerRunning {
 		t.Errorf("ready: main container %+v; want running and ready", c)
 	}
+	// An agent restarting finds the replica and probes it again: ready
+	// once its probe passes anew.
+	e.reopen(t, e.p.cfg)
+	e.waitStatus(t, a.ID, "ready again after the agent restarted", func(st api.AssignmentStatus) bool {
+		return st.Phase == api.PhaseReady && mainOf(st).Ready
+	})
+	ch = e.watch(t, ctx)
 	code, out, err := e.p.probes.Exec(ctx, a.ID, api.MainContainer, []string{"rm", "/tmp/ok"})
 	if err != nil || code != 0 {
 		t.Fatalf("exec rm /tmp/ok: %d %q %v", code, out, err)
