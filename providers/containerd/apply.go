@@ -119,6 +119,10 @@ func (p *Provider) keepCompute(ctx context.Context, c containers.Container, a *a
 	}
 	switch {
 	case t != nil && t.status == tasktypes.Status_RUNNING:
+		// Its probes may have changed with the labels.
+		if rec, err := p.tasks.container(ctx, a.ID); err == nil && rec != nil {
+			p.probes.track(*rec, a.ID, api.MainContainer)
+		}
 	case t != nil && t.status == tasktypes.Status_CREATED:
 		if err := p.tasks.startCreated(ctx, a.ID); err != nil {
 			return api.AssignmentStatus{}, err
@@ -140,6 +144,9 @@ func mutableLabels(a *api.Assignment) map[string]string {
 		LabelGeneration: strconv.FormatInt(a.Generation, 10),
 		labelRestart:    string(restartPolicy(a)),
 		labelGrace:      graceOf(a, nil).String(),
+		// "" for none: no label, and none on a container made before
+		// probes.
+		labelProbes: probesLabel(a),
 	}
 	for k, v := range a.Labels {
 		l[labelUserPrefix+k] = v
@@ -307,6 +314,7 @@ func (p *Provider) startFirst(ctx context.Context, c client.Container) (api.Assi
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
+	p.probes.track(rec, c.ID(), api.MainContainer)
 	return p.tasks.status(rec, &taskInfo{pid: t.Pid(), status: tasktypes.Status_RUNNING}), nil
 }
 
@@ -320,7 +328,9 @@ func computeLabels(a *api.Assignment, hash string, restarts int) map[string]stri
 		labelRestarts:   strconv.Itoa(restarts),
 	}
 	for k, v := range mutableLabels(a) {
-		labels[k] = v
+		if v != "" || k != labelProbes {
+			labels[k] = v
+		}
 	}
 	if a.Flavor.MemoryMiB > 0 {
 		labels[labelMemoryMiB] = strconv.FormatInt(a.Flavor.MemoryMiB, 10)

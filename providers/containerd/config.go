@@ -11,6 +11,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/providers/provider"
+	"github.com/stratahq/strata/providers/provider/probe"
 )
 
 // Defaults of Config.
@@ -30,8 +31,12 @@ const (
 	// DefaultRestartBackoff and DefaultRestartBackoffMax bound the delay
 	// before a crashed task is restarted: it doubles on every exit that
 	// follows a short run, so a crash loop does not spin the node.
-	DefaultRestartBackoff    = 100 * time.Millisecond
-	DefaultRestartBackoffMax = 30 * time.Second
+	// (a container's crash-loop back-off, Kubernetes' figures), and
+	// DefaultRestartBackoffReset is how long a task must run for its
+	// next exit to restart it without back-off.
+	DefaultRestartBackoff      = 10 * time.Second
+	DefaultRestartBackoffMax   = 5 * time.Minute
+	DefaultRestartBackoffReset = 10 * time.Minute
 	// DefaultHostPorts are the host ports replicas may publish: the
 	// range Kubernetes gives node ports, below Linux's ephemeral ports
 	// (32768-60999) and above the usual host services.
@@ -59,7 +64,7 @@ const (
 // Config is the provider's settings. Factory reads them from the agent's
 // config file with the keys address, namespace, snapshotter, runtime,
 // cniBinDir, cniConfDir, stateDir, netnsDir, lockDir, volumeRoot,
-// logRoot, logDriver, restartBackoff, restartBackoffMax, imageDirs,
+// logRoot, logDriver, restartBackoff, restartBackoffMax, restartBackoffReset, imageDirs,
 // archiveURLs, archiveNetworks, archiveMaxMiB, archiveTimeout,
 // registries, registryHosts, pullProgressInterval, hostPorts, allowPrivilegedPorts, pidsLimit, seccomp,
 // addCapabilities, allowNewPrivileges, refuseRoot, userNamespace, userNamespaceHostID and
@@ -111,6 +116,9 @@ type Config struct {
 	// it doubles up to RestartBackoffMax while the task keeps crashing.
 	RestartBackoff    time.Duration
 	RestartBackoffMax time.Duration
+	// RestartBackoffReset is how long a task must run for its back-off
+	// to start over from RestartBackoff.
+	RestartBackoffReset time.Duration
 
 	// ImageDirs are the host directories an Image's archive path may be
 	// in (symbolic links resolved, ".." refused). Default none: archives
@@ -207,6 +215,9 @@ func (c Config) withDefaults(node, dataDir string) Config {
 		c.RestartBackoffMax = DefaultRestartBackoffMax
 	}
 	c.RestartBackoffMax = max(c.RestartBackoffMax, c.RestartBackoff)
+	if c.RestartBackoffReset <= 0 {
+		c.RestartBackoffReset = DefaultRestartBackoffReset
+	}
 	set(&c.HostPorts, DefaultHostPorts)
 	set(&c.Seccomp, SeccompDefault)
 	if c.PidsLimit == 0 {
@@ -248,7 +259,7 @@ func (c Config) Validate() error {
 	if c.LogDriver != LogDriverBinary && c.LogDriver != LogDriverFile {
 		return api.Invalid("logDriver", "%q is not a log driver (want %q or %q)", c.LogDriver, LogDriverBinary, LogDriverFile)
 	}
-	if c.RestartBackoff < 0 || c.RestartBackoffMax < 0 {
+	if c.RestartBackoff < 0 || c.RestartBackoffMax < 0 || c.RestartBackoffReset < 0 {
 		return api.Invalid("restartBackoff", "must not be negative")
 	}
 	if _, err := c.dirs(); err != nil {
@@ -337,6 +348,14 @@ type options struct {
 	dataDir  string
 	log      *slog.Logger
 	reserved hostpolicy.PortRanges
+	// probeOpts configure the probe manager (tests shorten its time
+	// unit).
+	probeOpts []probe.Option
+}
+
+// WithProbeOptions passes options to the provider's probe manager.
+func WithProbeOptions(opts ...probe.Option) Option {
+	return func(o *options) { o.probeOpts = append(o.probeOpts, opts...) }
 }
 
 // WithName names the provider (default "containerd"); its health

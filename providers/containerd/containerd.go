@@ -57,6 +57,17 @@ const (
 	// labelOOM holds the pid of a task the kernel OOM-killed, set from
 	// containerd's TaskOOM event.
 	labelOOM = "strata.io/oom-pid"
+	// labelLastReason is the reason of the previous task's end, as a
+	// container status gives it (OOMKilled, Error, Completed,
+	// Unhealthy), and labelLastCode its exit code.
+	labelLastReason = "strata.io/last-reason"
+	labelLastCode   = "strata.io/last-code"
+	// labelProbes holds the main container's probes (JSON); changing
+	// them needs no new container.
+	labelProbes = "strata.io/probes"
+	// labelUnhealthy says why the current task is being killed: its
+	// liveness or startup probe failed.
+	labelUnhealthy = "strata.io/unhealthy"
 	// labelError marks a replica that could not be created (bad image,
 	// missing volume, CNI failure): the container holds only labels, so
 	// that Status and List still know the failure.

@@ -84,6 +84,7 @@ func (p *Provider) removeCompute(ctx context.Context, id string, grace time.Dura
 // removeLoaded is removeCompute of the container c loaded already (nil:
 // there is none).
 func (p *Provider) removeLoaded(ctx context.Context, id string, c client.Container, grace time.Duration) error {
+	p.probes.forget(id)
 	var errs []error
 	snapshotGone := false
 	if c != nil {

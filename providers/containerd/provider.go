@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 
+	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/version"
 	"github.com/stratahq/strata/providers/provider"
+	"github.com/stratahq/strata/providers/provider/probe"
 )
 
 // Provider runs container replicas in containerd. It implements
@@ -43,6 +45,9 @@ type Provider struct {
 	configs *configFiles
 	tasks   *taskService
 	sup     *supervisor
+	probes  *probeService
+	// probesDone is closed when the probes' updates are all handled.
+	probesDone chan struct{}
 	// conditions remember since when each health condition is so.
 	conditions conditionMarks
 }
@@ -102,11 +107,55 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 	}
 	p.tasks = newTaskService(cfg, o.node, log, c, p.replicas, network)
 	p.sup = newSupervisor(cfg, log, c, p.tasks, p.replicas)
+	p.tasks.backoff = p.sup
 	p.volumes = newVolumeService(cfg, o.node, log, p.sup.notify)
+	p.startProbes(context.WithoutCancel(p.nsCtx(ctx)), o.probeOpts)
 	// The supervisor lives as long as the provider, not as the ctx of
 	// the call that made it.
 	p.sup.start(context.WithoutCancel(ctx))
 	return p, nil
+}
+
+// startProbes makes the probe service and runs it until Close: its
+// readiness changes are pushed as statuses, its liveness failures kill
+// tasks for the supervisor to restart.
+func (p *Provider) startProbes(ctx context.Context, opts []probe.Option) {
+	p.probes = newProbeService(p.log, p.client, p.network.netnsPath, opts...)
+	p.probes.push = func(ctx context.Context, id string) {
+		if st, err := p.tasks.statusOf(ctx, id); err == nil {
+			p.sup.notify(st)
+		}
+	}
+	p.probes.unhealthy = p.killUnhealthy
+	p.tasks.probes = p.probes
+	p.probesDone = make(chan struct{})
+	go func() {
+		defer close(p.probesDone)
+		p.probes.run(ctx)
+	}()
+}
+
+// killUnhealthy kills the task of a container whose liveness or startup
+// probe failed, its reason recorded first: the supervisor sees the exit
+// and restarts it with its back-off, as any other.
+func (p *Provider) killUnhealthy(ctx context.Context, replica, name, message string) {
+	unlock, err := p.replicas.lock(ctx, replica)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	id := containerIDOf(replica, name)
+	t, err := p.tasks.task(ctx, id)
+	if err != nil || t == nil || t.status != tasktypes.Status_RUNNING {
+		return
+	}
+	if err := p.tasks.setLabels(ctx, id, map[string]string{labelUnhealthy: truncate(message)}); err != nil {
+		p.log.Warn("record unhealthy container", "id", id, "err", err)
+		return
+	}
+	if err := p.tasks.kill(ctx, id); err != nil {
+		p.log.Warn("kill unhealthy container", "id", id, "err", err)
+	}
 }
 
 // userRange is the user namespace range of new replicas in cfg (nil:
@@ -132,6 +181,8 @@ func (p *Provider) Config() Config { return p.cfg }
 // containerd. Replicas keep running: an agent restarting finds them with
 // List.
 func (p *Provider) Close() error {
+	p.probes.close()
+	<-p.probesDone
 	if !p.sup.close() {
 		return nil
 	}
@@ -143,7 +194,8 @@ func (p *Provider) Close() error {
 
 // Info implements provider.Provider.
 func (p *Provider) Info(context.Context) (provider.Info, error) {
-	return provider.Info{Name: p.name, Version: version.String(), Kinds: []api.ProviderKind{api.ProviderContainer}}, nil
+	return provider.Info{Name: p.name, Version: version.String(), Kinds: []api.ProviderKind{api.ProviderContainer},
+		Features: []string{provider.FeatureProbes}}, nil
 }
 
 // nsCtx puts the provider's namespace into ctx: the client's default

@@ -117,16 +117,27 @@ func (sv *supervisor) restartNow(ctx context.Context, id, why string) error {
 // that no event told it about.
 const sweepInterval = 10 * time.Second
 
-// stableRun is how long a task must run for its next exit to restart it
-// without back-off.
-const stableRun = 10 * time.Second
-
 // crashState is the restart back-off of one replica.
 type crashState struct {
 	// quick counts consecutive exits after short runs.
 	quick int
-	// timer is the pending restart, nil when none.
+	// timer is the pending restart, nil when none; delay is its
+	// back-off and next when it runs.
 	timer *time.Timer
+	delay time.Duration
+	next  time.Time
+}
+
+// pendingRestart is the back-off of id's pending restart and when it
+// runs; ok is false when none is pending.
+func (sv *supervisor) pendingRestart(id string) (time.Duration, time.Time, bool) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	cs, ok := sv.crashes[id]
+	if !ok || cs.timer == nil {
+		return 0, time.Time{}, false
+	}
+	return cs.delay, cs.next, true
 }
 
 // run follows containerd's task events for the namespace until ctx
@@ -249,6 +260,11 @@ func (sv *supervisor) sweep(ctx context.Context) error {
 	}
 	for _, c := range cs {
 		t := ts[c.ID]
+		if t != nil && t.status == tasktypes.Status_RUNNING && sv.tasks.probes != nil {
+			// Probes of a replica found running (the agent restarted)
+			// start; those running already go on.
+			sv.tasks.probes.track(c, c.ID, api.MainContainer)
+		}
 		policy := api.RestartPolicy(c.Labels[labelRestart])
 		switch {
 		case c.Labels[labelError] != "" || sv.replicas.held(c.ID) || sv.restartPending(c.ID):
@@ -284,8 +300,11 @@ func (sv *supervisor) handleStopped(ctx context.Context, id string, pid uint32) 
 	if t != nil && (t.status != tasktypes.Status_STOPPED || (pid != 0 && t.pid != pid)) {
 		return // restarted already, or a stale event
 	}
-	st := sv.tasks.status(*c, t)
-	sv.notify(st)
+	if sv.tasks.probes != nil {
+		sv.tasks.probes.untrack(id, api.MainContainer)
+	}
+	// The status is pushed once the restart is scheduled: it says when.
+	defer func() { sv.notify(sv.tasks.status(*c, t)) }()
 	policy := api.RestartPolicy(c.Labels[labelRestart])
 	if t == nil {
 		if policy == api.RestartNever {
@@ -295,21 +314,28 @@ func (sv *supervisor) handleStopped(ctx context.Context, id string, pid uint32) 
 		sv.scheduleRestart(ctx, id, 0)
 		return
 	}
+	reason := exitReason(t.exitStatus, sv.tasks.oomKilled(*c, t), labelInt(c.Labels, labelMemoryMiB))
 	if !willRestart(policy, t.exitStatus) {
-		sv.log.Info("task exited", "id", id, "reason", st.Reason)
+		sv.log.Info("task exited", "id", id, "reason", reason)
 		return
 	}
-	ran := t.exitedAt.Sub(labelTime(c.Labels, labelStarted, c.CreatedAt))
+	delay := sv.nextDelay(id, t.exitedAt.Sub(labelTime(c.Labels, labelStarted, c.CreatedAt)))
+	sv.log.Info("task exited; restarting", "id", id, "reason", reason, "in", delay)
+	sv.scheduleRestart(ctx, id, delay)
+}
+
+// nextDelay is the back-off before restarting id's task, which ran for
+// ran: RestartBackoff doubling to RestartBackoffMax while it keeps
+// exiting, starting over once a run lasted RestartBackoffReset.
+func (sv *supervisor) nextDelay(id string, ran time.Duration) time.Duration {
 	sv.mu.Lock()
+	defer sv.mu.Unlock()
 	cs := sv.crashState(id)
-	if ran >= stableRun {
+	if ran >= sv.cfg.RestartBackoffReset {
 		cs.quick = 0
 	}
 	cs.quick++
-	delay := backoff.Backoff{Min: sv.cfg.RestartBackoff, Max: sv.cfg.RestartBackoffMax}.Delay(cs.quick)
-	sv.mu.Unlock()
-	sv.log.Info("task exited; restarting", "id", id, "reason", st.Reason, "in", delay)
-	sv.scheduleRestart(ctx, id, delay)
+	return backoff.Backoff{Min: sv.cfg.RestartBackoff, Max: sv.cfg.RestartBackoffMax}.Delay(cs.quick)
 }
 
 // crashState returns id's back-off state; sv.mu is held.
@@ -342,7 +368,7 @@ func (sv *supervisor) scheduleRestart(ctx context.Context, id string, delay time
 		sv.mu.Unlock()
 		sv.restartStopped(ctx, id)
 	})
-	cs.timer = timer
+	cs.timer, cs.delay, cs.next = timer, delay, time.Now().Add(delay)
 }
 
 // restartPending reports whether a restart of id is scheduled.

@@ -40,6 +40,17 @@ type taskService struct {
 	net      netRestorer
 	// userns is the user namespace range of new containers (nil: none).
 	userns *idRange
+	// probes gate a running container's readiness and start probing a
+	// restarted one; backoff says when a stopped one starts again. Both
+	// are set once, by New (nil in tests of statuses alone).
+	probes  *probeService
+	backoff restartSchedule
+}
+
+// restartSchedule is what a status needs of the supervisor: the
+// back-off of a pending restart and when it runs.
+type restartSchedule interface {
+	pendingRestart(id string) (delay time.Duration, next time.Time, ok bool)
 }
 
 // netRestorer brings back the network of a replica whose task is about
@@ -162,6 +173,19 @@ func (tk *taskService) runTask(ctx context.Context, c client.Container) (client.
 		return nil, fmt.Errorf("start task: %w", err)
 	}
 	return t, nil
+}
+
+// kill sends SIGKILL to the task of container id.
+func (tk *taskService) kill(ctx context.Context, id string) error {
+	c, err := tk.client.LoadContainer(ctx, id)
+	if err != nil {
+		return err
+	}
+	t, err := c.Task(ctx, nil)
+	if err != nil {
+		return err
+	}
+	return t.Kill(ctx, syscall.SIGKILL, client.WithKillAll)
 }
 
 // startCreated starts a task left created (an Apply interrupted between
@@ -347,12 +371,18 @@ func (tk *taskService) replaceTask(ctx context.Context, id, why string) error {
 	if err != nil {
 		return err
 	}
-	labels := map[string]string{labelOOM: ""}
+	labels := map[string]string{labelOOM: "", labelUnhealthy: ""}
 	if t != nil {
 		if t.status == tasktypes.Status_RUNNING {
 			return nil
 		}
-		labels[labelLastExit] = exitReason(t.exitStatus, tk.oomKilled(*c, t), labelInt(c.Labels, labelMemoryMiB))
+		oom := tk.oomKilled(*c, t)
+		labels[labelLastExit] = exitReason(t.exitStatus, oom, labelInt(c.Labels, labelMemoryMiB))
+		if u := c.Labels[labelUnhealthy]; u != "" {
+			labels[labelLastExit] = u
+		}
+		labels[labelLastReason] = exitCause(t.exitStatus, oom, c.Labels[labelUnhealthy])
+		labels[labelLastCode] = strconv.FormatUint(uint64(t.exitStatus), 10)
 		if err := tk.deleteStoppedTask(ctx, id); err != nil {
 			return err
 		}
@@ -373,6 +403,9 @@ func (tk *taskService) replaceTask(ctx context.Context, id, why string) error {
 		return lerr
 	}
 	tk.log.Info("task restarted", "id", id, "why", why, "restarts", labels[labelRestarts])
+	if err == nil && tk.probes != nil {
+		tk.probes.track(*c, id, api.MainContainer)
+	}
 	return err
 }
 

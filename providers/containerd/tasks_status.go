@@ -83,7 +83,94 @@ func (tk *taskService) status(c containers.Container, t *taskInfo) api.Assignmen
 	default:
 		st.Phase, st.Reason, st.Since = api.PhaseProvision, "task state "+strings.ToLower(t.status.String()), c.UpdatedAt
 	}
+	tk.containerStatuses(&st, c, t)
 	return st
+}
+
+// containerStatuses fills in st's container statuses (the main
+// container's) and gates the phase on readiness: a running container
+// whose probes do not pass (yet) is provision, "running, not ready",
+// until they do; a stopped one waiting out its back-off says so.
+func (tk *taskService) containerStatuses(st *api.AssignmentStatus, c containers.Container, t *taskInfo) {
+	if c.Labels[labelError] != "" {
+		return
+	}
+	l := c.Labels
+	cs := api.ContainerStatus{Name: api.MainContainer, State: api.ContainerWaiting, Restarts: st.Restarts,
+		Reason: l[labelLastReason], Message: l[labelLastExit]}
+	if code, err := strconv.ParseInt(l[labelLastCode], 10, 32); err == nil {
+		c32 := int32(code)
+		cs.ExitCode = &c32
+	}
+	switch {
+	case t == nil || t.status == tasktypes.Status_CREATED:
+	case t.status == tasktypes.Status_RUNNING:
+		tk.runningStatus(st, &cs, c)
+	case t.status == tasktypes.Status_STOPPED:
+		tk.stoppedStatus(st, &cs, c, t)
+	}
+	st.Containers = []api.ContainerStatus{cs}
+}
+
+// runningStatus is a running container's: ready unless its probes say
+// otherwise.
+func (tk *taskService) runningStatus(st *api.AssignmentStatus, cs *api.ContainerStatus, c containers.Container) {
+	cs.State, cs.Ready = api.ContainerRunning, true
+	cs.StartedAt = labelTime(c.Labels, labelStarted, c.CreatedAt)
+	if c.Labels[labelProbes] == "" || tk.probes == nil {
+		return
+	}
+	ready, msg := tk.probes.ready(c.ID, api.MainContainer)
+	if msg != "" {
+		cs.Message = msg
+	}
+	if ready {
+		return
+	}
+	cs.Ready = false
+	st.Phase, st.Reason = api.PhaseProvision, "running, not ready"
+	if msg != "" {
+		st.Reason += ": " + msg
+	}
+}
+
+// stoppedStatus is an exited container's: terminated for good, or
+// waiting out its crash-loop back-off.
+func (tk *taskService) stoppedStatus(st *api.AssignmentStatus, cs *api.ContainerStatus, c containers.Container, t *taskInfo) {
+	code := int32(t.exitStatus)
+	cs.ExitCode = &code
+	cs.Reason, cs.Message = exitCause(t.exitStatus, tk.oomKilled(c, t), c.Labels[labelUnhealthy]), exitReason(t.exitStatus, tk.oomKilled(c, t), labelInt(c.Labels, labelMemoryMiB))
+	if u := c.Labels[labelUnhealthy]; u != "" {
+		cs.Message = u
+	}
+	if !willRestart(api.RestartPolicy(c.Labels[labelRestart]), t.exitStatus) {
+		cs.State = api.ContainerTerminated
+		return
+	}
+	if tk.backoff == nil {
+		return
+	}
+	delay, next, ok := tk.backoff.pendingRestart(c.ID)
+	if !ok {
+		return
+	}
+	left := max(time.Until(next), 0).Round(100 * time.Millisecond)
+	msg := fmt.Sprintf("back-off %s restarting failed container %s, next start in %s", delay, api.MainContainer, left)
+	cs.Reason, cs.Message = api.ReasonCrashLoopBackOff, msg+" ("+cs.Message+")"
+	st.Reason += "; " + api.ReasonCrashLoopBackOff + ": " + msg
+}
+
+// exitCause is a container status's reason for a task's end.
+func exitCause(code uint32, oom bool, unhealthy string) string {
+	switch {
+	case unhealthy != "":
+		return api.ReasonUnhealthy
+	case oom:
+		return api.ReasonOOMKilled
+	case code == 0:
+		return api.ReasonCompleted
+	}
+	return api.ReasonError
 }
 
 // willRestart says whether policy restarts a task that exited with code.

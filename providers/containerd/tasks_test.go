@@ -67,3 +67,38 @@ func TestTaskStatus(t *testing.T) {
 		t.Errorf("status while locked: got %s %q; want provision starting", st.Phase, st.Reason)
 	}
 }
+
+// fixedSchedule is a restart pending with a back-off, due at next.
+type fixedSchedule struct {
+	delay time.Duration
+	next  time.Time
+}
+
+func (f fixedSchedule) pendingRestart(string) (time.Duration, time.Time, bool) {
+	return f.delay, f.next, true
+}
+
+// TestCrashLoopBackOffStatus checks the main container's status while it
+// waits out its back-off, and once restarted after a liveness failure.
+func TestCrashLoopBackOffStatus(t *testing.T) {
+	tk := newTaskService(Config{Namespace: "strata-test"}, "node-1", slog.New(slog.DiscardHandler), nil, newKeyedLocks(), nil)
+	tk.backoff = fixedSchedule{delay: 40 * time.Second, next: time.Now().Add(40 * time.Second)}
+	c := containers.Container{ID: "r1", Labels: map[string]string{LabelAssignment: "r1", labelRestarts: "3", labelUnhealthy: "liveness probe failed: boom"}}
+	st := tk.status(c, &taskInfo{status: tasktypes.Status_STOPPED, exitStatus: 137})
+	if len(st.Containers) != 1 {
+		t.Fatalf("containers: got %+v; want the main one", st.Containers)
+	}
+	m := st.Containers[0]
+	want := "back-off 40s restarting failed container main, next start in 40s (liveness probe failed: boom)"
+	if m.Name != api.MainContainer || m.State != api.ContainerWaiting || m.Reason != api.ReasonCrashLoopBackOff || m.Message != want || m.Restarts != 3 || m.ExitCode == nil || *m.ExitCode != 137 {
+		t.Errorf("waiting: got %+v (message %q); want main waiting, CrashLoopBackOff, %q, 3 restarts, exit 137", m, m.Message, want)
+	}
+	if st.Phase != api.PhaseProvision || !strings.Contains(st.Reason, "CrashLoopBackOff: back-off 40s") {
+		t.Errorf("replica: got %s %q; want provision naming the back-off", st.Phase, st.Reason)
+	}
+	c.Labels = map[string]string{LabelAssignment: "r1", labelRestarts: "4", labelLastReason: api.ReasonUnhealthy, labelLastCode: "137", labelLastExit: "liveness probe failed: boom"}
+	m = tk.status(c, &taskInfo{pid: 9, status: tasktypes.Status_RUNNING}).Containers[0]
+	if m.State != api.ContainerRunning || !m.Ready || m.Reason != api.ReasonUnhealthy || m.Restarts != 4 || m.ExitCode == nil || *m.ExitCode != 137 {
+		t.Errorf("restarted: got %+v; want running, ready, last reason Unhealthy, 4 restarts, last exit 137", m)
+	}
+}

@@ -31,7 +31,7 @@ func TestFactoryConfig(t *testing.T) {
 				want := Config{
 					Address: DefaultAddress, Namespace: "strata-node-1", Snapshotter: "overlayfs", Runtime: DefaultRuntime,
 					CNIBinDir: "/usr/lib/cni", NetNSDir: "/var/run/netns", LockDir: DefaultLockDir, LogDriver: LogDriverBinary,
-					RestartBackoff: DefaultRestartBackoff, RestartBackoffMax: DefaultRestartBackoffMax,
+					RestartBackoff: DefaultRestartBackoff, RestartBackoffMax: DefaultRestartBackoffMax, RestartBackoffReset: DefaultRestartBackoffReset,
 					HostPorts: DefaultHostPorts, PidsLimit: DefaultPidsLimit, Seccomp: SeccompDefault,
 					ArchiveMaxMiB: DefaultArchiveMaxMiB, ArchiveTimeout: DefaultArchiveTimeout, PullProgressInterval: DefaultPullProgressInterval,
 					UserNamespaceHostID: DefaultUserNamespaceHostID, UserNamespaceSize: DefaultUserNamespaceSize,
@@ -177,6 +177,10 @@ func TestSpecHash(t *testing.T) {
 		{"network", func(a *api.Assignment) { a.Network = &api.NetworkAttachment{Address: "10.0.0.2"} }, true},
 		{"volumes", func(a *api.Assignment) { a.Volumes = []api.VolumeAttachment{{VolumeID: "v", Path: "/v"}} }, true},
 		{"user", func(a *api.Assignment) { a.Spec.Compute.SecurityContext = &api.SecurityContext{RunAsNonRoot: true} }, true},
+		// Probes are a label: changing them restarts nothing.
+		{"probes", func(a *api.Assignment) {
+			a.Spec.Compute.LivenessProbe = &api.Probe{TCPSocket: &api.TCPSocketAction{Port: 80}}
+		}, false},
 	}
 	want, err := specHash(base(), nil)
 	if err != nil {

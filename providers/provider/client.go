@@ -48,7 +48,7 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 	if err != nil {
 		return Info{}, callError("info", err)
 	}
-	info := Info{Name: resp.GetName(), Version: resp.GetVersion()}
+	info := Info{Name: resp.GetName(), Version: resp.GetVersion(), Features: resp.GetFeatures()}
 	for _, k := range resp.GetKinds() {
 		info.Kinds = append(info.Kinds, api.ProviderKind(k))
 	}
@@ -133,6 +133,7 @@ func (c *Client) Logs(ctx context.Context, id string, opts LogOptions, w io.Writ
 		Id:        id,
 		Follow:    opts.Follow,
 		TailLines: int32(min(max(opts.TailLines, 0), math.MaxInt32)),
+		Container: opts.Container,
 	})
 	if err != nil {
 		return callError("logs "+id, err)

@@ -67,6 +67,29 @@ type Info struct {
 	// Capacity is what the provider contributes to the node when it
 	// knows better than the agent; nil means unknown.
 	Capacity *api.Capacity
+	// Features are what the provider can run beyond one process per
+	// replica: FeaturePods, FeatureProbes. The scheduler places a
+	// replica that needs one only on nodes whose provider has it.
+	Features []string
+}
+
+// The features a provider may advertise in Info.Features.
+const (
+	// FeaturePods: replicas with init containers, more containers and
+	// scratch volumes.
+	FeaturePods = "pods"
+	// FeatureProbes: startup, readiness and liveness probes.
+	FeatureProbes = "probes"
+)
+
+// HasFeature reports whether info advertises feature.
+func (info Info) HasFeature(feature string) bool {
+	for _, f := range info.Features {
+		if f == feature {
+			return true
+		}
+	}
+	return false
 }
 
 // Listed is one replica found by List.
@@ -84,6 +107,9 @@ type LogOptions struct {
 	Follow bool
 	// TailLines limits the output to the last lines; 0 means all.
 	TailLines int
+	// Container names the container of a pod whose output to write;
+	// empty is the main container (api.MainContainer).
+	Container string
 }
 
 // Logger is an optional capability: providers that keep a replica's

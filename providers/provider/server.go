@@ -75,6 +75,7 @@ func (s *server) Info(ctx context.Context, _ *providerv1.InfoRequest) (*provider
 		Version:  info.Version,
 		Kinds:    kinds,
 		Capacity: apiproto.CapacityToPB(info.Capacity),
+		Features: info.Features,
 	}, nil
 }
 
@@ -151,7 +152,7 @@ func (s *server) Logs(req *providerv1.LogsRequest, stream grpc.ServerStreamingSe
 	}
 	ctx, cancel := s.streamContext(stream.Context())
 	defer cancel()
-	opts := LogOptions{Follow: req.GetFollow(), TailLines: int(req.GetTailLines())}
+	opts := LogOptions{Follow: req.GetFollow(), TailLines: int(req.GetTailLines()), Container: req.GetContainer()}
 	err := l.Logs(ctx, req.GetId(), opts, chunkWriter{stream})
 	select {
 	case <-s.stopping:

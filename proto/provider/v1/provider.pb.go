@@ -69,7 +69,10 @@ type InfoResponse struct {
 	Version string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	Kinds   []string               `protobuf:"bytes,3,rep,name=kinds,proto3" json:"kinds,omitempty"`
 	// capacity the provider contributes, if it knows better than the agent.
-	Capacity      *v1.Capacity `protobuf:"bytes,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Capacity *v1.Capacity `protobuf:"bytes,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// features the provider has beyond one process per replica ("pods",
+	// "probes").
+	Features      []string `protobuf:"bytes,5,rep,name=features,proto3" json:"features,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -128,6 +131,13 @@ func (x *InfoResponse) GetKinds() []string {
 func (x *InfoResponse) GetCapacity() *v1.Capacity {
 	if x != nil {
 		return x.Capacity
+	}
+	return nil
+}
+
+func (x *InfoResponse) GetFeatures() []string {
+	if x != nil {
+		return x.Features
 	}
 	return nil
 }
@@ -838,10 +848,12 @@ func (x *ListResponse) GetItems() []*ListedReplica {
 }
 
 type LogsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Follow        bool                   `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
-	TailLines     int32                  `protobuf:"varint,3,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Follow    bool                   `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	TailLines int32                  `protobuf:"varint,3,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"`
+	// container of a pod whose output to send; empty is the main one.
+	Container     string `protobuf:"bytes,4,opt,name=container,proto3" json:"container,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -895,6 +907,13 @@ func (x *LogsRequest) GetTailLines() int32 {
 		return x.TailLines
 	}
 	return 0
+}
+
+func (x *LogsRequest) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
 }
 
 type WatchRequest struct {
@@ -984,12 +1003,13 @@ var File_provider_v1_provider_proto protoreflect.FileDescriptor
 const file_provider_v1_provider_proto_rawDesc = "" +
 	"\n" +
 	"\x1aprovider/v1/provider.proto\x12\x12strata.provider.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1aresource/v1/resource.proto\"\r\n" +
-	"\vInfoRequest\"\x8c\x01\n" +
+	"\vInfoRequest\"\xa8\x01\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
 	"\x05kinds\x18\x03 \x03(\tR\x05kinds\x128\n" +
-	"\bcapacity\x18\x04 \x01(\v2\x1c.strata.resource.v1.CapacityR\bcapacity\"\x0f\n" +
+	"\bcapacity\x18\x04 \x01(\v2\x1c.strata.resource.v1.CapacityR\bcapacity\x12\x1a\n" +
+	"\bfeatures\x18\x05 \x03(\tR\bfeatures\"\x0f\n" +
 	"\rHealthRequest\"O\n" +
 	"\x0eHealthResponse\x12=\n" +
 	"\n" +
@@ -1040,12 +1060,13 @@ const file_provider_v1_provider_proto_rawDesc = "" +
 	"generation\x12<\n" +
 	"\x06status\x18\x04 \x01(\v2$.strata.resource.v1.AssignmentStatusR\x06status\"G\n" +
 	"\fListResponse\x127\n" +
-	"\x05items\x18\x01 \x03(\v2!.strata.provider.v1.ListedReplicaR\x05items\"T\n" +
+	"\x05items\x18\x01 \x03(\v2!.strata.provider.v1.ListedReplicaR\x05items\"r\n" +
 	"\vLogsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\x12\x1d\n" +
 	"\n" +
-	"tail_lines\x18\x03 \x01(\x05R\ttailLines\"\x0e\n" +
+	"tail_lines\x18\x03 \x01(\x05R\ttailLines\x12\x1c\n" +
+	"\tcontainer\x18\x04 \x01(\tR\tcontainer\"\x0e\n" +
 	"\fWatchRequest\"M\n" +
 	"\rWatchResponse\x12<\n" +
 	"\x06status\x18\x01 \x01(\v2$.strata.resource.v1.AssignmentStatusR\x06status2\x81\x05\n" +
