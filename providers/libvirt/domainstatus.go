@@ -37,14 +37,12 @@ func (d *domains) status(dom *libvirt.Domain, meta replicaMeta) (api.AssignmentS
 	if err != nil {
 		return d.phases.observe(st, api.PhaseError, "domain state: "+message(err)), nil
 	}
+	if state != libvirt.DOMAIN_RUNNING && state != libvirt.DOMAIN_BLOCKED {
+		d.ready.stop(meta.ID)
+	}
 	switch state {
 	case libvirt.DOMAIN_RUNNING, libvirt.DOMAIN_BLOCKED:
-		if !d.ready.up(meta) {
-			return d.phases.observe(st, api.PhaseProvision, "booting: waiting for the guest to print "+strconv.Quote(meta.ReadyMarker)), nil
-		}
-		st.Phase, st.Since = api.PhaseReady, meta.Started
-		d.phases.forget(meta.ID)
-		return st, nil
+		return d.running(st, meta), nil
 	case libvirt.DOMAIN_PAUSED:
 		if libvirt.DomainPausedReason(reason) == libvirt.DOMAIN_PAUSED_STARTING_UP {
 			return d.phases.observe(st, api.PhaseProvision, "starting"), nil
@@ -69,6 +67,29 @@ func (d *domains) status(dom *libvirt.Domain, meta replicaMeta) (api.AssignmentS
 	default:
 		return d.phases.observe(st, api.PhaseProvision, "no state yet"), nil
 	}
+}
+
+// running is the status of a running domain: ready once its guest is
+// up (its ready marker, if any, printed after the latest start) and its
+// probes let it be (readiness.probed); until then it is provisioning,
+// which is the phase of a replica started but not ready. After a restart
+// for a failed liveness probe, the reason says so until it is ready.
+func (d *domains) running(st api.AssignmentStatus, meta replicaMeta) api.AssignmentStatus {
+	why := ""
+	if !d.ready.up(meta) {
+		why = "booting: waiting for the guest to print " + strconv.Quote(meta.ReadyMarker)
+	} else if ok, probeWhy := d.ready.probed(meta); !ok {
+		why = probeWhy
+	}
+	if why == "" {
+		st.Phase, st.Since = api.PhaseReady, meta.Started
+		d.phases.forget(meta.ID)
+		return st
+	}
+	if meta.Unhealthy != "" {
+		why = meta.Unhealthy + "; restarted, " + why
+	}
+	return d.phases.observe(st, api.PhaseProvision, why)
 }
 
 // shuttingDown is the status of a domain shutting down. A guest that
