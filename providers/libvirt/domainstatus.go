@@ -45,7 +45,7 @@ func (d *domains) status(dom *libvirt.Domain, meta replicaMeta) (api.AssignmentS
 		return d.running(st, meta), nil
 	case libvirt.DOMAIN_PAUSED:
 		if libvirt.DomainPausedReason(reason) == libvirt.DOMAIN_PAUSED_STARTING_UP {
-			return d.phases.observe(st, api.PhaseProvision, "starting"), nil
+			return d.provision(st, meta, "starting"), nil
 		}
 		return d.phases.observe(st, api.PhaseError, "paused: "+pausedReason(libvirt.DomainPausedReason(reason))), nil
 	case libvirt.DOMAIN_SHUTDOWN:
@@ -72,8 +72,7 @@ func (d *domains) status(dom *libvirt.Domain, meta replicaMeta) (api.AssignmentS
 // running is the status of a running domain: ready once its guest is
 // up (its ready marker, if any, printed after the latest start) and its
 // probes let it be (readiness.probed); until then it is provisioning,
-// which is the phase of a replica started but not ready. After a restart
-// for a failed liveness probe, the reason says so until it is ready.
+// which is the phase of a replica started but not ready.
 func (d *domains) running(st api.AssignmentStatus, meta replicaMeta) api.AssignmentStatus {
 	why := ""
 	if !d.ready.up(meta) {
@@ -86,6 +85,13 @@ func (d *domains) running(st api.AssignmentStatus, meta replicaMeta) api.Assignm
 		d.phases.forget(meta.ID)
 		return st
 	}
+	return d.provision(st, meta, why)
+}
+
+// provision is the status of a domain started but not ready, for why.
+// After a restart for a failed liveness probe, the reason says so until
+// the domain is ready.
+func (d *domains) provision(st api.AssignmentStatus, meta replicaMeta, why string) api.AssignmentStatus {
 	if meta.Unhealthy != "" {
 		why = meta.Unhealthy + "; restarted, " + why
 	}
