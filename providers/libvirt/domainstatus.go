@@ -51,6 +51,9 @@ func (d *domains) status(dom *libvirt.Domain, meta replicaMeta) (api.AssignmentS
 	case libvirt.DOMAIN_SHUTDOWN:
 		return d.shuttingDown(st, meta), nil
 	case libvirt.DOMAIN_SHUTOFF:
+		if restarting(meta, libvirt.DomainShutoffReason(reason)) {
+			return d.provision(st, meta, "starting"), nil
+		}
 		why := shutoffReason(libvirt.DomainShutoffReason(reason))
 		if meta.Error != "" {
 			why = meta.Error
@@ -96,6 +99,17 @@ func (d *domains) provision(st api.AssignmentStatus, meta replicaMeta, why strin
 		why = meta.Unhealthy + "; restarted, " + why
 	}
 	return d.phases.observe(st, api.PhaseProvision, why)
+}
+
+// restartWindow is how long a domain destroyed for a failed probe
+// counts as being restarted (domains.restart starts it again at once).
+const restartWindow = time.Minute
+
+// restarting reports whether a shut-off domain is between the destroy
+// and the start of a restart for a failed probe: a watch looking then
+// sees it starting, not failed.
+func restarting(meta replicaMeta, r libvirt.DomainShutoffReason) bool {
+	return r == libvirt.DOMAIN_SHUTOFF_DESTROYED && meta.Unhealthy != "" && meta.Error == "" && time.Since(meta.Started) < restartWindow
 }
 
 // shuttingDown is the status of a domain shutting down. A guest that
