@@ -25,6 +25,8 @@ func (p *Provider) Delete(ctx context.Context, a *api.Assignment, grace time.Dur
 	if err != nil {
 		return fmt.Errorf("libvirt: delete %s: %w", a.ID, err)
 	}
+	// No probe of a guest being shut down restarts it.
+	p.domains.ready.stop(a.ID)
 	if err := p.deleteDomain(ctx, c, a.ID, grace); err != nil {
 		return fmt.Errorf("libvirt: delete %s: %w", a.ID, err)
 	}

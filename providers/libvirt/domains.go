@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,9 @@ func (d *domains) metaOf(a *api.Assignment, spec domainSpec) (replicaMeta, error
 	if a.Image != nil {
 		meta.ReadyMarker = a.Image.ReadyMarker
 	}
+	if meta.Probes, err = probesOf(a); err != nil {
+		return replicaMeta{}, err
+	}
 	return meta, nil
 }
 
@@ -96,8 +100,10 @@ func (d *domains) converge(c *libvirt.Connect, dom *libvirt.Domain, a *api.Assig
 	// it would render differently now (a new domain type after a restart
 	// of the agent, say).
 	if active && (sameSpec || a.Generation == have.Generation) {
-		if a.Generation > have.Generation {
-			have.Generation = a.Generation
+		if a.Generation > have.Generation || have.Probes != meta.Probes {
+			// The probes are no part of the domain: they change with
+			// the generation, the domain running on.
+			have.Generation, have.Probes = max(a.Generation, have.Generation), meta.Probes
 			if err := d.writeMeta(dom, have, true); err != nil {
 				return api.AssignmentStatus{}, err
 			}
@@ -108,7 +114,7 @@ func (d *domains) converge(c *libvirt.Connect, dom *libvirt.Domain, a *api.Assig
 	if sameSpec {
 		// Stopped (shut down by the guest, crashed, failed to start):
 		// this Apply is the retry.
-		have.Generation = a.Generation
+		have.Generation, have.Probes = a.Generation, meta.Probes
 		have.Restarts++
 		return d.start(dom, spec, have)
 	}
@@ -147,7 +153,7 @@ func (d *domains) define(c *libvirt.Connect, spec domainSpec, meta replicaMeta) 
 // start that fails for the replica's own reasons is recorded in the metadata
 // and reported as the phase error.
 func (d *domains) start(dom *libvirt.Domain, spec domainSpec, meta replicaMeta) (api.AssignmentStatus, error) {
-	meta.Started, meta.Error = time.Now().UTC(), ""
+	meta.Started, meta.Error, meta.Unhealthy = time.Now().UTC(), "", ""
 	d.console.mark(spec, meta)
 	if err := d.writeMeta(dom, meta, false); err != nil {
 		return api.AssignmentStatus{}, err
@@ -336,4 +342,69 @@ func undefine(dom *libvirt.Domain) error {
 		return fmt.Errorf("undefine domain: %w", err)
 	}
 	return nil
+}
+
+// ---- restarts for failed probes ----
+
+// restart destroys and starts again the domain of u's run, whose
+// liveness (or startup) probe failed: a restart is counted and u's reason
+// recorded. A domain started again since, stopped, or gone is left
+// alone: its probes started over, or run no more.
+func (d *domains) restart(c *libvirt.Connect, u unhealthy) error {
+	dom, err := c.LookupDomainByName(domainName(u.id))
+	if hasCode(err, libvirt.ERR_NO_DOMAIN) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up domain: %w", err)
+	}
+	defer dom.Free()
+	meta, ok := d.readMeta(dom)
+	if !ok || !meta.Started.Equal(u.started) {
+		return nil
+	}
+	if active, err := dom.IsActive(); err != nil || !active {
+		return err
+	}
+	d.log.Info("restarting an unhealthy domain", "id", u.id, "why", u.why)
+	spec := domainSpec{ID: meta.ID, Type: domainTypeOf(dom), Console: d.console.path(meta.ID)}
+	if err := dom.Destroy(); err != nil && !hasCode(err, libvirt.ERR_OPERATION_INVALID) {
+		return fmt.Errorf("stop unhealthy domain: %w", err)
+	}
+	meta.Started, meta.Error, meta.Unhealthy = time.Now().UTC(), "", u.why
+	meta.Restarts++
+	d.console.mark(spec, meta)
+	if err := d.writeMeta(dom, meta, false); err != nil {
+		return err
+	}
+	if meta.RunsToEnd {
+		// The exit disk of the run before says nothing of this one.
+		if err := writePrivate(d.drives.exitPath(meta.ID), make([]byte, exitDiskSize)); err != nil {
+			return fmt.Errorf("exit disk: %w", err)
+		}
+	}
+	if err := dom.Create(); err != nil {
+		meta.Error = "failed to start: " + message(err)
+		if err := d.writeMeta(dom, meta, false); err != nil {
+			d.log.Warn("record start failure", "id", meta.ID, "err", err)
+		}
+	}
+	d.kick(meta.ID)
+	return nil
+}
+
+// domainTypeOf is the type of dom's definition (kvm, qemu), for the
+// console's start line.
+func domainTypeOf(dom *libvirt.Domain) string {
+	x, err := dom.GetXMLDesc(0)
+	if err != nil {
+		return ""
+	}
+	var v struct {
+		Type string `xml:"type,attr"`
+	}
+	if err := xml.Unmarshal([]byte(x), &v); err != nil {
+		return ""
+	}
+	return v.Type
 }

@@ -108,6 +108,13 @@ type replicaMeta struct {
 	// RunsToEnd says the guest runs a command and powers off: its exit
 	// code is on the exit disk (configdrive.go).
 	RunsToEnd bool `xml:"runsToEnd,omitempty"`
+	// Probes are the VM's probes (api.Probes as JSON): they are no part
+	// of the domain, and a new generation may change them without a
+	// restart.
+	Probes string `xml:"probes,omitempty"`
+	// Unhealthy says why the provider restarted the domain last (a
+	// failed liveness probe), until the next start by an Apply.
+	Unhealthy string `xml:"unhealthy,omitempty"`
 }
 
 // marshal renders m as the metadata element; ns is set in domain XML and

@@ -37,22 +37,23 @@ func (d *domains) status(dom *libvirt.Domain, meta replicaMeta) (api.AssignmentS
 	if err != nil {
 		return d.phases.observe(st, api.PhaseError, "domain state: "+message(err)), nil
 	}
+	if state != libvirt.DOMAIN_RUNNING && state != libvirt.DOMAIN_BLOCKED {
+		d.ready.stop(meta.ID)
+	}
 	switch state {
 	case libvirt.DOMAIN_RUNNING, libvirt.DOMAIN_BLOCKED:
-		if !d.ready.up(meta) {
-			return d.phases.observe(st, api.PhaseProvision, "booting: waiting for the guest to print "+strconv.Quote(meta.ReadyMarker)), nil
-		}
-		st.Phase, st.Since = api.PhaseReady, meta.Started
-		d.phases.forget(meta.ID)
-		return st, nil
+		return d.running(st, meta), nil
 	case libvirt.DOMAIN_PAUSED:
 		if libvirt.DomainPausedReason(reason) == libvirt.DOMAIN_PAUSED_STARTING_UP {
-			return d.phases.observe(st, api.PhaseProvision, "starting"), nil
+			return d.provision(st, meta, "starting"), nil
 		}
 		return d.phases.observe(st, api.PhaseError, "paused: "+pausedReason(libvirt.DomainPausedReason(reason))), nil
 	case libvirt.DOMAIN_SHUTDOWN:
 		return d.shuttingDown(st, meta), nil
 	case libvirt.DOMAIN_SHUTOFF:
+		if restarting(meta, libvirt.DomainShutoffReason(reason)) {
+			return d.provision(st, meta, "starting"), nil
+		}
 		why := shutoffReason(libvirt.DomainShutoffReason(reason))
 		if meta.Error != "" {
 			why = meta.Error
@@ -69,6 +70,46 @@ func (d *domains) status(dom *libvirt.Domain, meta replicaMeta) (api.AssignmentS
 	default:
 		return d.phases.observe(st, api.PhaseProvision, "no state yet"), nil
 	}
+}
+
+// running is the status of a running domain: ready once its guest is
+// up (its ready marker, if any, printed after the latest start) and its
+// probes let it be (readiness.probed); until then it is provisioning,
+// which is the phase of a replica started but not ready.
+func (d *domains) running(st api.AssignmentStatus, meta replicaMeta) api.AssignmentStatus {
+	why := ""
+	if !d.ready.up(meta) {
+		why = "booting: waiting for the guest to print " + strconv.Quote(meta.ReadyMarker)
+	} else if ok, probeWhy := d.ready.probed(meta); !ok {
+		why = probeWhy
+	}
+	if why == "" {
+		st.Phase, st.Since = api.PhaseReady, meta.Started
+		d.phases.forget(meta.ID)
+		return st
+	}
+	return d.provision(st, meta, why)
+}
+
+// provision is the status of a domain started but not ready, for why.
+// After a restart for a failed liveness probe, the reason says so until
+// the domain is ready.
+func (d *domains) provision(st api.AssignmentStatus, meta replicaMeta, why string) api.AssignmentStatus {
+	if meta.Unhealthy != "" {
+		why = meta.Unhealthy + "; restarted, " + why
+	}
+	return d.phases.observe(st, api.PhaseProvision, why)
+}
+
+// restartWindow is how long a domain destroyed for a failed probe
+// counts as being restarted (domains.restart starts it again at once).
+const restartWindow = time.Minute
+
+// restarting reports whether a shut-off domain is between the destroy
+// and the start of a restart for a failed probe: a watch looking then
+// sees it starting, not failed.
+func restarting(meta replicaMeta, r libvirt.DomainShutoffReason) bool {
+	return r == libvirt.DOMAIN_SHUTOFF_DESTROYED && meta.Unhealthy != "" && meta.Error == "" && time.Since(meta.Started) < restartWindow
 }
 
 // shuttingDown is the status of a domain shutting down. A guest that

@@ -30,6 +30,7 @@ import (
 	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/version"
 	"github.com/stratahq/strata/providers/provider"
+	"github.com/stratahq/strata/providers/provider/probe"
 )
 
 // Provider is the libvirt provider. It implements provider.Provider,
@@ -140,6 +141,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p.cancel = cancel
 	p.bg.Go(func() { p.accel.decide(bgCtx) })
+	p.bg.Go(func() {
+		p.domains.ready.relay(func(u unhealthy) { p.bg.Go(func() { p.restartUnhealthy(bgCtx, u) }) })
+	})
 	return p, nil
 }
 
@@ -171,7 +175,8 @@ func (p *Provider) compose(dirs hostpolicy.Dirs) {
 	p.drives = newDrives(p.cfg.DriveDir, p.node)
 	p.domains = &domains{
 		node: p.node, log: p.log, console: p.console, drives: p.drives,
-		ready: &readiness{console: p.console}, phases: p.phases, kick: p.hub.kick,
+		ready:  newReadiness(p.console, probe.NewManager(probe.WithLogger(p.log)), p.hub.kick),
+		phases: p.phases, kick: p.hub.kick,
 	}
 }
 
@@ -180,10 +185,31 @@ func (p *Provider) compose(dirs hostpolicy.Dirs) {
 func (p *Provider) Close() error {
 	p.hub.close()
 	p.cancel()
+	p.domains.ready.probes.Close() // ends the relay
 	p.bg.Wait()
 	p.hub.wait()
 	p.conn.close()
 	return nil
+}
+
+// restartUnhealthy restarts the domain whose liveness or startup probe
+// failed (domains.restart), serialised with Apply and Delete. There is
+// no back-off of its own: the probe's initial delay, period and failure
+// threshold space the restarts, as the provider has none for crashed
+// domains either (the agent's next Apply restarts those).
+func (p *Provider) restartUnhealthy(ctx context.Context, u unhealthy) {
+	if ctx.Err() != nil {
+		return
+	}
+	unlock := p.replicas.lock(u.id)
+	defer unlock()
+	c, err := p.conn.connect()
+	if err == nil {
+		err = p.domains.restart(c, u)
+	}
+	if err != nil {
+		p.log.Warn("restart of an unhealthy domain failed", "id", u.id, "why", u.why, "err", err)
+	}
 }
 
 // Info implements provider.Provider.

@@ -169,6 +169,7 @@ func TestQEMU(t *testing.T) {
 	t.Run("ReadyMarker", e.testReadyMarker)
 	t.Run("BootTime", e.testBootTime)
 	t.Run("ConfigDrive", e.testConfigDrive)
+	t.Run("Probes", e.testProbes)
 	t.Run("Conformance", func(t *testing.T) {
 		providertest.Run(t, providertest.Harness{
 			New:   func(*testing.T) provider.Provider { return e.p },
