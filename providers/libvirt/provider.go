@@ -214,5 +214,8 @@ func (p *Provider) restartUnhealthy(ctx context.Context, u unhealthy) {
 
 // Info implements provider.Provider.
 func (p *Provider) Info(context.Context) (provider.Info, error) {
-	return provider.Info{Name: p.name, Version: version.String(), Kinds: []api.ProviderKind{api.ProviderVM}}, nil
+	// Probes: a VM's, run by the readiness service from the node to the
+	// guest (no pods: a VM is one guest).
+	return provider.Info{Name: p.name, Version: version.String(), Kinds: []api.ProviderKind{api.ProviderVM},
+		Features: []string{provider.FeatureProbes}}, nil
 }
