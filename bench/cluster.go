@@ -13,7 +13,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/providers/fake"
 )
 
@@ -53,7 +52,7 @@ type cluster struct {
 	shape shape
 	name  string // prefix of process and file names
 
-	ca        *pki.CA
+	certs     *clusterCerts // production only
 	caFile    string
 	tlsClient *tls.Config
 
@@ -164,9 +163,10 @@ func (s *suite) startCluster(ctx context.Context, sh shape) (*cluster, error) {
 		return nil, err
 	}
 	if sh.production {
-		if err := c.makePKI(); err != nil {
+		if c.certs, err = makeCerts(filepath.Join(s.dir, c.name+"-pki"), c.regionID); err != nil {
 			return nil, err
 		}
+		c.caFile, c.tlsClient = c.certs.caFile, c.certs.client
 	}
 	if c.redisProc, c.redis, err = s.startRedis(ctx, c.name+"-redis"); err != nil {
 		return nil, err
@@ -332,40 +332,6 @@ func (c *cluster) regionSecurity() string {
 	return c.security("region", api)
 }
 
-// makePKI makes the cluster's CA and the certificates of its tiers.
-func (c *cluster) makePKI() error {
-	ca, err := pki.NewCA("strata bench CA")
-	if err != nil {
-		return err
-	}
-	c.ca = ca
-	dir := filepath.Join(c.s.dir, c.name+"-pki")
-	if c.caFile, _, err = ca.WriteCA(dir); err != nil {
-		return err
-	}
-	for file, id := range map[string]pki.Identity{"g1": pki.Global("g1"), "g2": pki.Global("g2"), "region": pki.Region(c.regionID)} {
-		if _, err := ca.WriteIdentity(dir, file, id.String(), []string{"127.0.0.1", "localhost"}); err != nil {
-			return err
-		}
-	}
-	pool, err := pki.LoadPool(c.caFile)
-	if err != nil {
-		return err
-	}
-	c.tlsClient = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return nil
-}
-
-// nodeCerts issues node certificates for names into dir (production).
-func (c *cluster) nodeCerts(dir string, names ...string) error {
-	for _, n := range names {
-		if _, err := c.ca.WriteIdentity(dir, n, pki.Node(c.regionID, n).String(), []string{"127.0.0.1"}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // startSims starts a sim-agents process of count agents named
 // prefix-NNNN, dialling the region at endpoint, rate of them a second (0:
 // all at once).
@@ -377,7 +343,7 @@ func (c *cluster) startSims(ctx context.Context, prefix string, count, rate int,
 		for i := range names {
 			names[i] = fmt.Sprintf("%s-%04d", prefix, i)
 		}
-		if err := c.nodeCerts(dir, names...); err != nil {
+		if err := c.certs.nodeCerts(dir, names...); err != nil {
 			return nil, err
 		}
 		args = append(args, "--tls-dir", dir, "--mixed-sizes",
@@ -457,4 +423,43 @@ func (s *suite) write(name, body string) string {
 		panic(err)
 	}
 	return p
+}
+
+// startAgent starts a real agent process (strata-agent, as installed) for
+// node (label bench=<node>) with the shape's fake provider, and waits for
+// it to be Up.
+func (c *cluster) startAgent(ctx context.Context, node string) (*proc, error) {
+	sec := "insecure: true"
+	if c.shape.production {
+		dir := filepath.Join(c.s.dir, c.name+"-"+node)
+		if err := c.certs.nodeCerts(dir, node); err != nil {
+			return nil, err
+		}
+		sec = fmt.Sprintf("tls: {ca: %q, cert: %q, key: %q}", filepath.Join(dir, "ca.pem"), filepath.Join(dir, node+".pem"), filepath.Join(dir, node+"-key.pem"))
+	}
+	before, err := c.nodesUp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg := c.s.write(c.name+"-"+node+".yaml", fmt.Sprintf(`node:
+  name: %s
+  zone: z0
+  labels: {bench: %s}
+  milliCPU: 64000
+  memoryMiB: 65536
+region: {endpoint: %q}
+listen: {grpc: %q}
+dataDir: %s
+providers: [{name: fake, options: {applyLatency: %s, applyJitter: %s}}]
+%s
+log: {level: warn}
+`, node, node, c.rGRPC, freeAddr(), filepath.Join(c.s.dir, c.name+"-"+node+"-data"), c.shape.fake.ApplyLatency, c.shape.fake.ApplyJitter, sec))
+	p, err := c.s.startBin(c.name+"-agent-"+node, c.s.agentBin(), "--config", cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitNodesUp(ctx, before+1, time.Minute); err != nil {
+		return nil, fmt.Errorf("%w\nagent log:\n%s", err, p.tail(10))
+	}
+	return p, nil
 }

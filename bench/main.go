@@ -89,7 +89,7 @@ func main() {
 		}
 	}
 	r.flush = write
-	s := &suite{o: o, dir: dir, r: r}
+	s := &suite{o: o, dir: dir, r: r, prof: profiler{dir: o.profiles}}
 	if err := s.run(ctx); err != nil {
 		log.Printf("bench: %v", err)
 		r.note("The run stopped early: %v", err)

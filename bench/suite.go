@@ -3,26 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // suite runs the benchmarks that need a cluster on one cluster per shape,
 // in an order where each leaves the next a known state.
 type suite struct {
-	o   options
-	dir string
-	r   *report
+	o    options
+	dir  string
+	r    *report
+	prof profiler
 
 	procs []*proc
 }
@@ -156,82 +149,6 @@ func (s *suite) startBin(name, bin string, args ...string) (*proc, error) {
 // label is a row's description with the cluster's shape.
 func (c *cluster) label(what string) string { return fmt.Sprintf("*%s*: %s", c.name, what) }
 
-// b0 measures raw etcd puts on the global tier's etcd (before the tiers
-// use it): B1's baseline, and the latency of one put, B2's.
-func (s *suite) b0(ctx context.Context, c *cluster) error {
-	value := strings.Repeat("x", 512)
-	members := fmt.Sprintf("%d-member etcd", c.shape.members)
-	for _, clients := range []int{1, 16, 128} {
-		var rates []float64
-		var lat latencies
-		for round := range s.o.rounds {
-			rate, err := s.etcdPuts(ctx, c.etcdGlobal, clients, value, round, &lat)
-			if err != nil {
-				return err
-			}
-			rates = append(rates, rate)
-		}
-		sp := spreadFloats(rates)
-		x := row{id: "B0", what: c.label(fmt.Sprintf("raw etcd puts, %d concurrent client(s), 512 B, %s", clients, members)),
-			figure: sp.format(fmtRate), ratio: "(the baseline)"}
-		switch clients {
-		case 1:
-			c.put1 = &lat
-			x.notes = "One put's latency: " + lat.summary() + "."
-		case 128:
-			c.put128 = sp.med
-		}
-		s.r.add(x)
-	}
-	// Leave the tiers an etcd without the baseline's keys.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.etcdGlobal, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	_, err = cli.Delete(ctx, "/bench/", clientv3.WithPrefix())
-	return err
-}
-
-// etcdPuts puts value to distinct keys from clients goroutines for 3 s
-// and returns the rate; with one client it records each put's latency.
-func (s *suite) etcdPuts(ctx context.Context, endpoints []string, clients int, value string, round int, lat *latencies) (float64, error) {
-	// Separate connections, as separate processes would have.
-	conns := min(clients, 16)
-	clis := make([]*clientv3.Client, conns)
-	for i := range clis {
-		var err error
-		if clis[i], err = clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
-			return 0, err
-		}
-		defer clis[i].Close()
-	}
-	var n atomic.Int64
-	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	start := time.Now()
-	for w := range clients {
-		wg.Go(func() {
-			cli := clis[w%conns]
-			for i := 0; dctx.Err() == nil; i++ {
-				t0 := time.Now()
-				_, err := cli.Put(dctx, fmt.Sprintf("/bench/%d/%d/%d", round, w, i), value)
-				if dctx.Err() != nil {
-					return
-				}
-				if clients == 1 {
-					lat.record(time.Since(t0), err)
-				}
-				if err == nil {
-					n.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return float64(n.Load()) / time.Since(start).Seconds(), nil
-}
 func resource(name string, replicas int, selector map[string]string) map[string]any {
 	r := map[string]any{
 		"name": name, "kind": "Compute", "replicas": replicas,
@@ -254,65 +171,6 @@ type statusView struct {
 
 func (v statusView) ready(n int) bool {
 	return v.Status != nil && v.Status.Phase == "ready" && v.Status.Ready == n
-}
-
-// profile takes CPU profiles of processes at the same time, named
-// after the row (b1, b8) they are taken during.
-func (s *suite) profile(ctx context.Context, d time.Duration, rowID, shape string, names ...string) {
-	if err := os.MkdirAll(s.o.profiles, 0o755); err != nil {
-		return
-	}
-	for _, name := range names {
-		addr := pprofAddrs[name]
-		if addr == "" {
-			continue
-		}
-		go func() {
-			url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds()))
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return
-			}
-			defer resp.Body.Close()
-			f, err := os.Create(filepath.Join(s.o.profiles, rowID+"-"+strings.TrimPrefix(name, shape+"-")+"-"+shape+".pprof"))
-			if err != nil {
-				return
-			}
-			defer f.Close()
-			_, _ = io.Copy(f, resp.Body)
-		}()
-	}
-}
-
-// heapProfile writes the heap profile of process name (what B6's RSS
-// is made of) to file under the profiles directory, and its goroutine
-// profile (their stacks are the rest) next to it; a failure only loses
-// a profile.
-func (s *suite) heapProfile(ctx context.Context, name, file string) {
-	s.pprofTo(ctx, name, "heap?gc=1", file)
-	s.pprofTo(ctx, name, "goroutine", strings.Replace(file, "-heap-", "-goroutine-", 1))
-}
-
-// pprofTo writes what process name's /debug/pprof/<path> answers to
-// file under the profiles directory.
-func (s *suite) pprofTo(ctx context.Context, name, path, file string) {
-	addr := pprofAddrs[name]
-	if addr == "" || os.MkdirAll(s.o.profiles, 0o755) != nil {
-		return
-	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/"+path, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return
-	}
-	defer resp.Body.Close()
-	f, err := os.Create(filepath.Join(s.o.profiles, file))
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	_, _ = io.Copy(f, resp.Body)
 }
 
 // readyReplicas sums the ready replicas of the resources named prefix*.

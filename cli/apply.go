@@ -63,7 +63,8 @@ are errors. Every document is checked before anything is written.
 func (a *App) applyCommand() *cobra.Command {
 	var files []string
 	var dryRun bool
-	cmd := &cobra.Command{
+	var objs []manifest.Object
+	cmd := a.command(&cobra.Command{
 		Use:   "apply -f FILE|DIR|-",
 		Short: "Create or update objects from manifests, declaratively",
 		Long: `Create or update the objects of manifest files: an object that does not
@@ -79,27 +80,33 @@ default on create, the current count (see scale) on update.
   stratactl apply -f web.yaml --dry-run
   stratactl get resources -o yaml | stratactl apply -f -`,
 		Args: args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	}, action{
+		check: func(*cobra.Command, []string) error {
 			if len(files) == 0 {
 				return usageErrorf("apply needs -f FILE, DIR or - (stdin)")
 			}
-			objs, err := manifest.Read(files, a.io.In)
-			if err != nil {
-				return &usageError{err: err} // a bad manifest or a missing file: nothing was sent
-			}
-			if len(objs) == 0 {
-				return usageErrorf("no objects in %s", strings.Join(files, ", "))
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			return a.applyAll(cmd.Context(), c, objs, dryRun)
+			var err error
+			objs, err = a.readManifests(files)
+			return err
 		},
-	}
+		do: func(ctx context.Context, c *client.Client, _ []string) error { return a.applyAll(ctx, c, objs, dryRun) },
+	})
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file, directory of *.yaml|*.yml|*.json, or - for stdin (repeatable)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would change, and change nothing")
 	return cmd
+}
+
+// readManifests reads the objects of files: a bad manifest, a missing
+// file or none at all is a usage error, and nothing was sent.
+func (a *App) readManifests(files []string) ([]manifest.Object, error) {
+	objs, err := manifest.Read(files, a.io.In)
+	if err != nil {
+		return nil, &usageError{err: err}
+	}
+	if len(objs) == 0 {
+		return nil, usageErrorf("no objects in %s", strings.Join(files, ", "))
+	}
+	return objs, nil
 }
 
 // applyAll applies objs in dependency order, going on past failures (each
@@ -130,15 +137,15 @@ func (a *App) applyAll(ctx context.Context, c *client.Client, objs []manifest.Ob
 func applyObject(ctx context.Context, c *client.Client, o manifest.Object, dryRun bool) (string, error) {
 	switch {
 	case o.Flavor != nil:
-		cur, err := c.GetFlavor(ctx, o.Flavor.Name)
+		cur, err := c.Flavors.Get(ctx, o.Flavor.Name)
 		return decide(dryRun, err, func() bool { return manifest.FlavorUpToDate(*o.Flavor, cur) },
-			func() error { _, err := c.CreateFlavor(ctx, *o.Flavor); return err },
-			func() error { _, err := c.UpdateFlavor(ctx, *o.Flavor); return err })
+			func() error { _, err := c.Flavors.Create(ctx, *o.Flavor); return err },
+			func() error { _, err := c.Flavors.Update(ctx, *o.Flavor); return err })
 
 	case o.Region != nil:
 		// Registering is create-or-replace: one call for both.
-		register := func() error { _, err := c.RegisterRegion(ctx, *o.Region); return err }
-		cur, err := c.GetRegion(ctx, o.Region.Name)
+		register := func() error { _, err := c.Regions.Register(ctx, *o.Region); return err }
+		cur, err := c.Regions.Get(ctx, o.Region.Name)
 		return decide(dryRun, err, func() bool { return manifest.RegionUpToDate(*o.Region, cur) }, register, register)
 
 	case o.Resource != nil:
@@ -147,29 +154,29 @@ func applyObject(ctx context.Context, c *client.Client, o manifest.Object, dryRu
 		if o.ReplicasSet {
 			w.Replicas = &o.Resource.Replicas
 		}
-		cur, err := c.GetResource(ctx, o.Resource.Name)
+		cur, err := c.Resources.Get(ctx, o.Resource.Name)
 		if err == nil && cur.Deleting() {
 			return "", fmt.Errorf("%s is being deleted; apply again once it is gone", o.Resource.Name)
 		}
 		return decide(dryRun, err, func() bool { return manifest.ResourceUpToDate(o, cur) },
-			func() error { _, err := c.CreateResource(ctx, w); return err },
-			func() error { _, err := c.UpdateResource(ctx, w); return err })
+			func() error { _, err := c.Resources.Create(ctx, w); return err },
+			func() error { _, err := c.Resources.Update(ctx, w); return err })
 
 	case o.Policy != nil:
 		c = tenantClient(c, o.Policy.Tenant)
 		p := *o.Policy
 		p.Tenant = ""
-		cur, err := c.GetPolicy(ctx, p.Name)
+		cur, err := c.Policies.Get(ctx, p.Name)
 		return decide(dryRun, err, func() bool { return manifest.PolicyUpToDate(p, cur) },
-			func() error { _, err := c.CreatePolicy(ctx, p); return err },
-			func() error { _, err := c.UpdatePolicy(ctx, p); return err })
+			func() error { _, err := c.Policies.Create(ctx, p); return err },
+			func() error { _, err := c.Policies.Update(ctx, p); return err })
 	case o.Config != nil, o.Secret != nil:
 		return applyConfigData(ctx, resourceClient(c, o), o, dryRun)
 	case o.AlertRule != nil:
-		cur, err := c.GetAlertRule(ctx, o.AlertRule.Name)
+		cur, err := c.AlertRules.Get(ctx, o.AlertRule.Name)
 		return decide(dryRun, err, func() bool { return manifest.AlertRuleUpToDate(*o.AlertRule, cur) },
-			func() error { _, err := c.CreateAlertRule(ctx, *o.AlertRule); return err },
-			func() error { _, err := c.UpdateAlertRule(ctx, *o.AlertRule); return err })
+			func() error { _, err := c.AlertRules.Create(ctx, *o.AlertRule); return err },
+			func() error { _, err := c.AlertRules.Update(ctx, *o.AlertRule); return err })
 	}
 	return "", fmt.Errorf("empty manifest object")
 }
@@ -221,7 +228,7 @@ func (a *App) deleteObjects(ctx context.Context, c *client.Client, objs []manife
 		if !m.Kind.IsResource() {
 			continue
 		}
-		_, err := resourceClient(c, m).DeleteResource(ctx, m.Name())
+		_, err := resourceClient(c, m).Resources.Delete(ctx, m.Name())
 		if err == nil && wait {
 			pending = append(pending, m)
 			continue
@@ -252,17 +259,17 @@ func deleteOther(ctx context.Context, c *client.Client, m manifest.Object) (bool
 	var err error
 	switch m.Kind {
 	case manifest.KindConfig:
-		_, err = resourceClient(c, m).DeleteConfig(ctx, m.Name())
+		_, err = resourceClient(c, m).Configs.Delete(ctx, m.Name())
 	case manifest.KindSecret:
-		_, err = resourceClient(c, m).DeleteSecret(ctx, m.Name())
+		_, err = resourceClient(c, m).Secrets.Delete(ctx, m.Name())
 	case manifest.KindFlavor:
-		_, err = c.DeleteFlavor(ctx, m.Name())
+		_, err = c.Flavors.Delete(ctx, m.Name())
 	case manifest.KindRegion:
-		_, err = c.DeleteRegion(ctx, m.Name())
+		_, err = c.Regions.Delete(ctx, m.Name())
 	case manifest.KindPolicy:
-		_, err = tenantClient(c, m.Policy.Tenant).DeletePolicy(ctx, m.Name())
+		_, err = tenantClient(c, m.Policy.Tenant).Policies.Delete(ctx, m.Name())
 	case manifest.KindAlertRule:
-		_, err = c.DeleteAlertRule(ctx, m.Name())
+		_, err = c.AlertRules.Delete(ctx, m.Name())
 	default:
 		return false, nil
 	}
@@ -287,7 +294,7 @@ func (a *App) waitGone(ctx context.Context, c *client.Client, name string, timeo
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		_, err := c.GetResource(wctx, name)
+		_, err := c.Resources.Get(wctx, name)
 		if client.IsNotFound(err) {
 			return nil
 		}

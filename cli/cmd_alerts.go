@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,9 +10,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratahq/strata/cli/client"
 	"github.com/stratahq/strata/cli/printers"
 	"github.com/stratahq/strata/internal/api"
 )
+
+// alertCommands is the alerts group: alert rules and their delivery state.
+type alertCommands struct{ *App }
 
 const alertsLong = `Alert rules send events and conditions (NodeDown, NodeSuspect,
 AutoCordoned, AutoDrainStarted, RegionDown, ...) to a webhook receiver:
@@ -25,9 +30,8 @@ Without a subcommand, lists the rules with their delivery state: active
 conditions, alerts pending (grouping window or retries), notifications
 sent, the last success and the last error.`
 
-func (a *App) alertsCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+func (a alertCommands) alertsCommand() *cobra.Command {
+	cmd := a.command(&cobra.Command{
 		Use:   "alerts",
 		Short: "List alert rules and their delivery state; create and delete rules",
 		Long:  alertsLong,
@@ -39,88 +43,65 @@ func (a *App) alertsCommand() *cobra.Command {
   stratactl alerts get nodes -o yaml
   stratactl alerts delete nodes`,
 		Args: args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := printers.ParseFormat(output)
-			if err != nil {
-				return &usageError{err: err}
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			items, err := c.ListAlertRules(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return a.render(a.io.Out, a.io.Err, format, view{
-				table: func(wide bool, now time.Time) printers.Table { return printers.AlertRules(items, wide, now) },
-				data:  listOf(items, nil),
-				empty: "no alert rules",
-			}, a.now())
-		},
-	}
-	addOutputFlag(cmd, &output)
+	}, action{show: func(ctx context.Context, c *client.Client, _ []string) (view, error) {
+		items, err := c.AlertRules.List(ctx)
+		if err != nil {
+			return view{}, err
+		}
+		return view{
+			table: func(wide bool, now time.Time) printers.Table { return printers.AlertRules(items, wide, now) },
+			data:  listOf(items, nil),
+			empty: "no alert rules",
+		}, nil
+	}})
 	cmd.AddCommand(a.alertsGetCommand(), a.alertsCreateCommand(), a.alertsDeleteCommand())
 	return cmd
 }
 
-func (a *App) alertsGetCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+// ruleView shows one alert rule.
+func ruleView(r api.AlertRule) view {
+	return view{
+		table: func(wide bool, now time.Time) printers.Table {
+			return printers.AlertRules([]api.AlertRule{r}, wide, now)
+		},
+		data: r,
+	}
+}
+
+func (a alertCommands) alertsGetCommand() *cobra.Command {
+	return a.command(&cobra.Command{
 		Use:   "get NAME",
 		Short: "Show one alert rule and its delivery state",
 		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			format, err := printers.ParseFormat(output)
-			if err != nil {
-				return &usageError{err: err}
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			r, err := c.GetAlertRule(cmd.Context(), argv[0])
-			if err != nil {
-				return err
-			}
-			return a.render(a.io.Out, a.io.Err, format, view{
-				table: func(wide bool, now time.Time) printers.Table {
-					return printers.AlertRules([]api.AlertRule{r}, wide, now)
-				},
-				data: r,
-			}, a.now())
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	}, action{show: func(ctx context.Context, c *client.Client, argv []string) (view, error) {
+		r, err := c.AlertRules.Get(ctx, argv[0])
+		return ruleView(r), err
+	}})
 }
 
-func (a *App) alertsCreateCommand() *cobra.Command {
+func (a alertCommands) alertsCreateCommand() *cobra.Command {
 	var (
 		rule       api.AlertRule
 		typ        string
 		secretFile string
 		groupWait  time.Duration
 		labels     []string
-		output     string
 	)
-	cmd := &cobra.Command{
+	cmd := a.command(&cobra.Command{
 		Use:   "create NAME --reason REASON... --url URL [--type webhook|alertmanager] [--secret-file FILE]",
 		Short: "Create an alert rule",
 		Long: `Create an alert rule. The receiver's secret is read from a file (or - for
 stdin), never from the command line, where other users could read it; the
 server keeps it and never shows it again.`,
 		Args: args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			format, err := printers.ParseFormat(output)
-			if err != nil {
-				return &usageError{err: err}
-			}
+	}, action{
+		check: func(cmd *cobra.Command, argv []string) error {
 			rule.Name, rule.Receiver.Type = argv[0], api.ReceiverType(typ)
 			if cmd.Flags().Changed("group-wait") {
 				g := api.D(groupWait)
 				rule.GroupWait = &g
 			}
+			var err error
 			if rule.Labels, err = parseLabels(labels); err != nil {
 				return &usageError{err: err}
 			}
@@ -129,22 +110,13 @@ server keeps it and never shows it again.`,
 					return err
 				}
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			out, err := c.CreateAlertRule(cmd.Context(), rule)
-			if err != nil {
-				return err
-			}
-			return a.render(a.io.Out, a.io.Err, format, view{
-				table: func(wide bool, now time.Time) printers.Table {
-					return printers.AlertRules([]api.AlertRule{out}, wide, now)
-				},
-				data: out,
-			}, a.now())
+			return nil
 		},
-	}
+		show: func(ctx context.Context, c *client.Client, _ []string) (view, error) {
+			out, err := c.AlertRules.Create(ctx, rule)
+			return ruleView(out), err
+		},
+	})
 	f := cmd.Flags()
 	f.StringArrayVar(&rule.Reasons, "reason", nil, "event reason that fires the rule (repeatable): NodeDown, NodeSuspect, AutoCordoned, AutoDrainStarted, RegionDown, ...")
 	f.StringVar(&rule.Receiver.URL, "url", "", "receiver URL (http or https)")
@@ -156,13 +128,12 @@ server keeps it and never shows it again.`,
 	f.StringVar(&rule.Selector, "selector", "", "label selector over the alert's labels (severity=critical,region in (eu,us), app=web)")
 	f.DurationVar(&groupWait, "group-wait", api.DefaultAlertGroup, "grouping window")
 	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE label added to every alert (repeatable)")
-	addOutputFlag(cmd, &output)
 	return cmd
 }
 
 // readSecret reads a secret from a file, or stdin for "-", without its
 // trailing newline.
-func (a *App) readSecret(path string) (string, error) {
+func (a alertCommands) readSecret(path string) (string, error) {
 	var b []byte
 	var err error
 	if path == "-" {
@@ -191,21 +162,16 @@ func parseLabels(kvs []string) (map[string]string, error) {
 	return out, nil
 }
 
-func (a *App) alertsDeleteCommand() *cobra.Command {
-	return &cobra.Command{
+func (a alertCommands) alertsDeleteCommand() *cobra.Command {
+	return a.command(&cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete an alert rule; what it had not sent is dropped",
 		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			if _, err := c.DeleteAlertRule(cmd.Context(), argv[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.io.Out, "alert rule %s deleted\n", argv[0])
-			return nil
-		},
-	}
+	}, action{do: func(ctx context.Context, c *client.Client, argv []string) error {
+		if _, err := c.AlertRules.Delete(ctx, argv[0]); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.io.Out, "alert rule %s deleted\n", argv[0])
+		return nil
+	}})
 }

@@ -12,7 +12,11 @@ import (
 	"github.com/stratahq/strata/cli/printers"
 )
 
-func (a *App) configCommand() *cobra.Command {
+// configCommands is the config group: the contexts file, which server to
+// talk to with which token.
+type configCommands struct{ *App }
+
+func (a configCommands) configCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:   "config",
 		Short: "Manage the contexts: which server to talk to, with which token",
@@ -25,7 +29,7 @@ The file holds tokens: it is written with mode 0600.`,
 	return cmd
 }
 
-func (a *App) setContextCommand() *cobra.Command {
+func (a configCommands) setContextCommand() *cobra.Command {
 	var url, token, caFile string
 	cmd := &cobra.Command{
 		Use:   "set-context NAME --url URL [--token TOKEN] [--ca FILE]",
@@ -94,7 +98,7 @@ func (a *App) setContextCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *App) useContextCommand() *cobra.Command {
+func (a configCommands) useContextCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "use-context NAME",
 		Short: "Make a context the current one",
@@ -107,7 +111,7 @@ func (a *App) useContextCommand() *cobra.Command {
 	}
 }
 
-func (a *App) getContextsCommand() *cobra.Command {
+func (a configCommands) getContextsCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get-contexts",
 		Short: "List the contexts (tokens are not shown)",
@@ -140,7 +144,7 @@ func (a *App) getContextsCommand() *cobra.Command {
 	}
 }
 
-func (a *App) currentContextCommand() *cobra.Command {
+func (a configCommands) currentContextCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "current-context",
 		Short: "Print the current context's name",
@@ -159,7 +163,7 @@ func (a *App) currentContextCommand() *cobra.Command {
 	}
 }
 
-func (a *App) deleteContextCommand() *cobra.Command {
+func (a configCommands) deleteContextCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete-context NAME",
 		Short: "Remove a context",
@@ -174,7 +178,7 @@ func (a *App) deleteContextCommand() *cobra.Command {
 
 // editContexts loads the contexts file, applies edit, saves the file and
 // prints what edit says it did.
-func (a *App) editContexts(edit func(f *contexts.File) (done string, err error)) error {
+func (a configCommands) editContexts(edit func(f *contexts.File) (done string, err error)) error {
 	f, path, err := a.loadContexts()
 	if err != nil {
 		return err

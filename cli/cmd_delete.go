@@ -21,7 +21,11 @@ type deleteOptions struct {
 
 func (a *App) deleteCommand() *cobra.Command {
 	var o deleteOptions
-	cmd := &cobra.Command{
+	var (
+		objs []manifest.Object
+		typ  objType
+	)
+	cmd := a.command(&cobra.Command{
 		Use:   "delete (TYPE NAME... | -f FILE|DIR|-)",
 		Short: "Delete objects by name or by manifest",
 		Long: `Delete objects named on the command line (resources, flavors, regions,
@@ -36,33 +40,28 @@ regions, which cannot be deleted while a resource uses them.`,
   stratactl delete flavor small
   stratactl delete -f deploy/examples/`,
 		Args: args(cobra.ArbitraryArgs),
-		RunE: func(cmd *cobra.Command, argv []string) error {
+	}, action{
+		check: func(_ *cobra.Command, argv []string) error {
+			var err error
 			switch {
 			case len(o.files) > 0 && len(argv) > 0:
 				return usageErrorf("delete takes TYPE NAME... or -f, not both")
 			case len(o.files) > 0:
-				objs, err := manifest.Read(o.files, a.io.In)
-				if err != nil {
-					return &usageError{err: err} // a bad manifest or a missing file: nothing was sent
-				}
-				if len(objs) == 0 {
-					return usageErrorf("no objects in %s", strings.Join(o.files, ", "))
-				}
-				c, err := a.client()
-				if err != nil {
-					return err
-				}
-				return a.deleteObjects(cmd.Context(), c, objs, o)
+				objs, err = a.readManifests(o.files)
 			case len(argv) < 2:
 				return usageErrorf("delete needs TYPE NAME... or -f FILE")
+			default:
+				typ, err = parseType(argv[0])
 			}
-			typ, err := parseType(argv[0])
-			if err != nil {
-				return err
-			}
-			return a.deleteNamed(cmd.Context(), typ, argv[1:], o)
+			return err
 		},
-	}
+		do: func(ctx context.Context, c *client.Client, argv []string) error {
+			if objs != nil {
+				return a.deleteObjects(ctx, c, objs, o)
+			}
+			return a.deleteNamed(ctx, c, typ, argv[1:], o)
+		},
+	})
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.files, "filename", "f", nil, "manifest file, directory or - for stdin (repeatable)")
 	f.BoolVar(&o.wait, "wait", false, "wait until deleted resources are gone")
@@ -72,11 +71,7 @@ regions, which cannot be deleted while a resource uses them.`,
 }
 
 // deleteNamed deletes objects of one type by name.
-func (a *App) deleteNamed(ctx context.Context, typ objType, names []string, o deleteOptions) error {
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
+func (a *App) deleteNamed(ctx context.Context, c *client.Client, typ objType, names []string, o deleteOptions) error {
 	failed := failures{w: a.io.Err}
 	for _, name := range names {
 		ref, err := a.deleteOne(ctx, c, typ, name, o)
@@ -101,7 +96,7 @@ func (a *App) deleteNamed(ctx context.Context, typ objType, names []string, o de
 func (a *App) deleteOne(ctx context.Context, c *client.Client, typ objType, name string, o deleteOptions) (string, error) {
 	switch typ {
 	case typeResources:
-		r, err := c.DeleteResource(ctx, name)
+		r, err := c.Resources.Delete(ctx, name)
 		if err != nil {
 			return "resource/" + name, err
 		}
@@ -116,13 +111,13 @@ func (a *App) deleteOne(ctx context.Context, c *client.Client, typ objType, name
 		fmt.Fprintf(a.io.Out, "%s deleted\n", ref)
 		return ref, nil
 	case typeFlavors:
-		_, err := c.DeleteFlavor(ctx, name)
+		_, err := c.Flavors.Delete(ctx, name)
 		if err == nil {
 			fmt.Fprintf(a.io.Out, "flavor/%s deleted\n", name)
 		}
 		return "flavor/" + name, err
 	case typePolicies:
-		_, err := c.DeletePolicy(ctx, name)
+		_, err := c.Policies.Delete(ctx, name)
 		if err == nil {
 			fmt.Fprintf(a.io.Out, "networkpolicy/%s deleted\n", name)
 		}
@@ -130,7 +125,7 @@ func (a *App) deleteOne(ctx context.Context, c *client.Client, typ objType, name
 	case typeConfigs, typeSecrets:
 		return a.deleteConfigData(ctx, c, typ, name)
 	case typeRegions:
-		_, err := c.DeleteRegion(ctx, name)
+		_, err := c.Regions.Delete(ctx, name)
 		if err == nil {
 			fmt.Fprintf(a.io.Out, "region/%s deleted\n", name)
 		}
@@ -141,7 +136,7 @@ func (a *App) deleteOne(ctx context.Context, c *client.Client, typ objType, name
 			return "node/" + name, err
 		}
 		ref := "node/" + region + "/" + node
-		if err := c.DeleteNode(ctx, region, node); err != nil {
+		if err := c.Nodes.Delete(ctx, region, node); err != nil {
 			return ref, err
 		}
 		fmt.Fprintf(a.io.Out, "%s deleted\n", ref)

@@ -70,7 +70,6 @@ const typesHelp = `Types (plural, singular or short name):
 
 // getOptions are get's flags.
 type getOptions struct {
-	output   string
 	selector string
 	kind     string
 	region   string
@@ -80,7 +79,6 @@ type getOptions struct {
 
 func (o *getOptions) addFlags(cmd *cobra.Command, withType bool) {
 	f := cmd.Flags()
-	addOutputFlag(cmd, &o.output)
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector: k=v, k!=v, k in (a,b), k, !k; comma-separated")
 	f.BoolVarP(&o.watch, "watch", "w", false, "render again on every change until Ctrl-C: redrawn in place on a terminal, each change after a blank line otherwise (polls every second)")
 	f.StringVar(&o.region, "region", "", "only this region (nodes, replicas)")
@@ -88,12 +86,6 @@ func (o *getOptions) addFlags(cmd *cobra.Command, withType bool) {
 		f.StringVar(&o.kind, "kind", "", "only this kind of resource: Compute, Volume, Image, Loadbalancer, Job")
 		f.BoolVar(&o.reveal, "reveal", false, "secrets: include their values in -o json|yaml (roles that may read secrets; tables never show them)")
 	}
-}
-
-func addOutputFlag(cmd *cobra.Command, out *string) {
-	cmd.Flags().StringVarP(out, "output", "o", "table", "output format: table, wide, json or yaml")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(
-		[]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // check refuses flags that mean nothing for typ, rather than ignoring
@@ -141,7 +133,7 @@ func (o *getOptions) checkFilters(flags *pflag.FlagSet, typ objType) error {
 
 func (a *App) getCommand() *cobra.Command {
 	var o getOptions
-	cmd := &cobra.Command{
+	cmd := a.command(&cobra.Command{
 		Use:   "get TYPE [NAME]",
 		Short: "List objects, or show one, as a table, JSON or YAML",
 		Long: "List objects, or show one, as a table (-o wide for more columns), JSON or YAML.\n" +
@@ -152,20 +144,19 @@ func (a *App) getCommand() *cobra.Command {
   stratactl get nodes --region dev-1 -o wide
   stratactl get replicas web
   stratactl get revisions web`,
-		Args:      args(cobra.RangeArgs(1, 2)),
-		ValidArgs: []string{"flavors", "resources", "regions", "nodes", "replicas", "revisions", "networkpolicies", "configs", "secrets"},
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			typ, err := parseType(argv[0])
-			if err != nil {
+		// TYPE is checked with the arguments, before the flags.
+		Args: args(func(cmd *cobra.Command, argv []string) error {
+			if err := cobra.RangeArgs(1, 2)(cmd, argv); err != nil {
 				return err
 			}
-			name := ""
-			if len(argv) == 2 {
-				name = argv[1]
-			}
-			return a.runGet(cmd, typ, name, o)
-		},
-	}
+			_, err := parseType(argv[0])
+			return err
+		}),
+		ValidArgs: []string{"flavors", "resources", "regions", "nodes", "replicas", "revisions", "networkpolicies", "configs", "secrets"},
+	}, a.getAction(&o, func(argv []string) (objType, string) {
+		typ, _ := parseType(argv[0]) // checked by Args
+		return typ, nameArg(argv, 1)
+	}))
 	o.addFlags(cmd, true)
 	return cmd
 }
@@ -173,52 +164,32 @@ func (a *App) getCommand() *cobra.Command {
 // regionsCommand is `get regions`.
 func (a *App) regionsCommand() *cobra.Command {
 	var o getOptions
-	cmd := &cobra.Command{
+	cmd := a.command(&cobra.Command{
 		Use:   "regions [NAME]",
 		Short: "List the regions (get regions)",
 		Args:  args(cobra.MaximumNArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			name := ""
-			if len(argv) == 1 {
-				name = argv[0]
-			}
-			return a.runGet(cmd, typeRegions, name, o)
-		},
-	}
+	}, a.getAction(&o, func(argv []string) (objType, string) { return typeRegions, nameArg(argv, 0) }))
 	f := cmd.Flags()
-	addOutputFlag(cmd, &o.output)
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector")
 	f.BoolVarP(&o.watch, "watch", "w", false, "render again on every change until Ctrl-C (redrawn in place on a terminal)")
 	return cmd
 }
 
-// runGet checks get's flags for typ, then shows what they select.
-func (a *App) runGet(cmd *cobra.Command, typ objType, name string, o getOptions) error {
-	format, err := printers.ParseFormat(o.output)
-	if err != nil {
-		return &usageError{err: err}
+// getAction is get's steps for what target reads from the arguments: the
+// flags checked for its type, then the objects shown (with --watch until
+// Ctrl-C).
+func (a *App) getAction(o *getOptions, target func(argv []string) (objType, string)) action {
+	return action{
+		check: func(cmd *cobra.Command, argv []string) error {
+			typ, name := target(argv)
+			return o.check(cmd, typ, name)
+		},
+		show: func(ctx context.Context, c *client.Client, argv []string) (view, error) {
+			typ, name := target(argv)
+			return a.fetch(ctx, c, typ, name, *o)
+		},
+		watch: &o.watch,
 	}
-	if err := o.check(cmd, typ, name); err != nil {
-		return err
-	}
-	return a.get(cmd.Context(), typ, name, o, format)
-}
-
-// get shows objects once, or with --watch until ctx is done.
-func (a *App) get(ctx context.Context, typ objType, name string, o getOptions, format printers.Format) error {
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	fetch := func(ctx context.Context) (view, error) { return a.fetch(ctx, c, typ, name, o) }
-	if o.watch {
-		return a.watch(ctx, format, fetch)
-	}
-	v, err := fetch(ctx)
-	if err != nil {
-		return err
-	}
-	return a.render(a.io.Out, a.io.Err, format, v, a.now())
 }
 
 // fetch reads what get shows.
@@ -226,7 +197,7 @@ func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name str
 	sel, _ := api.ParseSelector(o.selector) // checked by getOptions.check
 	switch typ {
 	case typeFlavors:
-		items, err := namedOrAll(ctx, name, c.GetFlavor, c.ListFlavors)
+		items, err := namedOrAll(ctx, name, c.Flavors.Get, c.Flavors.List)
 		if err != nil {
 			return view{}, err
 		}
@@ -246,7 +217,7 @@ func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name str
 	case typeRevisions:
 		return fetchRevisions(ctx, c, name)
 	case typePolicies:
-		items, err := namedOrAll(ctx, name, c.GetPolicy, c.ListPolicies)
+		items, err := namedOrAll(ctx, name, c.Policies.Get, c.Policies.List)
 		if err != nil {
 			return view{}, err
 		}
@@ -264,8 +235,8 @@ func (a *App) fetch(ctx context.Context, c *client.Client, typ objType, name str
 }
 
 func fetchResources(ctx context.Context, c *client.Client, name string, o getOptions) (view, error) {
-	items, err := namedOrAll(ctx, name, c.GetResource, func(ctx context.Context) ([]api.Resource, error) {
-		return c.ListResources(ctx, client.ResourceQuery{Selector: o.selector, Kind: o.kind})
+	items, err := namedOrAll(ctx, name, c.Resources.Get, func(ctx context.Context) ([]api.Resource, error) {
+		return c.Resources.List(ctx, client.ResourceQuery{Selector: o.selector, Kind: o.kind})
 	})
 	if err != nil {
 		return view{}, err
@@ -278,8 +249,8 @@ func fetchResources(ctx context.Context, c *client.Client, name string, o getOpt
 }
 
 func fetchRegions(ctx context.Context, c *client.Client, name string, sel api.Selector) (view, error) {
-	items, err := namedOrAll(ctx, name, c.GetRegion, func(ctx context.Context) ([]api.Region, error) {
-		all, err := c.ListRegions(ctx)
+	items, err := namedOrAll(ctx, name, c.Regions.Get, func(ctx context.Context) ([]api.Region, error) {
+		all, err := c.Regions.List(ctx)
 		return slices.DeleteFunc(all, func(r api.Region) bool { return !sel.Matches(r.Labels) }), err
 	})
 	if err != nil {
@@ -300,13 +271,13 @@ func (a *App) fetchNodes(ctx context.Context, c *client.Client, name string, o g
 		if err != nil {
 			return view{}, err
 		}
-		n, err := c.GetNode(ctx, region, node)
+		n, err := c.Nodes.Get(ctx, region, node)
 		if err != nil {
 			return view{}, err
 		}
 		items = []api.Node{n}
 	} else {
-		l, err := c.ListNodes(ctx, o.region, o.selector)
+		l, err := c.Nodes.List(ctx, o.region, o.selector)
 		if err != nil {
 			return view{}, err
 		}
@@ -321,7 +292,7 @@ func (a *App) fetchNodes(ctx context.Context, c *client.Client, name string, o g
 }
 
 func fetchReplicas(ctx context.Context, c *client.Client, name, region string, sel api.Selector) (view, error) {
-	l, err := c.ListReplicas(ctx, name)
+	l, err := c.Resources.Replicas(ctx, name)
 	if err != nil {
 		return view{}, err
 	}
@@ -340,11 +311,11 @@ func fetchReplicas(ctx context.Context, c *client.Client, name, region string, s
 }
 
 func fetchRevisions(ctx context.Context, c *client.Client, name string) (view, error) {
-	r, err := c.GetResource(ctx, name)
+	r, err := c.Resources.Get(ctx, name)
 	if err != nil {
 		return view{}, err
 	}
-	items, err := c.ListRevisions(ctx, name)
+	items, err := c.Resources.Revisions(ctx, name)
 	if err != nil {
 		return view{}, err
 	}
@@ -398,7 +369,7 @@ func (a *App) resolveNode(ctx context.Context, c *client.Client, arg string) (st
 	if strings.Contains(arg, "/") || arg == "" {
 		return "", "", usageErrorf("node %q: want REGION/NODE, e.g. dev-1/dev-1-a", arg)
 	}
-	l, err := c.ListNodes(ctx, "", "")
+	l, err := c.Nodes.List(ctx, "", "")
 	if err != nil {
 		return "", "", err
 	}

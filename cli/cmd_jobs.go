@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"context"
+	"time"
+
 	"github.com/spf13/cobra"
 
 	"github.com/stratahq/strata/cli/client"
@@ -10,9 +13,9 @@ import (
 
 // jobsCommand lists Jobs, or one Job's runs and attempts. Jobs are
 // created, changed and deleted as every resource is (apply, delete).
-func (a *App) jobsCommand() *cobra.Command {
-	var output, selector string
-	cmd := &cobra.Command{
+func (a resourceCommands) jobsCommand() *cobra.Command {
+	var selector string
+	cmd := a.command(&cobra.Command{
 		Use:   "jobs [NAME]",
 		Short: "List Jobs with their completions, or one Job's attempts (node, exit code, times)",
 		Long: `Without NAME: every Job of the tenant, with the state of its newest run.
@@ -24,39 +27,20 @@ read with "stratactl logs NAME --replica ATTEMPT" until its TTL passes.`,
   stratactl logs backup --replica backup-x1y2z3w4
   stratactl delete resource backup`,
 		Args: args(cobra.MaximumNArgs(1)),
-		RunE: func(cmd *cobra.Command, names []string) error {
-			format, err := printers.ParseFormat(output)
+	}, action{show: func(ctx context.Context, c *client.Client, names []string) (view, error) {
+		if len(names) == 1 {
+			r, err := c.Resources.Get(ctx, names[0])
 			if err != nil {
-				return &usageError{err: err}
+				return view{}, err
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
+			if r.Kind != api.KindJob {
+				return view{}, usageErrorf("%s is a %s, not a Job", r.Name, r.Kind)
 			}
-			if len(names) == 1 {
-				r, err := c.GetResource(cmd.Context(), names[0])
-				if err != nil {
-					return err
-				}
-				if r.Kind != api.KindJob {
-					return usageErrorf("%s is a %s, not a Job", r.Name, r.Kind)
-				}
-				if format.Structured() {
-					return printers.Write(a.io.Out, format, r)
-				}
-				return printers.JobAttempts(r, a.now()).Write(a.io.Out)
-			}
-			items, err := c.ListResources(cmd.Context(), client.ResourceQuery{Selector: selector, Kind: string(api.KindJob)})
-			if err != nil {
-				return err
-			}
-			if format.Structured() {
-				return printers.Write(a.io.Out, format, items)
-			}
-			return printers.Jobs(items, a.now()).Write(a.io.Out)
-		},
-	}
-	addOutputFlag(cmd, &output)
+			return view{table: func(_ bool, now time.Time) printers.Table { return printers.JobAttempts(r, now) }, data: r}, nil
+		}
+		items, err := c.Resources.List(ctx, client.ResourceQuery{Selector: selector, Kind: string(api.KindJob)})
+		return view{table: func(_ bool, now time.Time) printers.Table { return printers.Jobs(items, now) }, data: items}, err
+	}})
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector: k=v, k!=v, k in (a,b), k, !k; comma-separated")
 	return cmd
 }

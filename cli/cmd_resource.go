@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -9,55 +10,49 @@ import (
 	"github.com/stratahq/strata/cli/client"
 )
 
-func (a *App) scaleCommand() *cobra.Command {
+// resourceCommands are the commands on one resource: scale, rollback,
+// logs, and jobs (cmd_jobs.go).
+type resourceCommands struct{ *App }
+
+func (a resourceCommands) scaleCommand() *cobra.Command {
 	var replicas int
-	cmd := &cobra.Command{
+	cmd := a.command(&cobra.Command{
 		Use:     "scale RESOURCE --replicas N",
 		Short:   "Set a resource's replica count (not a new revision)",
 		Example: `  stratactl scale web --replicas 6`,
 		Args:    args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			if !cmd.Flags().Changed("replicas") {
-				return usageErrorf("scale needs --replicas N")
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			r, err := c.ScaleResource(cmd.Context(), argv[0], replicas)
+	}, action{
+		check: needsFlag("replicas", "scale needs --replicas N"),
+		do: func(ctx context.Context, c *client.Client, argv []string) error {
+			r, err := c.Resources.Scale(ctx, argv[0], replicas)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(a.io.Out, "%s/%s scaled to %d replicas\n", strings.ToLower(string(r.Kind)), r.Name, r.Replicas)
 			return nil
 		},
-	}
+	})
 	cmd.Flags().IntVar(&replicas, "replicas", 0, "the total over every region")
 	return cmd
 }
 
-func (a *App) rollbackCommand() *cobra.Command {
+func (a resourceCommands) rollbackCommand() *cobra.Command {
 	var to int64
-	cmd := &cobra.Command{
+	cmd := a.command(&cobra.Command{
 		Use:   "rollback RESOURCE --to REVISION",
 		Short: "Make a new revision with the spec of an earlier one",
 		Long: `Make a new revision with the spec of an earlier one, rolled out like any
 other. List the revisions with ` + "`stratactl get revisions RESOURCE`" + `.`,
 		Example: `  stratactl rollback web --to 1`,
 		Args:    args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			if !cmd.Flags().Changed("to") {
-				return usageErrorf("rollback needs --to REVISION")
-			}
-			c, err := a.client()
+	}, action{
+		check: needsFlag("to", "rollback needs --to REVISION"),
+		do: func(ctx context.Context, c *client.Client, argv []string) error {
+			before, err := c.Resources.Get(ctx, argv[0])
 			if err != nil {
 				return err
 			}
-			before, err := c.GetResource(cmd.Context(), argv[0])
-			if err != nil {
-				return err
-			}
-			r, err := c.RollbackResource(cmd.Context(), argv[0], to)
+			r, err := c.Resources.Rollback(ctx, argv[0], to)
 			if err != nil {
 				return err
 			}
@@ -69,14 +64,14 @@ other. List the revisions with ` + "`stratactl get revisions RESOURCE`" + `.`,
 			fmt.Fprintf(a.io.Out, "%s rolled back to the spec of revision %d, as revision %d\n", ref, to, r.Revision)
 			return nil
 		},
-	}
+	})
 	cmd.Flags().Int64Var(&to, "to", 0, "the revision whose spec to restore")
 	return cmd
 }
 
-func (a *App) logsCommand() *cobra.Command {
+func (a resourceCommands) logsCommand() *cobra.Command {
 	var q client.LogQuery
-	cmd := &cobra.Command{
+	cmd := a.command(&cobra.Command{
 		Use:   "logs RESOURCE [--replica ID] [-f] [--tail N]",
 		Short: "Print a replica's output",
 		Long: `Print the output of one of a resource's replicas: --replica, or else the
@@ -84,20 +79,30 @@ server picks a ready one. -f follows new output until Ctrl-C.`,
 		Example: `  stratactl logs web
   stratactl logs web --replica web-j95hcqe4 -f --tail 100`,
 		Args: args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
+	}, action{
+		check: func(*cobra.Command, []string) error {
 			if q.Tail < 0 {
 				return usageErrorf("--tail must not be negative")
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			return c.Logs(cmd.Context(), argv[0], q, a.io.Out)
+			return nil
 		},
-	}
+		do: func(ctx context.Context, c *client.Client, argv []string) error {
+			return c.Resources.Logs(ctx, argv[0], q, a.io.Out)
+		},
+	})
 	f := cmd.Flags()
 	f.StringVar(&q.Replica, "replica", "", "replica id, as listed by \"stratactl get replicas RESOURCE\" (default: the first ready one)")
 	f.BoolVarP(&q.Follow, "follow", "f", false, "keep printing new output until Ctrl-C")
 	f.IntVar(&q.Tail, "tail", 0, "start with the last N lines (default: everything the node kept)")
 	return cmd
+}
+
+// needsFlag is the check of a command that cannot go without a flag.
+func needsFlag(name, msg string) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		if !cmd.Flags().Changed(name) {
+			return usageErrorf("%s", msg)
+		}
+		return nil
+	}
 }

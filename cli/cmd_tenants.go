@@ -6,15 +6,20 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/stratahq/strata/cli/client"
 	"github.com/stratahq/strata/cli/printers"
 	"github.com/stratahq/strata/internal/api"
 )
 
-func (a *App) tenantsCommand() *cobra.Command {
+// tenantCommands is the tenants group: tenants' quotas and usage.
+type tenantCommands struct{ *App }
+
+func (a tenantCommands) tenantsCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:   "tenants",
 		Short: "Show tenants' quotas and usage; set quotas (admins)",
@@ -27,48 +32,38 @@ func (a *App) tenantsCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *App) tenantsListCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+func (a tenantCommands) tenantsListCommand() *cobra.Command {
+	return a.command(&cobra.Command{
 		Use:   "list",
 		Short: "List the tenants that have quotas, with usage against them (admins)",
 		Args:  args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := printers.ParseFormat(output)
-			if err != nil {
-				return &usageError{err: err}
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			quotas, err := a.tenantQuotas(cmd.Context(), c)
-			if err != nil {
-				return err
-			}
-			if format.Structured() {
-				return printers.Write(a.io.Out, format, quotas)
-			}
-			t := printers.Table{Header: append([]string{"TENANT"}, quotaColumns...)}
-			for _, q := range quotas {
-				t.Rows = append(t.Rows, append([]string{q.Tenant}, usageCells(q.Usage, q.Quota)...))
-			}
-			return t.Write(a.io.Out)
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	}, action{show: func(ctx context.Context, c *client.Client, _ []string) (view, error) {
+		quotas, err := a.tenantQuotas(ctx, c)
+		if err != nil {
+			return view{}, err
+		}
+		return view{
+			table: func(bool, time.Time) printers.Table {
+				t := printers.Table{Header: append([]string{"TENANT"}, quotaColumns...)}
+				for _, q := range quotas {
+					t.Rows = append(t.Rows, append([]string{q.Tenant}, usageCells(q.Usage, q.Quota)...))
+				}
+				return t
+			},
+			data: quotas,
+		}, nil
+	}})
 }
 
 // tenantQuotas is every tenant's quota and usage, by name.
-func (a *App) tenantQuotas(ctx context.Context, c *client.Client) ([]client.TenantQuota, error) {
-	tenants, err := c.ListTenants(ctx)
+func (a tenantCommands) tenantQuotas(ctx context.Context, c *client.Client) ([]client.TenantQuota, error) {
+	tenants, err := c.Tenants.List(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]client.TenantQuota, 0, len(tenants))
 	for _, t := range tenants {
-		q, err := c.TenantQuota(ctx, t.Name)
+		q, err := c.Tenants.Quota(ctx, t.Name)
 		if err != nil {
 			return nil, fmt.Errorf("tenant %s: %w", t.Name, err)
 		}
@@ -77,33 +72,15 @@ func (a *App) tenantQuotas(ctx context.Context, c *client.Client) ([]client.Tena
 	return out, nil
 }
 
-func (a *App) tenantsGetCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+func (a tenantCommands) tenantsGetCommand() *cobra.Command {
+	return a.command(&cobra.Command{
 		Use:   "get TENANT",
 		Short: "Show a tenant's quotas and usage, in total and per region",
 		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			format, err := printers.ParseFormat(output)
-			if err != nil {
-				return &usageError{err: err}
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			q, err := c.TenantQuota(cmd.Context(), argv[0])
-			if err != nil {
-				return err
-			}
-			if format.Structured() {
-				return printers.Write(a.io.Out, format, q)
-			}
-			return quotaTable(q).Write(a.io.Out)
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	}, action{show: func(ctx context.Context, c *client.Client, argv []string) (view, error) {
+		q, err := c.Tenants.Quota(ctx, argv[0])
+		return view{table: func(bool, time.Time) printers.Table { return quotaTable(q) }, data: q}, err
+	}})
 }
 
 // quotaColumns are the amounts a quota bounds, as columns.
@@ -140,6 +117,7 @@ func usageCells(use, limit api.Quota) []string {
 
 // quotaFlags are set-quota's flags; only those given change.
 type quotaFlags struct {
+	flags         *pflag.FlagSet
 	region        string
 	resources     int
 	replicas      int
@@ -149,9 +127,9 @@ type quotaFlags struct {
 	loadbalancers int
 }
 
-func (a *App) tenantsSetQuotaCommand() *cobra.Command {
+func (a tenantCommands) tenantsSetQuotaCommand() *cobra.Command {
 	var o quotaFlags
-	cmd := &cobra.Command{
+	cmd := a.command(&cobra.Command{
 		Use:   "set-quota TENANT",
 		Short: "Set a tenant's quotas, in total or in one region (admins; 0 is unlimited)",
 		Long: `Set a tenant's quotas: the amounts given change, the others stay.
@@ -159,41 +137,36 @@ func (a *App) tenantsSetQuotaCommand() *cobra.Command {
 that region only. A quota lower than what the tenant holds refuses
 growth from then on, never what it has.`,
 		Args: args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
+	}, action{do: func(ctx context.Context, c *client.Client, argv []string) error {
+		t, err := c.Tenants.Get(ctx, argv[0])
+		if err != nil {
+			return err
+		}
+		q := t.Quota
+		if o.region != "" {
+			q = t.RegionQuotas[o.region]
+		}
+		o.apply(&q)
+		if o.region == "" {
+			t.Quota = q
+		} else {
+			if t.RegionQuotas == nil {
+				t.RegionQuotas = map[string]api.Quota{}
 			}
-			ctx := cmd.Context()
-			t, err := c.GetTenant(ctx, argv[0])
-			if err != nil {
-				return err
-			}
-			q := t.Quota
-			if o.region != "" {
-				q = t.RegionQuotas[o.region]
-			}
-			o.apply(cmd, &q)
-			if o.region == "" {
-				t.Quota = q
-			} else {
-				if t.RegionQuotas == nil {
-					t.RegionQuotas = map[string]api.Quota{}
-				}
-				t.RegionQuotas[o.region] = q
-			}
-			t.Name = argv[0]
-			if _, err := c.PutTenant(ctx, t); err != nil {
-				return err
-			}
-			qt, err := c.TenantQuota(ctx, argv[0])
-			if err != nil {
-				return err
-			}
-			return quotaTable(qt).Write(a.io.Out)
-		},
-	}
+			t.RegionQuotas[o.region] = q
+		}
+		t.Name = argv[0]
+		if _, err := c.Tenants.Put(ctx, t); err != nil {
+			return err
+		}
+		qt, err := c.Tenants.Quota(ctx, argv[0])
+		if err != nil {
+			return err
+		}
+		return quotaTable(qt).Write(a.io.Out)
+	}})
 	f := cmd.Flags()
+	o.flags = f
 	f.StringVar(&o.region, "region", "", "set the tenant's quota in this region instead of its total")
 	f.IntVar(&o.resources, "resources", 0, "resources of every kind")
 	f.IntVar(&o.replicas, "replicas", 0, "replicas of every kind")
@@ -205,8 +178,8 @@ growth from then on, never what it has.`,
 }
 
 // apply sets in q the amounts whose flags were given.
-func (o *quotaFlags) apply(cmd *cobra.Command, q *api.Quota) {
-	f := cmd.Flags()
+func (o *quotaFlags) apply(q *api.Quota) {
+	f := o.flags
 	if f.Changed("resources") {
 		q.Resources = o.resources
 	}

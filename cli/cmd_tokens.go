@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,9 @@ import (
 	"github.com/stratahq/strata/cli/printers"
 	"github.com/stratahq/strata/internal/api"
 )
+
+// tokenCommands is the tokens group: API tokens, created, listed and revoked.
+type tokenCommands struct{ *App }
 
 const tokensLong = `Bearer tokens, each of one tenant and one role:
 
@@ -34,7 +39,7 @@ lists, makes and revokes those, and no others). A token's secret is shown
 once, when it is created; the server keeps only its hash. Revoke a token
 that leaked and create another.`
 
-func (a *App) tokensCommand() *cobra.Command {
+func (a tokenCommands) tokensCommand() *cobra.Command {
 	cmd := group(&cobra.Command{
 		Use:     "tokens",
 		Aliases: []string{"token"},
@@ -48,9 +53,10 @@ func (a *App) tokensCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *App) tokensCreateCommand() *cobra.Command {
-	var role, expiresIn, output string
-	cmd := &cobra.Command{
+func (a tokenCommands) tokensCreateCommand() *cobra.Command {
+	var role, expiresIn string
+	var req client.TokenRequest
+	cmd := a.command(&cobra.Command{
 		Use:   "create NAME --role ROLE [--tenant TENANT] [--expires-in DURATION]",
 		Short: "Create a token; its secret is printed once",
 		Long: `Create a token named NAME (a label for people) for a tenant (--tenant;
@@ -64,33 +70,24 @@ that signs in with it; the console takes the same token.`,
   stratactl tokens create ci --tenant acme --role viewer --expires-in 720h
   stratactl tokens create bob --tenant acme --role member -o json   # for scripts`,
 		Args: args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			req, err := a.tokenRequest(argv[0], role, expiresIn)
-			if err != nil {
-				return err
-			}
-			format, err := printers.ParseFormat(output)
-			if err != nil {
-				return &usageError{err: err}
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			tok, err := c.CreateToken(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			if format.Structured() {
-				return printers.Write(a.io.Out, format, tok)
-			}
-			return a.printNewToken(c, tok)
+	}, action{
+		formats: []string{"table", "json", "yaml"},
+		check: func(_ *cobra.Command, argv []string) error {
+			var err error
+			req, err = a.tokenRequest(argv[0], role, expiresIn)
+			return err
 		},
-	}
+		show: func(ctx context.Context, c *client.Client, _ []string) (view, error) {
+			tok, err := c.Tokens.Create(ctx, req)
+			return view{
+				text: func(w io.Writer, _ time.Time) error { return printNewToken(w, c.URL(), tok) },
+				data: tok,
+			}, err
+		},
+	})
 	f := cmd.Flags()
 	f.StringVar(&role, "role", "", rolesText+" (required)")
 	f.StringVar(&expiresIn, "expires-in", "", "lifetime, e.g. 12h, 30d (default: never expires)")
-	f.StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	_ = cmd.RegisterFlagCompletionFunc("role", cobra.FixedCompletions(roleNames, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -109,7 +106,7 @@ var (
 )
 
 // tokenRequest checks create's flags before anything is sent.
-func (a *App) tokenRequest(name, role, expiresIn string) (client.TokenRequest, error) {
+func (a tokenCommands) tokenRequest(name, role, expiresIn string) (client.TokenRequest, error) {
 	req := client.TokenRequest{Name: name, Tenant: a.tenant, Role: api.Role(role)}
 	if !slices.Contains(api.Roles, req.Role) {
 		if role == "" {
@@ -150,60 +147,47 @@ func parseLifetime(s string) (time.Duration, error) {
 
 // printNewToken shows a new token's secret once, with the line that
 // makes it a context.
-func (a *App) printNewToken(c *client.Client, tok client.NewToken) error {
-	w := a.io.Out
+func printNewToken(w io.Writer, url string, tok client.NewToken) error {
 	fmt.Fprintf(w, "token %s (%s) created for tenant %s, role %s", tok.ID, tok.Name, tok.Tenant, tok.Role)
 	if !tok.ExpiresAt.IsZero() {
 		fmt.Fprintf(w, ", expires %s", tok.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintf(w, "\n\n  %s\n\n", tok.Secret)
 	fmt.Fprintln(w, "This is the only time the secret is shown. To use it from this CLI:")
-	line := fmt.Sprintf("stratactl config set-context %s --url %s --token %s", tok.Tenant, c.URL(), tok.Secret)
-	if strings.HasPrefix(c.URL(), "https:") {
+	line := fmt.Sprintf("stratactl config set-context %s --url %s --token %s", tok.Tenant, url, tok.Secret)
+	if strings.HasPrefix(url, "https:") {
 		line += " --ca CA.pem"
 	}
 	fmt.Fprintf(w, "\n  %s\n\n", line)
-	fmt.Fprintf(w, "or paste it into the console's sign-in at %s/console/\n", strings.TrimSuffix(c.URL(), "/"))
+	fmt.Fprintf(w, "or paste it into the console's sign-in at %s/console/\n", strings.TrimSuffix(url, "/"))
 	return nil
 }
 
-func (a *App) tokensListCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+func (a tokenCommands) tokensListCommand() *cobra.Command {
+	return a.command(&cobra.Command{
 		Use:   "list [--tenant TENANT]",
 		Short: "List the tokens, without their secrets (a tenant-admin sees its tenant's)",
 		Example: `  stratactl tokens list
   stratactl tokens list --tenant acme -o yaml`,
 		Args: args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := printers.ParseFormat(output)
-			if err != nil {
-				return &usageError{err: err}
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			items, err := c.ListTokens(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if a.tenant != "" {
-				items = slices.DeleteFunc(items, func(t client.Token) bool { return t.Tenant != a.tenant })
-			}
-			return a.render(a.io.Out, a.io.Err, format, view{
-				table: func(bool, time.Time) printers.Table { return printers.Tokens(items, a.now()) },
-				data:  listOf(items, nil),
-				empty: "no tokens found",
-			}, a.now())
-		},
-	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	}, action{show: func(ctx context.Context, c *client.Client, _ []string) (view, error) {
+		items, err := c.Tokens.List(ctx)
+		if err != nil {
+			return view{}, err
+		}
+		if a.tenant != "" {
+			items = slices.DeleteFunc(items, func(t client.Token) bool { return t.Tenant != a.tenant })
+		}
+		return view{
+			table: func(bool, time.Time) printers.Table { return printers.Tokens(items, a.now()) },
+			data:  listOf(items, nil),
+			empty: "no tokens found",
+		}, nil
+	}})
 }
 
-func (a *App) tokensRevokeCommand() *cobra.Command {
-	return &cobra.Command{
+func (a tokenCommands) tokensRevokeCommand() *cobra.Command {
+	return a.command(&cobra.Command{
 		Use:   "revoke ID",
 		Short: "Revoke a token: it stops working at once",
 		Long: `Revoke a token by its ID (the ID column of "stratactl tokens list", or
@@ -211,20 +195,14 @@ the part of the token between "strata_" and the next "_"). Requests with it
 are refused as soon as every API replica has seen the revocation.`,
 		Example: `  stratactl tokens revoke 3f9c1a2b`,
 		Args:    args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			id := tokenID(argv[0])
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			tok, err := c.RevokeToken(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.io.Out, "token %s (%s, tenant %s, role %s) revoked\n", tok.ID, tok.Name, tok.Tenant, tok.Role)
-			return nil
-		},
-	}
+	}, action{do: func(ctx context.Context, c *client.Client, argv []string) error {
+		tok, err := c.Tokens.Revoke(ctx, tokenID(argv[0]))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.io.Out, "token %s (%s, tenant %s, role %s) revoked\n", tok.ID, tok.Name, tok.Tenant, tok.Role)
+		return nil
+	}})
 }
 
 // tokenID takes an ID, or a whole token pasted by mistake, whose secret

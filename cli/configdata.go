@@ -16,15 +16,15 @@ import (
 // compared and never printed.
 func applyConfigData(ctx context.Context, c *client.Client, o manifest.Object, dryRun bool) (string, error) {
 	if o.Config != nil {
-		cur, err := c.GetConfig(ctx, o.Config.Name)
+		cur, err := c.Configs.Get(ctx, o.Config.Name)
 		return decide(dryRun, err, func() bool { return manifest.ConfigUpToDate(*o.Config, cur) },
-			func() error { _, err := c.CreateConfig(ctx, *o.Config); return err },
-			func() error { _, err := c.UpdateConfig(ctx, *o.Config); return err })
+			func() error { _, err := c.Configs.Create(ctx, *o.Config); return err },
+			func() error { _, err := c.Configs.Update(ctx, *o.Config); return err })
 	}
-	cur, err := c.GetSecret(ctx, o.Secret.Name, true)
+	cur, err := c.Secrets.Get(ctx, o.Secret.Name, true)
 	return decide(dryRun, err, func() bool { return manifest.SecretUpToDate(*o.Secret, cur) },
-		func() error { _, err := c.CreateSecret(ctx, *o.Secret); return err },
-		func() error { _, err := c.UpdateSecret(ctx, *o.Secret); return err })
+		func() error { _, err := c.Secrets.Create(ctx, *o.Secret); return err },
+		func() error { _, err := c.Secrets.Update(ctx, *o.Secret); return err })
 }
 
 // deleteConfigData deletes a config or a secret and says so.
@@ -33,9 +33,9 @@ func (a *App) deleteConfigData(ctx context.Context, c *client.Client, typ objTyp
 	var err error
 	if typ == typeSecrets {
 		ref = "secret/" + name
-		_, err = c.DeleteSecret(ctx, name)
+		_, err = c.Secrets.Delete(ctx, name)
 	} else {
-		_, err = c.DeleteConfig(ctx, name)
+		_, err = c.Configs.Delete(ctx, name)
 	}
 	if err == nil {
 		fmt.Fprintf(a.io.Out, "%s deleted\n", ref)
@@ -44,7 +44,7 @@ func (a *App) deleteConfigData(ctx context.Context, c *client.Client, typ objTyp
 }
 
 func fetchConfigs(ctx context.Context, c *client.Client, name string, sel api.Selector) (view, error) {
-	items, err := namedOrAll(ctx, name, c.GetConfig, c.ListConfigs)
+	items, err := namedOrAll(ctx, name, c.Configs.Get, c.Configs.List)
 	if err != nil {
 		return view{}, err
 	}
@@ -60,8 +60,8 @@ func fetchConfigs(ctx context.Context, c *client.Client, name string, sel api.Se
 // (which only -o json|yaml prints; the table never does).
 func fetchSecrets(ctx context.Context, c *client.Client, name string, sel api.Selector, reveal bool) (view, error) {
 	items, err := namedOrAll(ctx, name,
-		func(ctx context.Context, name string) (api.Secret, error) { return c.GetSecret(ctx, name, reveal) },
-		func(ctx context.Context) ([]api.Secret, error) { return c.ListSecrets(ctx, reveal) })
+		func(ctx context.Context, name string) (api.Secret, error) { return c.Secrets.Get(ctx, name, reveal) },
+		func(ctx context.Context) ([]api.Secret, error) { return c.Secrets.List(ctx, reveal) })
 	if err != nil {
 		return view{}, err
 	}

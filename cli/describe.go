@@ -19,12 +19,19 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
+// describeCommands is the describe command: one object in detail, with
+// what relates to it.
+type describeCommands struct{ *App }
+
 // describeEvents is how many of an object's latest events describe shows.
 const describeEvents = 20
 
-func (a *App) describeCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+func (a describeCommands) describeCommand() *cobra.Command {
+	var (
+		typ  objType
+		name string
+	)
+	return a.command(&cobra.Command{
 		Use:   "describe TYPE NAME",
 		Short: "Show one object in detail, with what relates to it",
 		Long: `Show one object in detail:
@@ -42,50 +49,41 @@ gathered as one document.`,
   stratactl describe node dev-1/dev-1-a
   stratactl describe res/web -o yaml`,
 		Args: args(cobra.RangeArgs(1, 2)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			format, err := printers.ParseFormat(output)
-			if err != nil {
-				return &usageError{err: err}
-			}
-			typArg, name := argv[0], ""
-			if len(argv) == 2 {
-				name = argv[1]
-			} else if t, n, ok := strings.Cut(argv[0], "/"); ok {
-				typArg, name = t, n
-			}
-			if name == "" {
-				return usageErrorf("describe needs TYPE NAME")
-			}
-			typ, err := parseType(typArg)
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			var v view
+	}, action{
+		check: func(_ *cobra.Command, argv []string) error {
+			var err error
+			typ, name, err = describeTarget(argv)
+			return err
+		},
+		show: func(ctx context.Context, c *client.Client, _ []string) (view, error) {
 			switch typ {
 			case typeResources:
-				v, err = a.describeResource(ctx, c, name)
+				return a.describeResource(ctx, c, name)
 			case typeNodes:
-				v, err = a.describeNode(ctx, c, name)
+				return a.describeNode(ctx, c, name)
 			case typeFlavors:
-				v, err = a.describeFlavor(ctx, c, name)
+				return a.describeFlavor(ctx, c, name)
 			case typeRegions:
-				v, err = a.describeRegion(ctx, c, name)
-			default:
-				return usageErrorf("describe takes resources, nodes, flavors or regions, not %s (try `stratactl get %s`)", typ, typ)
+				return a.describeRegion(ctx, c, name)
 			}
-			if err != nil {
-				return err
-			}
-			return a.render(a.io.Out, a.io.Err, format, v, a.now())
+			return view{}, usageErrorf("describe takes resources, nodes, flavors or regions, not %s (try `stratactl get %s`)", typ, typ)
 		},
+	})
+}
+
+// describeTarget reads TYPE NAME or TYPE/NAME.
+func describeTarget(argv []string) (objType, string, error) {
+	typArg, name := argv[0], ""
+	if len(argv) == 2 {
+		name = argv[1]
+	} else if t, n, ok := strings.Cut(argv[0], "/"); ok {
+		typArg, name = t, n
 	}
-	addOutputFlag(cmd, &output)
-	return cmd
+	if name == "" {
+		return "", "", usageErrorf("describe needs TYPE NAME")
+	}
+	typ, err := parseType(typArg)
+	return typ, name, err
 }
 
 // resourceDescription is everything describe resource gathers.
@@ -109,22 +107,22 @@ func (m *missing) add(part string, err error) {
 	(*m)[part] = err.Error()
 }
 
-func (a *App) describeResource(ctx context.Context, c *client.Client, name string) (view, error) {
-	r, err := c.GetResource(ctx, name)
+func (a describeCommands) describeResource(ctx context.Context, c *client.Client, name string) (view, error) {
+	r, err := c.Resources.Get(ctx, name)
 	if err != nil {
 		return view{}, err
 	}
 	d := resourceDescription{Resource: r}
 	var warnings []string
-	if reps, err := c.ListReplicas(ctx, name); err != nil {
+	if reps, err := c.Resources.Replicas(ctx, name); err != nil {
 		d.Missing.add("replicas", err)
 	} else {
 		d.Replicas, warnings = reps.Items, unreachable(reps.Unreachable)
 	}
-	if d.Revisions, err = c.ListRevisions(ctx, name); err != nil {
+	if d.Revisions, err = c.Resources.Revisions(ctx, name); err != nil {
 		d.Missing.add("revisions", err)
 	}
-	evs, err := c.ListEvents(ctx, client.EventQuery{Object: "resource/" + r.Tenant + "/" + r.Name, Limit: describeEvents})
+	evs, err := c.Events.List(ctx, client.EventQuery{Object: "resource/" + r.Tenant + "/" + r.Name, Limit: describeEvents})
 	if err != nil {
 		d.Missing.add("events", err)
 	}
@@ -482,12 +480,12 @@ type nodeDescription struct {
 	Missing  missing       `json:"missing,omitempty"`
 }
 
-func (a *App) describeNode(ctx context.Context, c *client.Client, arg string) (view, error) {
+func (a describeCommands) describeNode(ctx context.Context, c *client.Client, arg string) (view, error) {
 	region, name, err := a.resolveNode(ctx, c, arg)
 	if err != nil {
 		return view{}, err
 	}
-	n, err := c.GetNode(ctx, region, name)
+	n, err := c.Nodes.Get(ctx, region, name)
 	if err != nil {
 		return view{}, err
 	}
@@ -495,7 +493,7 @@ func (a *App) describeNode(ctx context.Context, c *client.Client, arg string) (v
 	if d.Replicas, err = replicasOnNode(ctx, c, region, name); err != nil {
 		d.Missing.add("replicas", err)
 	}
-	evs, err := c.ListEvents(ctx, client.EventQuery{Region: region, Object: "node/" + name, Limit: describeEvents})
+	evs, err := c.Events.List(ctx, client.EventQuery{Region: region, Object: "node/" + name, Limit: describeEvents})
 	if err != nil {
 		d.Missing.add("events", err)
 	}
@@ -511,7 +509,7 @@ func (a *App) describeNode(ctx context.Context, c *client.Client, arg string) (v
 // replicas of every resource that may run in the node's region, a few at
 // a time.
 func replicasOnNode(ctx context.Context, c *client.Client, region, node string) ([]api.Replica, error) {
-	resources, err := c.ListResources(ctx, client.ResourceQuery{})
+	resources, err := c.Resources.List(ctx, client.ResourceQuery{})
 	if err != nil {
 		return nil, err
 	}
@@ -529,7 +527,7 @@ func replicasOnNode(ctx context.Context, c *client.Client, region, node string) 
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			l, err := c.ListReplicas(ctx, r.Name)
+			l, err := c.Resources.Replicas(ctx, r.Name)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -709,13 +707,13 @@ type flavorDescription struct {
 	Missing missing                 `json:"missing,omitempty"`
 }
 
-func (a *App) describeFlavor(ctx context.Context, c *client.Client, name string) (view, error) {
-	fl, err := c.GetFlavor(ctx, name)
+func (a describeCommands) describeFlavor(ctx context.Context, c *client.Client, name string) (view, error) {
+	fl, err := c.Flavors.Get(ctx, name)
 	if err != nil {
 		return view{}, err
 	}
 	d := flavorDescription{Flavor: manifest.FromFlavor(fl), UsedBy: []string{}}
-	resources, err := c.ListResources(ctx, client.ResourceQuery{})
+	resources, err := c.Resources.List(ctx, client.ResourceQuery{})
 	if err != nil {
 		d.Missing.add("usedBy", err)
 	}
@@ -761,13 +759,13 @@ type regionDescription struct {
 	Missing missing                 `json:"missing,omitempty"`
 }
 
-func (a *App) describeRegion(ctx context.Context, c *client.Client, name string) (view, error) {
-	r, err := c.GetRegion(ctx, name)
+func (a describeCommands) describeRegion(ctx context.Context, c *client.Client, name string) (view, error) {
+	r, err := c.Regions.Get(ctx, name)
 	if err != nil {
 		return view{}, err
 	}
 	d := regionDescription{Region: manifest.FromRegion(r)}
-	nodes, err := c.ListNodes(ctx, name, "")
+	nodes, err := c.Nodes.List(ctx, name, "")
 	if err != nil {
 		d.Missing.add("nodes", err)
 	}

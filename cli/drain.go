@@ -20,9 +20,9 @@ import (
 const drainGrace = 2 * time.Minute
 
 // drain starts a drain and, with --wait, follows it to its end.
-func (a *App) drain(ctx context.Context, c *client.Client, region, node string, o drainOptions) error {
+func (a nodeCommands) drain(ctx context.Context, c *client.Client, region, node string, o drainOptions) error {
 	ref := region + "/" + node
-	ds, err := c.DrainNode(ctx, region, node, api.DrainRequest{
+	ds, err := c.Nodes.Drain(ctx, region, node, api.DrainRequest{
 		Deadline: api.D(o.deadline), MaxParallel: o.maxParallel, Reason: o.reason,
 	})
 	if err != nil {
@@ -55,7 +55,7 @@ func (a *App) drain(ctx context.Context, c *client.Client, region, node string, 
 			return &exitError{code: ExitFailed, err: fmt.Errorf(
 				"%s; the drain goes on: follow it with `stratactl describe node %s`", why, ref)}
 		}
-		next, err := c.GetDrain(wctx, region, node)
+		next, err := c.Nodes.DrainStatus(wctx, region, node)
 		if err != nil {
 			var conn *client.ConnError
 			if errors.As(err, &conn) || client.StatusOf(err) >= 500 {
@@ -84,7 +84,7 @@ func (a *App) drain(ctx context.Context, c *client.Client, region, node string, 
 }
 
 // drainSummary prints how a drain ended and its steps.
-func (a *App) drainSummary(w io.Writer, ref string, ds api.DrainStatus, took time.Duration) {
+func (a nodeCommands) drainSummary(w io.Writer, ref string, ds api.DrainStatus, took time.Duration) {
 	fmt.Fprintf(w, "drain of %s %s in %s: moved %d/%d, failed %d, remaining %d\n",
 		ref, ds.State, took.Round(10*time.Millisecond), ds.Moved, ds.Total, ds.Failed, ds.Remaining)
 	if ds.Message != "" {
@@ -104,7 +104,7 @@ type drainProgress interface {
 
 // newDrainProgress is a progress bar when stderr is a terminal, and plain
 // lines, one per change, when it is not (a CI log, a pipe).
-func (a *App) newDrainProgress(ref string) drainProgress {
+func (a nodeCommands) newDrainProgress(ref string) drainProgress {
 	if a.isTerminal(a.io.Err) {
 		return &barProgress{w: a.io.Err, ref: ref}
 	}

@@ -16,20 +16,23 @@ import (
 	"github.com/stratahq/strata/internal/backoff"
 )
 
+// eventCommands is the events command: a page of events, or following them
+// with -w.
+type eventCommands struct{ *App }
+
 type eventsOptions struct {
 	region string
 	about  string
 	watch  bool
 	limit  int
-	output string
 }
 
 // maxEventsLimit is the most events the API returns in one answer.
 const maxEventsLimit = 1000
 
-func (a *App) eventsCommand() *cobra.Command {
+func (a eventCommands) eventsCommand() *cobra.Command {
 	var o eventsOptions
-	cmd := &cobra.Command{
+	cmd := a.command(&cobra.Command{
 		Use:   "events [--region R] [--for OBJECT] [-w]",
 		Short: "Show what happened: scheduling, transitions, node and operator actions",
 		Long: `Show the events the regions recorded, oldest first: scheduling decisions,
@@ -44,31 +47,26 @@ ones until Ctrl-C.
   stratactl events --for resource/web -w
   stratactl events --for node/dev-1/dev-1-a`,
 		Args: args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := printers.ParseFormat(o.output)
-			if err != nil {
-				return &usageError{err: err}
-			}
+	}, action{
+		check: func(*cobra.Command, []string) error {
 			if o.limit < 1 || o.limit > maxEventsLimit {
 				return usageErrorf("--limit must be between 1 and %d", maxEventsLimit)
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			q, err := a.eventQuery(cmd.Context(), c, o)
-			if err != nil {
-				return err
-			}
-			return a.runEvents(cmd.Context(), c, q, format, o.watch)
+			return nil
 		},
-	}
+		stream: func(ctx context.Context, c *client.Client, _ []string, format printers.Format) error {
+			q, err := a.eventQuery(ctx, c, o)
+			if err != nil {
+				return err
+			}
+			return a.runEvents(ctx, c, q, format, o.watch)
+		},
+	})
 	f := cmd.Flags()
 	f.StringVar(&o.region, "region", "", "only this region's events")
 	f.StringVar(&o.about, "for", "", "only events about this object: resource/NAME, node/REGION/NODE, replica/ID")
 	f.BoolVarP(&o.watch, "watch", "w", false, "keep printing new events until Ctrl-C")
 	f.IntVar(&o.limit, "limit", 100, "how many of the latest events to start with")
-	addOutputFlag(cmd, &o.output)
 	return cmd
 }
 
@@ -76,7 +74,7 @@ ones until Ctrl-C.
 // resource's events "resource/<tenant>/<name>", so --for resource/NAME
 // needs the tenant: --tenant, else the resource's own, else "default"
 // (a resource that is gone).
-func (a *App) eventQuery(ctx context.Context, c *client.Client, o eventsOptions) (client.EventQuery, error) {
+func (a eventCommands) eventQuery(ctx context.Context, c *client.Client, o eventsOptions) (client.EventQuery, error) {
 	q := client.EventQuery{Region: o.region, Limit: o.limit}
 	if o.about == "" {
 		return q, nil
@@ -110,11 +108,11 @@ func (a *App) eventQuery(ctx context.Context, c *client.Client, o eventsOptions)
 }
 
 // resourceTenant returns the tenant of a resource for event objects.
-func (a *App) resourceTenant(ctx context.Context, c *client.Client, name string) (string, error) {
+func (a eventCommands) resourceTenant(ctx context.Context, c *client.Client, name string) (string, error) {
 	if c.Tenant() != "" {
 		return c.Tenant(), nil
 	}
-	r, err := c.GetResource(ctx, name)
+	r, err := c.Resources.Get(ctx, name)
 	switch {
 	case client.IsNotFound(err):
 		return "default", nil
@@ -124,8 +122,8 @@ func (a *App) resourceTenant(ctx context.Context, c *client.Client, name string)
 	return r.Tenant, nil
 }
 
-func (a *App) runEvents(ctx context.Context, c *client.Client, q client.EventQuery, format printers.Format, watch bool) error {
-	page, err := c.ListEvents(ctx, q)
+func (a eventCommands) runEvents(ctx context.Context, c *client.Client, q client.EventQuery, format printers.Format, watch bool) error {
+	page, err := c.Events.List(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -175,10 +173,10 @@ func (a *App) runEvents(ctx context.Context, c *client.Client, q client.EventQue
 // restart), so that nothing is missed or repeated. A server that answers
 // but cannot stream is polled instead, once per poll interval, with the
 // same cursor.
-func (a *App) followEvents(ctx context.Context, c *client.Client, q client.EventQuery, emit func(api.Event) error) error {
+func (a eventCommands) followEvents(ctx context.Context, c *client.Client, q client.EventQuery, emit func(api.Event) error) error {
 	// Reconnecting a stream backs off (up to 10s); polling waits the
 	// poll interval.
-	f := &follower{a: a, c: c, q: q, emit: emit,
+	f := &follower{a: a.App, c: c, q: q, emit: emit,
 		retry: backoff.Backoff{Min: a.pollInterval, Max: max(a.pollInterval, 10*time.Second)}}
 	for {
 		err := f.pass(ctx)
@@ -213,7 +211,7 @@ type follower struct {
 // pass streams events (or polls once) from the cursor, moving it.
 func (f *follower) pass(ctx context.Context) error {
 	if !f.polling {
-		return f.c.WatchEvents(ctx, f.q, func(e api.Event, cursor string) error {
+		return f.c.Events.Watch(ctx, f.q, func(e api.Event, cursor string) error {
 			if cursor != "" {
 				f.q.After = cursor
 			}
@@ -222,7 +220,7 @@ func (f *follower) pass(ctx context.Context) error {
 			return f.emit(e)
 		})
 	}
-	page, err := f.c.ListEvents(ctx, f.q)
+	page, err := f.c.Events.List(ctx, f.q)
 	if err != nil {
 		return err
 	}
@@ -266,7 +264,7 @@ func (f *follower) warn(err error, what string) {
 	}
 }
 
-func (a *App) writeEvent(w io.Writer, f printers.Format, e api.Event) error {
+func (a eventCommands) writeEvent(w io.Writer, f printers.Format, e api.Event) error {
 	if f == printers.FormatYAML {
 		if _, err := io.WriteString(w, "---\n"); err != nil {
 			return err

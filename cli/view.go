@@ -20,7 +20,8 @@ type view struct {
 	// text renders non-tabular output (describe); it replaces table.
 	text func(w io.Writer, now time.Time) error
 	data any
-	// empty is said on stderr when the table has no rows.
+	// empty is said on stderr, instead of the table, when it has no rows;
+	// without it an empty table still shows its header.
 	empty string
 	// warnings go to stderr: a partial list (regions that did not answer).
 	warnings []string
@@ -58,7 +59,7 @@ func (a *App) render(w, errw io.Writer, f printers.Format, v view, now time.Time
 		return v.text(w, now)
 	}
 	t := v.table(f == printers.FormatWide, now)
-	if len(t.Rows) == 0 {
+	if len(t.Rows) == 0 && v.empty != "" {
 		fmt.Fprintln(errw, v.empty)
 		return nil
 	}

@@ -5,30 +5,21 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/stratahq/strata/internal/backoff"
+	"github.com/stratahq/strata/internal/api"
 )
 
 // DefaultTimeout bounds one non-streaming request.
 const DefaultTimeout = 30 * time.Second
-
-// retryAttempts bounds the tries of a request that is safe to repeat when
-// the server answers 503 (a replica that lost etcd, a cache catching up).
-const retryAttempts = 3
 
 // Options configure a Client.
 type Options struct {
@@ -50,15 +41,23 @@ type Options struct {
 	RetryBackoff time.Duration
 }
 
-// Client is a client of the global REST API.
+// Client is a client of the global REST API: a connection to the server
+// (conn.go) and, one field each, the API's kinds of object over it. It
+// does not lock: its fields are set by New and never change.
 type Client struct {
-	base    *url.URL
-	token   string
-	tenant  string
-	timeout time.Duration
-	agent   string
-	backoff time.Duration
-	http    *http.Client
+	conn *conn
+
+	Flavors    Objects[api.Flavor]
+	Policies   Objects[api.NetworkPolicy]
+	Configs    Objects[api.Config]
+	Secrets    Secrets
+	AlertRules Objects[api.AlertRule]
+	Resources  Resources
+	Regions    Regions
+	Nodes      Nodes
+	Tokens     Tokens
+	Tenants    Tenants
+	Events     Events
 }
 
 // New returns a client; it does not contact the server.
@@ -75,7 +74,7 @@ func New(o Options) (*Client, error) {
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	c := &Client{
+	c := &conn{
 		base: u, token: o.Token, tenant: o.Tenant, timeout: o.Timeout, agent: o.UserAgent, backoff: o.RetryBackoff,
 		// No client-wide timeout: streams (logs -f, events -w) live as long
 		// as their context; plain requests get one per request instead.
@@ -90,231 +89,42 @@ func New(o Options) (*Client, error) {
 	if c.backoff <= 0 {
 		c.backoff = 200 * time.Millisecond
 	}
-	return c, nil
+	return over(c), nil
+}
+
+// over is the client of the connection c: every kind of object on it.
+func over(c *conn) *Client {
+	return &Client{
+		conn:       c,
+		Flavors:    Objects[api.Flavor]{c: c, path: "/v1/flavors", paged: true, name: func(f api.Flavor) string { return f.Name }},
+		Policies:   Objects[api.NetworkPolicy]{c: c, path: "/v1/networkpolicies", tenanted: true, name: func(p api.NetworkPolicy) string { return p.Name }},
+		Configs:    Objects[api.Config]{c: c, path: "/v1/configs", tenanted: true, paged: true, name: func(cf api.Config) string { return cf.Name }},
+		Secrets:    Secrets{c: c},
+		AlertRules: Objects[api.AlertRule]{c: c, path: "/v1/alertrules", paged: true, name: func(r api.AlertRule) string { return r.Name }},
+		Resources:  Resources{c: c},
+		Regions:    Regions{c: c},
+		Nodes:      Nodes{c: c},
+		Tokens:     Tokens{c: c},
+		Tenants:    Tenants{c: c},
+		Events:     Events{c: c},
+	}
 }
 
 // URL returns the server's base URL.
-func (c *Client) URL() string { return c.base.String() }
+func (c *Client) URL() string { return c.conn.base.String() }
 
 // Tenant returns the tenant the client acts in ("" for the caller's own).
-func (c *Client) Tenant() string { return c.tenant }
+func (c *Client) Tenant() string { return c.conn.tenant }
 
 // WithTenant returns a client that acts in tenant; it shares c's
 // connections.
 func (c *Client) WithTenant(tenant string) *Client {
-	cc := *c
+	cc := *c.conn
 	cc.tenant = tenant
-	return &cc
+	return over(&cc)
 }
 
-// APIError is an error answered by the server: its HTTP status and the
-// body {"error":{"code","message","field"}}.
-type APIError struct {
-	Status  int
-	Code    string
-	Message string
-	Field   string
+// Status returns the global tier's overview, with the server's version.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	return call[Status](ctx, c.conn, request{method: http.MethodGet, path: "/v1/status"})
 }
-
-func (e *APIError) Error() string {
-	if e.Field != "" {
-		return fmt.Sprintf("%s (field %s)", e.Message, e.Field)
-	}
-	return e.Message
-}
-
-// ConnError is a failure to reach the server at all: refused, unresolvable,
-// a TLS handshake that failed, a connection that broke.
-type ConnError struct {
-	URL string
-	Err error
-}
-
-func (e *ConnError) Error() string {
-	return fmt.Sprintf("cannot connect to %s: %v", e.URL, e.Err)
-}
-
-func (e *ConnError) Unwrap() error { return e.Err }
-
-// StatusOf returns the HTTP status of an *APIError in err's chain, or 0.
-func StatusOf(err error) int {
-	var ae *APIError
-	if errors.As(err, &ae) {
-		return ae.Status
-	}
-	return 0
-}
-
-// IsNotFound reports whether the server answered 404.
-func IsNotFound(err error) bool { return StatusOf(err) == http.StatusNotFound }
-
-// request is one call.
-type request struct {
-	method string
-	path   string
-	query  url.Values
-	body   any
-	// idempotencyKey makes a write safe to retry (the API replays it).
-	idempotencyKey string
-	// stream means no per-request timeout: the caller reads the body for as
-	// long as its context lives.
-	stream bool
-	accept string
-}
-
-// NewIdempotencyKey returns a fresh key for one logical write.
-func NewIdempotencyKey() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b) // crypto/rand does not fail on Linux
-	return hex.EncodeToString(b)
-}
-
-// do sends r and decodes a JSON reply into out (unless nil).
-func (c *Client) do(ctx context.Context, r request, out any) error {
-	resp, cancel, err := c.send(ctx, r)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return c.transportErr(ctx, err)
-	}
-	if out == nil || len(bytes.TrimSpace(data)) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s %s: decoding the reply: %w", r.method, r.path, err)
-	}
-	return nil
-}
-
-// send returns a 2xx response, retrying 503s of safe requests; the caller
-// closes the body and then calls cancel.
-func (c *Client) send(ctx context.Context, r request) (*http.Response, context.CancelFunc, error) {
-	var body []byte
-	if r.body != nil {
-		var err error
-		if body, err = json.Marshal(r.body); err != nil {
-			return nil, nil, fmt.Errorf("encoding the request: %w", err)
-		}
-	}
-	// A stream is not retried here: its caller resumes it from its cursor.
-	safe := (r.method == http.MethodGet || r.idempotencyKey != "") && !r.stream
-	// Doubling from c.backoff; retryAttempts stops it before any cap.
-	retry := backoff.Backoff{Min: c.backoff, Max: c.backoff << retryAttempts}
-	for attempt := 1; ; attempt++ {
-		resp, cancel, err := c.sendOnce(ctx, r, body)
-		if err != nil {
-			return nil, nil, err
-		}
-		if resp.StatusCode < 300 {
-			return resp, cancel, nil
-		}
-		apiErr := readAPIError(resp)
-		resp.Body.Close()
-		cancel()
-		if !safe || resp.StatusCode != http.StatusServiceUnavailable || attempt == retryAttempts {
-			return nil, nil, apiErr
-		}
-		if backoff.Sleep(ctx, retry.Next()) != nil {
-			return nil, nil, apiErr
-		}
-	}
-}
-
-func (c *Client) sendOnce(ctx context.Context, r request, body []byte) (*http.Response, context.CancelFunc, error) {
-	u := *c.base
-	u.Path = c.base.Path + r.path
-	u.RawQuery = r.query.Encode()
-	cancel := context.CancelFunc(func() {})
-	if !r.stream {
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), rd)
-	if err != nil {
-		cancel()
-		return nil, nil, fmt.Errorf("building the request: %w", err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if r.accept != "" {
-		req.Header.Set("Accept", r.accept)
-	}
-	req.Header.Set("User-Agent", c.agent)
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	if r.idempotencyKey != "" {
-		req.Header.Set("Idempotency-Key", r.idempotencyKey)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		err = c.transportErr(ctx, err) // before cancel, which would make every error look cancelled
-		cancel()
-		return nil, nil, err
-	}
-	return resp, cancel, nil
-}
-
-// transportErr keeps a cancelled or timed-out context recognisable and
-// calls everything else a connection failure.
-func (c *Client) transportErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("%s did not answer in time: %w", c.base, context.DeadlineExceeded)
-		}
-		return context.Canceled
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return &ConnError{URL: c.base.String(), Err: err}
-}
-
-// readAPIError turns a non-2xx reply into an *APIError, whatever its body.
-func readAPIError(resp *http.Response) *APIError {
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var body struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-			Field   string `json:"field"`
-		} `json:"error"`
-	}
-	e := &APIError{Status: resp.StatusCode}
-	if json.Unmarshal(data, &body) == nil && body.Error.Message != "" {
-		e.Code, e.Message, e.Field = body.Error.Code, body.Error.Message, body.Error.Field
-		return e
-	}
-	// Not the API's body: a proxy, or a route this server does not have.
-	msg := strings.TrimSpace(string(data))
-	if len(msg) > 200 {
-		msg = msg[:200] + "..."
-	}
-	e.Message = fmt.Sprintf("%s %s: HTTP %s", resp.Request.Method, resp.Request.URL.Path, resp.Status)
-	if msg != "" {
-		e.Message += ": " + msg
-	}
-	return e
-}
-
-// tenantQuery returns the query of a resource route.
-func (c *Client) tenantQuery() url.Values {
-	q := url.Values{}
-	if c.tenant != "" {
-		q.Set("tenant", c.tenant)
-	}
-	return q
-}
-
-// escape makes a name safe as one path segment.
-func escape(name string) string { return url.PathEscape(name) }

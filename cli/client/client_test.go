@@ -51,7 +51,7 @@ func TestErrors(t *testing.T) {
 				w.WriteHeader(tc.status)
 				io.WriteString(w, tc.body)
 			})
-			_, err := c.ListFlavors(context.Background())
+			_, err := c.Flavors.List(context.Background())
 			var ae *APIError
 			if !errors.As(err, &ae) {
 				t.Fatalf("got %v (%T); want an *APIError", err, err)
@@ -69,7 +69,7 @@ func TestConnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.ListRegions(context.Background())
+	_, err = c.Regions.List(context.Background())
 	var ce *ConnError
 	if !errors.As(err, &ce) {
 		t.Fatalf("got %v (%T); want a *ConnError", err, err)
@@ -83,7 +83,7 @@ func TestCancelledIsNotAConnError(t *testing.T) {
 	c := newClient(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := c.ListRegions(ctx)
+	_, err := c.Regions.List(ctx)
 	var ce *ConnError
 	if errors.As(err, &ce) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("got %v (%T); want a deadline error", err, err)
@@ -101,44 +101,47 @@ func TestRequests(t *testing.T) {
 	}{
 		{"create resource: tenant, token, idempotency key, replicas left out",
 			func(c *Client) error {
-				_, err := c.CreateResource(context.Background(), ResourceWrite{Resource: api.Resource{Name: "web", Kind: api.KindCompute, Replicas: 7}})
+				_, err := c.Resources.Create(context.Background(), ResourceWrite{Resource: api.Resource{Name: "web", Kind: api.KindCompute, Replicas: 7}})
 				return err
 			},
 			seen{"POST", "/v1/resources", "tenant=acme", "Bearer tok", "<key>", "application/json", `{"name":"web","kind":"Compute","spec":{},"schedule":{}}`}},
 		{"update resource with replicas",
 			func(c *Client) error {
 				n := 0
-				_, err := c.UpdateResource(context.Background(), ResourceWrite{Resource: api.Resource{Name: "web", Kind: api.KindVolume}, Replicas: &n})
+				_, err := c.Resources.Update(context.Background(), ResourceWrite{Resource: api.Resource{Name: "web", Kind: api.KindVolume}, Replicas: &n})
 				return err
 			},
 			seen{"PUT", "/v1/resources/web", "tenant=acme", "Bearer tok", "<key>", "application/json", `{"name":"web","kind":"Volume","spec":{},"schedule":{},"replicas":0}`}},
 		{"scale",
-			func(c *Client) error { _, err := c.ScaleResource(context.Background(), "web", 6); return err },
+			func(c *Client) error { _, err := c.Resources.Scale(context.Background(), "web", 6); return err },
 			seen{"POST", "/v1/resources/web/scale", "tenant=acme", "Bearer tok", "", "application/json", `{"replicas":6}`}},
 		{"rollback",
-			func(c *Client) error { _, err := c.RollbackResource(context.Background(), "web", 1); return err },
+			func(c *Client) error { _, err := c.Resources.Rollback(context.Background(), "web", 1); return err },
 			seen{"POST", "/v1/resources/web/rollback", "tenant=acme", "Bearer tok", "", "application/json", `{"revision":1}`}},
 		{"cordon with a reason",
 			func(c *Client) error {
-				_, err := c.CordonNode(context.Background(), "dev-1", "dev-1-a", "disk")
+				_, err := c.Nodes.Cordon(context.Background(), "dev-1", "dev-1-a", "disk")
 				return err
 			},
 			seen{"POST", "/v1/regions/dev-1/nodes/dev-1-a/cordon", "", "Bearer tok", "", "application/json", `{"reason":"disk"}`}},
 		{"uncordon without a body",
-			func(c *Client) error { _, err := c.UncordonNode(context.Background(), "dev-1", "dev-1-a"); return err },
+			func(c *Client) error {
+				_, err := c.Nodes.Uncordon(context.Background(), "dev-1", "dev-1-a")
+				return err
+			},
 			seen{"POST", "/v1/regions/dev-1/nodes/dev-1-a/uncordon", "", "Bearer tok", "", "", ""}},
 		{"drain",
 			func(c *Client) error {
-				_, err := c.DrainNode(context.Background(), "dev-1", "dev-1-a", api.DrainRequest{Deadline: api.D(10 * time.Minute), MaxParallel: 2})
+				_, err := c.Nodes.Drain(context.Background(), "dev-1", "dev-1-a", api.DrainRequest{Deadline: api.D(10 * time.Minute), MaxParallel: 2})
 				return err
 			},
 			seen{"POST", "/v1/regions/dev-1/nodes/dev-1-a/drain", "", "Bearer tok", "", "application/json", `{"deadline":"10m0s","maxParallel":2}`}},
 		{"nodes of a region with a selector",
-			func(c *Client) error { _, err := c.ListNodes(context.Background(), "dev-1", "zone=a"); return err },
+			func(c *Client) error { _, err := c.Nodes.List(context.Background(), "dev-1", "zone=a"); return err },
 			seen{"GET", "/v1/nodes", "limit=500&region=dev-1&selector=zone%3Da", "Bearer tok", "", "", ""}},
 		{"events",
 			func(c *Client) error {
-				_, err := c.ListEvents(context.Background(), EventQuery{Region: "dev-1", Object: "node/a", After: "dev-1=5", Limit: 10})
+				_, err := c.Events.List(context.Background(), EventQuery{Region: "dev-1", Object: "node/a", After: "dev-1=5", Limit: 10})
 				return err
 			},
 			seen{"GET", "/v1/events", "after=dev-1%3D5&limit=10&object=node%2Fa&region=dev-1", "Bearer tok", "", "", ""}},
@@ -172,16 +175,16 @@ func TestRetries(t *testing.T) {
 		want     int32 // attempts
 		ok       bool
 	}{
-		{"a GET rides out a 503", func(c *Client) error { _, err := c.ListFlavors(context.Background()); return err }, 1, 2, true},
+		{"a GET rides out a 503", func(c *Client) error { _, err := c.Flavors.List(context.Background()); return err }, 1, 2, true},
 		{"a keyed write is retried with the same key", func(c *Client) error {
-			_, err := c.CreateResource(context.Background(), ResourceWrite{Resource: api.Resource{Name: "x"}})
+			_, err := c.Resources.Create(context.Background(), ResourceWrite{Resource: api.Resource{Name: "x"}})
 			return err
 		}, 2, 3, true},
 		{"a write without a key is not retried", func(c *Client) error {
-			_, err := c.CreateFlavor(context.Background(), api.Flavor{Name: "x"})
+			_, err := c.Flavors.Create(context.Background(), api.Flavor{Name: "x"})
 			return err
 		}, 1, 1, false},
-		{"retries end", func(c *Client) error { _, err := c.ListFlavors(context.Background()); return err }, 10, 3, false},
+		{"retries end", func(c *Client) error { _, err := c.Flavors.List(context.Background()); return err }, 10, 3, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,7 +221,7 @@ func TestListResourcesFollowsPages(t *testing.T) {
 			io.WriteString(w, `{"items":[{"name":"c"}]}`)
 		}
 	})
-	items, err := c.ListResources(context.Background(), ResourceQuery{})
+	items, err := c.Resources.List(context.Background(), ResourceQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +269,7 @@ func TestWatchEvents(t *testing.T) {
 		fmt.Fprint(w, "id: dev-1=7\ndata: {\"id\":\"7\",\"reason\":\"Scheduled\",\"region\":\"dev-1\"}\n\n")
 	})
 	var got []string
-	err := c.WatchEvents(context.Background(), EventQuery{After: "dev-1=6"}, func(e api.Event, cursor string) error {
+	err := c.Events.Watch(context.Background(), EventQuery{After: "dev-1=6"}, func(e api.Event, cursor string) error {
 		got = append(got, e.Reason+"@"+cursor)
 		return nil
 	})
@@ -290,7 +293,7 @@ func TestLogs(t *testing.T) {
 	var out syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- c.Logs(ctx, "web", LogQuery{Replica: "web-1", Follow: true, Tail: 5}, &out) }()
+	go func() { done <- c.Resources.Logs(ctx, "web", LogQuery{Replica: "web-1", Follow: true, Tail: 5}, &out) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(out.String(), "line 2") {
 		if time.Now().After(deadline) {

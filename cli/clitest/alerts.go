@@ -6,9 +6,11 @@ import (
 	"github.com/stratahq/strata/internal/api"
 )
 
-// alertRoutes are the alert rules' routes. The fake keeps the secret as
-// the API does (stored, never answered) in Secrets.
-func (s *Server) alertRoutes() map[string]handler {
+// alertRoutes serves the alert rules. The fake keeps the secret as the
+// API does (stored, never answered) in AlertSecrets.
+type alertRoutes struct{ *Server }
+
+func (s alertRoutes) routes() map[string]handler {
 	return map[string]handler{
 		"GET /v1/alertrules":           s.listAlertRules,
 		"POST /v1/alertrules":          s.createAlertRule,
@@ -18,15 +20,15 @@ func (s *Server) alertRoutes() map[string]handler {
 	}
 }
 
-func (s *Server) listAlertRules(*http.Request) (int, any, error) {
+func (s alertRoutes) listAlertRules(*http.Request) (int, any, error) {
 	return http.StatusOK, list[api.AlertRule]{Items: sortedValues(s.AlertRules)}, nil
 }
 
-func (s *Server) getAlertRule(r *http.Request) (int, any, error) {
+func (s alertRoutes) getAlertRule(r *http.Request) (int, any, error) {
 	return named(s.AlertRules, "alert rule", r)
 }
 
-func (s *Server) createAlertRule(r *http.Request) (int, any, error) {
+func (s alertRoutes) createAlertRule(r *http.Request) (int, any, error) {
 	var ar api.AlertRule
 	if err := decode(r, &ar); err != nil {
 		return 0, nil, err
@@ -44,7 +46,7 @@ func (s *Server) createAlertRule(r *http.Request) (int, any, error) {
 	return http.StatusCreated, ar, nil
 }
 
-func (s *Server) updateAlertRule(r *http.Request) (int, any, error) {
+func (s alertRoutes) updateAlertRule(r *http.Request) (int, any, error) {
 	var ar api.AlertRule
 	if err := decode(r, &ar); err != nil {
 		return 0, nil, err
@@ -66,7 +68,7 @@ func (s *Server) updateAlertRule(r *http.Request) (int, any, error) {
 	return http.StatusOK, ar, nil
 }
 
-func (s *Server) deleteAlertRule(r *http.Request) (int, any, error) {
+func (s alertRoutes) deleteAlertRule(r *http.Request) (int, any, error) {
 	code, v, err := named(s.AlertRules, "alert rule", r)
 	if err == nil {
 		delete(s.AlertRules, r.PathValue("name"))

@@ -44,8 +44,33 @@ func (s *Resources) checkReferences(ctx context.Context, r *api.Resource, txn *s
 		if err := s.checkImage(ctx, r.Tenant, "spec.compute.image", c.Image, flavor); err != nil {
 			return nil, err
 		}
+		if err := s.checkPod(ctx, r.Tenant, c, flavor); err != nil {
+			return nil, err
+		}
 	}
 	return flavor, nil
+}
+
+// checkPod checks what a pod adds against the flavor: pods and exec
+// probes are for containers, the containers' resources fit in the flavor,
+// and every container's image is one the tenant may run.
+func (s *Resources) checkPod(ctx context.Context, tenant string, c *api.ComputeSpec, flavor *api.Flavor) error {
+	if flavor != nil {
+		if err := api.Join(c.CheckForKind(flavor.Kind), c.CheckResources(flavor.Spec)); err != nil {
+			return err
+		}
+	}
+	for _, list := range []struct {
+		field string
+		cs    []api.Container
+	}{{"initContainers", c.InitContainers}, {"containers", c.Containers}} {
+		for i, ct := range list.cs {
+			if err := s.checkImage(ctx, tenant, fmt.Sprintf("spec.compute.%s[%d].image", list.field, i), ct.Image, flavor); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // registered checks that the region name, which field names, is

@@ -139,7 +139,7 @@ func New(o Options) *Controller {
 	// Policies go to every region whole (link.syncPolicies).
 	o.Caches.PolicyFeed.Subscribe(func([]store.Change[api.NetworkPolicy]) {
 		for _, l := range c.linkList() {
-			l.poke()
+			l.wakeSender()
 		}
 	})
 	return c

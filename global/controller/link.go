@@ -104,16 +104,18 @@ func (l *link) stop() {
 	}
 }
 
-func (l *link) poke() {
+// wakeSender tells a sender loop that there is work, without waiting: a
+// sender already woken takes it too.
+func (l *link) wakeSender() {
 	select {
 	case l.kick <- struct{}{}:
 	default:
 	}
 }
 
-// want asks for p to be in the region; nothing is sent when the region
+// queuePlacement asks for p to be in the region; nothing is sent when the region
 // already acknowledged the same content.
-func (l *link) want(key string, p *api.Placement) {
+func (l *link) queuePlacement(key string, p *api.Placement) {
 	fp := fingerprint(p)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -127,11 +129,11 @@ func (l *link) want(key string, p *api.Placement) {
 		return
 	}
 	l.pending[key] = pendingPlacement{p: p, fp: fp}
-	l.poke()
+	l.wakeSender()
 }
 
-// remove asks the region to destroy the resource.
-func (l *link) remove(key, uid string) {
+// queueRemoval asks the region to destroy the resource.
+func (l *link) queueRemoval(key, uid string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.pending, key)
@@ -142,7 +144,7 @@ func (l *link) remove(key, uid string) {
 		return
 	}
 	l.removals[key] = uid
-	l.poke()
+	l.wakeSender()
 }
 
 func (l *link) share(key string) *share {
@@ -252,7 +254,7 @@ func (l *link) applyShares(resp *regionv1.WatchSharesResponse) []string {
 		l.removed = map[string]bool{}
 		l.policies = ""
 		l.synced = true
-		l.poke()
+		l.wakeSender()
 	}
 	for _, ev := range resp.GetEvents() {
 		key := ev.GetTenant() + "/" + ev.GetName()
@@ -282,7 +284,7 @@ func (l *link) send(ctx context.Context) {
 }
 
 // sendLoop is one sender: it sends batches while there is anything to
-// send, then waits for a poke or the next tick.
+// send, then waits for a wakeSender or the next tick.
 func (l *link) sendLoop(ctx context.Context, policies bool) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -316,10 +318,10 @@ func (l *link) sendLoop(ctx context.Context, policies bool) {
 	}
 }
 
-// take picks the next batch: placements, or else removals, that are due
+// claimBatch picks the next batch: placements, or else removals, that are due
 // and whose key is in no call in flight; their keys are then in flight
-// until land. It pokes another sender, which may find more to send.
-func (l *link) take() (batch []pendingPlacement, refs []*regionv1.PlacementRef, keysOut []string) {
+// until releaseKeys. It wakes another sender, which may find more to send.
+func (l *link) claimBatch() (batch []pendingPlacement, refs []*regionv1.PlacementRef, keysOut []string) {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -347,32 +349,32 @@ func (l *link) take() (batch []pendingPlacement, refs []*regionv1.PlacementRef, 
 		l.flying[k] = true
 	}
 	if len(keysOut) > 0 {
-		l.poke()
+		l.wakeSender()
 	}
 	return batch, refs, keysOut
 }
 
-// land ends the call of keys: they may go in another, and a sender is
-// poked for what waited for them.
-func (l *link) land(keys []string) {
+// releaseKeys ends the call of keys: they may go in another, and a sender is
+// woken for what waited for them.
+func (l *link) releaseKeys(keys []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, k := range keys {
 		delete(l.flying, k)
 	}
 	if len(l.pending) > 0 || len(l.removals) > 0 {
-		l.poke()
+		l.wakeSender()
 	}
 }
 
 // sendBatch sends one batch of placements or removals; it reports whether
 // there was anything to send.
 func (l *link) sendBatch(ctx context.Context) (bool, error) {
-	batch, refs, keysOut := l.take()
+	batch, refs, keysOut := l.claimBatch()
 	if len(keysOut) == 0 {
 		return false, nil
 	}
-	defer l.land(keysOut)
+	defer l.releaseKeys(keysOut)
 	cl, err := l.c.regionClient(ctx, l.region)
 	if err != nil {
 		return true, err

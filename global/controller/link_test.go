@@ -91,7 +91,7 @@ func TestLinkSendsAResourceInOneCallAtATime(t *testing.T) {
 		return &api.Placement{Region: "r1", Resource: api.Resource{Tenant: "t", Name: name, UID: "uid-" + name, Replicas: replicas}}
 	}
 
-	l.want("t/x", placement("x", 1))
+	l.queuePlacement("t/x", placement("x", 1))
 	firstDone := make(chan error, 1)
 	go func() {
 		_, err := l.sendBatch(ctx)
@@ -104,8 +104,8 @@ func TestLinkSendsAResourceInOneCallAtATime(t *testing.T) {
 	}
 
 	// While x's first placement is in flight, it changes and y comes.
-	l.want("t/x", placement("x", 2))
-	l.want("t/y", placement("y", 1))
+	l.queuePlacement("t/x", placement("x", 2))
+	l.queuePlacement("t/y", placement("y", 1))
 	if sent, err := l.sendBatch(ctx); !sent || err != nil {
 		t.Fatalf("second call: sent %v, %v; want sent", sent, err)
 	}

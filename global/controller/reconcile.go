@@ -23,12 +23,12 @@ func (c *Controller) reconcile(now time.Time, w *writes, cat catalog, key string
 	d := placement.Decide(c.input(now, cat, it.Value))
 	for _, t := range d.Targets {
 		if l := c.link(t.Region); l != nil && t.Placement != nil {
-			l.want(key, t.Placement)
+			l.queuePlacement(key, t.Placement)
 		}
 	}
 	for _, rm := range d.Remove {
 		if l := c.link(rm.Region); l != nil {
-			l.remove(key, rm.UID)
+			l.queueRemoval(key, rm.UID)
 		}
 	}
 	if d.Revert != nil {
@@ -47,7 +47,7 @@ func (c *Controller) reconcile(now time.Time, w *writes, cat catalog, key string
 func (c *Controller) forget(w *writes, key string) {
 	for _, l := range c.linkList() {
 		if sh := l.share(key); sh != nil {
-			l.remove(key, sh.UID)
+			l.queueRemoval(key, sh.UID)
 		}
 	}
 	if _, ok := c.o.Caches.Statuses.Get(key); ok {

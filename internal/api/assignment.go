@@ -104,11 +104,64 @@ type AssignmentStatus struct {
 	ExitCode           *int32          `json:"exitCode,omitempty"`
 	Restarts           int             `json:"restarts,omitempty"`
 	Backends           []BackendStatus `json:"backends,omitempty"`
+	// Containers are the states of a container replica's containers,
+	// init containers first, as ComputeSpec.ContainerNames orders them
+	// (empty from providers that do not report them).
+	Containers []ContainerStatus `json:"containers,omitempty"`
+}
+
+// ContainerState is where a container of a replica is in its life.
+type ContainerState string
+
+const (
+	// ContainerWaiting: not started yet (an init container ahead of it
+	// runs, its image is fetched) or waiting out its back-off.
+	ContainerWaiting ContainerState = "waiting"
+	ContainerRunning ContainerState = "running"
+	// ContainerTerminated: exited and not to be started again (an init
+	// container that succeeded, a container whose policy is never).
+	ContainerTerminated ContainerState = "terminated"
+)
+
+// The reasons a container status gives, Kubernetes' where they exist.
+const (
+	ReasonCrashLoopBackOff = "CrashLoopBackOff"
+	ReasonOOMKilled        = "OOMKilled"
+	ReasonError            = "Error"
+	ReasonCompleted        = "Completed"
+	// ReasonUnhealthy: restarted because its liveness (or startup)
+	// probe failed.
+	ReasonUnhealthy = "Unhealthy"
+)
+
+// ContainerStatus is one container of a replica as its node sees it.
+type ContainerStatus struct {
+	Name  string         `json:"name"`
+	State ContainerState `json:"state"`
+	// Ready: running, and its readiness probe (if any) passes.
+	Ready bool `json:"ready"`
+	// Restarts counts the starts after the first.
+	Restarts int `json:"restarts,omitempty"`
+	// ExitCode and Reason are of its last exit (Reason also says why it
+	// waits: CrashLoopBackOff); Message says more, in words
+	// ("back-off 40s restarting failed container web, next start in 40s",
+	// "HTTP probe failed with statuscode: 500").
+	ExitCode  *int32    `json:"exitCode,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Message   string    `json:"message,omitempty"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
 }
 
 // Clone returns a copy of s that shares nothing with it.
 func (s AssignmentStatus) Clone() AssignmentStatus {
 	s.Backends = slices.Clone(s.Backends)
+	s.Containers = slices.Clone(s.Containers)
+	for i := range s.Containers {
+		if c := s.Containers[i].ExitCode; c != nil {
+			code := *c
+			s.Containers[i].ExitCode = &code
+		}
+	}
 	if s.ExitCode != nil {
 		code := *s.ExitCode
 		s.ExitCode = &code

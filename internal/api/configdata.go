@@ -245,11 +245,13 @@ func (c *ComputeSpec) Refs() []ConfigRef {
 		}
 		out = append(out, r)
 	}
-	for _, f := range c.Files {
-		add(f.Ref())
-	}
-	for _, e := range c.EnvFrom {
-		add(e.Ref())
+	for _, ct := range c.podContainers() {
+		for _, f := range ct.files {
+			add(f.Ref())
+		}
+		for _, e := range ct.envFrom {
+			add(e.Ref())
+		}
 	}
 	if c.PullSecret != "" {
 		add(ConfigRef{Secret: c.PullSecret})
@@ -259,7 +261,21 @@ func (c *ComputeSpec) Refs() []ConfigRef {
 
 func (c *ComputeSpec) validateConfigRefs() error {
 	var p problems
-	for i, f := range c.Files {
+	p.add(validateFiles(c.Files))
+	p.add(validateEnvFrom(c.EnvFrom))
+	if c.PullSecret != "" {
+		p.add(ValidateName("pullSecret", c.PullSecret))
+	}
+	if n := len(c.Refs()); n > MaxConfigRefs {
+		p.add(Invalid("files", "with envFrom and pullSecret names %d configs and secrets; at most %d", n, MaxConfigRefs))
+	}
+	return p.err()
+}
+
+// validateFiles checks the Configs and Secrets a container mounts.
+func validateFiles(files []FileMount) error {
+	var p problems
+	for i, f := range files {
 		field := fmt.Sprintf("files[%d]", i)
 		p.in(field, f.Ref().validate())
 		if !path.IsAbs(f.Path) || path.Clean(f.Path) == "/" {
@@ -268,7 +284,14 @@ func (c *ComputeSpec) validateConfigRefs() error {
 			p.add(validText(field+".path", f.Path, MaxPathLen))
 		}
 	}
-	for i, e := range c.EnvFrom {
+	return p.err()
+}
+
+// validateEnvFrom checks the variables a container takes from Configs and
+// Secrets.
+func validateEnvFrom(envFrom []EnvSource) error {
+	var p problems
+	for i, e := range envFrom {
 		field := fmt.Sprintf("envFrom[%d]", i)
 		p.in(field, e.Ref().validate())
 		switch {
@@ -280,12 +303,6 @@ func (c *ComputeSpec) validateConfigRefs() error {
 		if v := cmpOr(e.Name, e.Key); v != "" && (len(v) > MaxEnvNameLen || !envKeyRE.MatchString(v)) {
 			p.add(Invalid(field+".name", "%q is not a variable name: letters, digits and '_', not starting with a digit", v))
 		}
-	}
-	if c.PullSecret != "" {
-		p.add(ValidateName("pullSecret", c.PullSecret))
-	}
-	if n := len(c.Refs()); n > MaxConfigRefs {
-		p.add(Invalid("files", "with envFrom and pullSecret names %d configs and secrets; at most %d", n, MaxConfigRefs))
 	}
 	return p.err()
 }

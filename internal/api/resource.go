@@ -170,6 +170,18 @@ type ComputeSpec struct {
 	// SecurityContext says which user a container runs as (containers
 	// only: a VM's users are its guest's).
 	SecurityContext *SecurityContext `json:"securityContext,omitempty"`
+
+	// Probes check the main container (containers), or the guest from
+	// the host (VMs: httpGet, tcpSocket and grpc to its address).
+	Probes
+	// InitContainers run one after another, each to completion, before
+	// the main container and the others start (containers; see pod.go).
+	InitContainers []Container `json:"initContainers,omitempty"`
+	// Containers run beside the main one, in its network namespace.
+	Containers []Container `json:"containers,omitempty"`
+	// ScratchVolumes are empty directories made with the replica and
+	// removed with it, which its containers mount by name.
+	ScratchVolumes []ScratchVolume `json:"scratchVolumes,omitempty"`
 }
 
 // SecurityContext is the user a container's process runs as, with the
@@ -202,7 +214,11 @@ type PortSpec struct {
 
 // VolumeMount mounts a Volume resource into a replica.
 type VolumeMount struct {
-	Volume   string `json:"volume"`
+	// Volume names a Volume resource; in a pod's other containers, one
+	// the replica mounts. Scratch names one of the replica's
+	// scratchVolumes instead (exactly one of the two is set).
+	Volume   string `json:"volume,omitempty"`
+	Scratch  string `json:"scratch,omitempty"`
 	Path     string `json:"path"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
 }

@@ -316,6 +316,10 @@ func computeSpecToPB(c *api.ComputeSpec) *resourcev1.ComputeSpec {
 		PullSecret:      c.PullSecret,
 		ConfigVersions:  int64MapCopy(c.ConfigVersions),
 		SecurityContext: securityContextToPB(c.SecurityContext),
+		Probes:          specProbesToPB(&c.Probes),
+		InitContainers:  sliceToPB(c.InitContainers, containerToPB),
+		Containers:      sliceToPB(c.Containers, containerToPB),
+		ScratchVolumes:  sliceToPB(c.ScratchVolumes, scratchVolumeToPB),
 	}
 }
 
@@ -337,6 +341,10 @@ func computeSpecFromPB(p *resourcev1.ComputeSpec) api.ComputeSpec {
 		PullSecret:      p.GetPullSecret(),
 		ConfigVersions:  int64MapCopy(p.GetConfigVersions()),
 		SecurityContext: ptrFromPB(p.GetSecurityContext(), securityContextFromPB),
+		Probes:          probesFromPB(p.GetProbes()),
+		InitContainers:  sliceFromPB(p.GetInitContainers(), containerFromPB),
+		Containers:      sliceFromPB(p.GetContainers(), containerFromPB),
+		ScratchVolumes:  sliceFromPB(p.GetScratchVolumes(), scratchVolumeFromPB),
 	}
 }
 
@@ -409,6 +417,7 @@ func volumeMountToPB(m *api.VolumeMount) *resourcev1.VolumeMount {
 		Volume:   m.Volume,
 		Path:     m.Path,
 		ReadOnly: m.ReadOnly,
+		Scratch:  m.Scratch,
 	}
 }
 
@@ -417,6 +426,7 @@ func volumeMountFromPB(p *resourcev1.VolumeMount) api.VolumeMount {
 		Volume:   p.GetVolume(),
 		Path:     p.GetPath(),
 		ReadOnly: p.GetReadOnly(),
+		Scratch:  p.GetScratch(),
 	}
 }
 
@@ -1442,6 +1452,7 @@ func AssignmentStatusToPB(s *api.AssignmentStatus) *resourcev1.AssignmentStatus 
 		ExitCode:           int32PtrCopy(s.ExitCode),
 		Restarts:           int32ToPB(s.Restarts),
 		Backends:           BackendStatusesToPB(s.Backends),
+		Containers:         sliceToPB(s.Containers, containerStatusToPB),
 	}
 }
 
@@ -1464,6 +1475,7 @@ func AssignmentStatusFromPB(p *resourcev1.AssignmentStatus) api.AssignmentStatus
 		ExitCode:           int32PtrCopy(p.ExitCode),
 		Restarts:           int(p.GetRestarts()),
 		Backends:           BackendStatusesFromPB(p.GetBackends()),
+		Containers:         sliceFromPB(p.GetContainers(), containerStatusFromPB),
 	}
 }
 

@@ -7,18 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/contrib/seccomp"
 	"github.com/containerd/containerd/v2/core/containers"
-	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc/codes"
@@ -31,9 +26,6 @@ import (
 // maxLabelValue bounds the reasons stored in labels (containerd allows
 // 4 KiB per label).
 const maxLabelValue = 1024
-
-// cfsPeriod is the CPU quota period, in microseconds.
-const cfsPeriod = 100000
 
 // Apply implements provider.Provider. A container at the assignment's
 // generation is left alone (a stopped one is restarted: Apply of a
@@ -52,20 +44,20 @@ func (p *Provider) Apply(ctx context.Context, a *api.Assignment) (api.Assignment
 		return api.AssignmentStatus{}, fmt.Errorf("containerd: kind %q: %w", a.Provider, provider.ErrUnsupported)
 	}
 	ctx = p.nsCtx(ctx)
-	unlock, err := p.replicaLocks.lock(ctx, a.ID)
+	unlock, err := p.replicas.lock(ctx, a.ID)
 	if err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("containerd: apply %s: %w", a.ID, err)
 	}
 	defer unlock()
 	switch a.Kind {
 	case api.KindVolume:
-		return p.applyVolume(ctx, a)
+		return p.volumes.apply(ctx, a)
 	case api.KindCompute, "":
 		st, err := p.applyCompute(ctx, a)
 		if err != nil {
 			return api.AssignmentStatus{}, fmt.Errorf("containerd: apply %s: %w", a.ID, err)
 		}
-		p.notify(st)
+		p.sup.notify(st)
 		return st, nil
 	default:
 		return api.AssignmentStatus{}, fmt.Errorf("containerd: resource kind %q: %w", a.Kind, provider.ErrUnsupported)
@@ -77,7 +69,7 @@ func (p *Provider) applyCompute(ctx context.Context, a *api.Assignment) (api.Ass
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
-	c, err := p.container(ctx, a.ID)
+	c, err := p.tasks.container(ctx, a.ID)
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
@@ -117,37 +109,27 @@ func (p *Provider) keepCompute(ctx context.Context, c containers.Container, a *a
 				want[k] = "" // containerd drops labels set to ""
 			}
 		}
-		if err := p.setLabels(ctx, c.ID, want); err != nil {
+		if err := p.tasks.setLabels(ctx, c.ID, want); err != nil {
 			return api.AssignmentStatus{}, err
 		}
 	}
-	t, err := p.task(ctx, a.ID)
+	t, err := p.tasks.task(ctx, a.ID)
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
 	switch {
 	case t != nil && t.status == tasktypes.Status_RUNNING:
 	case t != nil && t.status == tasktypes.Status_CREATED:
-		if err := p.startCreated(ctx, a.ID); err != nil {
+		if err := p.tasks.startCreated(ctx, a.ID); err != nil {
 			return api.AssignmentStatus{}, err
 		}
 	default:
 		// Stopped, or no task at all: the retry the agent asks for.
-		if err := p.restartTask(ctx, a.ID, "apply"); err != nil {
+		if err := p.sup.restartNow(ctx, a.ID, "apply"); err != nil {
 			return api.AssignmentStatus{}, err
 		}
 	}
 	return p.Status(ctx, a.ID)
-}
-
-// setLabels adds or changes labels of container id, leaving the others.
-func (p *Provider) setLabels(ctx context.Context, id string, labels map[string]string) error {
-	c, err := p.client.LoadContainer(ctx, id)
-	if err != nil {
-		return err
-	}
-	_, err = c.SetLabels(ctx, labels)
-	return err
 }
 
 // mutableLabels are the labels an Apply may change without a new
@@ -252,46 +234,41 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 	if err != nil {
 		return fail(what, err)
 	}
-	nsPath, err := p.setupNetwork(ctx, a)
+	nsPath, err := p.network.setup(ctx, a)
 	if err != nil {
 		return fail("network", err)
 	}
 	created := false
 	defer func() {
 		if !created {
-			if err := p.teardownNetwork(context.WithoutCancel(ctx), a.ID); err != nil {
+			if err := p.network.teardown(context.WithoutCancel(ctx), a.ID); err != nil {
 				p.log.Warn("clean up network", "id", a.ID, "err", err)
 			}
 		}
 	}()
-	hosts, err := p.writeHosts(a)
+	hosts, err := p.network.writeHosts(a)
 	if err != nil {
 		return fail("hosts file", err)
 	}
-	specOpts, err := p.specOpts(ctx, a, img, nsPath, append(mounts, networkMounts(a, hosts)...))
+	cs := containerSpec{
+		a: a, image: img, labels: labels, rootfs: client.WithNewSnapshot(a.ID, img),
+		netns: nsPath, usernsPath: p.network.usernsPath(a.ID),
+		mounts: append(mounts, networkMounts(a, hosts)...), filesDir: p.configs.dir(a.ID),
+	}
+	specOpts, err := p.tasks.specOpts(ctx, cs)
 	if err != nil {
 		return fail("spec", err)
 	}
 	labels[labelStarted] = time.Now().UTC().Format(time.RFC3339Nano)
-	rootfs := client.WithNewSnapshot(a.ID, img)
-	if p.userns != nil {
-		rootfs = p.withRemappedSnapshot(a.ID, img, *p.userns)
-		labels[labelUserns] = p.userns.String()
+	if r := p.tasks.userns; r != nil {
+		cs.rootfs = p.images.remappedSnapshot(a.ID, img, *r)
+		labels[labelUserns] = r.String()
 	}
-	ctr, err := p.client.NewContainer(ctx, a.ID,
-		client.WithImage(img),
-		client.WithSnapshotter(p.cfg.Snapshotter),
-		rootfs,
-		client.WithRuntime(p.cfg.Runtime, nil),
-		client.WithContainerLabels(labels),
-		client.WithNewSpec(specOpts...),
-	)
+	ctr, err := p.tasks.create(ctx, cs, specOpts)
 	if err != nil {
 		if errdefs.IsAlreadyExists(err) {
 			return api.AssignmentStatus{}, fmt.Errorf("create container: %w", err)
 		}
-		// The snapshot may exist without its container.
-		p.removeSnapshot(ctx, a.ID)
 		if errors.Is(err, errUser) {
 			// The user the replica would run as is refused: the
 			// reason says why, in the spec's terms.
@@ -300,7 +277,7 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 		if isNotFound(err) {
 			// The image's snapshots went behind the provider's back:
 			// the retry unpacks it again.
-			p.forgetUnpacked(img)
+			p.images.forgetUnpacked(img)
 		}
 		return fail("create container", err)
 	}
@@ -315,7 +292,7 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 // startFirst starts the first task of container c, just created, and
 // returns the replica's status.
 func (p *Provider) startFirst(ctx context.Context, c client.Container) (api.AssignmentStatus, error) {
-	t, err := p.startNew(ctx, c)
+	t, err := p.tasks.startNew(ctx, c)
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
@@ -330,7 +307,7 @@ func (p *Provider) startFirst(ctx context.Context, c client.Container) (api.Assi
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
-	return p.computeStatus(rec, &taskInfo{pid: t.Pid(), status: tasktypes.Status_RUNNING}), nil
+	return p.tasks.status(rec, &taskInfo{pid: t.Pid(), status: tasktypes.Status_RUNNING}), nil
 }
 
 // computeLabels are the labels of a's container: what the agent finds
@@ -361,16 +338,16 @@ func (p *Provider) prepare(ctx context.Context, a *api.Assignment) (img client.I
 	if err != nil {
 		return nil, nil, "image", err
 	}
-	if img, err = p.ensureImage(ctx, src, p.provisioning(a)); err != nil {
+	if img, err = p.images.ensure(ctx, src, p.provisioning(a)); err != nil {
 		return nil, nil, "image", err
 	}
-	if err := p.checkHostPorts(a); err != nil {
+	if err := p.network.checkHostPorts(a); err != nil {
 		return nil, nil, "ports", err
 	}
-	if mounts, err = p.volumeMounts(a); err != nil {
+	if mounts, err = p.volumes.mounts(a); err != nil {
 		return nil, nil, "volumes", err
 	}
-	files, err := p.configMounts(a.ID, configDataOf(ctx))
+	files, err := p.configs.mounts(a.ID, configDataOf(ctx))
 	if err != nil {
 		return nil, nil, "configs and secrets", err
 	}
@@ -382,275 +359,22 @@ func (p *Provider) prepare(ctx context.Context, a *api.Assignment) (img client.I
 func (p *Provider) provisioning(a *api.Assignment) func(string) {
 	since := time.Now()
 	return func(reason string) {
-		p.notify(api.AssignmentStatus{
+		p.sup.notify(api.AssignmentStatus{
 			ID: a.ID, Node: p.node, ObservedGeneration: a.Generation, Phase: api.PhaseProvision,
-			Reason: reason, ProviderID: p.providerID(a.ID), Since: since, UpdatedAt: time.Now(),
+			Reason: reason, ProviderID: p.tasks.providerID(a.ID), Since: since, UpdatedAt: time.Now(),
 		})
 	}
-}
-
-// networkMounts are the files a container's network needs: its hosts
-// file and, with an address of its own, the node's resolv.conf.
-func networkMounts(a *api.Assignment, hosts string) []specs.Mount {
-	mounts := []specs.Mount{{Destination: "/etc/hosts", Type: "bind", Source: hosts, Options: []string{"rbind", "ro"}}}
-	if a.Network != nil && a.Network.Address != "" {
-		mounts = append(mounts, specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: "/etc/resolv.conf", Options: []string{"rbind", "ro"}})
-	}
-	return mounts
-}
-
-// startNew starts the task of a container just created and returns it;
-// nil without error when it did not start. A command that cannot run is
-// the replica's failure, not the call's: the container stays, with the
-// reason.
-func (p *Provider) startNew(ctx context.Context, c client.Container) (client.Task, error) {
-	t, err := p.runTask(ctx, c)
-	if err == nil {
-		return t, nil
-	}
-	if ctx.Err() != nil || isUnavailable(err) {
-		return nil, err
-	}
-	reason := "start: " + err.Error()
-	if _, lerr := c.SetLabels(ctx, map[string]string{labelError: truncate(reason)}); lerr != nil {
-		return nil, errors.Join(err, lerr)
-	}
-	return nil, nil
 }
 
 // createFailed records a replica that could not be created as a
 // container holding only its labels and the reason.
 func (p *Provider) createFailed(ctx context.Context, id string, labels map[string]string, reason string) (api.AssignmentStatus, error) {
 	p.log.Warn("replica failed", "id", id, "reason", reason)
-	l := make(map[string]string, len(labels)+1)
-	for k, v := range labels {
-		l[k] = v
-	}
-	l[labelError] = truncate(reason)
-	if _, err := p.client.NewContainer(ctx, id,
-		client.WithRuntime(p.cfg.Runtime, nil),
-		client.WithContainerLabels(l),
-		client.WithNewSpec(),
-	); err != nil {
+	if err := p.tasks.recordFailure(ctx, id, labels, reason); err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("record failure (%s): %w", reason, err)
 	}
 	return p.Status(ctx, id)
 }
-
-// startTask creates and starts the task of container id, its output
-// appended to the replica's log file.
-func (p *Provider) startTask(ctx context.Context, id string) error {
-	c, err := p.client.LoadContainer(ctx, id)
-	if err != nil {
-		return err
-	}
-	_, err = p.runTask(ctx, c)
-	return err
-}
-
-// runTask creates and starts the task of container c.
-func (p *Provider) runTask(ctx context.Context, c client.Container) (client.Task, error) {
-	id := c.ID()
-	t, err := c.NewTask(ctx, p.taskIO(id))
-	if err != nil {
-		return nil, fmt.Errorf("create task: %w", err)
-	}
-	if err := t.Start(ctx); err != nil {
-		if _, derr := t.Delete(context.WithoutCancel(ctx), client.WithProcessKill); derr != nil && !isNotFound(derr) {
-			p.log.Warn("delete task that did not start", "id", id, "err", derr)
-		}
-		return nil, fmt.Errorf("start task: %w", err)
-	}
-	return t, nil
-}
-
-// startCreated starts a task left created (an Apply interrupted between
-// creating and starting it).
-func (p *Provider) startCreated(ctx context.Context, id string) error {
-	c, err := p.client.LoadContainer(ctx, id)
-	if err != nil {
-		return err
-	}
-	t, err := c.Task(ctx, nil)
-	if err != nil {
-		return err
-	}
-	return t.Start(ctx)
-}
-
-// specOpts builds the OCI spec: the image's config, then the replica's
-// user, command, environment, working directory, hostname, resources,
-// mounts and network namespace; last, the check of its user.
-func (p *Provider) specOpts(ctx context.Context, a *api.Assignment, img client.Image, nsPath string, mounts []specs.Mount) ([]oci.SpecOpts, error) {
-	var c api.ComputeSpec
-	if a.Spec.Compute != nil {
-		c = *a.Spec.Compute
-	}
-	opts := []oci.SpecOpts{
-		oci.WithImageConfig(img),
-		withUser(c.SecurityContext),
-		oci.WithHostname(hostname(a.ID)),
-		oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: nsPath}),
-		oci.WithMounts(mounts),
-	}
-	if len(c.Command) > 0 || len(c.Args) > 0 {
-		// Command replaces the image's entrypoint, Args its cmd, as in
-		// Kubernetes.
-		argv := append(slices.Clone(c.Command), c.Args...)
-		if len(c.Command) == 0 {
-			ic, err := img.Spec(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("image config: %w", err)
-			}
-			argv = append(slices.Clone(ic.Config.Entrypoint), c.Args...)
-		}
-		if len(argv) == 0 {
-			return nil, errors.New("no command: the image has no entrypoint and the spec no command")
-		}
-		opts = append(opts, oci.WithProcessArgs(argv...))
-	}
-	if vars := envOf(ctx, c); len(vars) > 0 {
-		env := make([]string, 0, len(vars))
-		for _, k := range keys(vars) {
-			env = append(env, k+"="+vars[k])
-		}
-		opts = append(opts, oci.WithEnv(env))
-	}
-	if c.WorkingDir != "" {
-		opts = append(opts, oci.WithProcessCwd(c.WorkingDir))
-	}
-	if m := a.Flavor.MemoryMiB; m > 0 {
-		limit := uint64(m) << 20
-		// Swap counts against the limit: a replica over its memory is
-		// OOM-killed, not slowed down by swapping.
-		opts = append(opts, oci.WithMemoryLimit(limit), withMemorySwap(int64(limit)))
-	}
-	if v := a.Flavor.VCPUs; v > 0 {
-		opts = append(opts, oci.WithCPUCFS(int64(v*cfsPeriod), cfsPeriod))
-	}
-	opts = append(opts, p.sandboxOpts()...)
-	pol := userPolicy{refuseRoot: p.cfg.RefuseRoot, userns: p.userns}
-	if pol.userns != nil {
-		opts = append(opts, p.withUserns(a.ID, *pol.userns))
-	}
-	return append(opts, checkUser(c.SecurityContext, pol), p.withConfigOwner(a.ID, pol)), nil
-}
-
-// sandboxOpts confine a replica (see Config): Docker's default
-// capabilities without CAP_NET_RAW (no raw sockets: no spoofed packets
-// on the region network) plus the operator's additions, a seccomp
-// profile (after the capabilities: containerd's default profile allows
-// some calls only with some capabilities), no_new_privileges, a pids
-// limit. A user namespace is the node's choice (Config.UserNamespace,
-// see userns.go).
-func (p *Provider) sandboxOpts() []oci.SpecOpts {
-	opts := []oci.SpecOpts{oci.WithDroppedCapabilities([]string{"CAP_NET_RAW"})}
-	if len(p.cfg.AddCapabilities) > 0 {
-		opts = append(opts, oci.WithAddedCapabilities(p.cfg.AddCapabilities))
-	}
-	switch p.cfg.Seccomp {
-	case SeccompUnconfined:
-	case SeccompDefault:
-		opts = append(opts, seccomp.WithDefaultProfile())
-		if !kernelHasX32() {
-			opts = append(opts, withoutSeccompArch(specs.ArchX32))
-		}
-	default:
-		opts = append(opts, seccomp.WithProfile(p.cfg.Seccomp))
-	}
-	if !p.cfg.AllowNewPrivileges {
-		opts = append(opts, oci.WithNoNewPrivileges)
-	}
-	if p.cfg.PidsLimit > 0 {
-		opts = append(opts, oci.WithPidsLimit(p.cfg.PidsLimit))
-	}
-	return opts
-}
-
-func withMemorySwap(limit int64) oci.SpecOpts {
-	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
-		if s.Linux == nil || s.Linux.Resources == nil || s.Linux.Resources.Memory == nil {
-			return nil
-		}
-		if _, err := os.Stat("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"); err != nil {
-			if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
-				// cgroup v1 without swap accounting rejects a swap limit.
-				return nil
-			}
-		}
-		s.Linux.Resources.Memory.Swap = &limit
-		return nil
-	}
-}
-
-// checkHostPorts refuses host ports outside Config.HostPorts, the node's
-// own ports and, unless allowed, privileged ones: a published port is a
-// DNAT rule that takes the port from whatever host service has it.
-func (p *Provider) checkHostPorts(a *api.Assignment) error {
-	for _, pm := range portMappings(a) {
-		if err := p.ports.Check(pm.HostPort); err != nil {
-			return fmt.Errorf("hostPort %d: %w", pm.HostPort, err)
-		}
-	}
-	return nil
-}
-
-// hostname is the replica id, cut to the kernel's limit.
-func hostname(id string) string {
-	if len(id) > 64 {
-		return id[:64]
-	}
-	return id
-}
-
-// volumeMounts bind-mounts the replica's volumes, which must be on this
-// node already.
-func (p *Provider) volumeMounts(a *api.Assignment) ([]specs.Mount, error) {
-	var out []specs.Mount
-	for _, v := range a.Volumes {
-		if v.VolumeID == "" || v.Path == "" {
-			return nil, fmt.Errorf("volume %q: needs a volume id and a path", v.Name)
-		}
-		if err := validIdentifier(v.VolumeID); err != nil {
-			return nil, fmt.Errorf("volume %q: %w", v.Name, err)
-		}
-		dir := p.volumeDir(v.VolumeID)
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("volume %q (%s) is not on this node", v.Name, v.VolumeID)
-		}
-		mode := "rw"
-		if v.ReadOnly {
-			mode = "ro"
-		}
-		out = append(out, specs.Mount{Destination: v.Path, Type: "bind", Source: dir, Options: []string{"rbind", mode}})
-	}
-	return out, nil
-}
-
-func (p *Provider) hostsPath(id string) string {
-	return filepath.Join(p.cfg.StateDir, "hosts", id)
-}
-
-// writeHosts writes the replica's /etc/hosts: localhost and its own name.
-func (p *Provider) writeHosts(a *api.Assignment) (string, error) {
-	var b strings.Builder
-	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
-	if a.Network != nil && a.Network.Address != "" {
-		fmt.Fprintf(&b, "%s\t%s\n", a.Network.Address, hostname(a.ID))
-	} else {
-		fmt.Fprintf(&b, "127.0.1.1\t%s\n", hostname(a.ID))
-	}
-	path := p.hostsPath(a.ID)
-	if err := writeFileAtomic(path, []byte(b.String())); err != nil {
-		return "", err
-	}
-	if err := os.Chmod(path, 0o644); err != nil {
-		return "", err
-	}
-	return path, nil
-}
-
-func (p *Provider) logPath(id string) string { return filepath.Join(p.cfg.LogRoot, id+".log") }
 
 // isUnavailable reports containerd being unreachable: a failed call, not
 // a failed replica.
@@ -670,4 +394,17 @@ func truncate(s string) string {
 		return s
 	}
 	return s[:maxLabelValue-3] + "..."
+}
+
+var _ provider.ConfigApplier = (*Provider)(nil)
+
+// ApplyConfig is Apply with the data of the Configs and Secrets a's spec
+// names: its files are written under the replica's state directory
+// (configs/<id>/<n>/<key>, owned by root, 0444 for a Config's, 0400 for
+// a Secret's) and bind-mounted read-only, its variables set, and the
+// image pulled with its registry credentials. The data rides on the
+// call's context down to the steps that use it; nothing of it is logged
+// or put in a status.
+func (p *Provider) ApplyConfig(ctx context.Context, a *api.Assignment, d *provider.ConfigData) (api.AssignmentStatus, error) {
+	return p.Apply(context.WithValue(ctx, configDataKey{}, d), a)
 }

@@ -53,7 +53,7 @@ func BenchmarkCreateStartDelete(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			e := newEnv(b)
 			// Import once, outside the measurement, for both.
-			if _, err := e.p.ensureImage(e.p.nsCtx(context.Background()), imageSource{ref: busyboxRef, archive: e.archive}, nil); err != nil {
+			if _, err := e.p.images.ensure(e.p.nsCtx(context.Background()), imageSource{ref: busyboxRef, archive: e.archive}, nil); err != nil {
 				b.Fatalf("image: %v", err)
 			}
 			direct := benchDirect(b, e, bridged)
@@ -105,7 +105,7 @@ func median(v []float64) float64 {
 // client alone, and the CNI bridge plugin through libcni when bridged.
 func benchDirect(b *testing.B, e *testEnv, bridged bool) func(n int) {
 	ctx := e.p.nsCtx(context.Background())
-	img, err := e.p.ensureImage(ctx, imageSource{ref: busyboxRef, archive: e.archive}, nil)
+	img, err := e.p.images.ensure(ctx, imageSource{ref: busyboxRef, archive: e.archive}, nil)
 	if err != nil {
 		b.Fatalf("image: %v", err)
 	}
@@ -141,8 +141,8 @@ func benchDirect(b *testing.B, e *testEnv, bridged bool) func(n int) {
 			if list, err = libcni.ConfListFromBytes(raw); err != nil {
 				b.Fatalf("conflist: %v", err)
 			}
-			nsPath = e.p.netnsPath(id)
-			if err := e.p.createNetNS(id, nil); err != nil {
+			nsPath = e.p.network.netnsPath(id)
+			if err := e.p.network.createNetNS(id, nil); err != nil {
 				b.Fatalf("netns: %v", err)
 			}
 			rt = &libcni.RuntimeConf{ContainerID: id, NetNS: nsPath, IfName: ifName}
@@ -150,7 +150,7 @@ func benchDirect(b *testing.B, e *testEnv, bridged bool) func(n int) {
 				b.Fatalf("cni add: %v", err)
 			}
 		}
-		specOpts, err := e.p.specOpts(ctx, a, img, nsPath, networkMounts(a, hosts))
+		specOpts, err := e.p.tasks.specOpts(ctx, containerSpec{a: a, image: img, netns: nsPath, mounts: networkMounts(a, hosts), filesDir: e.p.configs.dir(id)})
 		if err != nil {
 			b.Fatalf("spec: %v", err)
 		}

@@ -5,32 +5,34 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/providers/provider"
 )
 
-var _ provider.ConfigApplier = (*Provider)(nil)
+// configFiles owns the files of replicas' Configs and Secrets, one
+// directory per replica under root (StateDir/configs): written afresh
+// by every Apply that creates a container, removed with the replica.
+type configFiles struct{ root string }
+
+// dir holds the files of replica id's Configs and Secrets.
+func (cf *configFiles) dir(id string) string { return filepath.Join(cf.root, id) }
+
+// remove removes replica id's files.
+func (cf *configFiles) remove(id string) error { return os.RemoveAll(cf.dir(id)) }
 
 type configDataKey struct{}
-
-// ApplyConfig is Apply with the data of the Configs and Secrets a's spec
-// names: its files are written under the replica's state directory
-// (configs/<id>/<n>/<key>, owned by root, 0444 for a Config's, 0400 for
-// a Secret's) and bind-mounted read-only, its variables set, and the
-// image pulled with its registry credentials. The data rides on the
-// call's context down to the steps that use it; nothing of it is logged
-// or put in a status.
-func (p *Provider) ApplyConfig(ctx context.Context, a *api.Assignment, d *provider.ConfigData) (api.AssignmentStatus, error) {
-	return p.Apply(context.WithValue(ctx, configDataKey{}, d), a)
-}
 
 // configDataOf is the data of the Apply running in ctx (nil: none).
 func configDataOf(ctx context.Context) *provider.ConfigData {
@@ -52,13 +54,10 @@ func configDigest(d *provider.ConfigData) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// configsDir holds the files of replica id's Configs and Secrets.
-func (p *Provider) configsDir(id string) string { return filepath.Join(p.cfg.StateDir, "configs", id) }
-
-// configMounts writes the files of d afresh (one directory per mount
+// mounts writes the files of d afresh (one directory per mount
 // path, files only root may write) and returns their read-only mounts.
-func (p *Provider) configMounts(id string, d *provider.ConfigData) ([]specs.Mount, error) {
-	root := p.configsDir(id)
+func (cf *configFiles) mounts(id string, d *provider.ConfigData) ([]specs.Mount, error) {
+	root := cf.dir(id)
 	if err := os.RemoveAll(root); err != nil {
 		return nil, err
 	}
@@ -132,4 +131,31 @@ func pullAuthFor(ctx context.Context, host string) (*provider.RegistryAuth, erro
 		return nil, fmt.Errorf("the pull secret is for registry %s, the image is from %s", d.PullAuth.Host, host)
 	}
 	return d.PullAuth, nil
+}
+
+// withFilesOwner gives the files of a replica's Configs and Secrets in
+// dir (mode 0444 and 0400, see configFiles.mounts) to the user its
+// process runs as, on the host: a process that is not root reads its
+// secrets too.
+func withFilesOwner(dir string, pol userPolicy) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		var uid, gid uint32
+		if s.Process != nil {
+			uid, gid = s.Process.User.UID, s.Process.User.GID
+		}
+		hostUID, hostGID, ok := pol.hostIDs(uid, gid)
+		if !ok || (hostUID == 0 && hostGID == 0) {
+			return nil // checkUser refuses the first; root owns them already
+		}
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			return os.Lchown(path, int(hostUID), int(hostGID))
+		})
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // no files
+		}
+		return err
+	}
 }

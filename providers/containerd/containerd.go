@@ -20,22 +20,13 @@ package containerd
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
-	"time"
 
-	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/identifiers"
-	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
-
-	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/hostpolicy"
-	"github.com/stratahq/strata/internal/version"
-	"github.com/stratahq/strata/providers/provider"
 )
 
 // Labels on everything the provider creates in containerd. The first
@@ -78,209 +69,6 @@ const (
 const maxIdentifier = 76
 
 func validIdentifier(s string) error { return identifiers.Validate(s) }
-
-// Provider runs container replicas in containerd. It implements
-// provider.Provider, Logger, Watcher and Closer.
-type Provider struct {
-	name    string
-	node    string
-	cfg     Config
-	log     *slog.Logger
-	client  *client.Client
-	started time.Time
-
-	// What tenants may reach on the host: archive files, archive URLs,
-	// host ports (see Config).
-	dirs    hostpolicy.Dirs
-	fetcher *hostpolicy.Fetcher
-	ports   hostpolicy.PortPolicy
-
-	// replicaLocks serialise everything that changes one replica (Apply,
-	// Delete, the supervisor's restarts); imageLocks make concurrent
-	// Applies of one image import or pull it once.
-	replicaLocks *keyedLocks
-	imageLocks   *keyedLocks
-	netnsDirOnce sync.Once
-	netnsDirErr  error
-	// userns is the user namespace range of new replicas (nil: none).
-	userns        *idRange
-	usernsDirOnce sync.Once
-	usernsDirErr  error
-
-	// stop ends the supervisor; wg counts it, the goroutines it spawns
-	// and the restarts it scheduled, which Close waits for.
-	stop context.CancelFunc
-	wg   sync.WaitGroup
-
-	mu       sync.Mutex
-	closed   bool
-	imported map[string]string // image source key → image name in containerd
-	// unpacked holds the images (by manifest digest) found unpacked for
-	// the snapshotter: their snapshots stay while the image does.
-	unpacked map[string]bool
-	// images are the client's images by name (see imageOf).
-	images   map[string]client.Image
-	imports  int // archives imported, for tests
-	crashes  map[string]*crashState
-	watchers *provider.Watchers
-	health   map[string]healthMark
-	// eventsUp says the supervisor is subscribed to containerd's events;
-	// while it is not, exits are noticed by polls and the next sweep.
-	eventsUp bool
-}
-
-var (
-	_ provider.Provider = (*Provider)(nil)
-	_ provider.Logger   = (*Provider)(nil)
-	_ provider.Watcher  = (*Provider)(nil)
-	_ provider.Closer   = (*Provider)(nil)
-	_ provider.Factory  = Factory
-)
-
-// New returns a provider of the replicas in cfg's namespace and starts
-// its supervisor. It does not need containerd to be up: Health reports
-// it (condition CRI) and the supervisor keeps reconnecting.
-func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
-	o := options{name: "containerd", log: slog.New(slog.DiscardHandler)}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	cfg = cfg.withDefaults(o.node, o.dataDir)
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("containerd: %w", err)
-	}
-	for _, d := range []string{cfg.CNIConfDir, cfg.StateDir, cfg.VolumeRoot, cfg.LogRoot} {
-		if err := os.MkdirAll(d, 0o750); err != nil {
-			return nil, fmt.Errorf("containerd: %w", err)
-		}
-	}
-	if err := installLogScript(cfg); err != nil {
-		return nil, fmt.Errorf("containerd: %w", err)
-	}
-	dirs, err := cfg.dirs()
-	if err != nil {
-		return nil, fmt.Errorf("containerd: %w", err)
-	}
-	fetcher, err := cfg.fetcher()
-	if err != nil {
-		return nil, fmt.Errorf("containerd: %w", err)
-	}
-	hostPorts, err := hostpolicy.ParsePorts(cfg.HostPorts)
-	if err != nil {
-		return nil, fmt.Errorf("containerd: %w", err)
-	}
-	c, err := client.New(cfg.Address, client.WithDefaultNamespace(cfg.Namespace), client.WithDefaultRuntime(cfg.Runtime))
-	if err != nil {
-		return nil, fmt.Errorf("containerd: connect %s: %w", cfg.Address, err)
-	}
-	p := &Provider{
-		name:         o.name,
-		node:         o.node,
-		cfg:          cfg,
-		log:          o.log.With("namespace", cfg.Namespace),
-		client:       c,
-		started:      time.Now(),
-		dirs:         dirs,
-		fetcher:      fetcher,
-		ports:        hostpolicy.PortPolicy{Allowed: hostPorts, Reserved: o.reserved, Privileged: cfg.AllowPrivilegedPorts},
-		replicaLocks: newKeyedLocks(),
-		imageLocks:   newKeyedLocks(),
-		imported:     map[string]string{},
-		unpacked:     map[string]bool{},
-		images:       map[string]client.Image{},
-		crashes:      map[string]*crashState{},
-		watchers:     provider.NewWatchers(provider.DefaultWatchBuffer),
-		health:       map[string]healthMark{},
-	}
-	if cfg.UserNamespace {
-		p.userns = &idRange{hostID: uint32(cfg.UserNamespaceHostID), size: uint32(cfg.UserNamespaceSize)}
-	}
-	// The supervisor lives as long as the provider, not as the ctx of
-	// the call that made it.
-	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	p.stop = stop
-	p.wg.Add(1)
-	go p.supervise(sctx)
-	return p, nil
-}
-
-// Namespace is the containerd namespace holding this provider's replicas.
-func (p *Provider) Namespace() string { return p.cfg.Namespace }
-
-// Client is the provider's containerd client, for tests and benchmarks
-// that compare with direct containerd use.
-func (p *Provider) Client() *client.Client { return p.client }
-
-// Config is the provider's configuration with defaults applied.
-func (p *Provider) Config() Config { return p.cfg }
-
-// Close stops the supervisor and watchers and closes the connection to
-// containerd. Replicas keep running: an agent restarting finds them with
-// List.
-func (p *Provider) Close() error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil
-	}
-	p.closed = true
-	for _, cs := range p.crashes {
-		if cs.timer != nil && cs.timer.Stop() {
-			// The restart it would have run is the next provider's
-			// to do: its sweep finds the stopped task.
-			p.wg.Done()
-		}
-		cs.timer = nil
-	}
-	p.mu.Unlock()
-	p.stop()
-	p.wg.Wait()
-	p.watchers.Close()
-	if err := p.client.Close(); err != nil {
-		return fmt.Errorf("containerd: close: %w", err)
-	}
-	return nil
-}
-
-// Info implements provider.Provider.
-func (p *Provider) Info(context.Context) (provider.Info, error) {
-	return provider.Info{Name: p.name, Version: version.String(), Kinds: []api.ProviderKind{api.ProviderContainer}}, nil
-}
-
-// nsCtx puts the provider's namespace into ctx: the client's default
-// namespace covers its gRPC calls, but some client-side helpers (leases,
-// unpacking) read the namespace from the context.
-func (p *Provider) nsCtx(ctx context.Context) context.Context {
-	return namespaces.WithNamespace(ctx, p.cfg.Namespace)
-}
-
-// providerID is what statuses report as the replica's id in containerd.
-func (p *Provider) providerID(id string) string { return p.cfg.Namespace + "/" + id }
-
-// notify sends st to every watcher without blocking (see
-// provider.Watchers).
-func (p *Provider) notify(st api.AssignmentStatus) { p.watchers.Send(st) }
-
-// Watch implements provider.Watcher: exits (with their restart), OOM
-// kills and deletions are pushed as they happen. A watch is only as good
-// as the containerd event stream behind it: while the supervisor does
-// not follow it, Watch fails with api.ErrUnavailable (the agent polls
-// meanwhile), and when the stream breaks every watcher is closed, to
-// watch again and relist once it is back. The channel also closes when
-// ctx is done or the provider closes.
-func (p *Provider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, error) {
-	// Under p.mu, which setEventsUp holds too: a watch never starts
-	// between the stream breaking and its watchers being closed.
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case p.closed:
-		return nil, fmt.Errorf("containerd: watch: provider closed: %w", api.ErrUnavailable)
-	case !p.eventsUp:
-		return nil, fmt.Errorf("containerd: watch: not following containerd's task events (yet): %w", api.ErrUnavailable)
-	}
-	return p.watchers.Watch(ctx)
-}
 
 // keyedLocks is a mutex per key that a waiter can give up on when its
 // context ends (an Apply queued behind a long image pull).
@@ -343,4 +131,23 @@ func keys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

@@ -159,7 +159,7 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 			// The pins' directory is a mount point (see
 			// createUsernsNetNS), which the data directory's removal
 			// would trip on; it must hold no pin any more.
-			dir := filepath.Dir(p.usernsPath("x"))
+			dir := filepath.Dir(p.network.usernsPath("x"))
 			if pins, _ := os.ReadDir(dir); len(pins) > 0 {
 				t.Errorf("clean-up: user namespaces left pinned in %s: %d", dir, len(pins))
 			}
@@ -464,19 +464,19 @@ func (e *testEnv) checkGone(t testing.TB, id string) {
 	if _, err := e.p.client.LoadContainer(ctx, id); !isNotFound(err) {
 		t.Errorf("container %s: got %v; want not found", id, err)
 	}
-	if ti, err := e.p.task(ctx, id); err != nil || ti != nil {
+	if ti, err := e.p.tasks.task(ctx, id); err != nil || ti != nil {
 		t.Errorf("task %s: got %+v, %v; want none", id, ti, err)
 	}
 	if _, err := e.p.client.SnapshotService(e.p.cfg.Snapshotter).Stat(ctx, id); !isNotFound(err) {
 		t.Errorf("snapshot %s: got %v; want not found", id, err)
 	}
-	for _, path := range []string{e.p.netnsPath(id), e.p.conflistPath(id), e.p.hostsPath(id), e.p.logPath(id)} {
+	for _, path := range []string{e.p.network.netnsPath(id), e.p.network.conflistPath(id), e.p.network.hostsPath(id), e.p.tasks.logPath(id)} {
 		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: got %v; want it removed", path, err)
 		}
 	}
 	// libcni caches each attachment's result (the IP) per network and id.
-	cached, _ := filepath.Glob(filepath.Join(e.p.cniCacheDir(), "results", "*-"+id+"-*"))
+	cached, _ := filepath.Glob(filepath.Join(e.p.network.cniCacheDir(), "results", "*-"+id+"-*"))
 	if len(cached) > 0 {
 		t.Errorf("CNI cache: got %v; want no result of %s", cached, id)
 	}

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -29,6 +31,52 @@ const labelArchive = "strata.io/archive"
 
 // importPrefix names images of an archive whose manifests carry no name.
 const importPrefix = "import.strata.io/archive"
+
+// imageService owns the images of replicas: it imports archives (by
+// path from ImageDirs or downloaded from ArchiveURLs) and pulls
+// references from Registries, each at most once however many replicas
+// ask at the same time (locks, by source), unpacks them for the
+// snapshotter, and makes their user namespace remaps. Under mu it caches
+// what it found (archives imported, images unpacked, the client's image
+// objects), which containerd would otherwise be asked again for every
+// replica.
+type imageService struct {
+	cfg    Config
+	log    *slog.Logger
+	client *client.Client
+	// What tenants may reach on the host: archive files and URLs.
+	dirs    hostpolicy.Dirs
+	fetcher *hostpolicy.Fetcher
+	// locks make concurrent Applies of one image import or pull it
+	// once, and remap it once.
+	locks *keyedLocks
+
+	mu       sync.Mutex
+	imported map[string]string // image source key → image name in containerd
+	// unpacked holds the images (by manifest digest) found unpacked for
+	// the snapshotter: their snapshots stay while the image does.
+	unpacked map[string]bool
+	// images are the client's images by name (see imageOf).
+	images  map[string]client.Image
+	imports int // archives imported, for tests
+}
+
+// newImageService returns the image service of cfg; its client is set
+// once connected.
+func newImageService(cfg Config, log *slog.Logger) (*imageService, error) {
+	dirs, err := cfg.dirs()
+	if err != nil {
+		return nil, err
+	}
+	fetcher, err := cfg.fetcher()
+	if err != nil {
+		return nil, err
+	}
+	return &imageService{
+		cfg: cfg, log: log, dirs: dirs, fetcher: fetcher, locks: newKeyedLocks(),
+		imported: map[string]string{}, unpacked: map[string]bool{}, images: map[string]client.Image{},
+	}, nil
+}
 
 // imageSource is where a replica's image comes from: an archive to import
 // (ref, when set, picks one of its images) or a reference to pull.
@@ -52,16 +100,16 @@ func sourceOf(a *api.Assignment) (imageSource, error) {
 	return s, nil
 }
 
-// ensureImage makes the image of a available and unpacked for the
+// ensure makes the image of a available and unpacked for the
 // snapshotter, importing or pulling it at most once however many
 // replicas ask at the same time; progress (optional) hears how a pull
 // goes.
-func (p *Provider) ensureImage(ctx context.Context, src imageSource, progress func(string)) (client.Image, error) {
+func (im *imageService) ensure(ctx context.Context, src imageSource, progress func(string)) (client.Image, error) {
 	lockKey := src.archive
 	if lockKey == "" {
 		lockKey = "ref:" + src.ref
 	}
-	unlock, err := p.imageLocks.lock(ctx, lockKey)
+	unlock, err := im.locks.lock(ctx, lockKey)
 	if err != nil {
 		return nil, err
 	}
@@ -69,14 +117,14 @@ func (p *Provider) ensureImage(ctx context.Context, src imageSource, progress fu
 
 	var img client.Image
 	if src.archive != "" {
-		img, err = p.importArchive(ctx, src)
+		img, err = im.importArchive(ctx, src)
 	} else {
-		img, err = p.pull(ctx, src.ref, progress)
+		img, err = im.pull(ctx, src.ref, progress)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := p.unpack(ctx, img); err != nil {
+	if err := im.unpack(ctx, img); err != nil {
 		return nil, err
 	}
 	return img, nil
@@ -85,74 +133,74 @@ func (p *Provider) ensureImage(ctx context.Context, src imageSource, progress fu
 // unpack makes img's snapshots for the snapshotter, unless it was
 // found unpacked before: checking costs several reads of containerd's
 // content store for every replica.
-func (p *Provider) unpack(ctx context.Context, img client.Image) error {
+func (im *imageService) unpack(ctx context.Context, img client.Image) error {
 	key := img.Target().Digest.String()
-	p.mu.Lock()
-	done := p.unpacked[key]
-	p.mu.Unlock()
+	im.mu.Lock()
+	done := im.unpacked[key]
+	im.mu.Unlock()
 	if done {
 		return nil
 	}
-	unpacked, err := img.IsUnpacked(ctx, p.cfg.Snapshotter)
+	unpacked, err := img.IsUnpacked(ctx, im.cfg.Snapshotter)
 	if err != nil {
 		return fmt.Errorf("image %s: %w", img.Name(), err)
 	}
 	if !unpacked {
-		if err := img.Unpack(ctx, p.cfg.Snapshotter); err != nil {
-			return fmt.Errorf("unpack %s for %s: %w", img.Name(), p.cfg.Snapshotter, err)
+		if err := img.Unpack(ctx, im.cfg.Snapshotter); err != nil {
+			return fmt.Errorf("unpack %s for %s: %w", img.Name(), im.cfg.Snapshotter, err)
 		}
 	}
-	p.mu.Lock()
-	p.unpacked[key] = true
-	p.mu.Unlock()
+	im.mu.Lock()
+	im.unpacked[key] = true
+	im.mu.Unlock()
 	return nil
 }
 
 // forgetUnpacked makes the next unpack of img check its snapshots
 // again (they were removed by hand, or the image was deleted).
-func (p *Provider) forgetUnpacked(img client.Image) {
-	p.mu.Lock()
-	delete(p.unpacked, img.Target().Digest.String())
-	p.mu.Unlock()
+func (im *imageService) forgetUnpacked(img client.Image) {
+	im.mu.Lock()
+	delete(im.unpacked, img.Target().Digest.String())
+	im.mu.Unlock()
 }
 
 // pull returns the image ref, pulling it only from a registry of
 // Config.Registries, reached with its RegistryHosts settings; progress
 // hears how far the pull is while it runs.
-func (p *Provider) pull(ctx context.Context, ref string, progress func(string)) (client.Image, error) {
-	img, err := p.getImage(ctx, ref)
+func (im *imageService) pull(ctx context.Context, ref string, progress func(string)) (client.Image, error) {
+	img, err := im.get(ctx, ref)
 	if err == nil {
 		return img, nil
 	}
 	if !isNotFound(err) {
 		return nil, fmt.Errorf("image %s: %w", ref, err)
 	}
-	host, err := p.registryAllowed(ref)
+	host, err := im.registryAllowed(ref)
 	if err != nil {
-		p.log.Warn("image pull refused", "ref", ref, "err", err)
+		im.log.Warn("image pull refused", "ref", ref, "err", err)
 		return nil, errPullRefused
 	}
-	p.log.Info("pulling image", "ref", ref, "registry", host)
+	im.log.Info("pulling image", "ref", ref, "registry", host)
 	start := time.Now()
-	img, err = p.pullWith(ctx, ref, host, progress)
+	img, err = im.pullWith(ctx, ref, host, progress)
 	if err != nil {
-		p.log.Warn("image pull failed", "ref", ref, "err", err)
+		im.log.Warn("image pull failed", "ref", ref, "err", err)
 		return nil, err
 	}
-	p.log.Info("pulled image", "ref", ref, "took", time.Since(start).Round(time.Millisecond))
-	p.forgetUnpacked(img)
+	im.log.Info("pulled image", "ref", ref, "took", time.Since(start).Round(time.Millisecond))
+	im.forgetUnpacked(img)
 	return img, nil
 }
 
 // registryAllowed checks the registry of ref against Config.Registries
 // and returns its host.
-func (p *Provider) registryAllowed(ref string) (string, error) {
+func (im *imageService) registryAllowed(ref string) (string, error) {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
 		return "", fmt.Errorf("%w: %q is not an image reference: %v", hostpolicy.ErrNotAllowed, ref, err)
 	}
 	host := reference.Domain(named)
-	for _, r := range p.cfg.Registries {
+	for _, r := range im.cfg.Registries {
 		if strings.EqualFold(r, host) {
 			return host, nil
 		}
@@ -163,17 +211,17 @@ func (p *Provider) registryAllowed(ref string) (string, error) {
 // importArchive imports src's archive unless this provider, or an
 // earlier one in this namespace, already did. The caller holds the
 // archive's image lock.
-func (p *Provider) importArchive(ctx context.Context, src imageSource) (client.Image, error) {
-	path, key, err := p.localArchive(ctx, src.archive)
+func (im *imageService) importArchive(ctx context.Context, src imageSource) (client.Image, error) {
+	path, key, err := im.localArchive(ctx, src.archive)
 	if err != nil {
 		return nil, err
 	}
 	cacheKey := key + "\x00" + src.ref
-	p.mu.Lock()
-	name, ok := p.imported[cacheKey]
-	p.mu.Unlock()
+	im.mu.Lock()
+	name, ok := im.imported[cacheKey]
+	im.mu.Unlock()
 	if ok {
-		img, err := p.getImage(ctx, name)
+		img, err := im.get(ctx, name)
 		if err == nil {
 			return img, nil
 		}
@@ -183,12 +231,12 @@ func (p *Provider) importArchive(ctx context.Context, src imageSource) (client.I
 		// Deleted behind our back: import again.
 	}
 
-	imgs, err := p.client.ImageService().List(ctx, fmt.Sprintf("labels.%q==%q", labelArchive, key))
+	imgs, err := im.client.ImageService().List(ctx, fmt.Sprintf("labels.%q==%q", labelArchive, key))
 	if err != nil {
 		return nil, fmt.Errorf("list images: %w", err)
 	}
 	if len(imgs) == 0 {
-		imgs, err = p.importFile(ctx, path, key)
+		imgs, err = im.importFile(ctx, path, key)
 		if err != nil {
 			return nil, err
 		}
@@ -197,43 +245,43 @@ func (p *Provider) importArchive(ctx context.Context, src imageSource) (client.I
 	if err != nil {
 		return nil, fmt.Errorf("archive %s: %w", src.archive, err)
 	}
-	p.mu.Lock()
-	p.imported[cacheKey] = chosen.Name
-	p.mu.Unlock()
-	return p.imageOf(chosen), nil
+	im.mu.Lock()
+	im.imported[cacheKey] = chosen.Name
+	im.mu.Unlock()
+	return im.imageOf(chosen), nil
 }
 
-// getImage returns the image named name, as client.GetImage does.
-func (p *Provider) getImage(ctx context.Context, name string) (client.Image, error) {
-	rec, err := p.client.ImageService().Get(ctx, name)
+// get returns the image named name, as client.GetImage does.
+func (im *imageService) get(ctx context.Context, name string) (client.Image, error) {
+	rec, err := im.client.ImageService().Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return p.imageOf(rec), nil
+	return im.imageOf(rec), nil
 }
 
 // imageOf returns the client's image of rec, the same one while rec's
 // name points to the same manifest: it keeps what it read of the
 // manifest (its layers), which every container's snapshot needs.
-func (p *Provider) imageOf(rec images.Image) client.Image {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if img, ok := p.images[rec.Name]; ok && img.Target().Digest == rec.Target.Digest {
+func (im *imageService) imageOf(rec images.Image) client.Image {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if img, ok := im.images[rec.Name]; ok && img.Target().Digest == rec.Target.Digest {
 		return img
 	}
-	img := client.NewImage(p.client, rec)
-	p.images[rec.Name] = img
+	img := client.NewImage(im.client, rec)
+	im.images[rec.Name] = img
 	return img
 }
 
-func (p *Provider) importFile(ctx context.Context, path, key string) ([]images.Image, error) {
+func (im *imageService) importFile(ctx context.Context, path, key string) ([]images.Image, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open archive: %w", err)
 	}
 	defer f.Close()
-	p.log.Info("importing image archive", "archive", path)
-	imgs, err := p.client.Import(ctx, f,
+	im.log.Info("importing image archive", "archive", path)
+	imgs, err := im.client.Import(ctx, f,
 		client.WithImageLabels(map[string]string{labelArchive: key}),
 		// Name the images of unnamed manifests by digest; named ones
 		// keep only their name.
@@ -243,13 +291,13 @@ func (p *Provider) importFile(ctx context.Context, path, key string) ([]images.I
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", path, err)
 	}
-	p.mu.Lock()
-	p.imports++
+	im.mu.Lock()
+	im.imports++
 	for _, img := range imgs {
 		// Imported anew: snapshots of an earlier import may be gone.
-		delete(p.unpacked, img.Target.Digest.String())
+		delete(im.unpacked, img.Target.Digest.String())
 	}
-	p.mu.Unlock()
+	im.mu.Unlock()
 	return imgs, nil
 }
 
@@ -292,32 +340,32 @@ var errPullRefused = errors.New("image not found and its registry is not allowed
 // content. The archive must be a file in Config.ImageDirs or a URL of
 // Config.ArchiveURLs; any refusal is errArchiveRefused, with the cause
 // in the log.
-func (p *Provider) localArchive(ctx context.Context, src string) (path, key string, err error) {
-	path, key, err = p.resolveArchive(ctx, src)
+func (im *imageService) localArchive(ctx context.Context, src string) (path, key string, err error) {
+	path, key, err = im.resolveArchive(ctx, src)
 	if errors.Is(err, hostpolicy.ErrNotAllowed) {
-		p.log.Warn("image archive refused", "archive", redactArchive(src), "err", err)
+		im.log.Warn("image archive refused", "archive", redactArchive(src), "err", err)
 		return "", "", errArchiveRefused
 	}
 	return path, key, err
 }
 
-func (p *Provider) resolveArchive(ctx context.Context, src string) (path, key string, err error) {
+func (im *imageService) resolveArchive(ctx context.Context, src string) (path, key string, err error) {
 	if u, perr := url.Parse(src); perr == nil && u.Scheme != "" && u.Scheme != "file" {
-		if err := p.fetcher.Allowed(u); err != nil {
+		if err := im.fetcher.Allowed(u); err != nil {
 			return "", "", err
 		}
 		sum := sha256.Sum256([]byte(src))
 		key = hex.EncodeToString(sum[:])[:32]
-		path = filepath.Join(p.cfg.StateDir, "images", key+".tar")
+		path = filepath.Join(im.cfg.StateDir, "images", key+".tar")
 		if _, err := os.Stat(path); err == nil {
 			return path, key, nil
 		}
-		if err := p.download(ctx, src, path); err != nil {
+		if err := im.download(ctx, src, path); err != nil {
 			return "", "", err
 		}
 		return path, key, nil
 	}
-	path, err = p.dirs.Resolve(src)
+	path, err = im.dirs.Resolve(src)
 	if err != nil {
 		return "", "", err
 	}
@@ -342,7 +390,7 @@ func redactArchive(src string) string {
 
 // download writes the URL src to path atomically, through the fetcher
 // (allowlist, address checks, size and time bounds).
-func (p *Provider) download(ctx context.Context, src, path string) error {
+func (im *imageService) download(ctx context.Context, src, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return fmt.Errorf("download: %w", err)
 	}
@@ -351,7 +399,7 @@ func (p *Provider) download(ctx context.Context, src, path string) error {
 		return fmt.Errorf("download: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := p.fetcher.Fetch(ctx, src, tmp); err != nil {
+	if _, err := im.fetcher.Fetch(ctx, src, tmp); err != nil {
 		tmp.Close()
 		return err
 	}

@@ -227,7 +227,7 @@ func TestGenerations(t *testing.T) {
 	}
 	// The volume outlived the container: both runs wrote to it.
 	eventually(t, "volume holds both runs", func() (bool, string) {
-		b, _ := os.ReadFile(filepath.Join(e.p.volumeDir(vol.ID), "log"))
+		b, _ := os.ReadFile(filepath.Join(e.p.volumes.dir(vol.ID), "log"))
 		return string(b) == "one\ntwo\n", string(b)
 	})
 
@@ -299,13 +299,13 @@ func TestVolumes(t *testing.T) {
 	if err := e.p.Delete(e.ctx(t), &api.Assignment{ID: reader.ID}, time.Second); err != nil {
 		t.Fatalf("Delete reader: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(e.p.volumeDir(vol.ID), "file")); err != nil {
+	if _, err := os.Stat(filepath.Join(e.p.volumes.dir(vol.ID), "file")); err != nil {
 		t.Errorf("volume after its replicas were deleted: %v; want the file kept", err)
 	}
 	if err := e.p.Delete(e.ctx(t), vol, time.Second); err != nil {
 		t.Fatalf("Delete volume: %v", err)
 	}
-	if _, err := os.Stat(e.p.volumeDir(vol.ID)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(e.p.volumes.dir(vol.ID)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("volume directory after Delete: got %v; want it removed", err)
 	}
 	if _, err := e.p.Status(e.ctx(t), vol.ID); !errors.Is(err, api.ErrNotFound) {
@@ -491,7 +491,7 @@ func TestHealth(t *testing.T) {
 // containerInfo returns containerd's record of container id.
 func (e *testEnv) containerInfo(t testing.TB, id string) containers.Container {
 	t.Helper()
-	c, err := e.p.container(e.p.nsCtx(e.ctx(t)), id)
+	c, err := e.p.tasks.container(e.p.nsCtx(e.ctx(t)), id)
 	if err != nil || c == nil {
 		t.Fatalf("container %s: %v", id, err)
 	}
@@ -501,7 +501,7 @@ func (e *testEnv) containerInfo(t testing.TB, id string) containers.Container {
 // pid returns the pid of id's task.
 func (e *testEnv) pid(t testing.TB, id string) uint32 {
 	t.Helper()
-	ti, err := e.p.task(e.p.nsCtx(e.ctx(t)), id)
+	ti, err := e.p.tasks.task(e.p.nsCtx(e.ctx(t)), id)
 	if err != nil || ti == nil {
 		t.Fatalf("task %s: %+v, %v", id, ti, err)
 	}
@@ -548,8 +548,8 @@ func TestSpec(t *testing.T) {
 			netns = ns.Path
 		}
 	}
-	if netns != e.p.netnsPath(a.ID) {
-		t.Errorf("network namespace: got %q; want %q", netns, e.p.netnsPath(a.ID))
+	if netns != e.p.network.netnsPath(a.ID) {
+		t.Errorf("network namespace: got %q; want %q", netns, e.p.network.netnsPath(a.ID))
 	}
 }
 
@@ -616,7 +616,7 @@ func TestImportOnce(t *testing.T) {
 }
 
 func importCount(p *Provider) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.imports
+	p.images.mu.Lock()
+	defer p.images.mu.Unlock()
+	return p.images.imports
 }

@@ -6,19 +6,55 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/containernetworking/cni/libcni"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 )
+
+// networkService owns the replicas' networks: a network namespace each
+// under NetNSDir (inside a user namespace of its own with a user
+// namespace range), attached by CNI with a conflist generated from the
+// assignment and kept in CNIConfDir for its DEL, the bridges that no
+// replica uses any more, the replica's /etc/hosts, and the check of the
+// host ports it publishes. The namespace directories are prepared once.
+type networkService struct {
+	cfg   Config
+	log   *slog.Logger
+	ports hostpolicy.PortPolicy
+	// userns is the user namespace range of new replicas (nil: none).
+	userns *idRange
+
+	netnsDirOnce  sync.Once
+	netnsDirErr   error
+	usernsDirOnce sync.Once
+	usernsDirErr  error
+}
+
+func newNetworkService(cfg Config, log *slog.Logger, reserved hostpolicy.PortRanges) (*networkService, error) {
+	hostPorts, err := hostpolicy.ParsePorts(cfg.HostPorts)
+	if err != nil {
+		return nil, err
+	}
+	return &networkService{
+		cfg:    cfg,
+		log:    log,
+		ports:  hostpolicy.PortPolicy{Allowed: hostPorts, Reserved: reserved, Privileged: cfg.AllowPrivilegedPorts},
+		userns: userRange(cfg),
+	}, nil
+}
 
 // cniVersion is the newest version Debian's plugins (1.1) speak.
 const cniVersion = "1.0.0"
@@ -31,20 +67,20 @@ const loopbackNetwork = "strata-loopback"
 
 // netnsName is the replica's network namespace under NetNSDir: the
 // namespace prefix keeps agents sharing a host apart.
-func (p *Provider) netnsName(id string) string { return p.cfg.Namespace + "-" + id }
+func (nw *networkService) netnsName(id string) string { return nw.cfg.Namespace + "-" + id }
 
-func (p *Provider) netnsPath(id string) string {
-	return filepath.Join(p.cfg.NetNSDir, p.netnsName(id))
+func (nw *networkService) netnsPath(id string) string {
+	return filepath.Join(nw.cfg.NetNSDir, nw.netnsName(id))
 }
 
-func (p *Provider) conflistPath(id string) string {
-	return filepath.Join(p.cfg.CNIConfDir, id+".conflist")
+func (nw *networkService) conflistPath(id string) string {
+	return filepath.Join(nw.cfg.CNIConfDir, id+".conflist")
 }
 
-func (p *Provider) cniCacheDir() string { return filepath.Join(p.cfg.StateDir, "cni", "cache") }
+func (nw *networkService) cniCacheDir() string { return filepath.Join(nw.cfg.StateDir, "cni", "cache") }
 
-func (p *Provider) cni() *libcni.CNIConfig {
-	return libcni.NewCNIConfigWithCacheDir([]string{p.cfg.CNIBinDir}, p.cniCacheDir(), nil)
+func (nw *networkService) cni() *libcni.CNIConfig {
+	return libcni.NewCNIConfigWithCacheDir([]string{nw.cfg.CNIBinDir}, nw.cniCacheDir(), nil)
 }
 
 // conflist is the CNI configuration of one replica, the subset of the
@@ -174,10 +210,10 @@ func firstHost(n *net.IPNet) net.IP {
 	return ip
 }
 
-// setupNetwork creates the replica's network namespace and runs CNI ADD
+// setup creates the replica's network namespace and runs CNI ADD
 // in it. It returns the namespace's path for the container's spec.
 // Leftovers of an earlier attempt are removed first.
-func (p *Provider) setupNetwork(ctx context.Context, a *api.Assignment) (string, error) {
+func (nw *networkService) setup(ctx context.Context, a *api.Assignment) (string, error) {
 	cl, err := buildConflist(a)
 	if err != nil {
 		return "", err
@@ -186,48 +222,48 @@ func (p *Provider) setupNetwork(ctx context.Context, a *api.Assignment) (string,
 	if err != nil {
 		return "", fmt.Errorf("conflist: %w", err)
 	}
-	if err := p.teardownNetwork(ctx, a.ID); err != nil {
+	if err := nw.teardown(ctx, a.ID); err != nil {
 		return "", fmt.Errorf("clean up earlier network: %w", err)
 	}
 	// Written before ADD: a DEL must be possible for whatever ADD did.
-	if err := writeFileAtomic(p.conflistPath(a.ID), b); err != nil {
+	if err := writeFileAtomic(nw.conflistPath(a.ID), b); err != nil {
 		return "", fmt.Errorf("conflist: %w", err)
 	}
-	if err := p.attach(ctx, a.ID, b, p.userns); err != nil {
-		if terr := p.teardownNetwork(context.WithoutCancel(ctx), a.ID); terr != nil {
-			p.log.Warn("clean up failed network", "id", a.ID, "err", terr)
+	if err := nw.attach(ctx, a.ID, b, nw.userns); err != nil {
+		if terr := nw.teardown(context.WithoutCancel(ctx), a.ID); terr != nil {
+			nw.log.Warn("clean up failed network", "id", a.ID, "err", terr)
 		}
 		return "", err
 	}
-	return p.netnsPath(a.ID), nil
+	return nw.netnsPath(a.ID), nil
 }
 
-// restoreNetwork makes the network namespace of a replica whose task is
+// restore makes the network namespace of a replica whose task is
 // about to start again exist and be attached, from its saved conflist:
 // a reboot (or someone) removed it, while containerd kept the container
 // that names it. userns is the user namespace the container was made
 // with (its label), whatever the configuration says now.
-func (p *Provider) restoreNetwork(ctx context.Context, id string, userns *idRange) error {
-	nsPath := p.netnsPath(id)
-	if isNetNS(nsPath) && (userns == nil || isNS(p.usernsPath(id))) {
+func (nw *networkService) restore(ctx context.Context, id string, userns *idRange) error {
+	nsPath := nw.netnsPath(id)
+	if isNetNS(nsPath) && (userns == nil || isNS(nw.usernsPath(id))) {
 		return nil
 	}
-	b, err := os.ReadFile(p.conflistPath(id))
+	b, err := os.ReadFile(nw.conflistPath(id))
 	if err != nil {
 		return fmt.Errorf("network of %s is gone and cannot be restored: %w", id, err)
 	}
-	p.log.Info("network namespace missing; attaching a new one", "id", id)
+	nw.log.Info("network namespace missing; attaching a new one", "id", id)
 	// Whatever the lost attachment left on the host (NAT rules, cached
 	// result) goes first.
-	if err := p.detach(ctx, id, b); err != nil {
-		p.log.Warn("clean up lost network", "id", id, "err", err)
+	if err := nw.detach(ctx, id, b); err != nil {
+		nw.log.Warn("clean up lost network", "id", id, "err", err)
 	}
-	if err := p.removeNamespaces(id); err != nil {
+	if err := nw.removeNamespaces(id); err != nil {
 		return err
 	}
-	if err := p.attach(ctx, id, b, userns); err != nil {
-		if rerr := p.removeNamespaces(id); rerr != nil {
-			p.log.Warn("clean up failed network", "id", id, "err", rerr)
+	if err := nw.attach(ctx, id, b, userns); err != nil {
+		if rerr := nw.removeNamespaces(id); rerr != nil {
+			nw.log.Warn("clean up failed network", "id", id, "err", rerr)
 		}
 		return err
 	}
@@ -237,7 +273,7 @@ func (p *Provider) restoreNetwork(ctx context.Context, id string, userns *idRang
 // attach creates the replica's network namespace (owned by a user
 // namespace of userns when not nil) and runs CNI ADD of conflist b in
 // it; on failure the caller cleans up.
-func (p *Provider) attach(ctx context.Context, id string, b []byte, userns *idRange) error {
+func (nw *networkService) attach(ctx context.Context, id string, b []byte, userns *idRange) error {
 	var cl conflist
 	if err := json.Unmarshal(b, &cl); err != nil {
 		return fmt.Errorf("conflist: %w", err)
@@ -246,17 +282,17 @@ func (p *Provider) attach(ctx context.Context, id string, b []byte, userns *idRa
 	if err != nil {
 		return fmt.Errorf("conflist: %w", err)
 	}
-	nsPath := p.netnsPath(id)
-	if err := p.createNetNS(id, userns); err != nil {
+	nsPath := nw.netnsPath(id)
+	if err := nw.createNetNS(id, userns); err != nil {
 		return err
 	}
 	rt := &libcni.RuntimeConf{ContainerID: id, NetNS: nsPath, IfName: ifName}
 	add := func() error {
-		_, err := p.cni().AddNetworkList(ctx, list, rt)
+		_, err := nw.cni().AddNetworkList(ctx, list, rt)
 		return err
 	}
 	if br := cl.bridge(); br != "" {
-		err = p.withBridgeLock(br, add)
+		err = nw.withBridgeLock(br, add)
 	} else {
 		err = add()
 	}
@@ -270,56 +306,56 @@ func (p *Provider) attach(ctx context.Context, id string, b []byte, userns *idRa
 // when it still exists, and removes the bridge when no other replica (of
 // any agent on this host) is attached to it any more: CNI DEL leaves
 // bridges behind.
-func (p *Provider) detach(ctx context.Context, id string, b []byte) error {
+func (nw *networkService) detach(ctx context.Context, id string, b []byte) error {
 	var cl conflist
 	if err := json.Unmarshal(b, &cl); err != nil {
-		return fmt.Errorf("conflist %s: %w", p.conflistPath(id), err)
+		return fmt.Errorf("conflist %s: %w", nw.conflistPath(id), err)
 	}
 	list, err := libcni.ConfListFromBytes(b)
 	if err != nil {
-		return fmt.Errorf("conflist %s: %w", p.conflistPath(id), err)
+		return fmt.Errorf("conflist %s: %w", nw.conflistPath(id), err)
 	}
 	// DEL needs the namespace (plugins tear down what is inside it) but
 	// must also succeed when it is gone already.
-	nsPath := p.netnsPath(id)
+	nsPath := nw.netnsPath(id)
 	if !isNetNS(nsPath) {
 		nsPath = ""
 	}
 	rt := &libcni.RuntimeConf{ContainerID: id, NetNS: nsPath, IfName: ifName}
 	del := func() error {
-		if err := p.cni().DelNetworkList(ctx, list, rt); err != nil {
+		if err := nw.cni().DelNetworkList(ctx, list, rt); err != nil {
 			return fmt.Errorf("cni del (%s): %w", cl.Name, err)
 		}
 		if br := cl.bridge(); br != "" {
-			return p.removeBridgeIfUnused(br)
+			return nw.removeBridgeIfUnused(br)
 		}
 		return nil
 	}
 	if br := cl.bridge(); br != "" {
-		return p.withBridgeLock(br, del)
+		return nw.withBridgeLock(br, del)
 	}
 	return del()
 }
 
-// teardownNetwork detaches the replica, removes its network namespace
+// teardown detaches the replica, removes its network namespace
 // and its conflist. Nothing to remove is not an error.
-func (p *Provider) teardownNetwork(ctx context.Context, id string) error {
+func (nw *networkService) teardown(ctx context.Context, id string) error {
 	var errs []error
-	b, err := os.ReadFile(p.conflistPath(id))
+	b, err := os.ReadFile(nw.conflistPath(id))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
 		errs = append(errs, err)
 	default:
-		if err := p.detach(ctx, id, b); err != nil {
+		if err := nw.detach(ctx, id, b); err != nil {
 			errs = append(errs, err)
 			break
 		}
-		if err := os.Remove(p.conflistPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(nw.conflistPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	if err := p.removeNamespaces(id); err != nil {
+	if err := nw.removeNamespaces(id); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -327,18 +363,18 @@ func (p *Provider) teardownNetwork(ctx context.Context, id string) error {
 
 // removeNamespaces removes the replica's network namespace and the pin
 // of the user namespace that owns it, if any.
-func (p *Provider) removeNamespaces(id string) error {
-	return errors.Join(removeNetNS(p.netnsPath(id)), removeNetNS(p.usernsPath(id)))
+func (nw *networkService) removeNamespaces(id string) error {
+	return errors.Join(removeNetNS(nw.netnsPath(id)), removeNetNS(nw.usernsPath(id)))
 }
 
 // withBridgeLock runs fn holding a host-wide lock on bridge: a replica
 // of another agent must not see its bridge vanish between the bridge
 // plugin creating it and attaching its veth.
-func (p *Provider) withBridgeLock(bridge string, fn func() error) error {
-	if err := os.MkdirAll(p.cfg.LockDir, 0o755); err != nil {
+func (nw *networkService) withBridgeLock(bridge string, fn func() error) error {
+	if err := os.MkdirAll(nw.cfg.LockDir, 0o755); err != nil {
 		return fmt.Errorf("lock dir: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(p.cfg.LockDir, "bridge-"+bridge+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(filepath.Join(nw.cfg.LockDir, "bridge-"+bridge+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return fmt.Errorf("bridge lock: %w", err)
 	}
@@ -354,7 +390,7 @@ func (p *Provider) withBridgeLock(bridge string, fn func() error) error {
 // the agent's data plane owns it (its alias says so): that bridge holds
 // the node's gateway and routes, and stays. The caller holds the bridge's
 // lock.
-func (p *Provider) removeBridgeIfUnused(bridge string) error {
+func (nw *networkService) removeBridgeIfUnused(bridge string) error {
 	if alias, _ := os.ReadFile(filepath.Join("/sys/class/net", bridge, "ifalias")); strings.TrimSpace(string(alias)) == api.BridgeAlias {
 		return nil
 	}
@@ -371,7 +407,7 @@ func (p *Provider) removeBridgeIfUnused(bridge string) error {
 	if err := deleteLink(bridge); err != nil {
 		return fmt.Errorf("remove bridge %s: %w", bridge, err)
 	}
-	p.log.Info("removed unused bridge", "bridge", bridge)
+	nw.log.Info("removed unused bridge", "bridge", bridge)
 	return nil
 }
 
@@ -435,134 +471,6 @@ func deleteLink(name string) error {
 	return errors.New("netlink: no acknowledgement")
 }
 
-// createNetNS creates the network namespace of replica id bound to its
-// path, as `ip netns add` does: a thread unshares its network namespace
-// and bind-mounts it onto an empty file, which keeps it alive without a
-// process. With userns, the namespace is made inside a new user
-// namespace of that range instead (see createUsernsNetNS).
-func (p *Provider) createNetNS(id string, userns *idRange) error {
-	if err := p.prepareNetNSDir(); err != nil {
-		return err
-	}
-	path := p.netnsPath(id)
-	if err := createEmpty(path); err != nil {
-		return fmt.Errorf("netns %s: %w", path, err)
-	}
-	if userns != nil {
-		return p.createUsernsNetNS(id, *userns)
-	}
-	errc := make(chan error, 1)
-	go func() {
-		// The thread's namespace changes, so it must never run another
-		// goroutine: staying locked makes the runtime end the thread
-		// with this goroutine. The main thread is not ended but parked,
-		// so the thread also returns to its namespace: parked in the
-		// new one, it would keep that alive after its unmount.
-		runtime.LockOSThread()
-		orig, err := os.Open(fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid()))
-		if err != nil {
-			errc <- fmt.Errorf("current namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("unshare: %w", err)
-			return
-		}
-		self := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
-		err = unix.Mount(self, path, "none", unix.MS_BIND, "")
-		if err != nil {
-			err = fmt.Errorf("bind mount: %w", err)
-		}
-		if serr := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); serr != nil {
-			err = errors.Join(err, fmt.Errorf("return to the host namespace: %w", serr))
-		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
-		removeNetNS(path) //nolint:errcheck // the error that matters is err
-		return fmt.Errorf("netns %s: %w", path, err)
-	}
-	return nil
-}
-
-// createEmpty creates the empty file a namespace is bind-mounted on.
-func createEmpty(path string) error {
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
-	if err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-// prepareNetNSDir makes NetNSDir a shared mount point, as iproute2 does,
-// so that namespaces mounted later propagate into mount namespaces
-// copied before (and their unmounts too).
-func (p *Provider) prepareNetNSDir() error {
-	p.netnsDirOnce.Do(func() { p.netnsDirErr = makeSharedDir(p.cfg.NetNSDir) })
-	return p.netnsDirErr
-}
-
-// makeSharedDir makes dir a shared mount point (see prepareNetNSDir).
-func makeSharedDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("namespace dir: %w", err)
-	}
-	err := unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
-	if errors.Is(err, unix.EINVAL) {
-		// Not a mount point yet: make it one.
-		if err = unix.Mount(dir, dir, "none", unix.MS_BIND|unix.MS_REC, ""); err == nil {
-			err = unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("namespace dir %s: make shared mount: %w", dir, err)
-	}
-	return nil
-}
-
-// removeNetNS unmounts and removes a namespace file; absent is fine.
-func removeNetNS(path string) error {
-	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmount netns %s: %w", path, err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove netns %s: %w", path, err)
-	}
-	return nil
-}
-
-// isNetNS reports whether path is a mounted network namespace.
-func isNetNS(path string) bool { return isNS(path) }
-
-// isNS reports whether path is a mounted namespace.
-func isNS(path string) bool {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return false
-	}
-	return st.Type == unix.NSFS_MAGIC
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
 // readBridge returns the ports of bridge; an error when there is no such
 // bridge.
 func readBridge(bridge string) ([]string, error) {
@@ -575,4 +483,78 @@ func readBridge(bridge string) ([]string, error) {
 		out = append(out, e.Name())
 	}
 	return out, nil
+}
+
+// checkHostPorts refuses host ports outside Config.HostPorts, the node's
+// own ports and, unless allowed, privileged ones: a published port is a
+// DNAT rule that takes the port from whatever host service has it.
+func (nw *networkService) checkHostPorts(a *api.Assignment) error {
+	for _, pm := range portMappings(a) {
+		if err := nw.ports.Check(pm.HostPort); err != nil {
+			return fmt.Errorf("hostPort %d: %w", pm.HostPort, err)
+		}
+	}
+	return nil
+}
+
+func (nw *networkService) hostsPath(id string) string {
+	return filepath.Join(nw.cfg.StateDir, "hosts", id)
+}
+
+// writeHosts writes the replica's /etc/hosts: localhost and its own name.
+func (nw *networkService) writeHosts(a *api.Assignment) (string, error) {
+	var b strings.Builder
+	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+	if a.Network != nil && a.Network.Address != "" {
+		fmt.Fprintf(&b, "%s\t%s\n", a.Network.Address, hostname(a.ID))
+	} else {
+		fmt.Fprintf(&b, "127.0.1.1\t%s\n", hostname(a.ID))
+	}
+	path := nw.hostsPath(a.ID)
+	if err := writeFileAtomic(path, []byte(b.String())); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// networkMounts are the files a container's network needs: its hosts
+// file and, with an address of its own, the node's resolv.conf.
+func networkMounts(a *api.Assignment, hosts string) []specs.Mount {
+	mounts := []specs.Mount{{Destination: "/etc/hosts", Type: "bind", Source: hosts, Options: []string{"rbind", "ro"}}}
+	if a.Network != nil && a.Network.Address != "" {
+		mounts = append(mounts, specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: "/etc/resolv.conf", Options: []string{"rbind", "ro"}})
+	}
+	return mounts
+}
+
+// condition checks the plugins the generated conflists use: bridge,
+// static and loopback are needed by every replica (Error when missing),
+// portmap only by host ports and iptables by the bridge's masquerading
+// (Warning).
+func (nw *networkService) condition() api.Condition {
+	var missing, optional []string
+	for _, name := range []string{"bridge", "static", "loopback"} {
+		if !isExecutable(filepath.Join(nw.cfg.CNIBinDir, name)) {
+			missing = append(missing, name)
+		}
+	}
+	if !isExecutable(filepath.Join(nw.cfg.CNIBinDir, "portmap")) {
+		optional = append(optional, "portmap (host ports)")
+	}
+	if _, err := exec.LookPath("iptables"); err != nil {
+		optional = append(optional, "iptables (masquerading, host ports)")
+	}
+	switch {
+	case len(missing) > 0:
+		return api.Condition{Type: api.ConditionCNI, Status: api.ConditionError, Reason: "PluginsMissing",
+			Message: fmt.Sprintf("CNI plugins missing in %s: %s (install containernetworking-plugins)", nw.cfg.CNIBinDir, strings.Join(missing, ", "))}
+	case len(optional) > 0:
+		return api.Condition{Type: api.ConditionCNI, Status: api.ConditionWarning, Reason: "PluginsMissing",
+			Message: "missing: " + strings.Join(optional, ", ")}
+	}
+	return api.Condition{Type: api.ConditionCNI, Status: api.ConditionReady, Reason: "PluginsPresent",
+		Message: fmt.Sprintf("bridge, static, loopback and portmap in %s (cniVersion %s)", nw.cfg.CNIBinDir, cniVersion)}
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 
@@ -381,7 +384,7 @@ func TestNetworkRestored(t *testing.T) {
 	if _, err := task.Delete(ctx, client.WithProcessKill); err != nil {
 		t.Fatalf("delete task: %v", err)
 	}
-	if err := removeNetNS(e.p.netnsPath(a.ID)); err != nil {
+	if err := removeNetNS(e.p.network.netnsPath(a.ID)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "veth gone with its namespace", func() (bool, string) {
@@ -413,5 +416,57 @@ func TestNetworkRestored(t *testing.T) {
 	e.checkGone(t, a.ID)
 	if _, err := readBridge(bridge); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("bridge %s: got %v; want it removed", bridge, err)
+	}
+}
+
+// TestNetworkServiceFiles checks the paths and files the network
+// service keeps for a replica and its check of host ports, without
+// making a namespace.
+func TestNetworkServiceFiles(t *testing.T) {
+	cfg := Config{
+		Namespace: "strata-test", NetNSDir: "/run/netns", CNIConfDir: t.TempDir(), StateDir: t.TempDir(),
+		HostPorts: "30000-30010",
+	}
+	nw, err := newNetworkService(cfg, slog.New(slog.DiscardHandler), hostpolicy.MustParsePorts("30005"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := nw.netnsPath("r1"), "/run/netns/strata-test-r1"; got != want {
+		t.Errorf("netnsPath: got %s; want %s", got, want)
+	}
+	if got, want := nw.conflistPath("r1"), filepath.Join(cfg.CNIConfDir, "r1.conflist"); got != want {
+		t.Errorf("conflistPath: got %s; want %s", got, want)
+	}
+	if got, want := nw.usernsPath("r1"), filepath.Join(cfg.StateDir, "userns", "strata-test-r1"); got != want {
+		t.Errorf("usernsPath: got %s; want %s", got, want)
+	}
+
+	a := &api.Assignment{ID: "r1", Network: &api.NetworkAttachment{Address: "10.1.0.7"}}
+	path, err := nw.writeHosts(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(b), "10.1.0.7\tr1\n") || !strings.Contains(string(b), "127.0.0.1\tlocalhost\n") {
+		t.Errorf("hosts file: got %q, %v; want localhost and 10.1.0.7 r1", b, err)
+	}
+	if mounts := networkMounts(a, path); len(mounts) != 2 || mounts[1].Destination != "/etc/resolv.conf" {
+		t.Errorf("network mounts with an address: got %+v; want hosts and resolv.conf", mounts)
+	}
+
+	withPorts := func(hostPorts ...int) *api.Assignment {
+		c := &api.ComputeSpec{}
+		for _, hp := range hostPorts {
+			c.Ports = append(c.Ports, api.PortSpec{ContainerPort: 80, HostPort: hp})
+		}
+		return &api.Assignment{ID: "r1", Spec: api.ResourceSpec{Compute: c}}
+	}
+	if err := nw.checkHostPorts(withPorts(30001, 30010)); err != nil {
+		t.Errorf("allowed host ports: %v", err)
+	}
+	for _, hp := range []int{30005, 30011, 80} {
+		if err := nw.checkHostPorts(withPorts(hp)); err == nil {
+			t.Errorf("host port %d: got no error; want it refused", hp)
+		}
 	}
 }

@@ -177,7 +177,7 @@ func TestSecurityHostPorts(t *testing.T) {
 	cfg := e.p.cfg
 	cfg.HostPorts = "30000-32767,80"
 	p := e.reopen(t, cfg)
-	p.ports.Reserved = hostpolicy.MustParsePorts(strconv.Itoa(agentPort))
+	p.network.ports.Reserved = hostpolicy.MustParsePorts(strconv.Itoa(agentPort))
 	tests := []struct {
 		name string
 		port int

@@ -1,105 +1,37 @@
 package containerd
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
-	"time"
-
-	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
-	tasktypes "github.com/containerd/containerd/api/types/task"
-	"github.com/containerd/containerd/v2/core/containers"
-	"golang.org/x/sys/unix"
-	"google.golang.org/grpc/codes"
-	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/providers/provider"
 )
 
-// taskInfo is what Status needs of a container's task.
-type taskInfo struct {
-	pid        uint32
-	status     tasktypes.Status
-	exitStatus uint32
-	exitedAt   time.Time
-}
-
-func taskInfoOf(pr *tasktypes.Process) *taskInfo {
-	t := &taskInfo{pid: pr.GetPid(), status: pr.GetStatus(), exitStatus: pr.GetExitStatus()}
-	if ts := pr.GetExitedAt(); ts != nil {
-		t.exitedAt = ts.AsTime()
-	}
-	return t
-}
-
-// task returns the task of container id, or nil without error when it
-// has none.
-func (p *Provider) task(ctx context.Context, id string) (*taskInfo, error) {
-	r, err := p.client.TaskService().Get(ctx, &tasksapi.GetRequest{ContainerID: id})
-	if grpcstatus.Code(err) == codes.NotFound {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("task %s: %w", id, err)
-	}
-	return taskInfoOf(r.GetProcess()), nil
-}
-
-// tasks returns every task of the namespace by container id.
-func (p *Provider) tasks(ctx context.Context) (map[string]*taskInfo, error) {
-	r, err := p.client.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", err)
-	}
-	out := make(map[string]*taskInfo, len(r.GetTasks()))
-	for _, pr := range r.GetTasks() {
-		out[pr.GetID()] = taskInfoOf(pr)
-	}
-	return out, nil
-}
-
-// container returns the record of container id, or nil without error
-// when there is none.
-func (p *Provider) container(ctx context.Context, id string) (*containers.Container, error) {
-	c, err := p.client.ContainerService().Get(ctx, id)
-	if isNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("container %s: %w", id, err)
-	}
-	return &c, nil
-}
-
 // Status implements provider.Provider from containerd's containers and
 // tasks (or a volume's record): nothing is kept in memory.
 func (p *Provider) Status(ctx context.Context, id string) (api.AssignmentStatus, error) {
 	ctx = p.nsCtx(ctx)
-	c, err := p.container(ctx, id)
+	c, err := p.tasks.container(ctx, id)
 	if err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("containerd: status: %w", err)
 	}
 	if c == nil {
-		v, err := p.readVolume(id)
+		v, err := p.volumes.read(id)
 		if err != nil {
 			return api.AssignmentStatus{}, fmt.Errorf("containerd: status: %w", err)
 		}
 		if v == nil {
 			return api.AssignmentStatus{}, fmt.Errorf("containerd: replica %q: %w", id, provider.ErrNotFound)
 		}
-		return p.volumeStatus(v), nil
+		return p.volumes.status(v), nil
 	}
-	t, err := p.task(ctx, id)
+	t, err := p.tasks.task(ctx, id)
 	if err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("containerd: status: %w", err)
 	}
-	return p.computeStatus(*c, t), nil
+	return p.tasks.status(*c, t), nil
 }
 
 // List implements provider.Provider: every container of the namespace
@@ -110,164 +42,22 @@ func (p *Provider) List(ctx context.Context) ([]provider.Listed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("containerd: list: %w", err)
 	}
-	ts, err := p.tasks(ctx)
+	ts, err := p.tasks.all(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("containerd: list: %w", err)
 	}
 	out := make([]provider.Listed, 0, len(cs))
 	for _, c := range cs {
-		st := p.computeStatus(c, ts[c.ID])
+		st := p.tasks.status(c, ts[c.ID])
 		out = append(out, provider.Listed{ID: c.ID, Kind: api.KindCompute, Generation: st.ObservedGeneration, Status: st})
 	}
-	vs, err := p.listVolumes()
+	vs, err := p.volumes.list()
 	if err != nil {
 		return nil, fmt.Errorf("containerd: list: %w", err)
 	}
 	for _, v := range vs {
-		out = append(out, provider.Listed{ID: v.ID, Kind: api.KindVolume, Generation: v.Generation, Status: p.volumeStatus(v)})
+		out = append(out, provider.Listed{ID: v.ID, Kind: api.KindVolume, Generation: v.Generation, Status: p.volumes.status(v)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
-}
-
-// computeStatus turns a container and its task (nil: none) into a
-// status. An exit the restart policy will restart is provision, not
-// error: the region replaces replicas in error, and this one is about
-// to come back by itself.
-func (p *Provider) computeStatus(c containers.Container, t *taskInfo) api.AssignmentStatus {
-	l := c.Labels
-	st := api.AssignmentStatus{
-		ID:                 c.ID,
-		Node:               p.node,
-		ObservedGeneration: labelInt(l, LabelGeneration),
-		ProviderID:         p.providerID(c.ID),
-		Address:            l[labelAddress],
-		Restarts:           int(labelInt(l, labelRestarts)),
-		UpdatedAt:          time.Now(),
-	}
-	if reason := l[labelError]; reason != "" {
-		st.Phase, st.Reason, st.Since = api.PhaseError, reason, c.UpdatedAt
-		return st
-	}
-	policy := api.RestartPolicy(l[labelRestart])
-	switch {
-	case t == nil && p.replicaLocks.held(c.ID):
-		st.Phase, st.Reason, st.Since = api.PhaseProvision, "starting", c.UpdatedAt
-	case t == nil && policy != api.RestartNever:
-		// containerd or the node restarted: the supervisor's sweep
-		// starts it again.
-		st.Phase, st.Reason, st.Since = api.PhaseProvision, "no task (containerd restarted?); restarting", c.UpdatedAt
-	case t == nil:
-		st.Phase, st.Reason, st.Since = api.PhaseError, "no task (containerd or the node restarted); restart policy never", c.UpdatedAt
-	case t.status == tasktypes.Status_RUNNING:
-		st.Phase = api.PhaseReady
-		st.Since = labelTime(l, labelStarted, c.CreatedAt)
-	case t.status == tasktypes.Status_CREATED:
-		st.Phase, st.Reason, st.Since = api.PhaseProvision, "starting", c.UpdatedAt
-	case t.status == tasktypes.Status_PAUSED || t.status == tasktypes.Status_PAUSING:
-		st.Phase, st.Reason, st.Since = api.PhaseError, "paused", c.UpdatedAt
-	case t.status == tasktypes.Status_STOPPED:
-		code := int32(t.exitStatus)
-		st.ExitCode = &code
-		st.Since = t.exitedAt
-		reason := exitReason(t.exitStatus, p.oomKilled(c, t), labelInt(l, labelMemoryMiB))
-		if willRestart(policy, t.exitStatus) {
-			st.Phase, st.Reason = api.PhaseProvision, "restarting: "+reason
-		} else {
-			st.Phase, st.Reason = api.PhaseError, reason
-		}
-	default:
-		st.Phase, st.Reason, st.Since = api.PhaseProvision, "task state "+strings.ToLower(t.status.String()), c.UpdatedAt
-	}
-	return st
-}
-
-// willRestart says whether policy restarts a task that exited with code.
-// An empty policy is always, as the API defaults it.
-func willRestart(policy api.RestartPolicy, code uint32) bool {
-	switch policy {
-	case api.RestartNever:
-		return false
-	case api.RestartOnFailure:
-		return code != 0
-	default:
-		return true
-	}
-}
-
-// exitReason says why a task ended.
-func exitReason(code uint32, oom bool, memoryMiB int64) string {
-	switch {
-	case oom && memoryMiB > 0:
-		return fmt.Sprintf("OOM-killed (memory limit %d MiB)", memoryMiB)
-	case oom:
-		return "OOM-killed"
-	case code > 128 && code < 128+65:
-		if name := unix.SignalName(unix.Signal(code - 128)); name != "" {
-			return fmt.Sprintf("exited with code %d (%s)", code, name)
-		}
-	}
-	return fmt.Sprintf("exited with code %d", code)
-}
-
-// oomKilled reports whether the kernel OOM-killed the stopped task t:
-// containerd's TaskOOM event recorded its pid, or its cgroup (which
-// lives until the task is deleted) counted an OOM kill. The cgroup covers
-// an event missed while no supervisor listened.
-func (p *Provider) oomKilled(c containers.Container, t *taskInfo) bool {
-	if v := c.Labels[labelOOM]; v != "" && v == strconv.FormatUint(uint64(t.pid), 10) {
-		return true
-	}
-	if t.exitStatus != 128+uint32(unix.SIGKILL) {
-		return false
-	}
-	return cgroupOOMKills(cgroupPath(p.cfg.Namespace, c.ID)) > 0
-}
-
-// cgroupPath is the cgroup containerd's default spec gives a container.
-func cgroupPath(namespace, id string) string { return "/" + namespace + "/" + id }
-
-// cgroupOOMKills reads the oom_kill counter of a cgroup (v2
-// memory.events, else v1 memory.oom_control); 0 when unreadable.
-func cgroupOOMKills(path string) int64 {
-	for _, f := range []string{
-		filepath.Join("/sys/fs/cgroup", path, "memory.events"),
-		filepath.Join("/sys/fs/cgroup/memory", path, "memory.oom_control"),
-	} {
-		if n, ok := readCounter(f, "oom_kill"); ok {
-			return n
-		}
-	}
-	return 0
-}
-
-// readCounter reads "key value" from a cgroup file of such lines.
-func readCounter(path, key string) (int64, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		k, v, ok := strings.Cut(s.Text(), " ")
-		if ok && k == key {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
-}
-
-func labelInt(l map[string]string, key string) int64 {
-	n, _ := strconv.ParseInt(l[key], 10, 64)
-	return n
-}
-
-func labelTime(l map[string]string, key string, def time.Time) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, l[key])
-	if err != nil {
-		return def
-	}
-	return t
 }

@@ -244,6 +244,7 @@ type VolumeMount struct {
 	Volume        string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
 	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	ReadOnly      bool                   `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	Scratch       string                 `protobuf:"bytes,4,opt,name=scratch,proto3" json:"scratch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -299,6 +300,13 @@ func (x *VolumeMount) GetReadOnly() bool {
 	return false
 }
 
+func (x *VolumeMount) GetScratch() string {
+	if x != nil {
+		return x.Scratch
+	}
+	return ""
+}
+
 type ComputeSpec struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Image           string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
@@ -320,8 +328,13 @@ type ComputeSpec struct {
 	PullSecret      string           `protobuf:"bytes,14,opt,name=pull_secret,json=pullSecret,proto3" json:"pull_secret,omitempty"`
 	ConfigVersions  map[string]int64 `protobuf:"bytes,15,rep,name=config_versions,json=configVersions,proto3" json:"config_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	SecurityContext *SecurityContext `protobuf:"bytes,16,opt,name=security_context,json=securityContext,proto3" json:"security_context,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The main container's probes (a VM's: run from its node).
+	Probes         *Probes          `protobuf:"bytes,17,opt,name=probes,proto3" json:"probes,omitempty"`
+	InitContainers []*Container     `protobuf:"bytes,18,rep,name=init_containers,json=initContainers,proto3" json:"init_containers,omitempty"`
+	Containers     []*Container     `protobuf:"bytes,19,rep,name=containers,proto3" json:"containers,omitempty"`
+	ScratchVolumes []*ScratchVolume `protobuf:"bytes,20,rep,name=scratch_volumes,json=scratchVolumes,proto3" json:"scratch_volumes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ComputeSpec) Reset() {
@@ -466,6 +479,724 @@ func (x *ComputeSpec) GetSecurityContext() *SecurityContext {
 	return nil
 }
 
+func (x *ComputeSpec) GetProbes() *Probes {
+	if x != nil {
+		return x.Probes
+	}
+	return nil
+}
+
+func (x *ComputeSpec) GetInitContainers() []*Container {
+	if x != nil {
+		return x.InitContainers
+	}
+	return nil
+}
+
+func (x *ComputeSpec) GetContainers() []*Container {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+func (x *ComputeSpec) GetScratchVolumes() []*ScratchVolume {
+	if x != nil {
+		return x.ScratchVolumes
+	}
+	return nil
+}
+
+// Container is one container of a pod beside the main one (api.Container).
+type Container struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Image           string                 `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	Command         []string               `protobuf:"bytes,3,rep,name=command,proto3" json:"command,omitempty"`
+	Args            []string               `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty"`
+	Env             map[string]string      `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	WorkingDir      string                 `protobuf:"bytes,6,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
+	Ports           []*PortSpec            `protobuf:"bytes,7,rep,name=ports,proto3" json:"ports,omitempty"`
+	Volumes         []*VolumeMount         `protobuf:"bytes,8,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	Files           []*FileMount           `protobuf:"bytes,9,rep,name=files,proto3" json:"files,omitempty"`
+	EnvFrom         []*EnvSource           `protobuf:"bytes,10,rep,name=env_from,json=envFrom,proto3" json:"env_from,omitempty"`
+	RestartPolicy   string                 `protobuf:"bytes,11,opt,name=restart_policy,json=restartPolicy,proto3" json:"restart_policy,omitempty"`
+	Resources       *ContainerResources    `protobuf:"bytes,12,opt,name=resources,proto3" json:"resources,omitempty"`
+	SecurityContext *SecurityContext       `protobuf:"bytes,13,opt,name=security_context,json=securityContext,proto3" json:"security_context,omitempty"`
+	Probes          *Probes                `protobuf:"bytes,14,opt,name=probes,proto3" json:"probes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Container) Reset() {
+	*x = Container{}
+	mi := &file_resource_v1_resource_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Container) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Container) ProtoMessage() {}
+
+func (x *Container) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Container.ProtoReflect.Descriptor instead.
+func (*Container) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Container) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Container) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *Container) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *Container) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *Container) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *Container) GetWorkingDir() string {
+	if x != nil {
+		return x.WorkingDir
+	}
+	return ""
+}
+
+func (x *Container) GetPorts() []*PortSpec {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+func (x *Container) GetVolumes() []*VolumeMount {
+	if x != nil {
+		return x.Volumes
+	}
+	return nil
+}
+
+func (x *Container) GetFiles() []*FileMount {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *Container) GetEnvFrom() []*EnvSource {
+	if x != nil {
+		return x.EnvFrom
+	}
+	return nil
+}
+
+func (x *Container) GetRestartPolicy() string {
+	if x != nil {
+		return x.RestartPolicy
+	}
+	return ""
+}
+
+func (x *Container) GetResources() *ContainerResources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *Container) GetSecurityContext() *SecurityContext {
+	if x != nil {
+		return x.SecurityContext
+	}
+	return nil
+}
+
+func (x *Container) GetProbes() *Probes {
+	if x != nil {
+		return x.Probes
+	}
+	return nil
+}
+
+type ContainerResources struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MilliCpu      int64                  `protobuf:"varint,1,opt,name=milli_cpu,json=milliCpu,proto3" json:"milli_cpu,omitempty"`
+	MemoryMib     int64                  `protobuf:"varint,2,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerResources) Reset() {
+	*x = ContainerResources{}
+	mi := &file_resource_v1_resource_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerResources) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerResources) ProtoMessage() {}
+
+func (x *ContainerResources) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerResources.ProtoReflect.Descriptor instead.
+func (*ContainerResources) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ContainerResources) GetMilliCpu() int64 {
+	if x != nil {
+		return x.MilliCpu
+	}
+	return 0
+}
+
+func (x *ContainerResources) GetMemoryMib() int64 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+type ScratchVolume struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScratchVolume) Reset() {
+	*x = ScratchVolume{}
+	mi := &file_resource_v1_resource_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScratchVolume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScratchVolume) ProtoMessage() {}
+
+func (x *ScratchVolume) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScratchVolume.ProtoReflect.Descriptor instead.
+func (*ScratchVolume) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ScratchVolume) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScratchVolume) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// Probes are a container's checks, Kubernetes' names (api.Probes).
+type Probes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Startup       *Probe                 `protobuf:"bytes,1,opt,name=startup,proto3" json:"startup,omitempty"`
+	Readiness     *Probe                 `protobuf:"bytes,2,opt,name=readiness,proto3" json:"readiness,omitempty"`
+	Liveness      *Probe                 `protobuf:"bytes,3,opt,name=liveness,proto3" json:"liveness,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Probes) Reset() {
+	*x = Probes{}
+	mi := &file_resource_v1_resource_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Probes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Probes) ProtoMessage() {}
+
+func (x *Probes) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Probes.ProtoReflect.Descriptor instead.
+func (*Probes) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Probes) GetStartup() *Probe {
+	if x != nil {
+		return x.Startup
+	}
+	return nil
+}
+
+func (x *Probes) GetReadiness() *Probe {
+	if x != nil {
+		return x.Readiness
+	}
+	return nil
+}
+
+func (x *Probes) GetLiveness() *Probe {
+	if x != nil {
+		return x.Liveness
+	}
+	return nil
+}
+
+type Probe struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	HttpGet             *HTTPGetAction         `protobuf:"bytes,1,opt,name=http_get,json=httpGet,proto3" json:"http_get,omitempty"`
+	TcpSocket           *TCPSocketAction       `protobuf:"bytes,2,opt,name=tcp_socket,json=tcpSocket,proto3" json:"tcp_socket,omitempty"`
+	Grpc                *GRPCAction            `protobuf:"bytes,3,opt,name=grpc,proto3" json:"grpc,omitempty"`
+	Exec                *ExecAction            `protobuf:"bytes,4,opt,name=exec,proto3" json:"exec,omitempty"`
+	InitialDelaySeconds int32                  `protobuf:"varint,5,opt,name=initial_delay_seconds,json=initialDelaySeconds,proto3" json:"initial_delay_seconds,omitempty"`
+	PeriodSeconds       *int32                 `protobuf:"varint,6,opt,name=period_seconds,json=periodSeconds,proto3,oneof" json:"period_seconds,omitempty"`
+	TimeoutSeconds      *int32                 `protobuf:"varint,7,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	SuccessThreshold    *int32                 `protobuf:"varint,8,opt,name=success_threshold,json=successThreshold,proto3,oneof" json:"success_threshold,omitempty"`
+	FailureThreshold    *int32                 `protobuf:"varint,9,opt,name=failure_threshold,json=failureThreshold,proto3,oneof" json:"failure_threshold,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *Probe) Reset() {
+	*x = Probe{}
+	mi := &file_resource_v1_resource_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Probe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Probe) ProtoMessage() {}
+
+func (x *Probe) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Probe.ProtoReflect.Descriptor instead.
+func (*Probe) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Probe) GetHttpGet() *HTTPGetAction {
+	if x != nil {
+		return x.HttpGet
+	}
+	return nil
+}
+
+func (x *Probe) GetTcpSocket() *TCPSocketAction {
+	if x != nil {
+		return x.TcpSocket
+	}
+	return nil
+}
+
+func (x *Probe) GetGrpc() *GRPCAction {
+	if x != nil {
+		return x.Grpc
+	}
+	return nil
+}
+
+func (x *Probe) GetExec() *ExecAction {
+	if x != nil {
+		return x.Exec
+	}
+	return nil
+}
+
+func (x *Probe) GetInitialDelaySeconds() int32 {
+	if x != nil {
+		return x.InitialDelaySeconds
+	}
+	return 0
+}
+
+func (x *Probe) GetPeriodSeconds() int32 {
+	if x != nil && x.PeriodSeconds != nil {
+		return *x.PeriodSeconds
+	}
+	return 0
+}
+
+func (x *Probe) GetTimeoutSeconds() int32 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *Probe) GetSuccessThreshold() int32 {
+	if x != nil && x.SuccessThreshold != nil {
+		return *x.SuccessThreshold
+	}
+	return 0
+}
+
+func (x *Probe) GetFailureThreshold() int32 {
+	if x != nil && x.FailureThreshold != nil {
+		return *x.FailureThreshold
+	}
+	return 0
+}
+
+type HTTPGetAction struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	Host          string                 `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
+	Scheme        string                 `protobuf:"bytes,4,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	HttpHeaders   []*HTTPHeader          `protobuf:"bytes,5,rep,name=http_headers,json=httpHeaders,proto3" json:"http_headers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HTTPGetAction) Reset() {
+	*x = HTTPGetAction{}
+	mi := &file_resource_v1_resource_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HTTPGetAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HTTPGetAction) ProtoMessage() {}
+
+func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HTTPGetAction.ProtoReflect.Descriptor instead.
+func (*HTTPGetAction) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *HTTPGetAction) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *HTTPGetAction) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *HTTPGetAction) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *HTTPGetAction) GetScheme() string {
+	if x != nil {
+		return x.Scheme
+	}
+	return ""
+}
+
+func (x *HTTPGetAction) GetHttpHeaders() []*HTTPHeader {
+	if x != nil {
+		return x.HttpHeaders
+	}
+	return nil
+}
+
+type HTTPHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HTTPHeader) Reset() {
+	*x = HTTPHeader{}
+	mi := &file_resource_v1_resource_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HTTPHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HTTPHeader) ProtoMessage() {}
+
+func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HTTPHeader.ProtoReflect.Descriptor instead.
+func (*HTTPHeader) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *HTTPHeader) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HTTPHeader) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type TCPSocketAction struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Port          int32                  `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TCPSocketAction) Reset() {
+	*x = TCPSocketAction{}
+	mi := &file_resource_v1_resource_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TCPSocketAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TCPSocketAction) ProtoMessage() {}
+
+func (x *TCPSocketAction) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TCPSocketAction.ProtoReflect.Descriptor instead.
+func (*TCPSocketAction) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TCPSocketAction) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+type GRPCAction struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Port          int32                  `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	Service       string                 `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GRPCAction) Reset() {
+	*x = GRPCAction{}
+	mi := &file_resource_v1_resource_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GRPCAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GRPCAction) ProtoMessage() {}
+
+func (x *GRPCAction) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GRPCAction.ProtoReflect.Descriptor instead.
+func (*GRPCAction) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GRPCAction) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *GRPCAction) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+type ExecAction struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Command       []string               `protobuf:"bytes,1,rep,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecAction) Reset() {
+	*x = ExecAction{}
+	mi := &file_resource_v1_resource_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecAction) ProtoMessage() {}
+
+func (x *ExecAction) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecAction.ProtoReflect.Descriptor instead.
+func (*ExecAction) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ExecAction) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
 // SecurityContext is the user a container runs as (Kubernetes' names);
 // an unset id takes the image's.
 type SecurityContext struct {
@@ -479,7 +1210,7 @@ type SecurityContext struct {
 
 func (x *SecurityContext) Reset() {
 	*x = SecurityContext{}
-	mi := &file_resource_v1_resource_proto_msgTypes[5]
+	mi := &file_resource_v1_resource_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -491,7 +1222,7 @@ func (x *SecurityContext) String() string {
 func (*SecurityContext) ProtoMessage() {}
 
 func (x *SecurityContext) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[5]
+	mi := &file_resource_v1_resource_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -504,7 +1235,7 @@ func (x *SecurityContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityContext.ProtoReflect.Descriptor instead.
 func (*SecurityContext) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{5}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SecurityContext) GetRunAsUser() int64 {
@@ -539,7 +1270,7 @@ type FileMount struct {
 
 func (x *FileMount) Reset() {
 	*x = FileMount{}
-	mi := &file_resource_v1_resource_proto_msgTypes[6]
+	mi := &file_resource_v1_resource_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +1282,7 @@ func (x *FileMount) String() string {
 func (*FileMount) ProtoMessage() {}
 
 func (x *FileMount) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[6]
+	mi := &file_resource_v1_resource_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +1295,7 @@ func (x *FileMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileMount.ProtoReflect.Descriptor instead.
 func (*FileMount) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{6}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FileMount) GetConfig() string {
@@ -600,7 +1331,7 @@ type EnvSource struct {
 
 func (x *EnvSource) Reset() {
 	*x = EnvSource{}
-	mi := &file_resource_v1_resource_proto_msgTypes[7]
+	mi := &file_resource_v1_resource_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +1343,7 @@ func (x *EnvSource) String() string {
 func (*EnvSource) ProtoMessage() {}
 
 func (x *EnvSource) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[7]
+	mi := &file_resource_v1_resource_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +1356,7 @@ func (x *EnvSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvSource.ProtoReflect.Descriptor instead.
 func (*EnvSource) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{7}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EnvSource) GetConfig() string {
@@ -667,7 +1398,7 @@ type VolumeSpec struct {
 
 func (x *VolumeSpec) Reset() {
 	*x = VolumeSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[8]
+	mi := &file_resource_v1_resource_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +1410,7 @@ func (x *VolumeSpec) String() string {
 func (*VolumeSpec) ProtoMessage() {}
 
 func (x *VolumeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[8]
+	mi := &file_resource_v1_resource_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +1423,7 @@ func (x *VolumeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeSpec.ProtoReflect.Descriptor instead.
 func (*VolumeSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{8}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *VolumeSpec) GetSizeMib() int64 {
@@ -731,7 +1462,7 @@ type ImageSpec struct {
 
 func (x *ImageSpec) Reset() {
 	*x = ImageSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[9]
+	mi := &file_resource_v1_resource_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +1474,7 @@ func (x *ImageSpec) String() string {
 func (*ImageSpec) ProtoMessage() {}
 
 func (x *ImageSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[9]
+	mi := &file_resource_v1_resource_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +1487,7 @@ func (x *ImageSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageSpec.ProtoReflect.Descriptor instead.
 func (*ImageSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{9}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ImageSpec) GetRef() string {
@@ -821,7 +1552,7 @@ type Listener struct {
 
 func (x *Listener) Reset() {
 	*x = Listener{}
-	mi := &file_resource_v1_resource_proto_msgTypes[10]
+	mi := &file_resource_v1_resource_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +1564,7 @@ func (x *Listener) String() string {
 func (*Listener) ProtoMessage() {}
 
 func (x *Listener) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[10]
+	mi := &file_resource_v1_resource_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +1577,7 @@ func (x *Listener) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Listener.ProtoReflect.Descriptor instead.
 func (*Listener) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{10}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Listener) GetName() string {
@@ -898,7 +1629,7 @@ type HealthCheck struct {
 
 func (x *HealthCheck) Reset() {
 	*x = HealthCheck{}
-	mi := &file_resource_v1_resource_proto_msgTypes[11]
+	mi := &file_resource_v1_resource_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1641,7 @@ func (x *HealthCheck) String() string {
 func (*HealthCheck) ProtoMessage() {}
 
 func (x *HealthCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[11]
+	mi := &file_resource_v1_resource_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1654,7 @@ func (x *HealthCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheck.ProtoReflect.Descriptor instead.
 func (*HealthCheck) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{11}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HealthCheck) GetType() string {
@@ -980,7 +1711,7 @@ type LoadbalancerSpec struct {
 
 func (x *LoadbalancerSpec) Reset() {
 	*x = LoadbalancerSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[12]
+	mi := &file_resource_v1_resource_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1723,7 @@ func (x *LoadbalancerSpec) String() string {
 func (*LoadbalancerSpec) ProtoMessage() {}
 
 func (x *LoadbalancerSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[12]
+	mi := &file_resource_v1_resource_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1736,7 @@ func (x *LoadbalancerSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadbalancerSpec.ProtoReflect.Descriptor instead.
 func (*LoadbalancerSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{12}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LoadbalancerSpec) GetListeners() []*Listener {
@@ -1050,7 +1781,7 @@ type ResourceSpec struct {
 
 func (x *ResourceSpec) Reset() {
 	*x = ResourceSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[13]
+	mi := &file_resource_v1_resource_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1793,7 @@ func (x *ResourceSpec) String() string {
 func (*ResourceSpec) ProtoMessage() {}
 
 func (x *ResourceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[13]
+	mi := &file_resource_v1_resource_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1806,7 @@ func (x *ResourceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSpec.ProtoReflect.Descriptor instead.
 func (*ResourceSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{13}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResourceSpec) GetFlavor() string {
@@ -1130,7 +1861,7 @@ type RegionTarget struct {
 
 func (x *RegionTarget) Reset() {
 	*x = RegionTarget{}
-	mi := &file_resource_v1_resource_proto_msgTypes[14]
+	mi := &file_resource_v1_resource_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1873,7 @@ func (x *RegionTarget) String() string {
 func (*RegionTarget) ProtoMessage() {}
 
 func (x *RegionTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[14]
+	mi := &file_resource_v1_resource_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1886,7 @@ func (x *RegionTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionTarget.ProtoReflect.Descriptor instead.
 func (*RegionTarget) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{14}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RegionTarget) GetName() string {
@@ -1186,7 +1917,7 @@ type ScheduleRule struct {
 
 func (x *ScheduleRule) Reset() {
 	*x = ScheduleRule{}
-	mi := &file_resource_v1_resource_proto_msgTypes[15]
+	mi := &file_resource_v1_resource_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1929,7 @@ func (x *ScheduleRule) String() string {
 func (*ScheduleRule) ProtoMessage() {}
 
 func (x *ScheduleRule) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[15]
+	mi := &file_resource_v1_resource_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1942,7 @@ func (x *ScheduleRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleRule.ProtoReflect.Descriptor instead.
 func (*ScheduleRule) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{15}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ScheduleRule) GetRegions() []*RegionTarget {
@@ -1267,7 +1998,7 @@ type SpecOverride struct {
 
 func (x *SpecOverride) Reset() {
 	*x = SpecOverride{}
-	mi := &file_resource_v1_resource_proto_msgTypes[16]
+	mi := &file_resource_v1_resource_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +2010,7 @@ func (x *SpecOverride) String() string {
 func (*SpecOverride) ProtoMessage() {}
 
 func (x *SpecOverride) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[16]
+	mi := &file_resource_v1_resource_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +2023,7 @@ func (x *SpecOverride) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecOverride.ProtoReflect.Descriptor instead.
 func (*SpecOverride) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{16}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SpecOverride) GetFlavor() string {
@@ -1328,7 +2059,7 @@ type FailoverPolicy struct {
 
 func (x *FailoverPolicy) Reset() {
 	*x = FailoverPolicy{}
-	mi := &file_resource_v1_resource_proto_msgTypes[17]
+	mi := &file_resource_v1_resource_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +2071,7 @@ func (x *FailoverPolicy) String() string {
 func (*FailoverPolicy) ProtoMessage() {}
 
 func (x *FailoverPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[17]
+	mi := &file_resource_v1_resource_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +2084,7 @@ func (x *FailoverPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailoverPolicy.ProtoReflect.Descriptor instead.
 func (*FailoverPolicy) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{17}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FailoverPolicy) GetEnabled() bool {
@@ -1397,7 +2128,7 @@ type RolloutPolicy struct {
 
 func (x *RolloutPolicy) Reset() {
 	*x = RolloutPolicy{}
-	mi := &file_resource_v1_resource_proto_msgTypes[18]
+	mi := &file_resource_v1_resource_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +2140,7 @@ func (x *RolloutPolicy) String() string {
 func (*RolloutPolicy) ProtoMessage() {}
 
 func (x *RolloutPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[18]
+	mi := &file_resource_v1_resource_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +2153,7 @@ func (x *RolloutPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutPolicy.ProtoReflect.Descriptor instead.
 func (*RolloutPolicy) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{18}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RolloutPolicy) GetMaxUnavailable() int32 {
@@ -1478,7 +2209,7 @@ type RegionShare struct {
 
 func (x *RegionShare) Reset() {
 	*x = RegionShare{}
-	mi := &file_resource_v1_resource_proto_msgTypes[19]
+	mi := &file_resource_v1_resource_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +2221,7 @@ func (x *RegionShare) String() string {
 func (*RegionShare) ProtoMessage() {}
 
 func (x *RegionShare) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[19]
+	mi := &file_resource_v1_resource_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +2234,7 @@ func (x *RegionShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionShare.ProtoReflect.Descriptor instead.
 func (*RegionShare) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{19}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RegionShare) GetPhase() string {
@@ -1588,7 +2319,7 @@ type BackendStatus struct {
 
 func (x *BackendStatus) Reset() {
 	*x = BackendStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[20]
+	mi := &file_resource_v1_resource_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +2331,7 @@ func (x *BackendStatus) String() string {
 func (*BackendStatus) ProtoMessage() {}
 
 func (x *BackendStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[20]
+	mi := &file_resource_v1_resource_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +2344,7 @@ func (x *BackendStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendStatus.ProtoReflect.Descriptor instead.
 func (*BackendStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{20}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BackendStatus) GetReplica() string {
@@ -1659,7 +2390,7 @@ type RolloutStatus struct {
 
 func (x *RolloutStatus) Reset() {
 	*x = RolloutStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[21]
+	mi := &file_resource_v1_resource_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +2402,7 @@ func (x *RolloutStatus) String() string {
 func (*RolloutStatus) ProtoMessage() {}
 
 func (x *RolloutStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[21]
+	mi := &file_resource_v1_resource_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +2415,7 @@ func (x *RolloutStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutStatus.ProtoReflect.Descriptor instead.
 func (*RolloutStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{21}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RolloutStatus) GetRevision() int64 {
@@ -1759,7 +2490,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[22]
+	mi := &file_resource_v1_resource_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +2502,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[22]
+	mi := &file_resource_v1_resource_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +2515,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{22}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResourceStatus) GetUid() string {
@@ -1919,7 +2650,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_resource_v1_resource_proto_msgTypes[23]
+	mi := &file_resource_v1_resource_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2662,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[23]
+	mi := &file_resource_v1_resource_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2675,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{23}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Resource) GetName() string {
@@ -2097,7 +2828,7 @@ type Revision struct {
 
 func (x *Revision) Reset() {
 	*x = Revision{}
-	mi := &file_resource_v1_resource_proto_msgTypes[24]
+	mi := &file_resource_v1_resource_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2840,7 @@ func (x *Revision) String() string {
 func (*Revision) ProtoMessage() {}
 
 func (x *Revision) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[24]
+	mi := &file_resource_v1_resource_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2853,7 @@ func (x *Revision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revision.ProtoReflect.Descriptor instead.
 func (*Revision) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{24}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Revision) GetResource() string {
@@ -2206,7 +2937,7 @@ type RegionStatus struct {
 
 func (x *RegionStatus) Reset() {
 	*x = RegionStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[25]
+	mi := &file_resource_v1_resource_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2949,7 @@ func (x *RegionStatus) String() string {
 func (*RegionStatus) ProtoMessage() {}
 
 func (x *RegionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[25]
+	mi := &file_resource_v1_resource_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2962,7 @@ func (x *RegionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatus.ProtoReflect.Descriptor instead.
 func (*RegionStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{25}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RegionStatus) GetHealth() string {
@@ -2320,7 +3051,7 @@ type Region struct {
 
 func (x *Region) Reset() {
 	*x = Region{}
-	mi := &file_resource_v1_resource_proto_msgTypes[26]
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +3063,7 @@ func (x *Region) String() string {
 func (*Region) ProtoMessage() {}
 
 func (x *Region) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[26]
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +3076,7 @@ func (x *Region) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Region.ProtoReflect.Descriptor instead.
 func (*Region) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{26}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Region) GetName() string {
@@ -2419,7 +3150,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_resource_v1_resource_proto_msgTypes[27]
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +3162,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[27]
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +3175,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{27}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Placement) GetRegion() string {
@@ -2507,7 +3238,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_resource_v1_resource_proto_msgTypes[28]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2519,7 +3250,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[28]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2532,7 +3263,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{28}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Capacity) GetMilliCpu() int64 {
@@ -2567,7 +3298,7 @@ type NodeProvider struct {
 
 func (x *NodeProvider) Reset() {
 	*x = NodeProvider{}
-	mi := &file_resource_v1_resource_proto_msgTypes[29]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +3310,7 @@ func (x *NodeProvider) String() string {
 func (*NodeProvider) ProtoMessage() {}
 
 func (x *NodeProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[29]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +3323,7 @@ func (x *NodeProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeProvider.ProtoReflect.Descriptor instead.
 func (*NodeProvider) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{29}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NodeProvider) GetName() string {
@@ -2629,7 +3360,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_resource_v1_resource_proto_msgTypes[30]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +3372,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[30]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +3385,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{30}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Condition) GetType() string {
@@ -2703,7 +3434,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[31]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2715,7 +3446,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[31]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2728,7 +3459,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{31}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DrainRequest) GetDeadline() *durationpb.Duration {
@@ -2766,7 +3497,7 @@ type DrainStep struct {
 
 func (x *DrainStep) Reset() {
 	*x = DrainStep{}
-	mi := &file_resource_v1_resource_proto_msgTypes[32]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +3509,7 @@ func (x *DrainStep) String() string {
 func (*DrainStep) ProtoMessage() {}
 
 func (x *DrainStep) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[32]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +3522,7 @@ func (x *DrainStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStep.ProtoReflect.Descriptor instead.
 func (*DrainStep) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{32}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DrainStep) GetReplica() string {
@@ -2857,7 +3588,7 @@ type DrainStatus struct {
 
 func (x *DrainStatus) Reset() {
 	*x = DrainStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[33]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +3600,7 @@ func (x *DrainStatus) String() string {
 func (*DrainStatus) ProtoMessage() {}
 
 func (x *DrainStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[33]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +3613,7 @@ func (x *DrainStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStatus.ProtoReflect.Descriptor instead.
 func (*DrainStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{33}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DrainStatus) GetNode() string {
@@ -2992,7 +3723,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3004,7 +3735,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3017,7 +3748,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{34}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeStatus) GetHealth() string {
@@ -3105,7 +3836,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_resource_v1_resource_proto_msgTypes[35]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3117,7 +3848,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[35]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3130,7 +3861,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{35}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Node) GetName() string {
@@ -3293,7 +4024,7 @@ type NodeNetwork struct {
 
 func (x *NodeNetwork) Reset() {
 	*x = NodeNetwork{}
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3305,7 +4036,7 @@ func (x *NodeNetwork) String() string {
 func (*NodeNetwork) ProtoMessage() {}
 
 func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3318,7 +4049,7 @@ func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeNetwork.ProtoReflect.Descriptor instead.
 func (*NodeNetwork) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeNetwork) GetBlock() string {
@@ -3370,7 +4101,7 @@ type VolumeAttachment struct {
 
 func (x *VolumeAttachment) Reset() {
 	*x = VolumeAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3382,7 +4113,7 @@ func (x *VolumeAttachment) String() string {
 func (*VolumeAttachment) ProtoMessage() {}
 
 func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3395,7 +4126,7 @@ func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeAttachment.ProtoReflect.Descriptor instead.
 func (*VolumeAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *VolumeAttachment) GetName() string {
@@ -3454,7 +4185,7 @@ type NetworkAttachment struct {
 
 func (x *NetworkAttachment) Reset() {
 	*x = NetworkAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3466,7 +4197,7 @@ func (x *NetworkAttachment) String() string {
 func (*NetworkAttachment) ProtoMessage() {}
 
 func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3479,7 +4210,7 @@ func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkAttachment.ProtoReflect.Descriptor instead.
 func (*NetworkAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *NetworkAttachment) GetNetwork() string {
@@ -3535,7 +4266,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +4278,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +4291,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Endpoint) GetReplica() string {
@@ -3598,7 +4329,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3610,7 +4341,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3623,7 +4354,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Port) GetNetwork() string {
@@ -3685,7 +4416,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3697,7 +4428,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3710,7 +4441,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Assignment) GetId() string {
@@ -3888,13 +4619,14 @@ type AssignmentStatus struct {
 	ExitCode           *int32                 `protobuf:"varint,10,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
 	Restarts           int32                  `protobuf:"varint,11,opt,name=restarts,proto3" json:"restarts,omitempty"`
 	Backends           []*BackendStatus       `protobuf:"bytes,12,rep,name=backends,proto3" json:"backends,omitempty"`
+	Containers         []*ContainerStatus     `protobuf:"bytes,13,rep,name=containers,proto3" json:"containers,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AssignmentStatus) Reset() {
 	*x = AssignmentStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3906,7 +4638,7 @@ func (x *AssignmentStatus) String() string {
 func (*AssignmentStatus) ProtoMessage() {}
 
 func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3919,7 +4651,7 @@ func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentStatus.ProtoReflect.Descriptor instead.
 func (*AssignmentStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AssignmentStatus) GetId() string {
@@ -4006,6 +4738,114 @@ func (x *AssignmentStatus) GetBackends() []*BackendStatus {
 	return nil
 }
 
+func (x *AssignmentStatus) GetContainers() []*ContainerStatus {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+// ContainerStatus is one container of a replica (api.ContainerStatus).
+type ContainerStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Ready         bool                   `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
+	Restarts      int32                  `protobuf:"varint,4,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	ExitCode      *int32                 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message       string                 `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerStatus) Reset() {
+	*x = ContainerStatus{}
+	mi := &file_resource_v1_resource_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerStatus) ProtoMessage() {}
+
+func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
+func (*ContainerStatus) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ContainerStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ContainerStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ContainerStatus) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *ContainerStatus) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *ContainerStatus) GetExitCode() int32 {
+	if x != nil && x.ExitCode != nil {
+		return *x.ExitCode
+	}
+	return 0
+}
+
+func (x *ContainerStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ContainerStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ContainerStatus) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
 type Replica struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Assignment    *Assignment            `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"`
@@ -4018,7 +4858,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4030,7 +4870,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4043,7 +4883,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Replica) GetAssignment() *Assignment {
@@ -4092,7 +4932,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4104,7 +4944,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4117,7 +4957,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Event) GetId() string {
@@ -4194,7 +5034,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4206,7 +5046,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4219,7 +5059,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -4257,7 +5097,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4269,7 +5109,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4282,7 +5122,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LogsRequest) GetTenant() string {
@@ -4336,7 +5176,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4348,7 +5188,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4361,7 +5201,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *JobSpec) GetCompletions() int32 {
@@ -4436,7 +5276,7 @@ type JobAttempt struct {
 
 func (x *JobAttempt) Reset() {
 	*x = JobAttempt{}
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4448,7 +5288,7 @@ func (x *JobAttempt) String() string {
 func (*JobAttempt) ProtoMessage() {}
 
 func (x *JobAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4461,7 +5301,7 @@ func (x *JobAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
 func (*JobAttempt) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *JobAttempt) GetId() string {
@@ -4537,7 +5377,7 @@ type JobRun struct {
 
 func (x *JobRun) Reset() {
 	*x = JobRun{}
-	mi := &file_resource_v1_resource_proto_msgTypes[49]
+	mi := &file_resource_v1_resource_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4549,7 +5389,7 @@ func (x *JobRun) String() string {
 func (*JobRun) ProtoMessage() {}
 
 func (x *JobRun) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[49]
+	mi := &file_resource_v1_resource_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4562,7 +5402,7 @@ func (x *JobRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRun.ProtoReflect.Descriptor instead.
 func (*JobRun) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{49}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *JobRun) GetNumber() int64 {
@@ -4644,7 +5484,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[50]
+	mi := &file_resource_v1_resource_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4656,7 +5496,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[50]
+	mi := &file_resource_v1_resource_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4669,7 +5509,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{50}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *JobStatus) GetPhase() string {
@@ -4752,11 +5592,12 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0econtainer_port\x18\x02 \x01(\x05R\rcontainerPort\x12\x1b\n" +
 	"\thost_port\x18\x03 \x01(\x05R\bhostPort\x12\x1a\n" +
-	"\bprotocol\x18\x04 \x01(\tR\bprotocol\"V\n" +
+	"\bprotocol\x18\x04 \x01(\tR\bprotocol\"p\n" +
 	"\vVolumeMount\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xff\x06\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12\x18\n" +
+	"\ascratch\x18\x04 \x01(\tR\ascratch\"\x86\t\n" +
 	"\vComputeSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x12\n" +
@@ -4777,13 +5618,84 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\vpull_secret\x18\x0e \x01(\tR\n" +
 	"pullSecret\x12\\\n" +
 	"\x0fconfig_versions\x18\x0f \x03(\v23.strata.resource.v1.ComputeSpec.ConfigVersionsEntryR\x0econfigVersions\x12N\n" +
-	"\x10security_context\x18\x10 \x01(\v2#.strata.resource.v1.SecurityContextR\x0fsecurityContext\x1a6\n" +
+	"\x10security_context\x18\x10 \x01(\v2#.strata.resource.v1.SecurityContextR\x0fsecurityContext\x122\n" +
+	"\x06probes\x18\x11 \x01(\v2\x1a.strata.resource.v1.ProbesR\x06probes\x12F\n" +
+	"\x0finit_containers\x18\x12 \x03(\v2\x1d.strata.resource.v1.ContainerR\x0einitContainers\x12=\n" +
+	"\n" +
+	"containers\x18\x13 \x03(\v2\x1d.strata.resource.v1.ContainerR\n" +
+	"containers\x12J\n" +
+	"\x0fscratch_volumes\x18\x14 \x03(\v2!.strata.resource.v1.ScratchVolumeR\x0escratchVolumes\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
 	"\x13ConfigVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xa5\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xc5\x05\n" +
+	"\tContainer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\x12\x18\n" +
+	"\acommand\x18\x03 \x03(\tR\acommand\x12\x12\n" +
+	"\x04args\x18\x04 \x03(\tR\x04args\x128\n" +
+	"\x03env\x18\x05 \x03(\v2&.strata.resource.v1.Container.EnvEntryR\x03env\x12\x1f\n" +
+	"\vworking_dir\x18\x06 \x01(\tR\n" +
+	"workingDir\x122\n" +
+	"\x05ports\x18\a \x03(\v2\x1c.strata.resource.v1.PortSpecR\x05ports\x129\n" +
+	"\avolumes\x18\b \x03(\v2\x1f.strata.resource.v1.VolumeMountR\avolumes\x123\n" +
+	"\x05files\x18\t \x03(\v2\x1d.strata.resource.v1.FileMountR\x05files\x128\n" +
+	"\benv_from\x18\n" +
+	" \x03(\v2\x1d.strata.resource.v1.EnvSourceR\aenvFrom\x12%\n" +
+	"\x0erestart_policy\x18\v \x01(\tR\rrestartPolicy\x12D\n" +
+	"\tresources\x18\f \x01(\v2&.strata.resource.v1.ContainerResourcesR\tresources\x12N\n" +
+	"\x10security_context\x18\r \x01(\v2#.strata.resource.v1.SecurityContextR\x0fsecurityContext\x122\n" +
+	"\x06probes\x18\x0e \x01(\v2\x1a.strata.resource.v1.ProbesR\x06probes\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
+	"\x12ContainerResources\x12\x1b\n" +
+	"\tmilli_cpu\x18\x01 \x01(\x03R\bmilliCpu\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x02 \x01(\x03R\tmemoryMib\"7\n" +
+	"\rScratchVolume\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"\xad\x01\n" +
+	"\x06Probes\x123\n" +
+	"\astartup\x18\x01 \x01(\v2\x19.strata.resource.v1.ProbeR\astartup\x127\n" +
+	"\treadiness\x18\x02 \x01(\v2\x19.strata.resource.v1.ProbeR\treadiness\x125\n" +
+	"\bliveness\x18\x03 \x01(\v2\x19.strata.resource.v1.ProbeR\bliveness\"\xb6\x04\n" +
+	"\x05Probe\x12<\n" +
+	"\bhttp_get\x18\x01 \x01(\v2!.strata.resource.v1.HTTPGetActionR\ahttpGet\x12B\n" +
+	"\n" +
+	"tcp_socket\x18\x02 \x01(\v2#.strata.resource.v1.TCPSocketActionR\ttcpSocket\x122\n" +
+	"\x04grpc\x18\x03 \x01(\v2\x1e.strata.resource.v1.GRPCActionR\x04grpc\x122\n" +
+	"\x04exec\x18\x04 \x01(\v2\x1e.strata.resource.v1.ExecActionR\x04exec\x122\n" +
+	"\x15initial_delay_seconds\x18\x05 \x01(\x05R\x13initialDelaySeconds\x12*\n" +
+	"\x0eperiod_seconds\x18\x06 \x01(\x05H\x00R\rperiodSeconds\x88\x01\x01\x12,\n" +
+	"\x0ftimeout_seconds\x18\a \x01(\x05H\x01R\x0etimeoutSeconds\x88\x01\x01\x120\n" +
+	"\x11success_threshold\x18\b \x01(\x05H\x02R\x10successThreshold\x88\x01\x01\x120\n" +
+	"\x11failure_threshold\x18\t \x01(\x05H\x03R\x10failureThreshold\x88\x01\x01B\x11\n" +
+	"\x0f_period_secondsB\x12\n" +
+	"\x10_timeout_secondsB\x14\n" +
+	"\x12_success_thresholdB\x14\n" +
+	"\x12_failure_threshold\"\xa6\x01\n" +
+	"\rHTTPGetAction\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x12\n" +
+	"\x04host\x18\x03 \x01(\tR\x04host\x12\x16\n" +
+	"\x06scheme\x18\x04 \x01(\tR\x06scheme\x12A\n" +
+	"\fhttp_headers\x18\x05 \x03(\v2\x1e.strata.resource.v1.HTTPHeaderR\vhttpHeaders\"6\n" +
+	"\n" +
+	"HTTPHeader\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"%\n" +
+	"\x0fTCPSocketAction\x12\x12\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04port\":\n" +
+	"\n" +
+	"GRPCAction\x12\x12\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x18\n" +
+	"\aservice\x18\x02 \x01(\tR\aservice\"&\n" +
+	"\n" +
+	"ExecAction\x12\x18\n" +
+	"\acommand\x18\x01 \x03(\tR\acommand\"\xa5\x01\n" +
 	"\x0fSecurityContext\x12#\n" +
 	"\vrun_as_user\x18\x01 \x01(\x03H\x00R\trunAsUser\x88\x01\x01\x12%\n" +
 	"\frun_as_group\x18\x02 \x01(\x03H\x01R\n" +
@@ -5152,7 +6064,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\texited_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\bexitedAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x04\n" +
 	"\x10AssignmentStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12/\n" +
@@ -5168,7 +6080,22 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\texit_code\x18\n" +
 	" \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x1a\n" +
 	"\brestarts\x18\v \x01(\x05R\brestarts\x12=\n" +
-	"\bbackends\x18\f \x03(\v2!.strata.resource.v1.BackendStatusR\bbackendsB\f\n" +
+	"\bbackends\x18\f \x03(\v2!.strata.resource.v1.BackendStatusR\bbackends\x12C\n" +
+	"\n" +
+	"containers\x18\r \x03(\v2#.strata.resource.v1.ContainerStatusR\n" +
+	"containersB\f\n" +
+	"\n" +
+	"_exit_code\"\x8a\x02\n" +
+	"\x0fContainerStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready\x12\x1a\n" +
+	"\brestarts\x18\x04 \x01(\x05R\brestarts\x12 \n" +
+	"\texit_code\x18\x05 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\a \x01(\tR\amessage\x129\n" +
+	"\n" +
+	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAtB\f\n" +
 	"\n" +
 	"_exit_code\"\xb5\x01\n" +
 	"\aReplica\x12>\n" +
@@ -5260,191 +6187,225 @@ func file_resource_v1_resource_proto_rawDescGZIP() []byte {
 	return file_resource_v1_resource_proto_rawDescData
 }
 
-var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_resource_v1_resource_proto_goTypes = []any{
 	(*FlavorSpec)(nil),            // 0: strata.resource.v1.FlavorSpec
 	(*Flavor)(nil),                // 1: strata.resource.v1.Flavor
 	(*PortSpec)(nil),              // 2: strata.resource.v1.PortSpec
 	(*VolumeMount)(nil),           // 3: strata.resource.v1.VolumeMount
 	(*ComputeSpec)(nil),           // 4: strata.resource.v1.ComputeSpec
-	(*SecurityContext)(nil),       // 5: strata.resource.v1.SecurityContext
-	(*FileMount)(nil),             // 6: strata.resource.v1.FileMount
-	(*EnvSource)(nil),             // 7: strata.resource.v1.EnvSource
-	(*VolumeSpec)(nil),            // 8: strata.resource.v1.VolumeSpec
-	(*ImageSpec)(nil),             // 9: strata.resource.v1.ImageSpec
-	(*Listener)(nil),              // 10: strata.resource.v1.Listener
-	(*HealthCheck)(nil),           // 11: strata.resource.v1.HealthCheck
-	(*LoadbalancerSpec)(nil),      // 12: strata.resource.v1.LoadbalancerSpec
-	(*ResourceSpec)(nil),          // 13: strata.resource.v1.ResourceSpec
-	(*RegionTarget)(nil),          // 14: strata.resource.v1.RegionTarget
-	(*ScheduleRule)(nil),          // 15: strata.resource.v1.ScheduleRule
-	(*SpecOverride)(nil),          // 16: strata.resource.v1.SpecOverride
-	(*FailoverPolicy)(nil),        // 17: strata.resource.v1.FailoverPolicy
-	(*RolloutPolicy)(nil),         // 18: strata.resource.v1.RolloutPolicy
-	(*RegionShare)(nil),           // 19: strata.resource.v1.RegionShare
-	(*BackendStatus)(nil),         // 20: strata.resource.v1.BackendStatus
-	(*RolloutStatus)(nil),         // 21: strata.resource.v1.RolloutStatus
-	(*ResourceStatus)(nil),        // 22: strata.resource.v1.ResourceStatus
-	(*Resource)(nil),              // 23: strata.resource.v1.Resource
-	(*Revision)(nil),              // 24: strata.resource.v1.Revision
-	(*RegionStatus)(nil),          // 25: strata.resource.v1.RegionStatus
-	(*Region)(nil),                // 26: strata.resource.v1.Region
-	(*Placement)(nil),             // 27: strata.resource.v1.Placement
-	(*Capacity)(nil),              // 28: strata.resource.v1.Capacity
-	(*NodeProvider)(nil),          // 29: strata.resource.v1.NodeProvider
-	(*Condition)(nil),             // 30: strata.resource.v1.Condition
-	(*DrainRequest)(nil),          // 31: strata.resource.v1.DrainRequest
-	(*DrainStep)(nil),             // 32: strata.resource.v1.DrainStep
-	(*DrainStatus)(nil),           // 33: strata.resource.v1.DrainStatus
-	(*NodeStatus)(nil),            // 34: strata.resource.v1.NodeStatus
-	(*Node)(nil),                  // 35: strata.resource.v1.Node
-	(*NodeNetwork)(nil),           // 36: strata.resource.v1.NodeNetwork
-	(*VolumeAttachment)(nil),      // 37: strata.resource.v1.VolumeAttachment
-	(*NetworkAttachment)(nil),     // 38: strata.resource.v1.NetworkAttachment
-	(*Endpoint)(nil),              // 39: strata.resource.v1.Endpoint
-	(*Port)(nil),                  // 40: strata.resource.v1.Port
-	(*Assignment)(nil),            // 41: strata.resource.v1.Assignment
-	(*AssignmentStatus)(nil),      // 42: strata.resource.v1.AssignmentStatus
-	(*Replica)(nil),               // 43: strata.resource.v1.Replica
-	(*Event)(nil),                 // 44: strata.resource.v1.Event
-	(*LogChunk)(nil),              // 45: strata.resource.v1.LogChunk
-	(*LogsRequest)(nil),           // 46: strata.resource.v1.LogsRequest
-	(*JobSpec)(nil),               // 47: strata.resource.v1.JobSpec
-	(*JobAttempt)(nil),            // 48: strata.resource.v1.JobAttempt
-	(*JobRun)(nil),                // 49: strata.resource.v1.JobRun
-	(*JobStatus)(nil),             // 50: strata.resource.v1.JobStatus
-	nil,                           // 51: strata.resource.v1.ComputeSpec.EnvEntry
-	nil,                           // 52: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	nil,                           // 53: strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	nil,                           // 54: strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	nil,                           // 55: strata.resource.v1.SpecOverride.EnvEntry
-	nil,                           // 56: strata.resource.v1.ResourceStatus.RegionsEntry
-	nil,                           // 57: strata.resource.v1.ResourceStatus.ConditionsEntry
-	nil,                           // 58: strata.resource.v1.Resource.LabelsEntry
-	nil,                           // 59: strata.resource.v1.Resource.OverridesEntry
-	nil,                           // 60: strata.resource.v1.Region.LabelsEntry
-	nil,                           // 61: strata.resource.v1.Node.LabelsEntry
-	nil,                           // 62: strata.resource.v1.Assignment.LabelsEntry
-	nil,                           // 63: strata.resource.v1.Event.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 64: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 65: google.protobuf.Duration
+	(*Container)(nil),             // 5: strata.resource.v1.Container
+	(*ContainerResources)(nil),    // 6: strata.resource.v1.ContainerResources
+	(*ScratchVolume)(nil),         // 7: strata.resource.v1.ScratchVolume
+	(*Probes)(nil),                // 8: strata.resource.v1.Probes
+	(*Probe)(nil),                 // 9: strata.resource.v1.Probe
+	(*HTTPGetAction)(nil),         // 10: strata.resource.v1.HTTPGetAction
+	(*HTTPHeader)(nil),            // 11: strata.resource.v1.HTTPHeader
+	(*TCPSocketAction)(nil),       // 12: strata.resource.v1.TCPSocketAction
+	(*GRPCAction)(nil),            // 13: strata.resource.v1.GRPCAction
+	(*ExecAction)(nil),            // 14: strata.resource.v1.ExecAction
+	(*SecurityContext)(nil),       // 15: strata.resource.v1.SecurityContext
+	(*FileMount)(nil),             // 16: strata.resource.v1.FileMount
+	(*EnvSource)(nil),             // 17: strata.resource.v1.EnvSource
+	(*VolumeSpec)(nil),            // 18: strata.resource.v1.VolumeSpec
+	(*ImageSpec)(nil),             // 19: strata.resource.v1.ImageSpec
+	(*Listener)(nil),              // 20: strata.resource.v1.Listener
+	(*HealthCheck)(nil),           // 21: strata.resource.v1.HealthCheck
+	(*LoadbalancerSpec)(nil),      // 22: strata.resource.v1.LoadbalancerSpec
+	(*ResourceSpec)(nil),          // 23: strata.resource.v1.ResourceSpec
+	(*RegionTarget)(nil),          // 24: strata.resource.v1.RegionTarget
+	(*ScheduleRule)(nil),          // 25: strata.resource.v1.ScheduleRule
+	(*SpecOverride)(nil),          // 26: strata.resource.v1.SpecOverride
+	(*FailoverPolicy)(nil),        // 27: strata.resource.v1.FailoverPolicy
+	(*RolloutPolicy)(nil),         // 28: strata.resource.v1.RolloutPolicy
+	(*RegionShare)(nil),           // 29: strata.resource.v1.RegionShare
+	(*BackendStatus)(nil),         // 30: strata.resource.v1.BackendStatus
+	(*RolloutStatus)(nil),         // 31: strata.resource.v1.RolloutStatus
+	(*ResourceStatus)(nil),        // 32: strata.resource.v1.ResourceStatus
+	(*Resource)(nil),              // 33: strata.resource.v1.Resource
+	(*Revision)(nil),              // 34: strata.resource.v1.Revision
+	(*RegionStatus)(nil),          // 35: strata.resource.v1.RegionStatus
+	(*Region)(nil),                // 36: strata.resource.v1.Region
+	(*Placement)(nil),             // 37: strata.resource.v1.Placement
+	(*Capacity)(nil),              // 38: strata.resource.v1.Capacity
+	(*NodeProvider)(nil),          // 39: strata.resource.v1.NodeProvider
+	(*Condition)(nil),             // 40: strata.resource.v1.Condition
+	(*DrainRequest)(nil),          // 41: strata.resource.v1.DrainRequest
+	(*DrainStep)(nil),             // 42: strata.resource.v1.DrainStep
+	(*DrainStatus)(nil),           // 43: strata.resource.v1.DrainStatus
+	(*NodeStatus)(nil),            // 44: strata.resource.v1.NodeStatus
+	(*Node)(nil),                  // 45: strata.resource.v1.Node
+	(*NodeNetwork)(nil),           // 46: strata.resource.v1.NodeNetwork
+	(*VolumeAttachment)(nil),      // 47: strata.resource.v1.VolumeAttachment
+	(*NetworkAttachment)(nil),     // 48: strata.resource.v1.NetworkAttachment
+	(*Endpoint)(nil),              // 49: strata.resource.v1.Endpoint
+	(*Port)(nil),                  // 50: strata.resource.v1.Port
+	(*Assignment)(nil),            // 51: strata.resource.v1.Assignment
+	(*AssignmentStatus)(nil),      // 52: strata.resource.v1.AssignmentStatus
+	(*ContainerStatus)(nil),       // 53: strata.resource.v1.ContainerStatus
+	(*Replica)(nil),               // 54: strata.resource.v1.Replica
+	(*Event)(nil),                 // 55: strata.resource.v1.Event
+	(*LogChunk)(nil),              // 56: strata.resource.v1.LogChunk
+	(*LogsRequest)(nil),           // 57: strata.resource.v1.LogsRequest
+	(*JobSpec)(nil),               // 58: strata.resource.v1.JobSpec
+	(*JobAttempt)(nil),            // 59: strata.resource.v1.JobAttempt
+	(*JobRun)(nil),                // 60: strata.resource.v1.JobRun
+	(*JobStatus)(nil),             // 61: strata.resource.v1.JobStatus
+	nil,                           // 62: strata.resource.v1.ComputeSpec.EnvEntry
+	nil,                           // 63: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	nil,                           // 64: strata.resource.v1.Container.EnvEntry
+	nil,                           // 65: strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	nil,                           // 66: strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	nil,                           // 67: strata.resource.v1.SpecOverride.EnvEntry
+	nil,                           // 68: strata.resource.v1.ResourceStatus.RegionsEntry
+	nil,                           // 69: strata.resource.v1.ResourceStatus.ConditionsEntry
+	nil,                           // 70: strata.resource.v1.Resource.LabelsEntry
+	nil,                           // 71: strata.resource.v1.Resource.OverridesEntry
+	nil,                           // 72: strata.resource.v1.Region.LabelsEntry
+	nil,                           // 73: strata.resource.v1.Node.LabelsEntry
+	nil,                           // 74: strata.resource.v1.Assignment.LabelsEntry
+	nil,                           // 75: strata.resource.v1.Event.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 76: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 77: google.protobuf.Duration
 }
 var file_resource_v1_resource_proto_depIdxs = []int32{
 	0,   // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
-	64,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
-	64,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
-	51,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
+	76,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
+	62,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
 	2,   // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
 	3,   // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
-	65,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
-	6,   // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
-	7,   // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
-	52,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	5,   // 10: strata.resource.v1.ComputeSpec.security_context:type_name -> strata.resource.v1.SecurityContext
-	65,  // 11: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	65,  // 12: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
-	10,  // 13: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
-	53,  // 14: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	11,  // 15: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
-	4,   // 16: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
-	8,   // 17: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
-	9,   // 18: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
-	12,  // 19: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
-	47,  // 20: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
-	14,  // 21: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
-	54,  // 22: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	55,  // 23: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
-	65,  // 24: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
-	64,  // 25: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	50,  // 26: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
-	64,  // 27: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	64,  // 28: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	56,  // 29: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
-	20,  // 30: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	64,  // 31: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	57,  // 32: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
-	21,  // 33: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	50,  // 34: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
-	58,  // 35: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
-	13,  // 36: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
-	15,  // 37: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	59,  // 38: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
-	17,  // 39: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
-	18,  // 40: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	64,  // 41: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	64,  // 42: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	64,  // 43: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
-	22,  // 44: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
-	13,  // 45: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 46: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	64,  // 47: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	64,  // 48: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	64,  // 49: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	60,  // 50: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	64,  // 51: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
-	25,  // 52: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
-	23,  // 53: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
-	1,   // 54: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
-	9,   // 55: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	64,  // 56: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	64,  // 57: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	65,  // 58: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	64,  // 59: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	64,  // 60: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	64,  // 61: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	64,  // 62: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
-	32,  // 63: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	64,  // 64: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
-	30,  // 65: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	64,  // 66: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	28,  // 67: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
-	33,  // 68: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	61,  // 69: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
-	29,  // 70: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
-	28,  // 71: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	64,  // 72: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	65,  // 73: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	65,  // 74: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	64,  // 75: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
-	34,  // 76: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
-	36,  // 77: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
-	64,  // 78: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
-	62,  // 79: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	13,  // 80: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 81: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	9,   // 82: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	37,  // 83: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	38,  // 84: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	39,  // 85: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	64,  // 86: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	64,  // 87: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	64,  // 88: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	64,  // 89: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
-	64,  // 90: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	64,  // 91: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	20,  // 92: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	41,  // 93: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	42,  // 94: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	64,  // 95: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	63,  // 96: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	64,  // 97: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	65,  // 98: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
-	65,  // 99: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
-	64,  // 100: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	64,  // 101: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	64,  // 102: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
-	64,  // 103: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
-	48,  // 104: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
-	49,  // 105: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
-	64,  // 106: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
-	64,  // 107: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
-	19,  // 108: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	16,  // 109: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	110, // [110:110] is the sub-list for method output_type
-	110, // [110:110] is the sub-list for method input_type
-	110, // [110:110] is the sub-list for extension type_name
-	110, // [110:110] is the sub-list for extension extendee
-	0,   // [0:110] is the sub-list for field type_name
+	77,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
+	16,  // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
+	17,  // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
+	63,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	15,  // 10: strata.resource.v1.ComputeSpec.security_context:type_name -> strata.resource.v1.SecurityContext
+	8,   // 11: strata.resource.v1.ComputeSpec.probes:type_name -> strata.resource.v1.Probes
+	5,   // 12: strata.resource.v1.ComputeSpec.init_containers:type_name -> strata.resource.v1.Container
+	5,   // 13: strata.resource.v1.ComputeSpec.containers:type_name -> strata.resource.v1.Container
+	7,   // 14: strata.resource.v1.ComputeSpec.scratch_volumes:type_name -> strata.resource.v1.ScratchVolume
+	64,  // 15: strata.resource.v1.Container.env:type_name -> strata.resource.v1.Container.EnvEntry
+	2,   // 16: strata.resource.v1.Container.ports:type_name -> strata.resource.v1.PortSpec
+	3,   // 17: strata.resource.v1.Container.volumes:type_name -> strata.resource.v1.VolumeMount
+	16,  // 18: strata.resource.v1.Container.files:type_name -> strata.resource.v1.FileMount
+	17,  // 19: strata.resource.v1.Container.env_from:type_name -> strata.resource.v1.EnvSource
+	6,   // 20: strata.resource.v1.Container.resources:type_name -> strata.resource.v1.ContainerResources
+	15,  // 21: strata.resource.v1.Container.security_context:type_name -> strata.resource.v1.SecurityContext
+	8,   // 22: strata.resource.v1.Container.probes:type_name -> strata.resource.v1.Probes
+	9,   // 23: strata.resource.v1.Probes.startup:type_name -> strata.resource.v1.Probe
+	9,   // 24: strata.resource.v1.Probes.readiness:type_name -> strata.resource.v1.Probe
+	9,   // 25: strata.resource.v1.Probes.liveness:type_name -> strata.resource.v1.Probe
+	10,  // 26: strata.resource.v1.Probe.http_get:type_name -> strata.resource.v1.HTTPGetAction
+	12,  // 27: strata.resource.v1.Probe.tcp_socket:type_name -> strata.resource.v1.TCPSocketAction
+	13,  // 28: strata.resource.v1.Probe.grpc:type_name -> strata.resource.v1.GRPCAction
+	14,  // 29: strata.resource.v1.Probe.exec:type_name -> strata.resource.v1.ExecAction
+	11,  // 30: strata.resource.v1.HTTPGetAction.http_headers:type_name -> strata.resource.v1.HTTPHeader
+	77,  // 31: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	77,  // 32: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	20,  // 33: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
+	65,  // 34: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	21,  // 35: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
+	4,   // 36: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
+	18,  // 37: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
+	19,  // 38: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
+	22,  // 39: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
+	58,  // 40: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
+	24,  // 41: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
+	66,  // 42: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	67,  // 43: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
+	77,  // 44: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
+	76,  // 45: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
+	61,  // 46: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
+	76,  // 47: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	76,  // 48: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	68,  // 49: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	30,  // 50: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	76,  // 51: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	69,  // 52: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	31,  // 53: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
+	61,  // 54: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
+	70,  // 55: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	23,  // 56: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
+	25,  // 57: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
+	71,  // 58: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	27,  // 59: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
+	28,  // 60: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
+	76,  // 61: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 62: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 63: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	32,  // 64: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
+	23,  // 65: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 66: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
+	76,  // 67: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 68: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	76,  // 69: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	72,  // 70: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	76,  // 71: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	35,  // 72: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
+	33,  // 73: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
+	1,   // 74: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
+	19,  // 75: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
+	76,  // 76: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 77: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	77,  // 78: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	76,  // 79: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	76,  // 80: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	76,  // 81: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	76,  // 82: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	42,  // 83: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
+	76,  // 84: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	40,  // 85: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
+	76,  // 86: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	38,  // 87: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
+	43,  // 88: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
+	73,  // 89: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	39,  // 90: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
+	38,  // 91: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
+	76,  // 92: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	77,  // 93: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	77,  // 94: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	76,  // 95: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	44,  // 96: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
+	46,  // 97: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
+	76,  // 98: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
+	74,  // 99: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	23,  // 100: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 101: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	19,  // 102: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	47,  // 103: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	48,  // 104: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	49,  // 105: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	76,  // 106: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 107: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	76,  // 108: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	76,  // 109: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
+	76,  // 110: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	76,  // 111: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	30,  // 112: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	53,  // 113: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
+	76,  // 114: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
+	51,  // 115: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	52,  // 116: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	76,  // 117: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	75,  // 118: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	76,  // 119: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	77,  // 120: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	77,  // 121: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	76,  // 122: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	76,  // 123: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	76,  // 124: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	76,  // 125: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	59,  // 126: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	60,  // 127: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	76,  // 128: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	76,  // 129: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	29,  // 130: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	26,  // 131: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	132, // [132:132] is the sub-list for method output_type
+	132, // [132:132] is the sub-list for method input_type
+	132, // [132:132] is the sub-list for extension type_name
+	132, // [132:132] is the sub-list for extension extendee
+	0,   // [0:132] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
@@ -5452,17 +6413,19 @@ func file_resource_v1_resource_proto_init() {
 	if File_resource_v1_resource_proto != nil {
 		return
 	}
-	file_resource_v1_resource_proto_msgTypes[5].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[42].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[47].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[48].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[9].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[15].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[52].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[53].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[58].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[59].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resource_v1_resource_proto_rawDesc), len(file_resource_v1_resource_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   64,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
