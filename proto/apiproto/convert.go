@@ -1025,18 +1025,20 @@ func NodeProviderToPB(n *api.NodeProvider) *resourcev1.NodeProvider {
 		return nil
 	}
 	return &resourcev1.NodeProvider{
-		Name:    n.Name,
-		Kinds:   stringsCopy[string](n.Kinds),
-		Version: n.Version,
+		Name:     n.Name,
+		Kinds:    stringsCopy[string](n.Kinds),
+		Version:  n.Version,
+		Features: stringsCopy[string](n.Features),
 	}
 }
 
 // NodeProviderFromPB converts a NodeProvider.
 func NodeProviderFromPB(p *resourcev1.NodeProvider) api.NodeProvider {
 	return api.NodeProvider{
-		Name:    p.GetName(),
-		Kinds:   stringsCopy[api.ProviderKind](p.GetKinds()),
-		Version: p.GetVersion(),
+		Name:     p.GetName(),
+		Kinds:    stringsCopy[api.ProviderKind](p.GetKinds()),
+		Version:  p.GetVersion(),
+		Features: stringsCopy[string](p.GetFeatures()),
 	}
 }
 

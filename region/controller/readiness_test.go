@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/events"
 )
 
 func (h *harness) setUnready(fn func(*api.Assignment) bool) {
@@ -198,5 +199,39 @@ func TestDrainKeepsTheOldReplicaWhileTheReplacementIsUnready(t *testing.T) {
 			return fmt.Errorf("%d running (first on %v), %d destroying", len(run), run, len(dying))
 		}
 		return h.readyWith("web", 1)()
+	})
+}
+
+// A replica with probes is not placed on a node whose provider does not
+// advertise probes: FailedScheduling names the missing feature, and the
+// replica is placed once a node that has it arrives.
+func TestProbesNeedAProviderWithProbes(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1", "a", api.HealthUp)
+	h.place("web", 1, 1, func(p *api.Placement) {
+		p.Resource.Spec.Compute.ReadinessProbe = &api.Probe{TCPSocket: &api.TCPSocketAction{Port: 80}}
+	})
+	h.eventually("FailedScheduling naming the feature", func() error {
+		got, _ := h.ev.Range(t.Context(), events.Query{Reason: "FailedScheduling"})
+		for _, e := range got {
+			if strings.Contains(e.Message, "provider lacks feature probes") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no FailedScheduling naming probes in %d events", len(got))
+	})
+	if run, _ := h.replicas("web"); len(run) != 1 || run[0].Node != "" {
+		t.Fatalf("replicas %+v; want one, unplaced", run)
+	}
+	n2 := newNode("n2", "a")
+	n2.Providers[0].Features = []string{api.FeaturePods, api.FeatureProbes}
+	h.putNode(n2)
+	h.setHealth("n2", api.HealthUp)
+	h.eventually("placed on the node with probes", func() error {
+		run, _ := h.replicas("web")
+		if len(run) != 1 || run[0].Node != "n2" {
+			return fmt.Errorf("replicas %+v; want one on n2", run)
+		}
+		return nil
 	})
 }

@@ -234,6 +234,10 @@ type Request struct {
 	Avoid string
 	// Address: the replica needs an address of its node's block.
 	Address bool
+	// Features are the provider features the replica needs
+	// (api.RequiredFeatures): a node qualifies only if a provider of its
+	// serving Provider has them all.
+	Features []string
 }
 
 // Decision is where a request goes; Node is empty when no node fits, and
@@ -251,6 +255,8 @@ type why uint8
 const (
 	fits why = iota
 	byProvider
+	byNoPods
+	byNoProbes
 	byDown
 	byCordon
 	byCondition
@@ -270,6 +276,10 @@ func (w why) String() string {
 	switch w {
 	case byProvider:
 		return "does not serve the provider kind"
+	case byNoPods:
+		return "provider lacks feature " + api.FeaturePods
+	case byNoProbes:
+		return "provider lacks feature " + api.FeatureProbes
 	case byDown:
 		return "not Up"
 	case byCordon:

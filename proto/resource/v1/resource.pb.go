@@ -3332,6 +3332,7 @@ type NodeProvider struct {
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Kinds         []string               `protobuf:"bytes,2,rep,name=kinds,proto3" json:"kinds,omitempty"`
 	Version       string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Features      []string               `protobuf:"bytes,4,rep,name=features,proto3" json:"features,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3385,6 +3386,13 @@ func (x *NodeProvider) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *NodeProvider) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
 }
 
 type Condition struct {
@@ -5967,11 +5975,12 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\tmilli_cpu\x18\x01 \x01(\x03R\bmilliCpu\x12\x1d\n" +
 	"\n" +
 	"memory_mib\x18\x02 \x01(\x03R\tmemoryMib\x12\x19\n" +
-	"\bdisk_mib\x18\x03 \x01(\x03R\adiskMib\"R\n" +
+	"\bdisk_mib\x18\x03 \x01(\x03R\adiskMib\"n\n" +
 	"\fNodeProvider\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05kinds\x18\x02 \x03(\tR\x05kinds\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\tR\aversion\"\x9b\x01\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12\x1a\n" +
+	"\bfeatures\x18\x04 \x03(\tR\bfeatures\"\x9b\x01\n" +
 	"\tCondition\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
