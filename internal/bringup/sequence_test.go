@@ -15,9 +15,9 @@ import (
 
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // steps records what a tier's parts were asked to do, in order.

@@ -17,12 +17,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/store"
-	"github.com/stratahq/strata/internal/store/storetest"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/transport/transporttest"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
@@ -30,6 +28,8 @@ import (
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 	"github.com/stratahq/strata/region/state"
+	"github.com/stratahq/strata/testkit/etcdtest"
+	"github.com/stratahq/strata/testkit/storetest"
 )
 
 const (
