@@ -177,9 +177,12 @@ func (sh *shares) progress(v *view, key string, pr *api.Resource, s *state.Share
 		v.changesAt(key, deadline)
 		return
 	}
-	s.Phase = api.PhaseError
-	s.Reason = fmt.Sprintf("rollout of revision %d exceeded its progress deadline (%s): %d/%d replicas available",
+	why := fmt.Sprintf("rollout of revision %d exceeded its progress deadline (%s): %d/%d replicas available",
 		s.Revision, pr.Rollout.ProgressDeadline(), avail, s.Replicas)
+	if s.Reason != "" {
+		why += " (" + s.Reason + ")" // what held it up: unplaced, not ready
+	}
+	s.Phase, s.Reason = api.PhaseError, why
 }
 
 // health keeps the share's UnhealthySince: since when fewer of its
