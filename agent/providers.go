@@ -45,7 +45,7 @@ func (s *providerSet) route(k api.ProviderKind) *providerEntry { return s.byKind
 func (s *providerSet) nodeProviders() []api.NodeProvider {
 	out := make([]api.NodeProvider, 0, len(s.list))
 	for _, e := range s.list {
-		out = append(out, api.NodeProvider{Name: e.name, Kinds: slices.Clone(e.info.Kinds), Version: e.info.Version})
+		out = append(out, api.NodeProvider{Name: e.name, Kinds: slices.Clone(e.info.Kinds), Version: e.info.Version, Features: slices.Clone(e.info.Features)})
 	}
 	return out
 }

@@ -23,7 +23,9 @@ const (
 )
 
 // failover moves the share of every region that has been Down for
-// f.After to the failover regions that are not Down. When the region
+// f.After (or, with f.OnUnhealthy, whose ready replicas of the resource
+// stayed below minHealthy that long) to the failover regions that are
+// not Down. When the region
 // returns, its share goes back to it if f.FailBack (make-before-break:
 // the stand-ins keep their extra replicas until the region is ready
 // again), else the stand-ins keep it and the region's stale copies are
@@ -50,6 +52,8 @@ func (v *view) failover(f *api.FailoverPolicy, base map[string]int) (map[string]
 			// is down; one that came back simply runs it again.
 			if h, _ := v.health(region); fa == move && h == api.HealthDown {
 				reason = fmt.Sprintf("region %s is down and no failover region is up", region)
+			} else if fa == move && v.unhealthy(f, region) {
+				reason = fmt.Sprintf("region %s is unhealthy for the resource and no failover region is up", region)
 			}
 			continue
 		}
@@ -71,7 +75,7 @@ func (v *view) failover(f *api.FailoverPolicy, base map[string]int) (map[string]
 // fate decides what happens to region's share.
 func (v *view) fate(f *api.FailoverPolicy, region string) fate {
 	health, since := v.health(region)
-	down := health == api.HealthDown && v.in.Now.Sub(since) >= f.After.Duration
+	down := health == api.HealthDown && v.in.Now.Sub(since) >= f.After.Duration || v.unhealthy(f, region)
 	back := !down && failedOverFrom(v.stored(), region)
 	switch {
 	case down:
@@ -86,6 +90,22 @@ func (v *view) fate(f *api.FailoverPolicy, region string) fate {
 	default:
 		return stay
 	}
+}
+
+// unhealthy reports whether, with f.OnUnhealthy, region is up but its
+// ready replicas of the resource have been below the resource's
+// minHealthy (the region judges it: its share's unhealthySince) for
+// f.After. Only a live share counts: a stale one says nothing of now.
+func (v *view) unhealthy(f *api.FailoverPolicy, region string) bool {
+	if !f.OnUnhealthy {
+		return false
+	}
+	reg := v.regions[region]
+	if reg == nil || !reg.Live {
+		return false
+	}
+	sh := v.share(region)
+	return sh != nil && sh.FailoverFrom == "" && !sh.UnhealthySince.IsZero() && v.in.Now.Sub(sh.UnhealthySince) >= f.After.Duration
 }
 
 // standIns are the regions that may take over region's share, each once:

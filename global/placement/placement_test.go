@@ -55,6 +55,12 @@ func reports(uid string, phase api.Phase, replicas int, revision, generation int
 	}
 }
 
+// unhealthyFor makes the region's share report fewer ready replicas than
+// minHealthy for d.
+func unhealthyFor(d time.Duration) func(*Region) {
+	return func(r *Region) { r.Share.Ready, r.Share.UnhealthySince = 0, t0.Add(-d) }
+}
+
 func (w *world) status(st *api.ResourceStatus) *world {
 	w.in.Status = st
 	return w
@@ -252,6 +258,27 @@ func TestFailover(t *testing.T) {
 				region("a", down(time.Hour)).region("b").region("c").
 				status(&api.ResourceStatus{UID: "u1", Revision: 1, Regions: map[string]api.RegionShare{"c": {FailoverFrom: "b"}}}),
 			map[string]int{"b": 1, "c": 5}, map[string]string{"b": "a", "c": "b"}, ""},
+		{"unhealthy long enough with onUnhealthy: the share moves",
+			newWorld(policy(resource(4, rt("a", 1), rt("b", 1)), api.FailoverPolicy{After: api.D(time.Minute), OnUnhealthy: true})).
+				region("a", reports("u1", api.PhaseProvision, 2, 1, 1, ""), unhealthyFor(2*time.Minute)).region("b", reports("u1", api.PhaseReady, 2, 1, 1, "")),
+			map[string]int{"b": 4}, map[string]string{"b": "a"}, ""},
+		{"unhealthy, not long enough: it stays",
+			newWorld(policy(resource(4, rt("a", 1), rt("b", 1)), api.FailoverPolicy{After: api.D(time.Minute), OnUnhealthy: true})).
+				region("a", reports("u1", api.PhaseProvision, 2, 1, 1, ""), unhealthyFor(30*time.Second)).region("b", reports("u1", api.PhaseReady, 2, 1, 1, "")),
+			map[string]int{"a": 2, "b": 2}, map[string]string{}, ""},
+		{"unhealthy without onUnhealthy: it stays",
+			newWorld(policy(resource(4, rt("a", 1), rt("b", 1)), api.FailoverPolicy{After: api.D(time.Minute)})).
+				region("a", reports("u1", api.PhaseProvision, 2, 1, 1, ""), unhealthyFor(time.Hour)).region("b", reports("u1", api.PhaseReady, 2, 1, 1, "")),
+			map[string]int{"a": 2, "b": 2}, map[string]string{}, ""},
+		{"unhealthy, its share not live: it stays",
+			newWorld(policy(resource(4, rt("a", 1), rt("b", 1)), api.FailoverPolicy{OnUnhealthy: true})).
+				region("a", reports("u1", api.PhaseProvision, 2, 1, 1, ""), unhealthyFor(time.Hour), func(r *Region) { r.Live = false }).region("b"),
+			map[string]int{"a": 2, "b": 2}, map[string]string{}, ""},
+		// An unhealthy region that is up still stands in for a Down one.
+		{"unhealthy, no stand-in up: the share stays, with a reason",
+			newWorld(policy(resource(4, rt("a", 1), rt("b", 1)), api.FailoverPolicy{OnUnhealthy: true})).
+				region("a", reports("u1", api.PhaseProvision, 2, 1, 1, ""), unhealthyFor(time.Hour)).region("b", down(time.Hour)),
+			map[string]int{"a": 4}, map[string]string{"a": "b"}, "region a is unhealthy for the resource and no failover region is up"},
 		// Bug fixed: a region that came back (no failBack) while every
 		// stand-in was down said it was down itself, and the resource
 		// never showed ready.

@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Capacity is an amount of node resources.
 type Capacity struct {
@@ -34,6 +37,46 @@ type NodeProvider struct {
 	Name    string         `json:"name"`
 	Kinds   []ProviderKind `json:"kinds"`
 	Version string         `json:"version,omitempty"`
+	// Features are what the provider can do beyond a one-container
+	// replica (FeaturePods, FeatureProbes), as it advertises them.
+	Features []string `json:"features,omitempty"`
+}
+
+// The features a provider advertises and a replica may need.
+const (
+	// FeaturePods: several containers per replica (init containers,
+	// sidecars).
+	FeaturePods = "pods"
+	// FeatureProbes: startup, readiness and liveness probes.
+	FeatureProbes = "probes"
+)
+
+// RequiredFeatures are the provider features a replica of spec needs:
+// FeaturePods for a pod, FeatureProbes for probes; nil for neither.
+func RequiredFeatures(spec *ResourceSpec) []string {
+	c := spec.Compute
+	if c == nil {
+		return nil
+	}
+	var out []string
+	if c.IsPod() {
+		out = append(out, FeaturePods)
+	}
+	if c.HasProbes() {
+		out = append(out, FeatureProbes)
+	}
+	return out
+}
+
+// ServesWith reports whether one of n's providers serves k and has
+// feature.
+func (n *Node) ServesWith(k ProviderKind, feature string) bool {
+	for _, p := range n.Providers {
+		if slices.Contains(p.Kinds, k) && slices.Contains(p.Features, feature) {
+			return true
+		}
+	}
+	return false
 }
 
 // Node is a machine with an agent, in one region.

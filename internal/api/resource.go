@@ -333,6 +333,10 @@ type FailoverPolicy struct {
 	After     Duration `json:"after,omitzero"`
 	// FailBack moves the replicas home when the region returns.
 	FailBack bool `json:"failBack,omitempty"`
+	// OnUnhealthy also moves the share of a region that is up but whose
+	// ready replicas of the resource stayed below rollout.minHealthy (at
+	// least 1, at most the region's share) for After.
+	OnUnhealthy bool `json:"onUnhealthy,omitempty"`
 }
 
 // RolloutPolicy bounds how a new revision, a drain or a failover replaces
@@ -343,6 +347,36 @@ type RolloutPolicy struct {
 	MinHealthy     int  `json:"minHealthy,omitempty"`
 	AutoRevert     bool `json:"autoRevert,omitempty"`
 	Paused         bool `json:"paused,omitempty"`
+	// MinReadySeconds is how long a new replica must have been ready
+	// before it counts as available (replaces an old one, completes the
+	// rollout).
+	MinReadySeconds int `json:"minReadySeconds,omitempty"`
+	// ProgressDeadlineSeconds bounds how long a region's rollout may go
+	// without its new replicas all available (0: DefaultProgressDeadline);
+	// past it the region reports the rollout failed.
+	ProgressDeadlineSeconds int `json:"progressDeadlineSeconds,omitempty"`
+}
+
+// DefaultProgressDeadline is the progress deadline of a rollout policy
+// that sets none (Kubernetes' default).
+const DefaultProgressDeadline = 600 * time.Second
+
+// MaxRolloutSeconds bounds minReadySeconds and progressDeadlineSeconds
+// (a week).
+const MaxRolloutSeconds = 7 * 24 * 3600
+
+// MinReady is MinReadySeconds as a duration.
+func (ro RolloutPolicy) MinReady() time.Duration {
+	return time.Duration(ro.MinReadySeconds) * time.Second
+}
+
+// ProgressDeadline is ProgressDeadlineSeconds as a duration, the default
+// when unset.
+func (ro RolloutPolicy) ProgressDeadline() time.Duration {
+	if ro.ProgressDeadlineSeconds <= 0 {
+		return DefaultProgressDeadline
+	}
+	return time.Duration(ro.ProgressDeadlineSeconds) * time.Second
 }
 
 // ResourceStatus is the observed state, aggregated over regions.
@@ -377,6 +411,13 @@ type RegionShare struct {
 	UpdatedAt          time.Time `json:"updatedAt,omitzero"`
 	// FailoverFrom names the region this share stands in for.
 	FailoverFrom string `json:"failoverFrom,omitempty"`
+	// ProgressingSince is when the region started rolling out Revision;
+	// zero once every replica of it was available (a later unready
+	// replica does not restart the progress deadline).
+	ProgressingSince time.Time `json:"progressingSince,omitzero"`
+	// UnhealthySince is since when the region's ready replicas are below
+	// the resource's minHealthy (at least 1); zero while they are not.
+	UnhealthySince time.Time `json:"unhealthySince,omitzero"`
 	// Job is a Job's state in this region.
 	Job *JobStatus `json:"job,omitempty"`
 }

@@ -86,6 +86,20 @@ func (ro RolloutPolicy) validate(replicas int) error {
 	case ro.MinHealthy > replicas && replicas > 0:
 		p.add(Invalid("minHealthy", "%d is more than the %d replicas", ro.MinHealthy, replicas))
 	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"minReadySeconds", ro.MinReadySeconds}, {"progressDeadlineSeconds", ro.ProgressDeadlineSeconds}} {
+		switch {
+		case f.v < 0:
+			p.add(Invalid(f.name, "must not be negative"))
+		case f.v > MaxRolloutSeconds:
+			p.add(Invalid(f.name, "%d is more than %d (a week)", f.v, MaxRolloutSeconds))
+		}
+	}
+	if ro.MinReadySeconds >= 0 && ro.ProgressDeadlineSeconds >= 0 && ro.ProgressDeadline() <= ro.MinReady() {
+		p.add(Invalid("progressDeadlineSeconds", "%s must be more than minReadySeconds (%d)", ro.ProgressDeadline(), ro.MinReadySeconds))
+	}
 	return p.err()
 }
 

@@ -53,3 +53,37 @@ func TestValidateReplicas(t *testing.T) {
 		t.Errorf("a bad name and bad replicas: got %v; want the replicas error", err)
 	}
 }
+
+func TestValidateRolloutTimes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ro    RolloutPolicy
+		field string // "" for valid
+	}{
+		{"unset", RolloutPolicy{}, ""},
+		{"min ready", RolloutPolicy{MinReadySeconds: 30}, ""},
+		{"both", RolloutPolicy{MinReadySeconds: 30, ProgressDeadlineSeconds: 120}, ""},
+		{"negative min ready", RolloutPolicy{MinReadySeconds: -1}, "rollout.minReadySeconds"},
+		{"negative deadline", RolloutPolicy{ProgressDeadlineSeconds: -1}, "rollout.progressDeadlineSeconds"},
+		{"min ready beyond a week", RolloutPolicy{MinReadySeconds: MaxRolloutSeconds + 1, ProgressDeadlineSeconds: MaxRolloutSeconds}, "rollout.minReadySeconds"},
+		{"deadline beyond a week", RolloutPolicy{ProgressDeadlineSeconds: MaxRolloutSeconds + 1}, "rollout.progressDeadlineSeconds"},
+		{"deadline not after min ready", RolloutPolicy{MinReadySeconds: 60, ProgressDeadlineSeconds: 60}, "rollout.progressDeadlineSeconds"},
+		{"default deadline not after min ready", RolloutPolicy{MinReadySeconds: 600}, "rollout.progressDeadlineSeconds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Resource{Name: "web", Kind: KindCompute, Replicas: 1, Rollout: tc.ro,
+				Spec: ResourceSpec{Flavor: "small", Compute: &ComputeSpec{Image: "busybox"}}}
+			err := r.Validate()
+			var fe *FieldError
+			switch {
+			case tc.field == "" && err != nil:
+				t.Errorf("got %v; want nil", err)
+			case tc.field != "" && (!errors.As(err, &fe) || fe.Field != tc.field):
+				t.Errorf("got %v; want an error on %q", err, tc.field)
+			}
+		})
+	}
+	if got := (RolloutPolicy{}).ProgressDeadline(); got != DefaultProgressDeadline {
+		t.Errorf("default progress deadline %s; want %s", got, DefaultProgressDeadline)
+	}
+}

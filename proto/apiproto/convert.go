@@ -610,19 +610,21 @@ func failoverPolicyToPB(f *api.FailoverPolicy) *resourcev1.FailoverPolicy {
 		return nil
 	}
 	return &resourcev1.FailoverPolicy{
-		Enabled:   f.Enabled,
-		ToRegions: stringsCopy[string](f.ToRegions),
-		After:     durationToPB(f.After),
-		FailBack:  f.FailBack,
+		Enabled:     f.Enabled,
+		ToRegions:   stringsCopy[string](f.ToRegions),
+		After:       durationToPB(f.After),
+		FailBack:    f.FailBack,
+		OnUnhealthy: f.OnUnhealthy,
 	}
 }
 
 func failoverPolicyFromPB(p *resourcev1.FailoverPolicy) api.FailoverPolicy {
 	return api.FailoverPolicy{
-		Enabled:   p.GetEnabled(),
-		ToRegions: stringsCopy[string](p.GetToRegions()),
-		After:     durationFromPB(p.GetAfter()),
-		FailBack:  p.GetFailBack(),
+		Enabled:     p.GetEnabled(),
+		ToRegions:   stringsCopy[string](p.GetToRegions()),
+		After:       durationFromPB(p.GetAfter()),
+		FailBack:    p.GetFailBack(),
+		OnUnhealthy: p.GetOnUnhealthy(),
 	}
 }
 
@@ -631,21 +633,25 @@ func rolloutPolicyToPB(r *api.RolloutPolicy) *resourcev1.RolloutPolicy {
 		return nil
 	}
 	return &resourcev1.RolloutPolicy{
-		MaxUnavailable: int32ToPB(r.MaxUnavailable),
-		MaxSurge:       int32ToPB(r.MaxSurge),
-		MinHealthy:     int32ToPB(r.MinHealthy),
-		AutoRevert:     r.AutoRevert,
-		Paused:         r.Paused,
+		MaxUnavailable:          int32ToPB(r.MaxUnavailable),
+		MaxSurge:                int32ToPB(r.MaxSurge),
+		MinHealthy:              int32ToPB(r.MinHealthy),
+		AutoRevert:              r.AutoRevert,
+		Paused:                  r.Paused,
+		MinReadySeconds:         int32ToPB(r.MinReadySeconds),
+		ProgressDeadlineSeconds: int32ToPB(r.ProgressDeadlineSeconds),
 	}
 }
 
 func rolloutPolicyFromPB(p *resourcev1.RolloutPolicy) api.RolloutPolicy {
 	return api.RolloutPolicy{
-		MaxUnavailable: int(p.GetMaxUnavailable()),
-		MaxSurge:       int(p.GetMaxSurge()),
-		MinHealthy:     int(p.GetMinHealthy()),
-		AutoRevert:     p.GetAutoRevert(),
-		Paused:         p.GetPaused(),
+		MaxUnavailable:          int(p.GetMaxUnavailable()),
+		MaxSurge:                int(p.GetMaxSurge()),
+		MinHealthy:              int(p.GetMinHealthy()),
+		AutoRevert:              p.GetAutoRevert(),
+		Paused:                  p.GetPaused(),
+		MinReadySeconds:         int(p.GetMinReadySeconds()),
+		ProgressDeadlineSeconds: int(p.GetProgressDeadlineSeconds()),
 	}
 }
 
@@ -711,6 +717,8 @@ func RegionShareToPB(s *api.RegionShare) *resourcev1.RegionShare {
 		ObservedGeneration: s.ObservedGeneration,
 		UpdatedAt:          timeToPB(s.UpdatedAt),
 		FailoverFrom:       s.FailoverFrom,
+		ProgressingSince:   timeToPB(s.ProgressingSince),
+		UnhealthySince:     timeToPB(s.UnhealthySince),
 		Job:                JobStatusToPB(s.Job),
 	}
 }
@@ -727,6 +735,8 @@ func RegionShareFromPB(p *resourcev1.RegionShare) api.RegionShare {
 		ObservedGeneration: p.GetObservedGeneration(),
 		UpdatedAt:          timeFromPB(p.GetUpdatedAt()),
 		FailoverFrom:       p.GetFailoverFrom(),
+		ProgressingSince:   timeFromPB(p.GetProgressingSince()),
+		UnhealthySince:     timeFromPB(p.GetUnhealthySince()),
 		Job:                ptrFromPB(p.GetJob(), JobStatusFromPB),
 	}
 }
@@ -1015,18 +1025,20 @@ func NodeProviderToPB(n *api.NodeProvider) *resourcev1.NodeProvider {
 		return nil
 	}
 	return &resourcev1.NodeProvider{
-		Name:    n.Name,
-		Kinds:   stringsCopy[string](n.Kinds),
-		Version: n.Version,
+		Name:     n.Name,
+		Kinds:    stringsCopy[string](n.Kinds),
+		Version:  n.Version,
+		Features: stringsCopy[string](n.Features),
 	}
 }
 
 // NodeProviderFromPB converts a NodeProvider.
 func NodeProviderFromPB(p *resourcev1.NodeProvider) api.NodeProvider {
 	return api.NodeProvider{
-		Name:    p.GetName(),
-		Kinds:   stringsCopy[api.ProviderKind](p.GetKinds()),
-		Version: p.GetVersion(),
+		Name:     p.GetName(),
+		Kinds:    stringsCopy[api.ProviderKind](p.GetKinds()),
+		Version:  p.GetVersion(),
+		Features: stringsCopy[string](p.GetFeatures()),
 	}
 }
 

@@ -34,7 +34,9 @@ import (
 
 // LabelFail on an assignment makes its replica fail on purpose, for tests
 // of error and restart paths: FailApply fails the Apply (phase error),
-// FailExit makes the replica ready, then exit with code 1 shortly after.
+// FailExit makes the replica ready, then exit with code 1 shortly after,
+// FailUnready keeps it running but never ready (a readiness probe that
+// fails: phase provision, its container running and not ready).
 const (
 	LabelFail = "strata.io/fake-fail"
 	// EnvFail in a compute spec's environment does what LabelFail does,
@@ -43,6 +45,9 @@ const (
 	EnvFail   = "STRATA_FAKE_FAIL"
 	FailApply = "apply"
 	FailExit  = "exit"
+	// FailUnready: running, never ready (rollout and drain tests of
+	// readiness gates).
+	FailUnready = "unready"
 	// EnvExitCode in a compute spec's environment sets the code a
 	// FailExit replica exits with (default 1); with 0 it is a process
 	// that ran to completion (Job tests).
@@ -394,6 +399,10 @@ func (f *Fake) applied(a *api.Assignment, fail string, now time.Time) api.Assign
 	switch {
 	case fail == FailApply:
 		st.Phase, st.Reason = api.PhaseError, "fake: apply failed on purpose ("+LabelFail+"="+FailApply+")"
+	case fail == FailUnready:
+		st.Phase, st.Reason = api.PhaseProvision, "fake: running, not ready on purpose ("+EnvFail+"="+FailUnready+")"
+		st.Containers = []api.ContainerStatus{{Name: api.MainContainer, State: api.ContainerRunning, StartedAt: now,
+			Message: "fake: readiness probe failing on purpose"}}
 	case f.cfg.FailureRate > 0 && f.rng.Float64() < f.cfg.FailureRate:
 		st.Phase, st.Reason = api.PhaseError, fmt.Sprintf("fake: injected failure (failureRate %v)", f.cfg.FailureRate)
 	}

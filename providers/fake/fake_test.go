@@ -668,3 +668,21 @@ func TestApplyLatencyOf(t *testing.T) {
 		t.Errorf("without jitter: got %v; want 1s", got)
 	}
 }
+
+// FailUnready keeps a replica running but never ready: phase provision,
+// its main container running and not ready.
+func TestUnreadyKnob(t *testing.T) {
+	f := fake.New(fake.Config{})
+	a := assignment(t, api.ProviderContainer, "unready")
+	a.Labels = map[string]string{fake.LabelFail: fake.FailUnready}
+	st, err := f.Apply(t.Context(), a)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if st.Phase != api.PhaseProvision || len(st.Containers) != 1 || st.Containers[0].State != api.ContainerRunning || st.Containers[0].Ready {
+		t.Fatalf("Apply: got phase %q, containers %+v; want provision, main running and not ready", st.Phase, st.Containers)
+	}
+	if got, _ := f.Status(t.Context(), a.ID); got.Phase != api.PhaseProvision {
+		t.Errorf("Status: got phase %q; want provision", got.Phase)
+	}
+}

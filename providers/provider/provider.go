@@ -64,6 +64,9 @@ type Info struct {
 	Name    string
 	Version string
 	Kinds   []api.ProviderKind
+	// Features are what the provider can do beyond a one-container
+	// replica: api.FeaturePods, api.FeatureProbes.
+	Features []string
 	// Capacity is what the provider contributes to the node when it
 	// knows better than the agent; nil means unknown.
 	Capacity *api.Capacity

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +59,7 @@ func (s *statuses) report(ctx context.Context, node string, reported []api.Assig
 		if ev, ok := s.phaseEvent(a.Value, old, &st); ok {
 			evs = append(evs, ev)
 		}
+		evs = append(evs, s.containerEvents(a.Value, old, &st)...)
 	}
 	if len(writes) == 0 {
 		return nil
@@ -99,6 +101,70 @@ func (s *statuses) phaseEvent(a *api.Assignment, old, cur *api.AssignmentStatus)
 		return events.Event{}, false
 	}
 	return ev, true
+}
+
+// containerEvents are the events of what changed in a replica's
+// containers between two reports:
+//   - Restarted: a container's restarts grew (its last exit's reason and
+//     code);
+//   - Unhealthy: it was restarted because its liveness (or startup)
+//     probe failed;
+//   - ProbeFailed: it runs but turned unready (its readiness probe
+//     failed), with the probe's message;
+//   - BackOff: it entered CrashLoopBackOff, with the back-off's message.
+//
+// Kubernetes says Unhealthy for any failed probe; here ProbeFailed is the
+// readiness probe (the replica leaves its load balancers) and Unhealthy
+// the liveness restart, so that alert rules can tell the two apart.
+func (s *statuses) containerEvents(a *api.Assignment, old, cur *api.AssignmentStatus) []events.Event {
+	var was []api.ContainerStatus
+	if old != nil {
+		was = old.Containers
+	}
+	var out []events.Event
+	emit := func(reason, container, msg string, extra ...string) {
+		ev := events.Event{
+			Type: events.TypeWarning, Reason: reason, Message: msg,
+			Object: "replica/" + a.ID, Tenant: a.Tenant, Region: s.region,
+			Fields: map[string]string{"resource": a.ResourceKey(), "node": a.Node, "container": container},
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			ev.Fields[extra[i]] = extra[i+1]
+		}
+		out = append(out, ev)
+	}
+	for _, c := range cur.Containers {
+		var o api.ContainerStatus
+		for _, w := range was {
+			if w.Name == c.Name {
+				o = w
+				break
+			}
+		}
+		if c.Restarts > o.Restarts {
+			emit("Restarted", c.Name, fmt.Sprintf("container %s restarted (%d restarts): %s", c.Name, c.Restarts, exitOf(c)),
+				"reason", c.Reason, "restarts", fmt.Sprint(c.Restarts))
+			if c.Reason == api.ReasonUnhealthy {
+				emit("Unhealthy", c.Name, fmt.Sprintf("container %s failed its liveness probe and was restarted%s", c.Name, suffix(c.Message)))
+			}
+		}
+		if c.Reason == api.ReasonCrashLoopBackOff && o.Reason != api.ReasonCrashLoopBackOff {
+			emit("BackOff", c.Name, fmt.Sprintf("container %s: %s", c.Name, cmp.Or(c.Message, "back-off restarting failed container")))
+		}
+		if o.Ready && !c.Ready && c.State == api.ContainerRunning && c.Restarts == o.Restarts {
+			emit("ProbeFailed", c.Name, fmt.Sprintf("container %s is not ready: readiness probe failed%s", c.Name, suffix(c.Message)))
+		}
+	}
+	return out
+}
+
+// exitOf says how a container last exited: "OOMKilled (exit code 137)".
+func exitOf(c api.ContainerStatus) string {
+	r := cmp.Or(c.Reason, "exited")
+	if c.ExitCode != nil {
+		r += fmt.Sprintf(" (exit code %d)", *c.ExitCode)
+	}
+	return r
 }
 
 // statusQueue collects agents' status reports for the status writer.

@@ -34,6 +34,9 @@ type harness struct {
 	mu sync.Mutex
 	// hold keeps replicas of these resources from becoming ready.
 	hold map[string]bool
+	// unready, when set, keeps the replicas it picks running but not
+	// ready (phase provision), as a failing readiness probe does.
+	unready func(*api.Assignment) bool
 	// fail makes replicas of these resources report error.
 	fail map[string]bool
 	// exit makes replicas of these resources report that their process
@@ -224,7 +227,7 @@ func (h *harness) simulateAgents(ctx context.Context) {
 				phase, reason = api.PhaseError, "exit code 1"
 			case exits:
 				phase, reason = api.PhaseError, fmt.Sprintf("exited with code %d", code)
-			case h.hold[a.ResourceKey()]:
+			case h.hold[a.ResourceKey()], h.unready != nil && h.unready(a):
 				phase = api.PhaseProvision
 			}
 			if cur, ok := h.caches.Statuses.Get(a.ID); ok && cur.Value.Phase == phase && cur.Value.ObservedGeneration == a.Generation && cur.Value.Node == a.Node {

@@ -156,6 +156,7 @@ func (sc *placer) request(v *view, key string, pl *api.Placement, r *replica) (s
 		Need:     r.a.Flavor.Capacity(),
 		Rule:     pl.Resource.Schedule,
 		Address:  v.needsAddress(r.a),
+		Features: api.RequiredFeatures(&r.a.Spec),
 	}
 	if r.a.Replaces != "" {
 		if it, ok := sc.o.Caches.Assignments.Get(r.a.Replaces); ok {

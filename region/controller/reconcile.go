@@ -198,8 +198,10 @@ func (rc *reconciler) byRevision(p *plan, key string, pl *api.Placement, slots [
 
 // replace makes before it breaks: replicas of the current revision are
 // created while at most maxSurge extra exist, and old ones destroyed only
-// while the ready count stays at or above max(replicas - maxUnavailable,
-// minHealthy). Stopping replicas still run (see rollout): they count
+// while the available count stays at or above max(replicas -
+// maxUnavailable, minHealthy). A new replica is available once it has
+// been ready (every container running and passing its readiness probe)
+// for minReadySeconds; an old one while it is ready. Stopping replicas still run (see rollout): they count
 // against the surge.
 func (rc *reconciler) replace(v *view, p *plan, key string, pl *api.Placement, live, slots, cur, old []*replica, stopping int) []*replica {
 	pr := &pl.Resource
@@ -214,21 +216,30 @@ func (rc *reconciler) replace(v *view, p *plan, key string, pl *api.Placement, l
 		live, cur = append(live, r), append(cur, r)
 		total++
 	}
+	// minReadySeconds holds the new replicas to it; the old ones were
+	// available before this rollout started.
+	minReadyFor := pr.Rollout.MinReady()
 	ready := 0
-	for _, r := range slots {
+	for _, r := range cur {
+		if available(v, key, r, minReadyFor) {
+			ready++
+		}
+	}
+	for _, r := range old {
 		if r.phase == api.PhaseReady {
 			ready++
 		}
 	}
 	minReady := max(n-unavailable, pr.Rollout.MinHealthy, 0)
-	// Old replicas that are not ready hold nothing up: go first.
+	// Old replicas that are not available hold nothing up: go first.
 	sortForRemoval(v, old)
 	for _, r := range old {
-		if r.phase == api.PhaseReady && ready-1 < minReady {
+		avail := r.phase == api.PhaseReady
+		if avail && ready-1 < minReady {
 			continue
 		}
 		rc.w.destroy(v, p, key, r, fmt.Sprintf("replaced by revision %d", pr.Revision))
-		if r.phase == api.PhaseReady {
+		if avail {
 			ready--
 		}
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"sort"
+	"time"
 
 	"github.com/stratahq/strata/internal/api"
 )
@@ -84,4 +85,22 @@ func reasonOf(r *replica) string {
 		return r.st.Reason
 	}
 	return string(r.phase)
+}
+
+// available reports whether r counts as available: ready, and for at
+// least minReady (rollout.minReadySeconds). One ready for less has its
+// resource looked at again once it has been ready long enough.
+func available(v *view, key string, r *replica, minReady time.Duration) bool {
+	if r.phase != api.PhaseReady {
+		return false
+	}
+	if minReady <= 0 || r.st == nil || r.st.Since.IsZero() {
+		return true
+	}
+	at := r.st.Since.Add(minReady)
+	if v.now.Before(at) {
+		v.changesAt(key, at)
+		return false
+	}
+	return true
 }

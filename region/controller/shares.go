@@ -107,10 +107,20 @@ func (sh *shares) write(v *view, p *plan, key string, pl *api.Placement, live []
 		s.Replicas = 0
 	}
 	firstErr := countReplicas(s, live)
+	avail := 0
+	for _, r := range slotsOf(live) {
+		minReady := pr.Rollout.MinReady()
+		if r.a.Revision != pr.Revision {
+			minReady = 0 // available before the rollout (see replace)
+		}
+		if available(v, key, r, minReady) {
+			avail++
+		}
+	}
 	switch {
 	case phase != "":
 		s.Phase, s.Reason = phase, reason
-	case s.Ready == s.Replicas && s.Updated == s.Replicas && len(slotsOf(live)) == s.Replicas:
+	case s.Ready == s.Replicas && avail == s.Replicas && s.Updated == s.Replicas && len(slotsOf(live)) == s.Replicas:
 		s.Phase = api.PhaseReady
 		sh.retries.readyAgain(v, key)
 	case firstErr != nil:
@@ -118,11 +128,76 @@ func (sh *shares) write(v *view, p *plan, key string, pl *api.Placement, live []
 		s.Reason = fmt.Sprintf("replica %s on %s: %s", firstErr.a.ID, firstErr.a.Node, reasonOf(firstErr))
 	case reason != "":
 		s.Phase, s.Reason = api.PhaseCreated, reason
+	case s.Ready > avail:
+		s.Phase = api.PhaseProvision
+		s.Reason = fmt.Sprintf("%d/%d ready, %d available (ready for minReadySeconds %d)", s.Ready, s.Replicas, avail, pr.Rollout.MinReadySeconds)
 	default:
 		s.Phase = api.PhaseProvision
 		s.Reason = fmt.Sprintf("%d/%d ready", s.Ready, s.Replicas)
 	}
+	if phase == "" || phase == api.PhaseReady {
+		sh.progress(v, key, pr, s, avail)
+		sh.health(v, key, pr, s)
+	}
 	sh.put(v, p, key, s)
+}
+
+// stored is key's share as stored, when it is of the resource uid.
+func (sh *shares) stored(key, uid string) *state.Share {
+	if cur, ok := sh.o.Caches.Shares.Get(key); ok && cur.Value.UID == uid {
+		return cur.Value
+	}
+	return nil
+}
+
+// progress keeps the share's ProgressingSince, the start of the region's
+// rollout of its revision: set when the share moves to a new revision
+// (or first appears) unready, cleared once it is ready, and then not set
+// again at that revision (a replica that turns unready later is no
+// rollout). A rollout still progressing rollout.progressDeadlineSeconds
+// after it started has failed: the share says so in phase error, which
+// stops the global rollout and, with autoRevert, reverts it. A paused
+// rollout is not held to its deadline.
+func (sh *shares) progress(v *view, key string, pr *api.Resource, s *state.Share, avail int) {
+	old := sh.stored(key, pr.UID)
+	switch {
+	case s.Phase == api.PhaseReady:
+		s.ProgressingSince = time.Time{}
+		return
+	case old == nil || old.Revision != s.Revision:
+		s.ProgressingSince = v.now
+	default:
+		s.ProgressingSince = old.ProgressingSince
+	}
+	if s.ProgressingSince.IsZero() || pr.Rollout.Paused || pr.Kind != api.KindCompute {
+		return
+	}
+	deadline := s.ProgressingSince.Add(pr.Rollout.ProgressDeadline())
+	if v.now.Before(deadline) {
+		v.changesAt(key, deadline)
+		return
+	}
+	why := fmt.Sprintf("rollout of revision %d exceeded its progress deadline (%s): %d/%d replicas available",
+		s.Revision, pr.Rollout.ProgressDeadline(), avail, s.Replicas)
+	if s.Reason != "" {
+		why += " (" + s.Reason + ")" // what held it up: unplaced, not ready
+	}
+	s.Phase, s.Reason = api.PhaseError, why
+}
+
+// health keeps the share's UnhealthySince: since when fewer of its
+// replicas are ready than the resource's minHealthy (at least 1, at most
+// the region's share), which failover.onUnhealthy acts on.
+func (sh *shares) health(v *view, key string, pr *api.Resource, s *state.Share) {
+	if pr.Kind != api.KindCompute || s.Replicas == 0 || s.Ready >= min(max(pr.Rollout.MinHealthy, 1), s.Replicas) {
+		s.UnhealthySince = time.Time{}
+		return
+	}
+	if old := sh.stored(key, pr.UID); old != nil && !old.UnhealthySince.IsZero() {
+		s.UnhealthySince = old.UnhealthySince
+		return
+	}
+	s.UnhealthySince = v.now
 }
 
 // countReplicas counts into s the ready and updated replicas of live and

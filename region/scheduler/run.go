@@ -42,6 +42,7 @@ type run struct {
 // sameRun reports whether r can be placed with the run started for key.
 func sameRun(key, r *Request) bool {
 	return key.Resource == r.Resource && key.Provider == r.Provider && key.Need == r.Need && key.Address == r.Address &&
+		slices.Equal(key.Features, r.Features) &&
 		key.Rule.AntiAffinity == r.Rule.AntiAffinity && key.Rule.Strategy == r.Rule.Strategy &&
 		maps.Equal(key.Rule.NodeSelector, r.Rule.NodeSelector) && slices.Equal(key.Rule.Zones, r.Rule.Zones)
 }
@@ -148,6 +149,10 @@ func (s *Snapshot) staticRun(r *Request) *staticRun {
 func staticKey(r *Request) string {
 	var b strings.Builder
 	b.WriteString(strconv.Quote(string(r.Provider)))
+	for _, f := range r.Features {
+		b.WriteByte('+')
+		b.WriteString(strconv.Quote(f))
+	}
 	for _, k := range slices.Sorted(maps.Keys(r.Rule.NodeSelector)) {
 		b.WriteString(strconv.Quote(k))
 		b.WriteByte('=')
@@ -163,7 +168,9 @@ func staticKey(r *Request) string {
 // staticFilter is what of a request filters nodes whatever is booked
 // on them: the provider, the node selector, the zones.
 type staticFilter struct {
-	serves   []bool // by node
+	serves []bool // by node
+	lacks  []why  // by node: the first feature its provider lacks; nil when none is needed
+
 	zoneOK   []bool // by zone number; nil when any zone will do
 	selector []labelWant
 }
@@ -185,7 +192,26 @@ func (s *Snapshot) staticFilter(r *Request) staticFilter {
 	for k, v := range r.Rule.NodeSelector {
 		f.selector = append(f.selector, labelWant{s.label(k), v})
 	}
+	if len(r.Features) > 0 {
+		f.lacks = make([]why, len(s.nodes))
+		for i, n := range s.nodes {
+			for _, feat := range r.Features {
+				if f.serves[i] && !n.Node.ServesWith(r.Provider, feat) {
+					f.lacks[i] = lacking(feat)
+					break
+				}
+			}
+		}
+	}
 	return f
+}
+
+// lacking is the filter a node fails when its provider lacks feature.
+func lacking(feature string) why {
+	if feature == api.FeatureProbes {
+		return byNoProbes
+	}
+	return byNoPods
 }
 
 // verdict says whether node i passes f, or which filter it fails.
@@ -193,6 +219,8 @@ func (f *staticFilter) verdict(s *Snapshot, i int) why {
 	switch {
 	case !f.serves[i]:
 		return byProvider
+	case f.lacks != nil && f.lacks[i] != fits:
+		return f.lacks[i]
 	case s.state[i] != fits:
 		return s.state[i]
 	case !f.selects(i):

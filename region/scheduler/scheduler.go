@@ -234,6 +234,10 @@ type Request struct {
 	Avoid string
 	// Address: the replica needs an address of its node's block.
 	Address bool
+	// Features are the provider features the replica needs
+	// (api.RequiredFeatures): a node qualifies only if a provider of its
+	// serving Provider has them all.
+	Features []string
 }
 
 // Decision is where a request goes; Node is empty when no node fits, and
@@ -251,6 +255,8 @@ type why uint8
 const (
 	fits why = iota
 	byProvider
+	byNoPods
+	byNoProbes
 	byDown
 	byCordon
 	byCondition
@@ -266,34 +272,29 @@ const (
 	numWhy
 )
 
+// whyText says what each filter rejects a node for, as reasons count it.
+var whyText = [numWhy]string{
+	fits:           "fits",
+	byProvider:     "does not serve the provider kind",
+	byNoPods:       "provider lacks feature " + api.FeaturePods,
+	byNoProbes:     "provider lacks feature " + api.FeatureProbes,
+	byDown:         "not Up",
+	byCordon:       "cordoned",
+	byCondition:    "a condition in Error",
+	byPin:          "not the node holding its volume",
+	byAvoid:        "the node it leaves",
+	bySelector:     "node selector mismatch",
+	byZone:         "outside the allowed zones",
+	byAntiAffinity: "already running a replica (hard anti-affinity)",
+	byCPU:          "insufficient cpu",
+	byMemory:       "insufficient memory",
+	byDisk:         "insufficient disk",
+	byAddress:      "no free address in the node's block",
+}
+
 func (w why) String() string {
-	switch w {
-	case byProvider:
-		return "does not serve the provider kind"
-	case byDown:
-		return "not Up"
-	case byCordon:
-		return "cordoned"
-	case byCondition:
-		return "a condition in Error"
-	case byPin:
-		return "not the node holding its volume"
-	case byAvoid:
-		return "the node it leaves"
-	case bySelector:
-		return "node selector mismatch"
-	case byZone:
-		return "outside the allowed zones"
-	case byAntiAffinity:
-		return "already running a replica (hard anti-affinity)"
-	case byCPU:
-		return "insufficient cpu"
-	case byMemory:
-		return "insufficient memory"
-	case byDisk:
-		return "insufficient disk"
-	case byAddress:
-		return "no free address in the node's block"
+	if w < numWhy {
+		return whyText[w]
 	}
 	return "fits"
 }

@@ -2053,6 +2053,7 @@ type FailoverPolicy struct {
 	ToRegions     []string               `protobuf:"bytes,2,rep,name=to_regions,json=toRegions,proto3" json:"to_regions,omitempty"`
 	After         *durationpb.Duration   `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
 	FailBack      bool                   `protobuf:"varint,4,opt,name=fail_back,json=failBack,proto3" json:"fail_back,omitempty"`
+	OnUnhealthy   bool                   `protobuf:"varint,5,opt,name=on_unhealthy,json=onUnhealthy,proto3" json:"on_unhealthy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2115,15 +2116,24 @@ func (x *FailoverPolicy) GetFailBack() bool {
 	return false
 }
 
+func (x *FailoverPolicy) GetOnUnhealthy() bool {
+	if x != nil {
+		return x.OnUnhealthy
+	}
+	return false
+}
+
 type RolloutPolicy struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	MaxUnavailable int32                  `protobuf:"varint,1,opt,name=max_unavailable,json=maxUnavailable,proto3" json:"max_unavailable,omitempty"`
-	MaxSurge       int32                  `protobuf:"varint,2,opt,name=max_surge,json=maxSurge,proto3" json:"max_surge,omitempty"`
-	MinHealthy     int32                  `protobuf:"varint,3,opt,name=min_healthy,json=minHealthy,proto3" json:"min_healthy,omitempty"`
-	AutoRevert     bool                   `protobuf:"varint,4,opt,name=auto_revert,json=autoRevert,proto3" json:"auto_revert,omitempty"`
-	Paused         bool                   `protobuf:"varint,5,opt,name=paused,proto3" json:"paused,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	MaxUnavailable          int32                  `protobuf:"varint,1,opt,name=max_unavailable,json=maxUnavailable,proto3" json:"max_unavailable,omitempty"`
+	MaxSurge                int32                  `protobuf:"varint,2,opt,name=max_surge,json=maxSurge,proto3" json:"max_surge,omitempty"`
+	MinHealthy              int32                  `protobuf:"varint,3,opt,name=min_healthy,json=minHealthy,proto3" json:"min_healthy,omitempty"`
+	AutoRevert              bool                   `protobuf:"varint,4,opt,name=auto_revert,json=autoRevert,proto3" json:"auto_revert,omitempty"`
+	Paused                  bool                   `protobuf:"varint,5,opt,name=paused,proto3" json:"paused,omitempty"`
+	MinReadySeconds         int32                  `protobuf:"varint,6,opt,name=min_ready_seconds,json=minReadySeconds,proto3" json:"min_ready_seconds,omitempty"`
+	ProgressDeadlineSeconds int32                  `protobuf:"varint,7,opt,name=progress_deadline_seconds,json=progressDeadlineSeconds,proto3" json:"progress_deadline_seconds,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *RolloutPolicy) Reset() {
@@ -2191,6 +2201,20 @@ func (x *RolloutPolicy) GetPaused() bool {
 	return false
 }
 
+func (x *RolloutPolicy) GetMinReadySeconds() int32 {
+	if x != nil {
+		return x.MinReadySeconds
+	}
+	return 0
+}
+
+func (x *RolloutPolicy) GetProgressDeadlineSeconds() int32 {
+	if x != nil {
+		return x.ProgressDeadlineSeconds
+	}
+	return 0
+}
+
 type RegionShare struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Phase              string                 `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
@@ -2202,6 +2226,8 @@ type RegionShare struct {
 	ObservedGeneration int64                  `protobuf:"varint,7,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
 	UpdatedAt          *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	FailoverFrom       string                 `protobuf:"bytes,9,opt,name=failover_from,json=failoverFrom,proto3" json:"failover_from,omitempty"`
+	ProgressingSince   *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=progressing_since,json=progressingSince,proto3" json:"progressing_since,omitempty"`
+	UnhealthySince     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=unhealthy_since,json=unhealthySince,proto3" json:"unhealthy_since,omitempty"`
 	Job                *JobStatus             `protobuf:"bytes,20,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
@@ -2298,6 +2324,20 @@ func (x *RegionShare) GetFailoverFrom() string {
 		return x.FailoverFrom
 	}
 	return ""
+}
+
+func (x *RegionShare) GetProgressingSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ProgressingSince
+	}
+	return nil
+}
+
+func (x *RegionShare) GetUnhealthySince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UnhealthySince
+	}
+	return nil
 }
 
 func (x *RegionShare) GetJob() *JobStatus {
@@ -3292,6 +3332,7 @@ type NodeProvider struct {
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Kinds         []string               `protobuf:"bytes,2,rep,name=kinds,proto3" json:"kinds,omitempty"`
 	Version       string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Features      []string               `protobuf:"bytes,4,rep,name=features,proto3" json:"features,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3345,6 +3386,13 @@ func (x *NodeProvider) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *NodeProvider) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
 }
 
 type Condition struct {
@@ -5773,13 +5821,14 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x03env\x18\x03 \x03(\v2).strata.resource.v1.SpecOverride.EnvEntryR\x03env\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xba\x01\n" +
 	"\x0eFailoverPolicy\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x1d\n" +
 	"\n" +
 	"to_regions\x18\x02 \x03(\tR\ttoRegions\x12/\n" +
 	"\x05after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05after\x12\x1b\n" +
-	"\tfail_back\x18\x04 \x01(\bR\bfailBack\"\xaf\x01\n" +
+	"\tfail_back\x18\x04 \x01(\bR\bfailBack\x12!\n" +
+	"\fon_unhealthy\x18\x05 \x01(\bR\vonUnhealthy\"\x97\x02\n" +
 	"\rRolloutPolicy\x12'\n" +
 	"\x0fmax_unavailable\x18\x01 \x01(\x05R\x0emaxUnavailable\x12\x1b\n" +
 	"\tmax_surge\x18\x02 \x01(\x05R\bmaxSurge\x12\x1f\n" +
@@ -5787,7 +5836,9 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"minHealthy\x12\x1f\n" +
 	"\vauto_revert\x18\x04 \x01(\bR\n" +
 	"autoRevert\x12\x16\n" +
-	"\x06paused\x18\x05 \x01(\bR\x06paused\"\xe5\x02\n" +
+	"\x06paused\x18\x05 \x01(\bR\x06paused\x12*\n" +
+	"\x11min_ready_seconds\x18\x06 \x01(\x05R\x0fminReadySeconds\x12:\n" +
+	"\x19progress_deadline_seconds\x18\a \x01(\x05R\x17progressDeadlineSeconds\"\xf3\x03\n" +
 	"\vRegionShare\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
@@ -5798,7 +5849,10 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x13observed_generation\x18\a \x01(\x03R\x12observedGeneration\x129\n" +
 	"\n" +
 	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
-	"\rfailover_from\x18\t \x01(\tR\ffailoverFrom\x12/\n" +
+	"\rfailover_from\x18\t \x01(\tR\ffailoverFrom\x12G\n" +
+	"\x11progressing_since\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x10progressingSince\x12C\n" +
+	"\x0funhealthy_since\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0eunhealthySince\x12/\n" +
 	"\x03job\x18\x14 \x01(\v2\x1d.strata.resource.v1.JobStatusR\x03job\"o\n" +
 	"\rBackendStatus\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
@@ -5921,11 +5975,12 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\tmilli_cpu\x18\x01 \x01(\x03R\bmilliCpu\x12\x1d\n" +
 	"\n" +
 	"memory_mib\x18\x02 \x01(\x03R\tmemoryMib\x12\x19\n" +
-	"\bdisk_mib\x18\x03 \x01(\x03R\adiskMib\"R\n" +
+	"\bdisk_mib\x18\x03 \x01(\x03R\adiskMib\"n\n" +
 	"\fNodeProvider\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05kinds\x18\x02 \x03(\tR\x05kinds\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\tR\aversion\"\x9b\x01\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12\x1a\n" +
+	"\bfeatures\x18\x04 \x03(\tR\bfeatures\"\x9b\x01\n" +
 	"\tCondition\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
@@ -6315,97 +6370,99 @@ var file_resource_v1_resource_proto_depIdxs = []int32{
 	67,  // 43: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
 	77,  // 44: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
 	76,  // 45: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	61,  // 46: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
-	76,  // 47: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	76,  // 48: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	68,  // 49: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
-	30,  // 50: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	76,  // 51: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	69,  // 52: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
-	31,  // 53: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	61,  // 54: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
-	70,  // 55: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
-	23,  // 56: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
-	25,  // 57: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	71,  // 58: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
-	27,  // 59: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
-	28,  // 60: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	76,  // 61: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 62: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	76,  // 63: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
-	32,  // 64: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
-	23,  // 65: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 66: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	76,  // 67: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 68: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	76,  // 69: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	72,  // 70: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	76,  // 71: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
-	35,  // 72: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
-	33,  // 73: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
-	1,   // 74: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
-	19,  // 75: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	76,  // 76: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	76,  // 77: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	77,  // 78: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	76,  // 79: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	76,  // 80: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	76,  // 81: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	76,  // 82: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
-	42,  // 83: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	76,  // 84: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
-	40,  // 85: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	76,  // 86: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	38,  // 87: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
-	43,  // 88: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	73,  // 89: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
-	39,  // 90: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
-	38,  // 91: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	76,  // 92: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	77,  // 93: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	77,  // 94: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	76,  // 95: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
-	44,  // 96: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
-	46,  // 97: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
-	76,  // 98: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
-	74,  // 99: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	23,  // 100: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 101: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	19,  // 102: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	47,  // 103: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	48,  // 104: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	49,  // 105: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	76,  // 106: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 107: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	76,  // 108: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	76,  // 109: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
-	76,  // 110: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	76,  // 111: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	30,  // 112: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	53,  // 113: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
-	76,  // 114: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
-	51,  // 115: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	52,  // 116: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	76,  // 117: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	75,  // 118: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	76,  // 119: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	77,  // 120: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
-	77,  // 121: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
-	76,  // 122: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	76,  // 123: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	76,  // 124: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
-	76,  // 125: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
-	59,  // 126: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
-	60,  // 127: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
-	76,  // 128: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
-	76,  // 129: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
-	29,  // 130: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	26,  // 131: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	132, // [132:132] is the sub-list for method output_type
-	132, // [132:132] is the sub-list for method input_type
-	132, // [132:132] is the sub-list for extension type_name
-	132, // [132:132] is the sub-list for extension extendee
-	0,   // [0:132] is the sub-list for field type_name
+	76,  // 46: strata.resource.v1.RegionShare.progressing_since:type_name -> google.protobuf.Timestamp
+	76,  // 47: strata.resource.v1.RegionShare.unhealthy_since:type_name -> google.protobuf.Timestamp
+	61,  // 48: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
+	76,  // 49: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	76,  // 50: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	68,  // 51: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	30,  // 52: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	76,  // 53: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	69,  // 54: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	31,  // 55: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
+	61,  // 56: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
+	70,  // 57: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	23,  // 58: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
+	25,  // 59: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
+	71,  // 60: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	27,  // 61: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
+	28,  // 62: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
+	76,  // 63: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 64: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 65: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	32,  // 66: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
+	23,  // 67: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 68: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
+	76,  // 69: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 70: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	76,  // 71: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	72,  // 72: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	76,  // 73: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	35,  // 74: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
+	33,  // 75: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
+	1,   // 76: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
+	19,  // 77: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
+	76,  // 78: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 79: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	77,  // 80: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	76,  // 81: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	76,  // 82: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	76,  // 83: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	76,  // 84: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	42,  // 85: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
+	76,  // 86: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	40,  // 87: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
+	76,  // 88: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	38,  // 89: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
+	43,  // 90: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
+	73,  // 91: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	39,  // 92: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
+	38,  // 93: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
+	76,  // 94: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	77,  // 95: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	77,  // 96: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	76,  // 97: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	44,  // 98: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
+	46,  // 99: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
+	76,  // 100: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
+	74,  // 101: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	23,  // 102: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 103: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	19,  // 104: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	47,  // 105: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	48,  // 106: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	49,  // 107: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	76,  // 108: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 109: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	76,  // 110: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	76,  // 111: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
+	76,  // 112: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	76,  // 113: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	30,  // 114: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	53,  // 115: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
+	76,  // 116: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
+	51,  // 117: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	52,  // 118: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	76,  // 119: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	75,  // 120: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	76,  // 121: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	77,  // 122: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	77,  // 123: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	76,  // 124: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	76,  // 125: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	76,  // 126: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	76,  // 127: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	59,  // 128: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	60,  // 129: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	76,  // 130: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	76,  // 131: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	29,  // 132: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	26,  // 133: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	134, // [134:134] is the sub-list for method output_type
+	134, // [134:134] is the sub-list for method input_type
+	134, // [134:134] is the sub-list for extension type_name
+	134, // [134:134] is the sub-list for extension extendee
+	0,   // [0:134] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
