@@ -64,9 +64,6 @@ type Info struct {
 	Name    string
 	Version string
 	Kinds   []api.ProviderKind
-	// Features are what the provider can do beyond a one-container
-	// replica: api.FeaturePods, api.FeatureProbes.
-	Features []string
 	// Capacity is what the provider contributes to the node when it
 	// knows better than the agent; nil means unknown.
 	Capacity *api.Capacity
@@ -80,9 +77,9 @@ type Info struct {
 const (
 	// FeaturePods: replicas with init containers, more containers and
 	// scratch volumes.
-	FeaturePods = "pods"
+	FeaturePods = api.FeaturePods
 	// FeatureProbes: startup, readiness and liveness probes.
-	FeatureProbes = "probes"
+	FeatureProbes = api.FeatureProbes
 )
 
 // HasFeature reports whether info advertises feature.
