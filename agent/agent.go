@@ -25,11 +25,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	grpcbackoff "google.golang.org/grpc/backoff"
 
 	"github.com/stratahq/strata/agent/netplane"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/backoff"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
@@ -72,94 +70,6 @@ type Options struct {
 	NetKernel netplane.Kernel
 }
 
-// timings are the agent's delays. They are fields rather than constants
-// so that tests in this package can shorten them.
-type timings struct {
-	// registerMin/Max bound the jittered backoff of Register and of the
-	// assignment stream.
-	registerMin, registerMax time.Duration
-	// retryMin/Max bound the per-assignment backoff of failed provider
-	// calls.
-	retryMin, retryMax time.Duration
-	// heartbeat is used when the region does not say.
-	heartbeat time.Duration
-	// flushDelay coalesces status reports; flushBatch caps one report.
-	flushDelay time.Duration
-	flushBatch int
-	// reportMax caps the backoff of failed status reports.
-	reportMax time.Duration
-	// fastPoll is the first poll delay after an Apply returned provision.
-	fastPoll time.Duration
-	// orphanSettle is how long the assignment stream must be quiet after
-	// a snapshot before its orphans are deleted: a snapshot too large for
-	// one message may continue in the next batches, and deleting a
-	// replica that the next batch names would kill a healthy container.
-	// Batches that keep coming extend the wait up to orphanSettleMax
-	// after the snapshot, so that a busy stream still deletes orphans.
-	orphanSettle, orphanSettleMax time.Duration
-	// warnEvery rate-limits repeated warnings (heartbeat failures).
-	warnEvery time.Duration
-	// shutdownFlush bounds the last status flush.
-	shutdownFlush time.Duration
-	// regionCall bounds one unary call to the region, and one heartbeat
-	// on the heartbeat stream.
-	regionCall time.Duration
-	// unaryBeats is how long the agent beats with unary calls after its
-	// region answered that it has no heartbeat stream.
-	unaryBeats time.Duration
-	// providerCall bounds Info, Health, Status and List; applyCall bounds
-	// Apply; Delete gets its grace period on top of applyCall.
-	providerCall, applyCall time.Duration
-	// listThreshold: above this many replicas a poller calls List once
-	// instead of Status per replica.
-	listThreshold int
-}
-
-// regionBackoff is the jittered backoff of calls to the region (Register,
-// the assignment stream, polls), so that agents that lost their region
-// together do not come back in lockstep.
-func (t *timings) regionBackoff() backoff.Backoff {
-	return backoff.Backoff{Min: t.registerMin, Max: t.registerMax, Jitter: backoff.Half}
-}
-
-// regionConnect paces the connection's own reconnects within the
-// bounds regionBackoff paces the calls with. A call made while the
-// connection waits out its backoff fails at once, so gRPC's default
-// (1 s after a failed attempt, growing 1.6 times up to 2 minutes) would
-// hold an agent whose handshake failed once (a balancer still sending
-// it to a region replica just lost) a second or more behind the
-// surviving replica, and one whose region was down for minutes up to
-// 2 minutes behind the region's return.
-func (t *timings) regionConnect() grpc.ConnectParams {
-	return grpc.ConnectParams{
-		Backoff:           grpcbackoff.Config{BaseDelay: t.registerMin, Multiplier: 1.6, Jitter: 0.2, MaxDelay: t.registerMax},
-		MinConnectTimeout: 20 * time.Second, // gRPC's default
-	}
-}
-
-func defaultTimings() timings {
-	return timings{
-		registerMin:     200 * time.Millisecond,
-		registerMax:     5 * time.Second,
-		retryMin:        time.Second,
-		retryMax:        time.Minute,
-		heartbeat:       2 * time.Second,
-		flushDelay:      10 * time.Millisecond,
-		flushBatch:      500,
-		reportMax:       5 * time.Second,
-		fastPoll:        200 * time.Millisecond,
-		orphanSettle:    time.Second,
-		orphanSettleMax: 10 * time.Second,
-		warnEvery:       30 * time.Second,
-		shutdownFlush:   2 * time.Second,
-		regionCall:      10 * time.Second,
-		unaryBeats:      10 * time.Minute,
-		providerCall:    30 * time.Second,
-		applyCall:       10 * time.Minute,
-		listThreshold:   16,
-	}
-}
-
 // Agent runs one node. Build it with New and call Run once.
 type Agent struct {
 	metrics    *metrics.Providers
@@ -180,43 +90,27 @@ type Agent struct {
 	startedAt time.Time
 	addr      atomic.Pointer[string]
 	ready     chan struct{}
-	readyOnce sync.Once
 
 	// Set by Run before the goroutines that use them start, read-only
-	// afterwards.
+	// afterwards. A replica's walk through them: the assignment stream
+	// merges the region's word into the table, which queues the ids
+	// that changed; a worker reconciles each (the reconciler calls its
+	// provider and records what it said in the table); observers record
+	// what the providers report later; the table hands every changed
+	// status to the reporter, which sends it to the region. health
+	// keeps the node's conditions; net is the data plane.
 	provs    *providerSet
 	capacity api.Capacity
 	queue    *workQueue
+	table    *replicaTable
 	reporter *reporter
-	// configs fetches the data of Configs and Secrets (GetConfigData).
-	configs agentv1.AgentServiceClient
+	health   *health
+	net      *dataPlane
 
-	// mu guards the replica table and what goes with it.
-	mu       sync.Mutex
-	replicas map[string]*replica
-	// snapshotSeen is set by the first snapshot; readyWait holds the ids
-	// of that snapshot not yet reconciled once (nil once Ready closed).
-	snapshotSeen bool
-	readyWait    map[string]bool
-	// epoch numbers assignment streams; liveEpoch is the stream being
-	// read (0: none). snapshotAt is when its last snapshot began and
-	// settleFrom when the batches that may continue it last arrived.
-	epoch      int64
-	liveEpoch  int64
-	snapshotAt time.Time
-	settleFrom time.Time
-	// conditions are the latest provider health conditions, and the
-	// data plane's.
-	conditions []api.Condition
-	// netCond is the data plane's condition (nil: no data plane).
-	netCond *api.Condition
-
-	// dataPlane: the agent programs its host (see dataPlaneWanted);
-	// netKernel is Options.NetKernel. net is set by Run before the
-	// goroutines that use it start.
-	dataPlane bool
+	// netWanted: the agent programs its host (see dataPlaneWanted);
+	// netKernel is Options.NetKernel.
+	netWanted bool
 	netKernel netplane.Kernel
-	net       netState
 }
 
 // New checks o and returns an agent; nothing that blocks happens before
@@ -241,6 +135,7 @@ func New(o Options) (*Agent, error) {
 	if clock == nil {
 		clock = time.Now
 	}
+	log = log.With("tier", "agent", "node", cfg.Node.Name)
 	return &Agent{
 		cfg:        cfg,
 		registry:   o.Registry,
@@ -252,12 +147,11 @@ func New(o Options) (*Agent, error) {
 		region:     region,
 		listener:   o.Listener,
 		serveNode:  !o.DisableNodeService,
-		log:        log.With("tier", "agent", "node", cfg.Node.Name),
+		log:        log,
 		clock:      clock,
 		t:          defaultTimings(),
 		ready:      make(chan struct{}),
-		replicas:   map[string]*replica{},
-		dataPlane:  dataPlaneWanted(&cfg, len(o.Providers) > 0, o.NetKernel),
+		netWanted:  dataPlaneWanted(&cfg, len(o.Providers) > 0, o.NetKernel),
 		netKernel:  o.NetKernel,
 	}, nil
 }
@@ -374,13 +268,15 @@ func (a *Agent) run(ctx context.Context) error {
 			}
 		}()
 	}
-	provs, err := a.openProviders(ctx)
+	opener := &providerOpener{cfg: &a.cfg, registry: a.registry, prebuilt: a.prebuilt, metrics: a.metrics, t: &a.t, log: a.log}
+	provs, err := opener.open(ctx)
 	if err != nil {
 		return err
 	}
 	a.provs = provs
-	defer a.closeProviders()
-	a.capacity = a.nodeCapacity()
+	defer provs.close(a.log)
+	n := a.cfg.Node
+	a.capacity = nodeCapacity(api.Capacity{MilliCPU: n.MilliCPU, MemoryMiB: n.MemoryMiB, DiskMiB: n.DiskMiB}, a.cfg.DataDir, provs, a.log)
 
 	if a.sec != nil && a.sec.IsInsecure() {
 		serving.WarnInsecure(a.log, serving.InsecureGRPC)
@@ -391,6 +287,8 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	defer closeConn()
 	client := agentv1.NewAgentServiceClient(conn)
+	// Before NodeService: its calls read the table and the conditions.
+	a.assemble(client)
 
 	var node *nodeServer
 	if a.serveNode {
@@ -412,11 +310,9 @@ func (a *Agent) run(ctx context.Context) error {
 		defer stop()
 	}
 
-	a.queue = newWorkQueue(a.t.retryMin, a.t.retryMax)
-	a.reporter = newReporter(a.t.flushBatch)
 	// Before registering: the node tells the region its underlay.
-	defer a.setUpDataPlane()()
-	a.refreshHealth(ctx)
+	defer a.net.setUp()()
+	a.health.refresh(ctx)
 
 	// Workers block in queue.get, which knows no context: shut the queue
 	// down when ctx ends so that they return.
@@ -434,7 +330,7 @@ func (a *Agent) run(ctx context.Context) error {
 	select {
 	case <-registered:
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.t.shutdownFlush)
-		a.flushAll(fctx, client)
+		a.reporter.flushAll(fctx)
 		cancel()
 	default:
 	}
@@ -459,28 +355,54 @@ func (a *Agent) regionConn() (conn grpc.ClientConnInterface, close func(), err e
 	return cc, func() { cc.Close() }, nil
 }
 
-// startLoops starts the agent's goroutines in wg: the work queue and its
-// workers, the session with the region, the assignment stream, the
-// reporter, health checks, the network stream (with a data plane), and
-// a poller (and watcher) per provider.
+// assemble builds the agent's parts, once its providers are open and
+// its region client exists.
+func (a *Agent) assemble(client agentv1.AgentServiceClient) {
+	name := a.cfg.Node.Name
+	a.queue = newWorkQueue(a.t.retryMin, a.t.retryMax)
+	a.reporter = newReporter(name, client, &a.t, a.log)
+	a.health = &health{provs: a.provs, interval: a.cfg.StatusInterval, t: &a.t, clock: a.clock}
+	a.net = &dataPlane{
+		wanted: a.netWanted, kernel: a.netKernel, cfg: a.cfg.Network, node: name,
+		provs: a.provs, health: a.health, log: a.log,
+	}
+	a.table = &replicaTable{
+		node: name, clock: a.clock, t: &a.t, interval: a.cfg.StatusInterval,
+		provs: a.provs, queue: a.queue, reporter: a.reporter, log: a.log,
+		ready: a.ready, replicas: map[string]*replica{},
+	}
+}
+
+// startLoops starts the agent's goroutines in wg, in the order a replica
+// walks through them: the session with the region, the assignment
+// stream, the work queue and its workers (the reconciler), the
+// reporter, and per provider a poller (and a watcher, when it pushes);
+// then health checks and the network stream (with a data plane).
 func (a *Agent) startLoops(ctx context.Context, wg *sync.WaitGroup, client agentv1.AgentServiceClient, registered chan struct{}) {
-	a.configs = client
+	name := a.cfg.Node.Name
+	sess := &session{
+		name: name, client: client, node: a.node, addr: a.Addr,
+		table: a.table, health: a.health, t: &a.t, clock: a.clock, log: a.log,
+	}
+	stream := &assignmentStream{node: name, client: client, table: a.table, provs: a.provs, t: &a.t, log: a.log}
+	rec := &reconciler{table: a.table, configs: &configFetcher{node: name, client: client}, t: &a.t, log: a.log}
+	wg.Go(func() { sess.run(ctx, registered) })
+	wg.Go(func() { stream.run(ctx, registered) })
 	wg.Go(func() { a.queue.runDelays(ctx) })
 	for range a.cfg.Concurrency {
-		wg.Go(func() { a.work(ctx) })
+		wg.Go(func() { a.queue.work(ctx, rec.reconcile, a.log) })
 	}
-	wg.Go(func() { a.runSession(ctx, client, registered) })
-	wg.Go(func() { a.runAssignments(ctx, client, registered) })
-	wg.Go(func() { a.runReporter(ctx, client, registered) })
-	wg.Go(func() { a.runHealth(ctx) })
-	if a.net.plane != nil {
-		wg.Go(func() { a.runNetwork(ctx, client, registered) })
-	}
-	for _, p := range a.provs.list {
-		wg.Go(func() { a.runPoller(ctx, p) })
-		if w, ok := p.p.(provider.Watcher); ok {
-			wg.Go(func() { a.runWatcher(ctx, p, w) })
+	wg.Go(func() { a.reporter.run(ctx, registered) })
+	for _, e := range a.provs.list {
+		o := &observer{e: e, table: a.table, interval: a.cfg.StatusInterval, t: &a.t, log: a.log}
+		wg.Go(func() { o.runPoller(ctx) })
+		if w, ok := e.p.(provider.Watcher); ok {
+			wg.Go(func() { o.runWatcher(ctx, w) })
 		}
+	}
+	wg.Go(func() { a.health.run(ctx) })
+	if a.net.plane != nil {
+		wg.Go(func() { a.net.run(ctx, client, &a.t, registered) })
 	}
 }
 
@@ -512,39 +434,25 @@ func serveMetrics(addr string, r *metrics.Registry, log *slog.Logger) (stop func
 	}, nil
 }
 
-// work is one worker: it reconciles assignment ids, one at a time per id.
-func (a *Agent) work(ctx context.Context) {
-	for {
-		id, ok := a.queue.get()
-		if !ok {
-			return
-		}
-		attempted := a.reconcile(ctx, id)
-		a.queue.done(id)
-		if attempted {
-			a.reconciledOnce(id)
-		}
-	}
-}
-
-// reconciledOnce counts id towards Ready.
-func (a *Agent) reconciledOnce(id string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.readyWait == nil {
-		return
-	}
-	delete(a.readyWait, id)
-	a.maybeReadyLocked()
-}
-
-func (a *Agent) maybeReadyLocked() {
-	if a.snapshotSeen && len(a.readyWait) == 0 {
-		a.readyWait = nil
-		a.readyOnce.Do(func() {
-			close(a.ready)
-			a.log.Info("first assignment snapshot reconciled")
-		})
+// node is the node record the agent registers.
+func (a *Agent) node() *api.Node {
+	n := a.cfg.Node
+	return &api.Node{
+		Name:      n.Name,
+		Zone:      n.Zone,
+		Labels:    n.Labels,
+		Address:   a.Addr(),
+		Providers: a.provs.nodeProviders(),
+		Capacity:  a.capacity,
+		// The region keeps an operator's cordon; the agent only says it
+		// is willing.
+		Schedulable:        true,
+		EnableAutoCordon:   n.EnableAutoCordon,
+		AutoCordonInterval: api.D(n.AutoCordonInterval),
+		EnableAutoDrain:    n.EnableAutoDrain,
+		AutoDrainInterval:  api.D(n.AutoDrainInterval),
+		AgentVersion:       a.agentVersion(),
+		Network:            a.net.nodeNetwork(),
 	}
 }
 

@@ -357,9 +357,9 @@ func TestDestroyDeletesWithGraceAndReports(t *testing.T) {
 			// The region deletes the record: nothing left to do.
 			region.push(nil, "a")
 			eventually(t, waitLong, "forgotten", func() error {
-				ta.mu.Lock()
-				defer ta.mu.Unlock()
-				if _, ok := ta.replicas["a"]; ok {
+				ta.table.mu.Lock()
+				defer ta.table.mu.Unlock()
+				if _, ok := ta.table.replicas["a"]; ok {
 					return errors.New("replica a still in the table")
 				}
 				return nil

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,9 +15,10 @@ import (
 
 // nodeCapacity picks each dimension from the configuration, else from the
 // first provider that knows better than the agent, else from the machine.
-func (a *Agent) nodeCapacity() api.Capacity {
-	c := api.Capacity{MilliCPU: a.cfg.Node.MilliCPU, MemoryMiB: a.cfg.Node.MemoryMiB, DiskMiB: a.cfg.Node.DiskMiB}
-	for _, e := range a.provs.list {
+// c is the configured capacity; dataDir the file system whose free space
+// is the disk.
+func nodeCapacity(c api.Capacity, dataDir string, provs *providerSet, log *slog.Logger) api.Capacity {
+	for _, e := range provs.list {
 		if pc := e.info.Capacity; pc != nil {
 			c = fillCapacity(c, *pc)
 			break
@@ -29,14 +31,14 @@ func (a *Agent) nodeCapacity() api.Capacity {
 		if m, err := memTotalMiB("/proc/meminfo"); err == nil {
 			c.MemoryMiB = m
 		} else {
-			a.log.Warn("cannot detect memory; set node.memoryMiB", "err", err)
+			log.Warn("cannot detect memory; set node.memoryMiB", "err", err)
 		}
 	}
 	if c.DiskMiB == 0 {
-		if d, err := freeDiskMiB(a.cfg.DataDir); err == nil {
+		if d, err := freeDiskMiB(dataDir); err == nil {
 			c.DiskMiB = d
 		} else {
-			a.log.Warn("cannot detect free disk; set node.diskMiB", "dir", a.cfg.DataDir, "err", err)
+			log.Warn("cannot detect free disk; set node.diskMiB", "dir", dataDir, "err", err)
 		}
 	}
 	return c

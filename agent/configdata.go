@@ -12,12 +12,22 @@ import (
 	"github.com/stratahq/strata/providers/provider"
 )
 
+// configFetcher owns the data of Configs and Secrets on their way to a
+// provider: it fetches them from the region (GetConfigData) for one
+// Apply and keeps none of it.
+type configFetcher struct {
+	node string
+	// client is the region's AgentService; nil before the agent is
+	// connected.
+	client agentv1.AgentServiceClient
+}
+
 // apply applies asg with its provider. An assignment that names Configs
 // or Secrets gets their data fetched from the region first, for this
 // Apply only (the agent keeps none of it), and goes to a provider that
 // can take it; one that cannot answers with an error status rather than
 // running the replica without them.
-func (a *Agent) apply(ctx context.Context, e *providerEntry, asg *api.Assignment) (api.AssignmentStatus, error) {
+func (f *configFetcher) apply(ctx context.Context, e *providerEntry, asg *api.Assignment) (api.AssignmentStatus, error) {
 	c := asg.Spec.Compute
 	if c == nil || len(c.Refs()) == 0 {
 		return e.p.Apply(ctx, asg)
@@ -26,7 +36,7 @@ func (a *Agent) apply(ctx context.Context, e *providerEntry, asg *api.Assignment
 	if !ok {
 		return unsupportedConfigs(e.name), nil
 	}
-	d, err := a.fetchConfigData(ctx, asg)
+	d, err := f.fetch(ctx, asg)
 	if err != nil {
 		return api.AssignmentStatus{}, err // retried with the queue's backoff
 	}
@@ -41,14 +51,14 @@ func unsupportedConfigs(name string) api.AssignmentStatus {
 	return api.AssignmentStatus{Phase: api.PhaseError, Reason: fmt.Sprintf("provider %s does not support configs and secrets (files, envFrom, pullSecret)", name)}
 }
 
-// fetchConfigData asks the region for the data asg's spec names and
+// fetch asks the region for the data asg's spec names and
 // arranges it for the provider. Errors name configs, secrets and keys,
 // never a value.
-func (a *Agent) fetchConfigData(ctx context.Context, asg *api.Assignment) (*provider.ConfigData, error) {
-	if a.configs == nil {
+func (f *configFetcher) fetch(ctx context.Context, asg *api.Assignment) (*provider.ConfigData, error) {
+	if f.client == nil {
 		return nil, errors.New("configs and secrets: not connected to the region")
 	}
-	resp, err := a.configs.GetConfigData(ctx, &agentv1.GetConfigDataRequest{Node: a.cfg.Node.Name, AssignmentId: asg.ID})
+	resp, err := f.client.GetConfigData(ctx, &agentv1.GetConfigDataRequest{Node: f.node, AssignmentId: asg.ID})
 	if err != nil {
 		return nil, fmt.Errorf("configs and secrets: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"net/netip"
@@ -54,10 +55,22 @@ func dataPlaneWanted(cfg *config.Agent, prebuilt bool, kernel netplane.Kernel) b
 	return false
 }
 
-// netState is the data plane, set up by Run before the goroutines that
-// use it start and read-only afterwards.
-type netState struct {
-	// plane is nil when the data plane could not be set up.
+// dataPlane owns the node's part of the region network: it finds the
+// host's underlay, programs the host from the region's network stream
+// (routes, isolation, network policies) and keeps the Network condition.
+type dataPlane struct {
+	// wanted: the agent programs its host (see dataPlaneWanted); kernel
+	// is Options.NetKernel.
+	wanted bool
+	kernel netplane.Kernel
+	cfg    config.AgentNetwork
+	node   string
+	provs  *providerSet
+	health *health
+	log    *slog.Logger
+
+	// Set by setUp before the goroutines that use them start, read-only
+	// afterwards. plane is nil when the data plane could not be set up.
 	plane *netplane.Plane
 	host  netplane.Host
 }
@@ -66,36 +79,36 @@ type netState struct {
 // when the agent runs one, and returns what releases it. A failure leaves
 // the agent running without one, with the reason in the Network
 // condition.
-func (a *Agent) setUpDataPlane() (release func()) {
+func (d *dataPlane) setUp() (release func()) {
 	release = func() {}
-	if !a.dataPlane {
+	if !d.wanted {
 		return release
 	}
-	k := a.netKernel
+	k := d.kernel
 	if k == nil {
 		nl, err := netplane.NewNetlink("")
 		if err != nil {
-			a.dataPlaneFailed(fmt.Errorf("data plane: %w", err))
+			d.failed(fmt.Errorf("data plane: %w", err))
 			return release
 		}
 		k, release = nl, nl.Close
 	}
-	nc := a.cfg.Network
+	nc := d.cfg
 	var want netip.Addr
 	if nc.UnderlayAddress != "" {
 		want, _ = netip.ParseAddr(nc.UnderlayAddress) // validated with the config
 	}
 	addr, dev, mtu, err := k.Underlay(want, nc.UnderlayInterface)
 	if err != nil {
-		a.dataPlaneFailed(fmt.Errorf("underlay: %w", err))
+		d.failed(fmt.Errorf("underlay: %w", err))
 		return release
 	}
-	a.net.host = netplane.Host{
-		Node: a.cfg.Node.Name, Bridge: nc.Bridge, Underlay: addr, UnderlayDev: dev, UnderlayMTU: mtu,
-		VTEPMAC: netplane.VTEPMAC(a.cfg.Node.Name), Table: nc.Table, Services: a.hostServices(),
+	d.host = netplane.Host{
+		Node: d.node, Bridge: nc.Bridge, Underlay: addr, UnderlayDev: dev, UnderlayMTU: mtu,
+		VTEPMAC: netplane.VTEPMAC(d.node), Table: nc.Table, Services: d.hostServices(),
 	}
-	a.net.plane = netplane.New(k, a.net.host, a.log.With("component", "netplane"))
-	a.log.Info("data plane set up", "underlay", addr, "interface", dev, "mtu", mtu)
+	d.plane = netplane.New(k, d.host, d.log.With("component", "netplane"))
+	d.log.Info("data plane set up", "underlay", addr, "interface", dev, "mtu", mtu)
 	return release
 }
 
@@ -106,12 +119,12 @@ const resolvConf = "/etc/resolv.conf"
 // name servers of the node's resolv.conf, should the node serve it
 // (containers get that file), and where the providers that serve
 // replicas from the host (load balancers) listen.
-func (a *Agent) hostServices() []netplane.HostService {
+func (d *dataPlane) hostServices() []netplane.HostService {
 	out := dnsServices(resolvConf)
-	if a.provs == nil {
+	if d.provs == nil {
 		return out
 	}
-	for _, e := range a.provs.list {
+	for _, e := range d.provs.list {
 		hs, ok := e.p.(provider.HostServer)
 		if !ok {
 			continue
@@ -150,34 +163,34 @@ func dnsServices(path string) []netplane.HostService {
 }
 
 // nodeNetwork is what the node tells the region of its host.
-func (a *Agent) nodeNetwork() *api.NodeNetwork {
-	h := a.net.host
+func (d *dataPlane) nodeNetwork() *api.NodeNetwork {
+	h := d.host
 	if !h.Underlay.IsValid() {
-		if a.cfg.Network.Bridge == "" {
+		if d.cfg.Bridge == "" {
 			return nil
 		}
-		return &api.NodeNetwork{Bridge: a.cfg.Network.Bridge}
+		return &api.NodeNetwork{Bridge: d.cfg.Bridge}
 	}
-	return &api.NodeNetwork{UnderlayIP: h.Underlay.String(), VTEPMAC: h.VTEPMAC.String(), Bridge: a.cfg.Network.Bridge, MTU: h.UnderlayMTU}
+	return &api.NodeNetwork{UnderlayIP: h.Underlay.String(), VTEPMAC: h.VTEPMAC.String(), Bridge: d.cfg.Bridge, MTU: h.UnderlayMTU}
 }
 
-// runNetwork follows the region's network stream and applies it to the
+// run follows the region's network stream and applies it to the
 // host, until ctx is done.
-func (a *Agent) runNetwork(ctx context.Context, client agentv1.AgentServiceClient, registered <-chan struct{}) {
+func (d *dataPlane) run(ctx context.Context, client agentv1.AgentServiceClient, t *timings, registered <-chan struct{}) {
 	select {
 	case <-ctx.Done():
 		return
 	case <-registered:
 	}
-	a.followStream(ctx, "network stream", func(ctx context.Context) (int, error) { return a.watchNetworkOnce(ctx, client) })
+	followStream(ctx, t, d.log, "network stream", func(ctx context.Context) (int, error) { return d.watchOnce(ctx, client) })
 }
 
-// watchNetworkOnce reads one network stream until it fails, applying each
+// watchOnce reads one network stream until it fails, applying each
 // batch, and returns how many batches it delivered.
-func (a *Agent) watchNetworkOnce(ctx context.Context, client agentv1.AgentServiceClient) (int, error) {
+func (d *dataPlane) watchOnce(ctx context.Context, client agentv1.AgentServiceClient) (int, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := client.WatchNetwork(sctx, &agentv1.WatchNetworkRequest{Node: a.cfg.Node.Name}, grpc.MaxCallRecvMsgSize(transport.LargeMessageBytes))
+	stream, err := client.WatchNetwork(sctx, &agentv1.WatchNetworkRequest{Node: d.node}, grpc.MaxCallRecvMsgSize(transport.LargeMessageBytes))
 	if err != nil {
 		return 0, err
 	}
@@ -192,7 +205,7 @@ func (a *Agent) watchNetworkOnce(ctx context.Context, client agentv1.AgentServic
 			return n, ctx.Err()
 		case <-resync.C:
 			if view.synced {
-				a.applyNetwork(ctx, &view)
+				d.apply(ctx, &view)
 			}
 		case u := <-updates:
 			if u.err != nil {
@@ -203,7 +216,7 @@ func (a *Agent) watchNetworkOnce(ctx context.Context, client agentv1.AgentServic
 				return n, err
 			}
 			if view.synced {
-				a.applyNetwork(ctx, &view)
+				d.apply(ctx, &view)
 			}
 		}
 	}
@@ -294,78 +307,53 @@ func endpointFromPB(e *agentv1.NetworkEndpoint) netplane.Endpoint {
 	return netplane.Endpoint{ID: e.GetId(), Addr: addr, Tenant: e.GetTenant(), Resource: e.GetResource(), Labels: e.GetLabels(), Node: e.GetNode()}
 }
 
-// applyNetwork reconciles the host with the node list and records the
+// apply reconciles the host with the node list and records the
 // outcome in the Network condition.
-func (a *Agent) applyNetwork(ctx context.Context, v *netView) {
+func (d *dataPlane) apply(ctx context.Context, v *netView) {
 	list := slices.Collect(maps.Values(v.peers))
 	start := time.Now()
-	ch, err := a.net.plane.Apply(ctx, v.nw, list)
+	ch, err := d.plane.Apply(ctx, v.nw, list)
 	if ctx.Err() != nil {
 		return
 	}
 	// Isolation does not wait for the routes: a host that failed to
 	// route to one node still enforces what it can.
 	if !errors.Is(err, netplane.ErrNoBlock) {
-		err = errors.Join(err, a.applyPolicy(ctx, v, list))
+		err = errors.Join(err, d.applyPolicy(ctx, v, list))
 	}
 	took := time.Since(start)
 	switch {
 	case err != nil:
-		a.log.Warn("data plane: apply failed", "err", err, "nodes", len(list), "changes", ch.Total())
+		d.log.Warn("data plane: apply failed", "err", err, "nodes", len(list), "changes", ch.Total())
 	case ch.Total() > 0:
-		a.log.Info("data plane applied", "nodes", len(list), "changes", ch.Total(), "removed", ch.Deleted, "took", took)
+		d.log.Info("data plane applied", "nodes", len(list), "changes", ch.Total(), "removed", ch.Deleted, "took", took)
 	default:
-		a.log.Debug("data plane unchanged", "nodes", len(list), "took", took)
+		d.log.Debug("data plane unchanged", "nodes", len(list), "took", took)
 	}
-	a.setNetCondition(err)
+	d.health.setNetCondition(err)
 }
 
 // applyPolicy converges the host's isolation and policy ruleset.
-func (a *Agent) applyPolicy(ctx context.Context, v *netView, peers []netplane.Peer) error {
+func (d *dataPlane) applyPolicy(ctx context.Context, v *netView, peers []netplane.Peer) error {
 	eps := slices.Collect(maps.Values(v.endpoints))
 	pols := slices.Collect(maps.Values(v.policies))
 	start := time.Now()
-	changed, rs, err := a.net.plane.ApplyPolicy(ctx, v.nw, peers, eps, pols)
+	changed, rs, err := d.plane.ApplyPolicy(ctx, v.nw, peers, eps, pols)
 	if err != nil || ctx.Err() != nil {
 		return err
 	}
 	if changed {
-		a.log.Info("network policy applied", "table", rs.Table, "replicas", len(rs.Local), "policies", len(pols), "rules", rs.Rules(), "elements", rs.Elements(), "took", time.Since(start))
+		d.log.Info("network policy applied", "table", rs.Table, "replicas", len(rs.Local), "policies", len(pols), "rules", rs.Rules(), "elements", rs.Elements(), "took", time.Since(start))
 	}
 	return nil
 }
 
-// dataPlaneFailed logs why the data plane could not be set up and
+// failed logs why the data plane could not be set up and
 // records it as the Network condition: the node takes no replica that
 // needs the region network until the agent restarts.
-func (a *Agent) dataPlaneFailed(err error) {
-	a.log.Error("data plane not set up; replicas on the region network cannot be placed here", "err", err)
-	a.setNetCondition(err)
-}
-
-// setNetCondition records the data plane's state as the Network condition,
-// at once (the next health refresh keeps it).
-func (a *Agent) setNetCondition(err error) {
-	c := api.Condition{Type: api.ConditionNetwork, Status: api.ConditionReady, Message: "host programmed for the region network"}
-	if err != nil {
-		c.Status, c.Reason, c.Message = api.ConditionError, "DataPlaneFailed", err.Error()
-	}
-	now := a.clock()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.netCond = &c
-	a.conditions = mergeConditions(a.conditions, replaceCondition(a.conditions, c), now)
-}
-
-// replaceCondition returns cs with the condition of c's type replaced by c.
-func replaceCondition(cs []api.Condition, c api.Condition) []api.Condition {
-	out := make([]api.Condition, 0, len(cs)+1)
-	for _, x := range cs {
-		if x.Type != c.Type {
-			out = append(out, x)
-		}
-	}
-	return append(out, c)
+func (d *dataPlane) failed(err error) {
+	d.log.Error("data plane not set up; replicas on the region network cannot be placed here", "err", err)
+	d.health.setNetCondition(err)
 }
 
 func networkFromPB(p *agentv1.RegionNetwork) (netplane.Network, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
+	"github.com/stratahq/strata/internal/version"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	"github.com/stratahq/strata/proto/apiproto"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
@@ -30,7 +31,12 @@ const logChunkBytes = 32 << 10
 // (region:<region>); no global or other region's identity.
 type nodeServer struct {
 	agentv1.UnimplementedNodeServiceServer
-	a    *Agent
+	node      string
+	startedAt time.Time
+	table     *replicaTable
+	health    *health
+	clock     func() time.Time
+
 	srv  *grpc.Server
 	done chan struct{}
 }
@@ -64,7 +70,10 @@ func (a *Agent) startNodeService() (*nodeServer, error) {
 	}
 	a.addr.Store(&addr)
 
-	s := &nodeServer{a: a, srv: srv, done: make(chan struct{})}
+	s := &nodeServer{
+		node: a.cfg.Node.Name, startedAt: a.startedAt, table: a.table, health: a.health, clock: a.clock,
+		srv: srv, done: make(chan struct{}),
+	}
 	agentv1.RegisterNodeServiceServer(s.srv, s)
 	go func() {
 		defer close(s.done)
@@ -96,21 +105,17 @@ func (s *nodeServer) stop(timeout time.Duration) {
 }
 
 func (s *nodeServer) Status(ctx context.Context, _ *agentv1.NodeStatusRequest) (*agentv1.NodeStatusResponse, error) {
-	a := s.a
-	a.mu.Lock()
-	sts := make([]*resourcev1.AssignmentStatus, 0, len(a.replicas))
-	for _, r := range a.replicas {
-		if r.status.Phase != "" {
-			sts = append(sts, apiproto.AssignmentStatusToPB(&r.status))
-		}
+	all := s.table.statuses()
+	sts := make([]*resourcev1.AssignmentStatus, len(all))
+	for i := range all {
+		sts[i] = apiproto.AssignmentStatusToPB(&all[i])
 	}
-	conds := apiproto.ConditionsToPB(a.conditions)
-	a.mu.Unlock()
+	conds := apiproto.ConditionsToPB(s.health.current())
 	slices.SortFunc(sts, func(x, y *resourcev1.AssignmentStatus) int { return strings.Compare(x.GetId(), y.GetId()) })
 	return &agentv1.NodeStatusResponse{
-		Node:         a.cfg.Node.Name,
-		AgentVersion: a.agentVersion(),
-		StartedAt:    timestamppb.New(a.startedAt),
+		Node:         s.node,
+		AgentVersion: version.String(),
+		StartedAt:    timestamppb.New(s.startedAt),
 		Conditions:   conds,
 		Assignments:  sts,
 	}, nil
@@ -122,14 +127,7 @@ func (s *nodeServer) Logs(req *agentv1.NodeLogsRequest, stream grpc.ServerStream
 	if id == "" {
 		return api.Invalid("assignment_id", "is required")
 	}
-	a := s.a
-	a.mu.Lock()
-	r, ok := a.replicas[id]
-	var e *providerEntry
-	if ok {
-		e = r.prov
-	}
-	a.mu.Unlock()
+	e := s.table.providerOf(id)
 	if e == nil {
 		return api.NotFound("assignment", id)
 	}
@@ -138,7 +136,7 @@ func (s *nodeServer) Logs(req *agentv1.NodeLogsRequest, stream grpc.ServerStream
 		return errNoLogs(e.name)
 	}
 	opts := provider.LogOptions{Follow: req.GetFollow(), TailLines: max(0, int(req.GetTailLines()))}
-	err := lg.Logs(ctx, id, opts, &chunkWriter{stream: stream, clock: a.clock})
+	err := lg.Logs(ctx, id, opts, &chunkWriter{stream: stream, clock: s.clock})
 	switch {
 	case err == nil:
 		return nil

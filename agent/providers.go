@@ -5,12 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/config"
+	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/providers/provider"
 )
 
@@ -44,9 +50,21 @@ func (s *providerSet) nodeProviders() []api.NodeProvider {
 	return out
 }
 
-// openProviders builds or connects every provider and asks each who it
-// is. On error, what was opened is closed again.
-func (a *Agent) openProviders(ctx context.Context) (*providerSet, error) {
+// providerOpener builds or connects the node's providers: the pre-built
+// ones (Options.Providers) or those the configuration names, in process,
+// as plugins or behind sockets.
+type providerOpener struct {
+	cfg      *config.Agent
+	registry *provider.Registry
+	prebuilt map[string]provider.Provider
+	metrics  *metrics.Providers
+	t        *timings
+	log      *slog.Logger
+}
+
+// open builds or connects every provider and asks each who it is. On
+// error, what was opened is closed again.
+func (o *providerOpener) open(ctx context.Context) (*providerSet, error) {
 	set := &providerSet{byKind: map[api.ProviderKind]*providerEntry{}}
 	ok := false
 	defer func() {
@@ -54,13 +72,13 @@ func (a *Agent) openProviders(ctx context.Context) (*providerSet, error) {
 			closeEntries(set.list)
 		}
 	}()
-	if len(a.prebuilt) > 0 {
-		for _, name := range a.prebuiltOrder() {
-			set.list = append(set.list, &providerEntry{name: name, p: a.prebuilt[name]})
+	if len(o.prebuilt) > 0 {
+		for _, name := range o.prebuiltOrder() {
+			set.list = append(set.list, &providerEntry{name: name, p: o.prebuilt[name]})
 		}
 	} else {
-		for _, pc := range a.cfg.Providers {
-			e, err := a.openProvider(ctx, pc.Name, pc.Plugin, pc.Socket, pc.Options)
+		for _, pc := range o.cfg.Providers {
+			e, err := o.openOne(ctx, pc.Name, pc.Plugin, pc.Socket, pc.Options)
 			if err != nil {
 				return nil, fmt.Errorf("agent: provider %s: %w", pc.Name, err)
 			}
@@ -68,10 +86,10 @@ func (a *Agent) openProviders(ctx context.Context) (*providerSet, error) {
 		}
 	}
 	for _, e := range set.list {
-		if a.metrics != nil {
-			e.p = provider.Instrument(e.name, e.p, a.metrics)
+		if o.metrics != nil {
+			e.p = provider.Instrument(e.name, e.p, o.metrics)
 		}
-		ictx, cancel := context.WithTimeout(ctx, a.t.providerCall)
+		ictx, cancel := context.WithTimeout(ctx, o.t.providerCall)
 		info, err := e.p.Info(ictx)
 		cancel()
 		if err != nil {
@@ -80,12 +98,12 @@ func (a *Agent) openProviders(ctx context.Context) (*providerSet, error) {
 		e.info = info
 		for _, k := range info.Kinds {
 			if prev, dup := set.byKind[k]; dup {
-				a.log.Warn("kind served by two providers; the first configured wins", "kind", k, "provider", prev.name, "ignored", e.name)
+				o.log.Warn("kind served by two providers; the first configured wins", "kind", k, "provider", prev.name, "ignored", e.name)
 				continue
 			}
 			set.byKind[k] = e
 		}
-		a.log.Info("provider ready", "provider", e.name, "version", info.Version, "kinds", info.Kinds)
+		o.log.Info("provider ready", "provider", e.name, "version", info.Version, "kinds", info.Kinds)
 	}
 	ok = true
 	return set, nil
@@ -94,17 +112,17 @@ func (a *Agent) openProviders(ctx context.Context) (*providerSet, error) {
 // prebuiltOrder orders pre-built providers as the configuration lists
 // them (so that "first configured wins" still means something), then the
 // others by name.
-func (a *Agent) prebuiltOrder() []string {
+func (o *providerOpener) prebuiltOrder() []string {
 	var names []string
 	seen := map[string]bool{}
-	for _, pc := range a.cfg.Providers {
-		if _, ok := a.prebuilt[pc.Name]; ok && !seen[pc.Name] {
+	for _, pc := range o.cfg.Providers {
+		if _, ok := o.prebuilt[pc.Name]; ok && !seen[pc.Name] {
 			names = append(names, pc.Name)
 			seen[pc.Name] = true
 		}
 	}
 	var rest []string
-	for name := range a.prebuilt {
+	for name := range o.prebuilt {
 		if !seen[name] {
 			rest = append(rest, name)
 		}
@@ -113,21 +131,21 @@ func (a *Agent) prebuiltOrder() []string {
 	return append(names, rest...)
 }
 
-func (a *Agent) openProvider(ctx context.Context, name, plugin, socket string, opts map[string]any) (*providerEntry, error) {
-	dataDir := filepath.Join(a.cfg.DataDir, "providers", name)
+func (o *providerOpener) openOne(ctx context.Context, name, plugin, socket string, opts map[string]any) (*providerEntry, error) {
+	dataDir := filepath.Join(o.cfg.DataDir, "providers", name)
 	if err := os.MkdirAll(dataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	log := a.log.With("provider", name)
+	log := o.log.With("provider", name)
 	switch {
 	case plugin != "":
 		pl, err := provider.StartPlugin(ctx, provider.PluginConfig{
 			Name:          name,
 			Binary:        plugin,
 			Options:       opts,
-			Node:          a.cfg.Node.Name,
+			Node:          o.cfg.Node.Name,
 			DataDir:       dataDir,
-			ReservedPorts: a.cfg.NodePorts(),
+			ReservedPorts: o.cfg.NodePorts(),
 		}, log)
 		if err != nil {
 			return nil, fmt.Errorf("start plugin %s: %w", plugin, err)
@@ -140,13 +158,13 @@ func (a *Agent) openProvider(ctx context.Context, name, plugin, socket string, o
 		}
 		return &providerEntry{name: name, p: c, closer: closer}, nil
 	default:
-		p, err := a.registry.New(ctx, name, provider.Options{
+		p, err := o.registry.New(ctx, name, provider.Options{
 			Name:          name,
-			Node:          a.cfg.Node.Name,
+			Node:          o.cfg.Node.Name,
 			DataDir:       dataDir,
 			Config:        opts,
 			Logger:        log,
-			ReservedPorts: a.cfg.NodePorts(),
+			ReservedPorts: o.cfg.NodePorts(),
 		})
 		if err != nil {
 			return nil, err
@@ -159,12 +177,10 @@ func (a *Agent) openProvider(ctx context.Context, name, plugin, socket string, o
 	}
 }
 
-func (a *Agent) closeProviders() {
-	if a.provs == nil {
-		return
-	}
-	for _, err := range closeEntries(a.provs.list) {
-		a.log.Warn("close provider", "err", err)
+// close closes the providers the agent opened.
+func (s *providerSet) close(log *slog.Logger) {
+	for _, err := range closeEntries(s.list) {
+		log.Warn("close provider", "err", err)
 	}
 }
 
@@ -190,4 +206,9 @@ func errNoLogs(name string) error {
 // provider in the process or over the wire.
 func isUnsupported(err error) bool {
 	return errors.Is(err, provider.ErrUnsupported) || grpcUnimplemented(err)
+}
+
+func grpcUnimplemented(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unimplemented
 }

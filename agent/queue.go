@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 // to one worker at a time; an id added while a worker holds it runs again
 // after. Ids carry nothing: the worker reads the desired state when it
 // runs, so that repeated adds coalesce into one reconcile of the latest
-// state (level-based, as the design asks).
+// state (level-based, as the design asks). The queue owns retries: what a
+// reconcile returns (a result, an error) decides when its id runs next.
 type workQueue struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -41,6 +43,56 @@ func newWorkQueue(retryMin, retryMax time.Duration) *workQueue {
 	}
 	q.cond = sync.NewCond(&q.mu)
 	return q
+}
+
+// result is what one reconcile asks of the work queue, as
+// controller-runtime's reconcile.Result: by default nothing (the id
+// waits for its next change); Requeue runs it again as soon as its
+// worker is done; RequeueAfter runs it again after that long. A
+// reconcile that returns an error is retried after the id's backoff
+// instead (workQueue.finish).
+type result struct {
+	Requeue      bool
+	RequeueAfter time.Duration
+}
+
+// reconcileFunc is one reconcile of an id (reconciler.reconcile).
+type reconcileFunc func(ctx context.Context, id string) (result, error)
+
+// work is one worker: it reconciles ids, one at a time per id, until the
+// queue is shut down.
+func (q *workQueue) work(ctx context.Context, reconcile reconcileFunc, log *slog.Logger) {
+	for {
+		id, ok := q.get()
+		if !ok {
+			return
+		}
+		res, err := reconcile(ctx, id)
+		q.finish(ctx, id, res, err, log)
+		q.done(id)
+	}
+}
+
+// finish queues id again as its reconcile asked: after its backoff on an
+// error (none once ctx is done: the agent is stopping), else as the
+// result says, the backoff reset.
+func (q *workQueue) finish(ctx context.Context, id string, res result, err error, log *slog.Logger) {
+	switch {
+	case err != nil:
+		if ctx.Err() != nil {
+			return
+		}
+		d := q.retry(id)
+		log.Warn("reconcile failed; retrying", "id", id, "err", err, "in", d)
+	case res.Requeue:
+		q.forget(id)
+		q.add(id)
+	default:
+		q.forget(id)
+		if res.RequeueAfter > 0 {
+			q.addAfter(id, res.RequeueAfter)
+		}
+	}
 }
 
 // add queues id now; a pending delayed run of id is superseded, so new

@@ -2,6 +2,9 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -218,5 +221,71 @@ func TestSameStatus(t *testing.T) {
 	a.ExitCode, b.ExitCode = &code, &other
 	if sameStatus(a, b) {
 		t.Errorf("different exit codes: got same; want different")
+	}
+}
+
+// TestWorkQueueOwnsRetries runs one worker over reconciles that fail,
+// ask to run again at once, and ask to run again later: the queue, not
+// the reconcile, decides when each id comes back.
+func TestWorkQueueOwnsRetries(t *testing.T) {
+	q := newWorkQueue(20*time.Millisecond, 20*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		q.shutDown()
+		wg.Wait()
+	}()
+	var mu sync.Mutex
+	runs := map[string][]time.Time{}
+	reconcile := func(_ context.Context, id string) (result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		runs[id] = append(runs[id], time.Now())
+		n := len(runs[id])
+		switch {
+		case id == "fails" && n < 3:
+			return result{}, errors.New("provider unavailable")
+		case id == "again" && n < 2:
+			return result{Requeue: true}, nil
+		case id == "later" && n < 2:
+			return result{RequeueAfter: 30 * time.Millisecond}, nil
+		}
+		return result{}, nil
+	}
+	wg.Go(func() { q.runDelays(ctx) })
+	wg.Go(func() { q.work(ctx, reconcile, slog.New(slog.DiscardHandler)) })
+	q.add("fails")
+	q.add("again")
+	q.add("later")
+	want := map[string]int{"fails": 3, "again": 2, "later": 2}
+	eventually(t, 5*time.Second, "every id reconciled to its end", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for id, n := range want {
+			if got := len(runs[id]); got < n {
+				return fmt.Errorf("%s: %d runs; want %d", id, got, n)
+			}
+		}
+		return nil
+	})
+	time.Sleep(100 * time.Millisecond) // nothing more may come
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range want {
+		if got := len(runs[id]); got != n {
+			t.Errorf("%s: got %d runs; want %d", id, got, n)
+		}
+	}
+	if r := runs["fails"]; len(r) == 3 && r[1].Sub(r[0]) < 20*time.Millisecond {
+		t.Errorf("fails: retried after %s; want the backoff, 20ms", r[1].Sub(r[0]))
+	}
+	if r := runs["later"]; len(r) == 2 && r[1].Sub(r[0]) < 30*time.Millisecond {
+		t.Errorf("later: ran again after %s; want RequeueAfter, 30ms", r[1].Sub(r[0]))
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if n := q.failures["fails"]; n != 0 {
+		t.Errorf("failures of fails after a success: got %d; want 0 (backoff reset)", n)
 	}
 }

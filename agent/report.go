@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -13,9 +14,16 @@ import (
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
-// reporter holds the statuses not yet accepted by the region, the latest
-// per id: a status superseded before it was sent is never sent.
+// reporter owns status reporting to the region: it holds the statuses
+// not yet accepted by the region, the latest per id (a status superseded
+// before it was sent is never sent), and sends them in batches
+// (ReportStatus).
 type reporter struct {
+	node   string
+	client agentv1.AgentServiceClient
+	t      *timings
+	log    *slog.Logger
+
 	mu      sync.Mutex
 	pending map[string]api.AssignmentStatus
 	// nonEmpty is signalled when the first status arrives; full when a
@@ -25,12 +33,16 @@ type reporter struct {
 	batch    int
 }
 
-func newReporter(batch int) *reporter {
+func newReporter(node string, client agentv1.AgentServiceClient, t *timings, log *slog.Logger) *reporter {
 	return &reporter{
+		node:     node,
+		client:   client,
+		t:        t,
+		log:      log,
 		pending:  map[string]api.AssignmentStatus{},
 		nonEmpty: make(chan struct{}, 1),
 		full:     make(chan struct{}, 1),
-		batch:    batch,
+		batch:    t.flushBatch,
 	}
 }
 
@@ -89,82 +101,82 @@ func signal(c chan struct{}) {
 	}
 }
 
-// runReporter sends statuses in batches: it waits for the first pending
+// run sends statuses in batches: it waits for the first pending
 // status and sends everything pending, at once when the last report ended
 // flushDelay ago or more, else when that window has passed (or a batch is
 // full). While a report is in flight more statuses gather for the next.
 // Failed reports are retried with backoff.
-func (a *Agent) runReporter(ctx context.Context, client agentv1.AgentServiceClient, registered <-chan struct{}) {
+func (r *reporter) run(ctx context.Context, registered <-chan struct{}) {
 	select {
 	case <-ctx.Done():
 		return
 	case <-registered:
 	}
-	b := backoff.Backoff{Min: a.t.flushDelay, Max: a.t.reportMax, Jitter: backoff.Half}
+	b := backoff.Backoff{Min: r.t.flushDelay, Max: r.t.reportMax, Jitter: backoff.Half}
 	var warn warnLimiter
-	warn.every = a.t.warnEvery
-	win := flush.Window{D: a.t.flushDelay}
+	warn.every = r.t.warnEvery
+	win := flush.Window{D: r.t.flushDelay}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-a.reporter.nonEmpty:
+		case <-r.nonEmpty:
 		}
-		if a.reporter.len() < a.t.flushBatch && win.Hold(ctx, a.reporter.full) != nil {
+		if r.len() < r.t.flushBatch && win.Hold(ctx, r.full) != nil {
 			return
 		}
-		err := a.flush(ctx, client)
+		err := r.flush(ctx)
 		win.Flushed(time.Now())
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			warn.fail(a.log, "status report failed; will retry", err, "pending", a.reporter.len())
+			warn.fail(r.log, "status report failed; will retry", err, "pending", r.len())
 			if backoff.Sleep(ctx, b.Next()) != nil {
 				return
 			}
-			signal(a.reporter.nonEmpty)
+			signal(r.nonEmpty)
 			continue
 		}
-		warn.ok(a.log, "status reports delivered again")
+		warn.ok(r.log, "status reports delivered again")
 		b.Reset()
 	}
 }
 
 // flush sends everything pending in batches; on failure the unsent rest
 // stays pending.
-func (a *Agent) flush(ctx context.Context, client agentv1.AgentServiceClient) error {
+func (r *reporter) flush(ctx context.Context) error {
 	for {
-		sts := a.reporter.take(a.t.flushBatch)
+		sts := r.take(r.t.flushBatch)
 		if len(sts) == 0 {
 			return nil
 		}
-		req := &agentv1.ReportStatusRequest{Node: a.cfg.Node.Name, Statuses: make([]*resourcev1.AssignmentStatus, len(sts))}
+		req := &agentv1.ReportStatusRequest{Node: r.node, Statuses: make([]*resourcev1.AssignmentStatus, len(sts))}
 		for i := range sts {
 			req.Statuses[i] = apiproto.AssignmentStatusToPB(&sts[i])
 		}
-		cctx, cancel := context.WithTimeout(ctx, a.t.regionCall)
-		_, err := client.ReportStatus(cctx, req)
+		cctx, cancel := context.WithTimeout(ctx, r.t.regionCall)
+		_, err := r.client.ReportStatus(cctx, req)
 		cancel()
 		if err != nil {
-			a.reporter.giveBack(sts)
+			r.giveBack(sts)
 			return err
 		}
-		if len(sts) < a.t.flushBatch {
+		if len(sts) < r.t.flushBatch {
 			return nil
 		}
 	}
 }
 
 // flushAll is the best-effort flush at shutdown.
-func (a *Agent) flushAll(ctx context.Context, client agentv1.AgentServiceClient) {
-	n := a.reporter.len()
+func (r *reporter) flushAll(ctx context.Context) {
+	n := r.len()
 	if n == 0 {
 		return
 	}
-	if err := a.flush(ctx, client); err != nil {
-		a.log.Warn("statuses not reported before shutdown", "count", a.reporter.len(), "err", err)
+	if err := r.flush(ctx); err != nil {
+		r.log.Warn("statuses not reported before shutdown", "count", r.len(), "err", err)
 		return
 	}
-	a.log.Debug("statuses reported at shutdown", "count", n)
+	r.log.Debug("statuses reported at shutdown", "count", n)
 }

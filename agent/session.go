@@ -2,7 +2,7 @@ package agent
 
 import (
 	"context"
-	"slices"
+	"log/slog"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
@@ -18,39 +18,32 @@ const (
 	MetricMemoryMiB = "memory_mib"
 )
 
-// node is the node record the agent registers.
-func (a *Agent) node() *api.Node {
-	n := a.cfg.Node
-	return &api.Node{
-		Name:      n.Name,
-		Zone:      n.Zone,
-		Labels:    n.Labels,
-		Address:   a.Addr(),
-		Providers: a.provs.nodeProviders(),
-		Capacity:  a.capacity,
-		// The region keeps an operator's cordon; the agent only says it
-		// is willing.
-		Schedulable:        true,
-		EnableAutoCordon:   n.EnableAutoCordon,
-		AutoCordonInterval: api.D(n.AutoCordonInterval),
-		EnableAutoDrain:    n.EnableAutoDrain,
-		AutoDrainInterval:  api.D(n.AutoDrainInterval),
-		AgentVersion:       a.agentVersion(),
-		Network:            a.nodeNetwork(),
-	}
+// session owns the node's standing with the region: it registers the
+// node record and heartbeats, carrying the node's conditions and load.
+type session struct {
+	name   string
+	client agentv1.AgentServiceClient
+	// node is the record to register, built when it is registered.
+	node   func() *api.Node
+	addr   func() string
+	table  *replicaTable
+	health *health
+	t      *timings
+	clock  func() time.Time
+	log    *slog.Logger
 }
 
-// runSession registers the node, closes registered, then heartbeats until
+// run registers the node, closes registered, then heartbeats until
 // ctx is done (on one stream, beatStream), registering again when the
 // region asks.
-func (a *Agent) runSession(ctx context.Context, client agentv1.AgentServiceClient, registered chan<- struct{}) {
-	interval, ok := a.register(ctx, client)
+func (s *session) run(ctx context.Context, registered chan<- struct{}) {
+	interval, ok := s.register(ctx)
 	if !ok {
 		return
 	}
 	close(registered)
-	warn := warnLimiter{every: a.t.warnEvery}
-	beats := &beatStream{client: client, timeout: a.t.regionCall, unaryFor: a.t.unaryBeats, clock: a.clock}
+	warn := warnLimiter{every: s.t.warnEvery}
+	beats := &beatStream{client: s.client, timeout: s.t.regionCall, unaryFor: s.t.unaryBeats, clock: s.clock}
 	defer beats.close()
 	var seq uint64
 	// The first heartbeat goes at once: it carries the conditions the
@@ -64,21 +57,21 @@ func (a *Agent) runSession(ctx context.Context, client agentv1.AgentServiceClien
 		case <-t.C:
 		}
 		seq++
-		resp, err := beats.beat(ctx, a.heartbeatRequest(seq))
+		resp, err := beats.beat(ctx, s.heartbeatRequest(seq))
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
 				return
 			}
-			warn.fail(a.log, "heartbeat failed", err)
+			warn.fail(s.log, "heartbeat failed", err)
 		default:
-			warn.ok(a.log, "heartbeats delivered again")
+			warn.ok(s.log, "heartbeats delivered again")
 			if ms := resp.GetHeartbeatIntervalMs(); ms > 0 {
 				interval = time.Duration(ms) * time.Millisecond
 			}
 			if resp.GetReregister() {
-				a.log.Info("region asked the node to register again")
-				if interval, ok = a.register(ctx, client); !ok {
+				s.log.Info("region asked the node to register again")
+				if interval, ok = s.register(ctx); !ok {
 					return
 				}
 			}
@@ -89,141 +82,41 @@ func (a *Agent) runSession(ctx context.Context, client agentv1.AgentServiceClien
 
 // register calls Register until it succeeds (jittered backoff) and
 // returns the heartbeat interval, or false when ctx is done.
-func (a *Agent) register(ctx context.Context, client agentv1.AgentServiceClient) (time.Duration, bool) {
-	b := a.t.regionBackoff()
-	warn := warnLimiter{every: a.t.warnEvery}
+func (s *session) register(ctx context.Context) (time.Duration, bool) {
+	b := s.t.regionBackoff()
+	warn := warnLimiter{every: s.t.warnEvery}
 	for {
-		rctx, cancel := context.WithTimeout(ctx, a.t.regionCall)
-		resp, err := client.Register(rctx, &agentv1.RegisterRequest{Node: apiproto.NodeToPB(a.node())})
+		rctx, cancel := context.WithTimeout(ctx, s.t.regionCall)
+		resp, err := s.client.Register(rctx, &agentv1.RegisterRequest{Node: apiproto.NodeToPB(s.node())})
 		cancel()
 		if err == nil {
-			interval := a.t.heartbeat
+			interval := s.t.heartbeat
 			if ms := resp.GetHeartbeatIntervalMs(); ms > 0 {
 				interval = time.Duration(ms) * time.Millisecond
 			}
-			a.log.Info("registered with region", "address", a.Addr(), "heartbeat", interval)
+			s.log.Info("registered with region", "address", s.addr(), "heartbeat", interval)
 			return interval, true
 		}
 		if ctx.Err() != nil {
 			return 0, false
 		}
-		warn.fail(a.log, "register with region failed; retrying", err)
+		warn.fail(s.log, "register with region failed; retrying", err)
 		if backoff.Sleep(ctx, b.Next()) != nil {
 			return 0, false
 		}
 	}
 }
 
-func (a *Agent) heartbeatRequest(seq uint64) *agentv1.HeartbeatRequest {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var replicas int
-	var alloc api.Capacity
-	for _, r := range a.replicas {
-		if !r.running() {
-			continue
-		}
-		replicas++
-		alloc = alloc.Add(r.asg.Flavor.Capacity())
-	}
+func (s *session) heartbeatRequest(seq uint64) *agentv1.HeartbeatRequest {
+	replicas, alloc := s.table.load()
 	return &agentv1.HeartbeatRequest{
-		Node:       a.cfg.Node.Name,
+		Node:       s.name,
 		Seq:        seq,
-		Conditions: apiproto.ConditionsToPB(a.conditions),
+		Conditions: apiproto.ConditionsToPB(s.health.current()),
 		Metrics: map[string]float64{
 			MetricReplicas:  float64(replicas),
 			MetricMilliCPU:  float64(alloc.MilliCPU),
 			MetricMemoryMiB: float64(alloc.MemoryMiB),
 		},
 	}
-}
-
-// runHealth refreshes the providers' conditions every status interval:
-// heartbeats carry the latest, they do not ask for it.
-func (a *Agent) runHealth(ctx context.Context) {
-	t := time.NewTicker(a.cfg.StatusInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			a.refreshHealth(ctx)
-		}
-	}
-}
-
-// refreshHealth asks every provider for its conditions. A failed Health
-// call is itself a condition, provider/<name> in Error.
-func (a *Agent) refreshHealth(ctx context.Context) {
-	var conds []api.Condition
-	for _, e := range a.provs.list {
-		hctx, cancel := context.WithTimeout(ctx, a.t.providerCall)
-		cs, err := e.p.Health(hctx)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			conds = append(conds, api.Condition{
-				Type:    "provider/" + e.name,
-				Status:  api.ConditionError,
-				Reason:  "HealthFailed",
-				Message: err.Error(),
-			})
-			continue
-		}
-		conds = append(conds, cs...)
-	}
-	now := a.clock()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.netCond != nil {
-		conds = append(conds, *a.netCond)
-	}
-	a.conditions = mergeConditions(a.conditions, conds, now)
-}
-
-// mergeConditions keeps one condition per type (the worst, when two
-// providers report the same type), in type order, and keeps Since from
-// prev while a condition's status is unchanged.
-func mergeConditions(prev, next []api.Condition, now time.Time) []api.Condition {
-	byType := map[string]api.Condition{}
-	for _, c := range next {
-		if cur, ok := byType[c.Type]; ok && severity(cur.Status) >= severity(c.Status) {
-			continue
-		}
-		byType[c.Type] = c
-	}
-	out := make([]api.Condition, 0, len(byType))
-	for _, c := range byType {
-		since := now
-		if i := slices.IndexFunc(prev, func(p api.Condition) bool { return p.Type == c.Type }); i >= 0 && prev[i].Status == c.Status {
-			since = prev[i].Since
-		} else if !c.Since.IsZero() {
-			since = c.Since
-		}
-		c.Since = since
-		out = append(out, c)
-	}
-	slices.SortFunc(out, func(x, y api.Condition) int {
-		switch {
-		case x.Type < y.Type:
-			return -1
-		case x.Type > y.Type:
-			return 1
-		}
-		return 0
-	})
-	return out
-}
-
-func severity(s api.ConditionStatus) int {
-	switch s {
-	case api.ConditionError:
-		return 2
-	case api.ConditionWarning:
-		return 1
-	}
-	return 0
 }

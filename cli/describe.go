@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -36,8 +37,10 @@ func (a describeCommands) describeCommand() *cobra.Command {
 		Short: "Show one object in detail, with what relates to it",
 		Long: `Show one object in detail:
 
-  resource NAME       spec, status per region, replicas with nodes and phases,
-                      revisions, recent events
+  resource NAME       spec (a pod's containers with their probes), status per
+                      region, replicas with nodes and phases (and their
+                      containers' states, when reported), revisions, recent
+                      events
   node REGION/NODE    capacity and allocation, conditions, cordon, drain
                       progress, the replicas on it (of your tenant), recent events
   flavor NAME         size, and the resources that use it
@@ -218,6 +221,9 @@ func writeResource(w io.Writer, d resourceDescription, now time.Time) error {
 	}
 	jobSection(w, r, now)
 	section(w, "Replicas", printers.Replicas(d.Replicas, false, now), d.Missing["replicas"], "none")
+	if cs := printers.ContainerStatuses(d.Replicas, now); len(cs.Rows) > 0 {
+		section(w, "Containers", cs, "", "")
+	}
 	section(w, "Revisions", printers.Revisions(d.Revisions, r.Revision, false, now), d.Missing["revisions"], "none")
 	section(w, "Events", printers.Events(d.Events, false, now), d.Missing["events"], "none")
 	return nil
@@ -313,14 +319,42 @@ func specFields(f *fields, s api.ResourceSpec) {
 }
 
 func computeFields(f *fields, c *api.ComputeSpec) {
+	if c.IsPod() || len(c.ScratchVolumes) > 0 {
+		podFields(f, c)
+		return
+	}
 	f.add("  Image", c.Image)
 	f.addIf("  Command", shellJoin(c.Command))
 	f.addIf("  Args", shellJoin(c.Args))
 	f.addIf("  Env", pairs(c.Env))
 	f.addIf("  Working dir", c.WorkingDir)
+	f.addIf("  Ports", portsLine(c.Ports))
+	f.addIf("  Volumes", mountsLine(c.Volumes, nil))
+	f.addIf("  Network", c.Network)
+	f.addIf("  Restart", string(c.RestartPolicy))
+	if c.StopGracePeriod.Duration != 0 {
+		f.add("  Stop grace", c.StopGracePeriod.String())
+	}
+	f.addIf("  Kernel args", c.KernelArgs)
+	f.addIf("  Run as", runAs(c.SecurityContext))
+	probeFields(f, "  ", &c.Probes)
+}
+
+// probeFields adds a container's probes, one line each.
+func probeFields(f *fields, indent string, ps *api.Probes) {
+	for _, k := range api.ProbeKinds {
+		if p := ps.Get(k); p != nil {
+			f.add(indent+probeTitle(k), probeLine(*p))
+		}
+	}
+}
+
+func portsLine(ps []api.PortSpec) string {
 	var ports []string
-	for _, p := range c.Ports {
-		port := fmt.Sprintf("%d/%s", p.ContainerPort, p.Protocol)
+	for _, p := range ps {
+		// A pod's other containers' ports are not defaulted as the
+		// main container's are.
+		port := fmt.Sprintf("%d/%s", p.ContainerPort, cmp.Or(p.Protocol, "tcp"))
 		if p.HostPort != 0 {
 			port += fmt.Sprintf(" on host %d", p.HostPort)
 		}
@@ -329,23 +363,124 @@ func computeFields(f *fields, c *api.ComputeSpec) {
 		}
 		ports = append(ports, port)
 	}
-	f.addIf("  Ports", strings.Join(ports, ", "))
-	var vols []string
-	for _, v := range c.Volumes {
+	return strings.Join(ports, ", ")
+}
+
+// mountsLine is a container's mounts: "data at /data (read-only),
+// shared (scratch) at /shared"; scratch adds the main container's
+// scratch volumes, which mount at their own path.
+func mountsLine(vs []api.VolumeMount, scratch []api.ScratchVolume) string {
+	var out []string
+	for _, v := range vs {
 		m := v.Volume + " at " + v.Path
+		if v.Scratch != "" {
+			m = v.Scratch + " (scratch) at " + v.Path
+		}
 		if v.ReadOnly {
 			m += " (read-only)"
 		}
-		vols = append(vols, m)
+		out = append(out, m)
 	}
-	f.addIf("  Volumes", strings.Join(vols, ", "))
+	for _, s := range scratch {
+		if s.Path != "" {
+			out = append(out, s.Name+" (scratch) at "+s.Path)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// podFields is the spec of a pod: what its containers share, then each container in the order they
+// start (init containers marked, the main one named "main") with its
+// image, command, ports, mounts, resources and probes.
+func podFields(f *fields, c *api.ComputeSpec) {
 	f.addIf("  Network", c.Network)
 	f.addIf("  Restart", string(c.RestartPolicy))
 	if c.StopGracePeriod.Duration != 0 {
 		f.add("  Stop grace", c.StopGracePeriod.String())
 	}
 	f.addIf("  Kernel args", c.KernelArgs)
-	f.addIf("  Run as", runAs(c.SecurityContext))
+	var scratch []string
+	for _, s := range c.ScratchVolumes {
+		scratch = append(scratch, s.Name)
+	}
+	f.addIf("  Scratch volumes", strings.Join(scratch, ", "))
+	f.add("  Containers", "")
+	for i := range c.InitContainers {
+		containerFields(f, c.InitContainers[i].Name+" (init)", &c.InitContainers[i], nil)
+	}
+	containerFields(f, api.MainContainer, &api.Container{
+		Image: c.Image, Command: c.Command, Args: c.Args, Env: c.Env, WorkingDir: c.WorkingDir,
+		Ports: c.Ports, Volumes: c.Volumes, SecurityContext: c.SecurityContext, Probes: c.Probes,
+	}, c.ScratchVolumes)
+	for i := range c.Containers {
+		containerFields(f, c.Containers[i].Name, &c.Containers[i], nil)
+	}
+}
+
+func containerFields(f *fields, title string, ct *api.Container, scratch []api.ScratchVolume) {
+	const in = "      "
+	f.add("    "+title, "")
+	f.add(in+"Image", ct.Image)
+	f.addIf(in+"Command", shellJoin(ct.Command))
+	f.addIf(in+"Args", shellJoin(ct.Args))
+	f.addIf(in+"Env", pairs(ct.Env))
+	f.addIf(in+"Working dir", ct.WorkingDir)
+	f.addIf(in+"Ports", portsLine(ct.Ports))
+	f.addIf(in+"Mounts", mountsLine(ct.Volumes, scratch))
+	f.addIf(in+"Resources", resourcesLine(ct.Resources))
+	f.addIf(in+"Restart", string(ct.RestartPolicy))
+	f.addIf(in+"Run as", runAs(ct.SecurityContext))
+	probeFields(f, in, &ct.Probes)
+}
+
+func probeTitle(k api.ProbeKind) string {
+	switch k {
+	case api.ProbeStartup:
+		return "Startup"
+	case api.ProbeReadiness:
+		return "Readiness"
+	}
+	return "Liveness"
+}
+
+// resourcesLine is a container's share of the flavor: "cpu 0.1, memory
+// 64Mi".
+func resourcesLine(r *api.ContainerResources) string {
+	if r == nil {
+		return ""
+	}
+	var parts []string
+	if r.MilliCPU > 0 {
+		parts = append(parts, "cpu "+printers.CPU(r.MilliCPU))
+	}
+	if r.MemoryMiB > 0 {
+		parts = append(parts, "memory "+printers.MiB(r.MemoryMiB))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// probeLine is a probe as kubectl describe prints it: its handler, then
+// its timing with the defaults filled in ("http-get http://:8080/ready
+// delay=0s timeout=1s period=10s #success=1 #failure=3").
+func probeLine(p api.Probe) string {
+	p = p.WithDefaults()
+	var handler string
+	switch {
+	case p.HTTPGet != nil:
+		h := p.HTTPGet
+		handler = fmt.Sprintf("http-get %s://%s:%d%s", h.Scheme, h.Host, h.Port, h.Path)
+	case p.TCPSocket != nil:
+		handler = fmt.Sprintf("tcp-socket :%d", p.TCPSocket.Port)
+	case p.GRPC != nil:
+		handler = fmt.Sprintf("grpc :%d", p.GRPC.Port)
+		if p.GRPC.Service != "" {
+			handler += " " + p.GRPC.Service
+		}
+	case p.Exec != nil:
+		handler = "exec [" + strings.Join(p.Exec.Command, " ") + "]"
+	}
+	return fmt.Sprintf("%s delay=%ds timeout=%ds period=%ds #success=%d #failure=%d", handler,
+		p.InitialDelaySeconds, *p.TimeoutSeconds, *p.PeriodSeconds, *p.SuccessThreshold, *p.FailureThreshold)
 }
 
 // runAs is a container's securityContext in a few words: "uid 1000,

@@ -27,7 +27,6 @@ import (
 
 	"github.com/stratahq/strata/e2e/framework"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/transport"
@@ -38,6 +37,7 @@ import (
 	"github.com/stratahq/strata/providers/fake"
 	"github.com/stratahq/strata/providers/provider"
 	regionapi "github.com/stratahq/strata/region/api"
+	"github.com/stratahq/strata/testkit/etcdtest"
 	"github.com/stratahq/strata/testkit/redistest"
 	"github.com/stratahq/strata/testkit/testenv"
 )

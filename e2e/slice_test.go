@@ -11,8 +11,8 @@ import (
 
 	"github.com/stratahq/strata/e2e/framework"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // sliceCluster is what the vertical-slice scenario drives: the global

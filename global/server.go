@@ -9,11 +9,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/stratahq/strata/global/alerts"
 	globalapi "github.com/stratahq/strata/global/api"
@@ -22,19 +20,15 @@ import (
 	"github.com/stratahq/strata/global/regions"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/audit"
+	"github.com/stratahq/strata/internal/bringup"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
-	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/redisclient"
 	"github.com/stratahq/strata/internal/secretbox"
-	"github.com/stratahq/strata/internal/serving"
-	"github.com/stratahq/strata/internal/store"
-	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/version"
 	"github.com/stratahq/strata/proto/apiproto"
 )
@@ -58,14 +52,11 @@ type Options struct {
 
 // Server is a running global replica.
 type Server struct {
-	o        Options
-	cfg      *config.Global
-	log      *slog.Logger
-	grpcL    net.Listener
-	httpL    net.Listener
-	sec      *transport.Security
-	httpOpts serving.HTTPOptions
-	ready    chan struct{}
+	o   Options
+	cfg *config.Global
+	log *slog.Logger
+	// kit is the replica's start-up sequence; it holds its listeners.
+	kit *bringup.Sequence
 
 	mu   sync.Mutex
 	api  *globalapi.Server
@@ -80,61 +71,27 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "global", "instance", o.Config.ID), ready: make(chan struct{})}
-	var err error
-	if s.grpcL, err = serving.Listen(o.GRPCListener, s.cfg.Listen.GRPC, "listen grpc"); err != nil {
-		return nil, fmt.Errorf("global: %w", err)
-	}
-	if s.httpL, err = serving.Listen(o.HTTPListener, s.cfg.Listen.HTTP, "listen http"); err != nil {
-		s.grpcL.Close()
-		return nil, fmt.Errorf("global: %w", err)
+	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "global", "instance", o.Config.ID)}
+	s.kit = &bringup.Sequence{
+		Name: "global", Config: &s.cfg.Server, Log: s.log,
+		Etcd: o.Etcd, EtcdName: "global", TimedEtcd: true, ElectionPrefix: state.ElectionPrefix,
+		Ready: make(chan struct{}), Build: s.build,
 	}
 	// Refuse to start a replica that would answer without an identity.
-	if err := s.secure(); err != nil {
-		s.grpcL.Close()
-		s.httpL.Close()
-		return nil, fmt.Errorf("global: %w", err)
+	if err := s.kit.Listen(o.GRPCListener, o.HTTPListener, pki.Global(s.cfg.ID), s.cfg.API.HTTPAPI); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
-// secure builds the replica's gRPC security (its certificate must be
-// global:<id>; insecure mode only on loopback) and its REST server's
-// options (HTTPS with api.tls; plain HTTP on loopback or in insecure
-// mode).
-func (s *Server) secure() error {
-	sec, err := transport.NewSecurity(s.cfg.TLS, s.cfg.Insecure)
-	if err != nil {
-		return err
-	}
-	if err := sec.Expect(pki.Global(s.cfg.ID)); err != nil {
-		return err
-	}
-	if err := sec.CheckListener(s.grpcL); err != nil {
-		return fmt.Errorf("listen.grpc: %w", err)
-	}
-	a := s.cfg.API
-	o := serving.HTTPOptions{Insecure: s.cfg.Insecure, AllowedHosts: a.AllowedHosts, ReadTimeout: a.ReadTimeout, Log: s.log}
-	if a.TLS.Enabled() {
-		if o.TLS, err = pki.ServingConfig(a.TLS.Cert, a.TLS.Key); err != nil {
-			return fmt.Errorf("api.tls: %w", err)
-		}
-	}
-	if err := serving.CheckListener(s.httpL, o); err != nil {
-		return fmt.Errorf("listen.http: %w", err)
-	}
-	s.sec, s.httpOpts = sec, o
-	return nil
-}
-
 // GRPCAddr is where ResourceService and FederationService listen.
-func (s *Server) GRPCAddr() string { return s.grpcL.Addr().String() }
+func (s *Server) GRPCAddr() string { return s.kit.GRPCListener.Addr().String() }
 
 // HTTPAddr is where the REST API listens.
-func (s *Server) HTTPAddr() string { return s.httpL.Addr().String() }
+func (s *Server) HTTPAddr() string { return s.kit.HTTPListener.Addr().String() }
 
 // Ready is closed once the replica serves.
-func (s *Server) Ready() <-chan struct{} { return s.ready }
+func (s *Server) Ready() <-chan struct{} { return s.kit.Ready }
 
 // API returns the API once Run has built it.
 func (s *Server) API() *globalapi.Server {
@@ -150,75 +107,75 @@ func (s *Server) Controller() *controller.Controller {
 	return s.ctrl
 }
 
-// Run serves until ctx is done.
-func (s *Server) Run(ctx context.Context) error {
+// Run serves until ctx is done: the tier kit's start-up sequence with
+// what a global replica is (build).
+func (s *Server) Run(ctx context.Context) error { return s.kit.Run(ctx) }
+
+// build makes what a global replica is on what the kit opened: its state
+// and caches, the Secrets' keyring, the shared heartbeats and events,
+// the pool of region clients, the API, and the master's work.
+func (s *Server) build(_ context.Context, b *bringup.Base) (*bringup.Parts, error) {
 	cfg := s.cfg
-	reg := metrics.New("global")
-	cli := s.o.Etcd
-	if cli == nil {
-		c, closeEtcd, err := etcdserver.Open(ctx, "global", cfg.Etcd, etcdserver.TimedCalls(reg))
-		if err != nil {
-			return fmt.Errorf("global: %w", err)
-		}
-		defer closeEtcd()
-		cli = c
-		go etcdserver.LogUnreachable(ctx, cli, cfg.Etcd, s.log)
-	}
-	st := state.NewWriting(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)), apiproto.WriteFormat(cfg.Etcd.JSONValues))
+	st := state.NewWriting(b.Store, apiproto.WriteFormat(cfg.Etcd.JSONValues))
 	caches := state.NewCaches(st)
 	ring, err := s.keyring()
 	if err != nil {
-		return err
+		return nil, err
 	}
-
 	hb, evs, closeStores, err := s.sharedStores()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer closeStores()
-
-	pool, err := regions.New(regions.Options{Lookup: regions.CacheLookup(caches.Regions), Security: s.sec, Logger: s.log})
+	b.Defer(closeStores)
+	pool, err := regions.New(regions.Options{Lookup: regions.CacheLookup(caches.Regions), Security: s.kit.Security, Logger: s.log})
 	if err != nil {
-		return fmt.Errorf("global: %w", err)
+		return nil, err
 	}
-	defer pool.Close()
-
-	elector, err := election.New(election.Config{
-		Client: cli, Prefix: st.Store.Prefix() + state.ElectionPrefix, ID: cfg.ID, TTL: cfg.LeaseTTL, Logger: s.log,
-		// The replica's own address, never the balancer's (the region's
-		// advertise.* may be one): a wildcard listen address gives none.
-		Addr: election.ServingAddr(s.grpcL.Addr()), KeepDeadLeaders: !cfg.RevokeDeadLeader,
-	})
-	if err != nil {
-		return fmt.Errorf("global: %w", err)
-	}
-
-	auditLog, err := audit.OpenConfigured(cfg.Audit, s.log)
-	if err != nil {
-		return fmt.Errorf("global: %w", err)
-	}
-	defer auditLog.Close() // after the servers stopped (g.Wait)
-
+	b.Defer(func() { pool.Close() })
 	svc, err := globalapi.New(globalapi.Options{
 		State:             st,
 		Caches:            caches,
 		Regions:           pool,
 		Heartbeats:        hb,
 		Events:            evs,
-		Leader:            elector,
+		Leader:            b.Elector,
 		ID:                cfg.ID,
 		MaxBodyBytes:      cfg.API.MaxBodyBytes,
 		HeartbeatInterval: cfg.Regions.HeartbeatInterval,
 		Version:           version.String(),
-		Audit:             auditLog,
+		Audit:             b.Audit,
 		Secrets:           ring,
 		BootstrapToken:    cfg.API.BootstrapToken,
 		AlertReceivers:    cfg.Alerts.Networks(),
 		Logger:            s.log,
 	})
 	if err != nil {
-		return fmt.Errorf("global: %w", err)
+		return nil, err
 	}
+	ctrl, alerter := s.masterWork(b, st, caches, pool, hb, svc, ring)
+	s.mu.Lock()
+	s.api, s.ctrl = svc, ctrl
+	s.mu.Unlock()
+	return &bringup.Parts{
+		Caches:  caches,
+		API:     svc,
+		Console: globalconsole.Handler(globalconsole.Options{Logger: s.log}),
+		// The bootstrap token is stored before the replica says it
+		// serves, so that the operator's token works at once.
+		Ready: func(ctx context.Context) error {
+			if err := svc.Tokens().Bootstrap(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
+			return nil
+		},
+		Lead: func(leaderCtx context.Context, l *election.Leadership) { s.lead(leaderCtx, l, ctrl, alerter) },
+	}, nil
+}
+
+// masterWork builds what the elected master runs, the controller and
+// the alert dispatcher, and the gauges that follow them.
+func (s *Server) masterWork(b *bringup.Base, st *state.State, caches *state.Caches, pool *regions.Pool, hb heartbeat.Store, svc *globalapi.Server, ring *secretbox.Keyring) (*controller.Controller, *alerts.Dispatcher) {
+	cfg := s.cfg
 	ctrl := controller.New(controller.Options{
 		State:             st,
 		Caches:            caches,
@@ -230,11 +187,11 @@ func (s *Server) Run(ctx context.Context) error {
 		ProbeTimeout:      cfg.Regions.ProbeTimeout,
 		Reverter:          svc.Resources(),
 		Pruner:            svc.Resources(),
-		Metrics:           reg.Controller(),
-		MonitorMetrics:    reg.Monitor(),
+		Metrics:           b.Metrics.Controller(),
+		MonitorMetrics:    b.Metrics.Monitor(),
 		Logger:            s.log,
 	})
-	registerGlobalGauges(reg, caches, elector, ctrl)
+	registerGlobalGauges(b.Metrics, caches, b.Elector, ctrl)
 	alerter := alerts.New(alerts.Options{
 		Collections: alerts.NewCollections(st.Store),
 		Source:      alerts.RegionSource{Caches: caches, Clients: pool},
@@ -242,62 +199,10 @@ func (s *Server) Run(ctx context.Context) error {
 		Receivers:   cfg.Alerts.Networks(),
 		Logger:      s.log,
 	})
-	registerAlertMetrics(reg, alerter)
-	s.mu.Lock()
-	s.api, s.ctrl = svc, ctrl
-	s.mu.Unlock()
-
-	grpcSrv, err := transport.NewServer(s.sec, svc.GRPCPolicy(), s.log, reg.GRPC()...)
-	if err != nil {
-		return fmt.Errorf("global: %w", err)
-	}
-	svc.RegisterGRPC(grpcSrv)
-	mux := http.NewServeMux()
-	// The console authenticates in the browser with the user's token;
-	// it sits beside the API, whose handler requires a token everywhere.
-	mux.Handle("/console/", globalconsole.Handler(globalconsole.Options{Logger: s.log}))
-	mux.Handle("/", svc.Handler())
-	httpSrv, err := serving.NewHTTP(s.httpL, reg.HTTP(mux), s.httpOpts)
-	if err != nil {
-		return fmt.Errorf("global: listen.http: %w", err)
-	}
-	var weak []string
-	if s.sec.IsInsecure() {
-		weak = append(weak, serving.InsecureGRPC)
-	}
-	serving.WarnInsecure(s.log, append(weak, httpSrv.Warnings()...)...)
-	serving.WarnWeak(s.log, cfg.Weaknesses()...)
-
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
-	g.Go(func() error { return serving.IgnoreCanceled(svc.Run(gctx)) })
-	g.Go(func() error { return s.lead(gctx, elector, ctrl, alerter) })
-	g.Go(func() error { return auditLog.ReopenOnHangup(gctx, s.log) })
-	serving.Tier{Name: "global", GRPC: grpcSrv, GRPCListener: s.grpcL, HTTP: httpSrv, Log: s.log}.Serve(gctx, g, s.ready, func(ctx context.Context) error {
-		return readyStep(ctx, st, caches, svc)
-	})
-	return g.Wait()
+	registerAlertMetrics(b.Metrics, alerter)
+	return ctrl, alerter
 }
 
-// readyStep is what a replica does before it says it is ready: the
-// caches hold etcd's state, etcd takes transactions as large as
-// configured (a limit above the server's stops the global) and the
-// bootstrap token is stored, so that the operator's token works as soon
-// as the replica says it serves. nil when ctx ends first.
-func readyStep(ctx context.Context, st *state.State, caches *state.Caches, svc *globalapi.Server) error {
-	if caches.WaitSynced(ctx) != nil {
-		return nil // ctx is done
-	}
-	if err := st.Store.EnsureTxnLimit(ctx); err != nil {
-		return err
-	}
-	if err := svc.Tokens().Bootstrap(ctx); err != nil && ctx.Err() == nil {
-		return err
-	}
-	return nil
-}
-
-// sharedStores are what the replicas share outside etcd: the region
 // keyring loads the Secrets' key files (nil without any: Secrets are
 // refused).
 func (s *Server) keyring() (*secretbox.Keyring, error) {
@@ -308,12 +213,13 @@ func (s *Server) keyring() (*secretbox.Keyring, error) {
 	}
 	ring, err := secretbox.LoadKeyring(files)
 	if err != nil {
-		return nil, fmt.Errorf("global: secrets: %w", err)
+		return nil, fmt.Errorf("secrets: %w", err)
 	}
 	s.log.Info("secrets: keys loaded", "primary", ring.Primary(), "keys", len(files))
 	return ring, nil
 }
 
+// sharedStores are what the replicas share outside etcd: the region
 // heartbeats (the store given, else Redis when configured, else memory:
 // one replica only) and the global event stream (Redis when configured,
 // else nil: the API keeps it in memory). close releases them.
@@ -327,7 +233,7 @@ func (s *Server) sharedStores() (hb heartbeat.Store, evs events.Store, close fun
 	}
 	rc, err := redisclient.New(s.cfg.Redis)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("global: %w", err)
+		return nil, nil, nil, err
 	}
 	hb = s.o.Heartbeats
 	if hb == nil {
@@ -336,34 +242,26 @@ func (s *Server) sharedStores() (hb heartbeat.Store, evs events.Store, close fun
 	return hb, events.NewRedis(rc, "strata:global:events", events.DefaultCapacity, events.WithLogger(s.log)), func() { rc.Close() }, nil
 }
 
-// lead stands for election once the replica serves (its bootstrap token
-// stored) and runs the master's work while elected, until ctx
-// ends.
-func (s *Server) lead(ctx context.Context, elector *election.Elector, ctrl *controller.Controller, alerter *alerts.Dispatcher) error {
-	select {
-	case <-s.ready: // caches synced, transaction limit checked
-	case <-ctx.Done():
-		return nil
-	}
-	return serving.IgnoreCanceled(elector.Run(ctx, func(leaderCtx context.Context, l *election.Leadership) {
-		s.log.Info("this replica is the master")
-		// Alerts run beside the controller, never in its loop: a slow
-		// receiver cannot hold a pass.
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		actx, cancel := context.WithCancel(leaderCtx)
-		defer cancel() // before the Wait: the master's work ends together
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := alerter.Lead(actx, l); err != nil && actx.Err() == nil {
-				s.log.Warn("alert delivery ended", "err", err)
-			}
-		}()
-		if err := ctrl.Lead(leaderCtx, l); err != nil && leaderCtx.Err() == nil {
-			s.log.Warn("master work ended", "err", err)
+// lead runs the master's work while this replica is elected, until
+// leaderCtx ends.
+func (s *Server) lead(leaderCtx context.Context, l *election.Leadership, ctrl *controller.Controller, alerter *alerts.Dispatcher) {
+	s.log.Info("this replica is the master")
+	// Alerts run beside the controller, never in its loop: a slow
+	// receiver cannot hold a pass.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	actx, cancel := context.WithCancel(leaderCtx)
+	defer cancel() // before the Wait: the master's work ends together
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := alerter.Lead(actx, l); err != nil && actx.Err() == nil {
+			s.log.Warn("alert delivery ended", "err", err)
 		}
-	}))
+	}()
+	if err := ctrl.Lead(leaderCtx, l); err != nil && leaderCtx.Err() == nil {
+		s.log.Warn("master work ended", "err", err)
+	}
 }
 
 // registerGlobalGauges exposes the master's state and what the global

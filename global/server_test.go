@@ -10,7 +10,7 @@ import (
 	"github.com/stratahq/strata/global"
 	globalapi "github.com/stratahq/strata/global/api"
 	"github.com/stratahq/strata/internal/config"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // TestReadyWithBootstrapToken: a replica says it is ready only once its

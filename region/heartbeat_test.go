@@ -13,7 +13,6 @@ import (
 	"github.com/stratahq/strata/agent"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
@@ -23,6 +22,7 @@ import (
 	"github.com/stratahq/strata/providers/provider"
 	"github.com/stratahq/strata/region"
 	"github.com/stratahq/strata/region/state"
+	"github.com/stratahq/strata/testkit/etcdtest"
 	"github.com/stratahq/strata/testkit/redistest"
 )
 

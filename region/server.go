@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -24,17 +23,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/backoff"
+	"github.com/stratahq/strata/internal/bringup"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
-	"github.com/stratahq/strata/internal/etcdserver"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/redisclient"
-	"github.com/stratahq/strata/internal/serving"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/proto/apiproto"
@@ -94,17 +91,14 @@ type Options struct {
 
 // Server is a running region.
 type Server struct {
-	o        Options
-	cfg      *config.Region
-	log      *slog.Logger
-	grpcL    net.Listener
-	httpL    net.Listener
-	ready    chan struct{}
-	sec      *transport.Security
-	httpOpts serving.HTTPOptions
-	api      *regionapi.Server
-	apiMu    sync.Mutex
-	leader   string
+	o   Options
+	cfg *config.Region
+	log *slog.Logger
+	// kit is the region's start-up sequence; it holds its listeners.
+	kit    *bringup.Sequence
+	api    *regionapi.Server
+	apiMu  sync.Mutex
+	leader string
 	// consoleURL is what federate registers, set before it starts.
 	consoleURL string
 }
@@ -117,34 +111,31 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "region", "region", o.Config.Name, "instance", o.Config.ID), ready: make(chan struct{})}
-	var err error
-	if s.grpcL, err = serving.Listen(o.GRPCListener, s.cfg.Listen.GRPC, "listen grpc"); err != nil {
-		return nil, fmt.Errorf("region: %w", err)
-	}
-	if s.httpL, err = serving.Listen(o.HTTPListener, s.cfg.Listen.HTTP, "listen http"); err != nil {
-		s.grpcL.Close()
-		return nil, fmt.Errorf("region: %w", err)
-	}
 	// Refuse to start a region that would answer without an identity.
-	if s.cfg.API.Token == "" {
-		err = errors.New("region: api.token is required: the region REST API and console have no anonymous mode")
-	} else if s.sec, err = s.security(); err == nil {
-		s.httpOpts, err = s.httpOptions()
+	if o.Config.API.Token == "" {
+		return nil, errors.New("region: api.token is required: the region REST API and console have no anonymous mode")
 	}
-	if err != nil {
-		s.grpcL.Close()
-		s.httpL.Close()
+	s := &Server{o: o, cfg: o.Config, log: o.Logger.With("tier", "region", "region", o.Config.Name, "instance", o.Config.ID)}
+	s.kit = &bringup.Sequence{
+		Name: "region", Config: &s.cfg.Server, Log: s.log,
+		Etcd: o.Etcd, EtcdName: "region-" + s.cfg.Name, ElectionPrefix: state.ElectionPrefix,
+		Ready: make(chan struct{}), Build: s.build,
+	}
+	var hosts []string
+	if host, _, err := net.SplitHostPort(s.cfg.Advertise.HTTP); err == nil && host != "" {
+		hosts = append(hosts, host)
+	}
+	if err := s.kit.Listen(o.GRPCListener, o.HTTPListener, pki.Region(s.cfg.Name), s.cfg.API.HTTPAPI, hosts...); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
 // GRPCAddr is where RegionService and AgentService listen.
-func (s *Server) GRPCAddr() string { return s.grpcL.Addr().String() }
+func (s *Server) GRPCAddr() string { return s.kit.GRPCListener.Addr().String() }
 
 // HTTPAddr is where the operator REST API listens.
-func (s *Server) HTTPAddr() string { return s.httpL.Addr().String() }
+func (s *Server) HTTPAddr() string { return s.kit.HTTPListener.Addr().String() }
 
 // advertised returns the configured advertise address, or the listener's
 // address when the configuration has none or names port 0.
@@ -159,7 +150,7 @@ func advertised(configured string, l net.Listener) string {
 }
 
 // Ready is closed once the region serves.
-func (s *Server) Ready() <-chan struct{} { return s.ready }
+func (s *Server) Ready() <-chan struct{} { return s.kit.Ready }
 
 // API returns the region's API server once Run has built it.
 func (s *Server) API() *regionapi.Server {
@@ -168,62 +159,30 @@ func (s *Server) API() *regionapi.Server {
 	return s.api
 }
 
-// Run serves until ctx is done.
-func (s *Server) Run(ctx context.Context) error {
-	// stopping is set when the servers are told to stop; the deferred
-	// clean-ups (etcd, Redis, the global tier's connections) run before
-	// this, the first deferred.
-	var stopping time.Time
-	defer func() {
-		if !stopping.IsZero() {
-			s.log.Info("region stopped", "took", time.Since(stopping).Round(time.Millisecond).String())
-		}
-	}()
-	cfg := s.cfg
-	cli := s.o.Etcd
-	if cli == nil {
-		c, closeEtcd, err := etcdserver.Open(ctx, "region-"+cfg.Name, cfg.Etcd)
-		if err != nil {
-			return fmt.Errorf("region: %w", err)
-		}
-		defer closeEtcd()
-		cli = c
-		go etcdserver.LogUnreachable(ctx, cli, cfg.Etcd, s.log)
-	}
-	st := state.NewWriting(store.New(cli, cfg.Etcd.Prefix, store.WithLogger(s.log), store.WithMaxTxnOps(cfg.Etcd.MaxTxnOps)), apiproto.WriteFormat(cfg.Etcd.JSONValues))
-	caches := state.NewCaches(st)
+// Run serves until ctx is done: the tier kit's start-up sequence with
+// what a region is (build).
+func (s *Server) Run(ctx context.Context) error { return s.kit.Run(ctx) }
 
+// build makes what a region is on what the kit opened: its state and
+// caches, the heartbeat and event stores, the connections to the global
+// tier, the API, and the leader's work (the controller, the node
+// monitor, the heartbeats to the global tier). ctx ends when the region
+// stops: its streams end then (endStreams), and the console's.
+func (s *Server) build(ctx context.Context, b *bringup.Base) (*bringup.Parts, error) {
+	cfg := s.cfg
+	st := state.NewWriting(b.Store, apiproto.WriteFormat(cfg.Etcd.JSONValues))
+	caches := state.NewCaches(st)
 	hb, evs, closeHot, err := s.hotStores()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer closeHot()
+	b.Defer(closeHot)
 	emitter := events.NewEmitter(evs, cfg.Name, s.log)
-
-	sec := s.sec
-
-	elector, err := election.New(election.Config{
-		Client: cli, Prefix: st.Store.Prefix() + state.ElectionPrefix, ID: cfg.ID, TTL: cfg.LeaseTTL, Logger: s.log,
-		// The replica's own address, never the balancer's (the region's
-		// advertise.* may be one): a wildcard listen address gives none.
-		Addr: election.ServingAddr(s.grpcL.Addr()), KeepDeadLeaders: !cfg.RevokeDeadLeader,
-	})
+	global, closeGlobal, err := s.dialGlobal(s.kit.Security)
 	if err != nil {
-		return fmt.Errorf("region: %w", err)
+		return nil, err
 	}
-
-	auditLog, err := audit.OpenConfigured(cfg.Audit, s.log)
-	if err != nil {
-		return fmt.Errorf("region: %w", err)
-	}
-	defer auditLog.Close() // after the servers stopped (g.Wait)
-
-	global, closeGlobal, err := s.dialGlobal(sec)
-	if err != nil {
-		return err
-	}
-	defer closeGlobal()
-
+	b.Defer(closeGlobal)
 	apiSrv, err := regionapi.New(regionapi.Options{
 		ConfigData:        global.configData,
 		Region:            cfg.Name,
@@ -235,22 +194,44 @@ func (s *Server) Run(ctx context.Context) error {
 		DrainDeadline:     cfg.Controller.DrainDeadline,
 		MaxBodyBytes:      cfg.API.MaxBodyBytes,
 		Token:             cfg.API.Token,
-		Audit:             auditLog,
-		Security:          sec,
+		Audit:             b.Audit,
+		Security:          s.kit.Security,
 		Leader:            s.leaderID,
 		Logger:            s.log,
 	})
 	if err != nil {
-		return fmt.Errorf("region: %w", err)
+		return nil, err
 	}
 	s.apiMu.Lock()
 	s.api = apiSrv
 	s.apiMu.Unlock()
+	registerRegionGauges(b.Metrics, caches, apiSrv)
+	registerEventMetrics(b.Metrics, emitter)
+	lead := s.leaderWork(b, st, caches, hb, emitter, global)
+	s.consoleURL = s.kit.HTTP.Scheme() + "://" + advertised(cfg.Advertise.HTTP, s.kit.HTTPListener) + "/console"
+	return &bringup.Parts{
+		Caches: caches,
+		API:    apiSrv,
+		Console: console.Handler(console.Options{
+			Region: cfg.Name, Logger: s.log, Events: evs, Token: cfg.API.Token, Done: ctx.Done(),
+		}),
+		GRPCOptions: append([]grpc.ServerOption{grpc.ReadBufferSize(grpcReadBuffer(s.kit.Security)), grpc.WriteBufferSize(grpcWriteBuffer),
+			grpc.ChainStreamInterceptor(endStreams(ctx))}, transport.FixedWindows()...),
+		Runners: []func(context.Context) error{
+			func(ctx context.Context) error { emitter.Run(ctx); return nil },
+			func(ctx context.Context) error { return s.watchLeader(ctx, b.Elector) },
+		},
+		// Leading needs the region's network in place.
+		BeforeLead: func(ctx context.Context) error { return s.ensureNetwork(ctx, st) },
+		Lead:       lead,
+	}, nil
+}
 
-	reg := metrics.New("region")
-	registerRegionGauges(reg, caches, apiSrv)
-	registerEventMetrics(reg, emitter)
-
+// leaderWork builds the controller and the node monitor, and returns
+// what the region's leader runs: them, and the heartbeats to the global
+// tier, until leaderCtx ends.
+func (s *Server) leaderWork(b *bringup.Base, st *state.State, caches *state.Caches, hb heartbeat.Store, emitter *events.Emitter, global *globalReplicas) func(context.Context, *election.Leadership) {
+	cfg := s.cfg
 	ctrl := controller.New(controller.Options{
 		Region:           cfg.Name,
 		State:            st,
@@ -260,12 +241,12 @@ func (s *Server) Run(ctx context.Context) error {
 		DestroyTimeout:   cfg.Controller.DestroyTimeout,
 		RetryBackoff:     cfg.Controller.RetryBackoff,
 		Resync:           cfg.Controller.Resync,
-		Metrics:          reg.Controller(),
-		SchedulerMetrics: reg.Scheduler(),
+		Metrics:          b.Metrics.Controller(),
+		SchedulerMetrics: b.Metrics.Scheduler(),
 		Logger:           s.log,
 	})
-	prober := monitor.NewGRPCProber(cfg.Name, sec)
-	defer prober.Close()
+	prober := monitor.NewGRPCProber(cfg.Name, s.kit.Security)
+	b.Defer(prober.Close)
 	mon := monitor.New(monitor.Options{
 		Region:            cfg.Name,
 		State:             st,
@@ -278,68 +259,10 @@ func (s *Server) Run(ctx context.Context) error {
 		DownAfter:         cfg.Nodes.DownAfter,
 		ProbeTimeout:      cfg.Nodes.ProbeTimeout,
 		DrainDeadline:     cfg.Controller.DrainDeadline,
-		Metrics:           reg.Monitor(),
+		Metrics:           b.Metrics.Monitor(),
 		Logger:            s.log,
 	})
-
-	g, gctx := errgroup.WithContext(ctx)
-	grpcOpts := append(reg.GRPC(), grpc.ReadBufferSize(grpcReadBuffer(sec)), grpc.WriteBufferSize(grpcWriteBuffer), grpc.ChainStreamInterceptor(endStreams(gctx)))
-	grpcSrv, err := transport.NewServer(sec, apiSrv.GRPCPolicy(), s.log, append(grpcOpts, transport.FixedWindows()...)...)
-	if err != nil {
-		return fmt.Errorf("region: %w", err)
-	}
-	apiSrv.RegisterGRPC(grpcSrv)
-	mux := http.NewServeMux()
-	mux.Handle("/console/", console.Handler(console.Options{
-		Region: cfg.Name, Logger: s.log, Events: evs, Token: cfg.API.Token, Done: gctx.Done(),
-	}))
-	mux.Handle("/", apiSrv.Handler())
-	httpSrv, err := serving.NewHTTP(s.httpL, reg.HTTP(mux), s.httpOpts)
-	if err != nil {
-		return fmt.Errorf("region: listen.http: %w", err)
-	}
-	serving.WarnInsecure(s.log, append(grpcWarnings(sec), httpSrv.Warnings()...)...)
-	serving.WarnWeak(s.log, cfg.Weaknesses()...)
-	s.consoleURL = httpSrv.Scheme() + "://" + advertised(cfg.Advertise.HTTP, s.httpL) + "/console"
-
-	g.Go(func() error { return serving.IgnoreCanceled(caches.Run(gctx)) })
-	g.Go(func() error { emitter.Run(gctx); return nil })
-	g.Go(func() error { return serving.IgnoreCanceled(apiSrv.Run(gctx)) })
-	g.Go(func() error { return s.lead(gctx, st, elector, ctrl, mon, global) })
-	g.Go(func() error { return s.watchLeader(gctx, elector) })
-	g.Go(func() error { return auditLog.ReopenOnHangup(gctx, s.log) })
-	// Ready once the caches hold etcd's state and etcd takes transactions
-	// as large as configured; a limit above the server's stops the region.
-	serving.Tier{Name: "region", GRPC: grpcSrv, GRPCListener: s.grpcL, HTTP: httpSrv, Log: s.log}.Serve(gctx, g, s.ready, func(ctx context.Context) error {
-		if caches.WaitSynced(ctx) != nil {
-			return nil // ctx is done
-		}
-		return st.Store.EnsureTxnLimit(ctx)
-	})
-	// Said once by every replica, leader or standby, so that a stop that
-	// takes long shows where it started (stopped: at Run's very end).
-	g.Go(func() error {
-		<-gctx.Done()
-		stopping = time.Now()
-		s.log.Info("region stopping", "leader", elector.IsLeader())
-		return nil
-	})
-	return g.Wait()
-}
-
-// lead stands for election once the replica serves (with the region's
-// network in place) and, while leading, runs the controller, the node
-// monitor and the heartbeats to the global tier, until ctx ends.
-func (s *Server) lead(ctx context.Context, st *state.State, elector *election.Elector, ctrl *controller.Controller, mon *monitor.Monitor, global *globalReplicas) error {
-	select {
-	case <-s.ready: // caches synced, transaction limit checked
-	case <-ctx.Done():
-		return nil
-	}
-	if err := s.ensureNetwork(ctx, st); err != nil {
-		return err
-	}
-	return serving.IgnoreCanceled(elector.Run(ctx, func(leaderCtx context.Context, l *election.Leadership) {
+	return func(leaderCtx context.Context, l *election.Leadership) {
 		s.log.Info("leading the region")
 		lg, lctx := errgroup.WithContext(leaderCtx)
 		lg.Go(func() error { return ctrl.Lead(lctx, l) })
@@ -352,50 +275,7 @@ func (s *Server) lead(ctx context.Context, st *state.State, elector *election.El
 		if err := lg.Wait(); err != nil && leaderCtx.Err() == nil {
 			s.log.Warn("region leadership work ended", "err", err)
 		}
-	}))
-}
-
-// security is the region's gRPC security: its certificate must be
-// region:<name>, and in insecure mode its gRPC listener must be loopback.
-func (s *Server) security() (*transport.Security, error) {
-	sec, err := transport.NewSecurity(s.cfg.TLS, s.cfg.Insecure)
-	if err != nil {
-		return nil, fmt.Errorf("region: %w", err)
 	}
-	if err := sec.Expect(pki.Region(s.cfg.Name)); err != nil {
-		return nil, fmt.Errorf("region: %w", err)
-	}
-	if err := sec.CheckListener(s.grpcL); err != nil {
-		return nil, fmt.Errorf("region: listen.grpc: %w", err)
-	}
-	return sec, nil
-}
-
-// httpOptions shape the operator REST API and console server.
-func (s *Server) httpOptions() (serving.HTTPOptions, error) {
-	a := s.cfg.API
-	o := serving.HTTPOptions{Insecure: s.cfg.Insecure, AllowedHosts: a.AllowedHosts, ReadTimeout: a.ReadTimeout, Log: s.log}
-	if host, _, err := net.SplitHostPort(s.cfg.Advertise.HTTP); err == nil && host != "" {
-		o.AllowedHosts = append(o.AllowedHosts, host)
-	}
-	if a.TLS.Enabled() {
-		cfg, err := pki.ServingConfig(a.TLS.Cert, a.TLS.Key)
-		if err != nil {
-			return o, fmt.Errorf("region: api.tls: %w", err)
-		}
-		o.TLS = cfg
-	}
-	if err := serving.CheckListener(s.httpL, o); err != nil {
-		return o, fmt.Errorf("region: listen.http: %w", err)
-	}
-	return o, nil
-}
-
-func grpcWarnings(sec *transport.Security) []string {
-	if sec.IsInsecure() {
-		return []string{serving.InsecureGRPC}
-	}
-	return nil
 }
 
 // registerRegionGauges exposes what the region holds, counted from its
@@ -462,7 +342,7 @@ func (s *Server) hotStores() (heartbeat.Store, events.Store, func(), error) {
 	if (hb == nil || evs == nil) && s.cfg.Redis.Configured() {
 		rc, err := redisclient.New(s.cfg.Redis)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("region: %w", err)
+			return nil, nil, nil, err
 		}
 		closeFn = func() { rc.Close() }
 		if hb == nil {
@@ -584,7 +464,7 @@ func (s *Server) dialGlobal(sec *transport.Security) (g *globalReplicas, closeAl
 		cc, err := transport.Dial(ep, sec, transport.ServerKind(pki.KindGlobal))
 		if err != nil {
 			closeAll()
-			return nil, nil, fmt.Errorf("region: dial global %s: %w", ep, err)
+			return nil, nil, fmt.Errorf("dial global %s: %w", ep, err)
 		}
 		conns = append(conns, cc)
 		g.clients = append(g.clients, globalv1.NewFederationServiceClient(cc))
@@ -656,7 +536,7 @@ func (s *Server) federate(ctx context.Context, global *globalReplicas) {
 func (s *Server) heartbeat(seq uint64) *globalv1.RegionHeartbeatRequest {
 	req := &globalv1.RegionHeartbeatRequest{Seq: seq, Region: &resourcev1.Region{
 		Name:       s.cfg.Name,
-		Endpoint:   advertised(s.cfg.Advertise.GRPC, s.grpcL),
+		Endpoint:   advertised(s.cfg.Advertise.GRPC, s.kit.GRPCListener),
 		ConsoleUrl: s.consoleURL,
 		Zones:      s.cfg.Zones,
 	}}

@@ -12,12 +12,12 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport/transporttest"
 	"github.com/stratahq/strata/region"
 	"github.com/stratahq/strata/region/state"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // TestNetworkUpgradedToNodeBlocks starts a region on the data of a

@@ -361,3 +361,91 @@ schedule:
 		t.Errorf("region with another endpoint: got no difference; want one")
 	}
 }
+
+// podDoc is a pod written as a Kubernetes user would: probe fields with
+// Kubernetes' names, the scheme in capitals.
+const podDoc = `kind: Compute
+name: shop
+spec:
+  flavor: small
+  compute:
+    image: busybox
+    command: [httpd, -f, -p, "8080"]
+    ports: [{name: http, containerPort: 8080}]
+    scratchVolumes: [{name: shared, path: /shared}]
+    readinessProbe:
+      httpGet: {path: /ready, port: 8080, scheme: HTTP, httpHeaders: [{name: X-Probe, value: "1"}]}
+      initialDelaySeconds: 2
+      periodSeconds: 5
+      failureThreshold: 2
+    livenessProbe:
+      exec: {command: [cat, /tmp/healthy]}
+    startupProbe:
+      tcpSocket: {port: 8080}
+      failureThreshold: 30
+    initContainers:
+    - name: fetch
+      image: busybox
+      command: [sh, -c, "echo hi > /shared/index.html"]
+      volumes: [{scratch: shared, path: /shared}]
+    containers:
+    - name: proxy
+      image: envoy
+      ports: [{containerPort: 9090}]
+      resources: {milliCPU: 100, memoryMiB: 64}
+      restartPolicy: on-failure
+      readinessProbe:
+        grpc: {port: 9090, service: envoy}
+        timeoutSeconds: 3
+        successThreshold: 2
+`
+
+func TestParsePod(t *testing.T) {
+	objs, err := Parse("pod.yaml", []byte(podDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 1 || objs[0].Resource == nil {
+		t.Fatalf("got %d objects; want one resource", len(objs))
+	}
+	r := objs[0].Resource
+	if err := r.Validate(); err != nil {
+		t.Fatalf("the parsed pod does not validate: %v", err)
+	}
+	c := r.Spec.Compute
+	rp := c.ReadinessProbe
+	if rp == nil || rp.HTTPGet == nil || rp.HTTPGet.Path != "/ready" || rp.HTTPGet.Port != 8080 || rp.HTTPGet.Scheme != "HTTP" ||
+		len(rp.HTTPGet.HTTPHeaders) != 1 || rp.InitialDelaySeconds != 2 || *rp.PeriodSeconds != 5 || *rp.FailureThreshold != 2 {
+		t.Errorf("got readinessProbe %+v; want httpGet /ready on 8080, delay 2, period 5, failure 2", rp)
+	}
+	if lp := c.LivenessProbe; lp == nil || lp.Exec == nil || strings.Join(lp.Exec.Command, " ") != "cat /tmp/healthy" {
+		t.Errorf("got livenessProbe %+v; want exec cat /tmp/healthy", lp)
+	}
+	if sp := c.StartupProbe; sp == nil || sp.TCPSocket == nil || sp.TCPSocket.Port != 8080 || *sp.FailureThreshold != 30 {
+		t.Errorf("got startupProbe %+v; want tcpSocket 8080, failure 30", sp)
+	}
+	if len(c.ScratchVolumes) != 1 || c.ScratchVolumes[0] != (api.ScratchVolume{Name: "shared", Path: "/shared"}) {
+		t.Errorf("got scratchVolumes %+v", c.ScratchVolumes)
+	}
+	if len(c.InitContainers) != 1 || c.InitContainers[0].Name != "fetch" || len(c.InitContainers[0].Volumes) != 1 || c.InitContainers[0].Volumes[0].Scratch != "shared" {
+		t.Errorf("got initContainers %+v; want fetch mounting scratch shared", c.InitContainers)
+	}
+	if len(c.Containers) != 1 {
+		t.Fatalf("got %d containers; want 1", len(c.Containers))
+	}
+	p := c.Containers[0]
+	if p.Name != "proxy" || p.Resources == nil || *p.Resources != (api.ContainerResources{MilliCPU: 100, MemoryMiB: 64}) || p.RestartPolicy != api.RestartOnFailure {
+		t.Errorf("got container %+v; want proxy with 100m, 64MiB, on-failure", p)
+	}
+	if g := p.ReadinessProbe; g == nil || g.GRPC == nil || g.GRPC.Port != 9090 || g.GRPC.Service != "envoy" || *g.TimeoutSeconds != 3 || *g.SuccessThreshold != 2 {
+		t.Errorf("got the proxy's readinessProbe %+v; want grpc 9090 envoy, timeout 3, success 2", g)
+	}
+}
+
+func TestParsePodRejectsUnknownProbeField(t *testing.T) {
+	// A misspelt probe field is an error, not a probe silently without it.
+	doc := strings.Replace(podDoc, "failureThreshold: 30", "failureTreshold: 30", 1)
+	if _, err := Parse("pod.yaml", []byte(doc)); err == nil || !strings.Contains(err.Error(), "failureTreshold") {
+		t.Errorf("got %v; want an error naming failureTreshold", err)
+	}
+}

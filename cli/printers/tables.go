@@ -236,9 +236,17 @@ func NodeStatus(n api.Node) string {
 	return s
 }
 
-// Replicas is the table of replicas.
+// Replicas is the table of replicas. When any replica reports its
+// containers, READY is its ready containers out of those that run
+// ("1/2", init containers apart, as kubectl get pods) and RESTARTS the
+// sum of its containers' restarts; without container statuses the table
+// is what it always was.
 func Replicas(items []api.Replica, wide bool, now time.Time) Table {
+	pods := slices.ContainsFunc(items, func(r api.Replica) bool { return r.Status != nil && len(r.Status.Containers) > 0 })
 	t := Table{Header: []string{"NAME", "REGION", "NODE", "PHASE", "REVISION", "RESTARTS", "AGE"}}
+	if pods {
+		t.Header = slices.Insert(t.Header, 1, "READY")
+	}
 	if wide {
 		t.Header = append(t.Header, "RESOURCE", "DESIRED", "ADDRESS", "REPLACES", "REASON")
 	}
@@ -249,15 +257,78 @@ func Replicas(items []api.Replica, wide bool, now time.Time) Table {
 			if s.Reason != "" {
 				reason = s.Reason
 			}
+			if len(s.Containers) > 0 {
+				restarts = ContainerRestarts(s.Containers)
+			}
 		}
 		row := []string{
 			Cell(r.ID), Cell(r.Region), Cell(r.Node), Cell(string(r.Phase)), fmt.Sprint(r.Revision),
 			fmt.Sprint(restarts), Age(now, r.CreatedAt),
 		}
+		if pods {
+			row = slices.Insert(row, 1, ContainersReady(r))
+		}
 		if wide {
 			row = append(row, Cell(r.Resource), Cell(string(r.Desired)), Cell(address), Cell(r.Replaces), Cell(reason))
 		}
 		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+// ContainersReady is "ready/running" over a replica's containers, its
+// init containers apart (they run to completion, never ready); "-" when
+// it reports none.
+func ContainersReady(r api.Replica) string {
+	if r.Status == nil || len(r.Status.Containers) == 0 {
+		return "-"
+	}
+	init := map[string]bool{}
+	if c := r.Spec.Compute; c != nil {
+		for _, ic := range c.InitContainers {
+			init[ic.Name] = true
+		}
+	}
+	ready, total := 0, 0
+	for _, c := range r.Status.Containers {
+		if init[c.Name] {
+			continue
+		}
+		total++
+		if c.Ready {
+			ready++
+		}
+	}
+	return fmt.Sprintf("%d/%d", ready, total)
+}
+
+// ContainerRestarts is the sum of the containers' restarts, init
+// containers' included.
+func ContainerRestarts(cs []api.ContainerStatus) int {
+	n := 0
+	for _, c := range cs {
+		n += c.Restarts
+	}
+	return n
+}
+
+// ContainerStatuses is the table of the containers of replicas, each
+// replica's in the order it reports them: STATE, READY, RESTARTS, the
+// last EXIT code and its REASON, the MESSAGE and when it STARTED.
+func ContainerStatuses(items []api.Replica, now time.Time) Table {
+	t := Table{Header: []string{"REPLICA", "CONTAINER", "STATE", "READY", "RESTARTS", "EXIT", "REASON", "STARTED", "MESSAGE"}}
+	for _, r := range items {
+		if r.Status == nil {
+			continue
+		}
+		for _, c := range r.Status.Containers {
+			exit := "-"
+			if c.ExitCode != nil {
+				exit = fmt.Sprint(*c.ExitCode)
+			}
+			t.Rows = append(t.Rows, []string{Cell(r.ID), Cell(c.Name), Cell(string(c.State)), fmt.Sprint(c.Ready),
+				fmt.Sprint(c.Restarts), exit, Cell(c.Reason), Age(now, c.StartedAt), Cell(c.Message)})
+		}
 	}
 	return t
 }

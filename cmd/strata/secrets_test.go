@@ -11,9 +11,9 @@ import (
 	globalapi "github.com/stratahq/strata/global/api"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // TestSecretsReencrypt rotates the key of a real etcd's Secrets with the

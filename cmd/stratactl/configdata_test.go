@@ -14,10 +14,10 @@ import (
 	globalapi "github.com/stratahq/strata/global/api"
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // TestConfigsAndSecretsCLI drives stratactl in process against the real

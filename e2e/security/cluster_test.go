@@ -12,8 +12,8 @@ import (
 
 	"github.com/stratahq/strata/e2e/framework"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // readTimeout is the tiers' api.readTimeout: short, so that the slow-body

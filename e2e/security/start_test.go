@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/e2e/framework"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // TestSecurityStartRefused starts each tier with a configuration that

@@ -15,10 +15,10 @@ import (
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/backoff"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/testkit/etcdtest"
 	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 

@@ -19,10 +19,10 @@ import (
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/testkit/etcdtest"
 	"github.com/stratahq/strata/testkit/testenv/ports"
 )
 

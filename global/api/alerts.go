@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"slices"
 
 	"github.com/stratahq/strata/global/alerts"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/hostpolicy"
-	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
 )
@@ -65,7 +63,7 @@ func (a *AlertRules) Create(ctx context.Context, r api.AlertRule) (api.AlertRule
 		return api.AlertRule{}, err
 	}
 	r.Status, r.Receiver.HasSecret = nil, false
-	if err := a.validate(&r); err != nil {
+	if err := admit(ctx, alertRuleAdmission, onRequest, &alertRuleWrite{rules: a, r: &r}); err != nil {
 		return api.AlertRule{}, err
 	}
 	t := now()
@@ -134,7 +132,7 @@ func (a *AlertRules) Update(ctx context.Context, r api.AlertRule) (api.AlertRule
 		return api.AlertRule{}, err
 	}
 	r.Status, r.Receiver.HasSecret = nil, false
-	if err := a.validate(&r); err != nil {
+	if err := admit(ctx, alertRuleAdmission, onRequest, &alertRuleWrite{rules: a, r: &r}); err != nil {
 		return api.AlertRule{}, err
 	}
 	var out api.AlertRule
@@ -220,57 +218,4 @@ func (a *AlertRules) view(it store.Item[alerts.StoredRule], st *alerts.RuleState
 		r.Status = &v
 	}
 	return r
-}
-
-// ---- REST ----
-
-func (h *restHandlers) alertRoutes() []route {
-	return []route{
-		{"POST /v1/alertrules", h.createAlertRule, nil},
-		{"GET /v1/alertrules", h.listAlertRules, nil},
-		{"GET /v1/alertrules/{name}", h.getAlertRule, nil},
-		{"PUT /v1/alertrules/{name}", h.updateAlertRule, nil},
-		{"DELETE /v1/alertrules/{name}", h.deleteAlertRule, nil},
-	}
-}
-
-func (h *restHandlers) createAlertRule(r *http.Request) (any, error) {
-	var ar api.AlertRule
-	if err := rest.Decode(r, &ar); err != nil {
-		return nil, err
-	}
-	out, err := h.s.AlertRules().Create(r.Context(), ar)
-	return rest.Created(out), err
-}
-
-func (h *restHandlers) listAlertRules(r *http.Request) (any, error) {
-	items, err := h.s.AlertRules().List(r.Context())
-	return rest.List[api.AlertRule]{Items: items}, err
-}
-
-func (h *restHandlers) getAlertRule(r *http.Request) (any, error) {
-	name, err := rest.PathName(r, "name")
-	if err != nil {
-		return nil, err
-	}
-	return h.s.AlertRules().Get(r.Context(), name)
-}
-
-func (h *restHandlers) updateAlertRule(r *http.Request) (any, error) {
-	var ar api.AlertRule
-	if err := rest.Decode(r, &ar); err != nil {
-		return nil, err
-	}
-	if err := putTarget(r, &ar.Name, &ar.ResourceVersion); err != nil {
-		return nil, err
-	}
-	return h.s.AlertRules().Update(r.Context(), ar)
-}
-
-func (h *restHandlers) deleteAlertRule(r *http.Request) (any, error) {
-	name, expect, err := deleteTarget(r)
-	if err != nil {
-		return nil, err
-	}
-	return h.s.AlertRules().Delete(r.Context(), name, expect)
 }

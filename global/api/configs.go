@@ -27,7 +27,7 @@ func (c *Configs) Create(ctx context.Context, tenant string, in api.Config) (api
 	if err != nil {
 		return api.Config{}, err
 	}
-	if err := in.Validate(); err != nil {
+	if err := admit(ctx, configAdmission, onRequest, &in); err != nil {
 		return api.Config{}, err
 	}
 	t := now()
@@ -81,7 +81,7 @@ func (c *Configs) Update(ctx context.Context, tenant string, in api.Config) (api
 	if err != nil {
 		return api.Config{}, err
 	}
-	if err := in.Validate(); err != nil {
+	if err := admit(ctx, configAdmission, onRequest, &in); err != nil {
 		return api.Config{}, err
 	}
 	key := state.ResourceName(tenant, in.Name)
@@ -163,52 +163,6 @@ func configView(it store.Item[api.Config]) api.Config {
 	c := *it.Value
 	c.ResourceVersion = it.ModRevision
 	return c
-}
-
-// objectScope is tenantScope for a tenant's object called name (what:
-// "resource", "config", "secret"), with one difference: another tenant's
-// is "not found", so that a tenant cannot probe which names another one
-// uses.
-func objectScope(ctx context.Context, a action, tenant, what, name string) (string, error) {
-	if err := api.ValidateName("name", name); err != nil {
-		return "", err
-	}
-	id, err := authorize(ctx, a)
-	if err != nil {
-		return "", err
-	}
-	if tenant != "" && tenant != id.Tenant && !id.allTenants() {
-		// A probe of another tenant's names: audited as a read of it.
-		if api.ValidateName("tenant", tenant) == nil {
-			noteTenant(ctx, id, tenant)
-		}
-		return "", api.NotFound(what, name)
-	}
-	return tenantScope(ctx, a, tenant)
-}
-
-// writeScope is the tenant a write acts in: the one the request names
-// (?tenant=), else the one its body names, else the caller's; a body
-// that names another than the request is invalid. name is the object
-// an update or delete names ("" for a create).
-func writeScope(ctx context.Context, query, body, what, name string) (string, error) {
-	tenant := query
-	if tenant == "" {
-		tenant = body
-	}
-	var err error
-	if name == "" {
-		tenant, err = tenantScope(ctx, writeResources, tenant)
-	} else {
-		tenant, err = objectScope(ctx, writeResources, tenant, what, name)
-	}
-	if err != nil {
-		return "", err
-	}
-	if body != "" && body != tenant {
-		return "", api.Invalid("tenant", "%q does not match the tenant of the request, %q", body, tenant)
-	}
-	return tenant, nil
 }
 
 // fresh checks a client's resourceVersion (0: none) against the stored

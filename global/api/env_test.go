@@ -23,7 +23,6 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/election"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/rest"
@@ -34,6 +33,7 @@ import (
 	"github.com/stratahq/strata/proto/apiproto"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
+	"github.com/stratahq/strata/testkit/etcdtest"
 	"github.com/stratahq/strata/testkit/testenv/logcheck"
 )
 

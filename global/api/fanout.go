@@ -88,3 +88,8 @@ func (f *regionFan) each(ctx context.Context, regions []string, fn regionCall) [
 	slices.Sort(failed)
 	return failed
 }
+
+// RegionClients gives a RegionService client per region (regions.Pool).
+type RegionClients interface {
+	Client(ctx context.Context, region string) (regionv1.RegionServiceClient, error)
+}

@@ -21,7 +21,7 @@ func (c *Flavors) Create(ctx context.Context, f api.Flavor) (api.Flavor, error) 
 	if _, err := authorize(ctx, writeFlavors); err != nil {
 		return api.Flavor{}, err
 	}
-	if err := f.Validate(); err != nil {
+	if err := admit(ctx, flavorAdmission, onRequest, &f); err != nil {
 		return api.Flavor{}, err
 	}
 	t := now()
@@ -107,7 +107,7 @@ func (c *Flavors) Update(ctx context.Context, f api.Flavor) (api.Flavor, error) 
 	if _, err := authorize(ctx, writeFlavors); err != nil {
 		return api.Flavor{}, err
 	}
-	if err := f.Validate(); err != nil {
+	if err := admit(ctx, flavorAdmission, onRequest, &f); err != nil {
 		return api.Flavor{}, err
 	}
 	var out api.Flavor

@@ -11,9 +11,9 @@ import (
 
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // fuzzServer is a global API on embedded etcd, as served (behind Guard),

@@ -90,7 +90,7 @@ func (s *Resources) replay(ctx context.Context, tenant, key, op, hash string) (*
 		return nil, err
 	}
 	s.log.Debug("idempotent retry answered from the first request", "tenant", tenant, "key", key, "op", op)
-	r := view(res, st)
+	r := resourceView(res, st)
 	return &r, nil
 }
 

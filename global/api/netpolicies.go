@@ -65,7 +65,7 @@ func (n *NetworkPolicies) Create(ctx context.Context, tenant string, in api.Netw
 	if err != nil {
 		return api.NetworkPolicy{}, err
 	}
-	if err := in.Validate(); err != nil {
+	if err := admit(ctx, policyAdmission, onRequest, &in); err != nil {
 		return api.NetworkPolicy{}, err
 	}
 	if err := caught(ctx, n.cache, &n.wrote); err != nil {
@@ -97,7 +97,7 @@ func (n *NetworkPolicies) Update(ctx context.Context, tenant string, in api.Netw
 	if err != nil {
 		return api.NetworkPolicy{}, err
 	}
-	if err := in.Validate(); err != nil {
+	if err := admit(ctx, policyAdmission, onRequest, &in); err != nil {
 		return api.NetworkPolicy{}, err
 	}
 	key := state.ResourceName(tenant, in.Name)

@@ -37,7 +37,7 @@ func (g *Regions) Register(ctx context.Context, r api.Region) (reg api.Region, c
 	if _, err := authorize(ctx, writeRegions); err != nil {
 		return api.Region{}, false, err
 	}
-	if err := r.Validate(); err != nil {
+	if err := admit(ctx, regionAdmission, onRequest, &r); err != nil {
 		return api.Region{}, false, err
 	}
 	return g.save(ctx, r, true, true)
@@ -208,7 +208,7 @@ func (g *Regions) Delete(ctx context.Context, name string) (api.Region, error) {
 // interval the region should beat at. The caller has established that r
 // is who is calling.
 func (g *Regions) Heartbeat(ctx context.Context, r api.Region, seq uint64, st *api.RegionStatus) (time.Duration, error) {
-	if err := r.Validate(); err != nil {
+	if err := admit(ctx, regionAdmission, onRequest, &r); err != nil {
 		return 0, err
 	}
 	if g.heartbeats == nil {
@@ -338,4 +338,11 @@ func regionView(it store.Item[api.Region]) api.Region {
 	r := *it.Value
 	r.ResourceVersion, r.Status = it.ModRevision, nil
 	return r
+}
+
+// HeartbeatRecorder records region heartbeats (heartbeat.Store). If it
+// also lists them (List(ctx) ([]heartbeat.Beat, error)), regions show the
+// numbers of their last beat.
+type HeartbeatRecorder interface {
+	Record(ctx context.Context, b heartbeat.Beat) error
 }

@@ -75,46 +75,53 @@ type ResourceList struct {
 }
 
 // Create creates a resource in tenant (empty: r.Tenant, else the caller's)
-// with revision 1 and its initial status, in one transaction.
+// with revision 1 and its initial status, in one transaction. It passes
+// resourceAdmission (admission.go).
 func (s *Resources) Create(ctx context.Context, tenant string, r api.Resource, o WriteOptions) (api.Resource, error) {
-	if tenant == "" {
-		tenant = r.Tenant
-	}
-	tenant, err := tenantScope(ctx, writeResources, tenant)
+	tenant, err := s.writeTenant(ctx, tenant, &r, "")
 	if err != nil {
 		return api.Resource{}, err
 	}
-	if r.Tenant != "" && r.Tenant != tenant {
-		return api.Resource{}, api.Invalid("tenant", "%q does not match the tenant of the request, %q", r.Tenant, tenant)
-	}
-	r = r.Settable()
-	r.Tenant = tenant
-	r.Default()
-	if o.ReplicasUnset {
-		r.Replicas = api.DefaultReplicas(r.Kind)
-	}
-	if err := r.Validate(); err != nil {
-		return api.Resource{}, err
-	}
-	if err := checkIdempotencyKey(o.IdempotencyKey); err != nil {
+	w := &resourceWrite{s: s, op: "create", tenant: tenant, r: &r, o: o}
+	if err := admit(ctx, resourceAdmission, onRequest, w); err != nil {
 		return api.Resource{}, err
 	}
 	// Written first, the key looked up only when the write fails: the
 	// transaction creates the key's record, so it fails when the key was
 	// used before, and a new key costs no read.
-	hash := requestHash("create", tenant, &r)
-	out, err := s.tryCreate(ctx, r, o.IdempotencyKey, hash)
+	out, err := s.tryCreate(ctx, w)
 	if err != nil && o.IdempotencyKey != "" {
-		return s.createAgain(ctx, r, o.IdempotencyKey, hash, err)
+		return s.createAgain(ctx, w, err)
 	}
 	return out, err
 }
 
-// tryCreate checks what r refers to and creates it.
-func (s *Resources) tryCreate(ctx context.Context, r api.Resource, key, hash string) (api.Resource, error) {
-	out, err := s.create(ctx, r, key, hash)
+// writeTenant authorizes a write of r (named name, "" for a create) in
+// tenant (empty: r.Tenant, else the caller's) and returns the tenant.
+func (s *Resources) writeTenant(ctx context.Context, tenant string, r *api.Resource, name string) (string, error) {
+	if tenant == "" {
+		tenant = r.Tenant
+	}
+	var err error
+	if name == "" {
+		tenant, err = tenantScope(ctx, writeResources, tenant)
+	} else {
+		tenant, err = resourceScope(ctx, writeResources, tenant, name)
+	}
 	if err != nil {
-		return api.Resource{}, storeErr(err, "resource", r.Name)
+		return "", err
+	}
+	if r.Tenant != "" && r.Tenant != tenant {
+		return "", api.Invalid("tenant", "%q does not match the tenant of the request, %q", r.Tenant, tenant)
+	}
+	return tenant, nil
+}
+
+// tryCreate checks what w.r refers to and creates it.
+func (s *Resources) tryCreate(ctx context.Context, w *resourceWrite) (api.Resource, error) {
+	out, err := s.create(ctx, *w.r, w)
+	if err != nil {
+		return api.Resource{}, storeErr(err, "resource", w.r.Name)
 	}
 	return out, nil
 }
@@ -125,26 +132,27 @@ func (s *Resources) tryCreate(ctx context.Context, r api.Resource, key, hash str
 // did, whatever would stop it now (a reference, a quota); a key used for
 // another request is a conflict. A record past RequestTTL is as good as
 // none: replay forgets it and the create is tried once more.
-func (s *Resources) createAgain(ctx context.Context, r api.Resource, key, hash string, failed error) (api.Resource, error) {
-	done, err := s.replay(ctx, r.Tenant, key, "create", hash)
+func (s *Resources) createAgain(ctx context.Context, w *resourceWrite, failed error) (api.Resource, error) {
+	key := w.o.IdempotencyKey
+	done, err := s.replay(ctx, w.tenant, key, "create", w.hash)
 	if done != nil || err != nil {
 		return deref(done), err
 	}
 	if !errors.Is(failed, api.ErrAlreadyExists) {
 		return api.Resource{}, failed
 	}
-	out, err := s.tryCreate(ctx, r, key, hash)
+	out, err := s.tryCreate(ctx, w)
 	if err != nil {
-		if done, rerr := s.replay(ctx, r.Tenant, key, "create", hash); done != nil || rerr != nil {
+		if done, rerr := s.replay(ctx, w.tenant, key, "create", w.hash); done != nil || rerr != nil {
 			return deref(done), rerr
 		}
 	}
 	return out, err
 }
 
-// create checks what r refers to and writes it, its revision 1 and its
-// status.
-func (s *Resources) create(ctx context.Context, r api.Resource, key, hash string) (api.Resource, error) {
+// create writes r (a copy of w.r, admitted on request), its revision 1
+// and its status, passing the rest of its admission in the transaction.
+func (s *Resources) create(ctx context.Context, r api.Resource, w *resourceWrite) (api.Resource, error) {
 	var err error
 	if r.UID, err = randomHex(16); err != nil {
 		return api.Resource{}, err
@@ -160,25 +168,24 @@ func (s *Resources) create(ctx context.Context, r api.Resource, key, hash string
 	// as ErrExists.
 	var wrote int64
 	err = s.st.Store.RetryConflicts(ctx, "create resource "+name, func() error {
-		txn := s.st.Store.Txn()
-		flavor, err := s.checkReferences(ctx, &r, txn)
-		if err != nil {
+		tw := *w
+		tw.r, tw.txn = &r, s.st.Store.Txn()
+		if err := admit(ctx, resourceAdmission, onStored, &tw); err != nil {
 			return err
 		}
 		rev := api.Revision{
 			Resource: r.Name, Tenant: r.Tenant, UID: r.UID, Number: 1,
-			Spec: r.Spec, FlavorSpec: flavorSpec(flavor), Cause: "create", CreatedAt: t,
+			Spec: r.Spec, FlavorSpec: flavorSpec(tw.flavor), Cause: "create", CreatedAt: t,
 		}
-		_ = s.st.Resources.TxnCreate(txn, name, &r) // build errors resurface in Commit
+		_ = s.st.Resources.TxnCreate(tw.txn, name, &r) // build errors resurface in Commit
 		// Put, not Create: a revision or status left by a deleted namesake is
 		// stale, and the resource's Create above already guards the name.
-		_ = s.st.Revisions.TxnPut(txn, state.RevisionName(r.Tenant, r.Name, 1), &rev)
-		_ = s.st.Statuses.TxnPut(txn, name, &st)
-		s.addRequest(txn, r.Tenant, key, hash, "create", &r)
-		if err := s.quotas.admit(ctx, txn, nil, &r); err != nil {
+		_ = s.st.Revisions.TxnPut(tw.txn, state.RevisionName(r.Tenant, r.Name, 1), &rev)
+		_ = s.st.Statuses.TxnPut(tw.txn, name, &st)
+		if err := admit(ctx, resourceAdmission, atCommit, &tw); err != nil {
 			return err
 		}
-		wrote, err = txn.Commit(ctx)
+		wrote, err = tw.txn.Commit(ctx)
 		return err
 	})
 	if err != nil {
@@ -201,42 +208,42 @@ func (s *Resources) Get(ctx context.Context, tenant, name string) (api.Resource,
 	if err != nil {
 		return api.Resource{}, err
 	}
-	return view(it, st), nil
+	return resourceView(it, st), nil
 }
 
-// page is a checked ListQuery.
-type page struct {
+// resourcePage is a checked ListQuery.
+type resourcePage struct {
 	sel   api.Selector
 	kind  string
 	limit int
 	after string // a resource name
 }
 
-func (q ListQuery) page() (page, error) {
+func (q ListQuery) checked() (resourcePage, error) {
 	if err := api.ValidateSelector("selector", q.Selector); err != nil {
-		return page{}, err
+		return resourcePage{}, err
 	}
 	sel, err := api.ParseSelector(q.Selector)
 	if err != nil {
-		return page{}, err
+		return resourcePage{}, err
 	}
 	if q.Kind != "" && !slices.Contains(api.ResourceKinds, api.ResourceKind(q.Kind)) {
-		return page{}, api.Invalid("kind", "%q is not a resource kind", q.Kind)
+		return resourcePage{}, api.Invalid("kind", "%q is not a resource kind", q.Kind)
 	}
-	p := page{sel: sel, kind: q.Kind}
+	p := resourcePage{sel: sel, kind: q.Kind}
 	if p.limit, err = api.PageSize(q.Limit); err != nil {
-		return page{}, err
+		return resourcePage{}, err
 	}
 	if p.after, err = api.AfterToken(q.Continue); err != nil {
-		return page{}, err
+		return resourcePage{}, err
 	}
 	if api.ValidateName("continue", p.after) != nil && p.after != "" {
-		return page{}, api.Invalid("continue", "is not a token this list issued")
+		return resourcePage{}, api.Invalid("continue", "is not a token this list issued")
 	}
 	return p, nil
 }
 
-func (p page) matches(it store.Item[api.Resource]) bool {
+func (p resourcePage) matches(it store.Item[api.Resource]) bool {
 	return (p.kind == "" || string(it.Value.Kind) == p.kind) && p.sel.Matches(it.Value.Labels)
 }
 
@@ -247,7 +254,7 @@ func (s *Resources) List(ctx context.Context, tenant string, q ListQuery) (Resou
 	if err != nil {
 		return ResourceList{}, err
 	}
-	p, err := q.page()
+	p, err := q.checked()
 	if err != nil {
 		return ResourceList{}, err
 	}
@@ -269,7 +276,7 @@ func (s *Resources) List(ctx context.Context, tenant string, q ListQuery) (Resou
 		if sit, ok := s.statuses.Get(it.Name); ok && sit.Value.UID == it.Value.UID {
 			st = sit.Value
 		}
-		list.Items = append(list.Items, view(it, st))
+		list.Items = append(list.Items, resourceView(it, st))
 	}
 	return list, nil
 }
@@ -279,7 +286,7 @@ func (s *Resources) List(ctx context.Context, tenant string, q ListQuery) (Resou
 // selector with a term the label index serves (k=v, k) reads only the
 // objects under its most selective such term, so that a list costs its
 // matches, not the tenant's size.
-func (s *Resources) match(tenant string, p page) []store.Item[api.Resource] {
+func (s *Resources) match(tenant string, p resourcePage) []store.Item[api.Resource] {
 	prefix := tenant + "/"
 	after := ""
 	if p.after != "" {
@@ -309,41 +316,22 @@ func (s *Resources) match(tenant string, p page) []store.Item[api.Resource] {
 // Update replaces the user-settable fields of a resource. A change of its
 // spec makes a new revision; any change bumps its generation; no change
 // writes nothing. A resourceVersion in r makes the write conditional on
-// it; without one a lost race is retried.
+// it; without one a lost race is retried. It passes resourceAdmission
+// (admission.go).
 func (s *Resources) Update(ctx context.Context, tenant string, in api.Resource, o WriteOptions) (api.Resource, error) {
-	if tenant == "" {
-		tenant = in.Tenant
-	}
-	tenant, err := resourceScope(ctx, writeResources, tenant, in.Name)
+	tenant, err := s.writeTenant(ctx, tenant, &in, in.Name)
 	if err != nil {
 		return api.Resource{}, err
 	}
-	if in.Tenant != "" && in.Tenant != tenant {
-		return api.Resource{}, api.Invalid("tenant", "%q does not match the tenant of the request, %q", in.Tenant, tenant)
+	w := &resourceWrite{s: s, op: "update", tenant: tenant, r: &in, o: o, expect: in.ResourceVersion}
+	if err := admit(ctx, resourceAdmission, onRequest, w); err != nil || w.answer != nil {
+		return deref(w.answer), err
 	}
-	expect := in.ResourceVersion
-	in = in.Settable()
-	in.Tenant = tenant
-	in.Default()
-	// Validated before anything is read, so that a request that could
-	// never succeed says so whatever the stored state. A count left out
-	// is checked as 0 here, and as the stored count by replace.
-	if err := in.Validate(); err != nil {
-		return api.Resource{}, err
-	}
-	hash := requestHash("update", tenant, struct {
-		R             *api.Resource
-		Version       int64
-		ReplicasUnset bool
-	}{&in, expect, o.ReplicasUnset})
-	if done, err := s.replay(ctx, tenant, o.IdempotencyKey, "update", hash); done != nil || err != nil {
-		return deref(done), err
-	}
-	res, err := s.write(ctx, tenant, in.Name, expect, s.replace(ctx, in, o, hash))
+	res, err := s.writeAdmitted(ctx, w, in.Name, s.replace(ctx, in, w))
 	if err != nil {
 		// As for create: the loser of a race between retries answers like
 		// a retry.
-		if done, rerr := s.replay(ctx, tenant, o.IdempotencyKey, "update", hash); done != nil || rerr != nil {
+		if done, rerr := s.replay(ctx, tenant, o.IdempotencyKey, "update", w.hash); done != nil || rerr != nil {
 			return deref(done), rerr
 		}
 		return api.Resource{}, err
@@ -352,24 +340,22 @@ func (s *Resources) Update(ctx context.Context, tenant string, in api.Resource, 
 }
 
 // replace is Update's change: in's settable fields over the stored ones,
-// with a new revision when the spec differs.
-func (s *Resources) replace(ctx context.Context, in api.Resource, o WriteOptions, hash string) change {
+// with a new revision when the spec differs. It passes the onStored steps
+// of w's admission; the write passes the atCommit ones.
+func (s *Resources) replace(ctx context.Context, in api.Resource, w *resourceWrite) resourceChange {
 	return func(cur *api.Resource, txn *store.Txn) error {
 		if err := replaceable(cur, &in); err != nil {
 			return err
 		}
 		next := in
-		if o.ReplicasUnset {
+		if w.o.ReplicasUnset {
 			next.Replicas = cur.Replicas
 		}
 		if api.SameJSON(cur.Settable(), next) {
 			return store.ErrNoChange
 		}
-		if err := next.Validate(); err != nil {
-			return err
-		}
-		flavor, err := s.checkReferences(ctx, &next, txn)
-		if err != nil {
+		w.r, w.txn = &next, txn
+		if err := admit(ctx, resourceAdmission, onStored, w); err != nil {
 			return err
 		}
 		newSpec := !api.SameJSON(cur.Spec, next.Spec)
@@ -378,11 +364,10 @@ func (s *Resources) replace(ctx context.Context, in api.Resource, o WriteOptions
 		cur.MaxRevisionHistory = next.MaxRevisionHistory
 		if newSpec {
 			cur.Revision++
-			if err := s.addRevision(txn, cur, flavor, "update"); err != nil {
+			if err := s.addRevision(txn, cur, w.flavor, "update"); err != nil {
 				return err
 			}
 		}
-		s.addRequest(txn, cur.Tenant, o.IdempotencyKey, hash, "update", cur)
 		return nil
 	}
 }
@@ -455,10 +440,10 @@ func (s *Resources) Delete(ctx context.Context, tenant, name string, expect int6
 	return out, err
 }
 
-// change edits a stored resource in place and may add operations to the
+// resourceChange edits a stored resource in place and may add operations to the
 // transaction that writes it. It returns store.ErrNoChange, before
 // changing anything, to write nothing.
-type change func(r *api.Resource, txn *store.Txn) error
+type resourceChange func(r *api.Resource, txn *store.Txn) error
 
 // write is the read-modify-write under update, scale, rollback, delete and
 // the rollout operations: read the resource with its status, let fn
@@ -467,7 +452,15 @@ type change func(r *api.Resource, txn *store.Txn) error
 // starts over (store.RetryConflicts), unless the client pinned the version
 // it read (expect), which is then a conflict. A write that made a revision
 // or lowered the history prunes old revisions afterwards.
-func (s *Resources) write(ctx context.Context, tenant, name string, expect int64, fn change, guards ...store.Guard) (api.Resource, error) {
+func (s *Resources) write(ctx context.Context, tenant, name string, expect int64, fn resourceChange, guards ...store.Guard) (api.Resource, error) {
+	w := &resourceWrite{s: s, tenant: tenant, expect: expect, guarded: len(guards) > 0}
+	return s.writeAdmitted(ctx, w, name, fn, guards...)
+}
+
+// writeAdmitted is write for w, whose atCommit steps (resourceAdmission)
+// run in the transaction once the client's precondition held.
+func (s *Resources) writeAdmitted(ctx context.Context, w *resourceWrite, name string, fn resourceChange, guards ...store.Guard) (api.Resource, error) {
+	tenant, expect := w.tenant, w.expect
 	key := state.ResourceName(tenant, name)
 	var (
 		out   api.Resource
@@ -492,18 +485,15 @@ func (s *Resources) write(ctx context.Context, tenant, name string, expect int64
 				name, expect, it.ModRevision, api.ErrConflict)
 		}
 		if err != nil { // store.ErrNoChange
-			out = view(it, st)
+			out = resourceView(it, st)
 			return nil
 		}
 		r.Generation++
 		r.UpdatedAt = now()
 		_ = s.st.Resources.TxnUpdate(txn, key, r, it.ModRevision)
-		// A guarded write is the master's (an automatic revert to a spec
-		// admitted before): a quota does not stop it.
-		if len(guards) == 0 {
-			if err := s.quotas.admit(ctx, txn, &before, r); err != nil {
-				return err
-			}
+		w.stored, w.r, w.txn = &before, r, txn
+		if err := admit(ctx, resourceAdmission, atCommit, w); err != nil {
+			return err
 		}
 		wrote, err := txn.Commit(ctx)
 		if err != nil {
@@ -515,7 +505,7 @@ func (s *Resources) write(ctx context.Context, tenant, name string, expect int64
 		s.quotas.committed(wrote)
 		s.wroteResources.note(wrote)
 		it.ModRevision = wrote
-		out = view(it, st)
+		out = resourceView(it, st)
 		if r.Revision != before.Revision || r.MaxRevisionHistory < before.MaxRevisionHistory {
 			prune = r
 		}
@@ -570,8 +560,8 @@ func (s *Resources) read(ctx context.Context, tenant, name string) (store.Item[a
 	return it, st, nil
 }
 
-// view is a stored resource as clients see it.
-func view(it store.Item[api.Resource], st *api.ResourceStatus) api.Resource {
+// resourceView is a stored resource as clients see it.
+func resourceView(it store.Item[api.Resource], st *api.ResourceStatus) api.Resource {
 	r := *it.Value
 	r.ResourceVersion, r.Status = it.ModRevision, st
 	return r

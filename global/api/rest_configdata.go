@@ -7,8 +7,15 @@ import (
 	"github.com/stratahq/strata/internal/rest"
 )
 
+// configDataHandlers serve the tenants' Configs (Configs) and Secrets
+// (Secrets) over REST.
+type configDataHandlers struct {
+	configs *Configs
+	secrets *Secrets
+}
+
 // configDataRoutes are the routes of Configs and Secrets.
-func (h *restHandlers) configDataRoutes() []route {
+func (h *configDataHandlers) routes() []route {
 	return []route{
 		{"POST /v1/configs", h.createConfig, inTenant},
 		{"GET /v1/configs", h.listConfigs, []string{"tenant", "limit", "continue"}},
@@ -24,35 +31,33 @@ func (h *restHandlers) configDataRoutes() []route {
 	}
 }
 
-// ---- configs ----
-
-func (h *restHandlers) createConfig(r *http.Request) (any, error) {
+func (h *configDataHandlers) createConfig(r *http.Request) (any, error) {
 	var c api.Config
 	if err := rest.Decode(r, &c); err != nil {
 		return nil, err
 	}
-	out, err := h.s.configs.Create(r.Context(), tenantOf(r), c)
+	out, err := h.configs.Create(r.Context(), tenantOf(r), c)
 	return rest.Created(out), err
 }
 
-func (h *restHandlers) listConfigs(r *http.Request) (any, error) {
+func (h *configDataHandlers) listConfigs(r *http.Request) (any, error) {
 	q, err := pageQuery(r)
 	if err != nil {
 		return nil, err
 	}
-	items, next, err := h.s.configs.Page(r.Context(), tenantOf(r), q)
+	items, next, err := h.configs.Page(r.Context(), tenantOf(r), q)
 	return rest.List[api.Config]{Items: items, Continue: next}, err
 }
 
-func (h *restHandlers) getConfig(r *http.Request) (any, error) {
+func (h *configDataHandlers) getConfig(r *http.Request) (any, error) {
 	name, err := rest.PathName(r, "name")
 	if err != nil {
 		return nil, err
 	}
-	return h.s.configs.Get(r.Context(), tenantOf(r), name)
+	return h.configs.Get(r.Context(), tenantOf(r), name)
 }
 
-func (h *restHandlers) updateConfig(r *http.Request) (any, error) {
+func (h *configDataHandlers) updateConfig(r *http.Request) (any, error) {
 	var c api.Config
 	if err := rest.Decode(r, &c); err != nil {
 		return nil, err
@@ -60,18 +65,16 @@ func (h *restHandlers) updateConfig(r *http.Request) (any, error) {
 	if err := putTarget(r, &c.Name, &c.ResourceVersion); err != nil {
 		return nil, err
 	}
-	return h.s.configs.Update(r.Context(), tenantOf(r), c)
+	return h.configs.Update(r.Context(), tenantOf(r), c)
 }
 
-func (h *restHandlers) deleteConfig(r *http.Request) (any, error) {
+func (h *configDataHandlers) deleteConfig(r *http.Request) (any, error) {
 	name, expect, err := deleteTarget(r)
 	if err != nil {
 		return nil, err
 	}
-	return h.s.configs.Delete(r.Context(), tenantOf(r), name, expect)
+	return h.configs.Delete(r.Context(), tenantOf(r), name, expect)
 }
-
-// ---- secrets ----
 
 // decodeSecret reads a secret as a client writes it: Keys are the
 // server's.
@@ -84,16 +87,16 @@ func decodeSecret(r *http.Request) (api.Secret, error) {
 	return s, nil
 }
 
-func (h *restHandlers) createSecret(r *http.Request) (any, error) {
+func (h *configDataHandlers) createSecret(r *http.Request) (any, error) {
 	s, err := decodeSecret(r)
 	if err != nil {
 		return nil, err
 	}
-	out, err := h.s.secrets.Create(r.Context(), tenantOf(r), s)
+	out, err := h.secrets.Create(r.Context(), tenantOf(r), s)
 	return rest.Created(out), err
 }
 
-func (h *restHandlers) listSecrets(r *http.Request) (any, error) {
+func (h *configDataHandlers) listSecrets(r *http.Request) (any, error) {
 	q, err := pageQuery(r)
 	if err != nil {
 		return nil, err
@@ -102,11 +105,11 @@ func (h *restHandlers) listSecrets(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items, next, err := h.s.secrets.Page(r.Context(), tenantOf(r), q, reveal)
+	items, next, err := h.secrets.Page(r.Context(), tenantOf(r), q, reveal)
 	return rest.List[api.Secret]{Items: items, Continue: next}, err
 }
 
-func (h *restHandlers) getSecret(r *http.Request) (any, error) {
+func (h *configDataHandlers) getSecret(r *http.Request) (any, error) {
 	name, err := rest.PathName(r, "name")
 	if err != nil {
 		return nil, err
@@ -115,10 +118,10 @@ func (h *restHandlers) getSecret(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.s.secrets.Get(r.Context(), tenantOf(r), name, reveal)
+	return h.secrets.Get(r.Context(), tenantOf(r), name, reveal)
 }
 
-func (h *restHandlers) updateSecret(r *http.Request) (any, error) {
+func (h *configDataHandlers) updateSecret(r *http.Request) (any, error) {
 	s, err := decodeSecret(r)
 	if err != nil {
 		return nil, err
@@ -126,13 +129,13 @@ func (h *restHandlers) updateSecret(r *http.Request) (any, error) {
 	if err := putTarget(r, &s.Name, &s.ResourceVersion); err != nil {
 		return nil, err
 	}
-	return h.s.secrets.Update(r.Context(), tenantOf(r), s)
+	return h.secrets.Update(r.Context(), tenantOf(r), s)
 }
 
-func (h *restHandlers) deleteSecret(r *http.Request) (any, error) {
+func (h *configDataHandlers) deleteSecret(r *http.Request) (any, error) {
 	name, expect, err := deleteTarget(r)
 	if err != nil {
 		return nil, err
 	}
-	return h.s.secrets.Delete(r.Context(), tenantOf(r), name, expect)
+	return h.secrets.Delete(r.Context(), tenantOf(r), name, expect)
 }

@@ -42,8 +42,7 @@ func (s *Secrets) Create(ctx context.Context, tenant string, in api.Secret) (api
 	if err != nil {
 		return api.Secret{}, err
 	}
-	in.Default()
-	if err := in.Validate(); err != nil {
+	if err := admit(ctx, secretAdmission, onRequest, &in); err != nil {
 		return api.Secret{}, err
 	}
 	t := now()
@@ -111,8 +110,7 @@ func (s *Secrets) Update(ctx context.Context, tenant string, in api.Secret) (api
 	if err != nil {
 		return api.Secret{}, err
 	}
-	in.Default()
-	if err := in.Validate(); err != nil {
+	if err := admit(ctx, secretAdmission, onRequest, &in); err != nil {
 		return api.Secret{}, err
 	}
 	key := state.ResourceName(tenant, in.Name)

@@ -16,12 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"sync/atomic"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/stratahq/strata/global/quota"
 	"github.com/stratahq/strata/global/state"
@@ -30,37 +25,18 @@ import (
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/election"
 	"github.com/stratahq/strata/internal/events"
-	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/hostpolicy"
 	"github.com/stratahq/strata/internal/secretbox"
 	"github.com/stratahq/strata/internal/store"
-	regionv1 "github.com/stratahq/strata/proto/region/v1"
 )
 
 // DefaultRegionTimeout is Options.RegionTimeout's default; the others
 // come from package config.
 const DefaultRegionTimeout = 5 * time.Second
 
-// cacheWait bounds how long a request waits for a cache to load or to catch
-// up with a write: past it, etcd or the watch is in trouble and the client
-// is better off with a 503 than a hung request.
-const cacheWait = 10 * time.Second
-
 // readyTimeout bounds the etcd probe of /readyz: a probe that hangs is as
 // bad as one that fails.
 const readyTimeout = 2 * time.Second
-
-// RegionClients gives a RegionService client per region (regions.Pool).
-type RegionClients interface {
-	Client(ctx context.Context, region string) (regionv1.RegionServiceClient, error)
-}
-
-// HeartbeatRecorder records region heartbeats (heartbeat.Store). If it
-// also lists them (List(ctx) ([]heartbeat.Beat, error)), regions show the
-// numbers of their last beat.
-type HeartbeatRecorder interface {
-	Record(ctx context.Context, b heartbeat.Beat) error
-}
 
 // LeaderSource tells who the master is (election.Elector). If it also has
 // IsLeader() bool, Status uses that to say whether this replica leads.
@@ -360,75 +336,3 @@ func withoutWhere(r api.Region) api.Region {
 	}
 	return r
 }
-
-// written holds the highest revision noted.
-type written struct{ rev atomic.Int64 }
-
-func (w *written) note(rev int64) {
-	for {
-		cur := w.rev.Load()
-		if rev <= cur || w.rev.CompareAndSwap(cur, rev) {
-			return
-		}
-	}
-}
-
-// caught waits until c holds its first list and is current at this
-// replica's latest write to it (w; nil for a cache this replica never
-// writes to).
-func caught[T any](ctx context.Context, c *store.Cache[T], w *written) error {
-	// The cause tells a stuck cache (ours: 503) from a client that gave up.
-	stuck := errors.New("cache is stuck")
-	ctx, cancel := context.WithTimeoutCause(ctx, cacheWait, stuck)
-	defer cancel()
-	waitErr := func(what string) error {
-		if errors.Is(context.Cause(ctx), stuck) {
-			return fmt.Errorf("timed out after %s waiting to %s: %w", cacheWait, what, api.ErrUnavailable)
-		}
-		return fmt.Errorf("waiting to %s: %w", what, ctx.Err())
-	}
-	select {
-	case <-c.Synced():
-	case <-ctx.Done():
-		return waitErr("load the cache")
-	}
-	if w == nil {
-		return nil
-	}
-	if err := c.WaitForRev(ctx, w.rev.Load()); err != nil {
-		// Which cache, where it is and what it waits for tell a stuck
-		// watch (at the same revision every time) from a slow one.
-		return waitErr(fmt.Sprintf("catch up with the latest write (%s cache at revision %d, the write at %d)",
-			strings.TrimSuffix(c.Prefix(), "/"), c.Rev(), w.rev.Load()))
-	}
-	return nil
-}
-
-// storeErr turns a store error about one object into the api sentinel a
-// client understands. Errors it does not know pass through (500).
-func storeErr(err error, what, name string) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, store.ErrNotFound):
-		return api.NotFound(what, name)
-	case errors.Is(err, store.ErrExists):
-		return api.AlreadyExists(what, name)
-	case errors.Is(err, store.ErrConflict):
-		return fmt.Errorf("%s %q was modified concurrently; read it again and retry: %w", what, name, api.ErrConflict)
-	case errors.Is(err, store.ErrInvalidContinue):
-		return api.Invalid("continue", "is not a token this list issued")
-	case errors.Is(err, store.ErrCompacted):
-		return api.Invalid("continue", "has expired (the store no longer holds the revision of the first page): list again from the start")
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	}
-	if st, ok := status.FromError(err); ok && (st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded) {
-		return fmt.Errorf("etcd: %w: %w", api.ErrUnavailable, err)
-	}
-	return err
-}
-
-// now is the server's clock, in UTC so that stored times compare and print
-// the same on every replica.
-func now() time.Time { return time.Now().UTC() }

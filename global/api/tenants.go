@@ -77,14 +77,16 @@ func (t *Tenants) Put(ctx context.Context, in api.Tenant) (api.Tenant, bool, err
 	if _, err := authorize(ctx, manageTenants); err != nil {
 		return api.Tenant{}, false, err
 	}
-	if err := in.Validate(); err != nil {
+	w := &tenantWrite{tenants: t, in: &in}
+	if err := admit(ctx, tenantAdmission, onRequest, w); err != nil {
 		return api.Tenant{}, false, err
 	}
 	expect := in.ResourceVersion
 	in.ResourceVersion, in.UpdatedAt = 0, now()
 	cur, err := t.st.Tenants.Get(ctx, in.Name)
 	if err == nil || errors.Is(err, store.ErrNotFound) {
-		if rerr := t.checkRegionQuotas(ctx, in, cur.Value); rerr != nil {
+		w.stored = cur.Value
+		if rerr := admit(ctx, tenantAdmission, onStored, w); rerr != nil {
 			return api.Tenant{}, false, rerr
 		}
 	}

@@ -358,7 +358,7 @@ func (t *Tokens) Create(ctx context.Context, req TokenRequest) (NewTokenResponse
 		return NewTokenResponse{}, fmt.Errorf("tenant %s is not yours: %w", api.Quote(req.Tenant), api.ErrForbidden)
 	}
 	tmpl := api.Token{Tenant: req.Tenant, Role: req.Role, Name: req.Name, ExpiresAt: req.ExpiresAt}
-	if err := validateToken(&tmpl, now()); err != nil {
+	if err := admit(ctx, tokenAdmission, onRequest, &tmpl); err != nil {
 		return NewTokenResponse{}, err
 	}
 	if !grantableBy(id, req.Role) {

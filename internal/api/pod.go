@@ -143,35 +143,8 @@ func (c *ComputeSpec) HasProbes() bool {
 func (c *ComputeSpec) validatePod() error {
 	var p problems
 	p.add(c.Probes.Validate(""))
-	if len(c.ScratchVolumes) > MaxScratchVolumes {
-		p.add(Invalid("scratchVolumes", "has %d volumes; at most %d", len(c.ScratchVolumes), MaxScratchVolumes))
-	}
-	scratch := map[string]bool{}
-	mainPaths := map[string]bool{}
-	for _, v := range c.Volumes {
-		mainPaths[path.Clean(v.Path)] = true
-	}
-	for i, s := range c.ScratchVolumes {
-		f := fmt.Sprintf("scratchVolumes[%d].name", i)
-		if err := ValidateName(f, s.Name); err != nil {
-			p.add(err)
-		} else if scratch[s.Name] {
-			p.add(Invalid(f, "%q is listed twice", s.Name))
-		}
-		scratch[s.Name] = true
-		if s.Path != "" {
-			clean := path.Clean(s.Path)
-			switch {
-			case !path.IsAbs(s.Path) || clean == "/":
-				p.add(Invalid(fmt.Sprintf("scratchVolumes[%d].path", i), "%q must be an absolute path other than /", s.Path))
-			case mainPaths[clean]:
-				p.add(Invalid(fmt.Sprintf("scratchVolumes[%d].path", i), "%q is also where the main container mounts another volume", s.Path))
-			default:
-				p.add(validText(fmt.Sprintf("scratchVolumes[%d].path", i), s.Path, MaxPathLen))
-			}
-			mainPaths[clean] = true
-		}
-	}
+	scratch, err := c.validateScratch()
+	p.add(err)
 	volumes := map[string]bool{}
 	for _, v := range c.Volumes {
 		volumes[v.Volume] = true
@@ -196,6 +169,43 @@ func (c *ComputeSpec) validatePod() error {
 		p.add(c.Containers[i].validate(f, false, names, ports, volumes, scratch))
 	}
 	return p.err()
+}
+
+// validateScratch checks the scratch volumes: names unique, paths where
+// the main container mounts nothing else. It returns the names.
+func (c *ComputeSpec) validateScratch() (map[string]bool, error) {
+	var p problems
+	if len(c.ScratchVolumes) > MaxScratchVolumes {
+		p.add(Invalid("scratchVolumes", "has %d volumes; at most %d", len(c.ScratchVolumes), MaxScratchVolumes))
+	}
+	scratch := map[string]bool{}
+	mainPaths := map[string]bool{}
+	for _, v := range c.Volumes {
+		mainPaths[path.Clean(v.Path)] = true
+	}
+	for i, s := range c.ScratchVolumes {
+		f := fmt.Sprintf("scratchVolumes[%d]", i)
+		if err := ValidateName(f+".name", s.Name); err != nil {
+			p.add(err)
+		} else if scratch[s.Name] {
+			p.add(Invalid(f+".name", "%q is listed twice", s.Name))
+		}
+		scratch[s.Name] = true
+		if s.Path == "" {
+			continue
+		}
+		clean := path.Clean(s.Path)
+		switch {
+		case !path.IsAbs(s.Path) || clean == "/":
+			p.add(Invalid(f+".path", "%q must be an absolute path other than /", s.Path))
+		case mainPaths[clean]:
+			p.add(Invalid(f+".path", "%q is also where the main container mounts another volume", s.Path))
+		default:
+			p.add(validText(f+".path", s.Path, MaxPathLen))
+		}
+		mainPaths[clean] = true
+	}
+	return scratch, p.err()
 }
 
 func portKey(p PortSpec) string {

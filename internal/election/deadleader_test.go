@@ -14,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stratahq/strata/internal/election"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // longTTL is far beyond every test's deadline: a candidate that leads

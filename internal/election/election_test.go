@@ -13,7 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stratahq/strata/internal/election"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // The store package's guard, restated: Leadership must satisfy it.

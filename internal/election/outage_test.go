@@ -9,7 +9,7 @@ import (
 
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/etcdserver"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // tierClient connects to endpoints as a tier does (etcdserver.Open):

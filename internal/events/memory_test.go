@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/events"
-	"github.com/stratahq/strata/internal/events/eventstest"
+	"github.com/stratahq/strata/testkit/eventstest"
 )
 
 func TestMemoryConformance(t *testing.T) {

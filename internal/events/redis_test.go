@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/events"
-	"github.com/stratahq/strata/internal/events/eventstest"
 	"github.com/stratahq/strata/internal/redisclient"
+	"github.com/stratahq/strata/testkit/eventstest"
 	"github.com/stratahq/strata/testkit/redistest"
 )
 

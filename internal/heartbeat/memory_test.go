@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/heartbeat"
-	"github.com/stratahq/strata/internal/heartbeat/heartbeattest"
+	"github.com/stratahq/strata/testkit/heartbeattest"
 )
 
 func TestMemoryConformance(t *testing.T) {

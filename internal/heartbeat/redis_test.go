@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/heartbeat"
-	"github.com/stratahq/strata/internal/heartbeat/heartbeattest"
 	"github.com/stratahq/strata/internal/redisclient"
+	"github.com/stratahq/strata/testkit/heartbeattest"
 	"github.com/stratahq/strata/testkit/redistest"
 )
 

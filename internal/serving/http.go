@@ -118,8 +118,11 @@ func (h *HTTP) Serve() error {
 }
 
 // Scheme is "https" or "http".
-func (h *HTTP) Scheme() string {
-	if h.Server.TLSConfig != nil {
+func (h *HTTP) Scheme() string { return HTTPOptions{TLS: h.Server.TLSConfig}.Scheme() }
+
+// Scheme is what a server built with o serves: "https" or "http".
+func (o HTTPOptions) Scheme() string {
+	if o.TLS != nil {
 		return "https"
 	}
 	return "http"

@@ -16,19 +16,29 @@ import (
 // newTier listens on loopback for a gRPC and an HTTP server.
 func newTier(t *testing.T) (Tier, string) {
 	t.Helper()
+	gl, hl := listenLoopback(t)
+	h, err := NewHTTP(hl, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }), HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Tier{Name: "test", GRPC: grpc.NewServer(), GRPCListener: gl, HTTP: h, Log: slog.New(slog.DiscardHandler)}, "http://" + hl.Addr().String() + "/"
+}
+
+// listenLoopback listens on loopback for a gRPC and an HTTP server; the
+// listeners close when the test ends.
+func listenLoopback(t *testing.T) (grpcL, httpL net.Listener) {
+	t.Helper()
 	gl, err := Listen(nil, "127.0.0.1:0", "listen grpc")
 	if err != nil {
 		t.Fatal(err)
 	}
 	hl, err := Listen(nil, "127.0.0.1:0", "listen http")
 	if err != nil {
+		gl.Close()
 		t.Fatal(err)
 	}
-	h, err := NewHTTP(hl, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }), HTTPOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return Tier{Name: "test", GRPC: grpc.NewServer(), GRPCListener: gl, HTTP: h, Log: slog.New(slog.DiscardHandler)}, "http://" + hl.Addr().String() + "/"
+	t.Cleanup(func() { gl.Close(); hl.Close() })
+	return gl, hl
 }
 
 func TestTierServe(t *testing.T) {

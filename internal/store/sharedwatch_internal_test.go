@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 type counter struct{ N int }

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/store"
-	"github.com/stratahq/strata/internal/store/storetest"
+	"github.com/stratahq/strata/testkit/etcdtest"
+	"github.com/stratahq/strata/testkit/storetest"
 )
 
 func TestConformance(t *testing.T) {

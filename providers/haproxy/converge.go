@@ -10,8 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/stratahq/strata/internal/backoff"
 )
 
 // converge makes haproxy serve exactly the load balancers held: it
@@ -78,9 +76,9 @@ func (p *Provider) converge(ctx context.Context, grace time.Duration) error {
 		break
 	}
 	if refused {
-		p.waitResumed(ctx)
+		p.admin.waitResumed(ctx)
 	}
-	err := p.syncServers(ctx, r)
+	err := p.admin.syncServers(ctx, r)
 	p.converged(err)
 	return err
 }
@@ -102,33 +100,6 @@ func (p *Provider) leaveOut(err error) bool {
 	p.mu.Unlock()
 	p.log.Warn("haproxy refused load balancers; serving the others", "op", le.Op, "refused", le.ByLB)
 	return true
-}
-
-// resumeWait bounds how long a converge waits for haproxy to resume the
-// frontends a failed reload paused.
-const resumeWait = 10 * time.Second
-
-// waitResumed waits, within resumeWait, until no frontend is paused:
-// while a reload that haproxy refused was tried, the running worker
-// paused every listener, and it resumes them only once the new process
-// has failed. The load balancers that were not refused are served again
-// when the converge ends, not some time after.
-func (p *Provider) waitResumed(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, resumeWait)
-	defer cancel()
-	for {
-		// Asked afresh: a cached snapshot may be from before the reload.
-		out, err := cli(ctx, p.paths.Admin, "show stat")
-		if err == nil {
-			if snap, err := parseStat(out); err == nil && !snap.anyPaused() {
-				return
-			}
-		}
-		if backoff.Sleep(ctx, 50*time.Millisecond) != nil {
-			p.log.Warn("haproxy has not resumed its listeners after a refused reload", "within", resumeWait)
-			return
-		}
-	}
 }
 
 // converged records the outcome of a converge.
@@ -231,141 +202,6 @@ func (p *Provider) killStrays() {
 		p.log.Warn("killing a stray haproxy process", "pid", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-}
-
-// syncServers makes each backend's servers match its endpoints through
-// the runtime API: no reload, so no connection is disturbed but those of
-// removed servers.
-func (p *Provider) syncServers(ctx context.Context, r rendered) error {
-	out, err := cli(ctx, p.paths.Admin, "show servers state")
-	if err != nil {
-		return fmt.Errorf("haproxy: %w", err)
-	}
-	servers, err := parseServersState(out)
-	if err != nil {
-		return fmt.Errorf("haproxy: %w", err)
-	}
-	have := map[string]map[string]runtimeServer{}
-	for _, s := range servers {
-		if have[s.Backend] == nil {
-			have[s.Backend] = map[string]runtimeServer{}
-		}
-		have[s.Backend][s.Name] = s
-	}
-	var errs []error
-	var gone []string
-	for _, be := range r.Backends {
-		want := map[string]bool{}
-		for _, s := range be.Servers {
-			want[s.Name] = true
-		}
-		for name := range have[be.Name] {
-			if !want[name] {
-				gone = append(gone, be.Name+"/"+name)
-			}
-		}
-		for _, s := range be.Servers {
-			cur, ok := have[be.Name][s.Name]
-			switch {
-			case !ok:
-				errs = append(errs, p.addServer(ctx, be, s))
-			case cur.Admin&adminForcedMaint != 0:
-				// Left in maintenance by a removal that did not finish,
-				// and wanted again.
-				errs = append(errs, runCommand(ctx, p.paths.Admin, "set server "+be.Name+"/"+s.Name+" state ready", ""))
-			}
-		}
-	}
-	slices.Sort(gone)
-	errs = append(errs, p.delServers(ctx, gone))
-	return errors.Join(errs...)
-}
-
-// addServer adds a dynamic server. haproxy creates it in maintenance with
-// its checks off; both are turned on.
-func (p *Provider) addServer(ctx context.Context, be backendSpec, s serverSpec) error {
-	id := be.Name + "/" + s.Name
-	cmds := []struct{ cmd, want string }{
-		{fmt.Sprintf("add server %s %s %s", id, s.addrPort(), be.Check.serverArgs()), "New server registered."},
-		{"enable health " + id, ""},
-		{"enable server " + id, ""},
-	}
-	for _, c := range cmds {
-		if err := runCommand(ctx, p.paths.Admin, c.cmd, c.want); err != nil {
-			return err
-		}
-	}
-	p.log.Debug("server added", "server", id, "addr", s.addrPort())
-	return nil
-}
-
-// drainTimeout bounds how long removed servers may finish the requests
-// they are serving before their sessions are shut.
-const drainTimeout = 2 * time.Second
-
-// delServers removes servers ("backend/server"). haproxy deletes only a
-// server in maintenance without connections, so each is drained first
-// (no new traffic; requests in flight finish, for up to drainTimeout, all
-// servers at once), then put in maintenance (no checks) with its
-// remaining sessions shut, then deleted. A deletion that still fails
-// (idle connections not yet purged) leaves the server in maintenance,
-// where it takes no traffic; the next converge retries.
-func (p *Provider) delServers(ctx context.Context, ids []string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	var errs []error
-	// run runs one command; a server already gone is done with.
-	run := func(cmd, want string) bool {
-		err := runCommand(ctx, p.paths.Admin, cmd, want)
-		var ce *errCommand
-		if errors.As(err, &ce) && strings.Contains(ce.Answer, "No such server") {
-			return false
-		}
-		if err != nil {
-			errs = append(errs, err)
-			return false
-		}
-		return true
-	}
-	var draining []string
-	for _, id := range ids {
-		if run("set server "+id+" state drain", "") {
-			draining = append(draining, id)
-		}
-	}
-	deadline := time.Now().Add(drainTimeout)
-	for time.Now().Before(deadline) && p.sessions(ctx, draining) > 0 {
-		if backoff.Sleep(ctx, 50*time.Millisecond) != nil {
-			break
-		}
-	}
-	for _, id := range draining {
-		if run("set server "+id+" state maint", "") &&
-			run("shutdown sessions server "+id, "") &&
-			run("del server "+id, "Server deleted.") {
-			p.log.Debug("server deleted", "server", id)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// sessions counts the sessions of servers ("backend/server").
-func (p *Provider) sessions(ctx context.Context, ids []string) int {
-	out, err := cli(ctx, p.paths.Admin, "show stat")
-	if err != nil {
-		return 0
-	}
-	s, err := parseStat(out)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, id := range ids {
-		be, srv, _ := strings.Cut(id, "/")
-		n += s.Servers[be][srv].Sessions
-	}
-	return n
 }
 
 // writeFileIfChanged writes the configuration when its text changed.

@@ -249,8 +249,10 @@ type Provider struct {
 	lim      limits
 	run      runAs
 	paths    paths
-	log      *slog.Logger
-	version  string
+	// admin is the runtime API of the running worker (paths.Admin).
+	admin   runtimeAPI
+	log     *slog.Logger
+	version string
 
 	// op serializes whatever changes haproxy (start, reload, runtime API
 	// writes, stop); it is a channel so that waiting for it honours ctx.
@@ -364,6 +366,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 	for _, o := range opts {
 		o(p)
 	}
+	p.admin = runtimeAPI{socket: p.paths.Admin, log: p.log}
 	p.lim, p.run = cfg.limits(p.reserved), cfg.runAs()
 	if err := checkAccount(p.run); err != nil {
 		return nil, fmt.Errorf("haproxy: %w", err)
@@ -761,11 +764,7 @@ func (p *Provider) stats(ctx context.Context) (stats, error) {
 	if !running {
 		return stats{}, errors.New("haproxy is not running")
 	}
-	out, err := cli(ctx, p.paths.Admin, "show stat")
-	var s stats
-	if err == nil {
-		s, err = parseStat(out)
-	}
+	s, err := p.admin.stat(ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {

@@ -7,10 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stratahq/strata/internal/backoff"
 )
 
 // cliTimeout bounds one command on a CLI socket when ctx has no earlier
@@ -289,4 +293,177 @@ func parseInfoPID(out string) int {
 		}
 	}
 	return 0
+}
+
+// runtimeAPI is the client of the worker's admin socket (the runtime
+// API): it owns the commands that read a running haproxy's statistics
+// and change its servers without a reload. It holds no state of its
+// own; what haproxy runs is the answer.
+type runtimeAPI struct {
+	socket string
+	log    *slog.Logger
+}
+
+// stat asks for "show stat", parsed.
+func (rt runtimeAPI) stat(ctx context.Context) (stats, error) {
+	out, err := cli(ctx, rt.socket, "show stat")
+	if err != nil {
+		return stats{}, err
+	}
+	return parseStat(out)
+}
+
+// resumeWait bounds how long a converge waits for haproxy to resume the
+// frontends a failed reload paused.
+const resumeWait = 10 * time.Second
+
+// waitResumed waits, within resumeWait, until no frontend is paused:
+// while a reload that haproxy refused was tried, the running worker
+// paused every listener, and it resumes them only once the new process
+// has failed. The load balancers that were not refused are served again
+// when the converge ends, not some time after.
+func (rt runtimeAPI) waitResumed(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, resumeWait)
+	defer cancel()
+	for {
+		// Asked afresh: a cached snapshot may be from before the reload.
+		if snap, err := rt.stat(ctx); err == nil && !snap.anyPaused() {
+			return
+		}
+		if backoff.Sleep(ctx, 50*time.Millisecond) != nil {
+			rt.log.Warn("haproxy has not resumed its listeners after a refused reload", "within", resumeWait)
+			return
+		}
+	}
+}
+
+// syncServers makes each backend's servers match its endpoints through
+// the runtime API: no reload, so no connection is disturbed but those of
+// removed servers.
+func (rt runtimeAPI) syncServers(ctx context.Context, r rendered) error {
+	out, err := cli(ctx, rt.socket, "show servers state")
+	if err != nil {
+		return fmt.Errorf("haproxy: %w", err)
+	}
+	servers, err := parseServersState(out)
+	if err != nil {
+		return fmt.Errorf("haproxy: %w", err)
+	}
+	have := map[string]map[string]runtimeServer{}
+	for _, s := range servers {
+		if have[s.Backend] == nil {
+			have[s.Backend] = map[string]runtimeServer{}
+		}
+		have[s.Backend][s.Name] = s
+	}
+	var errs []error
+	var gone []string
+	for _, be := range r.Backends {
+		want := map[string]bool{}
+		for _, s := range be.Servers {
+			want[s.Name] = true
+		}
+		for name := range have[be.Name] {
+			if !want[name] {
+				gone = append(gone, be.Name+"/"+name)
+			}
+		}
+		for _, s := range be.Servers {
+			cur, ok := have[be.Name][s.Name]
+			switch {
+			case !ok:
+				errs = append(errs, rt.addServer(ctx, be, s))
+			case cur.Admin&adminForcedMaint != 0:
+				// Left in maintenance by a removal that did not finish,
+				// and wanted again.
+				errs = append(errs, runCommand(ctx, rt.socket, "set server "+be.Name+"/"+s.Name+" state ready", ""))
+			}
+		}
+	}
+	slices.Sort(gone)
+	errs = append(errs, rt.delServers(ctx, gone))
+	return errors.Join(errs...)
+}
+
+// addServer adds a dynamic server. haproxy creates it in maintenance with
+// its checks off; both are turned on.
+func (rt runtimeAPI) addServer(ctx context.Context, be backendSpec, s serverSpec) error {
+	id := be.Name + "/" + s.Name
+	cmds := []struct{ cmd, want string }{
+		{fmt.Sprintf("add server %s %s %s", id, s.addrPort(), be.Check.serverArgs()), "New server registered."},
+		{"enable health " + id, ""},
+		{"enable server " + id, ""},
+	}
+	for _, c := range cmds {
+		if err := runCommand(ctx, rt.socket, c.cmd, c.want); err != nil {
+			return err
+		}
+	}
+	rt.log.Debug("server added", "server", id, "addr", s.addrPort())
+	return nil
+}
+
+// drainTimeout bounds how long removed servers may finish the requests
+// they are serving before their sessions are shut.
+const drainTimeout = 2 * time.Second
+
+// delServers removes servers ("backend/server"). haproxy deletes only a
+// server in maintenance without connections, so each is drained first
+// (no new traffic; requests in flight finish, for up to drainTimeout, all
+// servers at once), then put in maintenance (no checks) with its
+// remaining sessions shut, then deleted. A deletion that still fails
+// (idle connections not yet purged) leaves the server in maintenance,
+// where it takes no traffic; the next converge retries.
+func (rt runtimeAPI) delServers(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	var errs []error
+	// run runs one command; a server already gone is done with.
+	run := func(cmd, want string) bool {
+		err := runCommand(ctx, rt.socket, cmd, want)
+		var ce *errCommand
+		if errors.As(err, &ce) && strings.Contains(ce.Answer, "No such server") {
+			return false
+		}
+		if err != nil {
+			errs = append(errs, err)
+			return false
+		}
+		return true
+	}
+	var draining []string
+	for _, id := range ids {
+		if run("set server "+id+" state drain", "") {
+			draining = append(draining, id)
+		}
+	}
+	deadline := time.Now().Add(drainTimeout)
+	for time.Now().Before(deadline) && rt.sessions(ctx, draining) > 0 {
+		if backoff.Sleep(ctx, 50*time.Millisecond) != nil {
+			break
+		}
+	}
+	for _, id := range draining {
+		if run("set server "+id+" state maint", "") &&
+			run("shutdown sessions server "+id, "") &&
+			run("del server "+id, "Server deleted.") {
+			rt.log.Debug("server deleted", "server", id)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sessions counts the sessions of servers ("backend/server").
+func (rt runtimeAPI) sessions(ctx context.Context, ids []string) int {
+	s, err := rt.stat(ctx)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, id := range ids {
+		be, srv, _ := strings.Cut(id, "/")
+		n += s.Servers[be][srv].Sessions
+	}
+	return n
 }

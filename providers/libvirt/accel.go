@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stratahq/strata/internal/backoff"
@@ -29,6 +31,26 @@ import (
 // Until the second trial, the first's verdict is provisional: a VM that
 // boots from a disk before any kernel was tried gets it.
 
+// accelerator owns the choice of the domain type VMs are defined with:
+// the trials of KVM and their verdict. done is closed once the first
+// trial is done; mu guards verdict and serialises the trials.
+type accelerator struct {
+	conn    *connection
+	console *console // removes libvirtd's logs of the probe guests
+	log     *slog.Logger
+	// configured is Config.DomainType, probeKernel Config.KVMProbeKernel.
+	configured  string
+	probeKernel string
+	// dir holds the probe's boot sector and console; node and dir name
+	// the probe guest.
+	dir, node string
+	timeout   time.Duration
+
+	done    chan struct{}
+	mu      sync.Mutex
+	verdict accelVerdict
+}
+
 // accelVerdict is the domain type VMs are defined with, and why.
 type accelVerdict struct {
 	Type   string
@@ -42,67 +64,67 @@ type accelVerdict struct {
 // domainType returns the domain type for a VM booting kernel ("" for one
 // booting from its disk), trying KVM with that kernel if no Linux kernel
 // was tried yet. It waits for the first trial.
-func (p *Provider) domainType(ctx context.Context, kernel string) (accelVerdict, error) {
+func (a *accelerator) domainType(ctx context.Context, kernel string) (accelVerdict, error) {
 	select {
-	case <-p.accelDone:
+	case <-a.done:
 	case <-ctx.Done():
 		return accelVerdict{}, fmt.Errorf("waiting for the domain type choice (trying KVM): %w", ctx.Err())
 	}
 	// One trial at a time; concurrent Applies wait for its verdict.
-	p.accelMu.Lock()
-	defer p.accelMu.Unlock()
-	if p.accel.final || kernel == "" {
-		return p.accel, nil
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.verdict.final || kernel == "" {
+		return a.verdict, nil
 	}
-	c, err := p.connect()
+	c, err := a.conn.connect()
 	if err != nil {
 		return accelVerdict{}, err
 	}
-	v, err := p.probeKernel(ctx, c, kernel)
+	v, err := a.tryKernel(ctx, c, kernel)
 	if err != nil {
 		return accelVerdict{}, err
 	}
-	p.accel = v
-	p.log.Info("domain type chosen", "type", v.Type, "reason", v.Reason)
+	a.verdict = v
+	a.log.Info("domain type chosen", "type", v.Type, "reason", v.Reason)
 	return v, nil
 }
 
-// verdict is the current verdict; ok is false while a trial runs (Health
+// current is the current verdict; ok is false while a trial runs (Health
 // must not wait for one).
-func (p *Provider) verdict() (v accelVerdict, ok bool) {
+func (a *accelerator) current() (v accelVerdict, ok bool) {
 	select {
-	case <-p.accelDone:
+	case <-a.done:
 	default:
 		return accelVerdict{}, false
 	}
-	if !p.accelMu.TryLock() {
+	if !a.mu.TryLock() {
 		return accelVerdict{}, false
 	}
-	defer p.accelMu.Unlock()
-	return p.accel, true
+	defer a.mu.Unlock()
+	return a.verdict, true
 }
 
-// decideAccel runs the first trial (and the second with KVMProbeKernel)
-// and publishes the verdict by closing accelDone.
-func (p *Provider) decideAccel(ctx context.Context) {
-	p.accelMu.Lock()
-	defer p.accelMu.Unlock()
-	defer close(p.accelDone)
-	switch p.cfg.DomainType {
+// decide runs the first trial (and the second with KVMProbeKernel)
+// and publishes the verdict by closing done.
+func (a *accelerator) decide(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	defer close(a.done)
+	switch a.configured {
 	case DomainTypeKVM, DomainTypeQEMU:
-		p.accel = accelVerdict{Type: p.cfg.DomainType, Reason: "configured", final: true}
+		a.verdict = accelVerdict{Type: a.configured, Reason: "configured", final: true}
 		return
 	}
 	for {
-		v, err := p.firstTrial(ctx)
+		v, err := a.firstTrial(ctx)
 		if err == nil {
-			p.accel = v
-			p.log.Info("domain type chosen", "type", v.Type, "reason", v.Reason, "final", v.final)
+			a.verdict = v
+			a.log.Info("domain type chosen", "type", v.Type, "reason", v.Reason, "final", v.final)
 			return
 		}
-		p.log.Warn("could not try KVM; retrying", "err", err)
+		a.log.Warn("could not try KVM; retrying", "err", err)
 		if backoff.Sleep(ctx, 2*time.Second) != nil {
-			p.accel = accelVerdict{Type: DomainTypeQEMU, Reason: "provider closed before KVM was tried", fellBack: true, final: true}
+			a.verdict = accelVerdict{Type: DomainTypeQEMU, Reason: "provider closed before KVM was tried", fellBack: true, final: true}
 			return
 		}
 	}
@@ -111,8 +133,8 @@ func (p *Provider) decideAccel(ctx context.Context) {
 // firstTrial asks libvirt, boots the probe sector, then KVMProbeKernel if
 // set. Its error means the question could not be asked (libvirtd
 // unreachable) and is worth asking again.
-func (p *Provider) firstTrial(ctx context.Context) (accelVerdict, error) {
-	c, err := p.connect()
+func (a *accelerator) firstTrial(ctx context.Context) (accelVerdict, error) {
+	c, err := a.conn.connect()
 	if err != nil {
 		return accelVerdict{}, err
 	}
@@ -125,7 +147,7 @@ func (p *Provider) firstTrial(ctx context.Context) (accelVerdict, error) {
 		}
 		return tcg("libvirt offers no KVM: %s", message(err)), nil
 	}
-	img := filepath.Join(p.dataDir, "kvm-probe.img")
+	img := filepath.Join(a.dir, "kvm-probe.img")
 	sector := make([]byte, 512)
 	copy(sector, kvmProbeSector)
 	sector[510], sector[511] = 0x55, 0xaa
@@ -135,25 +157,25 @@ func (p *Provider) firstTrial(ctx context.Context) (accelVerdict, error) {
 	defer os.Remove(img)
 	osXML := `<type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/>`
 	disk := fmt.Sprintf(`<disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='%s'/><target dev='hda' bus='ide'/></disk>`, xmlEscape(img))
-	ok, why, err := p.tryKVM(ctx, c, osXML, disk, kvmProbeMarker)
+	ok, why, err := a.tryKVM(ctx, c, osXML, disk, kvmProbeMarker)
 	if err != nil {
 		return accelVerdict{}, err
 	}
 	if !ok {
 		return tcg("a KVM boot sector %s: /dev/kvm is there but does not run guests", why), nil
 	}
-	if p.cfg.KVMProbeKernel != "" {
-		return p.probeKernel(ctx, c, p.cfg.KVMProbeKernel)
+	if a.probeKernel != "" {
+		return a.tryKernel(ctx, c, a.probeKernel)
 	}
 	return accelVerdict{Type: DomainTypeKVM, Reason: "a KVM boot sector " + why + "; no Linux kernel tried yet"}, nil
 }
 
-// probeKernel boots a Linux kernel under KVM and waits for its banner.
-func (p *Provider) probeKernel(ctx context.Context, c *libvirt.Connect, kernel string) (accelVerdict, error) {
+// tryKernel boots a Linux kernel under KVM and waits for its banner.
+func (a *accelerator) tryKernel(ctx context.Context, c *libvirt.Connect, kernel string) (accelVerdict, error) {
 	// No initrd, no root: the kernel panics once booted, and reboots
 	// (panic=-1), which ends the transient domain.
 	osXML := fmt.Sprintf(`<type arch='x86_64'>hvm</type><kernel>%s</kernel><cmdline>console=ttyS0 earlyprintk=ttyS0 panic=-1</cmdline>`, xmlEscape(kernel))
-	ok, why, err := p.tryKVM(ctx, c, osXML, "", "Linux version")
+	ok, why, err := a.tryKVM(ctx, c, osXML, "", "Linux version")
 	if err != nil {
 		return accelVerdict{}, err
 	}
@@ -209,13 +231,13 @@ const kvmProbeXML = `<domain type='kvm'>
 // tryKVM starts a throwaway KVM guest and waits up to the probe timeout for
 // marker on its serial port; why says what happened. The console is read
 // from this host, so with a remote libvirtd the trial fails.
-func (p *Provider) tryKVM(ctx context.Context, c *libvirt.Connect, osXML, disk, marker string) (ok bool, why string, err error) {
+func (a *accelerator) tryKVM(ctx context.Context, c *libvirt.Connect, osXML, disk, marker string) (ok bool, why string, err error) {
 	// One name per provider: libvirtd keeps a log per domain name.
-	h := sha256.Sum256([]byte(p.node + "\x00" + p.dataDir))
+	h := sha256.Sum256([]byte(a.node + "\x00" + a.dir))
 	name := domainPrefix + "kvm-probe-" + hex.EncodeToString(h[:4])
-	console := filepath.Join(p.dataDir, name+".log")
+	console := filepath.Join(a.dir, name+".log")
 	defer os.Remove(console)
-	defer p.removeQEMULog(name)
+	defer a.console.removeQEMULog(name)
 	memory := 16
 	if disk == "" {
 		memory = 128 // a kernel
@@ -229,22 +251,22 @@ func (p *Provider) tryKVM(ctx context.Context, c *libvirt.Connect, osXML, disk, 
 		return false, "did not start (" + message(err) + ")", nil
 	}
 	defer dom.Free()
-	return p.awaitMarker(ctx, dom, name, console, marker, start)
+	return a.awaitMarker(ctx, dom, name, console, marker, start)
 }
 
 // awaitMarker waits for the probe guest dom (called name) to print
 // marker on its console, then destroys it.
-func (p *Provider) awaitMarker(ctx context.Context, dom *libvirt.Domain, name, console, marker string, start time.Time) (ok bool, why string, err error) {
+func (a *accelerator) awaitMarker(ctx context.Context, dom *libvirt.Domain, name, console, marker string, start time.Time) (ok bool, why string, err error) {
 	destroy := func() {
 		if err := dom.Destroy(); err != nil && !hasCode(err, libvirt.ERR_NO_DOMAIN, libvirt.ERR_OPERATION_INVALID) {
-			p.log.Warn("destroy the KVM probe guest", "domain", name, "err", err)
+			a.log.Warn("destroy the KVM probe guest", "domain", name, "err", err)
 		}
 	}
 	printed := func() bool {
 		b, err := os.ReadFile(console)
 		return err == nil && strings.Contains(string(b), marker)
 	}
-	deadline := time.NewTimer(p.probeTimeout)
+	deadline := time.NewTimer(a.timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -267,7 +289,7 @@ func (p *Provider) awaitMarker(ctx context.Context, dom *libvirt.Domain, name, c
 			return false, "", ctx.Err()
 		case <-deadline.C:
 			destroy()
-			return false, fmt.Sprintf("printed nothing within %v", p.probeTimeout), nil
+			return false, fmt.Sprintf("printed nothing within %v", a.timeout), nil
 		case <-tick.C:
 		}
 	}

@@ -50,42 +50,34 @@ const (
 // configDataKey carries an Apply's provider.ConfigData down to resolve.
 type configDataKey struct{}
 
-var _ provider.ConfigApplier = (*Provider)(nil)
-
-// ApplyConfig is Apply with the data of the Configs and Secrets a's spec
-// names: files and variables go to the guest through its config drive.
-// A pull secret cannot: a VM pulls no image.
-func (p *Provider) ApplyConfig(ctx context.Context, a *api.Assignment, d *provider.ConfigData) (api.AssignmentStatus, error) {
-	return p.Apply(context.WithValue(ctx, configDataKey{}, d), a)
-}
-
 func configDataOf(ctx context.Context) *provider.ConfigData {
 	d, _ := ctx.Value(configDataKey{}).(*provider.ConfigData)
 	return d
 }
 
-// guestRun is what the guest gets on its config drive.
-type guestRun struct {
-	drive  []byte // the archive, padded to whole sectors; nil: no drive
-	digest string // of drive: a change restarts the domain
-	exit   bool   // runs to completion: an exit disk reports the code
+// drives owns the VMs' config drives and exit disks: what each guest
+// is given (its command, environment and files) and the code it exits
+// with, in dir.
+type drives struct {
+	// dir is Config.DriveDir, by default a directory of this node's
+	// under /run; configured says it is Config.DriveDir.
+	dir        string
+	configured bool
 }
 
-// drivesDir is Config.DriveDir, by default a directory of this node's
-// under /run.
-func (p *Provider) drivesDir() string {
-	if p.cfg.DriveDir != "" {
-		return p.cfg.DriveDir
+func newDrives(configured, node string) *drives {
+	if configured != "" {
+		return &drives{dir: configured, configured: true}
 	}
-	return filepath.Join("/run/strata-libvirt", hostname(p.node))
+	return &drives{dir: filepath.Join("/run/strata-libvirt", hostname(node))}
 }
 
-func (p *Provider) drivePath(id string) string { return filepath.Join(p.drivesDir(), id+".config") }
-func (p *Provider) exitPath(id string) string  { return filepath.Join(p.drivesDir(), id+".exit") }
+func (dr *drives) path(id string) string     { return filepath.Join(dr.dir, id+".config") }
+func (dr *drives) exitPath(id string) string { return filepath.Join(dr.dir, id+".exit") }
 
-// resolveDrive adds the config drive and exit disk of a, if it needs
+// resolve adds the config drive and exit disk of a, if it needs
 // them, to spec's disks, after its volumes.
-func (p *Provider) resolveDrive(ctx context.Context, a *api.Assignment, spec *domainSpec) error {
+func (dr *drives) resolve(ctx context.Context, a *api.Assignment, spec *domainSpec) error {
 	c := a.Spec.Compute
 	if c == nil {
 		return nil
@@ -112,9 +104,9 @@ func (p *Provider) resolveDrive(ctx context.Context, a *api.Assignment, spec *do
 	// After the volumes, which come after vda (the root disk's name,
 	// with or without one).
 	n := len(a.Volumes) + 1
-	spec.Disks = append(spec.Disks, disk{Path: p.drivePath(a.ID), Format: "raw", Target: diskTarget(n), ReadOnly: true, Serial: driveSerial})
+	spec.Disks = append(spec.Disks, disk{Path: dr.path(a.ID), Format: "raw", Target: diskTarget(n), ReadOnly: true, Serial: driveSerial})
 	if spec.Run.exit {
-		spec.Disks = append(spec.Disks, disk{Path: p.exitPath(a.ID), Format: "raw", Target: diskTarget(n + 1), Serial: exitSerial})
+		spec.Disks = append(spec.Disks, disk{Path: dr.exitPath(a.ID), Format: "raw", Target: diskTarget(n + 1), Serial: exitSerial})
 	}
 	return nil
 }
@@ -217,19 +209,19 @@ func runScript(argv []string, workDir string) string {
 // shellQuote quotes s for sh: between single quotes, each ' as '\”.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// writeRun writes the drive and a zeroed exit disk of spec, before a
+// write writes the drive and a zeroed exit disk of spec, before a
 // start: the guest reads the drive, and an exit code on the exit disk
 // is one of this start.
-func (p *Provider) writeRun(spec domainSpec) error {
+func (dr *drives) write(spec domainSpec) error {
 	if spec.Run.drive == nil {
-		return p.removeRun(spec.ID)
+		return dr.remove(spec.ID)
 	}
-	if err := os.MkdirAll(p.drivesDir(), 0o711); err != nil {
+	if err := os.MkdirAll(dr.dir, 0o711); err != nil {
 		return fmt.Errorf("config drive: %w", err)
 	}
 	// Traverse only: QEMU's user opens its files by name, nobody lists.
-	dirs := []string{p.drivesDir()}
-	if p.cfg.DriveDir == "" {
+	dirs := []string{dr.dir}
+	if !dr.configured {
 		dirs = append(dirs, filepath.Dir(dirs[0])) // /run/strata-libvirt
 	}
 	for _, d := range dirs {
@@ -237,13 +229,13 @@ func (p *Provider) writeRun(spec domainSpec) error {
 			return fmt.Errorf("config drive: %w", err)
 		}
 	}
-	if err := writePrivate(p.drivePath(spec.ID), spec.Run.drive); err != nil {
+	if err := writePrivate(dr.path(spec.ID), spec.Run.drive); err != nil {
 		return fmt.Errorf("config drive: %w", err)
 	}
 	if !spec.Run.exit {
-		return removeIfExists(p.exitPath(spec.ID))
+		return removeIfExists(dr.exitPath(spec.ID))
 	}
-	if err := writePrivate(p.exitPath(spec.ID), make([]byte, exitDiskSize)); err != nil {
+	if err := writePrivate(dr.exitPath(spec.ID), make([]byte, exitDiskSize)); err != nil {
 		return fmt.Errorf("exit disk: %w", err)
 	}
 	return nil
@@ -280,9 +272,9 @@ func removeIfExists(path string) error {
 	return nil
 }
 
-// removeRun removes the replica's drive and exit disk.
-func (p *Provider) removeRun(id string) error {
-	for _, f := range []string{p.drivePath(id), p.drivePath(id) + ".new", p.exitPath(id), p.exitPath(id) + ".new"} {
+// remove removes the replica's drive and exit disk.
+func (dr *drives) remove(id string) error {
+	for _, f := range []string{dr.path(id), dr.path(id) + ".new", dr.exitPath(id), dr.exitPath(id) + ".new"} {
 		if err := removeIfExists(f); err != nil {
 			return fmt.Errorf("remove config drive: %w", err)
 		}
@@ -292,8 +284,8 @@ func (p *Provider) removeRun(id string) error {
 
 // exitCode reads the code the guest wrote on the replica's exit disk
 // since its latest start; ok is false when there is none.
-func (p *Provider) exitCode(id string) (code int32, ok bool) {
-	f, err := os.Open(p.exitPath(id))
+func (dr *drives) exitCode(id string) (code int32, ok bool) {
+	f, err := os.Open(dr.exitPath(id))
 	if err != nil {
 		return 0, false
 	}
@@ -325,24 +317,9 @@ func parseExit(b []byte) (int32, bool) {
 
 // exited is the exit code of a stopped replica that runs to completion,
 // if its guest wrote one.
-func (p *Provider) exited(meta replicaMeta) (int32, bool) {
+func (dr *drives) exited(meta replicaMeta) (int32, bool) {
 	if !meta.RunsToEnd || meta.Error != "" {
 		return 0, false
 	}
-	return p.exitCode(meta.ID)
-}
-
-// shuttingDown is the status of a domain shutting down. A guest that
-// runs to completion powers off after writing its exit code: that is
-// the exit, reported at once (the domain is off a moment later); before
-// the code is written, it is not a failure yet.
-func (p *Provider) shuttingDown(st api.AssignmentStatus, meta replicaMeta) api.AssignmentStatus {
-	if !meta.RunsToEnd {
-		return p.observe(st, api.PhaseError, "shutting down")
-	}
-	if code, ok := p.exited(meta); ok {
-		st.ExitCode = &code
-		return p.observe(st, api.PhaseError, fmt.Sprintf("exited with code %d", code))
-	}
-	return p.observe(st, api.PhaseProvision, "powering off")
+	return dr.exitCode(meta.ID)
 }

@@ -50,14 +50,14 @@ func (e *qemuEnv) testConfigDrive(t *testing.T) {
 	if _, err := e.p.ApplyConfig(t.Context(), a, d); err != nil {
 		t.Fatalf("ApplyConfig: %v", err)
 	}
-	for _, f := range []string{e.p.drivePath(a.ID), e.p.exitPath(a.ID)} {
+	for _, f := range []string{e.p.drives.path(a.ID), e.p.drives.exitPath(a.ID)} {
 		fi, err := os.Stat(f)
 		if err != nil || fi.Mode().Perm()&0o077 != 0 {
 			t.Errorf("%s: got %v, %v; want a file only its owner reads", f, fi.Mode(), err)
 		}
 	}
-	if fi, err := os.Stat(e.p.drivesDir()); err != nil || fi.Mode().Perm()&0o044 != 0 {
-		t.Errorf("%s: got %v, %v; want a directory nobody else lists", e.p.drivesDir(), fi.Mode(), err)
+	if fi, err := os.Stat(e.p.drives.dir); err != nil || fi.Mode().Perm()&0o044 != 0 {
+		t.Errorf("%s: got %v, %v; want a directory nobody else lists", e.p.drives.dir, fi.Mode(), err)
 	}
 	var st api.AssignmentStatus
 	eventually(t, 4*time.Minute, "the VM's command to exit", func() (bool, string) {
@@ -70,7 +70,7 @@ func (e *qemuEnv) testConfigDrive(t *testing.T) {
 		return st.ExitCode != nil || st.Reason == "crashed", fmt.Sprintf("phase %q (%s)", st.Phase, st.Reason)
 	})
 	t.Logf("boot, checks and power off took %v", time.Since(start).Round(time.Millisecond))
-	log, _ := os.ReadFile(e.p.consolePath(a.ID))
+	log, _ := os.ReadFile(e.p.console.path(a.ID))
 	if st.ExitCode == nil {
 		t.Fatalf("got phase %q (%s) and no exit code; console:\n%s", st.Phase, st.Reason, log)
 	}
@@ -87,7 +87,7 @@ func (e *qemuEnv) testConfigDrive(t *testing.T) {
 	if err := e.p.Delete(t.Context(), a, time.Second); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	for _, f := range []string{e.p.drivePath(a.ID), e.p.exitPath(a.ID)} {
+	for _, f := range []string{e.p.drives.path(a.ID), e.p.drives.exitPath(a.ID)} {
 		if _, err := os.Stat(f); !os.IsNotExist(err) {
 			t.Errorf("after Delete: %s: got %v; want it removed", f, err)
 		}

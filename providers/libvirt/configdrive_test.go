@@ -107,14 +107,14 @@ func TestParseExit(t *testing.T) {
 // TestDriveRestarts checks that a drive's content is part of the digest
 // that decides a restart, and that a VM without one keeps its digest.
 func TestDriveRestarts(t *testing.T) {
-	p := &Provider{node: "n"}
+	d := &domains{node: "n"}
 	a := &api.Assignment{ID: "x", Generation: 1, Spec: api.ResourceSpec{Compute: &api.ComputeSpec{}}}
-	bare, err := p.metaOf(a, domainSpec{ID: "x"})
+	bare, err := d.metaOf(a, domainSpec{ID: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	one, _ := p.metaOf(a, domainSpec{ID: "x", Run: guestRun{digest: "1"}})
-	two, _ := p.metaOf(a, domainSpec{ID: "x", Run: guestRun{digest: "2", exit: true}})
+	one, _ := d.metaOf(a, domainSpec{ID: "x", Run: guestRun{digest: "1"}})
+	two, _ := d.metaOf(a, domainSpec{ID: "x", Run: guestRun{digest: "2", exit: true}})
 	xml, _ := domainSpec{ID: "x"}.render(nil)
 	if bare.Spec != digest(xml) || one.Spec == bare.Spec || one.Spec == two.Spec || !two.RunsToEnd || one.RunsToEnd {
 		t.Errorf("digests: bare %s (want %s), one %s, two %s (runs to end %v)", bare.Spec, digest(xml), one.Spec, two.Spec, two.RunsToEnd)

@@ -497,7 +497,7 @@ func waitPhase(t *testing.T, p *Provider, id string, phase api.Phase) api.Assign
 // withDomain runs fn on replica id's domain, behind the provider's back.
 func withDomain(t *testing.T, p *Provider, id string, fn func(*libvirt.Domain) error) {
 	t.Helper()
-	c, err := p.connect()
+	c, err := p.conn.connect()
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -532,11 +532,11 @@ func destroyDomain(t *testing.T, uri, id string) {
 
 func poolHas(t *testing.T, p *Provider, name string) bool {
 	t.Helper()
-	c, err := p.connect()
+	c, err := p.conn.connect()
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	pool, err := p.ensurePool(c)
+	pool, err := p.pool.ensure(c)
 	if err != nil {
 		t.Fatalf("pool: %v", err)
 	}

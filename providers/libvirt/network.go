@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -100,8 +101,23 @@ func ip(ctx context.Context, args ...string) error {
 	return nil
 }
 
-// useBridge ensures a VM's bridge and remembers it for Health.
-func (p *Provider) useBridge(ctx context.Context, n *api.NetworkAttachment) error {
+// network owns the bridges VMs join: it ensures each when a VM is
+// attached to it and remembers it (inUse), so that Health can say
+// whether they are still up. The guest's address itself is the region's
+// IPAM's, handed to the kernel on its command line (domainspec.go).
+type network struct {
+	bridges bridger
+
+	mu    sync.Mutex
+	inUse map[string]struct{}
+}
+
+func newNetwork(b bridger) *network {
+	return &network{bridges: b, inUse: map[string]struct{}{}}
+}
+
+// use ensures a VM's bridge and remembers it for Health.
+func (nw *network) use(ctx context.Context, n *api.NetworkAttachment) error {
 	if n.Bridge == "" {
 		return badSpec("network %q has no bridge", n.Network)
 	}
@@ -109,24 +125,24 @@ func (p *Provider) useBridge(ctx context.Context, n *api.NetworkAttachment) erro
 	if err != nil {
 		return err
 	}
-	if err := p.bridges.Ensure(ctx, n.Bridge, gw); err != nil {
+	if err := nw.bridges.Ensure(ctx, n.Bridge, gw); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	p.inUse[n.Bridge] = struct{}{}
-	p.mu.Unlock()
+	nw.mu.Lock()
+	nw.inUse[n.Bridge] = struct{}{}
+	nw.mu.Unlock()
 	return nil
 }
 
-// bridgeCondition is the CNI condition: the bridges VMs were attached to
+// condition is the CNI condition: the bridges VMs were attached to
 // exist and are up. There is none before a VM joined a bridge.
-func (p *Provider) bridgeCondition() (api.Condition, bool) {
-	p.mu.Lock()
-	names := make([]string, 0, len(p.inUse))
-	for n := range p.inUse {
+func (nw *network) condition() (api.Condition, bool) {
+	nw.mu.Lock()
+	names := make([]string, 0, len(nw.inUse))
+	for n := range nw.inUse {
 		names = append(names, n)
 	}
-	p.mu.Unlock()
+	nw.mu.Unlock()
 	if len(names) == 0 {
 		return api.Condition{}, false
 	}
@@ -134,7 +150,7 @@ func (p *Provider) bridgeCondition() (api.Condition, bool) {
 	c := api.Condition{Type: api.ConditionCNI, Status: api.ConditionReady, Message: "VM bridges up: " + strings.Join(names, ", ")}
 	var bad []string
 	for _, n := range names {
-		if err := p.bridges.Check(n); err != nil {
+		if err := nw.bridges.Check(n); err != nil {
 			bad = append(bad, err.Error())
 		}
 	}
@@ -142,4 +158,65 @@ func (p *Provider) bridgeCondition() (api.Condition, bool) {
 		c.Status, c.Reason, c.Message = api.ConditionError, "BridgeDown", strings.Join(bad, "; ")
 	}
 	return c, true
+}
+
+// ---- guest addressing ----
+
+// ipArgument is the kernel's static IP configuration,
+// ip=<client>:<server>:<gateway>:<netmask>:<hostname>:<device>:<autoconf>,
+// for the guest's first NIC (eth0).
+func ipArgument(n *api.NetworkAttachment, host string) (string, error) {
+	addr, err := parseAddr(n.Address)
+	if err != nil {
+		return "", badSpec("network address %q: %v", n.Address, err)
+	}
+	if !addr.Is4() {
+		return "", badSpec("network address %s: the kernel's ip= argument takes IPv4 only", addr)
+	}
+	subnet, err := netip.ParsePrefix(n.Subnet)
+	if err != nil {
+		return "", badSpec("network subnet %q: %v", n.Subnet, err)
+	}
+	if !subnet.Addr().Is4() || !subnet.Contains(addr) {
+		return "", badSpec("network address %s is not in subnet %s", addr, subnet)
+	}
+	gw := ""
+	if n.Gateway != "" {
+		g, err := netip.ParseAddr(n.Gateway)
+		if err != nil {
+			return "", badSpec("network gateway %q: %v", n.Gateway, err)
+		}
+		gw = g.String()
+	}
+	return fmt.Sprintf("ip=%s::%s:%s:%s:eth0:off", addr, gw, netmask(subnet.Bits()), host), nil
+}
+
+// parseAddr takes an address with or without a prefix length.
+func parseAddr(s string) (netip.Addr, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Addr(), nil
+	}
+	return netip.ParseAddr(s)
+}
+
+func netmask(bits int) string {
+	m := uint32(math.MaxUint32) << (32 - bits)
+	if bits == 0 {
+		m = 0
+	}
+	return fmt.Sprintf("%d.%d.%d.%d", m>>24, m>>16&0xff, m>>8&0xff, m&0xff)
+}
+
+// gatewayCIDR is the gateway address with the subnet's prefix length, as
+// it is put on the bridge.
+func gatewayCIDR(n *api.NetworkAttachment) (string, error) {
+	gw, err := netip.ParseAddr(n.Gateway)
+	if err != nil {
+		return "", badSpec("network gateway %q: %v", n.Gateway, err)
+	}
+	subnet, err := netip.ParsePrefix(n.Subnet)
+	if err != nil {
+		return "", badSpec("network subnet %q: %v", n.Subnet, err)
+	}
+	return netip.PrefixFrom(gw, subnet.Bits()).String(), nil
 }

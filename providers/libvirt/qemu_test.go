@@ -110,7 +110,7 @@ func newQEMUEnv(t *testing.T) *qemuEnv {
 	}
 	e.p = p
 	// The domain type choice (trying KVM) is not part of any timing.
-	accel, err := p.domainType(t.Context(), e.kernel)
+	accel, err := p.accel.domainType(t.Context(), e.kernel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestSecurityVMImageFiles(t *testing.T) {
 			if st.Phase != api.PhaseError || !strings.HasSuffix(st.Reason, want) {
 				t.Errorf("Apply with image %+v: got %s (%s); want error ending %q", tt.image, st.Phase, st.Reason, want)
 			}
-			c, err := e.p.connect()
+			c, err := e.p.conn.connect()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -435,7 +435,7 @@ func (e *qemuEnv) testReadyMarker(t *testing.T) {
 		}
 		return st.Phase == api.PhaseReady, string(st.Phase) + ": " + st.Reason
 	})
-	log, _ := os.ReadFile(e.p.consolePath(a.ID))
+	log, _ := os.ReadFile(e.p.console.path(a.ID))
 	if !strings.Contains(string(log), markerPrefix) {
 		t.Errorf("ready before the marker appeared in the console")
 	}
@@ -486,11 +486,11 @@ func (e *qemuEnv) bootViaProvider(t *testing.T) (call, marker time.Duration) {
 // returns the create call's time and the time to the marker.
 func (e *qemuEnv) bootViaVirsh(t *testing.T, virsh string) (call, marker time.Duration) {
 	b := e.vm(t, "time-base")
-	c, err := e.p.connect()
+	c, err := e.p.conn.connect()
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := e.p.imageFiles(c, b.Image)
+	img, err := e.p.images.files(c, b.Image)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -509,7 +509,7 @@ func (e *qemuEnv) bootViaVirsh(t *testing.T, virsh string) (call, marker time.Du
 	t.Cleanup(func() {
 		_ = exec.Command(virsh, "-c", e.uri, "destroy", domainName(b.ID)).Run()
 		_ = os.Remove(spec.Console)
-		e.p.removeQEMULog(domainName(b.ID))
+		e.p.console.removeQEMULog(domainName(b.ID))
 	})
 	start := time.Now()
 	if out, err := exec.CommandContext(t.Context(), virsh, "-c", e.uri, "create", file).CombinedOutput(); err != nil {
@@ -527,7 +527,7 @@ func (e *qemuEnv) bootViaVirsh(t *testing.T, virsh string) (call, marker time.Du
 // accelType is the domain type the provider chose (cached since
 // newQEMUEnv).
 func (e *qemuEnv) accelType(t *testing.T) string {
-	accel, err := e.p.domainType(t.Context(), e.kernel)
+	accel, err := e.p.accel.domainType(t.Context(), e.kernel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,14 +537,14 @@ func (e *qemuEnv) accelType(t *testing.T) string {
 // waitMarker waits for the guest's marker line and returns the console.
 func (e *qemuEnv) waitMarker(t *testing.T, id string, timeout time.Duration) string {
 	t.Helper()
-	return waitFile(t, e.p.consolePath(id), markerPrefix, timeout)
+	return waitFile(t, e.p.console.path(id), markerPrefix, timeout)
 }
 
 // waitMarkers waits for n marker lines: n boots.
 func (e *qemuEnv) waitMarkers(t *testing.T, id string, n int, timeout time.Duration) {
 	t.Helper()
 	eventually(t, timeout, fmt.Sprintf("%d boots of %s", n, id), func() (bool, string) {
-		b, _ := os.ReadFile(e.p.consolePath(id))
+		b, _ := os.ReadFile(e.p.console.path(id))
 		got := strings.Count(string(b), markerPrefix)
 		return got >= n, fmt.Sprintf("%d markers", got)
 	})
@@ -577,7 +577,7 @@ func (e *qemuEnv) checkGone(t *testing.T, id string, taps []string) {
 	if out, err := exec.Command("ip", "-o", "link", "show", "master", e.bridge).CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) != 0 {
 		t.Errorf("ip link show master %s after Delete: got %q, %v; want nothing", e.bridge, out, err)
 	}
-	if _, err := os.Stat(e.p.consolePath(id)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(e.p.console.path(id)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("console log after Delete: got %v; want it gone", err)
 	}
 	if e.uri == "qemu:///system" {

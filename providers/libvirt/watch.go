@@ -10,13 +10,6 @@ import (
 	"github.com/stratahq/strata/providers/provider"
 )
 
-// watcher is one Watch: kicks name the replicas to look at now; rescan
-// asks for a rescan at once, when kicks were lost to a full buffer.
-type watcher struct {
-	kicks  chan string
-	rescan chan struct{}
-}
-
 // Watch implements provider.Watcher. libvirt's lifecycle events (a guest
 // shutting down, crashing, a domain destroyed or undefined) make it look
 // at a replica at once; a rescan every rescan interval catches what
@@ -28,18 +21,11 @@ type watcher struct {
 func (p *Provider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, error) {
 	out := make(chan api.AssignmentStatus, provider.DefaultWatchBuffer)
 	w := &watcher{kicks: make(chan string, provider.DefaultWatchBuffer), rescan: make(chan struct{}, 1)}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, fmt.Errorf("libvirt: watch: provider closed: %w", api.ErrUnavailable)
+	if err := p.hub.join(w); err != nil {
+		return nil, fmt.Errorf("libvirt: watch: %w", err)
 	}
-	p.watchers[w] = struct{}{}
-	// Counted under p.mu, which Close takes before it waits: no watch
-	// starts once Close is waiting for them.
-	p.bg.Add(1)
-	p.mu.Unlock()
 	// What exists when Watch returns is the baseline, not a change; it is
-	// taken after registering, so that no change after it is missed.
+	// taken after joining, so that no change after it is missed.
 	baseline := map[string]api.AssignmentStatus{}
 	if ls, err := p.List(ctx); err == nil {
 		for _, l := range ls {
@@ -49,13 +35,8 @@ func (p *Provider) Watch(ctx context.Context) (<-chan api.AssignmentStatus, erro
 		p.log.Debug("watch baseline", "err", err)
 	}
 	go func() {
-		defer p.bg.Done()
+		defer p.hub.leave(w)
 		defer close(out)
-		defer func() {
-			p.mu.Lock()
-			delete(p.watchers, w)
-			p.mu.Unlock()
-		}()
 		p.watch(ctx, w, baseline, out)
 	}()
 	return out, nil
@@ -73,7 +54,7 @@ func (p *Provider) watch(ctx context.Context, w *watcher, sent map[string]api.As
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.closing:
+		case <-p.hub.closing:
 			return
 		case id := <-w.kicks:
 			ok = ws.look(ctx, id)
@@ -165,22 +146,4 @@ func (ws *watchStream) rescan(ctx context.Context) bool {
 
 func changed(a, b api.AssignmentStatus) bool {
 	return a.Phase != b.Phase || a.Reason != b.Reason || a.ObservedGeneration != b.ObservedGeneration || a.Restarts != b.Restarts
-}
-
-// kick tells every watcher to look at replica id now; it never blocks (it
-// runs on libvirt's event loop). A watcher whose kicks are full rescans
-// instead.
-func (p *Provider) kick(id string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for w := range p.watchers {
-		select {
-		case w.kicks <- id:
-		default:
-			select {
-			case w.rescan <- struct{}{}:
-			default: // a rescan is pending already
-			}
-		}
-	}
 }

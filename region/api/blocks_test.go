@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/store/storetest"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 	"github.com/stratahq/strata/region/ipam"
 	"github.com/stratahq/strata/region/state"
+	"github.com/stratahq/strata/testkit/storetest"
 )
 
 func blockOf(n *resourcev1.Node) string { return n.GetNetwork().GetBlock() }

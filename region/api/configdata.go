@@ -9,22 +9,17 @@ import (
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
 )
 
-// GetConfigData passes the data of the Configs and Secrets one of the
-// caller's assignments names from the global tier to the caller. Only the
-// node the assignment is on may ask, and only for what its spec names;
-// the region keeps and logs none of it.
-func (a agentService) GetConfigData(ctx context.Context, req *agentv1.GetConfigDataRequest) (*agentv1.GetConfigDataResponse, error) {
-	if err := a.authorize(ctx, req.GetNode()); err != nil {
-		return nil, err
-	}
-	resp, err := a.s.getConfigData(ctx, req.GetNode(), req.GetAssignmentId())
-	if err != nil {
-		return nil, apiErr(err)
-	}
-	return resp, nil
+// configRelay owns the passing of Config and Secret data from the global
+// tier to the agents: it checks that the asking node holds the assignment
+// that names them, asks the global tier (ask; nil: the region does not
+// reach it) and keeps nothing.
+type configRelay struct {
+	core
+	ask func(ctx context.Context, req *globalv1.GetConfigDataRequest) (*globalv1.GetConfigDataResponse, error)
 }
 
-func (s *Server) getConfigData(ctx context.Context, node, id string) (*agentv1.GetConfigDataResponse, error) {
+// get returns the data the assignment id of node names.
+func (s *configRelay) get(ctx context.Context, node, id string) (*agentv1.GetConfigDataResponse, error) {
 	it, ok := s.caches.Assignments.Get(id)
 	if !ok || it.Value.Node != node {
 		// Another node's assignment is as unknown as a missing one.
@@ -34,14 +29,14 @@ func (s *Server) getConfigData(ctx context.Context, node, id string) (*agentv1.G
 	if asg.Spec.Compute == nil || len(asg.Spec.Compute.Refs()) == 0 {
 		return &agentv1.GetConfigDataResponse{}, nil
 	}
-	if s.configData == nil {
+	if s.ask == nil {
 		return nil, fmt.Errorf("this region does not reach the global tier: %w", api.ErrUnavailable)
 	}
 	req := &globalv1.GetConfigDataRequest{Region: s.region, Tenant: asg.Tenant, Resource: asg.Resource}
 	for _, r := range asg.Spec.Compute.Refs() {
 		req.Refs = append(req.Refs, &globalv1.ConfigDataRef{Kind: r.Kind(), Name: r.Name()})
 	}
-	g, err := s.configData(ctx, req)
+	g, err := s.ask(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -17,12 +17,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/events"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/store"
-	"github.com/stratahq/strata/internal/store/storetest"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/internal/transport/transporttest"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
@@ -30,6 +28,8 @@ import (
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 	"github.com/stratahq/strata/region/state"
+	"github.com/stratahq/strata/testkit/etcdtest"
+	"github.com/stratahq/strata/testkit/storetest"
 )
 
 const (
@@ -108,11 +108,10 @@ func newEnv(t *testing.T, configure ...func(*Options, *tuning)) *testEnv {
 	for _, c := range configure {
 		c(&opts, &tune)
 	}
-	srv, err := New(opts)
+	srv, err := newServer(opts, tune)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.tune = tune
 	storetest.Go(t, srv.Run)
 
 	addr := transporttest.Serve(t, opts.Security, srv.GRPCPolicy(), log, srv.RegisterGRPC)
@@ -145,11 +144,10 @@ func (e *testEnv) replica(configure ...func(*Options)) agentv1.AgentServiceClien
 	for _, c := range configure {
 		c(&opts)
 	}
-	srv, err := New(opts)
+	srv, err := newServer(opts, e.tune)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	srv.tune = e.tune
 	storetest.Go(e.t, srv.Run)
 	addr := transporttest.Serve(e.t, opts.Security, srv.GRPCPolicy(), opts.Logger, srv.RegisterGRPC)
 	return agentv1.NewAgentServiceClient(transporttest.Dial(e.t, addr, opts.Security, transport.AnyServer()))

@@ -14,11 +14,11 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/rest"
 	"github.com/stratahq/strata/internal/store"
-	"github.com/stratahq/strata/internal/store/storetest"
 	"github.com/stratahq/strata/region/state"
+	"github.com/stratahq/strata/testkit/etcdtest"
+	"github.com/stratahq/strata/testkit/storetest"
 )
 
 // watchGate holds back the watch responses an etcd client receives

@@ -5,18 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/events"
-	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/region/state"
 )
 
-// planAttempts bounds how often a placement call starts over after losing
-// a race (another call moved meta/epoch, or a placement changed under it).
-const planAttempts = 5
+// placements owns the region's placements, which the global tier's master
+// sends (RegionService): applying and removing them under the epoch
+// fence, and the views of them: the operator's list (list, shares.go) and
+// the global tier's stream of the region's shares (watchShares, shares.go).
+type placements struct {
+	core
+	fence *epochFence
+	tune  tuning
+	// applied counts the placements apply has written.
+	applied atomic.Uint64
+}
 
 // placementResult is the outcome of one placement of a call.
 type placementResult struct {
@@ -30,12 +37,6 @@ type placementRef struct {
 	Tenant, Name, UID string
 }
 
-// epochState is meta/epoch as read before a call's writes.
-type epochState struct {
-	state.Epoch
-	modRev int64 // 0 while meta/epoch does not exist
-}
-
 // placementWrite is one placement to store: over the one at modRev (> 0),
 // or where none is (0).
 type placementWrite struct {
@@ -44,14 +45,7 @@ type placementWrite struct {
 	modRev int64
 }
 
-// Per-placement refusals travel as strings in the result, not as RPC
-// errors, so they carry no api sentinel.
-
-func staleEpoch(got, newest int64) error {
-	return fmt.Errorf("stale master epoch %d < %d", got, newest)
-}
-
-// applyPlacements stores the placements that differ from what the region
+// apply stores the placements that differ from what the region
 // has. Every transaction of a call is fenced by meta/epoch: it applies
 // only while meta/epoch is at the revision the call started from, and
 // each placement is written at the revision it was planned against
@@ -76,7 +70,7 @@ func staleEpoch(got, newest int64) error {
 // and a call that lost a race (another process moved the epoch) starts
 // over from a read. A plan with nothing to write proves nothing about the
 // remembered epoch, so it is made again from a read.
-func (s *Server) applyPlacements(ctx context.Context, ps []api.Placement) ([]placementResult, error) {
+func (s *placements) apply(ctx context.Context, ps []api.Placement) ([]placementResult, error) {
 	applied := make([]bool, len(ps)) // survives attempts: a retry sees earlier writes as unchanged
 	var raised *epochState
 	for attempt := 1; ; attempt++ {
@@ -88,7 +82,7 @@ func (s *Server) applyPlacements(ctx context.Context, ps []api.Placement) ([]pla
 		raised = nil
 		switch {
 		case newest > ep.Epoch.Epoch:
-			raised, err = s.raiseEpoch(ctx, ep, newest)
+			raised, err = s.fence.raise(ctx, ep, newest)
 		case remembered && len(writes) == 0:
 			continue
 		case len(writes) > 0:
@@ -109,7 +103,7 @@ func (s *Server) applyPlacements(ctx context.Context, ps []api.Placement) ([]pla
 }
 
 // appliedPlacements counts and announces the placements that applied.
-func (s *Server) appliedPlacements(done []placementWrite, applied []bool) {
+func (s *placements) appliedPlacements(done []placementWrite, applied []bool) {
 	for _, w := range done {
 		applied[w.idx] = true
 		s.applied.Add(1)
@@ -121,24 +115,24 @@ func (s *Server) appliedPlacements(done []placementWrite, applied []bool) {
 	}
 }
 
-// startEpoch is the epoch an attempt of applyPlacements starts from: the
+// startEpoch is the epoch an attempt of apply starts from: the
 // one the previous attempt raised meta/epoch to; the remembered one (true)
 // on the first attempt; else a read.
-func (s *Server) startEpoch(ctx context.Context, attempt int, raised *epochState) (epochState, bool, error) {
+func (s *placements) startEpoch(ctx context.Context, attempt int, raised *epochState) (epochState, bool, error) {
 	if raised != nil {
 		return *raised, false, nil
 	}
-	if ep, ok := s.epoch.get(); ok && attempt == 1 {
+	if ep, ok := s.fence.get(); ok && attempt == 1 {
 		return ep, true, nil
 	}
-	ep, err := s.readEpoch(ctx)
+	ep, err := s.fence.read(ctx)
 	return ep, false, err
 }
 
 // planApply decides, against the cache, what to do with each placement,
 // and returns the results, the writes, and the newest epoch among the
 // accepted placements.
-func (s *Server) planApply(ps []api.Placement, epoch int64) ([]placementResult, []placementWrite, int64) {
+func (s *placements) planApply(ps []api.Placement, epoch int64) ([]placementResult, []placementWrite, int64) {
 	now := time.Now()
 	results := make([]placementResult, len(ps))
 	var (
@@ -195,12 +189,12 @@ func samePlacement(a, b *api.Placement) bool {
 	return api.SameJSON(&x, &y)
 }
 
-// removePlacements marks placements deleting; the controller destroys
+// remove marks placements deleting; the controller destroys
 // their replicas and removes them.
-func (s *Server) removePlacements(ctx context.Context, refs []placementRef, epoch int64) ([]placementResult, error) {
+func (s *placements) remove(ctx context.Context, refs []placementRef, epoch int64) ([]placementResult, error) {
 	applied := make([]bool, len(refs))
 	for attempt := 1; ; attempt++ {
-		ep, err := s.readEpoch(ctx)
+		ep, err := s.fence.read(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -217,7 +211,7 @@ func (s *Server) removePlacements(ctx context.Context, refs []placementRef, epoc
 		if epoch > ep.Epoch.Epoch {
 			// Raised alone, then planned again: against a cache that
 			// holds what the older master wrote before the raise.
-			_, err = s.raiseEpoch(ctx, ep, epoch)
+			_, err = s.fence.raise(ctx, ep, epoch)
 		} else {
 			err = s.markDeleting(ctx, ep, epoch, s.planRemove(refs, results), applied)
 			if err == nil {
@@ -235,7 +229,7 @@ func (s *Server) removePlacements(ctx context.Context, refs []placementRef, epoc
 
 // markDeleting writes the removals planned, each at the revision it was
 // read at, fenced by ep.
-func (s *Server) markDeleting(ctx context.Context, ep epochState, epoch int64, writes []placementWrite, applied []bool) error {
+func (s *placements) markDeleting(ctx context.Context, ep epochState, epoch int64, writes []placementWrite, applied []bool) error {
 	if len(writes) == 0 {
 		return nil
 	}
@@ -254,7 +248,7 @@ func (s *Server) markDeleting(ctx context.Context, ep epochState, epoch int64, w
 // at the revision it was read at. A placement that is gone, already
 // deleting, or of another uid (a newer resource of the same name) needs
 // nothing: the master's intent already holds.
-func (s *Server) planRemove(refs []placementRef, results []placementResult) []placementWrite {
+func (s *placements) planRemove(refs []placementRef, results []placementResult) []placementWrite {
 	now := time.Now()
 	var writes []placementWrite
 	seen := make(map[string]bool)
@@ -277,60 +271,12 @@ func (s *Server) planRemove(refs []placementRef, results []placementResult) []pl
 	return writes
 }
 
-// readEpoch reads meta/epoch and makes sure the placement cache is at
-// least as new as that read, so that a placement written just before (by
-// an earlier call, maybe through another region API process) is compared
-// with, not written again.
-func (s *Server) readEpoch(ctx context.Context) (epochState, error) {
-	items, rev, err := s.st.Meta.ListPrefix(ctx, state.EpochName)
-	if err != nil {
-		return epochState{}, fmt.Errorf("read master epoch: %w", err)
-	}
-	var ep epochState
-	for _, it := range items {
-		if it.Name == state.EpochName {
-			ep = epochState{Epoch: *it.Value, modRev: it.ModRevision}
-		}
-	}
-	if err := s.caches.Placements.WaitForRev(ctx, rev); err != nil {
-		return epochState{}, fmt.Errorf("placement cache: %w", err)
-	}
-	return ep, nil
-}
-
-// raiseEpoch writes meta/epoch at epoch, alone, over the one ep read: the
-// transaction that makes every write fenced by an older master fail from
-// then on. It returns meta/epoch as written, with the placement cache at
-// least as new.
-func (s *Server) raiseEpoch(ctx context.Context, ep epochState, epoch int64) (*epochState, error) {
-	ep.Epoch.Epoch = epoch
-	txn := s.st.Store.Txn()
-	if ep.modRev == 0 {
-		_ = s.st.Meta.TxnCreate(txn, state.EpochName, &ep.Epoch)
-	} else {
-		_ = s.st.Meta.TxnUpdate(txn, state.EpochName, &ep.Epoch, ep.modRev)
-	}
-	rev, err := txn.Commit(ctx)
-	if err == nil {
-		// Plans made after the raise see what the older master wrote
-		// before it.
-		err = s.caches.Placements.WaitForRev(ctx, rev)
-	}
-	if err != nil {
-		s.epoch.forget()
-		return nil, fmt.Errorf("raise master epoch to %d: %w", epoch, err)
-	}
-	ep.modRev = rev
-	s.epoch.remember(ep)
-	return &ep, nil
-}
-
 // writePlacements writes ws in one batch, in transactions that each fit
 // under etcd.maxTxnOps and each require meta/epoch at the revision of ep:
 // a newer master raising the epoch in between stops the batch. done is
 // called with the placements that applied, also when an error stopped
 // the batch half-way.
-func (s *Server) writePlacements(ctx context.Context, ep epochState, ws []placementWrite, done func([]placementWrite)) error {
+func (s *placements) writePlacements(ctx context.Context, ep epochState, ws []placementWrite, done func([]placementWrite)) error {
 	b := s.st.Store.Batch().Unchanged(s.st.Meta.Key(state.EpochName), ep.modRev)
 	for i := range ws {
 		w := &ws[i]
@@ -352,52 +298,14 @@ func (s *Server) writePlacements(ctx context.Context, ep epochState, ws []placem
 		done(applied)
 	}
 	if err != nil {
-		s.epoch.forget()
+		s.fence.forget()
 		return err
 	}
 	// Read-your-writes for the operator views and the next call.
 	if err := s.caches.Placements.WaitForRev(ctx, res.Revision); err != nil {
-		s.epoch.forget()
+		s.fence.forget()
 		return err
 	}
-	s.epoch.remember(ep)
+	s.fence.remember(ep)
 	return nil
-}
-
-// epochMemo is meta/epoch as this process last raised it or fenced a
-// placement write with it, the placement cache being at least as new: what
-// a read of meta/epoch would return unless another process wrote it since,
-// which the next write's fence finds out.
-type epochMemo struct {
-	mu sync.Mutex
-	ep epochState
-	ok bool
-}
-
-func (m *epochMemo) get() (epochState, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.ep, m.ok
-}
-
-// remember keeps ep unless a newer write is remembered already (calls
-// may finish out of order).
-func (m *epochMemo) remember(ep epochState) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.ok || ep.modRev > m.ep.modRev {
-		m.ep, m.ok = ep, true
-	}
-}
-
-func (m *epochMemo) forget() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ok = false
-}
-
-// retryable reports whether a failed transaction lost a race and is worth
-// planning again from a fresh read.
-func retryable(err error) bool {
-	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrNotFound)
 }

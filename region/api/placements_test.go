@@ -255,11 +255,11 @@ func TestPlacementWriteFences(t *testing.T) {
 	// plan plans p as a call of epoch 5 would, now.
 	plan := func(p api.Placement) (epochState, []placementWrite) {
 		t.Helper()
-		ep, err := e.srv.readEpoch(e.ctx())
+		ep, err := e.srv.placements.fence.read(e.ctx())
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, writes, _ := e.srv.planApply([]api.Placement{p}, ep.Epoch.Epoch)
+		_, writes, _ := e.srv.placements.planApply([]api.Placement{p}, ep.Epoch.Epoch)
 		if len(writes) != 1 {
 			t.Fatalf("plan of %s: got %d writes; want 1", p.Key(), len(writes))
 		}
@@ -267,7 +267,7 @@ func TestPlacementWriteFences(t *testing.T) {
 	}
 	write := func(name string, ep epochState, writes []placementWrite) {
 		t.Helper()
-		err := e.srv.writePlacements(e.ctx(), ep, writes, func([]placementWrite) {
+		err := e.srv.placements.writePlacements(e.ctx(), ep, writes, func([]placementWrite) {
 			t.Errorf("%s: a placement applied; want none", name)
 		})
 		if !retryable(err) {

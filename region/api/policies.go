@@ -2,27 +2,29 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/flush"
 	"github.com/stratahq/strata/internal/store"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 	"github.com/stratahq/strata/region/state"
 )
 
-// syncPolicies makes the region's policies the set ps, which the master
+// policies owns the region's copy of the network policies, which the
+// global tier's master syncs whole under the epoch fence, and the status
+// of each (status). Their enforcement is the agents' (network.go).
+type policies struct {
+	core
+	fence *epochFence
+}
+
+// sync makes the region's policies the set ps, which the master
 // sends whole: what differs is written, what is missing removed, fenced
 // by meta/epoch like placements. It returns how many policies changed.
-func (s *Server) syncPolicies(ctx context.Context, ps []api.NetworkPolicy, epoch int64) (int, error) {
+func (s *policies) sync(ctx context.Context, ps []api.NetworkPolicy, epoch int64) (int, error) {
 	for attempt := 1; ; attempt++ {
-		ep, err := s.readEpoch(ctx)
+		ep, err := s.fence.read(ctx)
 		if err != nil {
 			return 0, err
 		}
@@ -43,7 +45,7 @@ func (s *Server) syncPolicies(ctx context.Context, ps []api.NetworkPolicy, epoch
 
 // writePolicies writes the difference between ps and the cache in one
 // batch, each transaction also moving meta/epoch (see writePlacements).
-func (s *Server) writePolicies(ctx context.Context, ep *epochState, ps []api.NetworkPolicy) (int, error) {
+func (s *policies) writePolicies(ctx context.Context, ep *epochState, ps []api.NetworkPolicy) (int, error) {
 	b := s.st.Store.Batch().Every(func(txn *store.Txn, prev int64) {
 		if prev > 0 {
 			ep.modRev = prev
@@ -78,7 +80,7 @@ func (s *Server) writePolicies(ctx context.Context, ep *epochState, ps []api.Net
 	}
 	res, err := b.Commit(ctx)
 	// meta/epoch moved (or may have): the next placement call reads it.
-	s.epoch.forget()
+	s.fence.forget()
 	if err != nil {
 		return 0, err
 	}
@@ -89,10 +91,10 @@ func (s *Server) writePolicies(ctx context.Context, ep *epochState, ps []api.Net
 	return n, s.caches.Policies.WaitForRev(ctx, res.Revision)
 }
 
-// policyStatus says, for each of tenant's policies, the generation the
+// status says, for each of tenant's policies, the generation the
 // region holds, and how many replicas it selects on how many nodes (the
 // nodes whose hosts enforce it).
-func (s *Server) policyStatus(ctx context.Context, tenant string) ([]*regionv1.PolicyRegionStatus, error) {
+func (s *policies) status(ctx context.Context, tenant string) ([]*regionv1.PolicyRegionStatus, error) {
 	if err := api.ValidateName("tenant", tenant); err != nil {
 		return nil, err
 	}
@@ -138,165 +140,4 @@ func endpointsOf(as []store.Item[api.Assignment], tenants map[string]bool) map[s
 
 func hasAddress(a *api.Assignment) bool {
 	return a.Desired == api.DesiredRunning && a.Node != "" && a.Network != nil && a.Network.Address != ""
-}
-
-// policyView is what one node's host needs to isolate tenants and
-// enforce policies: the replicas of the tenants that have replicas on
-// the node, and those tenants' policies (JSON).
-type policyView struct {
-	tenants   map[string]bool
-	endpoints map[string]*agentv1.NetworkEndpoint
-	policies  map[string][]byte
-}
-
-// policyViewOf computes node's policyView from the caches.
-func (s *Server) policyViewOf(node string) policyView {
-	v := policyView{tenants: map[string]bool{}, policies: map[string][]byte{}, endpoints: map[string]*agentv1.NetworkEndpoint{}}
-	for _, it := range s.caches.Assignments.ByIndex(state.AssignmentsByNode, node, "", "", 0, nil) {
-		if a := it.Value; hasAddress(a) {
-			v.tenants[a.Tenant] = true
-		}
-	}
-	for t := range v.tenants {
-		maps.Copy(v.endpoints, endpointsOf(s.caches.Assignments.ByIndex(state.AssignmentsByTenant, t, "", "", 0, nil), v.tenants))
-		for _, it := range s.caches.Policies.ListPrefix(t + "/") {
-			b, err := json.Marshal(it.Value)
-			if err == nil {
-				v.policies[it.Name] = b
-			}
-		}
-	}
-	return v
-}
-
-// fill adds the whole view to a snapshot batch.
-func (v policyView) fill(b *agentv1.NetworkBatch) {
-	for _, e := range v.endpoints {
-		b.Endpoints = append(b.Endpoints, e)
-	}
-	for _, p := range v.policies {
-		b.Policies = append(b.Policies, p)
-	}
-}
-
-// diff adds to b what changed from v (sent before) to next; it reports
-// whether anything did.
-func (v policyView) diff(next policyView, b *agentv1.NetworkBatch) bool {
-	for id, e := range next.endpoints {
-		if old, ok := v.endpoints[id]; !ok || !sameEndpoint(old, e) {
-			b.Endpoints = append(b.Endpoints, e)
-		}
-	}
-	for id := range v.endpoints {
-		if _, ok := next.endpoints[id]; !ok {
-			b.EndpointsRemoved = append(b.EndpointsRemoved, id)
-		}
-	}
-	for k, p := range next.policies {
-		if old, ok := v.policies[k]; !ok || string(old) != string(p) {
-			b.Policies = append(b.Policies, p)
-		}
-	}
-	for k := range v.policies {
-		if _, ok := next.policies[k]; !ok {
-			b.PoliciesRemoved = append(b.PoliciesRemoved, k)
-		}
-	}
-	return len(b.Endpoints)+len(b.EndpointsRemoved)+len(b.Policies)+len(b.PoliciesRemoved) > 0
-}
-
-func sameEndpoint(a, b *agentv1.NetworkEndpoint) bool {
-	return a.GetAddress() == b.GetAddress() && a.GetTenant() == b.GetTenant() && a.GetResource() == b.GetResource() &&
-		a.GetNode() == b.GetNode() && maps.Equal(a.GetLabels(), b.GetLabels())
-}
-
-// followPolicies sends node's policy view as it changes, starting from
-// sent (what the snapshot carried): on a change of an assignment or a
-// policy that may concern the node, it computes the view again and sends
-// the difference (at once when the last look ended window ago or more, else
-// at the window's end, so that a burst of changes costs one look per
-// window), until ctx is done or send fails.
-func (s *Server) followPolicies(ctx context.Context, node string, sent policyView, window time.Duration, send func(*agentv1.NetworkBatch) error) error {
-	w := s.watchPolicyView(node, sent.tenants)
-	defer w.stop()
-	// What changed between the snapshot and the subscriptions is found
-	// by a first look.
-	w.poke()
-	win := flush.Window{D: window}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-w.kick:
-		}
-		if err := win.Hold(ctx, nil); err != nil {
-			return err
-		}
-		next := s.policyViewOf(node)
-		msg := &agentv1.NetworkBatch{}
-		if sent.diff(next, msg) {
-			if err := send(msg); err != nil {
-				return err
-			}
-		}
-		sent = next
-		w.setTenants(next.tenants)
-		win.Flushed(time.Now())
-	}
-}
-
-// viewWatch signals (kick) the changes of assignments and policies that
-// may change one node's policy view: those on the node, and those of the
-// tenants it has replicas of.
-type viewWatch struct {
-	node string
-	kick chan struct{}
-	stop func()
-
-	mu      sync.Mutex
-	tenants map[string]bool
-}
-
-func (s *Server) watchPolicyView(node string, tenants map[string]bool) *viewWatch {
-	w := &viewWatch{node: node, kick: make(chan struct{}, 1), tenants: tenants}
-	unsubA := s.caches.AssignmentFeed.Subscribe(func(changes []store.Change[api.Assignment]) {
-		for _, c := range changes {
-			for _, it := range []*store.Item[api.Assignment]{c.Old, c.New} {
-				if it != nil && w.concerns(it.Value.Tenant, it.Value.Node) {
-					w.poke()
-					return
-				}
-			}
-		}
-	})
-	unsubP := s.caches.PolicyFeed.Subscribe(func(changes []store.Change[api.NetworkPolicy]) {
-		for _, c := range changes {
-			tenant, _, _ := strings.Cut(c.Name, "/")
-			if w.concerns(tenant, "") {
-				w.poke()
-				return
-			}
-		}
-	})
-	w.stop = func() { unsubA(); unsubP() }
-	return w
-}
-
-func (w *viewWatch) concerns(tenant, node string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return node == w.node || w.tenants[tenant]
-}
-
-func (w *viewWatch) setTenants(t map[string]bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.tenants = t
-}
-
-func (w *viewWatch) poke() {
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
 }

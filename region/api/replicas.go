@@ -9,18 +9,26 @@ import (
 	"slices"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/events"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
+	"github.com/stratahq/strata/region/agentconn"
 	"github.com/stratahq/strata/region/state"
 )
 
-// listReplicas returns the replicas of one resource (tenant and resource)
+// replicas owns the operators' and the global tier's view of the
+// region's replicas: each assignment joined with the status its agent
+// reported, and the logs its node's agent serves (NodeService, through the
+// pool of agent connections).
+type replicas struct {
+	core
+	agents *agentconn.Pool
+}
+
+// list returns the replicas of one resource (tenant and resource)
 // or of one node, sorted by replicaKey.
-func (s *Server) listReplicas(tenant, resource, node string) ([]api.Replica, error) {
+func (s *replicas) list(tenant, resource, node string) ([]api.Replica, error) {
 	byNode := node != ""
 	switch {
 	case byNode && (tenant != "" || resource != ""):
@@ -54,7 +62,7 @@ func replicaKey(r api.Replica) string { return r.ResourceKey() + "/" + r.ID }
 
 // known says whether a node (node != "") or a resource is known to the
 // region: a not-found error if not.
-func (s *Server) known(tenant, resource, node string) error {
+func (s *replicas) known(tenant, resource, node string) error {
 	if node != "" {
 		if _, ok := s.caches.Nodes.Get(node); !ok {
 			return api.NotFound("node", node)
@@ -68,7 +76,7 @@ func (s *Server) known(tenant, resource, node string) error {
 }
 
 // replica joins an assignment with its status.
-func (s *Server) replica(a *api.Assignment) api.Replica {
+func (s *replicas) replica(a *api.Assignment) api.Replica {
 	r := api.Replica{Assignment: *a, Region: s.region}
 	if st, ok := s.caches.Statuses.Get(a.ID); ok {
 		status := *st.Value
@@ -80,7 +88,7 @@ func (s *Server) replica(a *api.Assignment) api.Replica {
 
 // findReplica returns the assignment a logs request names: the replica
 // given, or the resource's first replica placed on a node.
-func (s *Server) findReplica(tenant, resource, id string) (*api.Assignment, error) {
+func (s *replicas) findReplica(tenant, resource, id string) (*api.Assignment, error) {
 	if id != "" {
 		it, ok := s.caches.Assignments.Get(id)
 		if !ok || tenant != "" && it.Value.Tenant != tenant || resource != "" && it.Value.Resource != resource {
@@ -102,7 +110,7 @@ func (s *Server) findReplica(tenant, resource, id string) (*api.Assignment, erro
 
 // logs streams a replica's logs from the agent of its node until either
 // side ends.
-func (s *Server) logs(ctx context.Context, req *resourcev1.LogsRequest, send func(*resourcev1.LogChunk) error) error {
+func (s *replicas) logs(ctx context.Context, req *resourcev1.LogsRequest, send func(*resourcev1.LogChunk) error) error {
 	a, err := s.findReplica(req.GetTenant(), req.GetResource(), req.GetReplica())
 	if err != nil {
 		return err
@@ -149,105 +157,4 @@ func streamLogs(ctx context.Context, cc grpc.ClientConnInterface, a *api.Assignm
 			return err
 		}
 	}
-}
-
-// Summary is the region's status from the caches, as RegionService.Status
-// answers the global monitor's probe (and the region's heartbeats to the
-// global tier carry it). It fails with ErrUnavailable until the caches
-// hold their first list.
-func (s *Server) Summary() (api.RegionStatus, error) {
-	if !s.caches.IsSynced() {
-		return api.RegionStatus{}, fmt.Errorf("region caches are still loading: %w", api.ErrUnavailable)
-	}
-	st := api.RegionStatus{
-		Health:    api.HealthUp,
-		Leader:    s.leader(),
-		Nodes:     s.caches.Nodes.Len(),
-		Resources: s.caches.Placements.Len(),
-	}
-	for _, it := range s.caches.NodeStatus.List() {
-		if _, ok := s.caches.Nodes.Get(it.Name); ok && it.Value.Health == api.HealthUp {
-			st.NodesUp++
-		}
-	}
-	for _, it := range s.caches.Assignments.List() {
-		if it.Value.Desired != api.DesiredRunning {
-			continue
-		}
-		st.Replicas++
-		var status *api.AssignmentStatus
-		if sit, ok := s.caches.Statuses.Get(it.Name); ok {
-			status = sit.Value
-		}
-		if state.ReplicaPhase(it.Value, status) == api.PhaseReady {
-			st.Ready++
-		}
-	}
-	return st, nil
-}
-
-// listEvents returns events after a cursor, oldest first; without a cursor
-// the newest limit events (what an operator looking at a region wants).
-// limit is as a list's (api.PageSize).
-func (s *Server) listEvents(ctx context.Context, after string, limit int, object, tenant string) ([]events.Event, error) {
-	limit, err := api.PageSize(limit)
-	if err != nil {
-		return nil, err
-	}
-	evs, err := s.events.Range(ctx, events.Query{
-		After:  after,
-		Limit:  limit,
-		Object: object,
-		Tenant: tenant,
-		Newest: after == "",
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	return evs, nil
-}
-
-func eventToPB(ev *events.Event) *resourcev1.Event {
-	pb := &resourcev1.Event{
-		Id:      ev.ID,
-		Type:    ev.Type,
-		Reason:  ev.Reason,
-		Object:  ev.Object,
-		Tenant:  ev.Tenant,
-		Region:  ev.Region,
-		Message: ev.Message,
-		Fields:  ev.Fields,
-	}
-	if !ev.Time.IsZero() {
-		pb.Time = timestamppb.New(ev.Time)
-	}
-	return pb
-}
-
-// listResources returns the placements with the region's share of each as
-// its status, by tenant/name: those after after, at most limit of them
-// (0: all).
-func (s *Server) listResources(after string, limit int) []api.Placement {
-	items := s.caches.Placements.Range("", after, limit, nil)
-	out := make([]api.Placement, 0, len(items))
-	for _, it := range items {
-		p := *it.Value
-		if sh, ok := s.caches.Shares.Get(it.Name); ok && sh.Value.UID == p.Resource.UID {
-			p.Resource.Status = &api.ResourceStatus{
-				UID:                sh.Value.UID,
-				Phase:              sh.Value.Phase,
-				Reason:             sh.Value.Reason,
-				ObservedGeneration: sh.Value.ObservedGeneration,
-				Revision:           sh.Value.Revision,
-				Replicas:           sh.Value.Replicas,
-				Ready:              sh.Value.Ready,
-				Updated:            sh.Value.Updated,
-				Regions:            map[string]api.RegionShare{s.region: sh.Value.RegionShare},
-				Backends:           sh.Value.Backends,
-				UpdatedAt:          sh.Value.UpdatedAt,
-			}
-		}
-		out = append(out, p)
-	}
-	return out
 }

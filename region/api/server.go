@@ -8,6 +8,21 @@
 // etcd: of everything an agent reports on each beat, only changes of its
 // conditions are written.
 //
+// Server is thin: each part of the API is a small type that owns its
+// state, and Server puts them together. nodes (nodes.go, registration.go,
+// drains.go) owns the nodes, their cordons and drains; beats (beats.go)
+// the heartbeats and conditions the agents send; statuses (statuses.go)
+// the replica statuses they report; placements (placements.go, shares.go)
+// and policies (policies.go) what the global tier's master sends, fenced
+// by meta/epoch (fence.go); agentStreams (streams.go, network.go) the
+// assignment and network streams down to the agents; replicas
+// (replicas.go) the replica views and their logs; configRelay
+// (configdata.go) the Config and Secret data passed to the agents. What
+// they all share and none owns (the state, caches, events, log) is core
+// (core.go). The gRPC services (regionservice.go, agentservice.go) and the
+// REST API (rest.go) are adapters over them; auditor (audit.go) records
+// the calls that change something.
+//
 // Two background loops run in Server.Run: the heartbeat batcher (one
 // RecordBatch per ~100 ms for all agents) and the status writer (the
 // reports of all agents coalesced into few transactions). Watches
@@ -18,10 +33,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -29,9 +43,7 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/audit"
 	"github.com/stratahq/strata/internal/config"
-	"github.com/stratahq/strata/internal/events"
-	"github.com/stratahq/strata/internal/heartbeat"
-	"github.com/stratahq/strata/internal/store"
+	"github.com/stratahq/strata/internal/pki"
 	"github.com/stratahq/strata/internal/transport"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
@@ -40,39 +52,8 @@ import (
 	"github.com/stratahq/strata/region/state"
 )
 
-// Heartbeats is what the API needs of the heartbeat store
-// (heartbeat.Store implements it).
-type Heartbeats interface {
-	RecordBatch(ctx context.Context, beats []heartbeat.Beat) error
-	// Forget drops a deleted node's last beat.
-	Forget(ctx context.Context, id string) error
-}
-
-// Emitter records events without blocking (events.Emitter).
-type Emitter interface {
-	Emit(ev events.Event)
-}
-
-// EventLog reads the region's event stream (events.Store).
-type EventLog interface {
-	Range(ctx context.Context, q events.Query) ([]events.Event, error)
-}
-
-// Events is what the API needs of the region's event stream: Emit for hot
-// paths and Range for ListEvents. JoinEvents makes one from an
-// events.Emitter and the events.Store it writes to.
-type Events interface {
-	Emitter
-	EventLog
-}
-
-// JoinEvents pairs an emitter with the log operators read from.
-func JoinEvents(e Emitter, l EventLog) Events {
-	return struct {
-		Emitter
-		EventLog
-	}{e, l}
-}
+// maxAgentConns is how many idle agent connections Logs keeps.
+const maxAgentConns = 32
 
 // Options configure a Server. Region, State, Caches, Heartbeats and Events
 // are required; zero durations and sizes take the defaults of
@@ -106,113 +87,86 @@ type Options struct {
 	Logger     *slog.Logger
 }
 
-const (
-	// writeTimeout bounds one background transaction, so that a hung etcd
-	// fails the waiting RPCs (agents retry) instead of stalling forever.
-	writeTimeout = 10 * time.Second
-	// cacheWait bounds how long a read waits for the caches to catch up
-	// with etcd (current): past it, etcd or the watch is in trouble and
-	// the client is better off with a 503 than a hung request.
-	cacheWait = 10 * time.Second
-	// shutdownFlush bounds the last heartbeat flush after Run's ctx ends.
-	shutdownFlush = 2 * time.Second
-	// maxAgentConns is how many idle agent connections Logs keeps.
-	maxAgentConns = 32
-	// cordonedByOperator marks cordons made through the API.
-	cordonedByOperator = "operator"
-)
-
-// tuning holds the batching windows; tests shorten or shrink them.
-type tuning struct {
-	beatWindow   time.Duration // heartbeats per RecordBatch
-	statusWindow time.Duration // agents' reports per transaction
-	shareWindow  time.Duration // WatchShares coalescing
-	assignWindow time.Duration // WatchAssignments coalescing
-	netWindow    time.Duration // WatchNetwork coalescing
-	watchBuffer  int           // change batches a watcher may lag behind
-	maxBatch     int           // changes per watch message
-}
-
-func defaultTuning() tuning {
-	return tuning{
-		beatWindow:   100 * time.Millisecond,
-		statusWindow: 5 * time.Millisecond,
-		shareWindow:  10 * time.Millisecond,
-		assignWindow: 5 * time.Millisecond,
-		netWindow:    10 * time.Millisecond,
-		watchBuffer:  1024,
-		maxBatch:     500,
-	}
-}
-
-// Server is a region's API. Create it with New, start Run, and serve
-// RegisterGRPC and Handler.
+// Server is a region's API: the services that own its parts, put
+// together. Create it with New, start Run, and serve RegisterGRPC and
+// Handler.
 type Server struct {
-	region        string
-	st            *state.State
-	caches        *state.Caches
-	heartbeats    Heartbeats
-	events        Events
-	hbInterval    time.Duration
-	drainDeadline time.Duration
-	maxBody       int64
-	token         string
-	audit         *audit.Log
-	leader        func() string
-	configData    func(ctx context.Context, req *globalv1.GetConfigDataRequest) (*globalv1.GetConfigDataResponse, error)
-	log           *slog.Logger
-	tune          tuning
+	core       core
+	leader     func() string
+	hbInterval time.Duration
+	agents     *agentconn.Pool
+	audit      *auditor // nil records nothing
 
-	applied  atomic.Uint64
-	epoch    epochMemo
-	beats    beatQueue
-	statuses statusQueue
-	hub      *assignmentHub
-	agents   *agentconn.Pool
+	nodes      *nodes
+	beats      *beats
+	statuses   *statuses
+	placements *placements
+	policies   *policies
+	streams    *agentStreams
+	replicas   *replicas
+	configs    *configRelay
+	rest       *restAPI
 }
 
 // New checks opts and returns a Server.
 func New(opts Options) (*Server, error) {
-	switch {
-	case opts.Region == "":
-		return nil, errors.New("region api: region name is required")
-	case opts.State == nil || opts.Caches == nil:
-		return nil, errors.New("region api: state and caches are required")
-	case opts.Heartbeats == nil:
-		return nil, errors.New("region api: heartbeat store is required")
-	case opts.Events == nil:
-		return nil, errors.New("region api: events are required")
-	case opts.Token == "":
-		return nil, errors.New("region api: a REST token is required")
-	case opts.Security == nil:
-		return nil, errors.New("region api: transport security is required")
+	return newServer(opts, defaultTuning())
+}
+
+// newServer is New with the batching windows of tune.
+func newServer(opts Options, tune tuning) (*Server, error) {
+	if err := check(opts); err != nil {
+		return nil, err
+	}
+	c := core{region: opts.Region, st: opts.State, caches: opts.Caches, events: opts.Events, log: opts.Logger}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		region:        opts.Region,
-		st:            opts.State,
-		caches:        opts.Caches,
-		heartbeats:    opts.Heartbeats,
-		events:        opts.Events,
-		hbInterval:    cmp.Or(opts.HeartbeatInterval, config.DefaultLiveness().HeartbeatInterval),
-		drainDeadline: cmp.Or(opts.DrainDeadline, config.DefaultRegionController().DrainDeadline),
-		maxBody:       cmp.Or(opts.MaxBodyBytes, config.DefaultHTTPAPI().MaxBodyBytes),
-		token:         opts.Token,
-		audit:         opts.Audit,
-		leader:        opts.Leader,
-		configData:    opts.ConfigData,
-		log:           opts.Logger,
-		tune:          defaultTuning(),
-		statuses:      statusQueue{kick: make(chan struct{}, 1)},
-		hub:           newAssignmentHub(&opts.Caches.AssignmentFeed),
-		agents:        agentconn.New(opts.Region, opts.Security, maxAgentConns),
+		core:       c,
+		leader:     opts.Leader,
+		hbInterval: cmp.Or(opts.HeartbeatInterval, config.DefaultLiveness().HeartbeatInterval),
+		agents:     agentconn.New(opts.Region, opts.Security, maxAgentConns),
 	}
 	if s.leader == nil {
 		s.leader = func() string { return "" }
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
+	if opts.Audit != nil {
+		s.audit = &auditor{region: opts.Region, log: opts.Audit}
+	}
+	fence := &epochFence{st: c.st, caches: c.caches}
+	s.beats = &beats{core: c, store: opts.Heartbeats, window: tune.beatWindow}
+	s.statuses = &statuses{core: c, window: tune.statusWindow, queue: statusQueue{kick: make(chan struct{}, 1)}}
+	s.nodes = &nodes{core: c, beats: s.beats, drainDeadline: cmp.Or(opts.DrainDeadline, config.DefaultRegionController().DrainDeadline)}
+	s.placements = &placements{core: c, fence: fence, tune: tune}
+	s.policies = &policies{core: c, fence: fence}
+	s.streams = &agentStreams{core: c, tune: tune, hub: newAssignmentHub(&c.caches.AssignmentFeed)}
+	s.replicas = &replicas{core: c, agents: s.agents}
+	s.configs = &configRelay{core: c, ask: opts.ConfigData}
+	s.rest = &restAPI{
+		core: c, nodes: s.nodes, placements: s.placements, replicas: s.replicas, summary: s.Summary,
+		token: opts.Token, maxBody: cmp.Or(opts.MaxBodyBytes, config.DefaultHTTPAPI().MaxBodyBytes), audit: s.audit,
 	}
 	return s, nil
+}
+
+// check refuses Options that lack what is required.
+func check(opts Options) error {
+	switch {
+	case opts.Region == "":
+		return errors.New("region api: region name is required")
+	case opts.State == nil || opts.Caches == nil:
+		return errors.New("region api: state and caches are required")
+	case opts.Heartbeats == nil:
+		return errors.New("region api: heartbeat store is required")
+	case opts.Events == nil:
+		return errors.New("region api: events are required")
+	case opts.Token == "":
+		return errors.New("region api: a REST token is required")
+	case opts.Security == nil:
+		return errors.New("region api: transport security is required")
+	}
+	return nil
 }
 
 // Run runs the heartbeat batcher and the status writer until ctx is done,
@@ -220,91 +174,81 @@ func New(opts Options) (*Server, error) {
 // ReportStatus need it running; call it once.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Go(func() { s.runBeats(ctx) })
-	wg.Go(func() { s.runStatusWriter(ctx) })
+	wg.Go(func() { s.beats.run(ctx) })
+	wg.Go(func() { s.statuses.run(ctx) })
 	wg.Wait()
 	s.agents.Close()
 	return ctx.Err()
+}
+
+// GRPCPolicy says who may call the region's gRPC services: RegionService
+// is the global tier's (global:*), with room for its large batches;
+// AgentService is this region's agents' (node:<region>/*), each acting
+// for its own node only (checked per call, agentService.authorize), with small
+// messages.
+func (s *Server) GRPCPolicy() transport.Policy {
+	var audited transport.Auditor
+	if s.audit != nil {
+		audited = s.audit.grpc
+	}
+	return transport.Policy{
+		regionv1.RegionService_ServiceDesc.ServiceName: {Kinds: []pki.Kind{pki.KindGlobal}, MaxRecvBytes: transport.LargeMessageBytes, Audit: audited},
+		agentv1.AgentService_ServiceDesc.ServiceName:   {Kinds: []pki.Kind{pki.KindNode}, Region: s.core.region, Audit: audited},
+	}
 }
 
 // RegisterGRPC registers RegionService and AgentService on g, which should
 // come from transport.NewServer: its interceptors turn the api sentinels
 // returned here into gRPC codes.
 func (s *Server) RegisterGRPC(g *grpc.Server) {
-	regionv1.RegisterRegionServiceServer(g, regionService{s: s})
-	agentv1.RegisterAgentServiceServer(g, agentService{s: s})
+	regionv1.RegisterRegionServiceServer(g, regionService{
+		nodes: s.nodes, placements: s.placements, policies: s.policies, replicas: s.replicas,
+		events: s.core.events, summary: s.Summary,
+	})
+	agentv1.RegisterAgentServiceServer(g, agentService{
+		region: s.core.region, hbInterval: s.hbInterval,
+		nodes: s.nodes, beats: s.beats, statuses: s.statuses, streams: s.streams, configs: s.configs,
+	})
+}
+
+// Handler returns the operator REST API:
+//
+//	GET    /v1/nodes?selector=&limit=&continue=   nodes with their status
+//	GET    /v1/nodes/{name}
+//	DELETE /v1/nodes/{name}
+//	POST   /v1/nodes/{name}/cordon        CordonRequest (optional)
+//	POST   /v1/nodes/{name}/uncordon
+//	POST   /v1/nodes/{name}/drain         api.DrainRequest (optional)
+//	GET    /v1/nodes/{name}/drain
+//	GET    /v1/resources?limit=&continue= placements, the region's share as status
+//	GET    /v1/resources/{tenant}/{name}/replicas?limit=&continue=
+//	GET    /v1/replicas?node=&limit=&continue=
+//	GET    /v1/events?after=&continue=&limit=&object=&tenant=
+//	GET    /v1/status
+//	GET    /healthz, /readyz              unauthenticated probes
+//
+// Everything else requires "Authorization: Bearer <token>" (api.token;
+// there is no anonymous mode). Lists are rest.List, paged as the global
+// tier's (rest.Page, api.Paginate); errors are api.ErrorBody; a query
+// parameter a route does not take is refused: the edge (internal/rest) is
+// the global tier's too. The reads served from the caches (nodes, drains,
+// resources, replicas) never go back in time (fresh).
+func (s *Server) Handler() http.Handler { return s.rest.handler() }
+
+// Summary is the region's status from the caches, as RegionService.Status
+// answers the global monitor's probe (and the region's heartbeats to the
+// global tier carry it). It fails with ErrUnavailable until the caches
+// hold their first list.
+func (s *Server) Summary() (api.RegionStatus, error) {
+	return summarize(s.core.caches, s.leader())
 }
 
 // AppliedPlacements counts the placements ApplyPlacements has written
 // since the server started; a placement sent again unchanged is not
 // written and not counted.
-func (s *Server) AppliedPlacements() uint64 { return s.applied.Load() }
+func (s *Server) AppliedPlacements() uint64 { return s.placements.applied.Load() }
 
-// emit records an event; Emit never blocks.
-func (s *Server) emit(typ, reason, object, msg string, fields map[string]string) {
-	s.events.Emit(events.Event{Type: typ, Reason: reason, Object: object, Region: s.region, Message: msg, Fields: fields})
-}
-
-// current waits until the caches are at least as new as etcd is now
-// (store.SharedWatch.WaitCurrent: one revision read, then the watch's
-// delivery of it), so that what a read serves from them is never older
-// than what another replica, or etcd, answered before the read arrived:
-// a replica that was paused (SIGSTOP, a stalled VM) and woke with its
-// watch behind catches up before it answers, instead of showing
-// replicas long gone. It fails with ErrUnavailable (503) after cacheWait.
-func (s *Server) current(ctx context.Context) error {
-	stuck := errors.New("caches are stuck")
-	ctx, cancel := context.WithTimeoutCause(ctx, cacheWait, stuck)
-	defer cancel()
-	err := s.caches.Watch.WaitCurrent(ctx)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(context.Cause(ctx), stuck):
-		return fmt.Errorf("timed out after %s waiting for the region caches to catch up with etcd: %w: %w", cacheWait, api.ErrUnavailable, err)
-	case ctx.Err() != nil:
-		return fmt.Errorf("waiting for the region caches to catch up with etcd: %w", err)
-	default:
-		return fmt.Errorf("read the region's etcd revision: %w: %w", api.ErrUnavailable, err)
-	}
-}
-
-// waitSynced waits for one cache's first list: a watch's snapshot taken
-// before it would be empty, and its receiver deletes what a snapshot lacks.
-func waitSynced(ctx context.Context, synced <-chan struct{}) error {
-	select {
-	case <-synced:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for the region caches: %w", ctx.Err())
-	}
-}
-
-// apiErr is the one place where store sentinels become api sentinels, at
-// the edge (gRPC and REST), keeping the store's message.
-func apiErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	for _, m := range []struct{ from, to error }{
-		{store.ErrNotFound, api.ErrNotFound},
-		{store.ErrExists, api.ErrAlreadyExists},
-		{store.ErrConflict, api.ErrConflict},
-		{store.ErrFenced, api.ErrConflict},
-		{store.ErrInvalidContinue, api.ErrInvalid},
-		{events.ErrInvalidCursor, api.ErrInvalid},
-	} {
-		if errors.Is(err, m.from) && !errors.Is(err, m.to) {
-			return &mappedError{err: err, sentinel: m.to}
-		}
-	}
-	return err
-}
-
-type mappedError struct {
-	err      error
-	sentinel error
-}
-
-func (e *mappedError) Error() string   { return e.err.Error() }
-func (e *mappedError) Unwrap() []error { return []error{e.err, e.sentinel} }
+// FollowingNodes is how many nodes follow their assignments through this
+// replica (an open WatchAssignments stream): after a replica's loss, its
+// agents are back once the survivors' counts add up again.
+func (s *Server) FollowingNodes() int { return s.streams.following() }

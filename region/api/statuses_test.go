@@ -131,9 +131,9 @@ func TestReportOfARemovedReplicaLeavesNoStatus(t *testing.T) {
 				done <- err
 			}()
 			eventually(t, func() error {
-				e.srv.statuses.mu.Lock()
-				defer e.srv.statuses.mu.Unlock()
-				if len(e.srv.statuses.writes) == 0 {
+				e.srv.statuses.queue.mu.Lock()
+				defer e.srv.statuses.queue.mu.Unlock()
+				if len(e.srv.statuses.queue.writes) == 0 {
 					return errors.New("report not queued yet")
 				}
 				return nil

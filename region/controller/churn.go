@@ -3,9 +3,6 @@ package controller
 import (
 	"sync"
 	"time"
-
-	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/store"
 )
 
 // nodeChurnInterval is the shortest time between two of the full marks
@@ -56,57 +53,4 @@ func (k *coalescer) run() {
 	k.last = k.now()
 	k.mu.Unlock()
 	k.fire()
-}
-
-// watchNodes marks what a node's change affects. The resources with
-// replicas on the node are marked at once: the node going Down, being
-// removed or cordoned changes what their pass decides (lost replicas,
-// the order replicas are removed in). Any node change may also add room
-// somewhere (a node registered, Up again, uncordoned, grown), which the
-// resources with replicas waiting for a place care about: every resource
-// is marked for it, coalesced (nodeChurnInterval). Load balancers read no
-// node: their backends follow the replicas' records and statuses, which
-// mark them (watchEndpoints).
-//
-// A drain's start or step marks the resources on its node at once (the
-// pass moves them, and every pass adds the other draining nodes'
-// resources: drainKeys); a drain of a node with no replicas left is
-// finished by whatever pass comes next, so it asks for the coalesced full
-// mark too.
-func (c *Controller) watchNodes() {
-	c.o.Caches.NodeFeed.Subscribe(func(ch []store.Change[api.Node]) {
-		for _, x := range ch {
-			c.markOnNode(x.Name)
-		}
-		c.capacity.poke()
-	})
-	c.o.Caches.NodeStatusFeed.Subscribe(func(ch []store.Change[api.NodeStatus]) {
-		for _, x := range ch {
-			c.markOnNode(x.Name)
-		}
-		c.capacity.poke()
-	})
-	c.o.Caches.DrainFeed.Subscribe(func(ch []store.Change[api.DrainStatus]) {
-		for _, x := range ch {
-			if x.New != nil {
-				c.markOnNode(x.New.Value.Node)
-			} else if x.Old != nil {
-				c.markOnNode(x.Old.Value.Node)
-			}
-		}
-		c.capacity.poke()
-	})
-}
-
-// markOnNode marks the resources with a replica on node.
-func (c *Controller) markOnNode(node string) {
-	var keys []string
-	for _, id := range c.index.onNode(node) {
-		if key, ok := c.index.resourceOf(id); ok {
-			keys = append(keys, key)
-		}
-	}
-	if len(keys) > 0 {
-		c.dirty.Mark(keys...)
-	}
 }

@@ -18,112 +18,31 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"sync"
 	"time"
 
-	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
-	"github.com/stratahq/strata/internal/events"
-	"github.com/stratahq/strata/internal/metrics"
 	"github.com/stratahq/strata/internal/reconcile"
 	"github.com/stratahq/strata/internal/store"
-	"github.com/stratahq/strata/region/ipam"
-	"github.com/stratahq/strata/region/state"
 )
 
-// Emitter records events; it must not block.
-type Emitter interface {
-	Emit(ev events.Event)
-}
-
-// Options configure a Controller.
-type Options struct {
-	Region string
-	State  *state.State
-	Caches *state.Caches
-	Events Emitter
-	// ProvisionTimeout bounds created/provision → ready of one replica.
-	ProvisionTimeout time.Duration
-	// DestroyTimeout bounds destroy → destroyed; past it the record is
-	// removed (the agent, if it ever returns, removes the orphan).
-	DestroyTimeout time.Duration
-	// RetryBackoff is the first delay before replacing a failed replica
-	// again; it doubles up to MaxBackoff.
-	RetryBackoff time.Duration
-	MaxBackoff   time.Duration
-	// Resync re-examines every resource this often: a safety net. A
-	// resource is looked at when something it depends on changes, and
-	// every time-based decision (a deadline, a back-off, a job's schedule,
-	// a drain's deadline) marks it for the moment the decision would
-	// change (view.changesAt).
-	Resync time.Duration
-	// Metrics and SchedulerMetrics may be nil.
-	Metrics          *metrics.Controller
-	SchedulerMetrics *metrics.Scheduler
-	// Logger is the region's (it names the region); the controller adds
-	// component=controller.
-	Logger *slog.Logger
-	Clock  func() time.Time
-
-	// afterFunc schedules the coalesced full mark node events ask for
-	// (time.AfterFunc; tests hold it) and wallClock reads the time it
-	// coalesces on (time.Now).
-	afterFunc func(d time.Duration, f func())
-	wallClock func() time.Time
-	// passed, when set, is told each pass's keys (tests count them).
-	passed func(keys []string)
-}
-
-// blockCapacity is how many replicas' addresses a block of nw holds; 0
-// for no block.
-func (c *Controller) blockCapacity(nw *api.Network, block netip.Prefix) int {
-	if !block.IsValid() {
-		return 0
-	}
-	key := blockKey{network: nw.Name, block: block}
-	if n, ok := c.blockCaps[key]; ok {
-		return n
-	}
-	n, err := ipam.Capacity(*nw, block)
-	if err != nil {
-		c.log.Warn("address capacity of a node block", "block", block, "err", err)
-	}
-	c.blockCaps[key] = n
-	return n
-}
-
 // Controller is a region's control loop. Lead runs it while this process
-// holds the region's leadership.
+// holds the region's leadership: each pass builds a view, has the
+// reconciler decide every marked resource and the drainer every running
+// drain, and commits the plan. What it decides with lives in its parts,
+// each owning one thing.
 type Controller struct {
-	o   Options
+	o   *Options
 	log *slog.Logger
 
 	dirty *reconcile.Dirty
-
-	// index maps resource keys and nodes to assignment ids; it follows
-	// the assignment cache through its feed.
-	index *index
-
-	// backoff per resource key, in memory: a new leader starts afresh.
-	backoff map[string]*retry
-	// ipamNext is where each node block's round-robin allocation
-	// resumes; blockCaps caches ipam.Capacity of each.
-	ipamNext  map[blockKey]netip.Addr
-	blockCaps map[blockKey]int
-	// balancers are the load balancers' resource keys.
-	balancersMu sync.Mutex
-	balancers   map[string]struct{}
-	// capacity coalesces the full marks node events ask for.
-	capacity *coalescer
-}
-
-type retry struct {
-	failures int
-	next     time.Time
-	// readySince is when the resource was first seen ready again after
-	// its last failure: the back-off is forgotten only once it has stayed
-	// ready for MaxBackoff (see readyAgain).
-	readySince time.Time
+	// tracker follows the caches' feeds and marks what needs a pass.
+	tracker *tracker
+	// addrs and retries keep what a pass learns for the next ones.
+	addrs   *addresses
+	retries *retries
+	drains  *drainer
+	shares  *shares
+	recon   *reconciler
 }
 
 // New returns a controller; it subscribes to the caches' feeds at once so
@@ -149,65 +68,20 @@ func New(o Options) *Controller {
 	if o.afterFunc == nil {
 		o.afterFunc = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	}
-	c := &Controller{
-		o:         o,
-		log:       o.Logger.With("component", "controller"),
-		dirty:     reconcile.NewDirty(),
-		index:     newIndex(),
-		backoff:   map[string]*retry{},
-		ipamNext:  map[blockKey]netip.Addr{},
-		blockCaps: map[blockKey]int{},
-		balancers: map[string]struct{}{},
-	}
-	c.capacity = &coalescer{interval: nodeChurnInterval, now: o.wallClock, after: o.afterFunc, fire: c.markAll}
-	c.watchEndpoints()
-	o.Caches.AssignmentFeed.Subscribe(c.onAssignments)
-	o.Caches.PlacementFeed.Subscribe(func(ch []store.Change[api.Placement]) {
-		for _, x := range ch {
-			c.mark(x.Name)
-		}
-	})
-	o.Caches.StatusFeed.Subscribe(func(ch []store.Change[api.AssignmentStatus]) {
-		for _, x := range ch {
-			if key, ok := c.index.resourceOf(x.Name); ok {
-				c.mark(key)
-			}
-		}
-	})
-	c.watchNodes()
+	log := o.Logger.With("component", "controller")
+	dirty := reconcile.NewDirty()
+	c := &Controller{o: &o, log: log, dirty: dirty, tracker: newTracker(&o, dirty)}
+	x := c.tracker.index
+	c.addrs = &addresses{log: log, next: map[blockKey]netip.Addr{}, caps: map[blockKey]int{}}
+	c.retries = &retries{o: &o, byKey: map[string]*retry{}}
+	w := &assignmentWriter{o: &o}
+	sc := &placer{o: &o, index: x, w: w}
+	c.drains = &drainer{o: &o, index: x, w: w}
+	c.shares = &shares{o: &o, log: log, retries: c.retries}
+	c.recon = &reconciler{o: &o, w: w, retries: c.retries, drains: c.drains, endpoints: &endpoints{o: &o, index: x}, placer: sc, shares: c.shares,
+		jobs: &jobs{o: &o, w: w, placer: sc, drains: c.drains, shares: c.shares}}
+	c.tracker.follow()
 	return c
-}
-
-func (c *Controller) onAssignments(changes []store.Change[api.Assignment]) {
-	for _, ch := range changes {
-		var key string
-		if ch.New != nil {
-			key = ch.New.Value.ResourceKey()
-			c.index.put(ch.New.Value)
-		} else if ch.Old != nil {
-			key = ch.Old.Value.ResourceKey()
-			c.index.remove(ch.Old.Value)
-		}
-		c.mark(key)
-	}
-}
-
-func (c *Controller) mark(key string) { c.dirty.Mark(key) }
-
-func (c *Controller) markAll() { c.dirty.MarkAll() }
-
-// every lists every resource key the region knows of: placed, with
-// replicas, or with a share.
-func (c *Controller) every() []string {
-	var out []string
-	for _, it := range c.o.Caches.Placements.List() {
-		out = append(out, it.Name)
-	}
-	out = append(out, c.index.resources()...)
-	for _, it := range c.o.Caches.Shares.List() {
-		out = append(out, it.Name)
-	}
-	return out
 }
 
 // Lead runs the control loop until ctx is cancelled (leadership lost or
@@ -217,11 +91,11 @@ func (c *Controller) Lead(ctx context.Context, guard store.Guard) error {
 		return err
 	}
 	c.log.Info("controller leading")
-	c.backoff = map[string]*retry{}
+	c.retries.reset()
 	err := reconcile.Loop{
 		Dirty:  c.dirty,
 		Resync: c.o.Resync,
-		Every:  c.every,
+		Every:  c.tracker.every,
 		Pass:   func(ctx context.Context, keys []string) error { return c.pass(ctx, guard, keys) },
 		Log:    c.log,
 	}.Run(ctx)
@@ -246,14 +120,14 @@ func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string)
 	p := newPlan(c.o.State)
 	view := c.newView(now)
 	seen := make(map[string]bool, len(keys))
-	for _, key := range append(keys, c.drainKeys(view)...) {
+	for _, key := range append(keys, c.drains.keys(view)...) {
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
-		c.reconcile(view, p, key)
+		c.recon.reconcile(view, p, key)
 	}
-	c.reconcileDrains(view, p)
+	c.drains.record(view, p)
 	lap("plan")
 	if p.empty() {
 		return nil
@@ -261,14 +135,12 @@ func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string)
 	ops = p.ops()
 	rev, err := p.commit(ctx, guard)
 	lap("commit")
-	for name, pool := range view.pools {
-		c.ipamNext[name] = pool.Next()
-	}
+	c.addrs.keep(view.pools)
 	for _, ev := range p.committedEvents() {
 		c.o.Events.Emit(ev)
 	}
 	if failed := batchFailures(err); failed != nil {
-		if r, serr := c.surface(ctx, guard, now, failed); serr != nil {
+		if r, serr := c.shares.surface(ctx, guard, now, failed); serr != nil {
 			c.log.Warn("could not record why resources were not written", "err", serr)
 		} else if r > 0 {
 			rev = r
@@ -287,40 +159,6 @@ func (c *Controller) pass(ctx context.Context, guard store.Guard, keys []string)
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
-}
-
-// surface writes onto the share of each resource whose writes did not
-// all apply why, so that the failure reaches the resource's status (and
-// the global tier) rather than only the log. The share keeps the phase it
-// had; the next pass that writes the resource replaces the reason. A
-// resource that is gone from the region has nobody to tell: its work
-// simply ends.
-func (c *Controller) surface(ctx context.Context, guard store.Guard, now time.Time, failed map[string]error) (int64, error) {
-	p := newPlan(c.o.State)
-	for key, ferr := range failed {
-		c.log.Warn("resource not written", "resource", key, "err", ferr)
-		pl, ok := c.o.Caches.Placements.Get(key)
-		if !ok {
-			continue
-		}
-		pr := &pl.Value.Resource
-		reason := "the region could not store its changes (retrying): " + ferr.Error()
-		s := &state.Share{Tenant: pr.Tenant, Name: pr.Name, UID: pr.UID}
-		s.Phase, s.Replicas, s.Revision = api.PhaseCreated, pr.Replicas, pr.Revision
-		if cur, ok := c.o.Caches.Shares.Get(key); ok && cur.Value.UID == pr.UID {
-			if cur.Value.Reason == reason {
-				continue // already said
-			}
-			cp := *cur.Value
-			s = &cp
-		}
-		s.Reason, s.UpdatedAt = reason, now
-		p.putShare(key, s)
-	}
-	if p.empty() {
-		return 0, nil
-	}
-	return p.commit(ctx, guard)
 }
 
 // catchUp makes the pass's view causally consistent with the placements

@@ -159,7 +159,7 @@ func TestJobSchedule(t *testing.T) {
 	// fake one does not move: after a jump the job is looked at again, as
 	// a resync would (TestJobScheduleFiresWithoutResync has the timers
 	// fire).
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock(); h.ctrl.markAll() }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock(); h.ctrl.tracker.markAll() }
 	h.addNode("n1", "z1", api.HealthUp)
 	h.set(h.hold, "t/cron", true)
 	h.place("cron", 1, 1, placeJob("cron", api.JobSpec{Schedule: "* * * * *", ConcurrencyPolicy: api.ConcurrencyForbid, HistoryLimit: 1}),

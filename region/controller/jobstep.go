@@ -14,7 +14,7 @@ import (
 // status the region last wrote and what it sees of the attempts now, the
 // next status and what to do. The status is the record: an attempt is
 // counted once, when it is first seen finished, and stays counted after
-// its replica is removed. reconcileJob (job.go) applies the result.
+// its replica is removed. jobs.reconcile (job.go) applies the result.
 
 // jobObs is what a pass sees of one live attempt (a replica not asked to
 // go).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/reconcile"
 	"github.com/stratahq/strata/region/ipam"
 	"github.com/stratahq/strata/region/scheduler"
 	"github.com/stratahq/strata/region/state"
@@ -15,8 +16,13 @@ import (
 // reads them plus the pass's own decisions (the scheduler snapshot books
 // every placement it makes).
 type view struct {
-	c   *Controller
-	now time.Time
+	// caches, index and addrs are what the pass reads; dirty takes the
+	// moments changesAt notes.
+	caches *state.Caches
+	index  *index
+	addrs  *addresses
+	dirty  *reconcile.Dirty
+	now    time.Time
 	// wall is the wall clock when the view was made: the timers of
 	// changesAt run on it, whatever the controller's Clock says.
 	wall time.Time
@@ -60,13 +66,9 @@ func (v nodeView) health() api.Health {
 	return v.status.Health
 }
 
-func (c *Controller) newView(now time.Time) *view {
-	return &view{c: c, now: now, wall: time.Now(), nodes: map[string]nodeView{}}
-}
-
 // readStatus fills in nv's status from the cache.
 func (v *view) readStatus(name string, nv nodeView) nodeView {
-	if st, ok := v.c.o.Caches.NodeStatus.Get(name); ok {
+	if st, ok := v.caches.NodeStatus.Get(name); ok {
 		nv.status = st.Value
 	}
 	return nv
@@ -78,7 +80,7 @@ func (v *view) readStatus(name string, nv nodeView) nodeView {
 func (v *view) allNodes() []string {
 	if !v.everyNode {
 		v.everyNode = true
-		for _, it := range v.c.o.Caches.Nodes.List() {
+		for _, it := range v.caches.Nodes.List() {
 			if _, seen := v.nodes[it.Name]; !seen {
 				v.nodes[it.Name] = v.readStatus(it.Name, nodeView{node: it.Value})
 			}
@@ -102,7 +104,7 @@ func (v *view) changesAt(key string, at time.Time) {
 	if at.IsZero() || !at.After(v.now) {
 		return
 	}
-	v.c.dirty.MarkAt(v.wall.Add(at.Sub(v.now)), key)
+	v.dirty.MarkAt(v.wall.Add(at.Sub(v.now)), key)
 }
 
 // justAfter is the first moment a "now after t" decision holds.
@@ -117,7 +119,7 @@ func (v *view) node(name string) (nodeView, bool) {
 			// allNodes read every node: one it did not see is absent.
 			return nv, false
 		}
-		if it, ok := v.c.o.Caches.Nodes.Get(name); ok {
+		if it, ok := v.caches.Nodes.Get(name); ok {
 			nv = v.readStatus(name, nodeView{node: it.Value})
 		}
 		v.nodes[name] = nv
@@ -149,18 +151,18 @@ func (v *view) snapshot() *scheduler.Snapshot {
 	if v.snap != nil {
 		return v.snap
 	}
-	nw, hasNetwork := v.c.o.Caches.DefaultNetwork()
+	nw, hasNetwork := v.caches.DefaultNetwork()
 	names := v.allNodes()
 	list := make([]*scheduler.NodeInfo, 0, len(names))
 	for _, name := range names {
 		nv := v.nodes[name]
-		allocated, running := v.c.index.nodeUsage(name)
+		allocated, running := v.index.nodeUsage(name)
 		ni := &scheduler.NodeInfo{Node: nv.node, Health: nv.health(), Allocated: allocated, Placed: running}
 		if nv.status != nil {
 			ni.Errored = api.WorstCondition(nv.status.Conditions) == api.ConditionError
 		}
 		if hasNetwork {
-			ni.Addresses = v.c.blockCapacity(nw, v.nodeBlock(name)) - v.c.index.addresses(name)
+			ni.Addresses = v.addrs.capacity(nw, v.nodeBlock(name)) - v.index.addresses(name)
 		}
 		list = append(list, ni)
 	}
@@ -205,8 +207,8 @@ func (v *view) network(name string) (*api.Network, error) {
 	}
 	var l networkLookup
 	if name == "" {
-		l.nw, _ = v.c.o.Caches.DefaultNetwork()
-	} else if it, ok := v.c.o.Caches.Networks.Get(name); ok {
+		l.nw, _ = v.caches.DefaultNetwork()
+	} else if it, ok := v.caches.Networks.Get(name); ok {
 		l.nw = it.Value
 	} else {
 		l.err = fmt.Errorf("network %q does not exist in this region", name)
@@ -236,7 +238,7 @@ func (v *view) pool(nw *api.Network, node string) (*ipam.Pool, error) {
 	if p, ok := v.pools[key]; ok {
 		return p, nil
 	}
-	p, err := ipam.NewPool(*nw, block, v.blockPorts(nw, block), v.c.ipamNext[key])
+	p, err := ipam.NewPool(*nw, block, v.blockPorts(nw, block), v.addrs.resumeAt(key))
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +258,7 @@ func (v *view) blockPorts(nw *api.Network, block netip.Prefix) []*api.Port {
 	byBlock, ok := v.ports[nw.Name]
 	if !ok {
 		byBlock = map[netip.Prefix][]*api.Port{}
-		for _, pt := range v.c.o.Caches.Ports.ListPrefix(nw.Name + "/") {
+		for _, pt := range v.caches.Ports.ListPrefix(nw.Name + "/") {
 			a, err := netip.ParseAddr(pt.Value.Address)
 			if err != nil {
 				continue
@@ -272,34 +274,24 @@ func (v *view) blockPorts(nw *api.Network, block netip.Prefix) []*api.Port {
 	return byBlock[block]
 }
 
-// blockKey names a node block of a network (an IPAM pool).
-type blockKey struct {
-	network string
-	block   netip.Prefix
-}
-
-// replica is one assignment with what the pass knows of it.
-type replica struct {
-	a      *api.Assignment
-	modRev int64
-	st     *api.AssignmentStatus
-	phase  api.Phase
-}
-
 func (v *view) replicas(key string) []*replica {
-	ids := v.c.index.ofResource(key)
+	ids := v.index.ofResource(key)
 	out := make([]*replica, 0, len(ids))
 	for _, id := range ids {
-		it, ok := v.c.o.Caches.Assignments.Get(id)
+		it, ok := v.caches.Assignments.Get(id)
 		if !ok {
 			continue
 		}
 		r := &replica{a: it.Value, modRev: it.ModRevision}
-		if st, ok := v.c.o.Caches.Statuses.Get(id); ok {
+		if st, ok := v.caches.Statuses.Get(id); ok {
 			r.st = st.Value
 		}
 		r.phase = state.ReplicaPhase(r.a, r.st)
 		out = append(out, r)
 	}
 	return out
+}
+
+func (c *Controller) newView(now time.Time) *view {
+	return &view{caches: c.o.Caches, index: c.tracker.index, addrs: c.addrs, dirty: c.dirty, now: now, wall: time.Now(), nodes: map[string]nodeView{}}
 }

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/region/state"
+	"github.com/stratahq/strata/testkit/etcdtest"
 	"github.com/stratahq/strata/testkit/redistest"
 )
 

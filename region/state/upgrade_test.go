@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/internal/etcdserver/etcdtest"
 	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/proto/apiproto"
+	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // TestJSONStoredBeforeStillReads stores an assignment as the releases

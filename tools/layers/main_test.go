@@ -37,8 +37,8 @@ func TestCheck(t *testing.T) {
 		{"a shared client is allowed", pkg("global/controller", "region/client"), nil},
 		{"provider into another provider", pkg("providers/haproxy", "providers/containerd"), []string{"providers/haproxy imports providers/containerd"}},
 		{"tier up to composition", pkg("agent", "devcluster"), []string{"agent imports devcluster"}},
-		{"test support in production", pkg("region/api", "internal/store/storetest"), []string{"region/api imports internal/store/storetest"}},
-		{"test support in test support", pkg("internal/store/storetest", "internal/etcdserver/etcdtest"), nil},
+		{"test support in production", pkg("region/api", "testkit/storetest"), []string{"region/api imports testkit/storetest"}},
+		{"test support in test support", pkg("testkit/storetest", "testkit/etcdtest"), nil},
 		{"on no floor", pkg("misc", "internal/api"), []string{"misc"}},
 		{"imports a package on no floor", pkg("agent", "misc"), []string{"agent imports misc"}},
 	} {

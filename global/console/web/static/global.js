@@ -11,6 +11,73 @@ import {
 
 const REFRESH_MS = 5000;
 
+// ---- pods and probes ----
+
+const containerTone = { running: 'ok', waiting: 'warn', terminated: 'neutral' };
+
+// probeLine is a probe as stratactl describe prints it, in kubectl's
+// words, with the defaults filled in: "http-get http://:8080/ready
+// delay=0s timeout=1s period=10s #success=1 #failure=3".
+function probeLine(p) {
+  let handler = '';
+  if (p.httpGet) handler = `http-get ${(p.httpGet.scheme || 'http').toLowerCase()}://${p.httpGet.host || ''}:${p.httpGet.port}${p.httpGet.path || '/'}`;
+  else if (p.tcpSocket) handler = `tcp-socket :${p.tcpSocket.port}`;
+  else if (p.grpc) handler = `grpc :${p.grpc.port}${p.grpc.service ? ' ' + p.grpc.service : ''}`;
+  else if (p.exec) handler = `exec [${(p.exec.command || []).join(' ')}]`;
+  return `${handler} delay=${p.initialDelaySeconds || 0}s timeout=${p.timeoutSeconds ?? 1}s period=${p.periodSeconds ?? 10}s #success=${p.successThreshold ?? 1} #failure=${p.failureThreshold ?? 3}`;
+}
+
+const probeKinds = [['startupProbe', 'Startup'], ['readinessProbe', 'Readiness'], ['livenessProbe', 'Liveness']];
+
+// podContainers are a compute spec's containers in the order they start:
+// the init containers, the main one (the spec's own fields), the others.
+function podContainers(c) {
+  return [
+    ...(c.initContainers || []).map((x) => ({ ...x, init: true })),
+    { name: 'main', image: c.image, startupProbe: c.startupProbe, readinessProbe: c.readinessProbe, livenessProbe: c.livenessProbe },
+    ...(c.containers || []),
+  ];
+}
+
+// hasPod says whether a compute spec is worth showing container by
+// container: a pod, or a container with probes.
+function hasPod(c) {
+  return !!c && !!((c.initContainers || []).length || (c.containers || []).length || probeKinds.some(([k]) => c[k]));
+}
+
+// containersReady is a replica's ready containers out of those that run,
+// its init containers apart ("1/2", as kubectl get pods).
+function containersReady(rep) {
+  const cs = (rep.status && rep.status.containers) || [];
+  const init = new Set(((rep.spec && rep.spec.compute && rep.spec.compute.initContainers) || []).map((c) => c.name));
+  const run = cs.filter((c) => !init.has(c.name));
+  return `${run.filter((c) => c.ready).length}/${run.length}`;
+}
+
+// containerRestarts is the sum of a replica's containers' restarts, or its
+// own count when it reports no containers.
+function containerRestarts(rep) {
+  const st = rep.status || {};
+  const cs = st.containers || [];
+  return cs.length ? cs.reduce((n, c) => n + (c.restarts || 0), 0) : (st.restarts || 0);
+}
+
+// containerTable is a replica's containers as its node reports them:
+// state, ready, restarts, the last exit code and reason, the message.
+function containerTable(rep) {
+  return h('table', { class: 'subtable', 'aria-label': `Containers of ${rep.id}` },
+    h('thead', {}, h('tr', {}, ['Container', 'State', 'Ready', 'Restarts', 'Exit code', 'Reason', 'Started'].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, rep.status.containers.map((c) => h('tr', { dataset: { container: c.name, state: c.state, ready: String(!!c.ready), restarts: String(c.restarts || 0), reason: c.reason || '' } },
+      h('td', { class: 'mono' }, c.name),
+      h('td', {}, pill(c.state || 'unknown', containerTone[c.state] || 'neutral')),
+      h('td', {}, c.ready ? pill('ready', 'ok') : pill('not ready', c.state === 'terminated' ? 'neutral' : 'warn')),
+      h('td', { class: 'num' }, String(c.restarts || 0)),
+      h('td', { class: 'num mono' }, c.exitCode === undefined || c.exitCode === null ? '—' : String(c.exitCode)),
+      h('td', { class: 'reason-cell' }, c.reason ? h('b', { class: c.reason === 'Completed' ? '' : 'tone-err' }, c.reason) : h('span', { class: 'muted' }, '—'),
+        c.message ? [': ', h('span', { dataset: { role: 'message' } }, c.message)] : null),
+      h('td', { class: 'time-cell' }, c.startedAt ? relTime(c.startedAt) : '—')))));
+}
+
 function overviewPage() {
   const alertBox = $('#alert');
   const summary = $('#summary');
@@ -265,6 +332,7 @@ function resourcePage() {
     if (s.job || (res.spec && res.spec.job)) renderJob(s.job);
     renderPlacement(s);
     renderReplicas(reps);
+    renderContainers();
     renderRevisions(revs);
     $('#spec').textContent = JSON.stringify(res.spec, null, 2);
     renderEvents(evs);
@@ -312,20 +380,47 @@ function resourcePage() {
       : [h('tr', {}, h('td', { colspan: '5', class: 'detail-empty' }, 'Not placed in any region yet.'))]));
   }
 
+  // renderReplicas lists the replicas, each followed by its containers
+  // when its node reports them (READY is then ready/running containers).
   function renderReplicas(reps) {
     const body = $('#replicas tbody');
     if (reps.error) {
-      body.replaceChildren(h('tr', {}, h('td', { colspan: '6', class: 'detail-empty tone-err' }, 'Replicas could not be loaded — ', describeError(reps.error))));
+      body.replaceChildren(h('tr', {}, h('td', { colspan: '8', class: 'detail-empty tone-err' }, 'Replicas could not be loaded — ', describeError(reps.error))));
       return;
     }
     const items = (reps.items || []).slice().sort((a, b) => `${a.region}/${a.id}`.localeCompare(`${b.region}/${b.id}`));
     const partial = (reps.unreachable || []).length ? ` · ${reps.unreachable.join(', ')} did not answer` : '';
     $('#placement-note').textContent += (items.length ? ` · ${plural(items.length, 'replica')}` : '') + partial;
-    body.replaceChildren(...(items.length ? items.map((rep) => h('tr', { dataset: { replica: rep.id, region: rep.region, node: rep.node || '', phase: rep.phase } },
-      h('td', { class: 'mono' }, rep.id), h('td', {}, rep.region || '—'), h('td', { class: 'mono' }, rep.node || '—'),
-      h('td', {}, pill(rep.phase, phaseTone[rep.phase] || 'neutral')), h('td', {}, 'r' + rep.revision),
-      h('td', { class: 'mono' }, (rep.status && rep.status.address) || '—')))
-      : [h('tr', {}, h('td', { colspan: '6', class: 'detail-empty' }, 'No replicas.'))]));
+    const rows = items.flatMap((rep) => {
+      const cs = (rep.status && rep.status.containers) || [];
+      const row = h('tr', { dataset: { replica: rep.id, region: rep.region, node: rep.node || '', phase: rep.phase } },
+        h('td', { class: 'mono' }, rep.id), h('td', {}, rep.region || '—'), h('td', { class: 'mono' }, rep.node || '—'),
+        h('td', {}, pill(rep.phase, phaseTone[rep.phase] || 'neutral')),
+        h('td', { class: 'num', dataset: { role: 'ready' } }, cs.length ? containersReady(rep) : '—'),
+        h('td', { class: 'num', dataset: { role: 'restarts' } }, String(containerRestarts(rep))),
+        h('td', {}, 'r' + rep.revision),
+        h('td', { class: 'mono' }, (rep.status && rep.status.address) || '—'));
+      if (!cs.length) return [row];
+      return [row, h('tr', { class: 'detail-row', dataset: { containersOf: rep.id } }, h('td', { colspan: '8' }, containerTable(rep)))];
+    });
+    body.replaceChildren(...(rows.length ? rows : [h('tr', {}, h('td', { colspan: '8', class: 'detail-empty' }, 'No replicas.'))]));
+  }
+
+  // renderContainers shows a pod's containers, or a container's probes,
+  // as stratactl describe prints them; nothing for a plain container.
+  function renderContainers() {
+    const c = res.spec && res.spec.compute;
+    const card = $('#containers');
+    card.hidden = !hasPod(c);
+    if (card.hidden) return;
+    const cs = podContainers(c);
+    $('#containers-note').textContent = plural(cs.length, 'container');
+    $('#containers-table tbody').replaceChildren(...cs.map((x) => h('tr', { dataset: { container: x.name, init: String(!!x.init) } },
+      h('td', { class: 'mono' }, x.name, x.init ? [' ', pill('init', 'neutral')] : null),
+      h('td', { class: 'mono' }, x.image || '—'),
+      h('td', {}, probeKinds.some(([k]) => x[k])
+        ? probeKinds.filter(([k]) => x[k]).map(([k, label]) => h('div', { dataset: { probe: k } }, h('b', {}, label + ': '), h('span', { class: 'mono' }, probeLine(x[k]))))
+        : h('span', { class: 'muted' }, x.init ? 'runs to completion' : 'no probes')))));
   }
 
   function renderRevisions(revs) {

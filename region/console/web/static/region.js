@@ -8,6 +8,78 @@ import {
 
 const region = document.body.dataset.region;
 
+// ---- pods and probes ----
+
+const containerTone = { running: 'ok', waiting: 'warn', terminated: 'neutral' };
+
+// probeLine is a probe as stratactl describe prints it, in kubectl's
+// words, with the defaults filled in: "http-get http://:8080/ready
+// delay=0s timeout=1s period=10s #success=1 #failure=3".
+function probeLine(p) {
+  let handler = '';
+  if (p.httpGet) handler = `http-get ${(p.httpGet.scheme || 'http').toLowerCase()}://${p.httpGet.host || ''}:${p.httpGet.port}${p.httpGet.path || '/'}`;
+  else if (p.tcpSocket) handler = `tcp-socket :${p.tcpSocket.port}`;
+  else if (p.grpc) handler = `grpc :${p.grpc.port}${p.grpc.service ? ' ' + p.grpc.service : ''}`;
+  else if (p.exec) handler = `exec [${(p.exec.command || []).join(' ')}]`;
+  return `${handler} delay=${p.initialDelaySeconds || 0}s timeout=${p.timeoutSeconds ?? 1}s period=${p.periodSeconds ?? 10}s #success=${p.successThreshold ?? 1} #failure=${p.failureThreshold ?? 3}`;
+}
+
+const probeKinds = [['startupProbe', 'Startup'], ['readinessProbe', 'Readiness'], ['livenessProbe', 'Liveness']];
+
+// podContainers are a compute spec's containers in the order they start:
+// the init containers, the main one (the spec's own fields), the others.
+function podContainers(c) {
+  return [
+    ...(c.initContainers || []).map((x) => ({ ...x, init: true })),
+    { name: 'main', image: c.image, startupProbe: c.startupProbe, readinessProbe: c.readinessProbe, livenessProbe: c.livenessProbe },
+    ...(c.containers || []),
+  ];
+}
+
+// hasPod says whether a compute spec is worth showing container by
+// container: a pod, or a container with probes.
+function hasPod(c) {
+  return !!c && !!((c.initContainers || []).length || (c.containers || []).length || probeKinds.some(([k]) => c[k]));
+}
+
+// containersReady is a replica's ready containers out of those that run,
+// its init containers apart ("1/2", as kubectl get pods).
+function containersReady(rep) {
+  const cs = (rep.status && rep.status.containers) || [];
+  const init = new Set(((rep.spec && rep.spec.compute && rep.spec.compute.initContainers) || []).map((c) => c.name));
+  const run = cs.filter((c) => !init.has(c.name));
+  return `${run.filter((c) => c.ready).length}/${run.length}`;
+}
+
+// containerRestarts is the sum of a replica's containers' restarts, or its
+// own count when it reports no containers.
+function containerRestarts(rep) {
+  const st = rep.status || {};
+  const cs = st.containers || [];
+  return cs.length ? cs.reduce((n, c) => n + (c.restarts || 0), 0) : (st.restarts || 0);
+}
+
+// containerTable is the containers of replicas as their nodes report
+// them: state, ready, restarts, the last exit code and reason, the
+// message. It is a table of its own below the replicas, not rows among
+// them, so that the replicas' rows stay one per replica.
+function containerTable(reps) {
+  const rows = reps.flatMap((rep) => ((rep.status && rep.status.containers) || []).map((c) => h('tr', { dataset: { containersOf: rep.id, container: c.name, state: c.state, ready: String(!!c.ready), restarts: String(c.restarts || 0), reason: c.reason || '' } },
+    h('td', { class: 'mono', title: rep.id, style: { whiteSpace: 'nowrap' } }, shortID(rep.id)),
+    h('td', { class: 'mono' }, c.name),
+    h('td', {}, pill(c.state || 'unknown', containerTone[c.state] || 'neutral')),
+    h('td', {}, c.ready ? pill('ready', 'ok') : pill('not ready', c.state === 'terminated' ? 'neutral' : 'warn')),
+    h('td', { class: 'num' }, String(c.restarts || 0)),
+    h('td', { class: 'num mono' }, c.exitCode === undefined || c.exitCode === null ? '—' : String(c.exitCode)),
+    h('td', { class: 'reason-cell' }, c.reason ? h('b', { class: c.reason === 'Completed' ? '' : 'tone-err' }, c.reason) : h('span', { class: 'muted' }, '—'),
+      c.message ? [': ', h('span', { dataset: { role: 'message' } }, c.message)] : null),
+    h('td', { class: 'time-cell' }, c.startedAt ? relTime(c.startedAt) : '—'))));
+  if (!rows.length) return null;
+  return h('table', { class: 'table section-gap', dataset: { role: 'containers' }, 'aria-label': 'Containers' },
+    h('thead', {}, h('tr', {}, ['Replica', 'Container', 'State', 'Ready', 'Restarts', 'Exit code', 'Reason', 'Started'].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, rows));
+}
+
 // ---- live events ----
 
 // liveEvents follows the region's events: server-sent events from the
@@ -636,23 +708,41 @@ function resourcesPage() {
     else if (data.error) content = h('div', { class: 'detail-empty tone-err' }, 'Replicas could not be loaded — ', describeError(data.error));
     else if (!data.items.length) content = h('div', { class: 'detail-empty' }, 'No replicas in this region yet.');
     else {
+      // With container statuses, READY is ready/running containers, and
+      // the containers follow in a table of their own.
+      const pods = data.items.some((x) => ((x.status && x.status.containers) || []).length);
+      const cols = ['Replica', 'Node', 'Phase', ...(pods ? ['Ready'] : []), 'Address', 'Restarts', 'Reason', 'Since'];
       content = h('table', { class: 'subtable', 'aria-label': `Replicas of ${key}` },
-        h('thead', {}, h('tr', {}, ['Replica', 'Node', 'Phase', 'Address', 'Restarts', 'Reason', 'Since'].map((c) => h('th', { scope: 'col' }, c)))),
+        h('thead', {}, h('tr', {}, cols.map((c) => h('th', { scope: 'col' }, c)))),
         h('tbody', {}, data.items.map((x) => {
           const st = x.status || {};
           const phase = x.phase || st.phase || 'created';
           const leaving = x.desired === 'destroyed' && phase !== 'destroyed';
+          const cs = st.containers || [];
           return h('tr', { dataset: { replica: x.id, node: x.node || '' } },
             h('td', { class: 'mono', title: x.id }, shortID(x.id)),
             h('td', {}, x.node ? h('a', { href: './?q=' + encodeURIComponent(x.node), class: 'mono' }, x.node) : h('span', { class: 'muted' }, 'unscheduled')),
             h('td', {}, pill(phase, phaseTone[phase] || 'neutral'), leaving ? [' ', pill('stopping', 'neutral')] : null),
+            pods ? h('td', { class: 'num', dataset: { role: 'ready' } }, cs.length ? containersReady(x) : '—') : null,
             h('td', { class: 'mono' }, st.address || (x.network && x.network.address) || h('span', { class: 'muted' }, '—')),
-            h('td', { class: 'num' }, String(st.restarts || 0)),
+            h('td', { class: 'num', dataset: { role: 'restarts' } }, String(containerRestarts(x))),
             h('td', { class: 'reason-cell' }, st.reason || x.reason || h('span', { class: 'muted' }, '—')),
             h('td', { class: 'time-cell' }, relTime(st.since || x.scheduledAt || x.createdAt)));
         })));
+      content = [content, containerTable(data.items)];
     }
-    return h('tr', { class: 'detail-row', id: detailId }, h('td', { colspan: '7' }, content));
+    const res = (items.find((p) => keyOf(p) === key) || {}).resource;
+    return h('tr', { class: 'detail-row', id: detailId }, h('td', { colspan: '7' }, probesList(res), content));
+  }
+
+  // probesList is a pod's containers with their probes, as stratactl
+  // describe prints them; nothing for a plain container.
+  function probesList(res) {
+    const c = res && res.spec && res.spec.compute;
+    if (!hasPod(c)) return null;
+    return h('div', { dataset: { role: 'probes' }, style: { marginBottom: '12px' } }, podContainers(c).map((x) => h('div', { dataset: { container: x.name, init: String(!!x.init) } },
+      h('b', { class: 'mono' }, x.name), x.init ? [' ', pill('init', 'neutral')] : null, ' ', h('span', { class: 'mono muted' }, x.image || ''),
+      probeKinds.filter(([k]) => x[k]).map(([k, label]) => h('div', { dataset: { probe: k }, style: { paddingLeft: '1.5em' } }, label + ': ', h('span', { class: 'mono' }, probeLine(x[k])))))));
   }
 
   filter.addEventListener('input', () => { if (loaded) render(); });
