@@ -51,11 +51,19 @@ func (p *Provider) Delete(ctx context.Context, a *api.Assignment, grace time.Dur
 		}
 		grace = graceOf(a, labels)
 	}
+	members, err := p.tasks.members(ctx, a.ID)
+	if err != nil {
+		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
+	}
 	if err := p.removeLoaded(ctx, a.ID, ctr, grace); err != nil {
 		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
 	}
 	p.sup.forget(a.ID)
-	if err := removeFiles(p.tasks.logPath(a.ID)); err != nil {
+	logs := []string{p.tasks.logPath(a.ID)}
+	for _, m := range members {
+		logs = append(logs, p.tasks.logPath(m.ID))
+	}
+	if err := removeFiles(logs...); err != nil {
 		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
 	}
 	if c != nil {
@@ -86,6 +94,11 @@ func (p *Provider) removeCompute(ctx context.Context, id string, grace time.Dura
 func (p *Provider) removeLoaded(ctx context.Context, id string, c client.Container, grace time.Duration) error {
 	p.probes.forget(id)
 	var errs []error
+	// The pod's other containers first: they live in the main one's
+	// network namespace.
+	if err := p.removeMembers(ctx, id, grace); err != nil {
+		return fmt.Errorf("pod: %w", err)
+	}
 	snapshotGone := false
 	if c != nil {
 		var err error
