@@ -266,11 +266,6 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 	if err != nil {
 		return fail("hosts file", err)
 	}
-	scratch, err := p.makeScratch(a)
-	if err != nil {
-		return fail("scratch volumes", err)
-	}
-	mounts = append(mounts, scratch...)
 	cs := containerSpec{
 		a: a, image: img, labels: labels, rootfs: client.WithNewSnapshot(a.ID, img),
 		netns: nsPath, usernsPath: p.network.usernsPath(a.ID),
@@ -303,12 +298,19 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 		return fail("create container", err)
 	}
 	created = true
+	return p.start(ctx, ctr, cs)
+}
+
+// start starts the task of the main container c just created, and the
+// other containers of its pod, if any; it returns the replica's status.
+func (p *Provider) start(ctx context.Context, c client.Container, cs containerSpec) (api.AssignmentStatus, error) {
+	a := cs.a
 	if len(sidecarsOf(a)) > 0 {
-		return p.startPod(ctx, ctr, cs)
+		return p.startPod(ctx, c, cs)
 	}
-	st, err := p.startFirst(ctx, ctr)
+	st, err := p.startFirst(ctx, c)
 	if err == nil {
-		p.log.Info("container started", "id", a.ID, "generation", a.Generation, "image", img.Name())
+		p.log.Info("container started", "id", a.ID, "generation", a.Generation, "image", cs.image.Name())
 	}
 	return st, err
 }
@@ -385,7 +387,11 @@ func (p *Provider) prepare(ctx context.Context, a *api.Assignment) (img client.I
 	if err != nil {
 		return nil, nil, "configs and secrets", err
 	}
-	return img, append(mounts, files...), "", nil
+	scratch, err := p.makeScratch(a)
+	if err != nil {
+		return nil, nil, "scratch volumes", err
+	}
+	return img, append(append(mounts, files...), scratch...), "", nil
 }
 
 // provisioning reports a's progress while it is being provisioned (an

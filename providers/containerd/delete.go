@@ -51,19 +51,7 @@ func (p *Provider) Delete(ctx context.Context, a *api.Assignment, grace time.Dur
 		}
 		grace = graceOf(a, labels)
 	}
-	members, err := p.tasks.members(ctx, a.ID)
-	if err != nil {
-		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
-	}
-	if err := p.removeLoaded(ctx, a.ID, ctr, grace); err != nil {
-		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
-	}
-	p.sup.forget(a.ID)
-	logs := []string{p.tasks.logPath(a.ID)}
-	for _, m := range members {
-		logs = append(logs, p.tasks.logPath(m.ID))
-	}
-	if err := removeFiles(logs...); err != nil {
+	if err := p.removeWithLogs(ctx, a.ID, ctr, grace); err != nil {
 		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
 	}
 	if c != nil {
@@ -75,6 +63,24 @@ func (p *Provider) Delete(ctx context.Context, a *api.Assignment, grace time.Dur
 		p.log.Info("container deleted", "id", a.ID)
 	}
 	return nil
+}
+
+// removeWithLogs is removeLoaded, then the replica's back-off is
+// forgotten and the log files of its containers removed.
+func (p *Provider) removeWithLogs(ctx context.Context, id string, c client.Container, grace time.Duration) error {
+	members, err := p.tasks.members(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := p.removeLoaded(ctx, id, c, grace); err != nil {
+		return err
+	}
+	p.sup.forget(id)
+	logs := []string{p.tasks.logPath(id)}
+	for _, m := range members {
+		logs = append(logs, p.tasks.logPath(m.ID))
+	}
+	return removeFiles(logs...)
 }
 
 // removeCompute stops and removes everything of a Compute replica but

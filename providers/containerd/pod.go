@@ -54,6 +54,12 @@ func ownerOf(c containers.Container) (replica, name string) {
 	return c.ID, api.MainContainer
 }
 
+// supervised reports whether container record c (nil: none) is one the
+// supervisor restarts: a replica's, or one of its pod's.
+func supervised(c *containers.Container) bool {
+	return c != nil && (c.Labels[LabelAssignment] != "" || c.Labels[labelPod] != "")
+}
+
 // sidecarsOf are the containers a's spec runs beside the main one.
 func sidecarsOf(a *api.Assignment) []api.Container {
 	if a.Spec.Compute == nil {

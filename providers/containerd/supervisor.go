@@ -292,7 +292,7 @@ func (sv *supervisor) handleStopped(ctx context.Context, id string, pid uint32) 
 	}
 	defer unlock()
 	c, err := sv.tasks.container(ctx, id)
-	if err != nil || c == nil || (c.Labels[LabelAssignment] == "" && c.Labels[labelPod] == "") || c.Labels[labelError] != "" {
+	if err != nil || !supervised(c) || c.Labels[labelError] != "" {
 		return
 	}
 	t, err := sv.tasks.task(ctx, id)
@@ -444,7 +444,7 @@ func (sv *supervisor) handleOOM(ctx context.Context, id string, at time.Time) {
 	}
 	defer unlock()
 	c, err := sv.tasks.container(ctx, id)
-	if err != nil || c == nil || (c.Labels[LabelAssignment] == "" && c.Labels[labelPod] == "") {
+	if err != nil || !supervised(c) {
 		return
 	}
 	if started := labelTime(c.Labels, labelStarted, time.Time{}); started.After(at) {
