@@ -84,7 +84,11 @@ func (p *Provider) applyCompute(ctx context.Context, a *api.Assignment) (api.Ass
 			// A newer generation was applied already: this one is stale.
 			return p.Status(ctx, a.ID)
 		}
-		if l[labelSpec] == hash && l[labelError] == "" {
+		whole, err := p.tasks.membersPresent(ctx, *c)
+		if err != nil {
+			return api.AssignmentStatus{}, err
+		}
+		if l[labelSpec] == hash && l[labelError] == "" && whole {
 			return p.keepCompute(ctx, *c, a)
 		}
 		if l[labelSpec] == hash {
@@ -201,6 +205,10 @@ func specHash(a *api.Assignment, d *provider.ConfigData) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	pod, err := podDigest(c)
+	if err != nil {
+		return "", fmt.Errorf("spec digest: %w", err)
+	}
 	b, err := json.Marshal(struct {
 		Image      *api.ImageSpec
 		Compute    string
@@ -217,7 +225,8 @@ func specHash(a *api.Assignment, d *provider.ConfigData) (string, error) {
 		// upgrade replaces no container made before them.
 		Configs         string               `json:",omitempty"`
 		SecurityContext *api.SecurityContext `json:",omitempty"`
-	}{a.Image, c.Image, c.Command, c.Args, c.Env, c.WorkingDir, c.Ports, a.Volumes, a.Flavor.VCPUs, a.Flavor.MemoryMiB, a.Network, configs, c.SecurityContext})
+		Pod             string               `json:",omitempty"`
+	}{a.Image, c.Image, c.Command, c.Args, c.Env, c.WorkingDir, c.Ports, a.Volumes, a.Flavor.VCPUs, a.Flavor.MemoryMiB, a.Network, configs, c.SecurityContext, pod})
 	if err != nil {
 		return "", fmt.Errorf("spec digest: %w", err)
 	}
@@ -289,9 +298,19 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 		return fail("create container", err)
 	}
 	created = true
-	st, err := p.startFirst(ctx, ctr)
+	return p.start(ctx, ctr, cs)
+}
+
+// start starts the task of the main container c just created, and the
+// other containers of its pod, if any; it returns the replica's status.
+func (p *Provider) start(ctx context.Context, c client.Container, cs containerSpec) (api.AssignmentStatus, error) {
+	a := cs.a
+	if len(sidecarsOf(a)) > 0 {
+		return p.startPod(ctx, c, cs)
+	}
+	st, err := p.startFirst(ctx, c)
 	if err == nil {
-		p.log.Info("container started", "id", a.ID, "generation", a.Generation, "image", img.Name())
+		p.log.Info("container started", "id", a.ID, "generation", a.Generation, "image", cs.image.Name())
 	}
 	return st, err
 }
@@ -338,6 +357,13 @@ func computeLabels(a *api.Assignment, hash string, restarts int) map[string]stri
 	if a.Network != nil && a.Network.Address != "" {
 		labels[labelAddress] = a.Network.Address
 	}
+	if sc := sidecarsOf(a); len(sc) > 0 {
+		names := make([]string, len(sc))
+		for i, ct := range sc {
+			names[i] = ct.Name
+		}
+		labels[labelMembers] = strings.Join(names, ",")
+	}
 	return labels
 }
 
@@ -361,7 +387,11 @@ func (p *Provider) prepare(ctx context.Context, a *api.Assignment) (img client.I
 	if err != nil {
 		return nil, nil, "configs and secrets", err
 	}
-	return img, append(mounts, files...), "", nil
+	scratch, err := p.makeScratch(a)
+	if err != nil {
+		return nil, nil, "scratch volumes", err
+	}
+	return img, append(append(mounts, files...), scratch...), "", nil
 }
 
 // provisioning reports a's progress while it is being provisioned (an

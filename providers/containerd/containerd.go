@@ -15,7 +15,11 @@
 // <LogRoot>/<id>.log (appended by a small logger the shim runs, so that
 // it outlives agent restarts), and a network namespace
 // <NetNSDir>/<namespace>-<id> set up by the CNI conflist
-// <CNIConfDir>/<id>.conflist.
+// <CNIConfDir>/<id>.conflist. A pod's other containers (spec.compute.
+// containers) are containers <id>.<name> of their own, with their own
+// snapshot, task, log file <id>.<name>.log, restarts and back-off,
+// joining that network namespace (see pod.go); its scratch volumes are
+// directories <StateDir>/scratch/<id>/<name>.
 package containerd
 
 import (

@@ -51,11 +51,7 @@ func (p *Provider) Delete(ctx context.Context, a *api.Assignment, grace time.Dur
 		}
 		grace = graceOf(a, labels)
 	}
-	if err := p.removeLoaded(ctx, a.ID, ctr, grace); err != nil {
-		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
-	}
-	p.sup.forget(a.ID)
-	if err := removeFiles(p.tasks.logPath(a.ID)); err != nil {
+	if err := p.removeWithLogs(ctx, a.ID, ctr, grace); err != nil {
 		return fmt.Errorf("containerd: delete %s: %w", a.ID, err)
 	}
 	if c != nil {
@@ -67,6 +63,24 @@ func (p *Provider) Delete(ctx context.Context, a *api.Assignment, grace time.Dur
 		p.log.Info("container deleted", "id", a.ID)
 	}
 	return nil
+}
+
+// removeWithLogs is removeLoaded, then the replica's back-off is
+// forgotten and the log files of its containers removed.
+func (p *Provider) removeWithLogs(ctx context.Context, id string, c client.Container, grace time.Duration) error {
+	members, err := p.tasks.members(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := p.removeLoaded(ctx, id, c, grace); err != nil {
+		return err
+	}
+	p.sup.forget(id)
+	logs := []string{p.tasks.logPath(id)}
+	for _, m := range members {
+		logs = append(logs, p.tasks.logPath(m.ID))
+	}
+	return removeFiles(logs...)
 }
 
 // removeCompute stops and removes everything of a Compute replica but
@@ -86,6 +100,11 @@ func (p *Provider) removeCompute(ctx context.Context, id string, grace time.Dura
 func (p *Provider) removeLoaded(ctx context.Context, id string, c client.Container, grace time.Duration) error {
 	p.probes.forget(id)
 	var errs []error
+	// The pod's other containers first: they live in the main one's
+	// network namespace.
+	if err := p.removeMembers(ctx, id, grace); err != nil {
+		return fmt.Errorf("pod: %w", err)
+	}
 	snapshotGone := false
 	if c != nil {
 		var err error

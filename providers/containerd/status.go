@@ -31,7 +31,9 @@ func (p *Provider) Status(ctx context.Context, id string) (api.AssignmentStatus,
 	if err != nil {
 		return api.AssignmentStatus{}, fmt.Errorf("containerd: status: %w", err)
 	}
-	return p.tasks.status(*c, t), nil
+	st := p.tasks.status(*c, t)
+	p.tasks.withMembers(ctx, &st, *c)
+	return st, nil
 }
 
 // List implements provider.Provider: every container of the namespace
@@ -49,6 +51,7 @@ func (p *Provider) List(ctx context.Context) ([]provider.Listed, error) {
 	out := make([]provider.Listed, 0, len(cs))
 	for _, c := range cs {
 		st := p.tasks.status(c, ts[c.ID])
+		p.tasks.withMembers(ctx, &st, c)
 		out = append(out, provider.Listed{ID: c.ID, Kind: api.KindCompute, Generation: st.ObservedGeneration, Status: st})
 	}
 	vs, err := p.volumes.list()

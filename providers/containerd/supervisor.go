@@ -250,7 +250,8 @@ func (sv *supervisor) setEventsUp(up bool) {
 // restarted but is stopped or missing, as if its exit had just been
 // seen.
 func (sv *supervisor) sweep(ctx context.Context) error {
-	cs, err := sv.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelAssignment))
+	// Replicas' containers, and their pods' other containers.
+	cs, err := sv.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelAssignment), fmt.Sprintf("labels.%q", labelPod))
 	if err != nil {
 		return err
 	}
@@ -260,14 +261,15 @@ func (sv *supervisor) sweep(ctx context.Context) error {
 	}
 	for _, c := range cs {
 		t := ts[c.ID]
+		replica, name := ownerOf(c)
 		if t != nil && t.status == tasktypes.Status_RUNNING && sv.tasks.probes != nil {
 			// Probes of a replica found running (the agent restarted)
 			// start; those running already go on.
-			sv.tasks.probes.track(c, c.ID, api.MainContainer)
+			sv.tasks.probes.track(c, replica, name)
 		}
 		policy := api.RestartPolicy(c.Labels[labelRestart])
 		switch {
-		case c.Labels[labelError] != "" || sv.replicas.held(c.ID) || sv.restartPending(c.ID):
+		case c.Labels[labelError] != "" || sv.replicas.held(replica) || sv.restartPending(c.ID):
 			continue
 		case t == nil && policy == api.RestartNever:
 			continue
@@ -284,13 +286,13 @@ func (sv *supervisor) sweep(ctx context.Context) error {
 // is stopped or missing): it pushes the new status and schedules the
 // restart the policy asks for.
 func (sv *supervisor) handleStopped(ctx context.Context, id string, pid uint32) {
-	unlock, err := sv.replicas.lock(ctx, id)
+	unlock, _, err := sv.lockOwner(ctx, id)
 	if err != nil {
 		return
 	}
 	defer unlock()
 	c, err := sv.tasks.container(ctx, id)
-	if err != nil || c == nil || c.Labels[LabelAssignment] == "" || c.Labels[labelError] != "" {
+	if err != nil || !supervised(c) || c.Labels[labelError] != "" {
 		return
 	}
 	t, err := sv.tasks.task(ctx, id)
@@ -301,10 +303,10 @@ func (sv *supervisor) handleStopped(ctx context.Context, id string, pid uint32) 
 		return // restarted already, or a stale event
 	}
 	if sv.tasks.probes != nil {
-		sv.tasks.probes.untrack(id, api.MainContainer)
+		sv.tasks.probes.untrack(ownerOf(*c))
 	}
 	// The status is pushed once the restart is scheduled: it says when.
-	defer func() { sv.notify(sv.tasks.status(*c, t)) }()
+	defer sv.pushOwner(ctx, *c, t)
 	policy := api.RestartPolicy(c.Labels[labelRestart])
 	if t == nil {
 		if policy == api.RestartNever {
@@ -402,7 +404,7 @@ func (sv *supervisor) forget(id string) {
 // restartStopped restarts id's task if it is still stopped and its
 // policy still says so.
 func (sv *supervisor) restartStopped(ctx context.Context, id string) {
-	unlock, err := sv.replicas.lock(ctx, id)
+	unlock, replica, err := sv.lockOwner(ctx, id)
 	if err != nil {
 		return
 	}
@@ -427,7 +429,7 @@ func (sv *supervisor) restartStopped(ctx context.Context, id string) {
 			sv.log.Warn("restart failed", "id", id, "err", err)
 		}
 	}
-	if st, err := sv.tasks.statusOf(ctx, id); err == nil {
+	if st, err := sv.tasks.statusOf(ctx, replica); err == nil {
 		sv.notify(st)
 	}
 }
@@ -436,13 +438,13 @@ func (sv *supervisor) restartStopped(ctx context.Context, id string) {
 // that its exit reads as an OOM kill even once the cgroup is gone. It
 // records, logs and pushes a task's first OOM kill only.
 func (sv *supervisor) handleOOM(ctx context.Context, id string, at time.Time) {
-	unlock, err := sv.replicas.lock(ctx, id)
+	unlock, replica, err := sv.lockOwner(ctx, id)
 	if err != nil {
 		return
 	}
 	defer unlock()
 	c, err := sv.tasks.container(ctx, id)
-	if err != nil || c == nil || c.Labels[LabelAssignment] == "" {
+	if err != nil || !supervised(c) {
 		return
 	}
 	if started := labelTime(c.Labels, labelStarted, time.Time{}); started.After(at) {
@@ -463,7 +465,7 @@ func (sv *supervisor) handleOOM(ctx context.Context, id string, at time.Time) {
 		return
 	}
 	sv.log.Info("task OOM-killed", "id", id, "memory MiB", c.Labels[labelMemoryMiB])
-	if st, err := sv.tasks.statusOf(ctx, id); err == nil {
+	if st, err := sv.tasks.statusOf(ctx, replica); err == nil {
 		sv.notify(st)
 	}
 }

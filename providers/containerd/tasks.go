@@ -69,7 +69,9 @@ func (tk *taskService) providerID(id string) string { return tk.cfg.Namespace + 
 // containerSpec is what one container of a replica is made of, once its
 // image, network and files are ready.
 type containerSpec struct {
-	a      *api.Assignment
+	a *api.Assignment
+	// id is the container's id: a.ID when empty (the main container).
+	id     string
 	image  client.Image
 	labels map[string]string
 	// rootfs makes the container's snapshot from image.
@@ -88,7 +90,11 @@ type containerSpec struct {
 // create creates the container of spec with the OCI spec opts. A
 // snapshot left by a failed creation is removed.
 func (tk *taskService) create(ctx context.Context, cs containerSpec, opts []oci.SpecOpts) (client.Container, error) {
-	ctr, err := tk.client.NewContainer(ctx, cs.a.ID,
+	id := cs.id
+	if id == "" {
+		id = cs.a.ID
+	}
+	ctr, err := tk.client.NewContainer(ctx, id,
 		client.WithImage(cs.image),
 		client.WithSnapshotter(tk.cfg.Snapshotter),
 		cs.rootfs,
@@ -98,7 +104,7 @@ func (tk *taskService) create(ctx context.Context, cs containerSpec, opts []oci.
 	)
 	if err != nil && !errdefs.IsAlreadyExists(err) {
 		// The snapshot may exist without its container.
-		tk.removeSnapshot(ctx, cs.a.ID)
+		tk.removeSnapshot(ctx, id)
 	}
 	return ctr, err
 }
@@ -387,7 +393,8 @@ func (tk *taskService) replaceTask(ctx context.Context, id, why string) error {
 			return err
 		}
 	}
-	err = tk.net.restore(ctx, id, usernsOfLabels(c.Labels))
+	replica, name := ownerOf(*c)
+	err = tk.net.restore(ctx, replica, usernsOfLabels(c.Labels))
 	if err == nil {
 		err = tk.startTask(ctx, id)
 	}
@@ -404,7 +411,7 @@ func (tk *taskService) replaceTask(ctx context.Context, id, why string) error {
 	}
 	tk.log.Info("task restarted", "id", id, "why", why, "restarts", labels[labelRestarts])
 	if err == nil && tk.probes != nil {
-		tk.probes.track(*c, id, api.MainContainer)
+		tk.probes.track(*c, replica, name)
 	}
 	return err
 }

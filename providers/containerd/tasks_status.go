@@ -95,8 +95,15 @@ func (tk *taskService) containerStatuses(st *api.AssignmentStatus, c containers.
 	if c.Labels[labelError] != "" {
 		return
 	}
+	st.Containers = []api.ContainerStatus{tk.containerStatus(st, c, t, c.ID, api.MainContainer)}
+}
+
+// containerStatus is the status of container name of replica, whose
+// record is c and task t (nil: none); st is the status whose phase it
+// gates (the container's own, for a pod member).
+func (tk *taskService) containerStatus(st *api.AssignmentStatus, c containers.Container, t *taskInfo, replica, name string) api.ContainerStatus {
 	l := c.Labels
-	cs := api.ContainerStatus{Name: api.MainContainer, State: api.ContainerWaiting, Restarts: st.Restarts,
+	cs := api.ContainerStatus{Name: name, State: api.ContainerWaiting, Restarts: st.Restarts,
 		Reason: l[labelLastReason], Message: l[labelLastExit]}
 	if code, err := strconv.ParseInt(l[labelLastCode], 10, 32); err == nil {
 		c32 := int32(code)
@@ -105,22 +112,22 @@ func (tk *taskService) containerStatuses(st *api.AssignmentStatus, c containers.
 	switch {
 	case t == nil || t.status == tasktypes.Status_CREATED:
 	case t.status == tasktypes.Status_RUNNING:
-		tk.runningStatus(st, &cs, c)
+		tk.runningStatus(st, &cs, c, replica)
 	case t.status == tasktypes.Status_STOPPED:
 		tk.stoppedStatus(st, &cs, c, t)
 	}
-	st.Containers = []api.ContainerStatus{cs}
+	return cs
 }
 
 // runningStatus is a running container's: ready unless its probes say
 // otherwise.
-func (tk *taskService) runningStatus(st *api.AssignmentStatus, cs *api.ContainerStatus, c containers.Container) {
+func (tk *taskService) runningStatus(st *api.AssignmentStatus, cs *api.ContainerStatus, c containers.Container, replica string) {
 	cs.State, cs.Ready = api.ContainerRunning, true
 	cs.StartedAt = labelTime(c.Labels, labelStarted, c.CreatedAt)
 	if c.Labels[labelProbes] == "" || tk.probes == nil {
 		return
 	}
-	ready, msg := tk.probes.ready(c.ID, api.MainContainer)
+	ready, msg := tk.probes.ready(replica, cs.Name)
 	if msg != "" {
 		cs.Message = msg
 	}
@@ -155,7 +162,7 @@ func (tk *taskService) stoppedStatus(st *api.AssignmentStatus, cs *api.Container
 		return
 	}
 	left := max(time.Until(next), 0).Round(100 * time.Millisecond)
-	msg := fmt.Sprintf("back-off %s restarting failed container %s, next start in %s", delay, api.MainContainer, left)
+	msg := fmt.Sprintf("back-off %s restarting failed container %s, next start in %s", delay, cs.Name, left)
 	cs.Reason, cs.Message = api.ReasonCrashLoopBackOff, msg+" ("+cs.Message+")"
 	st.Reason += "; " + api.ReasonCrashLoopBackOff + ": " + msg
 }
@@ -277,5 +284,7 @@ func (tk *taskService) statusOf(ctx context.Context, id string) (api.AssignmentS
 	if err != nil {
 		return api.AssignmentStatus{}, err
 	}
-	return tk.status(*c, t), nil
+	st := tk.status(*c, t)
+	tk.withMembers(ctx, &st, *c)
+	return st, nil
 }

@@ -177,6 +177,14 @@ func TestSpecHash(t *testing.T) {
 		{"network", func(a *api.Assignment) { a.Network = &api.NetworkAttachment{Address: "10.0.0.2"} }, true},
 		{"volumes", func(a *api.Assignment) { a.Volumes = []api.VolumeAttachment{{VolumeID: "v", Path: "/v"}} }, true},
 		{"user", func(a *api.Assignment) { a.Spec.Compute.SecurityContext = &api.SecurityContext{RunAsNonRoot: true} }, true},
+		// A pod's other containers and scratch volumes: any change of
+		// them replaces the pod.
+		{"sidecar", func(a *api.Assignment) {
+			a.Spec.Compute.Containers = []api.Container{{Name: "web", Image: "busybox"}}
+		}, true},
+		{"scratch volume", func(a *api.Assignment) {
+			a.Spec.Compute.ScratchVolumes = []api.ScratchVolume{{Name: "tmp", Path: "/tmp"}}
+		}, true},
 		// Probes are a label: changing them restarts nothing.
 		{"probes", func(a *api.Assignment) {
 			a.Spec.Compute.LivenessProbe = &api.Probe{TCPSocket: &api.TCPSocketAction{Port: 80}}
