@@ -44,23 +44,31 @@ type NodeProvider struct {
 
 // The features a provider advertises and a replica may need.
 const (
-	// FeaturePods: several containers per replica (init containers,
-	// sidecars).
+	// FeaturePods: several containers per replica side by side (the
+	// spec's containers) and scratch volumes.
 	FeaturePods = "pods"
+	// FeatureInitContainers: init containers, run to completion before
+	// the others.
+	FeatureInitContainers = "initContainers"
 	// FeatureProbes: startup, readiness and liveness probes.
 	FeatureProbes = "probes"
 )
 
 // RequiredFeatures are the provider features a replica of spec needs:
-// FeaturePods for a pod, FeatureProbes for probes; nil for neither.
+// FeaturePods for containers beside the main one or scratch volumes,
+// FeatureInitContainers for init containers, FeatureProbes for probes;
+// nil for none.
 func RequiredFeatures(spec *ResourceSpec) []string {
 	c := spec.Compute
 	if c == nil {
 		return nil
 	}
 	var out []string
-	if c.IsPod() {
+	if len(c.Containers) > 0 || len(c.ScratchVolumes) > 0 {
 		out = append(out, FeaturePods)
+	}
+	if len(c.InitContainers) > 0 {
+		out = append(out, FeatureInitContainers)
 	}
 	if c.HasProbes() {
 		out = append(out, FeatureProbes)

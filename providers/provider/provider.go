@@ -78,6 +78,8 @@ const (
 	// FeaturePods: replicas with init containers, more containers and
 	// scratch volumes.
 	FeaturePods = api.FeaturePods
+	// FeatureInitContainers: init containers.
+	FeatureInitContainers = api.FeatureInitContainers
 	// FeatureProbes: startup, readiness and liveness probes.
 	FeatureProbes = api.FeatureProbes
 )

@@ -71,6 +71,8 @@ func TestRequiredFeatures(t *testing.T) {
 		{"readiness probe", spec(api.ComputeSpec{Image: "busybox", Probes: api.Probes{ReadinessProbe: probe}}), []string{api.FeatureProbes}},
 		{"sidecar", spec(api.ComputeSpec{Image: "busybox", Containers: []api.Container{{Name: "log", Image: "busybox"}}}), []string{api.FeaturePods}},
 		{"sidecar with a probe", spec(api.ComputeSpec{Image: "busybox", Containers: []api.Container{{Name: "log", Image: "busybox", Probes: api.Probes{LivenessProbe: probe}}}}), []string{api.FeaturePods, api.FeatureProbes}},
+		{"scratch volume", spec(api.ComputeSpec{Image: "busybox", ScratchVolumes: []api.ScratchVolume{{Name: "s"}}}), []string{api.FeaturePods}},
+		{"init container", spec(api.ComputeSpec{Image: "busybox", InitContainers: []api.Container{{Name: "init", Image: "busybox"}}}), []string{api.FeatureInitContainers}},
 		{"no compute", &api.ResourceSpec{}, nil},
 	} {
 		if got := api.RequiredFeatures(tc.spec); !equal(got, tc.want) {
@@ -89,4 +91,16 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestInitContainersNeedTheirFeature: a node whose provider runs pods but
+// not init containers is no place for a replica with init containers,
+// and the reason says which feature it lacks.
+func TestInitContainersNeedTheirFeature(t *testing.T) {
+	if why := lacking(api.FeatureInitContainers); whyText[why] != "provider lacks feature initContainers" {
+		t.Fatalf("lacking(initContainers) = %q", whyText[why])
+	}
+	if lacking(api.FeaturePods) == lacking(api.FeatureInitContainers) {
+		t.Fatal("pods and initContainers are told apart")
+	}
 }

@@ -208,8 +208,11 @@ func (s *Snapshot) staticFilter(r *Request) staticFilter {
 
 // lacking is the filter a node fails when its provider lacks feature.
 func lacking(feature string) why {
-	if feature == api.FeatureProbes {
+	switch feature {
+	case api.FeatureProbes:
 		return byNoProbes
+	case api.FeatureInitContainers:
+		return byNoInitContainers
 	}
 	return byNoPods
 }

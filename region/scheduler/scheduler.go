@@ -256,6 +256,7 @@ const (
 	fits why = iota
 	byProvider
 	byNoPods
+	byNoInitContainers
 	byNoProbes
 	byDown
 	byCordon
@@ -274,22 +275,23 @@ const (
 
 // whyText says what each filter rejects a node for, as reasons count it.
 var whyText = [numWhy]string{
-	fits:           "fits",
-	byProvider:     "does not serve the provider kind",
-	byNoPods:       "provider lacks feature " + api.FeaturePods,
-	byNoProbes:     "provider lacks feature " + api.FeatureProbes,
-	byDown:         "not Up",
-	byCordon:       "cordoned",
-	byCondition:    "a condition in Error",
-	byPin:          "not the node holding its volume",
-	byAvoid:        "the node it leaves",
-	bySelector:     "node selector mismatch",
-	byZone:         "outside the allowed zones",
-	byAntiAffinity: "already running a replica (hard anti-affinity)",
-	byCPU:          "insufficient cpu",
-	byMemory:       "insufficient memory",
-	byDisk:         "insufficient disk",
-	byAddress:      "no free address in the node's block",
+	fits:               "fits",
+	byProvider:         "does not serve the provider kind",
+	byNoPods:           "provider lacks feature " + api.FeaturePods,
+	byNoInitContainers: "provider lacks feature " + api.FeatureInitContainers,
+	byNoProbes:         "provider lacks feature " + api.FeatureProbes,
+	byDown:             "not Up",
+	byCordon:           "cordoned",
+	byCondition:        "a condition in Error",
+	byPin:              "not the node holding its volume",
+	byAvoid:            "the node it leaves",
+	bySelector:         "node selector mismatch",
+	byZone:             "outside the allowed zones",
+	byAntiAffinity:     "already running a replica (hard anti-affinity)",
+	byCPU:              "insufficient cpu",
+	byMemory:           "insufficient memory",
+	byDisk:             "insufficient disk",
+	byAddress:          "no free address in the node's block",
 }
 
 func (w why) String() string {
