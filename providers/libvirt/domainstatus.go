@@ -51,18 +51,7 @@ func (d *domains) status(dom *libvirt.Domain, meta replicaMeta) (api.AssignmentS
 	case libvirt.DOMAIN_SHUTDOWN:
 		return d.shuttingDown(st, meta), nil
 	case libvirt.DOMAIN_SHUTOFF:
-		if restarting(meta, libvirt.DomainShutoffReason(reason)) {
-			return d.provision(st, meta, "starting"), nil
-		}
-		why := shutoffReason(libvirt.DomainShutoffReason(reason))
-		if meta.Error != "" {
-			why = meta.Error
-		}
-		if code, ok := d.drives.exited(meta); ok {
-			st.ExitCode = &code
-			why = fmt.Sprintf("exited with code %d", code)
-		}
-		return d.phases.observe(st, api.PhaseError, why), nil
+		return d.shutOff(st, meta, libvirt.DomainShutoffReason(reason)), nil
 	case libvirt.DOMAIN_CRASHED:
 		return d.phases.observe(st, api.PhaseError, "crashed"), nil
 	case libvirt.DOMAIN_PMSUSPENDED:
@@ -165,4 +154,22 @@ func pausedReason(r libvirt.DomainPausedReason) string {
 	default:
 		return fmt.Sprintf("reason %d", r)
 	}
+}
+
+// shutOff is the status of a domain that is shut off: starting again
+// (a probe's restart between its destroy and its start), or failed, with
+// its exit code when the guest wrote one.
+func (d *domains) shutOff(st api.AssignmentStatus, meta replicaMeta, reason libvirt.DomainShutoffReason) api.AssignmentStatus {
+	if restarting(meta, reason) {
+		return d.provision(st, meta, "starting")
+	}
+	why := shutoffReason(reason)
+	if meta.Error != "" {
+		why = meta.Error
+	}
+	if code, ok := d.drives.exited(meta); ok {
+		st.ExitCode = &code
+		why = fmt.Sprintf("exited with code %d", code)
+	}
+	return d.phases.observe(st, api.PhaseError, why)
 }
