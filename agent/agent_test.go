@@ -815,7 +815,7 @@ func TestNodeService(t *testing.T) {
 		v.Provider = api.ProviderVM
 		return v
 	}())
-	logs := &logProvider{memProvider: newMemProvider("logs", api.ProviderContainer), logs: map[string]string{"a": "hello from a\n"}}
+	logs := &logProvider{memProvider: newMemProvider("logs", api.ProviderContainer), logs: map[string]string{"a": "hello from a\n", "a.side": "hello from a's side\n"}}
 	nologs := &errLogProvider{newMemProvider("nologs", api.ProviderVM)}
 	ta := startAgent(t, region.endpoint(), withProviders(map[string]provider.Provider{"logs": logs, "nologs": nologs}))
 	ta.waitReady(t)
@@ -845,8 +845,8 @@ func TestNodeService(t *testing.T) {
 		t.Errorf("Status: got %v; want node, version, started_at and conditions", resp)
 	}
 
-	readLogs := func(id string) (string, error) {
-		stream, err := client.Logs(ctx, &agentv1.NodeLogsRequest{AssignmentId: id})
+	readLogs := func(id, container string) (string, error) {
+		stream, err := client.Logs(ctx, &agentv1.NodeLogsRequest{AssignmentId: id, Container: container})
 		if err != nil {
 			return "", err
 		}
@@ -863,25 +863,27 @@ func TestNodeService(t *testing.T) {
 		}
 	}
 	tests := []struct {
-		id      string
-		want    string
-		wantErr error
-		errText string
+		id, container string
+		want          string
+		wantErr       error
+		errText       string
 	}{
 		{id: "a", want: "hello from a\n"},
+		{id: "a", container: "side", want: "hello from a's side\n"},
+		{id: "a", container: "nope", wantErr: api.ErrNotFound, errText: "a.nope"},
 		{id: "v", wantErr: api.ErrInvalid, errText: "provider nologs keeps no logs"},
 		{id: "missing", wantErr: api.ErrNotFound},
 	}
 	for _, tc := range tests {
-		got, err := readLogs(tc.id)
+		got, err := readLogs(tc.id, tc.container)
 		if tc.wantErr == nil {
 			if err != nil || got != tc.want {
-				t.Errorf("Logs(%s): got %q, %v; want %q", tc.id, got, err, tc.want)
+				t.Errorf("Logs(%s, container %q): got %q, %v; want %q", tc.id, tc.container, got, err, tc.want)
 			}
 			continue
 		}
 		if !errors.Is(err, tc.wantErr) || !strings.Contains(fmt.Sprint(err), tc.errText) {
-			t.Errorf("Logs(%s): got error %v; want %v %q", tc.id, err, tc.wantErr, tc.errText)
+			t.Errorf("Logs(%s, container %q): got error %v; want %v %q", tc.id, tc.container, err, tc.wantErr, tc.errText)
 		}
 	}
 }

@@ -135,7 +135,7 @@ func (s *nodeServer) Logs(req *agentv1.NodeLogsRequest, stream grpc.ServerStream
 	if !ok {
 		return errNoLogs(e.name)
 	}
-	opts := provider.LogOptions{Follow: req.GetFollow(), TailLines: max(0, int(req.GetTailLines()))}
+	opts := provider.LogOptions{Follow: req.GetFollow(), TailLines: max(0, int(req.GetTailLines())), Container: req.GetContainer()}
 	err := lg.Logs(ctx, id, opts, &chunkWriter{stream: stream, clock: s.clock})
 	switch {
 	case err == nil:

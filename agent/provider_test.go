@@ -215,17 +215,22 @@ func (m *memProvider) isClosed() bool {
 	return m.closed
 }
 
-// logProvider adds logs; errLogProvider's Logs says it has none, as a
+// logProvider adds logs, keyed by id, or id.container for a container
+// other than the main one; errLogProvider's Logs says it has none, as a
 // plugin without logs does over the wire.
 type logProvider struct {
 	*memProvider
 	logs map[string]string
 }
 
-func (p *logProvider) Logs(_ context.Context, id string, _ provider.LogOptions, w io.Writer) error {
-	s, ok := p.logs[id]
+func (p *logProvider) Logs(_ context.Context, id string, o provider.LogOptions, w io.Writer) error {
+	key := id
+	if o.Container != "" {
+		key += "." + o.Container
+	}
+	s, ok := p.logs[key]
 	if !ok {
-		return fmt.Errorf("logs of %s: %w", id, provider.ErrNotFound)
+		return fmt.Errorf("logs of %s: %w", key, provider.ErrNotFound)
 	}
 	_, err := io.WriteString(w, s)
 	return err

@@ -399,6 +399,17 @@ func TestLogs(t *testing.T) {
 	if r := e.run("", "logs", "nope"); r.code != 3 {
 		t.Errorf("an unknown resource: got exit %d; want 3", r.code)
 	}
+	// -c sends the container; the server's 404 for one the pod lacks
+	// comes through.
+	e.srv.Logs["web.side"] = "from the sidecar\n"
+	for _, args := range [][]string{{"logs", "web", "-c", "side"}, {"logs", "web", "--container", "side"}} {
+		if got := e.must("", args...); got != "from the sidecar\n" {
+			t.Errorf("%q: got %q; want the sidecar's output", args, got)
+		}
+	}
+	if r := e.run("", "logs", "web", "-c", "nope"); r.code != 3 || !strings.Contains(r.stderr, `no container "nope"`) {
+		t.Errorf("an unknown container: got exit %d, %q; want 3 naming it", r.code, r.stderr)
+	}
 }
 
 // TestGetWatch renders once per change: on a terminal each rendering

@@ -72,12 +72,15 @@ other. List the revisions with ` + "`stratactl get revisions RESOURCE`" + `.`,
 func (a resourceCommands) logsCommand() *cobra.Command {
 	var q client.LogQuery
 	cmd := a.command(&cobra.Command{
-		Use:   "logs RESOURCE [--replica ID] [-f] [--tail N]",
+		Use:   "logs RESOURCE [--replica ID] [-c CONTAINER] [-f] [--tail N]",
 		Short: "Print a replica's output",
 		Long: `Print the output of one of a resource's replicas: --replica, or else the
-server picks a ready one. -f follows new output until Ctrl-C.`,
+server picks a ready one. Of a pod, -c picks a container or init
+container by name (default: the main one). -f follows new output until
+Ctrl-C.`,
 		Example: `  stratactl logs web
-  stratactl logs web --replica web-j95hcqe4 -f --tail 100`,
+  stratactl logs web --replica web-j95hcqe4 -f --tail 100
+  stratactl logs web -c sidecar`,
 		Args: args(cobra.ExactArgs(1)),
 	}, action{
 		check: func(*cobra.Command, []string) error {
@@ -94,6 +97,7 @@ server picks a ready one. -f follows new output until Ctrl-C.`,
 	f.StringVar(&q.Replica, "replica", "", "replica id, as listed by \"stratactl get replicas RESOURCE\" (default: the first ready one)")
 	f.BoolVarP(&q.Follow, "follow", "f", false, "keep printing new output until Ctrl-C")
 	f.IntVar(&q.Tail, "tail", 0, "start with the last N lines (default: everything the node kept)")
+	f.StringVarP(&q.Container, "container", "c", "", "container of a pod to read, or init container (default: the main one)")
 	return cmd
 }
 

@@ -805,6 +805,17 @@ func TestContainersNetworkAndLogs(t *testing.T) {
 			return nil
 		})
 	}
+	// A container the replica does not have is a 404 naming it, from
+	// containerd through the agent, region and global; "main" is the
+	// main one.
+	path := "/v1/resources/web/logs?replica=" + web[0].ID + "&container="
+	if resp, err := c.global.Do(context.Background(), http.MethodGet, path+"nope", nil); err != nil ||
+		resp.Status != http.StatusNotFound || !strings.Contains(string(resp.Body), `has no container \"nope\"`) {
+		t.Errorf("logs of an unknown container: got %v, %v; want 404 has no container", resp, err)
+	}
+	if resp, err := c.global.Do(context.Background(), http.MethodGet, path+"main", nil); err != nil || resp.Status != http.StatusOK {
+		t.Errorf("logs of container main: got %v, %v; want 200", resp, err)
+	}
 
 	// What the clean-up checks must go is there while the replicas run:
 	// an address record, a network namespace and a port on a bridge per

@@ -101,6 +101,9 @@ type LogQuery struct {
 	Follow bool
 	// Tail starts with the last Tail lines; 0 means the server's default.
 	Tail int
+	// Container is the container of a pod replica to read (default: the
+	// main one).
+	Container string
 }
 
 // Logs copies a resource's logs (text/plain) to w until the stream ends or,
@@ -115,6 +118,9 @@ func (rs Resources) Logs(ctx context.Context, name string, q LogQuery, w io.Writ
 	}
 	if q.Tail > 0 {
 		v.Set("tail", strconv.Itoa(q.Tail))
+	}
+	if q.Container != "" {
+		v.Set("container", q.Container)
 	}
 	r := request{
 		method: http.MethodGet, path: "/v1/resources/" + escape(name) + "/logs", query: v,

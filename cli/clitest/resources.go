@@ -284,7 +284,14 @@ func (s resourceRoutes) listReplicas(r *http.Request) (int, any, error) {
 func (s resourceRoutes) logs(w http.ResponseWriter, r *http.Request) {
 	s.Mu.Lock()
 	_, _, err := s.lookup(r)
-	text := s.Logs[r.PathValue("name")]
+	key := r.PathValue("name")
+	if c := r.URL.Query().Get("container"); c != "" {
+		key += "." + c
+		if _, ok := s.Logs[key]; !ok && err == nil {
+			err = fmt.Errorf("replica of %q has no container %q: %w", r.PathValue("name"), c, api.ErrNotFound)
+		}
+	}
+	text := s.Logs[key]
 	s.Mu.Unlock()
 	if err != nil {
 		writeError(w, err)

@@ -44,7 +44,8 @@ type Server struct {
 	// Drains scripts GET .../drain per REGION/NODE: each GET takes the
 	// next status, the last one repeats. POST .../drain answers the first.
 	Drains map[string][]api.DrainStatus
-	// Logs is each resource's output; Follow keeps the stream open.
+	// Logs is each resource's output, by name, or name.container for
+	// ?container= (an absent one is a 404); Follow keeps the stream open.
 	Logs map[string]string
 	// Tokens are the tokens by id, as the API lists them (no secrets).
 	Tokens map[string]Token

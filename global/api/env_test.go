@@ -337,6 +337,8 @@ type fakeRegion struct {
 	calls    []string
 	// events is how many events ListEvents has (paging_test.go).
 	events int
+	// logsReqs are the Logs requests received (paging_test.go).
+	logsReqs []*resourcev1.LogsRequest
 }
 
 func newFakeRegion(name string, nodes ...string) *fakeRegion {

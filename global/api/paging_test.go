@@ -249,6 +249,9 @@ func TestSelectorFromIndex(t *testing.T) {
 // Logs streams a fake replica's output: two lines, then with follow
 // nothing more until the caller leaves.
 func (f *fakeRegion) Logs(req *resourcev1.LogsRequest, s grpc.ServerStreamingServer[resourcev1.LogChunk]) error {
+	f.mu.Lock()
+	f.logsReqs = append(f.logsReqs, req)
+	f.mu.Unlock()
 	if !req.GetFollow() {
 		return s.Send(&resourcev1.LogChunk{Data: []byte("one\ntwo\n")})
 	}
@@ -278,6 +281,22 @@ func TestLogsHeaders(t *testing.T) {
 	r := e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/web/logs", nil))
 	if ct := r.header.Get("Content-Type"); ct != "text/plain; charset=utf-8" || string(r.body) != "one\ntwo\n" {
 		t.Errorf("got Content-Type %q, body %q; want text/plain and the two lines", ct, r.body)
+	}
+
+	// A pod container is passed on to the region; a name that is no DNS
+	// label is refused at the edge, naming the parameter.
+	e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/web/logs?container=sidecar&tail=5", nil))
+	eu.mu.Lock()
+	last := eu.logsReqs[len(eu.logsReqs)-1]
+	eu.mu.Unlock()
+	if last.GetContainer() != "sidecar" || last.GetReplica() != "web-0" || last.GetTailLines() != 5 {
+		t.Errorf("region got %v; want container sidecar of replica web-0, tail 5", last)
+	}
+	for _, bad := range []string{"Side_car", "-x", strings.Repeat("a", 64)} {
+		got := decodeAs[api.ErrorBody](t, e.must(t, http.StatusBadRequest, e.do(t, "GET", "/v1/resources/web/logs?container="+bad, nil))).Error
+		if got.Field != "container" {
+			t.Errorf("container %q: got %+v; want a 400 naming container", bad, got)
+		}
 	}
 
 	// Following an idle log: the answer's headers come at once, though

@@ -117,6 +117,9 @@ type LogOptions struct {
 	Replica   string
 	Follow    bool
 	TailLines int
+	// Container is the pod container whose output to read; empty is
+	// the main one.
+	Container string
 }
 
 // Logs streams a replica's output to w: global → the replica's region →
@@ -141,6 +144,7 @@ func (p *Replicas) Logs(ctx context.Context, tenant, name string, o LogOptions, 
 	}
 	stream, err := c.Logs(ctx, &resourcev1.LogsRequest{
 		Tenant: tenant, Resource: name, Replica: pick.ID, Follow: o.Follow, TailLines: int32(o.TailLines),
+		Container: o.Container,
 	})
 	if err != nil {
 		return err

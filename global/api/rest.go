@@ -43,7 +43,7 @@ func (s *Server) restAPI() *rest.API {
 		}
 	}
 	events := &eventHandlers{events: s.events, stream: a.Error}
-	a.HandleStream("GET /v1/resources/{name}/logs", resources.logs, "tenant", "replica", "follow", "tail")
+	a.HandleStream("GET /v1/resources/{name}/logs", resources.logs, "tenant", "replica", "follow", "tail", "container")
 	a.HandleStream("GET /v1/events", events.serve, "region", "after", "limit", "object", "watch", "continue")
 	a.HandlePublic("GET /v1/openapi.json", OpenAPIHandler())
 	a.HandlePublic("GET /healthz", http.HandlerFunc(status.healthz))

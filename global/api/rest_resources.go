@@ -225,6 +225,11 @@ func logRequest(r *http.Request) (string, LogOptions, error) {
 	if o.TailLines, err = rest.QueryInt(r, "tail"); err != nil || o.TailLines < 0 {
 		return "", LogOptions{}, api.Invalid("tail", "%q is not a number of lines", r.URL.Query().Get("tail"))
 	}
+	if o.Container = r.URL.Query().Get("container"); o.Container != "" {
+		if err := api.ValidateName("container", o.Container); err != nil {
+			return "", LogOptions{}, err
+		}
+	}
 	return name, o, nil
 }
 

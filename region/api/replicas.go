@@ -141,6 +141,7 @@ func streamLogs(ctx context.Context, cc grpc.ClientConnInterface, a *api.Assignm
 		AssignmentId: a.ID,
 		Follow:       req.GetFollow(),
 		TailLines:    req.GetTailLines(),
+		Container:    req.GetContainer(),
 	})
 	if err != nil {
 		return fmt.Errorf("logs of replica %s from node %s: %w", a.ID, a.Node, err)

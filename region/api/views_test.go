@@ -131,7 +131,7 @@ func (fakeNode) Logs(req *agentv1.NodeLogsRequest, stream grpc.ServerStreamingSe
 		return api.NotFound("container of replica", "gone")
 	}
 	for i := range 3 {
-		line := fmt.Sprintf("%s line %d follow=%v tail=%d\n", req.GetAssignmentId(), i, req.GetFollow(), req.GetTailLines())
+		line := fmt.Sprintf("%s line %d follow=%v tail=%d container=%s\n", req.GetAssignmentId(), i, req.GetFollow(), req.GetTailLines(), req.GetContainer())
 		if err := stream.Send(&resourcev1.LogChunk{Data: []byte(line), Stream: "stdout"}); err != nil {
 			return err
 		}
@@ -159,9 +159,11 @@ func TestLogs(t *testing.T) {
 		wantErr error
 	}{
 		{"a replica", &resourcev1.LogsRequest{Tenant: "acme", Resource: "web", Replica: "a2", Follow: true, TailLines: 10},
-			"a2 line 0 follow=true tail=10\na2 line 1 follow=true tail=10\na2 line 2 follow=true tail=10\n", nil},
+			"a2 line 0 follow=true tail=10 container=\na2 line 1 follow=true tail=10 container=\na2 line 2 follow=true tail=10 container=\n", nil},
+		{"a container of a replica", &resourcev1.LogsRequest{Tenant: "acme", Resource: "web", Replica: "a2", Container: "side"},
+			"a2 line 0 follow=false tail=0 container=side\na2 line 1 follow=false tail=0 container=side\na2 line 2 follow=false tail=0 container=side\n", nil},
 		{"the resource's first replica", &resourcev1.LogsRequest{Tenant: "acme", Resource: "web"},
-			"a1 line 0 follow=false tail=0\na1 line 1 follow=false tail=0\na1 line 2 follow=false tail=0\n", nil},
+			"a1 line 0 follow=false tail=0 container=\na1 line 1 follow=false tail=0 container=\na1 line 2 follow=false tail=0 container=\n", nil},
 		{"an unknown replica", &resourcev1.LogsRequest{Replica: "nope"}, "", api.ErrNotFound},
 		{"a replica of another resource", &resourcev1.LogsRequest{Tenant: "acme", Resource: "db", Replica: "a1"}, "", api.ErrNotFound},
 		{"the agent's error comes through", &resourcev1.LogsRequest{Replica: "gone"}, "", api.ErrNotFound},

@@ -923,10 +923,12 @@ func (x *NodeStatusResponse) GetAssignments() []*v1.AssignmentStatus {
 }
 
 type NodeLogsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AssignmentId  string                 `protobuf:"bytes,1,opt,name=assignment_id,json=assignmentId,proto3" json:"assignment_id,omitempty"`
-	Follow        bool                   `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
-	TailLines     int32                  `protobuf:"varint,3,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	AssignmentId string                 `protobuf:"bytes,1,opt,name=assignment_id,json=assignmentId,proto3" json:"assignment_id,omitempty"`
+	Follow       bool                   `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	TailLines    int32                  `protobuf:"varint,3,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"`
+	// container of a pod whose output to send; empty is the main one.
+	Container     string `protobuf:"bytes,4,opt,name=container,proto3" json:"container,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -980,6 +982,13 @@ func (x *NodeLogsRequest) GetTailLines() int32 {
 		return x.TailLines
 	}
 	return 0
+}
+
+func (x *NodeLogsRequest) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
 }
 
 type GetConfigDataRequest struct {
@@ -1221,12 +1230,13 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"conditions\x18\x04 \x03(\v2\x1d.strata.resource.v1.ConditionR\n" +
 	"conditions\x12F\n" +
-	"\vassignments\x18\x05 \x03(\v2$.strata.resource.v1.AssignmentStatusR\vassignments\"m\n" +
+	"\vassignments\x18\x05 \x03(\v2$.strata.resource.v1.AssignmentStatusR\vassignments\"\x8b\x01\n" +
 	"\x0fNodeLogsRequest\x12#\n" +
 	"\rassignment_id\x18\x01 \x01(\tR\fassignmentId\x12\x16\n" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\x12\x1d\n" +
 	"\n" +
-	"tail_lines\x18\x03 \x01(\x05R\ttailLines\"O\n" +
+	"tail_lines\x18\x03 \x01(\x05R\ttailLines\x12\x1c\n" +
+	"\tcontainer\x18\x04 \x01(\tR\tcontainer\"O\n" +
 	"\x14GetConfigDataRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12#\n" +
 	"\rassignment_id\x18\x02 \x01(\tR\fassignmentId\"\xbc\x01\n" +

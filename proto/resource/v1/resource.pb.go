@@ -5136,9 +5136,11 @@ type LogsRequest struct {
 	Tenant   string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	Resource string                 `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`
 	// replica is an assignment id; empty means the resource's first replica.
-	Replica       string `protobuf:"bytes,3,opt,name=replica,proto3" json:"replica,omitempty"`
-	Follow        bool   `protobuf:"varint,4,opt,name=follow,proto3" json:"follow,omitempty"`
-	TailLines     int32  `protobuf:"varint,5,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"`
+	Replica   string `protobuf:"bytes,3,opt,name=replica,proto3" json:"replica,omitempty"`
+	Follow    bool   `protobuf:"varint,4,opt,name=follow,proto3" json:"follow,omitempty"`
+	TailLines int32  `protobuf:"varint,5,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"`
+	// container of a pod whose output to send; empty is the main one.
+	Container     string `protobuf:"bytes,6,opt,name=container,proto3" json:"container,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5206,6 +5208,13 @@ func (x *LogsRequest) GetTailLines() int32 {
 		return x.TailLines
 	}
 	return 0
+}
+
+func (x *LogsRequest) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
 }
 
 type JobSpec struct {
@@ -6176,14 +6185,15 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\bLogChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12.\n" +
-	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x92\x01\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xb0\x01\n" +
 	"\vLogsRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1a\n" +
 	"\bresource\x18\x02 \x01(\tR\bresource\x12\x18\n" +
 	"\areplica\x18\x03 \x01(\tR\areplica\x12\x16\n" +
 	"\x06follow\x18\x04 \x01(\bR\x06follow\x12\x1d\n" +
 	"\n" +
-	"tail_lines\x18\x05 \x01(\x05R\ttailLines\"\xea\x02\n" +
+	"tail_lines\x18\x05 \x01(\x05R\ttailLines\x12\x1c\n" +
+	"\tcontainer\x18\x06 \x01(\tR\tcontainer\"\xea\x02\n" +
 	"\aJobSpec\x12 \n" +
 	"\vcompletions\x18\x01 \x01(\x05R\vcompletions\x12 \n" +
 	"\vparallelism\x18\x02 \x01(\x05R\vparallelism\x12(\n" +
