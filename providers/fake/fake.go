@@ -520,6 +520,9 @@ func (f *Fake) Logs(ctx context.Context, id string, opts provider.LogOptions, w 
 	if err != nil {
 		return err
 	}
+	if err := provider.SingleContainerLogs(id, opts); err != nil {
+		return err
+	}
 	if opts.TailLines > 0 && len(lines) > opts.TailLines {
 		lines = lines[len(lines)-opts.TailLines:]
 	}

@@ -20,6 +20,9 @@ func (p *Provider) Logs(ctx context.Context, id string, opts provider.LogOptions
 	if _, err := p.Status(ctx, id); err != nil {
 		return err
 	}
+	if err := provider.SingleContainerLogs(id, opts); err != nil {
+		return err
+	}
 	gone := func(ctx context.Context) bool {
 		_, err := p.Status(ctx, id)
 		return errors.Is(err, provider.ErrNotFound)

@@ -11,6 +11,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -112,6 +113,16 @@ type LogOptions struct {
 	// Container names the container of a pod whose output to write;
 	// empty is the main container (api.MainContainer).
 	Container string
+}
+
+// SingleContainerLogs is what a provider whose replicas are one container
+// or guest says of opts.Container: nil for the main one (empty or
+// api.MainContainer), ErrNotFound naming the container otherwise.
+func SingleContainerLogs(id string, opts LogOptions) error {
+	if opts.Container == "" || opts.Container == api.MainContainer {
+		return nil
+	}
+	return fmt.Errorf("replica %q has no container %q: %w", id, opts.Container, ErrNotFound)
 }
 
 // Logger is an optional capability: providers that keep a replica's
