@@ -117,6 +117,10 @@ func (p *Provider) keepCompute(ctx context.Context, c containers.Container, a *a
 			return api.AssignmentStatus{}, err
 		}
 	}
+	if initPending(c) {
+		// The supervisor starts the main container once they are done.
+		return p.Status(ctx, a.ID)
+	}
 	t, err := p.tasks.task(ctx, a.ID)
 	if err != nil {
 		return api.AssignmentStatus{}, err
@@ -305,6 +309,9 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 // other containers of its pod, if any; it returns the replica's status.
 func (p *Provider) start(ctx context.Context, c client.Container, cs containerSpec) (api.AssignmentStatus, error) {
 	a := cs.a
+	if len(initsOf(a)) > 0 {
+		return p.startInitPod(ctx, c, cs)
+	}
 	if len(sidecarsOf(a)) > 0 {
 		return p.startPod(ctx, c, cs)
 	}
@@ -364,6 +371,7 @@ func computeLabels(a *api.Assignment, hash string, restarts int) map[string]stri
 		}
 		labels[labelMembers] = strings.Join(names, ",")
 	}
+	initLabels(a, labels)
 	return labels
 }
 

@@ -271,6 +271,10 @@ func (sv *supervisor) sweep(ctx context.Context) error {
 		switch {
 		case c.Labels[labelError] != "" || sv.replicas.held(replica) || sv.restartPending(c.ID):
 			continue
+		case !sv.tasks.mayRun(ctx, c):
+			continue
+		case initIndex(c) >= 0 && t != nil && t.status == tasktypes.Status_STOPPED && t.exitStatus == 0:
+			// An init container's exit 0 the supervisor missed.
 		case t == nil && policy == api.RestartNever:
 			continue
 		case t != nil && (t.status != tasktypes.Status_STOPPED || !willRestart(policy, t.exitStatus)):
@@ -286,7 +290,7 @@ func (sv *supervisor) sweep(ctx context.Context) error {
 // is stopped or missing): it pushes the new status and schedules the
 // restart the policy asks for.
 func (sv *supervisor) handleStopped(ctx context.Context, id string, pid uint32) {
-	unlock, _, err := sv.lockOwner(ctx, id)
+	unlock, replica, err := sv.lockOwner(ctx, id)
 	if err != nil {
 		return
 	}
@@ -302,11 +306,20 @@ func (sv *supervisor) handleStopped(ctx context.Context, id string, pid uint32) 
 	if t != nil && (t.status != tasktypes.Status_STOPPED || (pid != 0 && t.pid != pid)) {
 		return // restarted already, or a stale event
 	}
+	if !sv.tasks.mayRun(ctx, *c) {
+		return // waits for the pod's init containers, or is one done
+	}
 	if sv.tasks.probes != nil {
 		sv.tasks.probes.untrack(ownerOf(*c))
 	}
 	// The status is pushed once the restart is scheduled: it says when.
 	defer sv.pushOwner(ctx, *c, t)
+	if initIndex(*c) >= 0 && t != nil && t.exitStatus == 0 {
+		if err := sv.tasks.initExited(ctx, *c, replica); err != nil && ctx.Err() == nil {
+			sv.log.Warn("start after init container", "id", id, "err", err)
+		}
+		return
+	}
 	policy := api.RestartPolicy(c.Labels[labelRestart])
 	if t == nil {
 		if policy == api.RestartNever {
@@ -410,7 +423,7 @@ func (sv *supervisor) restartStopped(ctx context.Context, id string) {
 	}
 	defer unlock()
 	c, err := sv.tasks.container(ctx, id)
-	if err != nil || c == nil || c.Labels[labelError] != "" {
+	if err != nil || c == nil || c.Labels[labelError] != "" || !sv.tasks.mayRun(ctx, *c) {
 		return
 	}
 	t, err := sv.tasks.task(ctx, id)
