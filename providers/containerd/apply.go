@@ -107,15 +107,8 @@ func (p *Provider) applyCompute(ctx context.Context, a *api.Assignment) (api.Ass
 // keepCompute handles an Apply whose container has the right spec:
 // relabel for a new generation, start a task that is not running.
 func (p *Provider) keepCompute(ctx context.Context, c containers.Container, a *api.Assignment) (api.AssignmentStatus, error) {
-	if want := mutableLabels(a); !sameLabels(c.Labels, want) {
-		for k := range c.Labels {
-			if _, keep := want[k]; !keep && strings.HasPrefix(k, labelUserPrefix) {
-				want[k] = "" // containerd drops labels set to ""
-			}
-		}
-		if err := p.tasks.setLabels(ctx, c.ID, want); err != nil {
-			return api.AssignmentStatus{}, err
-		}
+	if err := p.relabel(ctx, c, a); err != nil {
+		return api.AssignmentStatus{}, err
 	}
 	if initPending(c) {
 		// The supervisor starts the main container once they are done.
@@ -142,6 +135,21 @@ func (p *Provider) keepCompute(ctx context.Context, c containers.Container, a *a
 		}
 	}
 	return p.Status(ctx, a.ID)
+}
+
+// relabel sets the labels of a's generation on its container c, if they
+// changed.
+func (p *Provider) relabel(ctx context.Context, c containers.Container, a *api.Assignment) error {
+	want := mutableLabels(a)
+	if sameLabels(c.Labels, want) {
+		return nil
+	}
+	for k := range c.Labels {
+		if _, keep := want[k]; !keep && strings.HasPrefix(k, labelUserPrefix) {
+			want[k] = "" // containerd drops labels set to ""
+		}
+	}
+	return p.tasks.setLabels(ctx, c.ID, want)
 }
 
 // mutableLabels are the labels an Apply may change without a new
