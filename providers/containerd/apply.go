@@ -107,15 +107,12 @@ func (p *Provider) applyCompute(ctx context.Context, a *api.Assignment) (api.Ass
 // keepCompute handles an Apply whose container has the right spec:
 // relabel for a new generation, start a task that is not running.
 func (p *Provider) keepCompute(ctx context.Context, c containers.Container, a *api.Assignment) (api.AssignmentStatus, error) {
-	if want := mutableLabels(a); !sameLabels(c.Labels, want) {
-		for k := range c.Labels {
-			if _, keep := want[k]; !keep && strings.HasPrefix(k, labelUserPrefix) {
-				want[k] = "" // containerd drops labels set to ""
-			}
-		}
-		if err := p.tasks.setLabels(ctx, c.ID, want); err != nil {
-			return api.AssignmentStatus{}, err
-		}
+	if err := p.relabel(ctx, c, a); err != nil {
+		return api.AssignmentStatus{}, err
+	}
+	if initPending(c) {
+		// The supervisor starts the main container once they are done.
+		return p.Status(ctx, a.ID)
 	}
 	t, err := p.tasks.task(ctx, a.ID)
 	if err != nil {
@@ -138,6 +135,21 @@ func (p *Provider) keepCompute(ctx context.Context, c containers.Container, a *a
 		}
 	}
 	return p.Status(ctx, a.ID)
+}
+
+// relabel sets the labels of a's generation on its container c, if they
+// changed.
+func (p *Provider) relabel(ctx context.Context, c containers.Container, a *api.Assignment) error {
+	want := mutableLabels(a)
+	if sameLabels(c.Labels, want) {
+		return nil
+	}
+	for k := range c.Labels {
+		if _, keep := want[k]; !keep && strings.HasPrefix(k, labelUserPrefix) {
+			want[k] = "" // containerd drops labels set to ""
+		}
+	}
+	return p.tasks.setLabels(ctx, c.ID, want)
 }
 
 // mutableLabels are the labels an Apply may change without a new
@@ -305,6 +317,9 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 // other containers of its pod, if any; it returns the replica's status.
 func (p *Provider) start(ctx context.Context, c client.Container, cs containerSpec) (api.AssignmentStatus, error) {
 	a := cs.a
+	if len(initsOf(a)) > 0 {
+		return p.startInitPod(ctx, c, cs)
+	}
 	if len(sidecarsOf(a)) > 0 {
 		return p.startPod(ctx, c, cs)
 	}
@@ -364,6 +379,7 @@ func computeLabels(a *api.Assignment, hash string, restarts int) map[string]stri
 		}
 		labels[labelMembers] = strings.Join(names, ",")
 	}
+	initLabels(a, labels)
 	return labels
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -229,7 +230,7 @@ func (p *Provider) startPod(ctx context.Context, main client.Container, cs conta
 			p.probes.track(rec, a.ID, api.MainContainer)
 		}
 		for _, ct := range sidecarsOf(a) {
-			err := p.createMember(ctx, cs, ct)
+			err := p.createMember(ctx, cs, ct, -1, true)
 			if err == nil {
 				continue
 			}
@@ -254,8 +255,9 @@ func (p *Provider) startPod(ctx context.Context, main client.Container, cs conta
 var errMemberConfig = errors.New("files and envFrom are supported on the main container only, for now")
 
 // createMember creates pod container ct beside the main container of
-// cs and starts its task.
-func (p *Provider) createMember(ctx context.Context, cs containerSpec, ct api.Container) error {
+// cs, init container number init of the pod (-1: a sidecar), and starts
+// its task if start.
+func (p *Provider) createMember(ctx context.Context, cs containerSpec, ct api.Container, init int, start bool) error {
 	a := cs.a
 	if len(ct.Files) > 0 || len(ct.EnvFrom) > 0 {
 		return errMemberConfig
@@ -275,6 +277,10 @@ func (p *Provider) createMember(ctx context.Context, cs containerSpec, ct api.Co
 	}
 	id := sidecarID(a.ID, ct.Name)
 	labels := memberLabels(a, m, ct)
+	if init >= 0 {
+		id = initID(a.ID, ct.Name)
+		labels[labelInitIndex] = strconv.Itoa(init)
+	}
 	mcs := containerSpec{
 		a: m, id: id, image: img, labels: labels, rootfs: client.WithNewSnapshot(id, img),
 		netns: cs.netns, usernsPath: cs.usernsPath,
@@ -293,6 +299,9 @@ func (p *Provider) createMember(ctx context.Context, cs containerSpec, ct api.Co
 	ctr, err := p.tasks.create(ctx, mcs, opts)
 	if err != nil {
 		return fmt.Errorf("create container: %w", err)
+	}
+	if !start {
+		return nil
 	}
 	t, err := p.tasks.runTask(ctx, ctr)
 	if err != nil {
@@ -328,17 +337,23 @@ func (tk *taskService) members(ctx context.Context, id string) ([]containers.Con
 // membersPresent reports whether every pod container main's labels list
 // has its container.
 func (tk *taskService) membersPresent(ctx context.Context, main containers.Container) (bool, error) {
-	names := memberNames(main)
-	if len(names) == 0 {
-		return true, nil
+	var ids []string
+	for _, n := range initNames(main) {
+		ids = append(ids, initID(main.ID, n))
 	}
-	for _, n := range names {
-		c, err := tk.container(ctx, sidecarID(main.ID, n))
+	for _, n := range memberNames(main) {
+		ids = append(ids, sidecarID(main.ID, n))
+	}
+	for _, id := range ids {
+		c, err := tk.container(ctx, id)
 		if err != nil || c == nil {
 			return false, err
 		}
 	}
-	return true, nil
+	// An init container that failed for good fails the pod: an Apply
+	// replaces it.
+	failed, err := tk.initFailed(ctx, main)
+	return !failed, err
 }
 
 // memberNames are the names of the pod containers main's labels list.
@@ -391,7 +406,7 @@ func (sv *supervisor) lockOwner(ctx context.Context, id string) (unlock func(), 
 // pushOwner pushes the status of the replica container c belongs to.
 func (sv *supervisor) pushOwner(ctx context.Context, c containers.Container, t *taskInfo) {
 	replica, name := ownerOf(c)
-	if name == api.MainContainer && c.Labels[labelMembers] == "" {
+	if name == api.MainContainer && c.Labels[labelMembers] == "" && c.Labels[labelInits] == "" {
 		sv.notify(sv.tasks.status(c, t))
 		return
 	}
@@ -406,8 +421,18 @@ func (sv *supervisor) pushOwner(ctx context.Context, c containers.Container, t *
 func (tk *taskService) withMembers(ctx context.Context, st *api.AssignmentStatus, main containers.Container) {
 	names := memberNames(main)
 	if len(names) == 0 || main.Labels[labelError] != "" {
+		tk.withInits(ctx, st, main)
 		return
 	}
+	if initPending(main) {
+		// The sidecars wait for the init containers.
+		for _, n := range names {
+			st.Containers = append(st.Containers, api.ContainerStatus{Name: n, State: api.ContainerWaiting})
+		}
+		tk.withInits(ctx, st, main)
+		return
+	}
+	defer tk.withInits(ctx, st, main)
 	for _, n := range names {
 		id := sidecarID(main.ID, n)
 		c, err := tk.container(ctx, id)

@@ -195,7 +195,7 @@ func (p *Provider) Close() error {
 // Info implements provider.Provider.
 func (p *Provider) Info(context.Context) (provider.Info, error) {
 	return provider.Info{Name: p.name, Version: version.String(), Kinds: []api.ProviderKind{api.ProviderContainer},
-		Features: []string{provider.FeaturePods, provider.FeatureProbes}}, nil
+		Features: []string{provider.FeaturePods, provider.FeatureInitContainers, provider.FeatureProbes}}, nil
 }
 
 // nsCtx puts the provider's namespace into ctx: the client's default

@@ -11,6 +11,7 @@ import (
 	apievents "github.com/containerd/containerd/api/events"
 	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/events"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/typeurl/v2"
@@ -267,13 +268,7 @@ func (sv *supervisor) sweep(ctx context.Context) error {
 			// start; those running already go on.
 			sv.tasks.probes.track(c, replica, name)
 		}
-		policy := api.RestartPolicy(c.Labels[labelRestart])
-		switch {
-		case c.Labels[labelError] != "" || sv.replicas.held(replica) || sv.restartPending(c.ID):
-			continue
-		case t == nil && policy == api.RestartNever:
-			continue
-		case t != nil && (t.status != tasktypes.Status_STOPPED || !willRestart(policy, t.exitStatus)):
+		if !sv.wantsHandling(ctx, c, t, replica) {
 			continue
 		}
 		id := c.ID
@@ -282,31 +277,71 @@ func (sv *supervisor) sweep(ctx context.Context) error {
 	return nil
 }
 
+// wantsHandling reports whether the sweep hands container c of replica,
+// whose task is t (nil: none), to handleStopped: its task is stopped or
+// missing and its restart policy restarts it, or it is an init
+// container whose exit 0 was missed.
+func (sv *supervisor) wantsHandling(ctx context.Context, c containers.Container, t *taskInfo, replica string) bool {
+	policy := api.RestartPolicy(c.Labels[labelRestart])
+	switch {
+	case c.Labels[labelError] != "" || sv.replicas.held(replica) || sv.restartPending(c.ID):
+		return false
+	case !sv.tasks.mayRun(ctx, c):
+		return false
+	case initIndex(c) >= 0 && t != nil && t.status == tasktypes.Status_STOPPED && t.exitStatus == 0:
+		return true
+	case t == nil && policy == api.RestartNever:
+		return false
+	case t != nil && (t.status != tasktypes.Status_STOPPED || !willRestart(policy, t.exitStatus)):
+		return false
+	}
+	return true
+}
+
+// stoppedTask is the record of container id and its task (nil: none)
+// when the task is pid's (0: any) and stopped or missing, and the
+// container is one the supervisor handles now; ok is false otherwise.
+func (sv *supervisor) stoppedTask(ctx context.Context, id string, pid uint32) (c *containers.Container, t *taskInfo, ok bool) {
+	c, err := sv.tasks.container(ctx, id)
+	if err != nil || !supervised(c) || c.Labels[labelError] != "" {
+		return nil, nil, false
+	}
+	t, err = sv.tasks.task(ctx, id)
+	if err != nil {
+		return nil, nil, false
+	}
+	if t != nil && (t.status != tasktypes.Status_STOPPED || (pid != 0 && t.pid != pid)) {
+		return nil, nil, false // restarted already, or a stale event
+	}
+	// One that waits for the pod's init containers, or a done one, is
+	// left alone.
+	return c, t, sv.tasks.mayRun(ctx, *c)
+}
+
 // handleStopped reacts to the exit of id's task pid (0: whichever task
 // is stopped or missing): it pushes the new status and schedules the
 // restart the policy asks for.
 func (sv *supervisor) handleStopped(ctx context.Context, id string, pid uint32) {
-	unlock, _, err := sv.lockOwner(ctx, id)
+	unlock, replica, err := sv.lockOwner(ctx, id)
 	if err != nil {
 		return
 	}
 	defer unlock()
-	c, err := sv.tasks.container(ctx, id)
-	if err != nil || !supervised(c) || c.Labels[labelError] != "" {
+	c, t, ok := sv.stoppedTask(ctx, id, pid)
+	if !ok {
 		return
-	}
-	t, err := sv.tasks.task(ctx, id)
-	if err != nil {
-		return
-	}
-	if t != nil && (t.status != tasktypes.Status_STOPPED || (pid != 0 && t.pid != pid)) {
-		return // restarted already, or a stale event
 	}
 	if sv.tasks.probes != nil {
 		sv.tasks.probes.untrack(ownerOf(*c))
 	}
 	// The status is pushed once the restart is scheduled: it says when.
 	defer sv.pushOwner(ctx, *c, t)
+	if initIndex(*c) >= 0 && t != nil && t.exitStatus == 0 {
+		if err := sv.tasks.initExited(ctx, *c, replica); err != nil && ctx.Err() == nil {
+			sv.log.Warn("start after init container", "id", id, "err", err)
+		}
+		return
+	}
 	policy := api.RestartPolicy(c.Labels[labelRestart])
 	if t == nil {
 		if policy == api.RestartNever {
@@ -410,7 +445,7 @@ func (sv *supervisor) restartStopped(ctx context.Context, id string) {
 	}
 	defer unlock()
 	c, err := sv.tasks.container(ctx, id)
-	if err != nil || c == nil || c.Labels[labelError] != "" {
+	if err != nil || c == nil || c.Labels[labelError] != "" || !sv.tasks.mayRun(ctx, *c) {
 		return
 	}
 	t, err := sv.tasks.task(ctx, id)
