@@ -69,15 +69,15 @@ type Info struct {
 	// knows better than the agent; nil means unknown.
 	Capacity *api.Capacity
 	// Features are what the provider can run beyond one process per
-	// replica: FeaturePods, FeatureProbes. The scheduler places a
+	// replica: FeaturePods, FeatureInitContainers, FeatureProbes. The scheduler places a
 	// replica that needs one only on nodes whose provider has it.
 	Features []string
 }
 
 // The features a provider may advertise in Info.Features.
 const (
-	// FeaturePods: replicas with init containers, more containers and
-	// scratch volumes.
+	// FeaturePods: more containers beside the main one, and scratch
+	// volumes.
 	FeaturePods = api.FeaturePods
 	// FeatureInitContainers: init containers.
 	FeatureInitContainers = api.FeatureInitContainers
