@@ -485,3 +485,54 @@ export function refresher(load, interval) {
     resume() { stopped = false; run(); },
   };
 }
+
+// ---- pods and probes: what both consoles show of a replica's containers ----
+
+export const containerTone = { running: 'ok', waiting: 'warn', terminated: 'neutral' };
+
+// probeLine is a probe as stratactl describe prints it, in kubectl's
+// words, with the defaults filled in: "http-get http://:8080/ready
+// delay=0s timeout=1s period=10s #success=1 #failure=3".
+export function probeLine(p) {
+  let handler = '';
+  if (p.httpGet) handler = `http-get ${(p.httpGet.scheme || 'http').toLowerCase()}://${p.httpGet.host || ''}:${p.httpGet.port}${p.httpGet.path || '/'}`;
+  else if (p.tcpSocket) handler = `tcp-socket :${p.tcpSocket.port}`;
+  else if (p.grpc) handler = `grpc :${p.grpc.port}${p.grpc.service ? ' ' + p.grpc.service : ''}`;
+  else if (p.exec) handler = `exec [${(p.exec.command || []).join(' ')}]`;
+  return `${handler} delay=${p.initialDelaySeconds || 0}s timeout=${p.timeoutSeconds ?? 1}s period=${p.periodSeconds ?? 10}s #success=${p.successThreshold ?? 1} #failure=${p.failureThreshold ?? 3}`;
+}
+
+export const probeKinds = [['startupProbe', 'Startup'], ['readinessProbe', 'Readiness'], ['livenessProbe', 'Liveness']];
+
+// podContainers are a compute spec's containers in the order they start:
+// the init containers, the main one (the spec's own fields), the others.
+export function podContainers(c) {
+  return [
+    ...(c.initContainers || []).map((x) => ({ ...x, init: true })),
+    { name: 'main', image: c.image, startupProbe: c.startupProbe, readinessProbe: c.readinessProbe, livenessProbe: c.livenessProbe },
+    ...(c.containers || []),
+  ];
+}
+
+// hasPod says whether a compute spec is worth showing container by
+// container: a pod, or a container with probes.
+export function hasPod(c) {
+  return !!c && !!((c.initContainers || []).length || (c.containers || []).length || probeKinds.some(([k]) => c[k]));
+}
+
+// containersReady is a replica's ready containers out of those that run,
+// its init containers apart ("1/2", as kubectl get pods).
+export function containersReady(rep) {
+  const cs = (rep.status && rep.status.containers) || [];
+  const init = new Set(((rep.spec && rep.spec.compute && rep.spec.compute.initContainers) || []).map((c) => c.name));
+  const run = cs.filter((c) => !init.has(c.name));
+  return `${run.filter((c) => c.ready).length}/${run.length}`;
+}
+
+// containerRestarts is the sum of a replica's containers' restarts, or its
+// own count when it reports no containers.
+export function containerRestarts(rep) {
+  const st = rep.status || {};
+  const cs = st.containers || [];
+  return cs.length ? cs.reduce((n, c) => n + (c.restarts || 0), 0) : (st.restarts || 0);
+}
