@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -369,12 +370,17 @@ func (c *vmCluster) removeQEMULog(domain string) {
 // createVM creates the flavor, the Image resource and a Compute resource
 // of one VM replica in the cluster's region; it returns when the create
 // call returned.
-func (c *vmCluster) createVM(t *testing.T) {
+func (c *vmCluster) createVM(t *testing.T) { c.createVMWith(t, nil) }
+
+// createVMWith is createVM with more fields of the compute spec.
+func (c *vmCluster) createVMWith(t *testing.T, compute map[string]any) {
 	t.Helper()
 	c.createVMImage(t)
+	spec := map[string]any{"image": vmImage}
+	maps.Copy(spec, compute)
 	c.global(0).Must(t, http.MethodPost, "/v1/resources", map[string]any{
 		"name": vmResource, "kind": "Compute", "replicas": 1,
-		"spec":     map[string]any{"flavor": vmFlavor, "compute": map[string]any{"image": vmImage}},
+		"spec":     map[string]any{"flavor": vmFlavor, "compute": spec},
 		"schedule": map[string]any{"regions": []map[string]any{{"name": vmRegion}}},
 	}, http.StatusCreated, nil)
 }
@@ -494,6 +500,49 @@ func (c *vmCluster) waitBooted(t *testing.T, rep api.Replica, query string, time
 	return log
 }
 
+// The port the guest of TestVMBootsThroughStrata serves, and the line
+// its console prints just before it listens.
+const (
+	vmProbePort  = 8080
+	vmListenLine = "STRATA-PROBE-LISTENING"
+)
+
+// waitReadyAfterListen waits until the VM's one replica is ready at the
+// global API, and fails when it was ever ready before its console said
+// the guest listens, or was never seen booted and still unready: the
+// readiness probe, not the boot marker, made it ready. The status is
+// read before the console each time, so a ready status always has the
+// line in the console read after it.
+func (c *vmCluster) waitReadyAfterListen(t *testing.T, rep api.Replica, timeout time.Duration) {
+	t.Helper()
+	heldBack := false
+	framework.Eventually(t, timeout, vmResource+" ready after its guest listens", func() error {
+		r, err := resourceStatus(c.global(0), vmResource)
+		if err != nil {
+			return err
+		}
+		log, err := c.logs("tail=400")
+		if err != nil {
+			return err
+		}
+		ready := r.Status.Phase == api.PhaseReady && r.Status.Ready == 1
+		listening := strings.Contains(log, vmListenLine)
+		switch {
+		case ready && !listening:
+			t.Fatalf("%s ready before its guest listens on %d:\n%s", rep.ID, vmProbePort, lastLines(log, 20))
+		case !ready && strings.Contains(log, vmMarker) && !listening:
+			heldBack = true
+		}
+		if !ready {
+			return fmt.Errorf("phase %s (%s), %d ready; guest listening: %v", r.Status.Phase, r.Status.Reason, r.Status.Ready, listening)
+		}
+		return nil
+	})
+	if !heldBack {
+		t.Errorf("%s was never seen booted and unready: the readiness probe held nothing back", rep.ID)
+	}
+}
+
 // vmHostname is the guest's hostname the provider gives a replica (its
 // domain name, restricted to hostname characters).
 func vmHostname(id string) string {
@@ -534,11 +583,17 @@ func TestVMBootsThroughStrata(t *testing.T) {
 	node := c.nodes["vm-0"]
 	g := c.global(0)
 
+	// The guest serves a port some seconds after its init marker; a TCP
+	// readiness probe on the guest's address, run by the node's agent,
+	// holds the replica unready until then.
 	applied := time.Now()
-	c.createVM(t)
-	c.waitReady(t, 2*time.Minute)
-	toReady := time.Since(applied)
+	c.createVMWith(t, map[string]any{
+		"command":        []string{"sh", "-c", fmt.Sprintf("sleep 6; mkdir -p /tmp/www; echo ok >/tmp/www/index.html; echo %s; exec httpd -f -p %d -h /tmp/www", vmListenLine, vmProbePort)},
+		"readinessProbe": map[string]any{"tcpSocket": map[string]any{"port": vmProbePort}, "periodSeconds": 1},
+	})
 	rep := c.theReplica(t)
+	c.waitReadyAfterListen(t, rep, 2*time.Minute)
+	toReady := time.Since(applied)
 	if rep.Node != node.name || rep.Region != vmRegion {
 		t.Fatalf("replica %s on %s/%s; want %s/%s", rep.ID, rep.Region, rep.Node, vmRegion, node.name)
 	}

@@ -78,12 +78,12 @@ func TestE2E(t *testing.T) {
 	c, dev, _ := startDev(t, "fake")
 	examples := filepath.Join(testenv.RepoRoot(), "deploy", "examples")
 	applied := c.must("", "apply", "-f", examples)
-	for _, want := range []string{"flavor/small created", "image/busybox created", "volume/scratch created", "compute/web created", "loadbalancer/web-lb created"} {
+	for _, want := range []string{"flavor/small created", "image/busybox created", "volume/scratch created", "compute/site created", "compute/web created", "loadbalancer/web-lb created"} {
 		if !strings.Contains(applied, want+"\n") {
 			t.Errorf("apply: got\n%s\nwant a line %q", applied, want)
 		}
 	}
-	waitAllReady(t, c, 4, 90*time.Second)
+	waitAllReady(t, c, 5, 90*time.Second)
 
 	again := c.must("", "apply", "-f", examples)
 	for _, line := range strings.Split(strings.TrimSpace(again), "\n") {
@@ -92,8 +92,8 @@ func TestE2E(t *testing.T) {
 		}
 	}
 	exported := c.must("", "get", "resources", "-o", "yaml")
-	if got := c.must(exported, "apply", "-f", "-"); strings.Count(got, " unchanged\n") != 4 {
-		t.Errorf("get -o yaml | apply -f -: got\n%s\nwant four unchanged", got)
+	if got := c.must(exported, "apply", "-f", "-"); strings.Count(got, " unchanged\n") != 5 {
+		t.Errorf("get -o yaml | apply -f -: got\n%s\nwant five unchanged", got)
 	}
 
 	drained := c.run("", "nodes", "drain", "dev-1/dev-1-a", "--deadline", "2m", "--wait")
@@ -194,15 +194,24 @@ func TestExamplesOnRealProviders(t *testing.T) {
 
 	examples := "deploy/examples/"
 	applied := c.must("", "apply", "-f", examples)
-	for _, want := range []string{"flavor/small created", "flavor/lb-small created", "image/busybox created", "volume/scratch created", "compute/web created", "loadbalancer/web-lb created"} {
+	for _, want := range []string{"flavor/small created", "flavor/lb-small created", "image/busybox created", "volume/scratch created", "compute/site created", "compute/web created", "loadbalancer/web-lb created"} {
 		if !strings.Contains(applied, want+"\n") {
 			t.Errorf("apply: got\n%s\nwant a line %q", applied, want)
 		}
 	}
-	waitAllReady(t, c, 4, 3*time.Minute)
-	if again := c.must("", "apply", "-f", examples); strings.Count(again, " unchanged\n") != 6 {
-		t.Errorf("a second apply: got\n%s\nwant six lines unchanged", again)
+	waitAllReady(t, c, 5, 3*time.Minute)
+	if again := c.must("", "apply", "-f", examples); strings.Count(again, " unchanged\n") != 7 {
+		t.Errorf("a second apply: got\n%s\nwant seven lines unchanged", again)
 	}
+	// site is a pod: its init container wrote the page its sidecar
+	// serves on the pod's localhost, and the main container's log shows
+	// what it read from there.
+	framework.Eventually(t, 30*time.Second, "site's main container read the page from its sidecar", func() error {
+		if out := c.run("", "logs", "site"); !strings.Contains(out.stdout, "hello from the init container") {
+			return fmt.Errorf("stratactl logs site: exit %d, %q %q", out.code, out.stdout, out.stderr)
+		}
+		return nil
+	})
 
 	// web-lb listens on port 30081 of the load balancer address of every
 	// node (127.0.0.1 in the dev cluster), in front of web's replicas of
@@ -228,7 +237,7 @@ func TestExamplesOnRealProviders(t *testing.T) {
 	c.must("", "describe", "resource", "web")
 
 	deleted := c.must("", "delete", "-f", examples)
-	for _, want := range []string{"loadbalancer/web-lb deleted", "compute/web deleted", "volume/scratch deleted", "image/busybox deleted", "flavor/small deleted", "flavor/lb-small deleted"} {
+	for _, want := range []string{"loadbalancer/web-lb deleted", "compute/web deleted", "compute/site deleted", "volume/scratch deleted", "image/busybox deleted", "flavor/small deleted", "flavor/lb-small deleted"} {
 		if !strings.Contains(deleted, want+"\n") {
 			t.Errorf("delete -f: got\n%s\nwant a line %q", deleted, want)
 		}

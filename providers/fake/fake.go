@@ -266,9 +266,12 @@ func readHealthFile(path string) ([]api.Condition, error) {
 	return cs, nil
 }
 
-// Info implements provider.Provider.
+// Info implements provider.Provider. The fake simulates every spec, so
+// it advertises every feature: a pod is one simulated replica, and its
+// probes pass (FailUnready makes them fail).
 func (f *Fake) Info(context.Context) (provider.Info, error) {
-	return provider.Info{Name: f.name, Version: version.String(), Kinds: slices.Clone(f.cfg.Kinds)}, nil
+	return provider.Info{Name: f.name, Version: version.String(), Kinds: slices.Clone(f.cfg.Kinds),
+		Features: []string{provider.FeaturePods, provider.FeatureInitContainers, provider.FeatureProbes}}, nil
 }
 
 // Health implements provider.Provider: the conditions SetHealth injected,
