@@ -213,13 +213,13 @@ func TestRoundTrip(t *testing.T) {
 func TestApplyExamples(t *testing.T) {
 	e := newEnv(t)
 	got := e.must("", "apply", "-f", examples)
-	want := "flavor/small created\nflavor/lb-small created\nimage/busybox created\nvolume/scratch created\ncompute/web created\nloadbalancer/web-lb created\n"
+	want := "flavor/small created\nflavor/lb-small created\nimage/busybox created\nvolume/scratch created\ncompute/site created\ncompute/web created\nloadbalancer/web-lb created\n"
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 	again := e.must("", "apply", "-f", examples)
-	if strings.Count(again, " unchanged\n") != 6 {
-		t.Errorf("applying again: got\n%s\nwant six unchanged", again)
+	if strings.Count(again, " unchanged\n") != 7 {
+		t.Errorf("applying again: got\n%s\nwant seven unchanged", again)
 	}
 	// The README of the examples is not a manifest, and is there.
 	if _, err := os.Stat(filepath.Join(examples, "README.md")); err != nil {
@@ -232,7 +232,7 @@ func TestDelete(t *testing.T) {
 		e := newEnv(t)
 		e.must("", "apply", "-f", examples)
 		got := e.must("", "delete", "-f", examples)
-		want := "loadbalancer/web-lb deleted\ncompute/web deleted\nvolume/scratch deleted\nimage/busybox deleted\nflavor/small deleted\nflavor/lb-small deleted\n"
+		want := "loadbalancer/web-lb deleted\ncompute/site deleted\ncompute/web deleted\nvolume/scratch deleted\nimage/busybox deleted\nflavor/small deleted\nflavor/lb-small deleted\n"
 		if got != want {
 			t.Errorf("got\n%s\nwant\n%s", got, want)
 		}

@@ -478,6 +478,8 @@ func probeLine(p api.Probe) string {
 		}
 	case p.Exec != nil:
 		handler = "exec [" + strings.Join(p.Exec.Command, " ") + "]"
+	case p.GuestAgent != nil:
+		handler = "guest-agent ping"
 	}
 	return fmt.Sprintf("%s delay=%ds timeout=%ds period=%ds #success=%d #failure=%d", handler,
 		p.InitialDelaySeconds, *p.TimeoutSeconds, *p.PeriodSeconds, *p.SuccessThreshold, *p.FailureThreshold)

@@ -14,6 +14,9 @@
 #
 #   STRATA-VM-READY <hostname> <ip>
 #
+# (just before it, when the domain has the QEMU guest agent's channel,
+# it starts qemu-ga on it: Debian's qemu-guest-agent, with the host's
+# copies of the libraries it links),
 # on the console, and stays up; the ACPI power button powers it off, so a
 # graceful shutdown does not have to wait for a forced one. Before the
 # marker it mounts the files of the provider's config drive read-only and
@@ -36,7 +39,9 @@ BUSYBOX=${BUSYBOX:-/bin/busybox}
 META=linux-image-cloud-amd64
 # The modules /init loads, in this order; their dependencies come along.
 # pvpanic tells QEMU of a kernel panic, which libvirt reports as a crash.
-MODULES=(virtio_pci virtio_net virtio_blk button evdev pvpanic_mmio)
+# virtio_console: the guest agent's virtio-serial channel.
+MODULES=(virtio_pci virtio_net virtio_blk virtio_console button evdev pvpanic_mmio)
+QGA=qemu-guest-agent
 
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
@@ -74,9 +79,11 @@ if [ -z "$PKG" ]; then
 fi
 KVER=${PKG#linux-image-}
 VERSION=$(apt-cache policy "$PKG" | awk '$1 == "Candidate:" { print $2; exit }')
+QGA_VERSION=$(apt-cache policy "$QGA" | awk '$1 == "Candidate:" { print $2; exit }')
+[ -n "$QGA_VERSION" ] && [ "$QGA_VERSION" != "(none)" ] || cached "apt does not know $QGA"
 
 STAMP=$DIR/stamp
-want_stamp="$PKG $VERSION $(sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1) $(sha256sum "$BUSYBOX" | cut -d' ' -f1)"
+want_stamp="$PKG $VERSION $QGA $QGA_VERSION $(sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1) $(sha256sum "$BUSYBOX" | cut -d' ' -f1)"
 if [ -f "$DIR/vmlinuz" ] && [ -f "$DIR/initramfs.gz" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$want_stamp" ]; then
   echo "$DIR"
   exit 0
@@ -103,6 +110,23 @@ if [ -z "$DEB" ]; then
   DEB=$(ls "$DEBS"/"$PKG"_*.deb)
 fi
 dpkg-deb -x "$DEB" "$WORK/pkg"
+
+# The guest agent, kept in DIR/debs-qga (the kernel's directory is emptied
+# when the kernel changes).
+QGA_DEBS=$DIR/debs-qga
+mkdir -p "$QGA_DEBS"
+QGA_DEB=
+for f in "$QGA_DEBS"/"$QGA"_*.deb; do
+  [ -f "$f" ] && [ "$(dpkg-deb -f "$f" Version)" = "$QGA_VERSION" ] && QGA_DEB=$f
+done
+if [ -z "$QGA_DEB" ]; then
+  log "downloading $QGA $QGA_VERSION"
+  rm -f "$QGA_DEBS"/*.deb
+  (cd "$QGA_DEBS" && apt-get download -qq -o APT::Sandbox::User=root "$QGA=$QGA_VERSION") \
+    || cached "apt-get download $QGA=$QGA_VERSION failed (offline?)"
+  QGA_DEB=$(ls "$QGA_DEBS"/"$QGA"_*.deb)
+fi
+dpkg-deb -x "$QGA_DEB" "$WORK/qga"
 KERNEL=$WORK/pkg/boot/vmlinuz-$KVER
 [ -f "$KERNEL" ] || die "$PKG holds no /boot/vmlinuz-$KVER"
 MODDIR=$WORK/pkg/lib/modules/$KVER
@@ -113,6 +137,18 @@ mkdir -p "$ROOT"/{bin,sbin,etc,proc,sys,dev,tmp,run,root,lib/modules/"$KVER"}
 cp "$BUSYBOX" "$ROOT/bin/busybox"
 for applet in $("$BUSYBOX" --list); do
   [ "$applet" = busybox ] || ln -s busybox "$ROOT/bin/$applet"
+done
+
+# qemu-ga and the shared libraries it links, the host's copies (the
+# host runs QEMU and libvirt, which link the same ones), at their paths.
+cp "$WORK/qga/usr/sbin/qemu-ga" "$ROOT/bin/qemu-ga"
+libs=$(ldd "$ROOT/bin/qemu-ga") || die "ldd qemu-ga failed"
+if grep -q "not found" <<<"$libs"; then
+  die "qemu-ga needs libraries this host lacks: $(grep "not found" <<<"$libs" | tr -s ' \t\n' ' ')"
+fi
+for lib in $(awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' <<<"$libs"); do
+  mkdir -p "$ROOT$(dirname "$lib")"
+  cp -L "$lib" "$ROOT$lib"
 done
 
 # The module files and, recursively, the modules they depend on (read from
@@ -238,6 +274,21 @@ MOUNTS
     echo "strata-vm: the config drive $drive is unreadable"
   fi
 fi
+# The QEMU guest agent, on its channel when the domain has one (the
+# port's driver binds asynchronously, as the NIC's).
+if grep -qsx 0x0003 /sys/bus/virtio/devices/*/device; then
+  i=0
+  until ls /sys/class/virtio-ports/vport* >/dev/null 2>&1 || [ $i -ge 50 ]; do sleep 0.1; i=$((i + 1)); done
+fi
+for port in /sys/class/virtio-ports/vport*; do
+  [ "$(cat "$port/name" 2>/dev/null)" = org.qemu.guest_agent.0 ] || continue
+  mkdir -p /var/run
+  if qemu-ga -d -m virtio-serial -p "/dev/${port##*/}" -f /run/qemu-ga.pid; then
+    echo "strata-vm: qemu guest agent on /dev/${port##*/}"
+  else
+    echo "strata-vm: qemu-ga failed"
+  fi
+done
 echo "STRATA-VM-READY $(hostname) $addr"
 
 case " $(cat /proc/cmdline) " in

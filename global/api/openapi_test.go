@@ -314,6 +314,7 @@ var goSchemas = map[string]reflect.Type{
 	"TCPSocketAction":     reflect.TypeFor[api.TCPSocketAction](),
 	"GRPCAction":          reflect.TypeFor[api.GRPCAction](),
 	"ExecAction":          reflect.TypeFor[api.ExecAction](),
+	"GuestAgentAction":    reflect.TypeFor[api.GuestAgentAction](),
 	"ConfigList":          reflect.TypeFor[rest.List[api.Config]](),
 	"Secret":              reflect.TypeFor[api.Secret](),
 	"SecretList":          reflect.TypeFor[rest.List[api.Secret]](),

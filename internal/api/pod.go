@@ -347,11 +347,12 @@ func (c *ComputeSpec) CheckResources(f FlavorSpec) error {
 
 // CheckForKind checks what only one kind of compute has, once the
 // flavor's kind is known: pods, scratch volumes and exec probes are for
-// containers; a VM's probes dial the guest's own address from its node,
-// so they name no host. Its errors name the fields under spec.compute.
+// containers, guestAgent probes for VMs; a VM's probes dial the guest's
+// own address from its node, so they name no host. Its errors name the
+// fields under spec.compute.
 func (c *ComputeSpec) CheckForKind(kind ProviderKind) error {
 	if kind != ProviderVM {
-		return nil
+		return c.checkNoGuestAgent()
 	}
 	var p problems
 	for _, f := range []struct {
@@ -374,6 +375,24 @@ func (c *ComputeSpec) CheckForKind(kind ProviderKind) error {
 		if pr.HTTPGet != nil && pr.HTTPGet.Host != "" {
 			p.add(Invalid(field+".httpGet.host", "a VM's probes dial the guest's own address; host is for containers"))
 		}
+	}
+	return within("spec.compute", p.err())
+}
+
+// checkNoGuestAgent refuses guestAgent probes in a container's spec,
+// naming each.
+func (c *ComputeSpec) checkNoGuestAgent() error {
+	var p problems
+	check := func(field string, ps *Probes) {
+		for _, k := range ProbeKinds {
+			if pr := ps.Get(k); pr != nil && pr.GuestAgent != nil {
+				p.add(Invalid(joinField(field, string(k)+"Probe.guestAgent"), "is for VMs (the QEMU guest agent); a container's probes may use exec"))
+			}
+		}
+	}
+	check("", &c.Probes)
+	for i := range c.Containers {
+		check(fmt.Sprintf("containers[%d]", i), &c.Containers[i].Probes)
 	}
 	return within("spec.compute", p.err())
 }

@@ -143,9 +143,19 @@ func TestPodForKind(t *testing.T) {
 	if !got["spec.compute.readinessProbe.httpGet.host"] || !got["spec.compute.livenessProbe.exec"] {
 		t.Errorf("a VM probe with a host and an exec probe: got %v", got)
 	}
-	vm.Probes = Probes{ReadinessProbe: &Probe{TCPSocket: &TCPSocketAction{Port: 22}}}
+	vm.Probes = Probes{ReadinessProbe: &Probe{TCPSocket: &TCPSocketAction{Port: 22}}, LivenessProbe: &Probe{GuestAgent: &GuestAgentAction{}}}
 	if err := vm.CheckForKind(ProviderVM); err != nil {
-		t.Errorf("a VM's tcp probe: %v", err)
+		t.Errorf("a VM's tcp and guest agent probes: %v", err)
+	}
+	pod := podSpec()
+	pod.LivenessProbe = &Probe{GuestAgent: &GuestAgentAction{}}
+	pod.Containers[0].ReadinessProbe = &Probe{GuestAgent: &GuestAgentAction{}}
+	got = map[string]bool{}
+	for _, fe := range Fields(pod.CheckForKind(ProviderContainer)) {
+		got[fe.Field] = true
+	}
+	if want := []string{"spec.compute.livenessProbe.guestAgent", "spec.compute.containers[0].readinessProbe.guestAgent"}; len(got) != 2 || !got[want[0]] || !got[want[1]] {
+		t.Errorf("guest agent probes in a pod: got %v; want %v", got, want)
 	}
 }
 

@@ -52,8 +52,18 @@ func (ps *Probes) Empty() bool {
 	return ps.StartupProbe == nil && ps.ReadinessProbe == nil && ps.LivenessProbe == nil
 }
 
-// Probe is one check: exactly one handler (httpGet, tcpSocket, grpc or
-// exec) and when to run it. The counts and durations are pointers so that
+// Uses reports whether one of the probes satisfies f.
+func (ps *Probes) Uses(f func(*Probe) bool) bool {
+	for _, k := range ProbeKinds {
+		if pr := ps.Get(k); pr != nil && f(pr) {
+			return true
+		}
+	}
+	return false
+}
+
+// Probe is one check: exactly one handler (httpGet, tcpSocket, grpc,
+// exec or guestAgent) and when to run it. The counts and durations are pointers so that
 // an explicit 0, which Kubernetes would take for "left out", is refused
 // rather than silently replaced by the default.
 type Probe struct {
@@ -61,6 +71,9 @@ type Probe struct {
 	TCPSocket *TCPSocketAction `json:"tcpSocket,omitempty"`
 	GRPC      *GRPCAction      `json:"grpc,omitempty"`
 	Exec      *ExecAction      `json:"exec,omitempty"`
+	// GuestAgent pings the QEMU guest agent of a VM (guest-ping over
+	// its virtio-serial channel); VMs only.
+	GuestAgent *GuestAgentAction `json:"guestAgent,omitempty"`
 
 	// InitialDelaySeconds is how long after the container starts the
 	// first check runs (0: at once).
@@ -147,6 +160,12 @@ type ExecAction struct {
 	Command []string `json:"command"`
 }
 
+// GuestAgentAction passes when the VM's QEMU guest agent (qemu-ga)
+// answers a guest-ping: the guest's own userspace is up and serving its
+// agent. The VM gets the agent's channel (org.qemu.guest_agent.0) when
+// one of its probes has this handler. It has no fields: `{}`.
+type GuestAgentAction struct{}
+
 // WithDefaults returns the probes with each one's defaults filled in.
 func (ps Probes) WithDefaults() Probes {
 	for _, p := range []**Probe{&ps.StartupProbe, &ps.ReadinessProbe, &ps.LivenessProbe} {
@@ -196,6 +215,9 @@ func (p Probe) WithDefaults() Probe {
 	}
 	if e := p.Exec; e != nil {
 		p.Exec = &ExecAction{Command: append([]string(nil), e.Command...)}
+	}
+	if p.GuestAgent != nil {
+		p.GuestAgent = &GuestAgentAction{}
 	}
 	return p
 }
@@ -252,9 +274,12 @@ func (pr *Probe) validateHandler() error {
 		set = append(set, "exec")
 		p.in("exec", e.validate())
 	}
+	if pr.GuestAgent != nil {
+		set = append(set, "guestAgent")
+	}
 	switch len(set) {
 	case 0:
-		return Invalid("", "needs one handler: httpGet, tcpSocket, grpc or exec")
+		return Invalid("", "needs one handler: httpGet, tcpSocket, grpc, exec or guestAgent")
 	case 1:
 		return p.err()
 	}

@@ -37,7 +37,7 @@ func TestProbeValidate(t *testing.T) {
 		{name: "grpc ok", kind: ProbeStartup, p: &Probe{GRPC: &GRPCAction{Port: 9090, Service: "strata.v1"}}},
 		{name: "exec ok", kind: ProbeLiveness, p: &Probe{Exec: &ExecAction{Command: []string{"sh", "-c", "test -f /tmp/ok\n"}}}},
 		{name: "no handler", kind: ProbeReadiness, p: &Probe{},
-			want: []string{"c.readinessProbe: needs one handler: httpGet, tcpSocket, grpc or exec"}},
+			want: []string{"c.readinessProbe: needs one handler: httpGet, tcpSocket, grpc, exec or guestAgent"}},
 		{name: "two handlers", kind: ProbeReadiness, p: &Probe{HTTPGet: &HTTPGetAction{Port: 80}, Exec: &ExecAction{Command: []string{"true"}}},
 			want: []string{"c.readinessProbe: has 2 handlers (httpGet, exec): set exactly one"}},
 		{name: "port too high", kind: ProbeReadiness, p: httpProbe(func(p *Probe) { p.HTTPGet.Port = 70000 }),

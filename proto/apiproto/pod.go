@@ -114,6 +114,7 @@ func probeToPB(pr *api.Probe) *resourcev1.Probe {
 	out.TcpSocket = tcpSocketActionToPB(pr.TCPSocket)
 	out.Grpc = grpcActionToPB(pr.GRPC)
 	out.Exec = execActionToPB(pr.Exec)
+	out.GuestAgent = guestAgentActionToPB(pr.GuestAgent)
 	return out
 }
 
@@ -132,6 +133,7 @@ func probeFromPB(p *resourcev1.Probe) api.Probe {
 	out.TCPSocket = ptrFromPB(p.GetTcpSocket(), tcpSocketActionFromPB)
 	out.GRPC = ptrFromPB(p.GetGrpc(), grpcActionFromPB)
 	out.Exec = ptrFromPB(p.GetExec(), execActionFromPB)
+	out.GuestAgent = ptrFromPB(p.GetGuestAgent(), guestAgentActionFromPB)
 	return out
 }
 
@@ -190,6 +192,17 @@ func execActionToPB(e *api.ExecAction) *resourcev1.ExecAction {
 
 func execActionFromPB(p *resourcev1.ExecAction) api.ExecAction {
 	return api.ExecAction{Command: stringsCopy[string](p.GetCommand())}
+}
+
+func guestAgentActionToPB(g *api.GuestAgentAction) *resourcev1.GuestAgentAction {
+	if g == nil {
+		return nil
+	}
+	return &resourcev1.GuestAgentAction{}
+}
+
+func guestAgentActionFromPB(*resourcev1.GuestAgentAction) api.GuestAgentAction {
+	return api.GuestAgentAction{}
 }
 
 func intPtrToPB(v *int) *int32 {

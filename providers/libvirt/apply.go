@@ -100,6 +100,9 @@ func (p *Provider) resolve(ctx context.Context, c *libvirt.Connect, a *api.Assig
 		Cmdline:   cmdline,
 		Console:   p.console.path(a.ID),
 	}
+	if c := a.Spec.Compute; c != nil {
+		spec.GuestAgent = c.Probes.Uses(func(pr *api.Probe) bool { return pr.GuestAgent != nil })
+	}
 	if err := p.resolveDisks(c, a, &spec); err != nil {
 		return domainSpec{}, err
 	}

@@ -168,7 +168,14 @@ type domainSpec struct {
 	// Run is the config drive's content (configdrive.go), written
 	// before each start.
 	Run guestRun
+	// GuestAgent adds the QEMU guest agent's channel
+	// (org.qemu.guest_agent.0): a probe pings the agent through it.
+	GuestAgent bool
 }
+
+// guestAgentChannel is the name of the virtio-serial port qemu-ga
+// serves in the guest, the one libvirt's agent commands use.
+const guestAgentChannel = "org.qemu.guest_agent.0"
 
 // guestRun is what the guest gets on its config drive.
 type guestRun struct {
@@ -292,6 +299,7 @@ type devicesXML struct {
 	Interfaces []interfaceXML `xml:"interface"`
 	Serials    []serialXML    `xml:"serial"`
 	Consoles   []consoleXML   `xml:"console"`
+	Channels   []channelXML   `xml:"channel"`
 	Controller []controller   `xml:"controller"`
 	Memballoon *modelXML      `xml:"memballoon"`
 	Panic      *modelXML      `xml:"panic"`
@@ -359,6 +367,18 @@ type consoleXML struct {
 type consoleTarget struct {
 	Type string `xml:"type,attr"`
 	Port int    `xml:"port,attr"`
+}
+
+// channelXML is a unix-socket channel whose socket libvirt places and
+// connects itself (the guest agent's).
+type channelXML struct {
+	Type   string        `xml:"type,attr"`
+	Target channelTarget `xml:"target"`
+}
+
+type channelTarget struct {
+	Type string `xml:"type,attr"`
+	Name string `xml:"name,attr"`
 }
 
 type logXML struct {
@@ -441,6 +461,9 @@ func (s domainSpec) render(meta *replicaMeta) (string, error) {
 		Target: targetXML{Port: &port},
 	})
 	d.Devices.Consoles = append(d.Devices.Consoles, consoleXML{Type: "pty", Target: consoleTarget{Type: "serial", Port: 0}})
+	if s.GuestAgent {
+		d.Devices.Channels = append(d.Devices.Channels, channelXML{Type: "unix", Target: channelTarget{Type: "virtio", Name: guestAgentChannel}})
+	}
 	// No USB, no balloon: fewer devices start faster under TCG.
 	d.Devices.Controller = append(d.Devices.Controller, controller{Type: "usb", Model: "none"})
 	d.Devices.Memballoon = &modelXML{Model: "none"}

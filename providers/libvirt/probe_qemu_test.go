@@ -37,6 +37,7 @@ func (e *qemuEnv) testProbes(t *testing.T) {
 	t.Run("TCPReadiness", e.testTCPReadiness)
 	t.Run("PortNeverOpens", e.testPortNeverOpens)
 	t.Run("LivenessRestarts", e.testLivenessRestarts)
+	t.Run("GuestAgent", e.testGuestAgent)
 }
 
 // testTCPReadiness: a VM with a TCP readiness probe on its guest address
@@ -178,5 +179,60 @@ func (e *qemuEnv) testLivenessRestarts(t *testing.T) {
 	b, _ := os.ReadFile(e.p.console.path(a.ID))
 	if n := strings.Count(string(b), "starting domain"); n < 2 {
 		t.Errorf("console: got %d start lines; want the restart's too", n)
+	}
+}
+
+// agentStoppedLine is what the guest of testGuestAgent prints once it
+// stopped its qemu-ga.
+const agentStoppedLine = "STRATA-QGA-STOPPED"
+
+// testGuestAgent: a VM whose readiness probe pings its QEMU guest agent
+// gets the agent's channel, is ready once qemu-ga answers (started by
+// the image's init on the channel), and unready again once the guest
+// stops its agent, with the ping's failure as the reason.
+func (e *qemuEnv) testGuestAgent(t *testing.T) {
+	a := e.vm(t, "qga")
+	a.Spec.Compute.Command = []string{"sh", "-c", "sleep 8; kill $(cat /run/qemu-ga.pid); echo " + agentStoppedLine + "; exec sleep 3600"}
+	a.Spec.Compute.ReadinessProbe = probeEvery(api.Probe{GuestAgent: &api.GuestAgentAction{}}, 1, 1)
+	t.Cleanup(func() { _ = e.p.Delete(context.WithoutCancel(t.Context()), &api.Assignment{ID: a.ID}, 0) })
+	if _, err := e.p.Apply(t.Context(), a); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	console := func() string { b, _ := os.ReadFile(e.p.console.path(a.ID)); return string(b) }
+	eventually(t, 3*time.Minute, "ready through the guest agent", func() (bool, string) {
+		st, err := e.p.Status(t.Context(), a.ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Phase == api.PhaseReady, string(st.Phase) + ": " + st.Reason
+	})
+	log := console()
+	if !strings.Contains(log, "strata-vm: qemu guest agent on /dev/vport") {
+		t.Fatalf("ready, but the guest did not say it started qemu-ga; console:\n%s", log)
+	}
+	if strings.Contains(log, agentStoppedLine) {
+		t.Logf("the guest stopped its agent before ready was seen (a slow machine); the ready above came before it")
+	}
+	c, err := e.p.conn.connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom, err := c.LookupDomainByName(domainName(a.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dom.Free()
+	if x, err := dom.GetXMLDesc(0); err != nil || !strings.Contains(x, "name='"+guestAgentChannel+"'") && !strings.Contains(x, `name="`+guestAgentChannel+`"`) {
+		t.Errorf("domain XML without the guest agent's channel (%v):\n%s", err, x)
+	}
+	eventually(t, time.Minute, "unready once the guest stopped its agent", func() (bool, string) {
+		st, err := e.p.Status(t.Context(), a.ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Phase == api.PhaseProvision && strings.Contains(st.Reason, "guest agent"), string(st.Phase) + ": " + st.Reason
+	})
+	if !strings.Contains(console(), agentStoppedLine) {
+		t.Fatalf("unready before the guest stopped its agent; console:\n%s", console())
 	}
 }

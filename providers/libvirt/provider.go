@@ -175,7 +175,7 @@ func (p *Provider) compose(dirs hostpolicy.Dirs) {
 	p.drives = newDrives(p.cfg.DriveDir, p.node)
 	p.domains = &domains{
 		node: p.node, log: p.log, console: p.console, drives: p.drives,
-		ready:  newReadiness(p.console, probe.NewManager(probe.WithLogger(p.log)), p.hub.kick),
+		ready:  newReadiness(p.console, probe.NewManager(probe.WithLogger(p.log), probe.WithGuestAgent(p)), p.hub.kick),
 		phases: p.phases, kick: p.hub.kick,
 	}
 }

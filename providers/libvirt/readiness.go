@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync"
 	"time"
+
+	"libvirt.org/go/libvirt"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/providers/provider/probe"
@@ -18,9 +21,9 @@ import (
 // is it well?", which makes a running replica ready. The first sign is
 // the image's ready marker on the serial console after the domain's
 // latest start; then the VM's probes (the ComputeSpec's startupProbe,
-// readinessProbe and livenessProbe: httpGet, tcpSocket or grpc), which
+// readinessProbe and livenessProbe: httpGet, tcpSocket or grpc, which
 // the probe engine runs from the node (the host network) to the guest's
-// own address, the one the region's IPAM gave it, as container "main".
+// own address, or guestAgent, a guest-ping to the guest's qemu-ga), the one the region's IPAM gave it, as container "main".
 // The probes start once the guest is up (its marker appeared) and start
 // over with each start of the domain; a liveness or startup probe that
 // fails has the domain restarted (unhealthy). Each result change kicks
@@ -209,4 +212,27 @@ func probesOf(a *api.Assignment) (string, error) {
 		return "", fmt.Errorf("probes: %w", err)
 	}
 	return string(b), nil
+}
+
+// PingGuestAgent implements probe.GuestAgent: a guest-ping to the
+// domain's qemu-ga, through libvirt (which owns the channel's socket),
+// bounded by ctx's deadline in whole seconds (the agent command's unit).
+func (p *Provider) PingGuestAgent(ctx context.Context, id string) error {
+	c, err := p.conn.connect()
+	if err != nil {
+		return err
+	}
+	dom, err := c.LookupDomainByName(domainName(id))
+	if err != nil {
+		return fmt.Errorf("look up domain: %s", message(err))
+	}
+	defer dom.Free()
+	timeout := libvirt.DomainQemuAgentCommandTimeout(1)
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = libvirt.DomainQemuAgentCommandTimeout(max(1, int(time.Until(dl).Round(time.Second).Seconds())))
+	}
+	if _, err := dom.QemuAgentCommand(`{"execute":"guest-ping"}`, timeout, 0); err != nil {
+		return errors.New(message(err))
+	}
+	return nil
 }

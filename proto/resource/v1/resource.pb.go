@@ -832,6 +832,7 @@ type Probe struct {
 	TimeoutSeconds      *int32                 `protobuf:"varint,7,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
 	SuccessThreshold    *int32                 `protobuf:"varint,8,opt,name=success_threshold,json=successThreshold,proto3,oneof" json:"success_threshold,omitempty"`
 	FailureThreshold    *int32                 `protobuf:"varint,9,opt,name=failure_threshold,json=failureThreshold,proto3,oneof" json:"failure_threshold,omitempty"`
+	GuestAgent          *GuestAgentAction      `protobuf:"bytes,10,opt,name=guest_agent,json=guestAgent,proto3" json:"guest_agent,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -927,6 +928,13 @@ func (x *Probe) GetFailureThreshold() int32 {
 		return *x.FailureThreshold
 	}
 	return 0
+}
+
+func (x *Probe) GetGuestAgent() *GuestAgentAction {
+	if x != nil {
+		return x.GuestAgent
+	}
+	return nil
 }
 
 type HTTPGetAction struct {
@@ -1197,6 +1205,43 @@ func (x *ExecAction) GetCommand() []string {
 	return nil
 }
 
+// GuestAgentAction pings a VM's QEMU guest agent (api.GuestAgentAction).
+type GuestAgentAction struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GuestAgentAction) Reset() {
+	*x = GuestAgentAction{}
+	mi := &file_resource_v1_resource_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GuestAgentAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GuestAgentAction) ProtoMessage() {}
+
+func (x *GuestAgentAction) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GuestAgentAction.ProtoReflect.Descriptor instead.
+func (*GuestAgentAction) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{15}
+}
+
 // SecurityContext is the user a container runs as (Kubernetes' names);
 // an unset id takes the image's.
 type SecurityContext struct {
@@ -1210,7 +1255,7 @@ type SecurityContext struct {
 
 func (x *SecurityContext) Reset() {
 	*x = SecurityContext{}
-	mi := &file_resource_v1_resource_proto_msgTypes[15]
+	mi := &file_resource_v1_resource_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1267,7 @@ func (x *SecurityContext) String() string {
 func (*SecurityContext) ProtoMessage() {}
 
 func (x *SecurityContext) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[15]
+	mi := &file_resource_v1_resource_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1280,7 @@ func (x *SecurityContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityContext.ProtoReflect.Descriptor instead.
 func (*SecurityContext) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{15}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SecurityContext) GetRunAsUser() int64 {
@@ -1270,7 +1315,7 @@ type FileMount struct {
 
 func (x *FileMount) Reset() {
 	*x = FileMount{}
-	mi := &file_resource_v1_resource_proto_msgTypes[16]
+	mi := &file_resource_v1_resource_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1327,7 @@ func (x *FileMount) String() string {
 func (*FileMount) ProtoMessage() {}
 
 func (x *FileMount) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[16]
+	mi := &file_resource_v1_resource_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1340,7 @@ func (x *FileMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileMount.ProtoReflect.Descriptor instead.
 func (*FileMount) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{16}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FileMount) GetConfig() string {
@@ -1331,7 +1376,7 @@ type EnvSource struct {
 
 func (x *EnvSource) Reset() {
 	*x = EnvSource{}
-	mi := &file_resource_v1_resource_proto_msgTypes[17]
+	mi := &file_resource_v1_resource_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1388,7 @@ func (x *EnvSource) String() string {
 func (*EnvSource) ProtoMessage() {}
 
 func (x *EnvSource) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[17]
+	mi := &file_resource_v1_resource_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1401,7 @@ func (x *EnvSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvSource.ProtoReflect.Descriptor instead.
 func (*EnvSource) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{17}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EnvSource) GetConfig() string {
@@ -1398,7 +1443,7 @@ type VolumeSpec struct {
 
 func (x *VolumeSpec) Reset() {
 	*x = VolumeSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[18]
+	mi := &file_resource_v1_resource_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1455,7 @@ func (x *VolumeSpec) String() string {
 func (*VolumeSpec) ProtoMessage() {}
 
 func (x *VolumeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[18]
+	mi := &file_resource_v1_resource_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1468,7 @@ func (x *VolumeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeSpec.ProtoReflect.Descriptor instead.
 func (*VolumeSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{18}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *VolumeSpec) GetSizeMib() int64 {
@@ -1462,7 +1507,7 @@ type ImageSpec struct {
 
 func (x *ImageSpec) Reset() {
 	*x = ImageSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[19]
+	mi := &file_resource_v1_resource_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1519,7 @@ func (x *ImageSpec) String() string {
 func (*ImageSpec) ProtoMessage() {}
 
 func (x *ImageSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[19]
+	mi := &file_resource_v1_resource_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1532,7 @@ func (x *ImageSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageSpec.ProtoReflect.Descriptor instead.
 func (*ImageSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{19}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ImageSpec) GetRef() string {
@@ -1552,7 +1597,7 @@ type Listener struct {
 
 func (x *Listener) Reset() {
 	*x = Listener{}
-	mi := &file_resource_v1_resource_proto_msgTypes[20]
+	mi := &file_resource_v1_resource_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1609,7 @@ func (x *Listener) String() string {
 func (*Listener) ProtoMessage() {}
 
 func (x *Listener) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[20]
+	mi := &file_resource_v1_resource_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1622,7 @@ func (x *Listener) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Listener.ProtoReflect.Descriptor instead.
 func (*Listener) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{20}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Listener) GetName() string {
@@ -1629,7 +1674,7 @@ type HealthCheck struct {
 
 func (x *HealthCheck) Reset() {
 	*x = HealthCheck{}
-	mi := &file_resource_v1_resource_proto_msgTypes[21]
+	mi := &file_resource_v1_resource_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1686,7 @@ func (x *HealthCheck) String() string {
 func (*HealthCheck) ProtoMessage() {}
 
 func (x *HealthCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[21]
+	mi := &file_resource_v1_resource_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1699,7 @@ func (x *HealthCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheck.ProtoReflect.Descriptor instead.
 func (*HealthCheck) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{21}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HealthCheck) GetType() string {
@@ -1711,7 +1756,7 @@ type LoadbalancerSpec struct {
 
 func (x *LoadbalancerSpec) Reset() {
 	*x = LoadbalancerSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[22]
+	mi := &file_resource_v1_resource_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1768,7 @@ func (x *LoadbalancerSpec) String() string {
 func (*LoadbalancerSpec) ProtoMessage() {}
 
 func (x *LoadbalancerSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[22]
+	mi := &file_resource_v1_resource_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1781,7 @@ func (x *LoadbalancerSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadbalancerSpec.ProtoReflect.Descriptor instead.
 func (*LoadbalancerSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{22}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LoadbalancerSpec) GetListeners() []*Listener {
@@ -1781,7 +1826,7 @@ type ResourceSpec struct {
 
 func (x *ResourceSpec) Reset() {
 	*x = ResourceSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[23]
+	mi := &file_resource_v1_resource_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1838,7 @@ func (x *ResourceSpec) String() string {
 func (*ResourceSpec) ProtoMessage() {}
 
 func (x *ResourceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[23]
+	mi := &file_resource_v1_resource_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1851,7 @@ func (x *ResourceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSpec.ProtoReflect.Descriptor instead.
 func (*ResourceSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{23}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResourceSpec) GetFlavor() string {
@@ -1861,7 +1906,7 @@ type RegionTarget struct {
 
 func (x *RegionTarget) Reset() {
 	*x = RegionTarget{}
-	mi := &file_resource_v1_resource_proto_msgTypes[24]
+	mi := &file_resource_v1_resource_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1918,7 @@ func (x *RegionTarget) String() string {
 func (*RegionTarget) ProtoMessage() {}
 
 func (x *RegionTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[24]
+	mi := &file_resource_v1_resource_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +1931,7 @@ func (x *RegionTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionTarget.ProtoReflect.Descriptor instead.
 func (*RegionTarget) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{24}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RegionTarget) GetName() string {
@@ -1917,7 +1962,7 @@ type ScheduleRule struct {
 
 func (x *ScheduleRule) Reset() {
 	*x = ScheduleRule{}
-	mi := &file_resource_v1_resource_proto_msgTypes[25]
+	mi := &file_resource_v1_resource_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +1974,7 @@ func (x *ScheduleRule) String() string {
 func (*ScheduleRule) ProtoMessage() {}
 
 func (x *ScheduleRule) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[25]
+	mi := &file_resource_v1_resource_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +1987,7 @@ func (x *ScheduleRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleRule.ProtoReflect.Descriptor instead.
 func (*ScheduleRule) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{25}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ScheduleRule) GetRegions() []*RegionTarget {
@@ -1998,7 +2043,7 @@ type SpecOverride struct {
 
 func (x *SpecOverride) Reset() {
 	*x = SpecOverride{}
-	mi := &file_resource_v1_resource_proto_msgTypes[26]
+	mi := &file_resource_v1_resource_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2055,7 @@ func (x *SpecOverride) String() string {
 func (*SpecOverride) ProtoMessage() {}
 
 func (x *SpecOverride) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[26]
+	mi := &file_resource_v1_resource_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2068,7 @@ func (x *SpecOverride) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecOverride.ProtoReflect.Descriptor instead.
 func (*SpecOverride) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{26}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SpecOverride) GetFlavor() string {
@@ -2060,7 +2105,7 @@ type FailoverPolicy struct {
 
 func (x *FailoverPolicy) Reset() {
 	*x = FailoverPolicy{}
-	mi := &file_resource_v1_resource_proto_msgTypes[27]
+	mi := &file_resource_v1_resource_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2117,7 @@ func (x *FailoverPolicy) String() string {
 func (*FailoverPolicy) ProtoMessage() {}
 
 func (x *FailoverPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[27]
+	mi := &file_resource_v1_resource_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2130,7 @@ func (x *FailoverPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailoverPolicy.ProtoReflect.Descriptor instead.
 func (*FailoverPolicy) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{27}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FailoverPolicy) GetEnabled() bool {
@@ -2138,7 +2183,7 @@ type RolloutPolicy struct {
 
 func (x *RolloutPolicy) Reset() {
 	*x = RolloutPolicy{}
-	mi := &file_resource_v1_resource_proto_msgTypes[28]
+	mi := &file_resource_v1_resource_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2195,7 @@ func (x *RolloutPolicy) String() string {
 func (*RolloutPolicy) ProtoMessage() {}
 
 func (x *RolloutPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[28]
+	mi := &file_resource_v1_resource_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2208,7 @@ func (x *RolloutPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutPolicy.ProtoReflect.Descriptor instead.
 func (*RolloutPolicy) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{28}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RolloutPolicy) GetMaxUnavailable() int32 {
@@ -2235,7 +2280,7 @@ type RegionShare struct {
 
 func (x *RegionShare) Reset() {
 	*x = RegionShare{}
-	mi := &file_resource_v1_resource_proto_msgTypes[29]
+	mi := &file_resource_v1_resource_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2292,7 @@ func (x *RegionShare) String() string {
 func (*RegionShare) ProtoMessage() {}
 
 func (x *RegionShare) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[29]
+	mi := &file_resource_v1_resource_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2305,7 @@ func (x *RegionShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionShare.ProtoReflect.Descriptor instead.
 func (*RegionShare) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{29}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RegionShare) GetPhase() string {
@@ -2359,7 +2404,7 @@ type BackendStatus struct {
 
 func (x *BackendStatus) Reset() {
 	*x = BackendStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[30]
+	mi := &file_resource_v1_resource_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2416,7 @@ func (x *BackendStatus) String() string {
 func (*BackendStatus) ProtoMessage() {}
 
 func (x *BackendStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[30]
+	mi := &file_resource_v1_resource_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2429,7 @@ func (x *BackendStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendStatus.ProtoReflect.Descriptor instead.
 func (*BackendStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{30}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BackendStatus) GetReplica() string {
@@ -2430,7 +2475,7 @@ type RolloutStatus struct {
 
 func (x *RolloutStatus) Reset() {
 	*x = RolloutStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[31]
+	mi := &file_resource_v1_resource_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2442,7 +2487,7 @@ func (x *RolloutStatus) String() string {
 func (*RolloutStatus) ProtoMessage() {}
 
 func (x *RolloutStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[31]
+	mi := &file_resource_v1_resource_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2455,7 +2500,7 @@ func (x *RolloutStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutStatus.ProtoReflect.Descriptor instead.
 func (*RolloutStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{31}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RolloutStatus) GetRevision() int64 {
@@ -2530,7 +2575,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[32]
+	mi := &file_resource_v1_resource_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2587,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[32]
+	mi := &file_resource_v1_resource_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2600,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{32}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResourceStatus) GetUid() string {
@@ -2690,7 +2735,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_resource_v1_resource_proto_msgTypes[33]
+	mi := &file_resource_v1_resource_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +2747,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[33]
+	mi := &file_resource_v1_resource_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +2760,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{33}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Resource) GetName() string {
@@ -2868,7 +2913,7 @@ type Revision struct {
 
 func (x *Revision) Reset() {
 	*x = Revision{}
-	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	mi := &file_resource_v1_resource_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2880,7 +2925,7 @@ func (x *Revision) String() string {
 func (*Revision) ProtoMessage() {}
 
 func (x *Revision) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	mi := &file_resource_v1_resource_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2893,7 +2938,7 @@ func (x *Revision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revision.ProtoReflect.Descriptor instead.
 func (*Revision) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{34}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Revision) GetResource() string {
@@ -2977,7 +3022,7 @@ type RegionStatus struct {
 
 func (x *RegionStatus) Reset() {
 	*x = RegionStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[35]
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3034,7 @@ func (x *RegionStatus) String() string {
 func (*RegionStatus) ProtoMessage() {}
 
 func (x *RegionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[35]
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3047,7 @@ func (x *RegionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatus.ProtoReflect.Descriptor instead.
 func (*RegionStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{35}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RegionStatus) GetHealth() string {
@@ -3091,7 +3136,7 @@ type Region struct {
 
 func (x *Region) Reset() {
 	*x = Region{}
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3148,7 @@ func (x *Region) String() string {
 func (*Region) ProtoMessage() {}
 
 func (x *Region) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3161,7 @@ func (x *Region) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Region.ProtoReflect.Descriptor instead.
 func (*Region) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Region) GetName() string {
@@ -3190,7 +3235,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3202,7 +3247,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3215,7 +3260,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Placement) GetRegion() string {
@@ -3278,7 +3323,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3290,7 +3335,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3303,7 +3348,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Capacity) GetMilliCpu() int64 {
@@ -3339,7 +3384,7 @@ type NodeProvider struct {
 
 func (x *NodeProvider) Reset() {
 	*x = NodeProvider{}
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3351,7 +3396,7 @@ func (x *NodeProvider) String() string {
 func (*NodeProvider) ProtoMessage() {}
 
 func (x *NodeProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3364,7 +3409,7 @@ func (x *NodeProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeProvider.ProtoReflect.Descriptor instead.
 func (*NodeProvider) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NodeProvider) GetName() string {
@@ -3408,7 +3453,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3420,7 +3465,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3433,7 +3478,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Condition) GetType() string {
@@ -3482,7 +3527,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3494,7 +3539,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3507,7 +3552,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DrainRequest) GetDeadline() *durationpb.Duration {
@@ -3545,7 +3590,7 @@ type DrainStep struct {
 
 func (x *DrainStep) Reset() {
 	*x = DrainStep{}
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3602,7 @@ func (x *DrainStep) String() string {
 func (*DrainStep) ProtoMessage() {}
 
 func (x *DrainStep) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3615,7 @@ func (x *DrainStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStep.ProtoReflect.Descriptor instead.
 func (*DrainStep) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DrainStep) GetReplica() string {
@@ -3636,7 +3681,7 @@ type DrainStatus struct {
 
 func (x *DrainStatus) Reset() {
 	*x = DrainStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3648,7 +3693,7 @@ func (x *DrainStatus) String() string {
 func (*DrainStatus) ProtoMessage() {}
 
 func (x *DrainStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3661,7 +3706,7 @@ func (x *DrainStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStatus.ProtoReflect.Descriptor instead.
 func (*DrainStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DrainStatus) GetNode() string {
@@ -3771,7 +3816,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3783,7 +3828,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3796,7 +3841,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeStatus) GetHealth() string {
@@ -3884,7 +3929,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3896,7 +3941,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3909,7 +3954,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Node) GetName() string {
@@ -4072,7 +4117,7 @@ type NodeNetwork struct {
 
 func (x *NodeNetwork) Reset() {
 	*x = NodeNetwork{}
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4084,7 +4129,7 @@ func (x *NodeNetwork) String() string {
 func (*NodeNetwork) ProtoMessage() {}
 
 func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4097,7 +4142,7 @@ func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeNetwork.ProtoReflect.Descriptor instead.
 func (*NodeNetwork) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeNetwork) GetBlock() string {
@@ -4149,7 +4194,7 @@ type VolumeAttachment struct {
 
 func (x *VolumeAttachment) Reset() {
 	*x = VolumeAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4161,7 +4206,7 @@ func (x *VolumeAttachment) String() string {
 func (*VolumeAttachment) ProtoMessage() {}
 
 func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4174,7 +4219,7 @@ func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeAttachment.ProtoReflect.Descriptor instead.
 func (*VolumeAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *VolumeAttachment) GetName() string {
@@ -4233,7 +4278,7 @@ type NetworkAttachment struct {
 
 func (x *NetworkAttachment) Reset() {
 	*x = NetworkAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4245,7 +4290,7 @@ func (x *NetworkAttachment) String() string {
 func (*NetworkAttachment) ProtoMessage() {}
 
 func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4258,7 +4303,7 @@ func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkAttachment.ProtoReflect.Descriptor instead.
 func (*NetworkAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NetworkAttachment) GetNetwork() string {
@@ -4314,7 +4359,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_resource_v1_resource_proto_msgTypes[49]
+	mi := &file_resource_v1_resource_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4326,7 +4371,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[49]
+	mi := &file_resource_v1_resource_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4339,7 +4384,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{49}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Endpoint) GetReplica() string {
@@ -4377,7 +4422,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_resource_v1_resource_proto_msgTypes[50]
+	mi := &file_resource_v1_resource_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4389,7 +4434,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[50]
+	mi := &file_resource_v1_resource_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4402,7 +4447,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{50}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Port) GetNetwork() string {
@@ -4464,7 +4509,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[51]
+	mi := &file_resource_v1_resource_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4476,7 +4521,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[51]
+	mi := &file_resource_v1_resource_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4489,7 +4534,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{51}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Assignment) GetId() string {
@@ -4674,7 +4719,7 @@ type AssignmentStatus struct {
 
 func (x *AssignmentStatus) Reset() {
 	*x = AssignmentStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[52]
+	mi := &file_resource_v1_resource_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4686,7 +4731,7 @@ func (x *AssignmentStatus) String() string {
 func (*AssignmentStatus) ProtoMessage() {}
 
 func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[52]
+	mi := &file_resource_v1_resource_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4699,7 +4744,7 @@ func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentStatus.ProtoReflect.Descriptor instead.
 func (*AssignmentStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{52}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AssignmentStatus) GetId() string {
@@ -4810,7 +4855,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[53]
+	mi := &file_resource_v1_resource_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4822,7 +4867,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[53]
+	mi := &file_resource_v1_resource_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4835,7 +4880,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{53}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -4906,7 +4951,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_resource_v1_resource_proto_msgTypes[54]
+	mi := &file_resource_v1_resource_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4918,7 +4963,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[54]
+	mi := &file_resource_v1_resource_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4931,7 +4976,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{54}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Replica) GetAssignment() *Assignment {
@@ -4980,7 +5025,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_resource_v1_resource_proto_msgTypes[55]
+	mi := &file_resource_v1_resource_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4992,7 +5037,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[55]
+	mi := &file_resource_v1_resource_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5005,7 +5050,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{55}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Event) GetId() string {
@@ -5082,7 +5127,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_resource_v1_resource_proto_msgTypes[56]
+	mi := &file_resource_v1_resource_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5094,7 +5139,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[56]
+	mi := &file_resource_v1_resource_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5107,7 +5152,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{56}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -5147,7 +5192,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[57]
+	mi := &file_resource_v1_resource_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5159,7 +5204,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[57]
+	mi := &file_resource_v1_resource_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5172,7 +5217,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{57}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LogsRequest) GetTenant() string {
@@ -5233,7 +5278,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[58]
+	mi := &file_resource_v1_resource_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5245,7 +5290,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[58]
+	mi := &file_resource_v1_resource_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5258,7 +5303,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{58}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *JobSpec) GetCompletions() int32 {
@@ -5333,7 +5378,7 @@ type JobAttempt struct {
 
 func (x *JobAttempt) Reset() {
 	*x = JobAttempt{}
-	mi := &file_resource_v1_resource_proto_msgTypes[59]
+	mi := &file_resource_v1_resource_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5345,7 +5390,7 @@ func (x *JobAttempt) String() string {
 func (*JobAttempt) ProtoMessage() {}
 
 func (x *JobAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[59]
+	mi := &file_resource_v1_resource_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5358,7 +5403,7 @@ func (x *JobAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
 func (*JobAttempt) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{59}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *JobAttempt) GetId() string {
@@ -5434,7 +5479,7 @@ type JobRun struct {
 
 func (x *JobRun) Reset() {
 	*x = JobRun{}
-	mi := &file_resource_v1_resource_proto_msgTypes[60]
+	mi := &file_resource_v1_resource_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5446,7 +5491,7 @@ func (x *JobRun) String() string {
 func (*JobRun) ProtoMessage() {}
 
 func (x *JobRun) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[60]
+	mi := &file_resource_v1_resource_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5459,7 +5504,7 @@ func (x *JobRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRun.ProtoReflect.Descriptor instead.
 func (*JobRun) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{60}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *JobRun) GetNumber() int64 {
@@ -5541,7 +5586,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[61]
+	mi := &file_resource_v1_resource_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5553,7 +5598,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[61]
+	mi := &file_resource_v1_resource_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5566,7 +5611,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{61}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *JobStatus) GetPhase() string {
@@ -5718,7 +5763,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x06Probes\x123\n" +
 	"\astartup\x18\x01 \x01(\v2\x19.strata.resource.v1.ProbeR\astartup\x127\n" +
 	"\treadiness\x18\x02 \x01(\v2\x19.strata.resource.v1.ProbeR\treadiness\x125\n" +
-	"\bliveness\x18\x03 \x01(\v2\x19.strata.resource.v1.ProbeR\bliveness\"\xb6\x04\n" +
+	"\bliveness\x18\x03 \x01(\v2\x19.strata.resource.v1.ProbeR\bliveness\"\xfd\x04\n" +
 	"\x05Probe\x12<\n" +
 	"\bhttp_get\x18\x01 \x01(\v2!.strata.resource.v1.HTTPGetActionR\ahttpGet\x12B\n" +
 	"\n" +
@@ -5729,7 +5774,10 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x0eperiod_seconds\x18\x06 \x01(\x05H\x00R\rperiodSeconds\x88\x01\x01\x12,\n" +
 	"\x0ftimeout_seconds\x18\a \x01(\x05H\x01R\x0etimeoutSeconds\x88\x01\x01\x120\n" +
 	"\x11success_threshold\x18\b \x01(\x05H\x02R\x10successThreshold\x88\x01\x01\x120\n" +
-	"\x11failure_threshold\x18\t \x01(\x05H\x03R\x10failureThreshold\x88\x01\x01B\x11\n" +
+	"\x11failure_threshold\x18\t \x01(\x05H\x03R\x10failureThreshold\x88\x01\x01\x12E\n" +
+	"\vguest_agent\x18\n" +
+	" \x01(\v2$.strata.resource.v1.GuestAgentActionR\n" +
+	"guestAgentB\x11\n" +
 	"\x0f_period_secondsB\x12\n" +
 	"\x10_timeout_secondsB\x14\n" +
 	"\x12_success_thresholdB\x14\n" +
@@ -5752,7 +5800,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\aservice\x18\x02 \x01(\tR\aservice\"&\n" +
 	"\n" +
 	"ExecAction\x12\x18\n" +
-	"\acommand\x18\x01 \x03(\tR\acommand\"\xa5\x01\n" +
+	"\acommand\x18\x01 \x03(\tR\acommand\"\x12\n" +
+	"\x10GuestAgentAction\"\xa5\x01\n" +
 	"\x0fSecurityContext\x12#\n" +
 	"\vrun_as_user\x18\x01 \x01(\x03H\x00R\trunAsUser\x88\x01\x01\x12%\n" +
 	"\frun_as_group\x18\x02 \x01(\x03H\x01R\n" +
@@ -6252,7 +6301,7 @@ func file_resource_v1_resource_proto_rawDescGZIP() []byte {
 	return file_resource_v1_resource_proto_rawDescData
 }
 
-var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_resource_v1_resource_proto_goTypes = []any{
 	(*FlavorSpec)(nil),            // 0: strata.resource.v1.FlavorSpec
 	(*Flavor)(nil),                // 1: strata.resource.v1.Flavor
@@ -6269,93 +6318,94 @@ var file_resource_v1_resource_proto_goTypes = []any{
 	(*TCPSocketAction)(nil),       // 12: strata.resource.v1.TCPSocketAction
 	(*GRPCAction)(nil),            // 13: strata.resource.v1.GRPCAction
 	(*ExecAction)(nil),            // 14: strata.resource.v1.ExecAction
-	(*SecurityContext)(nil),       // 15: strata.resource.v1.SecurityContext
-	(*FileMount)(nil),             // 16: strata.resource.v1.FileMount
-	(*EnvSource)(nil),             // 17: strata.resource.v1.EnvSource
-	(*VolumeSpec)(nil),            // 18: strata.resource.v1.VolumeSpec
-	(*ImageSpec)(nil),             // 19: strata.resource.v1.ImageSpec
-	(*Listener)(nil),              // 20: strata.resource.v1.Listener
-	(*HealthCheck)(nil),           // 21: strata.resource.v1.HealthCheck
-	(*LoadbalancerSpec)(nil),      // 22: strata.resource.v1.LoadbalancerSpec
-	(*ResourceSpec)(nil),          // 23: strata.resource.v1.ResourceSpec
-	(*RegionTarget)(nil),          // 24: strata.resource.v1.RegionTarget
-	(*ScheduleRule)(nil),          // 25: strata.resource.v1.ScheduleRule
-	(*SpecOverride)(nil),          // 26: strata.resource.v1.SpecOverride
-	(*FailoverPolicy)(nil),        // 27: strata.resource.v1.FailoverPolicy
-	(*RolloutPolicy)(nil),         // 28: strata.resource.v1.RolloutPolicy
-	(*RegionShare)(nil),           // 29: strata.resource.v1.RegionShare
-	(*BackendStatus)(nil),         // 30: strata.resource.v1.BackendStatus
-	(*RolloutStatus)(nil),         // 31: strata.resource.v1.RolloutStatus
-	(*ResourceStatus)(nil),        // 32: strata.resource.v1.ResourceStatus
-	(*Resource)(nil),              // 33: strata.resource.v1.Resource
-	(*Revision)(nil),              // 34: strata.resource.v1.Revision
-	(*RegionStatus)(nil),          // 35: strata.resource.v1.RegionStatus
-	(*Region)(nil),                // 36: strata.resource.v1.Region
-	(*Placement)(nil),             // 37: strata.resource.v1.Placement
-	(*Capacity)(nil),              // 38: strata.resource.v1.Capacity
-	(*NodeProvider)(nil),          // 39: strata.resource.v1.NodeProvider
-	(*Condition)(nil),             // 40: strata.resource.v1.Condition
-	(*DrainRequest)(nil),          // 41: strata.resource.v1.DrainRequest
-	(*DrainStep)(nil),             // 42: strata.resource.v1.DrainStep
-	(*DrainStatus)(nil),           // 43: strata.resource.v1.DrainStatus
-	(*NodeStatus)(nil),            // 44: strata.resource.v1.NodeStatus
-	(*Node)(nil),                  // 45: strata.resource.v1.Node
-	(*NodeNetwork)(nil),           // 46: strata.resource.v1.NodeNetwork
-	(*VolumeAttachment)(nil),      // 47: strata.resource.v1.VolumeAttachment
-	(*NetworkAttachment)(nil),     // 48: strata.resource.v1.NetworkAttachment
-	(*Endpoint)(nil),              // 49: strata.resource.v1.Endpoint
-	(*Port)(nil),                  // 50: strata.resource.v1.Port
-	(*Assignment)(nil),            // 51: strata.resource.v1.Assignment
-	(*AssignmentStatus)(nil),      // 52: strata.resource.v1.AssignmentStatus
-	(*ContainerStatus)(nil),       // 53: strata.resource.v1.ContainerStatus
-	(*Replica)(nil),               // 54: strata.resource.v1.Replica
-	(*Event)(nil),                 // 55: strata.resource.v1.Event
-	(*LogChunk)(nil),              // 56: strata.resource.v1.LogChunk
-	(*LogsRequest)(nil),           // 57: strata.resource.v1.LogsRequest
-	(*JobSpec)(nil),               // 58: strata.resource.v1.JobSpec
-	(*JobAttempt)(nil),            // 59: strata.resource.v1.JobAttempt
-	(*JobRun)(nil),                // 60: strata.resource.v1.JobRun
-	(*JobStatus)(nil),             // 61: strata.resource.v1.JobStatus
-	nil,                           // 62: strata.resource.v1.ComputeSpec.EnvEntry
-	nil,                           // 63: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	nil,                           // 64: strata.resource.v1.Container.EnvEntry
-	nil,                           // 65: strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	nil,                           // 66: strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	nil,                           // 67: strata.resource.v1.SpecOverride.EnvEntry
-	nil,                           // 68: strata.resource.v1.ResourceStatus.RegionsEntry
-	nil,                           // 69: strata.resource.v1.ResourceStatus.ConditionsEntry
-	nil,                           // 70: strata.resource.v1.Resource.LabelsEntry
-	nil,                           // 71: strata.resource.v1.Resource.OverridesEntry
-	nil,                           // 72: strata.resource.v1.Region.LabelsEntry
-	nil,                           // 73: strata.resource.v1.Node.LabelsEntry
-	nil,                           // 74: strata.resource.v1.Assignment.LabelsEntry
-	nil,                           // 75: strata.resource.v1.Event.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 76: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 77: google.protobuf.Duration
+	(*GuestAgentAction)(nil),      // 15: strata.resource.v1.GuestAgentAction
+	(*SecurityContext)(nil),       // 16: strata.resource.v1.SecurityContext
+	(*FileMount)(nil),             // 17: strata.resource.v1.FileMount
+	(*EnvSource)(nil),             // 18: strata.resource.v1.EnvSource
+	(*VolumeSpec)(nil),            // 19: strata.resource.v1.VolumeSpec
+	(*ImageSpec)(nil),             // 20: strata.resource.v1.ImageSpec
+	(*Listener)(nil),              // 21: strata.resource.v1.Listener
+	(*HealthCheck)(nil),           // 22: strata.resource.v1.HealthCheck
+	(*LoadbalancerSpec)(nil),      // 23: strata.resource.v1.LoadbalancerSpec
+	(*ResourceSpec)(nil),          // 24: strata.resource.v1.ResourceSpec
+	(*RegionTarget)(nil),          // 25: strata.resource.v1.RegionTarget
+	(*ScheduleRule)(nil),          // 26: strata.resource.v1.ScheduleRule
+	(*SpecOverride)(nil),          // 27: strata.resource.v1.SpecOverride
+	(*FailoverPolicy)(nil),        // 28: strata.resource.v1.FailoverPolicy
+	(*RolloutPolicy)(nil),         // 29: strata.resource.v1.RolloutPolicy
+	(*RegionShare)(nil),           // 30: strata.resource.v1.RegionShare
+	(*BackendStatus)(nil),         // 31: strata.resource.v1.BackendStatus
+	(*RolloutStatus)(nil),         // 32: strata.resource.v1.RolloutStatus
+	(*ResourceStatus)(nil),        // 33: strata.resource.v1.ResourceStatus
+	(*Resource)(nil),              // 34: strata.resource.v1.Resource
+	(*Revision)(nil),              // 35: strata.resource.v1.Revision
+	(*RegionStatus)(nil),          // 36: strata.resource.v1.RegionStatus
+	(*Region)(nil),                // 37: strata.resource.v1.Region
+	(*Placement)(nil),             // 38: strata.resource.v1.Placement
+	(*Capacity)(nil),              // 39: strata.resource.v1.Capacity
+	(*NodeProvider)(nil),          // 40: strata.resource.v1.NodeProvider
+	(*Condition)(nil),             // 41: strata.resource.v1.Condition
+	(*DrainRequest)(nil),          // 42: strata.resource.v1.DrainRequest
+	(*DrainStep)(nil),             // 43: strata.resource.v1.DrainStep
+	(*DrainStatus)(nil),           // 44: strata.resource.v1.DrainStatus
+	(*NodeStatus)(nil),            // 45: strata.resource.v1.NodeStatus
+	(*Node)(nil),                  // 46: strata.resource.v1.Node
+	(*NodeNetwork)(nil),           // 47: strata.resource.v1.NodeNetwork
+	(*VolumeAttachment)(nil),      // 48: strata.resource.v1.VolumeAttachment
+	(*NetworkAttachment)(nil),     // 49: strata.resource.v1.NetworkAttachment
+	(*Endpoint)(nil),              // 50: strata.resource.v1.Endpoint
+	(*Port)(nil),                  // 51: strata.resource.v1.Port
+	(*Assignment)(nil),            // 52: strata.resource.v1.Assignment
+	(*AssignmentStatus)(nil),      // 53: strata.resource.v1.AssignmentStatus
+	(*ContainerStatus)(nil),       // 54: strata.resource.v1.ContainerStatus
+	(*Replica)(nil),               // 55: strata.resource.v1.Replica
+	(*Event)(nil),                 // 56: strata.resource.v1.Event
+	(*LogChunk)(nil),              // 57: strata.resource.v1.LogChunk
+	(*LogsRequest)(nil),           // 58: strata.resource.v1.LogsRequest
+	(*JobSpec)(nil),               // 59: strata.resource.v1.JobSpec
+	(*JobAttempt)(nil),            // 60: strata.resource.v1.JobAttempt
+	(*JobRun)(nil),                // 61: strata.resource.v1.JobRun
+	(*JobStatus)(nil),             // 62: strata.resource.v1.JobStatus
+	nil,                           // 63: strata.resource.v1.ComputeSpec.EnvEntry
+	nil,                           // 64: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	nil,                           // 65: strata.resource.v1.Container.EnvEntry
+	nil,                           // 66: strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	nil,                           // 67: strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	nil,                           // 68: strata.resource.v1.SpecOverride.EnvEntry
+	nil,                           // 69: strata.resource.v1.ResourceStatus.RegionsEntry
+	nil,                           // 70: strata.resource.v1.ResourceStatus.ConditionsEntry
+	nil,                           // 71: strata.resource.v1.Resource.LabelsEntry
+	nil,                           // 72: strata.resource.v1.Resource.OverridesEntry
+	nil,                           // 73: strata.resource.v1.Region.LabelsEntry
+	nil,                           // 74: strata.resource.v1.Node.LabelsEntry
+	nil,                           // 75: strata.resource.v1.Assignment.LabelsEntry
+	nil,                           // 76: strata.resource.v1.Event.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 77: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 78: google.protobuf.Duration
 }
 var file_resource_v1_resource_proto_depIdxs = []int32{
 	0,   // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
-	76,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
-	62,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
+	77,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
+	77,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
+	63,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
 	2,   // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
 	3,   // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
-	77,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
-	16,  // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
-	17,  // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
-	63,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	15,  // 10: strata.resource.v1.ComputeSpec.security_context:type_name -> strata.resource.v1.SecurityContext
+	78,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
+	17,  // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
+	18,  // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
+	64,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	16,  // 10: strata.resource.v1.ComputeSpec.security_context:type_name -> strata.resource.v1.SecurityContext
 	8,   // 11: strata.resource.v1.ComputeSpec.probes:type_name -> strata.resource.v1.Probes
 	5,   // 12: strata.resource.v1.ComputeSpec.init_containers:type_name -> strata.resource.v1.Container
 	5,   // 13: strata.resource.v1.ComputeSpec.containers:type_name -> strata.resource.v1.Container
 	7,   // 14: strata.resource.v1.ComputeSpec.scratch_volumes:type_name -> strata.resource.v1.ScratchVolume
-	64,  // 15: strata.resource.v1.Container.env:type_name -> strata.resource.v1.Container.EnvEntry
+	65,  // 15: strata.resource.v1.Container.env:type_name -> strata.resource.v1.Container.EnvEntry
 	2,   // 16: strata.resource.v1.Container.ports:type_name -> strata.resource.v1.PortSpec
 	3,   // 17: strata.resource.v1.Container.volumes:type_name -> strata.resource.v1.VolumeMount
-	16,  // 18: strata.resource.v1.Container.files:type_name -> strata.resource.v1.FileMount
-	17,  // 19: strata.resource.v1.Container.env_from:type_name -> strata.resource.v1.EnvSource
+	17,  // 18: strata.resource.v1.Container.files:type_name -> strata.resource.v1.FileMount
+	18,  // 19: strata.resource.v1.Container.env_from:type_name -> strata.resource.v1.EnvSource
 	6,   // 20: strata.resource.v1.Container.resources:type_name -> strata.resource.v1.ContainerResources
-	15,  // 21: strata.resource.v1.Container.security_context:type_name -> strata.resource.v1.SecurityContext
+	16,  // 21: strata.resource.v1.Container.security_context:type_name -> strata.resource.v1.SecurityContext
 	8,   // 22: strata.resource.v1.Container.probes:type_name -> strata.resource.v1.Probes
 	9,   // 23: strata.resource.v1.Probes.startup:type_name -> strata.resource.v1.Probe
 	9,   // 24: strata.resource.v1.Probes.readiness:type_name -> strata.resource.v1.Probe
@@ -6364,115 +6414,116 @@ var file_resource_v1_resource_proto_depIdxs = []int32{
 	12,  // 27: strata.resource.v1.Probe.tcp_socket:type_name -> strata.resource.v1.TCPSocketAction
 	13,  // 28: strata.resource.v1.Probe.grpc:type_name -> strata.resource.v1.GRPCAction
 	14,  // 29: strata.resource.v1.Probe.exec:type_name -> strata.resource.v1.ExecAction
-	11,  // 30: strata.resource.v1.HTTPGetAction.http_headers:type_name -> strata.resource.v1.HTTPHeader
-	77,  // 31: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	77,  // 32: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
-	20,  // 33: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
-	65,  // 34: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	21,  // 35: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
-	4,   // 36: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
-	18,  // 37: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
-	19,  // 38: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
-	22,  // 39: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
-	58,  // 40: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
-	24,  // 41: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
-	66,  // 42: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	67,  // 43: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
-	77,  // 44: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
-	76,  // 45: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	76,  // 46: strata.resource.v1.RegionShare.progressing_since:type_name -> google.protobuf.Timestamp
-	76,  // 47: strata.resource.v1.RegionShare.unhealthy_since:type_name -> google.protobuf.Timestamp
-	61,  // 48: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
-	76,  // 49: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	76,  // 50: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	68,  // 51: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
-	30,  // 52: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	76,  // 53: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	69,  // 54: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
-	31,  // 55: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	61,  // 56: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
-	70,  // 57: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
-	23,  // 58: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
-	25,  // 59: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	71,  // 60: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
-	27,  // 61: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
-	28,  // 62: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	76,  // 63: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 64: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	76,  // 65: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
-	32,  // 66: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
-	23,  // 67: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 68: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	76,  // 69: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 70: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	76,  // 71: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	72,  // 72: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	76,  // 73: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
-	35,  // 74: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
-	33,  // 75: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
-	1,   // 76: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
-	19,  // 77: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	76,  // 78: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	76,  // 79: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	77,  // 80: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	76,  // 81: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	76,  // 82: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	76,  // 83: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	76,  // 84: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
-	42,  // 85: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	76,  // 86: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
-	40,  // 87: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	76,  // 88: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	38,  // 89: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
-	43,  // 90: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	73,  // 91: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
-	39,  // 92: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
-	38,  // 93: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	76,  // 94: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	77,  // 95: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	77,  // 96: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	76,  // 97: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
-	44,  // 98: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
-	46,  // 99: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
-	76,  // 100: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
-	74,  // 101: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	23,  // 102: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 103: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	19,  // 104: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	47,  // 105: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	48,  // 106: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	49,  // 107: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	76,  // 108: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 109: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	76,  // 110: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	76,  // 111: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
-	76,  // 112: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	76,  // 113: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	30,  // 114: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	53,  // 115: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
-	76,  // 116: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
-	51,  // 117: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	52,  // 118: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	76,  // 119: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	75,  // 120: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	76,  // 121: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	77,  // 122: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
-	77,  // 123: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
-	76,  // 124: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	76,  // 125: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	76,  // 126: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
-	76,  // 127: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
-	59,  // 128: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
-	60,  // 129: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
-	76,  // 130: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
-	76,  // 131: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
-	29,  // 132: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	26,  // 133: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	134, // [134:134] is the sub-list for method output_type
-	134, // [134:134] is the sub-list for method input_type
-	134, // [134:134] is the sub-list for extension type_name
-	134, // [134:134] is the sub-list for extension extendee
-	0,   // [0:134] is the sub-list for field type_name
+	15,  // 30: strata.resource.v1.Probe.guest_agent:type_name -> strata.resource.v1.GuestAgentAction
+	11,  // 31: strata.resource.v1.HTTPGetAction.http_headers:type_name -> strata.resource.v1.HTTPHeader
+	78,  // 32: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	78,  // 33: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	21,  // 34: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
+	66,  // 35: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	22,  // 36: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
+	4,   // 37: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
+	19,  // 38: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
+	20,  // 39: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
+	23,  // 40: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
+	59,  // 41: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
+	25,  // 42: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
+	67,  // 43: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	68,  // 44: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
+	78,  // 45: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
+	77,  // 46: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
+	77,  // 47: strata.resource.v1.RegionShare.progressing_since:type_name -> google.protobuf.Timestamp
+	77,  // 48: strata.resource.v1.RegionShare.unhealthy_since:type_name -> google.protobuf.Timestamp
+	62,  // 49: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
+	77,  // 50: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	77,  // 51: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	69,  // 52: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	31,  // 53: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	77,  // 54: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	70,  // 55: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	32,  // 56: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
+	62,  // 57: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
+	71,  // 58: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	24,  // 59: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
+	26,  // 60: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
+	72,  // 61: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	28,  // 62: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
+	29,  // 63: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
+	77,  // 64: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	77,  // 65: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	77,  // 66: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	33,  // 67: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
+	24,  // 68: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 69: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
+	77,  // 70: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	77,  // 71: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	77,  // 72: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	73,  // 73: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	77,  // 74: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	36,  // 75: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
+	34,  // 76: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
+	1,   // 77: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
+	20,  // 78: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
+	77,  // 79: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	77,  // 80: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	78,  // 81: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	77,  // 82: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	77,  // 83: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	77,  // 84: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	77,  // 85: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	43,  // 86: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
+	77,  // 87: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	41,  // 88: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
+	77,  // 89: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	39,  // 90: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
+	44,  // 91: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
+	74,  // 92: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	40,  // 93: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
+	39,  // 94: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
+	77,  // 95: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	78,  // 96: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	78,  // 97: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	77,  // 98: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	45,  // 99: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
+	47,  // 100: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
+	77,  // 101: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
+	75,  // 102: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	24,  // 103: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 104: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	20,  // 105: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	48,  // 106: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	49,  // 107: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	50,  // 108: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	77,  // 109: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	77,  // 110: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	77,  // 111: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	77,  // 112: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
+	77,  // 113: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	77,  // 114: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	31,  // 115: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	54,  // 116: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
+	77,  // 117: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
+	52,  // 118: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	53,  // 119: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	77,  // 120: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	76,  // 121: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	77,  // 122: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	78,  // 123: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	78,  // 124: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	77,  // 125: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	77,  // 126: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	77,  // 127: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	77,  // 128: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	60,  // 129: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	61,  // 130: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	77,  // 131: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	77,  // 132: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	30,  // 133: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	27,  // 134: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	135, // [135:135] is the sub-list for method output_type
+	135, // [135:135] is the sub-list for method input_type
+	135, // [135:135] is the sub-list for extension type_name
+	135, // [135:135] is the sub-list for extension extendee
+	0,   // [0:135] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
@@ -6481,18 +6532,18 @@ func file_resource_v1_resource_proto_init() {
 		return
 	}
 	file_resource_v1_resource_proto_msgTypes[9].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[15].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[52].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[16].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[53].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[58].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[54].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[59].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[60].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resource_v1_resource_proto_rawDesc), len(file_resource_v1_resource_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   76,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

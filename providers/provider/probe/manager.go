@@ -21,6 +21,7 @@ import (
 type Manager struct {
 	log       *slog.Logger
 	exec      Execer
+	agent     GuestAgent
 	unit      time.Duration
 	userAgent string
 	keepAlive bool
@@ -66,6 +67,9 @@ func WithLogger(l *slog.Logger) Option { return func(m *Manager) { m.log = l } }
 
 // WithExecer runs exec probes. Without one, Add refuses exec probes.
 func WithExecer(e Execer) Option { return func(m *Manager) { m.exec = e } }
+
+// WithGuestAgent runs guestAgent probes through g (VMs).
+func WithGuestAgent(g GuestAgent) Option { return func(m *Manager) { m.agent = g } }
 
 // WithTimeUnit makes one of a probe's seconds (initialDelaySeconds,
 // periodSeconds, timeoutSeconds) last d: tests run sub-second periods

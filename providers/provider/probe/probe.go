@@ -70,6 +70,13 @@ type Execer interface {
 	Exec(ctx context.Context, replica, container string, cmd []string) (exitCode int, output []byte, err error)
 }
 
+// GuestAgent pings the guest agent of a VM (libvirt: guest-ping to
+// qemu-ga over the domain's channel). err is for an agent that did not
+// answer, or a VM that has none.
+type GuestAgent interface {
+	PingGuestAgent(ctx context.Context, replica string) error
+}
+
 // Target is where a container's network probes go.
 type Target struct {
 	// Host is the address a probe connects to when it names none: the

@@ -44,6 +44,11 @@ func (m *Manager) newProber(k key, p *api.Probe, target Target) (prober, error) 
 			return nil, errors.New("exec: this provider runs no commands in its replicas")
 		}
 		return &execProber{exec: m.exec, key: k, cmd: p.Exec.Command}, nil
+	case p.GuestAgent != nil:
+		if m.agent == nil {
+			return nil, errors.New("guestAgent: this provider runs no guest agents")
+		}
+		return &agentProber{agent: m.agent, replica: k.replica}, nil
 	}
 	return nil, errors.New("no handler")
 }
@@ -138,6 +143,21 @@ func (e *execProber) probe(ctx context.Context) (Result, string) {
 		return Unknown, err.Error()
 	case code != 0:
 		return Failure, fmt.Sprintf("command %s exited with %d: %s", quoteArgv(e.cmd), code, clip(out))
+	}
+	return Success, ""
+}
+
+// agentProber pings the guest agent: an answer passes. A ping that
+// fails is a failure, not Unknown: no answer is what the probe looks for
+// (an agent not yet started, a guest whose userspace is wedged).
+type agentProber struct {
+	agent   GuestAgent
+	replica string
+}
+
+func (a *agentProber) probe(ctx context.Context) (Result, string) {
+	if err := a.agent.PingGuestAgent(ctx, a.replica); err != nil {
+		return Failure, "guest agent: " + clip([]byte(err.Error()))
 	}
 	return Success, ""
 }

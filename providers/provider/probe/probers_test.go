@@ -308,3 +308,37 @@ func TestExecProber(t *testing.T) {
 		t.Errorf("Exec got %v; want r1 web cat /tmp/ready", a)
 	}
 }
+
+// pingFunc is a GuestAgent.
+type pingFunc func(ctx context.Context, replica string) error
+
+func (f pingFunc) PingGuestAgent(ctx context.Context, replica string) error { return f(ctx, replica) }
+
+func TestGuestAgentProber(t *testing.T) {
+	var pinged atomic.Pointer[string]
+	answers := pingFunc(func(_ context.Context, replica string) error { pinged.Store(&replica); return nil })
+	m := NewManager()
+	t.Cleanup(m.Close)
+	p, err := m.newProber(key{"vm1", "main"}, &api.Probe{GuestAgent: &api.GuestAgentAction{}}, Target{})
+	if err == nil {
+		t.Fatalf("a guestAgent probe without a GuestAgent: prober %T; want an error", p)
+	}
+	m = NewManager(WithGuestAgent(answers))
+	t.Cleanup(m.Close)
+	if p, err = m.newProber(key{"vm1", "main"}, &api.Probe{GuestAgent: &api.GuestAgentAction{}}, Target{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, msg := probeOnce(t, p, 200*time.Millisecond); got != Success || msg != "" {
+		t.Errorf("an agent that answers: got %s %q; want success", got, msg)
+	}
+	if r := pinged.Load(); r == nil || *r != "vm1" {
+		t.Errorf("pinged %v; want vm1", r)
+	}
+	silent := &agentProber{agent: pingFunc(func(ctx context.Context, _ string) error {
+		<-ctx.Done()
+		return errors.New("Guest agent is not responding: QEMU guest agent is not connected")
+	}), replica: "vm1"}
+	if got, msg := probeOnce(t, silent, 100*time.Millisecond); got != Failure || !strings.Contains(msg, "guest agent: Guest agent is not responding") {
+		t.Errorf("an agent that does not answer: got %s %q; want a failure naming it", got, msg)
+	}
+}

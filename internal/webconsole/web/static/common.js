@@ -499,6 +499,7 @@ export function probeLine(p) {
   else if (p.tcpSocket) handler = `tcp-socket :${p.tcpSocket.port}`;
   else if (p.grpc) handler = `grpc :${p.grpc.port}${p.grpc.service ? ' ' + p.grpc.service : ''}`;
   else if (p.exec) handler = `exec [${(p.exec.command || []).join(' ')}]`;
+  else if (p.guestAgent) handler = 'guest-agent ping';
   return `${handler} delay=${p.initialDelaySeconds || 0}s timeout=${p.timeoutSeconds ?? 1}s period=${p.periodSeconds ?? 10}s #success=${p.successThreshold ?? 1} #failure=${p.failureThreshold ?? 3}`;
 }
 
