@@ -98,6 +98,50 @@ func TestBadRequests(t *testing.T) {
 			}),
 			wantCode: 400, wantError: "InvalidArgument", wantField: "failover.toRegions[1]", wantMsg: `region "venus" is not registered`,
 		},
+		// Pods and probes: each mistake a 400 naming its field.
+		{
+			name: "probe port out of range", method: "POST", path: "/v1/resources",
+			body: computeBody("web2", withCompute(map[string]any{
+				"readinessProbe": map[string]any{"httpGet": map[string]any{"port": 70000}}})),
+			wantCode: 400, wantError: "InvalidArgument", wantField: "spec.compute.readinessProbe.httpGet.port", wantMsg: "70000 is out of range 1-65535",
+		},
+		{
+			name: "probe path that is not a path", method: "POST", path: "/v1/resources",
+			body: computeBody("web2", withCompute(map[string]any{
+				"livenessProbe": map[string]any{"httpGet": map[string]any{"port": 80, "path": "ready"}}})),
+			wantCode: 400, wantError: "InvalidArgument", wantField: "spec.compute.livenessProbe.httpGet.path", wantMsg: `must start with "/"`,
+		},
+		{
+			name: "exec probe without a command", method: "POST", path: "/v1/resources",
+			body: computeBody("web2", withCompute(map[string]any{
+				"startupProbe": map[string]any{"exec": map[string]any{"command": []string{}}}})),
+			wantCode: 400, wantError: "InvalidArgument", wantField: "spec.compute.startupProbe.exec.command",
+		},
+		{
+			name: "probe threshold of 0", method: "POST", path: "/v1/resources",
+			body: computeBody("web2", withCompute(map[string]any{
+				"readinessProbe": map[string]any{"tcpSocket": map[string]any{"port": 80}, "failureThreshold": 0}})),
+			wantCode: 400, wantError: "InvalidArgument", wantField: "spec.compute.readinessProbe.failureThreshold", wantMsg: "0 is out of range",
+		},
+		{
+			name: "guest agent probe on a container", method: "POST", path: "/v1/resources",
+			body: computeBody("web2", withCompute(map[string]any{
+				"livenessProbe": map[string]any{"guestAgent": map[string]any{}}})),
+			wantCode: 400, wantError: "InvalidArgument", wantField: "spec.compute.livenessProbe.guestAgent", wantMsg: "is for VMs",
+		},
+		{
+			name: "container names that collide", method: "POST", path: "/v1/resources",
+			body: computeBody("web2", withCompute(map[string]any{"containers": []any{
+				map[string]any{"name": "side", "image": "docker.io/library/busybox:latest"},
+				map[string]any{"name": "side", "image": "docker.io/library/busybox:latest"}}})),
+			wantCode: 400, wantError: "InvalidArgument", wantField: "spec.compute.containers[1].name", wantMsg: "also the name of containers[0]",
+		},
+		{
+			name: "containers above the flavor", method: "POST", path: "/v1/resources",
+			body: computeBody("web2", withCompute(map[string]any{"containers": []any{
+				map[string]any{"name": "side", "image": "docker.io/library/busybox:latest", "resources": map[string]any{"memoryMiB": 256}}}})),
+			wantCode: 400, wantError: "InvalidArgument", wantField: "spec.compute.containers[0].resources.memoryMiB", wantMsg: "leave nothing of the flavor's 256 MiB",
+		},
 		{
 			name: "negative replicas", method: "POST", path: "/v1/resources",
 			body:     computeBody("web2", func(m map[string]any) { m["replicas"] = -1 }),
@@ -313,4 +357,14 @@ func TestProbes(t *testing.T) {
 			t.Fatalf("got %d %s; want 503 naming the cache", rec.Code, rec.Body)
 		}
 	})
+}
+
+// withCompute sets more fields of a computeBody's spec.compute.
+func withCompute(fields map[string]any) func(map[string]any) {
+	return func(m map[string]any) {
+		c := m["spec"].(map[string]any)["compute"].(map[string]any)
+		for k, v := range fields {
+			c[k] = v
+		}
+	}
 }
