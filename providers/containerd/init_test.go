@@ -117,6 +117,37 @@ func TestInitContainerScratch(t *testing.T) {
 	e.checkGone(t, initID(id, "prep"))
 }
 
+// A new revision of a pod (its init container's spec changed) recreates
+// the pod, and its init containers run again before the new main
+// container starts: the main container sees what the new init wrote.
+func TestInitContainerRerunByNewRevision(t *testing.T) {
+	e := newEnv(t)
+	id := "initv-" + randomSuffix(t)
+	a := e.initPod(id, api.Container{Name: "prep", Env: map[string]string{"REV": "1"}, Command: initCmd(`echo "rev-$REV" > /w/out; echo "init-ran rev-$REV"`)})
+	e.apply(t, a)
+	e.waitLogs(t, id, "main sees rev-1")
+	e.waitStatus(t, id, "ready at revision 1", func(st api.AssignmentStatus) bool { return st.Phase == api.PhaseReady })
+
+	b := *a
+	c := *a.Spec.Compute
+	c.InitContainers = []api.Container{c.InitContainers[0]}
+	c.InitContainers[0].Env = map[string]string{"REV": "2"}
+	b.Spec.Compute = &c
+	b.Generation = a.Generation + 1
+	if _, err := e.p.Apply(e.ctx(t), &b); err != nil {
+		t.Fatalf("Apply revision 2: %v", err)
+	}
+	e.waitLogs(t, id, "main sees rev-2")
+	st := e.waitStatus(t, id, "ready at revision 2 with prep completed", func(st api.AssignmentStatus) bool {
+		return st.Phase == api.PhaseReady && st.ObservedGeneration == b.Generation && len(st.Containers) == 2 &&
+			st.Containers[0].Name == "prep" && st.Containers[0].Reason == api.ReasonCompleted
+	})
+	if got := e.containerLogs(t, id, "prep"); !strings.Contains(got, "init-ran rev-2") {
+		t.Errorf("Logs -c prep at revision 2: %q; want the init container's second run", got)
+	}
+	t.Logf("revision 2: %s", containerState(st))
+}
+
 // containerLogs is the log of container name of replica id.
 func (e *testEnv) containerLogs(t testing.TB, id, name string) string {
 	t.Helper()
