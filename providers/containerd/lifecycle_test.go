@@ -79,6 +79,11 @@ func TestExits(t *testing.T) {
 			if st.Restarts != 0 {
 				t.Errorf("exited: got %d restarts; want 0", st.Restarts)
 			}
+			if tc.memMiB > 0 {
+				if len(st.Containers) != 1 || st.Containers[0].Reason != api.ReasonOOMKilled || st.Containers[0].ExitCode == nil || *st.Containers[0].ExitCode != 137 {
+					t.Errorf("the container's status: got %+v; want reason %s, exit code 137", st.Containers, api.ReasonOOMKilled)
+				}
+			}
 			// The exit was pushed, not only polled, and among a few
 			// statuses: not one per kernel OOM event, which would close
 			// a watcher as fallen behind.
@@ -619,4 +624,31 @@ func importCount(p *Provider) int {
 	p.images.mu.Lock()
 	defer p.images.mu.Unlock()
 	return p.images.imports
+}
+
+// A sidecar above its own memory limit is OOM-killed alone: its status
+// says OOMKilled with exit code 137 and it restarts (with back-off),
+// while the main container keeps running, not restarted.
+func TestSidecarOOMKilled(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.RestartBackoff, c.RestartBackoffMax = time.Second, 2 * time.Second })
+	a := e.assignment("oom-"+randomSuffix(t), "sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait")
+	a.Spec.Compute.Containers = []api.Container{{
+		Name: "hog", Image: "busybox",
+		Command:   []string{"sh", "-c", `x=$(head -c 64m /dev/zero | tr "\0" x); echo "survived ${#x}"`},
+		Resources: &api.ContainerResources{MemoryMiB: 16},
+	}}
+	e.apply(t, a)
+	st := e.waitStatus(t, a.ID, "hog OOM-killed and restarted", func(st api.AssignmentStatus) bool {
+		if len(st.Containers) != 2 {
+			return false
+		}
+		h := st.Containers[1]
+		return h.Name == "hog" && h.Restarts >= 1 && h.ExitCode != nil && *h.ExitCode == 137 &&
+			(h.Reason == api.ReasonOOMKilled || strings.Contains(h.Message, api.ReasonOOMKilled))
+	})
+	m := st.Containers[0]
+	if m.Name != api.MainContainer || m.State != api.ContainerRunning || m.Restarts != 0 {
+		t.Errorf("main: %+v; want running, never restarted", m)
+	}
+	t.Logf("%s", containerState(st))
 }
