@@ -630,7 +630,7 @@ func importCount(p *Provider) int {
 // says OOMKilled with exit code 137 and it restarts (with back-off),
 // while the main container keeps running, not restarted.
 func TestSidecarOOMKilled(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.RestartBackoff, c.RestartBackoffMax = time.Second, 2 * time.Second })
+	e := newEnv(t, func(c *Config) { c.RestartBackoff, c.RestartBackoffMax = time.Second, 2*time.Second })
 	a := e.assignment("oom-"+randomSuffix(t), "sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait")
 	a.Spec.Compute.Containers = []api.Container{{
 		Name: "hog", Image: "busybox",
