@@ -79,6 +79,10 @@ type hostClusterOpts struct {
 	// containerdOptions are more options of every agent's containerd
 	// provider ("refuseRoot: true").
 	containerdOptions string
+	// productBackoff leaves the containerd provider its own crash-loop
+	// back-off (10 s doubling to 5 min) instead of the quick one (50 ms
+	// to 1 s) the other tests restart with.
+	productBackoff bool
 }
 
 // hostCluster is a global replica, one region and its agents, as real
@@ -220,10 +224,14 @@ log: {level: debug}
 		// The archive's directory is the one image directory; the load
 		// balancers bind free ports, which are the kernel's ephemeral
 		// ones, outside the default range.
+		backoff := "restartBackoff: 50ms, restartBackoffMax: 1s, "
+		if o.productBackoff {
+			backoff = ""
+		}
 		providers := fmt.Sprintf(`providers:
   - name: containerd
-    options: {namespace: %s, restartBackoff: 50ms, restartBackoffMax: 1s, imageDirs: [%q]%s}
-`, c.ns[node], filepath.Dir(c.archive), prefixed(", ", o.containerdOptions))
+    options: {namespace: %s, %simageDirs: [%q]%s}
+`, c.ns[node], backoff, filepath.Dir(c.archive), prefixed(", ", o.containerdOptions))
 		if o.haproxy {
 			providers += fmt.Sprintf("  - name: haproxy\n    options: {bindAddress: 127.0.0.1, binary: %s, ports: \"1024-65535\"}\n", haproxyBin)
 		}
