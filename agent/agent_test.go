@@ -659,6 +659,36 @@ func TestWatcherPushesStatus(t *testing.T) {
 	eventually(t, waitLong, "pushed status", func() error { return region.wantPhases(phases(api.PhaseError, "a")) })
 }
 
+// TestContainerChangeReported: a pod's sidecar restarted, its replica's
+// own fields as they were (the provider's sweep pushes only the running
+// pod it restarted): the new container status reaches the region.
+func TestContainerChangeReported(t *testing.T) {
+	region := newFakeRegion(t)
+	region.set(running("a", 1))
+	p := newWatchProvider(newMemProvider("mem"))
+	ta := startAgent(t, region.endpoint(), withProviders(map[string]provider.Provider{"mem": p}),
+		withConfig(func(c *config.Agent) { c.StatusInterval = time.Hour }))
+	ta.waitReady(t)
+	eventually(t, waitLong, "ready", func() error { return region.wantPhases(phases(api.PhaseReady, "a")) })
+	pod := func(webRestarts int) api.AssignmentStatus {
+		return api.AssignmentStatus{ID: "a", Phase: api.PhaseReady, ObservedGeneration: 1, Containers: []api.ContainerStatus{
+			{Name: api.MainContainer, State: api.ContainerRunning, Ready: true},
+			{Name: "web", State: api.ContainerRunning, Ready: true, Restarts: webRestarts},
+		}}
+	}
+	for _, n := range []int{0, 1} {
+		p.push(t, pod(n))
+		eventually(t, waitLong, fmt.Sprintf("web restarted %d times at the region", n), func() error {
+			st, _ := region.status("a")
+			cs := st.GetContainers()
+			if len(cs) != 2 || cs[1].GetName() != "web" || int(cs[1].GetRestarts()) != n {
+				return fmt.Errorf("containers %v; want main and web restarted %d times", cs, n)
+			}
+			return nil
+		})
+	}
+}
+
 // TestWatchedProviderIsNotPolled checks that the poller stands by while
 // the provider's watch is in place, and takes over when the watch ends.
 func TestWatchedProviderIsNotPolled(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -197,7 +198,10 @@ func TestFreeDiskOfMissingDir(t *testing.T) {
 func TestSameStatus(t *testing.T) {
 	code := int32(1)
 	other := int32(2)
-	base := api.AssignmentStatus{ID: "a", Phase: api.PhaseReady, ObservedGeneration: 1}
+	base := api.AssignmentStatus{ID: "a", Phase: api.PhaseReady, ObservedGeneration: 1, Containers: []api.ContainerStatus{
+		{Name: api.MainContainer, State: api.ContainerRunning, Ready: true},
+		{Name: "web", State: api.ContainerRunning, Ready: true, Message: "next start in 10s"},
+	}}
 	tests := []struct {
 		name   string
 		change func(*api.AssignmentStatus)
@@ -209,9 +213,21 @@ func TestSameStatus(t *testing.T) {
 		{"generation", func(s *api.AssignmentStatus) { s.ObservedGeneration = 2 }, false},
 		{"exit code set", func(s *api.AssignmentStatus) { s.ExitCode = &code }, false},
 		{"backends", func(s *api.AssignmentStatus) { s.Backends = []api.BackendStatus{{Address: "10.0.0.1"}} }, false},
+		// A pod's sidecar restarted between two polls: the replica's own
+		// fields are as they were, its containers are not.
+		{"a container's restarts", func(s *api.AssignmentStatus) { s.Containers[1].Restarts = 1 }, false},
+		{"a container's state", func(s *api.AssignmentStatus) { s.Containers[1].State = api.ContainerWaiting }, false},
+		{"a container's readiness", func(s *api.AssignmentStatus) { s.Containers[1].Ready = false }, false},
+		{"a container's reason", func(s *api.AssignmentStatus) { s.Containers[1].Reason = api.ReasonCrashLoopBackOff }, false},
+		{"a container's exit code", func(s *api.AssignmentStatus) { s.Containers[1].ExitCode = &code }, false},
+		{"a container more", func(s *api.AssignmentStatus) { s.Containers = append(s.Containers, api.ContainerStatus{Name: "log"}) }, false},
+		// The countdown of a back-off changes at every poll.
+		{"a container's message", func(s *api.AssignmentStatus) { s.Containers[1].Message = "next start in 9.9s" }, true},
+		{"a container's start", func(s *api.AssignmentStatus) { s.Containers[1].StartedAt = time.Now() }, true},
 	}
 	for _, tc := range tests {
 		s := base
+		s.Containers = slices.Clone(base.Containers)
 		tc.change(&s)
 		if got := sameStatus(base, s); got != tc.want {
 			t.Errorf("%s: got %v; want %v", tc.name, got, tc.want)

@@ -114,7 +114,18 @@ func sameStatus(a, b api.AssignmentStatus) bool {
 		a.ObservedGeneration == b.ObservedGeneration &&
 		a.ProviderID == b.ProviderID && a.Address == b.Address &&
 		a.Restarts == b.Restarts && equalPtr(a.ExitCode, b.ExitCode) &&
-		slices.Equal(a.Backends, b.Backends)
+		slices.Equal(a.Backends, b.Backends) &&
+		slices.EqualFunc(a.Containers, b.Containers, sameContainer)
+}
+
+// sameContainer compares what the region shows and makes events of (a
+// sidecar's restart leaves the replica's own fields as they were), not
+// the message or the start time: a container waiting out its back-off
+// says how long is left, which differs at every poll, and a start comes
+// with a state or restart count of its own.
+func sameContainer(a, b api.ContainerStatus) bool {
+	return a.Name == b.Name && a.State == b.State && a.Ready == b.Ready &&
+		a.Restarts == b.Restarts && equalPtr(a.ExitCode, b.ExitCode) && a.Reason == b.Reason
 }
 
 func equalPtr[T comparable](a, b *T) bool {
