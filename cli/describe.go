@@ -936,6 +936,9 @@ func (a describeCommands) describeRegion(ctx context.Context, c *client.Client, 
 			if err := f.write(w); err != nil {
 				return err
 			}
+			if s := r.Status; s != nil {
+				section(w, "Headroom (more replicas that fit, by flavor and zone)", printers.Headroom(s.Headroom), "", "not reported yet")
+			}
 			section(w, "Nodes", printers.Nodes(d.Nodes, false, now), d.Missing["nodes"], "none")
 			return nil
 		},

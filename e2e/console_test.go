@@ -242,6 +242,11 @@ func adminGlobalSteps(t *testing.T, b *browser, c *procCluster, globalURL string
 		for _, region := range []string{"dev-1", "dev-2"} {
 			b.wait(fmt.Sprintf(`document.querySelector('#regions tr[data-region=%q] [data-role="leader"]').textContent === %q`, region, region+"-r1"), 20*time.Second)
 		}
+		// Each region's headroom, per flavor of the catalog, from its
+		// heartbeats.
+		for _, region := range []string{"dev-1", "dev-2"} {
+			b.wait(fmt.Sprintf(`!!document.querySelector('#regions tr[data-region=%q] [data-role="headroom"] [data-flavor="small"]')`, region), 20*time.Second)
+		}
 		href := b.value(`document.querySelector('a[data-role="console-link"][data-region="dev-1"]').href`)
 		if want := "http://" + c.regions["dev-1"].http + "/console/"; href != want {
 			t.Errorf("dev-1's console link = %q; want %q", href, want)

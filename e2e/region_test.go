@@ -1188,3 +1188,75 @@ func TestRegionHeartbeatsNoEtcdWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestRegionHeadroom: a region reports, in its heartbeat, how many more
+// replicas of each flavor of the global catalog its nodes hold, per zone
+// too; GET /v1/regions shows it, a new flavor appears in it within a few
+// heartbeats, and replicas placed take it down by their number.
+func TestRegionHeadroom(t *testing.T) {
+	c := startCluster(t, clusterOpts{globals: 1, regions: []string{"dev-1"}, agentsPerRegion: 2})
+	g := c.global(0)
+	createFlavor(t, g)
+	headroom := func(flavor string) (api.FlavorHeadroom, error) {
+		var r api.Region
+		if _, err := g.Get("/v1/regions/dev-1", &r); err != nil {
+			return api.FlavorHeadroom{}, err
+		}
+		if r.Status == nil {
+			return api.FlavorHeadroom{}, fmt.Errorf("no status")
+		}
+		for _, h := range r.Status.Headroom {
+			if h.Flavor == flavor {
+				return h, nil
+			}
+		}
+		return api.FlavorHeadroom{}, fmt.Errorf("no headroom for %s in %+v", flavor, r.Status.Headroom)
+	}
+	var before api.FlavorHeadroom
+	framework.Eventually(t, 30*time.Second, "dev-1 reports its headroom for small", func() error {
+		h, err := headroom("small")
+		if err != nil {
+			return err
+		}
+		sum := 0
+		for _, n := range h.Zones {
+			sum += n
+		}
+		if h.Replicas <= 3 || sum != h.Replicas {
+			return fmt.Errorf("headroom %+v; want more than 3, the zones adding up to it", h)
+		}
+		before = h
+		return nil
+	})
+	t.Logf("headroom for small before: %+v", before)
+
+	// A flavor added to the catalog reaches the region with the next
+	// heartbeat's answer; one twice as big fits half as many, or fewer
+	// (the nodes' free addresses bound both alike).
+	g.Must(t, http.MethodPost, "/v1/flavors", map[string]any{
+		"name": "double", "kind": "container", "spec": map[string]any{"vcpus": 0.5, "memoryMiB": 256},
+	}, http.StatusCreated, nil)
+	framework.Eventually(t, 30*time.Second, "the new flavor in dev-1's headroom", func() error {
+		h, err := headroom("double")
+		if err != nil {
+			return err
+		}
+		if h.Replicas <= 0 || h.Replicas > before.Replicas {
+			return fmt.Errorf("double fits %d; small %d", h.Replicas, before.Replicas)
+		}
+		return nil
+	})
+
+	g.Must(t, http.MethodPost, "/v1/resources", compute("web", 3, []map[string]any{{"name": "dev-1"}}, nil), http.StatusCreated, nil)
+	waitShares(t, g, "web", map[string]int{"dev-1": 3}, 60*time.Second)
+	framework.Eventually(t, 30*time.Second, "3 fewer small replicas fit", func() error {
+		h, err := headroom("small")
+		if err != nil {
+			return err
+		}
+		if h.Replicas != before.Replicas-3 {
+			return fmt.Errorf("headroom %d; want %d - 3", h.Replicas, before.Replicas)
+		}
+		return nil
+	})
+}

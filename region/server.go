@@ -270,7 +270,7 @@ func (s *Server) leaderWork(b *bringup.Base, st *state.State, caches *state.Cach
 		if len(global.clients) > 0 {
 			// Only the leader speaks for the region, so that the
 			// registered endpoint does not flip between replicas.
-			lg.Go(func() error { s.federate(lctx, global); return nil })
+			lg.Go(func() error { s.federate(lctx, global, ctrl.Headroom); return nil })
 		}
 		if err := lg.Wait(); err != nil && leaderCtx.Err() == nil {
 			s.log.Warn("region leadership work ended", "err", err)
@@ -513,11 +513,18 @@ func (g *globalReplicas) configData(ctx context.Context, req *globalv1.GetConfig
 // federate heartbeats the global tier while this replica leads the region
 // (ctx is the leader context), so that the global tier registers the
 // region on the first beat and follows its health from then on.
-func (s *Server) federate(ctx context.Context, global *globalReplicas) {
+//
+// Each beat carries the region's headroom for the global tier's flavor
+// catalog, which the answers bring when it changed (headroom counts it
+// from the controller's view of the nodes).
+func (s *Server) federate(ctx context.Context, global *globalReplicas, headroom func([]api.Flavor) []api.FlavorHeadroom) {
 	interval := 2 * time.Second
 	failing := false
+	var catalog flavorCatalog
 	for seq := uint64(1); ; seq++ {
-		resp, err := global.beat(ctx, s.heartbeat(seq))
+		req := s.heartbeat(seq, func() []api.FlavorHeadroom { return headroom(catalog.flavors) })
+		req.FlavorsVersion = catalog.version
+		resp, err := global.beat(ctx, req)
 		if ctx.Err() != nil {
 			return
 		}
@@ -525,15 +532,31 @@ func (s *Server) federate(ctx context.Context, global *globalReplicas) {
 		if err == nil && resp.GetIntervalMs() > 0 {
 			interval = time.Duration(resp.GetIntervalMs()) * time.Millisecond
 		}
-		if backoff.Sleep(ctx, interval) != nil {
+		wait := interval
+		if err == nil && resp.GetFlavorsVersion() != "" {
+			catalog = flavorCatalog{version: resp.GetFlavorsVersion()}
+			for _, f := range resp.GetFlavors() {
+				catalog.flavors = append(catalog.flavors, apiproto.FlavorFromPB(f))
+			}
+			// The new catalog's headroom without waiting a beat.
+			wait = 0
+		}
+		if backoff.Sleep(ctx, wait) != nil {
 			return
 		}
 	}
 }
 
+// flavorCatalog is the global tier's flavor catalog as of version, which
+// the region counts its headroom for.
+type flavorCatalog struct {
+	version string
+	flavors []api.Flavor
+}
+
 // heartbeat is the region's heartbeat number seq: its registration and,
-// once the API runs, its numbers.
-func (s *Server) heartbeat(seq uint64) *globalv1.RegionHeartbeatRequest {
+// once the API runs, its numbers and its headroom (counted only then).
+func (s *Server) heartbeat(seq uint64, headroom func() []api.FlavorHeadroom) *globalv1.RegionHeartbeatRequest {
 	req := &globalv1.RegionHeartbeatRequest{Seq: seq, Region: &resourcev1.Region{
 		Name:       s.cfg.Name,
 		Endpoint:   advertised(s.cfg.Advertise.GRPC, s.kit.GRPCListener),
@@ -542,6 +565,7 @@ func (s *Server) heartbeat(seq uint64) *globalv1.RegionHeartbeatRequest {
 	}}
 	if a := s.API(); a != nil {
 		if rs, err := a.Summary(); err == nil {
+			rs.Headroom = headroom()
 			req.Status = apiproto.RegionStatusToPB(&rs)
 		}
 	}

@@ -85,6 +85,12 @@ func TestTables(t *testing.T) {
 		{name: "events", table: func(wide bool) Table {
 			return Events(fixture[items[api.Event]](t, "events.json").Items, wide, now)
 		}},
+		{name: "headroom", noWide: true, table: func(bool) Table {
+			return Headroom([]api.FlavorHeadroom{
+				{Flavor: "small", Replicas: 30, Zones: map[string]int{"zone-a": 18, "zone-b": 12}},
+				{Flavor: "large", Replicas: 2, Zones: map[string]int{"zone-a": 2, "zone-b": 0, "": 0}},
+			})
+		}},
 		{name: "drainsteps", noWide: true, table: func(bool) Table {
 			n := fixture[items[api.Node]](t, "nodes.json").Items[0]
 			return DrainSteps(n.Status.Drain.Steps, now)

@@ -414,3 +414,37 @@ func Tokens(items []client.Token, now time.Time) Table {
 	}
 	return t
 }
+
+// Headroom is a region's headroom: per flavor, how many more replicas
+// fit, in all and per zone ("-" in a zone without room; zone "" is
+// shown as "(none)").
+func Headroom(items []api.FlavorHeadroom) Table {
+	var zones []string
+	for _, h := range items {
+		for z := range h.Zones {
+			if !slices.Contains(zones, z) {
+				zones = append(zones, z)
+			}
+		}
+	}
+	slices.Sort(zones)
+	t := Table{Header: []string{"FLAVOR", "FITS"}}
+	for _, z := range zones {
+		if z == "" {
+			z = "(none)"
+		}
+		t.Header = append(t.Header, strings.ToUpper(z))
+	}
+	for _, h := range items {
+		row := []string{h.Flavor, fmt.Sprint(h.Replicas)}
+		for _, z := range zones {
+			n := fmt.Sprint(h.Zones[z])
+			if h.Zones[z] == 0 {
+				n = "-"
+			}
+			row = append(row, n)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}

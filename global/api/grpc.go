@@ -2,12 +2,16 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/pki"
+	"github.com/stratahq/strata/internal/store"
 	"github.com/stratahq/strata/internal/transport"
 	"github.com/stratahq/strata/proto/apiproto"
 	globalv1 "github.com/stratahq/strata/proto/global/v1"
@@ -311,5 +315,27 @@ func (f *federationServer) RegionHeartbeat(ctx context.Context, req *globalv1.Re
 	if err != nil {
 		return nil, err
 	}
-	return &globalv1.RegionHeartbeatResponse{IntervalMs: every.Milliseconds()}, nil
+	resp := &globalv1.RegionHeartbeatResponse{IntervalMs: every.Milliseconds()}
+	if version, flavors := flavorCatalog(f.s.caches.Flavors); version != req.GetFlavorsVersion() {
+		resp.FlavorsVersion = version
+		for i := range flavors {
+			resp.Flavors = append(resp.Flavors, apiproto.FlavorToPB(&flavors[i]))
+		}
+	}
+	return resp, nil
+}
+
+// flavorCatalog is the flavor catalog for the regions' headroom, with a
+// version that changes with any flavor's creation, change or deletion
+// (a digest of the names and revisions), so that a region is sent the
+// catalog only when it differs from the one it has.
+func flavorCatalog(c *store.Cache[api.Flavor]) (version string, flavors []api.Flavor) {
+	h := sha256.New()
+	for _, it := range c.List() {
+		fmt.Fprintf(h, "%s@%d\n", it.Name, it.ModRevision)
+		fl := *it.Value
+		fl.Name = it.Name
+		flavors = append(flavors, fl)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12]), flavors
 }

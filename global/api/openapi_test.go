@@ -315,6 +315,7 @@ var goSchemas = map[string]reflect.Type{
 	"GRPCAction":          reflect.TypeFor[api.GRPCAction](),
 	"ExecAction":          reflect.TypeFor[api.ExecAction](),
 	"GuestAgentAction":    reflect.TypeFor[api.GuestAgentAction](),
+	"FlavorHeadroom":      reflect.TypeFor[api.FlavorHeadroom](),
 	"ConfigList":          reflect.TypeFor[rest.List[api.Config]](),
 	"Secret":              reflect.TypeFor[api.Secret](),
 	"SecretList":          reflect.TypeFor[rest.List[api.Secret]](),

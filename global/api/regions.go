@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,6 +80,12 @@ func withBeat(st *api.RegionStatus, b heartbeat.Beat) {
 	st.Resources = int(b.Metrics["resources"])
 	st.Replicas = int(b.Metrics["replicas"])
 	st.Ready = int(b.Metrics["ready"])
+	st.Headroom = nil
+	if h := b.Attrs["headroom"]; h != "" {
+		// Written by regionAttrs; a value that does not decode (another
+		// writer's) shows no headroom rather than a wrong one.
+		_ = json.Unmarshal([]byte(h), &st.Headroom)
+	}
 }
 
 // List returns every region, by name, from the caches.
@@ -245,10 +252,19 @@ func regionMetrics(st *api.RegionStatus) map[string]float64 {
 // number: its leader, which changes too rarely to be worth more than the
 // beat that carries it, and too often to be the registration's.
 func regionAttrs(st *api.RegionStatus) map[string]string {
-	if st == nil || st.Leader == "" {
+	if st == nil {
 		return nil
 	}
-	return map[string]string{"leader": st.Leader}
+	attrs := map[string]string{}
+	if st.Leader != "" {
+		attrs["leader"] = st.Leader
+	}
+	// Headroom as one value, replaced whole by every beat, so that a
+	// flavor deleted from the catalog leaves nothing behind.
+	if b, err := json.Marshal(st.Headroom); err == nil {
+		attrs["headroom"] = string(b)
+	}
+	return attrs
 }
 
 // save creates in's registration or brings a stored one in line with it.

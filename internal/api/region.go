@@ -38,6 +38,23 @@ type RegionStatus struct {
 	Resources     int       `json:"resources"`
 	Replicas      int       `json:"replicas"`
 	Ready         int       `json:"ready"`
+	// Headroom is how many more replicas of each flavor of the global
+	// catalog the region's nodes hold now, in all and per zone: its
+	// free capacity, as of its last heartbeat.
+	Headroom []FlavorHeadroom `json:"headroom,omitempty"`
+}
+
+// FlavorHeadroom is how many more replicas of one flavor fit on a
+// region's schedulable nodes (Up, not cordoned, no condition in Error,
+// serving the flavor's kind) by CPU, memory, disk and free addresses,
+// as if each node took only that flavor. It is coarse: a resource's own
+// node selector, zones and anti-affinity may fit fewer.
+type FlavorHeadroom struct {
+	Flavor   string `json:"flavor"`
+	Replicas int    `json:"replicas"`
+	// Zones splits Replicas by the nodes' zones ("" for nodes without
+	// one).
+	Zones map[string]int `json:"zones,omitempty"`
 }
 
 // Placement is the global master's instruction to one region: run this

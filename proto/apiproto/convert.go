@@ -948,7 +948,33 @@ func RegionStatusToPB(s *api.RegionStatus) *resourcev1.RegionStatus {
 		Resources:     int32ToPB(s.Resources),
 		Replicas:      int32ToPB(s.Replicas),
 		Ready:         int32ToPB(s.Ready),
+		Headroom:      sliceToPB(s.Headroom, flavorHeadroomToPB),
 	}
+}
+
+func flavorHeadroomToPB(h *api.FlavorHeadroom) *resourcev1.FlavorHeadroom {
+	if h == nil {
+		return nil
+	}
+	out := &resourcev1.FlavorHeadroom{Flavor: h.Flavor, Replicas: int32ToPB(h.Replicas)}
+	if len(h.Zones) > 0 {
+		out.Zones = make(map[string]int32, len(h.Zones))
+		for z, n := range h.Zones {
+			out.Zones[z] = int32ToPB(n)
+		}
+	}
+	return out
+}
+
+func flavorHeadroomFromPB(p *resourcev1.FlavorHeadroom) api.FlavorHeadroom {
+	out := api.FlavorHeadroom{Flavor: p.GetFlavor(), Replicas: int(p.GetReplicas())}
+	if len(p.GetZones()) > 0 {
+		out.Zones = make(map[string]int, len(p.GetZones()))
+		for z, n := range p.GetZones() {
+			out.Zones[z] = int(n)
+		}
+	}
+	return out
 }
 
 // RegionStatusFromPB converts a RegionStatus.
@@ -964,6 +990,7 @@ func RegionStatusFromPB(p *resourcev1.RegionStatus) api.RegionStatus {
 		Resources:     int(p.GetResources()),
 		Replicas:      int(p.GetReplicas()),
 		Ready:         int(p.GetReady()),
+		Headroom:      sliceFromPB(p.GetHeadroom(), flavorHeadroomFromPB),
 	}
 }
 

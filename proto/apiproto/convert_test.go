@@ -62,6 +62,7 @@ func convCases() []convCase {
 		convCaseOf(tcpSocketActionToPB, tcpSocketActionFromPB),
 		convCaseOf(grpcActionToPB, grpcActionFromPB),
 		convCaseOf(execActionToPB, execActionFromPB),
+		convCaseOf(flavorHeadroomToPB, flavorHeadroomFromPB),
 		convCaseOf(guestAgentActionToPB, guestAgentActionFromPB),
 		convCaseOf(containerStatusToPB, containerStatusFromPB),
 		convCaseOf(volumeSpecToPB, volumeSpecFromPB),

@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/config"
 	"github.com/stratahq/strata/internal/reconcile"
 	"github.com/stratahq/strata/internal/store"
@@ -178,4 +179,19 @@ func (c *Controller) catchUp(ctx context.Context) error {
 		return fmt.Errorf("catch up with the placements: %w", err)
 	}
 	return nil
+}
+
+// Headroom is how many more replicas of each of flavors the region's
+// nodes hold now (scheduler.Snapshot.Headroom), for the heartbeat. It may
+// run beside the passes: it reads the caches and the index, which are
+// safe for that, through a view of its own (and address capacities of
+// its own, which a pass's view caches).
+func (c *Controller) Headroom(flavors []api.Flavor) []api.FlavorHeadroom {
+	if len(flavors) == 0 || !c.o.Caches.IsSynced() {
+		return nil
+	}
+	v := c.newView(c.o.Clock())
+	v.addrs = &addresses{log: c.log, next: map[blockKey]netip.Addr{}, caps: map[blockKey]int{}}
+	_, hasNetwork := c.o.Caches.DefaultNetwork()
+	return v.snapshot().Headroom(flavors, hasNetwork)
 }

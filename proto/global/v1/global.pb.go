@@ -1452,12 +1452,15 @@ func (x *GlobalStatus) GetRegions() []*v1.Region {
 }
 
 type RegionHeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Region        *v1.Region             `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
-	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Status        *v1.RegionStatus       `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Region *v1.Region             `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Seq    uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Status *v1.RegionStatus       `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	// flavors_version is the version of the flavor catalog the region
+	// holds ("" for none): the answer carries the catalog when it differs.
+	FlavorsVersion string `protobuf:"bytes,4,opt,name=flavors_version,json=flavorsVersion,proto3" json:"flavors_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegionHeartbeatRequest) Reset() {
@@ -1511,11 +1514,23 @@ func (x *RegionHeartbeatRequest) GetStatus() *v1.RegionStatus {
 	return nil
 }
 
+func (x *RegionHeartbeatRequest) GetFlavorsVersion() string {
+	if x != nil {
+		return x.FlavorsVersion
+	}
+	return ""
+}
+
 type RegionHeartbeatResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	IntervalMs    int64                  `protobuf:"varint,1,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	IntervalMs int64                  `protobuf:"varint,1,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	// flavors is the global flavor catalog, sent when the region's
+	// flavors_version is not flavors_version (the region counts its
+	// headroom for these); flavors_version is empty when not sent.
+	Flavors        []*v1.Flavor `protobuf:"bytes,2,rep,name=flavors,proto3" json:"flavors,omitempty"`
+	FlavorsVersion string       `protobuf:"bytes,3,opt,name=flavors_version,json=flavorsVersion,proto3" json:"flavors_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegionHeartbeatResponse) Reset() {
@@ -1553,6 +1568,20 @@ func (x *RegionHeartbeatResponse) GetIntervalMs() int64 {
 		return x.IntervalMs
 	}
 	return 0
+}
+
+func (x *RegionHeartbeatResponse) GetFlavors() []*v1.Flavor {
+	if x != nil {
+		return x.Flavors
+	}
+	return nil
+}
+
+func (x *RegionHeartbeatResponse) GetFlavorsVersion() string {
+	if x != nil {
+		return x.FlavorsVersion
+	}
+	return ""
 }
 
 type GetConfigDataRequest struct {
@@ -1872,14 +1901,17 @@ const file_global_v1_global_proto_rawDesc = "" +
 	"\fleader_since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vleaderSince\x12\x1b\n" +
 	"\tis_leader\x18\x04 \x01(\bR\bisLeader\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x124\n" +
-	"\aregions\x18\x06 \x03(\v2\x1a.strata.resource.v1.RegionR\aregions\"\x98\x01\n" +
+	"\aregions\x18\x06 \x03(\v2\x1a.strata.resource.v1.RegionR\aregions\"\xc1\x01\n" +
 	"\x16RegionHeartbeatRequest\x122\n" +
 	"\x06region\x18\x01 \x01(\v2\x1a.strata.resource.v1.RegionR\x06region\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x128\n" +
-	"\x06status\x18\x03 \x01(\v2 .strata.resource.v1.RegionStatusR\x06status\":\n" +
+	"\x06status\x18\x03 \x01(\v2 .strata.resource.v1.RegionStatusR\x06status\x12'\n" +
+	"\x0fflavors_version\x18\x04 \x01(\tR\x0eflavorsVersion\"\x99\x01\n" +
 	"\x17RegionHeartbeatResponse\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\x03R\n" +
-	"intervalMs\"\x97\x01\n" +
+	"intervalMs\x124\n" +
+	"\aflavors\x18\x02 \x03(\v2\x1a.strata.resource.v1.FlavorR\aflavors\x12'\n" +
+	"\x0fflavors_version\x18\x03 \x01(\tR\x0eflavorsVersion\"\x97\x01\n" +
 	"\x14GetConfigDataRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1a\n" +
@@ -2010,70 +2042,71 @@ var file_global_v1_global_proto_depIdxs = []int32{
 	40, // 13: strata.global.v1.GlobalStatus.regions:type_name -> strata.resource.v1.Region
 	40, // 14: strata.global.v1.RegionHeartbeatRequest.region:type_name -> strata.resource.v1.Region
 	44, // 15: strata.global.v1.RegionHeartbeatRequest.status:type_name -> strata.resource.v1.RegionStatus
-	32, // 16: strata.global.v1.GetConfigDataRequest.refs:type_name -> strata.global.v1.ConfigDataRef
-	35, // 17: strata.global.v1.ConfigData.data:type_name -> strata.global.v1.ConfigData.DataEntry
-	33, // 18: strata.global.v1.GetConfigDataResponse.items:type_name -> strata.global.v1.ConfigData
-	0,  // 19: strata.global.v1.ResourceService.CreateFlavor:input_type -> strata.global.v1.CreateFlavorRequest
-	1,  // 20: strata.global.v1.ResourceService.GetFlavor:input_type -> strata.global.v1.GetFlavorRequest
-	2,  // 21: strata.global.v1.ResourceService.ListFlavors:input_type -> strata.global.v1.ListFlavorsRequest
-	4,  // 22: strata.global.v1.ResourceService.UpdateFlavor:input_type -> strata.global.v1.UpdateFlavorRequest
-	5,  // 23: strata.global.v1.ResourceService.DeleteFlavor:input_type -> strata.global.v1.DeleteFlavorRequest
-	8,  // 24: strata.global.v1.ResourceService.CreateResource:input_type -> strata.global.v1.CreateResourceRequest
-	7,  // 25: strata.global.v1.ResourceService.GetResource:input_type -> strata.global.v1.ResourceRef
-	9,  // 26: strata.global.v1.ResourceService.ListResources:input_type -> strata.global.v1.ListResourcesRequest
-	11, // 27: strata.global.v1.ResourceService.UpdateResource:input_type -> strata.global.v1.UpdateResourceRequest
-	7,  // 28: strata.global.v1.ResourceService.DeleteResource:input_type -> strata.global.v1.ResourceRef
-	12, // 29: strata.global.v1.ResourceService.ScaleResource:input_type -> strata.global.v1.ScaleResourceRequest
-	13, // 30: strata.global.v1.ResourceService.RollbackResource:input_type -> strata.global.v1.RollbackResourceRequest
-	7,  // 31: strata.global.v1.ResourceService.ListRevisions:input_type -> strata.global.v1.ResourceRef
-	7,  // 32: strata.global.v1.ResourceService.ListReplicas:input_type -> strata.global.v1.ResourceRef
-	16, // 33: strata.global.v1.ResourceService.RegisterRegion:input_type -> strata.global.v1.RegisterRegionRequest
-	17, // 34: strata.global.v1.ResourceService.GetRegion:input_type -> strata.global.v1.RegionRef
-	18, // 35: strata.global.v1.ResourceService.ListRegions:input_type -> strata.global.v1.ListRegionsRequest
-	17, // 36: strata.global.v1.ResourceService.DeleteRegion:input_type -> strata.global.v1.RegionRef
-	22, // 37: strata.global.v1.ResourceService.ListNodes:input_type -> strata.global.v1.ListNodesRequest
-	21, // 38: strata.global.v1.ResourceService.GetNode:input_type -> strata.global.v1.NodeRef
-	21, // 39: strata.global.v1.ResourceService.DeleteNode:input_type -> strata.global.v1.NodeRef
-	25, // 40: strata.global.v1.ResourceService.CordonNode:input_type -> strata.global.v1.CordonNodeRequest
-	21, // 41: strata.global.v1.ResourceService.UncordonNode:input_type -> strata.global.v1.NodeRef
-	26, // 42: strata.global.v1.ResourceService.DrainNode:input_type -> strata.global.v1.DrainNodeRequest
-	21, // 43: strata.global.v1.ResourceService.GetDrain:input_type -> strata.global.v1.NodeRef
-	27, // 44: strata.global.v1.ResourceService.GetStatus:input_type -> strata.global.v1.GetStatusRequest
-	29, // 45: strata.global.v1.FederationService.RegionHeartbeat:input_type -> strata.global.v1.RegionHeartbeatRequest
-	31, // 46: strata.global.v1.FederationService.GetConfigData:input_type -> strata.global.v1.GetConfigDataRequest
-	36, // 47: strata.global.v1.ResourceService.CreateFlavor:output_type -> strata.resource.v1.Flavor
-	36, // 48: strata.global.v1.ResourceService.GetFlavor:output_type -> strata.resource.v1.Flavor
-	3,  // 49: strata.global.v1.ResourceService.ListFlavors:output_type -> strata.global.v1.ListFlavorsResponse
-	36, // 50: strata.global.v1.ResourceService.UpdateFlavor:output_type -> strata.resource.v1.Flavor
-	6,  // 51: strata.global.v1.ResourceService.DeleteFlavor:output_type -> strata.global.v1.DeleteFlavorResponse
-	37, // 52: strata.global.v1.ResourceService.CreateResource:output_type -> strata.resource.v1.Resource
-	37, // 53: strata.global.v1.ResourceService.GetResource:output_type -> strata.resource.v1.Resource
-	10, // 54: strata.global.v1.ResourceService.ListResources:output_type -> strata.global.v1.ListResourcesResponse
-	37, // 55: strata.global.v1.ResourceService.UpdateResource:output_type -> strata.resource.v1.Resource
-	37, // 56: strata.global.v1.ResourceService.DeleteResource:output_type -> strata.resource.v1.Resource
-	37, // 57: strata.global.v1.ResourceService.ScaleResource:output_type -> strata.resource.v1.Resource
-	37, // 58: strata.global.v1.ResourceService.RollbackResource:output_type -> strata.resource.v1.Resource
-	14, // 59: strata.global.v1.ResourceService.ListRevisions:output_type -> strata.global.v1.ListRevisionsResponse
-	15, // 60: strata.global.v1.ResourceService.ListReplicas:output_type -> strata.global.v1.ListReplicasResponse
-	40, // 61: strata.global.v1.ResourceService.RegisterRegion:output_type -> strata.resource.v1.Region
-	40, // 62: strata.global.v1.ResourceService.GetRegion:output_type -> strata.resource.v1.Region
-	19, // 63: strata.global.v1.ResourceService.ListRegions:output_type -> strata.global.v1.ListRegionsResponse
-	20, // 64: strata.global.v1.ResourceService.DeleteRegion:output_type -> strata.global.v1.DeleteRegionResponse
-	23, // 65: strata.global.v1.ResourceService.ListNodes:output_type -> strata.global.v1.ListNodesResponse
-	41, // 66: strata.global.v1.ResourceService.GetNode:output_type -> strata.resource.v1.Node
-	24, // 67: strata.global.v1.ResourceService.DeleteNode:output_type -> strata.global.v1.DeleteNodeResponse
-	41, // 68: strata.global.v1.ResourceService.CordonNode:output_type -> strata.resource.v1.Node
-	41, // 69: strata.global.v1.ResourceService.UncordonNode:output_type -> strata.resource.v1.Node
-	45, // 70: strata.global.v1.ResourceService.DrainNode:output_type -> strata.resource.v1.DrainStatus
-	45, // 71: strata.global.v1.ResourceService.GetDrain:output_type -> strata.resource.v1.DrainStatus
-	28, // 72: strata.global.v1.ResourceService.GetStatus:output_type -> strata.global.v1.GlobalStatus
-	30, // 73: strata.global.v1.FederationService.RegionHeartbeat:output_type -> strata.global.v1.RegionHeartbeatResponse
-	34, // 74: strata.global.v1.FederationService.GetConfigData:output_type -> strata.global.v1.GetConfigDataResponse
-	47, // [47:75] is the sub-list for method output_type
-	19, // [19:47] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	36, // 16: strata.global.v1.RegionHeartbeatResponse.flavors:type_name -> strata.resource.v1.Flavor
+	32, // 17: strata.global.v1.GetConfigDataRequest.refs:type_name -> strata.global.v1.ConfigDataRef
+	35, // 18: strata.global.v1.ConfigData.data:type_name -> strata.global.v1.ConfigData.DataEntry
+	33, // 19: strata.global.v1.GetConfigDataResponse.items:type_name -> strata.global.v1.ConfigData
+	0,  // 20: strata.global.v1.ResourceService.CreateFlavor:input_type -> strata.global.v1.CreateFlavorRequest
+	1,  // 21: strata.global.v1.ResourceService.GetFlavor:input_type -> strata.global.v1.GetFlavorRequest
+	2,  // 22: strata.global.v1.ResourceService.ListFlavors:input_type -> strata.global.v1.ListFlavorsRequest
+	4,  // 23: strata.global.v1.ResourceService.UpdateFlavor:input_type -> strata.global.v1.UpdateFlavorRequest
+	5,  // 24: strata.global.v1.ResourceService.DeleteFlavor:input_type -> strata.global.v1.DeleteFlavorRequest
+	8,  // 25: strata.global.v1.ResourceService.CreateResource:input_type -> strata.global.v1.CreateResourceRequest
+	7,  // 26: strata.global.v1.ResourceService.GetResource:input_type -> strata.global.v1.ResourceRef
+	9,  // 27: strata.global.v1.ResourceService.ListResources:input_type -> strata.global.v1.ListResourcesRequest
+	11, // 28: strata.global.v1.ResourceService.UpdateResource:input_type -> strata.global.v1.UpdateResourceRequest
+	7,  // 29: strata.global.v1.ResourceService.DeleteResource:input_type -> strata.global.v1.ResourceRef
+	12, // 30: strata.global.v1.ResourceService.ScaleResource:input_type -> strata.global.v1.ScaleResourceRequest
+	13, // 31: strata.global.v1.ResourceService.RollbackResource:input_type -> strata.global.v1.RollbackResourceRequest
+	7,  // 32: strata.global.v1.ResourceService.ListRevisions:input_type -> strata.global.v1.ResourceRef
+	7,  // 33: strata.global.v1.ResourceService.ListReplicas:input_type -> strata.global.v1.ResourceRef
+	16, // 34: strata.global.v1.ResourceService.RegisterRegion:input_type -> strata.global.v1.RegisterRegionRequest
+	17, // 35: strata.global.v1.ResourceService.GetRegion:input_type -> strata.global.v1.RegionRef
+	18, // 36: strata.global.v1.ResourceService.ListRegions:input_type -> strata.global.v1.ListRegionsRequest
+	17, // 37: strata.global.v1.ResourceService.DeleteRegion:input_type -> strata.global.v1.RegionRef
+	22, // 38: strata.global.v1.ResourceService.ListNodes:input_type -> strata.global.v1.ListNodesRequest
+	21, // 39: strata.global.v1.ResourceService.GetNode:input_type -> strata.global.v1.NodeRef
+	21, // 40: strata.global.v1.ResourceService.DeleteNode:input_type -> strata.global.v1.NodeRef
+	25, // 41: strata.global.v1.ResourceService.CordonNode:input_type -> strata.global.v1.CordonNodeRequest
+	21, // 42: strata.global.v1.ResourceService.UncordonNode:input_type -> strata.global.v1.NodeRef
+	26, // 43: strata.global.v1.ResourceService.DrainNode:input_type -> strata.global.v1.DrainNodeRequest
+	21, // 44: strata.global.v1.ResourceService.GetDrain:input_type -> strata.global.v1.NodeRef
+	27, // 45: strata.global.v1.ResourceService.GetStatus:input_type -> strata.global.v1.GetStatusRequest
+	29, // 46: strata.global.v1.FederationService.RegionHeartbeat:input_type -> strata.global.v1.RegionHeartbeatRequest
+	31, // 47: strata.global.v1.FederationService.GetConfigData:input_type -> strata.global.v1.GetConfigDataRequest
+	36, // 48: strata.global.v1.ResourceService.CreateFlavor:output_type -> strata.resource.v1.Flavor
+	36, // 49: strata.global.v1.ResourceService.GetFlavor:output_type -> strata.resource.v1.Flavor
+	3,  // 50: strata.global.v1.ResourceService.ListFlavors:output_type -> strata.global.v1.ListFlavorsResponse
+	36, // 51: strata.global.v1.ResourceService.UpdateFlavor:output_type -> strata.resource.v1.Flavor
+	6,  // 52: strata.global.v1.ResourceService.DeleteFlavor:output_type -> strata.global.v1.DeleteFlavorResponse
+	37, // 53: strata.global.v1.ResourceService.CreateResource:output_type -> strata.resource.v1.Resource
+	37, // 54: strata.global.v1.ResourceService.GetResource:output_type -> strata.resource.v1.Resource
+	10, // 55: strata.global.v1.ResourceService.ListResources:output_type -> strata.global.v1.ListResourcesResponse
+	37, // 56: strata.global.v1.ResourceService.UpdateResource:output_type -> strata.resource.v1.Resource
+	37, // 57: strata.global.v1.ResourceService.DeleteResource:output_type -> strata.resource.v1.Resource
+	37, // 58: strata.global.v1.ResourceService.ScaleResource:output_type -> strata.resource.v1.Resource
+	37, // 59: strata.global.v1.ResourceService.RollbackResource:output_type -> strata.resource.v1.Resource
+	14, // 60: strata.global.v1.ResourceService.ListRevisions:output_type -> strata.global.v1.ListRevisionsResponse
+	15, // 61: strata.global.v1.ResourceService.ListReplicas:output_type -> strata.global.v1.ListReplicasResponse
+	40, // 62: strata.global.v1.ResourceService.RegisterRegion:output_type -> strata.resource.v1.Region
+	40, // 63: strata.global.v1.ResourceService.GetRegion:output_type -> strata.resource.v1.Region
+	19, // 64: strata.global.v1.ResourceService.ListRegions:output_type -> strata.global.v1.ListRegionsResponse
+	20, // 65: strata.global.v1.ResourceService.DeleteRegion:output_type -> strata.global.v1.DeleteRegionResponse
+	23, // 66: strata.global.v1.ResourceService.ListNodes:output_type -> strata.global.v1.ListNodesResponse
+	41, // 67: strata.global.v1.ResourceService.GetNode:output_type -> strata.resource.v1.Node
+	24, // 68: strata.global.v1.ResourceService.DeleteNode:output_type -> strata.global.v1.DeleteNodeResponse
+	41, // 69: strata.global.v1.ResourceService.CordonNode:output_type -> strata.resource.v1.Node
+	41, // 70: strata.global.v1.ResourceService.UncordonNode:output_type -> strata.resource.v1.Node
+	45, // 71: strata.global.v1.ResourceService.DrainNode:output_type -> strata.resource.v1.DrainStatus
+	45, // 72: strata.global.v1.ResourceService.GetDrain:output_type -> strata.resource.v1.DrainStatus
+	28, // 73: strata.global.v1.ResourceService.GetStatus:output_type -> strata.global.v1.GlobalStatus
+	30, // 74: strata.global.v1.FederationService.RegionHeartbeat:output_type -> strata.global.v1.RegionHeartbeatResponse
+	34, // 75: strata.global.v1.FederationService.GetConfigData:output_type -> strata.global.v1.GetConfigDataResponse
+	48, // [48:76] is the sub-list for method output_type
+	20, // [20:48] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_global_v1_global_proto_init() }

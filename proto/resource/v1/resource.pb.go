@@ -3016,6 +3016,7 @@ type RegionStatus struct {
 	Resources     int32                  `protobuf:"varint,8,opt,name=resources,proto3" json:"resources,omitempty"`
 	Replicas      int32                  `protobuf:"varint,9,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	Ready         int32                  `protobuf:"varint,10,opt,name=ready,proto3" json:"ready,omitempty"`
+	Headroom      []*FlavorHeadroom      `protobuf:"bytes,11,rep,name=headroom,proto3" json:"headroom,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3120,6 +3121,75 @@ func (x *RegionStatus) GetReady() int32 {
 	return 0
 }
 
+func (x *RegionStatus) GetHeadroom() []*FlavorHeadroom {
+	if x != nil {
+		return x.Headroom
+	}
+	return nil
+}
+
+// FlavorHeadroom is how many more replicas of a flavor fit in a region
+// (api.FlavorHeadroom).
+type FlavorHeadroom struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Flavor        string                 `protobuf:"bytes,1,opt,name=flavor,proto3" json:"flavor,omitempty"`
+	Replicas      int32                  `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Zones         map[string]int32       `protobuf:"bytes,3,rep,name=zones,proto3" json:"zones,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlavorHeadroom) Reset() {
+	*x = FlavorHeadroom{}
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlavorHeadroom) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlavorHeadroom) ProtoMessage() {}
+
+func (x *FlavorHeadroom) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlavorHeadroom.ProtoReflect.Descriptor instead.
+func (*FlavorHeadroom) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *FlavorHeadroom) GetFlavor() string {
+	if x != nil {
+		return x.Flavor
+	}
+	return ""
+}
+
+func (x *FlavorHeadroom) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *FlavorHeadroom) GetZones() map[string]int32 {
+	if x != nil {
+		return x.Zones
+	}
+	return nil
+}
+
 type Region struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -3136,7 +3206,7 @@ type Region struct {
 
 func (x *Region) Reset() {
 	*x = Region{}
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3148,7 +3218,7 @@ func (x *Region) String() string {
 func (*Region) ProtoMessage() {}
 
 func (x *Region) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3161,7 +3231,7 @@ func (x *Region) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Region.ProtoReflect.Descriptor instead.
 func (*Region) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Region) GetName() string {
@@ -3235,7 +3305,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3317,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3330,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Placement) GetRegion() string {
@@ -3323,7 +3393,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3335,7 +3405,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3348,7 +3418,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Capacity) GetMilliCpu() int64 {
@@ -3384,7 +3454,7 @@ type NodeProvider struct {
 
 func (x *NodeProvider) Reset() {
 	*x = NodeProvider{}
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3466,7 @@ func (x *NodeProvider) String() string {
 func (*NodeProvider) ProtoMessage() {}
 
 func (x *NodeProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3479,7 @@ func (x *NodeProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeProvider.ProtoReflect.Descriptor instead.
 func (*NodeProvider) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeProvider) GetName() string {
@@ -3453,7 +3523,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3465,7 +3535,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3478,7 +3548,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Condition) GetType() string {
@@ -3527,7 +3597,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3539,7 +3609,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3552,7 +3622,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DrainRequest) GetDeadline() *durationpb.Duration {
@@ -3590,7 +3660,7 @@ type DrainStep struct {
 
 func (x *DrainStep) Reset() {
 	*x = DrainStep{}
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3602,7 +3672,7 @@ func (x *DrainStep) String() string {
 func (*DrainStep) ProtoMessage() {}
 
 func (x *DrainStep) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3615,7 +3685,7 @@ func (x *DrainStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStep.ProtoReflect.Descriptor instead.
 func (*DrainStep) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DrainStep) GetReplica() string {
@@ -3681,7 +3751,7 @@ type DrainStatus struct {
 
 func (x *DrainStatus) Reset() {
 	*x = DrainStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3693,7 +3763,7 @@ func (x *DrainStatus) String() string {
 func (*DrainStatus) ProtoMessage() {}
 
 func (x *DrainStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3706,7 +3776,7 @@ func (x *DrainStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStatus.ProtoReflect.Descriptor instead.
 func (*DrainStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DrainStatus) GetNode() string {
@@ -3816,7 +3886,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3828,7 +3898,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3841,7 +3911,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeStatus) GetHealth() string {
@@ -3929,7 +3999,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3941,7 +4011,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3954,7 +4024,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Node) GetName() string {
@@ -4117,7 +4187,7 @@ type NodeNetwork struct {
 
 func (x *NodeNetwork) Reset() {
 	*x = NodeNetwork{}
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4129,7 +4199,7 @@ func (x *NodeNetwork) String() string {
 func (*NodeNetwork) ProtoMessage() {}
 
 func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4142,7 +4212,7 @@ func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeNetwork.ProtoReflect.Descriptor instead.
 func (*NodeNetwork) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *NodeNetwork) GetBlock() string {
@@ -4194,7 +4264,7 @@ type VolumeAttachment struct {
 
 func (x *VolumeAttachment) Reset() {
 	*x = VolumeAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4206,7 +4276,7 @@ func (x *VolumeAttachment) String() string {
 func (*VolumeAttachment) ProtoMessage() {}
 
 func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4219,7 +4289,7 @@ func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeAttachment.ProtoReflect.Descriptor instead.
 func (*VolumeAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *VolumeAttachment) GetName() string {
@@ -4278,7 +4348,7 @@ type NetworkAttachment struct {
 
 func (x *NetworkAttachment) Reset() {
 	*x = NetworkAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[49]
+	mi := &file_resource_v1_resource_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4290,7 +4360,7 @@ func (x *NetworkAttachment) String() string {
 func (*NetworkAttachment) ProtoMessage() {}
 
 func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[49]
+	mi := &file_resource_v1_resource_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4303,7 +4373,7 @@ func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkAttachment.ProtoReflect.Descriptor instead.
 func (*NetworkAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{49}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NetworkAttachment) GetNetwork() string {
@@ -4359,7 +4429,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_resource_v1_resource_proto_msgTypes[50]
+	mi := &file_resource_v1_resource_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4371,7 +4441,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[50]
+	mi := &file_resource_v1_resource_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4384,7 +4454,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{50}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Endpoint) GetReplica() string {
@@ -4422,7 +4492,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_resource_v1_resource_proto_msgTypes[51]
+	mi := &file_resource_v1_resource_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4434,7 +4504,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[51]
+	mi := &file_resource_v1_resource_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4447,7 +4517,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{51}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Port) GetNetwork() string {
@@ -4509,7 +4579,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[52]
+	mi := &file_resource_v1_resource_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4521,7 +4591,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[52]
+	mi := &file_resource_v1_resource_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4534,7 +4604,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{52}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Assignment) GetId() string {
@@ -4719,7 +4789,7 @@ type AssignmentStatus struct {
 
 func (x *AssignmentStatus) Reset() {
 	*x = AssignmentStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[53]
+	mi := &file_resource_v1_resource_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4731,7 +4801,7 @@ func (x *AssignmentStatus) String() string {
 func (*AssignmentStatus) ProtoMessage() {}
 
 func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[53]
+	mi := &file_resource_v1_resource_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4744,7 +4814,7 @@ func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentStatus.ProtoReflect.Descriptor instead.
 func (*AssignmentStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{53}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AssignmentStatus) GetId() string {
@@ -4855,7 +4925,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[54]
+	mi := &file_resource_v1_resource_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4867,7 +4937,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[54]
+	mi := &file_resource_v1_resource_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4880,7 +4950,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{54}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -4951,7 +5021,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_resource_v1_resource_proto_msgTypes[55]
+	mi := &file_resource_v1_resource_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4963,7 +5033,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[55]
+	mi := &file_resource_v1_resource_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4976,7 +5046,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{55}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Replica) GetAssignment() *Assignment {
@@ -5025,7 +5095,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_resource_v1_resource_proto_msgTypes[56]
+	mi := &file_resource_v1_resource_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5037,7 +5107,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[56]
+	mi := &file_resource_v1_resource_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5050,7 +5120,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{56}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Event) GetId() string {
@@ -5127,7 +5197,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_resource_v1_resource_proto_msgTypes[57]
+	mi := &file_resource_v1_resource_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5139,7 +5209,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[57]
+	mi := &file_resource_v1_resource_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5152,7 +5222,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{57}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -5192,7 +5262,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[58]
+	mi := &file_resource_v1_resource_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5204,7 +5274,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[58]
+	mi := &file_resource_v1_resource_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5217,7 +5287,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{58}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LogsRequest) GetTenant() string {
@@ -5278,7 +5348,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[59]
+	mi := &file_resource_v1_resource_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5290,7 +5360,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[59]
+	mi := &file_resource_v1_resource_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5303,7 +5373,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{59}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *JobSpec) GetCompletions() int32 {
@@ -5378,7 +5448,7 @@ type JobAttempt struct {
 
 func (x *JobAttempt) Reset() {
 	*x = JobAttempt{}
-	mi := &file_resource_v1_resource_proto_msgTypes[60]
+	mi := &file_resource_v1_resource_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5390,7 +5460,7 @@ func (x *JobAttempt) String() string {
 func (*JobAttempt) ProtoMessage() {}
 
 func (x *JobAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[60]
+	mi := &file_resource_v1_resource_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5403,7 +5473,7 @@ func (x *JobAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
 func (*JobAttempt) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{60}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *JobAttempt) GetId() string {
@@ -5479,7 +5549,7 @@ type JobRun struct {
 
 func (x *JobRun) Reset() {
 	*x = JobRun{}
-	mi := &file_resource_v1_resource_proto_msgTypes[61]
+	mi := &file_resource_v1_resource_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5491,7 +5561,7 @@ func (x *JobRun) String() string {
 func (*JobRun) ProtoMessage() {}
 
 func (x *JobRun) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[61]
+	mi := &file_resource_v1_resource_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5504,7 +5574,7 @@ func (x *JobRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRun.ProtoReflect.Descriptor instead.
 func (*JobRun) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{61}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *JobRun) GetNumber() int64 {
@@ -5586,7 +5656,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[62]
+	mi := &file_resource_v1_resource_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5598,7 +5668,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[62]
+	mi := &file_resource_v1_resource_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5611,7 +5681,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{62}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *JobStatus) GetPhase() string {
@@ -5994,7 +6064,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x06pinned\x18\a \x01(\bR\x06pinned\x12\x14\n" +
 	"\x05cause\x18\b \x01(\tR\x05cause\x129\n" +
 	"\n" +
-	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xcc\x02\n" +
+	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x8c\x03\n" +
 	"\fRegionStatus\x12\x16\n" +
 	"\x06health\x18\x01 \x01(\tR\x06health\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x120\n" +
@@ -6006,7 +6076,16 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\tresources\x18\b \x01(\x05R\tresources\x12\x1a\n" +
 	"\breplicas\x18\t \x01(\x05R\breplicas\x12\x14\n" +
 	"\x05ready\x18\n" +
-	" \x01(\x05R\x05ready\"\x90\x03\n" +
+	" \x01(\x05R\x05ready\x12>\n" +
+	"\bheadroom\x18\v \x03(\v2\".strata.resource.v1.FlavorHeadroomR\bheadroom\"\xc3\x01\n" +
+	"\x0eFlavorHeadroom\x12\x16\n" +
+	"\x06flavor\x18\x01 \x01(\tR\x06flavor\x12\x1a\n" +
+	"\breplicas\x18\x02 \x01(\x05R\breplicas\x12C\n" +
+	"\x05zones\x18\x03 \x03(\v2-.strata.resource.v1.FlavorHeadroom.ZonesEntryR\x05zones\x1a8\n" +
+	"\n" +
+	"ZonesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x90\x03\n" +
 	"\x06Region\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x1f\n" +
@@ -6301,7 +6380,7 @@ func file_resource_v1_resource_proto_rawDescGZIP() []byte {
 	return file_resource_v1_resource_proto_rawDescData
 }
 
-var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_resource_v1_resource_proto_goTypes = []any{
 	(*FlavorSpec)(nil),            // 0: strata.resource.v1.FlavorSpec
 	(*Flavor)(nil),                // 1: strata.resource.v1.Flavor
@@ -6340,66 +6419,68 @@ var file_resource_v1_resource_proto_goTypes = []any{
 	(*Resource)(nil),              // 34: strata.resource.v1.Resource
 	(*Revision)(nil),              // 35: strata.resource.v1.Revision
 	(*RegionStatus)(nil),          // 36: strata.resource.v1.RegionStatus
-	(*Region)(nil),                // 37: strata.resource.v1.Region
-	(*Placement)(nil),             // 38: strata.resource.v1.Placement
-	(*Capacity)(nil),              // 39: strata.resource.v1.Capacity
-	(*NodeProvider)(nil),          // 40: strata.resource.v1.NodeProvider
-	(*Condition)(nil),             // 41: strata.resource.v1.Condition
-	(*DrainRequest)(nil),          // 42: strata.resource.v1.DrainRequest
-	(*DrainStep)(nil),             // 43: strata.resource.v1.DrainStep
-	(*DrainStatus)(nil),           // 44: strata.resource.v1.DrainStatus
-	(*NodeStatus)(nil),            // 45: strata.resource.v1.NodeStatus
-	(*Node)(nil),                  // 46: strata.resource.v1.Node
-	(*NodeNetwork)(nil),           // 47: strata.resource.v1.NodeNetwork
-	(*VolumeAttachment)(nil),      // 48: strata.resource.v1.VolumeAttachment
-	(*NetworkAttachment)(nil),     // 49: strata.resource.v1.NetworkAttachment
-	(*Endpoint)(nil),              // 50: strata.resource.v1.Endpoint
-	(*Port)(nil),                  // 51: strata.resource.v1.Port
-	(*Assignment)(nil),            // 52: strata.resource.v1.Assignment
-	(*AssignmentStatus)(nil),      // 53: strata.resource.v1.AssignmentStatus
-	(*ContainerStatus)(nil),       // 54: strata.resource.v1.ContainerStatus
-	(*Replica)(nil),               // 55: strata.resource.v1.Replica
-	(*Event)(nil),                 // 56: strata.resource.v1.Event
-	(*LogChunk)(nil),              // 57: strata.resource.v1.LogChunk
-	(*LogsRequest)(nil),           // 58: strata.resource.v1.LogsRequest
-	(*JobSpec)(nil),               // 59: strata.resource.v1.JobSpec
-	(*JobAttempt)(nil),            // 60: strata.resource.v1.JobAttempt
-	(*JobRun)(nil),                // 61: strata.resource.v1.JobRun
-	(*JobStatus)(nil),             // 62: strata.resource.v1.JobStatus
-	nil,                           // 63: strata.resource.v1.ComputeSpec.EnvEntry
-	nil,                           // 64: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	nil,                           // 65: strata.resource.v1.Container.EnvEntry
-	nil,                           // 66: strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	nil,                           // 67: strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	nil,                           // 68: strata.resource.v1.SpecOverride.EnvEntry
-	nil,                           // 69: strata.resource.v1.ResourceStatus.RegionsEntry
-	nil,                           // 70: strata.resource.v1.ResourceStatus.ConditionsEntry
-	nil,                           // 71: strata.resource.v1.Resource.LabelsEntry
-	nil,                           // 72: strata.resource.v1.Resource.OverridesEntry
-	nil,                           // 73: strata.resource.v1.Region.LabelsEntry
-	nil,                           // 74: strata.resource.v1.Node.LabelsEntry
-	nil,                           // 75: strata.resource.v1.Assignment.LabelsEntry
-	nil,                           // 76: strata.resource.v1.Event.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 77: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 78: google.protobuf.Duration
+	(*FlavorHeadroom)(nil),        // 37: strata.resource.v1.FlavorHeadroom
+	(*Region)(nil),                // 38: strata.resource.v1.Region
+	(*Placement)(nil),             // 39: strata.resource.v1.Placement
+	(*Capacity)(nil),              // 40: strata.resource.v1.Capacity
+	(*NodeProvider)(nil),          // 41: strata.resource.v1.NodeProvider
+	(*Condition)(nil),             // 42: strata.resource.v1.Condition
+	(*DrainRequest)(nil),          // 43: strata.resource.v1.DrainRequest
+	(*DrainStep)(nil),             // 44: strata.resource.v1.DrainStep
+	(*DrainStatus)(nil),           // 45: strata.resource.v1.DrainStatus
+	(*NodeStatus)(nil),            // 46: strata.resource.v1.NodeStatus
+	(*Node)(nil),                  // 47: strata.resource.v1.Node
+	(*NodeNetwork)(nil),           // 48: strata.resource.v1.NodeNetwork
+	(*VolumeAttachment)(nil),      // 49: strata.resource.v1.VolumeAttachment
+	(*NetworkAttachment)(nil),     // 50: strata.resource.v1.NetworkAttachment
+	(*Endpoint)(nil),              // 51: strata.resource.v1.Endpoint
+	(*Port)(nil),                  // 52: strata.resource.v1.Port
+	(*Assignment)(nil),            // 53: strata.resource.v1.Assignment
+	(*AssignmentStatus)(nil),      // 54: strata.resource.v1.AssignmentStatus
+	(*ContainerStatus)(nil),       // 55: strata.resource.v1.ContainerStatus
+	(*Replica)(nil),               // 56: strata.resource.v1.Replica
+	(*Event)(nil),                 // 57: strata.resource.v1.Event
+	(*LogChunk)(nil),              // 58: strata.resource.v1.LogChunk
+	(*LogsRequest)(nil),           // 59: strata.resource.v1.LogsRequest
+	(*JobSpec)(nil),               // 60: strata.resource.v1.JobSpec
+	(*JobAttempt)(nil),            // 61: strata.resource.v1.JobAttempt
+	(*JobRun)(nil),                // 62: strata.resource.v1.JobRun
+	(*JobStatus)(nil),             // 63: strata.resource.v1.JobStatus
+	nil,                           // 64: strata.resource.v1.ComputeSpec.EnvEntry
+	nil,                           // 65: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	nil,                           // 66: strata.resource.v1.Container.EnvEntry
+	nil,                           // 67: strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	nil,                           // 68: strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	nil,                           // 69: strata.resource.v1.SpecOverride.EnvEntry
+	nil,                           // 70: strata.resource.v1.ResourceStatus.RegionsEntry
+	nil,                           // 71: strata.resource.v1.ResourceStatus.ConditionsEntry
+	nil,                           // 72: strata.resource.v1.Resource.LabelsEntry
+	nil,                           // 73: strata.resource.v1.Resource.OverridesEntry
+	nil,                           // 74: strata.resource.v1.FlavorHeadroom.ZonesEntry
+	nil,                           // 75: strata.resource.v1.Region.LabelsEntry
+	nil,                           // 76: strata.resource.v1.Node.LabelsEntry
+	nil,                           // 77: strata.resource.v1.Assignment.LabelsEntry
+	nil,                           // 78: strata.resource.v1.Event.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 79: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 80: google.protobuf.Duration
 }
 var file_resource_v1_resource_proto_depIdxs = []int32{
 	0,   // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
-	77,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
-	77,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
-	63,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
+	79,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
+	79,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
+	64,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
 	2,   // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
 	3,   // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
-	78,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
+	80,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
 	17,  // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
 	18,  // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
-	64,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	65,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
 	16,  // 10: strata.resource.v1.ComputeSpec.security_context:type_name -> strata.resource.v1.SecurityContext
 	8,   // 11: strata.resource.v1.ComputeSpec.probes:type_name -> strata.resource.v1.Probes
 	5,   // 12: strata.resource.v1.ComputeSpec.init_containers:type_name -> strata.resource.v1.Container
 	5,   // 13: strata.resource.v1.ComputeSpec.containers:type_name -> strata.resource.v1.Container
 	7,   // 14: strata.resource.v1.ComputeSpec.scratch_volumes:type_name -> strata.resource.v1.ScratchVolume
-	65,  // 15: strata.resource.v1.Container.env:type_name -> strata.resource.v1.Container.EnvEntry
+	66,  // 15: strata.resource.v1.Container.env:type_name -> strata.resource.v1.Container.EnvEntry
 	2,   // 16: strata.resource.v1.Container.ports:type_name -> strata.resource.v1.PortSpec
 	3,   // 17: strata.resource.v1.Container.volumes:type_name -> strata.resource.v1.VolumeMount
 	17,  // 18: strata.resource.v1.Container.files:type_name -> strata.resource.v1.FileMount
@@ -6416,114 +6497,116 @@ var file_resource_v1_resource_proto_depIdxs = []int32{
 	14,  // 29: strata.resource.v1.Probe.exec:type_name -> strata.resource.v1.ExecAction
 	15,  // 30: strata.resource.v1.Probe.guest_agent:type_name -> strata.resource.v1.GuestAgentAction
 	11,  // 31: strata.resource.v1.HTTPGetAction.http_headers:type_name -> strata.resource.v1.HTTPHeader
-	78,  // 32: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	78,  // 33: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	80,  // 32: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	80,  // 33: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
 	21,  // 34: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
-	66,  // 35: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	67,  // 35: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
 	22,  // 36: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
 	4,   // 37: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
 	19,  // 38: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
 	20,  // 39: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
 	23,  // 40: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
-	59,  // 41: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
+	60,  // 41: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
 	25,  // 42: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
-	67,  // 43: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	68,  // 44: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
-	78,  // 45: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
-	77,  // 46: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	77,  // 47: strata.resource.v1.RegionShare.progressing_since:type_name -> google.protobuf.Timestamp
-	77,  // 48: strata.resource.v1.RegionShare.unhealthy_since:type_name -> google.protobuf.Timestamp
-	62,  // 49: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
-	77,  // 50: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	77,  // 51: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	69,  // 52: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	68,  // 43: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	69,  // 44: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
+	80,  // 45: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
+	79,  // 46: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
+	79,  // 47: strata.resource.v1.RegionShare.progressing_since:type_name -> google.protobuf.Timestamp
+	79,  // 48: strata.resource.v1.RegionShare.unhealthy_since:type_name -> google.protobuf.Timestamp
+	63,  // 49: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
+	79,  // 50: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	79,  // 51: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	70,  // 52: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
 	31,  // 53: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	77,  // 54: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	70,  // 55: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	79,  // 54: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	71,  // 55: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
 	32,  // 56: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	62,  // 57: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
-	71,  // 58: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	63,  // 57: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
+	72,  // 58: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
 	24,  // 59: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
 	26,  // 60: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	72,  // 61: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	73,  // 61: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
 	28,  // 62: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
 	29,  // 63: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	77,  // 64: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	77,  // 65: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	77,  // 66: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	79,  // 64: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	79,  // 65: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	79,  // 66: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
 	33,  // 67: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
 	24,  // 68: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
 	0,   // 69: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	77,  // 70: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	77,  // 71: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	77,  // 72: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	73,  // 73: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	77,  // 74: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
-	36,  // 75: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
-	34,  // 76: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
-	1,   // 77: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
-	20,  // 78: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	77,  // 79: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	77,  // 80: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	78,  // 81: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	77,  // 82: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	77,  // 83: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	77,  // 84: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	77,  // 85: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
-	43,  // 86: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	77,  // 87: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
-	41,  // 88: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	77,  // 89: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	39,  // 90: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
-	44,  // 91: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	74,  // 92: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
-	40,  // 93: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
-	39,  // 94: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	77,  // 95: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	78,  // 96: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	78,  // 97: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	77,  // 98: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
-	45,  // 99: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
-	47,  // 100: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
-	77,  // 101: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
-	75,  // 102: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	24,  // 103: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 104: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	20,  // 105: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	48,  // 106: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	49,  // 107: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	50,  // 108: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	77,  // 109: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	77,  // 110: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	77,  // 111: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	77,  // 112: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
-	77,  // 113: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	77,  // 114: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	31,  // 115: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	54,  // 116: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
-	77,  // 117: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
-	52,  // 118: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	53,  // 119: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	77,  // 120: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	76,  // 121: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	77,  // 122: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	78,  // 123: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
-	78,  // 124: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
-	77,  // 125: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	77,  // 126: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	77,  // 127: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
-	77,  // 128: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
-	60,  // 129: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
-	61,  // 130: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
-	77,  // 131: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
-	77,  // 132: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
-	30,  // 133: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	27,  // 134: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	135, // [135:135] is the sub-list for method output_type
-	135, // [135:135] is the sub-list for method input_type
-	135, // [135:135] is the sub-list for extension type_name
-	135, // [135:135] is the sub-list for extension extendee
-	0,   // [0:135] is the sub-list for field type_name
+	79,  // 70: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	79,  // 71: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	79,  // 72: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	37,  // 73: strata.resource.v1.RegionStatus.headroom:type_name -> strata.resource.v1.FlavorHeadroom
+	74,  // 74: strata.resource.v1.FlavorHeadroom.zones:type_name -> strata.resource.v1.FlavorHeadroom.ZonesEntry
+	75,  // 75: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	79,  // 76: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	36,  // 77: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
+	34,  // 78: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
+	1,   // 79: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
+	20,  // 80: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
+	79,  // 81: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	79,  // 82: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	80,  // 83: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	79,  // 84: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	79,  // 85: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	79,  // 86: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	79,  // 87: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	44,  // 88: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
+	79,  // 89: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	42,  // 90: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
+	79,  // 91: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	40,  // 92: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
+	45,  // 93: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
+	76,  // 94: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	41,  // 95: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
+	40,  // 96: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
+	79,  // 97: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	80,  // 98: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	80,  // 99: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	79,  // 100: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	46,  // 101: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
+	48,  // 102: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
+	79,  // 103: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
+	77,  // 104: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	24,  // 105: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 106: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	20,  // 107: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	49,  // 108: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	50,  // 109: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	51,  // 110: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	79,  // 111: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	79,  // 112: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	79,  // 113: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	79,  // 114: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
+	79,  // 115: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	79,  // 116: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	31,  // 117: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	55,  // 118: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
+	79,  // 119: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
+	53,  // 120: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	54,  // 121: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	79,  // 122: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	78,  // 123: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	79,  // 124: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	80,  // 125: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	80,  // 126: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	79,  // 127: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	79,  // 128: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	79,  // 129: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	79,  // 130: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	61,  // 131: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	62,  // 132: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	79,  // 133: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	79,  // 134: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	30,  // 135: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	27,  // 136: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	137, // [137:137] is the sub-list for method output_type
+	137, // [137:137] is the sub-list for method input_type
+	137, // [137:137] is the sub-list for extension type_name
+	137, // [137:137] is the sub-list for extension extendee
+	0,   // [0:137] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
@@ -6533,17 +6616,17 @@ func file_resource_v1_resource_proto_init() {
 	}
 	file_resource_v1_resource_proto_msgTypes[9].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[16].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[53].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[54].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[59].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[55].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[60].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[61].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resource_v1_resource_proto_rawDesc), len(file_resource_v1_resource_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   77,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -67,7 +67,7 @@ function overviewPage() {
       setLive('offline', 'The global API did not answer', 'Offline');
       showAlert(alertBox, e, loaded ? 'The overview could not be refreshed; showing the state of ' + absolute(lastOK) : 'The overview could not be loaded');
       if (!loaded) {
-        regionsBody.replaceChildren(h('tr', {}, h('td', { colspan: '8', class: 'detail-empty' }, describeError(e))));
+        regionsBody.replaceChildren(h('tr', {}, h('td', { colspan: '9', class: 'detail-empty' }, describeError(e))));
       }
     }
   }
@@ -151,7 +151,7 @@ function overviewPage() {
   function renderRegions(regions) {
     $('#regions-note').textContent = regions.length ? plural(regions.length, 'region') : '';
     if (!regions.length) {
-      regionsBody.replaceChildren(h('tr', {}, h('td', { colspan: '8' }, h('div', { class: 'empty' },
+      regionsBody.replaceChildren(h('tr', {}, h('td', { colspan: '9' }, h('div', { class: 'empty' },
         h('div', { class: 'empty-title' }, 'No regions yet'),
         h('div', {}, 'A region registers itself with its first heartbeat to the global tier (its global.endpoint).')))));
       return;
@@ -171,9 +171,24 @@ function overviewPage() {
         h('td', { class: 'num' }, String(s.resources || 0)),
         h('td', { class: 'ready-cell' }, h('div', { class: 'ready-num' }, `${s.ready || 0} / ${s.replicas || 0}`),
           bar(pct(s.ready || 0, s.replicas || 0), (s.ready || 0) === (s.replicas || 0) ? 'ok' : 'info')),
+        h('td', { dataset: { role: 'headroom' } }, headroomCell(s.headroom)),
         h('td', { class: 'mono', dataset: { role: 'leader' } }, s.leader || h('span', { class: 'muted', title: 'The region has not reported its leader yet' }, '—')),
         h('td', { class: 'time-cell' }, relTime(s.lastHeartbeat)),
         h('td', { class: 'num' }, consoleLink(g)));
+    }));
+  }
+
+  // headroomCell lists, per flavor, how many more replicas fit in the
+  // region; each line's tip splits it by zone.
+  function headroomCell(headroom) {
+    if (!headroom || !headroom.length) {
+      return h('span', { class: 'muted', title: 'The region has not reported its headroom yet' }, '—');
+    }
+    return h('div', {}, ...headroom.map((f) => {
+      const zones = Object.entries(f.zones || {}).sort(([a], [b]) => a.localeCompare(b))
+        .map(([z, n]) => `${z || '(no zone)'}: ${n}`).join(' · ');
+      return h('div', { class: 'region-sub tip', tabindex: '0', dataset: { flavor: f.flavor, tip: zones || f.flavor } },
+        h('span', { class: 'mono' }, f.flavor), ` ${f.replicas} more`);
     }));
   }
 
