@@ -84,7 +84,7 @@ func podReplicas(spec api.ResourceSpec) []api.Replica {
 			api.ContainerStatus{Name: "main", State: api.ContainerRunning, Ready: false, Restarts: 2, Reason: api.ReasonUnhealthy,
 				Message: "HTTP probe failed with statuscode: 500", StartedAt: now.Add(-2 * time.Minute)},
 			api.ContainerStatus{Name: "proxy", State: api.ContainerWaiting, Restarts: 4, ExitCode: code(1), Reason: api.ReasonCrashLoopBackOff,
-				Message: "back-off 40s restarting failed container proxy, next start in 40s"}),
+				Message: "back-off 40s restarting failed container proxy", NextStartAt: now.Add(40 * time.Second)}),
 	}
 }
 

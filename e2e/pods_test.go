@@ -223,7 +223,7 @@ func TestPodsLivenessRestartsAndBacksOff(t *testing.T) {
 	backedOff := func(delay string) func(api.Replica, api.ContainerStatus) bool {
 		return func(rep api.Replica, cs api.ContainerStatus) bool {
 			return cs.State == api.ContainerWaiting && cs.Reason == api.ReasonCrashLoopBackOff &&
-				strings.Contains(cs.Message, "back-off "+delay+" restarting failed container main, next start in ")
+				strings.Contains(cs.Message, "back-off "+delay+" restarting failed container main") && !cs.NextStartAt.IsZero()
 		}
 	}
 
@@ -234,7 +234,7 @@ func TestPodsLivenessRestartsAndBacksOff(t *testing.T) {
 	if cs.Restarts != 0 || !strings.Contains(cs.Message, "liveness probe failed") {
 		t.Errorf("first back-off: %s; want 0 restarts and the liveness probe's failure in the message", podState(rep))
 	}
-	if !strings.Contains(rep.Status.Reason, "CrashLoopBackOff: back-off 10s restarting failed container main, next start in ") {
+	if want := "CrashLoopBackOff: back-off 10s restarting failed container main, next start at " + cs.NextStartAt.UTC().Format("15:04:05Z"); !strings.Contains(rep.Status.Reason, want) {
 		t.Errorf("first back-off: the replica's reason %q; want it to say CrashLoopBackOff and when the next start is", rep.Status.Reason)
 	}
 	// Since when the replica is not ready: the exit, as the agent saw it
@@ -301,7 +301,7 @@ func TestPodsLivenessRestartsAndBacksOff(t *testing.T) {
 	// each one's page fetches carry the restarts and the back-off.
 	for _, base := range []string{c.global.Base, c.regionAPI.Base} {
 		servedConsole(t, base)
-		if js := consoleAsset(t, base, "common.js"); !strings.Contains(js, "export function containerRestarts") || !strings.Contains(js, "export function containersReady") {
+		if js := consoleAsset(t, base, "common.js"); !strings.Contains(js, "export function containerRestarts") || !strings.Contains(js, "export function containersReady") || !strings.Contains(js, "export function containerMessage") {
 			t.Errorf("%s serves a common.js without the pod view", base)
 		}
 	}
@@ -315,7 +315,7 @@ func TestPodsLivenessRestartsAndBacksOff(t *testing.T) {
 				return fmt.Errorf("the %s console's replicas: %v; want %s", console, hostIDs(reps), id)
 			}
 			cs := containerOf(reps[0], api.MainContainer)
-			if cs == nil || cs.Restarts < 1 || cs.Reason != api.ReasonCrashLoopBackOff || !strings.Contains(cs.Message, "next start in") {
+			if cs == nil || cs.Restarts < 1 || cs.Reason != api.ReasonCrashLoopBackOff || cs.NextStartAt.IsZero() {
 				return fmt.Errorf("the %s console's replica: %s; want main's restarts and its back-off", console, podState(reps[0]))
 			}
 		}

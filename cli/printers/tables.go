@@ -327,10 +327,23 @@ func ContainerStatuses(items []api.Replica, now time.Time) Table {
 				exit = fmt.Sprint(*c.ExitCode)
 			}
 			t.Rows = append(t.Rows, []string{Cell(r.ID), Cell(c.Name), Cell(string(c.State)), fmt.Sprint(c.Ready),
-				fmt.Sprint(c.Restarts), exit, Cell(c.Reason), Age(now, c.StartedAt), Cell(c.Message)})
+				fmt.Sprint(c.Restarts), exit, Cell(c.Reason), Age(now, c.StartedAt), Cell(ContainerMessage(c, now))})
 		}
 	}
 	return t
+}
+
+// ContainerMessage is a container's message with, while it waits out its
+// back-off, how long until it starts again, counted from its
+// nextStartAt at now.
+func ContainerMessage(c api.ContainerStatus, now time.Time) string {
+	if c.NextStartAt.IsZero() {
+		return c.Message
+	}
+	if left := c.NextStartAt.Sub(now); left > 0 {
+		return c.Message + ", next start in " + HumanDuration(left.Round(time.Second))
+	}
+	return c.Message + ", starting"
 }
 
 // Revisions is the table of a resource's revisions; current is marked.

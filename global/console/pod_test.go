@@ -68,7 +68,7 @@ func TestResourcePagePod(t *testing.T) {
 			"shop-aaaa1111 proxy | running | ready | 1 | 137 | OOMKilled",
 			"shop-bbbb2222 fetch | terminated | not ready | 0 | 0 | Completed",
 			"shop-bbbb2222 main | running | not ready | 2 | — | Unhealthy: HTTP probe failed with statuscode: 500",
-			"shop-bbbb2222 proxy | waiting | not ready | 4 | 1 | CrashLoopBackOff: back-off 40s restarting failed container proxy, next start in 40s",
+			"shop-bbbb2222 proxy | waiting | not ready | 4 | 1 | CrashLoopBackOff: back-off 40s restarting failed container proxy, starting",
 		},
 		probes: []string{
 			"fetch init | busybox | runs to completion",
@@ -129,7 +129,7 @@ func podFixture() (api.Resource, []api.Replica) {
 			api.ContainerStatus{Name: "fetch", State: api.ContainerTerminated, ExitCode: code(0), Reason: api.ReasonCompleted},
 			api.ContainerStatus{Name: "main", State: api.ContainerRunning, Restarts: 2, Reason: api.ReasonUnhealthy, Message: "HTTP probe failed with statuscode: 500"},
 			api.ContainerStatus{Name: "proxy", State: api.ContainerWaiting, Restarts: 4, ExitCode: code(1), Reason: api.ReasonCrashLoopBackOff,
-				Message: "back-off 40s restarting failed container proxy, next start in 40s"}),
+				Message: "back-off 40s restarting failed container proxy", NextStartAt: time.Now().Add(-time.Second)}),
 		rep("shop-cccc3333", "", api.PhaseCreated),
 	}
 	reps[2].Status = nil

@@ -144,12 +144,17 @@ type ContainerStatus struct {
 	Restarts int `json:"restarts,omitempty"`
 	// ExitCode and Reason are of its last exit (Reason also says why it
 	// waits: CrashLoopBackOff); Message says more, in words
-	// ("back-off 40s restarting failed container web, next start in 40s",
-	// "HTTP probe failed with statuscode: 500").
+	// ("back-off 40s restarting failed container web (liveness probe
+	// failed: …)", "HTTP probe failed with statuscode: 500").
 	ExitCode  *int32    `json:"exitCode,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	Message   string    `json:"message,omitempty"`
 	StartedAt time.Time `json:"startedAt,omitzero"`
+	// NextStartAt is when a container waiting in CrashLoopBackOff starts
+	// again: a moment, not a countdown, so that a status read later
+	// still says the truth (the CLI and the consoles show "next start in
+	// 12s" from it).
+	NextStartAt time.Time `json:"nextStartAt,omitzero"`
 }
 
 // Clone returns a copy of s that shares nothing with it.

@@ -226,14 +226,15 @@ func containerStatusToPB(s *api.ContainerStatus) *resourcev1.ContainerStatus {
 		return nil
 	}
 	return &resourcev1.ContainerStatus{
-		Name:      s.Name,
-		State:     string(s.State),
-		Ready:     s.Ready,
-		Restarts:  int32ToPB(s.Restarts),
-		ExitCode:  int32PtrCopy(s.ExitCode),
-		Reason:    s.Reason,
-		Message:   s.Message,
-		StartedAt: timeToPB(s.StartedAt),
+		Name:        s.Name,
+		State:       string(s.State),
+		Ready:       s.Ready,
+		Restarts:    int32ToPB(s.Restarts),
+		ExitCode:    int32PtrCopy(s.ExitCode),
+		Reason:      s.Reason,
+		Message:     s.Message,
+		StartedAt:   timeToPB(s.StartedAt),
+		NextStartAt: timeToPB(s.NextStartAt),
 	}
 }
 
@@ -242,13 +243,14 @@ func containerStatusFromPB(p *resourcev1.ContainerStatus) api.ContainerStatus {
 		return api.ContainerStatus{}
 	}
 	return api.ContainerStatus{
-		Name:      p.GetName(),
-		State:     api.ContainerState(p.GetState()),
-		Ready:     p.GetReady(),
-		Restarts:  int(p.GetRestarts()),
-		ExitCode:  int32PtrCopy(p.ExitCode),
-		Reason:    p.GetReason(),
-		Message:   p.GetMessage(),
-		StartedAt: timeFromPB(p.GetStartedAt()),
+		Name:        p.GetName(),
+		State:       api.ContainerState(p.GetState()),
+		Ready:       p.GetReady(),
+		Restarts:    int(p.GetRestarts()),
+		ExitCode:    int32PtrCopy(p.ExitCode),
+		Reason:      p.GetReason(),
+		Message:     p.GetMessage(),
+		StartedAt:   timeFromPB(p.GetStartedAt()),
+		NextStartAt: timeFromPB(p.GetNextStartAt()),
 	}
 }

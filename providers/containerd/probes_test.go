@@ -120,8 +120,8 @@ func TestLivenessProbeRestartsWithBackoff(t *testing.T) {
 			return mainOf(st).Reason == api.ReasonCrashLoopBackOff
 		})
 		c := mainOf(st)
-		if c.State != api.ContainerWaiting || !strings.Contains(c.Message, "restarting failed container main, next start in") || !strings.Contains(c.Message, "liveness probe failed") {
-			t.Errorf("back-off %d: main container %+v; want waiting, the back-off and the probe's failure in the message", n, c)
+		if c.State != api.ContainerWaiting || !strings.Contains(c.Message, "restarting failed container main") || !strings.Contains(c.Message, "liveness probe failed") || c.NextStartAt.IsZero() {
+			t.Errorf("back-off %d: main container %+v; want waiting, the back-off and the probe's failure in the message, the next start's time", n, c)
 		}
 		backoffs = append(backoffs, c.Message[:max(strings.Index(c.Message, " restarting"), 0)])
 		stopped := time.Now()

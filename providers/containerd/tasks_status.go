@@ -161,10 +161,12 @@ func (tk *taskService) stoppedStatus(st *api.AssignmentStatus, cs *api.Container
 	if !ok {
 		return
 	}
-	left := max(time.Until(next), 0).Round(100 * time.Millisecond)
-	msg := fmt.Sprintf("back-off %s restarting failed container %s, next start in %s", delay, cs.Name, left)
-	cs.Reason, cs.Message = api.ReasonCrashLoopBackOff, msg+" ("+cs.Message+")"
-	st.Reason += "; " + api.ReasonCrashLoopBackOff + ": " + msg
+	// The next start as a moment (NextStartAt; the replica's reason says
+	// it in UTC), never a countdown, which a status read later would
+	// still show from the moment it was made.
+	msg := fmt.Sprintf("back-off %s restarting failed container %s", delay, cs.Name)
+	cs.Reason, cs.Message, cs.NextStartAt = api.ReasonCrashLoopBackOff, msg+" ("+cs.Message+")", next.UTC().Truncate(time.Millisecond)
+	st.Reason += "; " + api.ReasonCrashLoopBackOff + ": " + msg + ", next start at " + next.UTC().Format("15:04:05Z")
 }
 
 // exitCause is a container status's reason for a task's end.

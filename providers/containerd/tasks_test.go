@@ -82,19 +82,24 @@ func (f fixedSchedule) pendingRestart(string) (time.Duration, time.Time, bool) {
 // waits out its back-off, and once restarted after a liveness failure.
 func TestCrashLoopBackOffStatus(t *testing.T) {
 	tk := newTaskService(Config{Namespace: "strata-test"}, "node-1", slog.New(slog.DiscardHandler), nil, newKeyedLocks(), nil)
-	tk.backoff = fixedSchedule{delay: 40 * time.Second, next: time.Now().Add(40 * time.Second)}
+	next := time.Now().Add(40 * time.Second)
+	tk.backoff = fixedSchedule{delay: 40 * time.Second, next: next}
 	c := containers.Container{ID: "r1", Labels: map[string]string{LabelAssignment: "r1", labelRestarts: "3", labelUnhealthy: "liveness probe failed: boom"}}
 	st := tk.status(c, &taskInfo{status: tasktypes.Status_STOPPED, exitStatus: 137})
 	if len(st.Containers) != 1 {
 		t.Fatalf("containers: got %+v; want the main one", st.Containers)
 	}
 	m := st.Containers[0]
-	want := "back-off 40s restarting failed container main, next start in 40s (liveness probe failed: boom)"
+	want := "back-off 40s restarting failed container main (liveness probe failed: boom)"
 	if m.Name != api.MainContainer || m.State != api.ContainerWaiting || m.Reason != api.ReasonCrashLoopBackOff || m.Message != want || m.Restarts != 3 || m.ExitCode == nil || *m.ExitCode != 137 {
 		t.Errorf("waiting: got %+v (message %q); want main waiting, CrashLoopBackOff, %q, 3 restarts, exit 137", m, m.Message, want)
 	}
-	if st.Phase != api.PhaseProvision || !strings.Contains(st.Reason, "CrashLoopBackOff: back-off 40s") {
-		t.Errorf("replica: got %s %q; want provision naming the back-off", st.Phase, st.Reason)
+	if d := m.NextStartAt.Sub(next); d < -time.Millisecond || d > time.Millisecond {
+		t.Errorf("nextStartAt %v; want the back-off's next start %v", m.NextStartAt, next)
+	}
+	wantReason := "CrashLoopBackOff: back-off 40s restarting failed container main, next start at " + next.UTC().Format("15:04:05Z")
+	if st.Phase != api.PhaseProvision || !strings.Contains(st.Reason, wantReason) {
+		t.Errorf("replica: got %s %q; want provision with %q", st.Phase, st.Reason, wantReason)
 	}
 	c.Labels = map[string]string{LabelAssignment: "r1", labelRestarts: "4", labelLastReason: api.ReasonUnhealthy, labelLastCode: "137", labelLastExit: "liveness probe failed: boom"}
 	m = tk.status(c, &taskInfo{pid: 9, status: tasktypes.Status_RUNNING}).Containers[0]

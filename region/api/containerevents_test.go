@@ -3,6 +3,7 @@ package api
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratahq/strata/internal/api"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
@@ -59,10 +60,10 @@ func TestContainerEvents(t *testing.T) {
 	}
 
 	main = api.ContainerStatus{Name: "main", State: api.ContainerWaiting, Restarts: 1, Reason: api.ReasonCrashLoopBackOff,
-		Message: "back-off 40s restarting failed container main, next start in 40s"}
+		Message: "back-off 40s restarting failed container main", NextStartAt: time.Date(2026, 12, 2, 19, 31, 2, 0, time.UTC)}
 	report(main, log)
 	ev = e.waitEvent("BackOff", "replica/a1")
-	if ev.Fields["container"] != "main" || !strings.Contains(ev.Message, "next start in 40s") {
+	if ev.Fields["container"] != "main" || !strings.Contains(ev.Message, "back-off 40s restarting failed container main, next start at 19:31:02Z") {
 		t.Errorf("BackOff %+v; want container main with the back-off's message", ev)
 	}
 }

@@ -149,7 +149,11 @@ func (s *statuses) containerEvents(a *api.Assignment, old, cur *api.AssignmentSt
 			}
 		}
 		if c.Reason == api.ReasonCrashLoopBackOff && o.Reason != api.ReasonCrashLoopBackOff {
-			emit("BackOff", c.Name, fmt.Sprintf("container %s: %s", c.Name, cmp.Or(c.Message, "back-off restarting failed container")))
+			msg := fmt.Sprintf("container %s: %s", c.Name, cmp.Or(c.Message, "back-off restarting failed container"))
+			if !c.NextStartAt.IsZero() {
+				msg += ", next start at " + c.NextStartAt.UTC().Format("15:04:05Z")
+			}
+			emit("BackOff", c.Name, msg)
 		}
 		if o.Ready && !c.Ready && c.State == api.ContainerRunning && c.Restarts == o.Restarts {
 			emit("ProbeFailed", c.Name, fmt.Sprintf("container %s is not ready: readiness probe failed%s", c.Name, suffix(c.Message)))

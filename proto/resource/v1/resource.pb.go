@@ -4919,6 +4919,7 @@ type ContainerStatus struct {
 	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
 	Message       string                 `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
 	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	NextStartAt   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=next_start_at,json=nextStartAt,proto3" json:"next_start_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5005,6 +5006,13 @@ func (x *ContainerStatus) GetMessage() string {
 func (x *ContainerStatus) GetStartedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *ContainerStatus) GetNextStartAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextStartAt
 	}
 	return nil
 }
@@ -6277,7 +6285,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"containers\x18\r \x03(\v2#.strata.resource.v1.ContainerStatusR\n" +
 	"containersB\f\n" +
 	"\n" +
-	"_exit_code\"\x8a\x02\n" +
+	"_exit_code\"\xca\x02\n" +
 	"\x0fContainerStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -6287,7 +6295,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x129\n" +
 	"\n" +
-	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAtB\f\n" +
+	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12>\n" +
+	"\rnext_start_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vnextStartAtB\f\n" +
 	"\n" +
 	"_exit_code\"\xb5\x01\n" +
 	"\aReplica\x12>\n" +
@@ -6585,28 +6594,29 @@ var file_resource_v1_resource_proto_depIdxs = []int32{
 	31,  // 117: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
 	55,  // 118: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
 	79,  // 119: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
-	53,  // 120: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	54,  // 121: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	79,  // 122: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	78,  // 123: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	79,  // 124: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	80,  // 125: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
-	80,  // 126: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
-	79,  // 127: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	79,  // 128: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	79,  // 129: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
-	79,  // 130: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
-	61,  // 131: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
-	62,  // 132: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
-	79,  // 133: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
-	79,  // 134: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
-	30,  // 135: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	27,  // 136: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	137, // [137:137] is the sub-list for method output_type
-	137, // [137:137] is the sub-list for method input_type
-	137, // [137:137] is the sub-list for extension type_name
-	137, // [137:137] is the sub-list for extension extendee
-	0,   // [0:137] is the sub-list for field type_name
+	79,  // 120: strata.resource.v1.ContainerStatus.next_start_at:type_name -> google.protobuf.Timestamp
+	53,  // 121: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	54,  // 122: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	79,  // 123: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	78,  // 124: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	79,  // 125: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	80,  // 126: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	80,  // 127: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	79,  // 128: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	79,  // 129: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	79,  // 130: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	79,  // 131: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	61,  // 132: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	62,  // 133: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	79,  // 134: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	79,  // 135: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	30,  // 136: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	27,  // 137: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	138, // [138:138] is the sub-list for method output_type
+	138, // [138:138] is the sub-list for method input_type
+	138, // [138:138] is the sub-list for extension type_name
+	138, // [138:138] is the sub-list for extension extendee
+	0,   // [0:138] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }

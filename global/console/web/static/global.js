@@ -7,7 +7,7 @@ import {
   $, h, api, start, refresher, setLive, showAlert, clearAlert, describeError,
   pill, bar, pct, plural, relTime, time, absolute, clock, healthTone, phaseTone,
   confirmDialog, field, toast, ApiError, auth,
-  containerTone, probeLine, probeKinds, podContainers, hasPod, containersReady, containerRestarts,
+  containerTone, probeLine, probeKinds, podContainers, hasPod, containersReady, containerRestarts, containerMessage,
 } from './common.js';
 
 const REFRESH_MS = 5000;
@@ -26,7 +26,7 @@ function containerTable(rep) {
       h('td', { class: 'num' }, String(c.restarts || 0)),
       h('td', { class: 'num mono' }, c.exitCode === undefined || c.exitCode === null ? '—' : String(c.exitCode)),
       h('td', { class: 'reason-cell' }, c.reason ? h('b', { class: c.reason === 'Completed' ? '' : 'tone-err' }, c.reason) : h('span', { class: 'muted' }, '—'),
-        c.message ? [': ', h('span', { dataset: { role: 'message' } }, c.message)] : null),
+        c.message ? [': ', h('span', { dataset: { role: 'message' } }, containerMessage(c))] : null),
       h('td', { class: 'time-cell' }, c.startedAt ? relTime(c.startedAt) : '—')))));
 }
 

@@ -521,6 +521,16 @@ export function hasPod(c) {
   return !!c && !!((c.initContainers || []).length || (c.containers || []).length || probeKinds.some(([k]) => c[k]));
 }
 
+// containerMessage is a container's message, with how long until a
+// container waiting out its back-off starts again, counted from its
+// nextStartAt now rather than when its node wrote the status.
+export function containerMessage(c) {
+  const msg = c.message || '';
+  if (!c.nextStartAt) return msg;
+  const left = Math.max(0, Math.round((Date.parse(c.nextStartAt) - Date.now()) / 1000));
+  return msg + (left > 0 ? `, next start in ${left}s` : ', starting');
+}
+
 // containersReady is a replica's ready containers out of those that run,
 // its init containers apart ("1/2", as kubectl get pods).
 export function containersReady(rep) {

@@ -4,7 +4,7 @@ import {
   confirmDialog, field, showAlert, clearAlert, describeError,
   pill, bar, pct, cpu, mem, memValue, memUnit, plural, shortID, time, ago, clock, absolute, relTime,
   healthTone, conditionTone, phaseTone, drainTone,
-  containerTone, probeLine, probeKinds, podContainers, hasPod, containersReady, containerRestarts,
+  containerTone, probeLine, probeKinds, podContainers, hasPod, containersReady, containerRestarts, containerMessage,
 } from './common.js';
 
 const region = document.body.dataset.region;
@@ -24,7 +24,7 @@ function containerTable(reps) {
     h('td', { class: 'num' }, String(c.restarts || 0)),
     h('td', { class: 'num mono' }, c.exitCode === undefined || c.exitCode === null ? '—' : String(c.exitCode)),
     h('td', { class: 'reason-cell' }, c.reason ? h('b', { class: c.reason === 'Completed' ? '' : 'tone-err' }, c.reason) : h('span', { class: 'muted' }, '—'),
-      c.message ? [': ', h('span', { dataset: { role: 'message' } }, c.message)] : null),
+      c.message ? [': ', h('span', { dataset: { role: 'message' } }, containerMessage(c))] : null),
     h('td', { class: 'time-cell' }, c.startedAt ? relTime(c.startedAt) : '—'))));
   if (!rows.length) return null;
   return h('table', { class: 'table section-gap', dataset: { role: 'containers' }, 'aria-label': 'Containers' },
