@@ -74,7 +74,9 @@ func (f *configFetcher) fetch(ctx context.Context, asg *api.Assignment) (*provid
 }
 
 // buildConfigData turns the fetched data into files, variables and pull
-// credentials, as c says.
+// credentials, as c says: the main container's, and those of each pod
+// container whose files or envFrom name Configs or Secrets, by the same
+// rules (envFrom over env, files per mount path).
 func buildConfigData(c *api.ComputeSpec, got map[api.ConfigRef]*agentv1.ConfigData) (*provider.ConfigData, error) {
 	lookup := func(r api.ConfigRef) (map[string]string, error) {
 		it, ok := got[r]
@@ -83,18 +85,23 @@ func buildConfigData(c *api.ComputeSpec, got map[api.ConfigRef]*agentv1.ConfigDa
 		}
 		return it.GetData(), nil
 	}
-	d := &provider.ConfigData{Env: maps.Clone(c.Env)}
-	for _, f := range c.Files {
-		data, err := lookup(f.Ref())
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range slices.Sorted(maps.Keys(data)) {
-			d.Files = append(d.Files, provider.File{Dir: f.Path, Name: k, Data: []byte(data[k]), Secret: f.Secret != ""})
-		}
-	}
-	if err := addEnv(d, c.EnvFrom, lookup); err != nil {
+	main, err := containerData(c.Env, c.Files, c.EnvFrom, lookup)
+	if err != nil {
 		return nil, err
+	}
+	d := &provider.ConfigData{Env: main.Env, Files: main.Files}
+	for _, ct := range slices.Concat(c.InitContainers, c.Containers) {
+		if len(ct.Files) == 0 && len(ct.EnvFrom) == 0 {
+			continue
+		}
+		cd, err := containerData(ct.Env, ct.Files, ct.EnvFrom, lookup)
+		if err != nil {
+			return nil, fmt.Errorf("container %s: %w", ct.Name, err)
+		}
+		if d.Containers == nil {
+			d.Containers = map[string]provider.ContainerData{}
+		}
+		d.Containers[ct.Name] = cd
 	}
 	if c.PullSecret != "" {
 		data, err := lookup(api.ConfigRef{Secret: c.PullSecret})
@@ -106,8 +113,27 @@ func buildConfigData(c *api.ComputeSpec, got map[api.ConfigRef]*agentv1.ConfigDa
 	return d, nil
 }
 
+// containerData is one container's files (each key of each mount, in
+// key order) and variables (envFrom over env).
+func containerData(env map[string]string, files []api.FileMount, envFrom []api.EnvSource, lookup func(api.ConfigRef) (map[string]string, error)) (provider.ContainerData, error) {
+	d := provider.ContainerData{Env: maps.Clone(env)}
+	for _, f := range files {
+		data, err := lookup(f.Ref())
+		if err != nil {
+			return provider.ContainerData{}, err
+		}
+		for _, k := range slices.Sorted(maps.Keys(data)) {
+			d.Files = append(d.Files, provider.File{Dir: f.Path, Name: k, Data: []byte(data[k]), Secret: f.Secret != ""})
+		}
+	}
+	if err := addEnv(&d, envFrom, lookup); err != nil {
+		return provider.ContainerData{}, err
+	}
+	return d, nil
+}
+
 // addEnv sets the variables of envFrom, in order, over the spec's env.
-func addEnv(d *provider.ConfigData, from []api.EnvSource, lookup func(api.ConfigRef) (map[string]string, error)) error {
+func addEnv(d *provider.ContainerData, from []api.EnvSource, lookup func(api.ConfigRef) (map[string]string, error)) error {
 	if d.Env == nil && len(from) > 0 {
 		d.Env = map[string]string{}
 	}

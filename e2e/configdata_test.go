@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -56,4 +58,67 @@ func TestContainersConfigsAndSecrets(t *testing.T) {
 			t.Errorf("the log of %s is empty or holds the secret value", p.Name)
 		}
 	}
+}
+
+// TestPodContainersConfigsAndSecrets: a pod's init container and
+// sidecar take Configs and Secrets of their own through every tier: the
+// init container reads a Config's file, the sidecar another file and a
+// Secret as a variable, each read through the logs API (?container=),
+// and the main container sees neither; the secret's value is in no
+// tier's log.
+func TestPodContainersConfigsAndSecrets(t *testing.T) {
+	c := startHostCluster(t, hostClusterOpts{region: "e2e-pc", network: containersNet, agents: 1})
+	c.flavor("small", 0.25, 64)
+	c.image()
+	const secret = "e2e-Side-Secret-93ab"
+	c.global.Must(t, http.MethodPost, "/v1/configs", map[string]any{"name": "prep-conf", "data": map[string]string{"step": "migrate-7"}}, http.StatusCreated, nil)
+	c.global.Must(t, http.MethodPost, "/v1/configs", map[string]any{"name": "side-conf", "data": map[string]string{"side.conf": "ship=loki"}}, http.StatusCreated, nil)
+	c.global.Must(t, http.MethodPost, "/v1/secrets", map[string]any{"name": "side-token", "data": map[string]string{"token": secret}}, http.StatusCreated, nil)
+
+	main := `[ -e /etc/side ] || echo "main: no side files"; echo "main: token=${TOKEN:-unset}"; sleep 3600`
+	c.create(hostCompute("pod", 1, main, map[string]any{
+		"initContainers": []map[string]any{{"name": "prep", "image": "busybox",
+			"command": []string{"sh", "-c", `echo "prep: step=$(cat /etc/prep/step)"`},
+			"files":   []map[string]any{{"config": "prep-conf", "path": "/etc/prep"}}}},
+		"containers": []map[string]any{{"name": "side", "image": "busybox",
+			"command": []string{"sh", "-c", `echo "side: $(cat /etc/side/side.conf) token=$TOKEN"; sleep 3600`},
+			"files":   []map[string]any{{"config": "side-conf", "path": "/etc/side"}},
+			"envFrom": []map[string]any{{"secret": "side-token", "key": "token", "name": "TOKEN"}}}},
+	}))
+	rep := c.waitReady("pod", 1, 90*time.Second)[0]
+	c.waitLogs("pod", rep.ID, 30*time.Second, "main: no side files", "main: token=unset")
+	c.waitContainerLogs("pod", rep.ID, "prep", 30*time.Second, "prep: step=migrate-7")
+	c.waitContainerLogs("pod", rep.ID, "side", 30*time.Second, "side: ship=loki token="+secret)
+
+	procs := append([]*framework.Proc{}, c.tiers...)
+	for _, p := range c.agents {
+		procs = append(procs, p)
+	}
+	for _, p := range procs {
+		if log := p.Log(); len(log) == 0 || strings.Contains(string(log), secret) {
+			t.Errorf("the log of %s is empty or holds the secret value", p.Name)
+		}
+	}
+}
+
+// waitContainerLogs polls the logs of container of a replica until they
+// contain every one of want.
+func (c *hostCluster) waitContainerLogs(name, replica, container string, timeout time.Duration, want ...string) {
+	c.t.Helper()
+	path := "/v1/resources/" + name + "/logs?replica=" + replica + "&container=" + container
+	framework.Eventually(c.t, timeout, fmt.Sprintf("logs of %s -c %s contain %q", replica, container, want), func() error {
+		resp, err := c.global.Do(context.Background(), http.MethodGet, path, nil)
+		if err != nil {
+			return err
+		}
+		if resp.Status != http.StatusOK {
+			return fmt.Errorf("GET %s: %d %s", path, resp.Status, resp.Body)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(resp.Body), w) {
+				return fmt.Errorf("no %q in %q", w, resp.Body)
+			}
+		}
+		return nil
+	})
 }

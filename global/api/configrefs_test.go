@@ -148,3 +148,53 @@ func TestConfigRefs(t *testing.T) {
 		t.Errorf("a node calling FederationService: %v; want PermissionDenied", err)
 	}
 }
+
+// TestConfigRefsPodMembers: the Configs and Secrets a pod's init
+// containers and sidecars name count as the spec's: they must exist,
+// cannot be deleted while named, and a region placed to run the
+// resource gets their data, and nothing the spec does not name.
+func TestConfigRefsPodMembers(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.fixtures(t, map[string]string{"eu": "127.0.0.1:1"})
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/configs", `{"name":"prep-conf","data":{"a":"prep"}}`))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/secrets", `{"name":"side-token","data":{"token":"tk-3"}}`))
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/secrets", `{"name":"other","data":{"k":"not-for-pod"}}`))
+	pod := func(sideSecret string) map[string]any {
+		return computeBody("pod", func(m map[string]any) {
+			m["schedule"] = map[string]any{"regions": []map[string]any{{"name": "eu"}}}
+			m["spec"].(map[string]any)["compute"] = map[string]any{
+				"image":          "busybox",
+				"initContainers": []map[string]any{{"name": "prep", "image": "busybox", "files": []map[string]any{{"config": "prep-conf", "path": "/etc/prep"}}}},
+				"containers":     []map[string]any{{"name": "side", "image": "busybox", "envFrom": []map[string]any{{"secret": sideSecret, "key": "token", "name": "TOKEN"}}}},
+			}
+		})
+	}
+	if r := e.do(t, "POST", "/v1/resources", pod("nope")); r.code != http.StatusBadRequest || !strings.Contains(string(r.body), `secret \"nope\" does not exist in tenant`) {
+		t.Fatalf("a sidecar naming a missing secret: got %s; want 400 naming it", r)
+	}
+	e.must(t, http.StatusCreated, e.do(t, "POST", "/v1/resources", pod("side-token")))
+	res := decodeAs[api.Resource](t, e.must(t, http.StatusOK, e.do(t, "GET", "/v1/resources/pod", nil)))
+	if v := res.Spec.Compute.ConfigVersions; v["config/prep-conf"] != 1 || v["secret/side-token"] != 1 {
+		t.Errorf("configVersions %v; want the init container's and the sidecar's", v)
+	}
+	if r := e.do(t, "DELETE", "/v1/secrets/side-token", nil); r.code != http.StatusConflict || !strings.Contains(string(r.body), `used by resource \"pod\"`) {
+		t.Errorf("deleting a secret only a sidecar names: got %s; want 409 naming pod", r)
+	}
+
+	srv := e.serveGRPC(t)
+	fed := globalv1.NewFederationServiceClient(e.dialAs(t, srv, pki.Region("eu")))
+	ctx := waitFor(t)
+	ask := func(refs ...*globalv1.ConfigDataRef) (*globalv1.GetConfigDataResponse, error) {
+		return fed.GetConfigData(ctx, &globalv1.GetConfigDataRequest{Region: "eu", Tenant: DefaultTenant, Resource: "pod", Refs: refs})
+	}
+	resp, err := ask(&globalv1.ConfigDataRef{Kind: "config", Name: "prep-conf"}, &globalv1.ConfigDataRef{Kind: "secret", Name: "side-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it := resp.GetItems(); len(it) != 2 || it[0].GetData()["a"] != "prep" || it[1].GetData()["token"] != "tk-3" {
+		t.Fatalf("GetConfigData of the pod's members' refs: %v", it)
+	}
+	if _, err := ask(&globalv1.ConfigDataRef{Kind: "secret", Name: "other"}); !errors.Is(err, api.ErrNotFound) || strings.Contains(err.Error(), "not-for-pod") {
+		t.Errorf("a secret no container of pod names: %v; want NotFound without the value", err)
+	}
+}

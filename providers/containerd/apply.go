@@ -281,7 +281,7 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 	cs := containerSpec{
 		a: a, image: img, labels: labels, rootfs: client.WithNewSnapshot(a.ID, img),
 		netns: nsPath, usernsPath: p.network.usernsPath(a.ID),
-		mounts: append(mounts, networkMounts(a, hosts)...), filesDir: p.configs.dir(a.ID),
+		mounts: append(mounts, networkMounts(a, hosts)...), filesDir: p.configs.containerDir(a.ID, api.MainContainer),
 	}
 	specOpts, err := p.tasks.specOpts(ctx, cs)
 	if err != nil {
@@ -399,7 +399,15 @@ func (p *Provider) prepare(ctx context.Context, a *api.Assignment) (img client.I
 	if mounts, err = p.volumes.mounts(a); err != nil {
 		return nil, nil, "volumes", err
 	}
-	files, err := p.configs.mounts(a.ID, configDataOf(ctx))
+	// The pod's other containers write theirs when they are created
+	// (createMember); none of an earlier pod's stays.
+	if err := p.configs.remove(a.ID); err != nil {
+		return nil, nil, "configs and secrets", err
+	}
+	var files []specs.Mount
+	if d := configDataOf(ctx); d != nil {
+		files, err = p.configs.mounts(a.ID, api.MainContainer, d.Files)
+	}
 	if err != nil {
 		return nil, nil, "configs and secrets", err
 	}
@@ -455,10 +463,12 @@ func truncate(s string) string {
 var _ provider.ConfigApplier = (*Provider)(nil)
 
 // ApplyConfig is Apply with the data of the Configs and Secrets a's spec
-// names: its files are written under the replica's state directory
-// (configs/<id>/<n>/<key>, owned by root, 0444 for a Config's, 0400 for
-// a Secret's) and bind-mounted read-only, its variables set, and the
-// image pulled with its registry credentials. The data rides on the
+// names: each container's files (the main one's, and those of the pod's
+// init containers and sidecars) are written under the replica's state
+// directory (configs/<id>/<container>/<n>/<key>, owned by root, 0444 for
+// a Config's, 0400 for a Secret's) and bind-mounted read-only into that
+// container, its variables set, and the image pulled with its registry
+// credentials. The data rides on the
 // call's context down to the steps that use it; nothing of it is logged
 // or put in a status.
 func (p *Provider) ApplyConfig(ctx context.Context, a *api.Assignment, d *provider.ConfigData) (api.AssignmentStatus, error) {

@@ -22,14 +22,21 @@ import (
 )
 
 // configFiles owns the files of replicas' Configs and Secrets, one
-// directory per replica under root (StateDir/configs): written afresh
-// by every Apply that creates a container, removed with the replica.
+// directory per replica under root (StateDir/configs) and in it one per
+// container of its pod (main, and each init container and sidecar that
+// mounts any): written afresh by every Apply that creates the
+// containers, removed with the replica. Each container has its own, so
+// that each gets only its own files, owned by the user it runs as.
 type configFiles struct{ root string }
 
 // dir holds the files of replica id's Configs and Secrets.
 func (cf *configFiles) dir(id string) string { return filepath.Join(cf.root, id) }
 
-// remove removes replica id's files.
+// containerDir holds those of container name of replica id's pod
+// (api.MainContainer: the main container's).
+func (cf *configFiles) containerDir(id, name string) string { return filepath.Join(cf.dir(id), name) }
+
+// remove removes replica id's files, every container's.
 func (cf *configFiles) remove(id string) error { return os.RemoveAll(cf.dir(id)) }
 
 type configDataKey struct{}
@@ -54,14 +61,15 @@ func configDigest(d *provider.ConfigData) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// mounts writes the files of d afresh (one directory per mount
-// path, files only root may write) and returns their read-only mounts.
-func (cf *configFiles) mounts(id string, d *provider.ConfigData) ([]specs.Mount, error) {
-	root := cf.dir(id)
+// mounts writes files, those of container name of replica id, afresh
+// (one directory per mount path, files only root may write) and returns
+// their read-only mounts.
+func (cf *configFiles) mounts(id, name string, files []provider.File) ([]specs.Mount, error) {
+	root := cf.containerDir(id, name)
 	if err := os.RemoveAll(root); err != nil {
 		return nil, err
 	}
-	if d == nil || len(d.Files) == 0 {
+	if len(files) == 0 {
 		return nil, nil
 	}
 	if err := os.MkdirAll(root, 0o700); err != nil {
@@ -69,7 +77,7 @@ func (cf *configFiles) mounts(id string, d *provider.ConfigData) ([]specs.Mount,
 	}
 	dirs := map[string]string{}
 	var mounts []specs.Mount
-	for _, f := range d.Files {
+	for _, f := range files {
 		dir, ok := dirs[f.Dir]
 		if !ok {
 			dir = filepath.Join(root, strconv.Itoa(len(dirs)))
@@ -95,6 +103,20 @@ func (cf *configFiles) mounts(id string, d *provider.ConfigData) ([]specs.Mount,
 	return mounts, nil
 }
 
+// memberData is the data of pod container name, as ConfigData of its
+// own, from the Apply's data d (nil: it has none, and its environment
+// is its spec's).
+func memberData(d *provider.ConfigData, name string) *provider.ConfigData {
+	if d == nil {
+		return nil
+	}
+	cd, ok := d.Containers[name]
+	if !ok {
+		return nil
+	}
+	return &provider.ConfigData{Env: cd.Env, Files: cd.Files}
+}
+
 // writeMode writes a new file with mode (whatever the umask).
 func writeMode(path string, data []byte, mode os.FileMode) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
@@ -111,7 +133,7 @@ func writeMode(path string, data []byte, mode os.FileMode) error {
 	return err
 }
 
-// envOf is the replica's environment: the data's (the spec's env with
+// envOf is a container's environment: the data's (the spec's env with
 // envFrom over it) when there is data, else the spec's.
 func envOf(ctx context.Context, c api.ComputeSpec) map[string]string {
 	if d := configDataOf(ctx); d != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,7 +18,6 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/stratahq/strata/internal/api"
-	"github.com/stratahq/strata/providers/provider"
 )
 
 // The containers of a pod: the main container keeps the replica's own
@@ -249,19 +247,11 @@ func (p *Provider) startPod(ctx context.Context, main client.Container, cs conta
 	return p.Status(ctx, a.ID)
 }
 
-// errMemberConfig refuses what pod containers cannot have yet: the
-// Configs and Secrets the agent hands the provider are the main
-// container's.
-var errMemberConfig = errors.New("files and envFrom are supported on the main container only, for now")
-
 // createMember creates pod container ct beside the main container of
 // cs, init container number init of the pod (-1: a sidecar), and starts
 // its task if start.
 func (p *Provider) createMember(ctx context.Context, cs containerSpec, ct api.Container, init int, start bool) error {
 	a := cs.a
-	if len(ct.Files) > 0 || len(ct.EnvFrom) > 0 {
-		return errMemberConfig
-	}
 	m := memberAssignment(a, ct)
 	src, err := memberSource(a, ct)
 	if err != nil {
@@ -275,6 +265,16 @@ func (p *Provider) createMember(ctx context.Context, cs containerSpec, ct api.Co
 	if err != nil {
 		return fmt.Errorf("volumes: %w", err)
 	}
+	// Its Configs and Secrets are its own (the Apply's data for it);
+	// without, its environment is its spec's.
+	d := memberData(configDataOf(ctx), ct.Name)
+	if d != nil {
+		files, err := p.configs.mounts(a.ID, ct.Name, d.Files)
+		if err != nil {
+			return fmt.Errorf("configs and secrets: %w", err)
+		}
+		mounts = append(mounts, files...)
+	}
 	id := sidecarID(a.ID, ct.Name)
 	labels := memberLabels(a, m, ct)
 	if init >= 0 {
@@ -284,15 +284,14 @@ func (p *Provider) createMember(ctx context.Context, cs containerSpec, ct api.Co
 	mcs := containerSpec{
 		a: m, id: id, image: img, labels: labels, rootfs: client.WithNewSnapshot(id, img),
 		netns: cs.netns, usernsPath: cs.usernsPath,
-		mounts: append(mounts, networkMounts(a, hostsOf(cs.mounts))...),
+		mounts:   append(mounts, networkMounts(a, hostsOf(cs.mounts))...),
+		filesDir: p.configs.containerDir(a.ID, ct.Name),
 	}
 	if r := p.tasks.userns; r != nil {
 		mcs.rootfs = p.images.remappedSnapshot(id, img, *r)
 		labels[labelUserns] = r.String()
 	}
-	// Its environment is its own: the Apply's Config data is the main
-	// container's.
-	opts, err := p.tasks.specOpts(context.WithValue(ctx, configDataKey{}, (*provider.ConfigData)(nil)), mcs)
+	opts, err := p.tasks.specOpts(context.WithValue(ctx, configDataKey{}, d), mcs)
 	if err != nil {
 		return fmt.Errorf("spec: %w", err)
 	}

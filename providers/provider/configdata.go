@@ -21,6 +21,22 @@ type ConfigData struct {
 	Files []File
 	// PullAuth are the registry credentials of the spec's pullSecret.
 	PullAuth *RegistryAuth
+	// Containers are the data of a pod's other containers, init
+	// containers and sidecars, by name: those whose files or envFrom
+	// name Configs or Secrets (one without keeps its spec's env). Left
+	// out of the JSON when empty, so that a provider's digest of the
+	// data of a replica without them does not change.
+	Containers map[string]ContainerData `json:",omitempty"`
+}
+
+// ContainerData is what one pod container beside the main one gets of
+// the Configs and Secrets, as ConfigData's Env and Files for the main
+// container.
+type ContainerData struct {
+	// Env are the variables of the container's envFrom, over its env.
+	Env map[string]string
+	// Files are the files of the container's files mounts.
+	Files []File
 }
 
 // File is one key of a mounted Config or Secret.
@@ -92,23 +108,45 @@ func configDataToPB(d *ConfigData) *providerv1.ConfigData {
 	if d == nil {
 		return nil
 	}
-	out := &providerv1.ConfigData{Env: d.Env}
-	for _, f := range d.Files {
-		out.Files = append(out.Files, &providerv1.ConfigFile{Dir: f.Dir, Name: f.Name, Data: f.Data, Secret: f.Secret})
-	}
+	out := &providerv1.ConfigData{Env: d.Env, Files: filesToPB(d.Files)}
 	if r := d.PullAuth; r != nil {
 		out.PullAuth = &providerv1.RegistryAuth{Host: r.Host, Username: r.Username, Password: r.Password}
+	}
+	if len(d.Containers) > 0 {
+		out.Containers = make(map[string]*providerv1.ContainerConfigData, len(d.Containers))
+		for name, c := range d.Containers {
+			out.Containers[name] = &providerv1.ContainerConfigData{Env: c.Env, Files: filesToPB(c.Files)}
+		}
 	}
 	return out
 }
 
 func configDataFromPB(pb *providerv1.ConfigData) *ConfigData {
-	d := &ConfigData{Env: pb.GetEnv()}
-	for _, f := range pb.GetFiles() {
-		d.Files = append(d.Files, File{Dir: f.GetDir(), Name: f.GetName(), Data: f.GetData(), Secret: f.GetSecret()})
-	}
+	d := &ConfigData{Env: pb.GetEnv(), Files: filesFromPB(pb.GetFiles())}
 	if r := pb.GetPullAuth(); r != nil {
 		d.PullAuth = &RegistryAuth{Host: r.GetHost(), Username: r.GetUsername(), Password: r.GetPassword()}
 	}
+	if cs := pb.GetContainers(); len(cs) > 0 {
+		d.Containers = make(map[string]ContainerData, len(cs))
+		for name, c := range cs {
+			d.Containers[name] = ContainerData{Env: c.GetEnv(), Files: filesFromPB(c.GetFiles())}
+		}
+	}
 	return d
+}
+
+func filesToPB(files []File) []*providerv1.ConfigFile {
+	var out []*providerv1.ConfigFile
+	for _, f := range files {
+		out = append(out, &providerv1.ConfigFile{Dir: f.Dir, Name: f.Name, Data: f.Data, Secret: f.Secret})
+	}
+	return out
+}
+
+func filesFromPB(files []*providerv1.ConfigFile) []File {
+	var out []File
+	for _, f := range files {
+		out = append(out, File{Dir: f.GetDir(), Name: f.GetName(), Data: f.GetData(), Secret: f.GetSecret()})
+	}
+	return out
 }

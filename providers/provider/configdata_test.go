@@ -34,6 +34,10 @@ func TestApplyConfigOverTheWire(t *testing.T) {
 		Env:      map[string]string{"A": "1"},
 		Files:    []provider.File{{Dir: "/etc/app", Name: "k", Data: []byte("v")}, {Dir: "/run/s", Name: "p", Data: []byte{0, 1}, Secret: true}},
 		PullAuth: &provider.RegistryAuth{Host: "r.example", Username: "u", Password: "pw"},
+		Containers: map[string]provider.ContainerData{
+			"side": {Env: map[string]string{"B": "2"}, Files: []provider.File{{Dir: "/etc/side", Name: "s", Data: []byte("w"), Secret: true}}},
+			"init": {Env: map[string]string{"C": "3"}},
+		},
 	}
 	a := &api.Assignment{ID: "c1", Kind: api.KindCompute, Provider: api.ProviderContainer, Generation: 1, Spec: api.ResourceSpec{Compute: &api.ComputeSpec{Image: "busybox"}}}
 	if _, err := c.ApplyConfig(t.Context(), a, want); err != nil {

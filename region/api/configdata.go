@@ -32,9 +32,13 @@ func (s *configRelay) get(ctx context.Context, node, id string) (*agentv1.GetCon
 	if s.ask == nil {
 		return nil, fmt.Errorf("this region does not reach the global tier: %w", api.ErrUnavailable)
 	}
+	// Exactly what the spec names, every container of its pod included:
+	// the node names no refs of its own.
 	req := &globalv1.GetConfigDataRequest{Region: s.region, Tenant: asg.Tenant, Resource: asg.Resource}
+	named := map[string]bool{}
 	for _, r := range asg.Spec.Compute.Refs() {
 		req.Refs = append(req.Refs, &globalv1.ConfigDataRef{Kind: r.Kind(), Name: r.Name()})
+		named[r.Kind()+"/"+r.Name()] = true
 	}
 	g, err := s.ask(ctx, req)
 	if err != nil {
@@ -42,6 +46,11 @@ func (s *configRelay) get(ctx context.Context, node, id string) (*agentv1.GetCon
 	}
 	out := &agentv1.GetConfigDataResponse{Items: make([]*agentv1.ConfigData, len(g.GetItems()))}
 	for i, d := range g.GetItems() {
+		if !named[d.GetKind()+"/"+d.GetName()] {
+			// Never handed on: the node gets only what its replica's
+			// spec names, whatever the answer holds.
+			return nil, fmt.Errorf("the global tier sent %s %q, which assignment %s does not name", d.GetKind(), d.GetName(), id)
+		}
 		out.Items[i] = &agentv1.ConfigData{Kind: d.GetKind(), Name: d.GetName(), Data: d.GetData(), Type: d.GetType()}
 	}
 	return out, nil

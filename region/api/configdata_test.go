@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -53,5 +54,73 @@ func TestGetConfigData(t *testing.T) {
 	mu.Unlock()
 	if n != 1 {
 		t.Fatalf("the global tier was asked %d times; want once", n)
+	}
+}
+
+// TestGetConfigDataPod: the refs of a pod's init containers and
+// sidecars count as the spec's: the region asks the global tier for
+// the main container's and theirs, each once, and nothing else; an
+// answer that holds data the spec does not name is not handed on, and
+// the error shows no value.
+func TestGetConfigDataPod(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		asked []*globalv1.GetConfigDataRequest
+		extra bool
+	)
+	e := newEnv(t, func(o *Options, _ *tuning) {
+		o.ConfigData = func(_ context.Context, req *globalv1.GetConfigDataRequest) (*globalv1.GetConfigDataResponse, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, req)
+			resp := &globalv1.GetConfigDataResponse{}
+			for _, r := range req.GetRefs() {
+				resp.Items = append(resp.Items, &globalv1.ConfigData{Kind: r.GetKind(), Name: r.GetName(), Data: map[string]string{"k": "v-" + r.GetName()}})
+			}
+			if extra {
+				resp.Items = append(resp.Items, &globalv1.ConfigData{Kind: "secret", Name: "other", Data: map[string]string{"k": "not-for-this-node"}})
+			}
+			return resp, nil
+		}
+	})
+	a := testAssignment("pod-1", "team-a", "pod", "n1")
+	a.Spec = api.ResourceSpec{Flavor: "small", Compute: &api.ComputeSpec{
+		Image: "busybox",
+		Files: []api.FileMount{{Config: "main-conf", Path: "/etc/app"}},
+		InitContainers: []api.Container{{Name: "prep", Image: "busybox",
+			Files: []api.FileMount{{Config: "prep-conf", Path: "/etc/prep"}, {Config: "main-conf", Path: "/etc/app"}}}},
+		Containers: []api.Container{{Name: "side", Image: "busybox",
+			EnvFrom: []api.EnvSource{{Secret: "side-secret", Key: "k", Name: "TOKEN"}}}},
+	}}
+	e.putAssignments(a)
+
+	resp, err := e.agent.GetConfigData(e.ctx(), &agentv1.GetConfigDataRequest{Node: "n1", AssignmentId: "pod-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, it := range resp.GetItems() {
+		got[it.GetKind()+"/"+it.GetName()] = it.GetData()["k"]
+	}
+	want := map[string]string{"config/prep-conf": "v-prep-conf", "config/main-conf": "v-main-conf", "secret/side-secret": "v-side-secret"}
+	if len(got) != len(want) || len(resp.GetItems()) != len(want) {
+		t.Fatalf("the node got %v; want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("the node got %s = %q; want %q", k, got[k], v)
+		}
+	}
+	mu.Lock()
+	refs := asked[0].GetRefs()
+	extra = true
+	mu.Unlock()
+	if len(refs) != 3 {
+		t.Errorf("asked the global tier for %v; want the 3 refs of the pod, each once", refs)
+	}
+
+	_, err = e.agent.GetConfigData(e.ctx(), &agentv1.GetConfigDataRequest{Node: "n1", AssignmentId: "pod-1"})
+	if err == nil || !strings.Contains(err.Error(), "other") || strings.Contains(err.Error(), "not-for-this-node") {
+		t.Fatalf("an answer with a secret the spec does not name: %v; want an error naming it, without its value", err)
 	}
 }

@@ -281,9 +281,13 @@ func (x *ApplyRequest) GetConfig() *ConfigData {
 type ConfigData struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// env are the variables of the spec's envFrom, over its env.
-	Env           map[string]string `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Files         []*ConfigFile     `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
-	PullAuth      *RegistryAuth     `protobuf:"bytes,3,opt,name=pull_auth,json=pullAuth,proto3" json:"pull_auth,omitempty"`
+	Env      map[string]string `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Files    []*ConfigFile     `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	PullAuth *RegistryAuth     `protobuf:"bytes,3,opt,name=pull_auth,json=pullAuth,proto3" json:"pull_auth,omitempty"`
+	// containers are the files and variables of a pod's other containers
+	// (init containers and sidecars) that name Configs or Secrets, by
+	// container name.
+	Containers    map[string]*ContainerConfigData `protobuf:"bytes,4,rep,name=containers,proto3" json:"containers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,6 +343,67 @@ func (x *ConfigData) GetPullAuth() *RegistryAuth {
 	return nil
 }
 
+func (x *ConfigData) GetContainers() map[string]*ContainerConfigData {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+// ContainerConfigData is provider.ContainerData on the wire: one pod
+// container's files and variables.
+type ContainerConfigData struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Env           map[string]string      `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Files         []*ConfigFile          `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerConfigData) Reset() {
+	*x = ContainerConfigData{}
+	mi := &file_provider_v1_provider_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerConfigData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerConfigData) ProtoMessage() {}
+
+func (x *ContainerConfigData) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1_provider_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerConfigData.ProtoReflect.Descriptor instead.
+func (*ContainerConfigData) Descriptor() ([]byte, []int) {
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ContainerConfigData) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ContainerConfigData) GetFiles() []*ConfigFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
 // ConfigFile is one key of a mounted Config or Secret.
 type ConfigFile struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -352,7 +417,7 @@ type ConfigFile struct {
 
 func (x *ConfigFile) Reset() {
 	*x = ConfigFile{}
-	mi := &file_provider_v1_provider_proto_msgTypes[6]
+	mi := &file_provider_v1_provider_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +429,7 @@ func (x *ConfigFile) String() string {
 func (*ConfigFile) ProtoMessage() {}
 
 func (x *ConfigFile) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[6]
+	mi := &file_provider_v1_provider_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +442,7 @@ func (x *ConfigFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigFile.ProtoReflect.Descriptor instead.
 func (*ConfigFile) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{6}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConfigFile) GetDir() string {
@@ -419,7 +484,7 @@ type RegistryAuth struct {
 
 func (x *RegistryAuth) Reset() {
 	*x = RegistryAuth{}
-	mi := &file_provider_v1_provider_proto_msgTypes[7]
+	mi := &file_provider_v1_provider_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +496,7 @@ func (x *RegistryAuth) String() string {
 func (*RegistryAuth) ProtoMessage() {}
 
 func (x *RegistryAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[7]
+	mi := &file_provider_v1_provider_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +509,7 @@ func (x *RegistryAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryAuth.ProtoReflect.Descriptor instead.
 func (*RegistryAuth) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{7}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RegistryAuth) GetHost() string {
@@ -477,7 +542,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_provider_v1_provider_proto_msgTypes[8]
+	mi := &file_provider_v1_provider_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +554,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[8]
+	mi := &file_provider_v1_provider_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +567,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{8}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApplyResponse) GetStatus() *v1.AssignmentStatus {
@@ -524,7 +589,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_provider_v1_provider_proto_msgTypes[9]
+	mi := &file_provider_v1_provider_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -536,7 +601,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[9]
+	mi := &file_provider_v1_provider_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -549,7 +614,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{9}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteRequest) GetId() string {
@@ -581,7 +646,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_provider_v1_provider_proto_msgTypes[10]
+	mi := &file_provider_v1_provider_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +658,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[10]
+	mi := &file_provider_v1_provider_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +671,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{10}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{11}
 }
 
 type StatusRequest struct {
@@ -618,7 +683,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_provider_v1_provider_proto_msgTypes[11]
+	mi := &file_provider_v1_provider_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +695,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[11]
+	mi := &file_provider_v1_provider_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +708,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{11}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatusRequest) GetId() string {
@@ -662,7 +727,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_provider_v1_provider_proto_msgTypes[12]
+	mi := &file_provider_v1_provider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +739,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[12]
+	mi := &file_provider_v1_provider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +752,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{12}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StatusResponse) GetStatus() *v1.AssignmentStatus {
@@ -705,7 +770,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_provider_v1_provider_proto_msgTypes[13]
+	mi := &file_provider_v1_provider_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +782,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[13]
+	mi := &file_provider_v1_provider_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +795,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{13}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{14}
 }
 
 type ListedReplica struct {
@@ -747,7 +812,7 @@ type ListedReplica struct {
 
 func (x *ListedReplica) Reset() {
 	*x = ListedReplica{}
-	mi := &file_provider_v1_provider_proto_msgTypes[14]
+	mi := &file_provider_v1_provider_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +824,7 @@ func (x *ListedReplica) String() string {
 func (*ListedReplica) ProtoMessage() {}
 
 func (x *ListedReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[14]
+	mi := &file_provider_v1_provider_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +837,7 @@ func (x *ListedReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListedReplica.ProtoReflect.Descriptor instead.
 func (*ListedReplica) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{14}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListedReplica) GetId() string {
@@ -812,7 +877,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_provider_v1_provider_proto_msgTypes[15]
+	mi := &file_provider_v1_provider_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +889,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[15]
+	mi := &file_provider_v1_provider_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +902,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{15}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListResponse) GetItems() []*ListedReplica {
@@ -860,7 +925,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_provider_v1_provider_proto_msgTypes[16]
+	mi := &file_provider_v1_provider_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +937,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[16]
+	mi := &file_provider_v1_provider_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +950,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{16}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LogsRequest) GetId() string {
@@ -924,7 +989,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_provider_v1_provider_proto_msgTypes[17]
+	mi := &file_provider_v1_provider_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1001,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[17]
+	mi := &file_provider_v1_provider_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1014,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{17}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{18}
 }
 
 type WatchResponse struct {
@@ -963,7 +1028,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_provider_v1_provider_proto_msgTypes[18]
+	mi := &file_provider_v1_provider_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1040,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1_provider_proto_msgTypes[18]
+	mi := &file_provider_v1_provider_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1053,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1_provider_proto_rawDescGZIP(), []int{18}
+	return file_provider_v1_provider_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchResponse) GetStatus() *v1.AssignmentStatus {
@@ -1019,12 +1084,24 @@ const file_provider_v1_provider_proto_rawDesc = "" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1e.strata.resource.v1.AssignmentR\n" +
 	"assignment\x126\n" +
-	"\x06config\x18\x02 \x01(\v2\x1e.strata.provider.v1.ConfigDataR\x06config\"\xf4\x01\n" +
+	"\x06config\x18\x02 \x01(\v2\x1e.strata.provider.v1.ConfigDataR\x06config\"\xac\x03\n" +
 	"\n" +
 	"ConfigData\x129\n" +
 	"\x03env\x18\x01 \x03(\v2'.strata.provider.v1.ConfigData.EnvEntryR\x03env\x124\n" +
 	"\x05files\x18\x02 \x03(\v2\x1e.strata.provider.v1.ConfigFileR\x05files\x12=\n" +
-	"\tpull_auth\x18\x03 \x01(\v2 .strata.provider.v1.RegistryAuthR\bpullAuth\x1a6\n" +
+	"\tpull_auth\x18\x03 \x01(\v2 .strata.provider.v1.RegistryAuthR\bpullAuth\x12N\n" +
+	"\n" +
+	"containers\x18\x04 \x03(\v2..strata.provider.v1.ConfigData.ContainersEntryR\n" +
+	"containers\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1af\n" +
+	"\x0fContainersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12=\n" +
+	"\x05value\x18\x02 \x01(\v2'.strata.provider.v1.ContainerConfigDataR\x05value:\x028\x01\"\xc7\x01\n" +
+	"\x13ContainerConfigData\x12B\n" +
+	"\x03env\x18\x01 \x03(\v20.strata.provider.v1.ContainerConfigData.EnvEntryR\x03env\x124\n" +
+	"\x05files\x18\x02 \x03(\v2\x1e.strata.provider.v1.ConfigFileR\x05files\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"^\n" +
@@ -1092,7 +1169,7 @@ func file_provider_v1_provider_proto_rawDescGZIP() []byte {
 	return file_provider_v1_provider_proto_rawDescData
 }
 
-var file_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_provider_v1_provider_proto_goTypes = []any{
 	(*InfoRequest)(nil),         // 0: strata.provider.v1.InfoRequest
 	(*InfoResponse)(nil),        // 1: strata.provider.v1.InfoResponse
@@ -1100,63 +1177,70 @@ var file_provider_v1_provider_proto_goTypes = []any{
 	(*HealthResponse)(nil),      // 3: strata.provider.v1.HealthResponse
 	(*ApplyRequest)(nil),        // 4: strata.provider.v1.ApplyRequest
 	(*ConfigData)(nil),          // 5: strata.provider.v1.ConfigData
-	(*ConfigFile)(nil),          // 6: strata.provider.v1.ConfigFile
-	(*RegistryAuth)(nil),        // 7: strata.provider.v1.RegistryAuth
-	(*ApplyResponse)(nil),       // 8: strata.provider.v1.ApplyResponse
-	(*DeleteRequest)(nil),       // 9: strata.provider.v1.DeleteRequest
-	(*DeleteResponse)(nil),      // 10: strata.provider.v1.DeleteResponse
-	(*StatusRequest)(nil),       // 11: strata.provider.v1.StatusRequest
-	(*StatusResponse)(nil),      // 12: strata.provider.v1.StatusResponse
-	(*ListRequest)(nil),         // 13: strata.provider.v1.ListRequest
-	(*ListedReplica)(nil),       // 14: strata.provider.v1.ListedReplica
-	(*ListResponse)(nil),        // 15: strata.provider.v1.ListResponse
-	(*LogsRequest)(nil),         // 16: strata.provider.v1.LogsRequest
-	(*WatchRequest)(nil),        // 17: strata.provider.v1.WatchRequest
-	(*WatchResponse)(nil),       // 18: strata.provider.v1.WatchResponse
-	nil,                         // 19: strata.provider.v1.ConfigData.EnvEntry
-	(*v1.Capacity)(nil),         // 20: strata.resource.v1.Capacity
-	(*v1.Condition)(nil),        // 21: strata.resource.v1.Condition
-	(*v1.Assignment)(nil),       // 22: strata.resource.v1.Assignment
-	(*v1.AssignmentStatus)(nil), // 23: strata.resource.v1.AssignmentStatus
-	(*durationpb.Duration)(nil), // 24: google.protobuf.Duration
-	(*v1.LogChunk)(nil),         // 25: strata.resource.v1.LogChunk
+	(*ContainerConfigData)(nil), // 6: strata.provider.v1.ContainerConfigData
+	(*ConfigFile)(nil),          // 7: strata.provider.v1.ConfigFile
+	(*RegistryAuth)(nil),        // 8: strata.provider.v1.RegistryAuth
+	(*ApplyResponse)(nil),       // 9: strata.provider.v1.ApplyResponse
+	(*DeleteRequest)(nil),       // 10: strata.provider.v1.DeleteRequest
+	(*DeleteResponse)(nil),      // 11: strata.provider.v1.DeleteResponse
+	(*StatusRequest)(nil),       // 12: strata.provider.v1.StatusRequest
+	(*StatusResponse)(nil),      // 13: strata.provider.v1.StatusResponse
+	(*ListRequest)(nil),         // 14: strata.provider.v1.ListRequest
+	(*ListedReplica)(nil),       // 15: strata.provider.v1.ListedReplica
+	(*ListResponse)(nil),        // 16: strata.provider.v1.ListResponse
+	(*LogsRequest)(nil),         // 17: strata.provider.v1.LogsRequest
+	(*WatchRequest)(nil),        // 18: strata.provider.v1.WatchRequest
+	(*WatchResponse)(nil),       // 19: strata.provider.v1.WatchResponse
+	nil,                         // 20: strata.provider.v1.ConfigData.EnvEntry
+	nil,                         // 21: strata.provider.v1.ConfigData.ContainersEntry
+	nil,                         // 22: strata.provider.v1.ContainerConfigData.EnvEntry
+	(*v1.Capacity)(nil),         // 23: strata.resource.v1.Capacity
+	(*v1.Condition)(nil),        // 24: strata.resource.v1.Condition
+	(*v1.Assignment)(nil),       // 25: strata.resource.v1.Assignment
+	(*v1.AssignmentStatus)(nil), // 26: strata.resource.v1.AssignmentStatus
+	(*durationpb.Duration)(nil), // 27: google.protobuf.Duration
+	(*v1.LogChunk)(nil),         // 28: strata.resource.v1.LogChunk
 }
 var file_provider_v1_provider_proto_depIdxs = []int32{
-	20, // 0: strata.provider.v1.InfoResponse.capacity:type_name -> strata.resource.v1.Capacity
-	21, // 1: strata.provider.v1.HealthResponse.conditions:type_name -> strata.resource.v1.Condition
-	22, // 2: strata.provider.v1.ApplyRequest.assignment:type_name -> strata.resource.v1.Assignment
+	23, // 0: strata.provider.v1.InfoResponse.capacity:type_name -> strata.resource.v1.Capacity
+	24, // 1: strata.provider.v1.HealthResponse.conditions:type_name -> strata.resource.v1.Condition
+	25, // 2: strata.provider.v1.ApplyRequest.assignment:type_name -> strata.resource.v1.Assignment
 	5,  // 3: strata.provider.v1.ApplyRequest.config:type_name -> strata.provider.v1.ConfigData
-	19, // 4: strata.provider.v1.ConfigData.env:type_name -> strata.provider.v1.ConfigData.EnvEntry
-	6,  // 5: strata.provider.v1.ConfigData.files:type_name -> strata.provider.v1.ConfigFile
-	7,  // 6: strata.provider.v1.ConfigData.pull_auth:type_name -> strata.provider.v1.RegistryAuth
-	23, // 7: strata.provider.v1.ApplyResponse.status:type_name -> strata.resource.v1.AssignmentStatus
-	22, // 8: strata.provider.v1.DeleteRequest.assignment:type_name -> strata.resource.v1.Assignment
-	24, // 9: strata.provider.v1.DeleteRequest.grace_period:type_name -> google.protobuf.Duration
-	23, // 10: strata.provider.v1.StatusResponse.status:type_name -> strata.resource.v1.AssignmentStatus
-	23, // 11: strata.provider.v1.ListedReplica.status:type_name -> strata.resource.v1.AssignmentStatus
-	14, // 12: strata.provider.v1.ListResponse.items:type_name -> strata.provider.v1.ListedReplica
-	23, // 13: strata.provider.v1.WatchResponse.status:type_name -> strata.resource.v1.AssignmentStatus
-	0,  // 14: strata.provider.v1.ProviderService.Info:input_type -> strata.provider.v1.InfoRequest
-	2,  // 15: strata.provider.v1.ProviderService.Health:input_type -> strata.provider.v1.HealthRequest
-	4,  // 16: strata.provider.v1.ProviderService.Apply:input_type -> strata.provider.v1.ApplyRequest
-	9,  // 17: strata.provider.v1.ProviderService.Delete:input_type -> strata.provider.v1.DeleteRequest
-	11, // 18: strata.provider.v1.ProviderService.Status:input_type -> strata.provider.v1.StatusRequest
-	13, // 19: strata.provider.v1.ProviderService.List:input_type -> strata.provider.v1.ListRequest
-	16, // 20: strata.provider.v1.ProviderService.Logs:input_type -> strata.provider.v1.LogsRequest
-	17, // 21: strata.provider.v1.ProviderService.Watch:input_type -> strata.provider.v1.WatchRequest
-	1,  // 22: strata.provider.v1.ProviderService.Info:output_type -> strata.provider.v1.InfoResponse
-	3,  // 23: strata.provider.v1.ProviderService.Health:output_type -> strata.provider.v1.HealthResponse
-	8,  // 24: strata.provider.v1.ProviderService.Apply:output_type -> strata.provider.v1.ApplyResponse
-	10, // 25: strata.provider.v1.ProviderService.Delete:output_type -> strata.provider.v1.DeleteResponse
-	12, // 26: strata.provider.v1.ProviderService.Status:output_type -> strata.provider.v1.StatusResponse
-	15, // 27: strata.provider.v1.ProviderService.List:output_type -> strata.provider.v1.ListResponse
-	25, // 28: strata.provider.v1.ProviderService.Logs:output_type -> strata.resource.v1.LogChunk
-	18, // 29: strata.provider.v1.ProviderService.Watch:output_type -> strata.provider.v1.WatchResponse
-	22, // [22:30] is the sub-list for method output_type
-	14, // [14:22] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	20, // 4: strata.provider.v1.ConfigData.env:type_name -> strata.provider.v1.ConfigData.EnvEntry
+	7,  // 5: strata.provider.v1.ConfigData.files:type_name -> strata.provider.v1.ConfigFile
+	8,  // 6: strata.provider.v1.ConfigData.pull_auth:type_name -> strata.provider.v1.RegistryAuth
+	21, // 7: strata.provider.v1.ConfigData.containers:type_name -> strata.provider.v1.ConfigData.ContainersEntry
+	22, // 8: strata.provider.v1.ContainerConfigData.env:type_name -> strata.provider.v1.ContainerConfigData.EnvEntry
+	7,  // 9: strata.provider.v1.ContainerConfigData.files:type_name -> strata.provider.v1.ConfigFile
+	26, // 10: strata.provider.v1.ApplyResponse.status:type_name -> strata.resource.v1.AssignmentStatus
+	25, // 11: strata.provider.v1.DeleteRequest.assignment:type_name -> strata.resource.v1.Assignment
+	27, // 12: strata.provider.v1.DeleteRequest.grace_period:type_name -> google.protobuf.Duration
+	26, // 13: strata.provider.v1.StatusResponse.status:type_name -> strata.resource.v1.AssignmentStatus
+	26, // 14: strata.provider.v1.ListedReplica.status:type_name -> strata.resource.v1.AssignmentStatus
+	15, // 15: strata.provider.v1.ListResponse.items:type_name -> strata.provider.v1.ListedReplica
+	26, // 16: strata.provider.v1.WatchResponse.status:type_name -> strata.resource.v1.AssignmentStatus
+	6,  // 17: strata.provider.v1.ConfigData.ContainersEntry.value:type_name -> strata.provider.v1.ContainerConfigData
+	0,  // 18: strata.provider.v1.ProviderService.Info:input_type -> strata.provider.v1.InfoRequest
+	2,  // 19: strata.provider.v1.ProviderService.Health:input_type -> strata.provider.v1.HealthRequest
+	4,  // 20: strata.provider.v1.ProviderService.Apply:input_type -> strata.provider.v1.ApplyRequest
+	10, // 21: strata.provider.v1.ProviderService.Delete:input_type -> strata.provider.v1.DeleteRequest
+	12, // 22: strata.provider.v1.ProviderService.Status:input_type -> strata.provider.v1.StatusRequest
+	14, // 23: strata.provider.v1.ProviderService.List:input_type -> strata.provider.v1.ListRequest
+	17, // 24: strata.provider.v1.ProviderService.Logs:input_type -> strata.provider.v1.LogsRequest
+	18, // 25: strata.provider.v1.ProviderService.Watch:input_type -> strata.provider.v1.WatchRequest
+	1,  // 26: strata.provider.v1.ProviderService.Info:output_type -> strata.provider.v1.InfoResponse
+	3,  // 27: strata.provider.v1.ProviderService.Health:output_type -> strata.provider.v1.HealthResponse
+	9,  // 28: strata.provider.v1.ProviderService.Apply:output_type -> strata.provider.v1.ApplyResponse
+	11, // 29: strata.provider.v1.ProviderService.Delete:output_type -> strata.provider.v1.DeleteResponse
+	13, // 30: strata.provider.v1.ProviderService.Status:output_type -> strata.provider.v1.StatusResponse
+	16, // 31: strata.provider.v1.ProviderService.List:output_type -> strata.provider.v1.ListResponse
+	28, // 32: strata.provider.v1.ProviderService.Logs:output_type -> strata.resource.v1.LogChunk
+	19, // 33: strata.provider.v1.ProviderService.Watch:output_type -> strata.provider.v1.WatchResponse
+	26, // [26:34] is the sub-list for method output_type
+	18, // [18:26] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_provider_v1_provider_proto_init() }
@@ -1170,7 +1254,7 @@ func file_provider_v1_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_v1_provider_proto_rawDesc), len(file_provider_v1_provider_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
