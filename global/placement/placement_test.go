@@ -608,7 +608,7 @@ func TestRollout(t *testing.T) {
 			}
 			var want *Revert
 			if c.revert {
-				want = &Revert{Tenant: "t", Name: "web", UID: "u1", Failed: 2, To: 1, Why: "auto-revert: revision 2 failed in c"}
+				want = &Revert{Tenant: "t", Name: "web", UID: "u1", Failed: 2, To: 1, Why: "auto-revert: revision 2 failed in c: boom"}
 			}
 			if !reflect.DeepEqual(d.Revert, want) {
 				t.Errorf("revert: got %+v; want %+v", d.Revert, want)

@@ -45,7 +45,7 @@ func (v *view) rollout(desired map[string]int) (map[string]bool, *api.RolloutSta
 		if sh.Revision == v.r.Revision && sh.Phase == api.PhaseError {
 			ro.State = api.RolloutFailed
 			ro.Message = fmt.Sprintf("revision %d failed in %s: %s", v.r.Revision, region, sh.Reason)
-			revert = v.revert(ro, region)
+			revert = v.revert(ro)
 		}
 	}
 	ro.Region = current
@@ -95,15 +95,18 @@ func (v *view) rolledOut(sh *Share) bool {
 	return sh.Revision == v.r.Revision && sh.Phase == api.PhaseReady && sh.ObservedGeneration == v.r.Generation
 }
 
-// revert is the auto-revert a failure in region asks for, if the policy
-// wants one and the rollout is not itself an undo.
-func (v *view) revert(ro *api.RolloutStatus, region string) *Revert {
+// revert is the auto-revert a failure asks for, if the policy wants one
+// and the rollout is not itself an undo. Its why carries the failure
+// (ro.Message: the revision, the region, the region's reason): the
+// failed state lasts one pass of the master, the revert follows at once,
+// and the revision's cause and the event are what stays of it.
+func (v *view) revert(ro *api.RolloutStatus) *Revert {
 	if !v.r.Rollout.AutoRevert || ro.FromRevision <= 0 || ro.Revert {
 		return nil
 	}
 	return &Revert{
 		Tenant: v.r.Tenant, Name: v.r.Name, UID: v.r.UID, Failed: v.r.Revision, To: ro.FromRevision,
-		Why: fmt.Sprintf("auto-revert: revision %d failed in %s", v.r.Revision, region),
+		Why: "auto-revert: " + ro.Message,
 	}
 }
 
