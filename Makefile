@@ -179,7 +179,7 @@ stress: deps build images
 	$(GO) run ./testkit/testenv/stress -count $(STRESS_COUNT) -timeout $(TEST_TIMEOUT) $(STRESS_PKGS)
 
 ## bench: the benchmark suite (B0-B10 on a production-shaped and a light cluster, containers, VMs, network
-##        N1-N2); each row the median of 3 or more runs; writes docs/benchmarks.md and CPU profiles of B1, heap and goroutine profiles of B6 (.cache/profiles)
+##        N1-N3, probes P1-P2); each row the median of 3 or more runs; writes docs/benchmarks.md and CPU profiles of B1, heap and goroutine profiles of B6 (.cache/profiles)
 bench: deps build images
 	$(MAKE) fuzz FUZZ_SCALE=$(BENCH_FUZZ_SCALE)
 	$(GO) run ./bench -out docs/benchmarks.md -profiles .cache/profiles

@@ -17,6 +17,8 @@ var budgets = map[string]time.Duration{
 	"B7": 6 * time.Minute, "B9": 5 * time.Minute,
 	"N1": 6 * time.Minute, "N2": 4 * time.Minute, "N3": 6 * time.Minute,
 	"C1": 8 * time.Minute, "V1": 8 * time.Minute,
+	// P2: three runs of the e2e test, about 90 s each.
+	"P1": 4 * time.Minute, "P2": 12 * time.Minute,
 	// A cluster's start includes B0 and, in production, 1,000 agents'
 	// certificates and connections.
 	"cluster": 6 * time.Minute,
