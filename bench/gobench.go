@@ -35,11 +35,17 @@ func goBenchUnits(ctx context.Context, pkg, pattern, benchtime string, count int
 	if err != nil {
 		return nil, fmt.Errorf("go test -bench %s %s: %v\n%s", pattern, pkg, err, tailOf(string(out), 15))
 	}
+	return parseBenchUnits(string(out), pattern, units...)
+}
+
+// parseBenchUnits reads the metrics named by units from go test -bench
+// output, by metric and then by benchmark name.
+func parseBenchUnits(out, pattern string, units ...string) (map[string]map[string][]float64, error) {
 	got := map[string]map[string][]float64{}
 	for _, unit := range units {
 		re := regexp.MustCompile(`(?m)^(Benchmark\S+?)(?:-\d+)?\s+\d+\s.*?([0-9.]+) ` + regexp.QuoteMeta(unit) + `(?:\s|$)`)
 		got[unit] = map[string][]float64{}
-		for _, m := range re.FindAllStringSubmatch(string(out), -1) {
+		for _, m := range re.FindAllStringSubmatch(out, -1) {
 			v, err := strconv.ParseFloat(m[2], 64)
 			if err != nil {
 				return nil, err
@@ -47,7 +53,7 @@ func goBenchUnits(ctx context.Context, pkg, pattern, benchtime string, count int
 			got[unit][m[1]] = append(got[unit][m[1]], v)
 		}
 		if len(got[unit]) == 0 {
-			return nil, fmt.Errorf("%s: no %q in the output:\n%s", pattern, unit, tailOf(string(out), 15))
+			return nil, fmt.Errorf("%s: no %q in the output:\n%s", pattern, unit, tailOf(out, 15))
 		}
 	}
 	return got, nil
