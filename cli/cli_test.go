@@ -39,6 +39,8 @@ func TestExitCodes(t *testing.T) {
 		{name: "a bad selector", args: []string{"get", "res", "-l", "a=b=c"}, code: 2, stderr: "--selector"},
 		{name: "a selector with an empty term", args: []string{"get", "res", "-l", "app=web,"}, code: 2, stderr: "is empty: remove the stray comma"},
 		{name: "a required flag", args: []string{"scale", "web"}, code: 2, stderr: "scale needs --replicas N"},
+		{name: "a plan without an action", args: []string{"plan"}, code: 2, stderr: "plan needs an action: --lose-region, --scale or -f"},
+		{name: "a plan with a bad scale", args: []string{"plan", "--scale", "web"}, code: 2, stderr: `--scale "web" is not RESOURCE=N`},
 		{name: "unknown subcommand of a group", args: []string{"config", "bogus"}, code: 2, stderr: `unknown command "bogus" for "stratactl config"`},
 		{name: "a bad manifest", stdin: "kind: Nope\nname: x\n", args: []string{"apply", "-f", "-"}, code: 2, stderr: `unknown kind "Nope"`},
 		{name: "a missing manifest", args: []string{"apply", "-f", "/nonexistent/x.yaml"}, code: 2, stderr: "no such file"},

@@ -246,6 +246,14 @@ func statusFields(f *fields, r api.Resource, now time.Time) {
 	if ro := s.Rollout; ro != nil {
 		f.add("Rollout", rolloutLine(ro))
 	}
+	f.addIf("Split", s.Split)
+	if rs := s.Reserve; rs != nil {
+		verdict := "short"
+		if rs.Holds {
+			verdict = "holds"
+		}
+		f.add("Reserve", fmt.Sprintf("%s %s: %s", r.Schedule.Reserve, verdict, rs.Message))
+	}
 	for _, k := range slices.Sorted(maps.Keys(s.Conditions)) {
 		f.add("Condition "+k, s.Conditions[k])
 	}
@@ -550,6 +558,7 @@ func scheduleFields(f *fields, r api.Resource) {
 	f.addIf("  Node selector", pairs(s.NodeSelector))
 	f.addIf("  Anti-affinity", s.AntiAffinity)
 	f.addIf("  Strategy", s.Strategy)
+	f.addIf("  Reserve", s.Reserve)
 	for _, region := range slices.Sorted(maps.Keys(r.Overrides)) {
 		f.add("Override "+region, printers.Cell(overrideLine(r.Overrides[region])))
 	}

@@ -145,3 +145,16 @@ func (f flushWriter) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// PlanWrite is api.PlanRequest as a client writes it: each resource to
+// apply as a ResourceWrite (its replicas may be left to the server).
+type PlanWrite struct {
+	LoseRegions []string        `json:"loseRegions,omitempty"`
+	Scale       map[string]int  `json:"scale,omitempty"`
+	Apply       []ResourceWrite `json:"apply,omitempty"`
+}
+
+// Plan asks what the actions would do, changing nothing.
+func (rs Resources) Plan(ctx context.Context, p PlanWrite) (api.Plan, error) {
+	return call[api.Plan](ctx, rs.c, request{method: http.MethodPost, path: "/v1/plan", query: rs.c.tenantQuery(), body: p})
+}

@@ -94,6 +94,8 @@ var families = map[string]struct {
 	"Cordoned":      {"cordon", false},
 	"QuotaOK":       {"quota", true},
 	"QuotaNearFull": {"quota", false},
+	"ReserveHeld":   {"reserve", true},
+	"ReserveShort":  {"reserve", false},
 }
 
 // Matches reports whether rule fires on ev.

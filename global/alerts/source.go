@@ -91,9 +91,37 @@ func (s RegionSource) resourceLabels(ev *Event) map[string]string {
 }
 
 // Levels implements Source: Region<Health> for every region whose
-// health is known, and QuotaNearFull or QuotaOK for every limited tenant.
+// health is known, QuotaNearFull or QuotaOK for every limited tenant,
+// and ReserveShort or ReserveHeld for every resource with a reserve the
+// master has weighed.
 func (s RegionSource) Levels(now time.Time) []Event {
-	return append(s.health(), s.quotas(now)...)
+	return slices.Concat(s.health(), s.quotas(now), s.reserves(now))
+}
+
+// reserves is ReserveShort for every resource whose schedule.reserve
+// does not hold (its status says so), ReserveHeld for those whose does.
+func (s RegionSource) reserves(now time.Time) []Event {
+	var out []Event
+	for _, it := range s.Caches.Resources.List() {
+		r := it.Value
+		if r.Schedule.Reserve == "" || r.Deleting() {
+			continue
+		}
+		st, ok := s.Caches.Statuses.Get(it.Name)
+		if !ok || st.Value.UID != r.UID || st.Value.Reserve == nil {
+			continue
+		}
+		res := st.Value.Reserve
+		ev := Event{Type: events.TypeNormal, Reason: "ReserveHeld", Object: "resource/" + it.Name, Tenant: r.Tenant,
+			Message: fmt.Sprintf("reserve %s of %s holds: %s", r.Schedule.Reserve, it.Name, res.Message), Time: now,
+			ResourceLabels: r.Labels}
+		if !res.Holds {
+			ev.Type, ev.Reason = events.TypeWarning, "ReserveShort"
+			ev.Message = fmt.Sprintf("reserve %s of %s does not hold: %s", r.Schedule.Reserve, it.Name, res.Message)
+		}
+		out = append(out, ev)
+	}
+	return out
 }
 
 // quotas is QuotaNearFull for every tenant that uses NearFull of a limit

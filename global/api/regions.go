@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,12 +79,7 @@ func withBeat(st *api.RegionStatus, b heartbeat.Beat) {
 	st.Resources = int(b.Metrics["resources"])
 	st.Replicas = int(b.Metrics["replicas"])
 	st.Ready = int(b.Metrics["ready"])
-	st.Headroom = nil
-	if h := b.Attrs["headroom"]; h != "" {
-		// Written by regionAttrs; a value that does not decode (another
-		// writer's) shows no headroom rather than a wrong one.
-		_ = json.Unmarshal([]byte(h), &st.Headroom)
-	}
+	st.Headroom = state.BeatHeadroom(b.Attrs)
 }
 
 // List returns every region, by name, from the caches.
@@ -259,10 +253,8 @@ func regionAttrs(st *api.RegionStatus) map[string]string {
 	if st.Leader != "" {
 		attrs["leader"] = st.Leader
 	}
-	// Headroom as one value, replaced whole by every beat, so that a
-	// flavor deleted from the catalog leaves nothing behind.
-	if b, err := json.Marshal(st.Headroom); err == nil {
-		attrs["headroom"] = string(b)
+	if h, err := state.EncodeHeadroom(st.Headroom); err == nil {
+		attrs[state.HeadroomAttr] = h
 	}
 	return attrs
 }

@@ -36,6 +36,7 @@ func (s *Server) restAPI() *rest.API {
 		status,
 		&configDataHandlers{configs: s.configs, secrets: s.secrets},
 		&alertHandlers{rules: s.AlertRules},
+		&planHandlers{s: s},
 	}
 	for _, k := range kinds {
 		for _, rt := range k.routes() {

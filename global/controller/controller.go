@@ -89,6 +89,11 @@ type Controller struct {
 	linksMu sync.Mutex
 	links   map[string]*link
 
+	// headroom is each region's headroom by flavor, from its last beat
+	// as the monitor read it; replaced whole, never changed in place.
+	headroomMu sync.Mutex
+	headroom   map[string]map[string]int
+
 	// propagations counts placements a region applied (for tests,
 	// metrics and the benchmark's first-propagation time).
 	propagations   atomicCounter

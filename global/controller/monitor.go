@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
+	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/liveness"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
 )
@@ -51,6 +53,7 @@ func (c *Controller) checkRegions(ctx context.Context, guard Guard, tr *liveness
 	for _, b := range beats {
 		last[b.ID] = b.At
 	}
+	c.keepHeadroom(beats)
 	now := c.o.Clock()
 	th := liveness.Thresholds{SuspectAfter: c.o.SuspectAfter, DownAfter: c.o.DownAfter}
 	c.o.MonitorMetrics.Blind(tr.Look(now, c.lookEvery(), th))
@@ -87,6 +90,37 @@ func (c *Controller) checkRegions(ctx context.Context, guard Guard, tr *liveness
 		level("region health changed", "region", name, "health", v.Health, "reason", v.Reason)
 	}
 	return nil
+}
+
+// keepHeadroom keeps each region's headroom, by flavor, from its last
+// beat, for placement to fit splits to (a region without a beat, or
+// whose beat carries none, has none known). Placement sees a change at
+// the next pass over a resource: its resync, or a change of its own
+// (a region reporting replicas it could not place).
+func (c *Controller) keepHeadroom(beats []heartbeat.Beat) {
+	all := make(map[string]map[string]int, len(beats))
+	for _, b := range beats {
+		hs := state.BeatHeadroom(b.Attrs)
+		if hs == nil {
+			continue
+		}
+		byFlavor := make(map[string]int, len(hs))
+		for _, h := range hs {
+			byFlavor[h.Flavor] = h.Replicas
+		}
+		all[b.ID] = byFlavor
+	}
+	c.headroomMu.Lock()
+	c.headroom = all
+	c.headroomMu.Unlock()
+}
+
+// headroomOf is region's headroom by flavor (nil when none is known);
+// the caller must not change it.
+func (c *Controller) headroomOf(region string) map[string]int {
+	c.headroomMu.Lock()
+	defer c.headroomMu.Unlock()
+	return c.headroom[region]
 }
 
 // probe calls the region's Status. A failed probe drops the connection

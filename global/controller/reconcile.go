@@ -83,6 +83,7 @@ func (c *Controller) input(now time.Time, cat catalog, r *api.Resource) placemen
 		if st, ok := c.o.Caches.RegionStatus.Get(reg.Name); ok {
 			reg.Health, reg.HealthSince = st.Value.Health, st.Value.Since
 		}
+		reg.Headroom = c.headroomOf(reg.Name)
 	}
 	return in
 }

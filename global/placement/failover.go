@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/stratahq/strata/internal/api"
 )
@@ -31,12 +32,16 @@ const (
 // again), else the stand-ins keep it and the region's stale copies are
 // removed. Every region's fate is decided on its own share of base, so
 // what one region receives as a stand-in never moves on with another's.
+// A moving share goes to the stand-ins by weight as they have room
+// (fit.go), counting what each already holds.
 // It returns the new split, per receiving region the region it stands in
-// for, and why a share could not move.
-func (v *view) failover(f *api.FailoverPolicy, base map[string]int) (map[string]int, map[string]string, string) {
+// for, why a share could not move, and how the stand-ins' shares differ
+// from equal ones for want of room.
+func (v *view) failover(f *api.FailoverPolicy, base map[string]int) (map[string]int, map[string]string, string, string) {
 	out := maps.Clone(base)
 	from := map[string]string{}
 	reason := ""
+	var notes []string
 	for _, region := range slices.Sorted(maps.Keys(base)) {
 		n := base[region]
 		if n == 0 {
@@ -62,14 +67,24 @@ func (v *view) failover(f *api.FailoverPolicy, base map[string]int) (map[string]
 				delete(out, region)
 			}
 		}
-		for t, k := range weighted(n, stand) {
+		left := func(name string) int {
+			if r := v.room(name); r >= 0 {
+				return max(r-out[name], 0)
+			}
+			return -1
+		}
+		got, _ := fit(n, stand, left)
+		if note := fitNote(weighted(n, stand), got); note != "" {
+			notes = append(notes, "standing in for "+region+": "+note)
+		}
+		for t, k := range got {
 			if k > 0 {
 				out[t] += k
 				from[t] = region
 			}
 		}
 	}
-	return out, from, reason
+	return out, from, reason, strings.Join(notes, "; ")
 }
 
 // fate decides what happens to region's share.

@@ -9,6 +9,9 @@
 //
 //   - split.go: replicas over regions by weight (largest remainder, ties
 //     to the first listed), spreadRegions, images everywhere;
+//   - fit.go: no region more than it has room for (its headroom) while
+//     another has room, why a split differs from the weights, and
+//     whether schedule.reserve holds;
 //   - failover.go: the share of a region Down for failover.after moves to
 //     stand-ins that are not Down, and back with failBack;
 //   - rollout.go: a new revision goes region by region in the schedule's
@@ -66,6 +69,9 @@ type Region struct {
 	// Share is what the region reports of the resource, whatever its UID;
 	// nil when it reports nothing.
 	Share *Share
+	// Headroom is how many more replicas of each flavor the region's
+	// nodes hold, by its last heartbeat; nil when it reported none.
+	Headroom map[string]int
 }
 
 // Share is one resource's status as a region reports it.
@@ -136,6 +142,9 @@ type Decision struct {
 	Revert *Revert
 	// Reason explains why the resource cannot be placed as asked.
 	Reason string
+	// Unfit counts the replicas that find room in no region (fit.go):
+	// they wait, unplaced, where the split puts them.
+	Unfit int
 	// Status is the aggregated status to write; nil when the stored one
 	// says the same.
 	Status *api.ResourceStatus
@@ -159,7 +168,7 @@ func Decide(in Input) Decision {
 	}
 	split := v.split()
 	send, ro, revert := v.rollout(split.replicas)
-	d := Decision{Rollout: ro, Revert: revert, Reason: split.reason}
+	d := Decision{Rollout: ro, Revert: revert, Reason: split.reason, Unfit: split.unfit}
 	for _, name := range slices.Sorted(maps.Keys(split.replicas)) {
 		t := Target{Region: name, Replicas: split.replicas[name], Revision: v.r.Revision, FailoverFrom: split.from[name]}
 		if !send[name] {
@@ -187,7 +196,7 @@ func Decide(in Input) Decision {
 		}
 		d.Remove = append(d.Remove, Removal{Region: name, UID: reg.Share.UID})
 	}
-	d.Status = v.status(split.replicas, "", d.Reason, ro)
+	d.Status = v.status(split, "", d.Reason, ro)
 	return d
 }
 
@@ -217,7 +226,7 @@ func (v *view) deletion() Decision {
 		return d
 	}
 	sort.Strings(waiting)
-	d.Status = v.status(nil, api.PhaseDestroy, "waiting for "+strings.Join(waiting, ", ")+" to destroy it", nil)
+	d.Status = v.status(split{}, api.PhaseDestroy, "waiting for "+strings.Join(waiting, ", ")+" to destroy it", nil)
 	return d
 }
 

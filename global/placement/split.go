@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/stratahq/strata/internal/api"
 )
@@ -16,13 +17,19 @@ type split struct {
 	from map[string]string
 	// reason says why a region could not be used.
 	reason string
+	// note says how the split differs from the weights for want of room
+	// (fit.go); "" when it does not.
+	note string
+	// unfit counts the replicas that found room in no region.
+	unfit int
 }
 
 // split divides a resource's replicas over regions: the regions its
 // schedule lists, weighted, or, when it lists none, every registered
-// region. Images go to every candidate region (they have no replicas).
+// region; no region more than it has room for while another has room
+// (fit.go). Images go to every candidate region (they have no replicas).
 // With a failover policy, the share of a region that is Down moves to the
-// failover regions.
+// failover regions, again as they have room.
 func (v *view) split() split {
 	targets, reason := v.candidates()
 	if n := v.r.Schedule.SpreadRegions; n > 0 {
@@ -35,15 +42,46 @@ func (v *view) split() split {
 		}
 		return split{replicas: out, from: map[string]string{}, reason: reason}
 	}
-	s := split{replicas: weighted(v.r.Replicas, targets), from: map[string]string{}, reason: reason}
+	base := weighted(v.r.Replicas, targets)
+	room := func(name string) int {
+		r := v.room(name)
+		if h, _ := v.health(name); h == api.HealthDown && (r < 0 || r > base[name]) {
+			return base[name] // a region Down takes no other's share
+		}
+		return r
+	}
+	got, _ := fit(v.r.Replicas, targets, room)
+	s := split{replicas: got, from: map[string]string{}, reason: reason, note: fitNote(base, got)}
 	if f := v.r.Failover; f != nil && f.Enabled {
-		var why string
-		s.replicas, s.from, why = v.failover(f, s.replicas)
+		var why, note string
+		s.replicas, s.from, why, note = v.failover(f, s.replicas)
 		if why != "" {
 			s.reason = why
 		}
+		s.note = joinNotes(s.note, note)
+	}
+	// What found room nowhere is counted once, on the final split: a
+	// share cut in a region that then fails over is not lost twice.
+	for name, n := range s.replicas {
+		if r := room(name); r >= 0 && n > r {
+			s.unfit += n - r
+		}
+	}
+	if s.unfit > 0 {
+		s.note = joinNotes(s.note, fmt.Sprintf("%d found room in no region and wait for it", s.unfit))
 	}
 	return s
+}
+
+// joinNotes joins the notes that are not empty.
+func joinNotes(notes ...string) string {
+	var out []string
+	for _, n := range notes {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // candidates are the schedule's registered regions with their weights, or

@@ -14,14 +14,20 @@ import (
 // status aggregates the regions' shares into the resource's status and
 // returns it, or nil when the stored status says the same. phase and
 // reason, when set, override the computed ones (deletion); reason alone
-// explains a placement problem.
-func (v *view) status(desired map[string]int, phase api.Phase, reason string, ro *api.RolloutStatus) *api.ResourceStatus {
+// explains a placement problem. The split's note, and the reserve
+// weighed on it, go with it.
+func (v *view) status(s split, phase api.Phase, reason string, ro *api.RolloutStatus) *api.ResourceStatus {
+	desired := s.replicas
 	st := &api.ResourceStatus{
 		UID:                v.r.UID,
 		Replicas:           v.r.Replicas,
 		Revision:           v.r.Revision,
 		ObservedGeneration: v.r.Generation,
 		Regions:            map[string]api.RegionShare{},
+		Split:              s.note,
+	}
+	if phase == "" {
+		st.Reserve = v.reserve(desired)
 	}
 	t := tally{allReady: len(desired) > 0}
 	for _, name := range v.statusRegions(desired) {

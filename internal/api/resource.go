@@ -311,6 +311,12 @@ type ScheduleRule struct {
 	AntiAffinity string `json:"antiAffinity,omitempty"`
 	// Strategy is "spread" (least allocated, the default) or "binpack".
 	Strategy string `json:"strategy,omitempty"`
+	// Reserve asks the master to watch that the other regions' headroom
+	// could absorb the loss of the resource's largest regions: "N+1" the
+	// largest, "N+2" the two largest, and so on (at most N+9). It moves
+	// nothing; the status' reserve says whether it holds, and an alert
+	// on ReserveShort says when it stops holding.
+	Reserve string `json:"reserve,omitempty"`
 }
 
 // RegionTarget is one region of a schedule with its weight.
@@ -397,6 +403,27 @@ type ResourceStatus struct {
 	Rollout            *RolloutStatus         `json:"rollout,omitempty"`
 	// Job is a Job's state (from the region that runs it).
 	Job *JobStatus `json:"job,omitempty"`
+	// Split says why the replicas' split over regions differs from the
+	// schedule's weights (a region without room for its share); "" when
+	// it does not.
+	Split string `json:"split,omitempty"`
+	// Reserve is whether schedule.reserve holds now; nil without one.
+	Reserve *ReserveStatus `json:"reserve,omitempty"`
+}
+
+// ReserveStatus says whether the other regions' headroom could absorb
+// the loss of a resource's largest regions (schedule.reserve).
+type ReserveStatus struct {
+	// Holds: it could, as of the regions' last heartbeats.
+	Holds bool `json:"holds"`
+	// Lost names the regions whose loss was weighed (the largest shares),
+	// Need their replicas and Free the room the other regions have for
+	// them.
+	Lost []string `json:"lost,omitempty"`
+	Need int      `json:"need"`
+	Free int      `json:"free"`
+	// Message says the same in words.
+	Message string `json:"message,omitempty"`
 }
 
 // RegionShare is a resource's state in one region.
@@ -418,6 +445,10 @@ type RegionShare struct {
 	// UnhealthySince is since when the region's ready replicas are below
 	// the resource's minHealthy (at least 1); zero while they are not.
 	UnhealthySince time.Time `json:"unhealthySince,omitzero"`
+	// Unplaced counts the replicas the region could not put on a node
+	// (no node has room, or none fits), which the master may move to a
+	// region with headroom.
+	Unplaced int `json:"unplaced,omitempty"`
 	// Job is a Job's state in this region.
 	Job *JobStatus `json:"job,omitempty"`
 }

@@ -194,5 +194,22 @@ func (s *ScheduleRule) validate() error {
 	p.add(ValidateLabels("nodeSelector", s.NodeSelector))
 	p.add(oneOf("antiAffinity", s.AntiAffinity, "", "soft", "hard"))
 	p.add(oneOf("strategy", s.Strategy, "", "spread", "binpack"))
+	if _, ok := s.ReserveLosses(); !ok {
+		p.add(Invalid("reserve", "%q is not N+1 to N+9 (the number of its largest regions whose loss the others must absorb)", s.Reserve))
+	}
 	return p.err()
+}
+
+// ReserveLosses is how many of the resource's largest regions
+// schedule.reserve asks the others to absorb the loss of: k for "N+k",
+// 0 without a reserve. ok is false for a value that is not "N+1" to
+// "N+9".
+func (s *ScheduleRule) ReserveLosses() (k int, ok bool) {
+	if s.Reserve == "" {
+		return 0, true
+	}
+	if len(s.Reserve) != 3 || s.Reserve[:2] != "N+" || s.Reserve[2] < '1' || s.Reserve[2] > '9' {
+		return 0, false
+	}
+	return int(s.Reserve[2] - '0'), true
 }

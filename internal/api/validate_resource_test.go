@@ -87,3 +87,28 @@ func TestValidateRolloutTimes(t *testing.T) {
 		t.Errorf("default progress deadline %s; want %s", got, DefaultProgressDeadline)
 	}
 }
+
+func TestScheduleReserve(t *testing.T) {
+	for _, tc := range []struct {
+		reserve string
+		k       int
+		ok      bool
+	}{
+		{"", 0, true}, {"N+1", 1, true}, {"N+2", 2, true}, {"N+9", 9, true},
+		{"N+0", 0, false}, {"N+10", 0, false}, {"n+1", 0, false}, {"N-1", 0, false}, {"1", 0, false}, {"N+", 0, false},
+	} {
+		s := ScheduleRule{Reserve: tc.reserve}
+		k, ok := s.ReserveLosses()
+		if k != tc.k || ok != tc.ok {
+			t.Errorf("ReserveLosses(%q) = %d, %v; want %d, %v", tc.reserve, k, ok, tc.k, tc.ok)
+		}
+		var fe *FieldError
+		err := s.validate()
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("validate(%q): %v", tc.reserve, err)
+		case !tc.ok && (!errors.As(err, &fe) || fe.Field != "reserve"):
+			t.Errorf("validate(%q) = %v; want an error on reserve", tc.reserve, err)
+		}
+	}
+}

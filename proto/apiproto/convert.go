@@ -38,6 +38,7 @@ package apiproto
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -561,6 +562,7 @@ func scheduleRuleToPB(s *api.ScheduleRule) *resourcev1.ScheduleRule {
 		NodeSelector:  stringMapCopy(s.NodeSelector),
 		AntiAffinity:  s.AntiAffinity,
 		Strategy:      s.Strategy,
+		Reserve:       s.Reserve,
 	}
 }
 
@@ -572,6 +574,7 @@ func scheduleRuleFromPB(p *resourcev1.ScheduleRule) api.ScheduleRule {
 		NodeSelector:  stringMapCopy(p.GetNodeSelector()),
 		AntiAffinity:  p.GetAntiAffinity(),
 		Strategy:      p.GetStrategy(),
+		Reserve:       p.GetReserve(),
 	}
 }
 
@@ -678,6 +681,23 @@ func ResourceStatusToPB(s *api.ResourceStatus) *resourcev1.ResourceStatus {
 		Conditions:         stringMapCopy(s.Conditions),
 		Rollout:            rolloutStatusToPB(s.Rollout),
 		Job:                JobStatusToPB(s.Job),
+		Split:              s.Split,
+		Reserve:            reserveStatusToPB(s.Reserve),
+	}
+}
+
+func reserveStatusToPB(s *api.ReserveStatus) *resourcev1.ReserveStatus {
+	if s == nil {
+		return nil
+	}
+	return &resourcev1.ReserveStatus{
+		Holds: s.Holds, Lost: slices.Clone(s.Lost), Need: int32ToPB(s.Need), Free: int32ToPB(s.Free), Message: s.Message,
+	}
+}
+
+func reserveStatusFromPB(p *resourcev1.ReserveStatus) api.ReserveStatus {
+	return api.ReserveStatus{
+		Holds: p.GetHolds(), Lost: slices.Clone(p.GetLost()), Need: int(p.GetNeed()), Free: int(p.GetFree()), Message: p.GetMessage(),
 	}
 }
 
@@ -699,6 +719,8 @@ func ResourceStatusFromPB(p *resourcev1.ResourceStatus) api.ResourceStatus {
 		Conditions:         stringMapCopy(p.GetConditions()),
 		Rollout:            ptrFromPB(p.GetRollout(), rolloutStatusFromPB),
 		Job:                ptrFromPB(p.GetJob(), JobStatusFromPB),
+		Split:              p.GetSplit(),
+		Reserve:            ptrFromPB(p.GetReserve(), reserveStatusFromPB),
 	}
 }
 
@@ -719,6 +741,7 @@ func RegionShareToPB(s *api.RegionShare) *resourcev1.RegionShare {
 		FailoverFrom:       s.FailoverFrom,
 		ProgressingSince:   timeToPB(s.ProgressingSince),
 		UnhealthySince:     timeToPB(s.UnhealthySince),
+		Unplaced:           int32ToPB(s.Unplaced),
 		Job:                JobStatusToPB(s.Job),
 	}
 }
@@ -737,6 +760,7 @@ func RegionShareFromPB(p *resourcev1.RegionShare) api.RegionShare {
 		FailoverFrom:       p.GetFailoverFrom(),
 		ProgressingSince:   timeFromPB(p.GetProgressingSince()),
 		UnhealthySince:     timeFromPB(p.GetUnhealthySince()),
+		Unplaced:           int(p.GetUnplaced()),
 		Job:                ptrFromPB(p.GetJob(), JobStatusFromPB),
 	}
 }

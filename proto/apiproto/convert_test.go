@@ -104,6 +104,7 @@ func convCases() []convCase {
 		convCaseOf(JobStatusToPB, JobStatusFromPB),
 		convCaseOf(jobRunToPB, jobRunFromPB),
 		convCaseOf(jobAttemptToPB, jobAttemptFromPB),
+		convCaseOf(reserveStatusToPB, reserveStatusFromPB),
 	}
 }
 

@@ -51,6 +51,7 @@ func TestResourcesPagePod(t *testing.T) {
 			const cells = (tr, n) => [...tr.children].slice(0, n).map(text).join(' | ');
 			const detail = document.querySelector('tr.detail-row');
 			return {
+				sub: [text(document.querySelector('tr.res-row .res-sub'))],
 				header: [cells(detail.querySelector('thead tr'), 8)],
 				replicas: [...detail.querySelectorAll('tr[data-replica]')].map((tr) => cells(tr, 6)),
 				containers: [...detail.querySelectorAll('[data-role="containers"] tbody tr')].map((tr) => cells(tr, 7)),
@@ -82,7 +83,9 @@ func TestResourcesPagePod(t *testing.T) {
 		},
 	}
 	want["rows"] = []string{"3"}
-	for _, what := range []string{"header", "replicas", "containers", "probes", "rows"} {
+	// The region's share counts the replica without a node.
+	want["sub"] = []string{"Compute· small· 1 unplaced"} // spaced by CSS
+	for _, what := range []string{"sub", "header", "replicas", "containers", "probes", "rows"} {
 		g, w := got[what], want[what]
 		if len(g) != len(w) {
 			t.Errorf("%s: got %d rows %q; want %d %q", what, len(g), g, len(w), w)
@@ -113,7 +116,8 @@ func podFixture() (api.Resource, []api.Replica) {
 	}}
 	now := time.Now()
 	res := api.Resource{Name: "shop", Tenant: "default", Kind: api.KindCompute, Replicas: 3, Revision: 1, Spec: spec,
-		Status: &api.ResourceStatus{Phase: api.PhaseProvision, Ready: 1, Replicas: 3}}
+		Status: &api.ResourceStatus{Phase: api.PhaseProvision, Ready: 1, Replicas: 3,
+			Regions: map[string]api.RegionShare{"dev-1": {Phase: api.PhaseProvision, Ready: 1, Replicas: 3, Unplaced: 1}}}}
 	code := func(c int32) *int32 { return &c }
 	rep := func(id, node string, phase api.Phase, cs ...api.ContainerStatus) api.Replica {
 		return api.Replica{

@@ -475,13 +475,16 @@ func TestUnschedulableThenNodeArrives(t *testing.T) {
 	h.place("big", 2, 1, func(p *api.Placement) { p.Flavor.Spec.MemoryMiB = 10000 })
 	h.eventually("unschedulable reason", func() error {
 		s := h.share("big")
-		if s == nil || s.Phase != api.PhaseCreated || s.Reason != "unschedulable: 0/1 nodes fit: 1 insufficient memory" {
-			return fmt.Errorf("share %+v; want phase created with the filter's reason", s)
+		if s == nil || s.Phase != api.PhaseCreated || s.Reason != "unschedulable: 0/1 nodes fit: 1 insufficient memory" || s.Unplaced != 1 {
+			return fmt.Errorf("share %+v; want phase created with the filter's reason, 1 unplaced (the other fits on n1)", s)
 		}
 		return nil
 	})
 	h.addNode("n2", "b", api.HealthUp)
 	h.eventually("both placed", h.readyWith("big", 2))
+	if s := h.share("big"); s.Unplaced != 0 {
+		t.Errorf("placed share says %d unplaced; want 0", s.Unplaced)
+	}
 }
 
 func TestRollingUpdateKeepsReplicasReady(t *testing.T) {

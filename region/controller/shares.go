@@ -200,12 +200,18 @@ func (sh *shares) health(v *view, key string, pr *api.Resource, s *state.Share) 
 	s.UnhealthySince = v.now
 }
 
-// countReplicas counts into s the ready and updated replicas of live and
-// gathers their backends; it returns the first replica in error, if any.
+// countReplicas counts into s the ready, updated and unplaced replicas
+// of live and gathers their backends; it returns the first replica in
+// error, if any. A replacement waiting for a node while the replica it
+// replaces runs (a surge, a drain's make-before-break) is not a slot,
+// so it is not unplaced: the slot holds its node.
 func countReplicas(s *state.Share, live []*replica) (firstErr *replica) {
 	for _, r := range slotsOf(live) {
 		if r.phase == api.PhaseReady {
 			s.Ready++
+		}
+		if r.a.Node == "" {
+			s.Unplaced++
 		}
 		if r.a.Revision == s.Revision {
 			s.Updated++

@@ -1956,6 +1956,7 @@ type ScheduleRule struct {
 	NodeSelector  map[string]string      `protobuf:"bytes,4,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	AntiAffinity  string                 `protobuf:"bytes,5,opt,name=anti_affinity,json=antiAffinity,proto3" json:"anti_affinity,omitempty"`
 	Strategy      string                 `protobuf:"bytes,6,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	Reserve       string                 `protobuf:"bytes,7,opt,name=reserve,proto3" json:"reserve,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2028,6 +2029,13 @@ func (x *ScheduleRule) GetAntiAffinity() string {
 func (x *ScheduleRule) GetStrategy() string {
 	if x != nil {
 		return x.Strategy
+	}
+	return ""
+}
+
+func (x *ScheduleRule) GetReserve() string {
+	if x != nil {
+		return x.Reserve
 	}
 	return ""
 }
@@ -2273,6 +2281,7 @@ type RegionShare struct {
 	FailoverFrom       string                 `protobuf:"bytes,9,opt,name=failover_from,json=failoverFrom,proto3" json:"failover_from,omitempty"`
 	ProgressingSince   *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=progressing_since,json=progressingSince,proto3" json:"progressing_since,omitempty"`
 	UnhealthySince     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=unhealthy_since,json=unhealthySince,proto3" json:"unhealthy_since,omitempty"`
+	Unplaced           int32                  `protobuf:"varint,12,opt,name=unplaced,proto3" json:"unplaced,omitempty"`
 	Job                *JobStatus             `protobuf:"bytes,20,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
@@ -2383,6 +2392,13 @@ func (x *RegionShare) GetUnhealthySince() *timestamppb.Timestamp {
 		return x.UnhealthySince
 	}
 	return nil
+}
+
+func (x *RegionShare) GetUnplaced() int32 {
+	if x != nil {
+		return x.Unplaced
+	}
+	return 0
 }
 
 func (x *RegionShare) GetJob() *JobStatus {
@@ -2569,6 +2585,8 @@ type ResourceStatus struct {
 	Conditions         map[string]string       `protobuf:"bytes,13,rep,name=conditions,proto3" json:"conditions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Rollout            *RolloutStatus          `protobuf:"bytes,14,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	Job                *JobStatus              `protobuf:"bytes,20,opt,name=job,proto3" json:"job,omitempty"`
+	Split              string                  `protobuf:"bytes,21,opt,name=split,proto3" json:"split,omitempty"`
+	Reserve            *ReserveStatus          `protobuf:"bytes,22,opt,name=reserve,proto3" json:"reserve,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -2708,6 +2726,96 @@ func (x *ResourceStatus) GetJob() *JobStatus {
 	return nil
 }
 
+func (x *ResourceStatus) GetSplit() string {
+	if x != nil {
+		return x.Split
+	}
+	return ""
+}
+
+func (x *ResourceStatus) GetReserve() *ReserveStatus {
+	if x != nil {
+		return x.Reserve
+	}
+	return nil
+}
+
+type ReserveStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Holds         bool                   `protobuf:"varint,1,opt,name=holds,proto3" json:"holds,omitempty"`
+	Lost          []string               `protobuf:"bytes,2,rep,name=lost,proto3" json:"lost,omitempty"`
+	Need          int32                  `protobuf:"varint,3,opt,name=need,proto3" json:"need,omitempty"`
+	Free          int32                  `protobuf:"varint,4,opt,name=free,proto3" json:"free,omitempty"`
+	Message       string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveStatus) Reset() {
+	*x = ReserveStatus{}
+	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveStatus) ProtoMessage() {}
+
+func (x *ReserveStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveStatus.ProtoReflect.Descriptor instead.
+func (*ReserveStatus) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ReserveStatus) GetHolds() bool {
+	if x != nil {
+		return x.Holds
+	}
+	return false
+}
+
+func (x *ReserveStatus) GetLost() []string {
+	if x != nil {
+		return x.Lost
+	}
+	return nil
+}
+
+func (x *ReserveStatus) GetNeed() int32 {
+	if x != nil {
+		return x.Need
+	}
+	return 0
+}
+
+func (x *ReserveStatus) GetFree() int32 {
+	if x != nil {
+		return x.Free
+	}
+	return 0
+}
+
+func (x *ReserveStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type Resource struct {
 	state               protoimpl.MessageState   `protogen:"open.v1"`
 	Name                string                   `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2735,7 +2843,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	mi := &file_resource_v1_resource_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2855,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[34]
+	mi := &file_resource_v1_resource_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2868,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{34}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Resource) GetName() string {
@@ -2913,7 +3021,7 @@ type Revision struct {
 
 func (x *Revision) Reset() {
 	*x = Revision{}
-	mi := &file_resource_v1_resource_proto_msgTypes[35]
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3033,7 @@ func (x *Revision) String() string {
 func (*Revision) ProtoMessage() {}
 
 func (x *Revision) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[35]
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3046,7 @@ func (x *Revision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revision.ProtoReflect.Descriptor instead.
 func (*Revision) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{35}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Revision) GetResource() string {
@@ -3023,7 +3131,7 @@ type RegionStatus struct {
 
 func (x *RegionStatus) Reset() {
 	*x = RegionStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3143,7 @@ func (x *RegionStatus) String() string {
 func (*RegionStatus) ProtoMessage() {}
 
 func (x *RegionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3048,7 +3156,7 @@ func (x *RegionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatus.ProtoReflect.Descriptor instead.
 func (*RegionStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RegionStatus) GetHealth() string {
@@ -3141,7 +3249,7 @@ type FlavorHeadroom struct {
 
 func (x *FlavorHeadroom) Reset() {
 	*x = FlavorHeadroom{}
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3261,7 @@ func (x *FlavorHeadroom) String() string {
 func (*FlavorHeadroom) ProtoMessage() {}
 
 func (x *FlavorHeadroom) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3274,7 @@ func (x *FlavorHeadroom) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorHeadroom.ProtoReflect.Descriptor instead.
 func (*FlavorHeadroom) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FlavorHeadroom) GetFlavor() string {
@@ -3206,7 +3314,7 @@ type Region struct {
 
 func (x *Region) Reset() {
 	*x = Region{}
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3218,7 +3326,7 @@ func (x *Region) String() string {
 func (*Region) ProtoMessage() {}
 
 func (x *Region) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3231,7 +3339,7 @@ func (x *Region) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Region.ProtoReflect.Descriptor instead.
 func (*Region) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Region) GetName() string {
@@ -3305,7 +3413,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3317,7 +3425,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3330,7 +3438,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Placement) GetRegion() string {
@@ -3393,7 +3501,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3405,7 +3513,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3418,7 +3526,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Capacity) GetMilliCpu() int64 {
@@ -3454,7 +3562,7 @@ type NodeProvider struct {
 
 func (x *NodeProvider) Reset() {
 	*x = NodeProvider{}
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3466,7 +3574,7 @@ func (x *NodeProvider) String() string {
 func (*NodeProvider) ProtoMessage() {}
 
 func (x *NodeProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3479,7 +3587,7 @@ func (x *NodeProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeProvider.ProtoReflect.Descriptor instead.
 func (*NodeProvider) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NodeProvider) GetName() string {
@@ -3523,7 +3631,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3535,7 +3643,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3548,7 +3656,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Condition) GetType() string {
@@ -3597,7 +3705,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3609,7 +3717,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3622,7 +3730,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DrainRequest) GetDeadline() *durationpb.Duration {
@@ -3660,7 +3768,7 @@ type DrainStep struct {
 
 func (x *DrainStep) Reset() {
 	*x = DrainStep{}
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3672,7 +3780,7 @@ func (x *DrainStep) String() string {
 func (*DrainStep) ProtoMessage() {}
 
 func (x *DrainStep) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3685,7 +3793,7 @@ func (x *DrainStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStep.ProtoReflect.Descriptor instead.
 func (*DrainStep) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DrainStep) GetReplica() string {
@@ -3751,7 +3859,7 @@ type DrainStatus struct {
 
 func (x *DrainStatus) Reset() {
 	*x = DrainStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3763,7 +3871,7 @@ func (x *DrainStatus) String() string {
 func (*DrainStatus) ProtoMessage() {}
 
 func (x *DrainStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3776,7 +3884,7 @@ func (x *DrainStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStatus.ProtoReflect.Descriptor instead.
 func (*DrainStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DrainStatus) GetNode() string {
@@ -3886,7 +3994,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3898,7 +4006,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3911,7 +4019,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeStatus) GetHealth() string {
@@ -3999,7 +4107,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4011,7 +4119,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4024,7 +4132,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Node) GetName() string {
@@ -4187,7 +4295,7 @@ type NodeNetwork struct {
 
 func (x *NodeNetwork) Reset() {
 	*x = NodeNetwork{}
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4199,7 +4307,7 @@ func (x *NodeNetwork) String() string {
 func (*NodeNetwork) ProtoMessage() {}
 
 func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4212,7 +4320,7 @@ func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeNetwork.ProtoReflect.Descriptor instead.
 func (*NodeNetwork) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NodeNetwork) GetBlock() string {
@@ -4264,7 +4372,7 @@ type VolumeAttachment struct {
 
 func (x *VolumeAttachment) Reset() {
 	*x = VolumeAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[49]
+	mi := &file_resource_v1_resource_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4276,7 +4384,7 @@ func (x *VolumeAttachment) String() string {
 func (*VolumeAttachment) ProtoMessage() {}
 
 func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[49]
+	mi := &file_resource_v1_resource_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4289,7 +4397,7 @@ func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeAttachment.ProtoReflect.Descriptor instead.
 func (*VolumeAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{49}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *VolumeAttachment) GetName() string {
@@ -4348,7 +4456,7 @@ type NetworkAttachment struct {
 
 func (x *NetworkAttachment) Reset() {
 	*x = NetworkAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[50]
+	mi := &file_resource_v1_resource_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4360,7 +4468,7 @@ func (x *NetworkAttachment) String() string {
 func (*NetworkAttachment) ProtoMessage() {}
 
 func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[50]
+	mi := &file_resource_v1_resource_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4373,7 +4481,7 @@ func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkAttachment.ProtoReflect.Descriptor instead.
 func (*NetworkAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{50}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *NetworkAttachment) GetNetwork() string {
@@ -4429,7 +4537,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_resource_v1_resource_proto_msgTypes[51]
+	mi := &file_resource_v1_resource_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4441,7 +4549,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[51]
+	mi := &file_resource_v1_resource_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4454,7 +4562,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{51}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Endpoint) GetReplica() string {
@@ -4492,7 +4600,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_resource_v1_resource_proto_msgTypes[52]
+	mi := &file_resource_v1_resource_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4504,7 +4612,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[52]
+	mi := &file_resource_v1_resource_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4517,7 +4625,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{52}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Port) GetNetwork() string {
@@ -4579,7 +4687,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[53]
+	mi := &file_resource_v1_resource_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4591,7 +4699,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[53]
+	mi := &file_resource_v1_resource_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4604,7 +4712,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{53}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Assignment) GetId() string {
@@ -4789,7 +4897,7 @@ type AssignmentStatus struct {
 
 func (x *AssignmentStatus) Reset() {
 	*x = AssignmentStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[54]
+	mi := &file_resource_v1_resource_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4801,7 +4909,7 @@ func (x *AssignmentStatus) String() string {
 func (*AssignmentStatus) ProtoMessage() {}
 
 func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[54]
+	mi := &file_resource_v1_resource_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4814,7 +4922,7 @@ func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentStatus.ProtoReflect.Descriptor instead.
 func (*AssignmentStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{54}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AssignmentStatus) GetId() string {
@@ -4926,7 +5034,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[55]
+	mi := &file_resource_v1_resource_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4938,7 +5046,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[55]
+	mi := &file_resource_v1_resource_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4951,7 +5059,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{55}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -5029,7 +5137,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_resource_v1_resource_proto_msgTypes[56]
+	mi := &file_resource_v1_resource_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5041,7 +5149,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[56]
+	mi := &file_resource_v1_resource_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5054,7 +5162,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{56}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Replica) GetAssignment() *Assignment {
@@ -5103,7 +5211,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_resource_v1_resource_proto_msgTypes[57]
+	mi := &file_resource_v1_resource_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5115,7 +5223,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[57]
+	mi := &file_resource_v1_resource_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5128,7 +5236,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{57}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Event) GetId() string {
@@ -5205,7 +5313,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_resource_v1_resource_proto_msgTypes[58]
+	mi := &file_resource_v1_resource_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5217,7 +5325,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[58]
+	mi := &file_resource_v1_resource_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5230,7 +5338,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{58}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -5270,7 +5378,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[59]
+	mi := &file_resource_v1_resource_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5282,7 +5390,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[59]
+	mi := &file_resource_v1_resource_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5295,7 +5403,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{59}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LogsRequest) GetTenant() string {
@@ -5356,7 +5464,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[60]
+	mi := &file_resource_v1_resource_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5368,7 +5476,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[60]
+	mi := &file_resource_v1_resource_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5381,7 +5489,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{60}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *JobSpec) GetCompletions() int32 {
@@ -5456,7 +5564,7 @@ type JobAttempt struct {
 
 func (x *JobAttempt) Reset() {
 	*x = JobAttempt{}
-	mi := &file_resource_v1_resource_proto_msgTypes[61]
+	mi := &file_resource_v1_resource_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5468,7 +5576,7 @@ func (x *JobAttempt) String() string {
 func (*JobAttempt) ProtoMessage() {}
 
 func (x *JobAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[61]
+	mi := &file_resource_v1_resource_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5481,7 +5589,7 @@ func (x *JobAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
 func (*JobAttempt) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{61}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *JobAttempt) GetId() string {
@@ -5557,7 +5665,7 @@ type JobRun struct {
 
 func (x *JobRun) Reset() {
 	*x = JobRun{}
-	mi := &file_resource_v1_resource_proto_msgTypes[62]
+	mi := &file_resource_v1_resource_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5569,7 +5677,7 @@ func (x *JobRun) String() string {
 func (*JobRun) ProtoMessage() {}
 
 func (x *JobRun) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[62]
+	mi := &file_resource_v1_resource_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5582,7 +5690,7 @@ func (x *JobRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRun.ProtoReflect.Descriptor instead.
 func (*JobRun) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{62}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *JobRun) GetNumber() int64 {
@@ -5664,7 +5772,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[63]
+	mi := &file_resource_v1_resource_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5676,7 +5784,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[63]
+	mi := &file_resource_v1_resource_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5689,7 +5797,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{63}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *JobStatus) GetPhase() string {
@@ -5940,14 +6048,15 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x03job\x18\x14 \x01(\v2\x1b.strata.resource.v1.JobSpecR\x03job\":\n" +
 	"\fRegionTarget\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06weight\x18\x02 \x01(\x05R\x06weight\"\xe2\x02\n" +
+	"\x06weight\x18\x02 \x01(\x05R\x06weight\"\xfc\x02\n" +
 	"\fScheduleRule\x12:\n" +
 	"\aregions\x18\x01 \x03(\v2 .strata.resource.v1.RegionTargetR\aregions\x12%\n" +
 	"\x0espread_regions\x18\x02 \x01(\x05R\rspreadRegions\x12\x14\n" +
 	"\x05zones\x18\x03 \x03(\tR\x05zones\x12W\n" +
 	"\rnode_selector\x18\x04 \x03(\v22.strata.resource.v1.ScheduleRule.NodeSelectorEntryR\fnodeSelector\x12#\n" +
 	"\ranti_affinity\x18\x05 \x01(\tR\fantiAffinity\x12\x1a\n" +
-	"\bstrategy\x18\x06 \x01(\tR\bstrategy\x1a?\n" +
+	"\bstrategy\x18\x06 \x01(\tR\bstrategy\x12\x18\n" +
+	"\areserve\x18\a \x01(\tR\areserve\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x01\n" +
@@ -5974,7 +6083,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"autoRevert\x12\x16\n" +
 	"\x06paused\x18\x05 \x01(\bR\x06paused\x12*\n" +
 	"\x11min_ready_seconds\x18\x06 \x01(\x05R\x0fminReadySeconds\x12:\n" +
-	"\x19progress_deadline_seconds\x18\a \x01(\x05R\x17progressDeadlineSeconds\"\xf3\x03\n" +
+	"\x19progress_deadline_seconds\x18\a \x01(\x05R\x17progressDeadlineSeconds\"\x8f\x04\n" +
 	"\vRegionShare\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
@@ -5988,7 +6097,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\rfailover_from\x18\t \x01(\tR\ffailoverFrom\x12G\n" +
 	"\x11progressing_since\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\x10progressingSince\x12C\n" +
-	"\x0funhealthy_since\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0eunhealthySince\x12/\n" +
+	"\x0funhealthy_since\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0eunhealthySince\x12\x1a\n" +
+	"\bunplaced\x18\f \x01(\x05R\bunplaced\x12/\n" +
 	"\x03job\x18\x14 \x01(\v2\x1d.strata.resource.v1.JobStatusR\x03job\"o\n" +
 	"\rBackendStatus\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
@@ -6003,7 +6113,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x129\n" +
 	"\n" +
 	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x16\n" +
-	"\x06revert\x18\a \x01(\bR\x06revert\"\xbe\x06\n" +
+	"\x06revert\x18\a \x01(\bR\x06revert\"\x91\a\n" +
 	"\x0eResourceStatus\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x16\n" +
@@ -6023,13 +6133,21 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"conditions\x18\r \x03(\v22.strata.resource.v1.ResourceStatus.ConditionsEntryR\n" +
 	"conditions\x12;\n" +
 	"\arollout\x18\x0e \x01(\v2!.strata.resource.v1.RolloutStatusR\arollout\x12/\n" +
-	"\x03job\x18\x14 \x01(\v2\x1d.strata.resource.v1.JobStatusR\x03job\x1a[\n" +
+	"\x03job\x18\x14 \x01(\v2\x1d.strata.resource.v1.JobStatusR\x03job\x12\x14\n" +
+	"\x05split\x18\x15 \x01(\tR\x05split\x12;\n" +
+	"\areserve\x18\x16 \x01(\v2!.strata.resource.v1.ReserveStatusR\areserve\x1a[\n" +
 	"\fRegionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
 	"\x05value\x18\x02 \x01(\v2\x1f.strata.resource.v1.RegionShareR\x05value:\x028\x01\x1a=\n" +
 	"\x0fConditionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xac\b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
+	"\rReserveStatus\x12\x14\n" +
+	"\x05holds\x18\x01 \x01(\bR\x05holds\x12\x12\n" +
+	"\x04lost\x18\x02 \x03(\tR\x04lost\x12\x12\n" +
+	"\x04need\x18\x03 \x01(\x05R\x04need\x12\x12\n" +
+	"\x04free\x18\x04 \x01(\x05R\x04free\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xac\b\n" +
 	"\bResource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x10\n" +
@@ -6389,7 +6507,7 @@ func file_resource_v1_resource_proto_rawDescGZIP() []byte {
 	return file_resource_v1_resource_proto_rawDescData
 }
 
-var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_resource_v1_resource_proto_goTypes = []any{
 	(*FlavorSpec)(nil),            // 0: strata.resource.v1.FlavorSpec
 	(*Flavor)(nil),                // 1: strata.resource.v1.Flavor
@@ -6425,71 +6543,72 @@ var file_resource_v1_resource_proto_goTypes = []any{
 	(*BackendStatus)(nil),         // 31: strata.resource.v1.BackendStatus
 	(*RolloutStatus)(nil),         // 32: strata.resource.v1.RolloutStatus
 	(*ResourceStatus)(nil),        // 33: strata.resource.v1.ResourceStatus
-	(*Resource)(nil),              // 34: strata.resource.v1.Resource
-	(*Revision)(nil),              // 35: strata.resource.v1.Revision
-	(*RegionStatus)(nil),          // 36: strata.resource.v1.RegionStatus
-	(*FlavorHeadroom)(nil),        // 37: strata.resource.v1.FlavorHeadroom
-	(*Region)(nil),                // 38: strata.resource.v1.Region
-	(*Placement)(nil),             // 39: strata.resource.v1.Placement
-	(*Capacity)(nil),              // 40: strata.resource.v1.Capacity
-	(*NodeProvider)(nil),          // 41: strata.resource.v1.NodeProvider
-	(*Condition)(nil),             // 42: strata.resource.v1.Condition
-	(*DrainRequest)(nil),          // 43: strata.resource.v1.DrainRequest
-	(*DrainStep)(nil),             // 44: strata.resource.v1.DrainStep
-	(*DrainStatus)(nil),           // 45: strata.resource.v1.DrainStatus
-	(*NodeStatus)(nil),            // 46: strata.resource.v1.NodeStatus
-	(*Node)(nil),                  // 47: strata.resource.v1.Node
-	(*NodeNetwork)(nil),           // 48: strata.resource.v1.NodeNetwork
-	(*VolumeAttachment)(nil),      // 49: strata.resource.v1.VolumeAttachment
-	(*NetworkAttachment)(nil),     // 50: strata.resource.v1.NetworkAttachment
-	(*Endpoint)(nil),              // 51: strata.resource.v1.Endpoint
-	(*Port)(nil),                  // 52: strata.resource.v1.Port
-	(*Assignment)(nil),            // 53: strata.resource.v1.Assignment
-	(*AssignmentStatus)(nil),      // 54: strata.resource.v1.AssignmentStatus
-	(*ContainerStatus)(nil),       // 55: strata.resource.v1.ContainerStatus
-	(*Replica)(nil),               // 56: strata.resource.v1.Replica
-	(*Event)(nil),                 // 57: strata.resource.v1.Event
-	(*LogChunk)(nil),              // 58: strata.resource.v1.LogChunk
-	(*LogsRequest)(nil),           // 59: strata.resource.v1.LogsRequest
-	(*JobSpec)(nil),               // 60: strata.resource.v1.JobSpec
-	(*JobAttempt)(nil),            // 61: strata.resource.v1.JobAttempt
-	(*JobRun)(nil),                // 62: strata.resource.v1.JobRun
-	(*JobStatus)(nil),             // 63: strata.resource.v1.JobStatus
-	nil,                           // 64: strata.resource.v1.ComputeSpec.EnvEntry
-	nil,                           // 65: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	nil,                           // 66: strata.resource.v1.Container.EnvEntry
-	nil,                           // 67: strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	nil,                           // 68: strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	nil,                           // 69: strata.resource.v1.SpecOverride.EnvEntry
-	nil,                           // 70: strata.resource.v1.ResourceStatus.RegionsEntry
-	nil,                           // 71: strata.resource.v1.ResourceStatus.ConditionsEntry
-	nil,                           // 72: strata.resource.v1.Resource.LabelsEntry
-	nil,                           // 73: strata.resource.v1.Resource.OverridesEntry
-	nil,                           // 74: strata.resource.v1.FlavorHeadroom.ZonesEntry
-	nil,                           // 75: strata.resource.v1.Region.LabelsEntry
-	nil,                           // 76: strata.resource.v1.Node.LabelsEntry
-	nil,                           // 77: strata.resource.v1.Assignment.LabelsEntry
-	nil,                           // 78: strata.resource.v1.Event.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 79: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 80: google.protobuf.Duration
+	(*ReserveStatus)(nil),         // 34: strata.resource.v1.ReserveStatus
+	(*Resource)(nil),              // 35: strata.resource.v1.Resource
+	(*Revision)(nil),              // 36: strata.resource.v1.Revision
+	(*RegionStatus)(nil),          // 37: strata.resource.v1.RegionStatus
+	(*FlavorHeadroom)(nil),        // 38: strata.resource.v1.FlavorHeadroom
+	(*Region)(nil),                // 39: strata.resource.v1.Region
+	(*Placement)(nil),             // 40: strata.resource.v1.Placement
+	(*Capacity)(nil),              // 41: strata.resource.v1.Capacity
+	(*NodeProvider)(nil),          // 42: strata.resource.v1.NodeProvider
+	(*Condition)(nil),             // 43: strata.resource.v1.Condition
+	(*DrainRequest)(nil),          // 44: strata.resource.v1.DrainRequest
+	(*DrainStep)(nil),             // 45: strata.resource.v1.DrainStep
+	(*DrainStatus)(nil),           // 46: strata.resource.v1.DrainStatus
+	(*NodeStatus)(nil),            // 47: strata.resource.v1.NodeStatus
+	(*Node)(nil),                  // 48: strata.resource.v1.Node
+	(*NodeNetwork)(nil),           // 49: strata.resource.v1.NodeNetwork
+	(*VolumeAttachment)(nil),      // 50: strata.resource.v1.VolumeAttachment
+	(*NetworkAttachment)(nil),     // 51: strata.resource.v1.NetworkAttachment
+	(*Endpoint)(nil),              // 52: strata.resource.v1.Endpoint
+	(*Port)(nil),                  // 53: strata.resource.v1.Port
+	(*Assignment)(nil),            // 54: strata.resource.v1.Assignment
+	(*AssignmentStatus)(nil),      // 55: strata.resource.v1.AssignmentStatus
+	(*ContainerStatus)(nil),       // 56: strata.resource.v1.ContainerStatus
+	(*Replica)(nil),               // 57: strata.resource.v1.Replica
+	(*Event)(nil),                 // 58: strata.resource.v1.Event
+	(*LogChunk)(nil),              // 59: strata.resource.v1.LogChunk
+	(*LogsRequest)(nil),           // 60: strata.resource.v1.LogsRequest
+	(*JobSpec)(nil),               // 61: strata.resource.v1.JobSpec
+	(*JobAttempt)(nil),            // 62: strata.resource.v1.JobAttempt
+	(*JobRun)(nil),                // 63: strata.resource.v1.JobRun
+	(*JobStatus)(nil),             // 64: strata.resource.v1.JobStatus
+	nil,                           // 65: strata.resource.v1.ComputeSpec.EnvEntry
+	nil,                           // 66: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	nil,                           // 67: strata.resource.v1.Container.EnvEntry
+	nil,                           // 68: strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	nil,                           // 69: strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	nil,                           // 70: strata.resource.v1.SpecOverride.EnvEntry
+	nil,                           // 71: strata.resource.v1.ResourceStatus.RegionsEntry
+	nil,                           // 72: strata.resource.v1.ResourceStatus.ConditionsEntry
+	nil,                           // 73: strata.resource.v1.Resource.LabelsEntry
+	nil,                           // 74: strata.resource.v1.Resource.OverridesEntry
+	nil,                           // 75: strata.resource.v1.FlavorHeadroom.ZonesEntry
+	nil,                           // 76: strata.resource.v1.Region.LabelsEntry
+	nil,                           // 77: strata.resource.v1.Node.LabelsEntry
+	nil,                           // 78: strata.resource.v1.Assignment.LabelsEntry
+	nil,                           // 79: strata.resource.v1.Event.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 80: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 81: google.protobuf.Duration
 }
 var file_resource_v1_resource_proto_depIdxs = []int32{
 	0,   // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
-	79,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
-	79,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
-	64,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
+	80,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
+	80,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
+	65,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
 	2,   // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
 	3,   // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
-	80,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
+	81,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
 	17,  // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
 	18,  // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
-	65,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	66,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
 	16,  // 10: strata.resource.v1.ComputeSpec.security_context:type_name -> strata.resource.v1.SecurityContext
 	8,   // 11: strata.resource.v1.ComputeSpec.probes:type_name -> strata.resource.v1.Probes
 	5,   // 12: strata.resource.v1.ComputeSpec.init_containers:type_name -> strata.resource.v1.Container
 	5,   // 13: strata.resource.v1.ComputeSpec.containers:type_name -> strata.resource.v1.Container
 	7,   // 14: strata.resource.v1.ComputeSpec.scratch_volumes:type_name -> strata.resource.v1.ScratchVolume
-	66,  // 15: strata.resource.v1.Container.env:type_name -> strata.resource.v1.Container.EnvEntry
+	67,  // 15: strata.resource.v1.Container.env:type_name -> strata.resource.v1.Container.EnvEntry
 	2,   // 16: strata.resource.v1.Container.ports:type_name -> strata.resource.v1.PortSpec
 	3,   // 17: strata.resource.v1.Container.volumes:type_name -> strata.resource.v1.VolumeMount
 	17,  // 18: strata.resource.v1.Container.files:type_name -> strata.resource.v1.FileMount
@@ -6506,117 +6625,118 @@ var file_resource_v1_resource_proto_depIdxs = []int32{
 	14,  // 29: strata.resource.v1.Probe.exec:type_name -> strata.resource.v1.ExecAction
 	15,  // 30: strata.resource.v1.Probe.guest_agent:type_name -> strata.resource.v1.GuestAgentAction
 	11,  // 31: strata.resource.v1.HTTPGetAction.http_headers:type_name -> strata.resource.v1.HTTPHeader
-	80,  // 32: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	80,  // 33: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	81,  // 32: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	81,  // 33: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
 	21,  // 34: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
-	67,  // 35: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	68,  // 35: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
 	22,  // 36: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
 	4,   // 37: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
 	19,  // 38: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
 	20,  // 39: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
 	23,  // 40: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
-	60,  // 41: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
+	61,  // 41: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
 	25,  // 42: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
-	68,  // 43: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	69,  // 44: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
-	80,  // 45: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
-	79,  // 46: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	79,  // 47: strata.resource.v1.RegionShare.progressing_since:type_name -> google.protobuf.Timestamp
-	79,  // 48: strata.resource.v1.RegionShare.unhealthy_since:type_name -> google.protobuf.Timestamp
-	63,  // 49: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
-	79,  // 50: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	79,  // 51: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	70,  // 52: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	69,  // 43: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	70,  // 44: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
+	81,  // 45: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
+	80,  // 46: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
+	80,  // 47: strata.resource.v1.RegionShare.progressing_since:type_name -> google.protobuf.Timestamp
+	80,  // 48: strata.resource.v1.RegionShare.unhealthy_since:type_name -> google.protobuf.Timestamp
+	64,  // 49: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
+	80,  // 50: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	80,  // 51: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	71,  // 52: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
 	31,  // 53: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	79,  // 54: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	71,  // 55: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	80,  // 54: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	72,  // 55: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
 	32,  // 56: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	63,  // 57: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
-	72,  // 58: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
-	24,  // 59: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
-	26,  // 60: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	73,  // 61: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
-	28,  // 62: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
-	29,  // 63: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	79,  // 64: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	79,  // 65: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	79,  // 66: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
-	33,  // 67: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
-	24,  // 68: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 69: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	79,  // 70: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	79,  // 71: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	79,  // 72: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	37,  // 73: strata.resource.v1.RegionStatus.headroom:type_name -> strata.resource.v1.FlavorHeadroom
-	74,  // 74: strata.resource.v1.FlavorHeadroom.zones:type_name -> strata.resource.v1.FlavorHeadroom.ZonesEntry
-	75,  // 75: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	79,  // 76: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
-	36,  // 77: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
-	34,  // 78: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
-	1,   // 79: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
-	20,  // 80: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	79,  // 81: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	79,  // 82: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	80,  // 83: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	79,  // 84: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	79,  // 85: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	79,  // 86: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	79,  // 87: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
-	44,  // 88: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	79,  // 89: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
-	42,  // 90: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	79,  // 91: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	40,  // 92: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
-	45,  // 93: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	76,  // 94: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
-	41,  // 95: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
-	40,  // 96: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	79,  // 97: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	80,  // 98: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	80,  // 99: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	79,  // 100: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
-	46,  // 101: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
-	48,  // 102: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
-	79,  // 103: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
-	77,  // 104: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	24,  // 105: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 106: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	20,  // 107: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	49,  // 108: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	50,  // 109: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	51,  // 110: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	79,  // 111: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	79,  // 112: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	79,  // 113: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	79,  // 114: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
-	79,  // 115: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	79,  // 116: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	31,  // 117: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	55,  // 118: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
-	79,  // 119: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
-	79,  // 120: strata.resource.v1.ContainerStatus.next_start_at:type_name -> google.protobuf.Timestamp
-	53,  // 121: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	54,  // 122: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	79,  // 123: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	78,  // 124: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	79,  // 125: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	80,  // 126: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
-	80,  // 127: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
-	79,  // 128: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	79,  // 129: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	79,  // 130: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
-	79,  // 131: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
-	61,  // 132: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
-	62,  // 133: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
-	79,  // 134: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
-	79,  // 135: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
-	30,  // 136: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	27,  // 137: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	138, // [138:138] is the sub-list for method output_type
-	138, // [138:138] is the sub-list for method input_type
-	138, // [138:138] is the sub-list for extension type_name
-	138, // [138:138] is the sub-list for extension extendee
-	0,   // [0:138] is the sub-list for field type_name
+	64,  // 57: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
+	34,  // 58: strata.resource.v1.ResourceStatus.reserve:type_name -> strata.resource.v1.ReserveStatus
+	73,  // 59: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	24,  // 60: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
+	26,  // 61: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
+	74,  // 62: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	28,  // 63: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
+	29,  // 64: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
+	80,  // 65: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	80,  // 66: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	80,  // 67: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	33,  // 68: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
+	24,  // 69: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 70: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
+	80,  // 71: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	80,  // 72: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	80,  // 73: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	38,  // 74: strata.resource.v1.RegionStatus.headroom:type_name -> strata.resource.v1.FlavorHeadroom
+	75,  // 75: strata.resource.v1.FlavorHeadroom.zones:type_name -> strata.resource.v1.FlavorHeadroom.ZonesEntry
+	76,  // 76: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	80,  // 77: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	37,  // 78: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
+	35,  // 79: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
+	1,   // 80: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
+	20,  // 81: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
+	80,  // 82: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	80,  // 83: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	81,  // 84: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	80,  // 85: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	80,  // 86: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	80,  // 87: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	80,  // 88: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	45,  // 89: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
+	80,  // 90: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	43,  // 91: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
+	80,  // 92: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	41,  // 93: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
+	46,  // 94: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
+	77,  // 95: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	42,  // 96: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
+	41,  // 97: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
+	80,  // 98: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	81,  // 99: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	81,  // 100: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	80,  // 101: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	47,  // 102: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
+	49,  // 103: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
+	80,  // 104: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
+	78,  // 105: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	24,  // 106: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 107: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	20,  // 108: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	50,  // 109: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	51,  // 110: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	52,  // 111: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	80,  // 112: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	80,  // 113: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	80,  // 114: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	80,  // 115: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
+	80,  // 116: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	80,  // 117: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	31,  // 118: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	56,  // 119: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
+	80,  // 120: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
+	80,  // 121: strata.resource.v1.ContainerStatus.next_start_at:type_name -> google.protobuf.Timestamp
+	54,  // 122: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	55,  // 123: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	80,  // 124: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	79,  // 125: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	80,  // 126: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	81,  // 127: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	81,  // 128: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	80,  // 129: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	80,  // 130: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	80,  // 131: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	80,  // 132: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	62,  // 133: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	63,  // 134: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	80,  // 135: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	80,  // 136: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	30,  // 137: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	27,  // 138: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	139, // [139:139] is the sub-list for method output_type
+	139, // [139:139] is the sub-list for method input_type
+	139, // [139:139] is the sub-list for extension type_name
+	139, // [139:139] is the sub-list for extension extendee
+	0,   // [0:139] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
@@ -6626,17 +6746,17 @@ func file_resource_v1_resource_proto_init() {
 	}
 	file_resource_v1_resource_proto_msgTypes[9].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[16].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[54].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[55].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[60].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[56].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[61].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[62].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resource_v1_resource_proto_rawDesc), len(file_resource_v1_resource_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   79,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -345,6 +345,17 @@ function resourcePage() {
       h('td', {}, sh.revision ? 'r' + sh.revision : '—'),
       h('td', { class: 'reason-cell' }, sh.reason || h('span', { class: 'muted' }, '—'))))
       : [h('tr', {}, h('td', { colspan: '5', class: 'detail-empty' }, 'Not placed in any region yet.'))]));
+    // Why the split differs from the weights (a region without room),
+    // and whether schedule.reserve holds, as stratactl describe says.
+    const notes = [];
+    if (s.split) notes.push(h('p', { dataset: { role: 'split' } }, h('strong', {}, 'Split: '), s.split));
+    if (s.reserve) {
+      notes.push(h('p', { dataset: { role: 'reserve', holds: String(s.reserve.holds) }, class: s.reserve.holds ? '' : 'tone-warn' },
+        h('strong', {}, `Reserve ${(res.schedule && res.schedule.reserve) || ''} ${s.reserve.holds ? 'holds' : 'short'}: `), s.reserve.message || ''));
+    }
+    const fit = $('#placement-fit');
+    fit.hidden = !notes.length;
+    fit.replaceChildren(...notes);
   }
 
   // renderReplicas lists the replicas, each followed by its containers

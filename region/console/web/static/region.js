@@ -618,6 +618,12 @@ function resourcesPage() {
     );
   }
 
+  // unplacedOf counts the share's replicas that found no node (the
+  // master may move them to a region with headroom).
+  function unplacedOf(s) {
+    return Object.values(s.regions || {}).reduce((n, sh) => n + (sh.unplaced || 0), 0);
+  }
+
   function resourceRow(p, key) {
     const res = p.resource;
     const s = res.status || {};
@@ -643,6 +649,7 @@ function resourcesPage() {
         h('div', { class: 'res-name' }, res.tenant ? h('span', { class: 'res-tenant' }, res.tenant + ' / ') : null, res.name),
         h('div', { class: 'res-sub' }, h('span', {}, res.kind), res.spec && res.spec.flavor ? h('span', {}, '· ' + res.spec.flavor) : null,
           p.failoverFrom ? h('span', { class: 'tone-warn' }, '· failover from ' + p.failoverFrom) : null,
+          unplacedOf(s) ? h('span', { class: 'tone-warn', dataset: { role: 'unplaced' } }, `· ${unplacedOf(s)} unplaced`) : null,
           res.deletionRequestedAt ? h('span', { class: 'tone-warn' }, '· being deleted') : null)),
       h('td', {}, pill(phase, phaseTone[phase] || 'neutral')),
       h('td', { class: 'ready-cell' }, h('div', { class: 'ready-num' }, `${s.ready || 0} / ${s.replicas ?? res.replicas ?? 0}`),
