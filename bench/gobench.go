@@ -105,6 +105,29 @@ func (s *suite) b7(ctx context.Context) error {
 	return nil
 }
 
+// a2 is the plan's Go benchmark: POST /v1/plan for losing a region that
+// holds half of 20,000 replicas, against listing the same resources
+// through the API, in the same run.
+func (s *suite) a2(ctx context.Context) error {
+	got, err := goBench(ctx, "./global/api", "^BenchmarkPlanLoseRegion$", "ns/op", "5x", s.o.rounds)
+	if err != nil {
+		return err
+	}
+	plan, err := benchValues(got, "BenchmarkPlanLoseRegion/plan", s.o.rounds)
+	if err != nil {
+		return err
+	}
+	list, err := benchValues(got, "BenchmarkPlanLoseRegion/list", s.o.rounds)
+	if err != nil {
+		return err
+	}
+	ms := func(v float64) string { return fmt.Sprintf("%.1f ms", v/1e6) }
+	pl, li := spreadFloats(plan), spreadFloats(list)
+	s.r.add(row{id: "A2", what: "plan: lose a region holding 10,000 of 20,000 replicas (2,000 resources), POST /v1/plan", figure: pl.format(ms),
+		target: "≤ 1 s", ratio: fmt.Sprintf("%.2f × listing the 2,000 resources (%s)", pl.med/li.med, ms(li.med)), met: verdict(pl.med <= 1e9)})
+	return nil
+}
+
 // c1 compares starting a container on the CNI bridge through the
 // provider with the containerd client and the CNI bridge plugin called
 // directly, one of each in turn within each run; the loopback pair (no

@@ -41,6 +41,11 @@ func (s *suite) run(ctx context.Context) error {
 			s.r.note("B9 did not finish: %v", err)
 		}
 	}
+	if s.o.wants("A2") {
+		if err := withBudget(ctx, "A2", "A2", s.a2); err != nil {
+			s.r.note("A2 did not finish: %v", err)
+		}
+	}
 	// Networks of simulated hosts, real containers and VMs: a machine
 	// without them still gets the rest, and a note says why these did
 	// not run.

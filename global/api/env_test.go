@@ -68,7 +68,7 @@ type envConfig struct {
 	bootstrap string
 }
 
-func newEnv(t *testing.T, cfg envConfig) *testEnv {
+func newEnv(t testing.TB, cfg envConfig) *testEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	eps := etcdtest.Embedded(t)
@@ -131,7 +131,7 @@ func newEnv(t *testing.T, cfg envConfig) *testEnv {
 }
 
 // token creates a token and returns its plaintext.
-func (e *testEnv) token(t *testing.T, tenant string, role api.Role) string {
+func (e *testEnv) token(t testing.TB, tenant string, role api.Role) string {
 	t.Helper()
 	plain, _, err := e.svc.Tokens().New(t.Context(), tenant, role, "test")
 	if err != nil {
@@ -142,7 +142,7 @@ func (e *testEnv) token(t *testing.T, tenant string, role api.Role) string {
 
 // fixtures adds flavors small (container), vmx (vm), lbf (loadbalancer)
 // and registers the given regions.
-func (e *testEnv) fixtures(t *testing.T, regionEndpoints map[string]string) {
+func (e *testEnv) fixtures(t testing.TB, regionEndpoints map[string]string) {
 	t.Helper()
 	for _, f := range []string{
 		`{"name":"small","kind":"container","spec":{"vcpus":0.5,"memoryMiB":256}}`,
@@ -181,7 +181,7 @@ func withHeader(k, v string) reqOption { return func(r *http.Request) { r.Header
 
 // do sends a request as the admin, failing t if it cannot; body is sent
 // as is if it is a string or []byte, else as its JSON.
-func (e *testEnv) do(t *testing.T, method, path string, body any, opts ...reqOption) *response {
+func (e *testEnv) do(t testing.TB, method, path string, body any, opts ...reqOption) *response {
 	t.Helper()
 	r, err := e.send(t.Context(), method, path, body, opts...)
 	if err != nil {
@@ -240,7 +240,7 @@ func (e *testEnv) send(ctx context.Context, method, path string, body any, opts 
 }
 
 // must fails the test unless r has status code, and returns r.
-func (e *testEnv) must(t *testing.T, code int, r *response) *response {
+func (e *testEnv) must(t testing.TB, code int, r *response) *response {
 	t.Helper()
 	if r.code != code {
 		t.Fatalf("got %s; want status %d", r, code)
@@ -248,7 +248,7 @@ func (e *testEnv) must(t *testing.T, code int, r *response) *response {
 	return r
 }
 
-func decodeAs[T any](t *testing.T, r *response) T {
+func decodeAs[T any](t testing.TB, r *response) T {
 	t.Helper()
 	var v T
 	if err := json.Unmarshal(r.body, &v); err != nil {

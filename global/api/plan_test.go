@@ -3,11 +3,14 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
@@ -130,4 +133,85 @@ func TestPlan(t *testing.T) {
 		t.Errorf("viewer loses a region: %s; want 403", r)
 	}
 	plan(`{"scale":{"web":2}}`, viewer)
+}
+
+// BenchmarkPlanLoseRegion is bench A2: POST /v1/plan for losing a region
+// that holds half of 20,000 replicas (2,000 resources of 10, 5 in region
+// a and 5 in b, failing over to b and c), against GET /v1/resources of
+// the same 2,000 (the API's own read of them, every page), measured in
+// the same run. The plan decides every resource twice (now, and with a
+// lost); regions are the master's entries, not their nodes.
+func BenchmarkPlanLoseRegion(b *testing.B) {
+	e := newEnv(b, envConfig{logger: slog.New(slog.DiscardHandler)})
+	e.fixtures(b, map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2", "c": "127.0.0.1:3"})
+	ctx := b.Context()
+	for name, free := range map[string]int{"a": 0, "b": 6000, "c": 6000} {
+		if _, err := e.st.RegionStatus.Put(ctx, name, &api.RegionStatus{Health: api.HealthUp, Since: time.Now().Add(-time.Hour)}); err != nil {
+			b.Fatal(err)
+		}
+		h, _ := state.EncodeHeadroom([]api.FlavorHeadroom{{Flavor: "small", Replicas: free}})
+		if err := e.beats.Record(ctx, heartbeat.Beat{ID: name, At: time.Now(), Attrs: map[string]string{state.HeadroomAttr: h}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const resources = 2000
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := range resources {
+		g.Go(func() error {
+			name := fmt.Sprintf("web-%04d", i)
+			r := &api.Resource{Name: name, Tenant: "default", UID: fmt.Sprintf("u%04d", i), Kind: api.KindCompute, Replicas: 10,
+				Revision: 1, Generation: 1,
+				Spec:     api.ResourceSpec{Flavor: "small", Compute: &api.ComputeSpec{Image: "docker.io/library/busybox:latest"}},
+				Schedule: api.ScheduleRule{Regions: []api.RegionTarget{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}}},
+				Failover: &api.FailoverPolicy{Enabled: true, ToRegions: []string{"b", "c"}}}
+			st := &api.ResourceStatus{UID: r.UID, Phase: api.PhaseReady, Replicas: 10, Ready: 10, Revision: 1, ObservedGeneration: 1,
+				Regions: map[string]api.RegionShare{
+					"a": {Phase: api.PhaseReady, Replicas: 5, Ready: 5, Revision: 1, ObservedGeneration: 1},
+					"b": {Phase: api.PhaseReady, Replicas: 5, Ready: 5, Revision: 1, ObservedGeneration: 1},
+				}}
+			key := state.ResourceName("default", name)
+			if _, err := e.st.Resources.Put(ctx, key, r); err != nil {
+				return err
+			}
+			_, err := e.st.Statuses.Put(ctx, key, st)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	poll(b, "the caches hold every status", func() error {
+		if n := len(e.svc.caches.Statuses.List()); n != resources {
+			return fmt.Errorf("%d statuses", n)
+		}
+		return nil
+	})
+	b.Run("plan", func(b *testing.B) {
+		for b.Loop() {
+			p := decodeAs[api.Plan](b, e.must(b, http.StatusOK, e.do(b, "POST", "/v1/plan", `{"loseRegions":["a"]}`)))
+			if len(p.Resources) != resources || p.Moved != resources*5 || p.Unfit != 0 {
+				b.Fatalf("plan: %d resources, %d moved, %d unfit; want %d, %d, 0", len(p.Resources), p.Moved, p.Unfit, resources, resources*5)
+			}
+		}
+		b.ReportMetric(float64(resources*10), "replicas")
+	})
+	b.Run("list", func(b *testing.B) {
+		for b.Loop() {
+			n, next := 0, ""
+			for {
+				page := decodeAs[struct {
+					Items    []api.Resource `json:"items"`
+					Continue string         `json:"continue"`
+				}](b, e.must(b, http.StatusOK, e.do(b, "GET", "/v1/resources?limit=1000&continue="+next, nil)))
+				n += len(page.Items)
+				if next = page.Continue; next == "" {
+					break
+				}
+			}
+			if n != resources {
+				b.Fatalf("list: %d resources; want %d", n, resources)
+			}
+		}
+	})
 }

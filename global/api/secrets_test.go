@@ -18,7 +18,7 @@ import (
 )
 
 // testKeyring is a keyring of one new key.
-func testKeyring(t *testing.T) *secretbox.Keyring {
+func testKeyring(t testing.TB) *secretbox.Keyring {
 	t.Helper()
 	k, err := secretbox.GenerateKey(filepath.Join(t.TempDir(), "secrets.key"))
 	if err != nil {
