@@ -235,3 +235,13 @@ func (r *Registry) Names() []string {
 	}
 	return names
 }
+
+// Meter is an optional capability: providers that measure what their
+// replicas use. Usage returns the usage of every replica the provider
+// holds and can measure, by assignment id; a replica it cannot measure
+// now (not started, gone) is left out rather than failing the call. It
+// is cheap enough to be called every heartbeat. A plugin behind a socket
+// does not offer it yet.
+type Meter interface {
+	Usage(ctx context.Context) (map[string]api.Usage, error)
+}
