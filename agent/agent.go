@@ -380,9 +380,10 @@ func (a *Agent) assemble(client agentv1.AgentServiceClient) {
 // then health checks and the network stream (with a data plane).
 func (a *Agent) startLoops(ctx context.Context, wg *sync.WaitGroup, client agentv1.AgentServiceClient, registered chan struct{}) {
 	name := a.cfg.Node.Name
+	meter := &meter{provs: a.provs, table: a.table, t: &a.t, clock: a.clock}
 	sess := &session{
 		name: name, client: client, node: a.node, addr: a.Addr,
-		table: a.table, health: a.health, t: &a.t, clock: a.clock, log: a.log,
+		table: a.table, meter: meter, health: a.health, t: &a.t, clock: a.clock, log: a.log,
 	}
 	stream := &assignmentStream{node: name, client: client, table: a.table, provs: a.provs, t: &a.t, log: a.log}
 	rec := &reconciler{table: a.table, configs: &configFetcher{node: name, client: client}, t: &a.t, log: a.log}
@@ -401,6 +402,7 @@ func (a *Agent) startLoops(ctx context.Context, wg *sync.WaitGroup, client agent
 		}
 	}
 	wg.Go(func() { a.health.run(ctx) })
+	wg.Go(func() { meter.run(ctx) })
 	if a.net.plane != nil {
 		wg.Go(func() { a.net.run(ctx, client, &a.t, registered) })
 	}

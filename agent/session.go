@@ -27,6 +27,7 @@ type session struct {
 	node   func() *api.Node
 	addr   func() string
 	table  *replicaTable
+	meter  *meter
 	health *health
 	t      *timings
 	clock  func() time.Time
@@ -109,14 +110,18 @@ func (s *session) register(ctx context.Context) (time.Duration, bool) {
 
 func (s *session) heartbeatRequest(seq uint64) *agentv1.HeartbeatRequest {
 	replicas, alloc := s.table.load()
+	metrics := map[string]float64{
+		MetricReplicas:  float64(replicas),
+		MetricMilliCPU:  float64(alloc.MilliCPU),
+		MetricMemoryMiB: float64(alloc.MemoryMiB),
+	}
+	if s.meter != nil {
+		s.meter.current(metrics)
+	}
 	return &agentv1.HeartbeatRequest{
 		Node:       s.name,
 		Seq:        seq,
 		Conditions: apiproto.ConditionsToPB(s.health.current()),
-		Metrics: map[string]float64{
-			MetricReplicas:  float64(replicas),
-			MetricMilliCPU:  float64(alloc.MilliCPU),
-			MetricMemoryMiB: float64(alloc.MemoryMiB),
-		},
+		Metrics:    metrics,
 	}
 }

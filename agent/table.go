@@ -607,6 +607,19 @@ func (t *replicaTable) load() (replicas int, alloc api.Capacity) {
 	return replicas, alloc
 }
 
+// owners are the running replicas' resources (tenant/resource), by id.
+func (t *replicaTable) owners() map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]string, len(t.replicas))
+	for id, r := range t.replicas {
+		if r.running() {
+			out[id] = r.asg.Tenant + "/" + r.asg.Resource
+		}
+	}
+	return out
+}
+
 // statuses are the replicas' latest statuses, those that have one.
 func (t *replicaTable) statuses() []api.AssignmentStatus {
 	t.mu.Lock()

@@ -47,6 +47,9 @@ type timings struct {
 	// providerCall bounds Info, Health, Status and List; applyCall bounds
 	// Apply; Delete gets its grace period on top of applyCall.
 	providerCall, applyCall time.Duration
+	// meterEvery is how often the agent reads what its replicas use
+	// (providers that meter them); meterCall bounds one read.
+	meterEvery, meterCall time.Duration
 	// listThreshold: above this many replicas a poller calls List once
 	// instead of Status per replica.
 	listThreshold int
@@ -94,5 +97,7 @@ func defaultTimings() timings {
 		providerCall:    30 * time.Second,
 		applyCall:       10 * time.Minute,
 		listThreshold:   16,
+		meterEvery:      2 * time.Second,
+		meterCall:       5 * time.Second,
 	}
 }

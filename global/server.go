@@ -186,6 +186,7 @@ func (s *Server) masterWork(b *bringup.Base, st *state.State, caches *state.Cach
 		DownAfter:         cfg.Regions.DownAfter,
 		ProbeTimeout:      cfg.Regions.ProbeTimeout,
 		Reverter:          svc.Resources(),
+		Scaler:            svc.Resources(),
 		Pruner:            svc.Resources(),
 		Metrics:           b.Metrics.Controller(),
 		MonitorMetrics:    b.Metrics.Monitor(),

@@ -270,7 +270,7 @@ func (s *Server) leaderWork(b *bringup.Base, st *state.State, caches *state.Cach
 		if len(global.clients) > 0 {
 			// Only the leader speaks for the region, so that the
 			// registered endpoint does not flip between replicas.
-			lg.Go(func() error { s.federate(lctx, global, ctrl.Headroom); return nil })
+			lg.Go(func() error { s.federate(lctx, global, ctrl.Headroom, hb); return nil })
 		}
 		if err := lg.Wait(); err != nil && leaderCtx.Err() == nil {
 			s.log.Warn("region leadership work ended", "err", err)
@@ -516,13 +516,14 @@ func (g *globalReplicas) configData(ctx context.Context, req *globalv1.GetConfig
 //
 // Each beat carries the region's headroom for the global tier's flavor
 // catalog, which the answers bring when it changed (headroom counts it
-// from the controller's view of the nodes).
-func (s *Server) federate(ctx context.Context, global *globalReplicas, headroom func([]api.Flavor) []api.FlavorHeadroom) {
+// from the controller's view of the nodes), and what the replicas use,
+// summed from the nodes' last beats in hb (regionLoad).
+func (s *Server) federate(ctx context.Context, global *globalReplicas, headroom func([]api.Flavor) []api.FlavorHeadroom, hb heartbeat.Store) {
 	interval := 2 * time.Second
 	failing := false
 	var catalog flavorCatalog
 	for seq := uint64(1); ; seq++ {
-		req := s.heartbeat(seq, func() []api.FlavorHeadroom { return headroom(catalog.flavors) })
+		req := s.heartbeat(seq, func() []api.FlavorHeadroom { return headroom(catalog.flavors) }, func() []api.ResourceLoad { return regionLoad(ctx, hb, s.cfg.Nodes.HeartbeatInterval) })
 		req.FlavorsVersion = catalog.version
 		resp, err := global.beat(ctx, req)
 		if ctx.Err() != nil {
@@ -555,8 +556,9 @@ type flavorCatalog struct {
 }
 
 // heartbeat is the region's heartbeat number seq: its registration and,
-// once the API runs, its numbers and its headroom (counted only then).
-func (s *Server) heartbeat(seq uint64, headroom func() []api.FlavorHeadroom) *globalv1.RegionHeartbeatRequest {
+// once the API runs, its numbers, its headroom and its load (counted only
+// then).
+func (s *Server) heartbeat(seq uint64, headroom func() []api.FlavorHeadroom, load func() []api.ResourceLoad) *globalv1.RegionHeartbeatRequest {
 	req := &globalv1.RegionHeartbeatRequest{Seq: seq, Region: &resourcev1.Region{
 		Name:       s.cfg.Name,
 		Endpoint:   advertised(s.cfg.Advertise.GRPC, s.kit.GRPCListener),
@@ -566,10 +568,34 @@ func (s *Server) heartbeat(seq uint64, headroom func() []api.FlavorHeadroom) *gl
 	if a := s.API(); a != nil {
 		if rs, err := a.Summary(); err == nil {
 			rs.Headroom = headroom()
+			rs.Load = load()
 			req.Status = apiproto.RegionStatusToPB(&rs)
 		}
 	}
 	return req
+}
+
+// regionLoad is what the region's replicas use, summed from the load
+// metrics of its nodes' last beats (api.SumLoad); beats older than three
+// of the nodes' heartbeat intervals (every) are left out, since the
+// store keeps a silent node's metrics for minutes. A store that does not
+// answer within a second gives no load, which the autoscaler reads as no
+// readings.
+func regionLoad(ctx context.Context, hb heartbeat.Store, every time.Duration) []api.ResourceLoad {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	beats, err := hb.List(ctx)
+	if err != nil {
+		return nil
+	}
+	fresh := time.Now().Add(-3 * max(every, 2*time.Second))
+	nodes := make([]map[string]float64, 0, len(beats))
+	for _, b := range beats {
+		if b.At.After(fresh) {
+			nodes = append(nodes, b.Metrics)
+		}
+	}
+	return api.SumLoad(nodes)
 }
 
 // noteFederation logs when heartbeats to the global tier start failing

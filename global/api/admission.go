@@ -101,6 +101,8 @@ func defaultResource(_ context.Context, w *resourceWrite) error {
 	if w.op == "create" && w.o.ReplicasUnset {
 		r.Replicas = api.DefaultReplicas(r.Kind)
 	}
+	// An autoscaled resource starts within its bounds.
+	r.Replicas = r.Autoscale.Clamp(r.Replicas)
 	*w.r = r
 	return nil
 }

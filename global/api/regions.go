@@ -256,6 +256,11 @@ func regionAttrs(st *api.RegionStatus) map[string]string {
 	if h, err := state.EncodeHeadroom(st.Headroom); err == nil {
 		attrs[state.HeadroomAttr] = h
 	}
+	if len(st.Load) > 0 {
+		if l, err := state.EncodeLoad(st.Load); err == nil {
+			attrs[state.LoadAttr] = l
+		}
+	}
 	return attrs
 }
 

@@ -351,6 +351,11 @@ func (s *Resources) replace(ctx context.Context, in api.Resource, w *resourceWri
 		if w.o.ReplicasUnset {
 			next.Replicas = cur.Replicas
 		}
+		if next.Autoscale != nil && cur.Autoscale != nil {
+			// The count is the autoscaler's: a manifest applied again
+			// does not reset it, new bounds only bring it within them.
+			next.Replicas = next.Autoscale.Clamp(cur.Replicas)
+		}
 		if api.SameJSON(cur.Settable(), next) {
 			return store.ErrNoChange
 		}
@@ -360,7 +365,7 @@ func (s *Resources) replace(ctx context.Context, in api.Resource, w *resourceWri
 		}
 		newSpec := !api.SameJSON(cur.Spec, next.Spec)
 		cur.Labels, cur.Spec, cur.Replicas, cur.Schedule = next.Labels, next.Spec, next.Replicas, next.Schedule
-		cur.Overrides, cur.Failover, cur.Rollout = next.Overrides, next.Failover, next.Rollout
+		cur.Overrides, cur.Failover, cur.Rollout, cur.Autoscale = next.Overrides, next.Failover, next.Rollout, next.Autoscale
 		cur.MaxRevisionHistory = next.MaxRevisionHistory
 		if newSpec {
 			cur.Revision++
@@ -403,6 +408,9 @@ func (s *Resources) Scale(ctx context.Context, tenant, name string, replicas int
 		if err := api.ValidateReplicas(r.Kind, replicas); err != nil {
 			return err
 		}
+		if a := r.Autoscale; a != nil {
+			return fmt.Errorf("resource %q scales itself (autoscale, %d to %d replicas): change autoscale.minReplicas or maxReplicas, or remove autoscale to scale by hand: %w", r.Name, a.MinReplicas, a.MaxReplicas, api.ErrConflict)
+		}
 		if r.Replicas == replicas {
 			return store.ErrNoChange
 		}
@@ -413,6 +421,27 @@ func (s *Resources) Scale(ctx context.Context, tenant, name string, replicas int
 		s.events.record(ctx, tenant, name, "Scaled", fmt.Sprintf("scaled from %d to %d replicas", from, replicas))
 	}
 	return out, err
+}
+
+// AutoScale sets an autoscaled resource's replicas from from to to on the
+// master's behalf, fenced by its leadership (guard), and records why
+// (the autoscaler's inputs) as the Scaled event. A resource that changed
+// meanwhile (another UID, another count, no autoscale) is left alone:
+// the next decision reads it again.
+func (s *Resources) AutoScale(ctx context.Context, tenant, name, uid string, from, to int, why string, guard store.Guard) error {
+	wrote := false
+	_, err := s.write(ctx, tenant, name, 0, func(r *api.Resource, _ *store.Txn) error {
+		wrote = false
+		if r.UID != uid || r.Replicas != from || r.Autoscale == nil || r.Deleting() {
+			return store.ErrNoChange
+		}
+		r.Replicas, wrote = r.Autoscale.Clamp(to), true
+		return r.Validate()
+	}, guard)
+	if err == nil && wrote {
+		s.events.record(ctx, tenant, name, "Scaled", why)
+	}
+	return err
 }
 
 // Delete asks for the resource's deletion; the master removes it once

@@ -68,6 +68,9 @@ type Options struct {
 	// Reverter performs auto-reverts of failed rollouts; nil disables
 	// them.
 	Reverter Reverter
+	// Scaler sets the replicas of autoscaled resources; nil disables
+	// autoscaling.
+	Scaler Scaler
 	// Pruner forgets old idempotency keys; nil keeps them.
 	Pruner Pruner
 	// Metrics and MonitorMetrics may be nil.
@@ -93,6 +96,12 @@ type Controller struct {
 	// as the monitor read it; replaced whole, never changed in place.
 	headroomMu sync.Mutex
 	headroom   map[string]map[string]int
+
+	// load is what each region's replicas use, per resource, from its
+	// last beat (keepLoad); scaling is the autoscaler's memory.
+	loadMu  sync.Mutex
+	load    map[string]regionLoad
+	scaling scaling
 
 	// propagations counts placements a region applied (for tests,
 	// metrics and the benchmark's first-propagation time).
@@ -129,6 +138,7 @@ func New(o Options) *Controller {
 		dirty:          reconcile.NewDirty(),
 		revisions:      newRevisionCache(o.State),
 		links:          map[string]*link{},
+		scaling:        scaling{byKey: map[string]*scaled{}},
 		firstPropagate: make(chan struct{}),
 	}
 	o.Caches.ResourceFeed.Subscribe(func(ch []store.Change[api.Resource]) {
@@ -224,6 +234,11 @@ func (c *Controller) Lead(ctx context.Context, guard Guard) error {
 	go func() {
 		defer wg.Done()
 		c.monitor(ctx, guard)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.autoscale(ctx, guard)
 	}()
 	if c.o.Pruner != nil {
 		wg.Add(1)

@@ -54,6 +54,7 @@ func (c *Controller) checkRegions(ctx context.Context, guard Guard, tr *liveness
 		last[b.ID] = b.At
 	}
 	c.keepHeadroom(beats)
+	c.keepLoad(beats)
 	now := c.o.Clock()
 	th := liveness.Thresholds{SuspectAfter: c.o.SuspectAfter, DownAfter: c.o.DownAfter}
 	c.o.MonitorMetrics.Blind(tr.Look(now, c.lookEvery(), th))

@@ -59,7 +59,7 @@ func (c *Controller) forget(w *writes, key string) {
 // the links.
 func (c *Controller) input(now time.Time, cat catalog, r *api.Resource) placement.Input {
 	key := r.Key()
-	in := placement.Input{Now: now, Resource: r, Catalog: cat}
+	in := placement.Input{Now: now, Resource: r, Catalog: cat, Autoscale: c.autoscaleStatus(key)}
 	if st, ok := c.o.Caches.Statuses.Get(key); ok {
 		in.Status = st.Value
 	}

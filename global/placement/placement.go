@@ -46,6 +46,9 @@ type Input struct {
 	Regions []Region
 	// Catalog resolves the flavors and images placements name.
 	Catalog Catalog
+	// Autoscale is the autoscaler's last reading of the resource, which
+	// its status carries; nil when it has none.
+	Autoscale *api.AutoscaleStatus
 }
 
 // Region is what the master knows of one region, for one resource.

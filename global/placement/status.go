@@ -25,6 +25,7 @@ func (v *view) status(s split, phase api.Phase, reason string, ro *api.RolloutSt
 		ObservedGeneration: v.r.Generation,
 		Regions:            map[string]api.RegionShare{},
 		Split:              s.note,
+		Autoscale:          v.in.Autoscale,
 	}
 	if phase == "" {
 		st.Reserve = v.reserve(desired)

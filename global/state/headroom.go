@@ -11,21 +11,40 @@ import (
 // flavor deleted from the catalog leaves nothing behind.
 const HeadroomAttr = "headroom"
 
+// LoadAttr is the heartbeat attribute that carries what a region's
+// replicas use, per resource (api.ResourceLoad), replaced whole by every
+// beat like the headroom.
+const LoadAttr = "load"
+
 // EncodeHeadroom is a region's headroom as its beat carries it.
-func EncodeHeadroom(h []api.FlavorHeadroom) (string, error) {
-	b, err := json.Marshal(h)
-	return string(b), err
-}
+func EncodeHeadroom(h []api.FlavorHeadroom) (string, error) { return encodeAttr(h) }
 
 // BeatHeadroom is the headroom a beat's attributes carry; nil when they
 // carry none, or a value that does not decode (another writer's), which
 // shows no headroom rather than a wrong one.
 func BeatHeadroom(attrs map[string]string) []api.FlavorHeadroom {
-	v := attrs[HeadroomAttr]
+	return beatAttr[api.FlavorHeadroom](attrs, HeadroomAttr)
+}
+
+// EncodeLoad is a region's load as its beat carries it.
+func EncodeLoad(l []api.ResourceLoad) (string, error) { return encodeAttr(l) }
+
+// BeatLoad is the load a beat's attributes carry; nil as BeatHeadroom.
+func BeatLoad(attrs map[string]string) []api.ResourceLoad {
+	return beatAttr[api.ResourceLoad](attrs, LoadAttr)
+}
+
+func encodeAttr[T any](v []T) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+func beatAttr[T any](attrs map[string]string, name string) []T {
+	v := attrs[name]
 	if v == "" {
 		return nil
 	}
-	var out []api.FlavorHeadroom
+	var out []T
 	if json.Unmarshal([]byte(v), &out) != nil {
 		return nil
 	}

@@ -42,6 +42,10 @@ type RegionStatus struct {
 	// catalog the region's nodes hold now, in all and per zone: its
 	// free capacity, as of its last heartbeat.
 	Headroom []FlavorHeadroom `json:"headroom,omitempty"`
+	// Load is what the region's replicas use, per resource, as of its
+	// last heartbeat: the autoscaler's input, shown per resource in its
+	// status.autoscale rather than here.
+	Load []ResourceLoad `json:"-"`
 }
 
 // FlavorHeadroom is how many more replicas of one flavor fit on a

@@ -74,6 +74,9 @@ type Resource struct {
 	Overrides map[string]SpecOverride `json:"overrides,omitempty"`
 	Failover  *FailoverPolicy         `json:"failover,omitempty"`
 	Rollout   RolloutPolicy           `json:"rollout,omitzero"`
+	// Autoscale hands Replicas to the global master, which sets it from
+	// what the replicas use (autoscale.go); nil scales by hand only.
+	Autoscale *AutoscalePolicy `json:"autoscale,omitempty"`
 	// MaxRevisionHistory bounds the revisions kept (pinned ones excepted).
 	MaxRevisionHistory int `json:"maxRevisionHistory,omitempty"`
 
@@ -102,7 +105,7 @@ func (r *Resource) Settable() Resource {
 	return Resource{
 		Name: r.Name, Tenant: r.Tenant, Kind: r.Kind, Labels: r.Labels,
 		Spec: r.Spec, Replicas: r.Replicas, Schedule: r.Schedule, Overrides: r.Overrides,
-		Failover: r.Failover, Rollout: r.Rollout, MaxRevisionHistory: r.MaxRevisionHistory,
+		Failover: r.Failover, Rollout: r.Rollout, Autoscale: r.Autoscale, MaxRevisionHistory: r.MaxRevisionHistory,
 	}
 }
 
@@ -409,6 +412,9 @@ type ResourceStatus struct {
 	Split string `json:"split,omitempty"`
 	// Reserve is whether schedule.reserve holds now; nil without one.
 	Reserve *ReserveStatus `json:"reserve,omitempty"`
+	// Autoscale is what the autoscaler last read and decided; nil
+	// without autoscale.
+	Autoscale *AutoscaleStatus `json:"autoscale,omitempty"`
 }
 
 // ReserveStatus says whether the other regions' headroom could absorb

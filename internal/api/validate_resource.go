@@ -33,6 +33,9 @@ func (r *Resource) Validate() error {
 		p.in("failover", f.validate())
 	}
 	p.in("rollout", r.Rollout.validate(r.Replicas))
+	if a := r.Autoscale; a != nil {
+		p.in("autoscale", a.validate(r.Kind))
+	}
 	if r.MaxRevisionHistory < 0 || r.MaxRevisionHistory > MaxRevisionHistory {
 		p.add(Invalid("maxRevisionHistory", "must be between 0 and %d", MaxRevisionHistory))
 	}

@@ -683,6 +683,7 @@ func ResourceStatusToPB(s *api.ResourceStatus) *resourcev1.ResourceStatus {
 		Job:                JobStatusToPB(s.Job),
 		Split:              s.Split,
 		Reserve:            reserveStatusToPB(s.Reserve),
+		Autoscale:          autoscaleStatusToPB(s.Autoscale),
 	}
 }
 
@@ -721,6 +722,7 @@ func ResourceStatusFromPB(p *resourcev1.ResourceStatus) api.ResourceStatus {
 		Job:                ptrFromPB(p.GetJob(), JobStatusFromPB),
 		Split:              p.GetSplit(),
 		Reserve:            ptrFromPB(p.GetReserve(), reserveStatusFromPB),
+		Autoscale:          ptrFromPB(p.GetAutoscale(), autoscaleStatusFromPB),
 	}
 }
 
@@ -862,6 +864,7 @@ func ResourceToPB(r *api.Resource) *resourcev1.Resource {
 		DeletionRequestedAt: timePtrToPB(r.DeletionRequestedAt),
 		ResourceVersion:     r.ResourceVersion,
 		Status:              ResourceStatusToPB(r.Status),
+		Autoscale:           autoscalePolicyToPB(r.Autoscale),
 	}
 }
 
@@ -887,6 +890,7 @@ func ResourceFromPB(p *resourcev1.Resource) api.Resource {
 		DeletionRequestedAt: timePtrFromPB(p.GetDeletionRequestedAt()),
 		ResourceVersion:     p.GetResourceVersion(),
 		Status:              ptrFromPB(p.GetStatus(), ResourceStatusFromPB),
+		Autoscale:           ptrFromPB(p.GetAutoscale(), autoscalePolicyFromPB),
 	}
 }
 
@@ -973,6 +977,7 @@ func RegionStatusToPB(s *api.RegionStatus) *resourcev1.RegionStatus {
 		Replicas:      int32ToPB(s.Replicas),
 		Ready:         int32ToPB(s.Ready),
 		Headroom:      sliceToPB(s.Headroom, flavorHeadroomToPB),
+		Load:          sliceToPB(s.Load, resourceLoadToPB),
 	}
 }
 
@@ -1015,6 +1020,7 @@ func RegionStatusFromPB(p *resourcev1.RegionStatus) api.RegionStatus {
 		Replicas:      int(p.GetReplicas()),
 		Ready:         int(p.GetReady()),
 		Headroom:      sliceFromPB(p.GetHeadroom(), flavorHeadroomFromPB),
+		Load:          sliceFromPB(p.GetLoad(), resourceLoadFromPB),
 	}
 }
 

@@ -105,6 +105,10 @@ func convCases() []convCase {
 		convCaseOf(jobRunToPB, jobRunFromPB),
 		convCaseOf(jobAttemptToPB, jobAttemptFromPB),
 		convCaseOf(reserveStatusToPB, reserveStatusFromPB),
+		convCaseOf(autoscalePolicyToPB, autoscalePolicyFromPB),
+		convCaseOf(scalingRulesToPB, scalingRulesFromPB),
+		convCaseOf(autoscaleStatusToPB, autoscaleStatusFromPB),
+		convCaseOf(resourceLoadToPB, resourceLoadFromPB),
 	}
 }
 

@@ -2587,6 +2587,7 @@ type ResourceStatus struct {
 	Job                *JobStatus              `protobuf:"bytes,20,opt,name=job,proto3" json:"job,omitempty"`
 	Split              string                  `protobuf:"bytes,21,opt,name=split,proto3" json:"split,omitempty"`
 	Reserve            *ReserveStatus          `protobuf:"bytes,22,opt,name=reserve,proto3" json:"reserve,omitempty"`
+	Autoscale          *AutoscaleStatus        `protobuf:"bytes,23,opt,name=autoscale,proto3" json:"autoscale,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -2740,6 +2741,13 @@ func (x *ResourceStatus) GetReserve() *ReserveStatus {
 	return nil
 }
 
+func (x *ResourceStatus) GetAutoscale() *AutoscaleStatus {
+	if x != nil {
+		return x.Autoscale
+	}
+	return nil
+}
+
 type ReserveStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Holds         bool                   `protobuf:"varint,1,opt,name=holds,proto3" json:"holds,omitempty"`
@@ -2837,6 +2845,7 @@ type Resource struct {
 	DeletionRequestedAt *timestamppb.Timestamp   `protobuf:"bytes,17,opt,name=deletion_requested_at,json=deletionRequestedAt,proto3" json:"deletion_requested_at,omitempty"`
 	ResourceVersion     int64                    `protobuf:"varint,18,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
 	Status              *ResourceStatus          `protobuf:"bytes,19,opt,name=status,proto3" json:"status,omitempty"`
+	Autoscale           *AutoscalePolicy         `protobuf:"bytes,20,opt,name=autoscale,proto3" json:"autoscale,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -3004,6 +3013,362 @@ func (x *Resource) GetStatus() *ResourceStatus {
 	return nil
 }
 
+func (x *Resource) GetAutoscale() *AutoscalePolicy {
+	if x != nil {
+		return x.Autoscale
+	}
+	return nil
+}
+
+// AutoscalePolicy is api.AutoscalePolicy.
+type AutoscalePolicy struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	MinReplicas       int32                  `protobuf:"varint,1,opt,name=min_replicas,json=minReplicas,proto3" json:"min_replicas,omitempty"`
+	MaxReplicas       int32                  `protobuf:"varint,2,opt,name=max_replicas,json=maxReplicas,proto3" json:"max_replicas,omitempty"`
+	CpuPercent        int32                  `protobuf:"varint,3,opt,name=cpu_percent,json=cpuPercent,proto3" json:"cpu_percent,omitempty"`
+	MemoryPercent     int32                  `protobuf:"varint,4,opt,name=memory_percent,json=memoryPercent,proto3" json:"memory_percent,omitempty"`
+	LoadBalancer      string                 `protobuf:"bytes,5,opt,name=load_balancer,json=loadBalancer,proto3" json:"load_balancer,omitempty"`
+	RequestsPerSecond float64                `protobuf:"fixed64,6,opt,name=requests_per_second,json=requestsPerSecond,proto3" json:"requests_per_second,omitempty"`
+	Sessions          float64                `protobuf:"fixed64,7,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	TolerancePercent  int32                  `protobuf:"varint,8,opt,name=tolerance_percent,json=tolerancePercent,proto3" json:"tolerance_percent,omitempty"`
+	Period            *durationpb.Duration   `protobuf:"bytes,9,opt,name=period,proto3" json:"period,omitempty"`
+	ScaleUp           *ScalingRules          `protobuf:"bytes,10,opt,name=scale_up,json=scaleUp,proto3" json:"scale_up,omitempty"`
+	ScaleDown         *ScalingRules          `protobuf:"bytes,11,opt,name=scale_down,json=scaleDown,proto3" json:"scale_down,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *AutoscalePolicy) Reset() {
+	*x = AutoscalePolicy{}
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AutoscalePolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AutoscalePolicy) ProtoMessage() {}
+
+func (x *AutoscalePolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AutoscalePolicy.ProtoReflect.Descriptor instead.
+func (*AutoscalePolicy) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AutoscalePolicy) GetMinReplicas() int32 {
+	if x != nil {
+		return x.MinReplicas
+	}
+	return 0
+}
+
+func (x *AutoscalePolicy) GetMaxReplicas() int32 {
+	if x != nil {
+		return x.MaxReplicas
+	}
+	return 0
+}
+
+func (x *AutoscalePolicy) GetCpuPercent() int32 {
+	if x != nil {
+		return x.CpuPercent
+	}
+	return 0
+}
+
+func (x *AutoscalePolicy) GetMemoryPercent() int32 {
+	if x != nil {
+		return x.MemoryPercent
+	}
+	return 0
+}
+
+func (x *AutoscalePolicy) GetLoadBalancer() string {
+	if x != nil {
+		return x.LoadBalancer
+	}
+	return ""
+}
+
+func (x *AutoscalePolicy) GetRequestsPerSecond() float64 {
+	if x != nil {
+		return x.RequestsPerSecond
+	}
+	return 0
+}
+
+func (x *AutoscalePolicy) GetSessions() float64 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *AutoscalePolicy) GetTolerancePercent() int32 {
+	if x != nil {
+		return x.TolerancePercent
+	}
+	return 0
+}
+
+func (x *AutoscalePolicy) GetPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.Period
+	}
+	return nil
+}
+
+func (x *AutoscalePolicy) GetScaleUp() *ScalingRules {
+	if x != nil {
+		return x.ScaleUp
+	}
+	return nil
+}
+
+func (x *AutoscalePolicy) GetScaleDown() *ScalingRules {
+	if x != nil {
+		return x.ScaleDown
+	}
+	return nil
+}
+
+type ScalingRules struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// stabilization_window unset takes the default of its direction.
+	StabilizationWindow *durationpb.Duration `protobuf:"bytes,1,opt,name=stabilization_window,json=stabilizationWindow,proto3" json:"stabilization_window,omitempty"`
+	Replicas            int32                `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Percent             int32                `protobuf:"varint,3,opt,name=percent,proto3" json:"percent,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ScalingRules) Reset() {
+	*x = ScalingRules{}
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScalingRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScalingRules) ProtoMessage() {}
+
+func (x *ScalingRules) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScalingRules.ProtoReflect.Descriptor instead.
+func (*ScalingRules) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ScalingRules) GetStabilizationWindow() *durationpb.Duration {
+	if x != nil {
+		return x.StabilizationWindow
+	}
+	return nil
+}
+
+func (x *ScalingRules) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *ScalingRules) GetPercent() int32 {
+	if x != nil {
+		return x.Percent
+	}
+	return 0
+}
+
+// AutoscaleStatus is api.AutoscaleStatus.
+type AutoscaleStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Desired       int32                  `protobuf:"varint,1,opt,name=desired,proto3" json:"desired,omitempty"`
+	Metrics       []string               `protobuf:"bytes,2,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	LastScaleAt   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_scale_at,json=lastScaleAt,proto3" json:"last_scale_at,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AutoscaleStatus) Reset() {
+	*x = AutoscaleStatus{}
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AutoscaleStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AutoscaleStatus) ProtoMessage() {}
+
+func (x *AutoscaleStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AutoscaleStatus.ProtoReflect.Descriptor instead.
+func (*AutoscaleStatus) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *AutoscaleStatus) GetDesired() int32 {
+	if x != nil {
+		return x.Desired
+	}
+	return 0
+}
+
+func (x *AutoscaleStatus) GetMetrics() []string {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+func (x *AutoscaleStatus) GetLastScaleAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastScaleAt
+	}
+	return nil
+}
+
+func (x *AutoscaleStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// ResourceLoad is what a region's replicas of a resource use
+// (api.ResourceLoad).
+type ResourceLoad struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Resource      string                 `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`
+	Replicas      int32                  `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	MilliCpu      float64                `protobuf:"fixed64,4,opt,name=milli_cpu,json=milliCpu,proto3" json:"milli_cpu,omitempty"`
+	MemoryMib     float64                `protobuf:"fixed64,5,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	RequestRate   float64                `protobuf:"fixed64,6,opt,name=request_rate,json=requestRate,proto3" json:"request_rate,omitempty"`
+	Sessions      float64                `protobuf:"fixed64,7,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceLoad) Reset() {
+	*x = ResourceLoad{}
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceLoad) ProtoMessage() {}
+
+func (x *ResourceLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceLoad.ProtoReflect.Descriptor instead.
+func (*ResourceLoad) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ResourceLoad) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ResourceLoad) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *ResourceLoad) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *ResourceLoad) GetMilliCpu() float64 {
+	if x != nil {
+		return x.MilliCpu
+	}
+	return 0
+}
+
+func (x *ResourceLoad) GetMemoryMib() float64 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *ResourceLoad) GetRequestRate() float64 {
+	if x != nil {
+		return x.RequestRate
+	}
+	return 0
+}
+
+func (x *ResourceLoad) GetSessions() float64 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
 type Revision struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Resource      string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
@@ -3021,7 +3386,7 @@ type Revision struct {
 
 func (x *Revision) Reset() {
 	*x = Revision{}
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3033,7 +3398,7 @@ func (x *Revision) String() string {
 func (*Revision) ProtoMessage() {}
 
 func (x *Revision) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[36]
+	mi := &file_resource_v1_resource_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3046,7 +3411,7 @@ func (x *Revision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revision.ProtoReflect.Descriptor instead.
 func (*Revision) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{36}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Revision) GetResource() string {
@@ -3125,13 +3490,16 @@ type RegionStatus struct {
 	Replicas      int32                  `protobuf:"varint,9,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	Ready         int32                  `protobuf:"varint,10,opt,name=ready,proto3" json:"ready,omitempty"`
 	Headroom      []*FlavorHeadroom      `protobuf:"bytes,11,rep,name=headroom,proto3" json:"headroom,omitempty"`
+	// load is what the region's replicas use, per resource (heartbeats
+	// only).
+	Load          []*ResourceLoad `protobuf:"bytes,12,rep,name=load,proto3" json:"load,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegionStatus) Reset() {
 	*x = RegionStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3511,7 @@ func (x *RegionStatus) String() string {
 func (*RegionStatus) ProtoMessage() {}
 
 func (x *RegionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[37]
+	mi := &file_resource_v1_resource_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3524,7 @@ func (x *RegionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatus.ProtoReflect.Descriptor instead.
 func (*RegionStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{37}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RegionStatus) GetHealth() string {
@@ -3236,6 +3604,13 @@ func (x *RegionStatus) GetHeadroom() []*FlavorHeadroom {
 	return nil
 }
 
+func (x *RegionStatus) GetLoad() []*ResourceLoad {
+	if x != nil {
+		return x.Load
+	}
+	return nil
+}
+
 // FlavorHeadroom is how many more replicas of a flavor fit in a region
 // (api.FlavorHeadroom).
 type FlavorHeadroom struct {
@@ -3249,7 +3624,7 @@ type FlavorHeadroom struct {
 
 func (x *FlavorHeadroom) Reset() {
 	*x = FlavorHeadroom{}
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3261,7 +3636,7 @@ func (x *FlavorHeadroom) String() string {
 func (*FlavorHeadroom) ProtoMessage() {}
 
 func (x *FlavorHeadroom) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[38]
+	mi := &file_resource_v1_resource_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3274,7 +3649,7 @@ func (x *FlavorHeadroom) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorHeadroom.ProtoReflect.Descriptor instead.
 func (*FlavorHeadroom) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{38}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FlavorHeadroom) GetFlavor() string {
@@ -3314,7 +3689,7 @@ type Region struct {
 
 func (x *Region) Reset() {
 	*x = Region{}
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3326,7 +3701,7 @@ func (x *Region) String() string {
 func (*Region) ProtoMessage() {}
 
 func (x *Region) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[39]
+	mi := &file_resource_v1_resource_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3339,7 +3714,7 @@ func (x *Region) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Region.ProtoReflect.Descriptor instead.
 func (*Region) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{39}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Region) GetName() string {
@@ -3413,7 +3788,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3425,7 +3800,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[40]
+	mi := &file_resource_v1_resource_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3438,7 +3813,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{40}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Placement) GetRegion() string {
@@ -3501,7 +3876,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3513,7 +3888,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[41]
+	mi := &file_resource_v1_resource_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3526,7 +3901,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{41}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Capacity) GetMilliCpu() int64 {
@@ -3562,7 +3937,7 @@ type NodeProvider struct {
 
 func (x *NodeProvider) Reset() {
 	*x = NodeProvider{}
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3574,7 +3949,7 @@ func (x *NodeProvider) String() string {
 func (*NodeProvider) ProtoMessage() {}
 
 func (x *NodeProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[42]
+	mi := &file_resource_v1_resource_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3587,7 +3962,7 @@ func (x *NodeProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeProvider.ProtoReflect.Descriptor instead.
 func (*NodeProvider) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{42}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeProvider) GetName() string {
@@ -3631,7 +4006,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +4018,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[43]
+	mi := &file_resource_v1_resource_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +4031,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{43}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Condition) GetType() string {
@@ -3705,7 +4080,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3717,7 +4092,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[44]
+	mi := &file_resource_v1_resource_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3730,7 +4105,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{44}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DrainRequest) GetDeadline() *durationpb.Duration {
@@ -3768,7 +4143,7 @@ type DrainStep struct {
 
 func (x *DrainStep) Reset() {
 	*x = DrainStep{}
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3780,7 +4155,7 @@ func (x *DrainStep) String() string {
 func (*DrainStep) ProtoMessage() {}
 
 func (x *DrainStep) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[45]
+	mi := &file_resource_v1_resource_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3793,7 +4168,7 @@ func (x *DrainStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStep.ProtoReflect.Descriptor instead.
 func (*DrainStep) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{45}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DrainStep) GetReplica() string {
@@ -3859,7 +4234,7 @@ type DrainStatus struct {
 
 func (x *DrainStatus) Reset() {
 	*x = DrainStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3871,7 +4246,7 @@ func (x *DrainStatus) String() string {
 func (*DrainStatus) ProtoMessage() {}
 
 func (x *DrainStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[46]
+	mi := &file_resource_v1_resource_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3884,7 +4259,7 @@ func (x *DrainStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStatus.ProtoReflect.Descriptor instead.
 func (*DrainStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{46}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DrainStatus) GetNode() string {
@@ -3994,7 +4369,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4006,7 +4381,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[47]
+	mi := &file_resource_v1_resource_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4019,7 +4394,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{47}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *NodeStatus) GetHealth() string {
@@ -4107,7 +4482,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4119,7 +4494,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[48]
+	mi := &file_resource_v1_resource_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4132,7 +4507,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{48}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Node) GetName() string {
@@ -4295,7 +4670,7 @@ type NodeNetwork struct {
 
 func (x *NodeNetwork) Reset() {
 	*x = NodeNetwork{}
-	mi := &file_resource_v1_resource_proto_msgTypes[49]
+	mi := &file_resource_v1_resource_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4307,7 +4682,7 @@ func (x *NodeNetwork) String() string {
 func (*NodeNetwork) ProtoMessage() {}
 
 func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[49]
+	mi := &file_resource_v1_resource_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4320,7 +4695,7 @@ func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeNetwork.ProtoReflect.Descriptor instead.
 func (*NodeNetwork) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{49}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *NodeNetwork) GetBlock() string {
@@ -4372,7 +4747,7 @@ type VolumeAttachment struct {
 
 func (x *VolumeAttachment) Reset() {
 	*x = VolumeAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[50]
+	mi := &file_resource_v1_resource_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4384,7 +4759,7 @@ func (x *VolumeAttachment) String() string {
 func (*VolumeAttachment) ProtoMessage() {}
 
 func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[50]
+	mi := &file_resource_v1_resource_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4397,7 +4772,7 @@ func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeAttachment.ProtoReflect.Descriptor instead.
 func (*VolumeAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{50}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *VolumeAttachment) GetName() string {
@@ -4456,7 +4831,7 @@ type NetworkAttachment struct {
 
 func (x *NetworkAttachment) Reset() {
 	*x = NetworkAttachment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[51]
+	mi := &file_resource_v1_resource_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4468,7 +4843,7 @@ func (x *NetworkAttachment) String() string {
 func (*NetworkAttachment) ProtoMessage() {}
 
 func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[51]
+	mi := &file_resource_v1_resource_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4481,7 +4856,7 @@ func (x *NetworkAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkAttachment.ProtoReflect.Descriptor instead.
 func (*NetworkAttachment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{51}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NetworkAttachment) GetNetwork() string {
@@ -4537,7 +4912,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_resource_v1_resource_proto_msgTypes[52]
+	mi := &file_resource_v1_resource_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4549,7 +4924,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[52]
+	mi := &file_resource_v1_resource_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4562,7 +4937,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{52}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Endpoint) GetReplica() string {
@@ -4600,7 +4975,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_resource_v1_resource_proto_msgTypes[53]
+	mi := &file_resource_v1_resource_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4612,7 +4987,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[53]
+	mi := &file_resource_v1_resource_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4625,7 +5000,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{53}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Port) GetNetwork() string {
@@ -4687,7 +5062,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[54]
+	mi := &file_resource_v1_resource_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4699,7 +5074,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[54]
+	mi := &file_resource_v1_resource_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4712,7 +5087,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{54}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Assignment) GetId() string {
@@ -4897,7 +5272,7 @@ type AssignmentStatus struct {
 
 func (x *AssignmentStatus) Reset() {
 	*x = AssignmentStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[55]
+	mi := &file_resource_v1_resource_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4909,7 +5284,7 @@ func (x *AssignmentStatus) String() string {
 func (*AssignmentStatus) ProtoMessage() {}
 
 func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[55]
+	mi := &file_resource_v1_resource_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4922,7 +5297,7 @@ func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentStatus.ProtoReflect.Descriptor instead.
 func (*AssignmentStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{55}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AssignmentStatus) GetId() string {
@@ -5034,7 +5409,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[56]
+	mi := &file_resource_v1_resource_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5046,7 +5421,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[56]
+	mi := &file_resource_v1_resource_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5059,7 +5434,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{56}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -5137,7 +5512,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_resource_v1_resource_proto_msgTypes[57]
+	mi := &file_resource_v1_resource_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5149,7 +5524,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[57]
+	mi := &file_resource_v1_resource_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5162,7 +5537,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{57}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Replica) GetAssignment() *Assignment {
@@ -5211,7 +5586,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_resource_v1_resource_proto_msgTypes[58]
+	mi := &file_resource_v1_resource_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5223,7 +5598,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[58]
+	mi := &file_resource_v1_resource_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5236,7 +5611,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{58}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Event) GetId() string {
@@ -5313,7 +5688,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_resource_v1_resource_proto_msgTypes[59]
+	mi := &file_resource_v1_resource_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5325,7 +5700,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[59]
+	mi := &file_resource_v1_resource_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5338,7 +5713,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{59}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -5378,7 +5753,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[60]
+	mi := &file_resource_v1_resource_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5390,7 +5765,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[60]
+	mi := &file_resource_v1_resource_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5403,7 +5778,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{60}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LogsRequest) GetTenant() string {
@@ -5464,7 +5839,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[61]
+	mi := &file_resource_v1_resource_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5476,7 +5851,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[61]
+	mi := &file_resource_v1_resource_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5489,7 +5864,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{61}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *JobSpec) GetCompletions() int32 {
@@ -5564,7 +5939,7 @@ type JobAttempt struct {
 
 func (x *JobAttempt) Reset() {
 	*x = JobAttempt{}
-	mi := &file_resource_v1_resource_proto_msgTypes[62]
+	mi := &file_resource_v1_resource_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5576,7 +5951,7 @@ func (x *JobAttempt) String() string {
 func (*JobAttempt) ProtoMessage() {}
 
 func (x *JobAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[62]
+	mi := &file_resource_v1_resource_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5589,7 +5964,7 @@ func (x *JobAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
 func (*JobAttempt) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{62}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *JobAttempt) GetId() string {
@@ -5665,7 +6040,7 @@ type JobRun struct {
 
 func (x *JobRun) Reset() {
 	*x = JobRun{}
-	mi := &file_resource_v1_resource_proto_msgTypes[63]
+	mi := &file_resource_v1_resource_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5677,7 +6052,7 @@ func (x *JobRun) String() string {
 func (*JobRun) ProtoMessage() {}
 
 func (x *JobRun) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[63]
+	mi := &file_resource_v1_resource_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5690,7 +6065,7 @@ func (x *JobRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRun.ProtoReflect.Descriptor instead.
 func (*JobRun) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{63}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *JobRun) GetNumber() int64 {
@@ -5772,7 +6147,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[64]
+	mi := &file_resource_v1_resource_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5784,7 +6159,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[64]
+	mi := &file_resource_v1_resource_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5797,7 +6172,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{64}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *JobStatus) GetPhase() string {
@@ -6113,7 +6488,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x129\n" +
 	"\n" +
 	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x16\n" +
-	"\x06revert\x18\a \x01(\bR\x06revert\"\x91\a\n" +
+	"\x06revert\x18\a \x01(\bR\x06revert\"\xd4\a\n" +
 	"\x0eResourceStatus\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x16\n" +
@@ -6135,7 +6510,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\arollout\x18\x0e \x01(\v2!.strata.resource.v1.RolloutStatusR\arollout\x12/\n" +
 	"\x03job\x18\x14 \x01(\v2\x1d.strata.resource.v1.JobStatusR\x03job\x12\x14\n" +
 	"\x05split\x18\x15 \x01(\tR\x05split\x12;\n" +
-	"\areserve\x18\x16 \x01(\v2!.strata.resource.v1.ReserveStatusR\areserve\x1a[\n" +
+	"\areserve\x18\x16 \x01(\v2!.strata.resource.v1.ReserveStatusR\areserve\x12A\n" +
+	"\tautoscale\x18\x17 \x01(\v2#.strata.resource.v1.AutoscaleStatusR\tautoscale\x1a[\n" +
 	"\fRegionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
 	"\x05value\x18\x02 \x01(\v2\x1f.strata.resource.v1.RegionShareR\x05value:\x028\x01\x1a=\n" +
@@ -6147,7 +6523,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x04lost\x18\x02 \x03(\tR\x04lost\x12\x12\n" +
 	"\x04need\x18\x03 \x01(\x05R\x04need\x12\x12\n" +
 	"\x04free\x18\x04 \x01(\x05R\x04free\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xac\b\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xef\b\n" +
 	"\bResource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x10\n" +
@@ -6172,13 +6548,47 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12N\n" +
 	"\x15deletion_requested_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\x13deletionRequestedAt\x12)\n" +
 	"\x10resource_version\x18\x12 \x01(\x03R\x0fresourceVersion\x12:\n" +
-	"\x06status\x18\x13 \x01(\v2\".strata.resource.v1.ResourceStatusR\x06status\x1a9\n" +
+	"\x06status\x18\x13 \x01(\v2\".strata.resource.v1.ResourceStatusR\x06status\x12A\n" +
+	"\tautoscale\x18\x14 \x01(\v2#.strata.resource.v1.AutoscalePolicyR\tautoscale\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a^\n" +
 	"\x0eOverridesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x126\n" +
-	"\x05value\x18\x02 \x01(\v2 .strata.resource.v1.SpecOverrideR\x05value:\x028\x01\"\xc8\x02\n" +
+	"\x05value\x18\x02 \x01(\v2 .strata.resource.v1.SpecOverrideR\x05value:\x028\x01\"\xee\x03\n" +
+	"\x0fAutoscalePolicy\x12!\n" +
+	"\fmin_replicas\x18\x01 \x01(\x05R\vminReplicas\x12!\n" +
+	"\fmax_replicas\x18\x02 \x01(\x05R\vmaxReplicas\x12\x1f\n" +
+	"\vcpu_percent\x18\x03 \x01(\x05R\n" +
+	"cpuPercent\x12%\n" +
+	"\x0ememory_percent\x18\x04 \x01(\x05R\rmemoryPercent\x12#\n" +
+	"\rload_balancer\x18\x05 \x01(\tR\floadBalancer\x12.\n" +
+	"\x13requests_per_second\x18\x06 \x01(\x01R\x11requestsPerSecond\x12\x1a\n" +
+	"\bsessions\x18\a \x01(\x01R\bsessions\x12+\n" +
+	"\x11tolerance_percent\x18\b \x01(\x05R\x10tolerancePercent\x121\n" +
+	"\x06period\x18\t \x01(\v2\x19.google.protobuf.DurationR\x06period\x12;\n" +
+	"\bscale_up\x18\n" +
+	" \x01(\v2 .strata.resource.v1.ScalingRulesR\ascaleUp\x12?\n" +
+	"\n" +
+	"scale_down\x18\v \x01(\v2 .strata.resource.v1.ScalingRulesR\tscaleDown\"\x92\x01\n" +
+	"\fScalingRules\x12L\n" +
+	"\x14stabilization_window\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x13stabilizationWindow\x12\x1a\n" +
+	"\breplicas\x18\x02 \x01(\x05R\breplicas\x12\x18\n" +
+	"\apercent\x18\x03 \x01(\x05R\apercent\"\x9f\x01\n" +
+	"\x0fAutoscaleStatus\x12\x18\n" +
+	"\adesired\x18\x01 \x01(\x05R\adesired\x12\x18\n" +
+	"\ametrics\x18\x02 \x03(\tR\ametrics\x12>\n" +
+	"\rlast_scale_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vlastScaleAt\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xd9\x01\n" +
+	"\fResourceLoad\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1a\n" +
+	"\bresource\x18\x02 \x01(\tR\bresource\x12\x1a\n" +
+	"\breplicas\x18\x03 \x01(\x05R\breplicas\x12\x1b\n" +
+	"\tmilli_cpu\x18\x04 \x01(\x01R\bmilliCpu\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x05 \x01(\x01R\tmemoryMib\x12!\n" +
+	"\frequest_rate\x18\x06 \x01(\x01R\vrequestRate\x12\x1a\n" +
+	"\bsessions\x18\a \x01(\x01R\bsessions\"\xc8\x02\n" +
 	"\bRevision\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x10\n" +
@@ -6190,7 +6600,7 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x06pinned\x18\a \x01(\bR\x06pinned\x12\x14\n" +
 	"\x05cause\x18\b \x01(\tR\x05cause\x129\n" +
 	"\n" +
-	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x8c\x03\n" +
+	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xc2\x03\n" +
 	"\fRegionStatus\x12\x16\n" +
 	"\x06health\x18\x01 \x01(\tR\x06health\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x120\n" +
@@ -6203,7 +6613,8 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\breplicas\x18\t \x01(\x05R\breplicas\x12\x14\n" +
 	"\x05ready\x18\n" +
 	" \x01(\x05R\x05ready\x12>\n" +
-	"\bheadroom\x18\v \x03(\v2\".strata.resource.v1.FlavorHeadroomR\bheadroom\"\xc3\x01\n" +
+	"\bheadroom\x18\v \x03(\v2\".strata.resource.v1.FlavorHeadroomR\bheadroom\x124\n" +
+	"\x04load\x18\f \x03(\v2 .strata.resource.v1.ResourceLoadR\x04load\"\xc3\x01\n" +
 	"\x0eFlavorHeadroom\x12\x16\n" +
 	"\x06flavor\x18\x01 \x01(\tR\x06flavor\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\x05R\breplicas\x12C\n" +
@@ -6507,7 +6918,7 @@ func file_resource_v1_resource_proto_rawDescGZIP() []byte {
 	return file_resource_v1_resource_proto_rawDescData
 }
 
-var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
+var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_resource_v1_resource_proto_goTypes = []any{
 	(*FlavorSpec)(nil),            // 0: strata.resource.v1.FlavorSpec
 	(*Flavor)(nil),                // 1: strata.resource.v1.Flavor
@@ -6545,70 +6956,74 @@ var file_resource_v1_resource_proto_goTypes = []any{
 	(*ResourceStatus)(nil),        // 33: strata.resource.v1.ResourceStatus
 	(*ReserveStatus)(nil),         // 34: strata.resource.v1.ReserveStatus
 	(*Resource)(nil),              // 35: strata.resource.v1.Resource
-	(*Revision)(nil),              // 36: strata.resource.v1.Revision
-	(*RegionStatus)(nil),          // 37: strata.resource.v1.RegionStatus
-	(*FlavorHeadroom)(nil),        // 38: strata.resource.v1.FlavorHeadroom
-	(*Region)(nil),                // 39: strata.resource.v1.Region
-	(*Placement)(nil),             // 40: strata.resource.v1.Placement
-	(*Capacity)(nil),              // 41: strata.resource.v1.Capacity
-	(*NodeProvider)(nil),          // 42: strata.resource.v1.NodeProvider
-	(*Condition)(nil),             // 43: strata.resource.v1.Condition
-	(*DrainRequest)(nil),          // 44: strata.resource.v1.DrainRequest
-	(*DrainStep)(nil),             // 45: strata.resource.v1.DrainStep
-	(*DrainStatus)(nil),           // 46: strata.resource.v1.DrainStatus
-	(*NodeStatus)(nil),            // 47: strata.resource.v1.NodeStatus
-	(*Node)(nil),                  // 48: strata.resource.v1.Node
-	(*NodeNetwork)(nil),           // 49: strata.resource.v1.NodeNetwork
-	(*VolumeAttachment)(nil),      // 50: strata.resource.v1.VolumeAttachment
-	(*NetworkAttachment)(nil),     // 51: strata.resource.v1.NetworkAttachment
-	(*Endpoint)(nil),              // 52: strata.resource.v1.Endpoint
-	(*Port)(nil),                  // 53: strata.resource.v1.Port
-	(*Assignment)(nil),            // 54: strata.resource.v1.Assignment
-	(*AssignmentStatus)(nil),      // 55: strata.resource.v1.AssignmentStatus
-	(*ContainerStatus)(nil),       // 56: strata.resource.v1.ContainerStatus
-	(*Replica)(nil),               // 57: strata.resource.v1.Replica
-	(*Event)(nil),                 // 58: strata.resource.v1.Event
-	(*LogChunk)(nil),              // 59: strata.resource.v1.LogChunk
-	(*LogsRequest)(nil),           // 60: strata.resource.v1.LogsRequest
-	(*JobSpec)(nil),               // 61: strata.resource.v1.JobSpec
-	(*JobAttempt)(nil),            // 62: strata.resource.v1.JobAttempt
-	(*JobRun)(nil),                // 63: strata.resource.v1.JobRun
-	(*JobStatus)(nil),             // 64: strata.resource.v1.JobStatus
-	nil,                           // 65: strata.resource.v1.ComputeSpec.EnvEntry
-	nil,                           // 66: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	nil,                           // 67: strata.resource.v1.Container.EnvEntry
-	nil,                           // 68: strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	nil,                           // 69: strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	nil,                           // 70: strata.resource.v1.SpecOverride.EnvEntry
-	nil,                           // 71: strata.resource.v1.ResourceStatus.RegionsEntry
-	nil,                           // 72: strata.resource.v1.ResourceStatus.ConditionsEntry
-	nil,                           // 73: strata.resource.v1.Resource.LabelsEntry
-	nil,                           // 74: strata.resource.v1.Resource.OverridesEntry
-	nil,                           // 75: strata.resource.v1.FlavorHeadroom.ZonesEntry
-	nil,                           // 76: strata.resource.v1.Region.LabelsEntry
-	nil,                           // 77: strata.resource.v1.Node.LabelsEntry
-	nil,                           // 78: strata.resource.v1.Assignment.LabelsEntry
-	nil,                           // 79: strata.resource.v1.Event.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 80: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 81: google.protobuf.Duration
+	(*AutoscalePolicy)(nil),       // 36: strata.resource.v1.AutoscalePolicy
+	(*ScalingRules)(nil),          // 37: strata.resource.v1.ScalingRules
+	(*AutoscaleStatus)(nil),       // 38: strata.resource.v1.AutoscaleStatus
+	(*ResourceLoad)(nil),          // 39: strata.resource.v1.ResourceLoad
+	(*Revision)(nil),              // 40: strata.resource.v1.Revision
+	(*RegionStatus)(nil),          // 41: strata.resource.v1.RegionStatus
+	(*FlavorHeadroom)(nil),        // 42: strata.resource.v1.FlavorHeadroom
+	(*Region)(nil),                // 43: strata.resource.v1.Region
+	(*Placement)(nil),             // 44: strata.resource.v1.Placement
+	(*Capacity)(nil),              // 45: strata.resource.v1.Capacity
+	(*NodeProvider)(nil),          // 46: strata.resource.v1.NodeProvider
+	(*Condition)(nil),             // 47: strata.resource.v1.Condition
+	(*DrainRequest)(nil),          // 48: strata.resource.v1.DrainRequest
+	(*DrainStep)(nil),             // 49: strata.resource.v1.DrainStep
+	(*DrainStatus)(nil),           // 50: strata.resource.v1.DrainStatus
+	(*NodeStatus)(nil),            // 51: strata.resource.v1.NodeStatus
+	(*Node)(nil),                  // 52: strata.resource.v1.Node
+	(*NodeNetwork)(nil),           // 53: strata.resource.v1.NodeNetwork
+	(*VolumeAttachment)(nil),      // 54: strata.resource.v1.VolumeAttachment
+	(*NetworkAttachment)(nil),     // 55: strata.resource.v1.NetworkAttachment
+	(*Endpoint)(nil),              // 56: strata.resource.v1.Endpoint
+	(*Port)(nil),                  // 57: strata.resource.v1.Port
+	(*Assignment)(nil),            // 58: strata.resource.v1.Assignment
+	(*AssignmentStatus)(nil),      // 59: strata.resource.v1.AssignmentStatus
+	(*ContainerStatus)(nil),       // 60: strata.resource.v1.ContainerStatus
+	(*Replica)(nil),               // 61: strata.resource.v1.Replica
+	(*Event)(nil),                 // 62: strata.resource.v1.Event
+	(*LogChunk)(nil),              // 63: strata.resource.v1.LogChunk
+	(*LogsRequest)(nil),           // 64: strata.resource.v1.LogsRequest
+	(*JobSpec)(nil),               // 65: strata.resource.v1.JobSpec
+	(*JobAttempt)(nil),            // 66: strata.resource.v1.JobAttempt
+	(*JobRun)(nil),                // 67: strata.resource.v1.JobRun
+	(*JobStatus)(nil),             // 68: strata.resource.v1.JobStatus
+	nil,                           // 69: strata.resource.v1.ComputeSpec.EnvEntry
+	nil,                           // 70: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	nil,                           // 71: strata.resource.v1.Container.EnvEntry
+	nil,                           // 72: strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	nil,                           // 73: strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	nil,                           // 74: strata.resource.v1.SpecOverride.EnvEntry
+	nil,                           // 75: strata.resource.v1.ResourceStatus.RegionsEntry
+	nil,                           // 76: strata.resource.v1.ResourceStatus.ConditionsEntry
+	nil,                           // 77: strata.resource.v1.Resource.LabelsEntry
+	nil,                           // 78: strata.resource.v1.Resource.OverridesEntry
+	nil,                           // 79: strata.resource.v1.FlavorHeadroom.ZonesEntry
+	nil,                           // 80: strata.resource.v1.Region.LabelsEntry
+	nil,                           // 81: strata.resource.v1.Node.LabelsEntry
+	nil,                           // 82: strata.resource.v1.Assignment.LabelsEntry
+	nil,                           // 83: strata.resource.v1.Event.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 84: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 85: google.protobuf.Duration
 }
 var file_resource_v1_resource_proto_depIdxs = []int32{
 	0,   // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
-	80,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
-	65,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
+	84,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
+	84,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
+	69,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
 	2,   // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
 	3,   // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
-	81,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
+	85,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
 	17,  // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
 	18,  // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
-	66,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	70,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
 	16,  // 10: strata.resource.v1.ComputeSpec.security_context:type_name -> strata.resource.v1.SecurityContext
 	8,   // 11: strata.resource.v1.ComputeSpec.probes:type_name -> strata.resource.v1.Probes
 	5,   // 12: strata.resource.v1.ComputeSpec.init_containers:type_name -> strata.resource.v1.Container
 	5,   // 13: strata.resource.v1.ComputeSpec.containers:type_name -> strata.resource.v1.Container
 	7,   // 14: strata.resource.v1.ComputeSpec.scratch_volumes:type_name -> strata.resource.v1.ScratchVolume
-	67,  // 15: strata.resource.v1.Container.env:type_name -> strata.resource.v1.Container.EnvEntry
+	71,  // 15: strata.resource.v1.Container.env:type_name -> strata.resource.v1.Container.EnvEntry
 	2,   // 16: strata.resource.v1.Container.ports:type_name -> strata.resource.v1.PortSpec
 	3,   // 17: strata.resource.v1.Container.volumes:type_name -> strata.resource.v1.VolumeMount
 	17,  // 18: strata.resource.v1.Container.files:type_name -> strata.resource.v1.FileMount
@@ -6625,118 +7040,126 @@ var file_resource_v1_resource_proto_depIdxs = []int32{
 	14,  // 29: strata.resource.v1.Probe.exec:type_name -> strata.resource.v1.ExecAction
 	15,  // 30: strata.resource.v1.Probe.guest_agent:type_name -> strata.resource.v1.GuestAgentAction
 	11,  // 31: strata.resource.v1.HTTPGetAction.http_headers:type_name -> strata.resource.v1.HTTPHeader
-	81,  // 32: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	81,  // 33: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	85,  // 32: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	85,  // 33: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
 	21,  // 34: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
-	68,  // 35: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	72,  // 35: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
 	22,  // 36: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
 	4,   // 37: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
 	19,  // 38: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
 	20,  // 39: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
 	23,  // 40: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
-	61,  // 41: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
+	65,  // 41: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
 	25,  // 42: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
-	69,  // 43: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	70,  // 44: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
-	81,  // 45: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
-	80,  // 46: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	80,  // 47: strata.resource.v1.RegionShare.progressing_since:type_name -> google.protobuf.Timestamp
-	80,  // 48: strata.resource.v1.RegionShare.unhealthy_since:type_name -> google.protobuf.Timestamp
-	64,  // 49: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
-	80,  // 50: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	80,  // 51: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	71,  // 52: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	73,  // 43: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	74,  // 44: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
+	85,  // 45: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
+	84,  // 46: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
+	84,  // 47: strata.resource.v1.RegionShare.progressing_since:type_name -> google.protobuf.Timestamp
+	84,  // 48: strata.resource.v1.RegionShare.unhealthy_since:type_name -> google.protobuf.Timestamp
+	68,  // 49: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
+	84,  // 50: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	84,  // 51: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	75,  // 52: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
 	31,  // 53: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	80,  // 54: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	72,  // 55: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	84,  // 54: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 55: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
 	32,  // 56: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	64,  // 57: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
+	68,  // 57: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
 	34,  // 58: strata.resource.v1.ResourceStatus.reserve:type_name -> strata.resource.v1.ReserveStatus
-	73,  // 59: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
-	24,  // 60: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
-	26,  // 61: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	74,  // 62: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
-	28,  // 63: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
-	29,  // 64: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	80,  // 65: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 66: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	80,  // 67: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
-	33,  // 68: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
-	24,  // 69: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 70: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	80,  // 71: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 72: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	80,  // 73: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	38,  // 74: strata.resource.v1.RegionStatus.headroom:type_name -> strata.resource.v1.FlavorHeadroom
-	75,  // 75: strata.resource.v1.FlavorHeadroom.zones:type_name -> strata.resource.v1.FlavorHeadroom.ZonesEntry
-	76,  // 76: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	80,  // 77: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
-	37,  // 78: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
-	35,  // 79: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
-	1,   // 80: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
-	20,  // 81: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	80,  // 82: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	80,  // 83: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	81,  // 84: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	80,  // 85: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	80,  // 86: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	80,  // 87: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	80,  // 88: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
-	45,  // 89: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	80,  // 90: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
-	43,  // 91: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	80,  // 92: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	41,  // 93: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
-	46,  // 94: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	77,  // 95: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
-	42,  // 96: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
-	41,  // 97: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	80,  // 98: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	81,  // 99: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	81,  // 100: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	80,  // 101: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
-	47,  // 102: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
-	49,  // 103: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
-	80,  // 104: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
-	78,  // 105: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	24,  // 106: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 107: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	20,  // 108: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	50,  // 109: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	51,  // 110: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	52,  // 111: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	80,  // 112: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 113: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	80,  // 114: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	80,  // 115: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
-	80,  // 116: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	80,  // 117: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	31,  // 118: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	56,  // 119: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
-	80,  // 120: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
-	80,  // 121: strata.resource.v1.ContainerStatus.next_start_at:type_name -> google.protobuf.Timestamp
-	54,  // 122: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	55,  // 123: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	80,  // 124: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	79,  // 125: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	80,  // 126: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	81,  // 127: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
-	81,  // 128: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
-	80,  // 129: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	80,  // 130: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	80,  // 131: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
-	80,  // 132: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
-	62,  // 133: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
-	63,  // 134: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
-	80,  // 135: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
-	80,  // 136: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
-	30,  // 137: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	27,  // 138: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	139, // [139:139] is the sub-list for method output_type
-	139, // [139:139] is the sub-list for method input_type
-	139, // [139:139] is the sub-list for extension type_name
-	139, // [139:139] is the sub-list for extension extendee
-	0,   // [0:139] is the sub-list for field type_name
+	38,  // 59: strata.resource.v1.ResourceStatus.autoscale:type_name -> strata.resource.v1.AutoscaleStatus
+	77,  // 60: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	24,  // 61: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
+	26,  // 62: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
+	78,  // 63: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	28,  // 64: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
+	29,  // 65: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
+	84,  // 66: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	84,  // 67: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	84,  // 68: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	33,  // 69: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
+	36,  // 70: strata.resource.v1.Resource.autoscale:type_name -> strata.resource.v1.AutoscalePolicy
+	85,  // 71: strata.resource.v1.AutoscalePolicy.period:type_name -> google.protobuf.Duration
+	37,  // 72: strata.resource.v1.AutoscalePolicy.scale_up:type_name -> strata.resource.v1.ScalingRules
+	37,  // 73: strata.resource.v1.AutoscalePolicy.scale_down:type_name -> strata.resource.v1.ScalingRules
+	85,  // 74: strata.resource.v1.ScalingRules.stabilization_window:type_name -> google.protobuf.Duration
+	84,  // 75: strata.resource.v1.AutoscaleStatus.last_scale_at:type_name -> google.protobuf.Timestamp
+	24,  // 76: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 77: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
+	84,  // 78: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	84,  // 79: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	84,  // 80: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	42,  // 81: strata.resource.v1.RegionStatus.headroom:type_name -> strata.resource.v1.FlavorHeadroom
+	39,  // 82: strata.resource.v1.RegionStatus.load:type_name -> strata.resource.v1.ResourceLoad
+	79,  // 83: strata.resource.v1.FlavorHeadroom.zones:type_name -> strata.resource.v1.FlavorHeadroom.ZonesEntry
+	80,  // 84: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	84,  // 85: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	41,  // 86: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
+	35,  // 87: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
+	1,   // 88: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
+	20,  // 89: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
+	84,  // 90: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	84,  // 91: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	85,  // 92: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	84,  // 93: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	84,  // 94: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	84,  // 95: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	84,  // 96: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	49,  // 97: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
+	84,  // 98: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	47,  // 99: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
+	84,  // 100: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	45,  // 101: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
+	50,  // 102: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
+	81,  // 103: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	46,  // 104: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
+	45,  // 105: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
+	84,  // 106: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	85,  // 107: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	85,  // 108: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	84,  // 109: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	51,  // 110: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
+	53,  // 111: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
+	84,  // 112: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
+	82,  // 113: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	24,  // 114: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 115: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	20,  // 116: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	54,  // 117: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	55,  // 118: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	56,  // 119: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	84,  // 120: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	84,  // 121: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	84,  // 122: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	84,  // 123: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
+	84,  // 124: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	84,  // 125: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	31,  // 126: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	60,  // 127: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
+	84,  // 128: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
+	84,  // 129: strata.resource.v1.ContainerStatus.next_start_at:type_name -> google.protobuf.Timestamp
+	58,  // 130: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	59,  // 131: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	84,  // 132: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	83,  // 133: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	84,  // 134: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	85,  // 135: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	85,  // 136: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	84,  // 137: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	84,  // 138: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	84,  // 139: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	84,  // 140: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	66,  // 141: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	67,  // 142: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	84,  // 143: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	84,  // 144: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	30,  // 145: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	27,  // 146: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	147, // [147:147] is the sub-list for method output_type
+	147, // [147:147] is the sub-list for method input_type
+	147, // [147:147] is the sub-list for extension type_name
+	147, // [147:147] is the sub-list for extension extendee
+	0,   // [0:147] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
@@ -6746,17 +7169,17 @@ func file_resource_v1_resource_proto_init() {
 	}
 	file_resource_v1_resource_proto_msgTypes[9].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[16].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[55].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[56].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[61].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[62].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[59].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[60].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[65].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[66].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resource_v1_resource_proto_rawDesc), len(file_resource_v1_resource_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   80,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
