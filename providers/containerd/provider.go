@@ -18,7 +18,7 @@ import (
 )
 
 // Provider runs container replicas in containerd. It implements
-// provider.Provider, Logger, Watcher and Closer by composing small
+// provider.Provider, Logger, Watcher, Closer and Meter by composing small
 // services, each owning its own state: images (import, pull, unpack,
 // user namespace remaps), volumes (directories with quotas), network
 // (network namespaces, CNI, hosts files, host ports), configs (the files
@@ -57,6 +57,7 @@ var (
 	_ provider.Logger   = (*Provider)(nil)
 	_ provider.Watcher  = (*Provider)(nil)
 	_ provider.Closer   = (*Provider)(nil)
+	_ provider.Meter    = (*Provider)(nil)
 	_ provider.Factory  = Factory
 )
 

@@ -231,8 +231,8 @@ func cgroupPath(namespace, id string) string { return "/" + namespace + "/" + id
 // memory.events, else v1 memory.oom_control); 0 when unreadable.
 func cgroupOOMKills(path string) int64 {
 	for _, f := range []string{
-		filepath.Join("/sys/fs/cgroup", path, "memory.events"),
-		filepath.Join("/sys/fs/cgroup/memory", path, "memory.oom_control"),
+		filepath.Join(cgroupRoot, path, "memory.events"),
+		filepath.Join(cgroupRoot, "memory", path, "memory.oom_control"),
 	} {
 		if n, ok := readCounter(f, "oom_kill"); ok {
 			return n
