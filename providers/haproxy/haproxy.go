@@ -240,7 +240,8 @@ func WithLogger(log *slog.Logger) Option {
 }
 
 // Provider serves load balancers with haproxy. It implements
-// provider.Provider, provider.Watcher and provider.Closer.
+// provider.Provider, provider.Watcher, provider.Closer and
+// provider.Meter.
 type Provider struct {
 	name     string
 	node     string
@@ -292,6 +293,7 @@ var (
 	_ provider.Watcher    = (*Provider)(nil)
 	_ provider.Closer     = (*Provider)(nil)
 	_ provider.HostServer = (*Provider)(nil)
+	_ provider.Meter      = (*Provider)(nil)
 	_ provider.Factory    = Factory
 )
 
@@ -851,7 +853,7 @@ func servingStatus(st *api.AssignmentStatus, l *lb, snap stats) {
 	var unbound []string
 	for _, ls := range l.res.Listeners {
 		fe := frontendName(l.state.ID, ls.Port)
-		if s := snap.Frontends[fe]; s != "OPEN" {
+		if s := snap.Frontends[fe].Status; s != "OPEN" {
 			unbound = append(unbound, fmt.Sprintf("%s:%d (%s)", ls.Address, ls.Port, cmpOr(s, "absent")))
 		}
 	}

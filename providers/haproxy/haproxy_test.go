@@ -615,6 +615,62 @@ func TestListenerChangeReloadsSeamlessly(t *testing.T) {
 	}
 }
 
+// ---- usage ----
+
+// TestUsage sends requests through a load balancer's http listener and
+// connections through its tcp one: Usage counts every one of them, and
+// the connection held open as a session.
+func TestUsage(t *testing.T) {
+	requireHAProxy(t)
+	p := newProvider(t, t.TempDir())
+	web, raw := ports.Get(t), ports.Get(t)
+	lb := lbAssignment("metered", 1, append(httpListener(web), api.Listener{Name: "raw", Port: raw, Protocol: "tcp"}), endpoints(newBackend(t, "a")))
+	apply(t, p, lb)
+	waitReady(t, p, lb, "a")
+	usage := func() api.Usage {
+		ctx, cancel := context.WithTimeout(t.Context(), waitLong)
+		defer cancel()
+		all, err := p.Usage(ctx)
+		if err != nil {
+			t.Fatalf("Usage: %v", err)
+		}
+		if _, ok := all[lb.ID]; !ok || len(all) != 1 {
+			t.Fatalf("Usage: got %+v; want %s alone", all, lb.ID)
+		}
+		return all[lb.ID]
+	}
+	before := usage()
+
+	const requests, conns = 5, 3
+	hc := client()
+	for i := range requests {
+		if _, err := get(hc, web); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	for i := range conns {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(raw), time.Second)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		c.Close()
+	}
+	eventually(t, waitLong, "requests counted", func() (bool, string) {
+		u := usage()
+		return u.Requests >= before.Requests+requests+conns, fmt.Sprintf("got %+v; want requests from %v up by %d", u, before.Requests, requests+conns)
+	})
+
+	held, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(raw), time.Second)
+	if err != nil {
+		t.Fatalf("held connection: %v", err)
+	}
+	defer held.Close()
+	eventually(t, waitLong, "the held connection is a session", func() (bool, string) {
+		u := usage()
+		return u.Sessions >= 1, fmt.Sprintf("got %+v", u)
+	})
+}
+
 // ---- failures ----
 
 func TestPortInUseIsAnErrorOfThatLoadBalancerOnly(t *testing.T) {

@@ -287,7 +287,7 @@ func TestParseStat(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parseStat: %v", err)
 	}
-	if got := s.Frontends["fe.lb1.8080"]; got != "OPEN" {
+	if got := s.Frontends["fe.lb1.8080"].Status; got != "OPEN" {
 		t.Errorf("frontend: got %q; want OPEN", got)
 	}
 	want := map[string]string{"a-1": "UP", "b-2": "DOWN 1/2", "c-3": "MAINT"}

@@ -84,10 +84,10 @@ func runCommand(ctx context.Context, socket, cmd, want string) error {
 	return &errCommand{Cmd: cmd, Answer: got}
 }
 
-// stats is a snapshot of "show stat": frontend status by name, and
-// servers by backend and name.
+// stats is a snapshot of "show stat": frontends by name, and servers by
+// backend and name.
 type stats struct {
-	Frontends map[string]string
+	Frontends map[string]frontendStat
 	Servers   map[string]map[string]serverStat
 	At        time.Time
 }
@@ -95,12 +95,27 @@ type stats struct {
 // anyPaused reports whether haproxy holds a frontend paused (a reload in
 // progress, or one that failed and is being undone).
 func (s stats) anyPaused() bool {
-	for _, st := range s.Frontends {
-		if st == "PAUSED" {
+	for _, fe := range s.Frontends {
+		if fe.Status == "PAUSED" {
 			return true
 		}
 	}
 	return false
+}
+
+// frontendStat is a frontend's line of "show stat". The counters are
+// the worker's: they start from zero with each worker (a reload, a
+// restart).
+type frontendStat struct {
+	Status string
+	// Mode is tcp or http ("" from an haproxy without the column).
+	Mode string
+	// Sessions is scur: the connections open now.
+	Sessions int
+	// Connections is stot, the connections accepted; Requests is
+	// req_tot, the HTTP requests served (http frontends only).
+	Connections int
+	Requests    int
 }
 
 // serverStat is a server's line of "show stat".
@@ -113,7 +128,7 @@ type serverStat struct {
 
 // parseStat reads the CSV of "show stat".
 func parseStat(out string) (stats, error) {
-	s := stats{Frontends: map[string]string{}, Servers: map[string]map[string]serverStat{}}
+	s := stats{Frontends: map[string]frontendStat{}, Servers: map[string]map[string]serverStat{}}
 	out = strings.TrimPrefix(strings.TrimLeft(out, "\n"), "# ")
 	r := csv.NewReader(strings.NewReader(out))
 	r.FieldsPerRecord = -1
@@ -140,8 +155,9 @@ func parseStat(out string) (stats, error) {
 	}
 }
 
-// add adds record rec of "show stat" (columns col) to s: a frontend's or
-// a server's status; backends' own lines say nothing more.
+// add adds record rec of "show stat" (columns col) to s: a frontend's
+// status and counters, or a server's status and sessions; backends' own
+// lines say nothing more.
 func (s *stats) add(col map[string]int, rec []string) {
 	px, sv, st := col["pxname"], col["svname"], col["status"]
 	if len(rec) <= st || len(rec) <= px || len(rec) <= sv {
@@ -149,18 +165,35 @@ func (s *stats) add(col map[string]int, rec []string) {
 	}
 	switch rec[sv] {
 	case "FRONTEND":
-		s.Frontends[rec[px]] = rec[st]
+		s.Frontends[rec[px]] = frontendStat{
+			Status:      rec[st],
+			Mode:        field(col, rec, "mode"),
+			Sessions:    intField(col, rec, "scur"),
+			Connections: intField(col, rec, "stot"),
+			Requests:    intField(col, rec, "req_tot"),
+		}
 	case "BACKEND":
 	default:
 		if s.Servers[rec[px]] == nil {
 			s.Servers[rec[px]] = map[string]serverStat{}
 		}
-		ss := serverStat{Status: rec[st]}
-		if cur, ok := col["scur"]; ok && cur < len(rec) {
-			ss.Sessions, _ = strconv.Atoi(rec[cur])
-		}
-		s.Servers[rec[px]][rec[sv]] = ss
+		s.Servers[rec[px]][rec[sv]] = serverStat{Status: rec[st], Sessions: intField(col, rec, "scur")}
 	}
+}
+
+// field is column name of record rec ("" when absent).
+func field(col map[string]int, rec []string, name string) string {
+	if i, ok := col[name]; ok && i < len(rec) {
+		return rec[i]
+	}
+	return ""
+}
+
+// intField is column name of record rec as a number (0 when absent or
+// empty, as haproxy leaves the columns that do not apply).
+func intField(col map[string]int, rec []string, name string) int {
+	n, _ := strconv.Atoi(field(col, rec, name))
+	return n
 }
 
 // health maps a server status of "show stat" to a BackendStatus health.

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stratahq/strata/internal/api"
 )
 
 // fakeAdmin is an admin socket that answers the runtime API's commands
@@ -131,5 +133,84 @@ func TestRuntimeAPIStat(t *testing.T) {
 	}
 	if n := rt.sessions(t.Context(), []string{"be/x"}); n != 0 {
 		t.Errorf("sessions without an answer: got %d; want 0", n)
+	}
+}
+
+// showStat is a "show stat" of haproxy 2.6 captured with the two
+// frontends of load balancer lb1: http on 18080, which had served 3
+// requests and held a 4th connection with a request half sent, and tcp
+// on 18081, which had accepted 3 connections and held one open.
+func showStat(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "show_stat.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestParseStatFrontendCounters(t *testing.T) {
+	s, err := parseStat(showStat(t))
+	if err != nil {
+		t.Fatalf("parseStat: %v", err)
+	}
+	want := map[string]frontendStat{
+		"fe.lb1.18080": {Status: "OPEN", Mode: "http", Sessions: 1, Connections: 4, Requests: 3},
+		"fe.lb1.18081": {Status: "OPEN", Mode: "tcp", Sessions: 1, Connections: 3},
+	}
+	if len(s.Frontends) != len(want) {
+		t.Errorf("frontends: got %+v; want %+v", s.Frontends, want)
+	}
+	for name, w := range want {
+		if got := s.Frontends[name]; got != w {
+			t.Errorf("frontend %s: got %+v; want %+v", name, got, w)
+		}
+	}
+	if got := s.Servers["be.lb1.18081"]["web-1-abcd1234"]; got.Status != "UP" || got.Sessions != 1 {
+		t.Errorf("server of be.lb1.18081: got %+v; want UP with the open connection", got)
+	}
+}
+
+// TestUsageOfShowStat reads the captured "show stat" through a fake
+// admin socket: the load balancer's requests are its http frontend's
+// requests plus its tcp frontend's connections, its sessions those open
+// on both; a load balancer haproxy does not run is left out.
+func TestUsageOfShowStat(t *testing.T) {
+	stat := showStat(t)
+	f := &fakeAdmin{answers: func(cmd string) string {
+		if cmd == "show stat" {
+			return stat
+		}
+		return "Unknown command\n"
+	}}
+	listeners := []listenerSpec{{Port: 18080, Mode: "http"}, {Port: 18081, Mode: "tcp"}}
+	p := &Provider{admin: f.serve(t), proc: &process{}, lbs: map[string]*lb{
+		"lb1":     {state: lbState{ID: "lb1"}, res: resolved{ID: "lb1", Listeners: listeners}},
+		"pending": {state: lbState{ID: "pending"}, res: resolved{ID: "pending", Listeners: listeners[:1]}},
+		"invalid": {state: lbState{ID: "invalid", Error: "invalid load balancer: no listener"}},
+	}}
+	got, err := p.Usage(t.Context())
+	if err != nil {
+		t.Fatalf("Usage: %v", err)
+	}
+	want := map[string]api.Usage{"lb1": {Requests: 3 + 3, Sessions: 2}}
+	if len(got) != len(want) || got["lb1"] != want["lb1"] {
+		t.Errorf("Usage: got %+v; want %+v", got, want)
+	}
+
+	// An admin socket that does not answer with statistics fails the
+	// call while haproxy runs, once no recent snapshot stands in;
+	// without haproxy there is nothing to measure.
+	p.admin = (&fakeAdmin{answers: func(string) string { return "Unknown command\n" }}).serve(t)
+	if got, err := p.Usage(t.Context()); err != nil || got["lb1"] != want["lb1"] {
+		t.Errorf("Usage from the recent snapshot: got %+v, %v; want %+v", got, err, want)
+	}
+	p.snapshot.At = time.Now().Add(-statsMaxAge)
+	if got, err := p.Usage(t.Context()); err == nil {
+		t.Errorf("Usage without statistics: got %+v; want an error", got)
+	}
+	p.proc = nil
+	if got, err := p.Usage(t.Context()); err != nil || len(got) != 0 {
+		t.Errorf("Usage without haproxy: got %+v, %v; want none, nil", got, err)
 	}
 }
