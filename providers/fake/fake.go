@@ -146,8 +146,8 @@ func WithExitDelay(d time.Duration) Option { return func(f *Fake) { f.exitDelay 
 // 1s).
 func WithLogInterval(d time.Duration) Option { return func(f *Fake) { f.logInterval = d } }
 
-// Fake is an in-memory provider. It implements provider.Provider, Logger
-// and Watcher.
+// Fake is an in-memory provider. It implements provider.Provider, Logger,
+// Watcher and Meter.
 type Fake struct {
 	name        string
 	node        string
@@ -171,6 +171,7 @@ var (
 	_ provider.Provider = (*Fake)(nil)
 	_ provider.Logger   = (*Fake)(nil)
 	_ provider.Watcher  = (*Fake)(nil)
+	_ provider.Meter    = (*Fake)(nil)
 	_ provider.Factory  = Factory
 )
 
@@ -185,6 +186,8 @@ type replica struct {
 	exitSeq uint64
 	// exitCode is the code a FailExit replica exits with.
 	exitCode int32
+	// usage is what SetUsage said it uses (nil: not measured).
+	usage *api.Usage
 }
 
 // New returns a Fake holding no replicas. cfg is used as given (see
@@ -440,6 +443,33 @@ func (f *Fake) Kill(id string) bool {
 	f.log.Info("fake replica killed", "id", id)
 	f.failLocked(r, 137, "fake: killed (exit code 137)")
 	return true
+}
+
+// SetUsage makes Usage report u for replica id, until it is set again or
+// the replica is deleted. It reports whether the fake held the replica
+// (usage of one it does not hold is not kept).
+func (f *Fake) SetUsage(id string, u api.Usage) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.replicas[id]
+	if ok {
+		r.usage = &u
+	}
+	return ok
+}
+
+// Usage implements provider.Meter: what SetUsage set, for the replicas
+// held that it was set for.
+func (f *Fake) Usage(context.Context) (map[string]api.Usage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]api.Usage{}
+	for id, r := range f.replicas {
+		if r.usage != nil {
+			out[id] = *r.usage
+		}
+	}
+	return out, nil
 }
 
 // failLocked puts r in phase error as an exit with code would; f.mu is

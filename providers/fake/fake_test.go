@@ -686,3 +686,42 @@ func TestUnreadyKnob(t *testing.T) {
 		t.Errorf("Status: got phase %q; want provision", got.Phase)
 	}
 }
+
+// TestUsage checks that Usage reports what SetUsage set, for replicas
+// the fake holds only: not before they are applied, nor after they are
+// deleted (a new replica of the same id starts unmeasured).
+func TestUsage(t *testing.T) {
+	f := fake.New(fake.Config{})
+	web := api.Usage{CPUSeconds: 12.5, MemoryMiB: 64}
+	if f.SetUsage("web-1", web) {
+		t.Errorf("SetUsage of a replica not held: got true; want false")
+	}
+	for _, id := range []string{"web-1", "web-2", "lb-1"} {
+		if _, err := f.Apply(t.Context(), assignment(t, api.ProviderContainer, id)); err != nil {
+			t.Fatalf("Apply %s: %v", id, err)
+		}
+	}
+	lb := api.Usage{Requests: 1000, Sessions: 3}
+	if !f.SetUsage("web-1", web) || !f.SetUsage("lb-1", lb) {
+		t.Fatalf("SetUsage of held replicas: got false; want true")
+	}
+	usage := func() map[string]api.Usage {
+		u, err := f.Usage(t.Context())
+		if err != nil {
+			t.Fatalf("Usage: %v", err)
+		}
+		return u
+	}
+	if got := usage(); len(got) != 2 || got["web-1"] != web || got["lb-1"] != lb {
+		t.Errorf("Usage: got %+v; want web-1 %+v and lb-1 %+v (web-2 unmeasured)", got, web, lb)
+	}
+	if err := f.Delete(t.Context(), &api.Assignment{ID: "web-1"}, 0); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := f.Apply(t.Context(), assignment(t, api.ProviderContainer, "web-1")); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if got := usage(); len(got) != 1 || got["lb-1"] != lb {
+		t.Errorf("Usage after web-1 was deleted and applied again: got %+v; want lb-1 alone", got)
+	}
+}
