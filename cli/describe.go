@@ -254,9 +254,32 @@ func statusFields(f *fields, r api.Resource, now time.Time) {
 		}
 		f.add("Reserve", fmt.Sprintf("%s %s: %s", r.Schedule.Reserve, verdict, rs.Message))
 	}
+	if a := r.Autoscale; a != nil {
+		f.add("Autoscale", autoscaleLine(a, s.Autoscale, now))
+	}
 	for _, k := range slices.Sorted(maps.Keys(s.Conditions)) {
 		f.add("Condition "+k, s.Conditions[k])
 	}
+}
+
+// autoscaleLine is an autoscaled resource's bounds and the master's last
+// reading: "1 to 3; desired 3 (requests 41/s per replica of 20/s), scaled 2m ago".
+func autoscaleLine(p *api.AutoscalePolicy, st *api.AutoscaleStatus, now time.Time) string {
+	line := fmt.Sprintf("%d to %d", p.MinReplicas, p.MaxReplicas)
+	if st == nil {
+		return line + "; no reading yet"
+	}
+	line += fmt.Sprintf("; desired %d", st.Desired)
+	if len(st.Metrics) > 0 {
+		line += " (" + strings.Join(st.Metrics, ", ") + ")"
+	}
+	if !st.LastScaleAt.IsZero() {
+		line += ", scaled " + printers.HumanDuration(now.Sub(st.LastScaleAt)) + " ago"
+	}
+	if st.Message != "" {
+		line += ": " + st.Message
+	}
+	return line
 }
 
 func rolloutLine(ro *api.RolloutStatus) string {

@@ -53,6 +53,10 @@ func TestAutoscaleOnLoadBalancerRequests(t *testing.T) {
 	web["autoscale"] = map[string]any{
 		"minReplicas": 1, "maxReplicas": 3,
 		"loadBalancer": "lb", "requestsPerSecond": 20,
+		// A CPU target no web server here reaches: its reading shows
+		// that the replicas' cgroups are read, and it never asks for
+		// more than the request rate does.
+		"cpuPercent": 900,
 		"period":    "2s",
 		"scaleDown": map[string]any{"stabilizationWindow": "6s"},
 	}
@@ -67,8 +71,13 @@ func TestAutoscaleOnLoadBalancerRequests(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if a := r.Status.Autoscale; a == nil || !strings.Contains(strings.Join(a.Metrics, ","), "requests") {
-			return fmt.Errorf("autoscale status %+v", r.Status.Autoscale)
+		a := r.Status.Autoscale
+		if a == nil {
+			return fmt.Errorf("no autoscale status yet")
+		}
+		metrics := strings.Join(a.Metrics, ", ")
+		if !strings.Contains(metrics, "requests 0/s per replica of 20/s") || !strings.Contains(metrics, "% of 900 %") {
+			return fmt.Errorf("autoscale metrics %q; want the request rate and the cpu read", metrics)
 		}
 		if r.Replicas != 1 {
 			return fmt.Errorf("idle web has %d replicas; want 1", r.Replicas)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/stratahq/strata/internal/api"
@@ -22,8 +23,12 @@ func TestResourcePageFit(t *testing.T) {
 			Regions: map[string]api.RegionShare{"dev-1": {Phase: api.PhaseReady, Replicas: 2, Ready: 2}, "dev-2": {Phase: api.PhaseReady, Replicas: 4, Ready: 4}},
 			Split:   "dev-1 has room for 2 of its 3; went to dev-2 +1",
 			Reserve: &api.ReserveStatus{Lost: []string{"dev-2"}, Need: 4, Message: "losing dev-2 (4 replicas): room for 0 elsewhere (dev-1 0), 4 short"}}}
+	// Autoscaled: its bounds and the master's last reading; Scale… is
+	// disabled (the API refuses it).
+	fitted.Autoscale = &api.AutoscalePolicy{MinReplicas: 2, MaxReplicas: 9, LoadBalancer: "lb", RequestsPerSecond: 50}
+	fitted.Status.Autoscale = &api.AutoscaleStatus{Desired: 6, Metrics: []string{"requests 51/s per replica of 50/s"}, Message: "scale-down window 5m0s holds 6"}
 	plain := fitted
-	plain.Name, plain.Schedule.Reserve = "plain", ""
+	plain.Name, plain.Schedule.Reserve, plain.Autoscale = "plain", "", nil
 	st := *fitted.Status
 	st.Split, st.Reserve = "", nil
 	plain.Status = &st
@@ -51,17 +56,19 @@ func TestResourcePageFit(t *testing.T) {
 	notes := `(() => ({
 		notes: [...document.querySelectorAll('#placement-fit p')].map((p) => p.dataset.role + ' ' + (p.dataset.holds || '-') + ' ' + p.className + ' | ' + p.textContent.replace(/\s+/g, ' ').trim()),
 		hidden: [String(document.querySelector('#placement-fit').hidden)],
+		scale: [String(document.querySelector('button[data-action="scale"]').disabled)],
 	}))()`
 	got := renderRows(t, srv.URL+"/console/resource?tenant=default&name=web", "", "resource-fit.png", []string{`#placement-fit p`}, notes)
 	want := []string{
 		"split -  | Split: dev-1 has room for 2 of its 3; went to dev-2 +1",
 		"reserve false tone-warn | Reserve N+1 short: losing dev-2 (4 replicas): room for 0 elsewhere (dev-1 0), 4 short",
+		"autoscale -  | Autoscale: 2 to 9; desired 6 (requests 51/s per replica of 50/s): scale-down window 5m0s holds 6",
 	}
-	if len(got["notes"]) != len(want) || got["notes"][0] != want[0] || got["notes"][1] != want[1] || got["hidden"][0] != "false" {
-		t.Errorf("notes %q (hidden %v); want %q, shown", got["notes"], got["hidden"], want)
+	if !slices.Equal(got["notes"], want) || got["hidden"][0] != "false" || got["scale"][0] != "true" {
+		t.Errorf("notes %q (hidden %v, scale disabled %v); want %q, shown, disabled", got["notes"], got["hidden"], got["scale"], want)
 	}
 	got = renderRows(t, srv.URL+"/console/resource?tenant=default&name=plain", "", "resource-plain.png", []string{`#placement tbody tr[data-region]`}, notes)
-	if len(got["notes"]) != 0 || got["hidden"][0] != "true" {
+	if len(got["notes"]) != 0 || got["hidden"][0] != "true" || got["scale"][0] != "false" {
 		t.Errorf("a resource without a note or a reserve: notes %q (hidden %v); want none, hidden", got["notes"], got["hidden"])
 	}
 }

@@ -35,6 +35,7 @@ var (
 	_ Watcher    = (*instrumented)(nil)
 	_ Closer     = (*instrumented)(nil)
 	_ HostServer = (*instrumented)(nil)
+	_ Meter      = (*instrumented)(nil)
 )
 
 // timed runs one call of op and reports it.
@@ -107,4 +108,12 @@ func (i *instrumented) HostListeners() []HostListener {
 		return h.HostListeners()
 	}
 	return nil
+}
+
+func (i *instrumented) Usage(ctx context.Context) (map[string]api.Usage, error) {
+	m, ok := i.p.(Meter)
+	if !ok {
+		return nil, ErrUnsupported
+	}
+	return timed(i, "usage", func() (map[string]api.Usage, error) { return m.Usage(ctx) })
 }

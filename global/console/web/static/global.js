@@ -5,7 +5,7 @@
 // confirmation dialog.
 import {
   $, h, api, start, refresher, setLive, showAlert, clearAlert, describeError,
-  pill, bar, pct, plural, relTime, time, absolute, clock, healthTone, phaseTone,
+  pill, bar, pct, plural, relTime, time, ago, absolute, clock, healthTone, phaseTone,
   confirmDialog, field, toast, ApiError, auth,
   containerTone, probeLine, probeKinds, podContainers, hasPod, containersReady, containerRestarts, containerMessage,
 } from './common.js';
@@ -286,6 +286,11 @@ function resourcePage() {
     $('#res-sub').replaceChildren(`${res.kind} of tenant `, h('b', {}, res.tenant), res.spec && res.spec.flavor ? ` · flavor ${res.spec.flavor}` : '',
       deleting ? h('span', { class: 'tone-warn' }, ' · being deleted') : '');
     for (const b of document.querySelectorAll('#actions button')) b.disabled = deleting;
+    // The master owns an autoscaled resource's count: the API refuses a
+    // scale by hand, so the button says why instead.
+    const scaleBtn = $('button[data-action="scale"]');
+    scaleBtn.disabled = deleting || !!res.autoscale;
+    scaleBtn.title = res.autoscale ? `Autoscaled (${res.autoscale.minReplicas} to ${res.autoscale.maxReplicas}): change its bounds in the manifest` : '';
     $('button[data-action="pause"]').hidden = paused;
     $('button[data-action="resume"]').hidden = !paused;
 
@@ -353,9 +358,27 @@ function resourcePage() {
       notes.push(h('p', { dataset: { role: 'reserve', holds: String(s.reserve.holds) }, class: s.reserve.holds ? '' : 'tone-warn' },
         h('strong', {}, `Reserve ${(res.schedule && res.schedule.reserve) || ''} ${s.reserve.holds ? 'holds' : 'short'}: `), s.reserve.message || ''));
     }
+    if (res.autoscale) notes.push(autoscaleNote(res.autoscale, s.autoscale));
     const fit = $('#placement-fit');
     fit.hidden = !notes.length;
     fit.replaceChildren(...notes);
+  }
+
+  // autoscaleNote is an autoscaled resource's bounds and the master's
+  // last reading, as stratactl describe prints them.
+  function autoscaleNote(p, st) {
+    const parts = [`${p.minReplicas} to ${p.maxReplicas}`];
+    if (!st) {
+      parts.push('no reading yet');
+    } else {
+      let line = `desired ${st.desired}`;
+      if ((st.metrics || []).length) line += ` (${st.metrics.join(', ')})`;
+      const at = time(st.lastScaleAt);
+      if (at) line += `, scaled ${ago(at)}`;
+      if (st.message) line += `: ${st.message}`;
+      parts.push(line);
+    }
+    return h('p', { dataset: { role: 'autoscale' } }, h('strong', {}, 'Autoscale: '), parts.join('; '));
   }
 
   // renderReplicas lists the replicas, each followed by its containers
