@@ -57,8 +57,8 @@ func TestAutoscaleOnLoadBalancerRequests(t *testing.T) {
 		// that the replicas' cgroups are read, and it never asks for
 		// more than the request rate does.
 		"cpuPercent": 900,
-		"period":    "2s",
-		"scaleDown": map[string]any{"stabilizationWindow": "6s"},
+		"period":     "2s",
+		"scaleDown":  map[string]any{"stabilizationWindow": "6s"},
 	}
 	res := c.create(web)
 	c.waitReady("web", 1, 60*time.Second)

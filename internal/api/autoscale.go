@@ -135,6 +135,19 @@ func (a *AutoscalePolicy) validate(kind ResourceKind) error {
 	case a.MaxReplicas > MaxReplicas:
 		p.add(Invalid("maxReplicas", "%d is more than %d", a.MaxReplicas, MaxReplicas))
 	}
+	p.add(a.validateTargets())
+	if a.Period.Duration < 0 || a.Period.Duration > 10*time.Minute {
+		p.add(Invalid("period", "must be between 0 (the default, %s) and 10m", DefaultAutoscalePeriod))
+	}
+	p.in("scaleUp", a.ScaleUp.validate())
+	p.in("scaleDown", a.ScaleDown.validate())
+	return p.err()
+}
+
+// validateTargets checks the targets: at least one, each in range, the
+// load balancer's with a load balancer.
+func (a *AutoscalePolicy) validateTargets() error {
+	var p problems
 	p.add(percentField("cpuPercent", a.CPUPercent, 1000))
 	p.add(percentField("memoryPercent", a.MemoryPercent, 100))
 	p.add(percentField("tolerancePercent", a.TolerancePercent, 99))
@@ -153,11 +166,6 @@ func (a *AutoscalePolicy) validate(kind ResourceKind) error {
 	if a.CPUPercent == 0 && a.MemoryPercent == 0 && !lbTarget {
 		p.add(Invalid("", "needs at least one target: cpuPercent, memoryPercent, requestsPerSecond or sessions"))
 	}
-	if a.Period.Duration < 0 || a.Period.Duration > 10*time.Minute {
-		p.add(Invalid("period", "must be between 0 (the default, %s) and 10m", DefaultAutoscalePeriod))
-	}
-	p.in("scaleUp", a.ScaleUp.validate())
-	p.in("scaleDown", a.ScaleDown.validate())
 	return p.err()
 }
 
