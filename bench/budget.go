@@ -19,6 +19,9 @@ var budgets = map[string]time.Duration{
 	"C1": 8 * time.Minute, "V1": 8 * time.Minute,
 	// P2: three runs of the e2e test, about 90 s each.
 	"P1": 4 * time.Minute, "P2": 12 * time.Minute,
+	// A1: three runs of the e2e test with two load steps, about 3 min
+	// each.
+	"A1": 15 * time.Minute,
 	// A cluster's start includes B0 and, in production, 1,000 agents'
 	// certificates and connections.
 	"cluster": 6 * time.Minute,
