@@ -41,6 +41,7 @@ type scaled struct {
 	uid     string
 	next    time.Time
 	last    time.Time // the last scale
+	failed  string    // the last scale's error, logged once
 	history autoscale.History
 	status  *api.AutoscaleStatus
 }
@@ -193,10 +194,16 @@ func (c *Controller) decideScale(ctx context.Context, guard Guard, now time.Time
 		msg += ", " + d
 	}
 	if err := c.o.Scaler.AutoScale(ctx, r.Tenant, r.Name, r.UID, r.Replicas, next, msg, guard); err != nil {
-		c.log.Warn("autoscale failed", "resource", r.Key(), "from", r.Replicas, "to", next, "err", err)
+		// Said once: the same failure (a quota, say) comes back every
+		// period, and the status keeps saying it.
+		if err.Error() != s.failed {
+			c.log.Warn("autoscale failed", "resource", r.Key(), "from", r.Replicas, "to", next, "err", err)
+		}
+		s.failed = err.Error()
 		st.Message = "scaling failed: " + err.Error()
 		return st
 	}
+	s.failed = ""
 	c.log.Info("autoscaled", "resource", r.Key(), "from", r.Replicas, "to", next, "why", msg)
 	s.last, st.LastScaleAt = now, now
 	return st
