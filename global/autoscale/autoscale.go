@@ -148,9 +148,10 @@ func num(v float64) string {
 }
 
 // History is one resource's past recommendations, for the stabilization
-// windows; the master keeps one per autoscaled resource, in memory (as
-// the HPA does: a new master starts with an empty history, which only
-// makes its first scale-down wait a window).
+// windows; the master keeps one per autoscaled resource, in memory, as
+// the HPA does. A new history (a new master, a resource just created)
+// starts with the count it first sees as a recommendation, so that its
+// first scale-down waits a window rather than trusting one reading.
 type History struct {
 	recs []record
 }
@@ -163,6 +164,9 @@ type record struct {
 // Decide records the recommendation desired at now and returns the
 // count to set, with why it differs from desired ("" when it does not).
 func (h *History) Decide(now time.Time, p *api.AutoscalePolicy, current, desired int) (int, string) {
+	if h.recs == nil {
+		h.recs = []record{{at: now, n: current}}
+	}
 	keep := max(p.UpWindow(), p.DownWindow())
 	up, down := desired, desired
 	kept := h.recs[:0]
@@ -172,10 +176,12 @@ func (h *History) Decide(now time.Time, p *api.AutoscalePolicy, current, desired
 			continue
 		}
 		kept = append(kept, r)
-		if age <= p.UpWindow() {
+		// A window of 0 holds nothing back, not even a recommendation
+		// of this instant.
+		if age < p.UpWindow() {
 			up = min(up, r.n)
 		}
-		if age <= p.DownWindow() {
+		if age < p.DownWindow() {
 			down = max(down, r.n)
 		}
 	}

@@ -81,6 +81,28 @@ func TestDecideWindowsAndSteps(t *testing.T) {
 	}
 }
 
+// TestDecideFreshHistoryWaits: a new master (or a resource just made
+// autoscaled) does not scale down on its first reading: the count it
+// first sees holds for the scale-down window. Scaling up is not held.
+func TestDecideFreshHistoryWaits(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	p := &api.AutoscalePolicy{MinReplicas: 1, MaxReplicas: 10, CPUPercent: 60}
+	var h History
+	if n, why := h.Decide(t0, p, 6, 2); n != 6 || !strings.Contains(why, "scale-down window") {
+		t.Errorf("first decision, 6 towards 2: %d (%q); want 6 held by the window", n, why)
+	}
+	if n, _ := h.Decide(t0.Add(4*time.Minute), p, 6, 2); n != 6 {
+		t.Errorf("inside the window: %d; want 6", n)
+	}
+	if n, _ := h.Decide(t0.Add(5*time.Minute+time.Second), p, 6, 2); n != 2 {
+		t.Errorf("past the window: %d; want 2", n)
+	}
+	var g History
+	if n, _ := g.Decide(t0, p, 2, 5); n != 5 {
+		t.Errorf("first decision, 2 towards 5: %d; want 5 (no up window)", n)
+	}
+}
+
 // TestDecideProperties: whatever the recommendations, a decision stays
 // within the bounds, never moves against the recommendation, and never
 // steps further than the rules allow.

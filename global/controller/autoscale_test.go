@@ -11,7 +11,6 @@ import (
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/heartbeat"
 	"github.com/stratahq/strata/internal/store"
-	"github.com/stratahq/strata/testkit/etcdtest"
 )
 
 // scaleCall is one AutoScale the master asked for.
@@ -57,15 +56,7 @@ func loadBeat(t *testing.T, region string, at time.Time, loads ...api.ResourceLo
 // status it hands placement, and leaves alone what has no readings, is
 // not autoscaled, or whose region's beat is stale.
 func TestAutoscalePass(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cli := etcdtest.Client(t, etcdtest.Embedded(t))
-	st := state.New(store.New(cli, "/strata/global/"))
-	caches := state.NewCaches(st)
-	cctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = caches.Run(cctx); close(done) }()
-	t.Cleanup(func() { stop(); <-done })
+	ctx, _, st, caches := newStateEnv(t)
 
 	b := st.Store.Batch()
 	_ = st.Flavors.TxnCreate(b.Step("small"), "small", &api.Flavor{Name: "small", Kind: api.ProviderContainer, Spec: api.FlavorSpec{VCPUs: 1, MemoryMiB: 256}})

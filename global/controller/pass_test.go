@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/stratahq/strata/global/state"
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/store"
@@ -20,12 +22,12 @@ type testGuard struct {
 func (g testGuard) GuardKey() string { return g.key }
 func (g testGuard) GuardRev() int64  { return g.rev }
 
-// TestPassOverManyResources is a new master's first pass (a failover)
-// over hundreds of resources on an etcd with stock --max-txn-ops: every
-// resource's status is written, in transactions that each fit.
-func TestPassOverManyResources(t *testing.T) {
+// newStateEnv is the global state on an embedded etcd with its caches
+// running, and a context bounding the test.
+func newStateEnv(t *testing.T) (context.Context, *clientv3.Client, *state.State, *state.Caches) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	cli := etcdtest.Client(t, etcdtest.Embedded(t))
 	st := state.New(store.New(cli, "/strata/global/"))
 	caches := state.NewCaches(st)
@@ -33,6 +35,14 @@ func TestPassOverManyResources(t *testing.T) {
 	done := make(chan struct{})
 	go func() { _ = caches.Run(cctx); close(done) }()
 	t.Cleanup(func() { stop(); <-done })
+	return ctx, cli, st, caches
+}
+
+// TestPassOverManyResources is a new master's first pass (a failover)
+// over hundreds of resources on an etcd with stock --max-txn-ops: every
+// resource's status is written, in transactions that each fit.
+func TestPassOverManyResources(t *testing.T) {
+	ctx, cli, st, caches := newStateEnv(t)
 
 	const n = 300
 	b := st.Store.Batch()
