@@ -80,10 +80,9 @@ func TestAutoscalePass(t *testing.T) {
 	if err := caches.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := caches.Resources.WaitForRev(ctx, rev); err != nil {
-		t.Fatal(err)
-	}
-	if err := caches.Regions.WaitForRev(ctx, rev); err != nil {
+	// Every cache the pass reads: the flavor's too, without which the
+	// CPU reading has no size to be a share of.
+	if err := store.WaitForRev(ctx, rev, caches.Resources, caches.Regions, caches.Flavors); err != nil {
 		t.Fatal(err)
 	}
 	sc := &recordingScaler{}
