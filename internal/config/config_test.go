@@ -139,6 +139,31 @@ providers:
 	}
 }
 
+// TestAgentDNSConfig: the name server is on by default under
+// strata.internal with a 5 s TTL; a zone that is not a domain name and a
+// TTL outside 1s-1h are refused, naming the key.
+func TestAgentDNSConfig(t *testing.T) {
+	cfg := DefaultAgent()
+	if err := Load(cfg, Source{File: writeFile(t, "node: {name: n1}\nnetwork: {dns: {zone: Corp.Example, ttl: 30s}}\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if d := cfg.Network.DNS; !d.Enabled || d.Zone != "Corp.Example" || d.TTL != 30*time.Second {
+		t.Errorf("dns: got %+v; want enabled, Corp.Example, 30s", d)
+	}
+	for _, c := range []struct{ yaml, key string }{
+		{"network: {dns: {zone: \"a..b\"}}", "network.dns.zone"},
+		{"network: {dns: {zone: \"-a.b\"}}", "network.dns.zone"},
+		{"network: {dns: {zone: \"\"}}", "network.dns.zone"},
+		{"network: {dns: {ttl: 0s}}", "network.dns.ttl"},
+		{"network: {dns: {ttl: 2h}}", "network.dns.ttl"},
+	} {
+		err := Load(DefaultAgent(), Source{File: writeFile(t, "node: {name: n1}\n"+c.yaml+"\n")})
+		if err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("%s: got %v; want an error naming %s", c.yaml, err, c.key)
+		}
+	}
+}
+
 func TestGlobalDefaultsValid(t *testing.T) {
 	if err := Load(DefaultGlobal(), Source{}); err != nil {
 		t.Fatalf("defaults: %v", err)

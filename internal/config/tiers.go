@@ -587,6 +587,60 @@ type AgentNetwork struct {
 	// Table is the agent's nftables table (IPv4 family). Agents of
 	// different regions sharing a host need one each.
 	Table string `mapstructure:"table"`
+	// DNS is the name server the agent runs for the host's replicas.
+	DNS AgentDNS `mapstructure:"dns"`
+}
+
+// AgentDNS configures the agent's name server: it answers the host's
+// replicas on the gateway of the host's block, port 53 (the address the
+// host policy admits for DNS), names of their tenant's ready replicas
+// under Zone, and forwards other names to the node's resolvers.
+type AgentDNS struct {
+	// Enabled runs it where the agent programs the host's network
+	// (default true); replicas get a resolv.conf naming it.
+	Enabled bool `mapstructure:"enabled"`
+	// Zone is the domain the names live under (default strata.internal).
+	Zone string `mapstructure:"zone"`
+	// TTL is the answers' time to live (default 5s, 1s to 1h): how long
+	// a resolver may keep an address after its replica stops being ready.
+	TTL time.Duration `mapstructure:"ttl"`
+}
+
+func (d *AgentDNS) validate() error {
+	if !isDomain(d.Zone) {
+		return keyError("network.dns.zone", "%q is not a domain name (labels of letters, digits and '-', dot-separated)", d.Zone)
+	}
+	if d.TTL < time.Second || d.TTL > time.Hour {
+		return keyError("network.dns.ttl", "%s is not between 1s and 1h", d.TTL)
+	}
+	return nil
+}
+
+// isDomain reports whether s is a DNS name of at most 253 characters
+// whose labels are each a DNS label.
+func isDomain(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for l := range strings.SplitSeq(s, ".") {
+		if !isLabel(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// isLabel: 1-63 letters, digits and '-', not starting or ending with '-'.
+func isLabel(l string) bool {
+	if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+		return false
+	}
+	for _, c := range l {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func (n *AgentNetwork) validate() error {
@@ -609,7 +663,7 @@ func (n *AgentNetwork) validate() error {
 	if n.Table == "" || len(n.Table) > 31 {
 		return keyError("network.table", "%q must be an nftables table name (1-31 characters)", n.Table)
 	}
-	return nil
+	return n.DNS.validate()
 }
 
 // Provider is one provider an agent runs: in-process (Plugin and Socket
@@ -689,7 +743,8 @@ func DefaultAgent() *Agent {
 	a.Providers = []Provider{{Name: "fake"}}
 	a.StatusInterval = 5 * time.Second
 	a.Concurrency = 8
-	a.Network = AgentNetwork{DataPlane: DataPlaneAuto, Table: "strata"}
+	a.Network = AgentNetwork{DataPlane: DataPlaneAuto, Table: "strata",
+		DNS: AgentDNS{Enabled: true, Zone: "strata.internal", TTL: 5 * time.Second}}
 	return a
 }
 
