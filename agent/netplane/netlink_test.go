@@ -320,7 +320,7 @@ func TestKernelUpgradeFromOneHost(t *testing.T) {
 // TestKernelHostIsolation: a replica reaches none of its host's services,
 // at the gateway or at any other of the host's addresses, except the
 // host's services for replicas (a load balancer's listeners) on their
-// addresses; what it sends through the host is forwarded as before, and
+// addresses and those at the gateway (the name server) there only; what it sends through the host is forwarded as before, and
 // the host's services stay open to the underlay.
 func TestKernelHostIsolation(t *testing.T) {
 	seg, hosts := newKernelHosts(t, 1)
@@ -330,7 +330,8 @@ func TestKernelHostIsolation(t *testing.T) {
 		Services: []HostService{
 			{Addr: h.Addr, Proto: "tcp", Ports: hostpolicy.MustParsePorts("7200-7201")},
 			{Addr: netip.IPv4Unspecified(), Proto: "tcp", Ports: hostpolicy.MustParsePorts("7300")},
-		}}, nil)
+		},
+		GatewayServices: []HostService{{Proto: "tcp", Ports: hostpolicy.MustParsePorts("7500")}}}, nil)
 	nw := Network{Subnet: netip.MustParsePrefix("10.97.0.0/16"), Backend: api.BackendVXLAN, VNI: 1}
 	applyAll(t, nw, hosts, peersOf(hosts))
 	r, err := h.AddReplica(h.Name+"-r", "strata0", netip.MustParsePrefix("10.97.1.2/24"), netip.MustParseAddr("10.97.1.1"), 1450)
@@ -339,7 +340,7 @@ func TestKernelHostIsolation(t *testing.T) {
 	}
 	// 7200 listens everywhere but is open to replicas at the host's
 	// address only.
-	for _, addr := range []string{under + ":7100", "10.97.1.1:7101", "0.0.0.0:7102", "0.0.0.0:7200", "0.0.0.0:7300"} {
+	for _, addr := range []string{under + ":7100", "10.97.1.1:7101", "0.0.0.0:7102", "0.0.0.0:7200", "0.0.0.0:7300", "0.0.0.0:7500"} {
 		echoServer(t, h.NS, addr)
 	}
 	outside := echoServer(t, seg.NS, seg.Gateway().String()+":7400")
@@ -366,6 +367,8 @@ func TestKernelHostIsolation(t *testing.T) {
 		{"replica → the load balancer's port at its address", r, under + ":7200", true},
 		{"replica → the load balancer's port at another address", r, "10.97.1.1:7200", false},
 		{"replica → a port open on every address, at the gateway", r, "10.97.1.1:7300", true},
+		{"replica → a port open at the gateway (name server), at the gateway", r, "10.97.1.1:7500", true},
+		{"replica → a port open at the gateway, at the host's address", r, under + ":7500", false},
 		{"replica → outside the cluster, through the host", r, seg.Gateway().String() + ":7400", true},
 		{"the underlay → a host service", seg.NS, under + ":7100", true},
 		{"the underlay → a host service listening everywhere", seg.NS, under + ":7102", true},
@@ -386,7 +389,7 @@ func TestKernelHostIsolation(t *testing.T) {
 		t.Errorf("apply again: got %+v, %v; want no change", ch, err)
 	}
 	have, ok, err := h.k.Isolation(DefaultTable, "strata0")
-	want := []string{"accept established,related from strata0", "accept tcp " + under + ":7200-7201 from strata0", "accept tcp any:7300 from strata0", "drop local from strata0"}
+	want := []string{"accept established,related from strata0", "accept tcp " + under + ":7200-7201 from strata0", "accept tcp any:7300 from strata0", "accept tcp 10.97.1.1:7500 from strata0", "drop local from strata0"}
 	if err != nil || !ok || !slices.Equal(have, want) {
 		t.Errorf("isolation chain: got %q (%v, %v); want %q", have, ok, err, want)
 	}

@@ -88,6 +88,24 @@ type Host struct {
 	// reach (load balancers' listeners); every other service of the host
 	// is closed to them.
 	Services []HostService
+	// GatewayServices are ports replicas may reach at the gateway of the
+	// node's block (the agent's name server); their Addr is ignored, the
+	// block decides it.
+	GatewayServices []HostService
+}
+
+// Gateway is the gateway of a node's block: its first address, which
+// the bridge holds.
+func Gateway(block netip.Prefix) netip.Addr { return block.Masked().Addr().Next() }
+
+// atGateway are services at gateway gw.
+func atGateway(services []HostService, gw netip.Addr) []HostService {
+	out := make([]HostService, len(services))
+	for i, s := range services {
+		s.Addr = gw
+		out[i] = s
+	}
+	return out
 }
 
 // HostService is a port range of the host that replicas may reach.
@@ -231,7 +249,7 @@ func (p *Plane) plan(nw Network, peers []Peer) (desired, []string, error) {
 		return desired{}, nil, ErrNoBlock
 	}
 	block := self.Block.Masked()
-	gw := block.Addr().Next()
+	gw := Gateway(block)
 	mtu := nw.ReplicaMTU(h)
 	if h.Bridge == "" {
 		h.Bridge = nw.Bridge
@@ -243,7 +261,7 @@ func (p *Plane) plan(nw Network, peers []Peer) (desired, []string, error) {
 		bridge:     Link{Name: h.Bridge, Kind: KindBridge, MTU: mtu, Up: true, Alias: api.BridgeAlias},
 		bridgeAddr: netip.PrefixFrom(gw, block.Bits()),
 		masquerade: []netip.Prefix{nw.Subnet.Masked()},
-		isolation:  Isolation{Bridge: h.Bridge, Services: h.Services},
+		isolation:  Isolation{Bridge: h.Bridge, Services: append(slices.Clone(h.Services), atGateway(h.GatewayServices, gw)...)},
 	}
 	if nw.Backend == api.BackendVXLAN {
 		d.vxlan = &Link{Name: h.VXLANDevice, Kind: KindVXLAN, MTU: mtu, Up: true, MAC: h.VTEPMAC,
