@@ -339,6 +339,7 @@ var goSchemas = map[string]reflect.Type{
 	"Listener":            reflect.TypeFor[api.Listener](),
 	"LoadbalancerSpec":    reflect.TypeFor[api.LoadbalancerSpec](),
 	"NetworkAttachment":   reflect.TypeFor[api.NetworkAttachment](),
+	"DNSConfig":           reflect.TypeFor[api.DNSConfig](),
 	"Node":                reflect.TypeFor[api.Node](),
 	"NodeList":            reflect.TypeFor[NodeList](),
 	"NodeNetwork":         reflect.TypeFor[api.NodeNetwork](),
@@ -399,7 +400,7 @@ var outputOnly = []string{
 	"AlertDelivery", "AlertRuleList",
 	"Assignment", "AssignmentStatus", "BackendStatus", "Capacity", "Condition", "DrainStatus",
 	"DrainStep", "Endpoint", "ErrorBody", "ErrorDetail", "Event", "EventList", "FieldDetail", "FlavorList",
-	"NetworkAttachment", "Node", "NodeList", "NodeNetwork", "NodeProvider", "NodeStatus", "RegionList",
+	"NetworkAttachment", "DNSConfig", "Node", "NodeList", "NodeNetwork", "NodeProvider", "NodeStatus", "RegionList",
 	"RegionShare", "RegionStatus", "Replica", "ReplicaList", "ResourceList", "ResourceStatus",
 	"Revision", "RevisionList", "RolloutStatus", "Status", "VolumeAttachment",
 }

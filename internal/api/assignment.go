@@ -2,6 +2,7 @@ package api
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -81,6 +82,37 @@ type NetworkAttachment struct {
 	Address string `json:"address"`
 	// MTU of the replica's interface; 0 leaves the provider's default.
 	MTU int `json:"mtu,omitempty"`
+	// DNS is the replica's resolver; nil leaves the provider's default
+	// (the node's own resolv.conf).
+	DNS *DNSConfig `json:"dns,omitempty"`
+}
+
+// DNSConfig is the resolver a replica gets (its resolv.conf): set by the agent when the node serves names.
+type DNSConfig struct {
+	Nameservers []string `json:"nameservers,omitempty"`
+	Search      []string `json:"search,omitempty"`
+	Options     []string `json:"options,omitempty"`
+}
+
+// ResolvConf renders it as a resolv.conf file ("nameserver X" lines, one "search a b" line, one "options x y" line), ending with a newline.
+// Empty lists give no line; a nil or empty config gives a lone newline.
+func (d *DNSConfig) ResolvConf() string {
+	var b strings.Builder
+	if d != nil {
+		for _, ns := range d.Nameservers {
+			b.WriteString("nameserver " + ns + "\n")
+		}
+		if len(d.Search) > 0 {
+			b.WriteString("search " + strings.Join(d.Search, " ") + "\n")
+		}
+		if len(d.Options) > 0 {
+			b.WriteString("options " + strings.Join(d.Options, " ") + "\n")
+		}
+	}
+	if b.Len() == 0 {
+		return "\n"
+	}
+	return b.String()
 }
 
 // Endpoint is a backend of a load balancer: a ready replica's address.

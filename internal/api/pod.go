@@ -124,6 +124,32 @@ func (c *ComputeSpec) ContainerNames() []string {
 	return names
 }
 
+// AllPorts are the ports the replica declares: the main container's,
+// then those of the containers beside it, in order (init containers,
+// which run to completion first, serve none). Each is a copy, its
+// protocol lowercase and tcp when the spec names none.
+func (c *ComputeSpec) AllPorts() []PortSpec {
+	n := len(c.Ports)
+	for i := range c.Containers {
+		n += len(c.Containers[i].Ports)
+	}
+	out := make([]PortSpec, 0, n)
+	add := func(ps []PortSpec) {
+		for _, p := range ps {
+			p.Protocol = strings.ToLower(p.Protocol)
+			if p.Protocol == "" {
+				p.Protocol = "tcp"
+			}
+			out = append(out, p)
+		}
+	}
+	add(c.Ports)
+	for i := range c.Containers {
+		add(c.Containers[i].Ports)
+	}
+	return out
+}
+
 // HasProbes reports whether any container of the spec has a probe.
 func (c *ComputeSpec) HasProbes() bool {
 	if !c.Probes.Empty() {

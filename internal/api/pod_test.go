@@ -174,3 +174,29 @@ func TestPodRefsIncludeEveryContainer(t *testing.T) {
 		}
 	}
 }
+
+func TestAllPorts(t *testing.T) {
+	c := &ComputeSpec{
+		Ports:          []PortSpec{{Name: "http", ContainerPort: 8080}, {Name: "dns", ContainerPort: 53, Protocol: "UDP"}},
+		InitContainers: []Container{{Name: "fetch", Ports: []PortSpec{{ContainerPort: 9999}}}},
+		Containers: []Container{{Name: "web", Ports: []PortSpec{{Name: "metrics", ContainerPort: 9090, Protocol: "tcp"}}},
+			{Name: "idle"}},
+	}
+	got := c.AllPorts()
+	want := []PortSpec{{Name: "http", ContainerPort: 8080, Protocol: "tcp"}, {Name: "dns", ContainerPort: 53, Protocol: "udp"},
+		{Name: "metrics", ContainerPort: 9090, Protocol: "tcp"}}
+	if len(got) != len(want) {
+		t.Fatalf("AllPorts = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("AllPorts[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if c.Ports[0].Protocol != "" || c.Ports[1].Protocol != "UDP" {
+		t.Fatalf("AllPorts changed the spec: %+v", c.Ports)
+	}
+	if got := (&ComputeSpec{}).AllPorts(); len(got) != 0 {
+		t.Fatalf("no ports: AllPorts = %+v", got)
+	}
+}

@@ -1443,6 +1443,7 @@ func NetworkAttachmentToPB(n *api.NetworkAttachment) *resourcev1.NetworkAttachme
 		Gateway: n.Gateway,
 		Address: n.Address,
 		Mtu:     int32ToPB(n.MTU),
+		Dns:     dnsConfigToPB(n.DNS),
 	}
 }
 
@@ -1456,6 +1457,28 @@ func NetworkAttachmentFromPB(p *resourcev1.NetworkAttachment) api.NetworkAttachm
 		Gateway: p.GetGateway(),
 		Address: p.GetAddress(),
 		MTU:     int(p.GetMtu()),
+		DNS:     ptrFromPB(p.GetDns(), dnsConfigFromPB),
+	}
+}
+
+// dnsConfigToPB converts a DNSConfig; nil gives nil.
+func dnsConfigToPB(d *api.DNSConfig) *resourcev1.DNSConfig {
+	if d == nil {
+		return nil
+	}
+	return &resourcev1.DNSConfig{
+		Nameservers: stringsCopy[string](d.Nameservers),
+		Search:      stringsCopy[string](d.Search),
+		Options:     stringsCopy[string](d.Options),
+	}
+}
+
+// dnsConfigFromPB converts a DNSConfig; nil gives the zero value.
+func dnsConfigFromPB(p *resourcev1.DNSConfig) api.DNSConfig {
+	return api.DNSConfig{
+		Nameservers: stringsCopy[string](p.GetNameservers()),
+		Search:      stringsCopy[string](p.GetSearch()),
+		Options:     stringsCopy[string](p.GetOptions()),
 	}
 }
 

@@ -96,6 +96,7 @@ func convCases() []convCase {
 		convCaseOf(AssignmentToPB, AssignmentFromPB),
 		convCaseOf(VolumeAttachmentToPB, VolumeAttachmentFromPB),
 		convCaseOf(NetworkAttachmentToPB, NetworkAttachmentFromPB),
+		convCaseOf(dnsConfigToPB, dnsConfigFromPB),
 		convCaseOf(EndpointToPB, EndpointFromPB),
 		convCaseOf(PortToPB, PortFromPB),
 		convCaseOf(AssignmentStatusToPB, AssignmentStatusFromPB),

@@ -590,13 +590,21 @@ func (x *NetworkBatch) GetPoliciesRemoved() []string {
 }
 
 type NetworkEndpoint struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Tenant        string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
-	Resource      string                 `protobuf:"bytes,4,opt,name=resource,proto3" json:"resource,omitempty"`
-	Labels        map[string]string      `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Node          string                 `protobuf:"bytes,6,opt,name=node,proto3" json:"node,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address  string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Tenant   string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Resource string                 `protobuf:"bytes,4,opt,name=resource,proto3" json:"resource,omitempty"`
+	Labels   map[string]string      `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Node     string                 `protobuf:"bytes,6,opt,name=node,proto3" json:"node,omitempty"`
+	// ready says the replica's status is ready on its assigned node (the
+	// region's phase of it is ready): a node's DNS answers only ready
+	// replicas.
+	Ready bool `protobuf:"varint,7,opt,name=ready,proto3" json:"ready,omitempty"`
+	// ports are the container ports the replica declares, of its main
+	// container and its sidecars (none for a replica that is not a
+	// compute one), for SRV records.
+	Ports         []*EndpointPort `protobuf:"bytes,8,rep,name=ports,proto3" json:"ports,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -673,6 +681,83 @@ func (x *NetworkEndpoint) GetNode() string {
 	return ""
 }
 
+func (x *NetworkEndpoint) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *NetworkEndpoint) GetPorts() []*EndpointPort {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+// EndpointPort is one container port a replica declares.
+type EndpointPort struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// protocol is "tcp" or "udp", lowercase; tcp when the spec names none.
+	Protocol string `protobuf:"bytes,2,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// port is the container port.
+	Port          int32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndpointPort) Reset() {
+	*x = EndpointPort{}
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndpointPort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndpointPort) ProtoMessage() {}
+
+func (x *EndpointPort) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
+func (*EndpointPort) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *EndpointPort) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EndpointPort) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *EndpointPort) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
 type RegionNetwork struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -681,14 +766,17 @@ type RegionNetwork struct {
 	Backend  string                 `protobuf:"bytes,4,opt,name=backend,proto3" json:"backend,omitempty"`
 	Vni      int32                  `protobuf:"varint,5,opt,name=vni,proto3" json:"vni,omitempty"`
 	// bridge is the network's bridge, for nodes that name none.
-	Bridge        string `protobuf:"bytes,6,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	Bridge string `protobuf:"bytes,6,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	// region is the name of the region, so that nodes know their region
+	// (for the DNS names of replicas).
+	Region        string `protobuf:"bytes,7,opt,name=region,proto3" json:"region,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegionNetwork) Reset() {
 	*x = RegionNetwork{}
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +788,7 @@ func (x *RegionNetwork) String() string {
 func (*RegionNetwork) ProtoMessage() {}
 
 func (x *RegionNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +801,7 @@ func (x *RegionNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionNetwork.ProtoReflect.Descriptor instead.
 func (*RegionNetwork) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RegionNetwork) GetName() string {
@@ -758,6 +846,13 @@ func (x *RegionNetwork) GetBridge() string {
 	return ""
 }
 
+func (x *RegionNetwork) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
 type NetworkPeer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -768,7 +863,7 @@ type NetworkPeer struct {
 
 func (x *NetworkPeer) Reset() {
 	*x = NetworkPeer{}
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +875,7 @@ func (x *NetworkPeer) String() string {
 func (*NetworkPeer) ProtoMessage() {}
 
 func (x *NetworkPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +888,7 @@ func (x *NetworkPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkPeer.ProtoReflect.Descriptor instead.
 func (*NetworkPeer) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NetworkPeer) GetNode() string {
@@ -818,7 +913,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +925,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +938,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 type NodeStatusResponse struct {
@@ -859,7 +954,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +966,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +979,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NodeStatusResponse) GetNode() string {
@@ -935,7 +1030,7 @@ type NodeLogsRequest struct {
 
 func (x *NodeLogsRequest) Reset() {
 	*x = NodeLogsRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1042,7 @@ func (x *NodeLogsRequest) String() string {
 func (*NodeLogsRequest) ProtoMessage() {}
 
 func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1055,7 @@ func (x *NodeLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogsRequest.ProtoReflect.Descriptor instead.
 func (*NodeLogsRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeLogsRequest) GetAssignmentId() string {
@@ -1001,7 +1096,7 @@ type GetConfigDataRequest struct {
 
 func (x *GetConfigDataRequest) Reset() {
 	*x = GetConfigDataRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1108,7 @@ func (x *GetConfigDataRequest) String() string {
 func (*GetConfigDataRequest) ProtoMessage() {}
 
 func (x *GetConfigDataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1121,7 @@ func (x *GetConfigDataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigDataRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigDataRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetConfigDataRequest) GetNode() string {
@@ -1055,7 +1150,7 @@ type ConfigData struct {
 
 func (x *ConfigData) Reset() {
 	*x = ConfigData{}
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1162,7 @@ func (x *ConfigData) String() string {
 func (*ConfigData) ProtoMessage() {}
 
 func (x *ConfigData) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1175,7 @@ func (x *ConfigData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigData.ProtoReflect.Descriptor instead.
 func (*ConfigData) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ConfigData) GetKind() string {
@@ -1120,7 +1215,7 @@ type GetConfigDataResponse struct {
 
 func (x *GetConfigDataResponse) Reset() {
 	*x = GetConfigDataResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1227,7 @@ func (x *GetConfigDataResponse) String() string {
 func (*GetConfigDataResponse) ProtoMessage() {}
 
 func (x *GetConfigDataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1240,7 @@ func (x *GetConfigDataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigDataResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigDataResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetConfigDataResponse) GetItems() []*ConfigData {
@@ -1200,24 +1295,31 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\tendpoints\x18\x05 \x03(\v2 .strata.agent.v1.NetworkEndpointR\tendpoints\x12+\n" +
 	"\x11endpoints_removed\x18\x06 \x03(\tR\x10endpointsRemoved\x12\x1a\n" +
 	"\bpolicies\x18\a \x03(\fR\bpolicies\x12)\n" +
-	"\x10policies_removed\x18\b \x03(\tR\x0fpoliciesRemoved\"\x84\x02\n" +
+	"\x10policies_removed\x18\b \x03(\tR\x0fpoliciesRemoved\"\xcf\x02\n" +
 	"\x0fNetworkEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
 	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x1a\n" +
 	"\bresource\x18\x04 \x01(\tR\bresource\x12D\n" +
 	"\x06labels\x18\x05 \x03(\v2,.strata.agent.v1.NetworkEndpoint.LabelsEntryR\x06labels\x12\x12\n" +
-	"\x04node\x18\x06 \x01(\tR\x04node\x1a9\n" +
+	"\x04node\x18\x06 \x01(\tR\x04node\x12\x14\n" +
+	"\x05ready\x18\a \x01(\bR\x05ready\x123\n" +
+	"\x05ports\x18\b \x03(\v2\x1d.strata.agent.v1.EndpointPortR\x05ports\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"R\n" +
+	"\fEndpointPort\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\"\xb4\x01\n" +
 	"\rRegionNetwork\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06subnet\x18\x02 \x01(\tR\x06subnet\x12\x1b\n" +
 	"\tnode_mask\x18\x03 \x01(\x05R\bnodeMask\x12\x18\n" +
 	"\abackend\x18\x04 \x01(\tR\abackend\x12\x10\n" +
 	"\x03vni\x18\x05 \x01(\x05R\x03vni\x12\x16\n" +
-	"\x06bridge\x18\x06 \x01(\tR\x06bridge\"\\\n" +
+	"\x06bridge\x18\x06 \x01(\tR\x06bridge\x12\x16\n" +
+	"\x06region\x18\a \x01(\tR\x06region\"\\\n" +
 	"\vNetworkPeer\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x129\n" +
 	"\anetwork\x18\x02 \x01(\v2\x1f.strata.resource.v1.NodeNetworkR\anetwork\"\x13\n" +
@@ -1275,7 +1377,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_agent_v1_agent_proto_rawDescData
 }
 
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(*RegisterRequest)(nil),         // 0: strata.agent.v1.RegisterRequest
 	(*RegisterResponse)(nil),        // 1: strata.agent.v1.RegisterResponse
@@ -1288,65 +1390,67 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*WatchNetworkRequest)(nil),     // 8: strata.agent.v1.WatchNetworkRequest
 	(*NetworkBatch)(nil),            // 9: strata.agent.v1.NetworkBatch
 	(*NetworkEndpoint)(nil),         // 10: strata.agent.v1.NetworkEndpoint
-	(*RegionNetwork)(nil),           // 11: strata.agent.v1.RegionNetwork
-	(*NetworkPeer)(nil),             // 12: strata.agent.v1.NetworkPeer
-	(*NodeStatusRequest)(nil),       // 13: strata.agent.v1.NodeStatusRequest
-	(*NodeStatusResponse)(nil),      // 14: strata.agent.v1.NodeStatusResponse
-	(*NodeLogsRequest)(nil),         // 15: strata.agent.v1.NodeLogsRequest
-	(*GetConfigDataRequest)(nil),    // 16: strata.agent.v1.GetConfigDataRequest
-	(*ConfigData)(nil),              // 17: strata.agent.v1.ConfigData
-	(*GetConfigDataResponse)(nil),   // 18: strata.agent.v1.GetConfigDataResponse
-	nil,                             // 19: strata.agent.v1.HeartbeatRequest.MetricsEntry
-	nil,                             // 20: strata.agent.v1.NetworkEndpoint.LabelsEntry
-	nil,                             // 21: strata.agent.v1.ConfigData.DataEntry
-	(*v1.Node)(nil),                 // 22: strata.resource.v1.Node
-	(*v1.Condition)(nil),            // 23: strata.resource.v1.Condition
-	(*v1.Assignment)(nil),           // 24: strata.resource.v1.Assignment
-	(*v1.AssignmentStatus)(nil),     // 25: strata.resource.v1.AssignmentStatus
-	(*v1.NodeNetwork)(nil),          // 26: strata.resource.v1.NodeNetwork
-	(*timestamppb.Timestamp)(nil),   // 27: google.protobuf.Timestamp
-	(*v1.LogChunk)(nil),             // 28: strata.resource.v1.LogChunk
+	(*EndpointPort)(nil),            // 11: strata.agent.v1.EndpointPort
+	(*RegionNetwork)(nil),           // 12: strata.agent.v1.RegionNetwork
+	(*NetworkPeer)(nil),             // 13: strata.agent.v1.NetworkPeer
+	(*NodeStatusRequest)(nil),       // 14: strata.agent.v1.NodeStatusRequest
+	(*NodeStatusResponse)(nil),      // 15: strata.agent.v1.NodeStatusResponse
+	(*NodeLogsRequest)(nil),         // 16: strata.agent.v1.NodeLogsRequest
+	(*GetConfigDataRequest)(nil),    // 17: strata.agent.v1.GetConfigDataRequest
+	(*ConfigData)(nil),              // 18: strata.agent.v1.ConfigData
+	(*GetConfigDataResponse)(nil),   // 19: strata.agent.v1.GetConfigDataResponse
+	nil,                             // 20: strata.agent.v1.HeartbeatRequest.MetricsEntry
+	nil,                             // 21: strata.agent.v1.NetworkEndpoint.LabelsEntry
+	nil,                             // 22: strata.agent.v1.ConfigData.DataEntry
+	(*v1.Node)(nil),                 // 23: strata.resource.v1.Node
+	(*v1.Condition)(nil),            // 24: strata.resource.v1.Condition
+	(*v1.Assignment)(nil),           // 25: strata.resource.v1.Assignment
+	(*v1.AssignmentStatus)(nil),     // 26: strata.resource.v1.AssignmentStatus
+	(*v1.NodeNetwork)(nil),          // 27: strata.resource.v1.NodeNetwork
+	(*timestamppb.Timestamp)(nil),   // 28: google.protobuf.Timestamp
+	(*v1.LogChunk)(nil),             // 29: strata.resource.v1.LogChunk
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
-	22, // 0: strata.agent.v1.RegisterRequest.node:type_name -> strata.resource.v1.Node
-	22, // 1: strata.agent.v1.RegisterResponse.node:type_name -> strata.resource.v1.Node
-	23, // 2: strata.agent.v1.HeartbeatRequest.conditions:type_name -> strata.resource.v1.Condition
-	19, // 3: strata.agent.v1.HeartbeatRequest.metrics:type_name -> strata.agent.v1.HeartbeatRequest.MetricsEntry
-	24, // 4: strata.agent.v1.AssignmentBatch.upserts:type_name -> strata.resource.v1.Assignment
-	25, // 5: strata.agent.v1.ReportStatusRequest.statuses:type_name -> strata.resource.v1.AssignmentStatus
-	11, // 6: strata.agent.v1.NetworkBatch.network:type_name -> strata.agent.v1.RegionNetwork
-	12, // 7: strata.agent.v1.NetworkBatch.upserts:type_name -> strata.agent.v1.NetworkPeer
+	23, // 0: strata.agent.v1.RegisterRequest.node:type_name -> strata.resource.v1.Node
+	23, // 1: strata.agent.v1.RegisterResponse.node:type_name -> strata.resource.v1.Node
+	24, // 2: strata.agent.v1.HeartbeatRequest.conditions:type_name -> strata.resource.v1.Condition
+	20, // 3: strata.agent.v1.HeartbeatRequest.metrics:type_name -> strata.agent.v1.HeartbeatRequest.MetricsEntry
+	25, // 4: strata.agent.v1.AssignmentBatch.upserts:type_name -> strata.resource.v1.Assignment
+	26, // 5: strata.agent.v1.ReportStatusRequest.statuses:type_name -> strata.resource.v1.AssignmentStatus
+	12, // 6: strata.agent.v1.NetworkBatch.network:type_name -> strata.agent.v1.RegionNetwork
+	13, // 7: strata.agent.v1.NetworkBatch.upserts:type_name -> strata.agent.v1.NetworkPeer
 	10, // 8: strata.agent.v1.NetworkBatch.endpoints:type_name -> strata.agent.v1.NetworkEndpoint
-	20, // 9: strata.agent.v1.NetworkEndpoint.labels:type_name -> strata.agent.v1.NetworkEndpoint.LabelsEntry
-	26, // 10: strata.agent.v1.NetworkPeer.network:type_name -> strata.resource.v1.NodeNetwork
-	27, // 11: strata.agent.v1.NodeStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	23, // 12: strata.agent.v1.NodeStatusResponse.conditions:type_name -> strata.resource.v1.Condition
-	25, // 13: strata.agent.v1.NodeStatusResponse.assignments:type_name -> strata.resource.v1.AssignmentStatus
-	21, // 14: strata.agent.v1.ConfigData.data:type_name -> strata.agent.v1.ConfigData.DataEntry
-	17, // 15: strata.agent.v1.GetConfigDataResponse.items:type_name -> strata.agent.v1.ConfigData
-	0,  // 16: strata.agent.v1.AgentService.Register:input_type -> strata.agent.v1.RegisterRequest
-	2,  // 17: strata.agent.v1.AgentService.Heartbeat:input_type -> strata.agent.v1.HeartbeatRequest
-	2,  // 18: strata.agent.v1.AgentService.StreamHeartbeats:input_type -> strata.agent.v1.HeartbeatRequest
-	4,  // 19: strata.agent.v1.AgentService.WatchAssignments:input_type -> strata.agent.v1.WatchAssignmentsRequest
-	6,  // 20: strata.agent.v1.AgentService.ReportStatus:input_type -> strata.agent.v1.ReportStatusRequest
-	8,  // 21: strata.agent.v1.AgentService.WatchNetwork:input_type -> strata.agent.v1.WatchNetworkRequest
-	16, // 22: strata.agent.v1.AgentService.GetConfigData:input_type -> strata.agent.v1.GetConfigDataRequest
-	13, // 23: strata.agent.v1.NodeService.Status:input_type -> strata.agent.v1.NodeStatusRequest
-	15, // 24: strata.agent.v1.NodeService.Logs:input_type -> strata.agent.v1.NodeLogsRequest
-	1,  // 25: strata.agent.v1.AgentService.Register:output_type -> strata.agent.v1.RegisterResponse
-	3,  // 26: strata.agent.v1.AgentService.Heartbeat:output_type -> strata.agent.v1.HeartbeatResponse
-	3,  // 27: strata.agent.v1.AgentService.StreamHeartbeats:output_type -> strata.agent.v1.HeartbeatResponse
-	5,  // 28: strata.agent.v1.AgentService.WatchAssignments:output_type -> strata.agent.v1.AssignmentBatch
-	7,  // 29: strata.agent.v1.AgentService.ReportStatus:output_type -> strata.agent.v1.ReportStatusResponse
-	9,  // 30: strata.agent.v1.AgentService.WatchNetwork:output_type -> strata.agent.v1.NetworkBatch
-	18, // 31: strata.agent.v1.AgentService.GetConfigData:output_type -> strata.agent.v1.GetConfigDataResponse
-	14, // 32: strata.agent.v1.NodeService.Status:output_type -> strata.agent.v1.NodeStatusResponse
-	28, // 33: strata.agent.v1.NodeService.Logs:output_type -> strata.resource.v1.LogChunk
-	25, // [25:34] is the sub-list for method output_type
-	16, // [16:25] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	21, // 9: strata.agent.v1.NetworkEndpoint.labels:type_name -> strata.agent.v1.NetworkEndpoint.LabelsEntry
+	11, // 10: strata.agent.v1.NetworkEndpoint.ports:type_name -> strata.agent.v1.EndpointPort
+	27, // 11: strata.agent.v1.NetworkPeer.network:type_name -> strata.resource.v1.NodeNetwork
+	28, // 12: strata.agent.v1.NodeStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	24, // 13: strata.agent.v1.NodeStatusResponse.conditions:type_name -> strata.resource.v1.Condition
+	26, // 14: strata.agent.v1.NodeStatusResponse.assignments:type_name -> strata.resource.v1.AssignmentStatus
+	22, // 15: strata.agent.v1.ConfigData.data:type_name -> strata.agent.v1.ConfigData.DataEntry
+	18, // 16: strata.agent.v1.GetConfigDataResponse.items:type_name -> strata.agent.v1.ConfigData
+	0,  // 17: strata.agent.v1.AgentService.Register:input_type -> strata.agent.v1.RegisterRequest
+	2,  // 18: strata.agent.v1.AgentService.Heartbeat:input_type -> strata.agent.v1.HeartbeatRequest
+	2,  // 19: strata.agent.v1.AgentService.StreamHeartbeats:input_type -> strata.agent.v1.HeartbeatRequest
+	4,  // 20: strata.agent.v1.AgentService.WatchAssignments:input_type -> strata.agent.v1.WatchAssignmentsRequest
+	6,  // 21: strata.agent.v1.AgentService.ReportStatus:input_type -> strata.agent.v1.ReportStatusRequest
+	8,  // 22: strata.agent.v1.AgentService.WatchNetwork:input_type -> strata.agent.v1.WatchNetworkRequest
+	17, // 23: strata.agent.v1.AgentService.GetConfigData:input_type -> strata.agent.v1.GetConfigDataRequest
+	14, // 24: strata.agent.v1.NodeService.Status:input_type -> strata.agent.v1.NodeStatusRequest
+	16, // 25: strata.agent.v1.NodeService.Logs:input_type -> strata.agent.v1.NodeLogsRequest
+	1,  // 26: strata.agent.v1.AgentService.Register:output_type -> strata.agent.v1.RegisterResponse
+	3,  // 27: strata.agent.v1.AgentService.Heartbeat:output_type -> strata.agent.v1.HeartbeatResponse
+	3,  // 28: strata.agent.v1.AgentService.StreamHeartbeats:output_type -> strata.agent.v1.HeartbeatResponse
+	5,  // 29: strata.agent.v1.AgentService.WatchAssignments:output_type -> strata.agent.v1.AssignmentBatch
+	7,  // 30: strata.agent.v1.AgentService.ReportStatus:output_type -> strata.agent.v1.ReportStatusResponse
+	9,  // 31: strata.agent.v1.AgentService.WatchNetwork:output_type -> strata.agent.v1.NetworkBatch
+	19, // 32: strata.agent.v1.AgentService.GetConfigData:output_type -> strata.agent.v1.GetConfigDataResponse
+	15, // 33: strata.agent.v1.NodeService.Status:output_type -> strata.agent.v1.NodeStatusResponse
+	29, // 34: strata.agent.v1.NodeService.Logs:output_type -> strata.resource.v1.LogChunk
+	26, // [26:35] is the sub-list for method output_type
+	17, // [17:26] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -1360,7 +1464,7 @@ func file_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -4825,6 +4825,7 @@ type NetworkAttachment struct {
 	Gateway       string                 `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
 	Address       string                 `protobuf:"bytes,5,opt,name=address,proto3" json:"address,omitempty"`
 	Mtu           int32                  `protobuf:"varint,6,opt,name=mtu,proto3" json:"mtu,omitempty"`
+	Dns           *DNSConfig             `protobuf:"bytes,7,opt,name=dns,proto3" json:"dns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4901,6 +4902,74 @@ func (x *NetworkAttachment) GetMtu() int32 {
 	return 0
 }
 
+func (x *NetworkAttachment) GetDns() *DNSConfig {
+	if x != nil {
+		return x.Dns
+	}
+	return nil
+}
+
+// DNSConfig is the resolver a replica gets (its resolv.conf).
+type DNSConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nameservers   []string               `protobuf:"bytes,1,rep,name=nameservers,proto3" json:"nameservers,omitempty"`
+	Search        []string               `protobuf:"bytes,2,rep,name=search,proto3" json:"search,omitempty"`
+	Options       []string               `protobuf:"bytes,3,rep,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DNSConfig) Reset() {
+	*x = DNSConfig{}
+	mi := &file_resource_v1_resource_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DNSConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DNSConfig) ProtoMessage() {}
+
+func (x *DNSConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_resource_v1_resource_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DNSConfig.ProtoReflect.Descriptor instead.
+func (*DNSConfig) Descriptor() ([]byte, []int) {
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *DNSConfig) GetNameservers() []string {
+	if x != nil {
+		return x.Nameservers
+	}
+	return nil
+}
+
+func (x *DNSConfig) GetSearch() []string {
+	if x != nil {
+		return x.Search
+	}
+	return nil
+}
+
+func (x *DNSConfig) GetOptions() []string {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
 type Endpoint struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Replica       string                 `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
@@ -4912,7 +4981,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_resource_v1_resource_proto_msgTypes[56]
+	mi := &file_resource_v1_resource_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4924,7 +4993,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[56]
+	mi := &file_resource_v1_resource_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4937,7 +5006,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{56}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Endpoint) GetReplica() string {
@@ -4975,7 +5044,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_resource_v1_resource_proto_msgTypes[57]
+	mi := &file_resource_v1_resource_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4987,7 +5056,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[57]
+	mi := &file_resource_v1_resource_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5000,7 +5069,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{57}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Port) GetNetwork() string {
@@ -5062,7 +5131,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_resource_v1_resource_proto_msgTypes[58]
+	mi := &file_resource_v1_resource_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5074,7 +5143,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[58]
+	mi := &file_resource_v1_resource_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5087,7 +5156,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{58}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Assignment) GetId() string {
@@ -5272,7 +5341,7 @@ type AssignmentStatus struct {
 
 func (x *AssignmentStatus) Reset() {
 	*x = AssignmentStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[59]
+	mi := &file_resource_v1_resource_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5284,7 +5353,7 @@ func (x *AssignmentStatus) String() string {
 func (*AssignmentStatus) ProtoMessage() {}
 
 func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[59]
+	mi := &file_resource_v1_resource_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5297,7 +5366,7 @@ func (x *AssignmentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentStatus.ProtoReflect.Descriptor instead.
 func (*AssignmentStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{59}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AssignmentStatus) GetId() string {
@@ -5409,7 +5478,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[60]
+	mi := &file_resource_v1_resource_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5421,7 +5490,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[60]
+	mi := &file_resource_v1_resource_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5434,7 +5503,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{60}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -5512,7 +5581,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_resource_v1_resource_proto_msgTypes[61]
+	mi := &file_resource_v1_resource_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5524,7 +5593,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[61]
+	mi := &file_resource_v1_resource_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5537,7 +5606,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{61}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Replica) GetAssignment() *Assignment {
@@ -5586,7 +5655,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_resource_v1_resource_proto_msgTypes[62]
+	mi := &file_resource_v1_resource_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5598,7 +5667,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[62]
+	mi := &file_resource_v1_resource_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5611,7 +5680,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{62}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Event) GetId() string {
@@ -5688,7 +5757,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_resource_v1_resource_proto_msgTypes[63]
+	mi := &file_resource_v1_resource_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5700,7 +5769,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[63]
+	mi := &file_resource_v1_resource_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5713,7 +5782,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{63}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -5753,7 +5822,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_resource_v1_resource_proto_msgTypes[64]
+	mi := &file_resource_v1_resource_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5765,7 +5834,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[64]
+	mi := &file_resource_v1_resource_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5778,7 +5847,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{64}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *LogsRequest) GetTenant() string {
@@ -5839,7 +5908,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_resource_v1_resource_proto_msgTypes[65]
+	mi := &file_resource_v1_resource_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5851,7 +5920,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[65]
+	mi := &file_resource_v1_resource_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5864,7 +5933,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{65}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *JobSpec) GetCompletions() int32 {
@@ -5939,7 +6008,7 @@ type JobAttempt struct {
 
 func (x *JobAttempt) Reset() {
 	*x = JobAttempt{}
-	mi := &file_resource_v1_resource_proto_msgTypes[66]
+	mi := &file_resource_v1_resource_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5951,7 +6020,7 @@ func (x *JobAttempt) String() string {
 func (*JobAttempt) ProtoMessage() {}
 
 func (x *JobAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[66]
+	mi := &file_resource_v1_resource_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5964,7 +6033,7 @@ func (x *JobAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
 func (*JobAttempt) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{66}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *JobAttempt) GetId() string {
@@ -6040,7 +6109,7 @@ type JobRun struct {
 
 func (x *JobRun) Reset() {
 	*x = JobRun{}
-	mi := &file_resource_v1_resource_proto_msgTypes[67]
+	mi := &file_resource_v1_resource_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6052,7 +6121,7 @@ func (x *JobRun) String() string {
 func (*JobRun) ProtoMessage() {}
 
 func (x *JobRun) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[67]
+	mi := &file_resource_v1_resource_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6065,7 +6134,7 @@ func (x *JobRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRun.ProtoReflect.Descriptor instead.
 func (*JobRun) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{67}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *JobRun) GetNumber() int64 {
@@ -6147,7 +6216,7 @@ type JobStatus struct {
 
 func (x *JobStatus) Reset() {
 	*x = JobStatus{}
-	mi := &file_resource_v1_resource_proto_msgTypes[68]
+	mi := &file_resource_v1_resource_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6159,7 +6228,7 @@ func (x *JobStatus) String() string {
 func (*JobStatus) ProtoMessage() {}
 
 func (x *JobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_resource_v1_resource_proto_msgTypes[68]
+	mi := &file_resource_v1_resource_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6172,7 +6241,7 @@ func (x *JobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatus.ProtoReflect.Descriptor instead.
 func (*JobStatus) Descriptor() ([]byte, []int) {
-	return file_resource_v1_resource_proto_rawDescGZIP(), []int{68}
+	return file_resource_v1_resource_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *JobStatus) GetPhase() string {
@@ -6742,14 +6811,19 @@ const file_resource_v1_resource_proto_rawDesc = "" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12\x1b\n" +
 	"\tread_only\x18\x04 \x01(\bR\breadOnly\x12\x16\n" +
 	"\x06format\x18\x05 \x01(\tR\x06format\x12\x19\n" +
-	"\bsize_mib\x18\x06 \x01(\x03R\asizeMib\"\xa3\x01\n" +
+	"\bsize_mib\x18\x06 \x01(\x03R\asizeMib\"\xd4\x01\n" +
 	"\x11NetworkAttachment\x12\x18\n" +
 	"\anetwork\x18\x01 \x01(\tR\anetwork\x12\x16\n" +
 	"\x06bridge\x18\x02 \x01(\tR\x06bridge\x12\x16\n" +
 	"\x06subnet\x18\x03 \x01(\tR\x06subnet\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x18\n" +
 	"\aaddress\x18\x05 \x01(\tR\aaddress\x12\x10\n" +
-	"\x03mtu\x18\x06 \x01(\x05R\x03mtu\"R\n" +
+	"\x03mtu\x18\x06 \x01(\x05R\x03mtu\x12/\n" +
+	"\x03dns\x18\a \x01(\v2\x1d.strata.resource.v1.DNSConfigR\x03dns\"_\n" +
+	"\tDNSConfig\x12 \n" +
+	"\vnameservers\x18\x01 \x03(\tR\vnameservers\x12\x16\n" +
+	"\x06search\x18\x02 \x03(\tR\x06search\x12\x18\n" +
+	"\aoptions\x18\x03 \x03(\tR\aoptions\"R\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -6918,7 +6992,7 @@ func file_resource_v1_resource_proto_rawDescGZIP() []byte {
 	return file_resource_v1_resource_proto_rawDescData
 }
 
-var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_resource_v1_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_resource_v1_resource_proto_goTypes = []any{
 	(*FlavorSpec)(nil),            // 0: strata.resource.v1.FlavorSpec
 	(*Flavor)(nil),                // 1: strata.resource.v1.Flavor
@@ -6976,54 +7050,55 @@ var file_resource_v1_resource_proto_goTypes = []any{
 	(*NodeNetwork)(nil),           // 53: strata.resource.v1.NodeNetwork
 	(*VolumeAttachment)(nil),      // 54: strata.resource.v1.VolumeAttachment
 	(*NetworkAttachment)(nil),     // 55: strata.resource.v1.NetworkAttachment
-	(*Endpoint)(nil),              // 56: strata.resource.v1.Endpoint
-	(*Port)(nil),                  // 57: strata.resource.v1.Port
-	(*Assignment)(nil),            // 58: strata.resource.v1.Assignment
-	(*AssignmentStatus)(nil),      // 59: strata.resource.v1.AssignmentStatus
-	(*ContainerStatus)(nil),       // 60: strata.resource.v1.ContainerStatus
-	(*Replica)(nil),               // 61: strata.resource.v1.Replica
-	(*Event)(nil),                 // 62: strata.resource.v1.Event
-	(*LogChunk)(nil),              // 63: strata.resource.v1.LogChunk
-	(*LogsRequest)(nil),           // 64: strata.resource.v1.LogsRequest
-	(*JobSpec)(nil),               // 65: strata.resource.v1.JobSpec
-	(*JobAttempt)(nil),            // 66: strata.resource.v1.JobAttempt
-	(*JobRun)(nil),                // 67: strata.resource.v1.JobRun
-	(*JobStatus)(nil),             // 68: strata.resource.v1.JobStatus
-	nil,                           // 69: strata.resource.v1.ComputeSpec.EnvEntry
-	nil,                           // 70: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
-	nil,                           // 71: strata.resource.v1.Container.EnvEntry
-	nil,                           // 72: strata.resource.v1.LoadbalancerSpec.SelectorEntry
-	nil,                           // 73: strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	nil,                           // 74: strata.resource.v1.SpecOverride.EnvEntry
-	nil,                           // 75: strata.resource.v1.ResourceStatus.RegionsEntry
-	nil,                           // 76: strata.resource.v1.ResourceStatus.ConditionsEntry
-	nil,                           // 77: strata.resource.v1.Resource.LabelsEntry
-	nil,                           // 78: strata.resource.v1.Resource.OverridesEntry
-	nil,                           // 79: strata.resource.v1.FlavorHeadroom.ZonesEntry
-	nil,                           // 80: strata.resource.v1.Region.LabelsEntry
-	nil,                           // 81: strata.resource.v1.Node.LabelsEntry
-	nil,                           // 82: strata.resource.v1.Assignment.LabelsEntry
-	nil,                           // 83: strata.resource.v1.Event.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 84: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 85: google.protobuf.Duration
+	(*DNSConfig)(nil),             // 56: strata.resource.v1.DNSConfig
+	(*Endpoint)(nil),              // 57: strata.resource.v1.Endpoint
+	(*Port)(nil),                  // 58: strata.resource.v1.Port
+	(*Assignment)(nil),            // 59: strata.resource.v1.Assignment
+	(*AssignmentStatus)(nil),      // 60: strata.resource.v1.AssignmentStatus
+	(*ContainerStatus)(nil),       // 61: strata.resource.v1.ContainerStatus
+	(*Replica)(nil),               // 62: strata.resource.v1.Replica
+	(*Event)(nil),                 // 63: strata.resource.v1.Event
+	(*LogChunk)(nil),              // 64: strata.resource.v1.LogChunk
+	(*LogsRequest)(nil),           // 65: strata.resource.v1.LogsRequest
+	(*JobSpec)(nil),               // 66: strata.resource.v1.JobSpec
+	(*JobAttempt)(nil),            // 67: strata.resource.v1.JobAttempt
+	(*JobRun)(nil),                // 68: strata.resource.v1.JobRun
+	(*JobStatus)(nil),             // 69: strata.resource.v1.JobStatus
+	nil,                           // 70: strata.resource.v1.ComputeSpec.EnvEntry
+	nil,                           // 71: strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	nil,                           // 72: strata.resource.v1.Container.EnvEntry
+	nil,                           // 73: strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	nil,                           // 74: strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	nil,                           // 75: strata.resource.v1.SpecOverride.EnvEntry
+	nil,                           // 76: strata.resource.v1.ResourceStatus.RegionsEntry
+	nil,                           // 77: strata.resource.v1.ResourceStatus.ConditionsEntry
+	nil,                           // 78: strata.resource.v1.Resource.LabelsEntry
+	nil,                           // 79: strata.resource.v1.Resource.OverridesEntry
+	nil,                           // 80: strata.resource.v1.FlavorHeadroom.ZonesEntry
+	nil,                           // 81: strata.resource.v1.Region.LabelsEntry
+	nil,                           // 82: strata.resource.v1.Node.LabelsEntry
+	nil,                           // 83: strata.resource.v1.Assignment.LabelsEntry
+	nil,                           // 84: strata.resource.v1.Event.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 85: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 86: google.protobuf.Duration
 }
 var file_resource_v1_resource_proto_depIdxs = []int32{
 	0,   // 0: strata.resource.v1.Flavor.spec:type_name -> strata.resource.v1.FlavorSpec
-	84,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
-	84,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
-	69,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
+	85,  // 1: strata.resource.v1.Flavor.created_at:type_name -> google.protobuf.Timestamp
+	85,  // 2: strata.resource.v1.Flavor.updated_at:type_name -> google.protobuf.Timestamp
+	70,  // 3: strata.resource.v1.ComputeSpec.env:type_name -> strata.resource.v1.ComputeSpec.EnvEntry
 	2,   // 4: strata.resource.v1.ComputeSpec.ports:type_name -> strata.resource.v1.PortSpec
 	3,   // 5: strata.resource.v1.ComputeSpec.volumes:type_name -> strata.resource.v1.VolumeMount
-	85,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
+	86,  // 6: strata.resource.v1.ComputeSpec.stop_grace_period:type_name -> google.protobuf.Duration
 	17,  // 7: strata.resource.v1.ComputeSpec.files:type_name -> strata.resource.v1.FileMount
 	18,  // 8: strata.resource.v1.ComputeSpec.env_from:type_name -> strata.resource.v1.EnvSource
-	70,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
+	71,  // 9: strata.resource.v1.ComputeSpec.config_versions:type_name -> strata.resource.v1.ComputeSpec.ConfigVersionsEntry
 	16,  // 10: strata.resource.v1.ComputeSpec.security_context:type_name -> strata.resource.v1.SecurityContext
 	8,   // 11: strata.resource.v1.ComputeSpec.probes:type_name -> strata.resource.v1.Probes
 	5,   // 12: strata.resource.v1.ComputeSpec.init_containers:type_name -> strata.resource.v1.Container
 	5,   // 13: strata.resource.v1.ComputeSpec.containers:type_name -> strata.resource.v1.Container
 	7,   // 14: strata.resource.v1.ComputeSpec.scratch_volumes:type_name -> strata.resource.v1.ScratchVolume
-	71,  // 15: strata.resource.v1.Container.env:type_name -> strata.resource.v1.Container.EnvEntry
+	72,  // 15: strata.resource.v1.Container.env:type_name -> strata.resource.v1.Container.EnvEntry
 	2,   // 16: strata.resource.v1.Container.ports:type_name -> strata.resource.v1.PortSpec
 	3,   // 17: strata.resource.v1.Container.volumes:type_name -> strata.resource.v1.VolumeMount
 	17,  // 18: strata.resource.v1.Container.files:type_name -> strata.resource.v1.FileMount
@@ -7040,126 +7115,127 @@ var file_resource_v1_resource_proto_depIdxs = []int32{
 	14,  // 29: strata.resource.v1.Probe.exec:type_name -> strata.resource.v1.ExecAction
 	15,  // 30: strata.resource.v1.Probe.guest_agent:type_name -> strata.resource.v1.GuestAgentAction
 	11,  // 31: strata.resource.v1.HTTPGetAction.http_headers:type_name -> strata.resource.v1.HTTPHeader
-	85,  // 32: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	85,  // 33: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	86,  // 32: strata.resource.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	86,  // 33: strata.resource.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
 	21,  // 34: strata.resource.v1.LoadbalancerSpec.listeners:type_name -> strata.resource.v1.Listener
-	72,  // 35: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
+	73,  // 35: strata.resource.v1.LoadbalancerSpec.selector:type_name -> strata.resource.v1.LoadbalancerSpec.SelectorEntry
 	22,  // 36: strata.resource.v1.LoadbalancerSpec.health_check:type_name -> strata.resource.v1.HealthCheck
 	4,   // 37: strata.resource.v1.ResourceSpec.compute:type_name -> strata.resource.v1.ComputeSpec
 	19,  // 38: strata.resource.v1.ResourceSpec.volume:type_name -> strata.resource.v1.VolumeSpec
 	20,  // 39: strata.resource.v1.ResourceSpec.image:type_name -> strata.resource.v1.ImageSpec
 	23,  // 40: strata.resource.v1.ResourceSpec.loadbalancer:type_name -> strata.resource.v1.LoadbalancerSpec
-	65,  // 41: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
+	66,  // 41: strata.resource.v1.ResourceSpec.job:type_name -> strata.resource.v1.JobSpec
 	25,  // 42: strata.resource.v1.ScheduleRule.regions:type_name -> strata.resource.v1.RegionTarget
-	73,  // 43: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
-	74,  // 44: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
-	85,  // 45: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
-	84,  // 46: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
-	84,  // 47: strata.resource.v1.RegionShare.progressing_since:type_name -> google.protobuf.Timestamp
-	84,  // 48: strata.resource.v1.RegionShare.unhealthy_since:type_name -> google.protobuf.Timestamp
-	68,  // 49: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
-	84,  // 50: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
-	84,  // 51: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
-	75,  // 52: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
+	74,  // 43: strata.resource.v1.ScheduleRule.node_selector:type_name -> strata.resource.v1.ScheduleRule.NodeSelectorEntry
+	75,  // 44: strata.resource.v1.SpecOverride.env:type_name -> strata.resource.v1.SpecOverride.EnvEntry
+	86,  // 45: strata.resource.v1.FailoverPolicy.after:type_name -> google.protobuf.Duration
+	85,  // 46: strata.resource.v1.RegionShare.updated_at:type_name -> google.protobuf.Timestamp
+	85,  // 47: strata.resource.v1.RegionShare.progressing_since:type_name -> google.protobuf.Timestamp
+	85,  // 48: strata.resource.v1.RegionShare.unhealthy_since:type_name -> google.protobuf.Timestamp
+	69,  // 49: strata.resource.v1.RegionShare.job:type_name -> strata.resource.v1.JobStatus
+	85,  // 50: strata.resource.v1.RolloutStatus.started_at:type_name -> google.protobuf.Timestamp
+	85,  // 51: strata.resource.v1.ResourceStatus.since:type_name -> google.protobuf.Timestamp
+	76,  // 52: strata.resource.v1.ResourceStatus.regions:type_name -> strata.resource.v1.ResourceStatus.RegionsEntry
 	31,  // 53: strata.resource.v1.ResourceStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	84,  // 54: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
-	76,  // 55: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
+	85,  // 54: strata.resource.v1.ResourceStatus.updated_at:type_name -> google.protobuf.Timestamp
+	77,  // 55: strata.resource.v1.ResourceStatus.conditions:type_name -> strata.resource.v1.ResourceStatus.ConditionsEntry
 	32,  // 56: strata.resource.v1.ResourceStatus.rollout:type_name -> strata.resource.v1.RolloutStatus
-	68,  // 57: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
+	69,  // 57: strata.resource.v1.ResourceStatus.job:type_name -> strata.resource.v1.JobStatus
 	34,  // 58: strata.resource.v1.ResourceStatus.reserve:type_name -> strata.resource.v1.ReserveStatus
 	38,  // 59: strata.resource.v1.ResourceStatus.autoscale:type_name -> strata.resource.v1.AutoscaleStatus
-	77,  // 60: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
+	78,  // 60: strata.resource.v1.Resource.labels:type_name -> strata.resource.v1.Resource.LabelsEntry
 	24,  // 61: strata.resource.v1.Resource.spec:type_name -> strata.resource.v1.ResourceSpec
 	26,  // 62: strata.resource.v1.Resource.schedule:type_name -> strata.resource.v1.ScheduleRule
-	78,  // 63: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
+	79,  // 63: strata.resource.v1.Resource.overrides:type_name -> strata.resource.v1.Resource.OverridesEntry
 	28,  // 64: strata.resource.v1.Resource.failover:type_name -> strata.resource.v1.FailoverPolicy
 	29,  // 65: strata.resource.v1.Resource.rollout:type_name -> strata.resource.v1.RolloutPolicy
-	84,  // 66: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
-	84,  // 67: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	84,  // 68: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
+	85,  // 66: strata.resource.v1.Resource.created_at:type_name -> google.protobuf.Timestamp
+	85,  // 67: strata.resource.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	85,  // 68: strata.resource.v1.Resource.deletion_requested_at:type_name -> google.protobuf.Timestamp
 	33,  // 69: strata.resource.v1.Resource.status:type_name -> strata.resource.v1.ResourceStatus
 	36,  // 70: strata.resource.v1.Resource.autoscale:type_name -> strata.resource.v1.AutoscalePolicy
-	85,  // 71: strata.resource.v1.AutoscalePolicy.period:type_name -> google.protobuf.Duration
+	86,  // 71: strata.resource.v1.AutoscalePolicy.period:type_name -> google.protobuf.Duration
 	37,  // 72: strata.resource.v1.AutoscalePolicy.scale_up:type_name -> strata.resource.v1.ScalingRules
 	37,  // 73: strata.resource.v1.AutoscalePolicy.scale_down:type_name -> strata.resource.v1.ScalingRules
-	85,  // 74: strata.resource.v1.ScalingRules.stabilization_window:type_name -> google.protobuf.Duration
-	84,  // 75: strata.resource.v1.AutoscaleStatus.last_scale_at:type_name -> google.protobuf.Timestamp
+	86,  // 74: strata.resource.v1.ScalingRules.stabilization_window:type_name -> google.protobuf.Duration
+	85,  // 75: strata.resource.v1.AutoscaleStatus.last_scale_at:type_name -> google.protobuf.Timestamp
 	24,  // 76: strata.resource.v1.Revision.spec:type_name -> strata.resource.v1.ResourceSpec
 	0,   // 77: strata.resource.v1.Revision.flavor_spec:type_name -> strata.resource.v1.FlavorSpec
-	84,  // 78: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	84,  // 79: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
-	84,  // 80: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	85,  // 78: strata.resource.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	85,  // 79: strata.resource.v1.RegionStatus.since:type_name -> google.protobuf.Timestamp
+	85,  // 80: strata.resource.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
 	42,  // 81: strata.resource.v1.RegionStatus.headroom:type_name -> strata.resource.v1.FlavorHeadroom
 	39,  // 82: strata.resource.v1.RegionStatus.load:type_name -> strata.resource.v1.ResourceLoad
-	79,  // 83: strata.resource.v1.FlavorHeadroom.zones:type_name -> strata.resource.v1.FlavorHeadroom.ZonesEntry
-	80,  // 84: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
-	84,  // 85: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
+	80,  // 83: strata.resource.v1.FlavorHeadroom.zones:type_name -> strata.resource.v1.FlavorHeadroom.ZonesEntry
+	81,  // 84: strata.resource.v1.Region.labels:type_name -> strata.resource.v1.Region.LabelsEntry
+	85,  // 85: strata.resource.v1.Region.registered_at:type_name -> google.protobuf.Timestamp
 	41,  // 86: strata.resource.v1.Region.status:type_name -> strata.resource.v1.RegionStatus
 	35,  // 87: strata.resource.v1.Placement.resource:type_name -> strata.resource.v1.Resource
 	1,   // 88: strata.resource.v1.Placement.flavor:type_name -> strata.resource.v1.Flavor
 	20,  // 89: strata.resource.v1.Placement.image:type_name -> strata.resource.v1.ImageSpec
-	84,  // 90: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
-	84,  // 91: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
-	85,  // 92: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
-	84,  // 93: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
-	84,  // 94: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
-	84,  // 95: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
-	84,  // 96: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
+	85,  // 90: strata.resource.v1.Placement.updated_at:type_name -> google.protobuf.Timestamp
+	85,  // 91: strata.resource.v1.Condition.since:type_name -> google.protobuf.Timestamp
+	86,  // 92: strata.resource.v1.DrainRequest.deadline:type_name -> google.protobuf.Duration
+	85,  // 93: strata.resource.v1.DrainStep.at:type_name -> google.protobuf.Timestamp
+	85,  // 94: strata.resource.v1.DrainStatus.started_at:type_name -> google.protobuf.Timestamp
+	85,  // 95: strata.resource.v1.DrainStatus.deadline:type_name -> google.protobuf.Timestamp
+	85,  // 96: strata.resource.v1.DrainStatus.finished_at:type_name -> google.protobuf.Timestamp
 	49,  // 97: strata.resource.v1.DrainStatus.steps:type_name -> strata.resource.v1.DrainStep
-	84,  // 98: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
+	85,  // 98: strata.resource.v1.NodeStatus.since:type_name -> google.protobuf.Timestamp
 	47,  // 99: strata.resource.v1.NodeStatus.conditions:type_name -> strata.resource.v1.Condition
-	84,  // 100: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	85,  // 100: strata.resource.v1.NodeStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
 	45,  // 101: strata.resource.v1.NodeStatus.allocated:type_name -> strata.resource.v1.Capacity
 	50,  // 102: strata.resource.v1.NodeStatus.drain:type_name -> strata.resource.v1.DrainStatus
-	81,  // 103: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
+	82,  // 103: strata.resource.v1.Node.labels:type_name -> strata.resource.v1.Node.LabelsEntry
 	46,  // 104: strata.resource.v1.Node.providers:type_name -> strata.resource.v1.NodeProvider
 	45,  // 105: strata.resource.v1.Node.capacity:type_name -> strata.resource.v1.Capacity
-	84,  // 106: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
-	85,  // 107: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
-	85,  // 108: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
-	84,  // 109: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
+	85,  // 106: strata.resource.v1.Node.cordoned_at:type_name -> google.protobuf.Timestamp
+	86,  // 107: strata.resource.v1.Node.auto_cordon_interval:type_name -> google.protobuf.Duration
+	86,  // 108: strata.resource.v1.Node.auto_drain_interval:type_name -> google.protobuf.Duration
+	85,  // 109: strata.resource.v1.Node.registered_at:type_name -> google.protobuf.Timestamp
 	51,  // 110: strata.resource.v1.Node.status:type_name -> strata.resource.v1.NodeStatus
 	53,  // 111: strata.resource.v1.Node.network:type_name -> strata.resource.v1.NodeNetwork
-	84,  // 112: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
-	82,  // 113: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
-	24,  // 114: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
-	0,   // 115: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
-	20,  // 116: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
-	54,  // 117: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
-	55,  // 118: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
-	56,  // 119: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
-	84,  // 120: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
-	84,  // 121: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
-	84,  // 122: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
-	84,  // 123: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
-	84,  // 124: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
-	84,  // 125: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
-	31,  // 126: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
-	60,  // 127: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
-	84,  // 128: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
-	84,  // 129: strata.resource.v1.ContainerStatus.next_start_at:type_name -> google.protobuf.Timestamp
-	58,  // 130: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
-	59,  // 131: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
-	84,  // 132: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
-	83,  // 133: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
-	84,  // 134: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
-	85,  // 135: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
-	85,  // 136: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
-	84,  // 137: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	84,  // 138: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	84,  // 139: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
-	84,  // 140: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
-	66,  // 141: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
-	67,  // 142: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
-	84,  // 143: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
-	84,  // 144: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
-	30,  // 145: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
-	27,  // 146: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
-	147, // [147:147] is the sub-list for method output_type
-	147, // [147:147] is the sub-list for method input_type
-	147, // [147:147] is the sub-list for extension type_name
-	147, // [147:147] is the sub-list for extension extendee
-	0,   // [0:147] is the sub-list for field type_name
+	56,  // 112: strata.resource.v1.NetworkAttachment.dns:type_name -> strata.resource.v1.DNSConfig
+	85,  // 113: strata.resource.v1.Port.created_at:type_name -> google.protobuf.Timestamp
+	83,  // 114: strata.resource.v1.Assignment.labels:type_name -> strata.resource.v1.Assignment.LabelsEntry
+	24,  // 115: strata.resource.v1.Assignment.spec:type_name -> strata.resource.v1.ResourceSpec
+	0,   // 116: strata.resource.v1.Assignment.flavor:type_name -> strata.resource.v1.FlavorSpec
+	20,  // 117: strata.resource.v1.Assignment.image:type_name -> strata.resource.v1.ImageSpec
+	54,  // 118: strata.resource.v1.Assignment.volumes:type_name -> strata.resource.v1.VolumeAttachment
+	55,  // 119: strata.resource.v1.Assignment.network:type_name -> strata.resource.v1.NetworkAttachment
+	57,  // 120: strata.resource.v1.Assignment.endpoints:type_name -> strata.resource.v1.Endpoint
+	85,  // 121: strata.resource.v1.Assignment.created_at:type_name -> google.protobuf.Timestamp
+	85,  // 122: strata.resource.v1.Assignment.scheduled_at:type_name -> google.protobuf.Timestamp
+	85,  // 123: strata.resource.v1.Assignment.destroy_requested_at:type_name -> google.protobuf.Timestamp
+	85,  // 124: strata.resource.v1.Assignment.exited_at:type_name -> google.protobuf.Timestamp
+	85,  // 125: strata.resource.v1.AssignmentStatus.since:type_name -> google.protobuf.Timestamp
+	85,  // 126: strata.resource.v1.AssignmentStatus.updated_at:type_name -> google.protobuf.Timestamp
+	31,  // 127: strata.resource.v1.AssignmentStatus.backends:type_name -> strata.resource.v1.BackendStatus
+	61,  // 128: strata.resource.v1.AssignmentStatus.containers:type_name -> strata.resource.v1.ContainerStatus
+	85,  // 129: strata.resource.v1.ContainerStatus.started_at:type_name -> google.protobuf.Timestamp
+	85,  // 130: strata.resource.v1.ContainerStatus.next_start_at:type_name -> google.protobuf.Timestamp
+	59,  // 131: strata.resource.v1.Replica.assignment:type_name -> strata.resource.v1.Assignment
+	60,  // 132: strata.resource.v1.Replica.status:type_name -> strata.resource.v1.AssignmentStatus
+	85,  // 133: strata.resource.v1.Event.time:type_name -> google.protobuf.Timestamp
+	84,  // 134: strata.resource.v1.Event.fields:type_name -> strata.resource.v1.Event.FieldsEntry
+	85,  // 135: strata.resource.v1.LogChunk.time:type_name -> google.protobuf.Timestamp
+	86,  // 136: strata.resource.v1.JobSpec.active_deadline:type_name -> google.protobuf.Duration
+	86,  // 137: strata.resource.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	85,  // 138: strata.resource.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	85,  // 139: strata.resource.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	85,  // 140: strata.resource.v1.JobRun.started_at:type_name -> google.protobuf.Timestamp
+	85,  // 141: strata.resource.v1.JobRun.finished_at:type_name -> google.protobuf.Timestamp
+	67,  // 142: strata.resource.v1.JobRun.attempts:type_name -> strata.resource.v1.JobAttempt
+	68,  // 143: strata.resource.v1.JobStatus.runs:type_name -> strata.resource.v1.JobRun
+	85,  // 144: strata.resource.v1.JobStatus.last_schedule_at:type_name -> google.protobuf.Timestamp
+	85,  // 145: strata.resource.v1.JobStatus.next_run_at:type_name -> google.protobuf.Timestamp
+	30,  // 146: strata.resource.v1.ResourceStatus.RegionsEntry.value:type_name -> strata.resource.v1.RegionShare
+	27,  // 147: strata.resource.v1.Resource.OverridesEntry.value:type_name -> strata.resource.v1.SpecOverride
+	148, // [148:148] is the sub-list for method output_type
+	148, // [148:148] is the sub-list for method input_type
+	148, // [148:148] is the sub-list for extension type_name
+	148, // [148:148] is the sub-list for extension extendee
+	0,   // [0:148] is the sub-list for field type_name
 }
 
 func init() { file_resource_v1_resource_proto_init() }
@@ -7169,17 +7245,17 @@ func file_resource_v1_resource_proto_init() {
 	}
 	file_resource_v1_resource_proto_msgTypes[9].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[16].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[59].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[60].OneofWrappers = []any{}
-	file_resource_v1_resource_proto_msgTypes[65].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[61].OneofWrappers = []any{}
 	file_resource_v1_resource_proto_msgTypes[66].OneofWrappers = []any{}
+	file_resource_v1_resource_proto_msgTypes[67].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_resource_v1_resource_proto_rawDesc), len(file_resource_v1_resource_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   84,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,305 @@
+package dns
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mdns "github.com/miekg/dns"
+)
+
+// DefaultZone is the zone a Config without one serves.
+const DefaultZone = "strata.internal"
+
+// DefaultTTL is the answers' TTL when Config has none: short, since
+// replicas come and go.
+const DefaultTTL = 5 * time.Second
+
+// upstreamTimeout bounds one exchange with one upstream resolver.
+const upstreamTimeout = 2 * time.Second
+
+// Stats counts a server's queries since it was made.
+type Stats struct {
+	// Queries counts every query received.
+	Queries uint64
+	// NXDomain counts in-zone answers of a name that does not exist (or
+	// is another tenant's).
+	NXDomain uint64
+	// Refused counts queries from unknown sources, and out-of-zone
+	// queries when there are no upstreams.
+	Refused uint64
+	// Forwarded counts queries answered by an upstream.
+	Forwarded uint64
+	// UpstreamFailures counts out-of-zone queries that no upstream
+	// answered (SERVFAIL).
+	UpstreamFailures uint64
+}
+
+// Config is what a Server serves and to whom.
+type Config struct {
+	// Zone is the zone answered from the table, e.g. "strata.internal"
+	// (case and dots do not matter); DefaultZone when empty.
+	Zone string
+	// TTL is the answers' TTL (and the SOA's minimum); DefaultTTL when 0.
+	TTL time.Duration
+	// Region is this node's region: region-less names answer it first.
+	Region string
+	// Upstreams are "host:port" resolvers tried in order for names
+	// outside the zone; with none, such names are REFUSED.
+	Upstreams []string
+	// Identify maps a query's source address to the tenant asking; nil
+	// means Table.TenantOf, so that only the host's own replicas may ask.
+	Identify func(src netip.Addr) (tenant string, ok bool)
+	// Observe, if set, is called once per query with its result (one of
+	// the Result constants) and how long it took: the agent's metrics.
+	Observe func(result string, d time.Duration)
+}
+
+// Server is a node's DNS server: it answers the zone's names from a Table,
+// over UDP and TCP on one address, and forwards other names upstream.
+type Server struct {
+	cfg    Config
+	table  *Table
+	zone   string // normalized
+	fqdn   string // zone + "."
+	region string
+	ttl    uint32
+
+	mu        sync.Mutex
+	servers   []*mdns.Server
+	addr      string
+	closed    bool
+	closeOnce sync.Once
+	closeErr  error
+
+	queries, nxdomain, refused, forwarded, upstreamFailures atomic.Uint64
+}
+
+// NewServer returns a server of cfg answering from t; Listen starts it.
+func NewServer(cfg Config, t *Table) *Server {
+	zone := NormalizeZone(cfg.Zone)
+	if zone == "" {
+		zone = DefaultZone
+	}
+	ttl := cfg.TTL
+	if ttl == 0 {
+		ttl = DefaultTTL
+	}
+	s := &Server{
+		cfg:    cfg,
+		table:  t,
+		zone:   zone,
+		fqdn:   zone + ".",
+		region: strings.ToLower(cfg.Region),
+		ttl:    uint32(ttl / time.Second),
+	}
+	if s.cfg.Identify == nil {
+		s.cfg.Identify = t.TenantOf
+	}
+	return s
+}
+
+// Listen starts serving UDP and TCP on addr ("10.0.0.1:53", or
+// "127.0.0.1:0" for any free port, TCP then taking UDP's port). It returns
+// once both serve, or the error of either (the other then closed).
+func (s *Server) Listen(addr string) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return errors.New("dns: server closed")
+	}
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return fmt.Errorf("dns: listen udp %s: %w", addr, err)
+	}
+	bound := pc.LocalAddr().String()
+	l, err := net.Listen("tcp", bound)
+	if err != nil {
+		pc.Close()
+		return fmt.Errorf("dns: listen tcp %s: %w", bound, err)
+	}
+	handler := mdns.HandlerFunc(s.serve)
+	servers := []*mdns.Server{
+		{PacketConn: pc, Handler: handler},
+		{Listener: l, Handler: handler},
+	}
+	started := make(chan struct{}, len(servers))
+	failed := make(chan error, len(servers))
+	for _, srv := range servers {
+		srv.NotifyStartedFunc = func() { started <- struct{}{} }
+		go func() {
+			if err := srv.ActivateAndServe(); err != nil {
+				failed <- err
+			}
+		}()
+	}
+	for range servers {
+		select {
+		case <-started:
+		case err := <-failed:
+			shutdown(servers)
+			return fmt.Errorf("dns: serve %s: %w", bound, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		// Closed while starting: a closed server stays closed.
+		shutdown(servers)
+		return errors.New("dns: server closed")
+	}
+	s.servers, s.addr = servers, bound
+	return nil
+}
+
+// shutdown stops servers, started or not.
+func shutdown(servers []*mdns.Server) error {
+	var errs []error
+	for _, srv := range servers {
+		if err := srv.Shutdown(); err != nil {
+			// A server that never started still holds its socket.
+			closeSocket(srv)
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func closeSocket(srv *mdns.Server) {
+	if srv.PacketConn != nil {
+		srv.PacketConn.Close()
+	}
+	if srv.Listener != nil {
+		srv.Listener.Close()
+	}
+}
+
+// Addr is the UDP address the server is bound to (TCP has the same), or
+// "" before Listen.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Close stops serving both UDP and TCP; later calls do nothing, and a
+// closed server does not listen again.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		servers := s.servers
+		s.closed = true
+		s.mu.Unlock()
+		s.closeErr = shutdown(servers)
+	})
+	return s.closeErr
+}
+
+// Stats is the server's counters now.
+func (s *Server) Stats() Stats {
+	return Stats{
+		Queries:          s.queries.Load(),
+		NXDomain:         s.nxdomain.Load(),
+		Refused:          s.refused.Load(),
+		Forwarded:        s.forwarded.Load(),
+		UpstreamFailures: s.upstreamFailures.Load(),
+	}
+}
+
+// serve answers one query.
+func (s *Server) serve(w mdns.ResponseWriter, req *mdns.Msg) {
+	start := time.Now()
+	s.queries.Add(1)
+	m, result := s.respond(w, req)
+	s.count(result)
+	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+		size := mdns.MinMsgSize
+		if opt := req.IsEdns0(); opt != nil {
+			size = int(opt.UDPSize())
+		}
+		m.Truncate(size)
+	}
+	_ = w.WriteMsg(m)
+	if s.cfg.Observe != nil {
+		s.cfg.Observe(result, time.Since(start))
+	}
+}
+
+// respond is the response to req from the source of w, and its result.
+func (s *Server) respond(w mdns.ResponseWriter, req *mdns.Msg) (*mdns.Msg, string) {
+	m := new(mdns.Msg)
+	if req.Opcode != mdns.OpcodeQuery {
+		return m.SetRcode(req, mdns.RcodeNotImplemented), ResultNotImp
+	}
+	if len(req.Question) != 1 {
+		return m.SetRcode(req, mdns.RcodeFormatError), ResultFormErr
+	}
+	tenant, ok := s.cfg.Identify(sourceAddr(w.RemoteAddr()))
+	if !ok {
+		return m.SetRcode(req, mdns.RcodeRefused), ResultRefused
+	}
+	q := req.Question[0]
+	if _, in := ParseName(q.Name, s.zone); !in {
+		return s.forward(req)
+	}
+	m.SetReply(req)
+	m.Compress = true
+	if opt := req.IsEdns0(); opt != nil {
+		m.SetEdns0(max(opt.UDPSize(), mdns.MinMsgSize), false)
+	}
+	return m, s.fill(m, tenant, q)
+}
+
+// sourceAddr is a query's source address, IPv4 unmapped.
+func sourceAddr(a net.Addr) netip.Addr {
+	var ap netip.AddrPort
+	switch a := a.(type) {
+	case *net.UDPAddr:
+		ap = a.AddrPort()
+	case *net.TCPAddr:
+		ap = a.AddrPort()
+	}
+	return ap.Addr().Unmap()
+}
+
+// forward asks the upstreams in order for a name outside the zone: over
+// UDP, again over TCP when the answer is truncated, the next upstream on
+// error. None answering is SERVFAIL; no upstreams at all is REFUSED.
+func (s *Server) forward(req *mdns.Msg) (*mdns.Msg, string) {
+	if len(s.cfg.Upstreams) == 0 {
+		return new(mdns.Msg).SetRcode(req, mdns.RcodeRefused), ResultRefused
+	}
+	udp := &mdns.Client{Net: "udp", Timeout: upstreamTimeout}
+	tcp := &mdns.Client{Net: "tcp", Timeout: upstreamTimeout}
+	for _, up := range s.cfg.Upstreams {
+		r, _, err := udp.Exchange(req, up)
+		if err == nil && r.Truncated {
+			r, _, err = tcp.Exchange(req, up)
+		}
+		if err == nil {
+			r.Id = req.Id
+			return r, ResultForwarded
+		}
+	}
+	return new(mdns.Msg).SetRcode(req, mdns.RcodeServerFailure), ResultUpstreamFailure
+}
+
+// count adds a query's result to the counters.
+func (s *Server) count(result string) {
+	switch result {
+	case ResultNXDomain:
+		s.nxdomain.Add(1)
+	case ResultRefused:
+		s.refused.Add(1)
+	case ResultForwarded:
+		s.forwarded.Add(1)
+	case ResultUpstreamFailure:
+		s.upstreamFailures.Add(1)
+	}
+}
