@@ -324,6 +324,7 @@ func (a *Agent) run(ctx context.Context) error {
 	a.startLoops(ctx, &wg, client, registered)
 	<-ctx.Done()
 	wg.Wait()
+	a.net.dns.close()
 
 	// Statuses observed last are still worth sending: the region sees
 	// them before it notices the agent is gone. Bounded, best effort.
@@ -366,6 +367,9 @@ func (a *Agent) assemble(client agentv1.AgentServiceClient) {
 		wanted: a.netWanted, kernel: a.netKernel, cfg: a.cfg.Network, node: name,
 		provs: a.provs, health: a.health, log: a.log,
 	}
+	if a.netWanted && a.cfg.Network.DNS.Enabled {
+		a.net.dns = newNodeDNS(a.cfg.Network.DNS, a.region, a.metricsReg, a.log.With("component", "dns"))
+	}
 	a.table = &replicaTable{
 		node: name, clock: a.clock, t: &a.t, interval: a.cfg.StatusInterval,
 		provs: a.provs, queue: a.queue, reporter: a.reporter, log: a.log,
@@ -386,7 +390,7 @@ func (a *Agent) startLoops(ctx context.Context, wg *sync.WaitGroup, client agent
 		table: a.table, meter: meter, health: a.health, t: &a.t, clock: a.clock, log: a.log,
 	}
 	stream := &assignmentStream{node: name, client: client, table: a.table, provs: a.provs, t: &a.t, log: a.log}
-	rec := &reconciler{table: a.table, configs: &configFetcher{node: name, client: client}, t: &a.t, log: a.log}
+	rec := &reconciler{table: a.table, configs: &configFetcher{node: name, client: client}, dns: a.net.dns, t: &a.t, log: a.log}
 	wg.Go(func() { sess.run(ctx, registered) })
 	wg.Go(func() { stream.run(ctx, registered) })
 	wg.Go(func() { a.queue.runDelays(ctx) })

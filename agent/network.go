@@ -68,6 +68,9 @@ type dataPlane struct {
 	provs  *providerSet
 	health *health
 	log    *slog.Logger
+	// dns is the node's name server (nil: none), which the network
+	// stream feeds.
+	dns *nodeDNS
 
 	// Set by setUp before the goroutines that use them start, read-only
 	// afterwards. plane is nil when the data plane could not be set up.
@@ -106,6 +109,7 @@ func (d *dataPlane) setUp() (release func()) {
 	d.host = netplane.Host{
 		Node: d.node, Bridge: nc.Bridge, Underlay: addr, UnderlayDev: dev, UnderlayMTU: mtu,
 		VTEPMAC: netplane.VTEPMAC(d.node), Table: nc.Table, Services: d.hostServices(),
+		GatewayServices: d.dns.services(),
 	}
 	d.plane = netplane.New(k, d.host, d.log.With("component", "netplane"))
 	d.log.Info("data plane set up", "underlay", addr, "interface", dev, "mtu", mtu)
@@ -216,6 +220,9 @@ func (d *dataPlane) watchOnce(ctx context.Context, client agentv1.AgentServiceCl
 				return n, err
 			}
 			if view.synced {
+				d.dns.merge(u.b)
+			}
+			if view.synced {
 				d.apply(ctx, &view)
 			}
 		}
@@ -320,6 +327,8 @@ func (d *dataPlane) apply(ctx context.Context, v *netView) {
 	// route to one node still enforces what it can.
 	if !errors.Is(err, netplane.ErrNoBlock) {
 		err = errors.Join(err, d.applyPolicy(ctx, v, list))
+		// The name server's address is the gateway the bridge now has.
+		d.dns.serve(netplane.Gateway(v.peers[d.node].Block))
 	}
 	took := time.Since(start)
 	switch {

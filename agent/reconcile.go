@@ -16,8 +16,10 @@ import (
 type reconciler struct {
 	table   *replicaTable
 	configs *configFetcher
-	t       *timings
-	log     *slog.Logger
+	// dns gives replicas the node's name server (nil: none).
+	dns *nodeDNS
+	t   *timings
+	log *slog.Logger
 }
 
 // reconcile is one pass over replica id; see result for what it asks
@@ -61,12 +63,13 @@ func (c *reconciler) call(ctx context.Context, s step) (result, error) {
 	return s.res, nil
 }
 
-// apply applies s.asg with its provider, configs and secrets included
-// (configFetcher.apply), within the Apply bound.
+// apply applies s.asg with its provider, configs, secrets and the
+// node's resolver included (configFetcher.apply, nodeDNS.attach), within
+// the Apply bound.
 func (c *reconciler) apply(ctx context.Context, s step) (api.AssignmentStatus, error) {
 	actx, cancel := context.WithTimeout(ctx, c.t.applyCall)
 	defer cancel()
-	return c.configs.apply(actx, s.prov, s.asg)
+	return c.configs.apply(actx, s.prov, c.dns.attach(s.asg))
 }
 
 // delete deletes s.target, within its grace period and the Apply bound.
