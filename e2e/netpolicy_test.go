@@ -48,8 +48,27 @@ func (c *hostCluster) replicasIn(tenant, name string) ([]api.Replica, error) {
 // tenant) all show want: for each target address, whether it answered.
 func (c *hostCluster) waitProbes(tenant, name string, want map[string]bool, timeout time.Duration) {
 	c.t.Helper()
+	c.waitRounds(tenant, name, fmt.Sprint(want), timeout, func(l string) error {
+		for addr, ok := range want {
+			w := addr + "=refused"
+			if ok {
+				w = addr + "=ok"
+			}
+			if !strings.Contains(l+" ", " "+w+" ") {
+				return fmt.Errorf("%q: want %s", l, w)
+			}
+		}
+		return nil
+	})
+}
+
+// waitRounds waits until check passes on each of the last 3 lines
+// "round N: ..." the resource name (in tenant) logged; what says what
+// they should show.
+func (c *hostCluster) waitRounds(tenant, name, what string, timeout time.Duration, check func(line string) error) {
+	c.t.Helper()
 	const rounds = 3
-	framework.Eventually(c.t, timeout, fmt.Sprintf("%s/%s's last %d probe rounds show %v", tenant, name, rounds, want), func() error {
+	framework.Eventually(c.t, timeout, fmt.Sprintf("%s/%s's last %d rounds show %s", tenant, name, rounds, what), func() error {
 		resp, err := c.global.Do(c.t.Context(), http.MethodGet, "/v1/resources/"+name+"/logs?tenant="+tenant, nil)
 		if err != nil {
 			return err
@@ -67,14 +86,8 @@ func (c *hostCluster) waitProbes(tenant, name string, want map[string]bool, time
 			return fmt.Errorf("%d rounds so far", len(lines))
 		}
 		for _, l := range lines[len(lines)-rounds:] {
-			for addr, ok := range want {
-				w := addr + "=refused"
-				if ok {
-					w = addr + "=ok"
-				}
-				if !strings.Contains(l+" ", " "+w+" ") {
-					return fmt.Errorf("%q: want %s", l, w)
-				}
+			if err := check(l); err != nil {
+				return err
 			}
 		}
 		return nil
