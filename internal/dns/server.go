@@ -114,16 +114,11 @@ func (s *Server) Listen(addr string) error {
 	if closed {
 		return errors.New("dns: server closed")
 	}
-	pc, err := net.ListenPacket("udp", addr)
+	pc, l, err := bind(addr)
 	if err != nil {
-		return fmt.Errorf("dns: listen udp %s: %w", addr, err)
+		return err
 	}
 	bound := pc.LocalAddr().String()
-	l, err := net.Listen("tcp", bound)
-	if err != nil {
-		pc.Close()
-		return fmt.Errorf("dns: listen tcp %s: %w", bound, err)
-	}
 	handler := mdns.HandlerFunc(s.serve)
 	servers := []*mdns.Server{
 		{PacketConn: pc, Handler: handler},
@@ -156,6 +151,31 @@ func (s *Server) Listen(addr string) error {
 	}
 	s.servers, s.addr = servers, bound
 	return nil
+}
+
+// bindTries bounds the ports tried for an address of port 0: UDP's free
+// port may be taken for TCP.
+const bindTries = 16
+
+// bind opens the UDP socket and the TCP listener on the same address; for
+// port 0, on the same free port.
+func bind(addr string) (net.PacketConn, net.Listener, error) {
+	_, port, _ := net.SplitHostPort(addr)
+	for try := 1; ; try++ {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dns: listen udp %s: %w", addr, err)
+		}
+		bound := pc.LocalAddr().String()
+		l, err := net.Listen("tcp", bound)
+		if err == nil {
+			return pc, l, nil
+		}
+		pc.Close()
+		if port != "0" || try == bindTries {
+			return nil, nil, fmt.Errorf("dns: listen tcp %s: %w", bound, err)
+		}
+	}
 }
 
 // shutdown stops servers, started or not.

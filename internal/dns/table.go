@@ -1,13 +1,3 @@
-// Package dns is the core of the per-node DNS server: a table of the
-// replicas' endpoints and a server that answers names of the zone
-// (strata.internal by default) from it, to the host's own replicas only,
-// each tenant seeing only its own names, and forwards other names to the
-// node's upstream resolvers. The agent keeps the table up to date and runs
-// the server; the global REST "resolve" endpoint calls Server.Answer to
-// show what a tenant would get.
-//
-// The package is a low layer: it imports the standard library and
-// github.com/miekg/dns only.
 package dns
 
 import (

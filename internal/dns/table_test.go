@@ -64,7 +64,12 @@ func TestTableUpsertRemove(t *testing.T) {
 	if tb.Len() != 2 {
 		t.Fatalf("Len = %d, want 2", tb.Len())
 	}
+}
 
+func TestTableReadinessAndRemove(t *testing.T) {
+	tb := NewTable()
+	tb.Upsert(ep("A1", "acme", "eu", "web", "10.0.0.1", true))
+	tb.Upsert(ep("a2", "acme", "us", "web", "10.0.0.3", true))
 	// Readiness flips count.
 	tb.Upsert(ep("A1", "acme", "eu", "web", "10.0.0.1", false))
 	if n := readyCount(tb, "acme", "web", "eu"); n != 0 {
