@@ -19,8 +19,9 @@
 // name has one), is in the table, ready or not: asked for a type it has no
 // record of, it answers NOERROR with no records (NODATA); any other name in
 // the zone, another tenant's names included, answers NXDOMAIN, both with the
-// zone's SOA in the authority section. Answers are authoritative and their
-// records sorted by address.
+// zone's SOA in the authority section. The zone itself has its SOA and no
+// other record. Answers are authoritative and their records sorted by
+// address.
 //
 // The package is a low layer: it imports the standard library and
 // github.com/miekg/dns only.

@@ -69,8 +69,13 @@ type replicaSet struct {
 // only the changed endpoint's entries and an answer reads only the asked
 // name's set. It is safe for concurrent use.
 type Table struct {
-	mu     sync.RWMutex
-	byID   map[string]*entry
+	mu   sync.RWMutex
+	byID map[string]*entry
+	// byAddr holds the last endpoint upserted with each address. Of two
+	// endpoints sharing one (a replica's address reused before its old
+	// entry is removed) it keeps the newer, and removing the older leaves
+	// it; removing the newer drops the address until the older is upserted
+	// again (finding it would cost a scan).
 	byAddr map[netip.Addr]*entry
 	// res maps (tenant, resource) to its regions' sets.
 	res map[resKey]map[string]*replicaSet
