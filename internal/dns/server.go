@@ -108,11 +108,8 @@ func NewServer(cfg Config, t *Table) *Server {
 // "127.0.0.1:0" for any free port, TCP then taking UDP's port). It returns
 // once both serve, or the error of either (the other then closed).
 func (s *Server) Listen(addr string) error {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return errors.New("dns: server closed")
+	if err := s.listenable(); err != nil {
+		return err
 	}
 	pc, l, err := bind(addr)
 	if err != nil {
@@ -144,12 +141,30 @@ func (s *Server) Listen(addr string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		// Closed while starting: a closed server stays closed.
+	if err := s.listenableLocked(); err != nil {
+		// Closed, or listening already, while starting.
 		shutdown(servers)
-		return errors.New("dns: server closed")
+		return err
 	}
 	s.servers, s.addr = servers, bound
+	return nil
+}
+
+// listenable says why Listen may not start: a closed server stays closed,
+// and a server listens on one address.
+func (s *Server) listenable() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listenableLocked()
+}
+
+func (s *Server) listenableLocked() error {
+	switch {
+	case s.closed:
+		return errors.New("dns: server closed")
+	case s.servers != nil:
+		return fmt.Errorf("dns: server already listening on %s", s.addr)
+	}
 	return nil
 }
 

@@ -275,6 +275,9 @@ func TestServerListenAndClose(t *testing.T) {
 	}
 
 	a := startServer(t, Config{}, NewTable())
+	if err := a.Listen("127.0.0.1:0"); err == nil {
+		t.Fatal("a server listened twice")
+	}
 	// The port is taken (UDP and TCP): a second server fails and leaves
 	// nothing bound.
 	b := NewServer(Config{}, NewTable())
