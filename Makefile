@@ -33,7 +33,8 @@ TEST_P   ?= 2
 # 2-core machine (5 x 5 s: under a minute of fuzzing; the seed and cached
 # inputs count too); BENCH_FUZZ_SCALE 24 is about 2 minutes each.
 FUZZ_TARGETS := ./internal/strictjson:FuzzDecode:40000 ./internal/api:FuzzParseSelector:40000 \
-	./cli/manifest:FuzzParse:15000 ./global/api:FuzzRESTBodies:3000 ./global/api:FuzzRESTQueries:4000
+	./cli/manifest:FuzzParse:15000 ./global/api:FuzzRESTBodies:3000 ./global/api:FuzzRESTQueries:4000 \
+	./internal/dns:FuzzParseName:20000
 FUZZ_SCALE ?= 1
 BENCH_FUZZ_SCALE ?= 24
 TEST_TIMEOUT ?= 20m

@@ -108,22 +108,14 @@ func NewServer(cfg Config, t *Table) *Server {
 // "127.0.0.1:0" for any free port, TCP then taking UDP's port). It returns
 // once both serve, or the error of either (the other then closed).
 func (s *Server) Listen(addr string) error {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return errors.New("dns: server closed")
+	if err := s.listenable(); err != nil {
+		return err
 	}
-	pc, err := net.ListenPacket("udp", addr)
+	pc, l, err := bind(addr)
 	if err != nil {
-		return fmt.Errorf("dns: listen udp %s: %w", addr, err)
+		return err
 	}
 	bound := pc.LocalAddr().String()
-	l, err := net.Listen("tcp", bound)
-	if err != nil {
-		pc.Close()
-		return fmt.Errorf("dns: listen tcp %s: %w", bound, err)
-	}
 	handler := mdns.HandlerFunc(s.serve)
 	servers := []*mdns.Server{
 		{PacketConn: pc, Handler: handler},
@@ -149,13 +141,56 @@ func (s *Server) Listen(addr string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		// Closed while starting: a closed server stays closed.
+	if err := s.listenableLocked(); err != nil {
+		// Closed, or listening already, while starting.
 		shutdown(servers)
-		return errors.New("dns: server closed")
+		return err
 	}
 	s.servers, s.addr = servers, bound
 	return nil
+}
+
+// listenable says why Listen may not start: a closed server stays closed,
+// and a server listens on one address.
+func (s *Server) listenable() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listenableLocked()
+}
+
+func (s *Server) listenableLocked() error {
+	switch {
+	case s.closed:
+		return errors.New("dns: server closed")
+	case s.servers != nil:
+		return fmt.Errorf("dns: server already listening on %s", s.addr)
+	}
+	return nil
+}
+
+// bindTries bounds the ports tried for an address of port 0: UDP's free
+// port may be taken for TCP.
+const bindTries = 16
+
+// bind opens the UDP socket and the TCP listener on the same address; for
+// port 0, on the same free port.
+func bind(addr string) (net.PacketConn, net.Listener, error) {
+	_, port, _ := net.SplitHostPort(addr)
+	for try := 1; ; try++ {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dns: listen udp %s: %w", addr, err)
+		}
+		bound := pc.LocalAddr().String()
+		l, err := net.Listen("tcp", bound)
+		if err == nil {
+			return pc, l, nil
+		}
+		pc.Close()
+		if port != "0" || try == bindTries {
+			return nil, nil, fmt.Errorf("dns: listen tcp %s: %w", bound, err)
+		}
+	}
 }
 
 // shutdown stops servers, started or not.

@@ -1,13 +1,3 @@
-// Package dns is the core of the per-node DNS server: a table of the
-// replicas' endpoints and a server that answers names of the zone
-// (strata.internal by default) from it, to the host's own replicas only,
-// each tenant seeing only its own names, and forwards other names to the
-// node's upstream resolvers. The agent keeps the table up to date and runs
-// the server; the global REST "resolve" endpoint calls Server.Answer to
-// show what a tenant would get.
-//
-// The package is a low layer: it imports the standard library and
-// github.com/miekg/dns only.
 package dns
 
 import (
@@ -79,8 +69,13 @@ type replicaSet struct {
 // only the changed endpoint's entries and an answer reads only the asked
 // name's set. It is safe for concurrent use.
 type Table struct {
-	mu     sync.RWMutex
-	byID   map[string]*entry
+	mu   sync.RWMutex
+	byID map[string]*entry
+	// byAddr holds the last endpoint upserted with each address. Of two
+	// endpoints sharing one (a replica's address reused before its old
+	// entry is removed) it keeps the newer, and removing the older leaves
+	// it; removing the newer drops the address until the older is upserted
+	// again (finding it would cost a scan).
 	byAddr map[netip.Addr]*entry
 	// res maps (tenant, resource) to its regions' sets.
 	res map[resKey]map[string]*replicaSet

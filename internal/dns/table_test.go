@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"sync"
 	"testing"
+
+	mdns "github.com/miekg/dns"
 )
 
 func ep(id, tenant, region, resource, addr string, ready bool, ports ...Port) Endpoint {
@@ -64,7 +67,12 @@ func TestTableUpsertRemove(t *testing.T) {
 	if tb.Len() != 2 {
 		t.Fatalf("Len = %d, want 2", tb.Len())
 	}
+}
 
+func TestTableReadinessAndRemove(t *testing.T) {
+	tb := NewTable()
+	tb.Upsert(ep("A1", "acme", "eu", "web", "10.0.0.1", true))
+	tb.Upsert(ep("a2", "acme", "us", "web", "10.0.0.3", true))
 	// Readiness flips count.
 	tb.Upsert(ep("A1", "acme", "eu", "web", "10.0.0.1", false))
 	if n := readyCount(tb, "acme", "web", "eu"); n != 0 {
@@ -128,6 +136,56 @@ func TestTableTenantOf(t *testing.T) {
 		if got != tc.tenant || ok != tc.ok {
 			t.Errorf("TenantOf(%s) = %q, %v; want %q, %v", tc.addr, got, ok, tc.tenant, tc.ok)
 		}
+	}
+}
+
+func TestTableSharedAddress(t *testing.T) {
+	tb := NewTable()
+	addr := netip.MustParseAddr("10.0.0.1")
+	tb.Upsert(ep("old", "acme", "eu", "web", "10.0.0.1", false))
+	tb.Upsert(ep("new", "beta", "eu", "web", "10.0.0.1", true))
+	if got, _ := tb.TenantOf(addr); got != "beta" {
+		t.Fatalf("TenantOf = %q, want the newer endpoint's tenant", got)
+	}
+	tb.Remove("old")
+	if got, ok := tb.TenantOf(addr); got != "beta" || !ok {
+		t.Fatalf("after removing the older: %q, %v", got, ok)
+	}
+}
+
+// TestTableConcurrent: writers and readers at once (go test -race).
+func TestTableConcurrent(t *testing.T) {
+	tb := NewTable()
+	s := NewServer(Config{Region: "region-0"}, tb)
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			for i := range 2000 {
+				e := fleetEndpoint(i%200 + w*200)
+				if i%3 == 0 {
+					tb.Remove(e.ID)
+				} else {
+					tb.Upsert(e)
+				}
+			}
+		})
+	}
+	for range 2 {
+		wg.Go(func() {
+			q := mdns.Question{Name: "svc-00.tenant-000.strata.internal.", Qtype: mdns.TypeA, Qclass: mdns.ClassINET}
+			for range 2000 {
+				if m := s.Answer("tenant-000", q); m.Rcode != mdns.RcodeSuccess && m.Rcode != mdns.RcodeNameError {
+					t.Errorf("rcode %d", m.Rcode)
+					return
+				}
+				tb.TenantOf(netip.MustParseAddr("10.0.0.5"))
+			}
+		})
+	}
+	wg.Wait()
+	tb.Reset(nil)
+	if tb.Len() != 0 {
+		t.Fatal("Reset after the writers left endpoints")
 	}
 }
 
