@@ -58,7 +58,7 @@ func newNodeDNS(cfg config.AgentDNS, region string, reg *metrics.Registry, log *
 		n.region.Store(&region)
 	}
 	if reg != nil {
-		queries := reg.CounterVec("strata_dns_queries_total", "DNS queries the node's name server answered, by result (answered, nodata, nxdomain, refused, forwarded, upstream_failure).", "result")
+		queries := reg.CounterVec("strata_dns_queries_total", "DNS queries the node's name server answered, by result (answered, nodata, nxdomain, refused, forwarded, upstream_failure, notimp, formerr).", "result")
 		latency := reg.Histogram("strata_dns_query_duration_seconds", "Time the node's name server took to answer a query (forwarded ones included).")
 		reg.GaugeFunc("strata_dns_endpoints", "Replicas the node's name server knows (of the tenants with replicas on the node).", func() float64 { return float64(n.table.Len()) })
 		n.queries = func(result string, d time.Duration) {
