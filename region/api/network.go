@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,7 +29,7 @@ import (
 // enforce network policies (policyView): the snapshot holds it whole,
 // then its changes follow.
 func (s *agentStreams) watchNetwork(ctx context.Context, node string, send func(*agentv1.NetworkBatch) error) error {
-	for _, synced := range []<-chan struct{}{s.caches.Nodes.Synced(), s.caches.Networks.Synced(), s.caches.Assignments.Synced(), s.caches.Policies.Synced()} {
+	for _, synced := range []<-chan struct{}{s.caches.Nodes.Synced(), s.caches.Networks.Synced(), s.caches.Assignments.Synced(), s.caches.Policies.Synced(), s.caches.Statuses.Synced()} {
 		if err := waitSynced(ctx, synced); err != nil {
 			return err
 		}
@@ -52,7 +53,7 @@ func (s *agentStreams) watchNetwork(ctx context.Context, node string, send func(
 	defer unsubscribe()
 
 	items := s.caches.Nodes.List()
-	snap := &agentv1.NetworkBatch{Snapshot: true, Network: regionNetworkToPB(nw), Upserts: make([]*agentv1.NetworkPeer, 0, len(items))}
+	snap := &agentv1.NetworkBatch{Snapshot: true, Network: regionNetworkToPB(nw, s.region), Upserts: make([]*agentv1.NetworkPeer, 0, len(items))}
 	for _, it := range items {
 		snap.Upserts = append(snap.Upserts, networkPeer(it.Value))
 	}
@@ -97,13 +98,15 @@ func networkPeer(n *api.Node) *agentv1.NetworkPeer {
 	return &agentv1.NetworkPeer{Node: n.Name, Network: apiproto.NodeNetworkToPB(n.Network)}
 }
 
-func regionNetworkToPB(n *api.Network) *agentv1.RegionNetwork {
-	return &agentv1.RegionNetwork{Name: n.Name, Subnet: n.Subnet, NodeMask: int32(n.NodeMask), Backend: n.Backend, Vni: int32(n.VNI), Bridge: n.Bridge}
+// regionNetworkToPB is network n of the region named region.
+func regionNetworkToPB(n *api.Network, region string) *agentv1.RegionNetwork {
+	return &agentv1.RegionNetwork{Name: n.Name, Subnet: n.Subnet, NodeMask: int32(n.NodeMask), Backend: n.Backend, Vni: int32(n.VNI), Bridge: n.Bridge, Region: region}
 }
 
 // policyView is what one node's host needs to isolate tenants and
 // enforce policies: the replicas of the tenants that have replicas on
-// the node, and those tenants' policies (JSON).
+// the node (with their readiness and ports), and those tenants' policies
+// (JSON).
 type policyView struct {
 	tenants   map[string]bool
 	endpoints map[string]*agentv1.NetworkEndpoint
@@ -119,7 +122,7 @@ func (s *agentStreams) policyViewOf(node string) policyView {
 		}
 	}
 	for t := range v.tenants {
-		maps.Copy(v.endpoints, endpointsOf(s.caches.Assignments.ByIndex(state.AssignmentsByTenant, t, "", "", 0, nil), v.tenants))
+		maps.Copy(v.endpoints, endpointsOf(s.caches.Assignments.ByIndex(state.AssignmentsByTenant, t, "", "", 0, nil), v.tenants, s.caches.Statuses))
 		for _, it := range s.caches.Policies.ListPrefix(t + "/") {
 			b, err := json.Marshal(it.Value)
 			if err == nil {
@@ -168,12 +171,18 @@ func (v policyView) diff(next policyView, b *agentv1.NetworkBatch) bool {
 
 func sameEndpoint(a, b *agentv1.NetworkEndpoint) bool {
 	return a.GetAddress() == b.GetAddress() && a.GetTenant() == b.GetTenant() && a.GetResource() == b.GetResource() &&
-		a.GetNode() == b.GetNode() && maps.Equal(a.GetLabels(), b.GetLabels())
+		a.GetNode() == b.GetNode() && maps.Equal(a.GetLabels(), b.GetLabels()) &&
+		a.GetReady() == b.GetReady() && slices.EqualFunc(a.GetPorts(), b.GetPorts(), sameEndpointPort)
+}
+
+func sameEndpointPort(a, b *agentv1.EndpointPort) bool {
+	return a.GetName() == b.GetName() && a.GetProtocol() == b.GetProtocol() && a.GetPort() == b.GetPort()
 }
 
 // followPolicies sends node's policy view as it changes, starting from
-// sent (what the snapshot carried): on a change of an assignment or a
-// policy that may concern the node, it computes the view again and sends
+// sent (what the snapshot carried): on a change of an assignment, a
+// policy or a replica's readiness that may concern the node, it computes
+// the view again and sends
 // the difference (at once when the last look ended window ago or more, else
 // at the window's end, so that a burst of changes costs one look per
 // window), until ctx is done or send fails.
@@ -206,9 +215,9 @@ func (s *agentStreams) followPolicies(ctx context.Context, node string, sent pol
 	}
 }
 
-// viewWatch signals (kick) the changes of assignments and policies that
-// may change one node's policy view: those on the node, and those of the
-// tenants it has replicas of.
+// viewWatch signals (kick) the changes of assignments, policies and
+// replicas' readiness that may change one node's policy view: those on
+// the node, and those of the tenants it has replicas of.
 type viewWatch struct {
 	node string
 	kick chan struct{}
@@ -239,8 +248,36 @@ func (s *agentStreams) watchPolicyView(node string, tenants map[string]bool) *vi
 			}
 		}
 	})
-	w.stop = func() { unsubA(); unsubP() }
+	unsubS := s.caches.StatusFeed.Subscribe(func(changes []store.Change[api.AssignmentStatus]) {
+		for _, c := range changes {
+			if s.readinessMoved(c, w) {
+				w.poke()
+				return
+			}
+		}
+	})
+	w.stop = func() { unsubA(); unsubP(); unsubS() }
 	return w
+}
+
+// readinessMoved reports whether status change c turned a replica that
+// concerns w ready or not ready. A status is keyed by its assignment's
+// id; a status whose assignment the cache lacks changes no view (the
+// assignment's arrival pokes the watch, and the view then reads the
+// status).
+func (s *agentStreams) readinessMoved(c store.Change[api.AssignmentStatus], w *viewWatch) bool {
+	it, ok := s.caches.Assignments.Get(c.Name)
+	if !ok || !w.concerns(it.Value.Tenant, it.Value.Node) {
+		return false
+	}
+	var old, cur *api.AssignmentStatus
+	if c.Old != nil {
+		old = c.Old.Value
+	}
+	if c.New != nil {
+		cur = c.New.Value
+	}
+	return (state.ReplicaPhase(it.Value, old) == api.PhaseReady) != (state.ReplicaPhase(it.Value, cur) == api.PhaseReady)
 }
 
 func (w *viewWatch) concerns(tenant, node string) bool {

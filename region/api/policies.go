@@ -107,7 +107,7 @@ func (s *policies) status(ctx context.Context, tenant string) ([]*regionv1.Polic
 	if len(pols) == 0 {
 		return nil, nil
 	}
-	eps := endpointsOf(s.caches.Assignments.ByIndex(state.AssignmentsByTenant, tenant, "", "", 0, nil), map[string]bool{tenant: true})
+	eps := endpointsOf(s.caches.Assignments.ByIndex(state.AssignmentsByTenant, tenant, "", "", 0, nil), map[string]bool{tenant: true}, s.caches.Statuses)
 	out := make([]*regionv1.PolicyRegionStatus, 0, len(pols))
 	for _, it := range pols {
 		p := it.Value
@@ -125,15 +125,45 @@ func (s *policies) status(ctx context.Context, tenant string) ([]*regionv1.Polic
 }
 
 // endpointsOf are the replicas of tenants that have an address: running
-// (not being destroyed), placed, attached to a network.
-func endpointsOf(as []store.Item[api.Assignment], tenants map[string]bool) map[string]*agentv1.NetworkEndpoint {
+// (not being destroyed), placed, attached to a network; each says
+// whether it is ready (by its status in statuses) and the ports it
+// declares.
+func endpointsOf(as []store.Item[api.Assignment], tenants map[string]bool, statuses *store.Cache[api.AssignmentStatus]) map[string]*agentv1.NetworkEndpoint {
 	out := map[string]*agentv1.NetworkEndpoint{}
 	for _, it := range as {
 		a := it.Value
 		if !tenants[a.Tenant] || !hasAddress(a) {
 			continue
 		}
-		out[a.ID] = &agentv1.NetworkEndpoint{Id: a.ID, Address: a.Network.Address, Tenant: a.Tenant, Resource: a.Resource, Labels: a.Labels, Node: a.Node}
+		out[a.ID] = &agentv1.NetworkEndpoint{Id: a.ID, Address: a.Network.Address, Tenant: a.Tenant, Resource: a.Resource, Labels: a.Labels, Node: a.Node,
+			Ready: replicaReady(a, statuses), Ports: endpointPorts(a)}
+	}
+	return out
+}
+
+// replicaReady reports whether a's phase is ready: its status, on the
+// node it is assigned to, says so (state.ReplicaPhase).
+func replicaReady(a *api.Assignment, statuses *store.Cache[api.AssignmentStatus]) bool {
+	var st *api.AssignmentStatus
+	if it, ok := statuses.Get(a.ID); ok {
+		st = it.Value
+	}
+	return state.ReplicaPhase(a, st) == api.PhaseReady
+}
+
+// endpointPorts are the container ports a compute replica declares
+// (ComputeSpec.AllPorts); other replicas have none.
+func endpointPorts(a *api.Assignment) []*agentv1.EndpointPort {
+	if a.Spec.Compute == nil {
+		return nil
+	}
+	ps := a.Spec.Compute.AllPorts()
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]*agentv1.EndpointPort, len(ps))
+	for i, p := range ps {
+		out[i] = &agentv1.EndpointPort{Name: p.Name, Protocol: p.Protocol, Port: int32(p.ContainerPort)}
 	}
 	return out
 }

@@ -2,13 +2,16 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stratahq/strata/internal/api"
 	agentv1 "github.com/stratahq/strata/proto/agent/v1"
+	"github.com/stratahq/strata/proto/apiproto"
 	regionv1 "github.com/stratahq/strata/proto/region/v1"
+	resourcev1 "github.com/stratahq/strata/proto/resource/v1"
 )
 
 func policyJSON(t *testing.T, tenant, name string, gen int64, sel map[string]string) []byte {
@@ -134,4 +137,78 @@ func TestWatchNetworkPolicies(t *testing.T) {
 	if len(st.GetItems()) != 1 || st.GetItems()[0].GetObservedGeneration() != 3 || st.GetItems()[0].GetReplicas() != 1 || st.GetItems()[0].GetNodes() != 1 {
 		t.Fatalf("policy status: got %v; want a/web at generation 3, 1 replica on 1 node", st.GetItems())
 	}
+}
+
+// TestWatchNetworkReadiness: a replica's endpoint carries its readiness
+// and its ports; it arrives not ready, and once its status turns ready
+// on its node the stream sends it again, ready. The snapshot's network
+// names the region.
+func TestWatchNetworkReadiness(t *testing.T) {
+	e := newEnv(t)
+	e.putNetwork("10.9.0.0/22", 24)
+	a := &api.Assignment{ID: "a1", Tenant: "a", Resource: "web", Node: "n1", Desired: api.DesiredRunning, Generation: 1,
+		Network: &api.NetworkAttachment{Network: "default", Address: "10.9.0.2"},
+		Spec: api.ResourceSpec{Compute: &api.ComputeSpec{Image: "busybox", Ports: []api.PortSpec{{Name: "http", ContainerPort: 8080}},
+			Containers: []api.Container{{Name: "dns", Image: "busybox", Ports: []api.PortSpec{{Name: "dns", ContainerPort: 53, Protocol: "UDP"}}}}}}}
+	if _, err := e.st.Assignments.Put(e.ctx(), a.ID, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.caches.Assignments.WaitForRev(e.ctx(), e.rev()); err != nil {
+		t.Fatal(err)
+	}
+	e.register(testNode("n1"))
+	stream, err := e.agent.WatchNetwork(e.ctx(), &agentv1.WatchNetworkRequest{Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// endpoint receives batches (the stream's context bounds the wait)
+	// until one carries a1.
+	endpoint := func() (*agentv1.NetworkBatch, *agentv1.NetworkEndpoint) {
+		t.Helper()
+		for {
+			b, err := stream.Recv()
+			if err != nil {
+				t.Fatalf("Recv: %v", err)
+			}
+			for _, ep := range b.GetEndpoints() {
+				if ep.GetId() == "a1" {
+					return b, ep
+				}
+			}
+		}
+	}
+	const wantPorts = "http/tcp/8080 dns/udp/53"
+	snap, ep := endpoint()
+	if !snap.GetSnapshot() || snap.GetNetwork().GetRegion() != testRegion {
+		t.Fatalf("first batch: snapshot %v, region %q; want the snapshot, region %q", snap.GetSnapshot(), snap.GetNetwork().GetRegion(), testRegion)
+	}
+	if ep.GetReady() || portSummary(ep) != wantPorts {
+		t.Fatalf("snapshot's a1: ready %v, ports %q; want not ready, %q", ep.GetReady(), portSummary(ep), wantPorts)
+	}
+
+	report := func(node string, phase api.Phase) {
+		t.Helper()
+		st := &api.AssignmentStatus{ID: "a1", ObservedGeneration: 1, Phase: phase}
+		if _, err := e.agent.ReportStatus(e.ctx(), &agentv1.ReportStatusRequest{Node: node, Statuses: []*resourcev1.AssignmentStatus{apiproto.AssignmentStatusToPB(st)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report("n1", api.PhaseReady)
+	if _, ep := endpoint(); !ep.GetReady() || portSummary(ep) != wantPorts {
+		t.Fatalf("a1 ready on n1: ready %v, ports %q; want ready, %q", ep.GetReady(), portSummary(ep), wantPorts)
+	}
+	report("n1", api.PhaseError)
+	if _, ep := endpoint(); ep.GetReady() {
+		t.Fatal("a1 in error on n1: still ready; want not ready")
+	}
+}
+
+// portSummary renders an endpoint's ports as "name/protocol/port", in
+// order.
+func portSummary(ep *agentv1.NetworkEndpoint) string {
+	var parts []string
+	for _, p := range ep.GetPorts() {
+		parts = append(parts, fmt.Sprintf("%s/%s/%d", p.GetName(), p.GetProtocol(), p.GetPort()))
+	}
+	return strings.Join(parts, " ")
 }
