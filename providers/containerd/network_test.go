@@ -567,3 +567,44 @@ func TestNetworkServiceFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicaResolver checks that a replica with a resolver reads its own
+// resolv.conf, that a change of resolver reaches it without a new
+// container, and that deleting it removes the file.
+func TestReplicaResolver(t *testing.T) {
+	e := newEnv(t)
+	const bridge = "st-test7"
+	freshBridge(t, bridge)
+	id := "dns-" + randomSuffix(t)
+	a := e.assignment(id, "sh", "-c", `trap 'exit 0' TERM; while true; do cat /etc/resolv.conf; sleep 0.1; done & wait`)
+	a.Network = &api.NetworkAttachment{Network: "test", Bridge: bridge, Subnet: "10.213.7.0/24", Gateway: "10.213.7.1", Address: "10.213.7.11",
+		DNS: &api.DNSConfig{Nameservers: []string{"10.213.7.1"}, Search: []string{"web.acme.svc"}, Options: []string{"ndots:2"}}}
+	if st := e.apply(t, a); st.Phase != api.PhaseReady {
+		t.Fatalf("Apply: got phase %s (%s); want ready", st.Phase, st.Reason)
+	}
+	e.waitLogs(t, id, "nameserver 10.213.7.1", "search web.acme.svc", "options ndots:2")
+	before, err := e.p.tasks.container(e.ctx(t), id)
+	if err != nil || before == nil {
+		t.Fatalf("container: %v, %v", before, err)
+	}
+
+	next := *a
+	nw := *a.Network
+	nw.DNS = &api.DNSConfig{Nameservers: []string{"10.213.7.53"}}
+	next.Network, next.Generation = &nw, 2
+	if _, err := e.p.Apply(e.ctx(t), &next); err != nil {
+		t.Fatalf("Apply with another resolver: %v", err)
+	}
+	e.waitLogs(t, id, "nameserver 10.213.7.53")
+	after, err := e.p.tasks.container(e.ctx(t), id)
+	if err != nil || after == nil || !after.CreatedAt.Equal(before.CreatedAt) || after.Labels[labelStarted] != before.Labels[labelStarted] {
+		t.Errorf("container after a change of resolver: got %+v, %v; want the one created before", after, err)
+	}
+
+	if err := e.p.Delete(e.ctx(t), a, time.Second); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := os.Stat(e.p.network.resolvPath(id)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("resolv file after Delete: got %v; want it removed", err)
+	}
+}
