@@ -110,6 +110,10 @@ func (p *Provider) keepCompute(ctx context.Context, c containers.Container, a *a
 	if err := p.relabel(ctx, c, a); err != nil {
 		return api.AssignmentStatus{}, err
 	}
+	if err := p.network.refreshResolv(a); err != nil {
+		// The container keeps the resolver it has; the next Apply retries.
+		p.log.Warn("rewrite resolv.conf", "id", a.ID, "err", err)
+	}
 	if initPending(c) {
 		// The supervisor starts the main container once they are done.
 		return p.Status(ctx, a.ID)
@@ -207,7 +211,10 @@ func graceOf(a *api.Assignment, labels map[string]string) time.Duration {
 
 // specHash digests what a container is made of; what only labels
 // carry (generation, restart policy, grace period) is left out, so that
-// changing it recreates nothing.
+// changing it recreates nothing. So is the resolver (Network.DNS): it is
+// the node's (its DNS server's), not the tenant's spec, and a kept
+// container's resolv.conf is rewritten in place (refreshResolv); leaving
+// it out also keeps the digests of containers made before it.
 func specHash(a *api.Assignment, d *provider.ConfigData) (string, error) {
 	var c api.ComputeSpec
 	if a.Spec.Compute != nil {
@@ -238,12 +245,22 @@ func specHash(a *api.Assignment, d *provider.ConfigData) (string, error) {
 		Configs         string               `json:",omitempty"`
 		SecurityContext *api.SecurityContext `json:",omitempty"`
 		Pod             string               `json:",omitempty"`
-	}{a.Image, c.Image, c.Command, c.Args, c.Env, c.WorkingDir, c.Ports, a.Volumes, a.Flavor.VCPUs, a.Flavor.MemoryMiB, a.Network, configs, c.SecurityContext, pod})
+	}{a.Image, c.Image, c.Command, c.Args, c.Env, c.WorkingDir, c.Ports, a.Volumes, a.Flavor.VCPUs, a.Flavor.MemoryMiB, withoutDNS(a.Network), configs, c.SecurityContext, pod})
 	if err != nil {
 		return "", fmt.Errorf("spec digest: %w", err)
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8]), nil
+}
+
+// withoutDNS is a copy of n without its resolver (nil stays nil).
+func withoutDNS(n *api.NetworkAttachment) *api.NetworkAttachment {
+	if n == nil {
+		return nil
+	}
+	c := *n
+	c.DNS = nil
+	return &c
 }
 
 // createCompute creates the container and starts its task. A failure of
@@ -274,14 +291,14 @@ func (p *Provider) createCompute(ctx context.Context, a *api.Assignment, hash st
 			}
 		}
 	}()
-	hosts, err := p.network.writeHosts(a)
+	files, err := p.network.writeNetworkFiles(a)
 	if err != nil {
-		return fail("hosts file", err)
+		return fail("hosts and resolv.conf files", err)
 	}
 	cs := containerSpec{
 		a: a, image: img, labels: labels, rootfs: client.WithNewSnapshot(a.ID, img),
 		netns: nsPath, usernsPath: p.network.usernsPath(a.ID),
-		mounts: append(mounts, networkMounts(a, hosts)...), filesDir: p.configs.containerDir(a.ID, api.MainContainer),
+		mounts: append(mounts, networkMounts(a, files)...), filesDir: p.configs.containerDir(a.ID, api.MainContainer),
 	}
 	specOpts, err := p.tasks.specOpts(ctx, cs)
 	if err != nil {

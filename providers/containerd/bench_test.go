@@ -150,7 +150,7 @@ func benchDirect(b *testing.B, e *testEnv, bridged bool) func(n int) {
 				b.Fatalf("cni add: %v", err)
 			}
 		}
-		specOpts, err := e.p.tasks.specOpts(ctx, containerSpec{a: a, image: img, netns: nsPath, mounts: networkMounts(a, hosts), filesDir: e.p.configs.containerDir(id, api.MainContainer)})
+		specOpts, err := e.p.tasks.specOpts(ctx, containerSpec{a: a, image: img, netns: nsPath, mounts: networkMounts(a, networkFiles{hosts: hosts}), filesDir: e.p.configs.containerDir(id, api.MainContainer)})
 		if err != nil {
 			b.Fatalf("spec: %v", err)
 		}

@@ -120,7 +120,7 @@ func (p *Provider) removeLoaded(ctx context.Context, id string, c client.Contain
 	if err := p.network.teardown(ctx, id); err != nil {
 		errs = append(errs, fmt.Errorf("network: %w", err))
 	}
-	if err := removeFiles(p.network.hostsPath(id)); err != nil {
+	if err := p.network.removeNetworkFiles(id); err != nil {
 		errs = append(errs, err)
 	}
 	if err := p.configs.remove(id); err != nil {

@@ -470,7 +470,7 @@ func (e *testEnv) checkGone(t testing.TB, id string) {
 	if _, err := e.p.client.SnapshotService(e.p.cfg.Snapshotter).Stat(ctx, id); !isNotFound(err) {
 		t.Errorf("snapshot %s: got %v; want not found", id, err)
 	}
-	for _, path := range []string{e.p.network.netnsPath(id), e.p.network.conflistPath(id), e.p.network.hostsPath(id), e.p.tasks.logPath(id)} {
+	for _, path := range []string{e.p.network.netnsPath(id), e.p.network.conflistPath(id), e.p.network.hostsPath(id), e.p.network.resolvPath(id), e.p.tasks.logPath(id)} {
 		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: got %v; want it removed", path, err)
 		}

@@ -501,8 +501,28 @@ func (nw *networkService) hostsPath(id string) string {
 	return filepath.Join(nw.cfg.StateDir, "hosts", id)
 }
 
-// writeHosts writes the replica's /etc/hosts: localhost and its own name.
-func (nw *networkService) writeHosts(a *api.Assignment) (string, error) {
+// resolvPath is the replica's own resolv.conf, written when its
+// assignment carries a resolver (Network.DNS).
+func (nw *networkService) resolvPath(id string) string {
+	return filepath.Join(nw.cfg.StateDir, "resolv", id)
+}
+
+// networkFiles are the files of a replica's network a container mounts:
+// its hosts file and its resolv.conf ("": the node's).
+type networkFiles struct {
+	hosts, resolv string
+}
+
+// ownResolver reports whether the replica gets a resolv.conf of its own:
+// it has an address (its own namespace) and its assignment a resolver.
+func ownResolver(a *api.Assignment) bool {
+	return a.Network != nil && a.Network.Address != "" && a.Network.DNS != nil
+}
+
+// writeNetworkFiles writes the replica's /etc/hosts and, with a resolver
+// of its own, its resolv.conf; without one, a resolv.conf left from an
+// earlier container is removed (the new container mounts the node's).
+func (nw *networkService) writeNetworkFiles(a *api.Assignment) (networkFiles, error) {
 	var b strings.Builder
 	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
 	if a.Network != nil && a.Network.Address != "" {
@@ -510,22 +530,79 @@ func (nw *networkService) writeHosts(a *api.Assignment) (string, error) {
 	} else {
 		fmt.Fprintf(&b, "127.0.1.1\t%s\n", hostname(a.ID))
 	}
-	path := nw.hostsPath(a.ID)
-	if err := writeFileAtomic(path, []byte(b.String())); err != nil {
-		return "", err
+	files := networkFiles{hosts: nw.hostsPath(a.ID)}
+	if err := writeNetworkFile(files.hosts, b.String()); err != nil {
+		return networkFiles{}, err
 	}
-	if err := os.Chmod(path, 0o644); err != nil {
-		return "", err
+	if !ownResolver(a) {
+		return files, removeFiles(nw.resolvPath(a.ID))
 	}
-	return path, nil
+	files.resolv = nw.resolvPath(a.ID)
+	if err := writeNetworkFile(files.resolv, a.Network.DNS.ResolvConf()); err != nil {
+		return networkFiles{}, err
+	}
+	return files, nil
+}
+
+// writeNetworkFile writes a file a container mounts read-only: atomically,
+// readable by the container's (perhaps remapped) users.
+func writeNetworkFile(path, content string) error {
+	if err := writeFileAtomic(path, []byte(content)); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o644)
+}
+
+// removeNetworkFiles removes the files writeNetworkFiles wrote.
+func (nw *networkService) removeNetworkFiles(id string) error {
+	return removeFiles(nw.hostsPath(id), nw.resolvPath(id))
+}
+
+// refreshResolv brings the resolv.conf of a replica whose container is
+// kept up to date with its assignment's resolver. A change of resolver
+// alone recreates no container (specHash leaves Network.DNS out), so the
+// file is rewritten in place: a bind mount pins the inode, and an atomic
+// rename would not reach the container. Only a replica that has a file of
+// its own (its container mounts it) is touched, never the node's
+// resolv.conf; a container made without one keeps the node's until it is
+// recreated. Rewriting in place is not atomic: a lookup in the instant
+// between truncate and write may read an empty file, once per change of
+// resolver.
+func (nw *networkService) refreshResolv(a *api.Assignment) error {
+	if !ownResolver(a) {
+		return nil
+	}
+	path := nw.resolvPath(a.ID)
+	have, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	want := a.Network.DNS.ResolvConf()
+	if err != nil || string(have) == want {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(want); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // networkMounts are the files a container's network needs: its hosts
-// file and, with an address of its own, the node's resolv.conf.
-func networkMounts(a *api.Assignment, hosts string) []specs.Mount {
-	mounts := []specs.Mount{{Destination: "/etc/hosts", Type: "bind", Source: hosts, Options: []string{"rbind", "ro"}}}
+// file and, with an address of its own, a resolv.conf: the replica's own
+// (files.resolv) or else the node's.
+func networkMounts(a *api.Assignment, files networkFiles) []specs.Mount {
+	mounts := []specs.Mount{{Destination: "/etc/hosts", Type: "bind", Source: files.hosts, Options: []string{"rbind", "ro"}}}
 	if a.Network != nil && a.Network.Address != "" {
-		mounts = append(mounts, specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: "/etc/resolv.conf", Options: []string{"rbind", "ro"}})
+		resolv := files.resolv
+		if resolv == "" {
+			resolv = "/etc/resolv.conf"
+		}
+		mounts = append(mounts, specs.Mount{Destination: "/etc/resolv.conf", Type: "bind", Source: resolv, Options: []string{"rbind", "ro"}})
 	}
 	return mounts
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/stratahq/strata/internal/api"
 	"github.com/stratahq/strata/internal/hostpolicy"
@@ -442,16 +443,112 @@ func TestNetworkServiceFiles(t *testing.T) {
 	}
 
 	a := &api.Assignment{ID: "r1", Network: &api.NetworkAttachment{Address: "10.1.0.7"}}
-	path, err := nw.writeHosts(a)
+	files, err := nw.writeNetworkFiles(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(path)
+	if files.hosts != nw.hostsPath("r1") || files.resolv != "" {
+		t.Errorf("network files without a resolver: got %+v; want the hosts file and the node's resolv.conf", files)
+	}
+	b, err := os.ReadFile(files.hosts)
 	if err != nil || !strings.Contains(string(b), "10.1.0.7\tr1\n") || !strings.Contains(string(b), "127.0.0.1\tlocalhost\n") {
 		t.Errorf("hosts file: got %q, %v; want localhost and 10.1.0.7 r1", b, err)
 	}
-	if mounts := networkMounts(a, path); len(mounts) != 2 || mounts[1].Destination != "/etc/resolv.conf" {
-		t.Errorf("network mounts with an address: got %+v; want hosts and resolv.conf", mounts)
+	checkMounts := func(mounts []specs.Mount, resolv string) {
+		t.Helper()
+		if len(mounts) != 2 || mounts[0].Destination != "/etc/hosts" || mounts[0].Source != files.hosts ||
+			mounts[1].Destination != "/etc/resolv.conf" || mounts[1].Source != resolv {
+			t.Errorf("network mounts with an address: got %+v; want hosts and resolv.conf from %s", mounts, resolv)
+		}
+	}
+	checkMounts(networkMounts(a, files), "/etc/resolv.conf")
+	// A pod's other containers mount what its main one does.
+	checkMounts(networkMounts(a, networkFilesOf(networkMounts(a, files))), "/etc/resolv.conf")
+	if _, err := os.Stat(nw.resolvPath("r1")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("resolv file without a resolver: got %v; want none", err)
+	}
+	if err := nw.refreshResolv(a); err != nil {
+		t.Errorf("refreshResolv without a resolver: %v", err)
+	}
+
+	// With a resolver: a file of its own, 0644, mounted instead of the
+	// node's.
+	a.Network.DNS = &api.DNSConfig{Nameservers: []string{"10.1.0.1"}, Search: []string{"web.acme.svc"}, Options: []string{"ndots:2"}}
+	if files, err = nw.writeNetworkFiles(a); err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(cfg.StateDir, "resolv", "r1"); files.resolv != want {
+		t.Errorf("resolv file: got %q; want %q", files.resolv, want)
+	}
+	const wantResolv = "nameserver 10.1.0.1\nsearch web.acme.svc\noptions ndots:2\n"
+	checkResolv := func(want string) {
+		t.Helper()
+		b, err := os.ReadFile(files.resolv)
+		if err != nil || string(b) != want {
+			t.Errorf("resolv file: got %q, %v; want %q", b, err, want)
+		}
+		if fi, err := os.Stat(files.resolv); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("resolv file mode: got %v, %v; want 0644", fi.Mode().Perm(), err)
+		}
+	}
+	checkResolv(wantResolv)
+	checkMounts(networkMounts(a, files), files.resolv)
+	checkMounts(networkMounts(a, networkFilesOf(networkMounts(a, files))), files.resolv)
+
+	// A kept container's file is rewritten in place: same inode, which
+	// its bind mount pins.
+	before, err := os.Stat(files.resolv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Network.DNS = &api.DNSConfig{Nameservers: []string{"10.1.0.1", "10.1.0.2"}}
+	if err := nw.refreshResolv(a); err != nil {
+		t.Fatal(err)
+	}
+	checkResolv("nameserver 10.1.0.1\nnameserver 10.1.0.2\n")
+	if after, err := os.Stat(files.resolv); err != nil || !os.SameFile(before, after) {
+		t.Errorf("refreshResolv replaced the file (%v); want it rewritten in place", err)
+	}
+	// Never the node's: a replica without a file of its own is left alone.
+	other := &api.Assignment{ID: "r2", Network: &api.NetworkAttachment{Address: "10.1.0.8", DNS: a.Network.DNS}}
+	if err := nw.refreshResolv(other); err != nil {
+		t.Errorf("refreshResolv without a file: %v", err)
+	}
+	if _, err := os.Stat(nw.resolvPath("r2")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("refreshResolv without a file: got %v; want none written", err)
+	}
+
+	// Without an address (no namespace of its own) no resolv.conf is
+	// mounted, resolver or not.
+	noAddr := &api.Assignment{ID: "r3", Network: &api.NetworkAttachment{DNS: a.Network.DNS}}
+	nf, err := nw.writeNetworkFiles(noAddr)
+	if err != nil || nf.resolv != "" {
+		t.Errorf("network files without an address: got %+v, %v; want no resolv file", nf, err)
+	}
+	if mounts := networkMounts(noAddr, nf); len(mounts) != 1 {
+		t.Errorf("network mounts without an address: got %+v; want the hosts file", mounts)
+	}
+
+	// Removed with the replica.
+	if err := nw.removeNetworkFiles("r1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{nw.hostsPath("r1"), nw.resolvPath("r1")} {
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after removeNetworkFiles: got %v; want it removed", path, err)
+		}
+	}
+	// A new container without a resolver drops a stale file.
+	a.Network.DNS = &api.DNSConfig{Nameservers: []string{"10.1.0.1"}}
+	if _, err := nw.writeNetworkFiles(a); err != nil {
+		t.Fatal(err)
+	}
+	a.Network.DNS = nil
+	if _, err := nw.writeNetworkFiles(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(nw.resolvPath("r1")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("resolv file after a container without a resolver: got %v; want it removed", err)
 	}
 
 	withPorts := func(hostPorts ...int) *api.Assignment {
@@ -468,5 +565,46 @@ func TestNetworkServiceFiles(t *testing.T) {
 		if err := nw.checkHostPorts(withPorts(hp)); err == nil {
 			t.Errorf("host port %d: got no error; want it refused", hp)
 		}
+	}
+}
+
+// TestReplicaResolver checks that a replica with a resolver reads its own
+// resolv.conf, that a change of resolver reaches it without a new
+// container, and that deleting it removes the file.
+func TestReplicaResolver(t *testing.T) {
+	e := newEnv(t)
+	const bridge = "st-test7"
+	freshBridge(t, bridge)
+	id := "dns-" + randomSuffix(t)
+	a := e.assignment(id, "sh", "-c", `trap 'exit 0' TERM; while true; do cat /etc/resolv.conf; sleep 0.1; done & wait`)
+	a.Network = &api.NetworkAttachment{Network: "test", Bridge: bridge, Subnet: "10.213.7.0/24", Gateway: "10.213.7.1", Address: "10.213.7.11",
+		DNS: &api.DNSConfig{Nameservers: []string{"10.213.7.1"}, Search: []string{"web.acme.svc"}, Options: []string{"ndots:2"}}}
+	if st := e.apply(t, a); st.Phase != api.PhaseReady {
+		t.Fatalf("Apply: got phase %s (%s); want ready", st.Phase, st.Reason)
+	}
+	e.waitLogs(t, id, "nameserver 10.213.7.1", "search web.acme.svc", "options ndots:2")
+	before, err := e.p.tasks.container(e.ctx(t), id)
+	if err != nil || before == nil {
+		t.Fatalf("container: %v, %v", before, err)
+	}
+
+	next := *a
+	nw := *a.Network
+	nw.DNS = &api.DNSConfig{Nameservers: []string{"10.213.7.53"}}
+	next.Network, next.Generation = &nw, 2
+	if _, err := e.p.Apply(e.ctx(t), &next); err != nil {
+		t.Fatalf("Apply with another resolver: %v", err)
+	}
+	e.waitLogs(t, id, "nameserver 10.213.7.53")
+	after, err := e.p.tasks.container(e.ctx(t), id)
+	if err != nil || after == nil || !after.CreatedAt.Equal(before.CreatedAt) || after.Labels[labelStarted] != before.Labels[labelStarted] {
+		t.Errorf("container after a change of resolver: got %+v, %v; want the one created before", after, err)
+	}
+
+	if err := e.p.Delete(e.ctx(t), a, time.Second); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := os.Stat(e.p.network.resolvPath(id)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("resolv file after Delete: got %v; want it removed", err)
 	}
 }

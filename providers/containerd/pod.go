@@ -284,7 +284,7 @@ func (p *Provider) createMember(ctx context.Context, cs containerSpec, ct api.Co
 	mcs := containerSpec{
 		a: m, id: id, image: img, labels: labels, rootfs: client.WithNewSnapshot(id, img),
 		netns: cs.netns, usernsPath: cs.usernsPath,
-		mounts:   append(mounts, networkMounts(a, hostsOf(cs.mounts))...),
+		mounts:   append(mounts, networkMounts(a, networkFilesOf(cs.mounts))...),
 		filesDir: p.configs.containerDir(a.ID, ct.Name),
 	}
 	if r := p.tasks.userns; r != nil {
@@ -313,15 +313,20 @@ func (p *Provider) createMember(ctx context.Context, cs containerSpec, ct api.Co
 	return err
 }
 
-// hostsOf is the hosts file among the main container's mounts ("" when
-// none).
-func hostsOf(mounts []specs.Mount) string {
+// networkFilesOf are the network files among the main container's
+// mounts (the last mount of a path wins, as networkMounts come last), so
+// that every container of a pod shares its hosts and resolv.conf.
+func networkFilesOf(mounts []specs.Mount) networkFiles {
+	var files networkFiles
 	for _, m := range mounts {
-		if m.Destination == "/etc/hosts" {
-			return m.Source
+		switch m.Destination {
+		case "/etc/hosts":
+			files.hosts = m.Source
+		case "/etc/resolv.conf":
+			files.resolv = m.Source
 		}
 	}
-	return ""
+	return files
 }
 
 // members are the records of replica id's pod containers.

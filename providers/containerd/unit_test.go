@@ -214,6 +214,31 @@ func TestSpecHash(t *testing.T) {
 	}
 }
 
+// TestSpecHashLeavesOutDNS: the resolver is the node's, not the spec's:
+// setting or changing it recreates no container, and a spec with none
+// digests as before resolvers.
+func TestSpecHashLeavesOutDNS(t *testing.T) {
+	a := &api.Assignment{ID: "r", Spec: api.ResourceSpec{Compute: &api.ComputeSpec{Image: "busybox"}},
+		Network: &api.NetworkAttachment{Network: "default", Address: "10.0.0.2", Gateway: "10.0.0.1"}}
+	want, err := specHash(a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dns := range []*api.DNSConfig{{Nameservers: []string{"10.0.0.1"}}, {Nameservers: []string{"10.0.0.1"}, Search: []string{"x"}, Options: []string{"ndots:2"}}} {
+		a.Network.DNS = dns
+		if got, err := specHash(a, nil); err != nil || got != want {
+			t.Errorf("digest with resolver %+v: got %s, %v; want %s", dns, got, err, want)
+		}
+	}
+	if a.Network.DNS == nil {
+		t.Error("specHash dropped the assignment's resolver")
+	}
+	a.Network.Address = "10.0.0.3"
+	if got, _ := specHash(a, nil); got == want {
+		t.Error("digest after changing the address: unchanged; want the container replaced")
+	}
+}
+
 // TestSpecHashConfigData: data of Configs and Secrets that changes
 // recreates the container; the same data does not.
 func TestSpecHashConfigData(t *testing.T) {
