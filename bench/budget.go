@@ -22,6 +22,8 @@ var budgets = map[string]time.Duration{
 	// A1: three runs of the e2e test with two load steps, about 3 min
 	// each.
 	"A1": 15 * time.Minute,
+	// DNS1: 2 servers × 2 loads × 7 s a round; DNS3: a few seconds a run.
+	"DNS1": 4 * time.Minute, "DNS3": 3 * time.Minute,
 	// A cluster's start includes B0 and, in production, 1,000 agents'
 	// certificates and connections.
 	"cluster": 6 * time.Minute,

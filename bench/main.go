@@ -38,10 +38,13 @@ type options struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && dnsSubcommand(os.Args[1:]) {
+		return
+	}
 	var o options
 	var only, shapes string
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "where to write the results")
-	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (A1, A2, B0..B10, C1, V1, N1, N2, N3, P1, P2); empty runs all")
+	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (A1, A2, B0..B10, C1, V1, N1, N2, N3, P1, P2, DNS1, DNS3); empty runs all")
 	flag.StringVar(&shapes, "shapes", "production,light", "comma-separated cluster shapes to run the cluster benchmarks on")
 	flag.IntVar(&o.rounds, "rounds", 3, "runs of each benchmark (B5: at least 5)")
 	flag.IntVar(&o.agents, "agents", 1000, "simulated agents for B1")

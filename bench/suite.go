@@ -52,7 +52,7 @@ func (s *suite) run(ctx context.Context) error {
 	for _, b := range []struct {
 		name, what string
 		run        func(context.Context) error
-	}{{"N1", "network across hosts", s.n1}, {"N2", "data plane convergence", s.n2}, {"N3", "network policy enforcement", s.n3}, {"C1", "containers", s.c1}, {"V1", "VMs", s.v1}, {"P1", "probe engine CPU", s.p1}, {"P2", "probe failure to HAProxy", s.p2}, {"A1", "autoscaling on a load step", s.a1}} {
+	}{{"N1", "network across hosts", s.n1}, {"N2", "data plane convergence", s.n2}, {"N3", "network policy enforcement", s.n3}, {"C1", "containers", s.c1}, {"V1", "VMs", s.v1}, {"P1", "probe engine CPU", s.p1}, {"P2", "probe failure to HAProxy", s.p2}, {"A1", "autoscaling on a load step", s.a1}, {"DNS1", "name server queries/s against unbound", s.dns1}, {"DNS3", "name server table memory", s.dns3}} {
 		if !s.o.wants(b.name) {
 			continue
 		}

@@ -138,7 +138,7 @@ func (s *Server) handler() http.Handler {
 	routes := map[string]handler{"GET /v1/status": s.status}
 	for _, g := range []interface{ routes() map[string]handler }{
 		flavorRoutes{s}, resourceRoutes{s}, regionRoutes{s}, nodeRoutes{s},
-		tokenRoutes{s}, tenantRoutes{s}, policyRoutes{s}, alertRoutes{s},
+		tokenRoutes{s}, tenantRoutes{s}, policyRoutes{s}, alertRoutes{s}, resolveRoutes{s},
 	} {
 		maps.Copy(routes, g.routes())
 	}

@@ -38,9 +38,10 @@ PACKAGES=(
 )
 # What only the tests need: Redis, protoc for the stale-code check,
 # Chromium for the console tests, systemd (systemd-analyze, systemd-sysusers)
-# for the package test.
+# for the package test, unbound for the DNS1 benchmark's baseline (`make
+# bench` runs an instance of its own; the package's service is not used).
 if [ "$PROFILE" = test ]; then
-  PACKAGES+=(redis-server protobuf-compiler libprotobuf-dev chromium ca-certificates curl git systemd)
+  PACKAGES+=(redis-server protobuf-compiler libprotobuf-dev chromium ca-certificates curl git systemd unbound)
 fi
 
 missing=()
@@ -59,6 +60,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 else
   log "packages present"
+fi
+
+# unbound is there for its binary: if installing it just now started its
+# service (a machine with systemd and no policy-rc.d), stop it again, so
+# that deps leave no resolver of theirs on port 53. A machine that already
+# had unbound keeps it as it was.
+if [[ " ${missing[*]} " == *" unbound "* ]] && command -v systemctl >/dev/null && systemctl is-active --quiet unbound 2>/dev/null; then
+  log "stopping the unbound service the package started (the DNS1 benchmark runs its own)"
+  systemctl disable --now unbound.service unbound-resolvconf.service >/dev/null 2>&1 || true
 fi
 
 # Package installs may start daemons through policy-rc.d-less scripts on

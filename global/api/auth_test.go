@@ -38,6 +38,8 @@ func TestRoles(t *testing.T) {
 		deleteNode     = call{"DELETE", "/v1/regions/eu/nodes/n1", nil}
 		events         = call{"GET", "/v1/events", nil}
 		tenants        = call{"GET", "/v1/tenants", nil}
+		resolve        = call{"GET", "/v1/resolve?name=app", nil}
+		resolveOther   = call{"GET", "/v1/resolve?name=acme-app&tenant=acme", nil}
 	)
 	tests := []struct {
 		role api.Role
@@ -75,6 +77,12 @@ func TestRoles(t *testing.T) {
 		{api.RoleAdmin, writeFlavors, 201},
 		{api.RoleAdmin, writeRegions, 201},
 		{api.RoleAdmin, otherTenant, 200},
+		// Resolving reads the tenant's resources; naming another tenant
+		// is an admin's only.
+		{api.RoleViewer, resolve, 200},
+		{api.RoleInfra, resolve, 403},
+		{api.RoleMember, resolveOther, 403},
+		{api.RoleAdmin, resolveOther, 200},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.role)+" "+tt.call.method+" "+tt.call.path, func(t *testing.T) {

@@ -353,6 +353,8 @@ var goSchemas = map[string]reflect.Type{
 	"RegionTarget":        reflect.TypeFor[api.RegionTarget](),
 	"Replica":             reflect.TypeFor[api.Replica](),
 	"ReplicaList":         reflect.TypeFor[ReplicaList](),
+	"Resolution":          reflect.TypeFor[Resolution](),
+	"ResolvedRecord":      reflect.TypeFor[ResolvedRecord](),
 	"Resource":            reflect.TypeFor[api.Resource](),
 	"ResourceList":        reflect.TypeFor[ResourceList](),
 	"ResourceSpec":        reflect.TypeFor[api.ResourceSpec](),
@@ -401,7 +403,7 @@ var outputOnly = []string{
 	"Assignment", "AssignmentStatus", "BackendStatus", "Capacity", "Condition", "DrainStatus",
 	"DrainStep", "Endpoint", "ErrorBody", "ErrorDetail", "Event", "EventList", "FieldDetail", "FlavorList",
 	"NetworkAttachment", "DNSConfig", "Node", "NodeList", "NodeNetwork", "NodeProvider", "NodeStatus", "RegionList",
-	"RegionShare", "RegionStatus", "Replica", "ReplicaList", "ResourceList", "ResourceStatus",
+	"RegionShare", "RegionStatus", "Replica", "ReplicaList", "Resolution", "ResolvedRecord", "ResourceList", "ResourceStatus",
 	"Revision", "RevisionList", "RolloutStatus", "Status", "VolumeAttachment",
 }
 

@@ -50,7 +50,12 @@ func (p *Replicas) List(ctx context.Context, tenant, name string) (ReplicaList, 
 	if err != nil {
 		return ReplicaList{}, err
 	}
-	r := it.Value
+	return p.list(ctx, tenant, it.Value, st)
+}
+
+// list is List for a resource already read in tenant (the caller checked
+// the scope): the one fan-out of replica reads, which resolve shares.
+func (p *Replicas) list(ctx context.Context, tenant string, r *api.Resource, st *api.ResourceStatus) (ReplicaList, error) {
 	names, err := p.regionsOf(ctx, r, st)
 	if err != nil {
 		return ReplicaList{}, err
@@ -58,7 +63,7 @@ func (p *Replicas) List(ctx context.Context, tenant, name string) (ReplicaList, 
 	list := ReplicaList{Items: []api.Replica{}}
 	var mu sync.Mutex
 	list.Unreachable = p.fan.each(ctx, names, func(ctx context.Context, region string, c regionv1.RegionServiceClient) error {
-		resp, err := c.ListReplicas(ctx, &regionv1.ListReplicasRequest{Tenant: tenant, Resource: name})
+		resp, err := c.ListReplicas(ctx, &regionv1.ListReplicasRequest{Tenant: tenant, Resource: r.Name})
 		if errors.Is(err, api.ErrNotFound) {
 			return nil // the region answered: it holds none of it (failed over, removed)
 		}

@@ -37,6 +37,7 @@ func (s *Server) restAPI() *rest.API {
 		&configDataHandlers{configs: s.configs, secrets: s.secrets},
 		&alertHandlers{rules: s.AlertRules},
 		&planHandlers{s: s},
+		&resolveHandlers{replicas: s.replicas},
 	}
 	for _, k := range kinds {
 		for _, rt := range k.routes() {
