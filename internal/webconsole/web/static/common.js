@@ -610,17 +610,23 @@ export function resourceNames(forms, res, reps, regions) {
   };
 }
 
-// namesRows are the rows of a names table (Name, Answers), in describe's
-// order: the region-less name, its SRV names, then each region's.
-export function namesRows(n) {
-  const row = (name, role, ...answers) => h('tr', { dataset: { name, role } }, h('td', { class: 'mono' }, name), h('td', {}, ...answers));
-  const srv = (s) => row(s.name, 'srv', `SRV: port ${s.port}/${s.proto} of each ready replica`);
+// namesEntries are a names list's entries ({name, role, answers: the
+// Answers column's children}), in describe's order: the region-less name,
+// its SRV names, then each region's.
+export function namesEntries(n) {
+  const entry = (name, role, ...answers) => ({ name, role, answers });
+  const srv = (s) => entry(s.name, 'srv', `SRV: port ${s.port}/${s.proto} of each ready replica`);
   const endpoints = (eps) => (eps.length
     ? eps.flatMap((e, i) => [i ? ', ' : '', h('span', { class: 'mono', title: e.name }, e.replica), ' ', h('span', { class: 'mono' }, e.address)])
     : [h('span', { class: 'muted' }, 'no ready replica')]);
   return [
-    row(n.name, 'any-region', "the asking node's region, else the first by name with a ready replica"),
+    entry(n.name, 'any-region', "the asking node's region, else the first by name with a ready replica"),
     ...n.srv.map(srv),
-    ...n.regions.flatMap((r) => [row(r.name, 'region', ...endpoints(r.endpoints)), ...r.srv.map(srv)]),
+    ...n.regions.flatMap((r) => [entry(r.name, 'region', ...endpoints(r.endpoints)), ...r.srv.map(srv)]),
   ];
+}
+
+// namesRows are namesEntries as table rows (Name, Answers).
+export function namesRows(n) {
+  return namesEntries(n).map((e) => h('tr', { dataset: { name: e.name, role: e.role } }, h('td', { class: 'mono' }, e.name), h('td', {}, ...e.answers)));
 }
