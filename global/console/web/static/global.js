@@ -402,7 +402,7 @@ function resourcePage() {
         h('td', { class: 'num', dataset: { role: 'ready' } }, cs.length ? containersReady(rep) : '—'),
         h('td', { class: 'num', dataset: { role: 'restarts' } }, String(containerRestarts(rep))),
         h('td', {}, 'r' + rep.revision),
-        h('td', { class: 'mono' }, (rep.status && rep.status.address) || '—'));
+        h('td', { class: 'mono' }, (rep.status && rep.status.address) || (rep.network && rep.network.address) || '—'));
       if (!cs.length) return [row];
       return [row, h('tr', { class: 'detail-row', dataset: { containersOf: rep.id } }, h('td', { colspan: '8' }, containerTable(rep)))];
     });
