@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -187,7 +188,63 @@ func TestDescribe(t *testing.T) {
 		if !strings.Contains(out, `"resource": {`) || !strings.Contains(out, `"replicas": [`) {
 			t.Errorf("got %s; want the resource and its replicas", out)
 		}
+		if strings.Contains(out, `"names"`) {
+			t.Errorf("web is on no region network; got names in %s", out)
+		}
 	})
+}
+
+// TestDescribeNames: a container resource on the region network shows
+// its names, each region's with the ready replicas it answers, in text
+// and JSON.
+func TestDescribeNames(t *testing.T) {
+	e := newEnv(t)
+	addNetworkResource(e)
+	golden(t, "describe-resource-names.txt", e.must("", "describe", "resource", "db"))
+	t.Run("JSON", func(t *testing.T) {
+		var d struct {
+			Names struct {
+				Zone, Name string
+				Regions    []struct {
+					Region, Name string
+					Endpoints    []struct{ Replica, Name, Address string }
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(e.must("", "describe", "res/db", "-o", "json")), &d); err != nil {
+			t.Fatal(err)
+		}
+		n := d.Names
+		if n.Zone != "strata.internal" || n.Name != "db.default.strata.internal" || len(n.Regions) != 2 ||
+			n.Regions[0].Name != "db.default.dev-1.strata.internal" || len(n.Regions[0].Endpoints) != 2 || len(n.Regions[1].Endpoints) != 0 ||
+			n.Regions[0].Endpoints[0] != (struct{ Replica, Name, Address string }{"db-2", "db-2.db.default.dev-1.strata.internal", "10.88.1.5"}) {
+			t.Errorf("describe db -o json: names %+v", n)
+		}
+	})
+}
+
+// addNetworkResource adds db, a container resource on the region network
+// with named ports: two ready replicas and one starting in dev-1, one
+// starting in dev-2.
+func addNetworkResource(e *env) {
+	e.srv.Mu.Lock()
+	defer e.srv.Mu.Unlock()
+	created := now.Add(-5 * time.Minute)
+	e.srv.Resources["default/db"] = api.Resource{Name: "db", Tenant: "default", Kind: api.KindCompute, Replicas: 4, CreatedAt: created,
+		Schedule: api.ScheduleRule{Regions: []api.RegionTarget{{Name: "dev-2"}, {Name: "dev-1"}}},
+		Spec: api.ResourceSpec{Flavor: "small", Compute: &api.ComputeSpec{Image: "postgres:16",
+			Ports: []api.PortSpec{{Name: "pg", ContainerPort: 5432}, {ContainerPort: 9187}, {Name: "stats", ContainerPort: 8125, Protocol: "UDP"}}}}}
+	rep := func(id, region string, phase api.Phase, addr string) api.Replica {
+		return api.Replica{Assignment: api.Assignment{ID: id, Tenant: "default", Resource: "db", Kind: api.KindCompute, Provider: api.ProviderContainer,
+			Node: region + "-a", Revision: 1, CreatedAt: created, Network: &api.NetworkAttachment{Network: "default", Address: addr}},
+			Region: region, Phase: phase}
+	}
+	e.srv.Replicas["db"] = []api.Replica{
+		rep("db-1", "dev-1", api.PhaseReady, "10.88.1.7"),
+		rep("db-2", "dev-1", api.PhaseReady, "10.88.1.5"),
+		rep("db-3", "dev-1", api.PhaseProvision, "10.88.1.6"),
+		rep("db-4", "dev-2", api.PhaseProvision, "10.88.2.5"),
+	}
 }
 
 func TestDrain(t *testing.T) {

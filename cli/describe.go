@@ -39,8 +39,9 @@ func (a describeCommands) describeCommand() *cobra.Command {
 
   resource NAME       spec (a pod's containers with their probes), status per
                       region, replicas with nodes and phases (and their
-                      containers' states, when reported), revisions, recent
-                      events
+                      containers' states, when reported), the DNS names of a
+                      container resource on a region network with the ready
+                      replicas they answer, revisions, recent events
   node REGION/NODE    capacity and allocation, conditions, cordon, drain
                       progress, the replicas on it (of your tenant), recent events
   flavor NAME         size, and the resources that use it
@@ -95,7 +96,10 @@ type resourceDescription struct {
 	Replicas  []api.Replica  `json:"replicas"`
 	Revisions []api.Revision `json:"revisions"`
 	Events    []api.Event    `json:"events"`
-	Missing   missing        `json:"missing,omitempty"`
+	// Names are a container resource's names on the region network
+	// (namesOf); absent for other resources.
+	Names   *resourceNames `json:"names,omitempty"`
+	Missing missing        `json:"missing,omitempty"`
 }
 
 // missing says which parts of a description could not be read, and why:
@@ -121,6 +125,7 @@ func (a describeCommands) describeResource(ctx context.Context, c *client.Client
 		d.Missing.add("replicas", err)
 	} else {
 		d.Replicas, warnings = reps.Items, unreachable(reps.Unreachable)
+		d.Names = namesOf(r, d.Replicas)
 	}
 	if d.Revisions, err = c.Resources.Revisions(ctx, name); err != nil {
 		d.Missing.add("revisions", err)
@@ -224,6 +229,7 @@ func writeResource(w io.Writer, d resourceDescription, now time.Time) error {
 	if cs := printers.ContainerStatuses(d.Replicas, now); len(cs.Rows) > 0 {
 		section(w, "Containers", cs, "", "")
 	}
+	namesSection(w, d.Names)
 	section(w, "Revisions", printers.Revisions(d.Revisions, r.Revision, false, now), d.Missing["revisions"], "none")
 	section(w, "Events", printers.Events(d.Events, false, now), d.Missing["events"], "none")
 	return nil

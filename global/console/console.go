@@ -2,7 +2,8 @@
 // of the regions (health, nodes, resources, replicas) with links to each
 // region's own console, the master and the version; a page per resource
 // (spec, revisions with their differences, placement and replicas per
-// region, events) that scales it, rolls it back, pauses and resumes its
+// region, a container resource's DNS names with the replicas they answer,
+// events) that scales it, rolls it back, pauses and resumes its
 // rollout and deletes it; a page of the caller's network policies, where
 // they are enforced, that deletes them; a page of the tenant's configs and
 // secrets (their keys; a secret's values never reach the console); a page
@@ -54,6 +55,8 @@ type pageData struct {
 	Page    string
 	Title   string
 	Version string
+	// Names are the DNS name forms the resource page fills in.
+	Names webconsole.DNSNames
 }
 
 // Handler returns the console. Mount it at /console/ on the global tier's
@@ -89,6 +92,7 @@ func Handler(o Options) http.Handler {
 			return
 		}
 		p.Version = version.String()
+		p.Names = webconsole.Names()
 		webconsole.RenderPage(w, r, log, tmpls[p.Page], p)
 	}
 	mux := http.NewServeMux()

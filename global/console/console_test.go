@@ -60,6 +60,16 @@ func TestOverview(t *testing.T) {
 			}
 		}
 	}
+	// The resource page carries the DNS name forms, as package dns spells
+	// them, for its script to fill in.
+	if _, body := get("/console/resource?tenant=acme&name=web"); !strings.Contains(body, `id="names"`) ||
+		!strings.Contains(body, `data-service="{resource}.{tenant}.strata.internal"`) ||
+		!strings.Contains(body, `data-regional="{resource}.{tenant}.{region}.strata.internal"`) ||
+		!strings.Contains(body, `data-replica="{replica}.{resource}.{tenant}.{region}.strata.internal"`) ||
+		!strings.Contains(body, `data-srv="_{port}._{proto}.{resource}.{tenant}.strata.internal"`) ||
+		!strings.Contains(body, `data-regional-srv="_{port}._{proto}.{resource}.{tenant}.{region}.strata.internal"`) {
+		t.Errorf("the resource page has no names card with the name forms:\n%s", body)
+	}
 	// The configs page never asks for a secret's values.
 	if _, js := get("/console/static/global.js"); !strings.Contains(js, "api('/v1/secrets')") || strings.Contains(js, "reveal") {
 		t.Errorf("global.js: want /v1/secrets listed without reveal")

@@ -19,6 +19,8 @@ const (
 	ResultUpstreamFailure = "upstream_failure"
 	ResultNotImp          = "notimp"
 	ResultFormErr         = "formerr"
+	// ResultServFail: an in-zone answer that could not be packed.
+	ResultServFail = "servfail"
 )
 
 // Answer is the answer to one question inside the zone as tenant would

@@ -4,7 +4,8 @@
 // tenant seeing only its own names, and forwards other names to the node's
 // upstream resolvers. The agent keeps the table up to date and runs the
 // server; the global REST "resolve" endpoint calls Server.Answer to show
-// what a tenant would get.
+// what a tenant would get. Names, ServiceName and ReplicaName spell a
+// resource's names for what lists them (stratactl describe, the consoles).
 //
 // The names, case-insensitive, under the zone Z:
 //

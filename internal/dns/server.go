@@ -77,6 +77,8 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	cache answerCache
+
 	queries, nxdomain, refused, forwarded, upstreamFailures atomic.Uint64
 }
 
@@ -251,44 +253,95 @@ func (s *Server) Stats() Stats {
 func (s *Server) serve(w mdns.ResponseWriter, req *mdns.Msg) {
 	start := time.Now()
 	s.queries.Add(1)
-	m, result := s.respond(w, req)
-	s.count(result)
-	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
-		size := mdns.MinMsgSize
-		if opt := req.IsEdns0(); opt != nil {
-			size = int(opt.UDPSize())
-		}
-		m.Truncate(size)
-	}
-	_ = w.WriteMsg(m)
+	result := s.reply(w, req, udpSize(w, req))
 	if s.cfg.Observe != nil {
 		s.cfg.Observe(result, time.Since(start))
 	}
 }
 
-// respond is the response to req from the source of w, and its result.
-func (s *Server) respond(w mdns.ResponseWriter, req *mdns.Msg) (*mdns.Msg, string) {
-	m := new(mdns.Msg)
-	if req.Opcode != mdns.OpcodeQuery {
-		return m.SetRcode(req, mdns.RcodeNotImplemented), ResultNotImp
+// udpSize is the largest reply req's client takes over UDP (its EDNS0
+// size, else 512 bytes), or 0 over TCP.
+func udpSize(w mdns.ResponseWriter, req *mdns.Msg) int {
+	if _, udp := w.RemoteAddr().(*net.UDPAddr); !udp {
+		return 0
 	}
-	if len(req.Question) != 1 {
-		return m.SetRcode(req, mdns.RcodeFormatError), ResultFormErr
+	if opt := req.IsEdns0(); opt != nil {
+		return max(int(opt.UDPSize()), mdns.MinMsgSize)
 	}
-	tenant, ok := s.cfg.Identify(sourceAddr(w.RemoteAddr()))
-	if !ok {
-		return m.SetRcode(req, mdns.RcodeRefused), ResultRefused
+	return mdns.MinMsgSize
+}
+
+// reply counts and writes the reply to req from the source of w,
+// truncated to size over UDP, and returns its result. An in-zone answer
+// comes from the answer cache while the table has not changed since it
+// was computed.
+func (s *Server) reply(w mdns.ResponseWriter, req *mdns.Msg, size int) string {
+	tenant, m, result := s.check(w, req)
+	if m == nil && !s.inZone(req) {
+		m, result = s.forward(req)
 	}
-	q := req.Question[0]
-	if _, in := ParseName(q.Name, s.zone); !in {
-		return s.forward(req)
+	if m != nil {
+		s.count(result)
+		write(w, m, size)
+		return result
 	}
+	key, gen := keyOf(tenant, req, size), s.table.Generation()
+	if b, result, ok := s.cache.get(key, gen, req.Id); ok {
+		s.count(result)
+		_, _ = w.Write(b)
+		return result
+	}
+	m = new(mdns.Msg)
 	m.SetReply(req)
 	m.Compress = true
 	if opt := req.IsEdns0(); opt != nil {
 		m.SetEdns0(max(opt.UDPSize(), mdns.MinMsgSize), false)
 	}
-	return m, s.fill(m, tenant, q)
+	result = s.fill(m, tenant, req.Question[0])
+	if size > 0 {
+		m.Truncate(size)
+	}
+	b, err := m.Pack()
+	if err != nil {
+		s.count(ResultServFail)
+		write(w, new(mdns.Msg).SetRcode(req, mdns.RcodeServerFailure), size)
+		return ResultServFail
+	}
+	s.cache.put(key, gen, b, result)
+	s.count(result)
+	_, _ = w.Write(b)
+	return result
+}
+
+// check refuses what the server does not answer: other opcodes than
+// QUERY, other than one question, a source that is no replica it knows.
+// It returns the tenant asking, or the reply and its result.
+func (s *Server) check(w mdns.ResponseWriter, req *mdns.Msg) (string, *mdns.Msg, string) {
+	if req.Opcode != mdns.OpcodeQuery {
+		return "", new(mdns.Msg).SetRcode(req, mdns.RcodeNotImplemented), ResultNotImp
+	}
+	if len(req.Question) != 1 {
+		return "", new(mdns.Msg).SetRcode(req, mdns.RcodeFormatError), ResultFormErr
+	}
+	tenant, ok := s.cfg.Identify(sourceAddr(w.RemoteAddr()))
+	if !ok {
+		return "", new(mdns.Msg).SetRcode(req, mdns.RcodeRefused), ResultRefused
+	}
+	return tenant, nil, ""
+}
+
+// inZone says whether req asks a name of the zone.
+func (s *Server) inZone(req *mdns.Msg) bool {
+	_, in := ParseName(req.Question[0].Name, s.zone)
+	return in
+}
+
+// write sends m, truncated to size over UDP.
+func write(w mdns.ResponseWriter, m *mdns.Msg, size int) {
+	if size > 0 {
+		m.Truncate(size)
+	}
+	_ = w.WriteMsg(m)
 }
 
 // sourceAddr is a query's source address, IPv4 unmapped.

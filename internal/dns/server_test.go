@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -324,3 +325,68 @@ func TestServerListenAndClose(t *testing.T) {
 		t.Fatal("UDP still answers after Close")
 	}
 }
+
+// TestServerAnswerCache: a repeated question is answered from the cache
+// with its own id and the case it was asked in; a change of the table is
+// answered at once (no stale answer), whatever was cached; one tenant's
+// cached answer is never another's; the cache stays bounded.
+func TestServerAnswerCache(t *testing.T) {
+	tb := NewTable()
+	tb.Upsert(Endpoint{ID: "db-1", Tenant: "acme", Region: "eu", Resource: "db", Addr: netip.MustParseAddr("10.0.0.1"), Ready: true})
+	var tenant atomicString
+	tenant.set("acme")
+	s := startServer(t, Config{Region: "eu", Identify: func(netip.Addr) (string, bool) { return tenant.get(), true }}, tb)
+	addrs := func(m *mdns.Msg) []string {
+		var out []string
+		for _, rr := range m.Answer {
+			if a, ok := rr.(*mdns.A); ok {
+				out = append(out, a.A.String())
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	const name = "db.acme.eu.strata.internal."
+	for i := range 3 {
+		r := exchange(t, "udp", s.Addr(), name, mdns.TypeA) // exchange checks the id
+		if got := addrs(r); !slices.Equal(got, []string{"10.0.0.1"}) || r.Rcode != mdns.RcodeSuccess {
+			t.Fatalf("query %d: %v %v; want 10.0.0.1", i, mdns.RcodeToString[r.Rcode], got)
+		}
+	}
+	if r := exchange(t, "udp", s.Addr(), "DB.Acme.eu.strata.internal.", mdns.TypeA); r.Question[0].Name != "DB.Acme.eu.strata.internal." || len(r.Answer) != 1 || r.Answer[0].Header().Name != "DB.Acme.eu.strata.internal." {
+		t.Errorf("mixed case: question %q, answer %v; want the case asked", r.Question[0].Name, r.Answer)
+	}
+	tb.Upsert(Endpoint{ID: "db-2", Tenant: "acme", Region: "eu", Resource: "db", Addr: netip.MustParseAddr("10.0.0.2"), Ready: true})
+	if got := addrs(exchange(t, "udp", s.Addr(), name, mdns.TypeA)); !slices.Equal(got, []string{"10.0.0.1", "10.0.0.2"}) {
+		t.Errorf("after db-2 joined: %v; want both", got)
+	}
+	tb.Remove("db-1")
+	tb.Remove("db-2")
+	if r := exchange(t, "udp", s.Addr(), name, mdns.TypeA); r.Rcode != mdns.RcodeNameError {
+		t.Errorf("after both left: %s %v; want NXDOMAIN", mdns.RcodeToString[r.Rcode], r.Answer)
+	}
+	tb.Upsert(Endpoint{ID: "db-1", Tenant: "acme", Region: "eu", Resource: "db", Addr: netip.MustParseAddr("10.0.0.1"), Ready: true})
+	exchange(t, "udp", s.Addr(), name, mdns.TypeA)
+	tenant.set("other")
+	if r := exchange(t, "udp", s.Addr(), name, mdns.TypeA); r.Rcode != mdns.RcodeNameError || len(r.Answer) != 0 {
+		t.Errorf("another tenant after acme's answer was cached: %s %v; want NXDOMAIN", mdns.RcodeToString[r.Rcode], r.Answer)
+	}
+	for i := range cacheEntries + 10 {
+		exchange(t, "udp", s.Addr(), fmt.Sprintf("n%d.acme.eu.strata.internal.", i), mdns.TypeA)
+	}
+	s.cache.mu.RLock()
+	n := len(s.cache.m)
+	s.cache.mu.RUnlock()
+	if n > cacheEntries {
+		t.Errorf("cache holds %d answers; want at most %d", n, cacheEntries)
+	}
+}
+
+// atomicString is a string read by the server's goroutines.
+type atomicString struct {
+	mu sync.Mutex
+	s  string
+}
+
+func (a *atomicString) set(s string) { a.mu.Lock(); a.s = s; a.mu.Unlock() }
+func (a *atomicString) get() string  { a.mu.Lock(); defer a.mu.Unlock(); return a.s }

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unique"
 )
 
@@ -79,6 +80,9 @@ type Table struct {
 	byAddr map[netip.Addr]*entry
 	// res maps (tenant, resource) to its regions' sets.
 	res map[resKey]map[string]*replicaSet
+	// gen counts the table's changes: an answer computed at one
+	// generation holds until the next (the server's answer cache).
+	gen atomic.Uint64
 }
 
 // NewTable returns an empty table.
@@ -99,6 +103,7 @@ func (t *Table) clear() {
 func (t *Table) Reset(eps []Endpoint) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.gen.Add(1)
 	t.clear()
 	for _, e := range eps {
 		t.upsert(e)
@@ -110,6 +115,7 @@ func (t *Table) Reset(eps []Endpoint) {
 func (t *Table) Upsert(e Endpoint) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.gen.Add(1)
 	t.upsert(e)
 }
 
@@ -119,8 +125,13 @@ func (t *Table) Remove(id string) {
 	defer t.mu.Unlock()
 	if old, ok := t.byID[id]; ok {
 		t.unlink(old)
+		t.gen.Add(1)
 	}
 }
+
+// Generation changes whenever the table does (after the change is
+// visible to readers).
+func (t *Table) Generation() uint64 { return t.gen.Load() }
 
 // Len is the number of endpoints in the table, ready or not.
 func (t *Table) Len() int {

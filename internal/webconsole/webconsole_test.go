@@ -337,3 +337,18 @@ func TestTickets(t *testing.T) {
 		t.Errorf("stream of a console without a token: %d; want 401", resp.StatusCode)
 	}
 }
+
+// TestNames: the name forms are package dns's, with placeholders.
+func TestNames(t *testing.T) {
+	want := DNSNames{
+		Zone:        "strata.internal",
+		Service:     "{resource}.{tenant}.strata.internal",
+		Regional:    "{resource}.{tenant}.{region}.strata.internal",
+		Replica:     "{replica}.{resource}.{tenant}.{region}.strata.internal",
+		SRV:         "_{port}._{proto}.{resource}.{tenant}.strata.internal",
+		RegionalSRV: "_{port}._{proto}.{resource}.{tenant}.{region}.strata.internal",
+	}
+	if got := Names(); got != want {
+		t.Errorf("Names() = %+v; want %+v", got, want)
+	}
+}

@@ -11,7 +11,8 @@
 // Routes, relative to where the handler is mounted (/console/):
 //
 //	GET  /console/                  nodes: health, conditions, capacity, cordon, drain
-//	GET  /console/resources         resources placed in the region and their replicas
+//	GET  /console/resources         resources placed in the region and their replicas (a container
+//	                                resource's DNS names, each replica's name and whether it is answered)
 //	GET  /console/events            the live event feed
 //	GET  /console/static/...        CSS, JavaScript, icons
 //	POST /console/events/ticket     bearer token → stream ticket
@@ -69,6 +70,8 @@ type pageData struct {
 	Page    string
 	Title   string
 	Version string
+	// Names are the DNS name forms the resources page fills in.
+	Names webconsole.DNSNames
 }
 
 // Handler returns the console. Mount it at /console/ on the region's HTTP
@@ -120,5 +123,5 @@ func (c *console) servePage(w http.ResponseWriter, r *http.Request) {
 		webconsole.NotFound(w, r)
 		return
 	}
-	webconsole.RenderPage(w, r, c.log, p.tmpl, pageData{Region: c.o.Region, Page: p.Name, Title: p.Title, Version: version.String()})
+	webconsole.RenderPage(w, r, c.log, p.tmpl, pageData{Region: c.o.Region, Page: p.Name, Title: p.Title, Version: version.String(), Names: webconsole.Names()})
 }

@@ -61,6 +61,14 @@ func TestPages(t *testing.T) {
 			t.Errorf("GET %s: no nosniff", path)
 		}
 	}
+	// The resources page carries the DNS name forms, as package dns
+	// spells them, for its script to fill in.
+	if _, body := get(t, srv.URL+"/console/resources"); !strings.Contains(body, `id="names-forms"`) ||
+		!strings.Contains(body, `data-regional="{resource}.{tenant}.{region}.strata.internal"`) ||
+		!strings.Contains(body, `data-replica="{replica}.{resource}.{tenant}.{region}.strata.internal"`) ||
+		!strings.Contains(body, `data-regional-srv="_{port}._{proto}.{resource}.{tenant}.{region}.strata.internal"`) {
+		t.Errorf("the resources page has no name forms:\n%s", body)
+	}
 	// The region name is text, never markup.
 	srv = newServer(t, Options{Region: `<script>x</script>`})
 	if _, body := get(t, srv.URL+"/console/"); strings.Contains(body, "<script>x") {

@@ -8,6 +8,7 @@ import {
   pill, bar, pct, plural, relTime, time, ago, absolute, clock, healthTone, phaseTone,
   confirmDialog, field, toast, ApiError, auth,
   containerTone, probeLine, probeKinds, podContainers, hasPod, containersReady, containerRestarts, containerMessage,
+  dnsForms, resourceNames, namesRows,
 } from './common.js';
 
 const REFRESH_MS = 5000;
@@ -304,6 +305,7 @@ function resourcePage() {
     if (s.job || (res.spec && res.spec.job)) renderJob(s.job);
     renderPlacement(s);
     renderReplicas(reps);
+    renderNames(reps);
     renderContainers();
     renderRevisions(revs);
     $('#spec').textContent = JSON.stringify(res.spec, null, 2);
@@ -400,11 +402,21 @@ function resourcePage() {
         h('td', { class: 'num', dataset: { role: 'ready' } }, cs.length ? containersReady(rep) : '—'),
         h('td', { class: 'num', dataset: { role: 'restarts' } }, String(containerRestarts(rep))),
         h('td', {}, 'r' + rep.revision),
-        h('td', { class: 'mono' }, (rep.status && rep.status.address) || '—'));
+        h('td', { class: 'mono' }, (rep.status && rep.status.address) || (rep.network && rep.network.address) || '—'));
       if (!cs.length) return [row];
       return [row, h('tr', { class: 'detail-row', dataset: { containersOf: rep.id } }, h('td', { colspan: '8' }, containerTable(rep)))];
     });
     body.replaceChildren(...(rows.length ? rows : [h('tr', {}, h('td', { colspan: '8', class: 'detail-empty' }, 'No replicas.'))]));
+  }
+
+  // renderNames lists a container resource's DNS names on the region
+  // network, as stratactl describe does: region-less, per region with
+  // the ready replicas each answers, SRV of named ports.
+  function renderNames(reps) {
+    const card = $('#names');
+    const n = reps.error ? null : resourceNames(dnsForms(card), res, reps.items || []);
+    card.hidden = !n;
+    if (n) $('#names-table tbody').replaceChildren(...namesRows(n));
   }
 
   // renderContainers shows a pod's containers, or a container's probes,

@@ -547,3 +547,86 @@ export function containerRestarts(rep) {
   const cs = st.containers || [];
   return cs.length ? cs.reduce((n, c) => n + (c.restarts || 0), 0) : (st.restarts || 0);
 }
+
+// ---- DNS names: what both consoles show of a resource's names ----
+
+// dnsForms are the name forms a page carries in el's data attributes
+// (webconsole.Names: package dns's spelling, with {tenant}, {resource},
+// {region}, {replica}, {port} and {proto} for the labels), or null.
+export function dnsForms(el) {
+  return el && el.dataset.service ? { ...el.dataset } : null;
+}
+
+// dnsName fills a form's labels in, lowercased as the name server
+// answers them.
+export function dnsName(form, labels) {
+  return form.replace(/\{(\w+)\}/g, (_, k) => String(labels[k] ?? '').toLowerCase());
+}
+
+// onNetwork says whether a replica is a container with an address on a
+// region network: what the nodes' name servers hold.
+export function onNetwork(rep) {
+  return rep.provider === 'container' && !!(rep.network && rep.network.address);
+}
+
+// addrKey orders addresses as answers are: IPv4 by number, before IPv6.
+function addrKey(a) {
+  const v4 = /^(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(a);
+  return v4 ? '4' + v4.slice(1).map((n) => n.padStart(3, '0')).join('.') : '6' + a;
+}
+
+// namedPorts are a compute spec's ports that have SRV names (ComputeSpec.AllPorts
+// with a name): the main container's, then the others', protocol lowercase.
+function namedPorts(c) {
+  return [...(c.ports || []), ...(c.containers || []).flatMap((x) => x.ports || [])]
+    .filter((p) => p.name && p.containerPort > 0 && p.containerPort <= 65535)
+    .map((p) => ({ name: p.name, port: p.containerPort, proto: (p.protocol || 'tcp').toLowerCase() }));
+}
+
+// resourceNames are a resource's names as stratactl describe lists them:
+// the region-less name and its SRV names, then per region (regions, else
+// those it is scheduled to or has replicas in, by name) its name, SRV
+// names and the ready replicas it answers, each with its own name; null
+// unless it is a Compute resource whose container replicas are on a
+// region network. answered marks, per replica id, whether a name answers it.
+export function resourceNames(forms, res, reps, regions) {
+  const c = res.spec && res.spec.compute;
+  if (!forms || res.kind !== 'Compute' || !c || !reps.some(onNetwork)) return null;
+  const labels = { tenant: res.tenant, resource: res.name };
+  const ports = namedPorts(c);
+  const srv = (form, region) => ports.map((p) => ({ name: dnsName(form, { ...labels, region, port: p.name, proto: p.proto }), port: p.port, proto: p.proto }));
+  regions = regions || [...new Set([...((res.schedule && res.schedule.regions) || []).map((t) => t.name), ...reps.map((x) => x.region)])].filter(Boolean).sort();
+  const answered = {};
+  const replicaName = (x) => dnsName(forms.replica, { ...labels, region: x.region, replica: x.id });
+  for (const x of reps) if (onNetwork(x)) answered[x.id] = { name: replicaName(x), ready: x.phase === 'ready' };
+  return {
+    zone: forms.zone, name: dnsName(forms.service, labels), srv: srv(forms.srv, ''), answered,
+    regions: regions.map((region) => ({
+      region, name: dnsName(forms.regional, { ...labels, region }), srv: srv(forms.regionalSrv, region),
+      endpoints: reps.filter((x) => x.region === region && x.phase === 'ready' && onNetwork(x))
+        .map((x) => ({ replica: x.id, name: replicaName(x), address: x.network.address }))
+        .sort((a, b) => addrKey(a.address).localeCompare(addrKey(b.address)) || a.replica.localeCompare(b.replica)),
+    })),
+  };
+}
+
+// namesEntries are a names list's entries ({name, role, answers: the
+// Answers column's children}), in describe's order: the region-less name,
+// its SRV names, then each region's.
+export function namesEntries(n) {
+  const entry = (name, role, ...answers) => ({ name, role, answers });
+  const srv = (s) => entry(s.name, 'srv', `SRV: port ${s.port}/${s.proto} of each ready replica`);
+  const endpoints = (eps) => (eps.length
+    ? eps.flatMap((e, i) => [i ? ', ' : '', h('span', { class: 'mono', title: e.name }, e.replica), ' ', h('span', { class: 'mono' }, e.address)])
+    : [h('span', { class: 'muted' }, 'no ready replica')]);
+  return [
+    entry(n.name, 'any-region', "the asking node's region, else the first by name with a ready replica"),
+    ...n.srv.map(srv),
+    ...n.regions.flatMap((r) => [entry(r.name, 'region', ...endpoints(r.endpoints)), ...r.srv.map(srv)]),
+  ];
+}
+
+// namesRows are namesEntries as table rows (Name, Answers).
+export function namesRows(n) {
+  return namesEntries(n).map((e) => h('tr', { dataset: { name: e.name, role: e.role } }, h('td', { class: 'mono' }, e.name), h('td', {}, ...e.answers)));
+}

@@ -5,6 +5,7 @@ import {
   pill, bar, pct, cpu, mem, memValue, memUnit, plural, shortID, time, ago, clock, absolute, relTime,
   healthTone, conditionTone, phaseTone, drainTone,
   containerTone, probeLine, probeKinds, podContainers, hasPod, containersReady, containerRestarts, containerMessage,
+  dnsForms, resourceNames, namesEntries,
 } from './common.js';
 
 const region = document.body.dataset.region;
@@ -662,6 +663,9 @@ function resourcesPage() {
   function detailRow(key) {
     const detailId = 'rep-' + key.replace(/[^a-zA-Z0-9_-]/g, '_');
     const data = replicas.get(key);
+    const res = (items.find((p) => keyOf(p) === key) || {}).resource;
+    // This region's replicas (the region API may leave their region out).
+    const names = data && data.items && res ? resourceNames(dnsForms($('#names-forms')), res, data.items.map((x) => ({ ...x, region: x.region || region })), [region]) : null;
     let content;
     if (!data) content = h('div', { class: 'detail-empty' }, h('span', { class: 'spinner', 'aria-hidden': 'true' }), 'Loading replicas…');
     else if (data.error) content = h('div', { class: 'detail-empty tone-err' }, 'Replicas could not be loaded — ', describeError(data.error));
@@ -683,15 +687,34 @@ function resourcesPage() {
             h('td', {}, x.node ? h('a', { href: './?q=' + encodeURIComponent(x.node), class: 'mono' }, x.node) : h('span', { class: 'muted' }, 'unscheduled')),
             h('td', {}, pill(phase, phaseTone[phase] || 'neutral'), leaving ? [' ', pill('stopping', 'neutral')] : null),
             pods ? h('td', { class: 'num', dataset: { role: 'ready' } }, cs.length ? containersReady(x) : '—') : null,
-            h('td', { class: 'mono' }, st.address || (x.network && x.network.address) || h('span', { class: 'muted' }, '—')),
+            h('td', { class: 'mono' }, st.address || (x.network && x.network.address) || h('span', { class: 'muted' }, '—'), replicaName(names, x.id)),
             h('td', { class: 'num', dataset: { role: 'restarts' } }, String(containerRestarts(x))),
             h('td', { class: 'reason-cell' }, st.reason || x.reason || h('span', { class: 'muted' }, '—')),
             h('td', { class: 'time-cell' }, relTime(st.since || x.scheduledAt || x.createdAt)));
         })));
       content = [content, containerTable(data.items)];
     }
-    const res = (items.find((p) => keyOf(p) === key) || {}).resource;
-    return h('tr', { class: 'detail-row', id: detailId }, h('td', { colspan: '7' }, probesList(res), content));
+    return h('tr', { class: 'detail-row', id: detailId }, h('td', { colspan: '7' }, probesList(res), namesList(names), content));
+  }
+
+  // namesList is a container resource's DNS names in this region, as
+  // stratactl describe lists them: region-less, this region's with the
+  // ready replicas it answers, SRV of named ports.
+  function namesList(n) {
+    if (!n) return null;
+    return h('div', { dataset: { role: 'names' }, style: { marginBottom: '12px' } },
+      h('div', { class: 'muted' }, `Names, under ${n.zone} (the agents' default zone); only ready replicas are answered:`),
+      namesEntries(n).map((e) => h('div', { dataset: { name: e.name, role: e.role }, style: { paddingLeft: '1.5em' } },
+        h('b', { class: 'mono' }, e.name), ' — ', ...e.answers)));
+  }
+
+  // replicaName is a replica's own name beside its address, and whether
+  // it is answered (ready); nothing off the region network.
+  function replicaName(n, id) {
+    const a = n && n.answered[id];
+    if (!a) return null;
+    return h('div', { dataset: { role: 'replica-name', answered: String(a.ready) } },
+      h('span', { class: 'muted' }, a.name), ' ', pill(a.ready ? 'answered' : 'not answered', a.ready ? 'ok' : 'neutral'));
   }
 
   // probesList is a pod's containers with their probes, as stratactl
