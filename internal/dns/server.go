@@ -71,7 +71,8 @@ type Server struct {
 	ttl    uint32
 
 	mu        sync.Mutex
-	servers   []*mdns.Server
+	servers   []*mdns.Server // TCP
+	udp       *udpLoop
 	addr      string
 	closed    bool
 	closeOnce sync.Once
@@ -118,37 +119,35 @@ func (s *Server) Listen(addr string) error {
 		return err
 	}
 	bound := pc.LocalAddr().String()
-	handler := mdns.HandlerFunc(s.serve)
-	servers := []*mdns.Server{
-		{PacketConn: pc, Handler: handler},
-		{Listener: l, Handler: handler},
-	}
-	started := make(chan struct{}, len(servers))
-	failed := make(chan error, len(servers))
-	for _, srv := range servers {
-		srv.NotifyStartedFunc = func() { started <- struct{}{} }
-		go func() {
-			if err := srv.ActivateAndServe(); err != nil {
-				failed <- err
-			}
-		}()
-	}
-	for range servers {
-		select {
-		case <-started:
-		case err := <-failed:
-			shutdown(servers)
-			return fmt.Errorf("dns: serve %s: %w", bound, err)
+	// TCP through miekg/dns's server; UDP, where the load is, through
+	// the server's own loop (serveUDP), which answers a repeated query
+	// from the cache without unpacking it.
+	tcp := []*mdns.Server{{Listener: l, Handler: mdns.HandlerFunc(s.serve)}}
+	started := make(chan struct{}, 1)
+	failed := make(chan error, 1)
+	tcp[0].NotifyStartedFunc = func() { started <- struct{}{} }
+	go func() {
+		if err := tcp[0].ActivateAndServe(); err != nil {
+			failed <- err
 		}
+	}()
+	select {
+	case <-started:
+	case err := <-failed:
+		pc.Close()
+		shutdown(tcp)
+		return fmt.Errorf("dns: serve %s: %w", bound, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.listenableLocked(); err != nil {
 		// Closed, or listening already, while starting.
-		shutdown(servers)
+		pc.Close()
+		shutdown(tcp)
 		return err
 	}
-	s.servers, s.addr = servers, bound
+	s.servers, s.addr = tcp, bound
+	s.udp = s.serveUDP(pc.(*net.UDPConn))
 	return nil
 }
 
@@ -230,10 +229,10 @@ func (s *Server) Addr() string {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
-		servers := s.servers
+		servers, udp := s.servers, s.udp
 		s.closed = true
 		s.mu.Unlock()
-		s.closeErr = shutdown(servers)
+		s.closeErr = errors.Join(udp.close(), shutdown(servers))
 	})
 	return s.closeErr
 }
@@ -253,7 +252,11 @@ func (s *Server) Stats() Stats {
 func (s *Server) serve(w mdns.ResponseWriter, req *mdns.Msg) {
 	start := time.Now()
 	s.queries.Add(1)
-	result := s.reply(w, req, udpSize(w, req))
+	s.observe(s.reply(w, req, udpSize(w, req), nil, 0), start)
+}
+
+// observe reports a query's result and how long it took since start.
+func (s *Server) observe(result string, start time.Time) {
 	if s.cfg.Observe != nil {
 		s.cfg.Observe(result, time.Since(start))
 	}
@@ -273,9 +276,9 @@ func udpSize(w mdns.ResponseWriter, req *mdns.Msg) int {
 
 // reply counts and writes the reply to req from the source of w,
 // truncated to size over UDP, and returns its result. An in-zone answer
-// comes from the answer cache while the table has not changed since it
-// was computed.
-func (s *Server) reply(w mdns.ResponseWriter, req *mdns.Msg, size int) string {
+// to a UDP query (raw, its bytes) is kept in the answer cache for table
+// generation gen, read before the answer was.
+func (s *Server) reply(w mdns.ResponseWriter, req *mdns.Msg, size int, raw []byte, gen uint64) string {
 	tenant, m, result := s.check(w, req)
 	if m == nil && !s.inZone(req) {
 		m, result = s.forward(req)
@@ -283,12 +286,6 @@ func (s *Server) reply(w mdns.ResponseWriter, req *mdns.Msg, size int) string {
 	if m != nil {
 		s.count(result)
 		write(w, m, size)
-		return result
-	}
-	key, gen := keyOf(tenant, req, size), s.table.Generation()
-	if b, result, ok := s.cache.get(key, gen, req.Id); ok {
-		s.count(result)
-		_, _ = w.Write(b)
 		return result
 	}
 	m = new(mdns.Msg)
@@ -307,7 +304,9 @@ func (s *Server) reply(w mdns.ResponseWriter, req *mdns.Msg, size int) string {
 		write(w, new(mdns.Msg).SetRcode(req, mdns.RcodeServerFailure), size)
 		return ResultServFail
 	}
-	s.cache.put(key, gen, b, result)
+	if raw != nil {
+		s.cache.put(tenant, raw, gen, b, result)
+	}
 	s.count(result)
 	_, _ = w.Write(b)
 	return result

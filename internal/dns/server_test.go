@@ -374,11 +374,8 @@ func TestServerAnswerCache(t *testing.T) {
 	for i := range cacheEntries + 10 {
 		exchange(t, "udp", s.Addr(), fmt.Sprintf("n%d.acme.eu.strata.internal.", i), mdns.TypeA)
 	}
-	s.cache.mu.RLock()
-	n := len(s.cache.m)
-	s.cache.mu.RUnlock()
-	if n > cacheEntries {
-		t.Errorf("cache holds %d answers; want at most %d", n, cacheEntries)
+	if n := s.cache.len(); n > cacheEntries || n == 0 {
+		t.Errorf("cache holds %d answers; want some, at most %d", n, cacheEntries)
 	}
 }
 
@@ -390,3 +387,47 @@ type atomicString struct {
 
 func (a *atomicString) set(s string) { a.mu.Lock(); a.s = s; a.mu.Unlock() }
 func (a *atomicString) get() string  { a.mu.Lock(); defer a.mu.Unlock(); return a.s }
+
+// TestServerUDPMalformed: over UDP, a packet with the reply bit set or
+// shorter than a header gets no answer (a server that answered replies
+// could be made to loop), and one that does not unpack gets FORMERR with
+// its id.
+func TestServerUDPMalformed(t *testing.T) {
+	s := startServer(t, Config{Identify: loopbackIs("acme")}, NewTable())
+	conn, err := net.Dial("udp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	reply := new(mdns.Msg).SetQuestion("db.acme.eu.strata.internal.", mdns.TypeA)
+	reply.Response = true
+	b, err := reply.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A reply, a short packet, then a header announcing a question that
+	// is not there: only the last is answered.
+	for _, p := range [][]byte{b, {1, 2, 3}, {0xab, 0xcd, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 7}} {
+		if _, err := conn.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 512)
+	n, err := conn.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := new(mdns.Msg)
+	if err := got.Unpack(buf[:n]); err != nil {
+		t.Fatal(err)
+	}
+	if got.Id != 0xabcd || got.Rcode != mdns.RcodeFormatError || !got.Response {
+		t.Errorf("answer: id %#x %s; want the malformed query's id 0xabcd, FORMERR", got.Id, mdns.RcodeToString[got.Rcode])
+	}
+	if st := s.Stats(); st.Queries != 1 {
+		t.Errorf("Stats().Queries = %d; want 1 (the reply and the short packet are no queries)", st.Queries)
+	}
+}
